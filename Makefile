@@ -1,0 +1,59 @@
+# ordo -- the commands users type. CMake does the building (CMakeLists.txt);
+# this file only names the workflows.
+#
+#   make                   build libordo (and ordod) under build/
+#   make run               build and start ordod with its default configuration
+#   make test              every test: unit, integration, sanitizers
+#   make asan / make tsan  unit tests under ASan+UBSan / TSan
+#   make bench-primitives  in-process primitive benchmarks
+#   make install           install libordo, headers, ordo.pc (PREFIX=/usr/local)
+
+PREFIX ?= /usr/local
+JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all build run test unit asan tsan bench-primitives install clean deps-build deps-test
+
+all: build
+
+deps-build:
+	@scripts/deps.sh build
+deps-test:
+	@scripts/deps.sh test
+
+build: deps-build
+	@cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS) >/dev/null
+	@cmake --build build -j $(JOBS)
+
+run: build
+	@if [ -x build/ordod ]; then mkdir -p data && exec build/ordod --dir ./data; \
+	 else echo "ordod does not exist yet: this tree builds only libordo (see docs/)"; fi
+
+unit: build
+	cd build && ctest --output-on-failure -j $(JOBS) -L unit
+
+asan: deps-build
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DORDO_SANITIZE=address,undefined >/dev/null
+	@cmake --build build-asan -j $(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --output-on-failure -j $(JOBS) -L unit
+
+tsan: deps-build
+	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DORDO_SANITIZE=thread >/dev/null
+	@cmake --build build-tsan -j $(JOBS)
+	cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  ctest --output-on-failure -j $(JOBS) -L unit
+
+test: deps-test
+	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory asan
+	@$(MAKE) --no-print-directory tsan
+
+bench-primitives: build
+	build/bench_primitives
+
+install: build
+	cmake --install build
+
+clean:
+	rm -rf build build-asan build-tsan

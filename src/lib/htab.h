@@ -1,0 +1,73 @@
+/*
+ * htab.h -- an intrusive hash table keyed by caller-chosen byte strings.
+ *
+ * The table owns only its bucket array. Entries are ordo_hnode_t fields
+ * embedded in the caller's structs, so inserting allocates nothing but the
+ * occasional bucket array; the caller owns and frees its entries. Each table
+ * has its own secret SipHash key (siphash.h), so hostile keys cannot build
+ * long chains.
+ *
+ * Complexity: find, insert and remove are O(1) expected. The bucket array
+ * doubles when the load factor passes 1 (a single O(n) rehash, amortised
+ * O(1) per insert) and halves when it falls below 1/8 on remove, so memory
+ * follows the number of live entries.
+ *
+ * Not thread-safe: the owner serialises access.
+ *
+ * Invariant: every node in bucket i has (hash & mask) == i; count is the
+ * number of linked nodes.
+ */
+#ifndef ORDO_HTAB_H
+#define ORDO_HTAB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "siphash.h"
+
+typedef struct ordo_hnode_s {
+    struct ordo_hnode_s *next;
+    uint64_t hash;
+} ordo_hnode_t;
+
+/* Does node n hold the key key[0..len)? Called only for nodes whose hash
+ * matches. */
+typedef bool (*ordo_htab_eq_fn)(const ordo_hnode_t *n, const void *key, size_t len);
+
+typedef struct ordo_htab_s {
+    ordo_hnode_t **buckets;
+    size_t mask;   /* buckets - 1; buckets is a power of two */
+    size_t count;
+    int iterating; /* >0 inside foreach: remove does not shrink */
+    ordo_htab_eq_fn eq;
+    uint8_t key[ORDO_SIPHASH_KEY_LEN];
+} ordo_htab_t;
+
+/* ordo_htab_init() -- an empty table with a fresh random hash key.
+ * Returns 0, or -1 if the first bucket array could not be allocated. */
+int ordo_htab_init(ordo_htab_t *t, ordo_htab_eq_fn eq);
+
+/* ordo_htab_destroy() -- free the bucket array; entries are the caller's. */
+void ordo_htab_destroy(ordo_htab_t *t);
+
+/* ordo_htab_hash() -- the table's hash of key[0..len). */
+uint64_t ordo_htab_hash(const ordo_htab_t *t, const void *key, size_t len);
+
+/* ordo_htab_find() -- the node holding key (hash from ordo_htab_hash()), or
+ * NULL. */
+ordo_hnode_t *ordo_htab_find(const ordo_htab_t *t, uint64_t hash, const void *key, size_t len);
+
+/* ordo_htab_insert() -- link n (which must not hold a key already present)
+ * under hash. Never fails: if growing the array fails the table stays at its
+ * size and chains lengthen. */
+void ordo_htab_insert(ordo_htab_t *t, ordo_hnode_t *n, uint64_t hash);
+
+/* ordo_htab_remove() -- unlink n, which must be in the table. */
+void ordo_htab_remove(ordo_htab_t *t, ordo_hnode_t *n);
+
+/* Iteration over every node, in no particular order; the callback must not
+ * insert, but may remove the node it is given (and free it). */
+void ordo_htab_foreach(ordo_htab_t *t, void (*fn)(ordo_hnode_t *n, void *arg), void *arg);
+
+#endif /* ORDO_HTAB_H */
