@@ -1,0 +1,49 @@
+/*
+ * buf.h -- a growable byte buffer: connection input, reply output, record
+ * encoding.
+ *
+ * A buf owns its memory (data[0..len) is valid, cap bytes allocated). The
+ * server treats running out of memory as fatal, as Redis does: the append
+ * functions print a message and abort rather than return an error that every
+ * caller would have to thread through. Memory use is bounded by the limits
+ * that decide what may be appended (request, reply and output-buffer limits),
+ * not here.
+ *
+ * Not thread-safe: one owner at a time.
+ */
+#ifndef ORDO_BUF_H
+#define ORDO_BUF_H
+
+#include <stddef.h>
+
+typedef struct ordo_buf_s {
+    char *data;
+    size_t len;
+    size_t cap;
+} ordo_buf_t;
+
+#define ORDO_BUF_INIT {NULL, 0, 0}
+
+/* Make room for extra more bytes; returns data + len (where they go). */
+char *ordo_buf_reserve(ordo_buf_t *b, size_t extra);
+/* Append n bytes. */
+void ordo_buf_append(ordo_buf_t *b, const void *p, size_t n);
+/* Append a NUL-terminated string (without the NUL). */
+void ordo_buf_puts(ordo_buf_t *b, const char *s);
+/* Append printf-style text. */
+void ordo_buf_printf(ordo_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Drop the first n bytes (n <= len), moving the rest to the front. */
+void ordo_buf_consume(ordo_buf_t *b, size_t n);
+/* Forget the contents; keep the allocation if it is at most keep_max bytes,
+ * else free it (so one huge reply does not pin memory for the connection's
+ * life). */
+void ordo_buf_reset(ordo_buf_t *b, size_t keep_max);
+/* Free the memory. */
+void ordo_buf_free(ordo_buf_t *b);
+
+/* Allocation that aborts with a message on failure (see the note above). */
+void *ordo_xmalloc(size_t n);
+void *ordo_xcalloc(size_t n, size_t size);
+void *ordo_xrealloc(void *p, size_t n);
+
+#endif /* ORDO_BUF_H */
