@@ -1,0 +1,274 @@
+/*
+ * cmd.c -- the command table, dispatch and the helpers every handler uses.
+ *
+ * Dispatch checks, in order: the command exists; the connection is
+ * authenticated (or the command is allowed before AUTH); the arity; a RESP2
+ * connection with watches runs only watch-mode commands (its stream carries
+ * events, so ordinary replies could not be told apart). Only then does the
+ * handler run. A command that writes makes one record and goes through
+ * cmd_write(), the single place where records enter the core.
+ */
+#include "cmd.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef struct cmd_entry_s {
+    ordo_hnode_t node;
+    const cmd_def_t *def;
+    size_t nlen;
+    char name[32];   /* lower case */
+} cmd_entry_t;
+
+#define CMD_NAME_MAX 31
+
+static bool entry_eq(const ordo_hnode_t *n, const void *key, size_t len)
+{
+    const cmd_entry_t *e = (const cmd_entry_t *)n;
+    return e->nlen == len && memcmp(e->name, key, len) == 0;
+}
+
+void cmd_register(server_t *s, const cmd_def_t *defs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        cmd_entry_t *e = ordo_xcalloc(1, sizeof *e);
+        e->def = &defs[i];
+        e->nlen = strlen(defs[i].name);
+        if (e->nlen > CMD_NAME_MAX) {
+            fprintf(stderr, "ordod: command name too long: %s\n", defs[i].name);
+            abort();
+        }
+        for (size_t j = 0; j < e->nlen; j++)
+            e->name[j] = (char)tolower((unsigned char)defs[i].name[j]);
+        ordo_htab_insert(&s->commands, &e->node, ordo_htab_hash(&s->commands, e->name, e->nlen));
+    }
+}
+
+int cmd_init(server_t *s)
+{
+    if (ordo_htab_init(&s->commands, entry_eq) != 0)
+        return -1;
+    cmd_server_register(s);
+    cmd_kv_register(s);
+    cmd_watch_register(s);
+    return 0;
+}
+
+static void free_entry(ordo_hnode_t *n, void *arg)
+{
+    (void)arg;
+    free(n);
+}
+
+void cmd_destroy(server_t *s)
+{
+    ordo_htab_foreach(&s->commands, free_entry, NULL);
+    ordo_htab_destroy(&s->commands);
+}
+
+typedef struct foreach_ctx_s {
+    void (*fn)(void *arg, const cmd_def_t *d);
+    void *arg;
+} foreach_ctx_t;
+
+static void foreach_entry(ordo_hnode_t *n, void *arg)
+{
+    foreach_ctx_t *f = arg;
+    f->fn(f->arg, ((cmd_entry_t *)n)->def);
+}
+
+void cmd_foreach(server_t *s, void (*fn)(void *arg, const cmd_def_t *d), void *arg)
+{
+    foreach_ctx_t f = {fn, arg};
+    ordo_htab_foreach(&s->commands, foreach_entry, &f);
+}
+
+size_t cmd_count(server_t *s) { return s->commands.count; }
+
+static const cmd_def_t *lookup(server_t *s, const resp_arg_t *a)
+{
+    char name[CMD_NAME_MAX + 1];
+    if (a->len == 0 || a->len > CMD_NAME_MAX)
+        return NULL;
+    for (size_t i = 0; i < a->len; i++)
+        name[i] = (char)tolower((unsigned char)a->ptr[i]);
+    const cmd_entry_t *e = (const cmd_entry_t *)ordo_htab_find(
+        &s->commands, ordo_htab_hash(&s->commands, name, a->len), name, a->len);
+    return e ? e->def : NULL;
+}
+
+void cmd_limits(const conn_t *c, resp_limits_t *lim)
+{
+    const ordo_config_t *cfg = &c->srv->cfg;
+    lim->inline_max = (size_t)cfg->max_inline_bytes;
+    if (c->authed) {
+        lim->args_max = (size_t)cfg->max_args;
+        lim->bulk_max = (size_t)cfg->max_bulk_bytes;
+    } else {
+        lim->args_max = (size_t)cfg->max_args_unauth;
+        lim->bulk_max = (size_t)cfg->max_bulk_bytes_unauth;
+    }
+}
+
+/* Quote at most 64 bytes of a client's word for an error message, so junk
+ * cannot inject CR/LF or flood the reply. */
+static void quote_word(char *dst, size_t dlen, const resp_arg_t *a)
+{
+    size_t j = 0, n = a->len < 64 ? a->len : 64;
+    for (size_t i = 0; i < n && j + 5 < dlen; i++) {
+        unsigned char ch = (unsigned char)a->ptr[i];
+        if (isprint(ch) && ch != '\'')
+            dst[j++] = (char)ch;
+        else
+            j += (size_t)snprintf(dst + j, dlen - j, "\\x%02x", ch);
+    }
+    dst[j] = '\0';
+}
+
+void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
+{
+    server_t *s = c->srv;
+    cmd_ctx_t x = {s, c, &c->out, c->proto, cmd->argc, cmd->argv};
+    s->stats.commands_total++;
+    c->commands++;
+    c->last_cmd_ms = server_now_ms();
+    const cmd_def_t *d = lookup(s, &cmd->argv[0]);
+    char word[300];
+    if (d == NULL) {
+        quote_word(word, sizeof word, &cmd->argv[0]);
+        reply_errf(&x, "ERR unknown command '%s'", word);
+        return;
+    }
+    if (!c->authed && !(d->flags & CMD_NOAUTH)) {
+        reply_err(&x, "NOAUTH Authentication required.");
+        return;
+    }
+    if ((d->arity > 0 && cmd->argc != (size_t)d->arity) ||
+        (d->arity < 0 && cmd->argc < (size_t)-d->arity)) {
+        reply_errf(&x, "ERR wrong number of arguments for '%s' command", d->name);
+        return;
+    }
+    if (c->proto == 2 && c->nwatches > 0 && !(d->flags & CMD_WATCHMODE)) {
+        reply_errf(&x, "ERR Can't execute '%s': only KV.WATCH / KV.UNWATCH / ELECT.OBSERVE / PING / "
+                       "QUIT are allowed while a RESP2 connection has watches (use HELLO 3 to mix)",
+                   d->name);
+        return;
+    }
+    d->fn(&x);
+}
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+bool arg_is(const cmd_ctx_t *x, size_t i, const char *word)
+{
+    size_t n = strlen(word);
+    return i < x->argc && x->argv[i].len == n && strncasecmp(x->argv[i].ptr, word, n) == 0;
+}
+
+static bool parse_i64_strict(const char *p, size_t n, int64_t *out)
+{
+    char buf[32];
+    if (n == 0 || n >= sizeof buf)
+        return false;
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+    if (isspace((unsigned char)buf[0]) || buf[0] == '+')
+        return false;
+    errno = 0;
+    char *end = NULL;
+    long long v = strtoll(buf, &end, 10);
+    if (errno != 0 || *end != '\0')
+        return false;
+    *out = v;
+    return true;
+}
+
+bool arg_i64(cmd_ctx_t *x, size_t i, int64_t *out)
+{
+    if (parse_i64_strict(x->argv[i].ptr, x->argv[i].len, out))
+        return true;
+    reply_err(x, "ERR value is not an integer or out of range");
+    return false;
+}
+
+bool arg_u64(cmd_ctx_t *x, size_t i, uint64_t *out)
+{
+    char buf[32];
+    size_t n = x->argv[i].len;
+    if (n > 0 && n < sizeof buf && x->argv[i].ptr[0] >= '0' && x->argv[i].ptr[0] <= '9') {
+        memcpy(buf, x->argv[i].ptr, n);
+        buf[n] = '\0';
+        errno = 0;
+        char *end = NULL;
+        unsigned long long v = strtoull(buf, &end, 10);
+        if (errno == 0 && *end == '\0') {
+            *out = v;
+            return true;
+        }
+    }
+    reply_err(x, "ERR value is not an integer or out of range");
+    return false;
+}
+
+bool arg_name_ok(cmd_ctx_t *x, size_t i)
+{
+    if (x->argv[i].len <= (size_t)x->srv->cfg.max_name_bytes)
+        return true;
+    reply_errf(x, "LIMIT name is %zu bytes, above max-name-bytes (%lld)", x->argv[i].len,
+               (long long)x->srv->cfg.max_name_bytes);
+    return false;
+}
+
+bool arg_value_ok(cmd_ctx_t *x, size_t i)
+{
+    if (x->argv[i].len <= (size_t)x->srv->cfg.max_value_bytes)
+        return true;
+    reply_errf(x, "LIMIT value is %zu bytes, above max-value-bytes (%lld)", x->argv[i].len,
+               (long long)x->srv->cfg.max_value_bytes);
+    return false;
+}
+
+void reply_ok(cmd_ctx_t *x) { resp_add_simple(x->out, "OK"); }
+
+void reply_err(cmd_ctx_t *x, const char *msg)
+{
+    x->srv->stats.errors_total++;
+    resp_add_error(x->out, msg);
+}
+
+void reply_errf(cmd_ctx_t *x, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    reply_err(x, msg);
+}
+
+void reply_syntax(cmd_ctx_t *x) { reply_err(x, "ERR syntax error"); }
+
+bool cmd_write(cmd_ctx_t *x, record_t *rec, apply_result_t *res)
+{
+    server_t *s = x->srv;
+    if (s->cfg.max_memory_bytes > 0 && rec->type != REC_DEL && rec->type != REC_COMPACT) {
+        kv_stats_t st;
+        kv_stats(core_kv(s->core), &st);
+        if (st.bytes > (size_t)s->cfg.max_memory_bytes) {
+            reply_errf(x, "LIMIT stored data is %zu bytes, above max-memory-bytes (%lld); "
+                          "delete or compact to write again",
+                       st.bytes, (long long)s->cfg.max_memory_bytes);
+            return false;
+        }
+    }
+    rec->time_ms = server_now_ms();
+    core_apply(s->core, rec, res);
+    if (rec->type == REC_PUT && rec->expire_at_ms != 0)
+        cmd_schedule_expiry(s);
+    return true;
+}

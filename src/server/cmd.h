@@ -1,0 +1,93 @@
+/*
+ * cmd.h -- the command layer: the command table, dispatch, and the hooks the
+ * net layer calls. This is the only layer that speaks RESP replies; it turns
+ * requests into records for the core and results into replies.
+ *
+ * Each command is a cmd_def_t: name, arity (Redis's convention: n > 0 means
+ * exactly n arguments including the name, n < 0 means at least -n), flags,
+ * handler. Handlers validate arguments before making a record, so a record
+ * that reaches the core is well-formed; they reply through the cmd_reply_*
+ * helpers, which write the error and return, keeping handlers short.
+ */
+#ifndef ORDO_CMD_H
+#define ORDO_CMD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "conn.h"
+#include "resp.h"
+
+enum cmd_flags {
+    CMD_NOAUTH = 1 << 0,      /* allowed before authentication */
+    CMD_WATCHMODE = 1 << 1,   /* allowed on a RESP2 connection that has watches */
+    CMD_WRITE = 1 << 2,       /* makes a record */
+};
+
+typedef struct cmd_ctx_s {
+    server_t *srv;
+    conn_t *conn;
+    ordo_buf_t *out;          /* where the reply goes */
+    int proto;
+    size_t argc;
+    const resp_arg_t *argv;
+} cmd_ctx_t;
+
+typedef void (*cmd_fn)(cmd_ctx_t *ctx);
+
+typedef struct cmd_def_s {
+    const char *name;
+    int arity;
+    unsigned flags;
+    cmd_fn fn;
+    const char *summary;      /* one line, for COMMAND DOCS and docs */
+} cmd_def_t;
+
+/* cmd_init() -- build the command table. Returns 0 or -1. */
+int cmd_init(server_t *s);
+void cmd_destroy(server_t *s);
+
+/* Per-family registration (cmd_server.c, cmd_kv.c, cmd_watch.c). */
+void cmd_register(server_t *s, const cmd_def_t *defs, size_t n);
+void cmd_server_register(server_t *s);
+void cmd_kv_register(server_t *s);
+void cmd_watch_register(server_t *s);
+
+/* The command table, for COMMAND. */
+void cmd_foreach(server_t *s, void (*fn)(void *arg, const cmd_def_t *d), void *arg);
+size_t cmd_count(server_t *s);
+
+/* Hooks for the net layer. */
+void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd);
+void cmd_limits(const conn_t *c, resp_limits_t *lim);
+void cmd_conn_closed(conn_t *c);     /* drop the connection's watches */
+void cmd_conn_drained(conn_t *c);    /* output drained: resume watches catching up */
+void cmd_cron(server_t *s);          /* periodic: progress events */
+void cmd_expire_due(server_t *s);    /* the expiry timer fired */
+void cmd_schedule_expiry(server_t *s);
+
+/* ---- helpers for handlers ---------------------------------------------- */
+
+/* Argument i equals word (ASCII case-insensitive)? */
+bool arg_is(const cmd_ctx_t *x, size_t i, const char *word);
+/* Parse argument i as a signed / unsigned 64-bit integer; on failure reply
+ * "-ERR value is not an integer or out of range" and return false. */
+bool arg_i64(cmd_ctx_t *x, size_t i, int64_t *out);
+bool arg_u64(cmd_ctx_t *x, size_t i, uint64_t *out);
+/* Check a name (key) / value against max-name-bytes / max-value-bytes;
+ * replies -LIMIT and returns false if too long. */
+bool arg_name_ok(cmd_ctx_t *x, size_t i);
+bool arg_value_ok(cmd_ctx_t *x, size_t i);
+
+void reply_ok(cmd_ctx_t *x);
+void reply_err(cmd_ctx_t *x, const char *msg);
+void reply_errf(cmd_ctx_t *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void reply_syntax(cmd_ctx_t *x);
+
+/* Apply a record (stamped with the writer's clock here) and return its
+ * result; every write goes through this one function, which is where the
+ * log will be appended. Refuses with -LIMIT when max-memory-bytes is
+ * passed (returns false, reply written). */
+bool cmd_write(cmd_ctx_t *x, record_t *rec, apply_result_t *res);
+
+#endif /* ORDO_CMD_H */

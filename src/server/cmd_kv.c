@@ -1,0 +1,367 @@
+/*
+ * cmd_kv.c -- plain keys (GET, SET, DEL, EXISTS, MGET, INCR, INCRBY) and
+ * versioned keys (KV.PUT, KV.GET, KV.DEL, KV.RANGE, KV.REV, KV.COMPACT), and
+ * the writer's side of key expiry.
+ *
+ * Plain and versioned commands are views of the same store: a SET is a
+ * KV.PUT without conditions, so it makes a revision and fires watches.
+ *
+ * Expiry: SET PX/EX stores an absolute deadline with the put. The expiry
+ * timer fires at the earliest deadline and applies one REC_EXPIRE record
+ * stamped with the time it fired; apply deletes every key due by then. A
+ * read that finds a key past its deadline before that record ran answers as
+ * if it were gone and asks the timer to run at once, so no client ever reads
+ * an expired value.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+
+/* ---- expiry ----------------------------------------------------------------- */
+
+static void on_expire_timer(uv_timer_t *t)
+{
+    server_t *s = t->data;
+    s->expire_timer_at_ms = 0;
+    cmd_expire_due(s);
+}
+
+void cmd_expire_due(server_t *s)
+{
+    record_t rec = {.type = REC_EXPIRE, .time_ms = server_now_ms()};
+    apply_result_t res;
+    core_apply(s->core, &rec, &res);
+    s->stats.expired_keys_total += (uint64_t)res.value;
+    cmd_schedule_expiry(s);
+}
+
+void cmd_schedule_expiry(server_t *s)
+{
+    uint64_t next = core_next_expiry(s->core);
+    if (next == 0) {
+        if (s->expire_timer_at_ms != 0)
+            uv_timer_stop(&s->expire_timer);
+        s->expire_timer_at_ms = 0;
+        return;
+    }
+    if (s->expire_timer_at_ms != 0 && s->expire_timer_at_ms <= next)
+        return;
+    uint64_t now = server_now_ms();
+    s->expire_timer_at_ms = next;
+    uv_timer_start(&s->expire_timer, on_expire_timer, next > now ? next - now : 0, 0);
+}
+
+/* The key's live version as a reader should see it: NULL if absent or past
+ * its deadline (then the expiry record is due and the timer is set to run
+ * now). */
+static const kv_version_t *visible(server_t *s, const resp_arg_t *key)
+{
+    const kv_version_t *v = kv_get(core_kv(s->core), key->ptr, key->len);
+    if (v == NULL || core_expiring(s->core) == 0)
+        return v;
+    uint64_t d = core_expiry_of(s->core, key->ptr, key->len);
+    if (d == 0 || d > server_now_ms())
+        return v;
+    if (s->expire_timer_at_ms == 0 || s->expire_timer_at_ms > d) {
+        s->expire_timer_at_ms = d;
+        uv_timer_start(&s->expire_timer, on_expire_timer, 0, 0);
+    }
+    return NULL;
+}
+
+/* ---- plain keys ------------------------------------------------------------- */
+
+static void cmd_get(cmd_ctx_t *x)
+{
+    const kv_version_t *v = visible(x->srv, &x->argv[1]);
+    if (v == NULL)
+        resp_add_null(x->out, x->proto);
+    else
+        resp_add_bulk(x->out, v->value, v->vlen);
+}
+
+static void cmd_set(cmd_ctx_t *x)
+{
+    if (!arg_name_ok(x, 1) || !arg_value_ok(x, 2))
+        return;
+    record_t rec = {.type = REC_PUT, .key = x->argv[1].ptr, .klen = (uint32_t)x->argv[1].len,
+                    .val = x->argv[2].ptr, .vlen = (uint32_t)x->argv[2].len};
+    int64_t ttl_ms = 0;
+    for (size_t i = 3; i < x->argc; i++) {
+        if (arg_is(x, i, "NX") && !(rec.flags & REC_F_XX)) {
+            rec.flags |= REC_F_NX;
+        } else if (arg_is(x, i, "XX") && !(rec.flags & REC_F_NX)) {
+            rec.flags |= REC_F_XX;
+        } else if (arg_is(x, i, "KEEPTTL") && ttl_ms == 0) {
+            rec.flags |= REC_F_KEEPTTL;
+        } else if ((arg_is(x, i, "PX") || arg_is(x, i, "EX")) && i + 1 < x->argc && ttl_ms == 0 &&
+                   !(rec.flags & REC_F_KEEPTTL)) {
+            bool ms = arg_is(x, i, "PX");
+            if (!arg_i64(x, ++i, &ttl_ms))
+                return;
+            if (ttl_ms <= 0 || (!ms && ttl_ms > INT64_MAX / 1000)) {
+                reply_err(x, "ERR invalid expire time in 'set' command");
+                return;
+            }
+            if (!ms)
+                ttl_ms *= 1000;
+        } else {
+            reply_syntax(x);
+            return;
+        }
+    }
+    uint64_t now = server_now_ms();
+    if (ttl_ms > 0)
+        rec.expire_at_ms = (uint64_t)ttl_ms > UINT64_MAX - now ? UINT64_MAX : now + (uint64_t)ttl_ms;
+    apply_result_t res;
+    if (!cmd_write(x, &rec, &res))
+        return;
+    if (res.status == AP_OK)
+        reply_ok(x);
+    else
+        resp_add_null(x->out, x->proto);
+}
+
+static void cmd_del(cmd_ctx_t *x)
+{
+    int64_t n = 0;
+    for (size_t i = 1; i < x->argc; i++) {
+        record_t rec = {.type = REC_DEL, .key = x->argv[i].ptr, .klen = (uint32_t)x->argv[i].len};
+        apply_result_t res;
+        if (!cmd_write(x, &rec, &res))
+            return;
+        n += res.status == AP_OK;
+    }
+    resp_add_int(x->out, n);
+}
+
+static void cmd_exists(cmd_ctx_t *x)
+{
+    int64_t n = 0;
+    for (size_t i = 1; i < x->argc; i++)
+        n += visible(x->srv, &x->argv[i]) != NULL;
+    resp_add_int(x->out, n);
+}
+
+static void cmd_mget(cmd_ctx_t *x)
+{
+    resp_add_array(x->out, x->argc - 1);
+    for (size_t i = 1; i < x->argc; i++) {
+        const kv_version_t *v = visible(x->srv, &x->argv[i]);
+        if (v == NULL)
+            resp_add_null(x->out, x->proto);
+        else
+            resp_add_bulk(x->out, v->value, v->vlen);
+    }
+}
+
+static void do_incr(cmd_ctx_t *x, int64_t by)
+{
+    if (!arg_name_ok(x, 1))
+        return;
+    record_t rec = {.type = REC_INCR, .key = x->argv[1].ptr, .klen = (uint32_t)x->argv[1].len, .incr = by};
+    apply_result_t res;
+    if (!cmd_write(x, &rec, &res))
+        return;
+    if (res.status == AP_NOTINT)
+        reply_err(x, "ERR value is not an integer or out of range");
+    else if (res.status == AP_OVERFLOW)
+        reply_err(x, "ERR increment or decrement would overflow");
+    else
+        resp_add_int(x->out, res.value);
+}
+
+static void cmd_incr(cmd_ctx_t *x) { do_incr(x, 1); }
+
+static void cmd_incrby(cmd_ctx_t *x)
+{
+    int64_t by;
+    if (arg_i64(x, 2, &by))
+        do_incr(x, by);
+}
+
+/* ---- versioned keys ----------------------------------------------------------- */
+
+/* [value, create_rev, mod_rev, version, lease] */
+static void add_version(cmd_ctx_t *x, const kv_version_t *v, bool with_key)
+{
+    resp_add_array(x->out, with_key ? 6 : 5);
+    if (with_key)
+        resp_add_bulk(x->out, v->key, v->klen);
+    resp_add_bulk(x->out, v->value, v->vlen);
+    resp_add_uint(x->out, v->create_rev);
+    resp_add_uint(x->out, v->mod_rev);
+    resp_add_uint(x->out, v->version);
+    resp_add_uint(x->out, v->lease);
+}
+
+/* Options common to KV.PUT and KV.DEL: IFREV (LEASE and FENCE arrive with
+ * leases and locks). Returns false after replying on error. */
+static bool parse_write_opts(cmd_ctx_t *x, size_t from, record_t *rec)
+{
+    for (size_t i = from; i < x->argc; i++) {
+        if (arg_is(x, i, "IFREV") && i + 1 < x->argc && !(rec->flags & REC_F_IFREV)) {
+            if (!arg_u64(x, ++i, &rec->ifrev))
+                return false;
+            rec->flags |= REC_F_IFREV;
+        } else if (arg_is(x, i, "LEASE") || arg_is(x, i, "FENCE")) {
+            reply_err(x, "ERR LEASE and FENCE are not available yet: leases and locks are not built "
+                         "in this version");
+            return false;
+        } else {
+            reply_syntax(x);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void cmd_kv_put(cmd_ctx_t *x)
+{
+    if (!arg_name_ok(x, 1) || !arg_value_ok(x, 2))
+        return;
+    record_t rec = {.type = REC_PUT, .key = x->argv[1].ptr, .klen = (uint32_t)x->argv[1].len,
+                    .val = x->argv[2].ptr, .vlen = (uint32_t)x->argv[2].len};
+    if (!parse_write_opts(x, 3, &rec))
+        return;
+    apply_result_t res;
+    if (!cmd_write(x, &rec, &res))
+        return;
+    if (res.status == AP_CONFLICT)
+        reply_errf(x, "CONFLICT %llu", (unsigned long long)res.cur_rev);
+    else
+        resp_add_uint(x->out, res.rev);
+}
+
+static void cmd_kv_del(cmd_ctx_t *x)
+{
+    record_t rec = {.type = REC_DEL, .key = x->argv[1].ptr, .klen = (uint32_t)x->argv[1].len};
+    if (!parse_write_opts(x, 2, &rec))
+        return;
+    apply_result_t res;
+    if (!cmd_write(x, &rec, &res))
+        return;
+    if (res.status == AP_CONFLICT)
+        reply_errf(x, "CONFLICT %llu", (unsigned long long)res.cur_rev);
+    else
+        resp_add_uint(x->out, res.status == AP_OK ? res.rev : 0);
+}
+
+static void reply_compacted(cmd_ctx_t *x)
+{
+    reply_errf(x, "COMPACTED %llu", (unsigned long long)kv_oldest_rev(core_kv(x->srv->core)));
+}
+
+static void cmd_kv_get(cmd_ctx_t *x)
+{
+    uint64_t rev = 0;
+    if (x->argc == 4 && arg_is(x, 2, "REV")) {
+        if (!arg_u64(x, 3, &rev))
+            return;
+    } else if (x->argc != 2) {
+        reply_syntax(x);
+        return;
+    }
+    const kv_version_t *v;
+    if (rev == 0) {
+        v = visible(x->srv, &x->argv[1]);
+    } else if (kv_get_at(core_kv(x->srv->core), x->argv[1].ptr, x->argv[1].len, rev, &v) != KV_OK) {
+        reply_compacted(x);
+        return;
+    }
+    if (v == NULL)
+        resp_add_null(x->out, x->proto);
+    else
+        add_version(x, v, false);
+}
+
+typedef struct range_acc_s {
+    cmd_ctx_t *x;
+    ordo_buf_t items;
+} range_acc_t;
+
+static int range_visit(void *arg, const kv_version_t *v)
+{
+    range_acc_t *a = arg;
+    ordo_buf_t *saved = a->x->out;
+    a->x->out = &a->items;
+    add_version(a->x, v, true);
+    a->x->out = saved;
+    return 0;
+}
+
+static void cmd_kv_range(cmd_ctx_t *x)
+{
+    const resp_arg_t *after = NULL;
+    uint64_t limit = 0, rev = 0;
+    for (size_t i = 2; i < x->argc; i++) {
+        if (arg_is(x, i, "AFTER") && i + 1 < x->argc) {
+            after = &x->argv[++i];
+        } else if (arg_is(x, i, "LIMIT") && i + 1 < x->argc) {
+            if (!arg_u64(x, ++i, &limit))
+                return;
+        } else if (arg_is(x, i, "REV") && i + 1 < x->argc) {
+            if (!arg_u64(x, ++i, &rev))
+                return;
+        } else {
+            reply_syntax(x);
+            return;
+        }
+    }
+    range_acc_t a = {x, ORDO_BUF_INIT};
+    long n = kv_range(core_kv(x->srv->core), x->argv[1].ptr, x->argv[1].len, after ? after->ptr : NULL,
+                      after ? after->len : 0, rev, (size_t)limit, range_visit, &a);
+    if (n < 0) {
+        ordo_buf_free(&a.items);
+        reply_compacted(x);
+        return;
+    }
+    resp_add_array(x->out, (size_t)n);
+    if (a.items.len > 0)
+        ordo_buf_append(x->out, a.items.data, a.items.len);
+    ordo_buf_free(&a.items);
+}
+
+static void cmd_kv_rev(cmd_ctx_t *x)
+{
+    resp_add_array(x->out, 2);
+    resp_add_uint(x->out, core_rev(x->srv->core));
+    resp_add_uint(x->out, kv_oldest_rev(core_kv(x->srv->core)));
+}
+
+static void cmd_kv_compact(cmd_ctx_t *x)
+{
+    record_t rec = {.type = REC_COMPACT};
+    if (!arg_u64(x, 1, &rec.arg_rev))
+        return;
+    apply_result_t res;
+    if (!cmd_write(x, &rec, &res))
+        return;
+    if (res.status == AP_COMPACTED)
+        reply_compacted(x);
+    else if (res.status == AP_FUTURE)
+        reply_errf(x, "ERR revision %llu is in the future (current revision %llu)",
+                   (unsigned long long)rec.arg_rev, (unsigned long long)res.cur_rev);
+    else
+        reply_ok(x);
+}
+
+static const cmd_def_t kv_cmds[] = {
+    {"GET", 2, 0, cmd_get, "GET key"},
+    {"SET", -3, CMD_WRITE, cmd_set, "SET key value [NX|XX] [PX ms|EX s|KEEPTTL]"},
+    {"DEL", -2, CMD_WRITE, cmd_del, "DEL key [key ...]: keys removed"},
+    {"EXISTS", -2, 0, cmd_exists, "EXISTS key [key ...]"},
+    {"MGET", -2, 0, cmd_mget, "MGET key [key ...]"},
+    {"INCR", 2, CMD_WRITE, cmd_incr, "INCR key"},
+    {"INCRBY", 3, CMD_WRITE, cmd_incrby, "INCRBY key n"},
+    {"KV.PUT", -3, CMD_WRITE, cmd_kv_put, "KV.PUT key value [IFREV rev]: the new revision"},
+    {"KV.GET", -2, 0, cmd_kv_get, "KV.GET key [REV rev]: [value, create_rev, mod_rev, version, lease]"},
+    {"KV.DEL", -2, CMD_WRITE, cmd_kv_del, "KV.DEL key [IFREV rev]: the deletion's revision or 0"},
+    {"KV.RANGE", -2, 0, cmd_kv_range, "KV.RANGE prefix [AFTER key] [LIMIT n] [REV rev]"},
+    {"KV.REV", 1, 0, cmd_kv_rev, "KV.REV: [current revision, oldest retained revision]"},
+    {"KV.COMPACT", 2, CMD_WRITE, cmd_kv_compact, "KV.COMPACT rev: drop history before rev"},
+};
+
+void cmd_kv_register(server_t *s) { cmd_register(s, kv_cmds, sizeof kv_cmds / sizeof kv_cmds[0]); }

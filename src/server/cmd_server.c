@@ -1,0 +1,361 @@
+/*
+ * cmd_server.c -- connection and server commands: PING, ECHO, HELLO, AUTH,
+ * QUIT, CLIENT, INFO, COMMAND, CONFIG GET, DBSIZE, TIME.
+ *
+ * These never make records. Their replies follow Redis's so that redis-cli,
+ * redis-benchmark and client libraries work unmodified.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "cmd.h"
+
+static void cmd_ping(cmd_ctx_t *x)
+{
+    if (x->argc > 2) {
+        reply_err(x, "ERR wrong number of arguments for 'ping' command");
+        return;
+    }
+    /* A RESP2 connection in watch mode answers like a subscribed Redis client. */
+    if (x->proto == 2 && x->conn->nwatches > 0) {
+        resp_add_array(x->out, 2);
+        resp_add_bulk_str(x->out, "pong");
+        resp_add_bulk(x->out, x->argc == 2 ? x->argv[1].ptr : "", x->argc == 2 ? x->argv[1].len : 0);
+        return;
+    }
+    if (x->argc == 2)
+        resp_add_bulk(x->out, x->argv[1].ptr, x->argv[1].len);
+    else
+        resp_add_simple(x->out, "PONG");
+}
+
+static void cmd_echo(cmd_ctx_t *x) { resp_add_bulk(x->out, x->argv[1].ptr, x->argv[1].len); }
+
+static void cmd_quit(cmd_ctx_t *x)
+{
+    reply_ok(x);
+    x->conn->close_after_write = true;
+}
+
+/* Compare without an early exit, so timing does not reveal the password. */
+static bool password_matches(const server_t *s, const resp_arg_t *a)
+{
+    const char *p = s->cfg.requirepass;
+    size_t n = strlen(p);
+    unsigned char diff = (unsigned char)(a->len != n);
+    for (size_t i = 0; i < a->len; i++)
+        diff |= (unsigned char)(a->ptr[i] ^ p[i % (n ? n : 1)]);
+    return diff == 0;
+}
+
+/* Check user/pass; replies with the error and returns false on failure. */
+static bool try_auth(cmd_ctx_t *x, const resp_arg_t *user, const resp_arg_t *pass)
+{
+    if (x->srv->cfg.requirepass[0] == '\0') {
+        reply_err(x, "ERR AUTH <password> called without any password configured for the default "
+                     "user. Are you sure your configuration is correct?");
+        return false;
+    }
+    bool user_ok = user == NULL || (user->len == 7 && memcmp(user->ptr, "default", 7) == 0);
+    if (!user_ok || !password_matches(x->srv, pass)) {
+        reply_err(x, "WRONGPASS invalid username-password pair or user is disabled.");
+        return false;
+    }
+    x->conn->authed = true;
+    return true;
+}
+
+static void cmd_auth(cmd_ctx_t *x)
+{
+    if (x->argc > 3) {
+        reply_syntax(x);
+        return;
+    }
+    if (try_auth(x, x->argc == 3 ? &x->argv[1] : NULL, &x->argv[x->argc - 1]))
+        reply_ok(x);
+}
+
+static void set_name(conn_t *c, const resp_arg_t *a)
+{
+    free(c->name);
+    c->name = NULL;
+    if (a->len > 0) {
+        c->name = ordo_xmalloc(a->len + 1);
+        memcpy(c->name, a->ptr, a->len);
+        c->name[a->len] = '\0';
+    }
+}
+
+/* Client names appear in CLIENT LIST, one line per client: no spaces or
+ * newlines, as Redis requires. */
+static bool name_ok(cmd_ctx_t *x, const resp_arg_t *a)
+{
+    for (size_t i = 0; i < a->len; i++)
+        if (a->ptr[i] <= ' ' || a->ptr[i] > '~') {
+            reply_err(x, "ERR Client names cannot contain spaces, newlines or special characters.");
+            return false;
+        }
+    if (a->len > 256) {
+        reply_err(x, "LIMIT client name longer than 256 bytes");
+        return false;
+    }
+    return true;
+}
+
+static void cmd_hello(cmd_ctx_t *x)
+{
+    int64_t ver = x->conn->proto;
+    size_t i = 1;
+    if (x->argc >= 2) {
+        if (!arg_i64(x, 1, &ver))
+            return;
+        if (ver != 2 && ver != 3) {
+            reply_err(x, "NOPROTO unsupported protocol version");
+            return;
+        }
+        i = 2;
+    }
+    const resp_arg_t *setname = NULL;
+    for (; i < x->argc; i++) {
+        if (arg_is(x, i, "AUTH") && i + 2 < x->argc) {
+            if (!try_auth(x, &x->argv[i + 1], &x->argv[i + 2]))
+                return;
+            i += 2;
+        } else if (arg_is(x, i, "SETNAME") && i + 1 < x->argc) {
+            setname = &x->argv[++i];
+            if (!name_ok(x, setname))
+                return;
+        } else {
+            reply_syntax(x);
+            return;
+        }
+    }
+    if (!x->conn->authed) {
+        reply_err(x, "NOAUTH HELLO must be called with the client already authenticated, otherwise "
+                     "the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the "
+                     "client and select the RESP protocol version at the same time");
+        return;
+    }
+    if (setname != NULL)
+        set_name(x->conn, setname);
+    x->conn->proto = (int)ver;
+    x->proto = (int)ver;
+    resp_add_map(x->out, x->proto, 7);
+    resp_add_bulk_str(x->out, "server");
+    resp_add_bulk_str(x->out, "ordo");
+    resp_add_bulk_str(x->out, "version");
+    resp_add_bulk_str(x->out, ORDO_VERSION);
+    resp_add_bulk_str(x->out, "proto");
+    resp_add_int(x->out, ver);
+    resp_add_bulk_str(x->out, "id");
+    resp_add_uint(x->out, x->conn->id);
+    resp_add_bulk_str(x->out, "mode");
+    resp_add_bulk_str(x->out, "standalone");
+    resp_add_bulk_str(x->out, "role");
+    resp_add_bulk_str(x->out, "master");
+    resp_add_bulk_str(x->out, "modules");
+    resp_add_array(x->out, 0);
+}
+
+static void client_line(ordo_buf_t *b, const conn_t *c, uint64_t now)
+{
+    ordo_buf_printf(b, "id=%llu addr=%s name=%s age=%llu idle=%llu resp=%d watches=%zu qbuf=%zu omem=%zu cmds=%llu\n",
+                    (unsigned long long)c->id, c->addr, c->name ? c->name : "",
+                    (unsigned long long)((now - c->created_ms) / 1000),
+                    (unsigned long long)((now - c->last_cmd_ms) / 1000), c->proto, c->nwatches,
+                    c->in.len, conn_pending(c), (unsigned long long)c->commands);
+}
+
+static void cmd_client(cmd_ctx_t *x)
+{
+    conn_t *c = x->conn;
+    if (arg_is(x, 1, "ID") && x->argc == 2) {
+        resp_add_uint(x->out, c->id);
+    } else if (arg_is(x, 1, "SETNAME") && x->argc == 3) {
+        if (name_ok(x, &x->argv[2])) {
+            set_name(c, &x->argv[2]);
+            reply_ok(x);
+        }
+    } else if (arg_is(x, 1, "GETNAME") && x->argc == 2) {
+        if (c->name)
+            resp_add_bulk_str(x->out, c->name);
+        else
+            resp_add_null(x->out, x->proto);
+    } else if ((arg_is(x, 1, "LIST") || arg_is(x, 1, "INFO")) && x->argc == 2) {
+        ordo_buf_t b = ORDO_BUF_INIT;
+        uint64_t now = server_now_ms();
+        if (arg_is(x, 1, "INFO"))
+            client_line(&b, c, now);
+        else
+            for (const conn_t *o = x->srv->conns; o != NULL; o = o->next)
+                if (!o->closing)
+                    client_line(&b, o, now);
+        resp_add_verbatim(x->out, x->proto, b.data ? b.data : "", b.len);
+        ordo_buf_free(&b);
+    } else if (arg_is(x, 1, "SETINFO") && x->argc == 4) {
+        reply_ok(x); /* client libraries announce themselves; accepted, not stored */
+    } else {
+        reply_errf(x, "ERR unknown subcommand or wrong number of arguments for CLIENT "
+                      "(try ID, SETNAME, GETNAME, LIST, INFO)");
+    }
+}
+
+static size_t rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long size = 0, rss = 0;
+    if (f == NULL)
+        return 0;
+    if (fscanf(f, "%lu %lu", &size, &rss) != 2)
+        rss = 0;
+    fclose(f);
+    return rss * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static bool section_wanted(const cmd_ctx_t *x, const char *name)
+{
+    return x->argc < 2 || arg_is(x, 1, name) || arg_is(x, 1, "all") || arg_is(x, 1, "everything") ||
+           arg_is(x, 1, "default");
+}
+
+static void cmd_info(cmd_ctx_t *x)
+{
+    server_t *s = x->srv;
+    ordo_buf_t b = ORDO_BUF_INIT;
+    uint64_t now = server_now_ms();
+    kv_stats_t st;
+    kv_stats(core_kv(s->core), &st);
+    if (section_wanted(x, "server"))
+        ordo_buf_printf(&b, "# Server\r\nordo_version:%s\r\nredis_version:7.0.0\r\nprocess_id:%d\r\n"
+                            "tcp_port:%lld\r\nuptime_in_seconds:%llu\r\nfsync:%s\r\n\r\n",
+                        ORDO_VERSION, (int)getpid(), (long long)s->cfg.port,
+                        (unsigned long long)((now - s->start_ms) / 1000),
+                        s->cfg.fsync == FSYNC_ALWAYS ? "always" : s->cfg.fsync == FSYNC_EVERYSEC ? "everysec" : "no");
+    if (section_wanted(x, "clients"))
+        ordo_buf_printf(&b, "# Clients\r\nconnected_clients:%zu\r\nmax_clients:%lld\r\nwatches:%zu\r\n\r\n",
+                        s->nconns, (long long)s->cfg.max_clients, s->watches.count);
+    if (section_wanted(x, "memory"))
+        ordo_buf_printf(&b, "# Memory\r\nused_memory:%zu\r\nused_memory_rss:%zu\r\nmax_memory_bytes:%lld\r\n"
+                            "kv_versions:%zu\r\nkv_log_entries:%zu\r\n\r\n",
+                        st.bytes, rss_bytes(), (long long)s->cfg.max_memory_bytes, st.versions, st.log_entries);
+    if (section_wanted(x, "stats"))
+        ordo_buf_printf(&b, "# Stats\r\ntotal_connections_received:%llu\r\nrejected_connections:%llu\r\n"
+                            "total_commands_processed:%llu\r\ntotal_error_replies:%llu\r\n"
+                            "total_net_input_bytes:%llu\r\ntotal_net_output_bytes:%llu\r\n"
+                            "watch_events:%llu\r\nwatch_cancelled:%llu\r\nexpired_keys:%llu\r\n"
+                            "clients_closed_output_limit:%llu\r\n\r\n",
+                        (unsigned long long)s->stats.connections_total,
+                        (unsigned long long)s->stats.connections_rejected,
+                        (unsigned long long)s->stats.commands_total, (unsigned long long)s->stats.errors_total,
+                        (unsigned long long)s->stats.net_in_bytes, (unsigned long long)s->stats.net_out_bytes,
+                        (unsigned long long)s->stats.watch_events_total,
+                        (unsigned long long)s->stats.watch_cancelled_total,
+                        (unsigned long long)s->stats.expired_keys_total,
+                        (unsigned long long)s->stats.clients_closed_output);
+    if (section_wanted(x, "kv"))
+        ordo_buf_printf(&b, "# KV\r\nrevision:%llu\r\noldest_revision:%llu\r\nhistory_revs:%lld\r\n\r\n",
+                        (unsigned long long)core_rev(s->core), (unsigned long long)kv_oldest_rev(core_kv(s->core)),
+                        (long long)s->cfg.history_revs);
+    if (section_wanted(x, "keyspace"))
+        ordo_buf_printf(&b, "# Keyspace\r\ndb0:keys=%zu,expires=%zu\r\n", kv_count(core_kv(s->core)),
+                        core_expiring(s->core));
+    resp_add_verbatim(x->out, x->proto, b.data ? b.data : "", b.len);
+    ordo_buf_free(&b);
+}
+
+static void command_entry(void *arg, const cmd_def_t *d)
+{
+    cmd_ctx_t *x = arg;
+    int nflags = 0;
+    resp_add_array(x->out, 6);
+    resp_add_bulk_str(x->out, d->name);
+    resp_add_int(x->out, d->arity);
+    nflags = (d->flags & CMD_WRITE ? 1 : 0) + (d->flags & CMD_NOAUTH ? 1 : 0);
+    resp_add_set(x->out, x->proto, (size_t)nflags);
+    if (d->flags & CMD_WRITE)
+        resp_add_simple(x->out, "write");
+    if (d->flags & CMD_NOAUTH)
+        resp_add_simple(x->out, "no_auth");
+    resp_add_int(x->out, 0);
+    resp_add_int(x->out, 0);
+    resp_add_int(x->out, 0);
+}
+
+static void cmd_command(cmd_ctx_t *x)
+{
+    if (x->argc == 1) {
+        resp_add_array(x->out, cmd_count(x->srv));
+        cmd_foreach(x->srv, command_entry, x);
+    } else if (arg_is(x, 1, "COUNT")) {
+        resp_add_uint(x->out, cmd_count(x->srv));
+    } else if (arg_is(x, 1, "DOCS")) {
+        resp_add_map(x->out, x->proto, 0); /* redis-cli asks for hints; we offer none */
+    } else {
+        reply_err(x, "ERR unknown subcommand for COMMAND (try COUNT, DOCS, or no argument)");
+    }
+}
+
+typedef struct cfg_acc_s {
+    ordo_buf_t items;
+    size_t n;
+} cfg_acc_t;
+
+static void cfg_collect(void *arg, const char *name, const char *value)
+{
+    cfg_acc_t *a = arg;
+    resp_add_bulk_str(&a->items, name);
+    resp_add_bulk_str(&a->items, value);
+    a->n++;
+}
+
+static void cmd_config(cmd_ctx_t *x)
+{
+    if (!arg_is(x, 1, "GET") || x->argc < 3) {
+        reply_err(x, "ERR CONFIG is a read-only view here: CONFIG GET pattern [pattern ...]; options "
+                     "are set with flags or the config file");
+        return;
+    }
+    cfg_acc_t a = {ORDO_BUF_INIT, 0};
+    for (size_t i = 2; i < x->argc; i++) {
+        char pat[128];
+        snprintf(pat, sizeof pat, "%.*s", (int)(x->argv[i].len < 127 ? x->argv[i].len : 127), x->argv[i].ptr);
+        config_foreach(&x->srv->cfg, pat, cfg_collect, &a);
+    }
+    resp_add_map(x->out, x->proto, a.n);
+    if (a.items.len > 0)
+        ordo_buf_append(x->out, a.items.data, a.items.len);
+    ordo_buf_free(&a.items);
+}
+
+static void cmd_dbsize(cmd_ctx_t *x) { resp_add_uint(x->out, kv_count(core_kv(x->srv->core))); }
+
+static void cmd_time(cmd_ctx_t *x)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    char a[32], b[32];
+    snprintf(a, sizeof a, "%lld", (long long)tv.tv_sec);
+    snprintf(b, sizeof b, "%lld", (long long)tv.tv_usec);
+    resp_add_array(x->out, 2);
+    resp_add_bulk_str(x->out, a);
+    resp_add_bulk_str(x->out, b);
+}
+
+static const cmd_def_t server_cmds[] = {
+    {"PING", -1, CMD_NOAUTH | CMD_WATCHMODE, cmd_ping, "PING [message]: PONG, or the message"},
+    {"ECHO", 2, 0, cmd_echo, "ECHO message"},
+    {"QUIT", 1, CMD_NOAUTH | CMD_WATCHMODE, cmd_quit, "QUIT: close the connection after OK"},
+    {"AUTH", -2, CMD_NOAUTH | CMD_WATCHMODE, cmd_auth, "AUTH [user] password"},
+    {"HELLO", -1, CMD_NOAUTH, cmd_hello, "HELLO [2|3] [AUTH user pass] [SETNAME name]"},
+    {"CLIENT", -2, 0, cmd_client, "CLIENT ID|SETNAME|GETNAME|LIST|INFO"},
+    {"INFO", -1, 0, cmd_info, "INFO [section]"},
+    {"COMMAND", -1, 0, cmd_command, "COMMAND [COUNT|DOCS]"},
+    {"CONFIG", -2, 0, cmd_config, "CONFIG GET pattern..."},
+    {"DBSIZE", 1, 0, cmd_dbsize, "DBSIZE: live keys"},
+    {"TIME", 1, 0, cmd_time, "TIME: [seconds, microseconds]"},
+};
+
+void cmd_server_register(server_t *s) { cmd_register(s, server_cmds, sizeof server_cmds / sizeof server_cmds[0]); }

@@ -1,0 +1,334 @@
+/*
+ * cmd_watch.c -- KV.WATCH and KV.UNWATCH, and delivery of watch events.
+ *
+ * Guarantees, per watch: events in revision order, without gaps or
+ * duplicates, starting after FROM (or with the next revision); a watch that
+ * cannot be continued is cancelled with the last revision it delivered, so
+ * the client resumes with FROM that revision and loses nothing.
+ *
+ * Each watch is in one of two states:
+ *   LIVE      every matching change is encoded into its connection's output
+ *             as it is applied; last_rev = the newest revision it has seen.
+ *   CATCHUP   the connection's unsent output passed WATCH_BEHIND_BYTES, so
+ *             live events are no longer encoded for it. When its output
+ *             drains, the watch reads the changes after last_rev from the
+ *             store's change log, a screenful at a time, until it reaches
+ *             the end and is LIVE again. If compaction has passed last_rev,
+ *             the watch is cancelled (watch-cancelled, reason "compacted").
+ * So a slow reader costs a bounded output buffer plus a revision number,
+ * never a queue of events that grows with the write rate. A watch created
+ * with FROM starts in CATCHUP.
+ *
+ * Invariant: a watch's events are only ever written from one source at a
+ * time: live delivery in LIVE, the log in CATCHUP; last_rev moves forward
+ * only, and only over revisions whose events (if any matched) were written.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+
+enum { WATCH_LIVE = 0, WATCH_CATCHUP = 1 };
+
+/* Unsent output above which a watch stops receiving live events and catches
+ * up from history later. */
+#define WATCH_BEHIND_BYTES (1u << 20)
+
+static void add_value_or_nil(ordo_buf_t *out, int proto, const kv_version_t *v)
+{
+    if (v == NULL || v->deleted)
+        resp_add_null(out, proto);
+    else
+        resp_add_bulk(out, v->value, v->vlen);
+}
+
+/* ["watch", id, rev, "put"|"del", key, value|nil [, prev|nil]] */
+static void add_event(conn_t *c, const watch_t *w, const kv_version_t *cur, const kv_version_t *prev)
+{
+    ordo_buf_t *out = &c->out;
+    resp_add_push(out, c->proto, w->prevval ? 7 : 6);
+    resp_add_bulk_str(out, "watch");
+    resp_add_uint(out, w->id);
+    resp_add_uint(out, cur->mod_rev);
+    resp_add_bulk_str(out, cur->deleted ? "del" : "put");
+    resp_add_bulk(out, cur->key, cur->klen);
+    add_value_or_nil(out, c->proto, cur);
+    if (w->prevval)
+        add_value_or_nil(out, c->proto, prev);
+    c->srv->stats.watch_events_total++;
+}
+
+static void add_marker(conn_t *c, const char *kind, uint64_t id, uint64_t rev)
+{
+    resp_add_push(&c->out, c->proto, 3);
+    resp_add_bulk_str(&c->out, kind);
+    resp_add_uint(&c->out, id);
+    resp_add_uint(&c->out, rev);
+}
+
+static void watch_free(conn_t *c, watch_t *w)
+{
+    watch_remove(&c->srv->watches, w);
+    if (w->oprev != NULL)
+        w->oprev->onext = w->onext;
+    else
+        c->watches = w->onext;
+    if (w->onext != NULL)
+        w->onext->oprev = w->oprev;
+    c->nwatches--;
+    free(w->name);
+    free(w);
+}
+
+static void watch_cancel(conn_t *c, watch_t *w, const char *reason)
+{
+    resp_add_push(&c->out, c->proto, 4);
+    resp_add_bulk_str(&c->out, "watch-cancelled");
+    resp_add_uint(&c->out, w->id);
+    resp_add_uint(&c->out, w->last_rev);
+    resp_add_bulk_str(&c->out, reason);
+    c->srv->stats.watch_cancelled_total++;
+    watch_free(c, w);
+}
+
+/* Read the change log after w->last_rev until the output is full again or
+ * the log ends. Returns false if the watch was cancelled. */
+static bool catch_up(conn_t *c, watch_t *w)
+{
+    const kv_t *kv = core_kv(c->srv->core);
+    kv_cursor_t cur;
+    if (kv_log_seek(kv, w->last_rev, &cur) != KV_OK) {
+        watch_cancel(c, w, "compacted");
+        return false;
+    }
+    kv_change_t ch;
+    while (conn_pending(c) < WATCH_BEHIND_BYTES) {
+        if (!kv_log_next(kv, &cur, &ch)) {
+            w->state = WATCH_LIVE;
+            w->last_rev = core_rev(c->srv->core);
+            return true;
+        }
+        if (watch_covers(w, ch.cur->key, ch.cur->klen)) {
+            add_event(c, w, ch.cur, ch.prev);
+            w->last_sent_ms = server_now_ms();
+        }
+        w->last_rev = ch.cur->mod_rev;
+    }
+    return true;
+}
+
+void cmd_conn_drained(conn_t *c)
+{
+    watch_t *next;
+    for (watch_t *w = c->watches; w != NULL && !c->closing; w = next) {
+        next = w->onext;
+        if (w->state == WATCH_CATCHUP && conn_pending(c) < WATCH_BEHIND_BYTES)
+            catch_up(c, w);
+    }
+    if (c->out.len > 0)
+        conn_mark_dirty(c);
+}
+
+void cmd_conn_closed(conn_t *c)
+{
+    while (c->watches != NULL)
+        watch_free(c, c->watches);
+}
+
+/* The core's change callback: deliver to every LIVE watch that covers the key. */
+typedef struct deliver_ctx_s {
+    const kv_change_t *ch;
+} deliver_ctx_t;
+
+static void deliver_one(watch_t *w, void *arg)
+{
+    const kv_change_t *ch = ((deliver_ctx_t *)arg)->ch;
+    conn_t *c = w->owner;
+    if (w->state != WATCH_LIVE || c->closing)
+        return;
+    if (conn_pending(c) >= WATCH_BEHIND_BYTES) {
+        w->state = WATCH_CATCHUP; /* last_rev stays at what was delivered */
+        return;
+    }
+    add_event(c, w, ch->cur, ch->prev);
+    w->last_rev = ch->cur->mod_rev;
+    w->last_sent_ms = server_now_ms();
+    conn_mark_dirty(c);
+}
+
+static void on_change(void *arg, const kv_change_t *ch)
+{
+    server_t *s = arg;
+    deliver_ctx_t d = {ch};
+    watch_match(&s->watches, ch->cur->key, ch->cur->klen, deliver_one, &d);
+}
+
+static void on_check(uv_check_t *h) { conn_flush_dirty(h->data); }
+
+/* ---- snapshot ------------------------------------------------------------------ */
+
+typedef struct snap_ctx_s {
+    conn_t *c;
+    watch_t *w;
+} snap_ctx_t;
+
+static int snap_visit(void *arg, const kv_version_t *v)
+{
+    snap_ctx_t *s = arg;
+    add_event(s->c, s->w, v, NULL);
+    return 0;
+}
+
+/* Send the matching keys as of the current revision, then watch-synced. */
+static void send_snapshot(conn_t *c, watch_t *w)
+{
+    const kv_t *kv = core_kv(c->srv->core);
+    uint64_t rev = core_rev(c->srv->core);
+    snap_ctx_t sc = {c, w};
+    if (w->prefix) {
+        kv_range(kv, w->name, w->nlen, NULL, 0, 0, 0, snap_visit, &sc);
+    } else {
+        const kv_version_t *v = kv_get(kv, w->name, w->nlen);
+        if (v != NULL)
+            add_event(c, w, v, NULL);
+    }
+    add_marker(c, "watch-synced", w->id, rev);
+    w->last_rev = rev;
+    w->state = WATCH_LIVE;
+}
+
+/* ---- commands ------------------------------------------------------------------ */
+
+/* KV.WATCH key [PREFIX] [FROM rev [RESYNC] | SNAPSHOT] [PREVVAL] */
+static void cmd_kv_watch(cmd_ctx_t *x)
+{
+    conn_t *c = x->conn;
+    bool prefix = false, prevval = false, snapshot = false, resync = false, has_from = false;
+    uint64_t from = 0;
+    for (size_t i = 2; i < x->argc; i++) {
+        if (arg_is(x, i, "PREFIX"))
+            prefix = true;
+        else if (arg_is(x, i, "PREVVAL"))
+            prevval = true;
+        else if (arg_is(x, i, "SNAPSHOT"))
+            snapshot = true;
+        else if (arg_is(x, i, "RESYNC"))
+            resync = true;
+        else if (arg_is(x, i, "FROM") && i + 1 < x->argc) {
+            if (!arg_u64(x, ++i, &from))
+                return;
+            has_from = true;
+        } else {
+            reply_syntax(x);
+            return;
+        }
+    }
+    if ((snapshot && has_from) || (resync && !has_from)) {
+        reply_err(x, "ERR syntax error: use FROM rev [RESYNC] or SNAPSHOT, not both");
+        return;
+    }
+    if (!arg_name_ok(x, 1))
+        return;
+    if (c->nwatches >= (size_t)x->srv->cfg.max_watches_per_client) {
+        reply_errf(x, "LIMIT this connection has %zu watches (max-watches-per-client)", c->nwatches);
+        return;
+    }
+    const kv_t *kv = core_kv(x->srv->core);
+    if (has_from && from + 1 < kv_oldest_rev(kv)) {
+        if (!resync) {
+            reply_errf(x, "COMPACTED %llu", (unsigned long long)kv_oldest_rev(kv));
+            return;
+        }
+        snapshot = true;
+    }
+    watch_t *w = ordo_xcalloc(1, sizeof *w);
+    w->id = ++x->srv->next_watch_id;
+    w->owner = c;
+    w->nlen = x->argv[1].len;
+    w->name = ordo_xmalloc(w->nlen ? w->nlen : 1);
+    memcpy(w->name, x->argv[1].ptr, w->nlen);
+    w->prefix = prefix;
+    w->prevval = prevval;
+    w->last_sent_ms = server_now_ms();
+    w->onext = c->watches;
+    if (c->watches != NULL)
+        c->watches->oprev = w;
+    c->watches = w;
+    c->nwatches++;
+    watch_add(&x->srv->watches, w);
+    resp_add_uint(x->out, w->id);
+    if (snapshot) {
+        send_snapshot(c, w);
+    } else if (has_from) {
+        w->last_rev = from;
+        w->state = WATCH_CATCHUP;
+        catch_up(c, w);
+    } else {
+        w->last_rev = core_rev(x->srv->core);
+        w->state = WATCH_LIVE;
+    }
+}
+
+/* KV.UNWATCH [id] */
+static void cmd_kv_unwatch(cmd_ctx_t *x)
+{
+    conn_t *c = x->conn;
+    uint64_t id = 0;
+    if (x->argc > 2) {
+        reply_syntax(x);
+        return;
+    }
+    if (x->argc == 2 && !arg_u64(x, 1, &id))
+        return;
+    int64_t n = 0;
+    watch_t *next;
+    for (watch_t *w = c->watches; w != NULL; w = next) {
+        next = w->onext;
+        if (id == 0 || w->id == id) {
+            watch_free(c, w);
+            n++;
+        }
+    }
+    resp_add_int(x->out, n);
+}
+
+/* Progress: an idle LIVE watch learns the current revision, so its resume
+ * point moves even when nothing it watches changes. */
+void cmd_cron(server_t *s)
+{
+    uint64_t now = server_now_ms();
+    for (conn_t *c = s->conns; c != NULL; c = c->next)
+        if (!c->closing && conn_pending(c) > (size_t)s->cfg.output_soft_bytes)
+            conn_check_output(c);
+    if (now < s->next_progress_ms)
+        return;
+    uint64_t interval = (uint64_t)s->cfg.watch_progress_ms;
+    s->next_progress_ms = now + interval / 4;
+    uint64_t rev = core_rev(s->core);
+    for (conn_t *c = s->conns; c != NULL; c = c->next) {
+        for (watch_t *w = c->watches; w != NULL && !c->closing; w = w->onext) {
+            if (w->state != WATCH_LIVE || now - w->last_sent_ms < interval)
+                continue;
+            w->last_rev = rev;
+            w->last_sent_ms = now;
+            add_marker(c, "watch-progress", w->id, rev);
+            conn_mark_dirty(c);
+        }
+    }
+    conn_flush_dirty(s);
+}
+
+static const cmd_def_t watch_cmds[] = {
+    {"KV.WATCH", -2, CMD_WATCHMODE, cmd_kv_watch,
+     "KV.WATCH key [PREFIX] [FROM rev [RESYNC] | SNAPSHOT] [PREVVAL]: the watch id, then events"},
+    {"KV.UNWATCH", -1, CMD_WATCHMODE, cmd_kv_unwatch, "KV.UNWATCH [id]: watches removed"},
+};
+
+void cmd_watch_register(server_t *s)
+{
+    cmd_register(s, watch_cmds, sizeof watch_cmds / sizeof watch_cmds[0]);
+    core_set_change_cb(s->core, on_change, s);
+    uv_check_init(s->loop, &s->flusher);
+    s->flusher.data = s;
+    uv_check_start(&s->flusher, on_check);
+}

@@ -1,0 +1,303 @@
+/*
+ * config.c -- the option table and its parsers; see config.h.
+ *
+ * The table is the single source of truth: --help, CONFIG GET, the config
+ * file and the flags all read it, so an option cannot exist in one place and
+ * be missing in another. Sizes accept the suffixes k, m, g (powers of 1024)
+ * so `max-value-bytes 8m` reads as it would in redis.conf.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+enum opt_type { OPT_INT, OPT_SIZE, OPT_BOOL, OPT_STR, OPT_FSYNC };
+
+typedef struct option_def {
+    const char *name;
+    enum opt_type type;
+    size_t offset;           /* into ordo_config_t */
+    size_t str_len;          /* OPT_STR: capacity */
+    const char *def;         /* default, in text form */
+    int64_t min, max;        /* numeric bounds */
+    const char *help;
+} option_def_t;
+
+#define INT_OPT(n, field, d, lo, hi, h) {n, OPT_INT, offsetof(ordo_config_t, field), 0, d, lo, hi, h}
+#define SIZE_OPT(n, field, d, lo, hi, h) {n, OPT_SIZE, offsetof(ordo_config_t, field), 0, d, lo, hi, h}
+#define BOOL_OPT(n, field, d, h) {n, OPT_BOOL, offsetof(ordo_config_t, field), 0, d, 0, 1, h}
+#define STR_OPT(n, field, d, h) \
+    {n, OPT_STR, offsetof(ordo_config_t, field), sizeof(((ordo_config_t *)0)->field), d, 0, 0, h}
+
+#define KiB (1024LL)
+#define MiB (1024LL * 1024)
+#define GiB (1024LL * 1024 * 1024)
+
+static const option_def_t options[] = {
+    STR_OPT("bind", bind, "127.0.0.1", "address to listen on (TCP)"),
+    INT_OPT("port", port, "7379", 0, 65535, "TCP port; 0 disables TCP"),
+    STR_OPT("unixsocket", unixsocket, "", "also listen on this Unix socket path"),
+    STR_OPT("requirepass", requirepass, "", "password clients must give with AUTH or HELLO"),
+    BOOL_OPT("protected-mode", protected_mode, "yes",
+             "while no password is set, refuse clients that are not on loopback"),
+    STR_OPT("dir", dir, "./data", "data directory"),
+    {"fsync", OPT_FSYNC, offsetof(ordo_config_t, fsync), 0, "always", 0, 2,
+     "durability policy: always | everysec | no"},
+    INT_OPT("history-revs", history_revs, "100000", 1, INT64_MAX,
+            "revisions of history kept for KV.GET REV and watch resumption (automatic compaction)"),
+    INT_OPT("watch-progress-ms", watch_progress_ms, "5000", 10, 86400000,
+            "an idle watch gets a watch-progress event this often"),
+    INT_OPT("max-clients", max_clients, "10000", 1, 1000000, "connected clients at most"),
+    INT_OPT("max-args", max_args, "65536", 1, 16777216, "arguments per command"),
+    SIZE_OPT("max-bulk-bytes", max_bulk_bytes, "16m", 1024, 2 * GiB, "bytes per command argument"),
+    SIZE_OPT("max-inline-bytes", max_inline_bytes, "64k", 256, 64 * MiB, "bytes per inline command line"),
+    INT_OPT("max-args-unauth", max_args_unauth, "10", 1, 16777216,
+            "arguments per command before authentication"),
+    SIZE_OPT("max-bulk-bytes-unauth", max_bulk_bytes_unauth, "16k", 256, 2 * GiB,
+             "bytes per argument before authentication"),
+    SIZE_OPT("max-name-bytes", max_name_bytes, "16k", 1, 64 * MiB, "bytes in a key or other name"),
+    SIZE_OPT("max-value-bytes", max_value_bytes, "8m", 0, 2 * GiB, "bytes in a value or payload"),
+    INT_OPT("max-watches-per-client", max_watches_per_client, "1024", 1, 1000000,
+            "watches and observations one connection may hold"),
+    SIZE_OPT("output-hard-bytes", output_hard_bytes, "256m", 64 * KiB, INT64_MAX,
+             "a client whose unsent replies pass this is disconnected"),
+    SIZE_OPT("output-soft-bytes", output_soft_bytes, "64m", 64 * KiB, INT64_MAX,
+             "... or whose unsent replies stay above this for output-soft-seconds"),
+    INT_OPT("output-soft-seconds", output_soft_seconds, "60", 1, 86400, "see output-soft-bytes"),
+    SIZE_OPT("max-memory-bytes", max_memory_bytes, "0", 0, INT64_MAX,
+             "stored data above this refuses writes with -LIMIT; 0 means no limit"),
+    BOOL_OPT("verbose", verbose, "no", "log every connection and more"),
+};
+#define NOPTIONS (sizeof options / sizeof options[0])
+
+static const option_def_t *find_option(const char *name)
+{
+    for (size_t i = 0; i < NOPTIONS; i++)
+        if (strcasecmp(options[i].name, name) == 0)
+            return &options[i];
+    return NULL;
+}
+
+/* Parse a decimal integer with an optional k/m/g suffix (sizes only). */
+static int parse_number(const char *s, int sized, int64_t *out)
+{
+    errno = 0;
+    char *end = NULL;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || errno != 0)
+        return -1;
+    int64_t mult = 1;
+    if (sized && *end != '\0') {
+        switch (tolower((unsigned char)*end)) {
+        case 'k': mult = KiB; break;
+        case 'm': mult = MiB; break;
+        case 'g': mult = GiB; break;
+        default: return -1;
+        }
+        end++;
+        if (tolower((unsigned char)*end) == 'b')
+            end++;
+    }
+    if (*end != '\0')
+        return -1;
+    if (v > INT64_MAX / mult || v < INT64_MIN / mult)
+        return -1;
+    *out = (int64_t)v * mult;
+    return 0;
+}
+
+static int set_option(ordo_config_t *cfg, const option_def_t *o, const char *value, char *err, size_t elen)
+{
+    char *base = (char *)cfg + o->offset;
+    int64_t v = 0;
+    switch (o->type) {
+    case OPT_STR:
+        if (strlen(value) >= o->str_len) {
+            snprintf(err, elen, "option %s: value longer than %zu bytes", o->name, o->str_len - 1);
+            return -1;
+        }
+        strcpy(base, value);
+        return 0;
+    case OPT_BOOL:
+        if (strcasecmp(value, "yes") == 0 || strcmp(value, "1") == 0 || strcasecmp(value, "true") == 0)
+            v = 1;
+        else if (strcasecmp(value, "no") == 0 || strcmp(value, "0") == 0 || strcasecmp(value, "false") == 0)
+            v = 0;
+        else {
+            snprintf(err, elen, "option %s: expected yes or no, got '%s'", o->name, value);
+            return -1;
+        }
+        break;
+    case OPT_FSYNC:
+        if (strcasecmp(value, "always") == 0)
+            v = FSYNC_ALWAYS;
+        else if (strcasecmp(value, "everysec") == 0)
+            v = FSYNC_EVERYSEC;
+        else if (strcasecmp(value, "no") == 0)
+            v = FSYNC_NO;
+        else {
+            snprintf(err, elen, "option fsync: expected always, everysec or no, got '%s'", value);
+            return -1;
+        }
+        break;
+    case OPT_INT:
+    case OPT_SIZE:
+        if (parse_number(value, o->type == OPT_SIZE, &v) != 0) {
+            snprintf(err, elen, "option %s: '%s' is not a %s", o->name, value,
+                     o->type == OPT_SIZE ? "size (N, Nk, Nm, Ng)" : "number");
+            return -1;
+        }
+        if (v < o->min || v > o->max) {
+            snprintf(err, elen, "option %s: %lld is outside %lld..%lld", o->name, (long long)v,
+                     (long long)o->min, (long long)o->max);
+            return -1;
+        }
+        break;
+    }
+    memcpy(base, &v, sizeof v);
+    return 0;
+}
+
+void config_defaults(ordo_config_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    char err[256];
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        int rc = set_option(cfg, &options[i], options[i].def, err, sizeof err);
+        (void)rc;
+    }
+}
+
+int config_set(ordo_config_t *cfg, const char *name, const char *value, char *err, size_t elen)
+{
+    const option_def_t *o = find_option(name);
+    if (o == NULL) {
+        snprintf(err, elen, "unknown option '%s' (ordod --help lists them)", name);
+        return -1;
+    }
+    return set_option(cfg, o, value, err, elen);
+}
+
+int config_get(const ordo_config_t *cfg, const char *name, char *out, size_t olen)
+{
+    const option_def_t *o = find_option(name);
+    if (o == NULL)
+        return -1;
+    const char *base = (const char *)cfg + o->offset;
+    int64_t v;
+    memcpy(&v, base, sizeof v);
+    switch (o->type) {
+    case OPT_STR: snprintf(out, olen, "%s", base); break;
+    case OPT_BOOL: snprintf(out, olen, "%s", v ? "yes" : "no"); break;
+    case OPT_FSYNC: snprintf(out, olen, "%s", v == FSYNC_ALWAYS ? "always" : v == FSYNC_EVERYSEC ? "everysec" : "no"); break;
+    default: snprintf(out, olen, "%lld", (long long)v); break;
+    }
+    return 0;
+}
+
+void config_foreach(const ordo_config_t *cfg, const char *pattern,
+                    void (*fn)(void *arg, const char *name, const char *value), void *arg)
+{
+    char val[1100];
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        if (fnmatch(pattern, options[i].name, FNM_CASEFOLD) != 0)
+            continue;
+        config_get(cfg, options[i].name, val, sizeof val);
+        fn(arg, options[i].name, val);
+    }
+}
+
+/* Read `name value` lines; '#' starts a comment; the value is the rest of
+ * the line, trimmed, optionally in double quotes. */
+static int parse_file(ordo_config_t *cfg, const char *path, char *err, size_t elen)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        snprintf(err, elen, "cannot open config file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    char line[4096];
+    int lineno = 0, rc = 0;
+    while (rc == 0 && fgets(line, sizeof line, f) != NULL) {
+        lineno++;
+        char *p = line;
+        while (isspace((unsigned char)*p))
+            p++;
+        if (*p == '#' || *p == '\0')
+            continue;
+        char *name = p;
+        while (*p != '\0' && !isspace((unsigned char)*p))
+            p++;
+        if (*p != '\0')
+            *p++ = '\0';
+        while (isspace((unsigned char)*p))
+            p++;
+        char *value = p;
+        size_t vl = strlen(value);
+        while (vl > 0 && isspace((unsigned char)value[vl - 1]))
+            value[--vl] = '\0';
+        if (vl >= 2 && value[0] == '"' && value[vl - 1] == '"') {
+            value[vl - 1] = '\0';
+            value++;
+        }
+        char msg[512];
+        if (config_set(cfg, name, value, msg, sizeof msg) != 0) {
+            snprintf(err, elen, "%s:%d: %s", path, lineno, msg);
+            rc = -1;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+int config_parse_args(ordo_config_t *cfg, int argc, char **argv, int *exit_now,
+                      FILE *out, char *err, size_t elen)
+{
+    *exit_now = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            config_usage(out);
+            *exit_now = 1;
+            return 0;
+        }
+        if (strncmp(a, "--", 2) != 0) {
+            snprintf(err, elen, "unexpected argument '%s' (options are --name value)", a);
+            return -1;
+        }
+        char name[128];
+        const char *value;
+        const char *eq = strchr(a + 2, '=');
+        if (eq != NULL) {
+            snprintf(name, sizeof name, "%.*s", (int)(eq - a - 2), a + 2);
+            value = eq + 1;
+        } else {
+            snprintf(name, sizeof name, "%s", a + 2);
+            if (i + 1 >= argc) {
+                snprintf(err, elen, "option --%s needs a value", name);
+                return -1;
+            }
+            value = argv[++i];
+        }
+        int rc = strcmp(name, "config") == 0 ? parse_file(cfg, value, err, elen)
+                                             : config_set(cfg, name, value, err, elen);
+        if (rc != 0)
+            return -1;
+    }
+    return 0;
+}
+
+void config_usage(FILE *out)
+{
+    fprintf(out, "usage: ordod [--config FILE] [--name value]...\n\n"
+                 "Options (also accepted as `name value` lines in a config file):\n");
+    for (size_t i = 0; i < NOPTIONS; i++)
+        fprintf(out, "  --%-24s %s (default: %s)\n", options[i].name, options[i].help,
+                options[i].def[0] ? options[i].def : "\"\"");
+    fprintf(out, "  --%-24s %s\n", "config FILE", "read options from FILE where this flag appears");
+}

@@ -1,0 +1,75 @@
+/*
+ * config.h -- ordod's options: one table of every option with its name,
+ * default, meaning and bounds; parsed from long flags (--name value or
+ * --name=value) and from a config file of `name value` lines.
+ *
+ * Every limit the server enforces is an option here, so every limit has a
+ * name, a default, a way to change it and (in the command layer) an error.
+ * The parsed values live in an ordo_config_t owned by the server; nothing
+ * here is global.
+ */
+#ifndef ORDO_CONFIG_H
+#define ORDO_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum fsync_policy { FSYNC_ALWAYS, FSYNC_EVERYSEC, FSYNC_NO };
+
+typedef struct ordo_config_s {
+    /* network */
+    char bind[256];
+    int64_t port;
+    char unixsocket[256];
+    char requirepass[512];
+    int64_t protected_mode;          /* refuse non-loopback clients while no password is set */
+    /* data */
+    char dir[1024];
+    int64_t fsync;                   /* enum fsync_policy */
+    int64_t history_revs;            /* automatic compaction keeps this many revisions */
+    int64_t watch_progress_ms;       /* idle watches get a progress event this often */
+    /* limits */
+    int64_t max_clients;
+    int64_t max_args;                /* arguments per command */
+    int64_t max_bulk_bytes;          /* bytes per argument (the parser's bound) */
+    int64_t max_inline_bytes;        /* bytes per inline command line */
+    int64_t max_args_unauth;         /* the same bounds before AUTH succeeds */
+    int64_t max_bulk_bytes_unauth;
+    int64_t max_name_bytes;          /* keys, and later queue/lock/election names */
+    int64_t max_value_bytes;         /* values and payloads */
+    int64_t max_watches_per_client;
+    int64_t output_hard_bytes;       /* a client whose pending output passes this is closed */
+    int64_t output_soft_bytes;       /* ... or stays above this for output_soft_seconds */
+    int64_t output_soft_seconds;
+    int64_t max_memory_bytes;        /* 0: no limit; above it writes get -LIMIT */
+    /* diagnostics */
+    int64_t verbose;
+} ordo_config_t;
+
+/* config_defaults() -- every option at its default. */
+void config_defaults(ordo_config_t *cfg);
+
+/* config_parse_args() -- apply argv (argv[0] is the program). --config FILE
+ * is read where it appears; later options override earlier ones. --help
+ * prints the option list to out and sets *exit_now. On error writes a
+ * message to err_out (size err_len) and returns -1; else 0. */
+int config_parse_args(ordo_config_t *cfg, int argc, char **argv, int *exit_now,
+                      FILE *out, char *err_out, size_t err_len);
+
+/* config_set() -- set one option by name from its text form. Returns 0, or
+ * -1 with a message in err_out. */
+int config_set(ordo_config_t *cfg, const char *name, const char *value, char *err_out, size_t err_len);
+
+/* config_get() -- the text form of option name into out; -1 if unknown. */
+int config_get(const ordo_config_t *cfg, const char *name, char *out, size_t out_len);
+
+/* config_foreach() -- visit every option name matching a glob pattern
+ * (fnmatch), for CONFIG GET. */
+void config_foreach(const ordo_config_t *cfg, const char *pattern,
+                    void (*fn)(void *arg, const char *name, const char *value), void *arg);
+
+/* config_usage() -- the --help text. */
+void config_usage(FILE *out);
+
+#endif /* ORDO_CONFIG_H */

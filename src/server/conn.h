@@ -1,0 +1,80 @@
+/*
+ * conn.h -- one client connection: its socket, buffers, protocol version,
+ * authentication, name and watches.
+ *
+ * Buffers: `in` holds bytes read and not yet parsed; commands point into it
+ * while they run. Replies accumulate in `out`; when a write is in flight its
+ * bytes sit in `wbuf` (libuv needs them stable until the callback) and new
+ * replies keep going to `out`. Pending output is out.len + wbuf.len; it is
+ * bounded by output-hard-bytes / output-soft-bytes (the client is closed
+ * past them), and reading pauses while it is above CONN_PAUSE_READ_BYTES so
+ * a pipelining client cannot queue unbounded replies.
+ */
+#ifndef ORDO_CONN_H
+#define ORDO_CONN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "server.h"
+
+/* Pending output above which we stop reading from the client until it
+ * drains: large enough for deep pipelines, small against memory. */
+#define CONN_PAUSE_READ_BYTES (4u << 20)
+/* Input buffer kept between reads; a larger one is freed when emptied. */
+#define CONN_IN_KEEP_BYTES (64u << 10)
+/* Read buffer offered to libuv per read. */
+#define CONN_READ_CHUNK (16u << 10)
+
+struct conn_s {
+    union {
+        uv_handle_t handle;
+        uv_stream_t stream;
+        uv_tcp_t tcp;
+        uv_pipe_t pipe;
+    } h;
+    server_t *srv;
+    uint64_t id;
+    char addr[64];
+    char *name;                /* CLIENT SETNAME, NULL if none */
+    int proto;                 /* 2 or 3 */
+    bool authed;
+    bool closing;              /* uv_close called or due */
+    bool close_after_write;    /* QUIT, protocol error: close once out is sent */
+    bool reading;
+    bool writing;
+    ordo_buf_t in;
+    size_t need_bytes;         /* don't parse until in.len reaches this */
+    ordo_buf_t out;
+    ordo_buf_t wbuf;
+    uv_write_t wreq;
+    resp_cmd_t cmd;
+    uint64_t created_ms;
+    uint64_t last_cmd_ms;
+    uint64_t soft_since_ms;    /* when pending output first passed the soft limit, 0 if below */
+    uint64_t commands;
+    bool dirty;                /* in server.dirty: has events to flush */
+    conn_t *dirty_next;
+    watch_t *watches;          /* this connection's watches (onext list) */
+    size_t nwatches;
+    conn_t *next, *prev;       /* in server.conns */
+};
+
+/* conn_mark_dirty() -- flush c at the end of this loop turn (events written
+ * into it by another connection's command). */
+void conn_mark_dirty(conn_t *c);
+/* conn_flush_dirty() -- flush every connection marked dirty. */
+void conn_flush_dirty(server_t *s);
+
+/* conn_flush() -- start sending out if nothing is in flight. */
+void conn_flush(conn_t *c);
+/* conn_close() -- close now (pending output is dropped). */
+void conn_close(conn_t *c);
+/* conn_pending() -- bytes of unsent output. */
+size_t conn_pending(const conn_t *c);
+/* conn_check_output() -- apply the output limits; returns false if the
+ * connection was closed for passing them. */
+bool conn_check_output(conn_t *c);
+
+#endif /* ORDO_CONN_H */

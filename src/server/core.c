@@ -1,0 +1,378 @@
+/*
+ * core.c -- record apply, revisions, expiry and automatic compaction; see
+ * core.h for the contract.
+ *
+ * Expiry index: a hash table from key to an exp_t, plus a binary min-heap of
+ * the same exp_t ordered by deadline, each exp_t knowing its heap slot, so
+ * setting, clearing and finding the earliest deadline are O(log n) and
+ * nothing scans the keyspace.
+ *
+ * Automatic compaction: after each mutation, if more than history_revs
+ * revisions are retained, the compaction point moves towards
+ * rev - history_revs + 1, freeing at most COMPACT_STEP_MAX versions, so no
+ * single write pays for a large compaction. Compaction only discards
+ * history, so it never changes a live value or a result.
+ */
+#include "core.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "htab.h"
+
+/* Versions freed per mutation by automatic compaction: a write frees at
+ * most this many, more than it adds, so history shrinks back under load. */
+#define COMPACT_STEP_MAX 8
+
+typedef struct exp_s {
+    ordo_hnode_t node;
+    uint64_t deadline_ms;
+    size_t slot;           /* index in the heap */
+    uint32_t klen;
+    char key[];
+} exp_t;
+
+struct core_s {
+    kv_t *kv;
+    uint64_t rev;
+    uint64_t history_revs;
+    ordo_htab_t exp_index;
+    exp_t **heap;
+    size_t heap_len, heap_cap;
+    core_change_cb change_cb;
+    void *change_arg;
+};
+
+static bool exp_eq(const ordo_hnode_t *n, const void *key, size_t len)
+{
+    const exp_t *e = (const exp_t *)n;
+    return e->klen == len && memcmp(e->key, key, len) == 0;
+}
+
+/* ---- the expiry heap ---------------------------------------------------- */
+
+static void heap_swap(core_t *c, size_t a, size_t b)
+{
+    exp_t *t = c->heap[a];
+    c->heap[a] = c->heap[b];
+    c->heap[b] = t;
+    c->heap[a]->slot = a;
+    c->heap[b]->slot = b;
+}
+
+static void heap_up(core_t *c, size_t i)
+{
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (c->heap[p]->deadline_ms <= c->heap[i]->deadline_ms)
+            break;
+        heap_swap(c, i, p);
+        i = p;
+    }
+}
+
+static void heap_down(core_t *c, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < c->heap_len && c->heap[l]->deadline_ms < c->heap[m]->deadline_ms)
+            m = l;
+        if (r < c->heap_len && c->heap[r]->deadline_ms < c->heap[m]->deadline_ms)
+            m = r;
+        if (m == i)
+            return;
+        heap_swap(c, i, m);
+        i = m;
+    }
+}
+
+static void exp_clear(core_t *c, const void *key, size_t klen)
+{
+    uint64_t h = ordo_htab_hash(&c->exp_index, key, klen);
+    exp_t *e = (exp_t *)ordo_htab_find(&c->exp_index, h, key, klen);
+    if (e == NULL)
+        return;
+    size_t i = e->slot;
+    c->heap_len--;
+    if (i != c->heap_len) {
+        c->heap[i] = c->heap[c->heap_len];
+        c->heap[i]->slot = i;
+        heap_down(c, i);
+        heap_up(c, i);
+    }
+    ordo_htab_remove(&c->exp_index, &e->node);
+    free(e);
+}
+
+static void exp_set(core_t *c, const void *key, size_t klen, uint64_t deadline_ms)
+{
+    uint64_t h = ordo_htab_hash(&c->exp_index, key, klen);
+    exp_t *e = (exp_t *)ordo_htab_find(&c->exp_index, h, key, klen);
+    if (e != NULL) {
+        e->deadline_ms = deadline_ms;
+        heap_down(c, e->slot);
+        heap_up(c, e->slot);
+        return;
+    }
+    e = ordo_xmalloc(sizeof *e + klen);
+    e->deadline_ms = deadline_ms;
+    e->klen = (uint32_t)klen;
+    memcpy(e->key, key, klen);
+    ordo_htab_insert(&c->exp_index, &e->node, h);
+    if (c->heap_len == c->heap_cap) {
+        c->heap_cap = c->heap_cap ? c->heap_cap * 2 : 64;
+        c->heap = ordo_xrealloc(c->heap, c->heap_cap * sizeof *c->heap);
+    }
+    e->slot = c->heap_len++;
+    c->heap[e->slot] = e;
+    heap_up(c, e->slot);
+}
+
+/* ---- lifecycle ------------------------------------------------------------ */
+
+core_t *core_create(uint64_t history_revs)
+{
+    core_t *c = ordo_xcalloc(1, sizeof *c);
+    c->kv = kv_create();
+    if (c->kv == NULL || ordo_htab_init(&c->exp_index, exp_eq) != 0) {
+        if (c->kv != NULL)
+            kv_destroy(c->kv);
+        free(c);
+        return NULL;
+    }
+    c->history_revs = history_revs ? history_revs : 1;
+    return c;
+}
+
+static void free_exp(ordo_hnode_t *n, void *arg)
+{
+    (void)arg;
+    free(n);
+}
+
+void core_destroy(core_t *c)
+{
+    if (c == NULL)
+        return;
+    ordo_htab_foreach(&c->exp_index, free_exp, NULL);
+    ordo_htab_destroy(&c->exp_index);
+    free(c->heap);
+    kv_destroy(c->kv);
+    free(c);
+}
+
+const kv_t *core_kv(const core_t *c) { return c->kv; }
+uint64_t core_rev(const core_t *c) { return c->rev; }
+size_t core_expiring(const core_t *c) { return c->heap_len; }
+uint64_t core_next_expiry(const core_t *c) { return c->heap_len ? c->heap[0]->deadline_ms : 0; }
+
+void core_set_change_cb(core_t *c, core_change_cb cb, void *arg)
+{
+    c->change_cb = cb;
+    c->change_arg = arg;
+}
+
+void core_set_history(core_t *c, uint64_t history_revs) { c->history_revs = history_revs ? history_revs : 1; }
+
+uint64_t core_expiry_of(const core_t *c, const void *key, size_t klen)
+{
+    uint64_t h = ordo_htab_hash(&c->exp_index, key, klen);
+    const exp_t *e = (const exp_t *)ordo_htab_find(&c->exp_index, h, key, klen);
+    return e ? e->deadline_ms : 0;
+}
+
+/* ---- apply ---------------------------------------------------------------- */
+
+static int delete_key(core_t *c, const void *key, size_t klen);
+static void expire_if_due(core_t *c, const record_t *r);
+
+/* After a mutation: tell the observer, then compact a little if due. */
+static void after_change(core_t *c, const kv_change_t *ch)
+{
+    if (c->change_cb != NULL)
+        c->change_cb(c->change_arg, ch);
+    uint64_t oldest = kv_oldest_rev(c->kv);
+    if (c->rev >= oldest + c->history_revs) {
+        uint64_t target = c->rev - c->history_revs + 1;
+        kv_compact_step(c->kv, target, COMPACT_STEP_MAX);
+    }
+}
+
+static void apply_put(core_t *c, const record_t *r, apply_result_t *res)
+{
+    expire_if_due(c, r);
+    const kv_version_t *cur = kv_get(c->kv, r->key, r->klen);
+    if ((r->flags & REC_F_IFREV) && (cur ? cur->mod_rev : 0) != r->ifrev) {
+        res->status = AP_CONFLICT;
+        res->cur_rev = cur ? cur->mod_rev : 0;
+        return;
+    }
+    if (((r->flags & REC_F_NX) && cur != NULL) || ((r->flags & REC_F_XX) && cur == NULL)) {
+        res->status = AP_NOOP;
+        return;
+    }
+    kv_change_t ch;
+    int rc = kv_put(c->kv, r->key, r->klen, r->val, r->vlen, r->lease, c->rev + 1, &ch);
+    assert(rc == KV_OK);
+    (void)rc;
+    c->rev++;
+    if (r->expire_at_ms != 0)
+        exp_set(c, r->key, r->klen, r->expire_at_ms);
+    else if (!(r->flags & REC_F_KEEPTTL))
+        exp_clear(c, r->key, r->klen);
+    res->status = AP_OK;
+    res->rev = c->rev;
+    after_change(c, &ch);
+}
+
+/* Delete a live key at the next revision; 1 if it was live. */
+static int delete_key(core_t *c, const void *key, size_t klen)
+{
+    kv_change_t ch;
+    int rc = kv_del(c->kv, key, klen, c->rev + 1, &ch);
+    assert(rc >= 0);
+    if (rc != 1)
+        return 0;
+    c->rev++;
+    exp_clear(c, key, klen);
+    after_change(c, &ch);
+    return 1;
+}
+
+/* A key whose deadline is at or before the record's time is gone before the
+ * record acts on it (lazy expiry, decided by the record's own time). */
+static void expire_if_due(core_t *c, const record_t *r)
+{
+    uint64_t d = core_expiry_of(c, r->key, r->klen);
+    if (d != 0 && d <= r->time_ms && !delete_key(c, r->key, r->klen))
+        exp_clear(c, r->key, r->klen);
+}
+
+static void apply_del(core_t *c, const record_t *r, apply_result_t *res)
+{
+    expire_if_due(c, r);
+    const kv_version_t *cur = kv_get(c->kv, r->key, r->klen);
+    if ((r->flags & REC_F_IFREV) && (cur ? cur->mod_rev : 0) != r->ifrev) {
+        res->status = AP_CONFLICT;
+        res->cur_rev = cur ? cur->mod_rev : 0;
+        return;
+    }
+    if (!delete_key(c, r->key, r->klen)) {
+        res->status = AP_NOOP;
+        return;
+    }
+    res->status = AP_OK;
+    res->rev = c->rev;
+}
+
+/* Parse a whole value as a signed 64-bit decimal, as Redis's INCR does:
+ * no spaces, no '+', no leading zeros. */
+static bool parse_i64(const char *p, size_t n, int64_t *out)
+{
+    if (n == 0 || n > 20)
+        return false;
+    bool neg = p[0] == '-';
+    size_t i = neg ? 1 : 0;
+    if (i == n || (p[i] == '0' && n > i + 1) || (neg && p[i] == '0'))
+        return false;
+    uint64_t v = 0;
+    for (; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return false;
+        uint64_t d = (uint64_t)(p[i] - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return false;
+        v = v * 10 + d;
+    }
+    if (neg ? v > (uint64_t)INT64_MAX + 1 : v > (uint64_t)INT64_MAX)
+        return false;
+    *out = neg ? (int64_t)(0 - v) : (int64_t)v;
+    return true;
+}
+
+static void apply_incr(core_t *c, const record_t *r, apply_result_t *res)
+{
+    expire_if_due(c, r);
+    const kv_version_t *cur = kv_get(c->kv, r->key, r->klen);
+    int64_t v = 0;
+    if (cur != NULL && !parse_i64(cur->value, cur->vlen, &v)) {
+        res->status = AP_NOTINT;
+        return;
+    }
+    if ((r->incr > 0 && v > INT64_MAX - r->incr) || (r->incr < 0 && v < INT64_MIN - r->incr)) {
+        res->status = AP_OVERFLOW;
+        return;
+    }
+    v += r->incr;
+    char num[24];
+    int n = snprintf(num, sizeof num, "%lld", (long long)v);
+    kv_change_t ch;
+    uint64_t lease = cur ? cur->lease : 0;
+    int rc = kv_put(c->kv, r->key, r->klen, num, (size_t)n, lease, c->rev + 1, &ch);
+    assert(rc == KV_OK);
+    (void)rc;
+    c->rev++;
+    res->status = AP_OK;
+    res->rev = c->rev;
+    res->value = v;
+    after_change(c, &ch); /* INCR keeps the key's expiry, as in Redis */
+}
+
+static void apply_expire(core_t *c, const record_t *r, apply_result_t *res)
+{
+    int64_t n = 0;
+    while (c->heap_len > 0 && c->heap[0]->deadline_ms <= r->time_ms) {
+        exp_t *e = c->heap[0];
+        /* delete_key() clears the expiry entry; copy the key out first. */
+        char stackkey[256];
+        char *key = e->klen <= sizeof stackkey ? stackkey : ordo_xmalloc(e->klen);
+        size_t klen = e->klen;
+        memcpy(key, e->key, klen);
+        if (!delete_key(c, key, klen))
+            exp_clear(c, key, klen);
+        else
+            n++;
+        if (key != stackkey)
+            free(key);
+    }
+    res->status = n > 0 ? AP_OK : AP_NOOP;
+    res->rev = c->rev;
+    res->value = n;
+}
+
+static void apply_compact(core_t *c, const record_t *r, apply_result_t *res)
+{
+    if (r->arg_rev > c->rev) {
+        res->status = AP_FUTURE;
+        res->cur_rev = c->rev;
+        return;
+    }
+    if (r->arg_rev < kv_oldest_rev(c->kv)) {
+        res->status = AP_COMPACTED;
+        res->cur_rev = kv_oldest_rev(c->kv);
+        return;
+    }
+    uint64_t point = r->arg_rev;
+    if (point > kv_last_rev(c->kv) + 1)
+        point = kv_last_rev(c->kv) + 1;
+    int rc = kv_compact(c->kv, point);
+    assert(rc == KV_OK);
+    (void)rc;
+    res->status = AP_OK;
+    res->rev = c->rev;
+}
+
+void core_apply(core_t *c, const record_t *rec, apply_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    switch (rec->type) {
+    case REC_PUT: apply_put(c, rec, res); break;
+    case REC_DEL: apply_del(c, rec, res); break;
+    case REC_INCR: apply_incr(c, rec, res); break;
+    case REC_EXPIRE: apply_expire(c, rec, res); break;
+    case REC_COMPACT: apply_compact(c, rec, res); break;
+    default: assert(!"unknown record type"); break;
+    }
+}

@@ -1,0 +1,106 @@
+/*
+ * core.h -- the state machine: the global revision, the versioned store,
+ * key expiry, and the one way to change them: apply a record.
+ *
+ * DESIGN.md's rule lives here. Every mutation is a record_t that carries
+ * everything its effect depends on, including the wall-clock time the writer
+ * assigned to it (time_ms); core_apply() never reads a clock, a random
+ * source or a connection, so applying the same records in the same order
+ * always reaches the same state and the same results. The outcome of a
+ * record -- a failed IFREV, a SET NX on an existing key, INCR of a
+ * non-number -- is computed by apply, deterministically.
+ *
+ * Revisions: a record that changes the store takes the next revision; a
+ * record whose condition fails, or that finds nothing to change, takes none.
+ *
+ * Timers are records too: the writer asks core_next_expiry() when the next
+ * key expires and, when that time has come, applies REC_EXPIRE with the time
+ * it decided on; apply deletes exactly the keys whose deadline is at or
+ * before that record's time.
+ *
+ * Observers: after each change to a key the core calls the change callback
+ * (the watch layer) with the change; the callback must not apply records.
+ *
+ * Not thread-safe: owned by the core thread.
+ */
+#ifndef ORDO_CORE_H
+#define ORDO_CORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kv.h"
+
+enum record_type {
+    REC_PUT = 1,     /* KV.PUT, SET: key, value, conditions, expiry */
+    REC_DEL = 2,     /* KV.DEL, DEL (one key per record) */
+    REC_INCR = 3,    /* INCR/INCRBY: key, incr */
+    REC_EXPIRE = 4,  /* the writer's expiry decision: delete keys due at time_ms */
+    REC_COMPACT = 5, /* KV.COMPACT: arg_rev */
+};
+
+enum record_flags {
+    REC_F_IFREV = 1 << 0,   /* only if the key's mod_rev == ifrev (0: only if absent) */
+    REC_F_NX = 1 << 1,      /* only if absent */
+    REC_F_XX = 1 << 2,      /* only if present */
+    REC_F_KEEPTTL = 1 << 3, /* keep the key's current expiry */
+};
+
+typedef struct record_s {
+    uint8_t type;
+    uint8_t flags;
+    uint64_t time_ms;        /* the writer's wall clock, ms since the epoch */
+    const char *key;
+    uint32_t klen;
+    const char *val;
+    uint32_t vlen;
+    uint64_t lease;
+    uint64_t ifrev;
+    uint64_t expire_at_ms;   /* REC_PUT: absolute deadline, 0 for none */
+    int64_t incr;            /* REC_INCR */
+    uint64_t arg_rev;        /* REC_COMPACT: the new compaction point */
+} record_t;
+
+enum apply_status {
+    AP_OK = 0,          /* applied; result.rev is its revision */
+    AP_NOOP = 1,        /* nothing to do (DEL of an absent key, NX/XX false); no revision */
+    AP_CONFLICT = 2,    /* IFREV failed; result.cur_rev is the key's mod_rev (0 if absent) */
+    AP_NOTINT = 3,      /* INCR: the value is not an integer */
+    AP_OVERFLOW = 4,    /* INCR would overflow */
+    AP_COMPACTED = 5,   /* KV.COMPACT: the point is already past rev */
+    AP_FUTURE = 6,      /* KV.COMPACT: rev is beyond the current revision */
+};
+
+typedef struct apply_result_s {
+    int status;
+    uint64_t rev;
+    uint64_t cur_rev;
+    int64_t value;      /* REC_INCR: the new value; REC_EXPIRE: keys deleted */
+} apply_result_t;
+
+typedef void (*core_change_cb)(void *arg, const kv_change_t *change);
+
+typedef struct core_s core_t;
+
+core_t *core_create(uint64_t history_revs);
+void core_destroy(core_t *c);
+
+/* core_apply() -- apply one record; *res receives the outcome. */
+void core_apply(core_t *c, const record_t *rec, apply_result_t *res);
+
+/* The store, for reads (read-only use). */
+const kv_t *core_kv(const core_t *c);
+/* The current revision (the last one taken). */
+uint64_t core_rev(const core_t *c);
+
+/* core_expiry_of() -- a key's expiry deadline in ms since the epoch, or 0. */
+uint64_t core_expiry_of(const core_t *c, const void *key, size_t klen);
+/* core_next_expiry() -- the earliest expiry deadline, or 0 if none. */
+uint64_t core_next_expiry(const core_t *c);
+/* core_expiring() -- number of keys with an expiry. */
+size_t core_expiring(const core_t *c);
+
+void core_set_change_cb(core_t *c, core_change_cb cb, void *arg);
+void core_set_history(core_t *c, uint64_t history_revs);
+
+#endif /* ORDO_CORE_H */

@@ -1,0 +1,405 @@
+/*
+ * net.c -- listeners and connections on libuv: accept, read, parse, hand
+ * each command to the command layer, write replies. It moves bytes; it
+ * never touches server state beyond the connection list.
+ *
+ * Reads: libuv reads into the connection's input buffer; every complete
+ * command in it is dispatched in order (pipelining), then the parsed bytes
+ * are consumed. An incomplete command waits for need_bytes so a large bulk
+ * is parsed once, not once per read.
+ *
+ * Writes: replies of one read batch go out in one write. uv_try_write sends
+ * what the socket takes at once without allocating a request; only the rest
+ * waits for a uv_write.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "cmd.h"
+#include "conn.h"
+
+uint64_t server_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+size_t conn_pending(const conn_t *c) { return c->out.len + c->wbuf.len; }
+
+static void on_close(uv_handle_t *h)
+{
+    conn_t *c = h->data;
+    server_t *s = c->srv;
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        s->conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    s->nconns--;
+    ordo_buf_free(&c->in);
+    ordo_buf_free(&c->out);
+    ordo_buf_free(&c->wbuf);
+    resp_cmd_free(&c->cmd);
+    free(c->name);
+    free(c);
+}
+
+void conn_mark_dirty(conn_t *c)
+{
+    if (c->dirty || c->closing)
+        return;
+    c->dirty = true;
+    c->dirty_next = c->srv->dirty;
+    c->srv->dirty = c;
+}
+
+void conn_flush_dirty(server_t *s)
+{
+    while (s->dirty != NULL) {
+        conn_t *c = s->dirty;
+        s->dirty = c->dirty_next;
+        c->dirty = false;
+        c->dirty_next = NULL;
+        conn_flush(c);
+    }
+}
+
+static void undirty(conn_t *c)
+{
+    if (!c->dirty)
+        return;
+    for (conn_t **pp = &c->srv->dirty; *pp != NULL; pp = &(*pp)->dirty_next)
+        if (*pp == c) {
+            *pp = c->dirty_next;
+            break;
+        }
+    c->dirty = false;
+}
+
+void conn_close(conn_t *c)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    undirty(c);
+    cmd_conn_closed(c);
+    if (c->srv->cfg.verbose)
+        fprintf(stderr, "ordod: client %llu (%s) closed\n", (unsigned long long)c->id, c->addr);
+    uv_close(&c->h.handle, on_close);
+}
+
+bool conn_check_output(conn_t *c)
+{
+    const ordo_config_t *cfg = &c->srv->cfg;
+    size_t pending = conn_pending(c);
+    if (pending > (size_t)cfg->output_hard_bytes) {
+        fprintf(stderr, "ordod: client %llu closed: %zu bytes of unsent output (output-hard-bytes)\n",
+                (unsigned long long)c->id, pending);
+        c->srv->stats.clients_closed_output++;
+        conn_close(c);
+        return false;
+    }
+    if (pending <= (size_t)cfg->output_soft_bytes) {
+        c->soft_since_ms = 0;
+        return true;
+    }
+    uint64_t now = server_now_ms();
+    if (c->soft_since_ms == 0)
+        c->soft_since_ms = now;
+    else if (now - c->soft_since_ms >= (uint64_t)cfg->output_soft_seconds * 1000u) {
+        fprintf(stderr, "ordod: client %llu closed: output above output-soft-bytes for %llds\n",
+                (unsigned long long)c->id, (long long)cfg->output_soft_seconds);
+        c->srv->stats.clients_closed_output++;
+        conn_close(c);
+        return false;
+    }
+    return true;
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)suggested;
+    conn_t *c = h->data;
+    size_t want = CONN_READ_CHUNK;
+    if (c->need_bytes > c->in.len && c->need_bytes - c->in.len > want)
+        want = c->need_bytes - c->in.len;
+    buf->base = ordo_buf_reserve(&c->in, want);
+    buf->len = c->in.cap - c->in.len;
+}
+
+static void start_reading(conn_t *c);
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
+
+static void on_write(uv_write_t *req, int status)
+{
+    conn_t *c = req->data;
+    c->writing = false;
+    ordo_buf_reset(&c->wbuf, CONN_IN_KEEP_BYTES);
+    if (c->closing)
+        return;
+    if (status < 0) {
+        conn_close(c);
+        return;
+    }
+    if (c->out.len > 0) {
+        conn_flush(c);
+        return;
+    }
+    if (c->close_after_write) {
+        conn_close(c);
+        return;
+    }
+    cmd_conn_drained(c);
+    if (!c->closing && !c->reading && conn_pending(c) < CONN_PAUSE_READ_BYTES)
+        start_reading(c);
+    if (!c->closing)
+        conn_flush(c);
+}
+
+void conn_flush(conn_t *c)
+{
+    if (c->closing || c->writing)
+        return;
+    if (c->out.len == 0) {
+        if (c->close_after_write)
+            conn_close(c);
+        return;
+    }
+    uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
+    int n = uv_try_write(&c->h.stream, &b, 1);
+    if (n > 0) {
+        c->srv->stats.net_out_bytes += (uint64_t)n;
+        ordo_buf_consume(&c->out, (size_t)n);
+    } else if (n < 0 && n != UV_EAGAIN) {
+        conn_close(c);
+        return;
+    }
+    if (c->out.len == 0) {
+        ordo_buf_reset(&c->out, CONN_IN_KEEP_BYTES);
+        if (c->close_after_write)
+            conn_close(c);
+        else
+            cmd_conn_drained(c);
+        return;
+    }
+    /* The rest waits for the socket: hand the bytes to libuv. */
+    ordo_buf_t t = c->wbuf;
+    c->wbuf = c->out;
+    c->out = t;
+    c->out.len = 0;
+    c->writing = true;
+    c->wreq.data = c;
+    c->srv->stats.net_out_bytes += c->wbuf.len;
+    b = uv_buf_init(c->wbuf.data, (unsigned)c->wbuf.len);
+    if (uv_write(&c->wreq, &c->h.stream, &b, 1, on_write) != 0) {
+        c->writing = false;
+        conn_close(c);
+        return;
+    }
+    conn_check_output(c);
+}
+
+static void start_reading(conn_t *c)
+{
+    if (uv_read_start(&c->h.stream, on_alloc, on_read) == 0)
+        c->reading = true;
+}
+
+/* Parse and dispatch every complete command in the input buffer. */
+static void process_input(conn_t *c)
+{
+    size_t off = 0;
+    resp_limits_t lim;
+    while (!c->closing && !c->close_after_write && off < c->in.len) {
+        if (c->in.len - off < c->need_bytes)
+            break;
+        cmd_limits(c, &lim);
+        size_t consumed = 0, need = 0;
+        const char *err = NULL;
+        int rc = resp_parse(c->in.data + off, c->in.len - off, &lim, &c->cmd, &consumed, &need, &err);
+        if (rc == RESP_NEED_MORE) {
+            c->need_bytes = need;
+            break;
+        }
+        c->need_bytes = 0;
+        if (rc == RESP_PROTO_ERROR) {
+            resp_add_errorf(&c->out, "ERR Protocol error: %s", err);
+            c->srv->stats.errors_total++;
+            c->close_after_write = true;
+            break;
+        }
+        off += consumed;
+        if (rc == RESP_COMMAND)
+            cmd_dispatch(c, &c->cmd);
+    }
+    if (off > 0) {
+        ordo_buf_consume(&c->in, off);
+        if (c->in.len == 0)
+            ordo_buf_reset(&c->in, CONN_IN_KEEP_BYTES);
+    }
+}
+
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+    (void)buf;
+    conn_t *c = st->data;
+    if (nread < 0) {
+        conn_close(c);
+        return;
+    }
+    if (nread == 0 || c->closing)
+        return;
+    c->in.len += (size_t)nread;
+    c->srv->stats.net_in_bytes += (uint64_t)nread;
+    process_input(c);
+    if (c->closing)
+        return;
+    if (conn_pending(c) >= CONN_PAUSE_READ_BYTES && c->reading) {
+        uv_read_stop(&c->h.stream);
+        c->reading = false;
+    }
+    conn_flush(c);
+}
+
+/* Loopback peers: 127.0.0.0/8, ::1, and Unix sockets. */
+static bool peer_is_loopback(conn_t *c, bool is_unix)
+{
+    if (is_unix)
+        return true;
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    if (uv_tcp_getpeername(&c->h.tcp, (struct sockaddr *)&ss, &len) != 0)
+        return false;
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+        uv_ip4_name(a, c->addr, sizeof c->addr);
+        snprintf(c->addr + strlen(c->addr), sizeof c->addr - strlen(c->addr), ":%d", ntohs(a->sin_port));
+        return (ntohl(a->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+        char ip[48];
+        uv_ip6_name(a, ip, sizeof ip);
+        snprintf(c->addr, sizeof c->addr, "[%s]:%d", ip, ntohs(a->sin6_port));
+        static const unsigned char lo[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+        static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        if (memcmp(&a->sin6_addr, lo, 16) == 0)
+            return true;
+        return memcmp(&a->sin6_addr, mapped, 12) == 0 && a->sin6_addr.s6_addr[12] == 127;
+    }
+    return false;
+}
+
+/* Refuse a connection with one error line, then close it. */
+static void refuse(conn_t *c, const char *msg)
+{
+    c->srv->stats.connections_rejected++;
+    resp_add_error(&c->out, msg);
+    c->close_after_write = true;
+    conn_flush(c);
+}
+
+static void on_connection(uv_stream_t *listener, int status)
+{
+    server_t *s = listener->data;
+    if (status < 0)
+        return;
+    bool is_unix = listener == (uv_stream_t *)&s->unix_listener;
+    conn_t *c = ordo_xcalloc(1, sizeof *c);
+    c->srv = s;
+    c->id = ++s->next_client_id;
+    c->proto = 2;
+    c->authed = s->cfg.requirepass[0] == '\0';
+    c->created_ms = c->last_cmd_ms = server_now_ms();
+    int rc = is_unix ? uv_pipe_init(s->loop, &c->h.pipe, 0) : uv_tcp_init(s->loop, &c->h.tcp);
+    if (rc != 0) {
+        free(c);
+        return;
+    }
+    c->h.handle.data = c;
+    c->next = s->conns;
+    if (s->conns != NULL)
+        s->conns->prev = c;
+    s->conns = c;
+    s->nconns++;
+    if (uv_accept(listener, &c->h.stream) != 0) {
+        c->closing = true;
+        uv_close(&c->h.handle, on_close);
+        return;
+    }
+    s->stats.connections_total++;
+    if (is_unix)
+        snprintf(c->addr, sizeof c->addr, "unix:%s", s->cfg.unixsocket);
+    else
+        uv_tcp_nodelay(&c->h.tcp, 1);
+    bool loopback = peer_is_loopback(c, is_unix);
+    if (s->nconns > (size_t)s->cfg.max_clients) {
+        refuse(c, "ERR max number of clients reached (max-clients)");
+        return;
+    }
+    if (s->cfg.protected_mode && s->cfg.requirepass[0] == '\0' && !loopback) {
+        refuse(c, "DENIED ordod is in protected mode: no password is set (requirepass), so only "
+                  "loopback clients are accepted. Set requirepass, or protected-mode no.");
+        return;
+    }
+    if (s->cfg.verbose)
+        fprintf(stderr, "ordod: client %llu connected from %s\n", (unsigned long long)c->id, c->addr);
+    start_reading(c);
+}
+
+int net_listen(server_t *s, char *err, size_t elen)
+{
+    int rc;
+    if (s->cfg.port != 0) {
+        struct sockaddr_storage ss;
+        if (uv_ip4_addr(s->cfg.bind, (int)s->cfg.port, (struct sockaddr_in *)&ss) != 0 &&
+            uv_ip6_addr(s->cfg.bind, (int)s->cfg.port, (struct sockaddr_in6 *)&ss) != 0) {
+            snprintf(err, elen, "bind: '%s' is not an IPv4 or IPv6 address", s->cfg.bind);
+            return -1;
+        }
+        uv_tcp_init(s->loop, &s->tcp);
+        s->tcp.data = s;
+        s->tcp_on = true;
+        if ((rc = uv_tcp_bind(&s->tcp, (struct sockaddr *)&ss, 0)) != 0 ||
+            (rc = uv_listen((uv_stream_t *)&s->tcp, 511, on_connection)) != 0) {
+            snprintf(err, elen, "cannot listen on %s:%lld: %s", s->cfg.bind, (long long)s->cfg.port,
+                     uv_strerror(rc));
+            return -1;
+        }
+    }
+    if (s->cfg.unixsocket[0] != '\0') {
+        uv_pipe_init(s->loop, &s->unix_listener, 0);
+        s->unix_listener.data = s;
+        s->unix_on = true;
+        remove(s->cfg.unixsocket);
+        if ((rc = uv_pipe_bind(&s->unix_listener, s->cfg.unixsocket)) != 0 ||
+            (rc = uv_listen((uv_stream_t *)&s->unix_listener, 511, on_connection)) != 0) {
+            snprintf(err, elen, "cannot listen on %s: %s", s->cfg.unixsocket, uv_strerror(rc));
+            return -1;
+        }
+    }
+    if (!s->tcp_on && !s->unix_on) {
+        snprintf(err, elen, "nothing to listen on: port is 0 and no unixsocket is set");
+        return -1;
+    }
+    return 0;
+}
+
+void net_close_all(server_t *s)
+{
+    for (conn_t *c = s->conns; c != NULL; c = c->next)
+        conn_close(c);
+    if (s->tcp_on)
+        uv_close((uv_handle_t *)&s->tcp, NULL);
+    if (s->unix_on) {
+        uv_close((uv_handle_t *)&s->unix_listener, NULL);
+        remove(s->cfg.unixsocket);
+    }
+}

@@ -1,0 +1,77 @@
+/*
+ * server.h -- the owner of everything ordod runs: configuration, the event
+ * loop, listeners, connections, the core state machine, the watch registry,
+ * counters. One server_t is created by main() and passed to every module
+ * that needs it; there are no mutable globals.
+ *
+ * Threads: the event-loop thread is the core thread. It runs the network
+ * layer, the command layer and the core, each in its own module: the net
+ * layer (net.c) moves bytes and never touches state; the command layer
+ * (cmd*.c) turns requests into records and reads and speaks RESP; the core
+ * (core.c, kv.c, watch.c) applies records and never sees a socket.
+ */
+#ifndef ORDO_SERVER_H
+#define ORDO_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "buf.h"
+#include "config.h"
+#include "core.h"
+#include "htab.h"
+#include "resp.h"
+#include "watch.h"
+
+#define ORDO_VERSION "0.1.0"
+
+typedef struct conn_s conn_t;
+
+typedef struct server_stats_s {
+    uint64_t connections_total;
+    uint64_t connections_rejected;
+    uint64_t commands_total;
+    uint64_t errors_total;
+    uint64_t net_in_bytes;
+    uint64_t net_out_bytes;
+    uint64_t watch_events_total;
+    uint64_t watch_cancelled_total;
+    uint64_t expired_keys_total;
+    uint64_t clients_closed_output;   /* closed for passing an output limit */
+} server_stats_t;
+
+typedef struct server_s {
+    ordo_config_t cfg;
+    uv_loop_t *loop;
+    uv_tcp_t tcp;
+    bool tcp_on;
+    uv_pipe_t unix_listener;
+    bool unix_on;
+    uv_signal_t sigint, sigterm;
+    uv_timer_t expire_timer;         /* fires at the next key expiry */
+    uint64_t expire_timer_at_ms;     /* its deadline, 0 if idle */
+    uv_timer_t cron;                 /* periodic: watch progress, output limits */
+    uint64_t next_progress_ms;       /* when cron next looks for idle watches */
+    uv_check_t flusher;              /* after each loop turn: flush connections given events */
+    conn_t *dirty;                   /* connections with events to flush (dirty_next list) */
+    core_t *core;
+    watch_registry_t watches;
+    ordo_htab_t commands;            /* name (lower case) -> command */
+    conn_t *conns;                   /* list of live connections */
+    size_t nconns;
+    uint64_t next_client_id;
+    uint64_t next_watch_id;
+    uint64_t start_ms;
+    server_stats_t stats;
+    bool stopping;
+} server_t;
+
+/* Wall clock in ms since the epoch: what the writer stamps on records. */
+uint64_t server_now_ms(void);
+
+/* net.c */
+int net_listen(server_t *s, char *err, size_t elen);
+void net_close_all(server_t *s);
+
+#endif /* ORDO_SERVER_H */
