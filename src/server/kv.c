@@ -85,8 +85,8 @@
 /* Skiplist height limit: with p = 1/4, 16 levels index 4^16 (4 billion) keys
  * before the top level stops thinning the search. */
 #define KV_LEVEL_MAX 16
-/* Smallest change log ring; it doubles when full and halves when a
- * compaction leaves it less than 1/8 full. */
+/* Smallest change log ring; it doubles when full; a compaction that
+ * leaves it less than 1/8 full halves it until it is not. */
 #define KV_LOG_MIN 64
 
 typedef struct kv_ver_s kv_ver_t;
@@ -590,8 +590,11 @@ int kv_compact_step(kv_t *kv, uint64_t rev, size_t max_versions)
     }
     if (popped)
         kv->epoch++;
-    if (kv->log_cap > KV_LOG_MIN && kv->log_len < kv->log_cap / 8)
-        log_resize(kv, kv->log_cap / 2);
+    size_t cap = kv->log_cap;
+    while (cap > KV_LOG_MIN && kv->log_len < cap / 8)
+        cap /= 2;
+    if (cap != kv->log_cap)
+        log_resize(kv, cap);
     bool done = kv->log_len == 0 || log_at(kv, 0)->pub.mod_rev >= rev;
     kv->oldest_rev = done ? rev : log_at(kv, 0)->pub.mod_rev;
     assert(kv->oldest_rev <= rev);
