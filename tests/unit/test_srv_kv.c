@@ -40,7 +40,7 @@ typedef struct {
 typedef struct {
     bool present;
     uint64_t create_rev, mod_rev, version, lease;
-    const char *val;
+    char val[24]; /* a copy: the model's array moves as it grows */
 } mstate_t;
 
 static void model_add(model_t *m, uint64_t rev, const void *key, size_t klen, const char *val,
@@ -88,7 +88,7 @@ static mstate_t model_at(const model_t *m, const void *key, size_t klen, uint64_
         s.version++;
         s.mod_rev = o->rev;
         s.lease = o->lease;
-        s.val = o->val;
+        memcpy(s.val, o->val, sizeof s.val);
     }
     return s;
 }
@@ -720,6 +720,7 @@ static void test_compact_step(void **state)
  * compactions (full and stepwise) interleaved, every answer checked against
  * the model. */
 static uint64_t rnd_state;
+
 static uint64_t rnd(void)
 {
     rnd_state ^= rnd_state << 13;
