@@ -54,12 +54,12 @@
  * Compaction at point R
  * ---------------------
  * Invariants, for the compaction point P (kv->oldest_rev):
- *   I1 the log holds exactly the retained versions with mod_rev >= P, in
- *      revision order, and every version ever created with mod_rev >= P;
- *   I2 for every key, the chain holds every version with mod_rev >= P plus at
- *      most a few older ones, the newest of which is the one visible at P;
- *      hence reads at revisions >= P are exact, and the version replaced by
- *      the change at P (its PREVVAL) is still there;
+ *   I1 the log holds, in revision order, every version ever made with
+ *      mod_rev >= P (none of them is ever freed) and nothing else;
+ *   I2 every key's chain holds its versions with mod_rev >= P plus at most
+ *      one older version, the one visible at P; hence reads at revisions
+ *      >= P are exact, and the version replaced by the change at P (its
+ *      PREVVAL) is still there;
  *   I3 a key is in the hash table iff it is in the index iff its chain is
  *      non-empty; a key whose chain is only a tombstone older than P is gone.
  *
