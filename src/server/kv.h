@@ -122,17 +122,22 @@ uint64_t kv_oldest_rev(const kv_t *kv);
 int kv_compact(kv_t *kv, uint64_t rev);
 
 /* kv_compact_step() -- incremental form for automatic compaction: move the
- * point towards rev, freeing at most max_versions versions. Returns 1 if the
- * point reached rev, 0 if more work remains. */
+ * point towards rev, freeing at most max_versions versions (each call makes
+ * progress: it always processes at least one change, which frees at most two
+ * versions). Returns 1 if the point reached rev, 0 if more work remains (the
+ * point then sits at a revision between the old point and rev), or KV_EREV
+ * as kv_compact(). */
 int kv_compact_step(kv_t *kv, uint64_t rev, size_t max_versions);
 
 /* Change log cursor: the position of the first change with revision > rev.
  * kv_log_seek() returns KV_ECOMPACTED if changes after rev may be gone
  * (rev + 1 < kv_oldest_rev()). kv_log_next() fills *out with the next change
  * and advances, returning 1, or 0 at the end of the log. A cursor is a plain
- * value; it stays valid across mutations (new changes appear at the end) but
- * must be re-seeked after a compaction (the caller keeps the last revision
- * it consumed, not the cursor). */
+ * value; it stays valid across mutations (new changes appear at the end) and
+ * across compactions that leave the changes it has yet to read; if a
+ * compaction dropped them, kv_log_next() returns KV_ECOMPACTED and the caller
+ * resumes (or cancels the watch) from cur->after_rev, the last revision it
+ * consumed. */
 typedef struct kv_cursor_s {
     uint64_t after_rev;     /* the last revision consumed */
     size_t pos;             /* internal */
