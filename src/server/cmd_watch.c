@@ -103,7 +103,12 @@ static bool catch_up(conn_t *c, watch_t *w)
     }
     kv_change_t ch;
     while (conn_pending(c) < WATCH_BEHIND_BYTES) {
-        if (!kv_log_next(kv, &cur, &ch)) {
+        int rc = kv_log_next(kv, &cur, &ch);
+        if (rc < 0) {
+            watch_cancel(c, w, "compacted");
+            return false;
+        }
+        if (rc == 0) {
             w->state = WATCH_LIVE;
             w->last_rev = core_rev(c->srv->core);
             return true;

@@ -16,6 +16,7 @@
 #include "core.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -196,6 +197,8 @@ static void after_change(core_t *c, const kv_change_t *ch)
     uint64_t oldest = kv_oldest_rev(c->kv);
     if (c->rev >= oldest + c->history_revs) {
         uint64_t target = c->rev - c->history_revs + 1;
+        if (target > kv_last_rev(c->kv) + 1)
+            target = kv_last_rev(c->kv) + 1;
         kv_compact_step(c->kv, target, COMPACT_STEP_MAX);
     }
 }

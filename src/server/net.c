@@ -336,7 +336,7 @@ static void on_connection(uv_stream_t *listener, int status)
     }
     s->stats.connections_total++;
     if (is_unix)
-        snprintf(c->addr, sizeof c->addr, "unix:%s", s->cfg.unixsocket);
+        snprintf(c->addr, sizeof c->addr, "unix:%.58s", s->cfg.unixsocket);
     else
         uv_tcp_nodelay(&c->h.tcp, 1);
     bool loopback = peer_is_loopback(c, is_unix);

@@ -1,0 +1,107 @@
+/*
+ * main.c -- ordod's entry point: read the configuration, build the server
+ * (core, command table, listeners, timers), run the event loop until SIGINT
+ * or SIGTERM, then close every connection and free everything.
+ *
+ * Start-up that fails part-way unwinds through labels named for the step
+ * they undo.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cmd.h"
+#include "conn.h"
+#include "server.h"
+
+/* How often the housekeeping timer runs: watch progress and output limits
+ * are checked at this granularity. */
+#define CRON_INTERVAL_MS 100
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    server_t *s = h->data;
+    if (s->stopping)
+        return;
+    fprintf(stderr, "ordod: %s received, shutting down\n", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    s->stopping = true;
+    net_close_all(s);
+    uv_close((uv_handle_t *)&s->sigint, NULL);
+    uv_close((uv_handle_t *)&s->sigterm, NULL);
+    uv_close((uv_handle_t *)&s->expire_timer, NULL);
+    uv_close((uv_handle_t *)&s->cron, NULL);
+    uv_close((uv_handle_t *)&s->flusher, NULL);
+}
+
+static void on_cron(uv_timer_t *t) { cmd_cron(t->data); }
+
+static int make_dir(const char *dir)
+{
+    if (mkdir(dir, 0755) == 0)
+        return 0;
+    struct stat st;
+    return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+    static server_t srv; /* the one owner; static only to keep it off the stack */
+    server_t *s = &srv;
+    char err[1024];
+    int exit_now = 0, rc = 1;
+
+    config_defaults(&s->cfg);
+    if (config_parse_args(&s->cfg, argc, argv, &exit_now, stdout, err, sizeof err) != 0) {
+        fprintf(stderr, "ordod: %s\n", err);
+        return 2;
+    }
+    if (exit_now)
+        return 0;
+    signal(SIGPIPE, SIG_IGN);
+    if (make_dir(s->cfg.dir) != 0) {
+        fprintf(stderr, "ordod: cannot use data directory %s\n", s->cfg.dir);
+        return 1;
+    }
+    s->loop = uv_default_loop();
+    s->start_ms = server_now_ms();
+    s->core = core_create((uint64_t)s->cfg.history_revs);
+    if (s->core == NULL) {
+        fprintf(stderr, "ordod: out of memory\n");
+        return 1;
+    }
+    if (watch_registry_init(&s->watches) != 0)
+        goto fail_core;
+    if (cmd_init(s) != 0)
+        goto fail_watches;
+    uv_timer_init(s->loop, &s->expire_timer);
+    s->expire_timer.data = s;
+    uv_timer_init(s->loop, &s->cron);
+    s->cron.data = s;
+    uv_timer_start(&s->cron, on_cron, CRON_INTERVAL_MS, CRON_INTERVAL_MS);
+    uv_signal_init(s->loop, &s->sigint);
+    uv_signal_init(s->loop, &s->sigterm);
+    s->sigint.data = s->sigterm.data = s;
+    uv_signal_start(&s->sigint, on_signal, SIGINT);
+    uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+    if (net_listen(s, err, sizeof err) != 0) {
+        fprintf(stderr, "ordod: %s\n", err);
+        on_signal(&s->sigterm, SIGTERM);
+        uv_run(s->loop, UV_RUN_DEFAULT);
+        goto fail_cmds;
+    }
+    fprintf(stderr, "ordod %s ready: %s:%lld%s%s (data in %s, fsync %s)\n", ORDO_VERSION, s->cfg.bind,
+            (long long)s->cfg.port, s->cfg.unixsocket[0] ? ", unix " : "", s->cfg.unixsocket, s->cfg.dir,
+            s->cfg.fsync == FSYNC_ALWAYS ? "always" : s->cfg.fsync == FSYNC_EVERYSEC ? "everysec" : "no");
+    uv_run(s->loop, UV_RUN_DEFAULT);
+    rc = 0;
+fail_cmds:
+    cmd_destroy(s);
+fail_watches:
+    watch_registry_destroy(&s->watches);
+fail_core:
+    core_destroy(s->core);
+    uv_loop_close(s->loop);
+    return rc;
+}
