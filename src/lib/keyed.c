@@ -1,0 +1,568 @@
+/*
+ * keyed.c -- the keyed serial executor; see ordo/keyed.h for the contract.
+ *
+ * Shape. One mutex (mu) guards everything below except the tasks' payloads:
+ *
+ *   keys   hash table of key states, one per key that has pending tasks;
+ *          a key state holds the key bytes, the FIFO of its queued tasks
+ *          (not yet started), its pending count and a running flag;
+ *   ready  FIFO of key states that have queued tasks and are not running.
+ *
+ * A worker pops the ready key at the head, marks it running, takes its head
+ * task and runs it with mu released. It then completes the future (its
+ * callback runs on the worker, still with mu released and the key still
+ * marked running, so same-key completions are ordered too), retakes mu, and
+ * either puts the key back at the tail of ready (more tasks: one task per
+ * turn is what keeps a hot key from starving the others) or, with nothing
+ * left, removes it from the table and frees it.
+ *
+ * Invariants, under mu:
+ *   - a key state exists iff its pending count > 0;
+ *   - a key state is in ready iff !running && its FIFO is non-empty;
+ *   - sum of key pending counts == ex->pending;
+ *   - pending > 0 implies some key is ready or running, and a worker that
+ *     runs a key only leaves the loop when ready is empty, so a stop cannot
+ *     strand accepted work.
+ *
+ * Costs. A submit takes mu once and allocates its task (plus a key state
+ * when the key was idle); a task run takes mu once (finishing one task and
+ * popping the next share a critical section). Idle workers are signalled
+ * only when a key becomes ready and some worker is idle; blocked producers
+ * are woken with a broadcast on one condition variable, but only while any
+ * producer is blocked (bounds are meant to be hit rarely).
+ *
+ * Cancellation. A cancelling stop sets ex->cancel; from then on a worker that
+ * pops a key detaches its whole FIFO and completes the tasks with
+ * ORDO_ECANCELED (or calls the post's cancel_fn) in submission order, on the
+ * worker thread, while the key is marked running. Tasks already running
+ * finish normally.
+ */
+#include "ordo/keyed.h"
+
+#include <assert.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "future_impl.h"
+#include "htab.h"
+#include "sync.h"
+
+typedef struct keyed_task_s {
+    struct keyed_task_s *next; /* in its key's FIFO */
+    ordo_keyed_fn fn;
+    ordo_keyed_cancel_fn cancel_fn; /* posts only */
+    void *arg;
+    bool has_future;           /* a submit: embedded in a keyed_ftask_t */
+} keyed_task_t;
+
+/* A submitted task and its future, in one block freed by the future's last
+ * release. A post is a bare keyed_task_t, freed when it has run. */
+typedef struct keyed_ftask_s {
+    keyed_task_t task;
+    ordo_future_t future;
+} keyed_ftask_t;
+
+typedef struct keyed_key_s {
+    ordo_hnode_t node;         /* in ex->keys; first, so a node is its key */
+    struct keyed_key_s *next;  /* in ex->ready */
+    keyed_task_t *head, *tail; /* queued, not started */
+    size_t pending;            /* queued + running */
+    bool running;
+    size_t len;
+    unsigned char bytes[];
+} keyed_key_t;
+
+struct ordo_keyed_s {
+    pthread_mutex_t mu;
+    pthread_cond_t work_cond;  /* workers: a key became ready, or stop */
+    pthread_cond_t space_cond; /* producers: room freed, or stop */
+    pthread_cond_t stop_cond;  /* later stop callers: workers joined */
+    ordo_htab_t keys;
+    keyed_key_t *ready_head, *ready_tail;
+    size_t pending;
+    size_t producers_waiting;
+    unsigned workers_idle;
+    uint64_t post_failures;
+    bool stopping;
+    bool cancel;
+    bool joining;
+    bool joined;
+    ordo_keyed_options_t opts;
+    unsigned nthreads;         /* threads started */
+    pthread_t *threads;        /* written under mu, read under mu */
+};
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static bool key_eq(const ordo_hnode_t *n, const void *key, size_t len)
+{
+    const keyed_key_t *k = (const keyed_key_t *)n;
+    return k->len == len && (len == 0 || memcmp(k->bytes, key, len) == 0);
+}
+
+static void ftask_free(ordo_future_t *f)
+{
+    free((char *)f - offsetof(keyed_ftask_t, future));
+}
+
+static ordo_future_t *task_future(keyed_task_t *t)
+{
+    assert(t->has_future);
+    return &((keyed_ftask_t *)t)->future;
+}
+
+/* Is the calling thread one of ex's workers? mu held. O(workers), called
+ * only on slow paths (a submit about to block, a stop). */
+static bool on_worker(const ordo_keyed_t *ex)
+{
+    pthread_t self = pthread_self();
+    for (unsigned i = 0; i < ex->nthreads; i++)
+        if (pthread_equal(ex->threads[i], self))
+            return true;
+    return false;
+}
+
+static void ready_push(ordo_keyed_t *ex, keyed_key_t *k)
+{
+    assert(!k->running && k->head != NULL);
+    k->next = NULL;
+    if (ex->ready_tail != NULL)
+        ex->ready_tail->next = k;
+    else
+        ex->ready_head = k;
+    ex->ready_tail = k;
+}
+
+static keyed_key_t *ready_pop(ordo_keyed_t *ex)
+{
+    keyed_key_t *k = ex->ready_head;
+    if (k != NULL) {
+        ex->ready_head = k->next;
+        if (ex->ready_head == NULL)
+            ex->ready_tail = NULL;
+        k->next = NULL;
+    }
+    return k;
+}
+
+/* Account for n tasks of k that are finished or cancelled. mu held. */
+static void tasks_done(ordo_keyed_t *ex, keyed_key_t *k, size_t n)
+{
+    assert(k->pending >= n && ex->pending >= n);
+    k->pending -= n;
+    ex->pending -= n;
+    if (ex->producers_waiting > 0)
+        pthread_cond_broadcast(&ex->space_cond);
+}
+
+/* ---- creation ------------------------------------------------------------ */
+
+static void *worker_main(void *p);
+
+static int options_resolve(const ordo_keyed_options_t *in, ordo_keyed_options_t *out)
+{
+    ordo_keyed_options_t o = {0};
+    if (in != NULL)
+        o = *in;
+    if (o.workers == 0)
+        o.workers = ORDO_KEYED_WORKERS_DEFAULT;
+    if (o.pending_max == 0)
+        o.pending_max = ORDO_KEYED_PENDING_MAX_DEFAULT;
+    if (o.key_pending_max == 0)
+        o.key_pending_max = ORDO_KEYED_KEY_PENDING_MAX_DEFAULT;
+    if (o.key_len_max == 0)
+        o.key_len_max = ORDO_KEYED_KEY_LEN_MAX_DEFAULT;
+    if (o.workers > ORDO_KEYED_WORKERS_MAX)
+        return ORDO_EINVAL;
+    *out = o;
+    return ORDO_OK;
+}
+
+/* Start the workers; on failure stop and join those already started. */
+static int workers_start(ordo_keyed_t *ex)
+{
+    for (unsigned i = 0; i < ex->opts.workers; i++) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, worker_main, ex) != 0) {
+            pthread_mutex_lock(&ex->mu);
+            ex->stopping = true;
+            pthread_cond_broadcast(&ex->work_cond);
+            pthread_mutex_unlock(&ex->mu);
+            for (unsigned j = 0; j < i; j++)
+                pthread_join(ex->threads[j], NULL);
+            return ORDO_ESYS;
+        }
+        pthread_mutex_lock(&ex->mu);
+        ex->threads[i] = t;
+        ex->nthreads = i + 1;
+        pthread_mutex_unlock(&ex->mu);
+    }
+    return ORDO_OK;
+}
+
+int ordo_keyed_create(const ordo_keyed_options_t *opts, ordo_keyed_t **out)
+{
+    if (out == NULL)
+        return ORDO_EINVAL;
+    ordo_keyed_options_t o;
+    int rc = options_resolve(opts, &o);
+    if (rc != ORDO_OK)
+        return rc;
+    ordo_keyed_t *ex = calloc(1, sizeof *ex);
+    if (ex == NULL)
+        return ORDO_ENOMEM;
+    ex->opts = o;
+    rc = ORDO_ENOMEM;
+    ex->threads = calloc(o.workers, sizeof *ex->threads);
+    if (ex->threads == NULL)
+        goto fail_threads;
+    if (ordo_htab_init(&ex->keys, key_eq) != 0)
+        goto fail_htab;
+    rc = ORDO_ESYS;
+    if (pthread_mutex_init(&ex->mu, NULL) != 0)
+        goto fail_mu;
+    if (ordo_cond_init(&ex->work_cond) != 0)
+        goto fail_work_cond;
+    if (ordo_cond_init(&ex->space_cond) != 0)
+        goto fail_space_cond;
+    if (ordo_cond_init(&ex->stop_cond) != 0)
+        goto fail_stop_cond;
+    rc = workers_start(ex);
+    if (rc != ORDO_OK)
+        goto fail_workers;
+    *out = ex;
+    return ORDO_OK;
+
+fail_workers:
+    pthread_cond_destroy(&ex->stop_cond);
+fail_stop_cond:
+    pthread_cond_destroy(&ex->space_cond);
+fail_space_cond:
+    pthread_cond_destroy(&ex->work_cond);
+fail_work_cond:
+    pthread_mutex_destroy(&ex->mu);
+fail_mu:
+    ordo_htab_destroy(&ex->keys);
+fail_htab:
+    free(ex->threads);
+fail_threads:
+    free(ex);
+    return rc;
+}
+
+/* ---- submitting -------------------------------------------------------- */
+
+/* Wait (mu held) until key (hash) has room in both bounds. Returns ORDO_OK,
+ * or the error the submit returns. */
+static int wait_for_room(ordo_keyed_t *ex, uint64_t hash, const void *key, size_t len,
+                         int64_t timeout_ms)
+{
+    uint64_t deadline_ns = 0;
+    bool timed_out = false;
+    for (;;) {
+        if (ex->stopping)
+            return ORDO_ESTOPPED;
+        const keyed_key_t *k = (const keyed_key_t *)ordo_htab_find(&ex->keys, hash, key, len);
+        size_t key_pending = k != NULL ? k->pending : 0;
+        if (ex->pending < ex->opts.pending_max && key_pending < ex->opts.key_pending_max)
+            return ORDO_OK;
+        if (timeout_ms == 0 || on_worker(ex))
+            return ORDO_EFULL;
+        if (timed_out)
+            return ORDO_ETIMEDOUT;
+        if (deadline_ns == 0)
+            deadline_ns = ordo_deadline_ns(timeout_ms);
+        ex->producers_waiting++;
+        timed_out = ordo_cond_wait_until(&ex->space_cond, &ex->mu, deadline_ns) != 0;
+        ex->producers_waiting--;
+    }
+}
+
+/* The key state for key, created (empty, not ready) if absent. mu held.
+ * Returns NULL only when a new state could not be allocated. */
+static keyed_key_t *key_get(ordo_keyed_t *ex, uint64_t hash, const void *key, size_t len)
+{
+    keyed_key_t *k = (keyed_key_t *)ordo_htab_find(&ex->keys, hash, key, len);
+    if (k != NULL)
+        return k;
+    k = malloc(sizeof *k + len);
+    if (k == NULL)
+        return NULL;
+    k->next = NULL;
+    k->head = k->tail = NULL;
+    k->pending = 0;
+    k->running = false;
+    k->len = len;
+    if (len > 0)
+        memcpy(k->bytes, key, len);
+    ordo_htab_insert(&ex->keys, &k->node, hash);
+    return k;
+}
+
+/* Append t to k's FIFO, count it, and make k ready if it was idle. mu held. */
+static void key_append(ordo_keyed_t *ex, keyed_key_t *k, keyed_task_t *t)
+{
+    bool was_idle = k->pending == 0;
+    t->next = NULL;
+    if (k->tail != NULL)
+        k->tail->next = t;
+    else
+        k->head = t;
+    k->tail = t;
+    k->pending++;
+    ex->pending++;
+    if (was_idle) {
+        ready_push(ex, k);
+        if (ex->workers_idle > 0)
+            pthread_cond_signal(&ex->work_cond);
+    }
+}
+
+/* Accept t under key, or return the reason not to (t is then untouched and
+ * its future, if any, not initialised). */
+static int enqueue(ordo_keyed_t *ex, const void *key, size_t len, keyed_task_t *t,
+                   int64_t timeout_ms)
+{
+    uint64_t hash = ordo_htab_hash(&ex->keys, key, len);
+    pthread_mutex_lock(&ex->mu);
+    int rc = wait_for_room(ex, hash, key, len, timeout_ms);
+    if (rc != ORDO_OK)
+        goto out;
+    keyed_key_t *k = key_get(ex, hash, key, len);
+    if (k == NULL) {
+        rc = ORDO_ENOMEM;
+        goto out;
+    }
+    if (t->has_future && ordo__future_init(task_future(t), ftask_free) != ORDO_OK) {
+        if (k->pending == 0) {
+            ordo_htab_remove(&ex->keys, &k->node);
+            free(k);
+        }
+        rc = ORDO_ESYS;
+        goto out;
+    }
+    key_append(ex, k, t);
+out:
+    pthread_mutex_unlock(&ex->mu);
+    return rc;
+}
+
+static int check_args(const ordo_keyed_t *ex, const void *key, size_t key_len, ordo_keyed_fn fn)
+{
+    if (ex == NULL || fn == NULL || (key == NULL && key_len > 0))
+        return ORDO_EINVAL;
+    if (key_len > ex->opts.key_len_max)
+        return ORDO_EINVAL;
+    return ORDO_OK;
+}
+
+int ordo_keyed_submit(ordo_keyed_t *ex, const void *key, size_t key_len, ordo_keyed_fn fn,
+                      void *arg, int64_t timeout_ms, ordo_future_t **future_out)
+{
+    int rc = check_args(ex, key, key_len, fn);
+    if (rc != ORDO_OK || future_out == NULL)
+        return ORDO_EINVAL;
+    keyed_ftask_t *ft = malloc(sizeof *ft);
+    if (ft == NULL)
+        return ORDO_ENOMEM;
+    keyed_task_t *t = &ft->task;
+    t->fn = fn;
+    t->cancel_fn = NULL;
+    t->arg = arg;
+    t->has_future = true;
+    /* Once enqueue unlocks a worker may complete the future at any time;
+     * the caller's reference keeps t alive until it releases it. */
+    rc = enqueue(ex, key, key_len, t, timeout_ms);
+    if (rc != ORDO_OK) {
+        free(ft);
+        return rc;
+    }
+    *future_out = &ft->future;
+    return ORDO_OK;
+}
+
+int ordo_keyed_post(ordo_keyed_t *ex, const void *key, size_t key_len, ordo_keyed_fn fn,
+                    ordo_keyed_cancel_fn cancel_fn, void *arg, int64_t timeout_ms)
+{
+    int rc = check_args(ex, key, key_len, fn);
+    if (rc != ORDO_OK)
+        return rc;
+    keyed_task_t *t = malloc(sizeof *t);
+    if (t == NULL)
+        return ORDO_ENOMEM;
+    t->fn = fn;
+    t->cancel_fn = cancel_fn;
+    t->arg = arg;
+    t->has_future = false;
+    rc = enqueue(ex, key, key_len, t, timeout_ms);
+    if (rc != ORDO_OK)
+        free(t);
+    return rc;
+}
+
+/* ---- workers ------------------------------------------------------------- */
+
+/* Run t (already detached from k) and complete it. mu not held. Returns 1 if
+ * it was a post whose handler failed, else 0. t is gone on return. */
+static int task_run(keyed_task_t *t, const keyed_key_t *k)
+{
+    void *result = NULL;
+    int rc = t->fn(t->arg, k->bytes, k->len, &result);
+    if (t->has_future) {
+        ordo__future_complete(task_future(t), rc == 0 ? ORDO_OK : ORDO_EHANDLER, result);
+        return 0;
+    }
+    free(t);
+    return rc != 0;
+}
+
+/* Complete t (already detached) as cancelled. mu not held. t is gone. */
+static void task_cancel(keyed_task_t *t, const keyed_key_t *k)
+{
+    if (t->has_future) {
+        ordo__future_complete(task_future(t), ORDO_ECANCELED, NULL);
+        return;
+    }
+    if (t->cancel_fn != NULL)
+        t->cancel_fn(t->arg, k->bytes, k->len);
+    free(t);
+}
+
+/* Run the head task of running key k. Called and returns with mu held. */
+static void key_run_one(ordo_keyed_t *ex, keyed_key_t *k)
+{
+    keyed_task_t *t = k->head;
+    k->head = t->next;
+    if (k->head == NULL)
+        k->tail = NULL;
+    pthread_mutex_unlock(&ex->mu);
+    int failed = task_run(t, k);
+    pthread_mutex_lock(&ex->mu);
+    ex->post_failures += (uint64_t)failed;
+    tasks_done(ex, k, 1);
+}
+
+/* Cancel every queued task of running key k, in order. mu held on entry and
+ * return. */
+static void key_cancel_all(ordo_keyed_t *ex, keyed_key_t *k)
+{
+    keyed_task_t *t = k->head;
+    k->head = k->tail = NULL;
+    pthread_mutex_unlock(&ex->mu);
+    size_t n = 0;
+    while (t != NULL) {
+        keyed_task_t *next = t->next;
+        task_cancel(t, k);
+        t = next;
+        n++;
+    }
+    pthread_mutex_lock(&ex->mu);
+    tasks_done(ex, k, n);
+}
+
+/* After a turn: requeue k at the tail of ready, or free it if idle. mu held. */
+static void key_release(ordo_keyed_t *ex, keyed_key_t *k)
+{
+    k->running = false;
+    if (k->head != NULL) {
+        ready_push(ex, k);
+        return;
+    }
+    assert(k->pending == 0);
+    ordo_htab_remove(&ex->keys, &k->node);
+    free(k);
+}
+
+/* Next ready key, waiting for one; NULL when stopping with none left. */
+static keyed_key_t *next_key(ordo_keyed_t *ex)
+{
+    for (;;) {
+        keyed_key_t *k = ready_pop(ex);
+        if (k != NULL)
+            return k;
+        if (ex->stopping)
+            return NULL;
+        ex->workers_idle++;
+        pthread_cond_wait(&ex->work_cond, &ex->mu);
+        ex->workers_idle--;
+    }
+}
+
+static void *worker_main(void *p)
+{
+    ordo_keyed_t *ex = p;
+    pthread_mutex_lock(&ex->mu);
+    keyed_key_t *k;
+    while ((k = next_key(ex)) != NULL) {
+        assert(!k->running && k->head != NULL);
+        k->running = true;
+        if (ex->cancel)
+            key_cancel_all(ex, k);
+        else
+            key_run_one(ex, k);
+        key_release(ex, k);
+    }
+    pthread_mutex_unlock(&ex->mu);
+    return NULL;
+}
+
+/* ---- stopping ------------------------------------------------------------ */
+
+int ordo_keyed_stop(ordo_keyed_t *ex, int mode)
+{
+    if (ex == NULL || (mode != ORDO_KEYED_DRAIN && mode != ORDO_KEYED_CANCEL))
+        return ORDO_EINVAL;
+    pthread_mutex_lock(&ex->mu);
+    if (on_worker(ex)) {
+        pthread_mutex_unlock(&ex->mu);
+        return ORDO_EBUSY;
+    }
+    ex->stopping = true;
+    if (mode == ORDO_KEYED_CANCEL)
+        ex->cancel = true;
+    pthread_cond_broadcast(&ex->work_cond);
+    pthread_cond_broadcast(&ex->space_cond);
+    if (ex->joining) {
+        while (!ex->joined)
+            pthread_cond_wait(&ex->stop_cond, &ex->mu);
+        pthread_mutex_unlock(&ex->mu);
+        return ORDO_OK;
+    }
+    ex->joining = true;
+    pthread_mutex_unlock(&ex->mu);
+    /* Only this caller joins; nthreads and threads no longer change. */
+    for (unsigned i = 0; i < ex->nthreads; i++)
+        pthread_join(ex->threads[i], NULL);
+    pthread_mutex_lock(&ex->mu);
+    assert(ex->pending == 0 && ex->keys.count == 0 && ex->ready_head == NULL);
+    ex->joined = true;
+    pthread_cond_broadcast(&ex->stop_cond);
+    pthread_mutex_unlock(&ex->mu);
+    return ORDO_OK;
+}
+
+void ordo_keyed_stats(ordo_keyed_t *ex, ordo_keyed_stats_t *out)
+{
+    pthread_mutex_lock(&ex->mu);
+    out->pending = ex->pending;
+    out->keys_active = ex->keys.count;
+    out->producers_waiting = ex->producers_waiting;
+    out->post_failures = ex->post_failures;
+    pthread_mutex_unlock(&ex->mu);
+}
+
+void ordo_keyed_destroy(ordo_keyed_t *ex)
+{
+    if (ex == NULL)
+        return;
+    if (ordo_keyed_stop(ex, ORDO_KEYED_DRAIN) != ORDO_OK)
+        abort(); /* called on a worker: it would join itself */
+    pthread_cond_destroy(&ex->stop_cond);
+    pthread_cond_destroy(&ex->space_cond);
+    pthread_cond_destroy(&ex->work_cond);
+    pthread_mutex_destroy(&ex->mu);
+    ordo_htab_destroy(&ex->keys);
+    free(ex->threads);
+    free(ex);
+}
