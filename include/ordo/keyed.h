@@ -97,6 +97,8 @@ typedef struct ordo_keyed_stats_s {
     size_t keys_active;       /* keys holding state (having pending tasks) */
     size_t producers_waiting; /* submits blocked on a bound right now */
     uint64_t post_failures;   /* fire-and-forget handlers that returned non-zero */
+    int stopping;             /* 1 once a stop has begun (submits fail), else 0 */
+    int cancelling;           /* 1 once a cancelling stop has begun, else 0 */
 } ordo_keyed_stats_t;
 
 /* ordo_keyed_create() -- start an executor and its worker threads.
@@ -155,7 +157,8 @@ int ordo_keyed_post(ordo_keyed_t *ex, const void *key, size_t key_len, ordo_keye
  * called on a worker thread of ex (nothing is changed). */
 int ordo_keyed_stop(ordo_keyed_t *ex, int mode);
 
-/* ordo_keyed_stats() -- fill *out with a snapshot of ex's counters. */
+/* ordo_keyed_stats() -- fill *out (not NULL) with a snapshot of ex's
+ * counters. Valid until ordo_keyed_destroy(), stopped or not. */
 void ordo_keyed_stats(ordo_keyed_t *ex, ordo_keyed_stats_t *out);
 
 /* ordo_keyed_destroy() -- stop (draining, if no stop was made) and free ex.

@@ -549,6 +549,8 @@ void ordo_keyed_stats(ordo_keyed_t *ex, ordo_keyed_stats_t *out)
     out->keys_active = ex->keys.count;
     out->producers_waiting = ex->producers_waiting;
     out->post_failures = ex->post_failures;
+    out->stopping = ex->stopping;
+    out->cancelling = ex->cancel;
     pthread_mutex_unlock(&ex->mu);
 }
 
