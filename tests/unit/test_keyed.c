@@ -1066,6 +1066,9 @@ static void race_one(int mode)
     int accepted = atomic_load(&r->accepted);
     int ran = atomic_load(&r->ran);
     int cancelled = atomic_load(&r->cancelled);
+    print_message("%s: accepted %d, ran %d, cancelled %d, refused %d\n",
+                  mode == ORDO_KEYED_DRAIN ? "drain" : "cancel", accepted, ran, cancelled,
+                  atomic_load(&r->refused));
     assert_int_equal(atomic_load(&r->twice), 0);
     assert_int_equal(ran + cancelled, accepted);
     if (mode == ORDO_KEYED_DRAIN)
