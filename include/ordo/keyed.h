@@ -27,6 +27,9 @@
  *   ORDO_WAIT_FOREVER  block until there is room (or a stop: ORDO_ESTOPPED);
  *   0                  fail at once with ORDO_EFULL;
  *   n > 0              block at most n ms, then fail with ORDO_ETIMEDOUT.
+ * A blocked submit is woken when the count it waits on has fallen to a
+ * quarter of its bound below the bound (at least one below), not at every
+ * finished task: producers of a full executor proceed in batches.
  * A submit made on one of the executor's own worker threads (from a handler
  * or a completion callback) never blocks: blocking could wait for the very
  * worker that is blocked. It fails with ORDO_EFULL instead.

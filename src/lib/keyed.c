@@ -28,8 +28,20 @@
  * when the key was idle); a task run takes mu once (finishing one task and
  * popping the next share a critical section). Idle workers are signalled
  * only when a key becomes ready and some worker is idle; blocked producers
- * are woken with a broadcast on one condition variable, but only while any
- * producer is blocked (bounds are meant to be hit rarely).
+ * are woken with a broadcast on one condition variable, only while any
+ * producer is blocked, and only when a count falls to its low-water mark
+ * (see crossed_low_mark()): a full executor then wakes its producers once
+ * per quarter-bound of finished tasks, not once per task. A producer blocked
+ * on one key's bound may be woken by another key's progress and simply
+ * waits again.
+ *
+ * Recycling. Fire-and-forget task blocks and key states with short keys are
+ * kept on two free lists (under mu, at most KEYED_CACHE_MAX each) instead of
+ * being freed, so a steady stream of posts to keys that come and go costs no
+ * malloc/free pair (which, freed on a worker and allocated on a producer,
+ * crossed threads every time). Tasks with futures are freed by the future's
+ * last release, which may come after the executor is gone, so they are not
+ * recycled.
  *
  * Cancellation. A cancelling stop sets ex->cancel; from then on a worker that
  * pops a key detaches its whole FIFO and completes the tasks with
@@ -47,6 +59,13 @@
 #include "future_impl.h"
 #include "htab.h"
 #include "sync.h"
+
+/* Recycled blocks kept per free list: at ~80 bytes a block, at most ~160 KiB
+ * for both lists, which covers the turnover of a busy executor. */
+#define KEYED_CACHE_MAX 1024
+/* Key states are allocated with room for at least this many key bytes, so
+ * that most can be recycled for any other short key. */
+#define KEYED_KEY_INLINE_LEN 32
 
 typedef struct keyed_task_s {
     struct keyed_task_s *next; /* in its key's FIFO */
@@ -70,6 +89,7 @@ typedef struct keyed_key_s {
     size_t pending;            /* queued + running */
     bool running;
     size_t len;
+    size_t cap;                /* bytes allocated for the key */
     unsigned char bytes[];
 } keyed_key_t;
 
@@ -84,6 +104,10 @@ struct ordo_keyed_s {
     size_t producers_waiting;
     unsigned workers_idle;
     uint64_t post_failures;
+    keyed_task_t *task_cache;  /* free post blocks, linked by next */
+    size_t task_cached;
+    keyed_key_t *key_cache;    /* free key states of cap KEYED_KEY_INLINE_LEN */
+    size_t key_cached;
     bool stopping;
     bool cancel;
     bool joining;
@@ -146,13 +170,26 @@ static keyed_key_t *ready_pop(ordo_keyed_t *ex)
     return k;
 }
 
+/* Did a pending count fall from above its bound's low-water mark (a quarter
+ * of the bound below it, at least one) to at or below it? Blocked producers
+ * are woken only then: waking them on every finished task would cost a
+ * futex wake-up per task while the executor is full. */
+static bool crossed_low_mark(size_t before, size_t after, size_t max)
+{
+    size_t low = max - (max / 4 > 0 ? max / 4 : 1);
+    return before > low && after <= low;
+}
+
 /* Account for n tasks of k that are finished or cancelled. mu held. */
 static void tasks_done(ordo_keyed_t *ex, keyed_key_t *k, size_t n)
 {
     assert(k->pending >= n && ex->pending >= n);
+    size_t key_before = k->pending, ex_before = ex->pending;
     k->pending -= n;
     ex->pending -= n;
-    if (ex->producers_waiting > 0)
+    if (ex->producers_waiting > 0 &&
+        (crossed_low_mark(ex_before, ex->pending, ex->opts.pending_max) ||
+         crossed_low_mark(key_before, k->pending, ex->opts.key_pending_max)))
         pthread_cond_broadcast(&ex->space_cond);
 }
 
@@ -279,6 +316,61 @@ static int wait_for_room(ordo_keyed_t *ex, uint64_t hash, const void *key, size_
     }
 }
 
+/* A key state block with room for len bytes, recycled if it can be. mu held. */
+static keyed_key_t *key_alloc(ordo_keyed_t *ex, size_t len)
+{
+    if (len <= KEYED_KEY_INLINE_LEN && ex->key_cache != NULL) {
+        keyed_key_t *k = ex->key_cache;
+        ex->key_cache = k->next;
+        ex->key_cached--;
+        return k;
+    }
+    size_t cap = len > KEYED_KEY_INLINE_LEN ? len : KEYED_KEY_INLINE_LEN;
+    keyed_key_t *k = malloc(sizeof *k + cap);
+    if (k != NULL)
+        k->cap = cap;
+    return k;
+}
+
+/* Unlink idle key state k from the table and recycle or free it. mu held. */
+static void key_discard(ordo_keyed_t *ex, keyed_key_t *k)
+{
+    assert(k->pending == 0 && k->head == NULL && !k->running);
+    ordo_htab_remove(&ex->keys, &k->node);
+    if (k->cap == KEYED_KEY_INLINE_LEN && ex->key_cached < KEYED_CACHE_MAX) {
+        k->next = ex->key_cache;
+        ex->key_cache = k;
+        ex->key_cached++;
+        return;
+    }
+    free(k);
+}
+
+/* A post's task block, recycled if it can be. mu held. NULL if out of
+ * memory. */
+static keyed_task_t *task_alloc(ordo_keyed_t *ex)
+{
+    keyed_task_t *t = ex->task_cache;
+    if (t == NULL)
+        return malloc(sizeof *t);
+    ex->task_cache = t->next;
+    ex->task_cached--;
+    return t;
+}
+
+/* Recycle or free a post's task block once it is done with. mu held. */
+static void task_recycle(ordo_keyed_t *ex, keyed_task_t *t)
+{
+    assert(!t->has_future);
+    if (ex->task_cached < KEYED_CACHE_MAX) {
+        t->next = ex->task_cache;
+        ex->task_cache = t;
+        ex->task_cached++;
+        return;
+    }
+    free(t);
+}
+
 /* The key state for key, created (empty, not ready) if absent. mu held.
  * Returns NULL only when a new state could not be allocated. */
 static keyed_key_t *key_get(ordo_keyed_t *ex, uint64_t hash, const void *key, size_t len)
@@ -286,7 +378,7 @@ static keyed_key_t *key_get(ordo_keyed_t *ex, uint64_t hash, const void *key, si
     keyed_key_t *k = (keyed_key_t *)ordo_htab_find(&ex->keys, hash, key, len);
     if (k != NULL)
         return k;
-    k = malloc(sizeof *k + len);
+    k = key_alloc(ex, len);
     if (k == NULL)
         return NULL;
     k->next = NULL;
@@ -319,10 +411,12 @@ static void key_append(ordo_keyed_t *ex, keyed_key_t *k, keyed_task_t *t)
     }
 }
 
-/* Accept t under key, or return the reason not to (t is then untouched and
- * its future, if any, not initialised). */
-static int enqueue(ordo_keyed_t *ex, const void *key, size_t len, keyed_task_t *t,
-                   int64_t timeout_ms)
+/* Accept a task like tmpl under key, or return the reason not to. For a
+ * submit, ft is the caller's block (its future is initialised only when the
+ * task is accepted); for a post, ft is NULL and the block comes from the
+ * cache. */
+static int enqueue(ordo_keyed_t *ex, const void *key, size_t len, const keyed_task_t *tmpl,
+                   keyed_ftask_t *ft, int64_t timeout_ms)
 {
     uint64_t hash = ordo_htab_hash(&ex->keys, key, len);
     pthread_mutex_lock(&ex->mu);
@@ -334,16 +428,24 @@ static int enqueue(ordo_keyed_t *ex, const void *key, size_t len, keyed_task_t *
         rc = ORDO_ENOMEM;
         goto out;
     }
-    if (t->has_future && ordo__future_init(task_future(t), ftask_free) != ORDO_OK) {
-        if (k->pending == 0) {
-            ordo_htab_remove(&ex->keys, &k->node);
-            free(k);
-        }
+    keyed_task_t *t = ft != NULL ? &ft->task : task_alloc(ex);
+    if (t == NULL) {
+        rc = ORDO_ENOMEM;
+        goto fail_task;
+    }
+    *t = *tmpl;
+    if (ft != NULL && ordo__future_init(&ft->future, ftask_free) != ORDO_OK) {
         rc = ORDO_ESYS;
-        goto out;
+        goto fail_task;
     }
     key_append(ex, k, t);
 out:
+    pthread_mutex_unlock(&ex->mu);
+    return rc;
+
+fail_task:
+    if (k->pending == 0)
+        key_discard(ex, k);
     pthread_mutex_unlock(&ex->mu);
     return rc;
 }
@@ -366,14 +468,10 @@ int ordo_keyed_submit(ordo_keyed_t *ex, const void *key, size_t key_len, ordo_ke
     keyed_ftask_t *ft = malloc(sizeof *ft);
     if (ft == NULL)
         return ORDO_ENOMEM;
-    keyed_task_t *t = &ft->task;
-    t->fn = fn;
-    t->cancel_fn = NULL;
-    t->arg = arg;
-    t->has_future = true;
+    keyed_task_t tmpl = {.fn = fn, .cancel_fn = NULL, .arg = arg, .has_future = true};
     /* Once enqueue unlocks a worker may complete the future at any time;
-     * the caller's reference keeps t alive until it releases it. */
-    rc = enqueue(ex, key, key_len, t, timeout_ms);
+     * the caller's reference keeps ft alive until it releases it. */
+    rc = enqueue(ex, key, key_len, &tmpl, ft, timeout_ms);
     if (rc != ORDO_OK) {
         free(ft);
         return rc;
@@ -388,23 +486,15 @@ int ordo_keyed_post(ordo_keyed_t *ex, const void *key, size_t key_len, ordo_keye
     int rc = check_args(ex, key, key_len, fn);
     if (rc != ORDO_OK)
         return rc;
-    keyed_task_t *t = malloc(sizeof *t);
-    if (t == NULL)
-        return ORDO_ENOMEM;
-    t->fn = fn;
-    t->cancel_fn = cancel_fn;
-    t->arg = arg;
-    t->has_future = false;
-    rc = enqueue(ex, key, key_len, t, timeout_ms);
-    if (rc != ORDO_OK)
-        free(t);
-    return rc;
+    keyed_task_t tmpl = {.fn = fn, .cancel_fn = cancel_fn, .arg = arg, .has_future = false};
+    return enqueue(ex, key, key_len, &tmpl, NULL, timeout_ms);
 }
 
 /* ---- workers ------------------------------------------------------------- */
 
 /* Run t (already detached from k) and complete it. mu not held. Returns 1 if
- * it was a post whose handler failed, else 0. t is gone on return. */
+ * it was a post whose handler failed, else 0. A submit's t is gone on return;
+ * a post's is left for the caller to recycle. */
 static int task_run(keyed_task_t *t, const keyed_key_t *k)
 {
     void *result = NULL;
@@ -413,7 +503,6 @@ static int task_run(keyed_task_t *t, const keyed_key_t *k)
         ordo__future_complete(task_future(t), rc == 0 ? ORDO_OK : ORDO_EHANDLER, result);
         return 0;
     }
-    free(t);
     return rc != 0;
 }
 
@@ -436,9 +525,12 @@ static void key_run_one(ordo_keyed_t *ex, keyed_key_t *k)
     k->head = t->next;
     if (k->head == NULL)
         k->tail = NULL;
+    bool is_post = !t->has_future;
     pthread_mutex_unlock(&ex->mu);
     int failed = task_run(t, k);
     pthread_mutex_lock(&ex->mu);
+    if (is_post)
+        task_recycle(ex, t);
     ex->post_failures += (uint64_t)failed;
     tasks_done(ex, k, 1);
 }
@@ -469,9 +561,7 @@ static void key_release(ordo_keyed_t *ex, keyed_key_t *k)
         ready_push(ex, k);
         return;
     }
-    assert(k->pending == 0);
-    ordo_htab_remove(&ex->keys, &k->node);
-    free(k);
+    key_discard(ex, k);
 }
 
 /* Next ready key, waiting for one; NULL when stopping with none left. */
@@ -565,6 +655,16 @@ void ordo_keyed_destroy(ordo_keyed_t *ex)
     pthread_cond_destroy(&ex->work_cond);
     pthread_mutex_destroy(&ex->mu);
     ordo_htab_destroy(&ex->keys);
+    while (ex->task_cache != NULL) {
+        keyed_task_t *t = ex->task_cache;
+        ex->task_cache = t->next;
+        free(t);
+    }
+    while (ex->key_cache != NULL) {
+        keyed_key_t *k = ex->key_cache;
+        ex->key_cache = k->next;
+        free(k);
+    }
     free(ex->threads);
     free(ex);
 }
