@@ -181,7 +181,7 @@ static int parse_multibulk(const char *in, size_t len, const resp_limits_t *lim,
     int s = scan_len(in, len, 1, &n, &p);
     if (s == SCAN_MORE)
         return RESP_NEED_MORE;
-    if (s == SCAN_BAD || n < -1 || (uint64_t)n > lim->args_max)
+    if (s == SCAN_BAD || n < -1 || (n > 0 && (uint64_t)n > lim->args_max))
         return proto_error(err, ERR_MBULK_LEN);
     if (n <= 0) {
         *consumed = p;
