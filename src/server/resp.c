@@ -436,15 +436,38 @@ static size_t u64_to_dec(char *dst, uint64_t v)
     return n;
 }
 
-/* Append "<type>[-]<v>\r\n". */
-static void add_number(ordo_buf_t *out, char type, int neg, uint64_t v)
+/* Write "<type>[-]<v>\r\n" at p (room for HEADER_MAX); returns the end. */
+static char *put_number(char *p, char type, int neg, uint64_t v)
 {
-    char *p = ordo_buf_reserve(out, HEADER_MAX);
-    char *start = p;
     *p++ = type;
     if (neg)
         *p++ = '-';
     p += u64_to_dec(p, v);
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
+/* Append "<type>[-]<v>\r\n". */
+static void add_number(ordo_buf_t *out, char type, int neg, uint64_t v)
+{
+    char *p = ordo_buf_reserve(out, HEADER_MAX);
+    out->len += (size_t)(put_number(p, type, neg, v) - p);
+}
+
+/* Append "<type><n>\r\n" <prefix> <payload> "\r\n" with one reserve: the
+ * shape of a bulk string and a verbatim string, the commonest replies. */
+static void add_blob(ordo_buf_t *out, char type, const char *prefix, size_t prefix_len,
+                     const void *payload, size_t n)
+{
+    assert(n <= SIZE_MAX - HEADER_MAX - prefix_len - 2);
+    char *start = ordo_buf_reserve(out, HEADER_MAX + prefix_len + n + 2);
+    char *p = put_number(start, type, 0, (uint64_t)prefix_len + n);
+    memcpy(p, prefix, prefix_len);
+    p += prefix_len;
+    if (n > 0)
+        memcpy(p, payload, n);
+    p += n;
     *p++ = '\r';
     *p++ = '\n';
     out->len += (size_t)(p - start);
@@ -507,11 +530,7 @@ void resp_add_uint(ordo_buf_t *out, uint64_t v)
 
 void resp_add_bulk(ordo_buf_t *out, const void *p, size_t n)
 {
-    assert(n <= SIZE_MAX - HEADER_MAX - 2);
-    ordo_buf_reserve(out, HEADER_MAX + n + 2);
-    add_number(out, '$', 0, n);
-    ordo_buf_append(out, p, n);
-    ordo_buf_append(out, "\r\n", 2);
+    add_blob(out, '$', "", 0, p, n);
 }
 
 void resp_add_bulk_str(ordo_buf_t *out, const char *s)
@@ -617,10 +636,5 @@ void resp_add_verbatim(ordo_buf_t *out, int proto, const char *s, size_t n)
         return;
     }
     /* RESP3 verbatim: the length counts the "txt:" format prefix. */
-    assert(n <= SIZE_MAX - HEADER_MAX - 6);
-    ordo_buf_reserve(out, HEADER_MAX + 4 + n + 2);
-    add_number(out, '=', 0, n + 4);
-    ordo_buf_append(out, "txt:", 4);
-    ordo_buf_append(out, s, n);
-    ordo_buf_append(out, "\r\n", 2);
+    add_blob(out, '=', "txt:", 4, s, n);
 }
