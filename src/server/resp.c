@@ -4,9 +4,14 @@
  * Parser. resp_parse() is a pure function of (in, len, limits): it keeps no
  * state between calls, so a connection simply calls it again on its whole
  * unconsumed input when more bytes arrive. That keeps the parser small and
- * obviously restartable; the price, re-scanning the headers of an
- * incomplete command, is paid back by need_bytes: while a large bulk is
- * outstanding the caller does not call again until the bulk is complete.
+ * obviously restartable. The price is re-scanning an incomplete command
+ * on every call; bulk bodies are skipped by length, so one call costs
+ * O(arguments received so far), not O(bytes), and need_bytes spares the
+ * caller any call at all while a large bulk is outstanding. What remains is
+ * a client trickling a command of many small arguments, one per read:
+ * O(argc^2) argument steps in all, bounded by args_max^2 (about 10^6 steps
+ * at args_max 1024, 10^12 at 1M). If args_max must be large, add resume
+ * state to resp_cmd_t (offset and argc of the last complete argument).
  *
  * Invariants, checked by tests/fuzz/fuzz_resp.c on arbitrary input:
  *   - no byte outside in[0..len) is ever read;
