@@ -14,6 +14,7 @@
 #ifndef ORDO_BUF_H
 #define ORDO_BUF_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 typedef struct ordo_buf_s {
@@ -32,6 +33,8 @@ void ordo_buf_append(ordo_buf_t *b, const void *p, size_t n);
 void ordo_buf_puts(ordo_buf_t *b, const char *s);
 /* Append printf-style text. */
 void ordo_buf_printf(ordo_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Append printf-style text from a va_list (ap is consumed, as by vsnprintf). */
+void ordo_buf_vprintf(ordo_buf_t *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 /* Drop the first n bytes (n <= len), moving the rest to the front. */
 void ordo_buf_consume(ordo_buf_t *b, size_t n);
 /* Forget the contents; keep the allocation if it is at most keep_max bytes,
