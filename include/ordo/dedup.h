@@ -185,6 +185,9 @@ int ordo_dedup_arrive(ordo_dedup_t *dedup, const void *key, size_t key_len,
 int ordo_dedup_finish(ordo_dedup_t *dedup, const void *key, size_t key_len,
                       ordo_dedup_ticket_t ticket);
 
+/* ordo_dedup_state() -- the state of key now (a snapshot). */
+ordo_dedup_state_t ordo_dedup_state(ordo_dedup_t *dedup, const void *key, size_t key_len);
+
 /* ordo_dedup_active() -- how many keys are held now (a snapshot). */
 size_t ordo_dedup_active(ordo_dedup_t *dedup);
 

@@ -150,6 +150,14 @@ int ordo_dedup_finish(ordo_dedup_t *d, const void *key, size_t key_len,
     return rc;
 }
 
+ordo_dedup_state_t ordo_dedup_state(ordo_dedup_t *d, const void *key, size_t key_len)
+{
+    pthread_mutex_lock(&d->mu);
+    ordo_dedup_state_t s = ordo_dedup_core_state(d->core, key, key_len);
+    pthread_mutex_unlock(&d->mu);
+    return s;
+}
+
 size_t ordo_dedup_active(ordo_dedup_t *d)
 {
     pthread_mutex_lock(&d->mu);
