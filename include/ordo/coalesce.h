@@ -134,10 +134,11 @@ int ordo_coalesce_remove(ordo_coalesce_t *q, const void *key, size_t key_len, vo
  * ordo_coalesce_destroy(), so nothing is lost. Idempotent. */
 void ordo_coalesce_close(ordo_coalesce_t *q);
 
-/* ordo_coalesce_drain() -- hand every waiting entry to fn, oldest first, and
- * empty the queue. Works whether or not the queue is closed (on an open
- * queue, entries put meanwhile are drained too). Returns how many entries
- * were drained. */
+/* ordo_coalesce_drain() -- hand waiting entries to fn (not NULL), oldest
+ * first, one at a time, until it finds the queue empty. Meant for a closed
+ * queue; on an open one it races with putters and takers like any taker
+ * (and may not end while putters keep up). Returns how many entries were
+ * drained. */
 size_t ordo_coalesce_drain(ordo_coalesce_t *q, ordo_coalesce_drain_fn fn, void *arg);
 
 /* ordo_coalesce_len() -- how many keys are waiting now (a snapshot). */
