@@ -1,0 +1,249 @@
+/*
+ * test_srv_core.c -- the core state machine: conditions decided by apply,
+ * revisions taken only by changes, expiry as records, automatic compaction,
+ * and determinism (the same records applied to two cores give the same
+ * results and the same state).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core.h"
+
+static record_t put(const char *k, const char *v, uint64_t t)
+{
+    record_t r = {.type = REC_PUT, .time_ms = t, .key = k, .klen = (uint32_t)strlen(k),
+                  .val = v, .vlen = (uint32_t)strlen(v)};
+    return r;
+}
+
+static void test_conditions_and_revisions(void **state)
+{
+    (void)state;
+    core_t *c = core_create(1000);
+    apply_result_t res;
+    record_t r = put("a", "1", 1);
+    core_apply(c, &r, &res);
+    assert_int_equal(res.status, AP_OK);
+    assert_int_equal(res.rev, 1);
+    /* IFREV mismatch: CONFLICT with the current mod rev, no revision taken. */
+    r = put("a", "2", 2);
+    r.flags = REC_F_IFREV;
+    r.ifrev = 7;
+    core_apply(c, &r, &res);
+    assert_int_equal(res.status, AP_CONFLICT);
+    assert_int_equal(res.cur_rev, 1);
+    assert_int_equal(core_rev(c), 1);
+    r.ifrev = 1;
+    core_apply(c, &r, &res);
+    assert_int_equal(res.status, AP_OK);
+    assert_int_equal(res.rev, 2);
+    /* IFREV 0: only if absent. */
+    r = put("b", "x", 3);
+    r.flags = REC_F_IFREV;
+    r.ifrev = 0;
+    core_apply(c, &r, &res);
+    assert_int_equal(res.status, AP_OK);
+    core_apply(c, &r, &res);
+    assert_int_equal(res.status, AP_CONFLICT);
+    assert_int_equal(res.cur_rev, 3);
+    /* NX / XX. */
+    r = put("a", "nx", 4);
+    r.flags = REC_F_NX;
+    core_apply(c, &r, &res);
+    assert_int_equal(res.status, AP_NOOP);
+    r = put("zz", "xx", 4);
+    r.flags = REC_F_XX;
+    core_apply(c, &r, &res);
+    assert_int_equal(res.status, AP_NOOP);
+    assert_int_equal(core_rev(c), 3);
+    /* DEL of an absent key takes no revision. */
+    record_t d = {.type = REC_DEL, .time_ms = 5, .key = "nope", .klen = 4};
+    core_apply(c, &d, &res);
+    assert_int_equal(res.status, AP_NOOP);
+    d.key = "a";
+    d.klen = 1;
+    core_apply(c, &d, &res);
+    assert_int_equal(res.status, AP_OK);
+    assert_int_equal(res.rev, 4);
+    assert_null(kv_get(core_kv(c), "a", 1));
+    core_destroy(c);
+}
+
+static void test_incr(void **state)
+{
+    (void)state;
+    core_t *c = core_create(1000);
+    apply_result_t res;
+    record_t r = {.type = REC_INCR, .key = "n", .klen = 1, .incr = 5};
+    core_apply(c, &r, &res);
+    assert_int_equal(res.status, AP_OK);
+    assert_int_equal(res.value, 5);
+    r.incr = -7;
+    core_apply(c, &r, &res);
+    assert_int_equal(res.value, -2);
+    record_t p = put("n", "9223372036854775807", 1);
+    core_apply(c, &p, &res);
+    r.incr = 1;
+    core_apply(c, &r, &res);
+    assert_int_equal(res.status, AP_OVERFLOW);
+    p = put("s", "12a", 1);
+    core_apply(c, &p, &res);
+    record_t q = {.type = REC_INCR, .key = "s", .klen = 1, .incr = 1};
+    core_apply(c, &q, &res);
+    assert_int_equal(res.status, AP_NOTINT);
+    p = put("z", "007", 1); /* leading zeros are not an integer, as in Redis */
+    core_apply(c, &p, &res);
+    q.key = "z";
+    core_apply(c, &q, &res);
+    assert_int_equal(res.status, AP_NOTINT);
+    core_destroy(c);
+}
+
+static int changes_seen;
+static void count_change(void *arg, const kv_change_t *ch)
+{
+    (void)arg;
+    (void)ch;
+    changes_seen++;
+}
+
+static void test_expiry_is_a_record(void **state)
+{
+    (void)state;
+    core_t *c = core_create(1000);
+    core_set_change_cb(c, count_change, NULL);
+    changes_seen = 0;
+    apply_result_t res;
+    record_t r = put("t1", "v", 1000);
+    r.expire_at_ms = 1500;
+    core_apply(c, &r, &res);
+    r = put("t2", "v", 1000);
+    r.expire_at_ms = 1200;
+    core_apply(c, &r, &res);
+    r = put("keep", "v", 1000);
+    core_apply(c, &r, &res);
+    assert_int_equal(core_next_expiry(c), 1200);
+    assert_int_equal(core_expiring(c), 2);
+    /* An expiry record deletes exactly the keys due by its own time. */
+    record_t e = {.type = REC_EXPIRE, .time_ms = 1199};
+    core_apply(c, &e, &res);
+    assert_int_equal(res.status, AP_NOOP);
+    e.time_ms = 1200;
+    core_apply(c, &e, &res);
+    assert_int_equal(res.value, 1);
+    assert_null(kv_get(core_kv(c), "t2", 2));
+    assert_non_null(kv_get(core_kv(c), "t1", 2));
+    /* A SET without expiry clears it; KEEPTTL keeps it. */
+    r = put("t1", "w", 1300);
+    r.flags = REC_F_KEEPTTL;
+    core_apply(c, &r, &res);
+    assert_int_equal(core_expiry_of(c, "t1", 2), 1500);
+    r = put("t1", "w2", 1301);
+    core_apply(c, &r, &res);
+    assert_int_equal(core_expiry_of(c, "t1", 2), 0);
+    assert_int_equal(core_expiring(c), 0);
+    /* A write to a key past its deadline finds it gone (lazy expiry decided
+     * by the record's time): NX succeeds. */
+    r = put("x", "1", 2000);
+    r.expire_at_ms = 2100;
+    core_apply(c, &r, &res);
+    r = put("x", "2", 2100);
+    r.flags = REC_F_NX;
+    core_apply(c, &r, &res);
+    assert_int_equal(res.status, AP_OK);
+    const kv_version_t *v = kv_get(core_kv(c), "x", 1);
+    assert_int_equal(v->version, 1); /* a new life */
+    assert_int_equal(changes_seen, 9); /* 7 puts, expiry of t2, lazy expiry of x */
+    core_destroy(c);
+}
+
+static void test_auto_compaction(void **state)
+{
+    (void)state;
+    core_t *c = core_create(100);
+    apply_result_t res;
+    for (int i = 0; i < 5000; i++) {
+        record_t r = put("k", "v", (uint64_t)i);
+        core_apply(c, &r, &res);
+    }
+    kv_stats_t st;
+    kv_stats(core_kv(c), &st);
+    /* Automatic compaction keeps history near history_revs, not 5000. */
+    assert_true(st.versions <= 200);
+    assert_true(kv_oldest_rev(core_kv(c)) >= 5000 - 200);
+    const kv_version_t *v;
+    assert_int_equal(kv_get_at(core_kv(c), "k", 1, 4990, &v), KV_OK);
+    assert_int_equal(v->mod_rev, 4990);
+    record_t cp = {.type = REC_COMPACT, .arg_rev = 6000};
+    core_apply(c, &cp, &res);
+    assert_int_equal(res.status, AP_FUTURE);
+    cp.arg_rev = 1;
+    core_apply(c, &cp, &res);
+    assert_int_equal(res.status, AP_COMPACTED);
+    cp.arg_rev = 5000;
+    core_apply(c, &cp, &res);
+    assert_int_equal(res.status, AP_OK);
+    assert_int_equal(kv_oldest_rev(core_kv(c)), 5000);
+    core_destroy(c);
+}
+
+/* Apply one pseudo-random record stream to two cores: results and final
+ * state must be identical. */
+static void test_determinism(void **state)
+{
+    (void)state;
+    core_t *a = core_create(50), *b = core_create(50);
+    uint64_t seed = 42;
+    char key[16], val[16];
+    for (int i = 0; i < 20000; i++) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        unsigned x = (unsigned)(seed >> 33);
+        snprintf(key, sizeof key, "k%u", x % 64);
+        snprintf(val, sizeof val, "%u", x % 1000);
+        record_t r = {.time_ms = (uint64_t)i, .key = key, .klen = (uint32_t)strlen(key)};
+        switch (x % 5) {
+        case 0: r.type = REC_DEL; break;
+        case 1: r.type = REC_INCR; r.incr = 1; break;
+        case 2: r.type = REC_PUT; r.val = val; r.vlen = (uint32_t)strlen(val); r.expire_at_ms = (uint64_t)i + x % 50; break;
+        case 3: r.type = REC_EXPIRE; break;
+        default: r.type = REC_PUT; r.val = val; r.vlen = (uint32_t)strlen(val); r.flags = REC_F_IFREV; r.ifrev = x % 100; break;
+        }
+        apply_result_t ra, rb;
+        core_apply(a, &r, &ra);
+        core_apply(b, &r, &rb);
+        assert_memory_equal(&ra, &rb, sizeof ra);
+    }
+    assert_int_equal(core_rev(a), core_rev(b));
+    for (int k = 0; k < 64; k++) {
+        snprintf(key, sizeof key, "k%d", k);
+        const kv_version_t *va = kv_get(core_kv(a), key, strlen(key));
+        const kv_version_t *vb = kv_get(core_kv(b), key, strlen(key));
+        assert_int_equal(va == NULL, vb == NULL);
+        if (va != NULL) {
+            assert_int_equal(va->mod_rev, vb->mod_rev);
+            assert_int_equal(va->vlen, vb->vlen);
+            assert_memory_equal(va->value, vb->value, va->vlen);
+        }
+    }
+    core_destroy(a);
+    core_destroy(b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_conditions_and_revisions),
+        cmocka_unit_test(test_incr),
+        cmocka_unit_test(test_expiry_is_a_record),
+        cmocka_unit_test(test_auto_compaction),
+        cmocka_unit_test(test_determinism),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
