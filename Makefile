@@ -6,13 +6,14 @@
 #   make test              every test: unit, integration, sanitizers
 #   make asan / make tsan  unit tests under ASan+UBSan / TSan
 #   make bench-primitives  in-process primitive benchmarks
+#   make fuzz              fuzz the RESP parser (FUZZ_SECONDS=60)
 #   make install           install libordo, headers, ordo.pc (PREFIX=/usr/local)
 
 PREFIX ?= /usr/local
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all build run test unit asan tsan bench-primitives install clean deps-build deps-test
+.PHONY: all build run test unit asan tsan bench-primitives fuzz install clean deps-build deps-test
 
 all: build
 
@@ -49,11 +50,19 @@ test: deps-test
 	@$(MAKE) --no-print-directory asan
 	@$(MAKE) --no-print-directory tsan
 
+# The suq benchmark runs last: its last line is the headline ratio.
 bench-primitives: build
-	build/bench_primitives
+	build/bench_keyed
+	build/bench_coalesce
+	build/bench_suq
+
+# RESP parser fuzzing with libFuzzer; FUZZ_SECONDS=600 make fuzz for longer.
+FUZZ_SECONDS ?= 60
+fuzz:
+	scripts/fuzz.sh $(FUZZ_SECONDS)
 
 install: build
 	cmake --install build
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-fuzz
