@@ -26,7 +26,8 @@ clang -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
   -Isrc/server tests/fuzz/fuzz_resp.c src/server/resp.c src/server/buf.c -lm \
   -o "$out/fuzz_resp"
 
-# Seeds: byte 0 selects the chunk size (see fuzz_resp.c), then a stream.
+# Seeds: byte 0 selects how the stream is chunked (see fuzz_resp.c), then
+# the stream.
 seed() { printf "$2" > "$corpus/seed-$1"; }
 seed ping      '\x00*1\r\n$4\r\nPING\r\n'
 seed set       '\x03*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nvalue\r\n'
@@ -34,6 +35,8 @@ seed pipeline  '\x01*2\r\n$3\r\nGET\r\n$1\r\na\r\n*0\r\n*-1\r\nPING\r\n\r\n'
 seed inline    '\x05set k "a b\\x41\\n" '"'"'it\\'"'"'s'"'"'\r\n'
 seed binary    '\x02*1\r\n$5\r\na\x00\r\nb\r\n'
 seed error     '\x00*1\r\n*1\r\n$1\r\na\r\n'
+seed trickle   '\x01*8\r\n$1\r\na\r\n$1\r\nb\r\n$0\r\n\r\n$2\r\ncd\r\n$1\r\ne\r\n$1\r\nf\r\n$1\r\ng\r\n$1\r\nh\r\n'
+seed varied    '\x37*2\r\n$3\r\nGET\r\n$10\r\n0123456789\r\nPING\r\n*1\r\n$4\r\nPING\r\n'
 
 log="$out/fuzz.log"
 set +e

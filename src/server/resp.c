@@ -1,17 +1,31 @@
 /*
  * resp.c -- the RESP request parser and reply encoder of resp.h.
  *
- * Parser. resp_parse() is a pure function of (in, len, limits): it keeps no
- * state between calls, so a connection simply calls it again on its whole
- * unconsumed input when more bytes arrive. That keeps the parser small and
- * obviously restartable. The price is re-scanning an incomplete command
- * on every call; bulk bodies are skipped by length, so one call costs
- * O(arguments received so far), not O(bytes), and need_bytes spares the
- * caller any call at all while a large bulk is outstanding. What remains is
- * a client trickling a command of many small arguments, one per read:
- * O(argc^2) argument steps in all, bounded by args_max^2 (about 10^6 steps
- * at args_max 1024, 10^12 at 1M). If args_max must be large, add resume
- * state to resp_cmd_t (offset and argc of the last complete argument).
+ * Parser. resp_parse() is resumable: resp_cmd_t records how far it got into
+ * a partial command, as offsets from the command's first byte (the caller
+ * passes the same command's start every time, though the bytes may have
+ * moved; see resp.h). For a multibulk command that is the argument count,
+ * the number of complete arguments (their offsets and lengths already in
+ * argv), the offset of the next argument, and that argument's body offset
+ * and length once its "$<len>" header is parsed. A call resumes there, so
+ * no byte of a complete header, argument or CRLF is examined twice; the
+ * only re-scan is of a header cut short, at most HEADER_SCAN_MAX bytes per
+ * call. Bulk bodies are skipped by length, and need_bytes lets the caller
+ * skip calls while a body is outstanding. So a multibulk command costs
+ *     bytes examined <= its size + HEADER_SCAN_MAX * calls
+ * (one partial header or one CR awaiting its LF per call), linear however
+ * the command is split: a client trickling a command of args_max small
+ * arguments one byte per read no longer costs args_max^2 steps (the counter
+ * cmd->scanned_bytes lets the tests and the fuzzer check it). Argument
+ * pointers are made from the offsets when the command completes, so the
+ * command stays zero-copy. Inline lines are bounded by inline_max; the
+ * newline search resumes where the previous call stopped (inline_scanned),
+ * so a line costs at most twice its length (search, then split).
+ *
+ * A partial command is re-checked against each call's limits (they are
+ * server options and may change between reads): a lowered args_max or
+ * bulk_max rejects it as a protocol error rather than breaking the
+ * invariants below.
  *
  * Invariants, checked by tests/fuzz/fuzz_resp.c on arbitrary input:
  *   - no byte outside in[0..len) is ever read;
@@ -27,8 +41,9 @@
  * Length headers ("*<n>\r\n", "$<n>\r\n") are strict decimal: an optional
  * '-', no leading zeros, no '+', no blanks, at most 19 digits, then CRLF. A
  * header is rejected as soon as a byte makes it invalid, without waiting for
- * its CRLF; so a header never waits on more than 22 bytes, which subsumes
- * Redis's "too big mbulk count string" bound on an unterminated header.
+ * its CRLF; so a header never waits on more than 22 bytes (HEADER_SCAN_MAX),
+ * which subsumes Redis's "too big mbulk count string" bound on an
+ * unterminated header.
  *
  * Encoder. Each resp_add_* reserves its worst case once and writes in
  * place; integers go through a two-digits-per-division conversion (the
@@ -49,6 +64,8 @@
 #define LEN_DIGITS_MAX 19  /* INT64_MAX has 19 digits; a 20th is always invalid */
 #define ARGV_CAP_MIN 8     /* most commands have few arguments */
 #define PARSE_OK 100       /* internal: a step succeeded, keep going */
+/* Bytes a header cut short can hold: type, '-', 19 digits, CR. */
+#define HEADER_SCAN_MAX (1 + 1 + LEN_DIGITS_MAX + 1)
 
 enum scan_result { SCAN_OK, SCAN_MORE, SCAN_BAD };
 
@@ -87,9 +104,9 @@ static int proto_error(const char **err, const char *msg)
     return RESP_PROTO_ERROR;
 }
 
-/* Append one argument to cmd->argv, growing it geometrically. Called only
+/* Grow cmd->argv geometrically so that one more argument fits. Called only
  * for arguments present in the input, so argv is bounded by the input. */
-static void argv_push(resp_cmd_t *cmd, const char *ptr, size_t len)
+static resp_arg_t *argv_next(resp_cmd_t *cmd)
 {
     assert(cmd->argc <= cmd->argv_cap);
     if (cmd->argc == cmd->argv_cap) {
@@ -98,18 +115,44 @@ static void argv_push(resp_cmd_t *cmd, const char *ptr, size_t len)
         cmd->argv = ordo_xrealloc(cmd->argv, cap * sizeof *cmd->argv);
         cmd->argv_cap = cap;
     }
-    cmd->argv[cmd->argc].ptr = ptr;
-    cmd->argv[cmd->argc].len = len;
-    cmd->argc++;
+    return &cmd->argv[cmd->argc++];
+}
+
+static void argv_push(resp_cmd_t *cmd, const char *ptr, size_t len)
+{
+    resp_arg_t *a = argv_next(cmd);
+    a->ptr = ptr;
+    a->len = len;
+}
+
+/* A multibulk argument, recorded by offset until the command completes. */
+static void argv_push_off(resp_cmd_t *cmd, size_t off, size_t len)
+{
+    resp_arg_t *a = argv_next(cmd);
+    a->off = off;
+    a->len = len;
+}
+
+/* Forget the progress through a partial command. */
+static void progress_reset(resp_cmd_t *cmd)
+{
+    cmd->mb_count = 0;
+    cmd->mb_done = 0;
+    cmd->mb_pos = 0;
+    cmd->mb_body = 0;
+    cmd->mb_blen = 0;
+    cmd->inline_scanned = 0;
 }
 
 /*
  * scan_len() -- parse a strict decimal length "[-]<digits>\r\n" at in[p].
- * Outputs on SCAN_OK: *val, *next (index just after the LF).
+ * Outputs on SCAN_OK: *val, *next (index just after the LF). Always: the
+ * bytes read are added to *scanned.
  * Returns SCAN_MORE if the bytes so far are a valid prefix, SCAN_BAD as soon
  * as they cannot be.
  */
-static int scan_len(const char *in, size_t len, size_t p, int64_t *val, size_t *next)
+static int scan_len(const char *in, size_t len, size_t p, int64_t *val, size_t *next,
+                    uint64_t *scanned)
 {
     size_t i = p;
     int neg = 0;
@@ -120,10 +163,13 @@ static int scan_len(const char *in, size_t len, size_t p, int64_t *val, size_t *
     size_t start = i;
     uint64_t v = 0;
     for (; i < len && in[i] >= '0' && in[i] <= '9'; i++) {
-        if (i - start == LEN_DIGITS_MAX || (i > start && in[start] == '0'))
+        if (i - start == LEN_DIGITS_MAX || (i > start && in[start] == '0')) {
+            *scanned += i - p + 1;
             return SCAN_BAD; /* too long, or a leading zero */
+        }
         v = v * 10 + (uint64_t)(in[i] - '0');
     }
+    *scanned += i - p + (i < len) + (i + 1 < len);
     if (v > INT64_MAX)
         return SCAN_BAD;
     if (i == len)
@@ -140,64 +186,103 @@ static int scan_len(const char *in, size_t len, size_t p, int64_t *val, size_t *
 }
 
 /*
- * parse_bulk() -- one "$<len>\r\n<bytes>\r\n" at in[p].
- * Outputs: the argument is pushed on cmd; *next (index after it) on
- * PARSE_OK; *need_bytes when the bulk's header is known but its body is
- * not all here.
+ * parse_bulk() -- the multibulk argument at cmd->mb_pos:
+ * "$<len>\r\n<bytes>\r\n", resuming after its header if an earlier call
+ * parsed it (cmd->mb_body != 0).
+ * Outputs: on PARSE_OK the argument is pushed (by offset) and cmd->mb_pos
+ * moves past it; on RESP_NEED_MORE the header, once parsed, is kept in
+ * cmd->mb_body/mb_blen and *need_bytes is set when the body is not all here.
  * Returns PARSE_OK, RESP_NEED_MORE or RESP_PROTO_ERROR.
  */
-static int parse_bulk(const char *in, size_t len, size_t p, size_t bulk_max, resp_cmd_t *cmd,
-                      size_t *next, size_t *need_bytes, const char **err)
+static int parse_bulk(const char *in, size_t len, size_t bulk_max, resp_cmd_t *cmd,
+                      size_t *need_bytes, const char **err)
 {
-    assert(p <= len);
-    if (p == len)
-        return RESP_NEED_MORE;
-    if (in[p] != '$')
-        return proto_error(err, expect_dollar_msg[(unsigned char)in[p]]);
-    int64_t blen;
-    size_t q;
-    int s = scan_len(in, len, p + 1, &blen, &q);
-    if (s == SCAN_MORE)
-        return RESP_NEED_MORE;
-    if (s == SCAN_BAD || blen < 0 || (uint64_t)blen > bulk_max || (uint64_t)blen > SIZE_MAX - 2 - q)
+    if (cmd->mb_body == 0) {
+        size_t p = cmd->mb_pos;
+        if (p >= len)
+            return RESP_NEED_MORE;
+        cmd->scanned_bytes++;
+        if (in[p] != '$')
+            return proto_error(err, expect_dollar_msg[(unsigned char)in[p]]);
+        int64_t blen;
+        size_t q;
+        int s = scan_len(in, len, p + 1, &blen, &q, &cmd->scanned_bytes);
+        if (s == SCAN_MORE)
+            return RESP_NEED_MORE; /* the partial header is re-scanned next time */
+        if (s == SCAN_BAD || blen < 0 || (uint64_t)blen > SIZE_MAX - 2 - q)
+            return proto_error(err, ERR_BULK_LEN);
+        cmd->mb_body = q;
+        cmd->mb_blen = (size_t)blen;
+    }
+    if (cmd->mb_blen > bulk_max) /* checked on every call: the limit may have dropped */
         return proto_error(err, ERR_BULK_LEN);
-    size_t n = (size_t)blen;
-    size_t end = q + n + 2; /* cannot overflow: checked just above */
+    size_t q = cmd->mb_body;
+    size_t n = cmd->mb_blen;
+    size_t end = q + n + 2; /* cannot overflow: checked with the header */
     if (end > len) {
-        if (len > q + n && in[q + n] != '\r')
-            return proto_error(err, ERR_BULK_CRLF);
+        if (len > q + n) {
+            cmd->scanned_bytes++;
+            if (in[q + n] != '\r')
+                return proto_error(err, ERR_BULK_CRLF);
+        }
         *need_bytes = end; /* the body is opaque: nothing to do before it is all here */
         return RESP_NEED_MORE;
     }
+    cmd->scanned_bytes += 2;
     if (in[q + n] != '\r' || in[q + n + 1] != '\n')
         return proto_error(err, ERR_BULK_CRLF);
-    argv_push(cmd, in + q, n);
-    *next = end;
+    argv_push_off(cmd, q, n);
+    cmd->mb_pos = end;
+    cmd->mb_body = 0;
     return PARSE_OK;
 }
 
-/* parse_multibulk() -- "*<n>\r\n" then n bulks; in[0] is '*'. */
+/*
+ * parse_multibulk() -- "*<n>\r\n" then n bulks; in[0] is '*'. Resumes the
+ * command recorded in cmd if its header was parsed by an earlier call.
+ * On RESP_NEED_MORE the progress stays in cmd (argc is left at the number
+ * of complete arguments; resp_parse hides it).
+ */
 static int parse_multibulk(const char *in, size_t len, const resp_limits_t *lim, resp_cmd_t *cmd,
                            size_t *consumed, size_t *need_bytes, const char **err)
 {
     assert(len > 0 && in[0] == '*');
-    int64_t n;
-    size_t p;
-    int s = scan_len(in, len, 1, &n, &p);
-    if (s == SCAN_MORE)
-        return RESP_NEED_MORE;
-    if (s == SCAN_BAD || n < -1 || (n > 0 && (uint64_t)n > lim->args_max))
-        return proto_error(err, ERR_MBULK_LEN);
-    if (n <= 0) {
-        *consumed = p;
-        return RESP_EMPTY;
+    if (cmd->mb_count == 0) {
+        int64_t n;
+        size_t p;
+        int s = scan_len(in, len, 1, &n, &p, &cmd->scanned_bytes);
+        cmd->scanned_bytes++; /* the '*' */
+        if (s == SCAN_MORE)
+            return RESP_NEED_MORE;
+        if (s == SCAN_BAD || n < -1 || (n > 0 && (uint64_t)n > lim->args_max))
+            return proto_error(err, ERR_MBULK_LEN);
+        if (n <= 0) {
+            *consumed = p;
+            return RESP_EMPTY;
+        }
+        cmd->mb_count = (size_t)n;
+        cmd->mb_done = 0;
+        cmd->mb_pos = p;
+        cmd->mb_body = 0;
+    } else if (cmd->mb_count > lim->args_max) {
+        return proto_error(err, ERR_MBULK_LEN); /* the limit dropped mid-command */
     }
-    for (int64_t i = 0; i < n; i++) {
-        s = parse_bulk(in, len, p, lim->bulk_max, cmd, &p, need_bytes, err);
-        if (s != PARSE_OK)
+    cmd->argc = cmd->mb_done;
+    while (cmd->argc < cmd->mb_count) {
+        int s = parse_bulk(in, len, lim->bulk_max, cmd, need_bytes, err);
+        if (s != PARSE_OK) {
+            cmd->mb_done = cmd->argc;
             return s;
+        }
     }
-    *consumed = p;
+    /* Complete: offsets become pointers into this call's input. */
+    for (size_t i = 0; i < cmd->argc; i++) {
+        resp_arg_t *a = &cmd->argv[i];
+        if (a->len > lim->bulk_max)
+            return proto_error(err, ERR_BULK_LEN); /* received before the limit dropped */
+        a->ptr = in + a->off;
+    }
+    *consumed = cmd->mb_pos;
     return RESP_COMMAND;
 }
 
@@ -342,24 +427,46 @@ static int split_inline(const char *line, size_t n, const resp_limits_t *lim, re
     return PARSE_OK;
 }
 
-/* parse_inline() -- one line ending at '\n' (a preceding '\r' is dropped). */
+/* parse_inline() -- one line ending at '\n' (a preceding '\r' is dropped).
+ * The newline search resumes after the cmd->inline_scanned bytes an
+ * earlier call searched. */
 static int parse_inline(const char *in, size_t len, const resp_limits_t *lim, resp_cmd_t *cmd,
                         size_t *consumed, const char **err)
 {
     /* Look no further than inline_max bytes: a line longer than that is an
      * error whether or not its newline has arrived. */
     size_t scan = len > lim->inline_max ? lim->inline_max + 1 : len;
-    const char *nl = memchr(in, '\n', scan);
-    if (nl == NULL)
-        return len > lim->inline_max ? proto_error(err, ERR_INLINE_BIG) : RESP_NEED_MORE;
+    size_t from = cmd->inline_scanned < scan ? cmd->inline_scanned : scan;
+    const char *nl = memchr(in + from, '\n', scan - from);
+    if (nl == NULL) {
+        cmd->scanned_bytes += scan - from;
+        if (len > lim->inline_max)
+            return proto_error(err, ERR_INLINE_BIG);
+        cmd->inline_scanned = scan;
+        return RESP_NEED_MORE;
+    }
     size_t n = (size_t)(nl - in);
     assert(n <= lim->inline_max);
+    cmd->scanned_bytes += n + 1 - from;
     size_t line_len = (n > 0 && in[n - 1] == '\r') ? n - 1 : n;
+    cmd->scanned_bytes += line_len; /* split_inline reads the line once more */
     int s = split_inline(in, line_len, lim, cmd, err);
     if (s != PARSE_OK)
         return s;
     *consumed = n + 1;
     return cmd->argc == 0 ? RESP_EMPTY : RESP_COMMAND;
+}
+
+/* Does the recorded progress fit this input? Only a caller breaking the
+ * contract in resp.h makes it not; then the progress is dropped (asserted
+ * in debug builds) and parsing starts over, which is always memory-safe. */
+static int progress_fits(const char *in, size_t len, const resp_cmd_t *cmd)
+{
+    if (cmd->mb_count != 0)
+        return len > 0 && in[0] == '*' && cmd->mb_pos <= len && cmd->mb_body <= len;
+    if (cmd->inline_scanned != 0)
+        return len >= cmd->inline_scanned && in[0] != '*';
+    return 1;
 }
 
 int resp_parse(const char *in, size_t len, const resp_limits_t *lim, resp_cmd_t *cmd,
@@ -372,19 +479,31 @@ int resp_parse(const char *in, size_t len, const resp_limits_t *lim, resp_cmd_t 
     *need_bytes = len + 1;
     *err = NULL;
     cmd->argc = 0;
+    if (!progress_fits(in, len, cmd)) {
+        assert(!"resp_parse: input does not continue the partial command (see resp.h)");
+        progress_reset(cmd);
+    }
     if (len == 0)
         return RESP_NEED_MORE;
     int s = in[0] == '*' ? parse_multibulk(in, len, lim, cmd, consumed, need_bytes, err)
                          : parse_inline(in, len, lim, cmd, consumed, err);
     if (s != RESP_COMMAND)
         cmd->argc = 0;
-    if (s != RESP_NEED_MORE)
+    if (s != RESP_NEED_MORE) {
         *need_bytes = 0;
+        progress_reset(cmd);
+    }
     assert(s != RESP_NEED_MORE || (*consumed == 0 && *need_bytes > len));
     assert(s != RESP_COMMAND || (cmd->argc >= 1 && cmd->argc <= lim->args_max));
     assert(*consumed <= len);
     assert(s != RESP_PROTO_ERROR || *err != NULL);
     return s;
+}
+
+void resp_cmd_reset(resp_cmd_t *cmd)
+{
+    progress_reset(cmd);
+    cmd->argc = 0;
 }
 
 void resp_cmd_free(resp_cmd_t *cmd)
@@ -394,6 +513,8 @@ void resp_cmd_free(resp_cmd_t *cmd)
     cmd->argc = 0;
     cmd->argv_cap = 0;
     ordo_buf_free(&cmd->argbuf);
+    progress_reset(cmd);
+    cmd->scanned_bytes = 0;
 }
 
 /* ---- reply encoder ----------------------------------------------------- */

@@ -9,13 +9,28 @@
  * quoted" strings (escapes \n \r \t \b \a \\ \" \xHH) and 'single quoted'
  * strings (only \' escaped), as redis-cli quotes.
  *
- * The parser is zero-copy and restartable: given the unconsumed input of a
+ * The parser is zero-copy and resumable: given the unconsumed input of a
  * connection it either returns one complete command whose arguments point
  * into that input (valid until the caller consumes or moves those bytes), or
  * says it needs more bytes, or reports a protocol error. An incomplete
- * command consumes nothing; the parser reports how many bytes it needs at
- * least (need_bytes) so the caller does not re-parse a large bulk on every
- * read.
+ * command consumes nothing, but resp_cmd_t remembers how far the parser got,
+ * so the next call continues there instead of starting over: the total work
+ * for one command is linear in its size however it is split into reads. The
+ * parser also reports how many bytes it needs at least (need_bytes) so the
+ * caller need not call it at all while a large bulk is outstanding.
+ *
+ * Contract for callers, because of that progress state:
+ *   - every call with the same cmd passes input that starts at the first
+ *     byte of the same command, with at least the bytes passed last time
+ *     (more may have arrived). The bytes may have moved (a buffer that grew
+ *     or was compacted): positions are kept as offsets from the command's
+ *     first byte, and argument pointers are made from them only when the
+ *     command completes. A connection satisfies this by consuming only
+ *     complete commands and passing its unconsumed input from its start;
+ *   - after RESP_COMMAND, RESP_EMPTY or RESP_PROTO_ERROR the progress state
+ *     is reset: the next call starts a new command at in[0];
+ *   - to abandon a partial command (drop the input, reuse cmd elsewhere),
+ *     call resp_cmd_reset().
  *
  * A protocol error means the stream cannot be resynchronised: the caller
  * replies with the error text and closes the connection.
@@ -36,18 +51,38 @@ typedef struct resp_limits_s {
 } resp_limits_t;
 
 typedef struct resp_arg_s {
-    const char *ptr;        /* points into the caller's input, or into argbuf for inline */
+    union {
+        const char *ptr;    /* points into the caller's input, or into argbuf for inline */
+        size_t off;         /* parser-private: offset from the command start while partial */
+    };
     size_t len;
 } resp_arg_t;
 
 /* One parsed command. argv is owned by the command (grown as needed and
  * reused across parses); free it with resp_cmd_free(). For inline commands
- * the unescaped words live in argbuf. */
+ * the unescaped words live in argbuf. argc is 0 unless the last call
+ * returned RESP_COMMAND. Zero-initialise ({0}) before the first call.
+ *
+ * The mb_* and inline_scanned fields are the parser's progress through a
+ * partial command (all 0 when none); callers never touch them. While a
+ * multibulk command is partial, argv[0..mb_done) hold offsets (.off), not
+ * pointers. */
 typedef struct resp_cmd_s {
     resp_arg_t *argv;
     size_t argc;
     size_t argv_cap;
     ordo_buf_t argbuf;
+    size_t mb_count;        /* multibulk: argument count from "*<n>", 0 until it is parsed */
+    size_t mb_done;         /* multibulk: arguments complete */
+    size_t mb_pos;          /* multibulk: offset of the next argument's '$' */
+    size_t mb_body;         /* multibulk: offset of its body once its header is parsed, else 0 */
+    size_t mb_blen;         /* multibulk: its length, valid when mb_body != 0 */
+    size_t inline_scanned;  /* inline: leading bytes known to hold no '\n' */
+    /* Debug counter: input bytes the parser examined, summed over every
+     * call; bulk bodies are skipped by length and not counted. Never reset
+     * by the parser (resp_cmd_free zeroes it); tests use it to check that a
+     * command costs O(its size) however it arrives. */
+    uint64_t scanned_bytes;
 } resp_cmd_t;
 
 enum resp_status {
@@ -57,13 +92,20 @@ enum resp_status {
     RESP_PROTO_ERROR = -1,  /* *err is a static message: reply "-ERR Protocol error: <err>", close */
 };
 
-/* resp_parse() -- parse at most one command from in[0..len).
+/* resp_parse() -- parse at most one command from in[0..len), continuing a
+ * partial command recorded in cmd (see the contract above).
  * Outputs: *consumed (bytes of in used; 0 for RESP_NEED_MORE), *need_bytes
  * (for RESP_NEED_MORE: the input length at which parsing can progress,
  * len + 1 if unknown), *err (for RESP_PROTO_ERROR).
- * Returns a resp_status. Never reads past in[len). */
+ * Returns a resp_status. Never reads past in[len). Limits may differ from
+ * call to call (a configuration change); a partial command is checked
+ * against the limits of each call. */
 int resp_parse(const char *in, size_t len, const resp_limits_t *lim, resp_cmd_t *cmd,
                size_t *consumed, size_t *need_bytes, const char **err);
+
+/* resp_cmd_reset() -- forget any partial command (keeps the allocations):
+ * the next resp_parse() starts a new command at in[0]. */
+void resp_cmd_reset(resp_cmd_t *cmd);
 
 void resp_cmd_free(resp_cmd_t *cmd);
 

@@ -1,11 +1,15 @@
 /*
  * fuzz_resp.c -- libFuzzer target for the RESP request parser.
  *
- * Input: byte 0 picks how the rest arrives (0: all at once, k: in chunks of
- * k bytes); bytes 1.. are the stream. The target plays a connection:
- * append a chunk, parse until RESP_NEED_MORE, consume, repeat; stop at the
- * first protocol error. Each parse sees a heap copy of exactly the
- * unconsumed bytes, so ASan catches any read past in[len).
+ * Input: byte 0 picks how the rest arrives: bits 0-3 a chunk size k (0: all
+ * at once), bit 4 chunks of pseudo-random sizes 1..k instead of exactly k,
+ * bit 5 skip parse calls while the input is shorter than the last
+ * need_bytes hint (as net.c does); bytes 1.. are the stream. The target
+ * plays a connection: append a chunk, parse until RESP_NEED_MORE, consume,
+ * repeat; stop at the first protocol error. Each parse sees a fresh heap
+ * copy of exactly the unconsumed bytes, so ASan catches any read past
+ * in[len), and the input moves on every call, as the resumable parser's
+ * contract allows (same command start, offsets kept, pointers not).
  *
  * Checked on every call (abort on violation):
  *   - consumed <= len; NEED_MORE consumes nothing and need_bytes > len;
@@ -13,7 +17,11 @@
  *     and inside in[0..consumed) or cmd->argbuf;
  *   - an error has a short static message;
  *   - the transcript (a hash of commands, empties and the error) is the
- *     same whether the stream arrives whole or in chunks.
+ *     same whether the stream arrives whole or in chunks;
+ *   - the parser resumes rather than re-scans: the bytes it examined
+ *     (cmd.scanned_bytes) stay within 2 per input byte (an inline line is
+ *     searched, then split) plus HEADER_SCAN_MAX per call (a header cut
+ *     short is the one thing it re-reads).
  *
  * Build and run: scripts/fuzz.sh [seconds].
  */
@@ -38,11 +46,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /* Small limits so the fuzzer reaches every limit branch quickly. */
 static const resp_limits_t limits = {.args_max = 8, .bulk_max = 64, .inline_max = 128};
 
+/* A header cut short (type, '-', 19 digits, CR) is re-read on each call. */
+#define HEADER_SCAN_MAX 22
+
 typedef struct conn_s {
     ordo_buf_t in;
     resp_cmd_t cmd;
     uint64_t hash;      /* FNV-1a over the transcript */
     int closed;
+    int honor_need;     /* skip calls below the need_bytes hint */
+    size_t need;        /* last hint */
+    uint64_t calls;     /* resp_parse calls */
+    uint64_t fed;       /* bytes appended */
 } conn_t;
 
 static void hash_bytes(uint64_t *h, const void *p, size_t n)
@@ -81,6 +96,9 @@ static void conn_drain(conn_t *c)
 {
     while (!c->closed) {
         size_t len = c->in.len;
+        if (c->honor_need && len < c->need)
+            return;
+        c->calls++;
         char *in = malloc(len ? len : 1);
         if (len > 0)
             memcpy(in, c->in.data, len);
@@ -88,8 +106,11 @@ static void conn_drain(conn_t *c)
         const char *err = NULL;
         int s = resp_parse(in, len, &limits, &c->cmd, &consumed, &need, &err);
         CHECK(consumed <= len);
+        CHECK(c->cmd.scanned_bytes <= 2 * c->fed + HEADER_SCAN_MAX * c->calls);
         if (s == RESP_NEED_MORE) {
             CHECK(consumed == 0 && need > len);
+            CHECK(c->cmd.argc == 0);
+            c->need = need;
         } else if (s == RESP_PROTO_ERROR) {
             CHECK(err != NULL && strlen(err) < 64);
             hash_bytes(&c->hash, err, strlen(err));
@@ -104,22 +125,38 @@ static void conn_drain(conn_t *c)
         free(in);
         if (s == RESP_NEED_MORE)
             return;
+        CHECK(c->cmd.mb_count == 0 && c->cmd.inline_scanned == 0); /* progress reset */
+        c->need = 0;
         if (s != RESP_PROTO_ERROR)
             ordo_buf_consume(&c->in, consumed);
     }
 }
 
-static uint64_t run(const uint8_t *data, size_t size, size_t step)
+static uint64_t next_rand(uint64_t *x)
 {
-    conn_t c = {ORDO_BUF_INIT, {0}, 0xcbf29ce484222325ull, 0};
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+/* Feed data in chunks of step bytes (of 1..step bytes if vary). */
+static uint64_t run(const uint8_t *data, size_t size, size_t step, int vary, int honor_need)
+{
+    conn_t c = {ORDO_BUF_INIT, {0}, 0xcbf29ce484222325ull, 0, honor_need, 0, 0, 0};
+    uint64_t rnd = 0x9e3779b97f4a7c15ull ^ size;
     for (size_t at = 0; at < size && !c.closed;) {
-        size_t n = size - at < step ? size - at : step;
+        size_t want = vary ? 1 + (size_t)(next_rand(&rnd) % step) : step;
+        size_t n = size - at < want ? size - at : want;
         ordo_buf_append(&c.in, data + at, n);
+        c.fed += n;
         at += n;
         conn_drain(&c);
     }
-    if (size == 0)
-        conn_drain(&c);
+    /* The end of the stream: one more call whatever the hint (a hint only
+     * says when progress is possible; an early error is found either way). */
+    c.honor_need = 0;
+    conn_drain(&c);
     ordo_buf_free(&c.in);
     resp_cmd_free(&c.cmd);
     return c.hash;
@@ -130,10 +167,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size == 0)
         return 0;
     size_t step = data[0] & 15;
+    int vary = (data[0] >> 4) & 1;
+    int honor_need = (data[0] >> 5) & 1;
     data++;
     size--;
-    uint64_t whole = run(data, size, size ? size : 1);
+    uint64_t whole = run(data, size, size ? size : 1, 0, 0);
     if (step != 0)
-        CHECK(run(data, size, step) == whole);
+        CHECK(run(data, size, step, vary, honor_need) == whole);
     return 0;
 }

@@ -2,7 +2,9 @@
  * test_srv_resp.c -- the RESP parser and encoder (src/server/resp.c).
  *
  * Parser tests drive resp_parse() the way a connection does (append what
- * arrived, parse until NEED_MORE, consume) and compare a transcript of what
+ * arrived, parse until NEED_MORE, consume; so every call passes input that
+ * starts at the current command's first byte, as the resumable parser
+ * requires, while the buffer may move as it grows) and compare a transcript of what
  * came out: "[arg|arg]" per command, "E" per empty request, "!msg" for a
  * protocol error. Feeding the same bytes whole, split at every point, and
  * byte by byte must give the same transcript; and for valid input no
@@ -260,6 +262,9 @@ static void test_binary_safe_bulk(void **state)
     resp_cmd_free(&cmd);
 }
 
+/* Each case below is a different partial command on the same cmd, so the
+ * progress of the previous one is dropped with resp_cmd_reset() (resp.h:
+ * the input must continue the partial command). */
 static void test_need_bytes(void **state)
 {
     (void)state;
@@ -276,22 +281,26 @@ static void test_need_bytes(void **state)
                      RESP_NEED_MORE);
     assert_int_equal(need, 7);
     /* Header known, body of 1000 outstanding: 4 + 7 + 1000 + 2. */
+    resp_cmd_reset(&cmd); /* a different command: drop the partial one */
     const char b[] = "*1\r\n$1000\r\nabc";
     assert_int_equal(resp_parse(b, sizeof b - 1, &default_limits, &cmd, &consumed, &need, &err),
                      RESP_NEED_MORE);
     assert_int_equal(consumed, 0);
     assert_int_equal(need, 4 + 7 + 1000 + 2);
     /* Second bulk of 5 outstanding after a complete first one. */
+    resp_cmd_reset(&cmd); /* a different command: drop the partial one */
     const char c[] = "*2\r\n$1\r\na\r\n$5\r\n";
     assert_int_equal(resp_parse(c, sizeof c - 1, &default_limits, &cmd, &consumed, &need, &err),
                      RESP_NEED_MORE);
     assert_int_equal(need, sizeof c - 1 + 5 + 2);
     /* Body here but its CRLF is not. */
+    resp_cmd_reset(&cmd); /* a different command: drop the partial one */
     const char d[] = "*1\r\n$2\r\nab\r";
     assert_int_equal(resp_parse(d, sizeof d - 1, &default_limits, &cmd, &consumed, &need, &err),
                      RESP_NEED_MORE);
     assert_int_equal(need, sizeof d);
     /* Inline without its newline. */
+    resp_cmd_reset(&cmd); /* a different command: drop the partial one */
     assert_int_equal(resp_parse("PIN", 3, &default_limits, &cmd, &consumed, &need, &err),
                      RESP_NEED_MORE);
     assert_int_equal(need, 4);
@@ -500,6 +509,146 @@ static void test_inline_argbuf(void **state)
                     cmd.argv[i].ptr + 9 <= cmd.argbuf.data + cmd.argbuf.len);
     }
     free(line);
+    resp_cmd_free(&cmd);
+}
+
+/* ---- parser: resumption ---------------------------------------------------- */
+
+/* The denial-of-service case: a command of many small arguments trickled
+ * one byte per read. The parser resumes where it stopped, so the bytes it
+ * examines stay linear in the command's size (a stateless parser re-scanned
+ * every complete argument on every call: ~argc^2/2 * 7 bytes, ~1.5e10 here). */
+static void test_trickled_many_args_linear(void **state)
+{
+    (void)state;
+    const size_t nargs = 65536; /* the default max-args */
+    resp_limits_t lim = default_limits;
+    lim.args_max = nargs;
+    ordo_buf_t cmdbytes = ORDO_BUF_INIT;
+    ordo_buf_printf(&cmdbytes, "*%zu\r\n", nargs);
+    for (size_t i = 0; i < nargs; i++)
+        ordo_buf_printf(&cmdbytes, "$1\r\n%c\r\n", (char)('a' + i % 26));
+    ordo_buf_puts(&cmdbytes, "PING\r\n"); /* a pipelined command after it */
+    size_t size = cmdbytes.len - 6;
+
+    /* As a connection does: one byte appended per read (the buffer moves
+     * as it grows), resp_parse on every read, whatever need_bytes said. */
+    conn_t c;
+    conn_init(&c, &lim, 1);
+    size_t calls_before_cmd = 0;
+    for (size_t i = 0; i < cmdbytes.len; i++) {
+        conn_feed(&c, cmdbytes.data + i, 1);
+        if (c.log.len == 0)
+            calls_before_cmd++;
+        if (i + 1 == size) {
+            /* The first command is out: check its cost. */
+            assert_true(c.log.len > 0);
+            uint64_t scanned = c.cmd.scanned_bytes;
+            print_message("trickled %zu-argument command, %zu bytes, %zu reads: "
+                          "%llu bytes examined (%.2f per byte)\n",
+                          nargs, size, calls_before_cmd + 1, (unsigned long long)scanned,
+                          (double)scanned / (double)size);
+            assert_true(scanned <= 4 * (uint64_t)size);
+        }
+    }
+    assert_false(c.closed);
+    assert_int_equal(c.log.len, 1 + 2 * nargs - 1 + 1 + 6);
+    for (size_t i = 0; i < nargs; i++)
+        assert_int_equal(c.log.data[1 + 2 * i], (char)('a' + i % 26));
+    assert_memory_equal(c.log.data + c.log.len - 6, "[PING]", 6);
+    conn_free(&c);
+    ordo_buf_free(&cmdbytes);
+}
+
+/* Partial progress is kept as offsets: the input may move between calls
+ * (here: a different buffer each time) and the arguments point into the
+ * input of the call that completes the command. */
+static void test_resume_after_move(void **state)
+{
+    (void)state;
+    const char full[] = "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nvalue\r\n";
+    resp_cmd_t cmd = {0};
+    size_t consumed, need;
+    const char *err;
+    char a[sizeof full], b[sizeof full];
+    memcpy(a, full, 17); /* SET, then the header "$1\r\n" of k */
+    assert_int_equal(resp_parse(a, 17, &default_limits, &cmd, &consumed, &need, &err),
+                     RESP_NEED_MORE);
+    assert_int_equal(need, 20);
+    assert_int_equal(cmd.argc, 0); /* partial arguments are not shown */
+    assert_int_equal(cmd.mb_done, 1);
+    assert_int_equal(cmd.mb_body, 17); /* k's header is not parsed again */
+    memset(a, 'X', sizeof a); /* the old bytes are gone */
+    memcpy(b, full, sizeof full);
+    assert_int_equal(resp_parse(b, sizeof full - 1, &default_limits, &cmd, &consumed, &need, &err),
+                     RESP_COMMAND);
+    assert_int_equal(consumed, sizeof full - 1);
+    assert_int_equal(cmd.argc, 3);
+    assert_ptr_equal(cmd.argv[0].ptr, b + 8);
+    assert_ptr_equal(cmd.argv[1].ptr, b + 17);
+    assert_ptr_equal(cmd.argv[2].ptr, b + 24);
+    assert_memory_equal(cmd.argv[2].ptr, "value", 5);
+    assert_int_equal(cmd.mb_count, 0); /* progress reset after the command */
+    resp_cmd_free(&cmd);
+}
+
+/* resp_cmd_reset() abandons a partial command; the next call starts anew. */
+static void test_cmd_reset(void **state)
+{
+    (void)state;
+    resp_cmd_t cmd = {0};
+    size_t consumed, need;
+    const char *err;
+    assert_int_equal(resp_parse(S("*2\r\n$1\r\na\r\n$"), &default_limits, &cmd, &consumed, &need,
+                                &err),
+                     RESP_NEED_MORE);
+    assert_int_not_equal(cmd.mb_count, 0);
+    resp_cmd_reset(&cmd);
+    assert_int_equal(cmd.mb_count, 0);
+    assert_int_equal(resp_parse(S("*1\r\n$4\r\nPING\r\n"), &default_limits, &cmd, &consumed,
+                                &need, &err),
+                     RESP_COMMAND);
+    assert_int_equal(cmd.argc, 1);
+    assert_memory_equal(cmd.argv[0].ptr, "PING", 4);
+    /* An inline line's newline search resumes too, and resets. */
+    assert_int_equal(resp_parse(S("GET ke"), &default_limits, &cmd, &consumed, &need, &err),
+                     RESP_NEED_MORE);
+    assert_int_equal(cmd.inline_scanned, 6);
+    assert_int_equal(resp_parse(S("GET key\r\n"), &default_limits, &cmd, &consumed, &need, &err),
+                     RESP_COMMAND);
+    assert_int_equal(cmd.argc, 2);
+    assert_int_equal(cmd.inline_scanned, 0);
+    resp_cmd_free(&cmd);
+}
+
+/* Limits are those of each call: lowering one (CONFIG SET) while a command
+ * is partial rejects it instead of breaking argc <= args_max or
+ * len <= bulk_max. */
+static void test_limits_drop_mid_command(void **state)
+{
+    (void)state;
+    resp_limits_t lim = default_limits;
+    resp_cmd_t cmd = {0};
+    size_t consumed, need;
+    const char *err;
+    const char a[] = "*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n";
+    assert_int_equal(resp_parse(a, 12, &lim, &cmd, &consumed, &need, &err), RESP_NEED_MORE);
+    lim.args_max = 2;
+    assert_int_equal(resp_parse(a, sizeof a - 1, &lim, &cmd, &consumed, &need, &err),
+                     RESP_PROTO_ERROR);
+    assert_string_equal(err, "invalid multibulk length");
+    const char b[] = "*2\r\n$5\r\nabcde\r\n$1\r\nx\r\n";
+    lim = default_limits;
+    assert_int_equal(resp_parse(b, 17, &lim, &cmd, &consumed, &need, &err), RESP_NEED_MORE);
+    lim.bulk_max = 4; /* the complete first argument is now too long */
+    assert_int_equal(resp_parse(b, sizeof b - 1, &lim, &cmd, &consumed, &need, &err),
+                     RESP_PROTO_ERROR);
+    assert_string_equal(err, "invalid bulk length");
+    lim = default_limits;
+    assert_int_equal(resp_parse(b, 10, &lim, &cmd, &consumed, &need, &err), RESP_NEED_MORE);
+    lim.bulk_max = 4; /* the header of the partial argument is now too long */
+    assert_int_equal(resp_parse(b, 11, &lim, &cmd, &consumed, &need, &err), RESP_PROTO_ERROR);
+    assert_string_equal(err, "invalid bulk length");
     resp_cmd_free(&cmd);
 }
 
@@ -727,6 +876,10 @@ int main(void)
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_inline_quoting),
         cmocka_unit_test(test_inline_argbuf),
+        cmocka_unit_test(test_trickled_many_args_linear),
+        cmocka_unit_test(test_resume_after_move),
+        cmocka_unit_test(test_cmd_reset),
+        cmocka_unit_test(test_limits_drop_mid_command),
         cmocka_unit_test(test_binary_junk),
         cmocka_unit_test(test_encode_simple_error),
         cmocka_unit_test(test_encode_integers),
