@@ -1,0 +1,135 @@
+/*
+ * wal.h -- the write-ahead log: segmented files of checksummed records,
+ * written and synced in batches by a dedicated thread (group commit), read
+ * back at start-up with torn-tail repair and corruption detection.
+ *
+ * The core thread appends records (opaque bytes, each tagged with the
+ * revision the state reaches once it is applied) and learns, through a
+ * callback, how far the log is durable. It never blocks on the disk: the
+ * log thread takes everything appended so far, writes it in one go, syncs
+ * it according to the policy, then publishes the new durable revision.
+ *
+ * Policies (wal_options_t.policy):
+ *   WAL_SYNC_ALWAYS    a revision is published as durable only after the
+ *                      fdatasync that covers it returned. A crash loses
+ *                      nothing that was published.
+ *   WAL_SYNC_EVERYSEC  records are written at once and synced about once a
+ *                      second; revisions are published as soon as they are
+ *                      written. A crash of the machine (not of the process)
+ *                      can lose about the last second.
+ *   WAL_SYNC_NO        never synced by ordo (the OS writes back when it
+ *                      likes); published when written. A machine crash can
+ *                      lose everything since the OS last wrote back.
+ * Under ALWAYS, sync_batch_max and sync_interval_ms tune group commit: the
+ * log thread syncs as soon as it has records, unless sync_interval_ms > 0,
+ * in which case it waits up to that long for more records to join the
+ * batch, syncing early once sync_batch_max records are pending.
+ *
+ * Failure: if a write or sync fails, the log enters the failed state for
+ * good (it never retries a sync and then acknowledges: after a failed
+ * fdatasync the kernel may have dropped the dirty pages). wal_failed()
+ * reports it with the reason; no revision is published after the failure.
+ *
+ * Thread safety: wal_append(), wal_durable_rev(), wal_failed() and
+ * wal_close() are called from the core thread only; the durable callback
+ * runs on the log thread and must only hand the news over (uv_async_send).
+ */
+#ifndef ORDO_WAL_H
+#define ORDO_WAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum wal_sync_policy { WAL_SYNC_ALWAYS = 0, WAL_SYNC_EVERYSEC = 1, WAL_SYNC_NO = 2 };
+
+/* The seam through which every write and sync goes, so tests can make
+ * them fail (EIO, ENOSPC) without mocking the file system. Each returns
+ * what the system call would (-1 and errno on failure). NULL members mean
+ * the real calls. */
+typedef struct wal_io_s {
+    ssize_t (*pwrite_fn)(void *ctx, int fd, const void *buf, size_t n, off_t off);
+    int (*fdatasync_fn)(void *ctx, int fd);
+    void *ctx;
+} wal_io_t;
+
+typedef struct wal_options_s {
+    const char *dir;              /* directory of the segment files (created if missing) */
+    int policy;                   /* enum wal_sync_policy */
+    uint64_t segment_bytes;       /* roll to a new segment past this size */
+    uint32_t sync_batch_max;      /* see above; 0: no count trigger */
+    uint32_t sync_interval_ms;    /* see above; 0: sync at once */
+    uint32_t record_bytes_max;    /* longest record accepted (and believed at recovery) */
+    wal_io_t io;
+    /* Called on the log thread after the durable revision advanced (or the
+     * log failed). Must be cheap and thread-safe (uv_async_send). */
+    void (*on_durable)(void *arg);
+    void *on_durable_arg;
+} wal_options_t;
+
+typedef struct wal_s wal_t;
+
+/* Recovery: called for each valid record in log order, with its revision
+ * and bytes (valid for the duration of the call). Return 0 to go on,
+ * non-zero to abort recovery (wal_open() then fails with that message). */
+typedef int (*wal_replay_fn)(void *arg, uint64_t rev, const void *rec, size_t len);
+
+typedef struct wal_recovery_s {
+    uint64_t records;             /* records replayed */
+    uint64_t last_rev;            /* revision of the last valid record (0 if none) */
+    uint64_t truncated_bytes;     /* bytes cut from a torn tail */
+    char truncated_file[512];     /* which file was cut, "" if none */
+    uint64_t truncated_at;        /* ... and at which offset */
+} wal_recovery_t;
+
+/* wal_open() -- scan the segments in dir, replay every valid record whose
+ * revision is > after_rev through fn (in order), repair a torn tail of the
+ * last segment (cut at the last good record: a tail of garbage, zeros, or a
+ * partial record), then start the log thread, appending after the last good
+ * record. A bad record followed by a good one (mid-log corruption) is
+ * refused: wal_open() fails and err names the file and byte offset.
+ * Progress of a long replay is printed to stderr every few seconds.
+ * Returns the log, or NULL with a message in err. */
+wal_t *wal_open(const wal_options_t *opt, uint64_t after_rev, wal_replay_fn fn, void *arg,
+                wal_recovery_t *rec_out, char *err, size_t err_len);
+
+/* wal_append() -- queue one record reaching revision rev (non-decreasing
+ * across calls) for the log thread. Copies the bytes. Returns 0, or -1 if
+ * the log has failed or len exceeds record_bytes_max. */
+int wal_append(wal_t *w, uint64_t rev, const void *rec, size_t len);
+
+/* wal_durable_rev() -- the highest revision published durable (see the
+ * policies). Any thread. */
+uint64_t wal_durable_rev(const wal_t *w);
+
+/* wal_failed() -- NULL while healthy, else the reason ("fdatasync of
+ * .../00000000000000000001.wal failed: Input/output error"). Any thread. */
+const char *wal_failed(const wal_t *w);
+
+/* wal_remove_before() -- delete whole segments every record of which has a
+ * revision <= rev (after a snapshot covering rev is durable). Never the
+ * segment being written. Returns the number of segments removed. */
+int wal_remove_before(wal_t *w, uint64_t rev);
+
+/* wal_bytes() -- bytes in all segments on disk (for the snapshot trigger). */
+uint64_t wal_bytes(const wal_t *w);
+
+typedef struct wal_stats_s {
+    uint64_t syncs;               /* fdatasync calls made */
+    uint64_t records_written;
+    uint64_t bytes_written;
+    uint64_t batches;             /* write batches */
+    uint32_t segments;
+} wal_stats_t;
+void wal_get_stats(const wal_t *w, wal_stats_t *out);
+
+/* wal_close() -- write and sync what was appended (unless failed), stop the
+ * log thread, close files, free. */
+void wal_close(wal_t *w);
+
+/* crc32c() -- CRC-32C (Castagnoli) of buf, continuing from crc (0 to
+ * start); the SSE4.2 instruction where the CPU has it. */
+uint32_t ordo_crc32c(uint32_t crc, const void *buf, size_t len);
+
+#endif /* ORDO_WAL_H */
