@@ -21,6 +21,8 @@
  *     result NULL). The caller owns one reference and must release it.
  *   - ordo_suq_post() is fire-and-forget: no future, no allocation besides
  *     one small node, and the handler's return value is ignored.
+ *     ordo_suq_post_node() is the same with a node the caller provides
+ *     (embedded in the item): no allocation at all.
  *
  * Capacity: at most `capacity` items are accepted and not yet finished
  * (applied or cancelled). A submit to a full queue blocks, fails at once or
@@ -57,6 +59,17 @@ extern "C" {
 #endif
 
 typedef struct ordo_suq_s ordo_suq_t;
+
+/* The link that carries one item through the queue. ordo_suq_submit() and
+ * ordo_suq_post() allocate it themselves; ordo_suq_post_node() takes one
+ * from the caller, typically embedded in the item, so that the hot path
+ * allocates nothing. The fields are private to the queue. */
+typedef struct ordo_suq_node_s {
+    struct ordo_suq_node_s *next; /* private */
+    void *item;                   /* private */
+    ordo_future_t *future;        /* private: NULL for posted items */
+    int owned;                    /* private: 1 if the queue frees the node */
+} ordo_suq_node_t;
 
 /* Limits. The default capacity bounds memory to a few hundred KiB of nodes
  * while leaving producers room to run ahead of a worker that stalls briefly;
@@ -135,6 +148,17 @@ int ordo_suq_submit(ordo_suq_t *q, void *item, int64_t timeout_ms, ordo_future_t
  *   ORDO_ENOMEM, ORDO_EFULL, ORDO_ETIMEDOUT, ORDO_ESTOPPED  as for submit.
  * On error the item still belongs to the caller. */
 int ordo_suq_post(ordo_suq_t *q, void *item, int64_t timeout_ms);
+
+/* ordo_suq_post_node() -- as ordo_suq_post(), with a node the caller
+ * provides, so nothing is allocated. The node belongs to the queue from
+ * ORDO_OK until the handler (or cancel_fn) is called for item; from that
+ * call on, the queue never touches it again, so the handler may free the
+ * node together with the item. On error the node is untouched by the queue
+ * and still belongs to the caller.
+ * Returns ORDO_OK, or:
+ *   ORDO_EINVAL     q or node is NULL, or the queue has no cancel_fn;
+ *   ORDO_EFULL, ORDO_ETIMEDOUT, ORDO_ESTOPPED  as for submit. */
+int ordo_suq_post_node(ordo_suq_t *q, ordo_suq_node_t *node, void *item, int64_t timeout_ms);
 
 /* ordo_suq_stop() -- stop accepting, finish every accepted item as mode says,
  * and wait for the worker thread to exit. From the moment it starts, submits

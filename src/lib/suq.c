@@ -56,11 +56,10 @@
 
 #define SUQ_CACHE_LINE 64
 
-typedef struct suq_node_s {
-    struct suq_node_s *next;
-    void *item;
-    ordo_future_t *future;  /* NULL for a posted item */
-} suq_node_t;
+/* A node (ordo/suq.h) is one of three kinds:
+ * submitted (future set, freed with the future), posted (malloc'd here,
+ * freed here) or the caller's (post_node: never freed here). */
+typedef ordo_suq_node_t suq_node_t;
 
 /* A submitted item: node and future in one allocation, freed when the
  * future's last reference goes (future_impl.h). */
@@ -198,6 +197,7 @@ int ordo_suq_submit(ordo_suq_t *q, void *item, int64_t timeout_ms, ordo_future_t
     }
     fn->node.item = item;
     fn->node.future = &fn->future;
+    fn->node.owned = 0;
     int rc = suq_enqueue(q, &fn->node, timeout_ms);
     if (rc != ORDO_OK) {
         /* Never published: drop both references (queue's and caller's);
@@ -219,10 +219,21 @@ int ordo_suq_post(ordo_suq_t *q, void *item, int64_t timeout_ms)
         return ORDO_ENOMEM;
     node->item = item;
     node->future = NULL;
+    node->owned = 1;
     int rc = suq_enqueue(q, node, timeout_ms);
     if (rc != ORDO_OK)
         free(node);
     return rc;
+}
+
+int ordo_suq_post_node(ordo_suq_t *q, ordo_suq_node_t *node, void *item, int64_t timeout_ms)
+{
+    if (q == NULL || node == NULL || q->cancel_fn == NULL)
+        return ORDO_EINVAL;
+    node->item = item;
+    node->future = NULL;
+    node->owned = 0;
+    return suq_enqueue(q, node, timeout_ms);
 }
 
 /* ---- worker side -------------------------------------------------------- */
@@ -247,7 +258,7 @@ static void suq_finish(ordo_suq_t *q, suq_node_t *node)
 {
     void *item = node->item;
     ordo_future_t *f = node->future;
-    if (f == NULL)
+    if (node->owned)
         free(node);
     if (atomic_load_explicit(&q->cancel, memory_order_relaxed)) {
         if (q->cancel_fn != NULL)

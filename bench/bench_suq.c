@@ -1,0 +1,327 @@
+/*
+ * bench_suq.c -- hand-offs per second through the singular update queue
+ * against a textbook mutex + condition variable queue.
+ *
+ * Both queues run under the same allocation policy, in two variants:
+ *   node    the link is embedded in the item (ordo_suq_post_node(); an
+ *           intrusive list for the textbook queue) and the items are
+ *           allocated before the round: nothing is allocated while timing,
+ *           so this measures the hand-off itself;
+ *   malloc  each item gets a node from malloc on the producer, freed on the
+ *           consumer (ordo_suq_post(); a malloc'd list node for the
+ *           textbook queue). glibc's malloc/free then dominates both.
+ * Both consumers do the same trivial work: count the item. The textbook
+ * queue is: producer lock, append, signal, unlock; consumer lock, wait while
+ * empty, pop one, unlock. The suq gets a capacity large enough that a round
+ * rarely blocks, as the textbook queue is unbounded.
+ *
+ * A round: P producer threads wait on a barrier with the timer's owner,
+ * push ITEMS/P items each, and the round ends when the consumer has counted
+ * all ITEMS. Rounds of the two queues alternate so that noise from other
+ * processes falls on both. Printed: median, min and max over ROUNDS rounds,
+ * in millions of hand-offs per second. The last line is the 1-producer
+ * ratio of medians in the node variant, "suq/mutex ratio: X".
+ */
+#include <assert.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "ordo/suq.h"
+#include "sync.h"
+
+#define BENCH_ITEMS 400000     /* per round; ~0.05-0.2 s per round */
+#define BENCH_ROUNDS 7
+#define BENCH_PRODUCERS_MAX 2
+#define BENCH_SUQ_CAPACITY (1u << 16)
+
+enum { VARIANT_NODE, VARIANT_MALLOC, VARIANTS };
+static const char *const variant_name[VARIANTS] = {"node", "malloc"};
+
+/* One item; each queue uses its own link field. */
+typedef struct bench_item_s {
+    ordo_suq_node_t suq_node;
+    struct bench_item_s *next;  /* the textbook queue's intrusive link */
+} bench_item_t;
+
+typedef struct {
+    pthread_barrier_t start;
+    int variant;
+    uint64_t per_producer;
+    void *queue;                      /* ordo_suq_t or mutex_queue_t */
+    bench_item_t *items[BENCH_PRODUCERS_MAX]; /* node variant: per producer */
+    int next_producer;                /* guarded by the barrier's order */
+    pthread_mutex_t mu;
+} round_t;
+
+static bench_item_t *round_items(round_t *r)
+{
+    pthread_mutex_lock(&r->mu);
+    bench_item_t *items = r->items[r->next_producer++];
+    pthread_mutex_unlock(&r->mu);
+    return items;
+}
+
+/* ---- the textbook queue -------------------------------------------------- */
+
+typedef struct mq_node_s {
+    struct mq_node_s *next;
+    void *item;
+} mq_node_t;
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t nonempty;
+    bench_item_t *head, *tail;  /* node variant */
+    mq_node_t *mhead, *mtail;   /* malloc variant */
+    int variant;
+    uint64_t expect;            /* items the consumer takes before it exits */
+    uint64_t consumed;          /* consumer-owned */
+} mutex_queue_t;
+
+static void mq_push_item(mutex_queue_t *q, bench_item_t *it)
+{
+    it->next = NULL;
+    pthread_mutex_lock(&q->mu);
+    if (q->tail != NULL)
+        q->tail->next = it;
+    else
+        q->head = it;
+    q->tail = it;
+    pthread_cond_signal(&q->nonempty);
+    pthread_mutex_unlock(&q->mu);
+}
+
+static void mq_push_malloc(mutex_queue_t *q, void *item)
+{
+    mq_node_t *n = malloc(sizeof *n);
+    assert(n != NULL);
+    n->next = NULL;
+    n->item = item;
+    pthread_mutex_lock(&q->mu);
+    if (q->mtail != NULL)
+        q->mtail->next = n;
+    else
+        q->mhead = n;
+    q->mtail = n;
+    pthread_cond_signal(&q->nonempty);
+    pthread_mutex_unlock(&q->mu);
+}
+
+static bench_item_t *mq_pop_item(mutex_queue_t *q)
+{
+    pthread_mutex_lock(&q->mu);
+    while (q->head == NULL)
+        pthread_cond_wait(&q->nonempty, &q->mu);
+    bench_item_t *it = q->head;
+    q->head = it->next;
+    if (q->head == NULL)
+        q->tail = NULL;
+    pthread_mutex_unlock(&q->mu);
+    return it;
+}
+
+static void *mq_pop_malloc(mutex_queue_t *q)
+{
+    pthread_mutex_lock(&q->mu);
+    while (q->mhead == NULL)
+        pthread_cond_wait(&q->nonempty, &q->mu);
+    mq_node_t *n = q->mhead;
+    q->mhead = n->next;
+    if (q->mhead == NULL)
+        q->mtail = NULL;
+    pthread_mutex_unlock(&q->mu);
+    void *item = n->item;
+    free(n);
+    return item;
+}
+
+static void *mq_consumer(void *arg)
+{
+    mutex_queue_t *q = arg;
+    while (q->consumed < q->expect) {
+        if (q->variant == VARIANT_NODE)
+            (void)mq_pop_item(q);
+        else
+            (void)mq_pop_malloc(q);
+        q->consumed++;
+    }
+    return NULL;
+}
+
+static void *mq_producer(void *arg)
+{
+    round_t *r = arg;
+    bench_item_t *items = r->variant == VARIANT_NODE ? round_items(r) : NULL;
+    pthread_barrier_wait(&r->start);
+    for (uint64_t i = 0; i < r->per_producer; i++) {
+        if (items != NULL)
+            mq_push_item(r->queue, &items[i]);
+        else
+            mq_push_malloc(r->queue, (void *)(uintptr_t)(i + 1));
+    }
+    return NULL;
+}
+
+/* ---- the suq ------------------------------------------------------------- */
+
+static int suq_count(void *ctx, void *item, void **result_out)
+{
+    (void)item;
+    (void)result_out;
+    (*(uint64_t *)ctx)++;
+    return 0;
+}
+
+static void suq_drop(void *ctx, void *item)
+{
+    (void)ctx;
+    (void)item;
+}
+
+static void *suq_producer(void *arg)
+{
+    round_t *r = arg;
+    bench_item_t *items = r->variant == VARIANT_NODE ? round_items(r) : NULL;
+    pthread_barrier_wait(&r->start);
+    for (uint64_t i = 0; i < r->per_producer; i++) {
+        int rc;
+        if (items != NULL)
+            rc = ordo_suq_post_node(r->queue, &items[i].suq_node, &items[i], ORDO_WAIT_FOREVER);
+        else
+            rc = ordo_suq_post(r->queue, (void *)(uintptr_t)(i + 1), ORDO_WAIT_FOREVER);
+        assert(rc == ORDO_OK);
+        (void)rc;
+    }
+    return NULL;
+}
+
+/* ---- rounds -------------------------------------------------------------- */
+
+static void round_init(round_t *r, int variant, int producers, void *queue)
+{
+    r->variant = variant;
+    r->per_producer = BENCH_ITEMS / (uint64_t)producers;
+    r->queue = queue;
+    r->next_producer = 0;
+    pthread_mutex_init(&r->mu, NULL);
+    for (int i = 0; i < producers; i++) {
+        r->items[i] = NULL;
+        if (variant == VARIANT_NODE) {
+            r->items[i] = calloc(r->per_producer, sizeof(bench_item_t));
+            assert(r->items[i] != NULL);
+        }
+    }
+    pthread_barrier_init(&r->start, NULL, (unsigned)producers + 1);
+}
+
+static void round_fini(round_t *r, int producers)
+{
+    for (int i = 0; i < producers; i++)
+        free(r->items[i]);
+    pthread_barrier_destroy(&r->start);
+    pthread_mutex_destroy(&r->mu);
+}
+
+/* Start producers, release them together, join them; returns the start
+ * time. The caller stops its clock when its consumer has counted all. */
+static uint64_t round_run(round_t *r, int producers, void *(*fn)(void *))
+{
+    pthread_t threads[BENCH_PRODUCERS_MAX];
+    for (int i = 0; i < producers; i++)
+        pthread_create(&threads[i], NULL, fn, r);
+    pthread_barrier_wait(&r->start);
+    uint64_t t0 = ordo_now_ns();
+    for (int i = 0; i < producers; i++)
+        pthread_join(threads[i], NULL);
+    return t0;
+}
+
+/* Returns millions of hand-offs per second. */
+static double round_mutex(int variant, int producers)
+{
+    mutex_queue_t q = {.head = NULL, .tail = NULL, .mhead = NULL, .mtail = NULL,
+                       .variant = variant, .consumed = 0};
+    pthread_mutex_init(&q.mu, NULL);
+    pthread_cond_init(&q.nonempty, NULL);
+    round_t r;
+    round_init(&r, variant, producers, &q);
+    q.expect = r.per_producer * (uint64_t)producers;
+    pthread_t consumer;
+    pthread_create(&consumer, NULL, mq_consumer, &q);
+    uint64_t t0 = round_run(&r, producers, mq_producer);
+    pthread_join(consumer, NULL);
+    uint64_t t1 = ordo_now_ns();
+    assert(q.consumed == q.expect);
+    round_fini(&r, producers);
+    pthread_cond_destroy(&q.nonempty);
+    pthread_mutex_destroy(&q.mu);
+    return (double)q.consumed * 1e3 / (double)(t1 - t0);
+}
+
+static double round_suq(int variant, int producers)
+{
+    uint64_t consumed = 0;
+    ordo_suq_options_t opts = {
+        .handler = suq_count,
+        .cancel_fn = suq_drop,
+        .ctx = &consumed,
+        .capacity = BENCH_SUQ_CAPACITY,
+    };
+    ordo_suq_t *q;
+    int rc = ordo_suq_create(&opts, &q);
+    assert(rc == ORDO_OK);
+    (void)rc;
+    round_t r;
+    round_init(&r, variant, producers, q);
+    uint64_t t0 = round_run(&r, producers, suq_producer);
+    ordo_suq_stop(q, ORDO_SUQ_DRAIN); /* returns once all are applied */
+    uint64_t t1 = ordo_now_ns();
+    uint64_t expect = r.per_producer * (uint64_t)producers;
+    assert(consumed == expect);
+    round_fini(&r, producers);
+    ordo_suq_destroy(q);
+    return (double)expect * 1e3 / (double)(t1 - t0);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double report(const char *queue, int variant, int producers, double *v)
+{
+    qsort(v, BENCH_ROUNDS, sizeof *v, cmp_double);
+    double median = v[BENCH_ROUNDS / 2];
+    printf("%-5s %-6s %d producer%s: median %7.2f Mhandoffs/s  (min %.2f, max %.2f)\n", queue,
+           variant_name[variant], producers, producers > 1 ? "s" : " ", median, v[0],
+           v[BENCH_ROUNDS - 1]);
+    return median;
+}
+
+int main(void)
+{
+    double suq[BENCH_ROUNDS], mtx[BENCH_ROUNDS];
+    double ratio[VARIANTS][BENCH_PRODUCERS_MAX + 1];
+    printf("bench_suq: %d items/round, %d rounds, median (min, max); suq capacity %u\n",
+           BENCH_ITEMS, BENCH_ROUNDS, BENCH_SUQ_CAPACITY);
+    for (int v = VARIANTS - 1; v >= 0; v--) {
+        for (int p = 1; p <= BENCH_PRODUCERS_MAX; p++) {
+            for (int i = 0; i < BENCH_ROUNDS; i++) {
+                suq[i] = round_suq(v, p);
+                mtx[i] = round_mutex(v, p);
+            }
+            double s = report("suq", v, p, suq);
+            double m = report("mutex", v, p, mtx);
+            ratio[v][p] = s / m;
+        }
+    }
+    for (int v = VARIANTS - 1; v >= 0; v--)
+        for (int p = 1; p <= BENCH_PRODUCERS_MAX; p++)
+            printf("suq/mutex ratio (%s, %d producer%s): %.2f\n", variant_name[v], p,
+                   p > 1 ? "s" : "", ratio[v][p]);
+    printf("suq/mutex ratio: %.2f\n", ratio[VARIANT_NODE][1]);
+    return 0;
+}
