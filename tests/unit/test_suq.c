@@ -734,6 +734,197 @@ static void test_pipeline(void **state)
     pthread_mutex_destroy(&pp.mu);
 }
 
+/* ---- stress -------------------------------------------------------------- */
+
+/* Several producers submit (every 8th with a future), post and post_node
+ * items tagged (producer, seq). The worker checks that handlers never
+ * overlap and that each producer's items arrive in sequence; every item's
+ * fate is counted, so "accounted == accepted" and "nothing twice" hold. */
+enum { STRESS_PRODUCERS = 4, STRESS_PER_PRODUCER = 5000 };
+
+typedef struct {
+    ordo_suq_node_t node;
+    int producer, seq;
+    atomic_int fate;        /* handler + cancel_fn + future callback runs */
+    int with_future;
+} sitem_t;
+
+typedef struct {
+    atomic_int in_handler;
+    atomic_int overlaps;
+    atomic_int order_errors;
+    int last_seq[STRESS_PRODUCERS];   /* worker-owned */
+    long applied;                     /* worker-owned */
+    long cancelled;                   /* worker-owned */
+    atomic_long completions;
+    /* Raised once `applied` reaches `signal_at` (for the cancel race). */
+    long signal_at;
+    int signalled;
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+} stress_t;
+
+typedef struct {
+    stress_t *st;
+    ordo_suq_t *q;
+    int producer;
+    sitem_t *items;
+    int accepted;           /* items 0..accepted-1 were accepted */
+    int last_rc;
+} producer_t;
+
+static int stress_handler(void *ctx, void *p, void **result_out)
+{
+    stress_t *st = ctx;
+    sitem_t *it = p;
+    if (atomic_fetch_add(&st->in_handler, 1) != 0)
+        atomic_fetch_add(&st->overlaps, 1);
+    if (it->seq != st->last_seq[it->producer] + 1)
+        atomic_fetch_add(&st->order_errors, 1);
+    st->last_seq[it->producer] = it->seq;
+    atomic_fetch_add(&it->fate, 1);
+    st->applied++;
+    if (st->applied == st->signal_at) {
+        pthread_mutex_lock(&st->mu);
+        st->signalled = 1;
+        pthread_cond_broadcast(&st->cond);
+        pthread_mutex_unlock(&st->mu);
+    }
+    *result_out = it;
+    atomic_fetch_sub(&st->in_handler, 1);
+    return 0;
+}
+
+static void stress_cancel(void *ctx, void *p)
+{
+    stress_t *st = ctx;
+    sitem_t *it = p;
+    atomic_fetch_add(&it->fate, 1);
+    st->cancelled++;
+}
+
+static void stress_done(ordo_future_t *f, int status, void *result, void *arg)
+{
+    (void)f;
+    (void)result;
+    stress_t *st = arg;
+    if (status == ORDO_OK || status == ORDO_ECANCELED)
+        atomic_fetch_add(&st->completions, 1);
+}
+
+static int stress_one(producer_t *p, sitem_t *it)
+{
+    switch (it->seq % 8) {
+    case 0: {
+        ordo_future_t *f;
+        int rc = ordo_suq_submit(p->q, it, ORDO_WAIT_FOREVER, &f);
+        if (rc == ORDO_OK) {
+            it->with_future = 1;
+            rc = ordo_future_then(f, stress_done, p->st);
+            ordo_future_release(f);
+        }
+        return rc;
+    }
+    case 1: case 2: case 3:
+        return ordo_suq_post_node(p->q, &it->node, it, ORDO_WAIT_FOREVER);
+    default:
+        return ordo_suq_post(p->q, it, it->seq % 2 ? ORDO_WAIT_FOREVER : 60000);
+    }
+}
+
+static void *producer_main(void *arg)
+{
+    producer_t *p = arg;
+    p->last_rc = ORDO_OK;
+    for (int i = 0; i < STRESS_PER_PRODUCER; i++) {
+        sitem_t *it = &p->items[i];
+        it->producer = p->producer;
+        it->seq = i;
+        int rc = stress_one(p, it);
+        if (rc != ORDO_OK) {
+            p->last_rc = rc;
+            break;
+        }
+        p->accepted = i + 1;
+    }
+    return NULL;
+}
+
+static void stress_run(ordo_suq_stop_mode_t mode, long stop_after)
+{
+    stress_t st;
+    memset(&st, 0, sizeof st);
+    for (int i = 0; i < STRESS_PRODUCERS; i++)
+        st.last_seq[i] = -1;
+    st.signal_at = stop_after;
+    pthread_mutex_init(&st.mu, NULL);
+    ordo_cond_init(&st.cond);
+    ordo_suq_options_t o = {.handler = stress_handler, .cancel_fn = stress_cancel, .ctx = &st,
+                            .capacity = 64, .batch_max = 16};
+    ordo_suq_t *q;
+    assert_int_equal(ordo_suq_create(&o, &q), ORDO_OK);
+    producer_t prod[STRESS_PRODUCERS];
+    pthread_t threads[STRESS_PRODUCERS];
+    for (int i = 0; i < STRESS_PRODUCERS; i++) {
+        prod[i] = (producer_t){.st = &st, .q = q, .producer = i};
+        prod[i].items = calloc(STRESS_PER_PRODUCER, sizeof(sitem_t));
+        assert_non_null(prod[i].items);
+        assert_int_equal(pthread_create(&threads[i], NULL, producer_main, &prod[i]), 0);
+    }
+    if (mode == ORDO_SUQ_CANCEL) {
+        /* Stop while the producers are still going. */
+        pthread_mutex_lock(&st.mu);
+        while (!st.signalled)
+            pthread_cond_wait(&st.cond, &st.mu);
+        pthread_mutex_unlock(&st.mu);
+        assert_int_equal(ordo_suq_stop(q, ORDO_SUQ_CANCEL), ORDO_OK);
+    }
+    for (int i = 0; i < STRESS_PRODUCERS; i++)
+        pthread_join(threads[i], NULL);
+    if (mode == ORDO_SUQ_DRAIN)
+        assert_int_equal(ordo_suq_stop(q, ORDO_SUQ_DRAIN), ORDO_OK);
+
+    long accepted = 0, futures = 0;
+    for (int i = 0; i < STRESS_PRODUCERS; i++) {
+        if (mode == ORDO_SUQ_DRAIN) {
+            assert_int_equal(prod[i].accepted, STRESS_PER_PRODUCER);
+        } else if (prod[i].accepted < STRESS_PER_PRODUCER) {
+            assert_int_equal(prod[i].last_rc, ORDO_ESTOPPED);
+        }
+        accepted += prod[i].accepted;
+        for (int k = 0; k < STRESS_PER_PRODUCER; k++) {
+            sitem_t *it = &prod[i].items[k];
+            assert_int_equal(atomic_load(&it->fate), k < prod[i].accepted ? 1 : 0);
+            futures += it->with_future;
+        }
+        free(prod[i].items);
+    }
+    assert_int_equal(atomic_load(&st.overlaps), 0);
+    assert_int_equal(atomic_load(&st.order_errors), 0);
+    assert_int_equal(st.applied + st.cancelled, accepted);
+    assert_int_equal(atomic_load(&st.completions), futures);
+    if (mode == ORDO_SUQ_DRAIN)
+        assert_int_equal(st.cancelled, 0);
+    assert_true(st.applied >= stop_after);
+    ordo_suq_destroy(q);
+    pthread_cond_destroy(&st.cond);
+    pthread_mutex_destroy(&st.mu);
+}
+
+static void test_stress_drain(void **state)
+{
+    (void)state;
+    stress_run(ORDO_SUQ_DRAIN, 0);
+}
+
+static void test_stress_cancel_race(void **state)
+{
+    (void)state;
+    /* A few rounds with the stop landing at different points. */
+    for (long at = 1; at <= 4000; at *= 8)
+        stress_run(ORDO_SUQ_CANCEL, at);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -747,6 +938,8 @@ int main(void)
         cmocka_unit_test(test_stop_upgrade),
         cmocka_unit_test(test_stop_from_worker),
         cmocka_unit_test(test_pipeline),
+        cmocka_unit_test(test_stress_drain),
+        cmocka_unit_test(test_stress_cancel_race),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
