@@ -27,6 +27,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ordo/suq.h"
 #include "sync.h"
@@ -209,8 +210,10 @@ static void round_init(round_t *r, int variant, int producers, void *queue)
     for (int i = 0; i < producers; i++) {
         r->items[i] = NULL;
         if (variant == VARIANT_NODE) {
-            r->items[i] = calloc(r->per_producer, sizeof(bench_item_t));
+            /* Touched here, so no page fault lands inside the round. */
+            r->items[i] = malloc(r->per_producer * sizeof(bench_item_t));
             assert(r->items[i] != NULL);
+            memset(r->items[i], 0, r->per_producer * sizeof(bench_item_t));
         }
     }
     pthread_barrier_init(&r->start, NULL, (unsigned)producers + 1);

@@ -163,7 +163,10 @@ static void suq_push(ordo_suq_t *q, suq_node_t *node)
         node->next = head;
     } while (!atomic_compare_exchange_weak_explicit(&q->head, &head, node, memory_order_seq_cst,
                                                     memory_order_relaxed));
-    if (atomic_load_explicit(&q->worker_sleeping, memory_order_seq_cst))
+    /* Only the producer that clears the flag signals: while the worker is
+     * waking up, the others push without touching the mutex. */
+    if (atomic_load_explicit(&q->worker_sleeping, memory_order_seq_cst) &&
+        atomic_exchange_explicit(&q->worker_sleeping, 0, memory_order_seq_cst))
         suq_wake_worker(q);
 }
 
@@ -318,9 +321,13 @@ static void suq_idle(ordo_suq_t *q)
         suq_cpu_relax();
     }
     pthread_mutex_lock(&q->mu);
-    atomic_store_explicit(&q->worker_sleeping, 1, memory_order_seq_cst);
-    while (!suq_has_work(q))
+    for (;;) {
+        /* Set before every check: a producer may have cleared it. */
+        atomic_store_explicit(&q->worker_sleeping, 1, memory_order_seq_cst);
+        if (suq_has_work(q))
+            break;
         pthread_cond_wait(&q->work_cv, &q->mu);
+    }
     atomic_store_explicit(&q->worker_sleeping, 0, memory_order_relaxed);
     pthread_mutex_unlock(&q->mu);
 }
