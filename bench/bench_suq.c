@@ -234,8 +234,10 @@ static uint64_t round_run(round_t *r, int producers, void *(*fn)(void *))
     pthread_t threads[BENCH_PRODUCERS_MAX];
     for (int i = 0; i < producers; i++)
         pthread_create(&threads[i], NULL, fn, r);
-    pthread_barrier_wait(&r->start);
+    /* Producers cannot start before this thread reaches the barrier, and
+     * this thread may be descheduled right after it: time from here. */
     uint64_t t0 = ordo_now_ns();
+    pthread_barrier_wait(&r->start);
     for (int i = 0; i < producers; i++)
         pthread_join(threads[i], NULL);
     return t0;

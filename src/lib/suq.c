@@ -48,11 +48,16 @@
 
 #define SUQ_STOP_BIT ((size_t)1 << (sizeof(size_t) * 8 - 1))
 
-/* Empty-list polls before the worker sleeps. A producer in a burst pushes
- * far more often than this many pause instructions take (~a few µs), so a
- * busy queue never puts the worker to sleep, and an idle one costs that
- * once per lull. */
-#define SUQ_IDLE_SPINS 4000
+/* The worker's polling. Each poll of `head` pulls its cache line away from
+ * the producers, so the worker polls with growing pauses in between (from
+ * SUQ_BACKOFF_MIN to SUQ_BACKOFF_MAX pause instructions, about 0.1 ms in
+ * all on current x86) before it sleeps, and after a short list (fewer than
+ * SUQ_GATHER_MIN items) it pauses SUQ_BACKOFF_MIN before taking the next
+ * one, so that under load lists arrive long and the line moves once per
+ * list, not once per item. */
+#define SUQ_BACKOFF_MIN 32u
+#define SUQ_BACKOFF_MAX 2048u
+#define SUQ_GATHER_MIN 32u
 
 #define SUQ_CACHE_LINE 64
 
@@ -71,13 +76,18 @@ typedef struct {
 enum { SUQ_RUNNING, SUQ_STOPPING, SUQ_JOINED };
 
 struct ordo_suq_s {
-    /* Written by every push and by the worker once per list or batch. */
+    /* Written by every push and taken by the worker once per list. */
     alignas(SUQ_CACHE_LINE) _Atomic(suq_node_t *) head;
-    atomic_size_t count;
+    /* Written by every reserve and by the worker once per batch. */
+    alignas(SUQ_CACHE_LINE) atomic_size_t count;
     /* Read by every push; written only around sleeps and stops. */
     alignas(SUQ_CACHE_LINE) atomic_int worker_sleeping;
     atomic_int full_waiters;
     atomic_int cancel;
+    atomic_int stopping;     /* set after the stop bit, for the worker's polls */
+    /* Worker-owned: the current list in submission order. */
+    suq_node_t **order;
+    size_t order_cap;
     /* Read-only after create. */
     alignas(SUQ_CACHE_LINE) ordo_suq_handler_fn handler;
     ordo_suq_cancel_fn cancel_fn;
@@ -289,36 +299,83 @@ static void suq_release(ordo_suq_t *q, size_t n)
     }
 }
 
-/* Finish an ordered list, batch_max nodes at a time. */
-static void suq_run(ordo_suq_t *q, suq_node_t *list)
+/* Finish n nodes in order, batch_max at a time. */
+static void suq_run(ordo_suq_t *q, suq_node_t *const *nodes, size_t n_nodes)
 {
-    while (list != NULL) {
-        size_t n = 0;
-        while (list != NULL && n < q->batch_max) {
-            suq_node_t *next = list->next;
-            suq_finish(q, list);
-            list = next;
-            n++;
-        }
+    for (size_t done = 0; done < n_nodes;) {
+        size_t n = n_nodes - done < q->batch_max ? n_nodes - done : q->batch_max;
+        for (size_t i = 0; i < n; i++)
+            suq_finish(q, nodes[done + i]);
         if (q->batch_fn != NULL)
             q->batch_fn(q->ctx, n);
         suq_release(q, n);
+        done += n;
     }
+}
+
+/* Make room for n pointers in the worker's order array. */
+static bool suq_order_reserve(ordo_suq_t *q, size_t n)
+{
+    if (n <= q->order_cap)
+        return true;
+    size_t cap = q->order_cap ? q->order_cap : 64;
+    while (cap < n)
+        cap *= 2;
+    suq_node_t **order = realloc(q->order, cap * sizeof *order);
+    if (order == NULL)
+        return false;
+    q->order = order;
+    q->order_cap = cap;
+    return true;
+}
+
+/* Finish a list taken from `head` (newest first) in submission order.
+ * The list is walked once into the order array and finished from its end,
+ * so the worker only reads the producers' nodes: writing them (reversing in
+ * place) would pull each line back and forth once more. Without memory for
+ * the array it reverses in place. Returns the list's length. */
+static size_t suq_take(ordo_suq_t *q, suq_node_t *list)
+{
+    size_t n = 0;
+    for (suq_node_t *p = list; p != NULL; p = p->next)
+        n++;
+    if (!suq_order_reserve(q, n)) {
+        suq_node_t *rev = suq_reverse(list);
+        for (size_t i = 0; rev != NULL; i++) {
+            suq_node_t *next = rev->next;
+            suq_run(q, &rev, 1);
+            rev = next;
+        }
+        return n;
+    }
+    size_t i = n;
+    for (suq_node_t *p = list; p != NULL; p = p->next)
+        q->order[--i] = p;
+    assert(i == 0);
+    suq_run(q, q->order, n);
+    return n;
 }
 
 static bool suq_has_work(ordo_suq_t *q)
 {
     return atomic_load_explicit(&q->head, memory_order_seq_cst) != NULL ||
-           atomic_load_explicit(&q->count, memory_order_seq_cst) == SUQ_STOP_BIT;
+           (atomic_load_explicit(&q->stopping, memory_order_seq_cst) &&
+            atomic_load_explicit(&q->count, memory_order_seq_cst) == SUQ_STOP_BIT);
+}
+
+static void suq_pause(unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        suq_cpu_relax();
 }
 
 /* Wait until there is a list to take or the worker may exit. */
 static void suq_idle(ordo_suq_t *q)
 {
-    for (int i = 0; i < SUQ_IDLE_SPINS; i++) {
+    for (unsigned spins = SUQ_BACKOFF_MIN; spins <= SUQ_BACKOFF_MAX; spins *= 2) {
+        suq_pause(spins);
         if (suq_has_work(q))
             return;
-        suq_cpu_relax();
     }
     pthread_mutex_lock(&q->mu);
     for (;;) {
@@ -341,7 +398,8 @@ static void *suq_worker(void *arg)
     for (;;) {
         suq_node_t *list = atomic_exchange_explicit(&q->head, NULL, memory_order_acquire);
         if (list != NULL) {
-            suq_run(q, suq_reverse(list));
+            if (suq_take(q, list) < SUQ_GATHER_MIN)
+                suq_pause(SUQ_BACKOFF_MIN);
             continue;
         }
         if (atomic_load_explicit(&q->count, memory_order_acquire) == SUQ_STOP_BIT)
@@ -359,6 +417,9 @@ static void suq_init_fields(ordo_suq_t *q, const ordo_suq_options_t *opts)
     atomic_init(&q->worker_sleeping, 0);
     atomic_init(&q->full_waiters, 0);
     atomic_init(&q->cancel, 0);
+    atomic_init(&q->stopping, 0);
+    q->order = NULL;
+    q->order_cap = 0;
     q->handler = opts->handler;
     q->cancel_fn = opts->cancel_fn;
     q->batch_fn = opts->batch_fn;
@@ -433,6 +494,7 @@ int ordo_suq_stop(ordo_suq_t *q, ordo_suq_stop_mode_t mode)
     if (mode == ORDO_SUQ_CANCEL)
         atomic_store_explicit(&q->cancel, 1, memory_order_seq_cst);
     atomic_fetch_or_explicit(&q->count, SUQ_STOP_BIT, memory_order_seq_cst);
+    atomic_store_explicit(&q->stopping, 1, memory_order_seq_cst);
     pthread_cond_broadcast(&q->work_cv);
     pthread_cond_broadcast(&q->space_cv);
     pthread_mutex_unlock(&q->mu);
@@ -465,5 +527,6 @@ void ordo_suq_destroy(ordo_suq_t *q)
     pthread_cond_destroy(&q->space_cv);
     pthread_cond_destroy(&q->work_cv);
     pthread_mutex_destroy(&q->mu);
+    free(q->order);
     free(q);
 }
