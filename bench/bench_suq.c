@@ -2,25 +2,25 @@
  * bench_suq.c -- hand-offs per second through the singular update queue
  * against a textbook mutex + condition variable queue.
  *
- * Both queues run under the same allocation policy, in two variants:
- *   node    the link is embedded in the item (ordo_suq_post_node(); an
- *           intrusive list for the textbook queue) and the items are
- *           allocated before the round: nothing is allocated while timing,
- *           so this measures the hand-off itself;
- *   malloc  each item gets a node from malloc on the producer, freed on the
- *           consumer (ordo_suq_post(); a malloc'd list node for the
- *           textbook queue). glibc's malloc/free then dominates both.
- * Both consumers do the same trivial work: count the item. The textbook
- * queue is: producer lock, append, signal, unlock; consumer lock, wait while
- * empty, pop one, unlock. The suq gets a capacity large enough that a round
- * rarely blocks, as the textbook queue is unbounded.
+ * The textbook queue: producer lock, push, signal, unlock; consumer lock,
+ * wait while empty, pop one, unlock. It stores item pointers in an array
+ * allocated before the round and large enough for all of it, as the suq
+ * stores them in its ring allocated at create: neither allocates per item.
+ * Both are run in two variants that differ only in what the producers do:
+ *   ptr     hand off preallocated items (nothing is allocated while timing:
+ *           this measures the hand-off itself);
+ *   malloc  each item is malloc'd by its producer and freed by the consumer
+ *           (glibc's malloc/free then weighs on both).
+ * Both consumers do the same trivial work: count the item. The suq gets a
+ * capacity large enough that a round rarely blocks, as the textbook queue
+ * never does.
  *
- * A round: P producer threads wait on a barrier with the timer's owner,
+ * A round: P producer threads wait on a barrier with the timing thread,
  * push ITEMS/P items each, and the round ends when the consumer has counted
- * all ITEMS. Rounds of the two queues alternate so that noise from other
+ * all of them. Rounds of the two queues alternate so that noise from other
  * processes falls on both. Printed: median, min and max over ROUNDS rounds,
  * in millions of hand-offs per second. The last line is the 1-producer
- * ratio of medians in the node variant, "suq/mutex ratio: X".
+ * ratio of medians in the ptr variant, "suq/mutex ratio: X".
  */
 #include <assert.h>
 #include <pthread.h>
@@ -32,30 +32,29 @@
 #include "ordo/suq.h"
 #include "sync.h"
 
-#define BENCH_ITEMS 400000     /* per round; ~0.05-0.2 s per round */
+#define BENCH_ITEMS 400000     /* per round; ~5-50 ms per round */
 #define BENCH_ROUNDS 7
 #define BENCH_PRODUCERS_MAX 2
 #define BENCH_SUQ_CAPACITY (1u << 16)
 
-enum { VARIANT_NODE, VARIANT_MALLOC, VARIANTS };
-static const char *const variant_name[VARIANTS] = {"node", "malloc"};
+enum { VARIANT_PTR, VARIANT_MALLOC, VARIANTS };
+static const char *const variant_name[VARIANTS] = {"ptr", "malloc"};
 
-/* One item; each queue uses its own link field. */
-typedef struct bench_item_s {
-    ordo_suq_node_t suq_node;
-    struct bench_item_s *next;  /* the textbook queue's intrusive link */
+typedef struct {
+    uint64_t payload[2];
 } bench_item_t;
 
 typedef struct {
     pthread_barrier_t start;
     int variant;
     uint64_t per_producer;
-    void *queue;                      /* ordo_suq_t or mutex_queue_t */
-    bench_item_t *items[BENCH_PRODUCERS_MAX]; /* node variant: per producer */
-    int next_producer;                /* guarded by the barrier's order */
+    void *queue;                              /* ordo_suq_t or mutex_queue_t */
+    bench_item_t *items[BENCH_PRODUCERS_MAX]; /* ptr variant: per producer */
+    int next_producer;                        /* guarded by mu */
     pthread_mutex_t mu;
 } round_t;
 
+/* The producer's preallocated items, or NULL in the malloc variant. */
 static bench_item_t *round_items(round_t *r)
 {
     pthread_mutex_lock(&r->mu);
@@ -64,77 +63,43 @@ static bench_item_t *round_items(round_t *r)
     return items;
 }
 
-/* ---- the textbook queue -------------------------------------------------- */
+static void *item_make(bench_item_t *items, uint64_t i)
+{
+    if (items != NULL)
+        return &items[i];
+    bench_item_t *it = malloc(sizeof *it);
+    assert(it != NULL);
+    it->payload[0] = i;
+    return it;
+}
 
-typedef struct mq_node_s {
-    struct mq_node_s *next;
-    void *item;
-} mq_node_t;
+/* ---- the textbook queue -------------------------------------------------- */
 
 typedef struct {
     pthread_mutex_t mu;
     pthread_cond_t nonempty;
-    bench_item_t *head, *tail;  /* node variant */
-    mq_node_t *mhead, *mtail;   /* malloc variant */
+    void **array;               /* holds every item of the round */
+    size_t head, tail;          /* guarded by mu */
     int variant;
     uint64_t expect;            /* items the consumer takes before it exits */
     uint64_t consumed;          /* consumer-owned */
 } mutex_queue_t;
 
-static void mq_push_item(mutex_queue_t *q, bench_item_t *it)
+static void mq_push(mutex_queue_t *q, void *item)
 {
-    it->next = NULL;
     pthread_mutex_lock(&q->mu);
-    if (q->tail != NULL)
-        q->tail->next = it;
-    else
-        q->head = it;
-    q->tail = it;
+    q->array[q->tail++] = item;
     pthread_cond_signal(&q->nonempty);
     pthread_mutex_unlock(&q->mu);
 }
 
-static void mq_push_malloc(mutex_queue_t *q, void *item)
-{
-    mq_node_t *n = malloc(sizeof *n);
-    assert(n != NULL);
-    n->next = NULL;
-    n->item = item;
-    pthread_mutex_lock(&q->mu);
-    if (q->mtail != NULL)
-        q->mtail->next = n;
-    else
-        q->mhead = n;
-    q->mtail = n;
-    pthread_cond_signal(&q->nonempty);
-    pthread_mutex_unlock(&q->mu);
-}
-
-static bench_item_t *mq_pop_item(mutex_queue_t *q)
+static void *mq_pop(mutex_queue_t *q)
 {
     pthread_mutex_lock(&q->mu);
-    while (q->head == NULL)
+    while (q->head == q->tail)
         pthread_cond_wait(&q->nonempty, &q->mu);
-    bench_item_t *it = q->head;
-    q->head = it->next;
-    if (q->head == NULL)
-        q->tail = NULL;
+    void *item = q->array[q->head++];
     pthread_mutex_unlock(&q->mu);
-    return it;
-}
-
-static void *mq_pop_malloc(mutex_queue_t *q)
-{
-    pthread_mutex_lock(&q->mu);
-    while (q->mhead == NULL)
-        pthread_cond_wait(&q->nonempty, &q->mu);
-    mq_node_t *n = q->mhead;
-    q->mhead = n->next;
-    if (q->mhead == NULL)
-        q->mtail = NULL;
-    pthread_mutex_unlock(&q->mu);
-    void *item = n->item;
-    free(n);
     return item;
 }
 
@@ -142,10 +107,9 @@ static void *mq_consumer(void *arg)
 {
     mutex_queue_t *q = arg;
     while (q->consumed < q->expect) {
-        if (q->variant == VARIANT_NODE)
-            (void)mq_pop_item(q);
-        else
-            (void)mq_pop_malloc(q);
+        void *item = mq_pop(q);
+        if (q->variant == VARIANT_MALLOC)
+            free(item);
         q->consumed++;
     }
     return NULL;
@@ -154,44 +118,44 @@ static void *mq_consumer(void *arg)
 static void *mq_producer(void *arg)
 {
     round_t *r = arg;
-    bench_item_t *items = r->variant == VARIANT_NODE ? round_items(r) : NULL;
+    bench_item_t *items = round_items(r);
     pthread_barrier_wait(&r->start);
-    for (uint64_t i = 0; i < r->per_producer; i++) {
-        if (items != NULL)
-            mq_push_item(r->queue, &items[i]);
-        else
-            mq_push_malloc(r->queue, (void *)(uintptr_t)(i + 1));
-    }
+    for (uint64_t i = 0; i < r->per_producer; i++)
+        mq_push(r->queue, item_make(items, i));
     return NULL;
 }
 
 /* ---- the suq ------------------------------------------------------------- */
 
+typedef struct {
+    int variant;
+    uint64_t consumed;          /* worker-owned */
+} suq_ctx_t;
+
 static int suq_count(void *ctx, void *item, void **result_out)
 {
-    (void)item;
+    suq_ctx_t *c = ctx;
     (void)result_out;
-    (*(uint64_t *)ctx)++;
+    if (c->variant == VARIANT_MALLOC)
+        free(item);
+    c->consumed++;
     return 0;
 }
 
 static void suq_drop(void *ctx, void *item)
 {
-    (void)ctx;
-    (void)item;
+    suq_ctx_t *c = ctx;
+    if (c->variant == VARIANT_MALLOC)
+        free(item);
 }
 
 static void *suq_producer(void *arg)
 {
     round_t *r = arg;
-    bench_item_t *items = r->variant == VARIANT_NODE ? round_items(r) : NULL;
+    bench_item_t *items = round_items(r);
     pthread_barrier_wait(&r->start);
     for (uint64_t i = 0; i < r->per_producer; i++) {
-        int rc;
-        if (items != NULL)
-            rc = ordo_suq_post_node(r->queue, &items[i].suq_node, &items[i], ORDO_WAIT_FOREVER);
-        else
-            rc = ordo_suq_post(r->queue, (void *)(uintptr_t)(i + 1), ORDO_WAIT_FOREVER);
+        int rc = ordo_suq_post(r->queue, item_make(items, i), ORDO_WAIT_FOREVER);
         assert(rc == ORDO_OK);
         (void)rc;
     }
@@ -209,7 +173,7 @@ static void round_init(round_t *r, int variant, int producers, void *queue)
     pthread_mutex_init(&r->mu, NULL);
     for (int i = 0; i < producers; i++) {
         r->items[i] = NULL;
-        if (variant == VARIANT_NODE) {
+        if (variant == VARIANT_PTR) {
             /* Touched here, so no page fault lands inside the round. */
             r->items[i] = malloc(r->per_producer * sizeof(bench_item_t));
             assert(r->items[i] != NULL);
@@ -246,10 +210,12 @@ static uint64_t round_run(round_t *r, int producers, void *(*fn)(void *))
 /* Returns millions of hand-offs per second. */
 static double round_mutex(int variant, int producers)
 {
-    mutex_queue_t q = {.head = NULL, .tail = NULL, .mhead = NULL, .mtail = NULL,
-                       .variant = variant, .consumed = 0};
+    mutex_queue_t q = {.head = 0, .tail = 0, .variant = variant, .consumed = 0};
     pthread_mutex_init(&q.mu, NULL);
     pthread_cond_init(&q.nonempty, NULL);
+    q.array = malloc(BENCH_ITEMS * sizeof *q.array);
+    assert(q.array != NULL);
+    memset(q.array, 0, BENCH_ITEMS * sizeof *q.array);
     round_t r;
     round_init(&r, variant, producers, &q);
     q.expect = r.per_producer * (uint64_t)producers;
@@ -260,6 +226,7 @@ static double round_mutex(int variant, int producers)
     uint64_t t1 = ordo_now_ns();
     assert(q.consumed == q.expect);
     round_fini(&r, producers);
+    free(q.array);
     pthread_cond_destroy(&q.nonempty);
     pthread_mutex_destroy(&q.mu);
     return (double)q.consumed * 1e3 / (double)(t1 - t0);
@@ -267,11 +234,11 @@ static double round_mutex(int variant, int producers)
 
 static double round_suq(int variant, int producers)
 {
-    uint64_t consumed = 0;
+    suq_ctx_t ctx = {.variant = variant, .consumed = 0};
     ordo_suq_options_t opts = {
         .handler = suq_count,
         .cancel_fn = suq_drop,
-        .ctx = &consumed,
+        .ctx = &ctx,
         .capacity = BENCH_SUQ_CAPACITY,
     };
     ordo_suq_t *q;
@@ -284,7 +251,7 @@ static double round_suq(int variant, int producers)
     ordo_suq_stop(q, ORDO_SUQ_DRAIN); /* returns once all are applied */
     uint64_t t1 = ordo_now_ns();
     uint64_t expect = r.per_producer * (uint64_t)producers;
-    assert(consumed == expect);
+    assert(ctx.consumed == expect);
     round_fini(&r, producers);
     ordo_suq_destroy(q);
     return (double)expect * 1e3 / (double)(t1 - t0);
@@ -327,6 +294,6 @@ int main(void)
         for (int p = 1; p <= BENCH_PRODUCERS_MAX; p++)
             printf("suq/mutex ratio (%s, %d producer%s): %.2f\n", variant_name[v], p,
                    p > 1 ? "s" : "", ratio[v][p]);
-    printf("suq/mutex ratio: %.2f\n", ratio[VARIANT_NODE][1]);
+    printf("suq/mutex ratio: %.2f\n", ratio[VARIANT_PTR][1]);
     return 0;
 }

@@ -19,21 +19,23 @@
  *     after the handler (status ORDO_OK or ORDO_EHANDLER, with the result the
  *     handler set) or after the cancel callback (status ORDO_ECANCELED,
  *     result NULL). The caller owns one reference and must release it.
- *   - ordo_suq_post() is fire-and-forget: no future, no allocation besides
- *     one small node, and the handler's return value is ignored.
- *     ordo_suq_post_node() is the same with a node the caller provides
- *     (embedded in the item): no allocation at all.
+ *   - ordo_suq_post() is fire-and-forget: no future, no allocation at all
+ *     (the item pointer is stored in the queue's ring), and the handler's
+ *     return value is ignored.
  *
- * Capacity: at most `capacity` items are accepted and not yet finished
- * (applied or cancelled). A submit to a full queue blocks, fails at once or
- * waits at most timeout_ms, as its caller chooses (see common.h).
+ * Capacity: the queue is a ring of `capacity` slots, rounded up to a power
+ * of two; a slot is taken from the moment a submit is accepted until its
+ * item is finished (applied or cancelled) and its batch is over. A submit
+ * to a full queue blocks, fails at once or waits at most timeout_ms, as its
+ * caller chooses (see common.h). The ring is allocated once, at create:
+ * 32 bytes a slot.
  *
- * Batching: the worker takes every item queued so far in one atomic step and
- * applies them in order, in batches of at most `batch_max` items. After each
- * batch it calls batch_fn (if set) and returns the batch's capacity to
- * producers, so batch_max bounds how long a blocked producer waits past the
- * moment space was used up, and how much work a stop in cancel mode still
- * lets run (none: cancel is checked before every item).
+ * Batching: the worker takes everything published so far, in order, in
+ * batches of at most `batch_max` items. After each batch it calls batch_fn
+ * (if set) and gives the batch's slots back to producers, so batch_max
+ * bounds how long a blocked producer waits past the moment space was used
+ * up. (A stop in cancel mode does not wait for a batch to end: cancel is
+ * checked before every item.)
  *
  * Thread safety: ordo_suq_submit(), ordo_suq_post() and ordo_suq_stop() may
  * be called from any thread at the same time. ordo_suq_destroy() must be
@@ -60,20 +62,11 @@ extern "C" {
 
 typedef struct ordo_suq_s ordo_suq_t;
 
-/* The link that carries one item through the queue. ordo_suq_submit() and
- * ordo_suq_post() allocate it themselves; ordo_suq_post_node() takes one
- * from the caller, typically embedded in the item, so that the hot path
- * allocates nothing. The fields are private to the queue. */
-typedef struct ordo_suq_node_s {
-    struct ordo_suq_node_s *next; /* private */
-    void *item;                   /* private */
-    ordo_future_t *future;        /* private: NULL for posted items */
-    int owned;                    /* private: 1 if the queue frees the node */
-} ordo_suq_node_t;
-
-/* Limits. The default capacity bounds memory to a few hundred KiB of nodes
- * while leaving producers room to run ahead of a worker that stalls briefly;
- * the default batch bounds the time between capacity returns. */
+/* Limits. The default capacity keeps the ring (128 KiB) within a core's L2
+ * cache while leaving producers room to run ahead of a worker that stalls
+ * briefly; the maximum keeps the ring's size computation and allocation
+ * (32 GiB) far from overflow; the default batch bounds the time between
+ * capacity returns. */
 #define ORDO_SUQ_CAPACITY_DEFAULT 4096u
 #define ORDO_SUQ_CAPACITY_MAX (1u << 30)
 #define ORDO_SUQ_BATCH_MAX_DEFAULT 256u
@@ -100,7 +93,8 @@ typedef struct {
     ordo_suq_cancel_fn cancel_fn;/* optional; required for ordo_suq_post() */
     ordo_suq_batch_fn batch_fn;  /* optional */
     void *ctx;                   /* passed to the three callbacks */
-    size_t capacity;             /* 0: ORDO_SUQ_CAPACITY_DEFAULT */
+    size_t capacity;             /* 0: ORDO_SUQ_CAPACITY_DEFAULT; rounded
+                                  * up to a power of two */
     size_t batch_max;            /* 0: ORDO_SUQ_BATCH_MAX_DEFAULT */
 } ordo_suq_options_t;
 
@@ -118,7 +112,7 @@ typedef enum {
  * Returns ORDO_OK, or:
  *   ORDO_EINVAL  q_out, opts or opts->handler is NULL, or capacity is above
  *                ORDO_SUQ_CAPACITY_MAX;
- *   ORDO_ENOMEM  the queue could not be allocated;
+ *   ORDO_ENOMEM  the queue or its ring could not be allocated;
  *   ORDO_ESYS    a mutex, condition variable or the thread could not be
  *                created.
  * On error nothing is left allocated and *q_out is untouched. */
@@ -131,7 +125,7 @@ int ordo_suq_create(const ordo_suq_options_t *opts, ordo_suq_t **q_out);
  * caller (release it with ordo_future_release()); it is set to NULL on
  * error. Returns ORDO_OK, or:
  *   ORDO_EINVAL     q or future_out is NULL;
- *   ORDO_ENOMEM     the node could not be allocated;
+ *   ORDO_ENOMEM     the future could not be allocated;
  *   ORDO_EFULL      the queue was full and timeout_ms was 0;
  *   ORDO_ETIMEDOUT  the queue stayed full for timeout_ms > 0;
  *   ORDO_ESTOPPED   a stop had started (also when it starts while the
@@ -142,23 +136,12 @@ int ordo_suq_submit(ordo_suq_t *q, void *item, int64_t timeout_ms, ordo_future_t
 
 /* ordo_suq_post() -- queue item without a future (for hot paths). The
  * handler's status and result are ignored. timeout_ms as for submit.
- * Returns ORDO_OK, or:
+ * Allocates nothing. Returns ORDO_OK, or:
  *   ORDO_EINVAL     q is NULL, or the queue has no cancel_fn (a cancel stop
  *                   would have no way to hand the item back);
- *   ORDO_ENOMEM, ORDO_EFULL, ORDO_ETIMEDOUT, ORDO_ESTOPPED  as for submit.
+ *   ORDO_EFULL, ORDO_ETIMEDOUT, ORDO_ESTOPPED  as for submit.
  * On error the item still belongs to the caller. */
 int ordo_suq_post(ordo_suq_t *q, void *item, int64_t timeout_ms);
-
-/* ordo_suq_post_node() -- as ordo_suq_post(), with a node the caller
- * provides, so nothing is allocated. The node belongs to the queue from
- * ORDO_OK until the handler (or cancel_fn) is called for item; from that
- * call on, the queue never touches it again, so the handler may free the
- * node together with the item. On error the node is untouched by the queue
- * and still belongs to the caller.
- * Returns ORDO_OK, or:
- *   ORDO_EINVAL     q or node is NULL, or the queue has no cancel_fn;
- *   ORDO_EFULL, ORDO_ETIMEDOUT, ORDO_ESTOPPED  as for submit. */
-int ordo_suq_post_node(ordo_suq_t *q, ordo_suq_node_t *node, void *item, int64_t timeout_ms);
 
 /* ordo_suq_stop() -- stop accepting, finish every accepted item as mode says,
  * and wait for the worker thread to exit. From the moment it starts, submits

@@ -30,7 +30,6 @@
 
 /* One tracked item: how often each fate happened to it. */
 typedef struct {
-    ordo_suq_node_t node;   /* for post_node */
     int value;
     atomic_int applied;
     atomic_int cancelled;
@@ -238,7 +237,6 @@ static void test_invalid_arguments(void **state)
     item_t it;
     items_init(&it, 1);
     assert_int_equal(ordo_suq_post(q, &it, 0), ORDO_EINVAL);
-    assert_int_equal(ordo_suq_post_node(q, &it.node, &it, 0), ORDO_EINVAL);
     assert_int_equal(ordo_suq_submit(q, &it, 0, NULL), ORDO_EINVAL);
     ordo_future_t *f = (ordo_future_t *)&it;
     assert_int_equal(ordo_suq_submit(NULL, &it, 0, &f), ORDO_EINVAL);
@@ -266,7 +264,7 @@ static void test_order_and_wait(void **state)
         if (i % 3 == 0)
             assert_int_equal(ordo_suq_post(q, &items[i], ORDO_WAIT_FOREVER), ORDO_OK);
         else if (i % 3 == 1)
-            assert_int_equal(ordo_suq_post_node(q, &items[i].node, &items[i], 0), ORDO_OK);
+            assert_int_equal(ordo_suq_post(q, &items[i], 0), ORDO_OK);
         else
             assert_int_equal(ordo_suq_submit(q, &items[i], ORDO_WAIT_FOREVER, &f[i]), ORDO_OK);
     }
@@ -385,7 +383,6 @@ static void test_full(void **state)
     assert_int_equal(ordo_suq_submit(q, &items[2], 0, &none), ORDO_EFULL);
     assert_null(none);
     assert_int_equal(ordo_suq_post(q, &items[2], 0), ORDO_EFULL);
-    assert_int_equal(ordo_suq_post_node(q, &items[2].node, &items[2], 0), ORDO_EFULL);
     assert_int_equal(ordo_suq_submit(q, &items[2], 10, &none), ORDO_ETIMEDOUT);
     assert_int_equal(ordo_suq_post(q, &items[2], 10), ORDO_ETIMEDOUT);
 
@@ -412,12 +409,34 @@ static void test_full(void **state)
     ctx_fini(&c);
 }
 
+/* Capacity is rounded up to a power of two: 3 gives 4 slots. */
+static void test_capacity_rounding(void **state)
+{
+    (void)state;
+    ctx_t c;
+    ctx_init(&c);
+    c.gate_closed = 1;
+    ordo_suq_t *q = make_queue(&c, 3, 0);
+    item_t items[5];
+    items_init(items, 5);
+    assert_int_equal(ordo_suq_post(q, &items[0], 0), ORDO_OK);
+    gate_wait_entered(&c, 1);
+    for (int i = 1; i < 4; i++)
+        assert_int_equal(ordo_suq_post(q, &items[i], 0), ORDO_OK);
+    assert_int_equal(ordo_suq_post(q, &items[4], 0), ORDO_EFULL);
+    gate_open(&c);
+    assert_int_equal(ordo_suq_stop(q, ORDO_SUQ_DRAIN), ORDO_OK);
+    assert_int_equal(c.n_applied, 4);
+    ordo_suq_destroy(q);
+    ctx_fini(&c);
+}
+
 /* ---- stop ---------------------------------------------------------------- */
 
 static void test_stop_drain(void **state)
 {
     (void)state;
-    enum { N = 60 };
+    enum { N = 64 };
     ctx_t c;
     ctx_init(&c);
     c.gate_closed = 1;
@@ -452,7 +471,6 @@ static void test_stop_drain(void **state)
     assert_int_equal(ordo_suq_submit(q, &items[N], ORDO_WAIT_FOREVER, &f), ORDO_ESTOPPED);
     assert_null(f);
     assert_int_equal(ordo_suq_post(q, &items[N], ORDO_WAIT_FOREVER), ORDO_ESTOPPED);
-    assert_int_equal(ordo_suq_post_node(q, &items[N].node, &items[N], 0), ORDO_ESTOPPED);
 
     gate_open(&c);
     pthread_join(ts, NULL);
@@ -476,7 +494,7 @@ static void test_stop_drain(void **state)
 static void test_stop_cancel(void **state)
 {
     (void)state;
-    enum { N = 40 };
+    enum { N = 64 };
     ctx_t c;
     ctx_init(&c);
     c.gate_closed = 1;
@@ -488,7 +506,7 @@ static void test_stop_cancel(void **state)
         if (i % 3 == 1) {
             assert_int_equal(ordo_suq_post(q, &items[i], 0), ORDO_OK);
         } else if (i % 3 == 2) {
-            assert_int_equal(ordo_suq_post_node(q, &items[i].node, &items[i], 0), ORDO_OK);
+            assert_int_equal(ordo_suq_post(q, &items[i], ORDO_WAIT_FOREVER), ORDO_OK);
         } else {
             assert_int_equal(ordo_suq_submit(q, &items[i], 0, &f), ORDO_OK);
             assert_int_equal(ordo_future_then(f, on_done, &items[i]), ORDO_OK);
@@ -534,7 +552,7 @@ static void test_stop_cancel(void **state)
 static void test_stop_upgrade(void **state)
 {
     (void)state;
-    enum { N = 10 };
+    enum { N = 16 };
     ctx_t c;
     ctx_init(&c);
     c.gate_closed = 1;
@@ -736,14 +754,13 @@ static void test_pipeline(void **state)
 
 /* ---- stress -------------------------------------------------------------- */
 
-/* Several producers submit (every 8th with a future), post and post_node
- * items tagged (producer, seq). The worker checks that handlers never
+/* Several producers submit (every 8th with a future) and post items
+ * tagged (producer, seq). The worker checks that handlers never
  * overlap and that each producer's items arrive in sequence; every item's
  * fate is counted, so "accounted == accepted" and "nothing twice" hold. */
 enum { STRESS_PRODUCERS = 4, STRESS_PER_PRODUCER = 5000 };
 
 typedef struct {
-    ordo_suq_node_t node;
     int producer, seq;
     atomic_int fate;        /* handler + cancel_fn + future callback runs */
     int with_future;
@@ -825,8 +842,6 @@ static int stress_one(producer_t *p, sitem_t *it)
         }
         return rc;
     }
-    case 1: case 2: case 3:
-        return ordo_suq_post_node(p->q, &it->node, it, ORDO_WAIT_FOREVER);
     default:
         return ordo_suq_post(p->q, it, it->seq % 2 ? ORDO_WAIT_FOREVER : 60000);
     }
@@ -933,6 +948,7 @@ int main(void)
         cmocka_unit_test(test_timedwait_then_failure),
         cmocka_unit_test(test_release_early),
         cmocka_unit_test(test_full),
+        cmocka_unit_test(test_capacity_rounding),
         cmocka_unit_test(test_stop_drain),
         cmocka_unit_test(test_stop_cancel),
         cmocka_unit_test(test_stop_upgrade),
