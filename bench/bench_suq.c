@@ -32,7 +32,7 @@
 #include "ordo/suq.h"
 #include "sync.h"
 
-#define BENCH_ITEMS 400000     /* per round; ~5-50 ms per round */
+#define BENCH_ITEMS 1000000    /* per round; ~10-100 ms per round */
 #define BENCH_ROUNDS 7
 #define BENCH_PRODUCERS_MAX 2
 #define BENCH_SUQ_CAPACITY (1u << 16)

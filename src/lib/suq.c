@@ -62,15 +62,21 @@
 
 /* The worker's polling. Each poll pulls a line the producers write, so the
  * worker polls with growing pauses in between (from SUQ_BACKOFF_MIN to
- * SUQ_BACKOFF_MAX pause instructions, about 0.1 ms in all on current x86)
- * before it sleeps; and after a short batch (fewer than SUQ_GATHER_MIN
- * items) it pauses SUQ_BACKOFF_MIN before looking again, so that under load
- * batches come long and lines move once per batch, not once per item. */
+ * SUQ_BACKOFF_MAX pause instructions, a few microseconds in all), then
+ * yields the CPU between polls, up to SUQ_POLLS polls, before it sleeps:
+ * on a machine with more runnable threads than cores, a spinning worker
+ * would take the time of the very producer it waits for, and yielding
+ * costs nothing when no one else is waiting for the core. After a short
+ * batch (fewer than SUQ_GATHER_MIN items) it pauses SUQ_BACKOFF_MIN before
+ * looking again, so that under load batches come long and lines move once
+ * per batch, not once per item. */
 #define SUQ_BACKOFF_MIN 32u
-#define SUQ_BACKOFF_MAX 2048u
+#define SUQ_BACKOFF_MAX 256u
+#define SUQ_POLLS 16u
 #define SUQ_GATHER_MIN 32u
 
 #define SUQ_CACHE_LINE 64
+#define SUQ_PREFETCH_SLOTS 8  /* 4 lines of 2 slots ahead */
 
 /* 32 bytes, so that a slot never straddles two cache lines. */
 typedef struct {
@@ -195,6 +201,10 @@ static int suq_enqueue(ordo_suq_t *q, void *item, ordo_future_t *f, int64_t time
         rc = suq_wait_slot(q, ordo_deadline_ns(timeout_ms), &slot, &pos);
     if (rc != ORDO_OK)
         return rc;
+    /* Fetch a line ahead for writing: it is usually free (the worker gave
+     * it back a lap ago), and having it here keeps the next CAS from
+     * waiting on a store that misses. */
+    __builtin_prefetch(&q->slots[(pos + SUQ_PREFETCH_SLOTS) & q->mask], 1);
     slot->item = item;
     slot->future = f;
     atomic_store_explicit(&slot->seq, pos + 1, memory_order_release);
@@ -317,8 +327,14 @@ static bool suq_has_work(ordo_suq_t *q)
 static bool suq_spin(ordo_suq_t *q)
 {
     const suq_slot_t *slot = &q->slots[q->deq & q->mask];
-    for (unsigned spins = SUQ_BACKOFF_MIN; spins <= SUQ_BACKOFF_MAX; spins *= 2) {
-        suq_pause(spins);
+    unsigned spins = SUQ_BACKOFF_MIN;
+    for (unsigned round = 0; round < SUQ_POLLS; round++) {
+        if (spins <= SUQ_BACKOFF_MAX) {
+            suq_pause(spins);
+            spins *= 2;
+        } else {
+            sched_yield();
+        }
         if (atomic_load_explicit(&slot->seq, memory_order_relaxed) == q->deq + 1)
             return true;
         if (atomic_load_explicit(&q->stopping, memory_order_relaxed))
