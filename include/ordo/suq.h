@@ -9,16 +9,19 @@
  *
  * Items and ownership:
  *   - An item is an opaque `void *` chosen by the producer; the queue never
- *     dereferences it. Ownership passes to the queue when a submit returns
- *     ORDO_OK, and from the queue to exactly one of:
+ *     dereferences it. Ownership passes to the queue when a submit or post
+ *     returns ORDO_OK, and from the queue to exactly one of:
  *       the handler (the item was applied), or
  *       the cancel callback (a stop in ORDO_SUQ_CANCEL mode dropped it).
  *     An accepted item is never dropped without one of those two calls.
- *     When a submit fails, ownership stays with the caller.
+ *     When a submit or post fails, ownership stays with the caller.
  *   - ordo_suq_submit() also returns a future (ordo/future.h) that completes
  *     after the handler (status ORDO_OK or ORDO_EHANDLER, with the result the
  *     handler set) or after the cancel callback (status ORDO_ECANCELED,
- *     result NULL). The caller owns one reference and must release it.
+ *     result NULL). submit allocates it; the caller owns one reference
+ *     and must release it; the memory goes when both the caller's and the
+ *     queue's references are gone, so the pointer stays valid until the
+ *     caller's ordo_future_release(), however late.
  *   - ordo_suq_post() is fire-and-forget: no future, no allocation at all
  *     (the item pointer is stored in the queue's ring), and the handler's
  *     return value is ignored.
@@ -43,6 +46,11 @@
  * can start. The handler, batch_fn and cancel_fn run on the worker thread
  * only, never concurrently with each other, and so do future callbacks
  * registered before completion.
+ *
+ * Waiting: an idle worker polls for a few microseconds, then yields the
+ * CPU between a few more polls, then sleeps on a condition variable; a
+ * producer makes a system call only to wake a sleeping worker (once per
+ * sleep) or to sleep itself on a full queue.
  *
  * Re-entrancy: the handler and future callbacks may submit to other queues
  * (that is how pipeline stages are chained). They may submit to their own
@@ -160,8 +168,9 @@ int ordo_suq_post(ordo_suq_t *q, void *item, int64_t timeout_ms);
 int ordo_suq_stop(ordo_suq_t *q, ordo_suq_stop_mode_t mode);
 
 /* ordo_suq_destroy() -- stop (ORDO_SUQ_DRAIN) if no stop was made, then
- * free the queue. q may be NULL. Futures obtained from the queue stay valid
- * until released. Must not be called from the worker thread. */
+ * free the queue and its ring; q must not be used afterwards. q may be
+ * NULL. Futures obtained from the queue stay valid until released. Must not
+ * be called from the worker thread. */
 void ordo_suq_destroy(ordo_suq_t *q);
 
 #ifdef __cplusplus

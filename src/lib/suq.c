@@ -16,7 +16,7 @@
  * their seq. So a slot counts against capacity from the reservation until
  * its item is finished (applied or cancelled).
  *
- * Cost. A post is one CAS and two stores on the producer side and no
+ * Cost. A post is one CAS and three stores on the producer side and no
  * allocation at all; the worker does no atomic read-modify-write per item.
  * A submit adds one allocation: the future, which carries no copy of the
  * item. The slots stay in the two cores' caches, so no item costs a miss

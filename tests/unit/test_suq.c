@@ -758,7 +758,7 @@ static void test_pipeline(void **state)
  * tagged (producer, seq). The worker checks that handlers never
  * overlap and that each producer's items arrive in sequence; every item's
  * fate is counted, so "accounted == accepted" and "nothing twice" hold. */
-enum { STRESS_PRODUCERS = 4, STRESS_PER_PRODUCER = 5000 };
+enum { STRESS_PRODUCERS = 4, STRESS_PER_PRODUCER = 20000 };
 
 typedef struct {
     int producer, seq;
@@ -936,7 +936,7 @@ static void test_stress_cancel_race(void **state)
 {
     (void)state;
     /* A few rounds with the stop landing at different points. */
-    for (long at = 1; at <= 4000; at *= 8)
+    for (long at = 1; at <= 40000; at *= 8)
         stress_run(ORDO_SUQ_CANCEL, at);
 }
 
