@@ -146,6 +146,7 @@ static int suq_try_reserve(ordo_suq_t *q, suq_slot_t **slot_out, size_t *pos_out
             if (atomic_compare_exchange_weak_explicit(&q->enq, &pos, pos + 1,
                                                       memory_order_seq_cst,
                                                       memory_order_relaxed)) {
+                /* Ours alone now: only this producer publishes pos. */
                 *slot_out = slot;
                 *pos_out = pos;
                 return ORDO_OK;
@@ -277,6 +278,7 @@ static void suq_finish(ordo_suq_t *q, void *item, ordo_future_t *f)
  * suq_wait_slot()). */
 static void suq_release(ordo_suq_t *q, size_t n)
 {
+    assert(n > 0 && n <= q->batch_max);
     size_t size = q->mask + 1;
     for (size_t i = 0; i < n; i++) {
         size_t pos = q->deq + i;
@@ -410,6 +412,7 @@ static int suq_init_fields(ordo_suq_t *q, const ordo_suq_options_t *opts)
         q->slots[i].future = NULL;
         q->slots[i].unused = NULL;
     }
+    assert(size >= capacity && (size & (size - 1)) == 0);
     q->mask = size - 1;
     atomic_init(&q->enq, 0);
     atomic_init(&q->worker_sleeping, 0);
