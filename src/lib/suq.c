@@ -3,24 +3,25 @@
  * worker, submission order, bounded, drain-or-cancel stop.
  *
  * Structure. The queue is a ring of `size` slots (capacity rounded up to a
- * power of two), in the manner of Vyukov's bounded queue. Each slot has a
- * sequence number saying whose turn it is:
- *   seq == pos            free for the producer that reserves position pos;
- *   seq == pos + 1        published: holds the item of position pos;
- *   seq == pos + size     finished by the worker: free for position pos+size.
- * A producer reserves position `pos` by CAS-incrementing `enq` when slot
- * pos % size is free for it, writes the item and publishes it with a
- * release store of its seq. The worker, alone, walks positions from `deq`,
- * applies every published slot in order (a batch: at most batch_max, all
- * that are there), and only then hands the batch's slots back by storing
- * their seq. So a slot counts against capacity from the reservation until
- * its item is finished (applied or cancelled).
+ * power of two), after Vyukov's bounded queue. Positions count up forever;
+ * position pos lives in slot pos % size. Two counters bound the live ones:
+ *   enq   the next position to reserve (producers CAS it);
+ *   done  the first position not yet finished, published by the worker
+ *         after each batch (its private copy is `deq`).
+ * A producer may reserve pos only while pos - done < size: the slot's
+ * previous item (pos - size) is then finished. It CASes enq from pos to
+ * pos + 1, writes the item and publishes it with a release store of
+ * slot.seq = pos + 1. The worker, alone, walks positions from deq, applies
+ * every published slot in order (a batch: at most batch_max, all that are
+ * there), and only then moves `done` past the batch. So a slot counts
+ * against capacity from its reservation until its item is finished
+ * (applied or cancelled) and its batch is over; and the worker never
+ * writes a slot, so slot lines only travel from producers to the worker.
  *
  * Cost. A post is one CAS and three stores on the producer side and no
- * allocation at all; the worker does no atomic read-modify-write per item.
- * A submit adds one allocation: the future, which carries no copy of the
- * item. The slots stay in the two cores' caches, so no item costs a miss
- * to memory.
+ * allocation at all; the worker does no atomic read-modify-write per item
+ * and one store per batch. A submit adds one allocation: the future, which
+ * carries no copy of the item.
  *
  * Stopping. The top bit of `enq` is SUQ_STOP_BIT. A stop sets it; a CAS
  * that would reserve then fails, and the producer reports ORDO_ESTOPPED.
@@ -96,7 +97,10 @@ struct ordo_suq_s {
     atomic_int full_waiters;
     atomic_int cancel;
     atomic_int stopping;     /* set after the stop bit, for the worker's polls */
-    /* Worker-owned. */
+    /* Written by the worker once per batch; read by every reservation. */
+    alignas(SUQ_CACHE_LINE) atomic_size_t done;
+    /* Worker-owned: the next position to apply; done lags it within a
+     * batch. */
     alignas(SUQ_CACHE_LINE) size_t deq;
     /* Read-only after create. */
     alignas(SUQ_CACHE_LINE) suq_slot_t *slots;
@@ -139,27 +143,22 @@ static int suq_try_reserve(ordo_suq_t *q, suq_slot_t **slot_out, size_t *pos_out
     for (;;) {
         if (pos & SUQ_STOP_BIT)
             return ORDO_ESTOPPED;
-        suq_slot_t *slot = &q->slots[pos & q->mask];
-        size_t seq = atomic_load_explicit(&slot->seq, memory_order_seq_cst);
-        ptrdiff_t diff = (ptrdiff_t)(seq - pos);
-        if (diff == 0) {
-            if (atomic_compare_exchange_weak_explicit(&q->enq, &pos, pos + 1,
-                                                      memory_order_seq_cst,
-                                                      memory_order_relaxed)) {
-                /* Ours alone now: only this producer publishes pos. */
-                *slot_out = slot;
-                *pos_out = pos;
-                return ORDO_OK;
-            }
-        } else if (diff < 0) {
-            /* The slot still holds the item from one lap ago: full, unless
-             * enq moved meanwhile (then our view was stale). */
+        size_t done = atomic_load_explicit(&q->done, memory_order_seq_cst);
+        if (pos - done > q->mask) {
+            /* Full, unless enq moved meanwhile (then pos was stale, which
+             * can also make pos - done wrap around). */
             size_t now = atomic_load_explicit(&q->enq, memory_order_seq_cst);
             if (now == pos)
                 return ORDO_EFULL;
             pos = now;
-        } else {
-            pos = atomic_load_explicit(&q->enq, memory_order_relaxed);
+            continue;
+        }
+        if (atomic_compare_exchange_weak_explicit(&q->enq, &pos, pos + 1, memory_order_seq_cst,
+                                                  memory_order_relaxed)) {
+            /* Ours alone now: only this producer publishes pos. */
+            *slot_out = &q->slots[pos & q->mask];
+            *pos_out = pos;
+            return ORDO_OK;
         }
     }
 }
@@ -202,8 +201,8 @@ static int suq_enqueue(ordo_suq_t *q, void *item, ordo_future_t *f, int64_t time
         rc = suq_wait_slot(q, ordo_deadline_ns(timeout_ms), &slot, &pos);
     if (rc != ORDO_OK)
         return rc;
-    /* Fetch a line ahead for writing: it is usually free (the worker gave
-     * it back a lap ago), and having it here keeps the next CAS from
+    /* Fetch a line ahead for writing: it is usually free (its items were
+     * finished a lap ago), and having it here keeps the next CAS from
      * waiting on a store that misses. */
     __builtin_prefetch(&q->slots[(pos + SUQ_PREFETCH_SLOTS) & q->mask], 1);
     slot->item = item;
@@ -274,18 +273,13 @@ static void suq_finish(ordo_suq_t *q, void *item, ordo_future_t *f)
 }
 
 /* Hand the n slots from deq back to producers and wake blocked ones. The
- * fence orders the seq stores before the read of full_waiters (Dekker with
- * suq_wait_slot()). */
+ * seq_cst store and load make a Dekker pair with suq_wait_slot(), which
+ * counts itself in full_waiters before it reads `done`. */
 static void suq_release(ordo_suq_t *q, size_t n)
 {
     assert(n > 0 && n <= q->batch_max);
-    size_t size = q->mask + 1;
-    for (size_t i = 0; i < n; i++) {
-        size_t pos = q->deq + i;
-        atomic_store_explicit(&q->slots[pos & q->mask].seq, pos + size, memory_order_release);
-    }
     q->deq += n;
-    atomic_thread_fence(memory_order_seq_cst);
+    atomic_store_explicit(&q->done, q->deq, memory_order_seq_cst);
     if (atomic_load_explicit(&q->full_waiters, memory_order_seq_cst) > 0) {
         pthread_mutex_lock(&q->mu);
         pthread_cond_broadcast(&q->space_cv);
@@ -406,8 +400,9 @@ static int suq_init_fields(ordo_suq_t *q, const ordo_suq_options_t *opts)
     q->slots = malloc(size * sizeof *q->slots);
     if (q->slots == NULL)
         return ORDO_ENOMEM;
+    /* seq 0 never equals pos + 1 for a position of the first lap. */
     for (size_t i = 0; i < size; i++) {
-        atomic_init(&q->slots[i].seq, i);
+        atomic_init(&q->slots[i].seq, 0);
         q->slots[i].item = NULL;
         q->slots[i].future = NULL;
         q->slots[i].unused = NULL;
@@ -419,6 +414,7 @@ static int suq_init_fields(ordo_suq_t *q, const ordo_suq_options_t *opts)
     atomic_init(&q->full_waiters, 0);
     atomic_init(&q->cancel, 0);
     atomic_init(&q->stopping, 0);
+    atomic_init(&q->done, 0);
     q->deq = 0;
     q->handler = opts->handler;
     q->cancel_fn = opts->cancel_fn;
