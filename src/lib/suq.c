@@ -25,8 +25,8 @@
  *
  * Stopping. The top bit of `enq` is SUQ_STOP_BIT. A stop sets it; a CAS
  * that would reserve then fails, and the producer reports ORDO_ESTOPPED.
- *   Invariant: deq <= (enq & ~SUQ_STOP_BIT) <= deq + size, and every
- *   position in between is reserved and will be published.
+ *   Invariant: done <= deq <= (enq & ~SUQ_STOP_BIT) <= done + size, and
+ *   every position from deq to enq is reserved and will be published.
  *   Invariant: once the stop bit is set enq never moves again, so when the
  *   worker reaches deq == enq & ~SUQ_STOP_BIT every accepted item has been
  *   finished and none can be added: it may exit.
@@ -41,9 +41,9 @@
  * is awake. (The worker rechecks `enq`, not the slot: a reserved slot is
  * published by a producer that will not sleep first, so the worker may
  * wait for it by polling.) Producers blocked on a full ring count
- * themselves in `full_waiters` under `mu` before their last recheck; the
- * worker, after handing slots back and a seq_cst fence, broadcasts
- * `space_cv` only if it sees a waiter. A stop sets the stop bit and then
+ * themselves in `full_waiters` under `mu` before their last recheck of
+ * `done`; the worker, after its seq_cst store of `done`, broadcasts
+ * `space_cv` only if it sees a waiter (the same Dekker argument). A stop sets the stop bit and then
  * broadcasts both conditions under `mu`, so every sleeper re-evaluates.
  */
 #include "ordo/suq.h"
