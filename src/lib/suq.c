@@ -272,6 +272,18 @@ static void suq_finish(ordo_suq_t *q, void *item, ordo_future_t *f)
         ordo__future_complete(f, rc == 0 ? ORDO_OK : ORDO_EHANDLER, result);
 }
 
+/* Whether blocked producers should be woken now: once at most half the
+ * ring is in use. Waking them as soon as one batch is free would, on a
+ * busy machine where producer and worker share a core, switch between
+ * them once per batch; this way it is once per half ring. The worker
+ * keeps finishing published items, so it does get here; a timed waiter
+ * that runs out first still takes a slot if there is one. */
+static bool suq_room_for_waiters(ordo_suq_t *q)
+{
+    size_t enq = atomic_load_explicit(&q->enq, memory_order_relaxed) & ~SUQ_STOP_BIT;
+    return enq - q->deq <= (q->mask + 1) / 2;
+}
+
 /* Hand the n slots from deq back to producers and wake blocked ones. The
  * seq_cst store and load make a Dekker pair with suq_wait_slot(), which
  * counts itself in full_waiters before it reads `done`. */
@@ -280,7 +292,8 @@ static void suq_release(ordo_suq_t *q, size_t n)
     assert(n > 0 && n <= q->batch_max);
     q->deq += n;
     atomic_store_explicit(&q->done, q->deq, memory_order_seq_cst);
-    if (atomic_load_explicit(&q->full_waiters, memory_order_seq_cst) > 0) {
+    if (atomic_load_explicit(&q->full_waiters, memory_order_seq_cst) > 0 &&
+        suq_room_for_waiters(q)) {
         pthread_mutex_lock(&q->mu);
         pthread_cond_broadcast(&q->space_cv);
         pthread_mutex_unlock(&q->mu);
