@@ -35,10 +35,12 @@
  *
  * Batching: the worker takes everything published so far, in order, in
  * batches of at most `batch_max` items. After each batch it calls batch_fn
- * (if set) and gives the batch's slots back to producers, so batch_max
- * bounds how long a blocked producer waits past the moment space was used
- * up. (A stop in cancel mode does not wait for a batch to end: cancel is
- * checked before every item.)
+ * (if set) and gives the batch's slots back to producers. Producers asleep
+ * on a full queue are woken once at most half of it is in use (fewer
+ * context switches on a busy machine); a producer that polls (timeout 0)
+ * or whose timeout runs out takes any slot already free. (A stop in cancel
+ * mode does not wait for a batch to end: cancel is checked before every
+ * item.)
  *
  * Thread safety: ordo_suq_submit(), ordo_suq_post() and ordo_suq_stop() may
  * be called from any thread at the same time. ordo_suq_destroy() must be
