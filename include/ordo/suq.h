@@ -31,7 +31,7 @@
  * item is finished (applied or cancelled) and its batch is over. A submit
  * to a full queue blocks, fails at once or waits at most timeout_ms, as its
  * caller chooses (see common.h). The ring is allocated once, at create:
- * 32 bytes a slot.
+ * 16 bytes a slot.
  *
  * Batching: the worker takes everything published so far, in order, in
  * batches of at most `batch_max` items. After each batch it calls batch_fn
@@ -72,10 +72,10 @@ extern "C" {
 
 typedef struct ordo_suq_s ordo_suq_t;
 
-/* Limits. The default capacity keeps the ring (128 KiB) within a core's L2
+/* Limits. The default capacity keeps the ring (64 KiB) within a core's L2
  * cache while leaving producers room to run ahead of a worker that stalls
  * briefly; the maximum keeps the ring's size computation and allocation
- * (32 GiB) far from overflow; the default batch bounds the time between
+ * (16 GiB) far from overflow; the default batch bounds the time between
  * capacity returns. */
 #define ORDO_SUQ_CAPACITY_DEFAULT 4096u
 #define ORDO_SUQ_CAPACITY_MAX (1u << 30)

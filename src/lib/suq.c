@@ -18,10 +18,11 @@
  * (applied or cancelled) and its batch is over; and the worker never
  * writes a slot, so slot lines only travel from producers to the worker.
  *
- * Cost. A post is one CAS and three stores on the producer side and no
+ * Cost. A post is one CAS and two stores on the producer side and no
  * allocation at all; the worker does no atomic read-modify-write per item
- * and one store per batch. A submit adds one allocation: the future, which
- * carries no copy of the item.
+ * and one store per batch. A submit adds one allocation, a job holding the
+ * future and the item; the slot then points at the job and its seq carries
+ * SUQ_SEQ_JOB.
  *
  * Stopping. The top bit of `enq` is SUQ_STOP_BIT. A stop sets it; a CAS
  * that would reserve then fails, and the producer reports ORDO_ESTOPPED.
@@ -77,15 +78,25 @@
 #define SUQ_GATHER_MIN 32u
 
 #define SUQ_CACHE_LINE 64
-#define SUQ_PREFETCH_SLOTS 8  /* 4 lines of 2 slots ahead */
+#define SUQ_PREFETCH_SLOTS 16  /* 4 lines of 4 slots ahead */
 
-/* 32 bytes, so that a slot never straddles two cache lines. */
+/* Set in a slot's seq when its pointer is a suq_job_t (a submit), clear
+ * when it is the item itself (a post). Positions never reach this bit. */
+#define SUQ_SEQ_JOB ((size_t)1 << (sizeof(size_t) * 8 - 1))
+
+/* 16 bytes: four slots a cache line, so each line the worker pulls from a
+ * producer's cache brings four items. */
 typedef struct {
-    atomic_size_t seq;
-    void *item;
-    ordo_future_t *future;  /* NULL for a posted item */
-    void *unused;
+    atomic_size_t seq;  /* pos + 1 once published, | SUQ_SEQ_JOB */
+    void *ptr;          /* the posted item, or the submit's suq_job_t */
 } suq_slot_t;
+
+/* A submitted item: its future and the item in one allocation, freed when
+ * the future's last reference goes (future_impl.h). */
+typedef struct {
+    ordo_future_t future;
+    void *item;
+} suq_job_t;
 
 enum { SUQ_RUNNING, SUQ_STOPPING, SUQ_JOINED };
 
@@ -192,7 +203,7 @@ static void suq_wake_worker(ordo_suq_t *q)
 }
 
 /* Reserve a slot (waiting as timeout_ms says), fill and publish it. */
-static int suq_enqueue(ordo_suq_t *q, void *item, ordo_future_t *f, int64_t timeout_ms)
+static int suq_enqueue(ordo_suq_t *q, void *ptr, size_t job_bit, int64_t timeout_ms)
 {
     suq_slot_t *slot;
     size_t pos;
@@ -205,9 +216,8 @@ static int suq_enqueue(ordo_suq_t *q, void *item, ordo_future_t *f, int64_t time
      * finished a lap ago), and having it here keeps the next CAS from
      * waiting on a store that misses. */
     __builtin_prefetch(&q->slots[(pos + SUQ_PREFETCH_SLOTS) & q->mask], 1);
-    slot->item = item;
-    slot->future = f;
-    atomic_store_explicit(&slot->seq, pos + 1, memory_order_release);
+    slot->ptr = ptr;
+    atomic_store_explicit(&slot->seq, (pos + 1) | job_bit, memory_order_release);
     /* Only the producer that clears the flag signals: while the worker is
      * waking up, the others post without touching the mutex. */
     if (atomic_load_explicit(&q->worker_sleeping, memory_order_seq_cst) &&
@@ -216,9 +226,9 @@ static int suq_enqueue(ordo_suq_t *q, void *item, ordo_future_t *f, int64_t time
     return ORDO_OK;
 }
 
-static void suq_future_free(ordo_future_t *f)
+static void suq_job_free(ordo_future_t *f)
 {
-    free(f);
+    free((char *)f - offsetof(suq_job_t, future));
 }
 
 int ordo_suq_submit(ordo_suq_t *q, void *item, int64_t timeout_ms, ordo_future_t **future_out)
@@ -228,22 +238,23 @@ int ordo_suq_submit(ordo_suq_t *q, void *item, int64_t timeout_ms, ordo_future_t
     *future_out = NULL;
     if (q == NULL)
         return ORDO_EINVAL;
-    ordo_future_t *f = malloc(sizeof *f);
-    if (f == NULL)
+    suq_job_t *job = malloc(sizeof *job);
+    if (job == NULL)
         return ORDO_ENOMEM;
-    if (ordo__future_init(f, suq_future_free) != ORDO_OK) {
-        free(f);
+    if (ordo__future_init(&job->future, suq_job_free) != ORDO_OK) {
+        free(job);
         return ORDO_ESYS;
     }
-    int rc = suq_enqueue(q, item, f, timeout_ms);
+    job->item = item;
+    int rc = suq_enqueue(q, job, SUQ_SEQ_JOB, timeout_ms);
     if (rc != ORDO_OK) {
         /* Never published: drop both references (queue's and caller's);
-         * the second frees it. */
-        ordo_future_release(f);
-        ordo_future_release(f);
+         * the second frees the job. */
+        ordo_future_release(&job->future);
+        ordo_future_release(&job->future);
         return rc;
     }
-    *future_out = f;
+    *future_out = &job->future;
     return ORDO_OK;
 }
 
@@ -251,12 +262,12 @@ int ordo_suq_post(ordo_suq_t *q, void *item, int64_t timeout_ms)
 {
     if (q == NULL || q->cancel_fn == NULL)
         return ORDO_EINVAL;
-    return suq_enqueue(q, item, NULL, timeout_ms);
+    return suq_enqueue(q, item, 0, timeout_ms);
 }
 
 /* ---- worker side -------------------------------------------------------- */
 
-/* Apply or cancel one item and complete its future. */
+/* Apply or cancel one item and complete its future (f may be NULL). */
 static void suq_finish(ordo_suq_t *q, void *item, ordo_future_t *f)
 {
     if (atomic_load_explicit(&q->cancel, memory_order_relaxed)) {
@@ -308,9 +319,15 @@ static size_t suq_batch(ordo_suq_t *q)
     while (n < q->batch_max) {
         size_t pos = q->deq + n;
         suq_slot_t *slot = &q->slots[pos & q->mask];
-        if (atomic_load_explicit(&slot->seq, memory_order_acquire) != pos + 1)
+        size_t seq = atomic_load_explicit(&slot->seq, memory_order_acquire);
+        if ((seq & ~SUQ_SEQ_JOB) != pos + 1)
             break;
-        suq_finish(q, slot->item, slot->future);
+        if (seq & SUQ_SEQ_JOB) {
+            suq_job_t *job = slot->ptr;
+            suq_finish(q, job->item, &job->future);
+        } else {
+            suq_finish(q, slot->ptr, NULL);
+        }
         n++;
     }
     if (n == 0)
@@ -344,7 +361,8 @@ static bool suq_spin(ordo_suq_t *q)
         } else {
             sched_yield();
         }
-        if (atomic_load_explicit(&slot->seq, memory_order_relaxed) == q->deq + 1)
+        size_t seq = atomic_load_explicit(&slot->seq, memory_order_relaxed);
+        if ((seq & ~SUQ_SEQ_JOB) == q->deq + 1)
             return true;
         if (atomic_load_explicit(&q->stopping, memory_order_relaxed))
             return false;
@@ -416,9 +434,7 @@ static int suq_init_fields(ordo_suq_t *q, const ordo_suq_options_t *opts)
     /* seq 0 never equals pos + 1 for a position of the first lap. */
     for (size_t i = 0; i < size; i++) {
         atomic_init(&q->slots[i].seq, 0);
-        q->slots[i].item = NULL;
-        q->slots[i].future = NULL;
-        q->slots[i].unused = NULL;
+        q->slots[i].ptr = NULL;
     }
     assert(size >= capacity && (size & (size - 1)) == 0);
     q->mask = size - 1;
