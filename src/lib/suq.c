@@ -10,8 +10,8 @@
  *         after each batch (its private copy is `deq`).
  * A producer may reserve pos only while pos - done < size: the slot's
  * previous item (pos - size) is then finished. It CASes enq from pos to
- * pos + 1, writes the item and publishes it with a release store of
- * slot.seq = pos + 1. The worker, alone, walks positions from deq, applies
+ * pos + 1, writes the item (or its job) and publishes it with a release
+ * store of slot.seq = pos + 1. The worker, alone, walks positions from deq, applies
  * every published slot in order (a batch: at most batch_max, all that are
  * there), and only then moves `done` past the batch. So a slot counts
  * against capacity from its reservation until its item is finished
@@ -44,8 +44,9 @@
  * wait for it by polling.) Producers blocked on a full ring count
  * themselves in `full_waiters` under `mu` before their last recheck of
  * `done`; the worker, after its seq_cst store of `done`, broadcasts
- * `space_cv` only if it sees a waiter (the same Dekker argument). A stop sets the stop bit and then
- * broadcasts both conditions under `mu`, so every sleeper re-evaluates.
+ * `space_cv` if it sees a waiter (the same Dekker argument) and at most
+ * half the ring is in use. A stop sets the stop bit and then broadcasts
+ * both conditions under `mu`, so every sleeper re-evaluates.
  */
 #include "ordo/suq.h"
 
