@@ -6,13 +6,14 @@
 #   make test              every test: unit, integration, sanitizers
 #   make asan / make tsan  unit tests under ASan+UBSan / TSan
 #   make bench-primitives  in-process primitive benchmarks
+#   make bench             server benchmarks against Redis and etcd (bench/*.sh)
 #   make install           install libordo, headers, ordo.pc (PREFIX=/usr/local)
 
 PREFIX ?= /usr/local
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all build run test unit asan tsan bench-primitives install clean deps-build deps-test
+.PHONY: all build run test unit asan tsan bench-primitives bench install clean deps-build deps-test
 
 all: build
 
@@ -51,6 +52,11 @@ test: deps-test
 
 bench-primitives: build
 	build/bench_primitives
+
+bench: build
+	bench/kv.sh
+	bench/watch.sh
+	bench/memory.sh
 
 install: build
 	cmake --install build
