@@ -66,6 +66,17 @@ bench_spawn() {
     BENCH_PIDS+=("$LAST_PID")
 }
 
+# bench_stop PID: kill one PID that bench_spawn started and forget it.
+bench_stop() {
+    local pid="$1" keep=() p
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    for p in "${BENCH_PIDS[@]}"; do
+        [ "$p" = "$pid" ] || keep+=("$p")
+    done
+    BENCH_PIDS=("${keep[@]}")
+}
+
 # bench_wait_port PID PORT [SECONDS]: wait until PORT accepts connections;
 # fail if PID exits first or the time runs out.
 bench_wait_port() {

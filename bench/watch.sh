@@ -15,9 +15,15 @@
 #     --unsafe-no-fsync (that came in 3.5). ordod has no log yet, so it does
 #     no disk I/O at all whatever --fsync says. The writer keeps INFLIGHT
 #     puts outstanding so etcd can batch many puts per fsync.
-#   - etcd is driven through its HTTP/JSON gateway (the client port), which
-#     converts to gRPC inside etcd and so costs etcd CPU a native gRPC
-#     client would not pay.
+#   - etcd is measured two ways. "etcd-grpc" (the figure the ratio uses):
+#     the W watches are opened by one `etcdctl watch -i` process on one gRPC
+#     stream (native protocol; etcd's own client multiplexes watches that
+#     way), the writer is watch_load with a single gateway watcher, and the
+#     events are the PUT lines etcdctl prints, over the writer's duration
+#     (the drain after it ends is included, which favours etcd slightly).
+#     "etcd-http": every watcher on its own connection through the HTTP/JSON
+#     gateway, the same shape as ordod's, but the gateway's JSON and
+#     internal gRPC hop cost etcd about 10x, so it is printed for reference.
 #   - The load tool is one thread sharing the 2 cores; it prints its CPU
 #     use (tool_cpu, 1.00 = one core busy): near 1.00 means the tool, not
 #     the server, set the ceiling.
@@ -69,10 +75,33 @@ start_etcd() {
     exit 1
 }
 
-# run_one ordo|etcd PORT: prints watch_load's key=value line.
+# run_one ordo|etcd PORT [WATCHERS]: prints watch_load's key=value line.
 run_one() {
-    timeout $((DURATION + 60)) "$LOAD" "$1" "$2" -w "$W" -d "$DURATION" -i "$INFLIGHT" \
+    timeout $((DURATION + 60)) "$LOAD" "$1" "$2" -w "${3:-$W}" -d "$DURATION" -i "$INFLIGHT" \
         -k "$KEYS" -v "$VALUE_BYTES"
+}
+
+# run_etcd_grpc: W watches in one etcdctl process, writer from watch_load;
+# sets GRPC_LINE to "events=... events_per_s=..." plus the writer's line.
+# Not run in a $(...) subshell, so that bench_spawn records the PID here.
+run_etcd_grpc() {
+    local fifo="$BENCH_TMP/etcdctl.in" out="$BENCH_TMP/etcdctl.out" line n pid
+    rm -f "$fifo"
+    mkfifo "$fifo"
+    exec 7<>"$fifo"
+    # Started here rather than by bench_spawn: a background command's stdin
+    # is /dev/null unless the redirection is on the command itself.
+    etcdctl --endpoints "127.0.0.1:$ETCD_PORT" watch -i <&7 >"$out" 2>&1 &
+    pid=$!
+    BENCH_PIDS+=("$pid")
+    for _ in $(seq 1 "$W"); do echo "watch wbench/ --prefix" >&7; done
+    sleep 2 # etcdctl prints nothing when a watch is created
+    line="$(run_one etcd "$ETCD_PORT" 1)"
+    sleep 2 # let etcdctl drain
+    bench_stop "$pid"
+    exec 7>&-
+    n="$(grep -c '^PUT$' "$out" || true)"
+    GRPC_LINE="events=$n events_per_s=$(awk -v n="$n" -v d="$DURATION" 'BEGIN { printf "%.0f", n / d }') writer: ${line//=/:}"
 }
 
 field() { tr ' ' '\n' <<<"$2" | awk -F= -v k="$1" '$1 == k { print $2 }'; }
@@ -82,27 +111,29 @@ start_etcd
 echo "watch: $W prefix watchers (one connection each), 1 writer with $INFLIGHT puts in flight,"
 echo "watch: $KEYS keys, ${VALUE_BYTES}-byte values, ${DURATION}s per run, $R rounds"
 echo "watch: etcd $(etcd --version | awk '/etcd Version/ {print $3}') fsyncs its WAL per batch (3.4 has no --unsafe-no-fsync);"
-echo "watch: ordod has no log yet (no disk I/O). etcd is driven over its HTTP/JSON gateway."
+echo "watch: ordod has no log yet (no disk I/O). etcd-grpc: one etcdctl with $W watches on one gRPC stream;"
+echo "watch: etcd-http: $W watchers through etcd's HTTP/JSON gateway (same shape as ordod's, costs etcd ~10x)."
 
 ev_ordo=()
-ev_etcd=()
+ev_grpc=()
+ev_http=()
 for r in $(seq 1 "$R"); do
-    if [ $((r % 2)) -eq 1 ]; then order="ordo etcd"; else order="etcd ordo"; fi
+    if [ $((r % 2)) -eq 1 ]; then order="ordo etcd-grpc etcd-http"; else order="etcd-http etcd-grpc ordo"; fi
     for srv in $order; do
-        if [ "$srv" = ordo ]; then port="$ORDO_PORT"; else port="$ETCD_PORT"; fi
-        line="$(run_one "$srv" "$port")"
+        case "$srv" in
+        ordo) line="$(run_one ordo "$ORDO_PORT")"; ev_ordo+=("$(field events_per_s "$line")") ;;
+        etcd-grpc) run_etcd_grpc; line="$GRPC_LINE"; ev_grpc+=("$(field events_per_s "$line")") ;;
+        etcd-http) line="$(run_one etcd "$ETCD_PORT")"; ev_http+=("$(field events_per_s "$line")") ;;
+        esac
         echo "  round $r $srv: $line"
-        if [ "$srv" = ordo ]; then
-            ev_ordo+=("$(field events_per_s "$line")")
-        else
-            ev_etcd+=("$(field events_per_s "$line")")
-        fi
     done
 done
 
 read -r om omin omax <<<"$(bench_stats "${ev_ordo[@]}")"
-read -r em emin emax <<<"$(bench_stats "${ev_etcd[@]}")"
+read -r gm gmin gmax <<<"$(bench_stats "${ev_grpc[@]}")"
+read -r hm hmin hmax <<<"$(bench_stats "${ev_http[@]}")"
 echo
-echo "events/s ordod: $om ($omin..$omax)"
-echo "events/s etcd:  $em ($emin..$emax)"
-echo "ratio ordod/etcd: $(bench_ratio "$om" "$em")"
+echo "events/s ordod:     $om ($omin..$omax)"
+echo "events/s etcd-grpc: $gm ($gmin..$gmax)"
+echo "events/s etcd-http: $hm ($hmin..$hmax)"
+echo "ratio ordod/etcd: $(bench_ratio "$om" "$gm")   (vs etcd-http: $(bench_ratio "$om" "$hm"))"
