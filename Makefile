@@ -7,13 +7,14 @@
 #   make asan / make tsan  unit tests under ASan+UBSan / TSan
 #   make bench-primitives  in-process primitive benchmarks
 #   make fuzz              fuzz the RESP parser (FUZZ_SECONDS=60)
+#   make bench             server benchmarks against Redis and etcd (bench/*.sh)
 #   make install           install libordo, headers, ordo.pc (PREFIX=/usr/local)
 
 PREFIX ?= /usr/local
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all build run test unit asan tsan bench-primitives fuzz install clean deps-build deps-test
+.PHONY: all build run test unit asan tsan bench-primitives bench fuzz install clean deps-build deps-test
 
 all: build
 
@@ -60,6 +61,11 @@ bench-primitives: build
 FUZZ_SECONDS ?= 60
 fuzz:
 	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+bench: build
+	bench/kv.sh
+	bench/watch.sh
+	bench/memory.sh
 
 install: build
 	cmake --install build

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# bench/kv.sh -- plain GET/SET throughput: ordod against redis-server.
+#
+# Both servers run at once, each on a free loopback port; redis-benchmark
+# (-t set,get -n N -c 50 -r 100000) runs against one, then the other, at
+# -P 1 and -P 16, for R rounds. The order flips every round so that load
+# from other work on the machine falls on both sides alike. We report per
+# workload the median (and min..max) requests/s of each server and the
+# ratio of the medians.
+#
+# Fairness notes, printed with the results:
+#   - redis-server runs with --save "" --appendonly no: memory only.
+#   - ordod runs with --fsync always, but it has no log yet, so it is
+#     memory only as well. When the WAL lands this comparison must change
+#     (to Redis with appendfsync always, or ordod with --fsync no).
+#   - ordod keeps history (--history-revs, default 100000) and compacts a
+#     little on every write; Redis keeps only the latest value.
+#
+# Env: N (requests per run, default 1000000), R (rounds, default 3),
+#      C (clients, default 50), PIPES (default "1 16").
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+bench_init kv
+
+N="${N:-1000000}"
+R="${R:-3}"
+C="${C:-50}"
+PIPES="${PIPES:-1 16}"
+
+start_servers() {
+    ORDO_PORT="$(bench_free_port)"
+    mkdir -p "$BENCH_TMP/ordod"
+    bench_spawn "$BENCH_TMP/ordod.log" "$ORDOD" --bind 127.0.0.1 --port "$ORDO_PORT" \
+        --dir "$BENCH_TMP/ordod" --fsync always
+    ORDO_PID="$LAST_PID"
+    bench_wait_port "$ORDO_PID" "$ORDO_PORT" || { cat "$BENCH_TMP/ordod.log" >&2; exit 1; }
+
+    REDIS_PORT="$(bench_free_port)"
+    mkdir -p "$BENCH_TMP/redis"
+    bench_spawn "$BENCH_TMP/redis.log" redis-server --bind 127.0.0.1 --port "$REDIS_PORT" \
+        --dir "$BENCH_TMP/redis" --save "" --appendonly no --daemonize no
+    REDIS_PID="$LAST_PID"
+    bench_wait_port "$REDIS_PID" "$REDIS_PORT" || { cat "$BENCH_TMP/redis.log" >&2; exit 1; }
+}
+
+# run_one PORT PIPE: prints "set_rps get_rps".
+run_one() {
+    local out
+    # redis-benchmark warns that it cannot read ordod's CONFIG (save,
+    # appendonly); that is expected, so only that line is dropped.
+    out="$(redis-benchmark -h 127.0.0.1 -p "$1" -t set,get -n "$N" -c "$C" -r 100000 -P "$2" --csv \
+        2> >(grep -v 'Could not fetch server CONFIG' >&2))"
+    awk -F'"' '$2 == "SET" { s = $4 } $2 == "GET" { g = $4 } END { print s, g }' <<<"$out"
+}
+
+start_servers
+echo "kv: N=$N clients=$C rounds=$R keyspace=100000 (redis-benchmark $(redis-benchmark --version | awk '{print $2}'))"
+echo "kv: redis-server $(redis-server --version | awk '{print $3}' | sed 's/v=//') with --save \"\" --appendonly no (in memory);"
+echo "kv: ordod with --fsync always, but ordod has no log yet (in memory too)"
+
+declare -A res
+for r in $(seq 1 "$R"); do
+    for p in $PIPES; do
+        if [ $((r % 2)) -eq 1 ]; then order="ordod redis"; else order="redis ordod"; fi
+        for srv in $order; do
+            if [ "$srv" = ordod ]; then port="$ORDO_PORT"; else port="$REDIS_PORT"; fi
+            read -r s g <<<"$(run_one "$port" "$p")"
+            res[$srv,set,$p]+="$s "
+            res[$srv,get,$p]+="$g "
+            printf '  round %d P=%-2s %-5s SET %10.0f GET %10.0f\n' "$r" "$p" "$srv" "$s" "$g"
+        done
+    done
+done
+
+echo
+printf '%-9s %-30s %-30s\n' workload "ordod median (min..max)" "redis median (min..max)"
+for p in $PIPES; do
+    for t in set get; do
+        # shellcheck disable=SC2086
+        read -r om omin omax <<<"$(bench_stats ${res[ordod,$t,$p]})"
+        # shellcheck disable=SC2086
+        read -r rm rmin rmax <<<"$(bench_stats ${res[redis,$t,$p]})"
+        printf '%-9s %-30s %-30s ratio ordod/redis: %s\n' \
+            "${t^^} P=$p" "$om ($omin..$omax)" "$rm ($rmin..$rmax)" "$(bench_ratio "$om" "$rm")"
+    done
+done

@@ -1,0 +1,115 @@
+# bench/lib.sh -- helpers shared by the server benchmarks (sourced, not run).
+#
+# Every peer a benchmark starts goes through bench_spawn, which records its
+# PID; the EXIT trap installed by bench_init kills exactly those PIDs (never
+# by name) and removes the temp directory. Servers listen on 127.0.0.1 only,
+# on a free port chosen by bench_free_port.
+
+BENCH_PIDS=()
+BENCH_TMP=""
+
+bench_cleanup() {
+    local pid
+    for pid in "${BENCH_PIDS[@]}"; do
+        kill "$pid" 2>/dev/null || true
+    done
+    for pid in "${BENCH_PIDS[@]}"; do
+        # Give each a moment to exit cleanly, then insist.
+        for _ in 1 2 3 4 5 6 7 8 9 10; do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.2
+        done
+        kill -9 "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    BENCH_PIDS=()
+    [ -n "$BENCH_TMP" ] && rm -rf "$BENCH_TMP"
+}
+
+# bench_init NAME: deps, temp dir, EXIT trap. Sets ROOT and BENCH_TMP.
+bench_init() {
+    ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+    "$ROOT/scripts/deps.sh" bench
+    BENCH_TMP="$(mktemp -d "/tmp/ordo-bench-$1.XXXXXX")"
+    trap bench_cleanup EXIT
+    trap 'exit 130' INT TERM
+    ORDOD="$ROOT/build/ordod"
+    if [ ! -x "$ORDOD" ]; then
+        echo "bench: $ORDOD is missing; run make first" >&2
+        exit 1
+    fi
+}
+
+# bench_free_port: print a TCP port on 127.0.0.1 that nobody listens on now.
+# A race with another process is possible; bench_wait_port catches it,
+# because the server we start then exits instead of listening.
+bench_free_port() {
+    local p
+    for _ in $(seq 1 200); do
+        p=$((20000 + RANDOM % 40000))
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+            echo "$p"
+            return 0
+        fi
+    done
+    echo "bench: no free port found" >&2
+    return 1
+}
+
+# bench_spawn LOGFILE CMD...: start CMD in the background, record its PID
+# in BENCH_PIDS and in LAST_PID.
+bench_spawn() {
+    local log="$1"
+    shift
+    "$@" >"$log" 2>&1 &
+    LAST_PID=$!
+    BENCH_PIDS+=("$LAST_PID")
+}
+
+# bench_stop PID: kill one PID that bench_spawn started and forget it.
+bench_stop() {
+    local pid="$1" keep=() p
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    for p in "${BENCH_PIDS[@]}"; do
+        [ "$p" = "$pid" ] || keep+=("$p")
+    done
+    BENCH_PIDS=("${keep[@]}")
+}
+
+# bench_wait_port PID PORT [SECONDS]: wait until PORT accepts connections;
+# fail if PID exits first or the time runs out.
+bench_wait_port() {
+    local pid="$1" port="$2" secs="${3:-20}" i
+    for i in $(seq 1 $((secs * 10))); do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            return 1
+        fi
+        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            return 0
+        fi
+        sleep 0.1
+    done
+    return 1
+}
+
+# bench_rss_bytes PID: resident set size from /proc/PID/status, in bytes.
+bench_rss_bytes() {
+    awk '/^VmRSS:/ { print $2 * 1024 }' "/proc/$1/status"
+}
+
+# bench_stats V...: print "median min max" of the numbers given.
+bench_stats() {
+    printf '%s\n' "$@" | sort -g | awk '
+        { v[NR] = $1 }
+        END {
+            if (NR == 0) { print "nan nan nan"; exit }
+            m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+            printf "%.0f %.0f %.0f\n", m, v[1], v[NR]
+        }'
+}
+
+# bench_ratio A B: A/B with two decimals.
+bench_ratio() {
+    awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f\n", a / b; else print "nan" }'
+}

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# bench/memory.sh -- resident memory per key: ordod against redis-server.
+#
+# Each server starts fresh on a free loopback port; we read its RSS
+# (VmRSS in /proc/PID/status), load KEYS keys "key:%07d" with VALUE_BYTES-byte
+# values through `redis-cli --pipe` (one pipelined stream of SET commands,
+# the same bytes for both servers), read the RSS again and report
+# (after - before) / KEYS.
+#
+# ordod keeps past versions for KV.GET REV and watch resumption
+# (--history-revs, default 100000, trimmed a little on every write), Redis
+# keeps only the latest value. So ordod is measured twice: as loaded, and
+# after KV.COMPACT to the current revision (from KV.REV). RSS falls only if
+# the allocator hands the freed pages back, so the second figure can
+# overstate what compaction leaves live; ordod's INFO memory figure is
+# printed alongside for that reason.
+#
+# Env: KEYS (default 1000000), VALUE_BYTES (default 16).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+bench_init memory
+
+KEYS="${KEYS:-1000000}"
+VALUE_BYTES="${VALUE_BYTES:-16}"
+
+# The load, generated once: SET key:%07d <value>, in RESP.
+gen_load() {
+    awk -v n="$KEYS" -v vb="$VALUE_BYTES" 'BEGIN {
+        v = sprintf("%0" vb "d", 0); gsub(/0/, "v", v)
+        for (i = 0; i < n; i++) {
+            k = sprintf("key:%07d", i)
+            printf "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", length(k), k, vb, v
+        }
+    }' >"$BENCH_TMP/load.resp"
+}
+
+# load PORT: pipes the load in; fails unless every reply was OK.
+load() {
+    local out
+    out="$(redis-cli -h 127.0.0.1 -p "$1" --pipe <"$BENCH_TMP/load.resp" 2>&1)"
+    if ! grep -q "errors: 0, replies: $KEYS" <<<"$out"; then
+        echo "bench: load failed on port $1: $out" >&2
+        exit 1
+    fi
+}
+
+cli() { redis-cli -h 127.0.0.1 -p "$@"; }
+
+per_key() { awk -v a="$1" -v b="$2" -v n="$KEYS" 'BEGIN { printf "%.1f", (b - a) / n }'; }
+
+gen_load
+echo "memory: $KEYS keys key:%07d, ${VALUE_BYTES}-byte values, loaded with redis-cli --pipe"
+
+# ---- ordod ----
+ORDO_PORT="$(bench_free_port)"
+mkdir -p "$BENCH_TMP/ordod"
+bench_spawn "$BENCH_TMP/ordod.log" "$ORDOD" --bind 127.0.0.1 --port "$ORDO_PORT" --dir "$BENCH_TMP/ordod"
+ORDO_PID="$LAST_PID"
+bench_wait_port "$ORDO_PID" "$ORDO_PORT" || { cat "$BENCH_TMP/ordod.log" >&2; exit 1; }
+o0="$(bench_rss_bytes "$ORDO_PID")"
+load "$ORDO_PORT"
+[ "$(cli "$ORDO_PORT" DBSIZE)" = "$KEYS" ] || { echo "bench: ordod DBSIZE is not $KEYS" >&2; exit 1; }
+o1="$(bench_rss_bytes "$ORDO_PID")"
+o1_info="$(cli "$ORDO_PORT" INFO memory | tr -d '\r' | grep -E '^[a-z_]+:' | tr '\n' ' ')"
+rev="$(cli "$ORDO_PORT" KV.REV | head -1)"
+cli "$ORDO_PORT" KV.COMPACT "$rev" >/dev/null
+o2="$(bench_rss_bytes "$ORDO_PID")"
+o2_info="$(cli "$ORDO_PORT" INFO memory | tr -d '\r' | grep -E '^[a-z_]+:' | tr '\n' ' ')"
+
+# ---- redis ----
+REDIS_PORT="$(bench_free_port)"
+mkdir -p "$BENCH_TMP/redis"
+bench_spawn "$BENCH_TMP/redis.log" redis-server --bind 127.0.0.1 --port "$REDIS_PORT" \
+    --dir "$BENCH_TMP/redis" --save "" --appendonly no --daemonize no
+REDIS_PID="$LAST_PID"
+bench_wait_port "$REDIS_PID" "$REDIS_PORT" || { cat "$BENCH_TMP/redis.log" >&2; exit 1; }
+r0="$(bench_rss_bytes "$REDIS_PID")"
+load "$REDIS_PORT"
+[ "$(cli "$REDIS_PORT" DBSIZE)" = "$KEYS" ] || { echo "bench: redis DBSIZE is not $KEYS" >&2; exit 1; }
+r1="$(bench_rss_bytes "$REDIS_PID")"
+
+ob="$(per_key "$o0" "$o1")"
+oc="$(per_key "$o0" "$o2")"
+rb="$(per_key "$r0" "$r1")"
+echo "ordod:  RSS $o0 -> $o1 bytes: $ob bytes/key (history as loaded, revision $rev)"
+echo "        INFO memory: $o1_info"
+echo "ordod:  after KV.COMPACT $rev: RSS $o2 bytes: $oc bytes/key"
+echo "        INFO memory: $o2_info"
+echo "redis:  RSS $r0 -> $r1 bytes: $rb bytes/key"
+echo "ratio ordod/redis (as loaded): $(bench_ratio "$ob" "$rb")"
+echo "ratio ordod/redis (compacted): $(bench_ratio "$oc" "$rb")"

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# bench/watch.sh -- watch fan-out: events delivered per second to 100 prefix
+# watchers while one writer puts, ordod against etcd.
+#
+# Both servers run at once on free loopback ports with temp data dirs.
+# build/watch_load (bench/watch_load.c) drives the same load shape against
+# each: W watchers (one connection each, one prefix watch each), one writer
+# with INFLIGHT puts outstanding, DURATION seconds of measurement. It counts
+# the events every watcher receives; the figure is their sum per second.
+# The servers alternate within each of R rounds (the order flips every
+# round); we print the median, min..max and the ratio of the medians.
+#
+# Fairness notes, printed with the results:
+#   - etcd 3.4 (Debian) fsyncs its WAL for every raft batch and has no
+#     --unsafe-no-fsync (that came in 3.5). ordod has no log yet, so it does
+#     no disk I/O at all whatever --fsync says. The writer keeps INFLIGHT
+#     puts outstanding so etcd can batch many puts per fsync.
+#   - etcd is measured two ways. "etcd-grpc" (the figure the ratio uses):
+#     the W watches are opened by one `etcdctl watch -i` process on one gRPC
+#     stream (native protocol; etcd's own client multiplexes watches that
+#     way), the writer is watch_load with a single gateway watcher, and the
+#     events are the PUT lines etcdctl prints, over the writer's duration
+#     (the drain after it ends is included, which favours etcd slightly).
+#     "etcd-http": every watcher on its own connection through the HTTP/JSON
+#     gateway, the same shape as ordod's, but the gateway's JSON and
+#     internal gRPC hop cost etcd about 10x, so it is printed for reference.
+#   - The load tool is one thread sharing the 2 cores; it prints its CPU
+#     use (tool_cpu, 1.00 = one core busy): near 1.00 means the tool, not
+#     the server, set the ceiling.
+#
+# Env: W (watchers, 100), DURATION (seconds per run, 10), R (rounds, 3),
+#      INFLIGHT (16), KEYS (1000), VALUE_BYTES (16).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+bench_init watch
+
+W="${W:-100}"
+DURATION="${DURATION:-10}"
+R="${R:-3}"
+INFLIGHT="${INFLIGHT:-16}"
+KEYS="${KEYS:-1000}"
+VALUE_BYTES="${VALUE_BYTES:-16}"
+LOAD="$ROOT/build/watch_load"
+[ -x "$LOAD" ] || { echo "bench: $LOAD is missing; run make first" >&2; exit 1; }
+
+start_ordod() {
+    ORDO_PORT="$(bench_free_port)"
+    mkdir -p "$BENCH_TMP/ordod"
+    bench_spawn "$BENCH_TMP/ordod.log" "$ORDOD" --bind 127.0.0.1 --port "$ORDO_PORT" \
+        --dir "$BENCH_TMP/ordod" --fsync always
+    ORDO_PID="$LAST_PID"
+    bench_wait_port "$ORDO_PID" "$ORDO_PORT" || { cat "$BENCH_TMP/ordod.log" >&2; exit 1; }
+}
+
+start_etcd() {
+    ETCD_PORT="$(bench_free_port)"
+    local peer
+    peer="$(bench_free_port)"
+    bench_spawn "$BENCH_TMP/etcd.log" etcd --name bench --data-dir "$BENCH_TMP/etcd" \
+        --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
+        --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+        --listen-peer-urls "http://127.0.0.1:$peer" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+        --initial-cluster "bench=http://127.0.0.1:$peer" \
+        --listen-metrics-urls "" --log-level warn
+    ETCD_PID="$LAST_PID"
+    bench_wait_port "$ETCD_PID" "$ETCD_PORT" || { cat "$BENCH_TMP/etcd.log" >&2; exit 1; }
+    # The port opens before the member has elected itself leader.
+    for _ in $(seq 1 100); do
+        etcdctl --endpoints "127.0.0.1:$ETCD_PORT" endpoint health >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    echo "bench: etcd did not become healthy" >&2
+    cat "$BENCH_TMP/etcd.log" >&2
+    exit 1
+}
+
+# run_one ordo|etcd PORT [WATCHERS]: prints watch_load's key=value line.
+run_one() {
+    timeout $((DURATION + 60)) "$LOAD" "$1" "$2" -w "${3:-$W}" -d "$DURATION" -i "$INFLIGHT" \
+        -k "$KEYS" -v "$VALUE_BYTES"
+}
+
+# run_etcd_grpc: W watches in one etcdctl process, writer from watch_load;
+# sets GRPC_LINE to "events=... events_per_s=..." plus the writer's line.
+# Not run in a $(...) subshell, so that bench_spawn records the PID here.
+run_etcd_grpc() {
+    local fifo="$BENCH_TMP/etcdctl.in" out="$BENCH_TMP/etcdctl.out" line n pid
+    rm -f "$fifo"
+    mkfifo "$fifo"
+    exec 7<>"$fifo"
+    # Started here rather than by bench_spawn: a background command's stdin
+    # is /dev/null unless the redirection is on the command itself.
+    etcdctl --endpoints "127.0.0.1:$ETCD_PORT" watch -i <&7 >"$out" 2>&1 &
+    pid=$!
+    BENCH_PIDS+=("$pid")
+    for _ in $(seq 1 "$W"); do echo "watch wbench/ --prefix" >&7; done
+    sleep 2 # etcdctl prints nothing when a watch is created
+    line="$(run_one etcd "$ETCD_PORT" 1)"
+    sleep 2 # let etcdctl drain
+    bench_stop "$pid"
+    exec 7>&-
+    n="$(grep -c '^PUT$' "$out" || true)"
+    GRPC_LINE="events=$n events_per_s=$(awk -v n="$n" -v d="$DURATION" 'BEGIN { printf "%.0f", n / d }') writer: ${line//=/:}"
+}
+
+field() { tr ' ' '\n' <<<"$2" | awk -F= -v k="$1" '$1 == k { print $2 }'; }
+
+start_ordod
+start_etcd
+echo "watch: $W prefix watchers (one connection each), 1 writer with $INFLIGHT puts in flight,"
+echo "watch: $KEYS keys, ${VALUE_BYTES}-byte values, ${DURATION}s per run, $R rounds"
+echo "watch: etcd $(etcd --version | awk '/etcd Version/ {print $3}') fsyncs its WAL per batch (3.4 has no --unsafe-no-fsync);"
+echo "watch: ordod has no log yet (no disk I/O). etcd-grpc: one etcdctl with $W watches on one gRPC stream;"
+echo "watch: etcd-http: $W watchers through etcd's HTTP/JSON gateway (same shape as ordod's, costs etcd ~10x)."
+
+ev_ordo=()
+ev_grpc=()
+ev_http=()
+for r in $(seq 1 "$R"); do
+    if [ $((r % 2)) -eq 1 ]; then order="ordo etcd-grpc etcd-http"; else order="etcd-http etcd-grpc ordo"; fi
+    for srv in $order; do
+        case "$srv" in
+        ordo) line="$(run_one ordo "$ORDO_PORT")"; ev_ordo+=("$(field events_per_s "$line")") ;;
+        etcd-grpc) run_etcd_grpc; line="$GRPC_LINE"; ev_grpc+=("$(field events_per_s "$line")") ;;
+        etcd-http) line="$(run_one etcd "$ETCD_PORT")"; ev_http+=("$(field events_per_s "$line")") ;;
+        esac
+        echo "  round $r $srv: $line"
+    done
+done
+
+read -r om omin omax <<<"$(bench_stats "${ev_ordo[@]}")"
+read -r gm gmin gmax <<<"$(bench_stats "${ev_grpc[@]}")"
+read -r hm hmin hmax <<<"$(bench_stats "${ev_http[@]}")"
+echo
+echo "events/s ordod:     $om ($omin..$omax)"
+echo "events/s etcd-grpc: $gm ($gmin..$gmax)"
+echo "events/s etcd-http: $hm ($hmin..$hmax)"
+echo "ratio ordod/etcd: $(bench_ratio "$om" "$gm")   (vs etcd-http: $(bench_ratio "$om" "$hm"))"

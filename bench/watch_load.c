@@ -1,0 +1,555 @@
+/*
+ * watch_load.c -- load generator for bench/watch.sh: one writer, many
+ * prefix watchers, count the events the watchers receive per second.
+ *
+ *   watch_load ordo|etcd PORT [-w watchers] [-d seconds] [-i inflight]
+ *                             [-k keys] [-v value_bytes]
+ *
+ * The load has the same shape for both servers:
+ *   - W watchers (default 100), each on its own TCP connection, each with
+ *     one watch on the prefix "wbench/";
+ *   - one writer putting keys "wbench/k%06d" (cycling over -k keys, default
+ *     1000) with a value of -v bytes (default 16), keeping -i puts in
+ *     flight (default 16) and sending the next one as each reply arrives.
+ *     For ordod that is one connection pipelining KV.PUT; for etcd it is -i
+ *     HTTP/1.1 keep-alive connections with one PUT each, because etcd's
+ *     HTTP gateway answers one request at a time per connection;
+ *   - measurement starts once every watch is confirmed and lasts -d
+ *     seconds (default 10); only events received inside it count.
+ *
+ * ordod is spoken to in RESP2 (KV.WATCH wbench/ PREFIX; events are
+ * ["watch", id, rev, "put", key, value] arrays). etcd is spoken to through
+ * its gRPC gateway's HTTP/JSON API on the client port: POST /v3/kv/put and
+ * a streaming POST /v3/watch per watcher (HTTP/1.0, so the stream is not
+ * chunked); every event in the JSON stream carries one "kv" object, which
+ * is what we count. The gateway translates JSON to gRPC inside etcd, which
+ * costs etcd some CPU that a native gRPC client would not; bench/watch.sh
+ * says so next to the figures.
+ *
+ * Everything runs in one thread on epoll, so the tool's own CPU is a
+ * ceiling on the figure it reports: it prints its CPU time so that a
+ * reader can tell whether the server or the tool was the limit.
+ *
+ * Output: one line of key=value pairs on stdout.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PREFIX "wbench/"
+#define PREFIX_END "wbench0" /* etcd range_end: the prefix with its last byte + 1 */
+#define RBUF_BYTES (1 << 20) /* per connection; a watcher reads up to this per recv */
+#define WATCHERS_MAX 4096
+#define INFLIGHT_MAX 1024
+#define SETUP_TIMEOUT_S 30   /* all watches must be confirmed within this */
+
+enum proto { PROTO_ORDO, PROTO_ETCD };
+enum role { ROLE_WATCHER, ROLE_WRITER };
+
+typedef struct conn {
+    int fd;
+    enum role role;
+    bool ready;     /* watcher: its watch is confirmed */
+    bool busy;      /* etcd writer connection: a PUT is in flight */
+    bool in_body;   /* etcd watcher: past the HTTP headers */
+    char *rbuf;
+    size_t rlen;
+    char *wbuf;     /* pending output */
+    size_t wlen, woff, wcap;
+} conn_t;
+
+typedef struct load {
+    enum proto proto;
+    int port;
+    int watchers;
+    double seconds;
+    int inflight;
+    int keys;
+    int value_bytes;
+    int epfd;
+    conn_t *conns; /* watchers first, then writer connections */
+    int nconns;
+    int ready_watchers;
+    bool measuring;
+    uint64_t events;     /* counted while measuring */
+    uint64_t puts;       /* replies counted while measuring */
+    uint64_t puts_sent;
+    uint64_t cancelled;
+    uint64_t errors;
+    int outstanding;     /* ordo writer: puts sent and not yet answered */
+    uint64_t key_next;
+    char value[4096];
+} load_t;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void die(const char *what)
+{
+    perror(what);
+    exit(1);
+}
+
+static void out_append(conn_t *c, const char *p, size_t n)
+{
+    if (c->wlen + n > c->wcap) {
+        if (c->woff > 0) {
+            memmove(c->wbuf, c->wbuf + c->woff, c->wlen - c->woff);
+            c->wlen -= c->woff;
+            c->woff = 0;
+        }
+        while (c->wlen + n > c->wcap)
+            c->wcap = c->wcap ? c->wcap * 2 : 65536;
+        c->wbuf = realloc(c->wbuf, c->wcap);
+        if (c->wbuf == NULL)
+            die("realloc");
+    }
+    memcpy(c->wbuf + c->wlen, p, n);
+    c->wlen += n;
+}
+
+/* Sends what it can; returns 0, or -1 if the connection failed. */
+static int out_flush(conn_t *c)
+{
+    while (c->woff < c->wlen) {
+        ssize_t n = send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
+        if (n < 0)
+            return errno == EAGAIN ? 0 : -1;
+        c->woff += (size_t)n;
+    }
+    c->woff = c->wlen = 0;
+    return 0;
+}
+
+static int connect_to(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        die("socket");
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
+        die("connect");
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+static void base64(const char *in, size_t n, char *out /* out: 4*ceil(n/3)+1 bytes */)
+{
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t i = 0, o = 0;
+    for (; i + 2 < n; i += 3) {
+        uint32_t v = (uint32_t)(uint8_t)in[i] << 16 | (uint32_t)(uint8_t)in[i + 1] << 8 | (uint8_t)in[i + 2];
+        out[o++] = tab[v >> 18];
+        out[o++] = tab[(v >> 12) & 63];
+        out[o++] = tab[(v >> 6) & 63];
+        out[o++] = tab[v & 63];
+    }
+    if (i < n) {
+        uint32_t v = (uint32_t)(uint8_t)in[i] << 16 | (i + 1 < n ? (uint32_t)(uint8_t)in[i + 1] << 8 : 0);
+        out[o++] = tab[v >> 18];
+        out[o++] = tab[(v >> 12) & 63];
+        out[o++] = i + 1 < n ? tab[(v >> 6) & 63] : '=';
+        out[o++] = '=';
+    }
+    out[o] = '\0';
+}
+
+/* ---- requests ------------------------------------------------------------ */
+
+static void send_watch(load_t *L, conn_t *c)
+{
+    char req[512];
+    int n;
+    if (L->proto == PROTO_ORDO) {
+        n = snprintf(req, sizeof req, "*3\r\n$8\r\nKV.WATCH\r\n$%zu\r\n%s\r\n$6\r\nPREFIX\r\n",
+                     strlen(PREFIX), PREFIX);
+    } else {
+        char k[64], e[64], body[256];
+        base64(PREFIX, strlen(PREFIX), k);
+        base64(PREFIX_END, strlen(PREFIX_END), e);
+        int bn = snprintf(body, sizeof body, "{\"create_request\":{\"key\":\"%s\",\"range_end\":\"%s\"}}", k, e);
+        n = snprintf(req, sizeof req,
+                     "POST /v3/watch HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %d\r\n\r\n%s", bn, body);
+    }
+    out_append(c, req, (size_t)n);
+}
+
+static void send_put(load_t *L, conn_t *c)
+{
+    char key[64], req[16384];
+    int kn = snprintf(key, sizeof key, PREFIX "k%06llu", (unsigned long long)(L->key_next++ % (uint64_t)L->keys));
+    int n;
+    if (L->proto == PROTO_ORDO) {
+        n = snprintf(req, sizeof req, "*3\r\n$6\r\nKV.PUT\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n",
+                     kn, key, L->value_bytes, L->value);
+    } else {
+        char k[128], v[6000], body[8192];
+        base64(key, (size_t)kn, k);
+        base64(L->value, (size_t)L->value_bytes, v);
+        int bn = snprintf(body, sizeof body, "{\"key\":\"%s\",\"value\":\"%s\"}", k, v);
+        n = snprintf(req, sizeof req,
+                     "POST /v3/kv/put HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %d\r\n\r\n%s", bn, body);
+        c->busy = true;
+    }
+    out_append(c, req, (size_t)n);
+    L->puts_sent++;
+}
+
+/* ---- RESP (ordod) --------------------------------------------------------- */
+
+/* Returns the end of the RESP value at p, or NULL if it is not all in
+ * [p, e) yet. */
+static const char *resp_skip(const char *p, const char *e)
+{
+    if (p >= e)
+        return NULL;
+    const char *nl = memchr(p, '\n', (size_t)(e - p));
+    if (nl == NULL)
+        return NULL;
+    long n = strtol(p + 1, NULL, 10);
+    switch (*p) {
+    case '$':
+    case '=':
+    case '!':
+        if (n < 0)
+            return nl + 1;
+        return e - (nl + 1) < n + 2 ? NULL : nl + 1 + n + 2;
+    case '*':
+    case '>':
+    case '~':
+        for (const char *q = nl + 1; n-- > 0;) {
+            q = resp_skip(q, e);
+            if (q == NULL)
+                return NULL;
+            if (n == 0)
+                return q;
+        }
+        return nl + 1;
+    case '%':
+        n *= 2;
+        for (const char *q = nl + 1; n-- > 0;) {
+            q = resp_skip(q, e);
+            if (q == NULL)
+                return NULL;
+            if (n == 0)
+                return q;
+        }
+        return nl + 1;
+    default:
+        return nl + 1;
+    }
+}
+
+static bool starts(const char *p, const char *e, const char *lit)
+{
+    size_t n = strlen(lit);
+    return (size_t)(e - p) >= n && memcmp(p, lit, n) == 0;
+}
+
+/* Consumes whole values from c->rbuf; returns bytes consumed. */
+static size_t ordo_parse(load_t *L, conn_t *c)
+{
+    const char *p = c->rbuf, *e = c->rbuf + c->rlen;
+    for (;;) {
+        const char *q = resp_skip(p, e);
+        if (q == NULL)
+            break;
+        if (c->role == ROLE_WRITER) {
+            if (*p == '-') {
+                if (L->errors++ < 3)
+                    fprintf(stderr, "watch_load: put error: %.*s", (int)(q - p), p);
+            } else if (L->measuring) {
+                L->puts++;
+            }
+            L->outstanding--;
+        } else if (*p == ':') {
+            c->ready = true;
+            L->ready_watchers++;
+        } else if (*p == '*' || *p == '>') {
+            const char *first = memchr(p, '\n', (size_t)(q - p)) + 1;
+            if (starts(first, q, "$5\r\nwatch\r\n")) {
+                if (L->measuring)
+                    L->events++;
+            } else if (starts(first, q, "$15\r\nwatch-cancelled\r\n")) {
+                L->cancelled++;
+            }
+        } else if (*p == '-') {
+            fprintf(stderr, "watch_load: watch error: %.*s", (int)(q - p), p);
+            exit(1);
+        }
+        p = q;
+    }
+    return (size_t)(p - c->rbuf);
+}
+
+/* ---- HTTP/JSON (etcd) ---------------------------------------------------- */
+
+static size_t count_substr(const char *p, size_t n, const char *lit)
+{
+    size_t k = strlen(lit), count = 0;
+    const char *e = p + n;
+    while ((p = memmem(p, (size_t)(e - p), lit, k)) != NULL) {
+        count++;
+        p += k;
+    }
+    return count;
+}
+
+static size_t etcd_watcher_parse(load_t *L, conn_t *c)
+{
+    const char *p = c->rbuf, *e = c->rbuf + c->rlen;
+    if (!c->in_body) {
+        const char *h = memmem(p, c->rlen, "\r\n\r\n", 4);
+        if (h == NULL)
+            return 0;
+        if (!starts(p, e, "HTTP/1.1 200") && !starts(p, e, "HTTP/1.0 200")) {
+            fprintf(stderr, "watch_load: etcd watch refused: %.*s\n", (int)(h - p), p);
+            exit(1);
+        }
+        c->in_body = true;
+        p = h + 4;
+    }
+    /* Count on whole lines only (the gateway ends each message with a
+     * newline), so a "kv": split across two reads is not missed. */
+    const char *last_nl = NULL;
+    for (const char *q = e; q > p; q--) {
+        if (q[-1] == '\n') {
+            last_nl = q;
+            break;
+        }
+    }
+    if (last_nl == NULL)
+        return (size_t)(p - c->rbuf);
+    size_t n = (size_t)(last_nl - p);
+    if (!c->ready && memmem(p, n, "\"created\":true", 14) != NULL) {
+        c->ready = true;
+        L->ready_watchers++;
+    }
+    if (L->measuring)
+        L->events += count_substr(p, n, "\"kv\":");
+    if (memmem(p, n, "\"canceled\":true", 15) != NULL)
+        L->cancelled++;
+    return (size_t)(last_nl - c->rbuf);
+}
+
+static size_t etcd_writer_parse(load_t *L, conn_t *c)
+{
+    const char *p = c->rbuf;
+    const char *h = memmem(p, c->rlen, "\r\n\r\n", 4);
+    if (h == NULL)
+        return 0;
+    const char *body = h + 4, *end;
+    const char *cl = memmem(p, (size_t)(h - p), "Content-Length:", 15);
+    if (cl != NULL) {
+        long n = strtol(cl + 15, NULL, 10);
+        if (c->rbuf + c->rlen - body < n)
+            return 0;
+        end = body + n;
+    } else {
+        const char *z = memmem(body, (size_t)(c->rbuf + c->rlen - body), "\r\n0\r\n\r\n", 7);
+        if (z == NULL)
+            return 0;
+        end = z + 7;
+    }
+    if (!starts(p, h, "HTTP/1.1 200")) {
+        if (L->errors++ < 3)
+            fprintf(stderr, "watch_load: put error: %.*s\n", (int)(end - p), p);
+    } else if (L->measuring) {
+        L->puts++;
+    }
+    c->busy = false;
+    return (size_t)(end - c->rbuf);
+}
+
+/* ---- event loop ------------------------------------------------------------ */
+
+static void on_readable(load_t *L, conn_t *c)
+{
+    for (;;) {
+        ssize_t n = recv(c->fd, c->rbuf + c->rlen, RBUF_BYTES - c->rlen, 0);
+        if (n < 0) {
+            if (errno == EAGAIN)
+                return;
+            die("recv");
+        }
+        if (n == 0) {
+            fprintf(stderr, "watch_load: server closed a %s connection\n",
+                    c->role == ROLE_WATCHER ? "watcher" : "writer");
+            exit(1);
+        }
+        c->rlen += (size_t)n;
+        size_t used;
+        if (L->proto == PROTO_ORDO)
+            used = ordo_parse(L, c);
+        else if (c->role == ROLE_WATCHER)
+            used = etcd_watcher_parse(L, c);
+        else
+            used = etcd_writer_parse(L, c);
+        memmove(c->rbuf, c->rbuf + used, c->rlen - used);
+        c->rlen -= used;
+        if (c->rlen == RBUF_BYTES) {
+            fprintf(stderr, "watch_load: a message larger than %d bytes\n", RBUF_BYTES);
+            exit(1);
+        }
+    }
+}
+
+static void writer_refill(load_t *L, bool writing)
+{
+    for (int i = L->watchers; i < L->nconns; i++) {
+        conn_t *c = &L->conns[i];
+        if (writing) {
+            if (L->proto == PROTO_ORDO) {
+                while (L->outstanding < L->inflight) {
+                    send_put(L, c);
+                    L->outstanding++;
+                }
+            } else if (!c->busy) {
+                send_put(L, c);
+            }
+        }
+        if (out_flush(c) != 0)
+            die("send");
+    }
+}
+
+static void poll_once(load_t *L, int timeout_ms)
+{
+    struct epoll_event evs[256];
+    int n = epoll_wait(L->epfd, evs, 256, timeout_ms);
+    if (n < 0 && errno != EINTR)
+        die("epoll_wait");
+    for (int i = 0; i < n; i++)
+        on_readable(L, &L->conns[evs[i].data.u32]);
+}
+
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: watch_load ordo|etcd PORT [-w watchers] [-d seconds] [-i inflight] "
+                    "[-k keys] [-v value_bytes]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    load_t L = {.watchers = 100, .seconds = 10, .inflight = 16, .keys = 1000, .value_bytes = 16};
+    if (argc < 3)
+        usage();
+    if (strcmp(argv[1], "ordo") == 0)
+        L.proto = PROTO_ORDO;
+    else if (strcmp(argv[1], "etcd") == 0)
+        L.proto = PROTO_ETCD;
+    else
+        usage();
+    L.port = atoi(argv[2]);
+    for (int i = 3; i + 1 < argc; i += 2) {
+        int v = atoi(argv[i + 1]);
+        if (strcmp(argv[i], "-w") == 0)
+            L.watchers = v;
+        else if (strcmp(argv[i], "-d") == 0)
+            L.seconds = atof(argv[i + 1]);
+        else if (strcmp(argv[i], "-i") == 0)
+            L.inflight = v;
+        else if (strcmp(argv[i], "-k") == 0)
+            L.keys = v;
+        else if (strcmp(argv[i], "-v") == 0)
+            L.value_bytes = v;
+        else
+            usage();
+    }
+    if (L.watchers < 1 || L.watchers > WATCHERS_MAX || L.inflight < 1 || L.inflight > INFLIGHT_MAX ||
+        L.keys < 1 || L.value_bytes < 1 || L.value_bytes >= (int)sizeof L.value || L.seconds <= 0)
+        usage();
+    memset(L.value, 'v', (size_t)L.value_bytes);
+
+    int writers = L.proto == PROTO_ORDO ? 1 : L.inflight;
+    L.nconns = L.watchers + writers;
+    L.conns = calloc((size_t)L.nconns, sizeof *L.conns);
+    L.epfd = epoll_create1(0);
+    if (L.conns == NULL || L.epfd < 0)
+        die("setup");
+    for (int i = 0; i < L.nconns; i++) {
+        conn_t *c = &L.conns[i];
+        c->fd = connect_to(L.port);
+        c->role = i < L.watchers ? ROLE_WATCHER : ROLE_WRITER;
+        c->rbuf = malloc(RBUF_BYTES);
+        if (c->rbuf == NULL)
+            die("malloc");
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.u32 = (uint32_t)i};
+        if (epoll_ctl(L.epfd, EPOLL_CTL_ADD, c->fd, &ev) != 0)
+            die("epoll_ctl");
+        if (c->role == ROLE_WATCHER) {
+            send_watch(&L, c);
+            if (out_flush(c) != 0)
+                die("send");
+        }
+    }
+    /* Non-blocking only after every watch request went out whole. */
+    for (int i = 0; i < L.nconns; i++) {
+        int fl = fcntl(L.conns[i].fd, F_GETFL);
+        if (fl < 0 || fcntl(L.conns[i].fd, F_SETFL, fl | O_NONBLOCK) != 0)
+            die("fcntl");
+    }
+
+    double deadline = now_s() + SETUP_TIMEOUT_S;
+    while (L.ready_watchers < L.watchers) {
+        if (now_s() > deadline) {
+            fprintf(stderr, "watch_load: only %d of %d watches confirmed\n", L.ready_watchers, L.watchers);
+            return 1;
+        }
+        poll_once(&L, 100);
+    }
+
+    L.measuring = true;
+    double cpu0 = cpu_s(), t0 = now_s(), end = t0 + L.seconds, t;
+    while ((t = now_s()) < end) {
+        writer_refill(&L, true);
+        poll_once(&L, 10);
+    }
+    L.measuring = false;
+    double elapsed = t - t0, cpu = cpu_s() - cpu0;
+
+    double expected = (double)L.puts * L.watchers;
+    printf("events=%llu puts=%llu seconds=%.3f events_per_s=%.0f puts_per_s=%.0f "
+           "delivered=%.3f cancelled=%llu errors=%llu tool_cpu=%.2f\n",
+           (unsigned long long)L.events, (unsigned long long)L.puts, elapsed,
+           (double)L.events / elapsed, (double)L.puts / elapsed,
+           expected > 0 ? (double)L.events / expected : 0.0,
+           (unsigned long long)L.cancelled, (unsigned long long)L.errors, cpu / elapsed);
+    for (int i = 0; i < L.nconns; i++) {
+        close(L.conns[i].fd);
+        free(L.conns[i].rbuf);
+        free(L.conns[i].wbuf);
+    }
+    free(L.conns);
+    close(L.epfd);
+    return L.errors > 0 ? 1 : 0;
+}
