@@ -1,6 +1,7 @@
 """Protocol edge cases, in the spirit of Redis's tests/unit/protocol.tcl:
 malformed requests get `-ERR Protocol error` and the connection is closed,
 and the server keeps serving everyone else."""
+import os
 import socket
 import time
 
@@ -175,7 +176,11 @@ def test_rss_bounded_after_flood(ordod_factory):
     while int(srv.info("clients")["connected_clients"]) > 1:
         assert time.monotonic() < deadline
     rss1 = int(srv.info("memory")["used_memory_rss"])
-    assert rss1 < rss0 + 64 * 1024 * 1024, (rss0, rss1)
+    # ~50 MB went into half-sent bulks; none of it may stay. Under ASan the
+    # allocator's quarantine (256 MB by default) keeps freed memory mapped on
+    # purpose, so there only the absence of crashes and leaks is checked.
+    if "ASAN_OPTIONS" not in os.environ:
+        assert rss1 < rss0 + 16 * 1024 * 1024, (rss0, rss1)
 
 
 def test_unix_socket(ordod_factory, tmp_path):
