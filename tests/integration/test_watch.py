@@ -442,3 +442,19 @@ def test_slow_reader_cancelled_then_resumes(ordod_factory):
         assert {e[4]: e[5] for e in snap[:-1]} == {e[0]: e[1] for e in c.call("KV.RANGE", "big/")}
     w.close()
     w2.close()
+
+
+def test_from_future_revision_refused(server):
+    """FROM beyond the current revision would deliver revisions at or below
+    FROM; it is refused, and FROM the current revision is fine."""
+    with server.raw() as c:
+        for i in range(3):
+            c.call("KV.PUT", "k", str(i))
+        w = WatchConn(server.port)
+        e = w.cmd("KV.WATCH", "k", "FROM", "10")
+        assert e.code == "ERR" and "future" in e.msg
+        assert w.cmd("KV.WATCH", "k", "FROM", "10", "RESYNC").code == "ERR"
+        wid = w.watch("k", "FROM", "3")
+        r = c.call("KV.PUT", "k", "x")
+        assert w.next_event()[1:3] == [wid, r] and r == 4
+        w.close()
