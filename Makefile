@@ -4,7 +4,8 @@
 #   make                   build libordo (and ordod) under build/
 #   make run               build and start ordod with its default configuration
 #   make test              every test: unit, integration, sanitizers
-#   make asan / make tsan  unit tests under ASan+UBSan / TSan
+#   make integration       integration tests: a real ordod driven over the wire
+#   make asan / make tsan  unit tests under ASan+UBSan (and integration) / TSan
 #   make bench-primitives  in-process primitive benchmarks
 #   make fuzz              fuzz the RESP parser (FUZZ_SECONDS=60)
 #   make bench             server benchmarks against Redis and etcd (bench/*.sh)
@@ -14,7 +15,7 @@ PREFIX ?= /usr/local
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all build run test unit asan tsan bench-primitives bench fuzz install clean deps-build deps-test
+.PHONY: all build run test unit integration asan tsan bench-primitives bench fuzz install clean deps-build deps-test
 
 all: build
 
@@ -34,11 +35,18 @@ run: build
 unit: build
 	cd build && ctest --output-on-failure -j $(JOBS) -L unit
 
+# Integration tests start build/ordod (or $ORDOD) per test; Debian's pytest
+# and redis-py, hence /usr/bin/python3.
+integration: build deps-test
+	ORDOD=build/ordod /usr/bin/python3 -m pytest -q tests/integration
+
 asan: deps-build
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DORDO_SANITIZE=address,undefined >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j $(JOBS) -L unit
+	ORDOD=build-asan/ordod ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  /usr/bin/python3 -m pytest -q tests/integration
 
 tsan: deps-build
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DORDO_SANITIZE=thread >/dev/null
@@ -48,6 +56,7 @@ tsan: deps-build
 
 test: deps-test
 	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory integration
 	@$(MAKE) --no-print-directory asan
 	@$(MAKE) --no-print-directory tsan
 

@@ -7,6 +7,14 @@
  * events, so ordinary replies could not be told apart). Only then does the
  * handler run. A command that writes makes one record and goes through
  * cmd_write(), the single place where records enter the core.
+ *
+ * Before a handler runs, keys whose deadline has passed are expired (the
+ * same REC_EXPIRE record the expiry timer applies, just sooner). The timer
+ * alone is not enough: it runs on the loop's monotonic clock, so a command
+ * can arrive after a deadline and before the timer, and then GET would hide
+ * the key (visible()) while KV.RANGE, DBSIZE or KV.GET REV <current> still
+ * showed it. Expiring first gives every command one consistent state, at
+ * the cost of one heap peek per command.
  */
 #include "cmd.h"
 
@@ -159,6 +167,9 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
                    d->name);
         return;
     }
+    uint64_t next = core_next_expiry(s->core);
+    if (next != 0 && next <= c->last_cmd_ms)
+        cmd_expire_due(s);
     d->fn(&x);
 }
 

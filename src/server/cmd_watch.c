@@ -239,6 +239,15 @@ static void cmd_kv_watch(cmd_ctx_t *x)
         return;
     }
     const kv_t *kv = core_kv(x->srv->core);
+    /* A FROM beyond the current revision cannot be honoured: the next
+     * events would be at or below it. Refuse it, as KV.COMPACT does, rather
+     * than wait: a client can only hold such a revision from another
+     * server's history, and silently skipping would hide that. */
+    if (has_from && from > core_rev(x->srv->core)) {
+        reply_errf(x, "ERR revision %llu is in the future (current revision %llu)", (unsigned long long)from,
+                   (unsigned long long)core_rev(x->srv->core));
+        return;
+    }
     if (has_from && from + 1 < kv_oldest_rev(kv)) {
         if (!resync) {
             reply_errf(x, "COMPACTED %llu", (unsigned long long)kv_oldest_rev(kv));

@@ -1,0 +1,150 @@
+"""Fixtures that run a real ordod.
+
+Each test gets its own server on a free loopback port with its data
+directory in a tmp dir. Readiness is polled (PING over a socket, with a
+deadline); teardown sends SIGTERM to exactly that process and asserts it
+exited 0, so a crash or a sanitizer report at exit fails the test. The
+binary is $ORDOD (default build/ordod), so the same suite runs against the
+ASan build. The server's stderr goes to a file that is attached to the
+report of a failing test.
+"""
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+import redis
+
+from resp import Conn
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+ORDOD = os.path.join(ROOT, os.environ.get("ORDOD", "build/ordod"))
+START_DEADLINE_S = 20.0
+STOP_DEADLINE_S = 20.0
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, tmp_path, args):
+        self.port = free_port()
+        self.dir = tmp_path / ("data-%d" % self.port)
+        self.stderr_path = tmp_path / ("ordod-%d.stderr" % self.port)
+        self.args = list(args)
+        self.password = None
+        if "--requirepass" in self.args:
+            self.password = self.args[self.args.index("--requirepass") + 1]
+        self._err = open(self.stderr_path, "wb")
+        cmd = [ORDOD, "--port", str(self.port), "--dir", str(self.dir), "--fsync", "no"] + self.args
+        self.proc = subprocess.Popen(cmd, stdout=self._err, stderr=self._err)
+        self.pid = self.proc.pid
+        self._wait_ready()
+
+    def _wait_ready(self):
+        deadline = time.monotonic() + START_DEADLINE_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError("ordod exited with %s during start:\n%s" % (self.proc.returncode, self.stderr()))
+            try:
+                with Conn(self.port, timeout=1.0) as c:
+                    r = c.call("PING")
+                    if r == "PONG" or getattr(r, "code", "") == "NOAUTH":
+                        return
+            except OSError:
+                pass
+            time.sleep(0.01)  # poll interval while waiting for the port to open
+        raise AssertionError("ordod not ready within %ss:\n%s" % (START_DEADLINE_S, self.stderr()))
+
+    def stderr(self):
+        try:
+            return self.stderr_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def client(self, **kw):
+        if self.password is not None:
+            kw.setdefault("password", self.password)
+        kw.setdefault("socket_timeout", 10)
+        return redis.Redis(host="127.0.0.1", port=self.port, **kw)
+
+    def raw(self, timeout=5.0, auth=True):
+        c = Conn(self.port, timeout=timeout)
+        if auth and self.password is not None:
+            assert c.call("AUTH", self.password) == "OK"
+        return c
+
+    def alive(self):
+        """The server still answers PING on a new connection."""
+        with self.raw() as c:
+            return c.call("PING") == "PONG"
+
+    def info(self, section):
+        with self.raw() as c:
+            text = c.call("INFO", section).decode()
+        out = {}
+        for line in text.splitlines():
+            if ":" in line and not line.startswith("#"):
+                k, v = line.split(":", 1)
+                out[k] = v
+        return out
+
+    def stop(self):
+        """SIGTERM exactly this process; returns its exit code."""
+        if self.proc.poll() is None:
+            os.kill(self.pid, signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout=STOP_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            os.kill(self.pid, signal.SIGKILL)
+            self.proc.wait()
+            rc = "hung (killed)"
+        self._err.close()
+        return rc
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed:
+        for srv in getattr(item, "_ordod_servers", []):
+            rep.sections.append(("ordod :%d stderr" % srv.port, srv.stderr()[-20000:]))
+
+
+@pytest.fixture
+def ordod_factory(request, tmp_path):
+    """start(*flags) -> Server; every server started is stopped at teardown
+    and must exit 0."""
+    servers = []
+    request.node._ordod_servers = servers
+
+    def start(*flags):
+        srv = Server(tmp_path, [str(f) for f in flags])
+        servers.append(srv)
+        return srv
+
+    yield start
+    bad = []
+    for srv in servers:
+        rc = srv.stop()
+        if rc != 0:
+            bad.append("ordod :%d exited %r\n%s" % (srv.port, rc, srv.stderr()[-20000:]))
+    assert not bad, "\n".join(bad)
+
+
+@pytest.fixture
+def server(ordod_factory):
+    return ordod_factory()
+
+
+@pytest.fixture
+def r(server):
+    c = server.client()
+    yield c
+    c.close()

@@ -1,0 +1,272 @@
+"""Connection and server commands: PING, ECHO, HELLO, AUTH, QUIT, CLIENT,
+INFO, COMMAND, CONFIG GET, DBSIZE, TIME, and the connection limits."""
+import time
+
+import pytest
+import redis
+
+from resp import Conn, Push, RespError
+
+
+def test_ping_echo(server):
+    with server.raw() as c:
+        assert c.call("PING") == "PONG"
+        assert c.call("PING", "hi\x00there") == b"hi\x00there"
+        assert c.call("PING", "a", "b").code == "ERR"
+        assert c.call("ECHO", b"\xff\x00\r\n") == b"\xff\x00\r\n"
+        assert c.call("ECHO") == RespError("ERR wrong number of arguments for 'ECHO' command")
+        assert c.call("ECHO", "a", "b").code == "ERR"
+
+
+def test_unknown_command_is_quoted(server):
+    with server.raw() as c:
+        e = c.call("NOPE\r\n'x", "a")
+        assert e.code == "ERR" and "unknown command" in e.msg
+        assert "\r" not in e.msg and "\n" not in e.msg
+        assert c.call("ping") == "PONG"  # case-insensitive names
+
+
+def test_hello(server):
+    with server.raw() as c:
+        m = c.call("HELLO")
+        assert isinstance(m, list)  # RESP2: flat map
+        d = dict(zip(m[::2], m[1::2]))
+        assert d[b"server"] == b"ordo" and d[b"proto"] == 2 and d[b"mode"] == b"standalone"
+        assert d[b"role"] == b"master" and d[b"modules"] == [] and isinstance(d[b"id"], int)
+        assert d[b"id"] == c.call("CLIENT", "ID")
+        m = c.call("HELLO", "3")
+        assert isinstance(m, dict) and m[b"proto"] == 3
+        # RESP3 nil and map replies
+        c.send_raw(b"*2\r\n$3\r\nGET\r\n$7\r\nmissing\r\n")
+        assert c.sock.recv(100) == b"_\r\n"
+        assert isinstance(c.call("CONFIG", "GET", "port"), dict)
+        m = c.call("HELLO", "2", "SETNAME", "conn-a")
+        assert isinstance(m, list)
+        assert c.call("CLIENT", "GETNAME") == b"conn-a"
+        c.send_raw(b"*2\r\n$3\r\nGET\r\n$7\r\nmissing\r\n")
+        assert c.sock.recv(100) == b"$-1\r\n"
+
+
+@pytest.mark.parametrize("ver", ["1", "4", "0", "-1"])
+def test_hello_noproto(server, ver):
+    with server.raw() as c:
+        assert c.call("HELLO", ver).code == "NOPROTO"
+        assert c.call("HELLO", "x").code == "ERR"
+        assert c.call("HELLO", "3", "BOGUS").msg == "ERR syntax error"
+        assert c.call("HELLO", "3", "AUTH", "default").msg == "ERR syntax error"
+        assert c.call("HELLO", "3", "SETNAME", "has space").code == "ERR"
+        # nothing above switched the protocol
+        c.send_raw(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n")
+        assert c.sock.recv(100) == b"$-1\r\n"
+
+
+def test_auth_without_password(server):
+    with server.raw() as c:
+        assert c.call("AUTH", "x").code == "ERR"
+        assert c.call("AUTH", "default", "x").code == "ERR"
+        assert c.call("HELLO", "3", "AUTH", "default", "x").code == "ERR"
+
+
+def test_requirepass(ordod_factory):
+    srv = ordod_factory("--requirepass", "s3cret")
+    with srv.raw(auth=False) as c:
+        assert c.call("PING") == "PONG"
+        for cmd in (["GET", "k"], ["SET", "k", "v"], ["KV.WATCH", "k"], ["CLIENT", "ID"], ["INFO"],
+                    ["DBSIZE"], ["ECHO", "x"]):
+            e = c.call(*cmd)
+            assert e == RespError("NOAUTH Authentication required."), cmd
+        e = c.call("NOSUCH")
+        assert e.code == "ERR"  # unknown commands are unknown before and after AUTH
+        assert c.call("HELLO", "3").code == "NOAUTH"
+        assert c.call("AUTH", "wrong").code == "WRONGPASS"
+        assert c.call("AUTH", "other", "s3cret").code == "WRONGPASS"
+        assert c.call("AUTH", "s3cret\x00").code == "WRONGPASS"
+        assert c.call("AUTH", "s3cre").code == "WRONGPASS"
+        assert c.call("AUTH", "a", "b", "c").code == "ERR"
+        assert c.call("GET", "k").code == "NOAUTH"
+        assert c.call("AUTH", "s3cret") == "OK"
+        assert c.call("SET", "k", "v") == "OK"
+    with srv.raw(auth=False) as c:
+        assert c.call("AUTH", "default", "s3cret") == "OK"
+        assert c.call("GET", "k") == b"v"
+    with srv.raw(auth=False) as c:
+        assert c.call("HELLO", "3", "AUTH", "default", "bad").code == "WRONGPASS"
+        assert c.call("GET", "k").code == "NOAUTH"
+        m = c.call("HELLO", "3", "AUTH", "default", "s3cret", "SETNAME", "n1")
+        assert m[b"proto"] == 3
+        assert c.call("GET", "k") == b"v"
+        assert c.call("CLIENT", "GETNAME") == b"n1"
+    with srv.raw(auth=False) as c:
+        assert c.call("QUIT") == "OK"
+        assert c.is_closed()
+    # redis-py with the password works
+    r = srv.client()
+    assert r.get("k") == b"v"
+    r.close()
+
+
+def test_preauth_limits(ordod_factory):
+    srv = ordod_factory("--requirepass", "pw", "--max-args-unauth", "4", "--max-bulk-bytes-unauth", "300")
+    with srv.raw(auth=False) as c:
+        c.send("PING", "a", "b", "c", "d")  # 5 args > 4
+        rs = c.read_until_closed()
+        assert len(rs) == 1 and rs[0].msg.startswith("ERR Protocol error")
+    with srv.raw(auth=False) as c:
+        c.send("AUTH", "x" * 301)
+        rs = c.read_until_closed()
+        assert len(rs) == 1 and rs[0].msg.startswith("ERR Protocol error")
+    with srv.raw(auth=False) as c:
+        assert c.call("AUTH", "x" * 300).code == "WRONGPASS"  # at the limit: parsed
+        assert c.call("AUTH", "pw") == "OK"
+        # after AUTH the ordinary limits apply
+        assert c.call("MGET", *["k%d" % i for i in range(20)]) == [None] * 20
+        assert c.call("SET", "k", "v" * 1000) == "OK"
+    assert srv.alive()
+
+
+def test_quit(server):
+    with server.raw() as c:
+        c.send_raw(b"PING\r\nQUIT\r\nPING\r\n")
+        assert c.read_until_closed() == ["PONG", "OK"]
+    assert server.alive()
+
+
+def test_client(server):
+    with server.raw() as c1, server.raw() as c2:
+        id1, id2 = c1.call("CLIENT", "ID"), c2.call("CLIENT", "ID")
+        assert isinstance(id1, int) and id2 > id1
+        assert c1.call("CLIENT", "GETNAME") is None
+        assert c1.call("CLIENT", "SETNAME", "alpha") == "OK"
+        assert c1.call("CLIENT", "GETNAME") == b"alpha"
+        assert c1.call("CLIENT", "SETNAME", "a b").code == "ERR"
+        assert c1.call("CLIENT", "SETNAME", "a\nb").code == "ERR"
+        assert c1.call("CLIENT", "SETNAME", "x" * 257).code in ("LIMIT", "ERR")
+        assert c1.call("CLIENT", "SETNAME", "x" * 256) == "OK"
+        assert c1.call("CLIENT", "SETNAME", "alpha") == "OK"
+        assert c1.call("CLIENT", "SETINFO", "lib-name", "x") == "OK"
+        lst = c2.call("CLIENT", "LIST").decode()
+        lines = [l for l in lst.splitlines() if l]
+        assert len(lines) == 2
+        by_id = {int(l.split()[0].split("=")[1]): l for l in lines}
+        assert "name=alpha" in by_id[id1].split() and "name=" in by_id[id2].split()
+        assert "addr=127.0.0.1:" in by_id[id1]
+        info = c1.call("CLIENT", "INFO").decode()
+        assert info.startswith("id=%d " % id1)
+        assert c1.call("CLIENT", "SETNAME", "") == "OK"
+        assert c1.call("CLIENT", "GETNAME") is None
+        assert c1.call("CLIENT", "BOGUS").code == "ERR"
+        assert c1.call("CLIENT").code == "ERR"
+
+
+def test_info(server):
+    r = server.client()
+    r.set("a", "1")
+    r.set("b", "2", px=100000)
+    with server.raw() as c:
+        full = c.call("INFO").decode()
+        for sec in ("# Server", "# Clients", "# Memory", "# Stats", "# KV", "# Keyspace"):
+            assert sec in full
+        for sec in ("server", "clients", "memory", "stats", "kv", "keyspace"):
+            text = c.call("INFO", sec).decode()
+            assert text.count("# ") == 1 and text.lower().startswith("# " + sec), sec
+        assert c.call("INFO", "nosuch") in (b"", "")
+        c.call("HELLO", "3")
+        c.send("INFO", "server")
+        c._fill()
+        assert c.buf.startswith(b"=")  # a verbatim string in RESP3
+        assert c.read().startswith(b"# Server")
+    info = server.info("keyspace")
+    assert info["db0"] == "keys=2,expires=1"
+    kv = server.info("kv")
+    assert kv["revision"] == "2" and kv["oldest_revision"] == "1"
+    srv = server.info("server")
+    assert int(srv["process_id"]) == server.pid and int(srv["tcp_port"]) == server.port
+    assert int(server.info("memory")["used_memory_rss"]) > 0
+    assert int(server.info("clients")["connected_clients"]) >= 2
+    assert r.info()["redis_version"]
+    r.close()
+
+
+def test_command(server):
+    with server.raw() as c:
+        n = c.call("COMMAND", "COUNT")
+        table = c.call("COMMAND")
+        assert len(table) == n and n >= 25
+        names = {e[0].lower() for e in table}
+        for name in (b"get", b"set", b"kv.put", b"kv.watch", b"ping", b"hello"):
+            assert name in names
+        get = [e for e in table if e[0].lower() == b"get"][0]
+        assert get[1] == 2
+        setc = [e for e in table if e[0].lower() == b"set"][0]
+        assert setc[1] == -3 and "write" in setc[2]
+        assert c.call("COMMAND", "DOCS") == []
+        assert c.call("COMMAND", "BOGUS").code == "ERR"
+
+
+def test_config_get(ordod_factory):
+    srv = ordod_factory("--max-clients", "77")
+    with srv.raw() as c:
+        m = c.call("CONFIG", "GET", "max-clients")
+        assert dict(zip(m[::2], m[1::2])) == {b"max-clients": b"77"}
+        m = c.call("CONFIG", "GET", "port", "max-*-bytes")
+        d = dict(zip(m[::2], m[1::2]))
+        assert d[b"port"] == str(srv.port).encode()
+        assert b"max-value-bytes" in d and b"max-name-bytes" in d and b"max-bulk-bytes" in d
+        assert c.call("CONFIG", "GET", "nomatch*") == []
+        assert c.call("CONFIG", "SET", "max-clients", "5").code == "ERR"
+        assert c.call("CONFIG", "GET").code == "ERR"
+    r = srv.client()
+    assert r.config_get("max-clients") == {"max-clients": "77"}
+    r.close()
+
+
+def test_dbsize_time(server):
+    r = server.client()
+    assert r.dbsize() == 0
+    r.set("a", 1)
+    r.set(b"\x00", 2)
+    r.set("a", 3)
+    assert r.dbsize() == 2
+    r.delete("a")
+    assert r.dbsize() == 1
+    with server.raw() as c:
+        sec, usec = c.call("TIME")
+        assert abs(int(sec) - time.time()) < 5 and 0 <= int(usec) < 1000000
+        assert c.call("TIME", "x").code == "ERR"
+        assert c.call("DBSIZE", "x").code == "ERR"
+    r.close()
+
+
+def test_max_clients(ordod_factory):
+    srv = ordod_factory("--max-clients", "3")
+    # Wait until the server has seen the readiness probe's connection close:
+    # this connection must be the only one it counts.
+    first = srv.raw()
+    deadline = time.monotonic() + 5
+    while b"connected_clients:1\r\n" not in first.call("INFO", "clients"):
+        assert time.monotonic() < deadline
+    conns = [first, srv.raw(), srv.raw()]
+    for c in conns:
+        assert c.call("PING") == "PONG"
+    with srv.raw() as extra:
+        rs = extra.read_until_closed()
+        assert len(rs) == 1 and rs[0].code == "ERR" and "max-clients" in rs[0].msg
+    conns.pop().close()
+    # the slot frees once the server has seen the close: poll with a deadline
+    deadline = time.monotonic() + 5
+    while True:
+        c = srv.raw()
+        r = c.call("PING")
+        if r == "PONG":
+            conns.append(c)
+            break
+        c.close()
+        assert time.monotonic() < deadline, "closed client's slot never freed"
+    for c in conns:
+        c.close()
+
+
+def test_protected_mode_option_visible(server):
+    with server.raw() as c:
+        m = c.call("CONFIG", "GET", "protected-mode")
+        assert m == [b"protected-mode", b"yes"]
