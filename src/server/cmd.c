@@ -144,7 +144,7 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
     cmd_ctx_t x = {s, c, &c->out, c->proto, cmd->argc, cmd->argv};
     s->stats.commands_total++;
     c->commands++;
-    c->last_cmd_ms = server_now_ms();
+    c->last_cmd_ms = s->now_ms;
     const cmd_def_t *d = lookup(s, &cmd->argv[0]);
     char word[300];
     if (d == NULL) {
@@ -168,7 +168,7 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
         return;
     }
     uint64_t next = core_next_expiry(s->core);
-    if (next != 0 && next <= c->last_cmd_ms)
+    if (next != 0 && next <= s->now_ms)
         cmd_expire_due(s);
     d->fn(&x);
 }
@@ -277,9 +277,14 @@ bool cmd_write(cmd_ctx_t *x, record_t *rec, apply_result_t *res)
             return false;
         }
     }
-    rec->time_ms = server_now_ms();
-    core_apply(s->core, rec, res);
+    cmd_apply(s, rec, res);
     if (rec->type == REC_PUT && rec->expire_at_ms != 0)
         cmd_schedule_expiry(s);
     return true;
+}
+
+void cmd_apply(server_t *s, record_t *rec, apply_result_t *res)
+{
+    rec->time_ms = s->now_ms;
+    core_apply(s->core, rec, res);
 }

@@ -89,5 +89,8 @@ void reply_syntax(cmd_ctx_t *x);
  * log will be appended. Refuses with -LIMIT when max-memory-bytes is
  * passed (returns false, reply written). */
 bool cmd_write(cmd_ctx_t *x, record_t *rec, apply_result_t *res);
+/* cmd_apply() -- stamp rec with the writer's clock and apply it: the one
+ * door through which every record (commands' and timers') enters the core. */
+void cmd_apply(server_t *s, record_t *rec, apply_result_t *res);
 
 #endif /* ORDO_CMD_H */

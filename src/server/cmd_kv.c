@@ -25,15 +25,28 @@ static void on_expire_timer(uv_timer_t *t)
 {
     server_t *s = t->data;
     s->expire_timer_at_ms = 0;
+    server_tick(s);
     cmd_expire_due(s);
+    conn_flush_dirty(s);
 }
 
+/* Expire every key due by the writer's clock, one record per key. */
 void cmd_expire_due(server_t *s)
 {
-    record_t rec = {.type = REC_EXPIRE, .time_ms = server_now_ms()};
-    apply_result_t res;
-    core_apply(s->core, &rec, &res);
-    s->stats.expired_keys_total += (uint64_t)res.value;
+    char stackkey[256];
+    uint64_t next;
+    while ((next = core_next_expiry(s->core)) != 0 && next <= s->now_ms) {
+        size_t klen;
+        const char *k = core_first_expiring(s->core, &klen);
+        char *key = klen <= sizeof stackkey ? stackkey : ordo_xmalloc(klen);
+        memcpy(key, k, klen); /* apply frees the expiry entry k points into */
+        record_t rec = {.type = REC_EXPIRE, .key = key, .klen = (uint32_t)klen};
+        apply_result_t res;
+        cmd_apply(s, &rec, &res);
+        s->stats.expired_keys_total += (uint64_t)res.value;
+        if (key != stackkey)
+            free(key);
+    }
     cmd_schedule_expiry(s);
 }
 
@@ -53,22 +66,11 @@ void cmd_schedule_expiry(server_t *s)
     uv_timer_start(&s->expire_timer, on_expire_timer, next > now ? next - now : 0, 0);
 }
 
-/* The key's live version as a reader should see it: NULL if absent or past
- * its deadline (then the expiry record is due and the timer is set to run
- * now). */
+/* The key's live version as a reader sees it. Keys past their deadline
+ * were expired before the command ran (cmd_dispatch), by the same clock. */
 static const kv_version_t *visible(server_t *s, const resp_arg_t *key)
 {
-    const kv_version_t *v = kv_get(core_kv(s->core), key->ptr, key->len);
-    if (v == NULL || core_expiring(s->core) == 0)
-        return v;
-    uint64_t d = core_expiry_of(s->core, key->ptr, key->len);
-    if (d == 0 || d > server_now_ms())
-        return v;
-    if (s->expire_timer_at_ms == 0 || s->expire_timer_at_ms > d) {
-        s->expire_timer_at_ms = d;
-        uv_timer_start(&s->expire_timer, on_expire_timer, 0, 0);
-    }
-    return NULL;
+    return kv_get(core_kv(s->core), key->ptr, key->len);
 }
 
 /* ---- plain keys ------------------------------------------------------------- */
@@ -112,7 +114,7 @@ static void cmd_set(cmd_ctx_t *x)
             return;
         }
     }
-    uint64_t now = server_now_ms();
+    uint64_t now = x->srv->now_ms;
     if (ttl_ms > 0)
         rec.expire_at_ms = (uint64_t)ttl_ms > UINT64_MAX - now ? UINT64_MAX : now + (uint64_t)ttl_ms;
     apply_result_t res;

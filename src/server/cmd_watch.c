@@ -115,7 +115,7 @@ static bool catch_up(conn_t *c, watch_t *w)
         }
         if (watch_covers(w, ch.cur->key, ch.cur->klen)) {
             add_event(c, w, ch.cur, ch.prev);
-            w->last_sent_ms = server_now_ms();
+            w->last_sent_ms = c->srv->now_ms;
         }
         w->last_rev = ch.cur->mod_rev;
     }
@@ -157,7 +157,7 @@ static void deliver_one(watch_t *w, void *arg)
     }
     add_event(c, w, ch->cur, ch->prev);
     w->last_rev = ch->cur->mod_rev;
-    w->last_sent_ms = server_now_ms();
+    w->last_sent_ms = c->srv->now_ms;
     conn_mark_dirty(c);
 }
 
@@ -263,7 +263,7 @@ static void cmd_kv_watch(cmd_ctx_t *x)
     memcpy(w->name, x->argv[1].ptr, w->nlen);
     w->prefix = prefix;
     w->prevval = prevval;
-    w->last_sent_ms = server_now_ms();
+    w->last_sent_ms = c->srv->now_ms;
     w->onext = c->watches;
     if (c->watches != NULL)
         c->watches->oprev = w;
@@ -310,7 +310,7 @@ static void cmd_kv_unwatch(cmd_ctx_t *x)
  * point moves even when nothing it watches changes. */
 void cmd_cron(server_t *s)
 {
-    uint64_t now = server_now_ms();
+    uint64_t now = server_tick(s);
     for (conn_t *c = s->conns; c != NULL; c = c->next)
         if (!c->closing && conn_pending(c) > (size_t)s->cfg.output_soft_bytes)
             conn_check_output(c);

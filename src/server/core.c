@@ -91,6 +91,8 @@ static void heap_down(core_t *c, size_t i)
 
 static void exp_clear(core_t *c, const void *key, size_t klen)
 {
+    if (c->heap_len == 0)
+        return;
     uint64_t h = ordo_htab_hash(&c->exp_index, key, klen);
     exp_t *e = (exp_t *)ordo_htab_find(&c->exp_index, h, key, klen);
     if (e == NULL)
@@ -169,6 +171,14 @@ uint64_t core_rev(const core_t *c) { return c->rev; }
 size_t core_expiring(const core_t *c) { return c->heap_len; }
 uint64_t core_next_expiry(const core_t *c) { return c->heap_len ? c->heap[0]->deadline_ms : 0; }
 
+const char *core_first_expiring(const core_t *c, size_t *klen)
+{
+    if (c->heap_len == 0)
+        return NULL;
+    *klen = c->heap[0]->klen;
+    return c->heap[0]->key;
+}
+
 void core_set_change_cb(core_t *c, core_change_cb cb, void *arg)
 {
     c->change_cb = cb;
@@ -179,6 +189,8 @@ void core_set_history(core_t *c, uint64_t history_revs) { c->history_revs = hist
 
 uint64_t core_expiry_of(const core_t *c, const void *key, size_t klen)
 {
+    if (c->heap_len == 0)
+        return 0;
     uint64_t h = ordo_htab_hash(&c->exp_index, key, klen);
     const exp_t *e = (const exp_t *)ordo_htab_find(&c->exp_index, h, key, klen);
     return e ? e->deadline_ms : 0;
@@ -187,7 +199,6 @@ uint64_t core_expiry_of(const core_t *c, const void *key, size_t klen)
 /* ---- apply ---------------------------------------------------------------- */
 
 static int delete_key(core_t *c, const void *key, size_t klen);
-static void expire_if_due(core_t *c, const record_t *r);
 
 /* After a mutation: tell the observer, then compact a little if due. */
 static void after_change(core_t *c, const kv_change_t *ch)
@@ -205,8 +216,10 @@ static void after_change(core_t *c, const kv_change_t *ch)
 
 static void apply_put(core_t *c, const record_t *r, apply_result_t *res)
 {
-    expire_if_due(c, r);
-    const kv_version_t *cur = kv_get(c->kv, r->key, r->klen);
+    /* Plain puts, the common case, skip the lookup: kv_put finds the key. */
+    const kv_version_t *cur = NULL;
+    if (r->flags & (REC_F_IFREV | REC_F_NX | REC_F_XX))
+        cur = kv_get(c->kv, r->key, r->klen);
     if ((r->flags & REC_F_IFREV) && (cur ? cur->mod_rev : 0) != r->ifrev) {
         res->status = AP_CONFLICT;
         res->cur_rev = cur ? cur->mod_rev : 0;
@@ -244,19 +257,9 @@ static int delete_key(core_t *c, const void *key, size_t klen)
     return 1;
 }
 
-/* A key whose deadline is at or before the record's time is gone before the
- * record acts on it (lazy expiry, decided by the record's own time). */
-static void expire_if_due(core_t *c, const record_t *r)
-{
-    uint64_t d = core_expiry_of(c, r->key, r->klen);
-    if (d != 0 && d <= r->time_ms && !delete_key(c, r->key, r->klen))
-        exp_clear(c, r->key, r->klen);
-}
-
 static void apply_del(core_t *c, const record_t *r, apply_result_t *res)
 {
-    expire_if_due(c, r);
-    const kv_version_t *cur = kv_get(c->kv, r->key, r->klen);
+    const kv_version_t *cur = (r->flags & REC_F_IFREV) ? kv_get(c->kv, r->key, r->klen) : NULL;
     if ((r->flags & REC_F_IFREV) && (cur ? cur->mod_rev : 0) != r->ifrev) {
         res->status = AP_CONFLICT;
         res->cur_rev = cur ? cur->mod_rev : 0;
@@ -297,7 +300,6 @@ static bool parse_i64(const char *p, size_t n, int64_t *out)
 
 static void apply_incr(core_t *c, const record_t *r, apply_result_t *res)
 {
-    expire_if_due(c, r);
     const kv_version_t *cur = kv_get(c->kv, r->key, r->klen);
     int64_t v = 0;
     if (cur != NULL && !parse_i64(cur->value, cur->vlen, &v)) {
@@ -323,26 +325,19 @@ static void apply_incr(core_t *c, const record_t *r, apply_result_t *res)
     after_change(c, &ch); /* INCR keeps the key's expiry, as in Redis */
 }
 
+/* The writer decided this key's deadline has passed: delete it if it is
+ * still live. The record names the key, so replay never depends on the
+ * deadlines known at the time. */
 static void apply_expire(core_t *c, const record_t *r, apply_result_t *res)
 {
-    int64_t n = 0;
-    while (c->heap_len > 0 && c->heap[0]->deadline_ms <= r->time_ms) {
-        exp_t *e = c->heap[0];
-        /* delete_key() clears the expiry entry; copy the key out first. */
-        char stackkey[256];
-        char *key = e->klen <= sizeof stackkey ? stackkey : ordo_xmalloc(e->klen);
-        size_t klen = e->klen;
-        memcpy(key, e->key, klen);
-        if (!delete_key(c, key, klen))
-            exp_clear(c, key, klen);
-        else
-            n++;
-        if (key != stackkey)
-            free(key);
+    if (delete_key(c, r->key, r->klen)) {
+        res->status = AP_OK;
+        res->rev = c->rev;
+        res->value = 1;
+    } else {
+        exp_clear(c, r->key, r->klen);
+        res->status = AP_NOOP;
     }
-    res->status = n > 0 ? AP_OK : AP_NOOP;
-    res->rev = c->rev;
-    res->value = n;
 }
 
 static void apply_compact(core_t *c, const record_t *r, apply_result_t *res)

@@ -14,9 +14,10 @@
  * record whose condition fails, or that finds nothing to change, takes none.
  *
  * Timers are records too: the writer asks core_next_expiry() when the next
- * key expires and, when that time has come, applies REC_EXPIRE with the time
- * it decided on; apply deletes exactly the keys whose deadline is at or
- * before that record's time.
+ * key expires and, when that time has come, applies one REC_EXPIRE record
+ * naming the key. Apply deletes exactly that key: deadlines are state the
+ * writer reads to decide, never state apply reads, so replaying the log
+ * from a snapshot gives the same deletions whatever deadlines it restored.
  *
  * Observers: after each change to a key the core calls the change callback
  * (the watch layer) with the change; the callback must not apply records.
@@ -35,7 +36,7 @@ enum record_type {
     REC_PUT = 1,     /* KV.PUT, SET: key, value, conditions, expiry */
     REC_DEL = 2,     /* KV.DEL, DEL (one key per record) */
     REC_INCR = 3,    /* INCR/INCRBY: key, incr */
-    REC_EXPIRE = 4,  /* the writer's expiry decision: delete keys due at time_ms */
+    REC_EXPIRE = 4,  /* the writer's expiry decision: delete key (if live) */
     REC_COMPACT = 5, /* KV.COMPACT: arg_rev */
 };
 
@@ -75,7 +76,7 @@ typedef struct apply_result_s {
     int status;
     uint64_t rev;
     uint64_t cur_rev;
-    int64_t value;      /* REC_INCR: the new value; REC_EXPIRE: keys deleted */
+    int64_t value;      /* REC_INCR: the new value; REC_EXPIRE: 1 if the key was deleted */
 } apply_result_t;
 
 typedef void (*core_change_cb)(void *arg, const kv_change_t *change);
@@ -97,6 +98,9 @@ uint64_t core_rev(const core_t *c);
 uint64_t core_expiry_of(const core_t *c, const void *key, size_t klen);
 /* core_next_expiry() -- the earliest expiry deadline, or 0 if none. */
 uint64_t core_next_expiry(const core_t *c);
+/* core_first_expiring() -- the key with the earliest deadline (valid until
+ * the next apply), or NULL; *klen receives its length. */
+const char *core_first_expiring(const core_t *c, size_t *klen);
 /* core_expiring() -- number of keys with an expiry. */
 size_t core_expiring(const core_t *c);
 

@@ -30,6 +30,14 @@ uint64_t server_now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+uint64_t server_tick(server_t *s)
+{
+    uint64_t now = server_now_ms();
+    if (now > s->now_ms)
+        s->now_ms = now;
+    return s->now_ms;
+}
+
 size_t conn_pending(const conn_t *c) { return c->out.len + c->wbuf.len; }
 
 static void on_close(uv_handle_t *h)
@@ -110,7 +118,7 @@ bool conn_check_output(conn_t *c)
         c->soft_since_ms = 0;
         return true;
     }
-    uint64_t now = server_now_ms();
+    uint64_t now = server_tick(c->srv);
     if (c->soft_since_ms == 0)
         c->soft_since_ms = now;
     else if (now - c->soft_since_ms >= (uint64_t)cfg->output_soft_seconds * 1000u) {
@@ -258,6 +266,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         return;
     c->in.len += (size_t)nread;
     c->srv->stats.net_in_bytes += (uint64_t)nread;
+    server_tick(c->srv);
     process_input(c);
     if (c->closing)
         return;
@@ -317,7 +326,7 @@ static void on_connection(uv_stream_t *listener, int status)
     c->id = ++s->next_client_id;
     c->proto = 2;
     c->authed = s->cfg.requirepass[0] == '\0';
-    c->created_ms = c->last_cmd_ms = server_now_ms();
+    c->created_ms = c->last_cmd_ms = server_tick(s);
     int rc = is_unix ? uv_pipe_init(s->loop, &c->h.pipe, 0) : uv_tcp_init(s->loop, &c->h.tcp);
     if (rc != 0) {
         free(c);

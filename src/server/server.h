@@ -63,12 +63,18 @@ typedef struct server_s {
     uint64_t next_client_id;
     uint64_t next_watch_id;
     uint64_t start_ms;
+    uint64_t now_ms;                 /* the writer's clock: see server_tick() */
     server_stats_t stats;
     bool stopping;
 } server_t;
 
-/* Wall clock in ms since the epoch: what the writer stamps on records. */
+/* Wall clock in ms since the epoch. */
 uint64_t server_now_ms(void);
+/* server_tick() -- read the wall clock into s->now_ms, never moving it
+ * backwards. Called once per loop callback (a read batch, a timer), so
+ * every command of a batch, and every record it makes, sees one time, and
+ * record times never decrease even if the system clock steps back. */
+uint64_t server_tick(server_t *s);
 
 /* net.c */
 int net_listen(server_t *s, char *err, size_t elen);

@@ -131,15 +131,24 @@ static void test_expiry_is_a_record(void **state)
     core_apply(c, &r, &res);
     assert_int_equal(core_next_expiry(c), 1200);
     assert_int_equal(core_expiring(c), 2);
-    /* An expiry record deletes exactly the keys due by its own time. */
-    record_t e = {.type = REC_EXPIRE, .time_ms = 1199};
+    /* An expiry record deletes exactly the key it names, whatever the
+     * deadlines say: the writer decided, apply obeys. */
+    size_t klen = 0;
+    assert_memory_equal(core_first_expiring(c, &klen), "t2", 2);
+    assert_int_equal(klen, 2);
+    record_t e = {.type = REC_EXPIRE, .time_ms = 1200, .key = "t2", .klen = 2};
     core_apply(c, &e, &res);
-    assert_int_equal(res.status, AP_NOOP);
-    e.time_ms = 1200;
-    core_apply(c, &e, &res);
+    assert_int_equal(res.status, AP_OK);
     assert_int_equal(res.value, 1);
     assert_null(kv_get(core_kv(c), "t2", 2));
     assert_non_null(kv_get(core_kv(c), "t1", 2));
+    core_apply(c, &e, &res); /* already gone: nothing to do, no revision */
+    assert_int_equal(res.status, AP_NOOP);
+    uint64_t rev = core_rev(c);
+    record_t e2 = {.type = REC_EXPIRE, .time_ms = 0, .key = "keep", .klen = 4};
+    core_apply(c, &e2, &res); /* no deadline, yet named: deleted */
+    assert_int_equal(res.status, AP_OK);
+    assert_int_equal(core_rev(c), rev + 1);
     /* A SET without expiry clears it; KEEPTTL keeps it. */
     r = put("t1", "w", 1300);
     r.flags = REC_F_KEEPTTL;
@@ -149,18 +158,17 @@ static void test_expiry_is_a_record(void **state)
     core_apply(c, &r, &res);
     assert_int_equal(core_expiry_of(c, "t1", 2), 0);
     assert_int_equal(core_expiring(c), 0);
-    /* A write to a key past its deadline finds it gone (lazy expiry decided
-     * by the record's time): NX succeeds. */
+    assert_null(core_first_expiring(c, &klen));
+    /* Apply never expires by itself: a key past its deadline stays until
+     * the writer's record removes it. */
     r = put("x", "1", 2000);
     r.expire_at_ms = 2100;
     core_apply(c, &r, &res);
-    r = put("x", "2", 2100);
+    r = put("x", "2", 5000);
     r.flags = REC_F_NX;
     core_apply(c, &r, &res);
-    assert_int_equal(res.status, AP_OK);
-    const kv_version_t *v = kv_get(core_kv(c), "x", 1);
-    assert_int_equal(v->version, 1); /* a new life */
-    assert_int_equal(changes_seen, 9); /* 7 puts, expiry of t2, lazy expiry of x */
+    assert_int_equal(res.status, AP_NOOP);
+    assert_int_equal(changes_seen, 8); /* 3 puts, 2 expiries, 3 puts */
     core_destroy(c);
 }
 
@@ -212,7 +220,7 @@ static void test_determinism(void **state)
         case 0: r.type = REC_DEL; break;
         case 1: r.type = REC_INCR; r.incr = 1; break;
         case 2: r.type = REC_PUT; r.val = val; r.vlen = (uint32_t)strlen(val); r.expire_at_ms = (uint64_t)i + x % 50; break;
-        case 3: r.type = REC_EXPIRE; break;
+        case 3: r.type = REC_EXPIRE; break; /* names key */
         default: r.type = REC_PUT; r.val = val; r.vlen = (uint32_t)strlen(val); r.flags = REC_F_IFREV; r.ifrev = x % 100; break;
         }
         apply_result_t ra, rb;
