@@ -17,6 +17,7 @@
  * the cost of one heap peek per command.
  */
 #include "cmd.h"
+#include "persist.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -267,6 +268,10 @@ void reply_syntax(cmd_ctx_t *x) { reply_err(x, "ERR syntax error"); }
 bool cmd_write(cmd_ctx_t *x, record_t *rec, apply_result_t *res)
 {
     server_t *s = x->srv;
+    if (s->readonly[0] != '\0') {
+        reply_errf(x, "READONLY the log cannot be written, so writes are refused: %s", s->readonly);
+        return false;
+    }
     if (s->cfg.max_memory_bytes > 0 && rec->type != REC_DEL && rec->type != REC_COMPACT) {
         kv_stats_t st;
         kv_stats(core_kv(s->core), &st);
@@ -287,4 +292,8 @@ void cmd_apply(server_t *s, record_t *rec, apply_result_t *res)
 {
     rec->time_ms = s->now_ms;
     core_apply(s->core, rec, res);
+    /* Only records that changed something are logged: a failed condition
+     * leaves no trace, and replay reaches the same state without it. */
+    if (res->status == AP_OK && s->wal != NULL)
+        persist_record(s, rec, core_rev(s->core));
 }

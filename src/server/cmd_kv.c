@@ -33,6 +33,8 @@ static void on_expire_timer(uv_timer_t *t)
 /* Expire every key due by the writer's clock, one record per key. */
 void cmd_expire_due(server_t *s)
 {
+    if (s->readonly[0] != '\0')
+        return; /* the expiry could not be logged; keys stay until writes work */
     char stackkey[256];
     uint64_t next;
     while ((next = core_next_expiry(s->core)) != 0 && next <= s->now_ms) {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "persist.h"
 
 static void cmd_ping(cmd_ctx_t *x)
 {
@@ -255,6 +256,8 @@ static void cmd_info(cmd_ctx_t *x)
                         (unsigned long long)s->stats.watch_cancelled_total,
                         (unsigned long long)s->stats.expired_keys_total,
                         (unsigned long long)s->stats.clients_closed_output);
+    if (section_wanted(x, "persistence"))
+        persist_info(s, &b);
     if (section_wanted(x, "kv"))
         ordo_buf_printf(&b, "# KV\r\nrevision:%llu\r\noldest_revision:%llu\r\nhistory_revs:%lld\r\n\r\n",
                         (unsigned long long)core_rev(s->core), (unsigned long long)kv_oldest_rev(core_kv(s->core)),
@@ -330,6 +333,19 @@ static void cmd_config(cmd_ctx_t *x)
     ordo_buf_free(&a.items);
 }
 
+/* SNAPSHOT: start a snapshot (or join the running one); the reply is the
+ * revision it covers, 0 if there is nothing to cover yet. INFO persistence
+ * shows when it is done. */
+static void cmd_snapshot(cmd_ctx_t *x)
+{
+    char err[512];
+    int64_t rev = persist_snapshot(x->srv, err, sizeof err);
+    if (rev < 0)
+        reply_errf(x, "ERR snapshot failed: %s", err);
+    else
+        resp_add_int(x->out, rev);
+}
+
 static void cmd_dbsize(cmd_ctx_t *x) { resp_add_uint(x->out, kv_count(core_kv(x->srv->core))); }
 
 static void cmd_time(cmd_ctx_t *x)
@@ -355,6 +371,7 @@ static const cmd_def_t server_cmds[] = {
     {"COMMAND", -1, 0, cmd_command, "COMMAND [COUNT|DOCS]"},
     {"CONFIG", -2, 0, cmd_config, "CONFIG GET pattern..."},
     {"DBSIZE", 1, 0, cmd_dbsize, "DBSIZE: live keys"},
+    {"SNAPSHOT", 1, 0, cmd_snapshot, "SNAPSHOT: start a snapshot; the revision it covers"},
     {"TIME", 1, 0, cmd_time, "TIME: [seconds, microseconds]"},
 };
 

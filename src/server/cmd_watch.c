@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "persist.h"
 
 enum { WATCH_LIVE = 0, WATCH_CATCHUP = 1 };
 
@@ -311,6 +312,7 @@ static void cmd_kv_unwatch(cmd_ctx_t *x)
 void cmd_cron(server_t *s)
 {
     uint64_t now = server_tick(s);
+    persist_cron(s);
     for (conn_t *c = s->conns; c != NULL; c = c->next)
         if (!c->closing && conn_pending(c) > (size_t)s->cfg.output_soft_bytes)
             conn_check_output(c);

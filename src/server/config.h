@@ -27,6 +27,10 @@ typedef struct ordo_config_s {
     /* data */
     char dir[1024];
     int64_t fsync;                   /* enum fsync_policy */
+    int64_t fsync_batch_max;         /* always: sync early once this many records wait (0: off) */
+    int64_t fsync_interval_ms;       /* always: wait up to this long to gather a batch (0: sync at once) */
+    int64_t wal_segment_bytes;       /* roll the log to a new file past this size */
+    int64_t snapshot_log_bytes;      /* take a snapshot when the log on disk passes this */
     int64_t history_revs;            /* automatic compaction keeps this many revisions */
     int64_t watch_progress_ms;       /* idle watches get a progress event this often */
     /* limits */

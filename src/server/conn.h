@@ -24,6 +24,9 @@
 #define CONN_PAUSE_READ_BYTES (4u << 20)
 /* Input buffer kept between reads; a larger one is freed when emptied. */
 #define CONN_IN_KEEP_BYTES (64u << 10)
+/* Durability marks kept per connection; when full, the newest mark
+ * absorbs more output (those replies then wait for its later revision). */
+#define CONN_MARKS_MAX 8
 /* Read buffer offered to libuv per read. */
 #define CONN_READ_CHUNK (16u << 10)
 
@@ -54,6 +57,14 @@ struct conn_s {
     uint64_t last_cmd_ms;
     uint64_t soft_since_ms;    /* when pending output first passed the soft limit, 0 if below */
     uint64_t commands;
+    /* Durability marks: out[0..marks[i].end) may be sent once the durable
+     * revision reaches marks[i].rev. Revisions and ends increase along the
+     * array; bytes after the last mark were appended while everything was
+     * durable, or are covered at the next flush. */
+    struct { size_t end; uint64_t rev; } marks[CONN_MARKS_MAX];
+    int nmarks;
+    bool held;                 /* in server.held: output waits on durable_rev */
+    conn_t *held_next;
     bool dirty;                /* in server.dirty: has events to flush */
     conn_t *dirty_next;
     watch_t *watches;          /* this connection's watches (onext list) */
@@ -66,6 +77,10 @@ struct conn_s {
 void conn_mark_dirty(conn_t *c);
 /* conn_flush_dirty() -- flush every connection marked dirty. */
 void conn_flush_dirty(server_t *s);
+
+/* conn_release_held() -- the durable revision advanced: flush every
+ * connection whose output was waiting for it. */
+void conn_release_held(server_t *s);
 
 /* conn_flush() -- start sending out if nothing is in flight. */
 void conn_flush(conn_t *c);

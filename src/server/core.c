@@ -44,6 +44,7 @@ struct core_s {
     size_t heap_len, heap_cap;
     core_change_cb change_cb;
     void *change_arg;
+    uint64_t compact_pin;    /* 0, or automatic compaction stops at this point */
 };
 
 static bool exp_eq(const ordo_hnode_t *n, const void *key, size_t len)
@@ -185,6 +186,26 @@ void core_set_change_cb(core_t *c, core_change_cb cb, void *arg)
     c->change_arg = arg;
 }
 
+void core_set_compact_pin(core_t *c, uint64_t pin) { c->compact_pin = pin; }
+
+int core_load_key(core_t *c, const void *key, size_t klen, const void *val, size_t vlen, uint64_t create_rev,
+                  uint64_t mod_rev, uint64_t version, uint64_t lease, uint64_t expire_at_ms)
+{
+    if (kv_load(c->kv, key, klen, val, vlen, create_rev, mod_rev, version, lease) != KV_OK)
+        return -1;
+    if (expire_at_ms != 0)
+        exp_set(c, key, klen, expire_at_ms);
+    return 0;
+}
+
+int core_load_done(core_t *c, uint64_t rev)
+{
+    if (kv_load_done(c->kv, rev) != KV_OK)
+        return -1;
+    c->rev = rev;
+    return 0;
+}
+
 void core_set_history(core_t *c, uint64_t history_revs) { c->history_revs = history_revs ? history_revs : 1; }
 
 uint64_t core_expiry_of(const core_t *c, const void *key, size_t klen)
@@ -210,6 +231,8 @@ static void after_change(core_t *c, const kv_change_t *ch)
         uint64_t target = c->rev - c->history_revs + 1;
         if (target > kv_last_rev(c->kv) + 1)
             target = kv_last_rev(c->kv) + 1;
+        if (c->compact_pin != 0 && target > c->compact_pin)
+            target = c->compact_pin;
         kv_compact_step(c->kv, target, COMPACT_STEP_MAX);
     }
 }

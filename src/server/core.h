@@ -105,6 +105,18 @@ const char *core_first_expiring(const core_t *c, size_t *klen);
 size_t core_expiring(const core_t *c);
 
 void core_set_change_cb(core_t *c, core_change_cb cb, void *arg);
+
+/* Loading a snapshot into a fresh core: core_load_key() for each key as of
+ * the snapshot's revision (with its expiry deadline, 0 for none), then
+ * core_load_done(rev), after which core_rev() == rev. Return 0 or -1 if the
+ * entry is inconsistent (duplicate key, revisions out of order). */
+int core_load_key(core_t *c, const void *key, size_t klen, const void *val, size_t vlen, uint64_t create_rev,
+                  uint64_t mod_rev, uint64_t version, uint64_t lease, uint64_t expire_at_ms);
+int core_load_done(core_t *c, uint64_t rev);
+
+/* Compaction pin: automatic compaction never moves the point past pin
+ * (0: no pin), so a snapshot being written at that revision stays readable. */
+void core_set_compact_pin(core_t *c, uint64_t pin);
 void core_set_history(core_t *c, uint64_t history_revs);
 
 #endif /* ORDO_CORE_H */

@@ -481,6 +481,46 @@ static kv_ver_t *ver_append(kv_t *kv, kv_key_t *k, const void *val, size_t vlen,
     return v;
 }
 
+/* ---- loading a snapshot ----------------------------------------------------------
+ * A snapshot holds the live keys as of its revision R. They are loaded as
+ * base versions: linked as their key's only version, but not logged, since
+ * their mod_revs are <= R and the compaction point becomes R + 1 (I1, I2). */
+
+int kv_load(kv_t *kv, const void *key, size_t klen, const void *val, size_t vlen, uint64_t create_rev,
+            uint64_t mod_rev, uint64_t version, uint64_t lease)
+{
+    if (kv->log_len != 0 || mod_rev == 0 || create_rev > mod_rev || version == 0 || key_find(kv, key, klen))
+        return KV_EREV;
+    kv_key_t *k = key_create(kv, key, klen);
+    kv_ver_t *v = kv_xmalloc(ver_size((uint32_t)vlen));
+    v->pub.mod_rev = mod_rev;
+    v->pub.create_rev = create_rev;
+    v->pub.version = version;
+    v->pub.lease = lease;
+    v->pub.deleted = false;
+    v->pub.vlen = (uint32_t)vlen;
+    v->pub.value = v->value;
+    if (vlen)
+        memcpy(v->value, val, vlen);
+    v->pub.key = k->bytes;
+    v->pub.klen = k->klen;
+    v->older = NULL;
+    k->newest = v;
+    kv->live++;
+    kv->nversions++;
+    kv->bytes += alloc_cost(ver_size((uint32_t)vlen));
+    return KV_OK;
+}
+
+int kv_load_done(kv_t *kv, uint64_t rev)
+{
+    if (kv->log_len != 0 || rev < kv->last_rev)
+        return KV_EREV;
+    kv->last_rev = rev;
+    kv->oldest_rev = rev + 1;
+    return KV_OK;
+}
+
 int kv_put(kv_t *kv, const void *key, size_t klen, const void *val, size_t vlen,
            uint64_t lease, uint64_t rev, kv_change_t *change_out)
 {

@@ -148,4 +148,14 @@ int kv_log_next(const kv_t *kv, kv_cursor_t *cur, kv_change_t *out);
 
 void kv_stats(const kv_t *kv, kv_stats_t *out);
 
+/* Loading a snapshot taken at revision rev, into a fresh store: kv_load()
+ * each live key as it was at rev (mod_rev <= rev), then kv_load_done(rev).
+ * Afterwards kv_last_rev() == rev and kv_oldest_rev() == rev + 1: reads and
+ * watches resume from the changes applied after the snapshot. Both return
+ * KV_OK, or KV_EREV if the store already has changes, the key is already
+ * loaded, or the revisions are inconsistent. */
+int kv_load(kv_t *kv, const void *key, size_t klen, const void *val, size_t vlen, uint64_t create_rev,
+            uint64_t mod_rev, uint64_t version, uint64_t lease);
+int kv_load_done(kv_t *kv, uint64_t rev);
+
 #endif /* ORDO_KV_H */

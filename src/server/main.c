@@ -14,6 +14,7 @@
 
 #include "cmd.h"
 #include "conn.h"
+#include "persist.h"
 #include "server.h"
 
 /* How often the housekeeping timer runs: watch progress and output limits
@@ -33,6 +34,7 @@ static void on_signal(uv_signal_t *h, int signum)
     uv_close((uv_handle_t *)&s->expire_timer, NULL);
     uv_close((uv_handle_t *)&s->cron, NULL);
     uv_close((uv_handle_t *)&s->flusher, NULL);
+    persist_close_handles(s);
 }
 
 static void on_cron(uv_timer_t *t) { cmd_cron(t->data); }
@@ -75,6 +77,11 @@ int main(int argc, char **argv)
         goto fail_core;
     if (cmd_init(s) != 0)
         goto fail_watches;
+    server_tick(s);
+    if (persist_open(s, err, sizeof err) != 0) {
+        fprintf(stderr, "ordod: cannot recover from %s: %s\n", s->cfg.dir, err);
+        goto fail_cmds_early;
+    }
     uv_timer_init(s->loop, &s->expire_timer);
     s->expire_timer.data = s;
     uv_timer_init(s->loop, &s->cron);
@@ -97,6 +104,8 @@ int main(int argc, char **argv)
     uv_run(s->loop, UV_RUN_DEFAULT);
     rc = 0;
 fail_cmds:
+    persist_close(s);
+fail_cmds_early:
     cmd_destroy(s);
 fail_watches:
     watch_registry_destroy(&s->watches);

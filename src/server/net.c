@@ -79,6 +79,31 @@ void conn_flush_dirty(server_t *s)
     }
 }
 
+static void unhold(conn_t *c)
+{
+    if (!c->held)
+        return;
+    for (conn_t **pp = &c->srv->held; *pp != NULL; pp = &(*pp)->held_next)
+        if (*pp == c) {
+            *pp = c->held_next;
+            break;
+        }
+    c->held = false;
+}
+
+void conn_release_held(server_t *s)
+{
+    conn_t *list = s->held;
+    s->held = NULL;
+    while (list != NULL) {
+        conn_t *c = list;
+        list = c->held_next;
+        c->held = false;
+        c->held_next = NULL;
+        conn_flush(c);
+    }
+}
+
 static void undirty(conn_t *c)
 {
     if (!c->dirty)
@@ -97,6 +122,7 @@ void conn_close(conn_t *c)
         return;
     c->closing = true;
     undirty(c);
+    unhold(c);
     cmd_conn_closed(c);
     if (c->srv->cfg.verbose)
         fprintf(stderr, "ordod: client %llu (%s) closed\n", (unsigned long long)c->id, c->addr);
@@ -171,20 +197,70 @@ static void on_write(uv_write_t *req, int status)
         conn_flush(c);
 }
 
+/* Mark the output appended since the last mark with the revision it may
+ * depend on (the current one), unless that revision is already durable.
+ * Returns how many bytes of out may be sent now. */
+static size_t sendable_bytes(conn_t *c)
+{
+    server_t *s = c->srv;
+    uint64_t rev = core_rev(s->core), durable = s->durable_rev;
+    size_t last_end = c->nmarks ? c->marks[c->nmarks - 1].end : 0;
+    if (c->out.len > last_end && rev > durable) {
+        if (c->nmarks == CONN_MARKS_MAX || (c->nmarks > 0 && c->marks[c->nmarks - 1].rev == rev)) {
+            c->marks[c->nmarks - 1].end = c->out.len;
+            c->marks[c->nmarks - 1].rev = rev;
+        } else {
+            c->marks[c->nmarks].end = c->out.len;
+            c->marks[c->nmarks].rev = rev;
+            c->nmarks++;
+        }
+    }
+    if (c->nmarks == 0)
+        return c->out.len;
+    int done = 0;
+    while (done < c->nmarks && c->marks[done].rev <= durable)
+        done++;
+    if (done == c->nmarks) {
+        c->nmarks = 0;
+        return c->out.len; /* every mark is durable, and so is the tail */
+    }
+    size_t ok = done ? c->marks[done - 1].end : 0;
+    memmove(c->marks, c->marks + done, (size_t)(c->nmarks - done) * sizeof c->marks[0]);
+    c->nmarks -= done;
+    if (!c->held && !c->closing) {
+        c->held = true;
+        c->held_next = s->held;
+        s->held = c;
+    }
+    return ok;
+}
+
+/* out lost its first n bytes: move the marks with it. */
+static void consume_out(conn_t *c, size_t n)
+{
+    ordo_buf_consume(&c->out, n);
+    for (int i = 0; i < c->nmarks; i++)
+        c->marks[i].end -= n;
+}
+
 void conn_flush(conn_t *c)
 {
     if (c->closing || c->writing)
         return;
+    size_t ready = c->out.len ? sendable_bytes(c) : 0;
     if (c->out.len == 0) {
         if (c->close_after_write)
             conn_close(c);
         return;
     }
-    uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
+    if (ready == 0)
+        return; /* held until the log reaches its revision */
+    uv_buf_t b = uv_buf_init(c->out.data, (unsigned)ready);
     int n = uv_try_write(&c->h.stream, &b, 1);
     if (n > 0) {
         c->srv->stats.net_out_bytes += (uint64_t)n;
-        ordo_buf_consume(&c->out, (size_t)n);
+        consume_out(c, (size_t)n);
+        ready -= (size_t)n;
     } else if (n < 0 && n != UV_EAGAIN) {
         conn_close(c);
         return;
@@ -197,11 +273,20 @@ void conn_flush(conn_t *c)
             cmd_conn_drained(c);
         return;
     }
-    /* The rest waits for the socket: hand the bytes to libuv. */
-    ordo_buf_t t = c->wbuf;
-    c->wbuf = c->out;
-    c->out = t;
-    c->out.len = 0;
+    if (ready == 0)
+        return; /* the rest is held */
+    /* The sendable rest waits for the socket: hand it to libuv. */
+    if (ready == c->out.len) {
+        ordo_buf_t t = c->wbuf;
+        c->wbuf = c->out;
+        c->out = t;
+        c->out.len = 0;
+        c->nmarks = 0;
+    } else {
+        c->wbuf.len = 0;
+        ordo_buf_append(&c->wbuf, c->out.data, ready);
+        consume_out(c, ready);
+    }
     c->writing = true;
     c->wreq.data = c;
     c->srv->stats.net_out_bytes += c->wbuf.len;

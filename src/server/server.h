@@ -23,6 +23,8 @@
 #include "htab.h"
 #include "resp.h"
 #include "watch.h"
+#include "snapshot.h"
+#include "wal.h"
 
 #define ORDO_VERSION "0.1.0"
 
@@ -66,6 +68,21 @@ typedef struct server_s {
     uint64_t now_ms;                 /* the writer's clock: see server_tick() */
     server_stats_t stats;
     bool stopping;
+    /* durability (persist.c) */
+    wal_t *wal;
+    uint64_t durable_rev;            /* replies depending on revisions above it wait */
+    uv_async_t durable_async;        /* the log thread's wake-up */
+    conn_t *held;                    /* connections with output waiting on durable_rev */
+    char readonly[512];              /* non-empty: the log failed, writes are refused */
+    ordo_buf_t rec_scratch;          /* encoding buffer for records */
+    bool snap_running;
+    snap_writer_t snap;
+    uv_idle_t snap_idle;             /* writes the snapshot a slice per loop turn */
+    uv_work_t snap_work;             /* syncs and renames it off the loop thread */
+    int snap_result;
+    char snap_err[512];
+    uint64_t last_snap_rev, last_snap_ms, snaps_total;
+    uint64_t recovered_records, recovery_ms, snapshot_loaded_rev;
 } server_t;
 
 /* Wall clock in ms since the epoch. */

@@ -1,0 +1,272 @@
+/*
+ * persist.c -- recovery, the log stream, the durable revision, snapshots;
+ * see persist.h for the contract.
+ *
+ * Recovery: the snapshot (if any) is loaded at its revision R, then every
+ * log record after R is decoded and applied with the time it carries. A
+ * record's revision in the log is the revision the state reached when it
+ * was first applied; replay checks it reaches the same one, so a log that
+ * does not match its snapshot is refused instead of silently diverging.
+ *
+ * Snapshots: taken at the store's compaction point (see snapshot.h), with
+ * automatic compaction pinned there until the file is in place; written a
+ * slice of keys per loop turn from an idle handle; synced and renamed on
+ * libuv's thread pool; then the log segments it covers are removed.
+ */
+#include "persist.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "conn.h"
+#include "record.h"
+
+/* Keys encoded per loop turn while a snapshot is written: small enough that
+ * commands between slices wait well under a millisecond. */
+#define SNAP_SLICE_KEYS 2048
+
+/* ---- recovery ----------------------------------------------------------------- */
+
+typedef struct replay_ctx_s {
+    server_t *s;
+    char *err;
+    size_t elen;
+} replay_ctx_t;
+
+static int replay_one(void *arg, uint64_t rev, const void *bytes, size_t len)
+{
+    replay_ctx_t *x = arg;
+    record_t rec;
+    if (record_decode(bytes, len, &rec) != 0) {
+        snprintf(x->err, x->elen, "log record at revision %llu is not a valid record", (unsigned long long)rev);
+        return -1;
+    }
+    apply_result_t res;
+    core_apply(x->s->core, &rec, &res);
+    if (core_rev(x->s->core) != rev) {
+        snprintf(x->err, x->elen,
+                 "log record of revision %llu replays to revision %llu: the log does not follow the snapshot",
+                 (unsigned long long)rev, (unsigned long long)core_rev(x->s->core));
+        return -1;
+    }
+    x->s->recovered_records++;
+    return 0;
+}
+
+static void on_durable(void *arg)
+{
+    server_t *s = arg;
+    uv_async_send(&s->durable_async); /* thread-safe; coalesces */
+}
+
+/* The log failed: refuse writes, and close every connection whose output
+ * waits on revisions the log will never hold. */
+static void enter_readonly(server_t *s, const char *why)
+{
+    if (s->readonly[0] != '\0')
+        return;
+    snprintf(s->readonly, sizeof s->readonly, "%s", why);
+    fprintf(stderr, "ordod: the log cannot be written, refusing writes (READONLY): %s\n", why);
+    while (s->held != NULL) {
+        conn_t *c = s->held;
+        s->held = c->held_next;
+        c->held = false;
+        c->held_next = NULL;
+        conn_close(c);
+    }
+}
+
+static void on_durable_async(uv_async_t *h)
+{
+    server_t *s = h->data;
+    const char *failed = wal_failed(s->wal);
+    s->durable_rev = wal_durable_rev(s->wal);
+    if (failed != NULL) {
+        /* Release what did become durable first, then refuse the rest. */
+        conn_release_held(s);
+        enter_readonly(s, failed);
+        return;
+    }
+    conn_release_held(s);
+}
+
+int persist_open(server_t *s, char *err, size_t elen)
+{
+    uint64_t t0 = server_now_ms(), snap_rev = 0, entries = 0;
+    if (snap_load(s->core, s->cfg.dir, &snap_rev, &entries, err, elen) != 0)
+        return -1;
+    s->snapshot_loaded_rev = snap_rev;
+    if (snap_rev != 0)
+        fprintf(stderr, "ordod: loaded snapshot at revision %llu (%llu keys)\n", (unsigned long long)snap_rev,
+                (unsigned long long)entries);
+    char waldir[1100];
+    snprintf(waldir, sizeof waldir, "%s/wal", s->cfg.dir);
+    wal_options_t opt = {
+        .dir = waldir,
+        .policy = s->cfg.fsync == FSYNC_ALWAYS ? WAL_SYNC_ALWAYS
+                  : s->cfg.fsync == FSYNC_EVERYSEC ? WAL_SYNC_EVERYSEC : WAL_SYNC_NO,
+        .segment_bytes = (uint64_t)s->cfg.wal_segment_bytes,
+        .sync_batch_max = (uint32_t)s->cfg.fsync_batch_max,
+        .sync_interval_ms = (uint32_t)s->cfg.fsync_interval_ms,
+        .record_bytes_max = (uint32_t)(RECORD_HEADER_BYTES + s->cfg.max_name_bytes + s->cfg.max_value_bytes),
+        .on_durable = on_durable,
+        .on_durable_arg = s,
+    };
+    uv_async_init(s->loop, &s->durable_async, on_durable_async);
+    s->durable_async.data = s;
+    uv_idle_init(s->loop, &s->snap_idle);
+    s->snap_idle.data = s;
+    replay_ctx_t x = {s, err, elen};
+    wal_recovery_t rec;
+    memset(&rec, 0, sizeof rec);
+    s->wal = wal_open(&opt, snap_rev, replay_one, &x, &rec, err, elen);
+    if (s->wal == NULL)
+        return -1;
+    if (rec.truncated_bytes > 0)
+        fprintf(stderr, "ordod: cut a torn tail of %llu bytes from %s at offset %llu\n",
+                (unsigned long long)rec.truncated_bytes, rec.truncated_file, (unsigned long long)rec.truncated_at);
+    s->durable_rev = core_rev(s->core);
+    s->recovery_ms = server_now_ms() - t0;
+    fprintf(stderr, "ordod: recovered to revision %llu (%llu log records) in %llu ms\n",
+            (unsigned long long)core_rev(s->core), (unsigned long long)s->recovered_records,
+            (unsigned long long)s->recovery_ms);
+    return 0;
+}
+
+int persist_record(server_t *s, const record_t *rec, uint64_t rev)
+{
+    s->rec_scratch.len = 0;
+    record_encode(rec, &s->rec_scratch);
+    if (wal_append(s->wal, rev, s->rec_scratch.data, s->rec_scratch.len) != 0) {
+        const char *why = wal_failed(s->wal);
+        enter_readonly(s, why ? why : "record larger than the log accepts");
+        return -1;
+    }
+    if (s->cfg.fsync != FSYNC_ALWAYS)
+        s->durable_rev = rev; /* everysec / no: replies are not held */
+    return 0;
+}
+
+uint64_t persist_durable(const server_t *s) { return s->durable_rev; }
+
+/* ---- snapshots ------------------------------------------------------------------ */
+
+static void snap_done(server_t *s, int ok)
+{
+    uv_idle_stop(&s->snap_idle);
+    core_set_compact_pin(s->core, 0);
+    s->snap_running = false;
+    if (!ok) {
+        fprintf(stderr, "ordod: snapshot at revision %llu failed: %s\n", (unsigned long long)s->snap.rev,
+                s->snap_err);
+        snap_writer_abort(&s->snap);
+        return;
+    }
+    s->last_snap_rev = s->snap.rev;
+    s->last_snap_ms = server_now_ms();
+    s->snaps_total++;
+    int removed = wal_remove_before(s->wal, s->snap.rev);
+    if (s->cfg.verbose)
+        fprintf(stderr, "ordod: snapshot at revision %llu written (%llu keys); %d log files removed\n",
+                (unsigned long long)s->snap.rev, (unsigned long long)s->snap.entries, removed);
+    snap_writer_abort(&s->snap); /* frees buffers; the file is already renamed */
+}
+
+static void snap_commit_work(uv_work_t *req)
+{
+    server_t *s = req->data;
+    s->snap_result = snap_writer_commit(&s->snap, s->snap_err, sizeof s->snap_err);
+}
+
+static void snap_commit_after(uv_work_t *req, int status)
+{
+    server_t *s = req->data;
+    snap_done(s, status == 0 && s->snap_result == 0);
+}
+
+static void snap_step(uv_idle_t *h)
+{
+    server_t *s = h->data;
+    int rc = snap_writer_step(&s->snap, s->core, SNAP_SLICE_KEYS, s->snap_err, sizeof s->snap_err);
+    if (rc == 0)
+        return;
+    uv_idle_stop(&s->snap_idle);
+    if (rc < 0) {
+        snap_done(s, 0);
+        return;
+    }
+    s->snap_work.data = s;
+    uv_queue_work(s->loop, &s->snap_work, snap_commit_work, snap_commit_after);
+}
+
+int64_t persist_snapshot(server_t *s, char *err, size_t elen)
+{
+    if (s->snap_running)
+        return (int64_t)s->snap.rev;
+    /* The compaction point: every change after it is still in the log. */
+    uint64_t rev = kv_oldest_rev(core_kv(s->core));
+    if (rev > core_rev(s->core))
+        rev = core_rev(s->core);
+    if (rev == 0 || rev <= s->last_snap_rev)
+        return 0;
+    if (snap_writer_begin(&s->snap, s->cfg.dir, rev, s->now_ms, err, elen) != 0)
+        return -1;
+    core_set_compact_pin(s->core, rev);
+    s->snap_running = true;
+    uv_idle_start(&s->snap_idle, snap_step);
+    return (int64_t)rev;
+}
+
+void persist_cron(server_t *s)
+{
+    if (s->snap_running || s->wal == NULL || s->readonly[0] != '\0')
+        return;
+    if (wal_bytes(s->wal) < (uint64_t)s->cfg.snapshot_log_bytes)
+        return;
+    char err[256];
+    if (persist_snapshot(s, err, sizeof err) < 0)
+        fprintf(stderr, "ordod: cannot start a snapshot: %s\n", err);
+}
+
+void persist_info(server_t *s, ordo_buf_t *b)
+{
+    wal_stats_t st;
+    memset(&st, 0, sizeof st);
+    if (s->wal != NULL)
+        wal_get_stats(s->wal, &st);
+    ordo_buf_printf(b,
+                    "# Persistence\r\nfsync:%s\r\ndurable_revision:%llu\r\nreadonly:%s\r\nreadonly_reason:%s\r\n"
+                    "wal_bytes:%llu\r\nwal_segments:%u\r\nwal_records_written:%llu\r\nwal_batches:%llu\r\n"
+                    "wal_syncs:%llu\r\nsnapshot_in_progress:%d\r\nlast_snapshot_revision:%llu\r\n"
+                    "snapshots_taken:%llu\r\nrecovered_records:%llu\r\nrecovery_ms:%llu\r\n"
+                    "snapshot_loaded_revision:%llu\r\n\r\n",
+                    s->cfg.fsync == FSYNC_ALWAYS ? "always" : s->cfg.fsync == FSYNC_EVERYSEC ? "everysec" : "no",
+                    (unsigned long long)s->durable_rev, s->readonly[0] ? "yes" : "no", s->readonly,
+                    (unsigned long long)(s->wal ? wal_bytes(s->wal) : 0), st.segments,
+                    (unsigned long long)st.records_written, (unsigned long long)st.batches,
+                    (unsigned long long)st.syncs, s->snap_running ? 1 : 0, (unsigned long long)s->last_snap_rev,
+                    (unsigned long long)s->snaps_total, (unsigned long long)s->recovered_records,
+                    (unsigned long long)s->recovery_ms, (unsigned long long)s->snapshot_loaded_rev);
+}
+
+void persist_close_handles(server_t *s)
+{
+    uv_idle_stop(&s->snap_idle);
+    uv_close((uv_handle_t *)&s->snap_idle, NULL);
+    uv_close((uv_handle_t *)&s->durable_async, NULL);
+}
+
+void persist_close(server_t *s)
+{
+    if (s->snap_running) {
+        uv_idle_stop(&s->snap_idle);
+        core_set_compact_pin(s->core, 0);
+        /* A commit on the thread pool finishes before uv_run returns. */
+    }
+    if (s->wal != NULL)
+        wal_close(s->wal);
+    s->wal = NULL;
+    ordo_buf_free(&s->rec_scratch);
+}
