@@ -79,6 +79,8 @@ static const option_def_t options[] = {
     SIZE_OPT("max-memory-bytes", max_memory_bytes, "0", 0, INT64_MAX,
              "stored data above this refuses writes with -LIMIT; 0 means no limit"),
     BOOL_OPT("verbose", verbose, "no", "log every connection and more"),
+    STR_OPT("debug-wal-fault", debug_wal_fault, "",
+            "tests only: write-eio:N, write-enospc:N or sync-eio:N makes the log's Nth such call and every later one fail"),
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 

@@ -49,6 +49,7 @@ typedef struct ordo_config_s {
     int64_t max_memory_bytes;        /* 0: no limit; above it writes get -LIMIT */
     /* diagnostics */
     int64_t verbose;
+    char debug_wal_fault[64];        /* tests only: make the log's I/O fail (persist.c) */
 } ordo_config_t;
 
 /* config_defaults() -- every option at its default. */

@@ -15,9 +15,11 @@
  */
 #include "persist.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmd.h"
 #include "conn.h"
@@ -26,6 +28,60 @@
 /* Keys encoded per loop turn while a snapshot is written: small enough that
  * commands between slices wait well under a millisecond. */
 #define SNAP_SLICE_KEYS 2048
+
+/* ---- the fault seam ----------------------------------------------------------
+ * debug-wal-fault makes the log's Nth write (or sync) and every later one
+ * fail with the chosen errno, so integration tests can watch the server
+ * stop acknowledging without touching the disk. Off unless configured. */
+
+typedef struct fault_s {
+    int on_sync;        /* 0: pwrite fails, 1: fdatasync fails */
+    int err;
+    uint64_t after;     /* calls that succeed first */
+    uint64_t calls;
+} fault_t;
+
+static ssize_t fault_pwrite(void *ctx, int fd, const void *buf, size_t n, off_t off)
+{
+    fault_t *f = ctx;
+    if (!f->on_sync && ++f->calls > f->after) {
+        errno = f->err;
+        return -1;
+    }
+    return pwrite(fd, buf, n, off);
+}
+
+static int fault_fdatasync(void *ctx, int fd)
+{
+    fault_t *f = ctx;
+    if (f->on_sync && ++f->calls > f->after) {
+        errno = f->err;
+        return -1;
+    }
+    return fdatasync(fd);
+}
+
+static int parse_fault(const char *spec, fault_t *f, char *err, size_t elen)
+{
+    char kind[32];
+    unsigned long long n = 0;
+    if (sscanf(spec, "%31[a-z-]:%llu", kind, &n) != 2)
+        goto bad;
+    f->after = n > 0 ? n - 1 : 0;
+    if (strcmp(kind, "write-eio") == 0)
+        f->err = EIO;
+    else if (strcmp(kind, "write-enospc") == 0)
+        f->err = ENOSPC;
+    else if (strcmp(kind, "sync-eio") == 0) {
+        f->err = EIO;
+        f->on_sync = 1;
+    } else
+        goto bad;
+    return 0;
+bad:
+    snprintf(err, elen, "debug-wal-fault: expected write-eio:N, write-enospc:N or sync-eio:N, got '%s'", spec);
+    return -1;
+}
 
 /* ---- recovery ----------------------------------------------------------------- */
 
@@ -114,6 +170,15 @@ int persist_open(server_t *s, char *err, size_t elen)
         .on_durable = on_durable,
         .on_durable_arg = s,
     };
+    static fault_t fault; /* lives as long as the log; tests only */
+    if (s->cfg.debug_wal_fault[0] != '\0') {
+        if (parse_fault(s->cfg.debug_wal_fault, &fault, err, elen) != 0)
+            return -1;
+        opt.io.pwrite_fn = fault_pwrite;
+        opt.io.fdatasync_fn = fault_fdatasync;
+        opt.io.ctx = &fault;
+        fprintf(stderr, "ordod: debug-wal-fault %s is on: the log will fail on purpose\n", s->cfg.debug_wal_fault);
+    }
     uv_async_init(s->loop, &s->durable_async, on_durable_async);
     s->durable_async.data = s;
     uv_idle_init(s->loop, &s->snap_idle);
