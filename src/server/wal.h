@@ -42,6 +42,14 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* Format limit on a record's payload: wal_open() refuses a larger
+ * record_bytes_max, and recovery believes any length up to it (so lowering
+ * record_bytes_max never makes a stored record unreadable). */
+#define WAL_RECORD_BYTES_LIMIT (1u << 30)
+/* Defaults taken when the option is 0. */
+#define WAL_RECORD_BYTES_DEFAULT (64u << 20)
+#define WAL_SEGMENT_BYTES_DEFAULT (UINT64_C(64) << 20)
+
 enum wal_sync_policy { WAL_SYNC_ALWAYS = 0, WAL_SYNC_EVERYSEC = 1, WAL_SYNC_NO = 2 };
 
 /* The seam through which every write and sync goes, so tests can make

@@ -1,0 +1,1107 @@
+/*
+ * wal.c -- the write-ahead log of wal.h.
+ *
+ * ON-DISK FORMAT
+ *
+ * A log is a directory of segment files. A segment is named by its
+ * sequence number in 20 decimal digits, "00000000000000000001.wal", so the
+ * names sort in log order; other names in the directory are ignored. Every
+ * integer is little-endian.
+ *
+ * Segment header, WAL_HEADER_BYTES = 40 bytes at offset 0:
+ *
+ *    offset  size  field
+ *         0     8  magic "ORDOWAL\0"
+ *         8     4  format version, 1
+ *        12     4  header size, 40 (a later version may grow it)
+ *        16     8  sequence number, equal to the one in the file name, so a
+ *                  renamed or copied file does not pass for another segment
+ *        24     8  salt: random, fresh for every segment
+ *        32     4  CRC-32C of bytes 0..31
+ *        36     4  zero
+ *
+ * Records follow from offset 40, back to back, without padding. A record
+ * frame is WAL_FRAME_BYTES = 16 bytes of header and the payload:
+ *
+ *    offset  size  field
+ *         0     4  len: payload bytes, <= WAL_RECORD_BYTES_LIMIT
+ *         4     4  crc: CRC-32C of salt(8) || rev(8) || len(4) || payload
+ *         8     8  rev: the revision the state reaches once it is applied
+ *        16   len  payload, opaque to the log
+ *
+ * The salt in the checksum ties a record to the segment it was written in:
+ * bytes left over from an older file, a recycled block, or records copied
+ * from another segment do not check, because their checksums were computed
+ * with another salt. Salts are drawn so that a frame of zeros never checks.
+ *
+ * Revisions never decrease along the log (they may repeat).
+ *
+ * WRITING
+ *
+ * The core thread appends frames with a zero crc to a pending buffer under
+ * the mutex (a memcpy: it never waits for the disk). The log thread swaps
+ * the pending buffer for an empty one, fills in the checksums with the salt
+ * of the segment each record lands in, writes the batch with one pwrite per
+ * segment touched, syncs per the policy and publishes the durable revision.
+ * A segment takes records while it is shorter than segment_bytes, so it
+ * exceeds that by at most one record.
+ *
+ * Rolling to a new segment: fdatasync the finished segment (under every
+ * policy, so that only the last segment can ever have a torn tail), create
+ * the next one (O_EXCL), write its header, fdatasync it, fsync the
+ * directory; only then do records go into it.
+ *
+ * RECOVERY
+ *
+ * wal_open() reads the segments in order. A record is good if its frame
+ * fits in the file, its length is within the format limit and its salted
+ * checksum matches. At the first bad record of a segment it looks at every
+ * later offset for a good frame (with a plausible revision, which keeps the
+ * search linear); if there is one, records were written after the bad one:
+ * that is corruption, never a torn write, and wal_open() fails naming the
+ * file and the offset. Otherwise, in the last segment, the bad bytes are a
+ * torn tail: the file is cut there and synced. In any other segment a bad
+ * record is corruption (those were synced whole before the next segment
+ * was created). A last segment whose header never made it to disk (short,
+ * or all zeros) was being created when the process died; it held no
+ * record and is removed.
+ */
+#include "wal.h"
+
+#include <assert.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "siphash.h"
+
+#define WAL_MAGIC "ORDOWAL"          /* with its NUL: 8 bytes */
+#define WAL_VERSION 1u
+#define WAL_HEADER_BYTES 40u
+#define WAL_FRAME_BYTES 16u
+#define WAL_NAME_BYTES 24u           /* 20 digits + ".wal" */
+/* EVERYSEC: how long written records may stay unsynced. */
+#define WAL_EVERYSEC_MS 1000u
+/* Progress of a replay is printed this often. */
+#define WAL_PROGRESS_MS 2000u
+/* After a bad record, a later frame counts as "good" only if its revision
+ * is at most this far past the last good one: a cheap test that rejects
+ * almost every offset of random bytes before any checksum is computed. */
+#define WAL_SCAN_REV_JUMP_MAX (UINT64_C(1) << 32)
+/* The batch buffer is kept between batches up to this size. */
+#define WAL_BATCH_KEEP_BYTES (4u << 20)
+
+/* What the log knows about one segment file. */
+typedef struct wal_seg_s {
+    uint64_t seq;
+    uint64_t bytes;                /* file size, header included */
+    uint64_t records;
+    uint64_t first_rev, last_rev;  /* of its records, if records > 0 */
+} wal_seg_t;
+
+struct wal_s {
+    wal_options_t opt;             /* opt.dir points at dir below */
+    char *dir;
+    int dir_fd;                    /* also holds the flock on the directory */
+    pthread_t thread;
+    bool running;                  /* the log thread was started */
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;             /* wakes the log thread */
+    /* Under mu. */
+    ordo_buf_t pending;            /* frames appended, crc not yet filled */
+    uint32_t pending_records;
+    uint64_t pending_since_ms;     /* when the oldest pending record came */
+    bool closing;
+    wal_seg_t *segs;               /* oldest first; the last is being written */
+    uint32_t nsegs, segs_cap;
+    wal_stats_t stats;
+
+    /* Core thread only. */
+    uint64_t appended_rev;
+
+    /* Log thread only (wal_open() before the thread starts). */
+    int fd;                        /* the segment being written */
+    uint64_t seq, salt, off;
+    char path[4096];
+    uint64_t written_rev;
+    uint64_t last_sync_ms;
+    bool unsynced;
+
+    /* Any thread. failed_reason is written once, before failed is set. */
+    _Atomic uint64_t durable_rev;
+    atomic_bool failed;
+    char failed_reason[4352];
+};
+
+/* ---- little helpers -------------------------------------------------- */
+
+static void put_u32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put_u64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get_u32(const unsigned char *p)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++)
+        v |= (uint32_t)p[i] << (8 * i);
+    return v;
+}
+
+static uint64_t get_u64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static const char *errstr(int e, char *buf, size_t n)
+{
+    return strerror_r(e, buf, n); /* GNU: returns the message */
+}
+
+/* Copy src into dst[0..n), cut if need be, always terminated. */
+static void str_copy(char *dst, size_t n, const char *src)
+{
+    assert(n > 0);
+    size_t k = strlen(src);
+    if (k >= n)
+        k = n - 1;
+    memcpy(dst, src, k);
+    dst[k] = '\0';
+}
+
+static void seg_name(char out[WAL_NAME_BYTES + 1], uint64_t seq)
+{
+    snprintf(out, WAL_NAME_BYTES + 1, "%020" PRIu64 ".wal", seq);
+}
+
+/* Sequence number of a segment file name, or 0 if name is not one. */
+static uint64_t seg_parse_name(const char *name)
+{
+    if (strlen(name) != WAL_NAME_BYTES || strcmp(name + 20, ".wal") != 0)
+        return 0;
+    uint64_t seq = 0;
+    for (int i = 0; i < 20; i++) {
+        if (name[i] < '0' || name[i] > '9')
+            return 0;
+        uint64_t d = (uint64_t)(name[i] - '0');
+        if (seq > (UINT64_MAX - d) / 10)
+            return 0;
+        seq = seq * 10 + d;
+    }
+    return seq;
+}
+
+static void seg_path(const wal_t *w, uint64_t seq, char *out, size_t n)
+{
+    char name[WAL_NAME_BYTES + 1];
+    seg_name(name, seq);
+    snprintf(out, n, "%s/%s", w->dir, name);
+}
+
+/* Checksum of a frame: salt || rev || len || payload (see the format). */
+static uint32_t frame_crc(uint64_t salt, uint64_t rev, uint32_t len, const void *payload)
+{
+    unsigned char pre[20];
+    put_u64(pre, salt);
+    put_u64(pre + 8, rev);
+    put_u32(pre + 16, len);
+    return ordo_crc32c(ordo_crc32c(0, pre, sizeof pre), payload, len);
+}
+
+/* ---- system calls through the seam -------------------------------------- */
+
+static ssize_t io_pwrite(const wal_t *w, int fd, const void *buf, size_t n, off_t off)
+{
+    if (w->opt.io.pwrite_fn != NULL)
+        return w->opt.io.pwrite_fn(w->opt.io.ctx, fd, buf, n, off);
+    return pwrite(fd, buf, n, off);
+}
+
+static int io_fdatasync(const wal_t *w, int fd)
+{
+    if (w->opt.io.fdatasync_fn != NULL)
+        return w->opt.io.fdatasync_fn(w->opt.io.ctx, fd);
+    return fdatasync(fd);
+}
+
+/* A directory is made durable with fsync; through the seam it is one more
+ * fdatasync call, so tests can fail it too. */
+static int io_sync_dir(const wal_t *w)
+{
+    if (w->opt.io.fdatasync_fn != NULL)
+        return w->opt.io.fdatasync_fn(w->opt.io.ctx, w->dir_fd);
+    return fsync(w->dir_fd);
+}
+
+/* Write all n bytes at off (a short write is continued). Returns 0, or -1
+ * with errno. */
+static int write_all(const wal_t *w, int fd, const void *buf, size_t n, uint64_t off)
+{
+    const char *p = buf;
+    while (n > 0) {
+        ssize_t k = io_pwrite(w, fd, p, n, (off_t)off);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return -1;
+        if (k == 0) {
+            errno = EIO; /* no progress: do not spin */
+            return -1;
+        }
+        p += k;
+        n -= (size_t)k;
+        off += (uint64_t)k;
+    }
+    return 0;
+}
+
+/* ---- failure ------------------------------------------------------------- */
+
+/* Enter the failed state for good: record why, stop publishing, tell the
+ * core (on_durable). Called on the log thread. */
+static void wal_fail(wal_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void wal_fail(wal_t *w, const char *fmt, ...)
+{
+    if (atomic_load_explicit(&w->failed, memory_order_relaxed))
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->failed_reason, sizeof w->failed_reason, fmt, ap);
+    va_end(ap);
+    atomic_store_explicit(&w->failed, true, memory_order_release);
+    if (!w->running)
+        return; /* wal_open() reports it as its error */
+    fprintf(stderr, "wal: %s; the log accepts no more records\n", w->failed_reason);
+    if (w->opt.on_durable != NULL)
+        w->opt.on_durable(w->opt.on_durable_arg);
+}
+
+/* The failure of call on the file at path, with errno. Returns -1. */
+static int fail_io(wal_t *w, const char *call, const char *path, uint64_t off)
+{
+    char eb[128];
+    int e = errno;
+    if (strcmp(call, "pwrite") == 0)
+        wal_fail(w, "pwrite of %s at offset %" PRIu64 " failed: %s", path, off, errstr(e, eb, sizeof eb));
+    else
+        wal_fail(w, "%s of %s failed: %s", call, path, errstr(e, eb, sizeof eb));
+    return -1;
+}
+
+/* ---- segments ------------------------------------------------------------ */
+
+static void header_encode(unsigned char h[WAL_HEADER_BYTES], uint64_t seq, uint64_t salt)
+{
+    memset(h, 0, WAL_HEADER_BYTES);
+    memcpy(h, WAL_MAGIC, 8);
+    put_u32(h + 8, WAL_VERSION);
+    put_u32(h + 12, WAL_HEADER_BYTES);
+    put_u64(h + 16, seq);
+    put_u64(h + 24, salt);
+    put_u32(h + 32, ordo_crc32c(0, h, 32));
+}
+
+enum { HDR_OK, HDR_BAD, HDR_VERSION };
+
+/* Check a header read back; *salt_out is set if HDR_OK. */
+static int header_decode(const unsigned char *h, size_t size, uint64_t seq, uint64_t *salt_out)
+{
+    if (size < WAL_HEADER_BYTES || memcmp(h, WAL_MAGIC, 8) != 0)
+        return HDR_BAD;
+    if (get_u32(h + 32) != ordo_crc32c(0, h, 32) || get_u64(h + 16) != seq)
+        return HDR_BAD;
+    if (get_u32(h + 8) != WAL_VERSION || get_u32(h + 12) != WAL_HEADER_BYTES)
+        return HDR_VERSION;
+    *salt_out = get_u64(h + 24);
+    return HDR_OK;
+}
+
+/* A random salt under which a frame of zeros does not check. */
+static uint64_t salt_new(void)
+{
+    static const unsigned char zero[1];
+    for (;;) {
+        uint8_t key[ORDO_SIPHASH_KEY_LEN];
+        (void)ordo_random_key(key); /* falls back to clock and ASLR bits */
+        uint64_t salt = get_u64(key);
+        if (frame_crc(salt, 0, 0, zero) != 0)
+            return salt;
+    }
+}
+
+static void segs_push(wal_t *w, const wal_seg_t *s)
+{
+    if (w->nsegs == w->segs_cap) {
+        w->segs_cap = w->segs_cap ? 2 * w->segs_cap : 8;
+        w->segs = ordo_xrealloc(w->segs, w->segs_cap * sizeof *w->segs);
+    }
+    w->segs[w->nsegs++] = *s;
+}
+
+/* Create segment seq, write and sync its header, sync the directory, make
+ * it the segment being written. Returns 0, or -1 with the log failed. */
+static int segment_create(wal_t *w, uint64_t seq)
+{
+    char path[sizeof w->path];
+    unsigned char h[WAL_HEADER_BYTES];
+    seg_path(w, seq, path, sizeof path);
+    char name[WAL_NAME_BYTES + 1];
+    seg_name(name, seq);
+    int fd = openat(w->dir_fd, name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return fail_io(w, "open", path, 0);
+    uint64_t salt = salt_new();
+    header_encode(h, seq, salt);
+    uint64_t check;
+    assert(header_decode(h, sizeof h, seq, &check) == HDR_OK && check == salt);
+    if (write_all(w, fd, h, sizeof h, 0) != 0) {
+        fail_io(w, "pwrite", path, 0);
+        goto fail_close;
+    }
+    if (io_fdatasync(w, fd) != 0) {
+        fail_io(w, "fdatasync", path, 0);
+        goto fail_close;
+    }
+    if (io_sync_dir(w) != 0) {
+        fail_io(w, "fsync", w->dir, 0);
+        goto fail_close;
+    }
+    if (w->fd >= 0)
+        close(w->fd);
+    w->fd = fd;
+    w->seq = seq;
+    w->salt = salt;
+    w->off = WAL_HEADER_BYTES;
+    memcpy(w->path, path, sizeof path);
+    wal_seg_t s = {.seq = seq, .bytes = WAL_HEADER_BYTES};
+    pthread_mutex_lock(&w->mu);
+    segs_push(w, &s);
+    w->stats.segments = w->nsegs;
+    pthread_mutex_unlock(&w->mu);
+    return 0;
+fail_close:
+    close(fd);
+    return -1;
+}
+
+/* Seal the segment being written (sync it) and start the next one. */
+static int segment_roll(wal_t *w)
+{
+    if (w->unsynced) {
+        if (io_fdatasync(w, w->fd) != 0)
+            return fail_io(w, "fdatasync", w->path, 0);
+        w->unsynced = false;
+        pthread_mutex_lock(&w->mu);
+        w->stats.syncs++;
+        pthread_mutex_unlock(&w->mu);
+    }
+    return segment_create(w, w->seq + 1);
+}
+
+/* ---- the log thread --------------------------------------------------------- */
+
+/* Fill in the checksums of the frames in b[0..n) with the current salt and
+ * count them; *first_rev and *last_rev get their revisions. */
+static uint64_t frames_seal(wal_t *w, unsigned char *b, size_t n, uint64_t *first_rev, uint64_t *last_rev)
+{
+    uint64_t records = 0;
+    for (size_t pos = 0; pos < n;) {
+        uint32_t len = get_u32(b + pos);
+        uint64_t rev = get_u64(b + pos + 8);
+        assert(len <= w->opt.record_bytes_max);
+        assert(pos + WAL_FRAME_BYTES + len <= n);
+        assert(rev >= w->written_rev);
+        put_u32(b + pos + 4, frame_crc(w->salt, rev, len, b + pos + WAL_FRAME_BYTES));
+        if (records++ == 0)
+            *first_rev = rev;
+        *last_rev = rev;
+        w->written_rev = rev;
+        pos += WAL_FRAME_BYTES + len;
+    }
+    return records;
+}
+
+/* How many bytes of frames from b[pos..n) go into the current segment:
+ * frames are taken while the segment is shorter than segment_bytes. */
+static size_t chunk_bytes(const wal_t *w, const unsigned char *b, size_t pos, size_t n)
+{
+    size_t end = pos;
+    while (end < n && w->off + (end - pos) < w->opt.segment_bytes)
+        end += WAL_FRAME_BYTES + get_u32(b + end);
+    return end - pos;
+}
+
+/* Write frames b[pos..pos+k) at the end of the current segment. */
+static int chunk_write(wal_t *w, unsigned char *b, size_t pos, size_t k)
+{
+    uint64_t first_rev = 0, last_rev = 0;
+    uint64_t records = frames_seal(w, b + pos, k, &first_rev, &last_rev);
+    if (write_all(w, w->fd, b + pos, k, w->off) != 0)
+        return fail_io(w, "pwrite", w->path, w->off);
+    w->off += k;
+    w->unsynced = true;
+    pthread_mutex_lock(&w->mu);
+    wal_seg_t *s = &w->segs[w->nsegs - 1];
+    assert(s->seq == w->seq);
+    if (s->records == 0)
+        s->first_rev = first_rev;
+    s->last_rev = last_rev;
+    s->records += records;
+    s->bytes = w->off;
+    w->stats.records_written += records;
+    w->stats.bytes_written += k;
+    pthread_mutex_unlock(&w->mu);
+    return 0;
+}
+
+/* Write a batch of frames, rolling segments as they fill. */
+static int batch_write(wal_t *w, ordo_buf_t *batch)
+{
+    unsigned char *b = (unsigned char *)batch->data;
+    size_t pos = 0;
+    while (pos < batch->len) {
+        if (w->off >= w->opt.segment_bytes && w->off > WAL_HEADER_BYTES && segment_roll(w) != 0)
+            return -1;
+        size_t k = chunk_bytes(w, b, pos, batch->len);
+        if (k == 0) /* only a fresh, tiny segment_bytes gets here */
+            k = WAL_FRAME_BYTES + get_u32(b + pos);
+        if (chunk_write(w, b, pos, k) != 0)
+            return -1;
+        pos += k;
+    }
+    pthread_mutex_lock(&w->mu);
+    w->stats.batches++;
+    pthread_mutex_unlock(&w->mu);
+    return 0;
+}
+
+/* Sync the current segment if the policy (or closing) wants it now. */
+static int batch_sync(wal_t *w, bool closing)
+{
+    bool due = closing || w->opt.policy == WAL_SYNC_ALWAYS ||
+               (w->opt.policy == WAL_SYNC_EVERYSEC && now_ms() - w->last_sync_ms >= WAL_EVERYSEC_MS);
+    if (!w->unsynced || !due)
+        return 0;
+    if (io_fdatasync(w, w->fd) != 0)
+        return fail_io(w, "fdatasync", w->path, 0);
+    w->unsynced = false;
+    w->last_sync_ms = now_ms();
+    pthread_mutex_lock(&w->mu);
+    w->stats.syncs++;
+    pthread_mutex_unlock(&w->mu);
+    return 0;
+}
+
+/* Publish what the policy lets us call durable, and say so. */
+static void batch_publish(wal_t *w)
+{
+    if (atomic_load_explicit(&w->failed, memory_order_relaxed))
+        return;
+    if (w->opt.policy == WAL_SYNC_ALWAYS && w->unsynced)
+        return; /* not reached: ALWAYS syncs every batch */
+    uint64_t old = atomic_load_explicit(&w->durable_rev, memory_order_relaxed);
+    if (w->written_rev <= old)
+        return;
+    atomic_store_explicit(&w->durable_rev, w->written_rev, memory_order_release);
+    if (w->opt.on_durable != NULL)
+        w->opt.on_durable(w->opt.on_durable_arg);
+}
+
+static void cv_wait_until(wal_t *w, uint64_t deadline_ms)
+{
+    struct timespec ts = {.tv_sec = (time_t)(deadline_ms / 1000u),
+                          .tv_nsec = (long)(deadline_ms % 1000u) * 1000000L};
+    pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+}
+
+/* With mu held, wait until there is something to do: records to write
+ * (after the group-commit wait, under ALWAYS with sync_interval_ms), an
+ * EVERYSEC sync that is due, or closing. */
+static void log_wait(wal_t *w)
+{
+    for (;;) {
+        if (w->closing)
+            return;
+        if (w->pending_records > 0) {
+            if (w->opt.policy != WAL_SYNC_ALWAYS || w->opt.sync_interval_ms == 0)
+                return;
+            if (w->opt.sync_batch_max > 0 && w->pending_records >= w->opt.sync_batch_max)
+                return;
+            uint64_t deadline = w->pending_since_ms + w->opt.sync_interval_ms;
+            if (now_ms() >= deadline)
+                return;
+            cv_wait_until(w, deadline);
+            continue;
+        }
+        if (w->opt.policy == WAL_SYNC_EVERYSEC && w->unsynced) {
+            uint64_t deadline = w->last_sync_ms + WAL_EVERYSEC_MS;
+            if (now_ms() >= deadline)
+                return;
+            cv_wait_until(w, deadline);
+            continue;
+        }
+        pthread_cond_wait(&w->cv, &w->mu);
+    }
+}
+
+static void *log_main(void *arg)
+{
+    wal_t *w = arg;
+    ordo_buf_t batch = ORDO_BUF_INIT;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        log_wait(w);
+        bool closing = w->closing;
+        ordo_buf_t t = w->pending;
+        w->pending = batch;
+        batch = t;
+        w->pending_records = 0;
+        pthread_mutex_unlock(&w->mu);
+
+        if (!atomic_load_explicit(&w->failed, memory_order_relaxed) && batch_write(w, &batch) == 0 &&
+            batch_sync(w, closing) == 0)
+            batch_publish(w);
+        ordo_buf_reset(&batch, WAL_BATCH_KEEP_BYTES);
+
+        pthread_mutex_lock(&w->mu);
+        if (closing && w->pending.len == 0)
+            break;
+    }
+    pthread_mutex_unlock(&w->mu);
+    ordo_buf_free(&batch);
+    return NULL;
+}
+
+/* ---- the core's side ------------------------------------------------------ */
+
+int wal_append(wal_t *w, uint64_t rev, const void *rec, size_t len)
+{
+    if (atomic_load_explicit(&w->failed, memory_order_acquire) || len > w->opt.record_bytes_max)
+        return -1;
+    assert(rev >= w->appended_rev);
+    w->appended_rev = rev;
+    pthread_mutex_lock(&w->mu);
+    unsigned char *p = (unsigned char *)ordo_buf_reserve(&w->pending, WAL_FRAME_BYTES + len);
+    put_u32(p, (uint32_t)len);
+    put_u32(p + 4, 0); /* the log thread fills in the salted crc */
+    put_u64(p + 8, rev);
+    if (len > 0)
+        memcpy(p + WAL_FRAME_BYTES, rec, len);
+    w->pending.len += WAL_FRAME_BYTES + len;
+    if (w->pending_records++ == 0)
+        w->pending_since_ms = now_ms();
+    bool wake = w->pending_records == 1 || w->pending_records == w->opt.sync_batch_max;
+    pthread_mutex_unlock(&w->mu);
+    if (wake)
+        pthread_cond_signal(&w->cv);
+    return 0;
+}
+
+uint64_t wal_durable_rev(const wal_t *w)
+{
+    return atomic_load_explicit(&w->durable_rev, memory_order_acquire);
+}
+
+const char *wal_failed(const wal_t *w)
+{
+    if (!atomic_load_explicit(&w->failed, memory_order_acquire))
+        return NULL;
+    return w->failed_reason;
+}
+
+int wal_remove_before(wal_t *w, uint64_t rev)
+{
+    int removed = 0;
+    pthread_mutex_lock(&w->mu);
+    while ((uint32_t)removed + 1 < w->nsegs) {
+        const wal_seg_t *s = &w->segs[removed];
+        if (s->records > 0 && s->last_rev > rev)
+            break;
+        char name[WAL_NAME_BYTES + 1];
+        seg_name(name, s->seq);
+        if (unlinkat(w->dir_fd, name, 0) != 0 && errno != ENOENT)
+            break;
+        removed++;
+    }
+    memmove(w->segs, w->segs + removed, (w->nsegs - (uint32_t)removed) * sizeof *w->segs);
+    w->nsegs -= (uint32_t)removed;
+    w->stats.segments = w->nsegs;
+    pthread_mutex_unlock(&w->mu);
+    return removed;
+}
+
+uint64_t wal_bytes(const wal_t *w)
+{
+    uint64_t n = 0;
+    pthread_mutex_lock((pthread_mutex_t *)&w->mu);
+    for (uint32_t i = 0; i < w->nsegs; i++)
+        n += w->segs[i].bytes;
+    pthread_mutex_unlock((pthread_mutex_t *)&w->mu);
+    return n;
+}
+
+void wal_get_stats(const wal_t *w, wal_stats_t *out)
+{
+    pthread_mutex_lock((pthread_mutex_t *)&w->mu);
+    *out = w->stats;
+    pthread_mutex_unlock((pthread_mutex_t *)&w->mu);
+}
+
+static void wal_free(wal_t *w)
+{
+    if (w->fd >= 0)
+        close(w->fd);
+    if (w->dir_fd >= 0)
+        close(w->dir_fd); /* releases the flock */
+    ordo_buf_free(&w->pending);
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+    free(w->segs);
+    free(w->dir);
+    free(w);
+}
+
+void wal_close(wal_t *w)
+{
+    if (w == NULL)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->closing = true;
+    pthread_mutex_unlock(&w->mu);
+    pthread_cond_signal(&w->cv);
+    pthread_join(w->thread, NULL);
+    wal_free(w);
+}
+
+/* ---- recovery ----------------------------------------------------------------- */
+
+/* State of a recovery, carried from segment to segment. */
+typedef struct scan_s {
+    wal_t *w;
+    uint64_t after_rev;
+    wal_replay_fn fn;
+    void *arg;
+    wal_recovery_t *rec;
+    uint64_t prev_rev;             /* revision of the last good record */
+    uint64_t progress_ms;          /* when progress was last printed */
+    char *err;
+    size_t err_len;
+} scan_t;
+
+/* The frame at b[off..size) if good: its length in *len_out, revision in
+ * *rev_out. Checks that it fits and that its salted checksum matches. */
+static bool frame_good(const unsigned char *b, size_t size, size_t off, uint64_t salt, uint32_t *len_out,
+                       uint64_t *rev_out)
+{
+    if (size - off < WAL_FRAME_BYTES)
+        return false;
+    uint32_t len = get_u32(b + off);
+    if (len > WAL_RECORD_BYTES_LIMIT || len > size - off - WAL_FRAME_BYTES)
+        return false;
+    uint64_t rev = get_u64(b + off + 8);
+    if (get_u32(b + off + 4) != frame_crc(salt, rev, len, b + off + WAL_FRAME_BYTES))
+        return false;
+    *len_out = len;
+    *rev_out = rev;
+    return true;
+}
+
+/* Offset of the first good frame starting in b(from..size) with a plausible
+ * revision (see WAL_SCAN_REV_JUMP_MAX), or 0 if there is none. */
+static size_t frame_find(const unsigned char *b, size_t size, size_t from, uint64_t salt, uint64_t prev_rev)
+{
+    for (size_t off = from; off + WAL_FRAME_BYTES <= size; off++) {
+        uint64_t rev = get_u64(b + off + 8);
+        if (rev < prev_rev || rev - prev_rev > WAL_SCAN_REV_JUMP_MAX)
+            continue;
+        uint32_t len;
+        if (frame_good(b, size, off, salt, &len, &rev))
+            return off;
+    }
+    return 0;
+}
+
+/* Read the whole file at path into *out (malloc'd, *size_out bytes). */
+static int file_read(int fd, unsigned char **out, size_t *size_out)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return -1;
+    size_t size = (size_t)st.st_size;
+    unsigned char *b = ordo_xmalloc(size ? size : 1);
+    for (size_t got = 0; got < size;) {
+        ssize_t k = pread(fd, b + got, size - got, (off_t)got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            if (k == 0)
+                errno = EIO; /* shrank under us */
+            free(b);
+            return -1;
+        }
+        got += (size_t)k;
+    }
+    *out = b;
+    *size_out = size;
+    return 0;
+}
+
+static void scan_progress(scan_t *sc, const char *path)
+{
+    uint64_t t = now_ms();
+    if (t - sc->progress_ms < WAL_PROGRESS_MS)
+        return;
+    sc->progress_ms = t;
+    fprintf(stderr, "wal: replaying %s: %" PRIu64 " records so far, revision %" PRIu64 "\n", path,
+            sc->rec->records, sc->prev_rev);
+}
+
+/* One good record at path:off: check its revision, replay it. */
+static int scan_record(scan_t *sc, const char *path, size_t off, uint64_t rev, const unsigned char *p, uint32_t len)
+{
+    if (rev < sc->prev_rev) {
+        snprintf(sc->err, sc->err_len, "wal corrupt: %s: record at byte offset %zu has revision %" PRIu64
+                 ", below the revision %" PRIu64 " before it", path, off, rev, sc->prev_rev);
+        return -1;
+    }
+    sc->prev_rev = rev;
+    sc->rec->last_rev = rev;
+    if (rev <= sc->after_rev)
+        return 0;
+    int rc = sc->fn != NULL ? sc->fn(sc->arg, rev, p, len) : 0;
+    if (rc != 0) {
+        snprintf(sc->err, sc->err_len, "wal replay: record of revision %" PRIu64 " at %s byte offset %zu refused (%d)",
+                 rev, path, off, rc);
+        return -1;
+    }
+    if ((++sc->rec->records & 4095u) == 0)
+        scan_progress(sc, path);
+    return 0;
+}
+
+/* Replay the records of a segment's contents b[0..size); on a bad record,
+ * decide between a torn tail (*end_out = its offset, last segment only) and
+ * corruption (-1). s gets the segment's revisions and record count. */
+static int scan_records(scan_t *sc, const char *path, const unsigned char *b, size_t size, uint64_t salt,
+                        bool last, wal_seg_t *s, size_t *end_out)
+{
+    size_t off = WAL_HEADER_BYTES;
+    while (off < size) {
+        uint32_t len;
+        uint64_t rev;
+        if (!frame_good(b, size, off, salt, &len, &rev))
+            break;
+        assert(off + WAL_FRAME_BYTES + len <= size);
+        if (scan_record(sc, path, off, rev, b + off + WAL_FRAME_BYTES, len) != 0)
+            return -1;
+        if (s->records++ == 0)
+            s->first_rev = rev;
+        s->last_rev = rev;
+        off += WAL_FRAME_BYTES + len;
+    }
+    *end_out = off;
+    if (off == size)
+        return 0;
+    size_t next = frame_find(b, size, off + 1, salt, sc->prev_rev);
+    if (next != 0) {
+        snprintf(sc->err, sc->err_len, "wal corrupt: %s: bad record at byte offset %zu, followed by a good one at "
+                 "offset %zu", path, off, next);
+        return -1;
+    }
+    if (!last) {
+        snprintf(sc->err, sc->err_len, "wal corrupt: %s: bad record at byte offset %zu, and it is not the last "
+                 "segment", path, off);
+        return -1;
+    }
+    return 0;
+}
+
+static bool all_zero(const unsigned char *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (b[i] != 0)
+            return false;
+    return true;
+}
+
+enum { SEG_OK, SEG_TORN_CREATE, SEG_ERROR };
+
+/* Recover segment s->seq (the last one if last): replay, cut a torn tail.
+ * Returns SEG_OK (s filled in, *salt_out, *end_out where appending would
+ * resume), SEG_TORN_CREATE (a last segment without a header, removed), or
+ * SEG_ERROR with sc->err. */
+static int scan_segment(scan_t *sc, wal_seg_t *s, bool last, uint64_t *salt_out, uint64_t *end_out)
+{
+    wal_t *w = sc->w;
+    char path[sizeof w->path], eb[128];
+    char name[WAL_NAME_BYTES + 1];
+    unsigned char *b = NULL;
+    size_t size = 0, end = 0;
+    int rc = SEG_ERROR;
+    seg_path(w, s->seq, path, sizeof path);
+    seg_name(name, s->seq);
+    int fd = openat(w->dir_fd, name, O_RDWR | O_CLOEXEC);
+    if (fd < 0 || file_read(fd, &b, &size) != 0) {
+        snprintf(sc->err, sc->err_len, "wal: cannot read %s: %s", path, errstr(errno, eb, sizeof eb));
+        goto out_close;
+    }
+    int h = header_decode(b, size, s->seq, salt_out);
+    if (h == HDR_BAD && last && (size <= WAL_HEADER_BYTES || all_zero(b, size))) {
+        s->bytes = size;
+        rc = SEG_TORN_CREATE;
+        goto out_free;
+    }
+    if (h != HDR_OK) {
+        snprintf(sc->err, sc->err_len, "wal corrupt: %s: %s segment header", path,
+                 h == HDR_VERSION ? "unsupported format version in" : "bad");
+        goto out_free;
+    }
+    if (scan_records(sc, path, b, size, *salt_out, last, s, &end) != 0)
+        goto out_free;
+    if (end < size && sc->rec->truncated_file[0] == '\0') {
+        if (ftruncate(fd, (off_t)end) != 0 || io_fdatasync(w, fd) != 0) {
+            snprintf(sc->err, sc->err_len, "wal: cannot cut the torn tail of %s at %zu: %s", path, end,
+                     errstr(errno, eb, sizeof eb));
+            goto out_free;
+        }
+        sc->rec->truncated_bytes = size - end;
+        sc->rec->truncated_at = end;
+        str_copy(sc->rec->truncated_file, sizeof sc->rec->truncated_file, path);
+        fprintf(stderr, "wal: cut a torn tail of %zu bytes from %s at offset %zu\n", size - end, path, end);
+    }
+    s->bytes = end;
+    *end_out = end;
+    rc = SEG_OK;
+out_free:
+    free(b);
+out_close:
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The sequence numbers of the segments in the directory, sorted. */
+static int segs_list(wal_t *w, uint64_t **out, size_t *n_out)
+{
+    int fd = dup(w->dir_fd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (d == NULL) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    uint64_t *seqs = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        uint64_t seq = seg_parse_name(e->d_name);
+        if (seq == 0)
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            seqs = ordo_xrealloc(seqs, cap * sizeof *seqs);
+        }
+        seqs[n++] = seq;
+    }
+    closedir(d);
+    if (n > 0)
+        qsort(seqs, n, sizeof *seqs, cmp_u64);
+    *out = seqs;
+    *n_out = n;
+    return 0;
+}
+
+/* Make the last recovered segment the one being written: reopen it, sync
+ * what a crash under NO/EVERYSEC may have left only in the page cache. */
+static int resume_segment(wal_t *w, uint64_t seq, uint64_t salt, uint64_t end, char *err, size_t err_len)
+{
+    char name[WAL_NAME_BYTES + 1], eb[128];
+    seg_name(name, seq);
+    seg_path(w, seq, w->path, sizeof w->path);
+    w->fd = openat(w->dir_fd, name, O_RDWR | O_CLOEXEC);
+    if (w->fd < 0 || io_fdatasync(w, w->fd) != 0) {
+        snprintf(err, err_len, "wal: cannot reopen %s: %s", w->path, errstr(errno, eb, sizeof eb));
+        return -1;
+    }
+    w->seq = seq;
+    w->salt = salt;
+    w->off = end;
+    return 0;
+}
+
+/* Remove a last segment whose creation was torn (no header on disk, so no
+ * record in it was ever acknowledged), and report it as a cut. */
+static int remove_torn(scan_t *sc, const wal_seg_t *s)
+{
+    wal_t *w = sc->w;
+    char name[WAL_NAME_BYTES + 1], path[sizeof w->path], eb[128];
+    seg_name(name, s->seq);
+    seg_path(w, s->seq, path, sizeof path);
+    if (unlinkat(w->dir_fd, name, 0) != 0 || io_sync_dir(w) != 0) {
+        snprintf(sc->err, sc->err_len, "wal: cannot remove the half-created %s: %s", path,
+                 errstr(errno, eb, sizeof eb));
+        return -1;
+    }
+    sc->rec->truncated_bytes = s->bytes;
+    sc->rec->truncated_at = 0;
+    str_copy(sc->rec->truncated_file, sizeof sc->rec->truncated_file, path);
+    fprintf(stderr, "wal: removed %s, whose creation was cut short (%" PRIu64 " bytes, no header)\n", path,
+            s->bytes);
+    return 0;
+}
+
+/* Recover every segment; leave the log ready to append. */
+static int recover(wal_t *w, scan_t *sc)
+{
+    uint64_t *seqs = NULL;
+    size_t n = 0;
+    char eb[128];
+    if (segs_list(w, &seqs, &n) != 0) {
+        snprintf(sc->err, sc->err_len, "wal: cannot list %s: %s", w->dir, errstr(errno, eb, sizeof eb));
+        return -1;
+    }
+    int rc = -1;
+    uint64_t salt = 0, end = 0, next_seq = 1;
+    for (size_t i = 0; i < n; i++) {
+        wal_seg_t s = {.seq = seqs[i]};
+        next_seq = seqs[i] + 1;
+        int r = scan_segment(sc, &s, i + 1 == n, &salt, &end);
+        if (r == SEG_ERROR)
+            goto out;
+        if (r == SEG_TORN_CREATE) {
+            if (remove_torn(sc, &s) != 0)
+                goto out;
+            continue;
+        }
+        segs_push(w, &s);
+    }
+    if (w->nsegs > 0 && w->segs[w->nsegs - 1].seq + 1 == next_seq)
+        rc = resume_segment(w, next_seq - 1, salt, end, sc->err, sc->err_len);
+    else if (segment_create(w, next_seq) == 0)
+        rc = 0;
+    else
+        str_copy(sc->err, sc->err_len, w->failed_reason);
+out:
+    free(seqs);
+    return rc;
+}
+
+/* ---- opening ---------------------------------------------------------------- */
+
+/* Copy the options, with defaults for the zeros; NULL and err if invalid. */
+static wal_t *wal_new(const wal_options_t *opt, char *err, size_t err_len)
+{
+    if (opt->dir == NULL || opt->dir[0] == '\0' || opt->policy < WAL_SYNC_ALWAYS || opt->policy > WAL_SYNC_NO ||
+        opt->record_bytes_max > WAL_RECORD_BYTES_LIMIT) {
+        snprintf(err, err_len, "wal: invalid options (dir, policy or record_bytes_max)");
+        return NULL;
+    }
+    wal_t *w = ordo_xcalloc(1, sizeof *w);
+    w->opt = *opt;
+    w->dir = ordo_xmalloc(strlen(opt->dir) + 1);
+    strcpy(w->dir, opt->dir);
+    w->opt.dir = w->dir;
+    if (w->opt.segment_bytes == 0)
+        w->opt.segment_bytes = WAL_SEGMENT_BYTES_DEFAULT;
+    if (w->opt.record_bytes_max == 0)
+        w->opt.record_bytes_max = WAL_RECORD_BYTES_DEFAULT;
+    w->fd = -1;
+    w->dir_fd = -1;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&w->mu, NULL);
+    atomic_init(&w->durable_rev, 0);
+    atomic_init(&w->failed, false);
+    return w;
+}
+
+/* Create (if missing), open and lock the directory: two processes
+ * appending to one log would interleave garbage. */
+static int dir_open(wal_t *w, char *err, size_t err_len)
+{
+    char eb[128];
+    if (mkdir(w->dir, 0755) != 0 && errno != EEXIST) {
+        snprintf(err, err_len, "wal: cannot create %s: %s", w->dir, errstr(errno, eb, sizeof eb));
+        return -1;
+    }
+    w->dir_fd = open(w->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (w->dir_fd < 0) {
+        snprintf(err, err_len, "wal: cannot open %s: %s", w->dir, errstr(errno, eb, sizeof eb));
+        return -1;
+    }
+    if (flock(w->dir_fd, LOCK_EX | LOCK_NB) != 0) {
+        snprintf(err, err_len, "wal: %s is in use by another process (%s)", w->dir, errstr(errno, eb, sizeof eb));
+        return -1;
+    }
+    return 0;
+}
+
+wal_t *wal_open(const wal_options_t *opt, uint64_t after_rev, wal_replay_fn fn, void *arg,
+                wal_recovery_t *rec_out, char *err, size_t err_len)
+{
+    wal_recovery_t rec_local;
+    wal_recovery_t *rec = rec_out != NULL ? rec_out : &rec_local;
+    memset(rec, 0, sizeof *rec);
+    wal_t *w = wal_new(opt, err, err_len);
+    if (w == NULL)
+        return NULL;
+    if (dir_open(w, err, err_len) != 0)
+        goto fail_free;
+    scan_t sc = {.w = w, .after_rev = after_rev, .fn = fn, .arg = arg, .rec = rec,
+                 .progress_ms = now_ms(), .err = err, .err_len = err_len};
+    if (recover(w, &sc) != 0)
+        goto fail_free;
+    w->written_rev = sc.prev_rev;
+    w->appended_rev = sc.prev_rev;
+    w->last_sync_ms = now_ms();
+    w->stats.segments = w->nsegs;
+    atomic_store(&w->durable_rev, sc.prev_rev > after_rev ? sc.prev_rev : after_rev);
+    w->running = true; /* before the thread exists: it reads this */
+    if (pthread_create(&w->thread, NULL, log_main, w) != 0) {
+        snprintf(err, err_len, "wal: cannot start the log thread");
+        goto fail_free;
+    }
+    return w;
+fail_free:
+    wal_free(w);
+    return NULL;
+}
