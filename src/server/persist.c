@@ -170,13 +170,14 @@ int persist_open(server_t *s, char *err, size_t elen)
         .on_durable = on_durable,
         .on_durable_arg = s,
     };
-    static fault_t fault; /* lives as long as the log; tests only */
     if (s->cfg.debug_wal_fault[0] != '\0') {
-        if (parse_fault(s->cfg.debug_wal_fault, &fault, err, elen) != 0)
+        fault_t *fault = ordo_xcalloc(1, sizeof *fault); /* freed by persist_close */
+        s->wal_fault = fault;
+        if (parse_fault(s->cfg.debug_wal_fault, fault, err, elen) != 0)
             return -1;
         opt.io.pwrite_fn = fault_pwrite;
         opt.io.fdatasync_fn = fault_fdatasync;
-        opt.io.ctx = &fault;
+        opt.io.ctx = fault;
         fprintf(stderr, "ordod: debug-wal-fault %s is on: the log will fail on purpose\n", s->cfg.debug_wal_fault);
     }
     uv_async_init(s->loop, &s->durable_async, on_durable_async);
@@ -333,5 +334,7 @@ void persist_close(server_t *s)
     if (s->wal != NULL)
         wal_close(s->wal);
     s->wal = NULL;
+    free(s->wal_fault);
+    s->wal_fault = NULL;
     ordo_buf_free(&s->rec_scratch);
 }

@@ -75,6 +75,7 @@ typedef struct server_s {
     conn_t *held;                    /* connections with output waiting on durable_rev */
     char readonly[512];              /* non-empty: the log failed, writes are refused */
     ordo_buf_t rec_scratch;          /* encoding buffer for records */
+    void *wal_fault;                 /* debug-wal-fault state, NULL unless testing */
     bool snap_running;
     snap_writer_t snap;
     uv_idle_t snap_idle;             /* writes the snapshot a slice per loop turn */
