@@ -169,7 +169,12 @@ static void on_change(void *arg, const kv_change_t *ch)
     watch_match(&s->watches, ch->cur->key, ch->cur->klen, deliver_one, &d);
 }
 
-static void on_check(uv_check_t *h) { conn_flush_dirty(h->data); }
+static void on_check(uv_check_t *h)
+{
+    server_t *s = h->data;
+    conn_run_resumed(s);
+    conn_flush_dirty(s);
+}
 
 /* ---- snapshot ------------------------------------------------------------------ */
 

@@ -24,6 +24,9 @@
 #define CONN_PAUSE_READ_BYTES (4u << 20)
 /* Input buffer kept between reads; a larger one is freed when emptied. */
 #define CONN_IN_KEEP_BYTES (64u << 10)
+/* Input kept from a connection whose blocking command waits: its later
+ * pipelined commands are buffered up to this, then reading pauses. */
+#define CONN_BLOCKED_IN_MAX (1u << 20)
 /* Durability marks kept per connection; when full, the newest mark
  * absorbs more output (those replies then wait for its later revision). */
 #define CONN_MARKS_MAX 8
@@ -65,6 +68,9 @@ struct conn_s {
     int nmarks;
     bool held;                 /* in server.held: output waits on durable_rev */
     conn_t *held_next;
+    struct waiter_s *waiter;   /* non-NULL while a blocking command waits */
+    bool resume;               /* in server.resumed: run its pending input */
+    conn_t *resume_next;
     bool dirty;                /* in server.dirty: has events to flush */
     conn_t *dirty_next;
     watch_t *watches;          /* this connection's watches (onext list) */
@@ -77,6 +83,12 @@ struct conn_s {
 void conn_mark_dirty(conn_t *c);
 /* conn_flush_dirty() -- flush every connection marked dirty. */
 void conn_flush_dirty(server_t *s);
+
+/* conn_resume() -- the connection's blocking command completed: run the
+ * commands waiting in its input buffer at the end of this loop turn. */
+void conn_resume(conn_t *c);
+/* conn_run_resumed() -- run every resumed connection's pending input. */
+void conn_run_resumed(server_t *s);
 
 /* conn_release_held() -- the durable revision advanced: flush every
  * connection whose output was waiting for it. */

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "block.h"
 #include "cmd.h"
 #include "conn.h"
 #include "persist.h"
@@ -35,6 +36,7 @@ static void on_signal(uv_signal_t *h, int signum)
     uv_close((uv_handle_t *)&s->cron, NULL);
     uv_close((uv_handle_t *)&s->flusher, NULL);
     persist_close_handles(s);
+    block_close_handles(s);
 }
 
 static void on_cron(uv_timer_t *t) { cmd_cron(t->data); }
@@ -82,6 +84,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "ordod: cannot recover from %s: %s\n", s->cfg.dir, err);
         goto fail_cmds_early;
     }
+    block_init(s);
     uv_timer_init(s->loop, &s->expire_timer);
     s->expire_timer.data = s;
     uv_timer_init(s->loop, &s->cron);
@@ -110,6 +113,7 @@ fail_cmds_early:
 fail_watches:
     watch_registry_destroy(&s->watches);
 fail_core:
+    free(s->wait_heap);
     core_destroy(s->core);
     uv_loop_close(s->loop);
     return rc;

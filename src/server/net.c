@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "block.h"
 #include "cmd.h"
 #include "conn.h"
 
@@ -104,6 +105,44 @@ void conn_release_held(server_t *s)
     }
 }
 
+static void unresume(conn_t *c)
+{
+    if (!c->resume)
+        return;
+    for (conn_t **pp = &c->srv->resumed; *pp != NULL; pp = &(*pp)->resume_next)
+        if (*pp == c) {
+            *pp = c->resume_next;
+            break;
+        }
+    c->resume = false;
+}
+
+static void process_input(conn_t *c);
+static void start_reading(conn_t *c);
+
+void conn_resume(conn_t *c)
+{
+    if (c->resume || c->closing)
+        return;
+    c->resume = true;
+    c->resume_next = c->srv->resumed;
+    c->srv->resumed = c;
+}
+
+void conn_run_resumed(server_t *s)
+{
+    while (s->resumed != NULL) {
+        conn_t *c = s->resumed;
+        s->resumed = c->resume_next;
+        c->resume = false;
+        c->resume_next = NULL;
+        process_input(c);
+        if (!c->closing && !c->reading && c->waiter == NULL && conn_pending(c) < CONN_PAUSE_READ_BYTES)
+            start_reading(c);
+        conn_mark_dirty(c);
+    }
+}
+
 static void undirty(conn_t *c)
 {
     if (!c->dirty)
@@ -123,6 +162,8 @@ void conn_close(conn_t *c)
     c->closing = true;
     undirty(c);
     unhold(c);
+    unresume(c);
+    block_conn_closed(c->srv, c);
     cmd_conn_closed(c);
     if (c->srv->cfg.verbose)
         fprintf(stderr, "ordod: client %llu (%s) closed\n", (unsigned long long)c->id, c->addr);
@@ -310,7 +351,7 @@ static void process_input(conn_t *c)
 {
     size_t off = 0;
     resp_limits_t lim;
-    while (!c->closing && !c->close_after_write && off < c->in.len) {
+    while (!c->closing && !c->close_after_write && c->waiter == NULL && off < c->in.len) {
         if (c->in.len - off < c->need_bytes)
             break;
         cmd_limits(c, &lim);
@@ -355,7 +396,10 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     process_input(c);
     if (c->closing)
         return;
-    if (conn_pending(c) >= CONN_PAUSE_READ_BYTES && c->reading) {
+    /* A blocked connection keeps being read (so a disconnect is seen), but
+     * its pipelined commands wait; past a bound, stop reading it too. */
+    bool stuffed = c->waiter != NULL && c->in.len >= CONN_BLOCKED_IN_MAX;
+    if ((conn_pending(c) >= CONN_PAUSE_READ_BYTES || stuffed) && c->reading) {
         uv_read_stop(&c->h.stream);
         c->reading = false;
     }

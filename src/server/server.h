@@ -84,6 +84,13 @@ typedef struct server_s {
     char snap_err[512];
     uint64_t last_snap_rev, last_snap_ms, snaps_total;
     uint64_t recovered_records, recovery_ms, snapshot_loaded_rev;
+    /* blocking commands (block.c) */
+    struct waiter_s **wait_heap;     /* waiters with a deadline, earliest first */
+    size_t wait_heap_len, wait_heap_cap;
+    uv_timer_t wait_timer;
+    uint64_t wait_timer_at_ms;
+    size_t blocked_clients;
+    conn_t *resumed;                 /* connections to resume at the end of the turn */
 } server_t;
 
 /* Wall clock in ms since the epoch. */

@@ -1,0 +1,72 @@
+/*
+ * block.h -- blocking commands: a connection parked on a wait list until
+ * the state it waits for appears, its deadline passes, or it disconnects.
+ *
+ * Q.PULL BLOCK, Q.CALL, LOCK.ACQUIRE WAIT and the like wait server-side,
+ * never by polling. A handler that cannot answer yet parks its connection
+ * with block_wait(): the connection stops executing its later pipelined
+ * commands (they stay in its input buffer), and the waiter joins a FIFO
+ * wait list the handler chose (one per queue, per lock, ...). When a
+ * record makes the awaited state appear, the command layer takes waiters
+ * from the list's head, in arrival order, and completes them with
+ * block_done(); at the deadline the waiter's on_timeout writes the timeout
+ * reply; if the client disconnects the waiter is dropped (on_cancel).
+ * After completion the connection resumes its pipeline at the end of the
+ * loop turn.
+ *
+ * Waiting is never state: the core does not know who waits. Serving a
+ * waiter is a new record (a delivery, a grant) applied at that moment, so
+ * the log and replay stay deterministic.
+ *
+ * Not thread-safe: the loop thread owns every waiter.
+ */
+#ifndef ORDO_BLOCK_H
+#define ORDO_BLOCK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "server.h"
+
+typedef struct waiter_s waiter_t;
+
+/* A FIFO of waiters (intrusive). Zero-initialised is empty. */
+typedef struct wait_list_s {
+    waiter_t *head, *tail;
+    size_t len;
+} wait_list_t;
+
+struct waiter_s {
+    conn_t *conn;
+    wait_list_t *list;
+    waiter_t *next, *prev;           /* in list */
+    uint64_t deadline_ms;            /* 0: no deadline */
+    size_t slot;                     /* in the server's deadline heap, SIZE_MAX if none */
+    /* Write the timeout reply into conn's output. */
+    void (*on_timeout)(waiter_t *w);
+    /* The connection went away: release data (no reply). May be NULL. */
+    void (*on_cancel)(waiter_t *w);
+    void *data;                      /* the handler's: what it waits for */
+};
+
+/* block_wait() -- park conn on list until deadline_ms (0: none). The waiter
+ * is allocated here and freed by block_done() / timeout / cancel; fill in
+ * on_timeout, on_cancel and data on the returned waiter. */
+waiter_t *block_wait(server_t *s, conn_t *conn, wait_list_t *list, uint64_t deadline_ms);
+
+/* block_done() -- the handler wrote the waiter's reply: unlink it, free it,
+ * resume the connection at the end of the loop turn. */
+void block_done(server_t *s, waiter_t *w);
+
+/* block_conn_closed() -- drop conn's waiter, if any (calls on_cancel). */
+void block_conn_closed(server_t *s, conn_t *conn);
+
+/* block_list_cancel_all() -- a wait list is going away (its queue dropped):
+ * time out every waiter now (on_timeout writes each reply). */
+void block_list_timeout_all(server_t *s, wait_list_t *list);
+
+/* block_init() / block_close_handles() -- the deadline timer. */
+void block_init(server_t *s);
+void block_close_handles(server_t *s);
+
+#endif /* ORDO_BLOCK_H */
