@@ -75,6 +75,7 @@ bench: build
 	bench/kv.sh
 	bench/watch.sh
 	bench/memory.sh
+	bench/durable.sh
 
 install: build
 	cmake --install build

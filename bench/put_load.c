@@ -1,0 +1,353 @@
+/*
+ * put_load.c -- closed-loop put load for bench/durable.sh: C connections,
+ * each with exactly one put in flight, for D seconds; counts the puts the
+ * server acknowledged.
+ *
+ *   put_load ordo|etcd PORT [-c conns] [-d seconds] [-k keys]
+ *                           [-v value_bytes] [-p path]
+ *
+ * The load has the same shape for both servers: -c connections (default
+ * 16), each sending its next put as soon as the reply to the previous one
+ * arrives; keys "key:<i>" with i cycling over -k keys (default 100000);
+ * values of -v bytes (default 16).
+ *   - ordo: RESP2 `SET key:<i> <value>`; the reply is +OK or an error.
+ *   - etcd: HTTP/1.1 keep-alive `POST <path>` (default /v3/kv/put) with the
+ *     JSON body {"key": base64, "value": base64} to the gRPC gateway on
+ *     etcd's client port; a 200 answer is an acknowledged put.
+ * Measurement starts once every connection is open and lasts -d seconds
+ * (default 10); only replies that arrive inside it count. Puts still in
+ * flight at the end are not counted.
+ *
+ * One thread, poll(). The tool's CPU is a ceiling on what it can measure,
+ * so it prints its CPU use (tool_cpu, 1.00 = one core busy).
+ *
+ * Output: one line of key=value pairs on stdout. Exit status 1 if any put
+ * failed.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CONNS_MAX 1024
+#define RBUF_BYTES 65536 /* one reply at a time, so small replies fit easily */
+#define WBUF_BYTES 16384
+
+enum proto { PROTO_ORDO, PROTO_ETCD };
+
+typedef struct conn {
+    int fd;
+    bool busy;       /* a put is in flight */
+    char rbuf[RBUF_BYTES];
+    size_t rlen;
+    char wbuf[WBUF_BYTES];
+    size_t wlen, woff;
+} conn_t;
+
+typedef struct load {
+    enum proto proto;
+    int port;
+    int conns_n;
+    double seconds;
+    int keys;
+    int value_bytes;
+    const char *path;
+    conn_t *conns;
+    bool measuring;
+    uint64_t puts;   /* acknowledged while measuring */
+    uint64_t sent;
+    uint64_t errors;
+    uint64_t key_next;
+    char value[1024];
+    char value_b64[1400];
+} load_t;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+static void die(const char *what)
+{
+    perror(what);
+    exit(1);
+}
+
+static int connect_to(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        die("socket");
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
+        die("connect");
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0)
+        die("fcntl");
+    return fd;
+}
+
+static void base64(const char *in, size_t n, char *out /* 4*ceil(n/3)+1 bytes */)
+{
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t i = 0, o = 0;
+    for (; i + 2 < n; i += 3) {
+        uint32_t v = (uint32_t)(uint8_t)in[i] << 16 | (uint32_t)(uint8_t)in[i + 1] << 8 | (uint8_t)in[i + 2];
+        out[o++] = tab[v >> 18];
+        out[o++] = tab[(v >> 12) & 63];
+        out[o++] = tab[(v >> 6) & 63];
+        out[o++] = tab[v & 63];
+    }
+    if (i < n) {
+        uint32_t v = (uint32_t)(uint8_t)in[i] << 16 | (i + 1 < n ? (uint32_t)(uint8_t)in[i + 1] << 8 : 0);
+        out[o++] = tab[v >> 18];
+        out[o++] = tab[(v >> 12) & 63];
+        out[o++] = i + 1 < n ? tab[(v >> 6) & 63] : '=';
+        out[o++] = '=';
+    }
+    out[o] = '\0';
+}
+
+/* Queues the next put on c (which has none in flight). */
+static void queue_put(load_t *L, conn_t *c)
+{
+    char key[64];
+    int kn = snprintf(key, sizeof key, "key:%llu", (unsigned long long)(L->key_next++ % (uint64_t)L->keys));
+    int n;
+    if (L->proto == PROTO_ORDO) {
+        n = snprintf(c->wbuf, WBUF_BYTES, "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n",
+                     kn, key, L->value_bytes, L->value);
+    } else {
+        char k[128], body[2048];
+        base64(key, (size_t)kn, k);
+        int bn = snprintf(body, sizeof body, "{\"key\":\"%s\",\"value\":\"%s\"}", k, L->value_b64);
+        n = snprintf(c->wbuf, WBUF_BYTES,
+                     "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %d\r\n\r\n%s", L->path, bn, body);
+    }
+    if (n < 0 || n >= WBUF_BYTES) {
+        fprintf(stderr, "put_load: request too large\n");
+        exit(1);
+    }
+    c->wlen = (size_t)n;
+    c->woff = 0;
+    c->busy = true;
+    L->sent++;
+}
+
+/* Sends what it can of the queued request. */
+static void flush(conn_t *c)
+{
+    while (c->woff < c->wlen) {
+        ssize_t n = send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EINTR)
+                return;
+            die("send");
+        }
+        c->woff += (size_t)n;
+    }
+}
+
+static void reply_done(load_t *L, conn_t *c, bool ok, const char *p, size_t n)
+{
+    if (!ok) {
+        /* The first line says why: an error reply, or an HTTP status. */
+        const char *eol = memchr(p, '\r', n);
+        if (L->errors++ < 3)
+            fprintf(stderr, "put_load: put failed: %.*s\n", (int)(eol ? (size_t)(eol - p) : n), p);
+    } else if (L->measuring) {
+        L->puts++;
+    }
+    c->busy = false;
+}
+
+/* Returns the length of the whole reply at the head of c->rbuf, or 0 if it
+ * has not all arrived. A SET reply is one line: +OK or -ERR. */
+static size_t ordo_reply(load_t *L, conn_t *c)
+{
+    const char *nl = memchr(c->rbuf, '\n', c->rlen);
+    if (nl == NULL)
+        return 0;
+    size_t n = (size_t)(nl + 1 - c->rbuf);
+    if (c->rbuf[0] == '$' || c->rbuf[0] == '*') {
+        fprintf(stderr, "put_load: unexpected reply to SET: %.*s\n", (int)n, c->rbuf);
+        exit(1);
+    }
+    reply_done(L, c, c->rbuf[0] == '+', c->rbuf, n);
+    return n;
+}
+
+static size_t etcd_reply(load_t *L, conn_t *c)
+{
+    const char *p = c->rbuf, *e = c->rbuf + c->rlen;
+    const char *h = memmem(p, c->rlen, "\r\n\r\n", 4);
+    if (h == NULL)
+        return 0;
+    const char *body = h + 4, *end;
+    const char *cl = memmem(p, (size_t)(h - p), "Content-Length:", 15);
+    if (cl != NULL) {
+        long n = strtol(cl + 15, NULL, 10);
+        if (e - body < n)
+            return 0;
+        end = body + n;
+    } else if (memmem(p, (size_t)(h - p), "chunked", 7) != NULL) {
+        const char *z = memmem(body, (size_t)(e - body), "\r\n0\r\n\r\n", 7);
+        if (z == NULL)
+            return 0;
+        end = z + 7;
+    } else {
+        fprintf(stderr, "put_load: etcd reply without a length: %.*s\n", (int)(h - p), p);
+        exit(1);
+    }
+    bool ok = (size_t)(h - p) >= 12 && memcmp(p, "HTTP/1.1 200", 12) == 0;
+    reply_done(L, c, ok, p, (size_t)(end - p));
+    return (size_t)(end - p);
+}
+
+static void on_readable(load_t *L, conn_t *c)
+{
+    for (;;) {
+        ssize_t n = recv(c->fd, c->rbuf + c->rlen, RBUF_BYTES - c->rlen, 0);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EINTR)
+                break;
+            die("recv");
+        }
+        if (n == 0) {
+            fprintf(stderr, "put_load: the server closed a connection\n");
+            exit(1);
+        }
+        c->rlen += (size_t)n;
+        if (c->rlen == RBUF_BYTES) {
+            fprintf(stderr, "put_load: a reply larger than %d bytes\n", RBUF_BYTES);
+            exit(1);
+        }
+    }
+    for (;;) {
+        if (!c->busy) {
+            if (c->rlen > 0) {
+                fprintf(stderr, "put_load: %zu unexpected bytes from the server\n", c->rlen);
+                exit(1);
+            }
+            return;
+        }
+        size_t used = L->proto == PROTO_ORDO ? ordo_reply(L, c) : etcd_reply(L, c);
+        if (used == 0)
+            return;
+        memmove(c->rbuf, c->rbuf + used, c->rlen - used);
+        c->rlen -= used;
+    }
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: put_load ordo|etcd PORT [-c conns] [-d seconds] [-k keys] "
+                    "[-v value_bytes] [-p path]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    load_t L = {.conns_n = 16, .seconds = 10, .keys = 100000, .value_bytes = 16, .path = "/v3/kv/put"};
+    if (argc < 3)
+        usage();
+    if (strcmp(argv[1], "ordo") == 0)
+        L.proto = PROTO_ORDO;
+    else if (strcmp(argv[1], "etcd") == 0)
+        L.proto = PROTO_ETCD;
+    else
+        usage();
+    L.port = atoi(argv[2]);
+    for (int i = 3; i + 1 < argc; i += 2) {
+        const char *v = argv[i + 1];
+        if (strcmp(argv[i], "-c") == 0)
+            L.conns_n = atoi(v);
+        else if (strcmp(argv[i], "-d") == 0)
+            L.seconds = atof(v);
+        else if (strcmp(argv[i], "-k") == 0)
+            L.keys = atoi(v);
+        else if (strcmp(argv[i], "-v") == 0)
+            L.value_bytes = atoi(v);
+        else if (strcmp(argv[i], "-p") == 0)
+            L.path = v;
+        else
+            usage();
+    }
+    if (L.port < 1 || L.port > 65535 || L.conns_n < 1 || L.conns_n > CONNS_MAX || L.keys < 1 ||
+        L.value_bytes < 1 || L.value_bytes >= (int)sizeof L.value || L.seconds <= 0 ||
+        strlen(L.path) > 200 || L.path[0] != '/')
+        usage();
+    memset(L.value, 'v', (size_t)L.value_bytes);
+    base64(L.value, (size_t)L.value_bytes, L.value_b64);
+
+    L.conns = calloc((size_t)L.conns_n, sizeof *L.conns);
+    struct pollfd *pfd = calloc((size_t)L.conns_n, sizeof *pfd);
+    if (L.conns == NULL || pfd == NULL)
+        die("calloc");
+    for (int i = 0; i < L.conns_n; i++) {
+        L.conns[i].fd = connect_to(L.port);
+        pfd[i].fd = L.conns[i].fd;
+    }
+
+    L.measuring = true;
+    double cpu0 = cpu_s(), t0 = now_s(), end = t0 + L.seconds, t;
+    while ((t = now_s()) < end) {
+        for (int i = 0; i < L.conns_n; i++) {
+            conn_t *c = &L.conns[i];
+            if (!c->busy)
+                queue_put(&L, c);
+            flush(c);
+            pfd[i].events = POLLIN | (c->woff < c->wlen ? POLLOUT : 0);
+        }
+        int ms = (int)((end - t) * 1000) + 1;
+        int n = poll(pfd, (nfds_t)L.conns_n, ms < 10 ? ms : 10);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            die("poll");
+        }
+        for (int i = 0; i < L.conns_n && n > 0; i++) {
+            if (pfd[i].revents == 0)
+                continue;
+            n--;
+            if (pfd[i].revents & (POLLIN | POLLERR | POLLHUP))
+                on_readable(&L, &L.conns[i]);
+        }
+    }
+    L.measuring = false;
+    double elapsed = t - t0, cpu = cpu_s() - cpu0;
+
+    printf("puts=%llu seconds=%.3f puts_per_s=%.0f conns=%d errors=%llu tool_cpu=%.2f\n",
+           (unsigned long long)L.puts, elapsed, (double)L.puts / elapsed, L.conns_n,
+           (unsigned long long)L.errors, cpu / elapsed);
+    for (int i = 0; i < L.conns_n; i++)
+        close(L.conns[i].fd);
+    free(L.conns);
+    free(pfd);
+    return L.errors > 0 ? 1 : 0;
+}
