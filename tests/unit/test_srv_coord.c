@@ -860,7 +860,18 @@ typedef struct {
     evlog_t expect;
     evlog_t got;
     uint64_t rng;
+    size_t cov[16];  /* how often each interesting case happened */
 } model_t;
+
+enum {
+    CV_LEASE_END_KEYS, CV_LEASE_END_LOCKS, CV_LEASE_END_ELECTS, CV_LEASE_EXPIRED, CV_ACQ_OK, CV_ACQ_BUSY,
+    CV_ACQ_NOTFOUND, CV_STALE_DENIED, CV_LAPSED_DENIED, CV_RELEASED, CV_HANDOVER, CV_CAMPAIGN_OK,
+    CV_CAMPAIGN_BUSY, CV_DUE, CV_NOOP_EXPIRE, CV_N
+};
+static const char *const cv_name[CV_N] = {
+    "lease-end-keys", "lease-end-locks", "lease-end-elects", "lease-expired", "acquire-ok", "acquire-busy",
+    "acquire-notfound", "stale-denied", "lapsed-denied", "released", "handover", "campaign-ok",
+    "campaign-busy", "due", "noop-expire"};
 
 static uint64_t rn(model_t *m, uint64_t n)
 {
@@ -933,6 +944,23 @@ static void m_vacate(model_t *m, int i, int reason)
 
 static void m_lease_end(model_t *m, mlease_t *l, int reason)
 {
+    for (int k = 0; k < RN_KEYS; k++)
+        if (m->key_lease[k] == l->id) {
+            m->cov[CV_LEASE_END_KEYS]++;
+            break;
+        }
+    for (int i = 0; i < RN_LOCKS; i++)
+        if (m->locks[i].token && m->locks[i].lease == l->id) {
+            m->cov[CV_LEASE_END_LOCKS]++;
+            break;
+        }
+    for (int i = 0; i < RN_ELECTS; i++)
+        if (m->el[i].term && m->el[i].lease == l->id) {
+            m->cov[CV_LEASE_END_ELECTS]++;
+            break;
+        }
+    if (reason == COORD_R_EXPIRE)
+        m->cov[CV_LEASE_EXPIRED]++;
     /* keys in attach order */
     for (;;) {
         int best = -1;
@@ -1143,6 +1171,7 @@ static void writer_drain(model_t *m, coord_t *c)
             m_vacate(m, idx, COORD_R_EXPIRE);
         }
         assert_int_equal(r, 1);
+        m->cov[CV_DUE]++;
         compare_events(m);
     }
     int kind, idx;
@@ -1223,13 +1252,16 @@ static void random_step(model_t *m, coord_t *c)
         int r = coord_lock_acquire(c, rn_lock[i], rn_lock_len[i], ttl, lease, m->now, m->rev + 1, &tok);
         if (lease != 0 && !m_lease_live(m, lease)) {
             assert_int_equal(r, COORD_NOTFOUND);
+            m->cov[CV_ACQ_NOTFOUND]++;
         } else if (lk->token != 0) {
             assert_int_equal(r, COORD_BUSY);
+            m->cov[CV_ACQ_BUSY]++;
             assert_int_equal(tok, lk->token);
         } else {
             assert_int_equal(r, COORD_OK);
             assert_int_equal(tok, m->rev + 1);
             assert_true(tok > lk->last_token);   /* tokens of a lock strictly increase */
+            m->cov[CV_ACQ_OK]++;
             m->rev++;
             lk->token = lk->last_token = tok;
             lk->deadline = ttl ? m->now + ttl : 0;
@@ -1243,10 +1275,16 @@ static void random_step(model_t *m, coord_t *c)
         bool holds = lk->token != 0 && t == lk->token && !m_lapsed(m, lk->deadline, lk->lease);
         int r = coord_lock_release(c, rn_lock[i], rn_lock_len[i], t, m->now);
         assert_int_equal(r, holds);
-        if (t != lk->token)
+        if (t != lk->token) {
             assert_int_equal(r, 0);  /* a stale token never releases */
-        if (holds)
+            m->cov[CV_STALE_DENIED]++;
+        } else if (lk->token != 0 && !holds) {
+            m->cov[CV_LAPSED_DENIED]++;
+        }
+        if (holds) {
             m_free_lock(m, i, COORD_R_RELEASE);
+            m->cov[CV_RELEASED]++;
+        }
         break;
     }
     case 9: { /* extend */
@@ -1268,6 +1306,8 @@ static void random_step(model_t *m, coord_t *c)
         uint64_t t = pick_token(m, lk->token, lk->hist);
         bool ends = lk->token != 0 && t == lk->token && lk->deadline != 0 && lk->deadline <= m->now;
         assert_int_equal(coord_lock_expire(c, rn_lock[i], rn_lock_len[i], t, m->now), ends);
+        if (!ends && t == lk->token && lk->token != 0)
+            m->cov[CV_NOOP_EXPIRE]++;
         if (ends)
             m_free_lock(m, i, COORD_R_EXPIRE);
         break;
@@ -1286,12 +1326,15 @@ static void random_step(model_t *m, coord_t *c)
         } else if (el->term != 0) {
             assert_int_equal(r, COORD_BUSY);
             assert_int_equal(ld.term, el->term);
+            m->cov[CV_CAMPAIGN_BUSY]++;
         } else {
             assert_int_equal(r, COORD_OK);
             assert_int_equal(ld.term, m->rev + 1);
             assert_true(ld.term > el->last_term);   /* terms increase, never overlap */
             /* the hand-over reaches exactly this leader */
+            m->cov[CV_CAMPAIGN_OK]++;
             if (el->has_ho) {
+                m->cov[CV_HANDOVER]++;
                 assert_non_null(ld.handover);
                 assert_int_equal(ld.hlen, el->hlen);
                 if (el->hlen)
@@ -1380,7 +1423,7 @@ static void test_randomized(void **state)
     m.now = 1000;
     coord_t *c = coord_create();
     coord_set_event_cb(c, record_ev, &m.got);
-    for (int step = 0; step < 6000; step++) {
+    for (int step = 0; step < 20000; step++) {
         m.now += rn(&m, 6);
         random_step(&m, c);
         compare_state(&m, c);
@@ -1393,6 +1436,11 @@ static void test_randomized(void **state)
             compare_state(&m, c);
         }
     }
+    for (int i = 0; i < CV_N; i++) {
+        printf("  %s=%zu", cv_name[i], m.cov[i]);
+        assert_true(m.cov[i] >= 10);  /* the run really exercised each case */
+    }
+    printf("\n  steps=20000 leases=%zu revisions=%llu now=%llu\n", m.nleases, (unsigned long long)m.rev, (unsigned long long)m.now);
     /* everything ends: time runs out for all of it */
     m.now += 1000000;
     writer_drain(&m, c);
