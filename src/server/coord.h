@@ -84,6 +84,10 @@
  *
  * Pointers returned (names, values in outs) stay valid until the next
  * mutating call.
+ *
+ * Arguments are validated by the command layer before a record is made:
+ * TTLs are > 0 where required and bounded so that now_ms + ttl_ms cannot
+ * overflow; the module asserts what it relies on.
  */
 #ifndef ORDO_COORD_H
 #define ORDO_COORD_H
@@ -340,7 +344,8 @@ typedef void (*coord_item_cb)(void *arg, const coord_item_t *item);
  * not mutate c). O(everything). */
 void coord_snapshot(const coord_t *c, coord_item_cb cb, void *arg);
 
-/* coord_load() -- add one item (no events). 0, or -1 if it contradicts
+/* coord_load() -- add one item (no events); its id counts as a used
+ * revision (later ones must be above it). 0, or -1 if it contradicts
  * what is loaded (unknown lease, duplicate name or id, bad fields);
  * nothing changes then. */
 int coord_load(coord_t *c, const coord_item_t *item);

@@ -635,7 +635,7 @@ static void test_deadlines(void **state)
  * and their index in the block, so sorting makes the comparison independent
  * of the tables' iteration order but not of the orders inside a lease. */
 typedef struct {
-    char lines[512][160];
+    char lines[512][384];
     size_t n;
     uint64_t block_lease;
     size_t block_i;
@@ -673,7 +673,7 @@ static void snap_text(void *arg, const coord_item_t *it)
         assert_int_equal(it->lease, s->block_lease);
         s->block_i++;
     }
-    snprintf(s->lines[s->n++], 160, "%llu/%zu k%d id%llu ttl%llu dl%llu n%s v%s h%s",
+    snprintf(s->lines[s->n++], sizeof s->lines[0], "%llu/%zu k%d id%llu ttl%llu dl%llu n%s v%s h%s",
              (unsigned long long)s->block_lease, s->block_i, it->kind, (unsigned long long)it->id,
              (unsigned long long)it->ttl_ms, (unsigned long long)it->deadline_ms, name, value, ho);
 }
