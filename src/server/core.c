@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "coord.h"
 #include "htab.h"
 
 /* Versions freed per mutation by automatic compaction: a write frees at
@@ -45,6 +46,9 @@ struct core_s {
     core_change_cb change_cb;
     void *change_arg;
     uint64_t compact_pin;    /* 0, or automatic compaction stops at this point */
+    coord_t *coord;          /* leases, locks, elections */
+    core_coord_cb coord_cb;
+    void *coord_arg;
 };
 
 static bool exp_eq(const ordo_hnode_t *n, const void *key, size_t len)
@@ -136,6 +140,8 @@ static void exp_set(core_t *c, const void *key, size_t klen, uint64_t deadline_m
 
 /* ---- lifecycle ------------------------------------------------------------ */
 
+static void on_coord_event(void *arg, const coord_event_t *ev);
+
 core_t *core_create(uint64_t history_revs)
 {
     core_t *c = ordo_xcalloc(1, sizeof *c);
@@ -147,6 +153,12 @@ core_t *core_create(uint64_t history_revs)
         return NULL;
     }
     c->history_revs = history_revs ? history_revs : 1;
+    c->coord = coord_create();
+    if (c->coord == NULL) {
+        core_destroy(c);
+        return NULL;
+    }
+    coord_set_event_cb(c->coord, on_coord_event, c);
     return c;
 }
 
@@ -164,10 +176,18 @@ void core_destroy(core_t *c)
     ordo_htab_destroy(&c->exp_index);
     free(c->heap);
     kv_destroy(c->kv);
+    coord_destroy(c->coord);
     free(c);
 }
 
 const kv_t *core_kv(const core_t *c) { return c->kv; }
+const struct coord_s *core_coord(const core_t *c) { return c->coord; }
+
+void core_set_coord_cb(core_t *c, core_coord_cb cb, void *arg)
+{
+    c->coord_cb = cb;
+    c->coord_arg = arg;
+}
 uint64_t core_rev(const core_t *c) { return c->rev; }
 size_t core_expiring(const core_t *c) { return c->heap_len; }
 uint64_t core_next_expiry(const core_t *c) { return c->heap_len ? c->heap[0]->deadline_ms : 0; }
@@ -188,19 +208,32 @@ void core_set_change_cb(core_t *c, core_change_cb cb, void *arg)
 
 void core_set_compact_pin(core_t *c, uint64_t pin) { c->compact_pin = pin; }
 
-int core_load_key(core_t *c, const void *key, size_t klen, const void *val, size_t vlen, uint64_t create_rev,
-                  uint64_t mod_rev, uint64_t version, uint64_t lease, uint64_t expire_at_ms)
+int core_load_coord(core_t *c, const struct coord_item_s *item) { return coord_load(c->coord, item); }
+
+int core_load_base(core_t *c, const void *key, size_t klen, const void *val, size_t vlen, uint64_t create_rev,
+                   uint64_t mod_rev, uint64_t version, uint64_t lease)
 {
-    if (kv_load(c->kv, key, klen, val, vlen, create_rev, mod_rev, version, lease) != KV_OK)
-        return -1;
-    if (expire_at_ms != 0)
-        exp_set(c, key, klen, expire_at_ms);
-    return 0;
+    return kv_load(c->kv, key, klen, val, vlen, create_rev, mod_rev, version, lease) == KV_OK ? 0 : -1;
+}
+
+int core_load_bases_done(core_t *c, uint64_t oldest) { return kv_load_done(c->kv, oldest) == KV_OK ? 0 : -1; }
+
+int core_load_change(core_t *c, const void *key, size_t klen, const void *val, size_t vlen, uint64_t lease,
+                     uint64_t rev, bool deleted)
+{
+    if (deleted)
+        return kv_del(c->kv, key, klen, rev, NULL) == 1 ? 0 : -1;
+    return kv_put(c->kv, key, klen, val, vlen, lease, rev, NULL) == KV_OK ? 0 : -1;
+}
+
+void core_load_deadline(core_t *c, const void *key, size_t klen, uint64_t deadline_ms)
+{
+    exp_set(c, key, klen, deadline_ms);
 }
 
 int core_load_done(core_t *c, uint64_t rev)
 {
-    if (kv_load_done(c->kv, rev) != KV_OK)
+    if (rev < kv_last_rev(c->kv))
         return -1;
     c->rev = rev;
     return 0;
@@ -220,6 +253,7 @@ uint64_t core_expiry_of(const core_t *c, const void *key, size_t klen)
 /* ---- apply ---------------------------------------------------------------- */
 
 static int delete_key(core_t *c, const void *key, size_t klen);
+static int delete_key_detached(core_t *c, const void *key, size_t klen);
 
 /* After a mutation: tell the observer, then compact a little if due. */
 static void after_change(core_t *c, const kv_change_t *ch)
@@ -237,6 +271,15 @@ static void after_change(core_t *c, const kv_change_t *ch)
     }
 }
 
+/* FENCE lock token: the write is allowed only while token holds the lock. */
+static bool fence_ok(core_t *c, const record_t *r, apply_result_t *res)
+{
+    if (!(r->flags & REC_F_FENCE) || coord_fence_ok(c->coord, r->name, r->nlen, r->token, r->time_ms))
+        return true;
+    res->status = AP_NOTHOLDER;
+    return false;
+}
+
 static void apply_put(core_t *c, const record_t *r, apply_result_t *res)
 {
     /* Plain puts, the common case, skip the lookup: kv_put finds the key. */
@@ -252,6 +295,16 @@ static void apply_put(core_t *c, const record_t *r, apply_result_t *res)
         res->status = AP_NOOP;
         return;
     }
+    if (!fence_ok(c, r, res))
+        return;
+    if (r->lease != 0 && !coord_lease_live(c->coord, r->lease, r->time_ms)) {
+        res->status = AP_NOTFOUND;
+        return;
+    }
+    if (r->lease != 0)
+        coord_lease_attach(c->coord, r->key, r->klen, r->lease);
+    else
+        coord_lease_detach(c->coord, r->key, r->klen);
     kv_change_t ch;
     int rc = kv_put(c->kv, r->key, r->klen, r->val, r->vlen, r->lease, c->rev + 1, &ch);
     assert(rc == KV_OK);
@@ -268,6 +321,13 @@ static void apply_put(core_t *c, const record_t *r, apply_result_t *res)
 
 /* Delete a live key at the next revision; 1 if it was live. */
 static int delete_key(core_t *c, const void *key, size_t klen)
+{
+    coord_lease_detach(c->coord, key, klen);
+    return delete_key_detached(c, key, klen);
+}
+
+/* As delete_key() for a key already detached from its lease. */
+static int delete_key_detached(core_t *c, const void *key, size_t klen)
 {
     kv_change_t ch;
     int rc = kv_del(c->kv, key, klen, c->rev + 1, &ch);
@@ -288,6 +348,8 @@ static void apply_del(core_t *c, const record_t *r, apply_result_t *res)
         res->cur_rev = cur ? cur->mod_rev : 0;
         return;
     }
+    if (!fence_ok(c, r, res))
+        return;
     if (!delete_key(c, r->key, r->klen)) {
         res->status = AP_NOOP;
         return;
@@ -385,6 +447,126 @@ static void apply_compact(core_t *c, const record_t *r, apply_result_t *res)
     res->rev = c->rev;
 }
 
+/* ---- leases, locks, elections ------------------------------------------------
+ * Revisions: grant, acquire, campaign, release, resign, proclaim, revoke
+ * and expiry each take one when they change something; keepalives and
+ * extensions are logged but take none (they move a deadline, not a value).
+ * A lease's end takes one revision per deleted key, freed lock and vacated
+ * leadership, in coord's event order, and one for the end itself. */
+
+static void on_coord_event(void *arg, const coord_event_t *ev)
+{
+    core_t *c = arg;
+    switch (ev->type) {
+    case COORD_EV_KEY:
+        delete_key_detached(c, ev->name, ev->nlen);
+        break;
+    case COORD_EV_LOCK_FREE:
+    case COORD_EV_VACANT:
+        if (ev->reason == COORD_R_LEASE)
+            c->rev++;
+        break;
+    case COORD_EV_LEASE_END:
+        c->rev++;
+        break;
+    default:
+        break;
+    }
+    if (c->coord_cb != NULL)
+        c->coord_cb(c->coord_arg, ev);
+}
+
+/* A one-revision change: take it if ok, and report it. */
+static void took(core_t *c, apply_result_t *res, bool ok, int fail_status)
+{
+    if (ok) {
+        c->rev++;
+        res->status = AP_OK;
+    } else {
+        res->status = fail_status;
+    }
+    res->rev = c->rev;
+}
+
+static void apply_coord(core_t *c, const record_t *r, apply_result_t *res)
+{
+    uint64_t next = c->rev + 1, rem = 0, tok = 0;
+    coord_leader_t ld;
+    int st;
+    switch (r->type) {
+    case REC_LEASE_GRANT:
+        res->value = (int64_t)coord_lease_grant(c->coord, r->ttl_ms, r->time_ms, next);
+        took(c, res, true, AP_OK);
+        break;
+    case REC_LEASE_KEEPALIVE:
+        st = coord_lease_keepalive(c->coord, r->lease, r->time_ms, &rem);
+        res->status = st == COORD_OK ? AP_OK : AP_NOTFOUND;
+        res->value = (int64_t)rem;
+        res->rev = c->rev;
+        break;
+    case REC_LEASE_REVOKE:
+        res->value = coord_lease_revoke(c->coord, r->lease); /* revisions spent by its events */
+        res->status = res->value ? AP_OK : AP_NOOP;
+        res->rev = c->rev;
+        break;
+    case REC_LOCK_ACQUIRE:
+        st = coord_lock_acquire(c->coord, r->key, r->klen, r->ttl_ms, r->lease, r->time_ms, next, &tok);
+        res->value = (int64_t)tok;
+        took(c, res, st == COORD_OK, st == COORD_BUSY ? AP_BUSY : AP_NOTFOUND);
+        break;
+    case REC_LOCK_RELEASE:
+        res->value = coord_lock_release(c->coord, r->key, r->klen, r->token, r->time_ms);
+        took(c, res, res->value == 1, AP_NOOP);
+        break;
+    case REC_LOCK_EXTEND:
+        res->value = coord_lock_extend(c->coord, r->key, r->klen, r->token, r->ttl_ms, r->time_ms);
+        res->status = res->value ? AP_OK : AP_NOOP;
+        res->rev = c->rev;
+        break;
+    case REC_ELECT_CAMPAIGN:
+        st = coord_elect_campaign(c->coord, r->key, r->klen, r->val, r->vlen, r->ttl_ms, r->lease, r->time_ms,
+                                  next, &ld);
+        res->value = (int64_t)ld.term;
+        if (st == COORD_OK) {
+            res->data = ld.handover;
+            res->dlen = ld.hlen;
+        }
+        took(c, res, st == COORD_OK, st == COORD_BUSY ? AP_BUSY : AP_NOTFOUND);
+        break;
+    case REC_ELECT_PROCLAIM:
+        res->value = coord_elect_proclaim(c->coord, r->key, r->klen, r->token, r->val, r->vlen, r->time_ms);
+        took(c, res, res->value == 1, AP_NOOP);
+        break;
+    case REC_ELECT_KEEPALIVE:
+        st = coord_elect_keepalive(c->coord, r->key, r->klen, r->token, r->time_ms, &rem);
+        res->status = st == COORD_OK ? AP_OK : AP_NOTHOLDER;
+        res->value = (int64_t)rem;
+        res->rev = c->rev;
+        break;
+    case REC_ELECT_RESIGN:
+        res->value = coord_elect_resign(c->coord, r->key, r->klen, r->token,
+                                        (r->flags & REC_F_HANDOVER) ? r->val : NULL, r->vlen, r->time_ms);
+        took(c, res, res->value == 1, AP_NOOP);
+        break;
+    case REC_COORD_EXPIRE:
+        if (r->kind == COORD_LEASE)
+            res->value = coord_lease_expire(c->coord, r->token, r->time_ms); /* events spend */
+        else if (r->kind == COORD_LOCK)
+            res->value = coord_lock_expire(c->coord, r->key, r->klen, r->token, r->time_ms);
+        else
+            res->value = coord_elect_expire(c->coord, r->key, r->klen, r->token, r->time_ms);
+        if (r->kind == COORD_LEASE) {
+            res->status = res->value ? AP_OK : AP_NOOP;
+            res->rev = c->rev;
+        } else {
+            took(c, res, res->value == 1, AP_NOOP);
+        }
+        break;
+    default:
+        assert(!"not a coordination record");
+    }
+}
+
 void core_apply(core_t *c, const record_t *rec, apply_result_t *res)
 {
     memset(res, 0, sizeof *res);
@@ -394,6 +576,6 @@ void core_apply(core_t *c, const record_t *rec, apply_result_t *res)
     case REC_INCR: apply_incr(c, rec, res); break;
     case REC_EXPIRE: apply_expire(c, rec, res); break;
     case REC_COMPACT: apply_compact(c, rec, res); break;
-    default: assert(!"unknown record type"); break;
+    default: apply_coord(c, rec, res); break;
     }
 }

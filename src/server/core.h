@@ -38,6 +38,18 @@ enum record_type {
     REC_INCR = 3,    /* INCR/INCRBY: key, incr */
     REC_EXPIRE = 4,  /* the writer's expiry decision: delete key (if live) */
     REC_COMPACT = 5, /* KV.COMPACT: arg_rev */
+    /* leases, locks, elections (coord.h); key = the lock/election name */
+    REC_LEASE_GRANT = 10,     /* ttl_ms -> lease id (a revision) */
+    REC_LEASE_KEEPALIVE = 11, /* lease; logged, takes no revision */
+    REC_LEASE_REVOKE = 12,    /* lease */
+    REC_LOCK_ACQUIRE = 13,    /* key, ttl_ms, lease -> token (a revision) */
+    REC_LOCK_RELEASE = 14,    /* key, token */
+    REC_LOCK_EXTEND = 15,     /* key, token, ttl_ms; takes no revision */
+    REC_ELECT_CAMPAIGN = 16,  /* key, val, ttl_ms, lease -> term (a revision) */
+    REC_ELECT_PROCLAIM = 17,  /* key, token (term), val */
+    REC_ELECT_KEEPALIVE = 18, /* key, token (term); takes no revision */
+    REC_ELECT_RESIGN = 19,    /* key, token (term), val if REC_F_HANDOVER */
+    REC_COORD_EXPIRE = 20,    /* kind (enum coord_kind), token (id), key: the writer's expiry decision */
 };
 
 enum record_flags {
@@ -45,6 +57,8 @@ enum record_flags {
     REC_F_NX = 1 << 1,      /* only if absent */
     REC_F_XX = 1 << 2,      /* only if present */
     REC_F_KEEPTTL = 1 << 3, /* keep the key's current expiry */
+    REC_F_FENCE = 1 << 4,   /* KV.PUT/DEL: only if token holds lock `name` */
+    REC_F_HANDOVER = 1 << 5,/* ELECT.RESIGN: val is a hand-over value */
 };
 
 typedef struct record_s {
@@ -60,6 +74,11 @@ typedef struct record_s {
     uint64_t expire_at_ms;   /* REC_PUT: absolute deadline, 0 for none */
     int64_t incr;            /* REC_INCR */
     uint64_t arg_rev;        /* REC_COMPACT: the new compaction point */
+    uint64_t ttl_ms;         /* leases, locks, elections */
+    uint64_t token;          /* lock token / term / id of what expires; FENCE token */
+    uint8_t kind;            /* REC_COORD_EXPIRE: enum coord_kind */
+    const char *name;        /* FENCE: the lock */
+    uint32_t nlen;
 } record_t;
 
 enum apply_status {
@@ -70,14 +89,27 @@ enum apply_status {
     AP_OVERFLOW = 4,    /* INCR would overflow */
     AP_COMPACTED = 5,   /* KV.COMPACT: the point is already past rev */
     AP_FUTURE = 6,      /* KV.COMPACT: rev is beyond the current revision */
+    AP_BUSY = 7,        /* lock held / election led: result.value is the holder's token/term */
+    AP_NOTFOUND = 8,    /* the lease does not exist (or has lapsed) */
+    AP_NOTHOLDER = 9,   /* the token/term does not hold (FENCE, ELECT.KEEPALIVE) */
 };
 
 typedef struct apply_result_s {
     int status;
     uint64_t rev;
     uint64_t cur_rev;
-    int64_t value;      /* REC_INCR: the new value; REC_EXPIRE: 1 if the key was deleted */
+    int64_t value;      /* REC_INCR: the new value; REC_EXPIRE: 1 if the key was deleted;
+                           coord: 1/0 for release-like calls, remaining ms for keepalives,
+                           the id/token/term granted */
+    const char *data;   /* REC_ELECT_CAMPAIGN: the hand-over value, NULL if none (valid until the next apply) */
+    size_t dlen;
 } apply_result_t;
+
+/* Coordination events (coord.h) after the core has handled them (keys of
+ * an ended lease deleted, revisions spent): for the command layer's lock
+ * waiters, candidates and observers. Must not apply records. */
+typedef struct coord_event_s coord_event_t;
+typedef void (*core_coord_cb)(void *arg, const coord_event_t *ev);
 
 typedef void (*core_change_cb)(void *arg, const kv_change_t *change);
 
@@ -105,13 +137,26 @@ const char *core_first_expiring(const core_t *c, size_t *klen);
 size_t core_expiring(const core_t *c);
 
 void core_set_change_cb(core_t *c, core_change_cb cb, void *arg);
+void core_set_coord_cb(core_t *c, core_coord_cb cb, void *arg);
 
-/* Loading a snapshot into a fresh core: core_load_key() for each key as of
- * the snapshot's revision (with its expiry deadline, 0 for none), then
- * core_load_done(rev), after which core_rev() == rev. Return 0 or -1 if the
- * entry is inconsistent (duplicate key, revisions out of order). */
-int core_load_key(core_t *c, const void *key, size_t klen, const void *val, size_t vlen, uint64_t create_rev,
-                  uint64_t mod_rev, uint64_t version, uint64_t lease, uint64_t expire_at_ms);
+/* The coordination state (leases, locks, elections), for reads. */
+struct coord_s;
+const struct coord_s *core_coord(const core_t *c);
+
+/* Loading a snapshot into a fresh core (snapshot.h says what it holds):
+ * core_load_coord() each coordination item, core_load_base() each key's
+ * base version, core_load_bases_done(point), core_load_change() each logged
+ * change in revision order, core_load_deadline() each expiry, then
+ * core_load_done(rev): afterwards core_rev() == rev. No observer runs.
+ * Each returns 0, or -1 if the snapshot contradicts itself. */
+struct coord_item_s;
+int core_load_coord(core_t *c, const struct coord_item_s *item);
+int core_load_base(core_t *c, const void *key, size_t klen, const void *val, size_t vlen, uint64_t create_rev,
+                   uint64_t mod_rev, uint64_t version, uint64_t lease);
+int core_load_bases_done(core_t *c, uint64_t oldest);
+int core_load_change(core_t *c, const void *key, size_t klen, const void *val, size_t vlen, uint64_t lease,
+                     uint64_t rev, bool deleted);
+void core_load_deadline(core_t *c, const void *key, size_t klen, uint64_t deadline_ms);
 int core_load_done(core_t *c, uint64_t rev);
 
 /* Compaction pin: automatic compaction never moves the point past pin

@@ -491,6 +491,8 @@ int kv_load(kv_t *kv, const void *key, size_t klen, const void *val, size_t vlen
 {
     if (kv->log_len != 0 || mod_rev == 0 || create_rev > mod_rev || version == 0 || key_find(kv, key, klen))
         return KV_EREV;
+    if (mod_rev > kv->last_rev)
+        kv->last_rev = mod_rev;
     kv_key_t *k = key_create(kv, key, klen);
     kv_ver_t *v = kv_xmalloc(ver_size((uint32_t)vlen));
     v->pub.mod_rev = mod_rev;
@@ -512,13 +514,34 @@ int kv_load(kv_t *kv, const void *key, size_t klen, const void *val, size_t vlen
     return KV_OK;
 }
 
-int kv_load_done(kv_t *kv, uint64_t rev)
+int kv_load_done(kv_t *kv, uint64_t oldest)
 {
-    if (kv->log_len != 0 || rev < kv->last_rev)
+    if (kv->log_len != 0 || oldest <= kv->last_rev || oldest == 0)
         return KV_EREV;
-    kv->last_rev = rev;
-    kv->oldest_rev = rev + 1;
+    kv->oldest_rev = oldest;
     return KV_OK;
+}
+
+/* The version of k visible just below the compaction point, if it is a
+ * value: what a snapshot stores as the key's base. */
+static const kv_ver_t *base_of(const kv_t *kv, const kv_key_t *k)
+{
+    const kv_ver_t *v = k->newest;
+    while (v != NULL && v->pub.mod_rev >= kv->oldest_rev)
+        v = v->older;
+    return v != NULL && !v->pub.deleted ? v : NULL;
+}
+
+long kv_base_step(const kv_t *kv, const void *after, size_t alen, bool have_after, size_t limit, kv_base_cb cb,
+                  void *arg)
+{
+    const kv_key_t *k = have_after ? index_seek(kv, after, alen, true) : kv->head[0];
+    long n = 0;
+    for (; k != NULL && (size_t)n < limit; k = tower(k)[0], n++) {
+        const kv_ver_t *b = base_of(kv, k);
+        cb(arg, k->bytes, k->klen, b ? &b->pub : NULL);
+    }
+    return n;
 }
 
 int kv_put(kv_t *kv, const void *key, size_t klen, const void *val, size_t vlen,

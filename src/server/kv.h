@@ -148,14 +148,23 @@ int kv_log_next(const kv_t *kv, kv_cursor_t *cur, kv_change_t *out);
 
 void kv_stats(const kv_t *kv, kv_stats_t *out);
 
-/* Loading a snapshot taken at revision rev, into a fresh store: kv_load()
- * each live key as it was at rev (mod_rev <= rev), then kv_load_done(rev).
- * Afterwards kv_last_rev() == rev and kv_oldest_rev() == rev + 1: reads and
- * watches resume from the changes applied after the snapshot. Both return
- * KV_OK, or KV_EREV if the store already has changes, the key is already
- * loaded, or the revisions are inconsistent. */
+/* Snapshots store the retained history as: each key's base (the value
+ * visible just below the compaction point, if any), then the change log.
+ *
+ * kv_base_step() -- visit up to limit keys in byte order, after `after`
+ * (if have_after): cb gets each key and its base version (NULL if it has
+ * none). Returns the number of keys visited; fewer than limit means done.
+ *
+ * Loading, into a fresh store: kv_load() each base (mod_rev < the point),
+ * kv_load_done(point), then kv_put()/kv_del() each logged change in
+ * revision order, which rebuilds the log, versions and create revisions
+ * exactly. Both return KV_OK, or KV_EREV if the store already has changes,
+ * the key is already loaded, or the revisions are inconsistent. */
+typedef void (*kv_base_cb)(void *arg, const char *key, size_t klen, const kv_version_t *base);
+long kv_base_step(const kv_t *kv, const void *after, size_t alen, bool have_after, size_t limit, kv_base_cb cb,
+                  void *arg);
 int kv_load(kv_t *kv, const void *key, size_t klen, const void *val, size_t vlen, uint64_t create_rev,
             uint64_t mod_rev, uint64_t version, uint64_t lease);
-int kv_load_done(kv_t *kv, uint64_t rev);
+int kv_load_done(kv_t *kv, uint64_t oldest);
 
 #endif /* ORDO_KV_H */

@@ -155,7 +155,7 @@ int persist_open(server_t *s, char *err, size_t elen)
         return -1;
     s->snapshot_loaded_rev = snap_rev;
     if (snap_rev != 0)
-        fprintf(stderr, "ordod: loaded snapshot at revision %llu (%llu keys)\n", (unsigned long long)snap_rev,
+        fprintf(stderr, "ordod: loaded snapshot at revision %llu (%llu entries)\n", (unsigned long long)snap_rev,
                 (unsigned long long)entries);
     char waldir[1100];
     snprintf(waldir, sizeof waldir, "%s/wal", s->cfg.dir);
@@ -166,7 +166,7 @@ int persist_open(server_t *s, char *err, size_t elen)
         .segment_bytes = (uint64_t)s->cfg.wal_segment_bytes,
         .sync_batch_max = (uint32_t)s->cfg.fsync_batch_max,
         .sync_interval_ms = (uint32_t)s->cfg.fsync_interval_ms,
-        .record_bytes_max = (uint32_t)(RECORD_HEADER_BYTES + s->cfg.max_name_bytes + s->cfg.max_value_bytes),
+        .record_bytes_max = (uint32_t)(RECORD_HEADER_BYTES + 2 * s->cfg.max_name_bytes + s->cfg.max_value_bytes),
         .on_durable = on_durable,
         .on_durable_arg = s,
     };
@@ -271,15 +271,13 @@ int64_t persist_snapshot(server_t *s, char *err, size_t elen)
 {
     if (s->snap_running)
         return (int64_t)s->snap.rev;
-    /* The compaction point: every change after it is still in the log. */
-    uint64_t rev = kv_oldest_rev(core_kv(s->core));
-    if (rev > core_rev(s->core))
-        rev = core_rev(s->core);
+    uint64_t rev = core_rev(s->core);
     if (rev == 0 || rev <= s->last_snap_rev)
         return 0;
-    if (snap_writer_begin(&s->snap, s->cfg.dir, rev, s->now_ms, err, elen) != 0)
+    if (snap_writer_begin(&s->snap, s->cfg.dir, s->core, s->now_ms, err, elen) != 0)
         return -1;
-    core_set_compact_pin(s->core, rev);
+    /* The history the snapshot is copying must stay until it is copied. */
+    core_set_compact_pin(s->core, s->snap.point);
     s->snap_running = true;
     uv_idle_start(&s->snap_idle, snap_step);
     return (int64_t)rev;

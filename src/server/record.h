@@ -13,10 +13,15 @@
  *       27     8  expire_at_ms
  *       35     8  incr (two's complement)
  *       43     8  arg_rev
- *       51     4  klen
- *       55  klen  key
+ *       51     8  ttl_ms
+ *       59     8  token
+ *       67     1  kind
+ *       68     4  klen
+ *       72  klen  key
  *        .     4  vlen
  *        .  vlen  value
+ *        .     4  nlen
+ *        .  nlen  name (FENCE's lock)
  *
  * A record carries every input of its apply, so decoding and applying the
  * log reproduces the state exactly. The format byte lets a later version
@@ -31,7 +36,7 @@
 #include "core.h"
 
 #define RECORD_FORMAT 1
-#define RECORD_HEADER_BYTES 59 /* everything but key and value bytes */
+#define RECORD_HEADER_BYTES 80 /* everything but key, value and name bytes */
 
 /* record_encode() -- append rec's byte form to out. */
 void record_encode(const record_t *rec, ordo_buf_t *out);

@@ -11,11 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "coord.h"
 #include "wal.h"
 
 #define SNAP_MAGIC "ORDOSNAP"
-#define SNAP_HEADER_BYTES 28
-#define SNAP_ENTRY_FIXED 49 /* tag, klen, vlen, five u64 */
+#define SNAP_HEADER_BYTES 36
 #define SNAP_TRAILER_BYTES 13
 
 static void put_u64(char *p, uint64_t v)
@@ -43,6 +43,26 @@ static uint32_t get_u32(const unsigned char *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
+static void add_u8(ordo_buf_t *b, unsigned v)
+{
+    char c = (char)v;
+    ordo_buf_append(b, &c, 1);
+}
+
+static void add_u64(ordo_buf_t *b, uint64_t v)
+{
+    put_u64(ordo_buf_reserve(b, 8), v);
+    b->len += 8;
+}
+
+static void add_bytes(ordo_buf_t *b, const void *p, size_t n)
+{
+    put_u32(ordo_buf_reserve(b, 4), (uint32_t)n);
+    b->len += 4;
+    if (n)
+        ordo_buf_append(b, p, n);
+}
+
 /* Write the whole buffer, folding it into the running checksum. */
 static int flush_buf(snap_writer_t *w, char *err, size_t elen)
 {
@@ -62,10 +82,29 @@ static int flush_buf(snap_writer_t *w, char *err, size_t elen)
     return 0;
 }
 
-int snap_writer_begin(snap_writer_t *w, const char *dir, uint64_t rev, uint64_t now_ms, char *err, size_t elen)
+static void encode_coord(void *arg, const coord_item_t *it)
+{
+    snap_writer_t *w = arg;
+    add_u8(&w->buf, 'C');
+    add_u8(&w->buf, (unsigned)it->kind);
+    add_u64(&w->buf, it->id);
+    add_u64(&w->buf, it->lease);
+    add_u64(&w->buf, it->ttl_ms);
+    add_u64(&w->buf, it->deadline_ms);
+    add_bytes(&w->buf, it->name, it->name ? it->nlen : 0);
+    add_bytes(&w->buf, it->value, it->value ? it->vlen : 0);
+    add_u8(&w->buf, it->handover != NULL);
+    add_bytes(&w->buf, it->handover, it->handover ? it->hlen : 0);
+    w->entries++;
+}
+
+int snap_writer_begin(snap_writer_t *w, const char *dir, const core_t *core, uint64_t now_ms, char *err,
+                      size_t elen)
 {
     memset(w, 0, sizeof *w);
-    w->rev = rev;
+    w->rev = core_rev(core);
+    w->point = kv_oldest_rev(core_kv(core));
+    w->log_after = w->point > 0 ? w->point - 1 : 0;
     snprintf(w->dir, sizeof w->dir, "%s", dir);
     snprintf(w->tmp_path, sizeof w->tmp_path, "%s/%s", dir, SNAP_TMP_FILE);
     snprintf(w->path, sizeof w->path, "%s/%s", dir, SNAP_FILE);
@@ -77,67 +116,86 @@ int snap_writer_begin(snap_writer_t *w, const char *dir, uint64_t rev, uint64_t 
     char *p = ordo_buf_reserve(&w->buf, SNAP_HEADER_BYTES);
     memcpy(p, SNAP_MAGIC, 8);
     put_u32(p + 8, SNAP_FORMAT);
-    put_u64(p + 12, rev);
-    put_u64(p + 20, now_ms);
+    put_u64(p + 12, w->rev);
+    put_u64(p + 20, w->point);
+    put_u64(p + 28, now_ms);
     w->buf.len += SNAP_HEADER_BYTES;
+    coord_snapshot(core_coord(core), encode_coord, w);
     return 0;
 }
 
-typedef struct step_ctx_s {
+static void remember_key(snap_writer_t *w, const char *key, size_t klen)
+{
+    w->after.len = 0;
+    ordo_buf_append(&w->after, key, klen);
+    w->have_after = true;
+}
+
+static void encode_base(void *arg, const char *key, size_t klen, const kv_version_t *v)
+{
+    snap_writer_t *w = arg;
+    if (v != NULL) {
+        add_u8(&w->buf, 'B');
+        add_bytes(&w->buf, v->key, v->klen);
+        add_bytes(&w->buf, v->value, v->vlen);
+        add_u64(&w->buf, v->create_rev);
+        add_u64(&w->buf, v->mod_rev);
+        add_u64(&w->buf, v->version);
+        add_u64(&w->buf, v->lease);
+        w->entries++;
+    }
+    remember_key(w, key, klen);
+}
+
+/* Changes after log_after up to w->rev, at most max of them. Returns 1 when
+ * the log is exhausted up to w->rev, 0 if more remain, -1 if compacted. */
+static int encode_changes(snap_writer_t *w, const core_t *core, size_t max)
+{
+    kv_cursor_t cur;
+    kv_change_t ch;
+    if (kv_log_seek(core_kv(core), w->log_after, &cur) != KV_OK)
+        return -1;
+    for (size_t n = 0; n < max; n++) {
+        int rc = kv_log_next(core_kv(core), &cur, &ch);
+        if (rc < 0)
+            return -1;
+        if (rc == 0 || ch.cur->mod_rev > w->rev)
+            return 1;
+        const kv_version_t *v = ch.cur;
+        add_u8(&w->buf, v->deleted ? 'D' : 'P');
+        add_bytes(&w->buf, v->key, v->klen);
+        add_bytes(&w->buf, v->value, v->deleted ? 0 : v->vlen);
+        add_u64(&w->buf, v->lease);
+        add_u64(&w->buf, v->mod_rev);
+        w->entries++;
+        w->log_after = v->mod_rev;
+    }
+    return 0;
+}
+
+typedef struct dl_ctx_s {
     snap_writer_t *w;
     const core_t *core;
-} step_ctx_t;
+} dl_ctx_t;
 
-static int encode_entry(void *arg, const kv_version_t *v)
+static int encode_deadline(void *arg, const kv_version_t *v)
 {
-    step_ctx_t *x = arg;
-    snap_writer_t *w = x->w;
-    char *p = ordo_buf_reserve(&w->buf, SNAP_ENTRY_FIXED + v->klen + v->vlen);
-    p[0] = 'K';
-    put_u32(p + 1, v->klen);
-    memcpy(p + 5, v->key, v->klen);
-    p += 5 + v->klen;
-    put_u32(p, v->vlen);
-    if (v->vlen)
-        memcpy(p + 4, v->value, v->vlen);
-    p += 4 + v->vlen;
-    put_u64(p, v->create_rev);
-    put_u64(p + 8, v->mod_rev);
-    put_u64(p + 16, v->version);
-    put_u64(p + 24, v->lease);
-    /* The deadline the key has now: see DESIGN in core.h -- replaying the
-     * records after w->rev sets or clears it wherever it changed since. */
-    put_u64(p + 32, core_expiry_of(x->core, v->key, v->klen));
-    w->buf.len += SNAP_ENTRY_FIXED + v->klen + v->vlen;
-    w->entries++;
-    w->after.len = 0;
-    ordo_buf_append(&w->after, v->key, v->klen);
-    w->have_after = true;
+    dl_ctx_t *x = arg;
+    uint64_t d = core_expiry_of(x->core, v->key, v->klen);
+    if (d != 0) {
+        add_u8(&x->w->buf, 'X');
+        add_bytes(&x->w->buf, v->key, v->klen);
+        add_u64(&x->w->buf, d);
+        x->w->entries++;
+    }
+    remember_key(x->w, v->key, v->klen);
     return 0;
 }
 
-int snap_writer_step(snap_writer_t *w, const core_t *core, size_t max_keys, char *err, size_t elen)
+static int write_trailer(snap_writer_t *w, char *err, size_t elen)
 {
-    if (w->finished)
-        return 1;
-    step_ctx_t x = {w, core};
-    /* Copy the resume key: encode_entry overwrites w->after as it goes. */
-    ordo_buf_t after = ORDO_BUF_INIT;
-    if (w->have_after)
-        ordo_buf_append(&after, w->after.data, w->after.len);
-    long n = kv_range(core_kv(core), "", 0, w->have_after ? after.data : NULL, after.len, w->rev, max_keys,
-                      encode_entry, &x);
-    ordo_buf_free(&after);
-    if (n < 0) {
-        snprintf(err, elen, "snapshot revision %llu was compacted while writing", (unsigned long long)w->rev);
-        return -1;
-    }
-    if ((size_t)n == max_keys && max_keys != 0)
-        return flush_buf(w, err, elen) < 0 ? -1 : 0;
-    char *p = ordo_buf_reserve(&w->buf, 9);
-    p[0] = 'E';
-    put_u64(p + 1, w->entries);
-    w->buf.len += 9;
+    add_u8(&w->buf, 'E');
+    add_u64(&w->buf, w->entries);
     if (flush_buf(w, err, elen) < 0)
         return -1;
     char crc[4];
@@ -148,6 +206,49 @@ int snap_writer_step(snap_writer_t *w, const core_t *core, size_t max_keys, char
     }
     w->finished = true;
     return 1;
+}
+
+int snap_writer_step(snap_writer_t *w, const core_t *core, size_t max_keys, char *err, size_t elen)
+{
+    if (w->finished)
+        return 1;
+    ordo_buf_t after = ORDO_BUF_INIT; /* the callbacks overwrite w->after */
+    if (w->have_after)
+        ordo_buf_append(&after, w->after.data, w->after.len);
+    long n;
+    int rc;
+    switch (w->phase) {
+    case 0:
+        n = kv_base_step(core_kv(core), after.data, after.len, w->have_after, max_keys, encode_base, w);
+        if ((size_t)n < max_keys) {
+            w->phase = 1;
+            w->have_after = false;
+        }
+        break;
+    case 1:
+        rc = encode_changes(w, core, max_keys);
+        if (rc < 0) {
+            ordo_buf_free(&after);
+            snprintf(err, elen, "history after revision %llu was compacted while the snapshot was written",
+                     (unsigned long long)w->log_after);
+            return -1;
+        }
+        if (rc == 1)
+            w->phase = 2;
+        break;
+    default: {
+        dl_ctx_t x = {w, core};
+        n = kv_range(core_kv(core), "", 0, w->have_after ? after.data : NULL, after.len, 0, max_keys,
+                     encode_deadline, &x);
+        if (n >= 0 && (size_t)n < max_keys)
+            w->phase = 3;
+        break;
+    }
+    }
+    ordo_buf_free(&after);
+    if (w->phase == 3)
+        return write_trailer(w, err, elen);
+    return flush_buf(w, err, elen) < 0 ? -1 : 0;
 }
 
 int snap_writer_commit(snap_writer_t *w, char *err, size_t elen)
@@ -202,6 +303,103 @@ static char *read_file(const char *path, size_t *len, char *err, size_t elen)
     return data;
 }
 
+/* A cursor over the file's bytes for the loader: every read is checked
+ * against the end, so a damaged file is reported, never overrun. */
+typedef struct rd_s {
+    const unsigned char *p, *end;
+    bool bad;
+} rd_t;
+
+static uint64_t rd_u64(rd_t *r)
+{
+    if (r->bad || r->end - r->p < 8) {
+        r->bad = true;
+        return 0;
+    }
+    uint64_t v = get_u64(r->p);
+    r->p += 8;
+    return v;
+}
+
+static unsigned rd_u8(rd_t *r)
+{
+    if (r->bad || r->end - r->p < 1) {
+        r->bad = true;
+        return 0;
+    }
+    return *r->p++;
+}
+
+static const char *rd_bytes(rd_t *r, size_t *len)
+{
+    if (r->bad || r->end - r->p < 4) {
+        r->bad = true;
+        return NULL;
+    }
+    uint32_t n = get_u32(r->p);
+    if ((size_t)(r->end - r->p - 4) < (size_t)n) {
+        r->bad = true;
+        return NULL;
+    }
+    const char *b = (const char *)r->p + 4;
+    r->p += 4 + n;
+    *len = n;
+    return b;
+}
+
+/* Load one entry of kind tag; returns 0, or -1 if it is malformed or
+ * contradicts what was loaded. */
+static int load_entry(core_t *core, rd_t *r, unsigned tag, bool *bases_done, uint64_t point)
+{
+    size_t klen = 0, vlen = 0, hlen = 0;
+    const char *key, *val, *ho;
+    if (tag != 'B' && tag != 'C' && !*bases_done) {
+        if (core_load_bases_done(core, point) != 0)
+            return -1;
+        *bases_done = true;
+    }
+    switch (tag) {
+    case 'C': {
+        coord_item_t it = {0};
+        it.kind = (int)rd_u8(r);
+        it.id = rd_u64(r);
+        it.lease = rd_u64(r);
+        it.ttl_ms = rd_u64(r);
+        it.deadline_ms = rd_u64(r);
+        it.name = rd_bytes(r, &it.nlen);
+        it.value = rd_bytes(r, &it.vlen);
+        unsigned has_ho = rd_u8(r);
+        ho = rd_bytes(r, &hlen);
+        it.handover = has_ho ? ho : NULL;
+        it.hlen = hlen;
+        return r->bad ? -1 : core_load_coord(core, &it);
+    }
+    case 'B': {
+        key = rd_bytes(r, &klen);
+        val = rd_bytes(r, &vlen);
+        uint64_t cr = rd_u64(r), mr = rd_u64(r), ver = rd_u64(r), lease = rd_u64(r);
+        return r->bad || mr >= point ? -1 : core_load_base(core, key, klen, val, vlen, cr, mr, ver, lease);
+    }
+    case 'P':
+    case 'D': {
+        key = rd_bytes(r, &klen);
+        val = rd_bytes(r, &vlen);
+        uint64_t lease = rd_u64(r), rev = rd_u64(r);
+        return r->bad ? -1 : core_load_change(core, key, klen, val, vlen, lease, rev, tag == 'D');
+    }
+    case 'X': {
+        key = rd_bytes(r, &klen);
+        uint64_t d = rd_u64(r);
+        if (r->bad)
+            return -1;
+        core_load_deadline(core, key, klen, d);
+        return 0;
+    }
+    default:
+        return -1;
+    }
+}
+
 int snap_load(core_t *core, const char *dir, uint64_t *rev_out, uint64_t *entries_out, char *err, size_t elen)
 {
     char path[1100];
@@ -217,41 +415,32 @@ int snap_load(core_t *core, const char *dir, uint64_t *rev_out, uint64_t *entrie
     int rc = -1;
     if (len < SNAP_HEADER_BYTES + SNAP_TRAILER_BYTES || memcmp(p, SNAP_MAGIC, 8) != 0 ||
         get_u32(p + 8) != SNAP_FORMAT) {
-        snprintf(err, elen, "%s: not an ordo snapshot (bad header)", path);
+        snprintf(err, elen, "%s: not an ordo snapshot of format %d (bad header)", path, SNAP_FORMAT);
         goto out;
     }
     if (ordo_crc32c(0, p, len - 4) != get_u32(p + len - 4)) {
         snprintf(err, elen, "%s: checksum mismatch: the snapshot is damaged", path);
         goto out;
     }
-    uint64_t rev = get_u64(p + 12);
-    size_t off = SNAP_HEADER_BYTES, end = len - 4;
-    uint64_t n = 0;
-    while (off < end && p[off] == 'K') {
-        if (end - off < SNAP_ENTRY_FIXED)
+    uint64_t rev = get_u64(p + 12), point = get_u64(p + 20), n = 0;
+    rd_t r = {p + SNAP_HEADER_BYTES, p + len - 4, false};
+    bool bases_done = false;
+    for (;;) {
+        const unsigned char *at = r.p;
+        unsigned tag = rd_u8(&r);
+        if (r.bad || tag == 'E')
             break;
-        uint32_t klen = get_u32(p + off + 1);
-        if (klen > end - off - SNAP_ENTRY_FIXED)
-            break;
-        const unsigned char *key = p + off + 5;
-        uint32_t vlen = get_u32(key + klen);
-        if (vlen > end - off - SNAP_ENTRY_FIXED - klen)
-            break;
-        const unsigned char *val = key + klen + 4, *f = val + vlen;
-        if (core_load_key(core, key, klen, val, vlen, get_u64(f), get_u64(f + 8), get_u64(f + 16), get_u64(f + 24),
-                          get_u64(f + 32)) != 0 ||
-            get_u64(f + 8) > rev) {
-            snprintf(err, elen, "%s: inconsistent entry at offset %zu", path, off);
+        if (load_entry(core, &r, tag, &bases_done, point) != 0) {
+            snprintf(err, elen, "%s: malformed or inconsistent entry at offset %zu", path, (size_t)(at - p));
             goto out;
         }
-        off += SNAP_ENTRY_FIXED + klen + vlen;
         n++;
     }
-    if (off + 9 != end || p[off] != 'E' || get_u64(p + off + 1) != n) {
-        snprintf(err, elen, "%s: malformed entries or trailer at offset %zu", path, off);
+    if (r.bad || rd_u64(&r) != n || r.p != r.end) {
+        snprintf(err, elen, "%s: malformed trailer", path);
         goto out;
     }
-    if (core_load_done(core, rev) != 0) {
+    if ((!bases_done && core_load_bases_done(core, point) != 0) || core_load_done(core, rev) != 0) {
         snprintf(err, elen, "%s: cannot load at revision %llu", path, (unsigned long long)rev);
         goto out;
     }

@@ -1,28 +1,37 @@
 /*
- * snapshot.h -- the snapshot file: the live keys as of one revision, so
- * recovery need not replay the whole log.
+ * snapshot.h -- the snapshot file: the whole state as of one revision R,
+ * with the retained history, so recovery replays only the log after R.
  *
- * Which revision: the store's compaction point R. Every change after R is
- * still in the log (segments are removed only up to R), so loading the
- * snapshot and replaying the log after it rebuilds not only the current
- * state but the retained history too: watches can resume from any revision
- * >= R after a restart, as before it.
+ * What it holds, all as of R (the revision when the snapshot began):
+ *   - the coordination state (leases, locks, elections; coord.h), captured
+ *     at once when the snapshot begins (it is small);
+ *   - the store's retained history: each key's base version (the value
+ *     visible just below the compaction point P), then every change of the
+ *     change log from P to R. Versions at or below R never change and
+ *     compaction is pinned at P meanwhile, so these can be written a slice
+ *     per loop turn while the server goes on;
+ *   - key expiry deadlines, as they are when written: any record after R
+ *     that changed a deadline is replayed after the load and sets it again
+ *     (expiry itself is an explicit record, so replay never depends on a
+ *     deadline to delete a key).
+ * Loading rebuilds the store's versions, create revisions and change log
+ * exactly, so reads and watches at any retained revision work after a
+ * restart as before it. Log segments with records <= R can then go.
  *
  * File layout (integers little-endian):
  *
- *   header   "ORDOSNAP" (8) | format u32 (1) | rev u64 | created_ms u64
- *   entries  tag u8 = 'K' | klen u32 | key | vlen u32 | value
- *            | create_rev u64 | mod_rev u64 | version u64 | lease u64
- *            | expire_at_ms u64
- *   trailer  tag u8 = 'E' | entries u64 | crc32c u32 of every byte before it
+ *   header  "ORDOSNAP" (8) | format u32 (2) | rev u64 | point u64 | created_ms u64
+ *   'C'     coordination item: kind u8 | id u64 | lease u64 | ttl_ms u64 | deadline_ms u64
+ *           | nlen u32 | name | vlen u32 | value | has_handover u8 | hlen u32 | handover
+ *   'B'     base: klen u32 | key | vlen u32 | value | create_rev u64 | mod_rev u64
+ *           | version u64 | lease u64
+ *   'P'/'D' change (put / delete): klen u32 | key | vlen u32 | value | lease u64 | rev u64
+ *   'X'     deadline: klen u32 | key | deadline_ms u64
+ *   'E'     trailer: entries u64 | crc32c u32 of every byte before the crc
  *
  * The file is written as <dir>/snapshot.tmp, synced, renamed over
  * <dir>/snapshot.ordo, and the directory synced: at every moment the
  * directory holds one complete snapshot (the old or the new) or none.
- *
- * A snapshot is written by the core thread a slice at a time between other
- * work (snap_writer_step), so taking one never stops the server; only the
- * final sync runs on a worker thread.
  */
 #ifndef ORDO_SNAPSHOT_H
 #define ORDO_SNAPSHOT_H
@@ -36,11 +45,14 @@
 
 #define SNAP_FILE "snapshot.ordo"
 #define SNAP_TMP_FILE "snapshot.tmp"
-#define SNAP_FORMAT 1
+#define SNAP_FORMAT 2
 
 typedef struct snap_writer_s {
     int fd;
+    int phase;             /* 0 bases, 1 changes, 2 deadlines, 3 done */
     uint64_t rev;
+    uint64_t point;        /* compaction point when the snapshot began */
+    uint64_t log_after;    /* changes: the last revision written */
     uint64_t entries;
     uint32_t crc;
     ordo_buf_t buf;        /* encoded, not yet written */
@@ -52,12 +64,14 @@ typedef struct snap_writer_s {
     char dir[1024];
 } snap_writer_t;
 
-/* snap_writer_begin() -- create dir/snapshot.tmp for revision rev and write
- * the header. Returns 0, or -1 with a message in err. */
-int snap_writer_begin(snap_writer_t *w, const char *dir, uint64_t rev, uint64_t now_ms, char *err, size_t elen);
+/* snap_writer_begin() -- create dir/snapshot.tmp for the core's current
+ * revision, write the header and the coordination state. The caller pins
+ * compaction at w->point until the snapshot ends. Returns 0, or -1 with a
+ * message in err. */
+int snap_writer_begin(snap_writer_t *w, const char *dir, const core_t *core, uint64_t now_ms, char *err,
+                      size_t elen);
 
-/* snap_writer_step() -- encode and write up to max_keys more keys (as of
- * w->rev, which must stay >= the store's compaction point meanwhile).
+/* snap_writer_step() -- encode and write up to max_keys more entries.
  * Returns 1 when the last key and the trailer are written, 0 if more
  * remain, -1 on a write error (message in err). */
 int snap_writer_step(snap_writer_t *w, const core_t *core, size_t max_keys, char *err, size_t elen);
