@@ -73,7 +73,7 @@ static int seg_files(const char *dir, char names[][32], int max)
     while ((e = readdir(d)) != NULL) {
         size_t l = strlen(e->d_name);
         if (l == 24 && strcmp(e->d_name + 20, ".wal") == 0 && n < max)
-            snprintf(names[n++], 32, "%s", e->d_name);
+            memcpy(names[n++], e->d_name, l + 1);
     }
     closedir(d);
     qsort(names, (size_t)n, 32, (int (*)(const void *, const void *))strcmp);
