@@ -499,9 +499,11 @@ static int batch_write(wal_t *w, ordo_buf_t *batch)
             return -1;
         pos += k;
     }
-    pthread_mutex_lock(&w->mu);
-    w->stats.batches++;
-    pthread_mutex_unlock(&w->mu);
+    if (batch->len > 0) {
+        pthread_mutex_lock(&w->mu);
+        w->stats.batches++;
+        pthread_mutex_unlock(&w->mu);
+    }
     return 0;
 }
 
