@@ -1020,6 +1020,33 @@ static void test_roll_failure(void **state)
     tmpdir_free(dir);
 }
 
+static int refuse_fn(void *arg, uint64_t rev, const void *rec, size_t len)
+{
+    (void)arg, (void)rec, (void)len;
+    return rev == rec_rev(7) ? 42 : 0;
+}
+
+/* A replay callback that refuses a record stops wal_open(). */
+static void test_replay_refused(void **state)
+{
+    (void)state;
+    char *dir = tmpdir_new();
+    char err[1024];
+    io_ctx_t io;
+    io_init(&io);
+    atomic_store(&io.fake_sync, true);
+    enum { N = 10 };
+    size_t offs[N + 1];
+    char *path = torn_setup(dir, &io, N, offs);
+    wal_options_t o = opts(dir, WAL_SYNC_ALWAYS, &io);
+    assert_null(wal_open(&o, 0, refuse_fn, NULL, NULL, err, sizeof err));
+    assert_non_null(strstr(err, path));
+    assert_non_null(strstr(err, "(42)"));
+    free(path);
+    io_done(&io);
+    tmpdir_free(dir);
+}
+
 /* ---- housekeeping ----------------------------------------------------------------- */
 
 static void test_remove_before_and_bytes(void **state)
@@ -1205,6 +1232,7 @@ int main(void)
         cmocka_unit_test(test_pwrite_enospc),
         cmocka_unit_test(test_fdatasync_eio),
         cmocka_unit_test(test_roll_failure),
+        cmocka_unit_test(test_replay_refused),
         cmocka_unit_test(test_remove_before_and_bytes),
         cmocka_unit_test(test_bad_options_and_lock),
         cmocka_unit_test(test_bench_always),
