@@ -499,9 +499,11 @@ static int batch_write(wal_t *w, ordo_buf_t *batch)
             return -1;
         pos += k;
     }
-    pthread_mutex_lock(&w->mu);
-    w->stats.batches++;
-    pthread_mutex_unlock(&w->mu);
+    if (batch->len > 0) {
+        pthread_mutex_lock(&w->mu);
+        w->stats.batches++;
+        pthread_mutex_unlock(&w->mu);
+    }
     return 0;
 }
 
@@ -713,6 +715,7 @@ typedef struct scan_s {
     void *arg;
     wal_recovery_t *rec;
     uint64_t prev_rev;             /* revision of the last good record */
+    uint64_t scanned;              /* good records read, replayed or not */
     uint64_t progress_ms;          /* when progress was last printed */
     char *err;
     size_t err_len;
@@ -782,8 +785,8 @@ static void scan_progress(scan_t *sc, const char *path)
     if (t - sc->progress_ms < WAL_PROGRESS_MS)
         return;
     sc->progress_ms = t;
-    fprintf(stderr, "wal: replaying %s: %" PRIu64 " records so far, revision %" PRIu64 "\n", path,
-            sc->rec->records, sc->prev_rev);
+    fprintf(stderr, "wal: reading %s: %" PRIu64 " records so far (%" PRIu64 " replayed), revision %" PRIu64 "\n",
+            path, sc->scanned, sc->rec->records, sc->prev_rev);
 }
 
 /* One good record at path:off: check its revision, replay it. */
@@ -796,6 +799,8 @@ static int scan_record(scan_t *sc, const char *path, size_t off, uint64_t rev, c
     }
     sc->prev_rev = rev;
     sc->rec->last_rev = rev;
+    if ((++sc->scanned & 4095u) == 0)
+        scan_progress(sc, path);
     if (rev <= sc->after_rev)
         return 0;
     int rc = sc->fn != NULL ? sc->fn(sc->arg, rev, p, len) : 0;
@@ -804,8 +809,7 @@ static int scan_record(scan_t *sc, const char *path, size_t off, uint64_t rev, c
                  rev, path, off, rc);
         return -1;
     }
-    if ((++sc->rec->records & 4095u) == 0)
-        scan_progress(sc, path);
+    sc->rec->records++;
     return 0;
 }
 

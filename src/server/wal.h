@@ -17,9 +17,13 @@
  *                      second; revisions are published as soon as they are
  *                      written. A crash of the machine (not of the process)
  *                      can lose about the last second.
- *   WAL_SYNC_NO        never synced by ordo (the OS writes back when it
+ *   WAL_SYNC_NO        not synced by ordo (the OS writes back when it
  *                      likes); published when written. A machine crash can
  *                      lose everything since the OS last wrote back.
+ * Under every policy a finished segment is synced before the next one is
+ * created (and wal_close() syncs), so only the last segment can ever have a
+ * torn tail: that is what lets recovery call a bad record in any other
+ * segment corruption.
  * Under ALWAYS, sync_batch_max and sync_interval_ms tune group commit: the
  * log thread syncs as soon as it has records, unless sync_interval_ms > 0,
  * in which case it waits up to that long for more records to join the
@@ -30,9 +34,11 @@
  * fdatasync the kernel may have dropped the dirty pages). wal_failed()
  * reports it with the reason; no revision is published after the failure.
  *
- * Thread safety: wal_append(), wal_durable_rev(), wal_failed() and
- * wal_close() are called from the core thread only; the durable callback
- * runs on the log thread and must only hand the news over (uv_async_send).
+ * Thread safety: wal_append() and wal_close() are called from one thread
+ * (the core); wal_durable_rev(), wal_failed(), wal_bytes(),
+ * wal_get_stats() and wal_remove_before() from any thread. The durable
+ * callback runs on the log thread and must only hand the news over
+ * (uv_async_send).
  */
 #ifndef ORDO_WAL_H
 #define ORDO_WAL_H
@@ -54,8 +60,10 @@ enum wal_sync_policy { WAL_SYNC_ALWAYS = 0, WAL_SYNC_EVERYSEC = 1, WAL_SYNC_NO =
 
 /* The seam through which every write and sync goes, so tests can make
  * them fail (EIO, ENOSPC) without mocking the file system. Each returns
- * what the system call would (-1 and errno on failure). NULL members mean
- * the real calls. */
+ * what the system call would (-1 and errno on failure); a short write is
+ * continued. NULL members mean the real calls. The directory's fsync (after
+ * a segment is created) also goes through fdatasync_fn, with the
+ * directory's fd. */
 typedef struct wal_io_s {
     ssize_t (*pwrite_fn)(void *ctx, int fd, const void *buf, size_t n, off_t off);
     int (*fdatasync_fn)(void *ctx, int fd);
@@ -65,10 +73,12 @@ typedef struct wal_io_s {
 typedef struct wal_options_s {
     const char *dir;              /* directory of the segment files (created if missing) */
     int policy;                   /* enum wal_sync_policy */
-    uint64_t segment_bytes;       /* roll to a new segment past this size */
+    uint64_t segment_bytes;       /* roll to a new segment past this size
+                                     (0: WAL_SEGMENT_BYTES_DEFAULT) */
     uint32_t sync_batch_max;      /* see above; 0: no count trigger */
     uint32_t sync_interval_ms;    /* see above; 0: sync at once */
-    uint32_t record_bytes_max;    /* longest record accepted (and believed at recovery) */
+    uint32_t record_bytes_max;    /* longest record wal_append() accepts, at most
+                                     WAL_RECORD_BYTES_LIMIT (0: ..._DEFAULT) */
     wal_io_t io;
     /* Called on the log thread after the durable revision advanced (or the
      * log failed). Must be cheap and thread-safe (uv_async_send). */
@@ -80,7 +90,8 @@ typedef struct wal_s wal_t;
 
 /* Recovery: called for each valid record in log order, with its revision
  * and bytes (valid for the duration of the call). Return 0 to go on,
- * non-zero to abort recovery (wal_open() then fails with that message). */
+ * non-zero to abort recovery: wal_open() then fails, its err naming the
+ * record (revision, file, offset) and the value returned. */
 typedef int (*wal_replay_fn)(void *arg, uint64_t rev, const void *rec, size_t len);
 
 typedef struct wal_recovery_s {
@@ -97,14 +108,27 @@ typedef struct wal_recovery_s {
  * partial record), then start the log thread, appending after the last good
  * record. A bad record followed by a good one (mid-log corruption) is
  * refused: wal_open() fails and err names the file and byte offset.
+ * Revisions going down along the log are corruption too.
+ * A last segment that died being created (shorter than its header, or all
+ * zeros) is removed and reported like a cut.
+ * The last segment is synced before appending resumes (under NO or
+ * EVERYSEC its records may have been only in the page cache), and the
+ * durable revision starts at max(after_rev, last valid revision).
+ * Records with a revision equal to after_rev are skipped: a snapshot at
+ * revision R must hold the effect of every record of revision <= R.
+ * The directory is locked (flock) against a second opener.
  * Progress of a long replay is printed to stderr every few seconds.
- * Returns the log, or NULL with a message in err. */
+ * Returns the log, or NULL with a message in err; on failure fn may already
+ * have been called for the records before the bad one, so the caller must
+ * discard what it built. */
 wal_t *wal_open(const wal_options_t *opt, uint64_t after_rev, wal_replay_fn fn, void *arg,
                 wal_recovery_t *rec_out, char *err, size_t err_len);
 
 /* wal_append() -- queue one record reaching revision rev (non-decreasing
- * across calls) for the log thread. Copies the bytes. Returns 0, or -1 if
- * the log has failed or len exceeds record_bytes_max. */
+ * across calls, and not below the last revision recovered; asserted) for
+ * the log thread. Copies the bytes; takes a mutex the log thread holds only
+ * to swap buffers, so it never waits for the disk. Returns 0, or -1 if the
+ * log has failed or len exceeds record_bytes_max. */
 int wal_append(wal_t *w, uint64_t rev, const void *rec, size_t len);
 
 /* wal_durable_rev() -- the highest revision published durable (see the
@@ -112,12 +136,15 @@ int wal_append(wal_t *w, uint64_t rev, const void *rec, size_t len);
 uint64_t wal_durable_rev(const wal_t *w);
 
 /* wal_failed() -- NULL while healthy, else the reason ("fdatasync of
- * .../00000000000000000001.wal failed: Input/output error"). Any thread. */
+ * .../00000000000000000001.wal failed: Input/output error"), valid until
+ * wal_close(). Any thread. */
 const char *wal_failed(const wal_t *w);
 
 /* wal_remove_before() -- delete whole segments every record of which has a
- * revision <= rev (after a snapshot covering rev is durable). Never the
- * segment being written. Returns the number of segments removed. */
+ * revision <= rev (after a snapshot covering rev is durable), oldest first,
+ * stopping at the first that cannot go. Never the segment being written.
+ * The unlinks run on the calling thread. Returns the number of segments
+ * removed. */
 int wal_remove_before(wal_t *w, uint64_t rev);
 
 /* wal_bytes() -- bytes in all segments on disk (for the snapshot trigger). */
@@ -132,12 +159,13 @@ typedef struct wal_stats_s {
 } wal_stats_t;
 void wal_get_stats(const wal_t *w, wal_stats_t *out);
 
-/* wal_close() -- write and sync what was appended (unless failed), stop the
- * log thread, close files, free. */
+/* wal_close() -- write and sync what was appended (unless failed; under
+ * every policy), stop the log thread, close files, free. NULL is a no-op. */
 void wal_close(wal_t *w);
 
-/* crc32c() -- CRC-32C (Castagnoli) of buf, continuing from crc (0 to
- * start); the SSE4.2 instruction where the CPU has it. */
+/* ordo_crc32c() -- CRC-32C (Castagnoli) of buf, continuing from crc (0 to
+ * start: ordo_crc32c(ordo_crc32c(0, a), b) is the CRC of a || b); the
+ * SSE4.2 instruction where the CPU has it. */
 uint32_t ordo_crc32c(uint32_t crc, const void *buf, size_t len);
 
 #endif /* ORDO_WAL_H */
