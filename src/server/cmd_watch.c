@@ -174,6 +174,7 @@ static void on_check(uv_check_t *h)
     server_t *s = h->data;
     conn_run_resumed(s);
     conn_flush_dirty(s);
+    persist_kick(s);
 }
 
 /* ---- snapshot ------------------------------------------------------------------ */

@@ -167,6 +167,7 @@ int persist_open(server_t *s, char *err, size_t elen)
         .sync_batch_max = (uint32_t)s->cfg.fsync_batch_max,
         .sync_interval_ms = (uint32_t)s->cfg.fsync_interval_ms,
         .record_bytes_max = (uint32_t)(RECORD_HEADER_BYTES + 2 * s->cfg.max_name_bytes + s->cfg.max_value_bytes),
+        .defer_wake = true, /* persist_kick() at the end of each loop turn */
         .on_durable = on_durable,
         .on_durable_arg = s,
     };
@@ -216,6 +217,12 @@ int persist_record(server_t *s, const record_t *rec, uint64_t rev)
 }
 
 uint64_t persist_durable(const server_t *s) { return s->durable_rev; }
+
+void persist_kick(server_t *s)
+{
+    if (s->wal != NULL)
+        wal_kick(s->wal);
+}
 
 /* ---- snapshots ------------------------------------------------------------------ */
 

@@ -33,6 +33,10 @@ int persist_open(server_t *s, char *err, size_t elen);
  * revision rev). Returns 0 or -1 if the log has failed. */
 int persist_record(server_t *s, const record_t *rec, uint64_t rev);
 
+/* persist_kick() -- end of a loop turn: hand the turn's records to the log
+ * thread as one batch. */
+void persist_kick(server_t *s);
+
 /* persist_durable() -- the revision replies may depend on now. */
 uint64_t persist_durable(const server_t *s);
 

@@ -123,6 +123,7 @@ struct wal_s {
     /* Under mu. */
     ordo_buf_t pending;            /* frames appended, crc not yet filled */
     uint32_t pending_records;
+    bool kicked;                   /* defer_wake: the core handed the pending records over */
     uint64_t pending_since_ms;     /* when the oldest pending record came */
     bool closing;
     wal_seg_t *segs;               /* oldest first; the last is being written */
@@ -131,6 +132,7 @@ struct wal_s {
 
     /* Core thread only. */
     uint64_t appended_rev;
+    uint64_t appends, kicked_appends;  /* core thread only: appends made / handed over by wal_kick */
 
     /* Log thread only (wal_open() before the thread starts). */
     int fd;                        /* the segment being written */
@@ -554,7 +556,7 @@ static void log_wait(wal_t *w)
     for (;;) {
         if (w->closing)
             return;
-        if (w->pending_records > 0) {
+        if (w->pending_records > 0 && (w->kicked || !w->opt.defer_wake)) {
             if (w->opt.policy != WAL_SYNC_ALWAYS || w->opt.sync_interval_ms == 0)
                 return;
             if (w->opt.sync_batch_max > 0 && w->pending_records >= w->opt.sync_batch_max)
@@ -588,6 +590,7 @@ static void *log_main(void *arg)
         w->pending = batch;
         batch = t;
         w->pending_records = 0;
+        w->kicked = false;
         pthread_mutex_unlock(&w->mu);
 
         if (!atomic_load_explicit(&w->failed, memory_order_relaxed) && batch_write(w, &batch) == 0 &&
@@ -612,6 +615,7 @@ int wal_append(wal_t *w, uint64_t rev, const void *rec, size_t len)
         return -1;
     assert(rev >= w->appended_rev);
     w->appended_rev = rev;
+    w->appends++;
     pthread_mutex_lock(&w->mu);
     unsigned char *p = (unsigned char *)ordo_buf_reserve(&w->pending, WAL_FRAME_BYTES + len);
     put_u32(p, (uint32_t)len);
@@ -622,11 +626,29 @@ int wal_append(wal_t *w, uint64_t rev, const void *rec, size_t len)
     w->pending.len += WAL_FRAME_BYTES + len;
     if (w->pending_records++ == 0)
         w->pending_since_ms = now_ms();
-    bool wake = w->pending_records == 1 || w->pending_records == w->opt.sync_batch_max;
+    bool wake = !w->opt.defer_wake &&
+                (w->pending_records == 1 || w->pending_records == w->opt.sync_batch_max);
     pthread_mutex_unlock(&w->mu);
     if (wake)
         pthread_cond_signal(&w->cv);
     return 0;
+}
+
+void wal_kick(wal_t *w)
+{
+    if (w->appends == w->kicked_appends)
+        return; /* nothing appended since the last kick */
+    w->kicked_appends = w->appends;
+    pthread_mutex_lock(&w->mu);
+    /* Set the flag only over records that are there: the log thread may
+     * have taken them already, and a flag left set over nothing would
+     * swallow the wake-up of the next real kick. */
+    bool wake = w->pending_records > 0 && !w->kicked;
+    if (w->pending_records > 0)
+        w->kicked = true;
+    pthread_mutex_unlock(&w->mu);
+    if (wake)
+        pthread_cond_signal(&w->cv);
 }
 
 uint64_t wal_durable_rev(const wal_t *w)

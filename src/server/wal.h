@@ -79,6 +79,10 @@ typedef struct wal_options_s {
     uint32_t sync_interval_ms;    /* see above; 0: sync at once */
     uint32_t record_bytes_max;    /* longest record wal_append() accepts, at most
                                      WAL_RECORD_BYTES_LIMIT (0: ..._DEFAULT) */
+    /* true: wal_append() never wakes the log thread; the core calls
+     * wal_kick() once it has appended everything of a loop turn, so one
+     * batch (one write, one sync) carries the whole turn. */
+    bool defer_wake;
     wal_io_t io;
     /* Called on the log thread after the durable revision advanced (or the
      * log failed). Must be cheap and thread-safe (uv_async_send). */
@@ -130,6 +134,10 @@ wal_t *wal_open(const wal_options_t *opt, uint64_t after_rev, wal_replay_fn fn, 
  * to swap buffers, so it never waits for the disk. Returns 0, or -1 if the
  * log has failed or len exceeds record_bytes_max. */
 int wal_append(wal_t *w, uint64_t rev, const void *rec, size_t len);
+
+/* wal_kick() -- with defer_wake: hand what was appended so far to the log
+ * thread now. Cheap when there is nothing new. Core thread. */
+void wal_kick(wal_t *w);
 
 /* wal_durable_rev() -- the highest revision published durable (see the
  * policies). Any thread. */
