@@ -175,7 +175,7 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
     if (next != 0 && next <= s->now_ms)
         cmd_expire_due(s);
     uint64_t due = coord_next_deadline(core_coord(s->core));
-    if (due != 0 && due <= s->now_ms)
+    if (due != 0 && due < s->now_ms)
         cmd_coord_expire_due(s);
     d->fn(&x);
 }

@@ -35,8 +35,10 @@
  * REC_COORD_EXPIRE record for everything coord_due() names at the writer's
  * clock. cmd_dispatch() does the same before each command, so a command
  * never sees a holding whose expiry record is merely late. Expiry is never
- * early (apply re-checks deadline <= the record's time); it is late by the
- * timer's resolution (1 ms) plus the event loop's latency (the batch of
+ * early (apply re-checks deadline <= the record's time, and the writer
+ * stamps expire records only once its ms clock has passed the deadline,
+ * see cmd_coord_expire_due()); it is late by 1 ms of clock rounding plus
+ * the timer's resolution (1 ms) plus the event loop's latency (the batch of
  * commands being processed when the deadline passes), and a watcher of a
  * lease-attached key additionally waits for the log sync under
  * `fsync always`.
@@ -412,15 +414,19 @@ void cmd_coord_schedule(server_t *s)
         return; /* fires sooner and re-arms then */
     uint64_t now = server_now_ms();
     cc->timer_at_ms = next;
-    uv_timer_start(&cc->timer, on_coord_timer, next > now ? next - now : 0, 0);
+    uv_timer_start(&cc->timer, on_coord_timer, next + 1 > now ? next + 1 - now : 0, 0);
 }
 
-/* End everything due by the writer's clock, one expire record each. */
+/* End everything due by the writer's clock, one expire record each.
+ * "Due" is deadline < now_ms, not <=: the clock is in whole ms, so a
+ * holding granted at now_ms began up to 1 ms after it, and its expire
+ * record must be stamped at least deadline + 1 to come no earlier than
+ * grant + TTL in real time. */
 void cmd_coord_expire_due(server_t *s)
 {
     char stackname[256];
     coord_due_t d;
-    while (s->readonly[0] == '\0' && coord_due(core_coord(s->core), s->now_ms, &d)) {
+    while (s->readonly[0] == '\0' && s->now_ms > 0 && coord_due(core_coord(s->core), s->now_ms - 1, &d)) {
         char *name = d.nlen <= sizeof stackname ? stackname : ordo_xmalloc(d.nlen);
         if (d.nlen > 0)
             memcpy(name, d.name, d.nlen); /* apply frees what d.name points into */
