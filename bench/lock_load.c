@@ -6,7 +6,7 @@
  *   lock_load ordo|redis|etcd PORT [-c conns] [-d seconds] [-t ttl_ms]
  *
  * The shape is the same for every server: -c connections (default 16),
- * connection i uses lock "lock:<i>", one request in flight per connection,
+ * connection i uses lock "lock:<pid>:<i>", one request in flight per connection,
  * the next sent as soon as the previous reply arrives.
  *   - ordo:  LOCK.ACQUIRE lock:<i> <ttl>  -> :token
  *            LOCK.RELEASE lock:<i> <token> -> :1
@@ -59,7 +59,7 @@ typedef struct conn {
     int idx;
     enum phase phase;
     bool busy;
-    char name[32];
+    char name[48];
     char token[128];     /* ordo: the token; redis: our value; etcd: the lock key (base64) */
     uint64_t counter;
     char lease[32];      /* etcd */
@@ -429,7 +429,9 @@ int main(int argc, char **argv)
         conn_t *c = &L.conns[i];
         c->fd = connect_to(L.port);
         c->idx = i;
-        snprintf(c->name, sizeof c->name, "lock:%d", i);
+        /* Names unique to this run: a lock the previous run left held (its
+         * last acquire landed after the measurement ended) must not block. */
+        snprintf(c->name, sizeof c->name, "lock:%ld:%d", (long)getpid(), i);
         if (L.proto == P_REDIS) {
             resp_cmd(c, 3, (const char *[]){"SCRIPT", "LOAD", CAD_SCRIPT});
             setup_call(&L, c, c->sha, sizeof c->sha);
