@@ -76,6 +76,7 @@ bench: build
 	bench/watch.sh
 	bench/memory.sh
 	bench/durable.sh
+	bench/lock.sh
 
 install: build
 	cmake --install build

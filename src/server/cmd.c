@@ -17,6 +17,7 @@
  * the cost of one heap peek per command.
  */
 #include "cmd.h"
+#include "coord.h"
 #include "persist.h"
 
 #include <ctype.h>
@@ -65,6 +66,7 @@ int cmd_init(server_t *s)
     cmd_server_register(s);
     cmd_kv_register(s);
     cmd_watch_register(s);
+    cmd_coord_register(s);
     return 0;
 }
 
@@ -76,6 +78,7 @@ static void free_entry(ordo_hnode_t *n, void *arg)
 
 void cmd_destroy(server_t *s)
 {
+    cmd_coord_destroy(s);
     ordo_htab_foreach(&s->commands, free_entry, NULL);
     ordo_htab_destroy(&s->commands);
 }
@@ -171,6 +174,9 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
     uint64_t next = core_next_expiry(s->core);
     if (next != 0 && next <= s->now_ms)
         cmd_expire_due(s);
+    uint64_t due = coord_next_deadline(core_coord(s->core));
+    if (due != 0 && due < s->now_ms)
+        cmd_coord_expire_due(s);
     d->fn(&x);
 }
 
@@ -265,6 +271,19 @@ void reply_errf(cmd_ctx_t *x, const char *fmt, ...)
 
 void reply_syntax(cmd_ctx_t *x) { reply_err(x, "ERR syntax error"); }
 
+/* Can the record make the stored data larger? Deletions, releases and
+ * keepalives are allowed past max-memory-bytes: they are how to get back. */
+static bool grows(const record_t *rec)
+{
+    switch (rec->type) {
+    case REC_DEL: case REC_COMPACT: case REC_LEASE_KEEPALIVE: case REC_LEASE_REVOKE: case REC_LOCK_RELEASE:
+    case REC_LOCK_EXTEND: case REC_ELECT_KEEPALIVE: case REC_ELECT_RESIGN:
+        return false;
+    default:
+        return true;
+    }
+}
+
 bool cmd_write(cmd_ctx_t *x, record_t *rec, apply_result_t *res)
 {
     server_t *s = x->srv;
@@ -272,7 +291,7 @@ bool cmd_write(cmd_ctx_t *x, record_t *rec, apply_result_t *res)
         reply_errf(x, "READONLY the log cannot be written, so writes are refused: %s", s->readonly);
         return false;
     }
-    if (s->cfg.max_memory_bytes > 0 && rec->type != REC_DEL && rec->type != REC_COMPACT) {
+    if (s->cfg.max_memory_bytes > 0 && grows(rec)) {
         kv_stats_t st;
         kv_stats(core_kv(s->core), &st);
         if (st.bytes > (size_t)s->cfg.max_memory_bytes) {
@@ -296,4 +315,5 @@ void cmd_apply(server_t *s, record_t *rec, apply_result_t *res)
      * leaves no trace, and replay reaches the same state without it. */
     if (res->status == AP_OK && s->wal != NULL)
         persist_record(s, rec, core_rev(s->core));
+    cmd_coord_after_apply(s, rec);
 }

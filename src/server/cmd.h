@@ -52,6 +52,24 @@ void cmd_register(server_t *s, const cmd_def_t *defs, size_t n);
 void cmd_server_register(server_t *s);
 void cmd_kv_register(server_t *s);
 void cmd_watch_register(server_t *s);
+void cmd_coord_register(server_t *s);
+
+/* Leases, locks, elections (cmd_coord.c). */
+void cmd_coord_start(server_t *s);          /* after recovery: arm the deadline timer */
+void cmd_coord_close_handles(server_t *s);  /* at shutdown */
+void cmd_coord_destroy(server_t *s);
+/* cmd_coord_after_apply() -- cmd_apply() calls it after every record:
+ * serves lock waiters and candidates whose lock / election the record
+ * freed (each with a record of its own), re-arms the deadline timer. */
+void cmd_coord_after_apply(server_t *s, const record_t *rec);
+/* cmd_coord_expire_due() -- apply an expire record for every lease, lock
+ * and leadership whose deadline is <= s->now_ms; re-arm the timer. */
+void cmd_coord_expire_due(server_t *s);
+void cmd_coord_schedule(server_t *s);
+/* ELECT.OBSERVE observers of c: remove the one with id (0: all); returns
+ * how many. cmd_coord_conn_closed() removes them all. */
+size_t cmd_coord_unobserve(conn_t *c, uint64_t id);
+void cmd_coord_conn_closed(conn_t *c);
 
 /* The command table, for COMMAND. */
 void cmd_foreach(server_t *s, void (*fn)(void *arg, const cmd_def_t *d), void *arg);

@@ -201,24 +201,48 @@ static void add_version(cmd_ctx_t *x, const kv_version_t *v, bool with_key)
     resp_add_uint(x->out, v->lease);
 }
 
-/* Options common to KV.PUT and KV.DEL: IFREV (LEASE and FENCE arrive with
- * leases and locks). Returns false after replying on error. */
-static bool parse_write_opts(cmd_ctx_t *x, size_t from, record_t *rec)
+/* Options of KV.PUT and KV.DEL: IFREV rev, FENCE lock token, and (KV.PUT
+ * only, with_lease) LEASE id. Apply checks them: the fence against the
+ * lock's holder at the record's time, the lease for being live. Returns
+ * false after replying on error. */
+static bool parse_write_opts(cmd_ctx_t *x, size_t from, record_t *rec, bool with_lease)
 {
+    bool has_lease = false;
     for (size_t i = from; i < x->argc; i++) {
         if (arg_is(x, i, "IFREV") && i + 1 < x->argc && !(rec->flags & REC_F_IFREV)) {
             if (!arg_u64(x, ++i, &rec->ifrev))
                 return false;
             rec->flags |= REC_F_IFREV;
-        } else if (arg_is(x, i, "LEASE") || arg_is(x, i, "FENCE")) {
-            reply_err(x, "ERR LEASE and FENCE are not available yet: leases and locks are not built "
-                         "in this version");
-            return false;
+        } else if (with_lease && arg_is(x, i, "LEASE") && i + 1 < x->argc && !has_lease) {
+            if (!arg_u64(x, ++i, &rec->lease))
+                return false;
+            has_lease = true;
+        } else if (arg_is(x, i, "FENCE") && i + 2 < x->argc && !(rec->flags & REC_F_FENCE)) {
+            if (!arg_name_ok(x, i + 1) || !arg_u64(x, i + 2, &rec->token))
+                return false;
+            rec->flags |= REC_F_FENCE;
+            rec->name = x->argv[i + 1].ptr;
+            rec->nlen = (uint32_t)x->argv[i + 1].len;
+            i += 2;
         } else {
             reply_syntax(x);
             return false;
         }
     }
+    return true;
+}
+
+/* A condition of KV.PUT / KV.DEL failed: reply its error, return true. */
+static bool reply_write_refused(cmd_ctx_t *x, const record_t *rec, const apply_result_t *res)
+{
+    if (res->status == AP_CONFLICT)
+        reply_errf(x, "CONFLICT %llu", (unsigned long long)res->cur_rev);
+    else if (res->status == AP_NOTHOLDER)
+        reply_errf(x, "NOTHOLDER token %llu does not hold the lock now", (unsigned long long)rec->token);
+    else if (res->status == AP_NOTFOUND)
+        reply_errf(x, "NOTFOUND lease %llu does not exist or has expired", (unsigned long long)rec->lease);
+    else
+        return false;
     return true;
 }
 
@@ -228,28 +252,24 @@ static void cmd_kv_put(cmd_ctx_t *x)
         return;
     record_t rec = {.type = REC_PUT, .key = x->argv[1].ptr, .klen = (uint32_t)x->argv[1].len,
                     .val = x->argv[2].ptr, .vlen = (uint32_t)x->argv[2].len};
-    if (!parse_write_opts(x, 3, &rec))
+    if (!parse_write_opts(x, 3, &rec, true))
         return;
     apply_result_t res;
     if (!cmd_write(x, &rec, &res))
         return;
-    if (res.status == AP_CONFLICT)
-        reply_errf(x, "CONFLICT %llu", (unsigned long long)res.cur_rev);
-    else
+    if (!reply_write_refused(x, &rec, &res))
         resp_add_uint(x->out, res.rev);
 }
 
 static void cmd_kv_del(cmd_ctx_t *x)
 {
     record_t rec = {.type = REC_DEL, .key = x->argv[1].ptr, .klen = (uint32_t)x->argv[1].len};
-    if (!parse_write_opts(x, 2, &rec))
+    if (!parse_write_opts(x, 2, &rec, false))
         return;
     apply_result_t res;
     if (!cmd_write(x, &rec, &res))
         return;
-    if (res.status == AP_CONFLICT)
-        reply_errf(x, "CONFLICT %llu", (unsigned long long)res.cur_rev);
-    else
+    if (!reply_write_refused(x, &rec, &res))
         resp_add_uint(x->out, res.status == AP_OK ? res.rev : 0);
 }
 
@@ -360,9 +380,9 @@ static const cmd_def_t kv_cmds[] = {
     {"MGET", -2, 0, cmd_mget, "MGET key [key ...]"},
     {"INCR", 2, CMD_WRITE, cmd_incr, "INCR key"},
     {"INCRBY", 3, CMD_WRITE, cmd_incrby, "INCRBY key n"},
-    {"KV.PUT", -3, CMD_WRITE, cmd_kv_put, "KV.PUT key value [IFREV rev]: the new revision"},
+    {"KV.PUT", -3, CMD_WRITE, cmd_kv_put, "KV.PUT key value [IFREV rev] [LEASE id] [FENCE lock token]: the new revision"},
     {"KV.GET", -2, 0, cmd_kv_get, "KV.GET key [REV rev]: [value, create_rev, mod_rev, version, lease]"},
-    {"KV.DEL", -2, CMD_WRITE, cmd_kv_del, "KV.DEL key [IFREV rev]: the deletion's revision or 0"},
+    {"KV.DEL", -2, CMD_WRITE, cmd_kv_del, "KV.DEL key [IFREV rev] [FENCE lock token]: the deletion's revision or 0"},
     {"KV.RANGE", -2, 0, cmd_kv_range, "KV.RANGE prefix [AFTER key] [LIMIT n] [REV rev]"},
     {"KV.REV", 1, 0, cmd_kv_rev, "KV.REV: [current revision, oldest retained revision]"},
     {"KV.COMPACT", 2, CMD_WRITE, cmd_kv_compact, "KV.COMPACT rev: drop history before rev"},

@@ -137,6 +137,7 @@ void cmd_conn_drained(conn_t *c)
 
 void cmd_conn_closed(conn_t *c)
 {
+    cmd_coord_conn_closed(c);
     while (c->watches != NULL)
         watch_free(c, c->watches);
 }
@@ -310,6 +311,7 @@ static void cmd_kv_unwatch(cmd_ctx_t *x)
             n++;
         }
     }
+    n += (int64_t)cmd_coord_unobserve(c, id);
     resp_add_int(x->out, n);
 }
 

@@ -74,7 +74,8 @@ struct conn_s {
     bool dirty;                /* in server.dirty: has events to flush */
     conn_t *dirty_next;
     watch_t *watches;          /* this connection's watches (onext list) */
-    size_t nwatches;
+    size_t nwatches;           /* watches + observers */
+    struct observer_s *observers;  /* ELECT.OBSERVE (cmd_coord.c) */
     conn_t *next, *prev;       /* in server.conns */
 };
 

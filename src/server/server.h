@@ -91,6 +91,8 @@ typedef struct server_s {
     uint64_t wait_timer_at_ms;
     size_t blocked_clients;
     conn_t *resumed;                 /* connections to resume at the end of the turn */
+    /* leases, locks, elections: waiters, observers, deadline timer (cmd_coord.c) */
+    struct coord_cmd_s *coordcmd;
 } server_t;
 
 /* Wall clock in ms since the epoch. */

@@ -1,0 +1,601 @@
+"""Leases, locks and leader election against a real ordod: every command
+and error, FIFO waiters (one wake-up per release, disconnects, WAIT
+timeouts), fencing with a paused holder (SIGSTOP) and across restarts
+(SIGTERM and SIGKILL), an election checker over ELECT.OBSERVE, and the
+lateness of lease expiry as a watcher sees it."""
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from resp import Conn, Push, RespError
+from watchlib import WatchConn
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def err(v, code):
+    assert isinstance(v, RespError), "expected -%s, got %r" % (code, v)
+    assert v.code == code, v
+    return True
+
+
+def wait_for(pred, timeout=10.0, what="condition"):
+    """Poll a server-side state with a deadline (not a sleep as sync: the
+    state is read from the server each time)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.002)
+    raise AssertionError("%s not reached within %ss" % (what, timeout))
+
+
+# ---- leases -----------------------------------------------------------------
+
+
+def test_lease_commands(server):
+    with server.raw() as c:
+        lid = c.call("LEASE.GRANT", 10000)
+        assert isinstance(lid, int) and lid > 0
+        rem, nkeys = c.call("LEASE.TTL", lid)
+        assert 9000 <= rem <= 10000 and nkeys == 0
+        assert isinstance(c.call("KV.PUT", "lk/a", "1", "LEASE", lid), int)
+        assert isinstance(c.call("KV.PUT", "lk/b", "2", "LEASE", lid), int)
+        assert c.call("LEASE.TTL", lid)[1] == 2
+        assert c.call("KV.GET", "lk/a")[4] == lid
+        # a put without LEASE detaches the key
+        assert isinstance(c.call("KV.PUT", "lk/b", "3"), int)
+        assert c.call("LEASE.TTL", lid)[1] == 1
+        assert c.call("LEASE.KEEPALIVE", lid) == 10000
+        assert c.call("LEASE.REVOKE", lid) == 1
+        assert c.call("GET", "lk/a") is None
+        assert c.call("GET", "lk/b") == b"3"
+        assert c.call("LEASE.REVOKE", lid) == 0
+        err(c.call("LEASE.KEEPALIVE", lid), "NOTFOUND")
+        err(c.call("LEASE.TTL", lid), "NOTFOUND")
+        err(c.call("KV.PUT", "lk/c", "x", "LEASE", lid), "NOTFOUND")
+        err(c.call("KV.PUT", "lk/c", "x", "LEASE", 999999), "NOTFOUND")
+        assert c.call("GET", "lk/c") is None
+        # argument errors
+        for bad in ("0", "-1", "x", "31536000001", ""):
+            err(c.call("LEASE.GRANT", bad), "ERR")
+        err(c.call("LEASE.GRANT"), "ERR")
+        err(c.call("LEASE.KEEPALIVE", "abc"), "ERR")
+        err(c.call("LEASE.REVOKE", "-3"), "ERR")
+        err(c.call("LEASE.TTL", 1, 2), "ERR")
+        err(c.call("KV.DEL", "lk/a", "LEASE", 1), "ERR")
+        err(c.call("KV.PUT", "lk/a", "v", "LEASE"), "ERR")
+        err(c.call("KV.PUT", "lk/a", "v", "LEASE", 1, "LEASE", 1), "ERR")
+
+
+def test_lease_expiry_ends_everything(server):
+    with server.raw() as c:
+        lid = c.call("LEASE.GRANT", 150)
+        c.call("KV.PUT", "le/k", "v", "LEASE", lid)
+        tok = c.call("LOCK.ACQUIRE", "le-lock", 0, "LEASE", lid)
+        assert isinstance(tok, int) and tok > lid
+        assert c.call("LOCK.INFO", "le-lock")[0] == tok
+        # ttl 0 needs a lease
+        err(c.call("LOCK.ACQUIRE", "le-lock2", 0), "ERR")
+        wait_for(lambda: c.call("GET", "le/k") is None, what="lease expiry")
+        assert c.call("LOCK.INFO", "le-lock") == [None, 0, 0]
+        err(c.call("LEASE.TTL", lid), "NOTFOUND")
+        err(c.call("LOCK.ACQUIRE", "le-lock", 100, "LEASE", lid), "NOTFOUND")
+
+
+def test_lease_expiry_lateness(server):
+    """Actual expiry - TTL, seen by a watcher of lease-attached keys: never
+    negative (t0 is taken before the grant is sent, so t_del - t0 - ttl is
+    an upper bound of the lateness and must still be >= 0)."""
+    n = 40
+    w = WatchConn(server.port, proto=3)
+    w.watch("lt/", "PREFIX")
+    seen = {}
+    done = threading.Event()
+
+    def reader():
+        while len(seen) < n:
+            e = w.next_event(timeout=30)
+            if e[0] == b"watch" and e[3] == b"del":
+                seen[e[4]] = time.time()
+        done.set()
+
+    th = threading.Thread(target=reader)
+    th.start()
+    grants = {}
+    rnd = random.Random(7)
+    with server.raw() as c:
+        for i in range(n):
+            ttl = rnd.randrange(20, 400)
+            key = b"lt/%d" % i
+            t0 = time.time()  # the server's clock is the wall clock too
+            lid = c.call("LEASE.GRANT", ttl)
+            assert c.call("KV.PUT", key, "v", "LEASE", lid) > 0
+            grants[key] = (t0, ttl)
+    th.join(timeout=60)
+    assert done.is_set(), "only %d of %d deletions seen" % (len(seen), n)
+    late = sorted((seen[k] - t0) * 1000.0 - ttl for k, (t0, ttl) in grants.items())
+    print("lease expiry lateness (ms): min %.2f median %.2f max %.2f (n=%d)"
+          % (late[0], statistics.median(late), late[-1], n))
+    assert late[0] >= 0, "a lease ended early: %r" % late[:5]
+    w.close()
+
+
+# ---- locks -----------------------------------------------------------------------
+
+
+def test_lock_commands(server):
+    with server.raw() as c:
+        t1 = c.call("LOCK.ACQUIRE", "L", 10000)
+        assert isinstance(t1, int)
+        assert c.call("LOCK.ACQUIRE", "L", 10000) is None
+        assert c.call("LOCK.ACQUIRE", "L", 10000, "WAIT", 0) is None
+        tok, rem, waiters = c.call("LOCK.INFO", "L")
+        assert tok == t1 and 9000 <= rem <= 10000 and waiters == 0
+        assert c.call("LOCK.CHECK", "L", t1) == 1
+        assert c.call("LOCK.CHECK", "L", t1 + 1) == 0
+        assert c.call("LOCK.EXTEND", "L", t1, 20000) == 1
+        assert c.call("LOCK.INFO", "L")[1] > 10000
+        assert c.call("LOCK.EXTEND", "L", t1 + 1, 20000) == 0
+        # fencing
+        rev = c.call("KV.PUT", "fk", "a", "FENCE", "L", t1)
+        assert isinstance(rev, int)
+        err(c.call("KV.PUT", "fk", "b", "FENCE", "L", t1 - 1), "NOTHOLDER")
+        err(c.call("KV.PUT", "fk", "b", "FENCE", "other", t1), "NOTHOLDER")
+        err(c.call("KV.DEL", "fk", "FENCE", "L", t1 + 5), "NOTHOLDER")
+        assert c.call("KV.GET", "fk")[0] == b"a"
+        assert c.call("KV.DEL", "fk", "FENCE", "L", t1) > rev
+        assert c.call("LOCK.RELEASE", "L", t1 + 1) == 0
+        assert c.call("LOCK.RELEASE", "L", t1) == 1
+        assert c.call("LOCK.RELEASE", "L", t1) == 0
+        assert c.call("LOCK.CHECK", "L", t1) == 0
+        assert c.call("LOCK.INFO", "L") == [None, 0, 0]
+        err(c.call("KV.PUT", "fk", "b", "FENCE", "L", t1), "NOTHOLDER")
+        t2 = c.call("LOCK.ACQUIRE", "L", 50)
+        assert t2 > t1
+        # expiry: lapsed at the deadline (no longer honoured), then freed by
+        # its expire record
+        assert wait_for(lambda: c.call("LOCK.CHECK", "L", t2) == 0, what="lock lapse")
+        assert wait_for(lambda: c.call("LOCK.INFO", "L")[0] is None, what="lock expiry")
+        t3 = c.call("LOCK.ACQUIRE", "L", 1000)
+        assert t3 > t2
+        # argument errors
+        err(c.call("LOCK.ACQUIRE", "L"), "ERR")
+        err(c.call("LOCK.ACQUIRE", "L", 0), "ERR")
+        err(c.call("LOCK.ACQUIRE", "L", -5), "ERR")
+        err(c.call("LOCK.ACQUIRE", "L", 31536000001), "ERR")
+        err(c.call("LOCK.ACQUIRE", "L", 10, "WAIT"), "ERR")
+        err(c.call("LOCK.ACQUIRE", "L", 10, "WAIT", -1), "ERR")
+        err(c.call("LOCK.ACQUIRE", "L", 10, "WAIT", 1, "WAIT", 1), "ERR")
+        err(c.call("LOCK.ACQUIRE", "L", 10, "BOGUS"), "ERR")
+        err(c.call("LOCK.ACQUIRE", "L", 10, "LEASE", 424242), "NOTFOUND")
+        err(c.call("LOCK.RELEASE", "L"), "ERR")
+        err(c.call("LOCK.RELEASE", "L", "x"), "ERR")
+        err(c.call("LOCK.EXTEND", "L", t3, 0), "ERR")
+        err(c.call("LOCK.INFO"), "ERR")
+        err(c.call("LOCK.CHECK", "L", "-1"), "ERR")
+        err(c.call("KV.PUT", "fk", "v", "FENCE", "L"), "ERR")
+        err(c.call("KV.PUT", "fk", "v", "FENCE", "L", "x"), "ERR")
+        err(c.call("LOCK.ACQUIRE", "n" * 20000, 10), "LIMIT")
+
+
+def test_lock_wait_timeout(server):
+    with server.raw() as a, server.raw() as b:
+        t1 = a.call("LOCK.ACQUIRE", "W", 60000)
+        t0 = time.monotonic()
+        assert b.call("LOCK.ACQUIRE", "W", 1000, "WAIT", 150) is None
+        assert (time.monotonic() - t0) * 1000 >= 150
+        info = a.call("LOCK.INFO", "W")
+        assert info[0] == t1 and info[2] == 0
+        # the connection works on after its timeout
+        assert b.call("PING") == "PONG"
+
+
+def _park(port, name, ttl=60000, wait=30000):
+    c = Conn(port, timeout=30)
+    c.send("LOCK.ACQUIRE", name, ttl, "WAIT", wait)
+    return c
+
+
+def test_lock_waiters_fifo_one_wakeup(server):
+    n = 8
+    with server.raw() as c:
+        tok = c.call("LOCK.ACQUIRE", "F", 60000)
+        waiters = []
+        for i in range(n):
+            waiters.append(_park(server.port, "F"))
+            wait_for(lambda: c.call("LOCK.INFO", "F")[2] == i + 1, what="waiter %d parked" % i)
+        prev = tok
+        for i in range(n):
+            assert c.call("LOCK.RELEASE", "F", prev) == 1
+            # exactly one wake-up: the head of the queue, and the rest still wait
+            got = waiters[i].read()
+            assert isinstance(got, int) and got > prev, got
+            info = c.call("LOCK.INFO", "F")
+            assert info[0] == got and info[2] == n - i - 1, info
+            for w in waiters[i + 1:]:
+                w.settimeout(0.0)
+                try:
+                    data = w.sock.recv(1)
+                except (BlockingIOError, OSError):
+                    data = None
+                assert not data, "a second waiter was woken"
+                w.settimeout(30)
+            prev = got
+        for w in waiters:
+            w.close()
+
+
+def test_lock_waiter_disconnect_leaves_queue(server):
+    with server.raw() as c:
+        tok = c.call("LOCK.ACQUIRE", "D", 60000)
+        a = _park(server.port, "D")
+        wait_for(lambda: c.call("LOCK.INFO", "D")[2] == 1)
+        b = _park(server.port, "D")
+        wait_for(lambda: c.call("LOCK.INFO", "D")[2] == 2)
+        d = _park(server.port, "D")
+        wait_for(lambda: c.call("LOCK.INFO", "D")[2] == 3)
+        b.close()
+        wait_for(lambda: c.call("LOCK.INFO", "D")[2] == 2, what="disconnected waiter removed")
+        assert c.call("LOCK.RELEASE", "D", tok) == 1
+        ta = a.read()
+        assert isinstance(ta, int)
+        a.close()  # the holder disconnecting does not release: holding is by TTL
+        assert c.call("LOCK.INFO", "D")[0] == ta
+        assert c.call("LOCK.RELEASE", "D", ta) == 1
+        td = d.read()
+        assert td > ta
+        info = c.call("LOCK.INFO", "D")
+        assert info[0] == td and info[2] == 0
+        d.close()
+
+
+def test_lock_waiter_with_ended_lease_is_skipped(server):
+    with server.raw() as c:
+        tok = c.call("LOCK.ACQUIRE", "S", 60000)
+        lid = c.call("LEASE.GRANT", 60000)
+        a = Conn(server.port, timeout=30)
+        a.send("LOCK.ACQUIRE", "S", 0, "WAIT", 30000, "LEASE", lid)
+        wait_for(lambda: c.call("LOCK.INFO", "S")[2] == 1)
+        b = _park(server.port, "S")
+        wait_for(lambda: c.call("LOCK.INFO", "S")[2] == 2)
+        assert c.call("LEASE.REVOKE", lid) == 1
+        assert c.call("LOCK.RELEASE", "S", tok) == 1
+        err(a.read(), "NOTFOUND")
+        tb = b.read()
+        assert isinstance(tb, int) and c.call("LOCK.INFO", "S")[0] == tb
+        a.close()
+        b.close()
+
+
+PAUSED_HOLDER = r"""
+import sys
+sys.path.insert(0, sys.argv[2])
+from resp import Conn
+c = Conn(int(sys.argv[1]), timeout=30)
+tok = c.call("LOCK.ACQUIRE", "P", 200)
+print(tok, flush=True)
+sys.stdin.readline()            # paused (SIGSTOP) before this returns
+r = c.call("KV.PUT", "guarded", "stale-%d" % tok, "FENCE", "P", tok)
+print(getattr(r, "code", r), flush=True)
+"""
+
+
+def test_fencing_sigstopped_holder(server):
+    """A holder stopped past its TTL while another client acquires: its
+    fenced write is refused."""
+    stale_accepted = 0
+    tokens = []
+    for _ in range(3):
+        p = subprocess.Popen([sys.executable, "-c", PAUSED_HOLDER, str(server.port), HERE],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            t1 = int(p.stdout.readline())
+            os.kill(p.pid, signal.SIGSTOP)
+            with server.raw(timeout=30) as c:
+                # waits server-side for the stopped holder's TTL to end
+                t2 = c.call("LOCK.ACQUIRE", "P", 60000, "WAIT", 20000)
+                assert isinstance(t2, int) and t2 > t1
+                assert c.call("KV.PUT", "guarded", "fresh-%d" % t2, "FENCE", "P", t2) > t2
+                os.kill(p.pid, signal.SIGCONT)
+                p.stdin.write("go\n")
+                p.stdin.flush()
+                outcome = p.stdout.readline().strip()
+                if outcome != "NOTHOLDER":
+                    stale_accepted += 1
+                assert c.call("GET", "guarded") == b"fresh-%d" % t2
+                assert c.call("LOCK.RELEASE", "P", t2) == 1
+            tokens += [t1, t2]
+        finally:
+            os.kill(p.pid, signal.SIGCONT)
+            p.wait(timeout=20)
+    assert stale_accepted == 0
+    assert tokens == sorted(tokens) and len(set(tokens)) == len(tokens)
+
+
+def test_fencing_concurrent_checker(server):
+    """Threads take a short lock, write fenced, sometimes 'pause' past the
+    TTL (a GC pause, simulated by sleeping) and write again. Checker: the
+    token of every accepted write still held at the write's revision (no
+    later token was granted before it); tokens never regress."""
+    n_threads, rounds, ttl = 5, 25, 60
+    granted, accepted, errors = [], [], []
+    lock = threading.Lock()
+
+    def worker(tid):
+        rnd = random.Random(tid)
+        try:
+            with Conn(server.port, timeout=30) as c:
+                last = 0
+                for i in range(rounds):
+                    tok = c.call("LOCK.ACQUIRE", "CF", ttl, "WAIT", 20000)
+                    if tok is None:
+                        continue
+                    assert tok > last
+                    last = tok
+                    with lock:
+                        granted.append(tok)
+                    for attempt in range(2):
+                        r = c.call("KV.PUT", "cf-res", "%d" % tok, "FENCE", "CF", tok)
+                        if isinstance(r, int):
+                            with lock:
+                                accepted.append((r, tok))
+                        else:
+                            assert r.code == "NOTHOLDER", r
+                        if attempt == 0 and rnd.random() < 0.3:
+                            time.sleep(ttl * 1.5 / 1000.0)  # the fault: a pause past the TTL
+                    c.call("LOCK.RELEASE", "CF", tok)
+        except Exception as e:
+            errors.append(e)
+
+    ts = [threading.Thread(target=worker, args=(t,)) for t in range(n_threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout=120)
+    assert not errors, errors
+    granted.sort()
+    assert len(set(granted)) == len(granted)
+    stale = [(r, t) for (r, t) in accepted if any(t < g < r for g in granted)]
+    print("fencing: %d grants, %d accepted writes, %d stale accepted" % (len(granted), len(accepted), len(stale)))
+    assert stale == []
+    # the resource's history never goes back to an older token
+    with server.raw() as c:
+        vals = [int(t) for (r, t) in sorted(accepted)]
+        assert vals == sorted(vals)
+        assert int(c.call("GET", "cf-res")) == vals[-1]
+
+
+def _restart(ordod_factory, request, srv, how, data_dir):
+    if how == "kill":
+        os.kill(srv.pid, signal.SIGKILL)
+        srv.proc.wait(timeout=20)
+        srv._err.close()
+        request.node._ordod_servers.remove(srv)
+    else:
+        assert srv.stop() == 0
+        request.node._ordod_servers.remove(srv)
+    return ordod_factory("--dir", data_dir, "--fsync", "always")
+
+
+@pytest.mark.parametrize("how", ["term", "kill"])
+def test_tokens_across_restart(ordod_factory, request, tmp_path, how):
+    data_dir = str(tmp_path / "coord-data")
+    srv = ordod_factory("--dir", data_dir, "--fsync", "always")
+    before = []
+    with srv.raw() as c:
+        held = c.call("LOCK.ACQUIRE", "R", 600000)
+        before.append(held)
+        for i in range(20):
+            t = c.call("LOCK.ACQUIRE", "R%d" % i, 600000)
+            before.append(t)
+            assert c.call("LOCK.RELEASE", "R%d" % i, t) == 1
+        term = c.call("ELECT.CAMPAIGN", "RE", "leader-1", 600000)
+        before.append(term)
+        lid = c.call("LEASE.GRANT", 600000)
+        c.call("KV.PUT", "rk", "v", "LEASE", lid)
+    srv = _restart(ordod_factory, request, srv, how, data_dir)
+    with srv.raw() as c:
+        # holdings survive: the same holder, the same term, the same lease
+        assert c.call("LOCK.INFO", "R")[0] == held
+        assert c.call("LOCK.CHECK", "R", held) == 1
+        assert c.call("ELECT.LEADER", "RE") == [b"leader-1", term]
+        assert c.call("LEASE.TTL", lid)[1] == 1
+        err(c.call("KV.PUT", "x", "v", "FENCE", "R", held - 1), "NOTHOLDER")
+        after = []
+        for i in range(20):
+            t = c.call("LOCK.ACQUIRE", "R%d" % i, 600000)
+            after.append(t)
+        assert c.call("LOCK.RELEASE", "R", held) == 1
+        after.append(c.call("LOCK.ACQUIRE", "R", 600000))
+        assert min(after) > max(before), (before, after)
+        assert after == sorted(after)
+
+
+# ---- elections ----------------------------------------------------------------
+
+
+def test_elect_commands(server):
+    with server.raw() as c:
+        assert c.call("ELECT.LEADER", "E") is None
+        t1 = c.call("ELECT.CAMPAIGN", "E", "v1", 10000)
+        assert isinstance(t1, int)
+        assert c.call("ELECT.LEADER", "E") == [b"v1", t1]
+        assert c.call("ELECT.CAMPAIGN", "E", "v2", 10000, "WAIT", 0) is None
+        assert c.call("ELECT.CAMPAIGN", "E", "v2", 10000, "WAIT", 50) is None
+        assert c.call("ELECT.PROCLAIM", "E", t1, "v1b") == 1
+        assert c.call("ELECT.PROCLAIM", "E", t1 + 1, "x") == 0
+        assert c.call("ELECT.LEADER", "E") == [b"v1b", t1]
+        assert 9000 <= c.call("ELECT.KEEPALIVE", "E", t1) <= 10000
+        err(c.call("ELECT.KEEPALIVE", "E", t1 + 1), "NOTHOLDER")
+        assert c.call("ELECT.RESIGN", "E", t1 + 1) == 0
+        assert c.call("ELECT.RESIGN", "E", t1, "HANDOVER", "state-42") == 1
+        assert c.call("ELECT.LEADER", "E") is None
+        t2, hv = c.call("ELECT.CAMPAIGN", "E", "v2", 10000, "HANDOVER")
+        assert t2 > t1 and hv == b"state-42"
+        assert c.call("ELECT.RESIGN", "E", t2) == 1
+        t3, hv = c.call("ELECT.CAMPAIGN", "E", "v3", 10000, "HANDOVER")
+        assert t3 > t2 and hv is None
+        err(c.call("ELECT.KEEPALIVE", "E", t2), "NOTHOLDER")
+        # a term that expires
+        assert c.call("ELECT.RESIGN", "E", t3) == 1
+        t4 = c.call("ELECT.CAMPAIGN", "E", "v4", 40)
+        wait_for(lambda: c.call("ELECT.LEADER", "E") is None, what="term expiry")
+        err(c.call("ELECT.KEEPALIVE", "E", t4), "NOTHOLDER")
+        assert c.call("ELECT.PROCLAIM", "E", t4, "late") == 0
+        # argument errors
+        err(c.call("ELECT.CAMPAIGN", "E", "v", 0), "ERR")
+        err(c.call("ELECT.CAMPAIGN", "E", "v"), "ERR")
+        err(c.call("ELECT.CAMPAIGN", "E", "v", 10, "WAIT"), "ERR")
+        err(c.call("ELECT.CAMPAIGN", "E", "v", 10, "HANDOVER", "HANDOVER"), "ERR")
+        err(c.call("ELECT.CAMPAIGN", "E", "v", 10, "NOPE"), "ERR")
+        err(c.call("ELECT.PROCLAIM", "E", "x", "v"), "ERR")
+        err(c.call("ELECT.RESIGN", "E", 1, "HANDOVER"), "ERR")
+        err(c.call("ELECT.RESIGN", "E", 1, "BOGUS", "v"), "ERR")
+        err(c.call("ELECT.LEADER"), "ERR")
+        err(c.call("ELECT.OBSERVE"), "ERR")
+        err(c.call("ELECT.CAMPAIGN", "n" * 20000, "v", 10), "LIMIT")
+
+
+def test_elect_campaign_waits_without_wait(server):
+    """ELECT.CAMPAIGN without WAIT answers once the candidate leads."""
+    with server.raw() as c:
+        t1 = c.call("ELECT.CAMPAIGN", "EW", "a", 60000)
+        b = Conn(server.port, timeout=30)
+        b.send("ELECT.CAMPAIGN", "EW", "b", 60000)
+        assert c.call("ELECT.RESIGN", "EW", t1) == 1
+        t2 = b.read()
+        assert t2 > t1
+        assert c.call("ELECT.LEADER", "EW") == [b"b", t2]
+        b.close()
+
+
+def test_elect_observe_resp2_watch_mode(ordod_factory):
+    srv = ordod_factory("--max-watches-per-client", 2)
+    o = WatchConn(srv.port, proto=2)
+    oid = o.cmd("ELECT.OBSERVE", "O")
+    assert isinstance(oid, int)
+    assert o.next_event() == [b"leader", b"O", 0, None]
+    err(o.cmd("GET", "x"), "ERR")  # RESP2 watch mode
+    with srv.raw() as c:
+        t = c.call("ELECT.CAMPAIGN", "O", "me", 10000)
+        assert o.next_event() == [b"leader", b"O", t, b"me"]
+        c.call("ELECT.PROCLAIM", "O", t, "me2")
+        assert o.next_event() == [b"leader", b"O", t, b"me2"]
+        c.call("ELECT.RESIGN", "O", t)
+        assert o.next_event() == [b"leader", b"O", 0, None]
+    wid = o.watch("somekey")
+    err(o.cmd("ELECT.OBSERVE", "O2"), "LIMIT")
+    assert o.cmd("KV.UNWATCH", oid) == 1
+    assert o.cmd("KV.UNWATCH") == 1
+    assert o.cmd("GET", "x") is None  # out of watch mode
+    o.close()
+
+
+def test_election_checker(server):
+    """Candidates in threads campaign (HANDOVER), lead, proclaim, then
+    resign (with or without a hand-over value) or stop keepalives and
+    expire. Checked against what two observers saw: terms strictly
+    increase, no two leaders overlap (a vacancy between any two terms),
+    observers see every term, every proclaim and every vacancy, and each
+    hand-over value reaches exactly the next leader."""
+    name = "CK"
+    n_threads, rounds, ttl = 6, 6, 80
+    observers = [WatchConn(server.port, proto=p) for p in (2, 3)]
+    for o in observers:
+        assert isinstance(o.cmd("ELECT.OBSERVE", name), int)
+        assert o.next_event() == [b"leader", name.encode(), 0, None]
+    lock = threading.Lock()
+    terms = {}      # term -> dict(value, hv, proclaimed, handover, end)
+    errors = []
+
+    def candidate(tid):
+        rnd = random.Random(100 + tid)
+        try:
+            with Conn(server.port, timeout=30) as c:
+                for i in range(rounds):
+                    val = "c%d-%d" % (tid, i)
+                    r = c.call("ELECT.CAMPAIGN", name, val, ttl, "WAIT", 20000, "HANDOVER")
+                    if r is None:
+                        continue
+                    term, hv = r
+                    rec = {"value": val.encode(), "hv": hv, "proclaimed": [], "handover": None, "end": None}
+                    if rnd.random() < 0.5:
+                        pv = ("p-%d" % term).encode()
+                        if c.call("ELECT.PROCLAIM", name, term, pv) == 1:
+                            rec["proclaimed"].append(pv)
+                    action = rnd.randrange(3)
+                    if action == 0:
+                        h = ("h-%d" % term).encode()
+                        if c.call("ELECT.RESIGN", name, term, "HANDOVER", h) == 1:
+                            rec["handover"], rec["end"] = h, "resign"
+                    elif action == 1:
+                        if c.call("ELECT.RESIGN", name, term) == 1:
+                            rec["end"] = "resign"
+                    else:
+                        rec["end"] = "expire"  # stop keepalives
+                    if rec["end"] is None:
+                        rec["end"] = "expire"  # lapsed before it could resign
+                    with lock:
+                        terms[term] = rec
+        except Exception as e:
+            errors.append(e)
+
+    ts = [threading.Thread(target=candidate, args=(t,)) for t in range(n_threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout=120)
+    assert not errors, errors
+    last = max(terms)
+    results = []
+    for o in observers:
+        seen_last = []
+
+        def pred(e):
+            if e[2] == last:
+                seen_last.append(1)
+            return seen_last and e[2] == 0
+
+        results.append(o.events_until(pred, timeout=30))
+    for evs in results:
+        check_observed(evs, terms, name.encode())
+    assert results[0] == results[1]
+    print("election: %d terms, %d observed events, %d hand-overs"
+          % (len(terms), len(results[0]), sum(1 for r in terms.values() if r["handover"])))
+    for o in observers:
+        o.close()
+
+
+def check_observed(evs, terms, name):
+    cur = 0          # the term leading now (0: vacant)
+    prev_term = 0
+    order = []
+    for e in evs:
+        assert e[0] == b"leader" and e[1] == name, e
+        t, v = e[2], e[3]
+        if t == 0:
+            assert cur != 0, "a vacancy without a leader"
+            cur = 0
+            continue
+        if t == cur:
+            assert v in terms[t]["proclaimed"], (t, v)
+            continue
+        assert cur == 0, "term %d began while term %d led" % (t, cur)
+        assert t > prev_term, "terms went back: %d after %d" % (t, prev_term)
+        assert v == terms[t]["value"], (t, v)
+        cur = prev_term = t
+        order.append(t)
+    assert cur == 0
+    assert order == sorted(terms), "observers missed terms: %r vs %r" % (order, sorted(terms))
+    for a, b in zip(order, order[1:]):
+        assert terms[b]["hv"] == terms[a]["handover"], (a, b, terms[a], terms[b])
+    assert terms[order[0]]["hv"] is None
