@@ -165,7 +165,9 @@ typedef struct queue_push_s {
  *      DELAY, held until now_ms + delay_ms (see queue_promote()).
  * With ID and a dedup window, outcomes 2 and 4 record dedup_id -> *id_out
  * until now_ms + dedup_ms. Due delayed messages are promoted first.
- * O(log n). */
+ * Delayed messages are pending (they count towards MAXLEN) but belong to no
+ * key until due: they are neither COALESCE targets nor counted by MAXPERKEY,
+ * and a push that merges ignores its DELAY. O(log n). */
 int queue_push(queue_t *q, const queue_push_t *p, uint64_t id, uint64_t now_ms, uint64_t *id_out);
 
 /* ---- delivery --------------------------------------------------------------------- */
@@ -220,8 +222,10 @@ int queue_ack(queue_t *q, uint64_t id, uint64_t token, const void *result, size_
  * with delay_ms the key stays held (no token owns it; keyinfo shows it
  * processing with token 0) until now_ms + delay_ms, when the writer's lease
  * timer redelivers it. Either way the attempt is spent: if it was the
- * MAXATTEMPTS-th, the message is dead-lettered (the DLQ gets it with id rev)
- * or its key parked. *out (may be NULL) says which. Returns 1, or 0 for a
+ * MAXATTEMPTS-th, the message is dead-lettered (the DLQ, created if absent,
+ * gets it as a new waiting message with id rev, whatever its MAXLEN: dead
+ * letters are never lost) or its key parked. *out (may be NULL) says which;
+ * out->dlq is valid until that queue is dropped. Returns 1, or 0 for a
  * stale token. O(log n). */
 int queue_nack(queue_t *q, uint64_t id, uint64_t token, uint64_t delay_ms, uint64_t now_ms,
                uint64_t rev, queue_retry_t *out);

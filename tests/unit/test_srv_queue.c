@@ -1217,7 +1217,7 @@ static void measure(size_t nmsgs, size_t nkeys)
     cfg.maxlen = QUEUE_MAXLEN_MAX;
     assert_int_equal(queue_configure(q, &cfg), QUEUE_OK);
     struct mallinfo2 before = mallinfo2();
-    char key[17], payload[64];
+    char key[32], payload[64];
     memset(payload, 'p', sizeof payload);
     for (size_t i = 0; i < nmsgs; i++) {
         snprintf(key, sizeof key, "key-%012zu", i % nkeys);
