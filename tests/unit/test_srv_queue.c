@@ -1156,6 +1156,20 @@ static void run_model(uint64_t seed, int ops, bool park)
             }
         }
         m_check(m, q);
+        /* Peek: the ready heads, oldest first, the first being deliver's pick. */
+        queue_delivery_t pk[MK];
+        size_t np = queue_peek(q, MK, pk);
+        size_t nready = 0;
+        for (int i = 0; i < MK; i++)
+            nready += m->k[i].n && !m->k[i].inflight && !m->k[i].parked;
+        assert_int_equal(np, nready);
+        for (size_t i = 0; i < np; i++) {
+            assert_int_equal(m->m[pk[i].id].st, MS_WAIT);
+            if (i > 0)
+                assert_true(pk[i].id > pk[i - 1].id);
+        }
+        if (np)
+            assert_int_equal(pk[0].id, mk_head(&m->k[m_pick(m)]));
     }
     /* Nothing lost: every id the model handed out is accounted for, and the
      * queue holds exactly the waiting/in-flight/delayed ones. */
