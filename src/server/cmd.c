@@ -65,6 +65,7 @@ int cmd_init(server_t *s)
     cmd_server_register(s);
     cmd_kv_register(s);
     cmd_watch_register(s);
+    cmd_queue_register(s);
     return 0;
 }
 
@@ -272,7 +273,10 @@ bool cmd_write(cmd_ctx_t *x, record_t *rec, apply_result_t *res)
         reply_errf(x, "READONLY the log cannot be written, so writes are refused: %s", s->readonly);
         return false;
     }
-    if (s->cfg.max_memory_bytes > 0 && rec->type != REC_DEL && rec->type != REC_COMPACT) {
+    /* Queue records other than pushes free memory or move bookkeeping:
+     * an ack must work when the store is full. */
+    bool grows = rec->type != REC_DEL && rec->type != REC_COMPACT && (rec->type < REC_Q_PUSH || rec->type == REC_Q_PUSH);
+    if (s->cfg.max_memory_bytes > 0 && grows) {
         kv_stats_t st;
         kv_stats(core_kv(s->core), &st);
         if (st.bytes > (size_t)s->cfg.max_memory_bytes) {

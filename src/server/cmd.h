@@ -52,6 +52,13 @@ void cmd_register(server_t *s, const cmd_def_t *defs, size_t n);
 void cmd_server_register(server_t *s);
 void cmd_kv_register(server_t *s);
 void cmd_watch_register(server_t *s);
+void cmd_queue_register(server_t *s);
+/* Queues' timer: cmd_queue_init() after recovery arms it for the recovered
+ * deadlines; cmd_queue_close_handles() at shutdown; cmd_queue_destroy()
+ * frees the wait lists after the loop ends. */
+void cmd_queue_init(server_t *s);
+void cmd_queue_close_handles(server_t *s);
+void cmd_queue_destroy(server_t *s);
 
 /* The command table, for COMMAND. */
 void cmd_foreach(server_t *s, void (*fn)(void *arg, const cmd_def_t *d), void *arg);

@@ -37,6 +37,7 @@ static void on_signal(uv_signal_t *h, int signum)
     uv_close((uv_handle_t *)&s->flusher, NULL);
     persist_close_handles(s);
     block_close_handles(s);
+    cmd_queue_close_handles(s);
 }
 
 static void on_cron(uv_timer_t *t) { cmd_cron(t->data); }
@@ -85,6 +86,7 @@ int main(int argc, char **argv)
         goto fail_cmds_early;
     }
     block_init(s);
+    cmd_queue_init(s);
     uv_timer_init(s->loop, &s->expire_timer);
     s->expire_timer.data = s;
     uv_timer_init(s->loop, &s->cron);
@@ -109,6 +111,7 @@ int main(int argc, char **argv)
 fail_cmds:
     persist_close(s);
 fail_cmds_early:
+    cmd_queue_destroy(s);
     cmd_destroy(s);
 fail_watches:
     watch_registry_destroy(&s->watches);

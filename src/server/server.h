@@ -91,6 +91,11 @@ typedef struct server_s {
     uint64_t wait_timer_at_ms;
     size_t blocked_clients;
     conn_t *resumed;                 /* connections to resume at the end of the turn */
+    /* queues (cmd_queue.c) */
+    struct qcmd_s *qcmd;             /* wait lists of blocked Q.* commands, by queue name */
+    uv_timer_t queue_timer;          /* fires at the earliest queue deadline */
+    uint64_t queue_timer_at_ms;      /* its deadline, 0 if idle */
+    bool queue_timer_on;             /* initialised (cmd_queue_init) */
 } server_t;
 
 /* Wall clock in ms since the epoch. */
