@@ -580,10 +580,13 @@ static void apply_coord(core_t *c, const record_t *r, apply_result_t *res)
  * nack, redelivery, promotion of due delayed messages, unpark, config and
  * drop each take one when they change something (a nack or redelivery that
  * dead-letters a message gives the dead letter that revision as its id in
- * the dead-letter queue). Extend, dedup-window end and result expiry move
- * or drop bookkeeping, not messages: they are logged but take none, like
- * lease keepalives. A duplicate push, a stale token, or an empty pull
- * change nothing and take none. */
+ * the dead-letter queue). Extend, dedup-window end and result expiry take
+ * one too, although they move bookkeeping rather than messages: recovery
+ * replays the log records *after* the snapshot's revision, so a record
+ * logged without a revision of its own while a snapshot was being taken
+ * would be skipped on replay (a lost extension would redeliver early). A
+ * duplicate push, a stale token, or an empty pull change nothing, take no
+ * revision and are not logged. */
 
 static void put_le(char *p, uint64_t v, int n)
 {
@@ -707,19 +710,14 @@ static void apply_queue(core_t *c, const record_t *r, apply_result_t *res)
         ok = queue_promote(q, r->time_ms) > 0;
         break;
     case REC_Q_EXTEND:
+        ok = queue_extend(q, r->arg_rev, r->token, r->ttl_ms, r->time_ms);
+        break;
     case REC_Q_DEDUP_END:
+        ok = queue_dedup_expire(q, r->aux, r->alen, r->time_ms);
+        break;
     case REC_Q_RESULT_END:
-        /* Bookkeeping: logged when it changes something, no revision. */
-        if (r->type == REC_Q_EXTEND)
-            ok = queue_extend(q, r->arg_rev, r->token, r->ttl_ms, r->time_ms);
-        else if (r->type == REC_Q_DEDUP_END)
-            ok = queue_dedup_expire(q, r->aux, r->alen, r->time_ms);
-        else
-            ok = queue_result_expire(q, r->arg_rev, r->time_ms);
-        res->status = ok ? AP_OK : AP_NOOP;
-        res->value = ok;
-        res->rev = c->rev;
-        return;
+        ok = queue_result_expire(q, r->arg_rev, r->time_ms);
+        break;
     default:
         assert(!"not a queue record");
     }

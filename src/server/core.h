@@ -57,14 +57,14 @@ enum record_type {
     REC_Q_DELIVER = 31,       /* ttl_ms (lease, 0: the queue's), NOACK -> a delivery, token = its revision */
     REC_Q_ACK = 32,           /* arg_rev, token, val (result) if REC_F_RESULT */
     REC_Q_NACK = 33,          /* arg_rev, token, ttl_ms (DELAY) */
-    REC_Q_EXTEND = 34,        /* arg_rev, token, ttl_ms; takes no revision */
+    REC_Q_EXTEND = 34,        /* arg_rev, token, ttl_ms */
     REC_Q_CONFIG = 35,        /* val: the whole new configuration (core_qconfig_encode), key: DEADLETTER */
     REC_Q_DROP = 36,          /* the queue */
     REC_Q_UNPARK = 37,        /* key */
     REC_Q_REDELIVER = 38,     /* arg_rev, token: the writer's "lease ran out" decision */
     REC_Q_PROMOTE = 39,       /* the writer's "delayed messages are due" decision */
-    REC_Q_DEDUP_END = 40,     /* aux: the writer's "dedup window ended"; takes no revision */
-    REC_Q_RESULT_END = 41,    /* arg_rev: the writer's "result retention ended"; takes no revision */
+    REC_Q_DEDUP_END = 40,     /* aux: the writer's "dedup window ended" */
+    REC_Q_RESULT_END = 41,    /* arg_rev: the writer's "result retention ended" */
 };
 
 enum record_flags {
