@@ -104,6 +104,7 @@ typedef struct qwaiter_s {
     uint64_t delay_ms;        /* QW_PUSH */
     uint32_t klen, plen, dlen;/* QW_PUSH: key, payload, dedup id in bytes */
     bool has_dedup;
+    bool call;                /* QW_RESULT: Q.CALL (times out with -TIMEOUT), else Q.RESULT (nil) */
     char bytes[];
 } qwaiter_t;
 
@@ -221,6 +222,10 @@ static void on_timeout(waiter_t *w)
                         (unsigned long long)d->timeout_ms);
         break;
     default:
+        if (!d->call) {
+            resp_add_null(out, w->conn->proto);
+            break;
+        }
         s->stats.errors_total++;
         resp_add_errorf(out, "TIMEOUT message %llu not done after %llu ms; it stays queued (Q.RESULT fetches it)",
                         (unsigned long long)d->id, (unsigned long long)d->timeout_ms);
@@ -658,10 +663,11 @@ static qwaiter_t *waiter_data(int kind, qwait_t *qw, size_t extra)
 }
 
 /* Park x's connection until message id of the queue is done. */
-static void park_result(cmd_ctx_t *x, uint64_t id, uint64_t timeout_ms, bool has_timeout)
+static void park_result(cmd_ctx_t *x, uint64_t id, uint64_t timeout_ms, bool has_timeout, bool call)
 {
     qwait_t *qw = qw_get(x->srv, QNAME(x), true);
     qwaiter_t *d = waiter_data(QW_RESULT, qw, 0);
+    d->call = call;
     d->iw = iw_get(qw, id, true);
     d->id = id;
     park(x->srv, x->conn, &d->iw->list, timeout_ms, has_timeout, d);
@@ -827,7 +833,7 @@ static void cmd_qcall(cmd_ctx_t *x)
     if (res.status == AP_NOOP && reply_fate_now(x, id))
         return;
     /* Park before serving: a NOACK puller may finish it at once. */
-    park_result(x, id, a.timeout_ms, a.has_timeout);
+    park_result(x, id, a.timeout_ms, a.has_timeout, true);
     if (res.status == AP_OK) {
         note_timer(x->srv, QNAME(x));
         serve(x->srv, QNAME(x));
@@ -991,7 +997,7 @@ static void cmd_qresult(cmd_ctx_t *x)
     if (reply_fate_now(x, id))
         return;
     if (block)
-        park_result(x, id, block_ms, true);
+        park_result(x, id, block_ms, true, false);
     else
         resp_add_null(x->out, x->proto);
 }
