@@ -67,6 +67,7 @@ int cmd_init(server_t *s)
     cmd_kv_register(s);
     cmd_watch_register(s);
     cmd_coord_register(s);
+    cmd_queue_register(s);
     return 0;
 }
 
@@ -280,7 +281,9 @@ static bool grows(const record_t *rec)
     case REC_LOCK_EXTEND: case REC_ELECT_KEEPALIVE: case REC_ELECT_RESIGN:
         return false;
     default:
-        return true;
+        /* Queue records other than pushes free memory or move bookkeeping:
+         * an ack must work when the store is full. */
+        return rec->type < REC_Q_PUSH || rec->type == REC_Q_PUSH;
     }
 }
 

@@ -70,6 +70,13 @@ void cmd_coord_schedule(server_t *s);
  * how many. cmd_coord_conn_closed() removes them all. */
 size_t cmd_coord_unobserve(conn_t *c, uint64_t id);
 void cmd_coord_conn_closed(conn_t *c);
+void cmd_queue_register(server_t *s);
+/* Queues' timer: cmd_queue_init() after recovery arms it for the recovered
+ * deadlines; cmd_queue_close_handles() at shutdown; cmd_queue_destroy()
+ * frees the wait lists after the loop ends. */
+void cmd_queue_init(server_t *s);
+void cmd_queue_close_handles(server_t *s);
+void cmd_queue_destroy(server_t *s);
 
 /* The command table, for COMMAND. */
 void cmd_foreach(server_t *s, void (*fn)(void *arg, const cmd_def_t *d), void *arg);

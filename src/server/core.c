@@ -49,6 +49,7 @@ struct core_s {
     coord_t *coord;          /* leases, locks, elections */
     core_coord_cb coord_cb;
     void *coord_arg;
+    queue_set_t *queues;     /* keyed work queues */
 };
 
 static bool exp_eq(const ordo_hnode_t *n, const void *key, size_t len)
@@ -159,6 +160,7 @@ core_t *core_create(uint64_t history_revs)
         return NULL;
     }
     coord_set_event_cb(c->coord, on_coord_event, c);
+    c->queues = queue_set_create();
     return c;
 }
 
@@ -177,8 +179,13 @@ void core_destroy(core_t *c)
     free(c->heap);
     kv_destroy(c->kv);
     coord_destroy(c->coord);
+    if (c->queues != NULL)
+        queue_set_destroy(c->queues);
     free(c);
 }
+
+const queue_set_t *core_queues(const core_t *c) { return c->queues; }
+queue_set_t *core_queues_load(core_t *c) { return c->queues; }
 
 const kv_t *core_kv(const core_t *c) { return c->kv; }
 const struct coord_s *core_coord(const core_t *c) { return c->coord; }
@@ -567,6 +574,157 @@ static void apply_coord(core_t *c, const record_t *r, apply_result_t *res)
     }
 }
 
+/* ---- queues -------------------------------------------------------------------
+ * Revisions: a push that enqueues or merges takes one (an enqueued
+ * message's id is that revision); a delivery takes one (its token); ack,
+ * nack, redelivery, promotion of due delayed messages, unpark, config and
+ * drop each take one when they change something (a nack or redelivery that
+ * dead-letters a message gives the dead letter that revision as its id in
+ * the dead-letter queue). Extend, dedup-window end and result expiry take
+ * one too, although they move bookkeeping rather than messages: recovery
+ * replays the log records *after* the snapshot's revision, so a record
+ * logged without a revision of its own while a snapshot was being taken
+ * would be skipped on replay (a lost extension would redeliver early). A
+ * duplicate push, a stale token, or an empty pull change nothing, take no
+ * revision and are not logged. */
+
+static void put_le(char *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = (char)(v >> (8 * i));
+}
+
+static uint64_t get_le(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+void core_qconfig_encode(const queue_config_t *cfg, char out[CORE_QCONFIG_BYTES])
+{
+    put_le(out, cfg->maxlen, 4);
+    put_le(out + 4, cfg->maxperkey, 4);
+    out[8] = (char)cfg->onfull;
+    out[9] = (char)cfg->onpoison;
+    put_le(out + 10, cfg->maxattempts, 4);
+    put_le(out + 14, cfg->lease_ms, 8);
+    put_le(out + 22, cfg->dedup_ms, 8);
+    put_le(out + 30, cfg->resultttl_ms, 8);
+}
+
+int core_qconfig_decode(const void *bytes, size_t len, queue_config_t *cfg)
+{
+    const unsigned char *p = bytes;
+    if (len != CORE_QCONFIG_BYTES)
+        return -1;
+    cfg->maxlen = (uint32_t)get_le(p, 4);
+    cfg->maxperkey = (uint32_t)get_le(p + 4, 4);
+    cfg->onfull = p[8];
+    cfg->onpoison = p[9];
+    cfg->maxattempts = (uint32_t)get_le(p + 10, 4);
+    cfg->lease_ms = get_le(p + 14, 8);
+    cfg->dedup_ms = get_le(p + 22, 8);
+    cfg->resultttl_ms = get_le(p + 30, 8);
+    return 0;
+}
+
+static void apply_qpush(core_t *c, queue_t *q, const record_t *r, apply_result_t *res)
+{
+    queue_push_t p = {.key = r->key, .klen = r->klen, .payload = r->val, .plen = r->vlen,
+                      .dedup_id = r->alen ? r->aux : NULL, .dlen = r->alen,
+                      .coalesce = (r->flags & REC_F_COALESCE) != 0, .delay_ms = r->ttl_ms};
+    uint64_t id = 0;
+    int st = queue_push(q, &p, c->rev + 1, r->time_ms, &id);
+    res->qstatus = st;
+    res->value = (int64_t)id;
+    if (st == QUEUE_OK || st == QUEUE_MERGED)
+        took(c, res, true, AP_OK);
+    else
+        took(c, res, false, st == QUEUE_DUPLICATE ? AP_NOOP : st == QUEUE_FULL ? AP_QFULL : AP_QLIMIT);
+}
+
+static void apply_qconfig(core_t *c, const record_t *r, apply_result_t *res)
+{
+    queue_config_t cfg;
+    queue_t *q = queue_get(c->queues, r->name, r->nlen);
+    if (q != NULL)
+        queue_config(q, &cfg);
+    else
+        queue_config_defaults(&cfg);
+    if (core_qconfig_decode(r->val, r->vlen, &cfg) != 0) {
+        took(c, res, false, AP_INVALID);
+        return;
+    }
+    cfg.deadletter = r->klen ? r->key : NULL;
+    cfg.dl_len = r->klen;
+    if (cfg.deadletter != NULL && cfg.dl_len == r->nlen && memcmp(cfg.deadletter, r->name, r->nlen) == 0) {
+        took(c, res, false, AP_INVALID); /* before creating the queue: a refusal changes nothing */
+        return;
+    }
+    if (q == NULL)
+        q = queue_open(c->queues, r->name, r->nlen);
+    took(c, res, queue_configure(q, &cfg) == QUEUE_OK, AP_INVALID);
+}
+
+static void apply_queue(core_t *c, const record_t *r, apply_result_t *res)
+{
+    if (r->type == REC_Q_PUSH) {
+        apply_qpush(c, queue_open(c->queues, r->name, r->nlen), r, res);
+        return;
+    }
+    if (r->type == REC_Q_CONFIG) {
+        apply_qconfig(c, r, res);
+        return;
+    }
+    if (r->type == REC_Q_DROP) {
+        took(c, res, queue_drop(c->queues, r->name, r->nlen) == 1, AP_NOOP);
+        return;
+    }
+    queue_t *q = queue_get(c->queues, r->name, r->nlen);
+    if (q == NULL) {
+        took(c, res, false, AP_NOOP);
+        return;
+    }
+    uint64_t next = c->rev + 1;
+    int ok = 0;
+    switch (r->type) {
+    case REC_Q_DELIVER:
+        ok = queue_deliver(q, r->time_ms, r->ttl_ms, next, (r->flags & REC_F_NOACK) != 0, &res->qd);
+        break;
+    case REC_Q_ACK:
+        ok = queue_ack(q, r->arg_rev, r->token, (r->flags & REC_F_RESULT) ? (r->val ? r->val : "") : NULL,
+                       r->vlen, r->time_ms);
+        break;
+    case REC_Q_NACK:
+        ok = queue_nack(q, r->arg_rev, r->token, r->ttl_ms, r->time_ms, next, &res->qr);
+        break;
+    case REC_Q_REDELIVER:
+        ok = queue_redeliver(q, r->arg_rev, r->token, r->time_ms, next, &res->qr);
+        break;
+    case REC_Q_UNPARK:
+        ok = queue_unpark(q, r->key, r->klen);
+        break;
+    case REC_Q_PROMOTE:
+        ok = queue_promote(q, r->time_ms) > 0;
+        break;
+    case REC_Q_EXTEND:
+        ok = queue_extend(q, r->arg_rev, r->token, r->ttl_ms, r->time_ms);
+        break;
+    case REC_Q_DEDUP_END:
+        ok = queue_dedup_expire(q, r->aux, r->alen, r->time_ms);
+        break;
+    case REC_Q_RESULT_END:
+        ok = queue_result_expire(q, r->arg_rev, r->time_ms);
+        break;
+    default:
+        assert(!"not a queue record");
+    }
+    res->value = ok;
+    took(c, res, ok != 0, AP_NOOP);
+}
+
 void core_apply(core_t *c, const record_t *rec, apply_result_t *res)
 {
     memset(res, 0, sizeof *res);
@@ -576,6 +734,11 @@ void core_apply(core_t *c, const record_t *rec, apply_result_t *res)
     case REC_INCR: apply_incr(c, rec, res); break;
     case REC_EXPIRE: apply_expire(c, rec, res); break;
     case REC_COMPACT: apply_compact(c, rec, res); break;
-    default: apply_coord(c, rec, res); break;
+    default:
+        if (rec->type >= REC_Q_PUSH)
+            apply_queue(c, rec, res);
+        else
+            apply_coord(c, rec, res);
+        break;
     }
 }

@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "kv.h"
+#include "queue.h"
 
 enum record_type {
     REC_PUT = 1,     /* KV.PUT, SET: key, value, conditions, expiry */
@@ -50,6 +51,20 @@ enum record_type {
     REC_ELECT_KEEPALIVE = 18, /* key, token (term); takes no revision */
     REC_ELECT_RESIGN = 19,    /* key, token (term), val if REC_F_HANDOVER */
     REC_COORD_EXPIRE = 20,    /* kind (enum coord_kind), token (id), key: the writer's expiry decision */
+    /* keyed work queues (queue.h); name = the queue, key = a message key,
+     * arg_rev = a message id, token = a delivery's token */
+    REC_Q_PUSH = 30,          /* key, val (payload), aux (dedup id), ttl_ms (DELAY), COALESCE -> id */
+    REC_Q_DELIVER = 31,       /* ttl_ms (lease, 0: the queue's), NOACK -> a delivery, token = its revision */
+    REC_Q_ACK = 32,           /* arg_rev, token, val (result) if REC_F_RESULT */
+    REC_Q_NACK = 33,          /* arg_rev, token, ttl_ms (DELAY) */
+    REC_Q_EXTEND = 34,        /* arg_rev, token, ttl_ms */
+    REC_Q_CONFIG = 35,        /* val: the whole new configuration (core_qconfig_encode), key: DEADLETTER */
+    REC_Q_DROP = 36,          /* the queue */
+    REC_Q_UNPARK = 37,        /* key */
+    REC_Q_REDELIVER = 38,     /* arg_rev, token: the writer's "lease ran out" decision */
+    REC_Q_PROMOTE = 39,       /* the writer's "delayed messages are due" decision */
+    REC_Q_DEDUP_END = 40,     /* aux: the writer's "dedup window ended" */
+    REC_Q_RESULT_END = 41,    /* arg_rev: the writer's "result retention ended" */
 };
 
 enum record_flags {
@@ -59,6 +74,9 @@ enum record_flags {
     REC_F_KEEPTTL = 1 << 3, /* keep the key's current expiry */
     REC_F_FENCE = 1 << 4,   /* KV.PUT/DEL: only if token holds lock `name` */
     REC_F_HANDOVER = 1 << 5,/* ELECT.RESIGN: val is a hand-over value */
+    REC_F_COALESCE = 1 << 0,/* REC_Q_PUSH (queue records reuse the low bits) */
+    REC_F_NOACK = 1 << 0,   /* REC_Q_DELIVER */
+    REC_F_RESULT = 1 << 0,  /* REC_Q_ACK: val is a result (an empty one included) */
 };
 
 typedef struct record_s {
@@ -77,8 +95,10 @@ typedef struct record_s {
     uint64_t ttl_ms;         /* leases, locks, elections */
     uint64_t token;          /* lock token / term / id of what expires; FENCE token */
     uint8_t kind;            /* REC_COORD_EXPIRE: enum coord_kind */
-    const char *name;        /* FENCE: the lock */
+    const char *name;        /* FENCE: the lock; queue records: the queue */
     uint32_t nlen;
+    const char *aux;         /* REC_Q_PUSH, REC_Q_DEDUP_END: the dedup id */
+    uint32_t alen;
 } record_t;
 
 enum apply_status {
@@ -92,6 +112,9 @@ enum apply_status {
     AP_BUSY = 7,        /* lock held / election led: result.value is the holder's token/term */
     AP_NOTFOUND = 8,    /* the lease does not exist (or has lapsed) */
     AP_NOTHOLDER = 9,   /* the token/term does not hold (FENCE, ELECT.KEEPALIVE) */
+    AP_QFULL = 10,      /* Q.PUSH: MAXLEN messages pending */
+    AP_QLIMIT = 11,     /* Q.PUSH: MAXPERKEY messages of the key waiting */
+    AP_INVALID = 12,    /* Q.CONFIG: the configuration was refused */
 };
 
 typedef struct apply_result_s {
@@ -103,6 +126,13 @@ typedef struct apply_result_s {
                            the id/token/term granted */
     const char *data;   /* REC_ELECT_CAMPAIGN: the hand-over value, NULL if none (valid until the next apply) */
     size_t dlen;
+    /* Queue records. value: REC_Q_PUSH the message id (the first one for a
+     * duplicate: AP_NOOP), 1/0 for ack-like records. qstatus: REC_Q_PUSH's
+     * enum queue_status. qd: REC_Q_DELIVER's delivery (pointers valid until
+     * the next apply). qr: REC_Q_NACK / REC_Q_REDELIVER's outcome. */
+    int qstatus;
+    queue_delivery_t qd;
+    queue_retry_t qr;
 } apply_result_t;
 
 /* Coordination events (coord.h) after the core has handled them (keys of
@@ -158,6 +188,21 @@ int core_load_change(core_t *c, const void *key, size_t klen, const void *val, s
                      uint64_t rev, bool deleted);
 void core_load_deadline(core_t *c, const void *key, size_t klen, uint64_t deadline_ms);
 int core_load_done(core_t *c, uint64_t rev);
+
+/* The queues (queue.h): read them through this; core_queues_load() is
+ * for loading a snapshot into a fresh core only (every other change is a
+ * record). */
+const queue_set_t *core_queues(const core_t *c);
+queue_set_t *core_queues_load(core_t *c);
+
+/* Q.CONFIG's record carries the whole new configuration in val, in this
+ * fixed form (little-endian): maxlen u32 | maxperkey u32 | onfull u8 |
+ * onpoison u8 | maxattempts u32 | lease_ms u64 | dedup_ms u64 |
+ * resultttl_ms u64; the dead-letter queue is the record's key (empty: none). */
+#define CORE_QCONFIG_BYTES 38
+void core_qconfig_encode(const queue_config_t *cfg, char out[CORE_QCONFIG_BYTES]);
+/* Returns 0, or -1 if len is wrong. cfg->deadletter is left alone. */
+int core_qconfig_decode(const void *p, size_t len, queue_config_t *cfg);
 
 /* Compaction pin: automatic compaction never moves the point past pin
  * (0: no pin), so a snapshot being written at that revision stays readable. */

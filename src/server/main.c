@@ -38,6 +38,7 @@ static void on_signal(uv_signal_t *h, int signum)
     persist_close_handles(s);
     block_close_handles(s);
     cmd_coord_close_handles(s);
+    cmd_queue_close_handles(s);
 }
 
 static void on_cron(uv_timer_t *t) { cmd_cron(t->data); }
@@ -87,6 +88,7 @@ int main(int argc, char **argv)
     }
     block_init(s);
     cmd_coord_start(s);
+    cmd_queue_init(s);
     uv_timer_init(s->loop, &s->expire_timer);
     s->expire_timer.data = s;
     uv_timer_init(s->loop, &s->cron);
@@ -111,6 +113,7 @@ int main(int argc, char **argv)
 fail_cmds:
     persist_close(s);
 fail_cmds_early:
+    cmd_queue_destroy(s);
     cmd_destroy(s);
 fail_watches:
     watch_registry_destroy(&s->watches);

@@ -166,7 +166,7 @@ int persist_open(server_t *s, char *err, size_t elen)
         .segment_bytes = (uint64_t)s->cfg.wal_segment_bytes,
         .sync_batch_max = (uint32_t)s->cfg.fsync_batch_max,
         .sync_interval_ms = (uint32_t)s->cfg.fsync_interval_ms,
-        .record_bytes_max = (uint32_t)(RECORD_HEADER_BYTES + 2 * s->cfg.max_name_bytes + s->cfg.max_value_bytes),
+        .record_bytes_max = (uint32_t)(RECORD_HEADER_BYTES + 3 * s->cfg.max_name_bytes + s->cfg.max_value_bytes),
         .defer_wake = true, /* persist_kick() at the end of each loop turn */
         .on_durable = on_durable,
         .on_durable_arg = s,

@@ -33,7 +33,7 @@ static uint32_t get_u32(const unsigned char *p)
 
 void record_encode(const record_t *r, ordo_buf_t *out)
 {
-    size_t n = RECORD_HEADER_BYTES + r->klen + r->vlen + r->nlen;
+    size_t n = RECORD_HEADER_BYTES + r->klen + r->vlen + r->nlen + r->alen;
     char *p = ordo_buf_reserve(out, n);
     p[0] = RECORD_FORMAT;
     p[1] = (char)r->type;
@@ -59,6 +59,10 @@ void record_encode(const record_t *r, ordo_buf_t *out)
     put_u32(q, r->nlen);
     if (r->nlen)
         memcpy(q + 4, r->name, r->nlen);
+    q += 4 + r->nlen;
+    put_u32(q, r->alen);
+    if (r->alen)
+        memcpy(q + 4, r->aux, r->alen);
     out->len += n;
 }
 
@@ -80,7 +84,8 @@ static bool take_bytes(const unsigned char **p, size_t *left, const char **bytes
 int record_decode(const void *bytes, size_t len, record_t *r)
 {
     const unsigned char *p = bytes;
-    if (len < RECORD_HEADER_BYTES || p[0] != RECORD_FORMAT)
+    bool v1 = len > 0 && p[0] == RECORD_FORMAT_V1;
+    if (len < RECORD_HEADER_BYTES - (v1 ? 4 : 0) || (p[0] != RECORD_FORMAT && !v1))
         return -1;
     memset(r, 0, sizeof *r);
     r->type = p[1];
@@ -97,9 +102,11 @@ int record_decode(const void *bytes, size_t len, record_t *r)
     const unsigned char *q = p + 68;
     size_t left = len - 68;
     if (!take_bytes(&q, &left, &r->key, &r->klen) || !take_bytes(&q, &left, &r->val, &r->vlen) ||
-        !take_bytes(&q, &left, &r->name, &r->nlen) || left != 0)
+        !take_bytes(&q, &left, &r->name, &r->nlen) || (!v1 && !take_bytes(&q, &left, &r->aux, &r->alen)) ||
+        left != 0)
         return -1;
     bool known = (r->type >= REC_PUT && r->type <= REC_COMPACT) ||
-                 (r->type >= REC_LEASE_GRANT && r->type <= REC_COORD_EXPIRE);
+                 (r->type >= REC_LEASE_GRANT && r->type <= REC_COORD_EXPIRE) ||
+                 (r->type >= REC_Q_PUSH && r->type <= REC_Q_RESULT_END);
     return known ? 0 : -1;
 }

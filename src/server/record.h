@@ -21,11 +21,14 @@
  *        .     4  vlen
  *        .  vlen  value
  *        .     4  nlen
- *        .  nlen  name (FENCE's lock)
+ *        .  nlen  name (FENCE's lock; a queue's name)
+ *        .     4  alen                      (format 2 only)
+ *        .  alen  aux (Q.PUSH's dedup id)   (format 2 only)
  *
  * A record carries every input of its apply, so decoding and applying the
  * log reproduces the state exactly. The format byte lets a later version
- * read older logs.
+ * read older logs: format 1 (before queues) has no aux field and decodes
+ * with an empty one; encoding always writes format 2.
  */
 #ifndef ORDO_RECORD_H
 #define ORDO_RECORD_H
@@ -35,8 +38,9 @@
 #include "buf.h"
 #include "core.h"
 
-#define RECORD_FORMAT 1
-#define RECORD_HEADER_BYTES 80 /* everything but key, value and name bytes */
+#define RECORD_FORMAT 2
+#define RECORD_FORMAT_V1 1     /* read only: no aux field */
+#define RECORD_HEADER_BYTES 84 /* everything but key, value, name and aux bytes */
 
 /* record_encode() -- append rec's byte form to out. */
 void record_encode(const record_t *rec, ordo_buf_t *out);

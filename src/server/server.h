@@ -93,6 +93,11 @@ typedef struct server_s {
     conn_t *resumed;                 /* connections to resume at the end of the turn */
     /* leases, locks, elections: waiters, observers, deadline timer (cmd_coord.c) */
     struct coord_cmd_s *coordcmd;
+    /* queues (cmd_queue.c) */
+    struct qcmd_s *qcmd;             /* wait lists of blocked Q.* commands, by queue name */
+    uv_timer_t queue_timer;          /* fires at the earliest queue deadline */
+    uint64_t queue_timer_at_ms;      /* its deadline, 0 if idle */
+    bool queue_timer_on;             /* initialised (cmd_queue_init) */
 } server_t;
 
 /* Wall clock in ms since the epoch. */

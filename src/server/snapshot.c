@@ -98,6 +98,63 @@ static void encode_coord(void *arg, const coord_item_t *it)
     w->entries++;
 }
 
+static void encode_qmsg(void *arg, const queue_snap_msg_t *m)
+{
+    snap_writer_t *w = arg;
+    add_u8(&w->buf, 'M');
+    add_u8(&w->buf, (unsigned)m->state);
+    add_u64(&w->buf, m->id);
+    add_bytes(&w->buf, m->key, m->klen);
+    add_bytes(&w->buf, m->payload, m->plen);
+    add_u64(&w->buf, m->attempt);
+    add_u8(&w->buf, m->parked);
+    add_u64(&w->buf, m->token);
+    add_u64(&w->buf, m->since_ms);
+    add_u64(&w->buf, m->deadline_ms);
+    w->entries++;
+}
+
+static void encode_qdedup(void *arg, const char *dedup_id, size_t dlen, uint64_t msg_id, uint64_t end_ms)
+{
+    snap_writer_t *w = arg;
+    add_u8(&w->buf, 'U');
+    add_bytes(&w->buf, dedup_id, dlen);
+    add_u64(&w->buf, msg_id);
+    add_u64(&w->buf, end_ms);
+    w->entries++;
+}
+
+static void encode_qresult(void *arg, uint64_t id, const queue_result_t *r)
+{
+    snap_writer_t *w = arg;
+    add_u8(&w->buf, 'R');
+    add_u64(&w->buf, id);
+    add_u8(&w->buf, (unsigned)r->fate);
+    add_bytes(&w->buf, r->result, r->result ? r->rlen : 0);
+    add_u64(&w->buf, r->expire_ms);
+    add_u64(&w->buf, r->dl_id);
+    w->entries++;
+}
+
+static void encode_queue(void *arg, queue_t *q)
+{
+    snap_writer_t *w = arg;
+    size_t nlen;
+    const char *name = queue_name(q, &nlen);
+    queue_config_t cfg;
+    queue_config(q, &cfg);
+    char blob[CORE_QCONFIG_BYTES];
+    core_qconfig_encode(&cfg, blob);
+    add_u8(&w->buf, 'Q');
+    add_bytes(&w->buf, name, nlen);
+    add_bytes(&w->buf, blob, sizeof blob);
+    add_bytes(&w->buf, cfg.deadletter, cfg.deadletter ? cfg.dl_len : 0);
+    w->entries++;
+    queue_foreach_msg(q, encode_qmsg, w);
+    queue_foreach_dedup(q, encode_qdedup, w);
+    queue_foreach_result(q, encode_qresult, w);
+}
+
 int snap_writer_begin(snap_writer_t *w, const char *dir, const core_t *core, uint64_t now_ms, char *err,
                       size_t elen)
 {
@@ -121,6 +178,7 @@ int snap_writer_begin(snap_writer_t *w, const char *dir, const core_t *core, uin
     put_u64(p + 28, now_ms);
     w->buf.len += SNAP_HEADER_BYTES;
     coord_snapshot(core_coord(core), encode_coord, w);
+    queue_set_foreach(core_queues(core), encode_queue, w);
     return 0;
 }
 
@@ -347,12 +405,71 @@ static const char *rd_bytes(rd_t *r, size_t *len)
     return b;
 }
 
+/* Queue entries: 'Q' opens a queue, the 'M', 'U', 'R' after it fill it. */
+static int load_queue_entry(core_t *core, rd_t *r, unsigned tag, queue_t **cur)
+{
+    size_t nlen = 0, clen = 0, dlen = 0;
+    if (tag == 'Q') {
+        const char *name = rd_bytes(r, &nlen), *blob = rd_bytes(r, &clen), *dl = rd_bytes(r, &dlen);
+        queue_config_t cfg;
+        queue_config_defaults(&cfg);
+        if (r->bad || nlen == 0 || core_qconfig_decode(blob, clen, &cfg) != 0 ||
+            queue_get(core_queues(core), name, nlen) != NULL)
+            return -1;
+        cfg.deadletter = dlen ? dl : NULL;
+        cfg.dl_len = dlen;
+        *cur = queue_open(core_queues_load(core), name, nlen);
+        return queue_configure(*cur, &cfg) == QUEUE_OK ? 0 : -1;
+    }
+    if (*cur == NULL)
+        return -1;
+    if (tag == 'M') {
+        queue_snap_msg_t m = {0};
+        m.state = (int)rd_u8(r);
+        m.id = rd_u64(r);
+        m.key = rd_bytes(r, &m.klen);
+        m.payload = rd_bytes(r, &m.plen);
+        uint64_t attempt = rd_u64(r);
+        m.attempt = (uint32_t)attempt;
+        m.parked = rd_u8(r) != 0;
+        m.token = rd_u64(r);
+        m.since_ms = rd_u64(r);
+        m.deadline_ms = rd_u64(r);
+        if (r->bad || m.state < QUEUE_MSG_WAITING || m.state > QUEUE_MSG_DELAYED || attempt > UINT32_MAX)
+            return -1;
+        queue_load_msg(*cur, &m);
+        return 0;
+    }
+    if (tag == 'U') {
+        const char *id = rd_bytes(r, &dlen);
+        uint64_t msg_id = rd_u64(r), end_ms = rd_u64(r);
+        if (r->bad)
+            return -1;
+        queue_load_dedup(*cur, id, dlen, msg_id, end_ms);
+        return 0;
+    }
+    queue_result_t res = {0};
+    uint64_t id = rd_u64(r);
+    res.fate = (int)rd_u8(r);
+    res.result = rd_bytes(r, &res.rlen);
+    res.expire_ms = rd_u64(r);
+    res.dl_id = rd_u64(r);
+    if (r->bad || (res.fate != QUEUE_FATE_DONE && res.fate != QUEUE_FATE_DEADLETTER))
+        return -1;
+    queue_load_result(*cur, id, &res);
+    return 0;
+}
+
+static bool is_queue_tag(unsigned tag) { return tag == 'Q' || tag == 'M' || tag == 'U' || tag == 'R'; }
+
 /* Load one entry of kind tag; returns 0, or -1 if it is malformed or
  * contradicts what was loaded. */
-static int load_entry(core_t *core, rd_t *r, unsigned tag, bool *bases_done, uint64_t point)
+static int load_entry(core_t *core, rd_t *r, unsigned tag, bool *bases_done, uint64_t point, queue_t **cur_q)
 {
     size_t klen = 0, vlen = 0, hlen = 0;
     const char *key, *val, *ho;
+    if (is_queue_tag(tag))
+        return load_queue_entry(core, r, tag, cur_q);
     if (tag != 'B' && tag != 'C' && !*bases_done) {
         if (core_load_bases_done(core, point) != 0)
             return -1;
@@ -414,7 +531,7 @@ int snap_load(core_t *core, const char *dir, uint64_t *rev_out, uint64_t *entrie
     const unsigned char *p = (const unsigned char *)data;
     int rc = -1;
     if (len < SNAP_HEADER_BYTES + SNAP_TRAILER_BYTES || memcmp(p, SNAP_MAGIC, 8) != 0 ||
-        get_u32(p + 8) != SNAP_FORMAT) {
+        (get_u32(p + 8) != SNAP_FORMAT && get_u32(p + 8) != SNAP_FORMAT_V2)) {
         snprintf(err, elen, "%s: not an ordo snapshot of format %d (bad header)", path, SNAP_FORMAT);
         goto out;
     }
@@ -425,12 +542,13 @@ int snap_load(core_t *core, const char *dir, uint64_t *rev_out, uint64_t *entrie
     uint64_t rev = get_u64(p + 12), point = get_u64(p + 20), n = 0;
     rd_t r = {p + SNAP_HEADER_BYTES, p + len - 4, false};
     bool bases_done = false;
+    queue_t *cur_q = NULL;
     for (;;) {
         const unsigned char *at = r.p;
         unsigned tag = rd_u8(&r);
         if (r.bad || tag == 'E')
             break;
-        if (load_entry(core, &r, tag, &bases_done, point) != 0) {
+        if (load_entry(core, &r, tag, &bases_done, point, &cur_q) != 0) {
             snprintf(err, elen, "%s: malformed or inconsistent entry at offset %zu", path, (size_t)(at - p));
             goto out;
         }

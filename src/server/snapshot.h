@@ -5,6 +5,12 @@
  * What it holds, all as of R (the revision when the snapshot began):
  *   - the coordination state (leases, locks, elections; coord.h), captured
  *     at once when the snapshot begins (it is small);
+ *   - the queues (queue.h): each queue's configuration, messages (waiting,
+ *     in flight with their tokens and lease deadlines, delayed), dedup
+ *     entries and kept results, also captured at once when the snapshot
+ *     begins (encoding is O(messages) on the loop thread: a million waiting
+ *     messages cost a pause of the order of 100 ms, and the buffer holds
+ *     them until the first slice writes it);
  *   - the store's retained history: each key's base version (the value
  *     visible just below the compaction point P), then every change of the
  *     change log from P to R. Versions at or below R never change and
@@ -23,6 +29,12 @@
  *   header  "ORDOSNAP" (8) | format u32 (2) | rev u64 | point u64 | created_ms u64
  *   'C'     coordination item: kind u8 | id u64 | lease u64 | ttl_ms u64 | deadline_ms u64
  *           | nlen u32 | name | vlen u32 | value | has_handover u8 | hlen u32 | handover
+ *   'Q'     queue: nlen u32 | name | clen u32 | config (core_qconfig_encode) | dlen u32 | dead-letter name
+ *           (empty: none); the 'M', 'U', 'R' entries after it belong to it
+ *   'M'     message: state u8 | id u64 | klen u32 | key | plen u32 | payload | attempt u64
+ *           | parked u8 | token u64 | since_ms u64 | deadline_ms u64
+ *   'U'     dedup entry: dlen u32 | dedup id | msg_id u64 | end_ms u64
+ *   'R'     result: id u64 | fate u8 | rlen u32 | result | expire_ms u64 | dl_id u64
  *   'B'     base: klen u32 | key | vlen u32 | value | create_rev u64 | mod_rev u64
  *           | version u64 | lease u64
  *   'P'/'D' change (put / delete): klen u32 | key | vlen u32 | value | lease u64 | rev u64
@@ -45,7 +57,8 @@
 
 #define SNAP_FILE "snapshot.ordo"
 #define SNAP_TMP_FILE "snapshot.tmp"
-#define SNAP_FORMAT 2
+#define SNAP_FORMAT 3
+#define SNAP_FORMAT_V2 2  /* read: the same without queue entries */
 
 typedef struct snap_writer_s {
     int fd;

@@ -1,0 +1,1577 @@
+/*
+ * queue.c -- keyed work queues; see queue.h for the contract.
+ *
+ * The states a message moves through
+ * ----------------------------------
+ *
+ *   push ──> WAITING ──deliver──> IN FLIGHT ──ack──> done (result kept RESULTTTL, then gone)
+ *     │         ^                  │   │  └─noack: done at once, nothing kept
+ *     │DELAY    │ nack, lease out  │   │
+ *     v         └──────────────────┘   └─nack DELAY: held (still the key's in-flight
+ *   DELAYED ──due──> WAITING           slot, token 0) until the delay ends, then WAITING
+ *
+ *   attempts exhausted on the way back (nack or lease) ->
+ *     ONPOISON deadletter: moved to the DEADLETTER queue as a new WAITING message
+ *                          (or discarded without one); fate DEADLETTER kept RESULTTTL
+ *     ONPOISON park:       stays WAITING at its key's head, the key PARKED until unpark
+ *   COALESCE onto a key with a waiting message: no new message (merged into it)
+ *   ID inside the dedup window: no new message (deduped onto the first)
+ *
+ * The invariant per key
+ * ---------------------
+ * A key that has messages has one qkey_t holding its FIFO in delivery order.
+ * If the key is in flight, the in-flight message is the FIFO's head (it
+ * stays there until acked, so a nack or a lease expiry simply makes it
+ * waiting again, still first). Hence:
+ *   K1 at most one message of a key is in flight, and it is the head;
+ *   K2 nwait = FIFO length - (1 if in flight), and the tail is waiting iff
+ *      nwait > 0 (COALESCE's target);
+ *   K3 the key is in the ready heap iff it has a head, is not in flight and
+ *      is not parked -- and then exactly once;
+ *   K4 a qkey_t exists iff its FIFO is non-empty (delayed messages are not
+ *      in any FIFO and hold no key state; they carry their key bytes).
+ * The ready heap is a binary min-heap of keys ordered by their head's id.
+ * Ids are revisions, so the smallest is the oldest; a key whose in-flight
+ * message is acked re-enters with its next message, which may be older than
+ * heads already there, and nacked or dead-lettered messages keep old ids,
+ * so a FIFO of ready keys would not be oldest-first: the heap is. Heads
+ * change only while a key is out of the heap (deliver pops it), so the heap
+ * never needs to re-position or remove an arbitrary key: push and pop-min
+ * only, and no back-pointer in the key.
+ *
+ * Delays: a push with DELAY waits in a min-heap ordered by (due, id) and
+ * joins its key's FIFO when due; a key's order is the order messages become
+ * available (for pushes without DELAY, push order). The move happens in
+ * queue_promote(now_ms), which push and deliver call first with their
+ * record's time and which the writer's "delay due" record calls: it depends
+ * only on record times, so replay moves the same messages at the same
+ * point. A nack DELAY is different: the message must keep its place at the
+ * head, so it keeps the key's in-flight slot with token 0 and a deadline,
+ * and the lease timer brings it back.
+ *
+ * Data layout and memory (x86-64, glibc chunks: +8 bytes, rounded to 16)
+ * -------------------------------------------------------------------------
+ *   qmsg_t  next|id|attempt|plen (24) + payload        one allocation per message
+ *   qkey_t  hnode|head|tailp|klen|nwait+flags (40) + key bytes
+ *   qflight_t one per in-flight delivery: hash node by id, token, since,
+ *           deadline, lease-heap position (not paid by waiting messages)
+ *   ready heap: 8 bytes per ready key; key table: 8 bytes per key (bucket)
+ * A waiting 64-byte payload costs a 96-byte chunk (32 overhead); a distinct
+ * 16-byte key a 64-byte chunk (48), plus ~8.4 + ~8.4 for its bucket and
+ * heap slot (power-of-two arrays, here ~95% full). Measured by
+ * test_srv_queue for a million waiting messages (16-byte keys, 64-byte
+ * payloads; queue_info() and glibc's mallinfo2() agree): 96.8 bytes of
+ * overhead per message with distinct keys, 32.1 with 1000 keys. The
+ * in-flight record (~64 bytes) is paid only by delivered messages.
+ * tailp points at the pointer that points at the tail (&head, or the
+ * previous message's next), so COALESCE can realloc the tail in place in
+ * O(1) with a singly linked FIFO.
+ *
+ * Dedup entries and results are in hash tables (by dedup id, by message id)
+ * with a deadline min-heap each; entries know their heap position so an
+ * expiry record for any entry removes it in O(log n).
+ */
+#include "queue.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "htab.h"
+
+/* ---- structures ----------------------------------------------------------------- */
+
+typedef struct qmsg_s {
+    union {
+        struct qmsg_s *next;  /* in a key FIFO */
+        size_t klen;          /* delayed: key length; payload is followed by due (8) and key */
+    } u;
+    uint64_t id;
+    uint32_t attempt;
+    uint32_t plen;
+    char payload[];
+} qmsg_t;
+
+typedef struct qkey_s {
+    ordo_hnode_t hnode;
+    qmsg_t *head;
+    qmsg_t **tailp;           /* the pointer that points at the tail (&head if <= 1) */
+    uint32_t klen;
+    uint32_t nwait : 30;      /* waiting messages (FIFO minus the in-flight head) */
+    uint32_t inflight : 1;
+    uint32_t parked : 1;
+    char bytes[];
+} qkey_t;
+
+_Static_assert(offsetof(qkey_t, bytes) == 40, "qkey_t header is 40 bytes");
+_Static_assert(offsetof(qmsg_t, payload) == 24, "qmsg_t header is 24 bytes");
+
+typedef struct qflight_s {
+    ordo_hnode_t hnode;       /* by message id */
+    qkey_t *key;              /* key->head is the message */
+    uint64_t token;           /* 0: nack-delayed */
+    uint64_t since_ms;
+    uint64_t deadline_ms;
+    size_t pos;               /* in the lease heap */
+} qflight_t;
+
+typedef struct qdedup_s {
+    ordo_hnode_t hnode;
+    uint64_t msg_id;
+    uint64_t end_ms;
+    size_t pos;
+    uint32_t dlen;
+    char bytes[];
+} qdedup_t;
+
+typedef struct qresult_s {
+    ordo_hnode_t hnode;       /* by message id */
+    uint64_t id;
+    uint64_t expire_ms;
+    uint64_t dl_id;
+    size_t pos;
+    uint32_t rlen;
+    uint8_t fate;
+    char bytes[];
+} qresult_t;
+
+/* A binary min-heap of pointers; less() orders them, setpos() (optional)
+ * tells an element where it is. */
+typedef struct qheap_s {
+    void **v;
+    size_t n, cap;
+    bool (*less)(const void *a, const void *b);
+    void (*setpos)(void *e, size_t pos);
+} qheap_t;
+
+struct queue_s {
+    ordo_hnode_t hnode;       /* in the set, by name */
+    queue_set_t *set;
+    queue_config_t cfg;       /* cfg.deadletter points at dl_name */
+    char *dl_name;
+    ordo_htab_t keys, flights, dedups, results;
+    qheap_t ready, leases, delays, dedup_heap, result_heap;
+    size_t nwaiting, ndelayed, nparked;
+    size_t bytes;             /* chunks allocated for entries (arrays added in info) */
+    qmsg_t *limbo_msg;        /* NOACK: freed at the next change, so views stay valid */
+    qkey_t *limbo_key;
+    uint64_t pushed, merged, deduped, delivered, acked, nacked, redelivered, deadlettered, nparks;
+    uint32_t nlen;
+    char name[];
+};
+
+struct queue_set_s {
+    ordo_htab_t queues;
+};
+
+/* ---- small helpers ---------------------------------------------------------------- */
+
+/* Estimated heap cost of an n-byte malloc (glibc: 8-byte header, 16-byte
+ * rounding, 32-byte minimum), as kv.c counts it. */
+static size_t alloc_cost(size_t n)
+{
+    size_t c = (n + 8 + 15) & ~(size_t)15;
+    return c < 32 ? 32 : c;
+}
+
+static void htab_init_or_die(ordo_htab_t *t, ordo_htab_eq_fn eq)
+{
+    if (ordo_htab_init(t, eq) != 0) {
+        fprintf(stderr, "ordod: out of memory (queue table)\n");
+        abort();
+    }
+}
+
+static bool key_eq(const ordo_hnode_t *n, const void *key, size_t len)
+{
+    const qkey_t *k = (const qkey_t *)n;
+    return k->klen == len && memcmp(k->bytes, key, len) == 0;
+}
+
+static bool flight_eq(const ordo_hnode_t *n, const void *key, size_t len)
+{
+    const qflight_t *f = (const qflight_t *)n;
+    uint64_t id;
+    assert(len == sizeof id);
+    memcpy(&id, key, sizeof id);
+    return f->key->head->id == id;
+}
+
+static bool dedup_eq(const ordo_hnode_t *n, const void *key, size_t len)
+{
+    const qdedup_t *d = (const qdedup_t *)n;
+    return d->dlen == len && memcmp(d->bytes, key, len) == 0;
+}
+
+static bool result_eq(const ordo_hnode_t *n, const void *key, size_t len)
+{
+    const qresult_t *r = (const qresult_t *)n;
+    uint64_t id;
+    assert(len == sizeof id);
+    memcpy(&id, key, sizeof id);
+    return r->id == id;
+}
+
+static bool queue_eq(const ordo_hnode_t *n, const void *key, size_t len)
+{
+    const queue_t *q = (const queue_t *)n;
+    return q->nlen == len && memcmp(q->name, key, len) == 0;
+}
+
+/* ---- the heap ------------------------------------------------------------------------ */
+
+static void heap_set(qheap_t *h, size_t i, void *e)
+{
+    h->v[i] = e;
+    if (h->setpos)
+        h->setpos(e, i);
+}
+
+static void heap_up(qheap_t *h, size_t i)
+{
+    void *e = h->v[i];
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!h->less(e, h->v[p]))
+            break;
+        heap_set(h, i, h->v[p]);
+        i = p;
+    }
+    heap_set(h, i, e);
+}
+
+static void heap_down(qheap_t *h, size_t i)
+{
+    void *e = h->v[i];
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= h->n)
+            break;
+        if (c + 1 < h->n && h->less(h->v[c + 1], h->v[c]))
+            c++;
+        if (!h->less(h->v[c], e))
+            break;
+        heap_set(h, i, h->v[c]);
+        i = c;
+    }
+    heap_set(h, i, e);
+}
+
+static void heap_push(qheap_t *h, void *e)
+{
+    if (h->n == h->cap) {
+        h->cap = h->cap ? h->cap * 2 : 16;
+        h->v = ordo_xrealloc(h->v, h->cap * sizeof *h->v);
+    }
+    h->v[h->n++] = e;
+    heap_up(h, h->n - 1);
+}
+
+/* Remove the element at position i; returns it. */
+static void *heap_remove_at(qheap_t *h, size_t i)
+{
+    assert(i < h->n);
+    void *e = h->v[i];
+    h->n--;
+    if (i < h->n) {
+        heap_set(h, i, h->v[h->n]);
+        heap_down(h, i);
+        heap_up(h, i);
+    }
+    /* Give memory back when the heap shrinks to a quarter (not below 16). */
+    if (h->cap > 16 && h->n < h->cap / 4) {
+        h->cap /= 2;
+        h->v = ordo_xrealloc(h->v, h->cap * sizeof *h->v);
+    }
+    return e;
+}
+
+static void *heap_pop(qheap_t *h)
+{
+    return heap_remove_at(h, 0);
+}
+
+/* After the element at i changed its order key. */
+static void heap_fix(qheap_t *h, size_t i)
+{
+    heap_down(h, i);
+    heap_up(h, i);
+}
+
+static void heap_free(qheap_t *h)
+{
+    free(h->v);
+    h->v = NULL;
+    h->n = h->cap = 0;
+}
+
+static bool ready_less(const void *a, const void *b)
+{
+    return ((const qkey_t *)a)->head->id < ((const qkey_t *)b)->head->id;
+}
+
+static bool lease_less(const void *a, const void *b)
+{
+    const qflight_t *x = a, *y = b;
+    if (x->deadline_ms != y->deadline_ms)
+        return x->deadline_ms < y->deadline_ms;
+    return x->key->head->id < y->key->head->id;
+}
+
+static void lease_setpos(void *e, size_t pos)
+{
+    ((qflight_t *)e)->pos = pos;
+}
+
+static uint64_t delayed_due(const qmsg_t *m)
+{
+    uint64_t due;
+    memcpy(&due, m->payload + m->plen, sizeof due);
+    return due;
+}
+
+static const char *delayed_key(const qmsg_t *m)
+{
+    return m->payload + m->plen + sizeof(uint64_t);
+}
+
+static bool delay_less(const void *a, const void *b)
+{
+    const qmsg_t *x = a, *y = b;
+    uint64_t dx = delayed_due(x), dy = delayed_due(y);
+    return dx != dy ? dx < dy : x->id < y->id;
+}
+
+static bool dedup_less(const void *a, const void *b)
+{
+    const qdedup_t *x = a, *y = b;
+    return x->end_ms != y->end_ms ? x->end_ms < y->end_ms : x->msg_id < y->msg_id;
+}
+
+static void dedup_setpos(void *e, size_t pos)
+{
+    ((qdedup_t *)e)->pos = pos;
+}
+
+static bool result_less(const void *a, const void *b)
+{
+    const qresult_t *x = a, *y = b;
+    return x->expire_ms != y->expire_ms ? x->expire_ms < y->expire_ms : x->id < y->id;
+}
+
+static void result_setpos(void *e, size_t pos)
+{
+    ((qresult_t *)e)->pos = pos;
+}
+
+/* ---- allocation with accounting ------------------------------------------------------- */
+
+static void *q_alloc(queue_t *q, size_t n)
+{
+    q->bytes += alloc_cost(n);
+    return ordo_xmalloc(n);
+}
+
+static void q_free(queue_t *q, void *p, size_t n)
+{
+    q->bytes -= alloc_cost(n);
+    free(p);
+}
+
+static size_t msg_size(const qmsg_t *m)
+{
+    return sizeof(qmsg_t) + m->plen;
+}
+
+static size_t delayed_size(const qmsg_t *m)
+{
+    return sizeof(qmsg_t) + m->plen + sizeof(uint64_t) + m->u.klen;
+}
+
+static qmsg_t *msg_new(queue_t *q, uint64_t id, const void *payload, size_t plen)
+{
+    qmsg_t *m = q_alloc(q, sizeof *m + plen);
+    m->u.next = NULL;
+    m->id = id;
+    m->attempt = 0;
+    m->plen = (uint32_t)plen;
+    if (plen)
+        memcpy(m->payload, payload, plen);
+    return m;
+}
+
+/* Free anything a NOACK delivery left for its caller to read. */
+static void settle(queue_t *q)
+{
+    if (q->limbo_msg) {
+        q_free(q, q->limbo_msg, msg_size(q->limbo_msg));
+        q->limbo_msg = NULL;
+    }
+    if (q->limbo_key) {
+        q_free(q, q->limbo_key, sizeof(qkey_t) + q->limbo_key->klen);
+        q->limbo_key = NULL;
+    }
+}
+
+/* ---- keys -------------------------------------------------------------------------------- */
+
+static uint64_t id_hash(const ordo_htab_t *t, uint64_t id)
+{
+    return ordo_htab_hash(t, &id, sizeof id);
+}
+
+static qkey_t *key_find(const queue_t *q, const void *key, size_t klen)
+{
+    uint64_t h = ordo_htab_hash(&q->keys, key, klen);
+    return (qkey_t *)ordo_htab_find(&q->keys, h, key, klen);
+}
+
+static qkey_t *key_get(queue_t *q, const void *key, size_t klen)
+{
+    uint64_t h = ordo_htab_hash(&q->keys, key, klen);
+    qkey_t *k = (qkey_t *)ordo_htab_find(&q->keys, h, key, klen);
+    if (k)
+        return k;
+    assert(klen <= UINT32_MAX);
+    k = q_alloc(q, sizeof *k + klen);
+    k->head = NULL;
+    k->tailp = &k->head;
+    k->klen = (uint32_t)klen;
+    k->nwait = 0;
+    k->inflight = 0;
+    k->parked = 0;
+    if (klen)
+        memcpy(k->bytes, key, klen);
+    ordo_htab_insert(&q->keys, &k->hnode, h);
+    return k;
+}
+
+/* Link m at the tail of k's FIFO as a waiting message; a key that just got
+ * its first message becomes ready (K3: a new key is neither in flight nor
+ * parked). */
+static void key_append(queue_t *q, qkey_t *k, qmsg_t *m)
+{
+    m->u.next = NULL;
+    if (k->head == NULL) {
+        k->head = m;
+        k->tailp = &k->head;
+    } else {
+        qmsg_t *last = *k->tailp;
+        last->u.next = m;
+        k->tailp = &last->u.next;
+    }
+    assert(k->nwait < QUEUE_MAXLEN_MAX);
+    k->nwait++;
+    q->nwaiting++;
+    if (k->head == m && !k->inflight && !k->parked)
+        heap_push(&q->ready, k);
+}
+
+/* Unlink and return k's head. */
+static qmsg_t *key_pop(qkey_t *k)
+{
+    qmsg_t *m = k->head;
+    assert(m != NULL);
+    if (k->tailp == &m->u.next)
+        k->tailp = &k->head;
+    k->head = m->u.next;
+    if (k->head == NULL)
+        k->tailp = &k->head;
+    m->u.next = NULL;
+    return m;
+}
+
+/* After k's head left (done or dead-lettered) while not in the ready heap:
+ * re-enter with the next message, or free the key (K4). With limbo, the key
+ * is freed at the next change instead (a NOACK view points at its bytes). */
+static void key_next(queue_t *q, qkey_t *k, bool limbo)
+{
+    assert(!k->inflight);
+    if (k->head != NULL) {
+        if (!k->parked)
+            heap_push(&q->ready, k);
+        return;
+    }
+    ordo_htab_remove(&q->keys, &k->hnode);
+    if (limbo) {
+        assert(q->limbo_key == NULL);
+        q->limbo_key = k;
+    } else {
+        q_free(q, k, sizeof *k + k->klen);
+    }
+}
+
+/* ---- in-flight deliveries ------------------------------------------------------------------ */
+
+static qflight_t *flight_find(const queue_t *q, uint64_t id)
+{
+    return (qflight_t *)ordo_htab_find(&q->flights, id_hash(&q->flights, id), &id, sizeof id);
+}
+
+/* The delivery id/token, if token is current (0 matches only a nack-delayed
+ * message, and only when allow_zero). */
+static qflight_t *flight_check(const queue_t *q, uint64_t id, uint64_t token, bool allow_zero)
+{
+    if (token == 0 && !allow_zero)
+        return NULL;
+    qflight_t *f = flight_find(q, id);
+    return f != NULL && f->token == token ? f : NULL;
+}
+
+static void flight_end(queue_t *q, qflight_t *f)
+{
+    qkey_t *k = f->key;
+    assert(k->inflight);
+    ordo_htab_remove(&q->flights, &f->hnode);
+    heap_remove_at(&q->leases, f->pos);
+    k->inflight = 0;
+    q_free(q, f, sizeof *f);
+}
+
+/* ---- results ---------------------------------------------------------------------------------- */
+
+static qresult_t *result_find(const queue_t *q, uint64_t id)
+{
+    return (qresult_t *)ordo_htab_find(&q->results, id_hash(&q->results, id), &id, sizeof id);
+}
+
+static void result_free(queue_t *q, qresult_t *r)
+{
+    ordo_htab_remove(&q->results, &r->hnode);
+    heap_remove_at(&q->result_heap, r->pos);
+    q_free(q, r, sizeof *r + r->rlen);
+}
+
+static void result_put(queue_t *q, uint64_t id, int fate, const void *res, size_t rlen,
+                       uint64_t expire_ms, uint64_t dl_id)
+{
+    qresult_t *old = result_find(q, id);
+    if (old)
+        result_free(q, old);
+    assert(rlen <= UINT32_MAX);
+    qresult_t *r = q_alloc(q, sizeof *r + rlen);
+    r->id = id;
+    r->expire_ms = expire_ms;
+    r->dl_id = dl_id;
+    r->rlen = (uint32_t)rlen;
+    r->fate = (uint8_t)fate;
+    if (rlen)
+        memcpy(r->bytes, res, rlen);
+    ordo_htab_insert(&q->results, &r->hnode, id_hash(&q->results, id));
+    heap_push(&q->result_heap, r);
+}
+
+/* ---- dedup ----------------------------------------------------------------------------------- */
+
+static qdedup_t *dedup_find(const queue_t *q, const void *d, size_t dlen)
+{
+    return (qdedup_t *)ordo_htab_find(&q->dedups, ordo_htab_hash(&q->dedups, d, dlen), d, dlen);
+}
+
+static void dedup_free(queue_t *q, qdedup_t *e)
+{
+    ordo_htab_remove(&q->dedups, &e->hnode);
+    heap_remove_at(&q->dedup_heap, e->pos);
+    q_free(q, e, sizeof *e + e->dlen);
+}
+
+static void dedup_put(queue_t *q, const void *d, size_t dlen, uint64_t msg_id, uint64_t end_ms)
+{
+    qdedup_t *e = dedup_find(q, d, dlen);
+    if (e) {
+        e->msg_id = msg_id;
+        e->end_ms = end_ms;
+        heap_fix(&q->dedup_heap, e->pos);
+        return;
+    }
+    assert(dlen <= UINT32_MAX);
+    e = q_alloc(q, sizeof *e + dlen);
+    e->msg_id = msg_id;
+    e->end_ms = end_ms;
+    e->dlen = (uint32_t)dlen;
+    if (dlen)
+        memcpy(e->bytes, d, dlen);
+    ordo_htab_insert(&q->dedups, &e->hnode, ordo_htab_hash(&q->dedups, d, dlen));
+    heap_push(&q->dedup_heap, e);
+}
+
+/* ---- the registry ------------------------------------------------------------------------------ */
+
+void queue_config_defaults(queue_config_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->maxlen = QUEUE_DEFAULT_MAXLEN;
+    out->maxperkey = QUEUE_DEFAULT_MAXPERKEY;
+    out->onfull = QUEUE_ONFULL_REJECT;
+    out->onpoison = QUEUE_ONPOISON_DEADLETTER;
+    out->maxattempts = QUEUE_DEFAULT_MAXATTEMPTS;
+    out->lease_ms = QUEUE_DEFAULT_LEASE_MS;
+    out->dedup_ms = QUEUE_DEFAULT_DEDUP_MS;
+    out->resultttl_ms = QUEUE_DEFAULT_RESULTTTL_MS;
+}
+
+queue_set_t *queue_set_create(void)
+{
+    queue_set_t *s = ordo_xmalloc(sizeof *s);
+    htab_init_or_die(&s->queues, queue_eq);
+    return s;
+}
+
+static void free_key_cb(ordo_hnode_t *n, void *arg)
+{
+    queue_t *q = arg;
+    qkey_t *k = (qkey_t *)n;
+    qmsg_t *m = k->head;
+    while (m) {
+        qmsg_t *next = m->u.next;
+        q_free(q, m, msg_size(m));
+        m = next;
+    }
+    ordo_htab_remove(&q->keys, n);
+    q_free(q, k, sizeof *k + k->klen);
+}
+
+static void free_flight_cb(ordo_hnode_t *n, void *arg)
+{
+    queue_t *q = arg;
+    ordo_htab_remove(&q->flights, n);
+    q_free(q, n, sizeof(qflight_t));
+}
+
+static void free_dedup_cb(ordo_hnode_t *n, void *arg)
+{
+    queue_t *q = arg;
+    ordo_htab_remove(&q->dedups, n);
+    q_free(q, n, sizeof(qdedup_t) + ((qdedup_t *)n)->dlen);
+}
+
+static void free_result_cb(ordo_hnode_t *n, void *arg)
+{
+    queue_t *q = arg;
+    ordo_htab_remove(&q->results, n);
+    q_free(q, n, sizeof(qresult_t) + ((qresult_t *)n)->rlen);
+}
+
+static void queue_free(queue_t *q)
+{
+    settle(q);
+    /* Flights point at keys: free them first. */
+    ordo_htab_foreach(&q->flights, free_flight_cb, q);
+    ordo_htab_foreach(&q->keys, free_key_cb, q);
+    ordo_htab_foreach(&q->dedups, free_dedup_cb, q);
+    ordo_htab_foreach(&q->results, free_result_cb, q);
+    for (size_t i = 0; i < q->delays.n; i++) {
+        qmsg_t *m = q->delays.v[i];
+        q_free(q, m, delayed_size(m));
+    }
+    assert(q->bytes == 0);
+    ordo_htab_destroy(&q->keys);
+    ordo_htab_destroy(&q->flights);
+    ordo_htab_destroy(&q->dedups);
+    ordo_htab_destroy(&q->results);
+    heap_free(&q->ready);
+    heap_free(&q->leases);
+    heap_free(&q->delays);
+    heap_free(&q->dedup_heap);
+    heap_free(&q->result_heap);
+    free(q->dl_name);
+    free(q);
+}
+
+static void free_queue_cb(ordo_hnode_t *n, void *arg)
+{
+    queue_set_t *s = arg;
+    ordo_htab_remove(&s->queues, n);
+    queue_free((queue_t *)n);
+}
+
+void queue_set_destroy(queue_set_t *s)
+{
+    if (s == NULL)
+        return;
+    ordo_htab_foreach(&s->queues, free_queue_cb, s);
+    ordo_htab_destroy(&s->queues);
+    free(s);
+}
+
+queue_t *queue_get(const queue_set_t *s, const void *name, size_t len)
+{
+    uint64_t h = ordo_htab_hash(&s->queues, name, len);
+    return (queue_t *)ordo_htab_find(&s->queues, h, name, len);
+}
+
+queue_t *queue_open(queue_set_t *s, const void *name, size_t len)
+{
+    queue_t *q = queue_get(s, name, len);
+    if (q)
+        return q;
+    assert(len <= UINT32_MAX);
+    q = ordo_xcalloc(1, sizeof *q + len);
+    q->set = s;
+    queue_config_defaults(&q->cfg);
+    htab_init_or_die(&q->keys, key_eq);
+    htab_init_or_die(&q->flights, flight_eq);
+    htab_init_or_die(&q->dedups, dedup_eq);
+    htab_init_or_die(&q->results, result_eq);
+    q->ready.less = ready_less;
+    q->leases.less = lease_less;
+    q->leases.setpos = lease_setpos;
+    q->delays.less = delay_less;
+    q->dedup_heap.less = dedup_less;
+    q->dedup_heap.setpos = dedup_setpos;
+    q->result_heap.less = result_less;
+    q->result_heap.setpos = result_setpos;
+    q->nlen = (uint32_t)len;
+    memcpy(q->name, name, len);
+    ordo_htab_insert(&s->queues, &q->hnode, ordo_htab_hash(&s->queues, name, len));
+    return q;
+}
+
+int queue_drop(queue_set_t *s, const void *name, size_t len)
+{
+    queue_t *q = queue_get(s, name, len);
+    if (q == NULL)
+        return 0;
+    ordo_htab_remove(&s->queues, &q->hnode);
+    queue_free(q);
+    return 1;
+}
+
+size_t queue_set_count(const queue_set_t *s)
+{
+    return s->queues.count;
+}
+
+struct set_foreach_arg {
+    void (*fn)(void *arg, queue_t *q);
+    void *arg;
+};
+
+static void set_foreach_cb(ordo_hnode_t *n, void *arg)
+{
+    struct set_foreach_arg *a = arg;
+    a->fn(a->arg, (queue_t *)n);
+}
+
+void queue_set_foreach(const queue_set_t *s, void (*fn)(void *arg, queue_t *q), void *arg)
+{
+    struct set_foreach_arg a = {fn, arg};
+    ordo_htab_foreach((ordo_htab_t *)(uintptr_t)&s->queues, set_foreach_cb, &a);
+}
+
+const char *queue_name(const queue_t *q, size_t *len)
+{
+    *len = q->nlen;
+    return q->name;
+}
+
+void queue_config(const queue_t *q, queue_config_t *out)
+{
+    *out = q->cfg;
+}
+
+int queue_configure(queue_t *q, const queue_config_t *cfg)
+{
+    if (cfg->maxlen < 1 || cfg->maxlen > QUEUE_MAXLEN_MAX || cfg->maxperkey > QUEUE_MAXLEN_MAX)
+        return QUEUE_EINVAL;
+    if (cfg->lease_ms < 1 || cfg->onfull > QUEUE_ONFULL_BLOCK || cfg->onpoison > QUEUE_ONPOISON_PARK)
+        return QUEUE_EINVAL;
+    if (cfg->deadletter != NULL &&
+        (cfg->dl_len == 0 || (cfg->dl_len == q->nlen && memcmp(cfg->deadletter, q->name, q->nlen) == 0)))
+        return QUEUE_EINVAL;
+    char *dl = NULL;
+    if (cfg->deadletter) {
+        dl = ordo_xmalloc(cfg->dl_len);
+        memcpy(dl, cfg->deadletter, cfg->dl_len);
+    }
+    free(q->dl_name);
+    q->cfg = *cfg;
+    q->dl_name = dl;
+    q->cfg.deadletter = dl;
+    q->cfg.dl_len = dl ? cfg->dl_len : 0;
+    return QUEUE_OK;
+}
+
+/* ---- push ------------------------------------------------------------------------------------- */
+
+/* A delayed message: payload, then its due time, then its key bytes. */
+static void push_delayed(queue_t *q, const queue_push_t *p, uint64_t id, uint64_t due)
+{
+    qmsg_t *m = q_alloc(q, sizeof *m + p->plen + sizeof due + p->klen);
+    m->u.klen = p->klen;
+    m->id = id;
+    m->attempt = 0;
+    m->plen = (uint32_t)p->plen;
+    if (p->plen)
+        memcpy(m->payload, p->payload, p->plen);
+    memcpy(m->payload + p->plen, &due, sizeof due);
+    if (p->klen)
+        memcpy(m->payload + p->plen + sizeof due, p->key, p->klen);
+    heap_push(&q->delays, m);
+    q->ndelayed++;
+}
+
+/* COALESCE: the key's newest waiting message (its tail, K2) takes payload. */
+static uint64_t coalesce(queue_t *q, qkey_t *k, const void *payload, size_t plen)
+{
+    qmsg_t *t = *k->tailp;
+    if (t->plen != plen) {
+        size_t old = msg_size(t);
+        q->bytes -= alloc_cost(old);
+        q->bytes += alloc_cost(sizeof *t + plen);
+        /* Only *tailp points at the tail (the ready heap holds the key). */
+        t = ordo_xrealloc(t, sizeof *t + plen);
+        *k->tailp = t;
+        t->plen = (uint32_t)plen;
+    }
+    if (plen)
+        memcpy(t->payload, payload, plen);
+    q->merged++;
+    return t->id;
+}
+
+int queue_push(queue_t *q, const queue_push_t *p, uint64_t id, uint64_t now_ms, uint64_t *id_out)
+{
+    assert(p->klen <= UINT32_MAX && p->plen <= UINT32_MAX);
+    settle(q);
+    queue_promote(q, now_ms);
+    bool dedup = p->dedup_id != NULL && q->cfg.dedup_ms > 0;
+    if (dedup) {
+        qdedup_t *e = dedup_find(q, p->dedup_id, p->dlen);
+        if (e && e->end_ms > now_ms) {
+            q->deduped++;
+            *id_out = e->msg_id;
+            return QUEUE_DUPLICATE;
+        }
+    }
+    int st = QUEUE_OK;
+    qkey_t *k = key_find(q, p->key, p->klen);
+    if (p->coalesce && k != NULL && k->nwait > 0) {
+        *id_out = coalesce(q, k, p->payload, p->plen);
+        st = QUEUE_MERGED;
+    } else if (q->nwaiting + q->ndelayed >= q->cfg.maxlen) {
+        return QUEUE_FULL;
+    } else if (q->cfg.maxperkey && k != NULL && k->nwait >= q->cfg.maxperkey) {
+        return QUEUE_LIMIT;
+    } else {
+        if (p->delay_ms > 0) {
+            push_delayed(q, p, id, now_ms + p->delay_ms);
+        } else {
+            if (k == NULL)
+                k = key_get(q, p->key, p->klen);
+            key_append(q, k, msg_new(q, id, p->payload, p->plen));
+        }
+        q->pushed++;
+        *id_out = id;
+    }
+    if (dedup)
+        dedup_put(q, p->dedup_id, p->dlen, *id_out, now_ms + q->cfg.dedup_ms);
+    return st;
+}
+
+size_t queue_promote(queue_t *q, uint64_t now_ms)
+{
+    size_t moved = 0;
+    settle(q);
+    while (q->delays.n > 0 && delayed_due(q->delays.v[0]) <= now_ms) {
+        qmsg_t *m = heap_pop(&q->delays);
+        size_t klen = m->u.klen;
+        qkey_t *k = key_get(q, delayed_key(m), klen);
+        /* Drop the due time and key bytes: m is linked nowhere yet. */
+        q->bytes -= alloc_cost(delayed_size(m));
+        m = ordo_xrealloc(m, sizeof *m + m->plen);
+        q->bytes += alloc_cost(msg_size(m));
+        q->ndelayed--;
+        key_append(q, k, m);
+        moved++;
+    }
+    return moved;
+}
+
+/* ---- delivery ------------------------------------------------------------------------------- */
+
+static void fill_delivery(const qkey_t *k, const qmsg_t *m, queue_delivery_t *out)
+{
+    out->id = m->id;
+    out->key = k->bytes;
+    out->klen = k->klen;
+    out->payload = m->payload;
+    out->plen = m->plen;
+    out->attempt = m->attempt;
+    out->token = 0;
+    out->deadline_ms = 0;
+}
+
+int queue_deliver(queue_t *q, uint64_t now_ms, uint64_t lease_ms, uint64_t token, bool noack,
+                  queue_delivery_t *out)
+{
+    settle(q);
+    queue_promote(q, now_ms);
+    if (q->ready.n == 0)
+        return 0;
+    qkey_t *k = heap_pop(&q->ready);
+    assert(k->head && !k->inflight && !k->parked && k->nwait > 0);
+    qmsg_t *m = k->head;
+    k->nwait--;
+    q->nwaiting--;
+    m->attempt++;
+    q->delivered++;
+    fill_delivery(k, m, out);
+    out->token = token;
+    if (noack) {
+        key_pop(k);
+        q->limbo_msg = m;
+        key_next(q, k, true);
+        return 1;
+    }
+    qflight_t *f = q_alloc(q, sizeof *f);
+    f->key = k;
+    f->token = token;
+    f->since_ms = now_ms;
+    f->deadline_ms = now_ms + (lease_ms ? lease_ms : q->cfg.lease_ms);
+    k->inflight = 1;
+    ordo_htab_insert(&q->flights, &f->hnode, id_hash(&q->flights, m->id));
+    heap_push(&q->leases, f);
+    out->deadline_ms = f->deadline_ms;
+    return 1;
+}
+
+int queue_ack(queue_t *q, uint64_t id, uint64_t token, const void *result, size_t rlen,
+              uint64_t now_ms)
+{
+    settle(q);
+    qflight_t *f = flight_check(q, id, token, false);
+    if (f == NULL)
+        return 0;
+    qkey_t *k = f->key;
+    flight_end(q, f);
+    qmsg_t *m = key_pop(k);
+    q_free(q, m, msg_size(m));
+    q->acked++;
+    if (result != NULL && q->cfg.resultttl_ms > 0)
+        result_put(q, id, QUEUE_FATE_DONE, result, rlen, now_ms + q->cfg.resultttl_ms, 0);
+    key_next(q, k, false);
+    return 1;
+}
+
+/* Move k's head m (no longer in flight) to the dead-letter queue as a new
+ * message with id rev, or discard it if none is configured. */
+static void dead_letter(queue_t *q, qkey_t *k, uint64_t now_ms, uint64_t rev, queue_retry_t *out)
+{
+    qmsg_t *m = key_pop(k);
+    uint64_t id = m->id;
+    out->kind = QUEUE_RETRY_DEADLETTER;
+    out->dlq = NULL;
+    out->dl_id = 0;
+    q->deadlettered++;
+    if (q->dl_name != NULL) {
+        queue_t *dlq = queue_open(q->set, q->dl_name, q->cfg.dl_len);
+        assert(dlq != q);
+        settle(dlq);
+        /* The allocation moves: nothing else points at it. */
+        q->bytes -= alloc_cost(msg_size(m));
+        dlq->bytes += alloc_cost(msg_size(m));
+        m->id = rev;
+        m->attempt = 0;
+        key_append(dlq, key_get(dlq, k->bytes, k->klen), m);
+        dlq->pushed++;
+        out->dlq = dlq;
+        out->dl_id = rev;
+    } else {
+        q_free(q, m, msg_size(m));
+    }
+    if (q->cfg.resultttl_ms > 0)
+        result_put(q, id, QUEUE_FATE_DEADLETTER, NULL, 0, now_ms + q->cfg.resultttl_ms, out->dl_id);
+    key_next(q, k, false);
+}
+
+/* A delivery came back (nack, lease out): spend the attempt. */
+static void give_back(queue_t *q, qflight_t *f, uint64_t delay_ms, uint64_t now_ms, uint64_t rev,
+                      queue_retry_t *out)
+{
+    qkey_t *k = f->key;
+    qmsg_t *m = k->head;
+    out->id = m->id;
+    out->dlq = NULL;
+    out->dl_id = 0;
+    bool exhausted = q->cfg.maxattempts > 0 && m->attempt >= q->cfg.maxattempts;
+    if (!exhausted && delay_ms > 0) {
+        f->token = 0;
+        f->deadline_ms = now_ms + delay_ms;
+        heap_fix(&q->leases, f->pos);
+        out->kind = QUEUE_RETRY_LATER;
+        return;
+    }
+    flight_end(q, f);
+    if (!exhausted) {
+        k->nwait++;
+        q->nwaiting++;
+        heap_push(&q->ready, k);
+        out->kind = QUEUE_RETRY_READY;
+    } else if (q->cfg.onpoison == QUEUE_ONPOISON_PARK) {
+        k->nwait++;
+        q->nwaiting++;
+        k->parked = 1;
+        q->nparked++;
+        q->nparks++;
+        out->kind = QUEUE_RETRY_PARKED;
+    } else {
+        dead_letter(q, k, now_ms, rev, out);
+    }
+}
+
+int queue_nack(queue_t *q, uint64_t id, uint64_t token, uint64_t delay_ms, uint64_t now_ms,
+               uint64_t rev, queue_retry_t *out)
+{
+    settle(q);
+    qflight_t *f = flight_check(q, id, token, false);
+    if (f == NULL)
+        return 0;
+    queue_retry_t tmp;
+    q->nacked++;
+    give_back(q, f, delay_ms, now_ms, rev, out ? out : &tmp);
+    return 1;
+}
+
+int queue_extend(queue_t *q, uint64_t id, uint64_t token, uint64_t ms, uint64_t now_ms)
+{
+    settle(q);
+    qflight_t *f = flight_check(q, id, token, false);
+    if (f == NULL)
+        return 0;
+    f->deadline_ms = now_ms + ms;
+    heap_fix(&q->leases, f->pos);
+    return 1;
+}
+
+int queue_redeliver(queue_t *q, uint64_t id, uint64_t token, uint64_t now_ms, uint64_t rev,
+                    queue_retry_t *out)
+{
+    settle(q);
+    qflight_t *f = flight_check(q, id, token, true);
+    if (f == NULL || f->deadline_ms > now_ms)
+        return 0;
+    queue_retry_t tmp;
+    if (f->token != 0)
+        q->redelivered++;
+    /* A nack-delayed message spent its attempt when it was nacked. */
+    if (f->token == 0) {
+        qkey_t *k = f->key;
+        flight_end(q, f);
+        k->nwait++;
+        q->nwaiting++;
+        heap_push(&q->ready, k);
+        if (out) {
+            out->kind = QUEUE_RETRY_READY;
+            out->id = id;
+            out->dlq = NULL;
+            out->dl_id = 0;
+        }
+        return 1;
+    }
+    give_back(q, f, 0, now_ms, rev, out ? out : &tmp);
+    return 1;
+}
+
+int queue_unpark(queue_t *q, const void *key, size_t klen)
+{
+    settle(q);
+    qkey_t *k = key_find(q, key, klen);
+    if (k == NULL || !k->parked)
+        return 0;
+    k->parked = 0;
+    q->nparked--;
+    k->head->attempt = 0;
+    heap_push(&q->ready, k);
+    return 1;
+}
+
+/* ---- dedup and results --------------------------------------------------------------------- */
+
+uint64_t queue_dedup_lookup(const queue_t *q, const void *dedup_id, size_t dlen, uint64_t now_ms)
+{
+    qdedup_t *e = dedup_find(q, dedup_id, dlen);
+    return e && e->end_ms > now_ms ? e->msg_id : 0;
+}
+
+int queue_dedup_expire(queue_t *q, const void *dedup_id, size_t dlen, uint64_t now_ms)
+{
+    settle(q);
+    qdedup_t *e = dedup_find(q, dedup_id, dlen);
+    if (e == NULL || e->end_ms > now_ms)
+        return 0;
+    dedup_free(q, e);
+    return 1;
+}
+
+static void fill_result(const qresult_t *r, queue_result_t *out)
+{
+    out->fate = r->fate;
+    out->result = r->bytes;
+    out->rlen = r->rlen;
+    out->expire_ms = r->expire_ms;
+    out->dl_id = r->dl_id;
+}
+
+int queue_result(const queue_t *q, uint64_t id, queue_result_t *out)
+{
+    qresult_t *r = result_find(q, id);
+    if (r == NULL) {
+        memset(out, 0, sizeof *out);
+        return QUEUE_FATE_NONE;
+    }
+    fill_result(r, out);
+    return r->fate;
+}
+
+int queue_result_expire(queue_t *q, uint64_t id, uint64_t now_ms)
+{
+    settle(q);
+    qresult_t *r = result_find(q, id);
+    if (r == NULL || r->expire_ms > now_ms)
+        return 0;
+    result_free(q, r);
+    return 1;
+}
+
+/* ---- timers ---------------------------------------------------------------------------------- */
+
+bool queue_next_lease(const queue_t *q, queue_timer_t *out)
+{
+    if (q->leases.n == 0)
+        return false;
+    const qflight_t *f = q->leases.v[0];
+    memset(out, 0, sizeof *out);
+    out->kind = QUEUE_TIMER_LEASE;
+    out->due_ms = f->deadline_ms;
+    out->id = f->key->head->id;
+    out->token = f->token;
+    return true;
+}
+
+bool queue_next_delay(const queue_t *q, queue_timer_t *out)
+{
+    if (q->delays.n == 0)
+        return false;
+    const qmsg_t *m = q->delays.v[0];
+    memset(out, 0, sizeof *out);
+    out->kind = QUEUE_TIMER_DELAY;
+    out->due_ms = delayed_due(m);
+    out->id = m->id;
+    return true;
+}
+
+bool queue_next_dedup(const queue_t *q, queue_timer_t *out)
+{
+    if (q->dedup_heap.n == 0)
+        return false;
+    const qdedup_t *e = q->dedup_heap.v[0];
+    memset(out, 0, sizeof *out);
+    out->kind = QUEUE_TIMER_DEDUP;
+    out->due_ms = e->end_ms;
+    out->id = e->msg_id;
+    out->dedup_id = e->bytes;
+    out->dlen = e->dlen;
+    return true;
+}
+
+bool queue_next_result(const queue_t *q, queue_timer_t *out)
+{
+    if (q->result_heap.n == 0)
+        return false;
+    const qresult_t *r = q->result_heap.v[0];
+    memset(out, 0, sizeof *out);
+    out->kind = QUEUE_TIMER_RESULT;
+    out->due_ms = r->expire_ms;
+    out->id = r->id;
+    return true;
+}
+
+bool queue_next_timer(const queue_t *q, queue_timer_t *out)
+{
+    bool (*const kinds[])(const queue_t *, queue_timer_t *) = {
+        queue_next_lease, queue_next_delay, queue_next_dedup, queue_next_result};
+    bool found = false;
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        queue_timer_t t;
+        if (kinds[i](q, &t) && (!found || t.due_ms < out->due_ms)) {
+            *out = t;
+            found = true;
+        }
+    }
+    return found;
+}
+
+struct next_timer_arg {
+    queue_t *q;
+    queue_timer_t t;
+    bool found;
+};
+
+static void next_timer_cb(void *arg, queue_t *q)
+{
+    struct next_timer_arg *a = arg;
+    queue_timer_t t;
+    if (queue_next_timer(q, &t) && (!a->found || t.due_ms < a->t.due_ms)) {
+        a->q = q;
+        a->t = t;
+        a->found = true;
+    }
+}
+
+bool queue_set_next_timer(const queue_set_t *s, queue_t **qout, queue_timer_t *out)
+{
+    struct next_timer_arg a = {.found = false};
+    queue_set_foreach(s, next_timer_cb, &a);
+    if (a.found) {
+        *qout = a.q;
+        *out = a.t;
+    }
+    return a.found;
+}
+
+/* ---- introspection ------------------------------------------------------------------------------ */
+
+int queue_keyinfo(const queue_t *q, const void *key, size_t klen, queue_keyinfo_t *out)
+{
+    memset(out, 0, sizeof *out);
+    const qkey_t *k = key_find(q, key, klen);
+    if (k == NULL)
+        return out->state = QUEUE_KEY_IDLE;
+    out->waiting = k->nwait;
+    if (k->inflight) {
+        const qflight_t *f = flight_find(q, k->head->id);
+        assert(f != NULL && f->key == k);
+        out->state = QUEUE_KEY_PROCESSING;
+        out->inflight_id = k->head->id;
+        out->since_ms = f->since_ms;
+        out->deadline_ms = f->deadline_ms;
+        out->token = f->token;
+        out->attempt = k->head->attempt;
+    } else if (k->parked) {
+        out->state = QUEUE_KEY_PARKED;
+        out->inflight_id = k->head->id;
+        out->attempt = k->head->attempt;
+    } else {
+        out->state = QUEUE_KEY_WAITING;
+    }
+    return out->state;
+}
+
+/* Top keys: a min-heap of the n best seen so far, by (waiting, then key
+ * bytes descending so that ties keep the smaller key). */
+struct topkeys_arg {
+    queue_topkey_t *v;
+    size_t n, max;
+};
+
+static bool top_less(const queue_topkey_t *a, const queue_topkey_t *b)
+{
+    if (a->waiting != b->waiting)
+        return a->waiting < b->waiting;
+    size_t n = a->klen < b->klen ? a->klen : b->klen;
+    int c = n ? memcmp(a->key, b->key, n) : 0;
+    if (c == 0)
+        c = a->klen < b->klen ? -1 : a->klen > b->klen;
+    return c > 0;
+}
+
+static void top_sift_down(queue_topkey_t *v, size_t n, size_t i)
+{
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            return;
+        if (c + 1 < n && top_less(&v[c + 1], &v[c]))
+            c++;
+        if (!top_less(&v[c], &v[i]))
+            return;
+        queue_topkey_t t = v[i];
+        v[i] = v[c];
+        v[c] = t;
+        i = c;
+    }
+}
+
+static void topkeys_cb(ordo_hnode_t *node, void *arg)
+{
+    struct topkeys_arg *a = arg;
+    const qkey_t *k = (const qkey_t *)node;
+    if (k->nwait == 0)
+        return;
+    queue_topkey_t e = {k->bytes, k->klen, k->nwait};
+    if (a->n < a->max) {
+        size_t i = a->n++;
+        a->v[i] = e;
+        while (i > 0 && top_less(&a->v[i], &a->v[(i - 1) / 2])) {
+            queue_topkey_t t = a->v[i];
+            a->v[i] = a->v[(i - 1) / 2];
+            a->v[(i - 1) / 2] = t;
+            i = (i - 1) / 2;
+        }
+    } else if (top_less(&a->v[0], &e)) {
+        a->v[0] = e;
+        top_sift_down(a->v, a->n, 0);
+    }
+}
+
+size_t queue_topkeys(const queue_t *q, size_t n, queue_topkey_t *out)
+{
+    if (n == 0)
+        return 0;
+    struct topkeys_arg a = {out, 0, n};
+    ordo_htab_foreach((ordo_htab_t *)(uintptr_t)&q->keys, topkeys_cb, &a);
+    /* Heap-sort: repeatedly move the smallest to the end -> most first. */
+    for (size_t m = a.n; m > 1; m--) {
+        queue_topkey_t t = out[0];
+        out[0] = out[m - 1];
+        out[m - 1] = t;
+        top_sift_down(out, m - 1, 0);
+    }
+    return a.n;
+}
+
+void queue_len(const queue_t *q, queue_len_t *out)
+{
+    out->waiting = q->nwaiting;
+    out->inflight = q->flights.count;
+    out->delayed = q->ndelayed;
+}
+
+static size_t heap_bytes(const qheap_t *h)
+{
+    return h->cap ? alloc_cost(h->cap * sizeof(void *)) : 0;
+}
+
+static size_t htab_bytes(const ordo_htab_t *t)
+{
+    return alloc_cost((t->mask + 1) * sizeof(ordo_hnode_t *));
+}
+
+void queue_info(const queue_t *q, queue_info_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->config = q->cfg;
+    queue_len(q, &out->len);
+    out->keys = q->keys.count;
+    out->ready_keys = q->ready.n;
+    out->parked_keys = q->nparked;
+    out->dedup_entries = q->dedups.count;
+    out->results = q->results.count;
+    out->bytes = q->bytes + alloc_cost(sizeof *q + q->nlen) + htab_bytes(&q->keys) +
+                 htab_bytes(&q->flights) + htab_bytes(&q->dedups) + htab_bytes(&q->results) +
+                 heap_bytes(&q->ready) + heap_bytes(&q->leases) + heap_bytes(&q->delays) +
+                 heap_bytes(&q->dedup_heap) + heap_bytes(&q->result_heap) +
+                 (q->dl_name ? alloc_cost(q->cfg.dl_len) : 0);
+    out->pushed = q->pushed;
+    out->merged = q->merged;
+    out->deduped = q->deduped;
+    out->delivered = q->delivered;
+    out->acked = q->acked;
+    out->nacked = q->nacked;
+    out->redelivered = q->redelivered;
+    out->deadlettered = q->deadlettered;
+    out->parked = q->nparks;
+}
+
+/* Peek: walk the ready heap in order with an auxiliary min-heap of its
+ * positions (taking a position adds its two children): O(n log n). */
+typedef struct peek_aux_s {
+    const qheap_t *h;
+    size_t *v;
+    size_t n;
+} peek_aux_t;
+
+static bool aux_less(const peek_aux_t *a, size_t i, size_t j)
+{
+    return ready_less(a->h->v[a->v[i]], a->h->v[a->v[j]]);
+}
+
+static void aux_swap(peek_aux_t *a, size_t i, size_t j)
+{
+    size_t t = a->v[i];
+    a->v[i] = a->v[j];
+    a->v[j] = t;
+}
+
+static void aux_push(peek_aux_t *a, size_t pos)
+{
+    if (pos >= a->h->n)
+        return;
+    size_t i = a->n++;
+    a->v[i] = pos;
+    while (i > 0 && aux_less(a, i, (i - 1) / 2)) {
+        aux_swap(a, i, (i - 1) / 2);
+        i = (i - 1) / 2;
+    }
+}
+
+static size_t aux_pop(peek_aux_t *a)
+{
+    size_t top = a->v[0];
+    a->v[0] = a->v[--a->n];
+    for (size_t i = 0;;) {
+        size_t c = 2 * i + 1;
+        if (c >= a->n)
+            break;
+        if (c + 1 < a->n && aux_less(a, c + 1, c))
+            c++;
+        if (!aux_less(a, c, i))
+            break;
+        aux_swap(a, i, c);
+        i = c;
+    }
+    return top;
+}
+
+size_t queue_peek(const queue_t *q, size_t n, queue_delivery_t *out)
+{
+    if (n > q->ready.n)
+        n = q->ready.n;
+    if (n == 0)
+        return 0;
+    /* Each step takes one position and adds at most two: n + 1 slots. */
+    peek_aux_t a = {&q->ready, ordo_xmalloc((n + 1) * sizeof(size_t)), 0};
+    aux_push(&a, 0);
+    size_t got = 0;
+    while (got < n) {
+        size_t pos = aux_pop(&a);
+        const qkey_t *k = q->ready.v[pos];
+        fill_delivery(k, k->head, &out[got++]);
+        aux_push(&a, 2 * pos + 1);
+        aux_push(&a, 2 * pos + 2);
+    }
+    free(a.v);
+    return got;
+}
+
+/* ---- snapshots ---------------------------------------------------------------------------------- */
+
+struct foreach_msg_arg {
+    const queue_t *q;
+    void (*fn)(void *arg, const queue_snap_msg_t *m);
+    void *arg;
+};
+
+static void foreach_key_cb(ordo_hnode_t *node, void *arg)
+{
+    struct foreach_msg_arg *a = arg;
+    const qkey_t *k = (const qkey_t *)node;
+    for (const qmsg_t *m = k->head; m != NULL; m = m->u.next) {
+        queue_snap_msg_t s = {.state = QUEUE_MSG_WAITING, .id = m->id, .key = k->bytes,
+                              .klen = k->klen, .payload = m->payload, .plen = m->plen,
+                              .attempt = m->attempt, .parked = k->parked};
+        if (m == k->head && k->inflight) {
+            const qflight_t *f = flight_find(a->q, m->id);
+            s.state = QUEUE_MSG_INFLIGHT;
+            s.token = f->token;
+            s.since_ms = f->since_ms;
+            s.deadline_ms = f->deadline_ms;
+        }
+        a->fn(a->arg, &s);
+    }
+}
+
+void queue_foreach_msg(const queue_t *q, void (*fn)(void *arg, const queue_snap_msg_t *m), void *arg)
+{
+    struct foreach_msg_arg a = {q, fn, arg};
+    ordo_htab_foreach((ordo_htab_t *)(uintptr_t)&q->keys, foreach_key_cb, &a);
+    for (size_t i = 0; i < q->delays.n; i++) {
+        const qmsg_t *m = q->delays.v[i];
+        queue_snap_msg_t s = {.state = QUEUE_MSG_DELAYED, .id = m->id, .key = delayed_key(m),
+                              .klen = m->u.klen, .payload = m->payload, .plen = m->plen,
+                              .attempt = m->attempt, .deadline_ms = delayed_due(m)};
+        fn(arg, &s);
+    }
+}
+
+struct foreach_dedup_arg {
+    void (*fn)(void *arg, const char *dedup_id, size_t dlen, uint64_t msg_id, uint64_t end_ms);
+    void *arg;
+};
+
+static void foreach_dedup_cb(ordo_hnode_t *node, void *arg)
+{
+    struct foreach_dedup_arg *a = arg;
+    const qdedup_t *e = (const qdedup_t *)node;
+    a->fn(a->arg, e->bytes, e->dlen, e->msg_id, e->end_ms);
+}
+
+void queue_foreach_dedup(const queue_t *q,
+                         void (*fn)(void *arg, const char *dedup_id, size_t dlen, uint64_t msg_id,
+                                    uint64_t end_ms),
+                         void *arg)
+{
+    struct foreach_dedup_arg a = {fn, arg};
+    ordo_htab_foreach((ordo_htab_t *)(uintptr_t)&q->dedups, foreach_dedup_cb, &a);
+}
+
+struct foreach_result_arg {
+    void (*fn)(void *arg, uint64_t id, const queue_result_t *r);
+    void *arg;
+};
+
+static void foreach_result_cb(ordo_hnode_t *node, void *arg)
+{
+    struct foreach_result_arg *a = arg;
+    const qresult_t *r = (const qresult_t *)node;
+    queue_result_t v;
+    fill_result(r, &v);
+    a->fn(a->arg, r->id, &v);
+}
+
+void queue_foreach_result(const queue_t *q, void (*fn)(void *arg, uint64_t id, const queue_result_t *r),
+                          void *arg)
+{
+    struct foreach_result_arg a = {fn, arg};
+    ordo_htab_foreach((ordo_htab_t *)(uintptr_t)&q->results, foreach_result_cb, &a);
+}
+
+void queue_load_msg(queue_t *q, const queue_snap_msg_t *s)
+{
+    settle(q);
+    if (s->state == QUEUE_MSG_DELAYED) {
+        queue_push_t p = {.key = s->key, .klen = s->klen, .payload = s->payload, .plen = s->plen};
+        push_delayed(q, &p, s->id, s->deadline_ms);
+        return;
+    }
+    qkey_t *k = key_get(q, s->key, s->klen);
+    bool first = k->head == NULL;
+    /* Mark the key before linking, so key_append() leaves it out of the
+     * ready heap when it is in flight or parked (K3). */
+    if (first && s->state == QUEUE_MSG_INFLIGHT)
+        k->inflight = 1;
+    if (first && s->parked) {
+        k->parked = 1;
+        q->nparked++;
+    }
+    qmsg_t *m = msg_new(q, s->id, s->payload, s->plen);
+    m->attempt = s->attempt;
+    key_append(q, k, m);
+    if (s->state == QUEUE_MSG_INFLIGHT) {
+        assert(first);
+        k->nwait--;
+        q->nwaiting--;
+        qflight_t *f = q_alloc(q, sizeof *f);
+        f->key = k;
+        f->token = s->token;
+        f->since_ms = s->since_ms;
+        f->deadline_ms = s->deadline_ms;
+        ordo_htab_insert(&q->flights, &f->hnode, id_hash(&q->flights, m->id));
+        heap_push(&q->leases, f);
+    }
+}
+
+void queue_load_dedup(queue_t *q, const void *dedup_id, size_t dlen, uint64_t msg_id, uint64_t end_ms)
+{
+    settle(q);
+    dedup_put(q, dedup_id, dlen, msg_id, end_ms);
+}
+
+void queue_load_result(queue_t *q, uint64_t id, const queue_result_t *r)
+{
+    settle(q);
+    result_put(q, id, r->fate, r->result, r->rlen, r->expire_ms, r->dl_id);
+}

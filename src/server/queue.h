@@ -1,0 +1,425 @@
+/*
+ * queue.h -- keyed work queues: the state machine behind Q.*.
+ *
+ * A registry of queues by name (queue_set_t). In one queue every message has
+ * a key, and the module keeps PROTOCOL.md's promise: at most one message of a
+ * key in flight at a time; a key's messages are delivered in the order they
+ * became available (push order, for pushes without DELAY); different keys go
+ * to consumers in parallel, the key whose head message is oldest first.
+ *
+ * Like kv.h this is a pure data structure owned by the core thread: it never
+ * reads the clock (every call that depends on time takes now_ms, the time
+ * the writer put in the record), never allocates revisions (message ids,
+ * delivery tokens and dead-letter ids are revisions the caller passes in),
+ * never speaks RESP, never blocks. Applying the same calls with the same
+ * arguments gives the same state and the same results. Blocking (Q.PULL
+ * BLOCK, Q.CALL, ONFULL block) belongs to the command layer: it parks the
+ * connection and retries when an apply reports room or a completion.
+ *
+ * Timers are records (DESIGN.md): the writer reads the deadlines below
+ * (queue_next_timer() and friends), and when one is due it logs a record whose
+ * apply calls queue_redeliver(), queue_promote(), queue_dedup_expire() or
+ * queue_result_expire(). Each of these re-checks its condition against the
+ * record's time and the current state, so a record made stale by an apply in
+ * between (an ack, an extend) changes nothing.
+ *
+ * Memory: out of memory aborts (buf.h's allocators), as everywhere in ordod.
+ * Pointers handed out (names, keys, payloads, results in views) stay valid
+ * until the next call that changes the set, unless said otherwise.
+ *
+ * Not thread-safe: the core thread owns it.
+ */
+#ifndef ORDO_QUEUE_H
+#define ORDO_QUEUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- limits and defaults ------------------------------------------------------- */
+
+/* A key's waiting count is a 30-bit field (it keeps the per-key state at 40
+ * bytes), so MAXLEN and MAXPERKEY stop there: a billion waiting messages is
+ * ~100 GB, far beyond what one queue should hold. */
+#define QUEUE_MAXLEN_MAX ((1u << 30) - 1)
+
+/* Defaults, each with its reason:
+ * MAXLEN 1,000,000: a queue is bounded by default (DESIGN.md, "pending
+ *   messages per queue"); a million 100-byte messages is ~200 MB, enough
+ *   backlog for real bursts, and a producer that outruns its consumers for
+ *   longer gets -BUSY instead of taking the server's memory.
+ * MAXPERKEY 0 (no cap): MAXLEN already bounds memory; a per-key cap is a
+ *   fairness policy the user opts into.
+ * ONFULL reject: a producer learns at once that the queue is full; blocking
+ *   is opt-in because it moves the backlog into parked connections.
+ * LEASE 30,000 ms: SQS's visibility timeout, long enough for typical work,
+ *   short enough that a crashed consumer's key resumes within a minute.
+ * MAXATTEMPTS 10: a message that failed ten deliveries is poison; unlimited
+ *   attempts would block its key for ever (0 still means unlimited).
+ * ONPOISON deadletter: the key moves on; nothing is lost (the dead-letter
+ *   queue or, without one, the dead-letter fate kept in the results).
+ * DEDUP 60,000 ms: covers client retries after timeouts and reconnects.
+ * RESULTTTL 60,000 ms: long enough for a Q.CALL caller that timed out to come
+ *   back with Q.RESULT, and for a Q.CALL ID repeat inside the default dedup
+ *   window to replay the result; short enough that results of a busy queue
+ *   do not pile up. */
+#define QUEUE_DEFAULT_MAXLEN 1000000u
+#define QUEUE_DEFAULT_MAXPERKEY 0u
+#define QUEUE_DEFAULT_LEASE_MS 30000u
+#define QUEUE_DEFAULT_MAXATTEMPTS 10u
+#define QUEUE_DEFAULT_DEDUP_MS 60000u
+#define QUEUE_DEFAULT_RESULTTTL_MS 60000u
+
+/* ---- status codes --------------------------------------------------------------- */
+
+enum queue_status {
+    QUEUE_OK = 0,          /* push: a new message was enqueued (or delayed) */
+    QUEUE_MERGED = 1,      /* push COALESCE: the payload replaced the key's newest waiting message */
+    QUEUE_DUPLICATE = 2,   /* push ID: seen inside the dedup window; nothing enqueued */
+    QUEUE_FULL = -1,       /* push: MAXLEN messages pending (command layer: -BUSY or wait) */
+    QUEUE_LIMIT = -2,      /* push: MAXPERKEY messages of this key waiting */
+    QUEUE_EINVAL = -3,     /* configure: a value out of range, or DEADLETTER names the queue itself */
+};
+
+enum queue_onfull { QUEUE_ONFULL_REJECT = 0, QUEUE_ONFULL_BLOCK = 1 };
+enum queue_onpoison { QUEUE_ONPOISON_DEADLETTER = 0, QUEUE_ONPOISON_PARK = 1 };
+
+typedef struct queue_set_s queue_set_t;
+typedef struct queue_s queue_t;
+
+/* A queue's configuration. deadletter is NULL (none) or dl_len bytes; in a
+ * queue_config() answer it points into the queue, valid until the next
+ * queue_configure() or drop. */
+typedef struct queue_config_s {
+    uint32_t maxlen;          /* pending (waiting + delayed) messages; 1..QUEUE_MAXLEN_MAX */
+    uint32_t maxperkey;       /* waiting messages per key; 0: no cap */
+    uint8_t onfull;           /* enum queue_onfull (the command layer acts on it) */
+    uint8_t onpoison;         /* enum queue_onpoison */
+    uint32_t maxattempts;     /* deliveries before a message is poison; 0: unlimited */
+    uint64_t lease_ms;        /* default lease of a delivery; >= 1 */
+    uint64_t dedup_ms;        /* dedup window; 0: ID is ignored */
+    uint64_t resultttl_ms;    /* how long results and fates are kept; 0: not kept */
+    const char *deadletter;   /* dead-letter queue name, or NULL */
+    size_t dl_len;
+} queue_config_t;
+
+/* ---- the registry ---------------------------------------------------------------- */
+
+/* queue_set_create() -- an empty registry (aborts if out of memory). */
+queue_set_t *queue_set_create(void);
+/* queue_set_destroy() -- free the registry and every queue in it. */
+void queue_set_destroy(queue_set_t *s);
+
+/* queue_get() -- the queue called name, or NULL. O(1). */
+queue_t *queue_get(const queue_set_t *s, const void *name, size_t len);
+/* queue_open() -- the queue called name, created with the defaults if absent
+ * (a queue exists from its first push or Q.CONFIG). O(1). The queue is
+ * owned by the set; the pointer is valid until it is dropped. */
+queue_t *queue_open(queue_set_t *s, const void *name, size_t len);
+/* queue_drop() -- delete the queue and everything in it (messages, in-flight
+ * deliveries, dedup entries, results). Returns 1, or 0 if there was no such
+ * queue. O(size of the queue). */
+int queue_drop(queue_set_t *s, const void *name, size_t len);
+/* queue_set_count() -- number of queues. */
+size_t queue_set_count(const queue_set_t *s);
+/* queue_set_foreach() -- call fn for every queue, in no particular order
+ * (Q.LIST; snapshots). fn must not create or drop queues. */
+void queue_set_foreach(const queue_set_t *s, void (*fn)(void *arg, queue_t *q), void *arg);
+/* queue_name() -- the queue's name (*len receives its length). */
+const char *queue_name(const queue_t *q, size_t *len);
+
+/* queue_config() -- the queue's configuration into *out. */
+void queue_config(const queue_t *q, queue_config_t *out);
+/* queue_configure() -- replace the configuration (the command layer reads
+ * the current one, changes the options given, and passes it back). The
+ * dead-letter name is copied. Returns QUEUE_OK or QUEUE_EINVAL (nothing
+ * changed). New limits apply to later pushes; messages already queued stay;
+ * a new LEASE applies to later deliveries. */
+int queue_configure(queue_t *q, const queue_config_t *cfg);
+/* queue_config_defaults() -- the defaults above into *out. */
+void queue_config_defaults(queue_config_t *out);
+
+/* ---- push ------------------------------------------------------------------------- */
+
+typedef struct queue_push_s {
+    const void *key;          /* binary-safe, copied */
+    size_t klen;              /* < 2^32 */
+    const void *payload;      /* copied */
+    size_t plen;              /* < 2^32 */
+    const void *dedup_id;     /* ID dedup-id, or NULL */
+    size_t dlen;
+    bool coalesce;            /* COALESCE */
+    uint64_t delay_ms;        /* DELAY; 0 for none */
+} queue_push_t;
+
+/* queue_push() -- Q.PUSH. id is the new message's id (the record's
+ * revision). Checks, in order:
+ *   1. ID: a live dedup entry (window end > now_ms) -> QUEUE_DUPLICATE, *id_out
+ *      = the first push's id, nothing changes. (An entry whose window has
+ *      ended is replaced, whether or not its expiry record came yet.)
+ *   2. COALESCE: the key has a waiting message -> its newest waiting message
+ *      takes the payload, keeps its place and id; QUEUE_MERGED, *id_out = its
+ *      id. Merging adds nothing, so it succeeds even when the queue is full.
+ *   3. MAXLEN pending -> QUEUE_FULL; MAXPERKEY waiting of the key -> QUEUE_LIMIT.
+ *   4. Otherwise QUEUE_OK, *id_out = id: appended to the key's FIFO, or, with
+ *      DELAY, held until now_ms + delay_ms (see queue_promote()).
+ * With ID and a dedup window, outcomes 2 and 4 record dedup_id -> *id_out
+ * until now_ms + dedup_ms. Due delayed messages are promoted first.
+ * Delayed messages are pending (they count towards MAXLEN) but belong to no
+ * key until due: they are neither COALESCE targets nor counted by MAXPERKEY,
+ * and a push that merges ignores its DELAY. O(log n). */
+int queue_push(queue_t *q, const queue_push_t *p, uint64_t id, uint64_t now_ms, uint64_t *id_out);
+
+/* ---- delivery --------------------------------------------------------------------- */
+
+/* A delivered (or peeked) message. Pointers are into the queue. */
+typedef struct queue_delivery_s {
+    uint64_t id;
+    const char *key;
+    size_t klen;
+    const char *payload;
+    size_t plen;
+    uint32_t attempt;         /* 1 for the first delivery */
+    uint64_t token;           /* the delivery's fencing token (0 in a peek) */
+    uint64_t deadline_ms;     /* lease end (0 for NOACK or a peek) */
+} queue_delivery_t;
+
+/* queue_deliver() -- one message for Q.PULL: the ready key whose head is
+ * oldest; its head goes in flight with `token` (the record's revision,
+ * hence larger than every earlier token of the key) until now_ms +
+ * lease_ms (0: the queue's LEASE). With noack the message is done at once
+ * (at most once; no result kept) and the key's next message is ready.
+ * Due delayed messages are promoted first. Returns 1 with *out filled, or 0
+ * if nothing is ready. O(log n). */
+int queue_deliver(queue_t *q, uint64_t now_ms, uint64_t lease_ms, uint64_t token, bool noack,
+                  queue_delivery_t *out);
+
+/* What happened to a message that came back (nack, lease ran out). */
+enum queue_retry_kind {
+    QUEUE_RETRY_READY = 0,     /* back at its key's head, ready at once */
+    QUEUE_RETRY_LATER = 1,     /* nack DELAY: the key stays held until the delay ends */
+    QUEUE_RETRY_DEADLETTER = 2,/* attempts exhausted: moved to the dead-letter queue (or discarded) */
+    QUEUE_RETRY_PARKED = 3,    /* attempts exhausted, ONPOISON park: the key is parked */
+};
+
+typedef struct queue_retry_s {
+    int kind;                 /* enum queue_retry_kind */
+    uint64_t id;              /* the message */
+    queue_t *dlq;             /* DEADLETTER: the queue it went to, NULL if none configured */
+    uint64_t dl_id;           /* DEADLETTER with dlq: its id there (the rev passed in) */
+} queue_retry_t;
+
+/* queue_ack() -- Q.ACK: id's current delivery is `token` -> the message is
+ * done, the key's next message is ready, and if result is non-NULL (rlen
+ * bytes, copied) and RESULTTTL > 0 the result is kept until now_ms +
+ * RESULTTTL. Returns 1, or 0 if token is not the message's current delivery
+ * (a stale ack: nothing changes). O(log n). */
+int queue_ack(queue_t *q, uint64_t id, uint64_t token, const void *result, size_t rlen,
+              uint64_t now_ms);
+
+/* queue_nack() -- Q.NACK: give the delivery back. Without delay the message
+ * is ready again at once (at its key's head: it is still the key's oldest);
+ * with delay_ms the key stays held (no token owns it; keyinfo shows it
+ * processing with token 0) until now_ms + delay_ms, when the writer's lease
+ * timer redelivers it. Either way the attempt is spent: if it was the
+ * MAXATTEMPTS-th, the message is dead-lettered (the DLQ, created if absent,
+ * gets it as a new waiting message with id rev, whatever its MAXLEN: dead
+ * letters are never lost) or its key parked. *out (may be NULL) says which;
+ * out->dlq is valid until that queue is dropped. Returns 1, or 0 for a
+ * stale token. O(log n). */
+int queue_nack(queue_t *q, uint64_t id, uint64_t token, uint64_t delay_ms, uint64_t now_ms,
+               uint64_t rev, queue_retry_t *out);
+
+/* queue_extend() -- Q.EXTEND: the lease now ends at now_ms + ms. Returns 1,
+ * or 0 for a stale token. O(log n). */
+int queue_extend(queue_t *q, uint64_t id, uint64_t token, uint64_t ms, uint64_t now_ms);
+
+/* queue_redeliver() -- apply of the writer's "lease expired" record: if
+ * token is still id's current delivery (or 0 for a nack-delayed message) and
+ * its deadline is <= now_ms, the delivery ends as by a nack without delay
+ * (same attempt accounting, same dead-letter/park outcome, with rev as the
+ * dead-letter id). Returns 1, or 0 if the record is stale (acked, extended,
+ * redelivered already): nothing changes. O(log n). */
+int queue_redeliver(queue_t *q, uint64_t id, uint64_t token, uint64_t now_ms, uint64_t rev,
+                    queue_retry_t *out);
+
+/* queue_unpark() -- Q.UNPARK: the key's backlog flows again; its head (the
+ * poison message) starts over at attempt 0. Returns 1, or 0 if the key was
+ * not parked. O(log n). */
+int queue_unpark(queue_t *q, const void *key, size_t klen);
+
+/* queue_promote() -- move delayed messages due at or before now_ms to their
+ * keys' FIFOs, in due order (ties: id order). Push and deliver do this
+ * themselves; the writer also logs a "delay due" record calling it when
+ * queue_next_delay() comes, so blocked pullers wake. Returns how many moved.
+ * O(k log n) for k moved. */
+size_t queue_promote(queue_t *q, uint64_t now_ms);
+
+/* ---- dedup and results ------------------------------------------------------------- */
+
+/* queue_dedup_lookup() -- the message id a live dedup entry points at (0 if
+ * none, or its window ended at or before now_ms). O(1). */
+uint64_t queue_dedup_lookup(const queue_t *q, const void *dedup_id, size_t dlen, uint64_t now_ms);
+/* queue_dedup_expire() -- apply of "dedup window end": drop the entry if
+ * its window ended at or before now_ms. Returns 1 if dropped. O(log n). */
+int queue_dedup_expire(queue_t *q, const void *dedup_id, size_t dlen, uint64_t now_ms);
+
+enum queue_fate {
+    QUEUE_FATE_NONE = 0,       /* unknown id, not done yet, or its result expired */
+    QUEUE_FATE_DONE = 1,       /* acked with a result */
+    QUEUE_FATE_DEADLETTER = 2, /* exhausted its attempts */
+};
+
+typedef struct queue_result_s {
+    int fate;                 /* enum queue_fate */
+    const char *result;       /* DONE: the result bytes */
+    size_t rlen;
+    uint64_t expire_ms;       /* when the record goes */
+    uint64_t dl_id;           /* DEADLETTER: its id in the DLQ (0 if discarded) */
+} queue_result_t;
+
+/* queue_result() -- a message's final fate (Q.RESULT, Q.CALL replay): fills
+ * *out and returns its fate. Kept RESULTTTL ms after the ack or the dead
+ * letter, until the expiry record. Acks without RESULT and NOACK deliveries
+ * keep nothing. O(1). */
+int queue_result(const queue_t *q, uint64_t id, queue_result_t *out);
+/* queue_result_expire() -- apply of "result expire": drop id's result if it
+ * expires at or before now_ms. Returns 1 if dropped. O(log n). */
+int queue_result_expire(queue_t *q, uint64_t id, uint64_t now_ms);
+
+/* ---- timers ------------------------------------------------------------------------ */
+
+enum queue_timer_kind {
+    QUEUE_TIMER_NONE = 0,
+    QUEUE_TIMER_LEASE = 1,    /* log "redeliver id token" -> queue_redeliver() */
+    QUEUE_TIMER_DELAY = 2,    /* log "delay due" -> queue_promote() */
+    QUEUE_TIMER_DEDUP = 3,    /* log "dedup end dedup_id" -> queue_dedup_expire() */
+    QUEUE_TIMER_RESULT = 4,   /* log "result expire id" -> queue_result_expire() */
+};
+
+typedef struct queue_timer_s {
+    int kind;                 /* enum queue_timer_kind */
+    uint64_t due_ms;
+    uint64_t id;              /* LEASE, DELAY, RESULT: the message */
+    uint64_t token;           /* LEASE: the delivery (0 for a nack delay) */
+    const char *dedup_id;     /* DEDUP */
+    size_t dlen;
+} queue_timer_t;
+
+/* The earliest deadline of each kind, O(1): each returns true and fills
+ * *out, or false if there is none of that kind. */
+bool queue_next_lease(const queue_t *q, queue_timer_t *out);
+bool queue_next_delay(const queue_t *q, queue_timer_t *out);
+bool queue_next_dedup(const queue_t *q, queue_timer_t *out);
+bool queue_next_result(const queue_t *q, queue_timer_t *out);
+/* queue_next_timer() -- the earliest of the four (ties: the order above). */
+bool queue_next_timer(const queue_t *q, queue_timer_t *out);
+/* queue_set_next_timer() -- the earliest over every queue; *qout receives its
+ * queue. O(queues): the writer may instead keep its own per-queue wakeups. */
+bool queue_set_next_timer(const queue_set_t *s, queue_t **qout, queue_timer_t *out);
+
+/* ---- introspection ------------------------------------------------------------------ */
+
+enum queue_key_state {
+    QUEUE_KEY_IDLE = 0,        /* no messages */
+    QUEUE_KEY_PROCESSING = 1,  /* a message in flight (waiting may be > 0) */
+    QUEUE_KEY_WAITING = 2,     /* messages waiting, none in flight */
+    QUEUE_KEY_PARKED = 3,      /* poison: set aside until unpark */
+};
+
+typedef struct queue_keyinfo_s {
+    int state;                /* enum queue_key_state */
+    uint64_t inflight_id;     /* PROCESSING: the message; PARKED: the poison message */
+    uint64_t since_ms;        /* PROCESSING: when it was delivered */
+    uint64_t deadline_ms;     /* PROCESSING: lease end (or nack delay end) */
+    uint64_t token;           /* PROCESSING: the current delivery (0: nack-delayed) */
+    uint32_t attempt;         /* PROCESSING/PARKED: attempts spent on the head */
+    size_t waiting;           /* waiting messages (not in flight; parked backlog included) */
+} queue_keyinfo_t;
+
+/* queue_keyinfo() -- Q.KEYINFO; returns out->state. O(1). */
+int queue_keyinfo(const queue_t *q, const void *key, size_t klen, queue_keyinfo_t *out);
+
+typedef struct queue_topkey_s {
+    const char *key;
+    size_t klen;
+    size_t waiting;
+} queue_topkey_t;
+
+/* queue_topkeys() -- Q.TOPKEYS: up to n keys with the most waiting messages,
+ * most first, into out[0..n). Returns how many. Diagnostics: O(keys log n),
+ * it walks every key of the queue. */
+size_t queue_topkeys(const queue_t *q, size_t n, queue_topkey_t *out);
+
+typedef struct queue_len_s {
+    size_t waiting;           /* in key FIFOs, not in flight (parked included) */
+    size_t inflight;          /* delivered, not acked (nack-delayed included) */
+    size_t delayed;           /* pushed with DELAY, not yet due */
+} queue_len_t;
+
+/* queue_len() -- Q.LEN. O(1). */
+void queue_len(const queue_t *q, queue_len_t *out);
+
+typedef struct queue_info_s {
+    queue_config_t config;
+    queue_len_t len;
+    size_t keys;              /* distinct keys with messages */
+    size_t ready_keys;        /* keys whose head can be delivered now */
+    size_t parked_keys;
+    size_t dedup_entries;
+    size_t results;
+    size_t bytes;             /* heap bytes of the queue (estimate incl. malloc overhead) */
+    uint64_t pushed, merged, deduped, delivered, acked, nacked, redelivered, deadlettered, parked;
+} queue_info_t;
+
+/* queue_info() -- Q.INFO. O(1). */
+void queue_info(const queue_t *q, queue_info_t *out);
+
+/* queue_peek() -- Q.PEEK: the next (up to) n messages deliver would hand
+ * out if nothing else happened, i.e. the n oldest heads of ready keys, into
+ * out[0..n). Returns how many. O(n log n). */
+size_t queue_peek(const queue_t *q, size_t n, queue_delivery_t *out);
+
+/* ---- snapshots ------------------------------------------------------------------------
+ *
+ * A snapshot enumerates each queue's configuration (queue_config()), its
+ * messages, dedup entries and results, and reloads them into an empty queue
+ * of a fresh set with the load functions, in the order the iteration gave
+ * them. Counters are not state and start at 0. */
+
+enum queue_msg_state {
+    QUEUE_MSG_WAITING = 0,
+    QUEUE_MSG_INFLIGHT = 1,   /* token (0: nack-delayed), since_ms, deadline_ms */
+    QUEUE_MSG_DELAYED = 2,    /* deadline_ms = due time */
+};
+
+typedef struct queue_snap_msg_s {
+    int state;                /* enum queue_msg_state */
+    uint64_t id;
+    const char *key;
+    size_t klen;
+    const char *payload;
+    size_t plen;
+    uint32_t attempt;
+    bool parked;              /* its key is parked */
+    uint64_t token, since_ms, deadline_ms;
+} queue_snap_msg_t;
+
+/* queue_foreach_msg() -- every message: per key, its FIFO in order (the
+ * in-flight head first), then the delayed ones. fn must not change the queue. */
+void queue_foreach_msg(const queue_t *q, void (*fn)(void *arg, const queue_snap_msg_t *m), void *arg);
+/* queue_foreach_dedup() -- every dedup entry (id, the message id, window end). */
+void queue_foreach_dedup(const queue_t *q,
+                         void (*fn)(void *arg, const char *dedup_id, size_t dlen, uint64_t msg_id,
+                                    uint64_t end_ms),
+                         void *arg);
+/* queue_foreach_result() -- every kept result, with its message id. */
+void queue_foreach_result(const queue_t *q,
+                          void (*fn)(void *arg, uint64_t id, const queue_result_t *r), void *arg);
+
+/* Load what the iterations gave, in their order, into an empty queue. */
+void queue_load_msg(queue_t *q, const queue_snap_msg_t *m);
+void queue_load_dedup(queue_t *q, const void *dedup_id, size_t dlen, uint64_t msg_id, uint64_t end_ms);
+void queue_load_result(queue_t *q, uint64_t id, const queue_result_t *r);
+
+#endif /* ORDO_QUEUE_H */
