@@ -5,6 +5,7 @@
 #   make run               build and start ordod with its default configuration
 #   make test              every test: unit, integration, sanitizers
 #   make integration       integration tests: a real ordod driven over the wire
+#   make crash             short crash run: SIGKILL ordod under writers, check (scripts/crash-long.sh: long)
 #   make asan / make tsan  unit tests under ASan+UBSan (and integration) / TSan
 #   make bench-primitives  in-process primitive benchmarks
 #   make fuzz              fuzz the RESP parser (FUZZ_SECONDS=60)
@@ -15,7 +16,7 @@ PREFIX ?= /usr/local
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all build run test unit integration asan tsan bench-primitives bench fuzz install clean deps-build deps-test
+.PHONY: all build run test unit integration crash asan tsan bench-primitives bench fuzz install clean deps-build deps-test
 
 all: build
 
@@ -40,6 +41,10 @@ unit: build
 integration: build deps-test
 	ORDOD=build/ordod /usr/bin/python3 -m pytest -q tests/integration
 
+# SIGKILL ordod at random moments under concurrent writers; tests/crash/README.md.
+crash: build deps-test
+	ORDOD=build/ordod /usr/bin/python3 -m pytest -q tests/crash
+
 asan: deps-build
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DORDO_SANITIZE=address,undefined >/dev/null
 	@cmake --build build-asan -j $(JOBS)
@@ -57,6 +62,7 @@ tsan: deps-build
 test: deps-test
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory integration
+	@$(MAKE) --no-print-directory crash
 	@$(MAKE) --no-print-directory asan
 	@$(MAKE) --no-print-directory tsan
 

@@ -172,6 +172,15 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
                    d->name);
         return;
     }
+    /* The log failed after revisions were applied in memory that it never
+     * stored: a crash would take them back, so nothing that reads the
+     * state is answered any more (DESIGN.md: no client sees state a crash
+     * could take back). Writes get the same -READONLY. */
+    if (s->readonly[0] != '\0' && !(d->flags & CMD_NOSTATE) && core_rev(s->core) > s->durable_rev) {
+        reply_errf(&x, "READONLY the log cannot be written, so writes (and reads of state it could not store) "
+                       "are refused: %s", s->readonly);
+        return;
+    }
     uint64_t next = core_next_expiry(s->core);
     if (next != 0 && next <= s->now_ms)
         cmd_expire_due(s);
@@ -304,19 +313,26 @@ bool cmd_write(cmd_ctx_t *x, record_t *rec, apply_result_t *res)
             return false;
         }
     }
-    cmd_apply(s, rec, res);
+    if (!cmd_apply(s, rec, res)) {
+        /* Applied in memory, but the log refused the record: never OK. */
+        reply_errf(x, "READONLY the log cannot be written, so writes are refused: %s", s->readonly);
+        return false;
+    }
     if (rec->type == REC_PUT && rec->expire_at_ms != 0)
         cmd_schedule_expiry(s);
     return true;
 }
 
-void cmd_apply(server_t *s, record_t *rec, apply_result_t *res)
+bool cmd_apply(server_t *s, record_t *rec, apply_result_t *res)
 {
     rec->time_ms = s->now_ms;
     core_apply(s->core, rec, res);
     /* Only records that changed something are logged: a failed condition
      * leaves no trace, and replay reaches the same state without it. */
+    bool stored = true;
     if (res->status == AP_OK && s->wal != NULL)
-        persist_record(s, rec, core_rev(s->core));
-    cmd_coord_after_apply(s, rec);
+        stored = persist_record(s, rec, core_rev(s->core)) == 0;
+    if (stored)
+        cmd_coord_after_apply(s, rec); /* serve lock waiters and candidates: records of their own */
+    return stored;
 }

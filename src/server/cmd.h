@@ -22,6 +22,8 @@ enum cmd_flags {
     CMD_NOAUTH = 1 << 0,      /* allowed before authentication */
     CMD_WATCHMODE = 1 << 1,   /* allowed on a RESP2 connection that has watches */
     CMD_WRITE = 1 << 2,       /* makes a record */
+    CMD_NOSTATE = 1 << 3,     /* the reply reads no stored key or value: still answered after the
+                               * log failed with revisions in memory that it could not store */
 };
 
 typedef struct cmd_ctx_s {
@@ -115,7 +117,9 @@ void reply_syntax(cmd_ctx_t *x);
  * passed (returns false, reply written). */
 bool cmd_write(cmd_ctx_t *x, record_t *rec, apply_result_t *res);
 /* cmd_apply() -- stamp rec with the writer's clock and apply it: the one
- * door through which every record (commands' and timers') enters the core. */
-void cmd_apply(server_t *s, record_t *rec, apply_result_t *res);
+ * door through which every record (commands' and timers') enters the core.
+ * Returns false if the record changed the state but the log refused it
+ * (the server is now read-only): its effect must not be acknowledged. */
+bool cmd_apply(server_t *s, record_t *rec, apply_result_t *res);
 
 #endif /* ORDO_CMD_H */

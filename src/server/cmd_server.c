@@ -361,18 +361,18 @@ static void cmd_time(cmd_ctx_t *x)
 }
 
 static const cmd_def_t server_cmds[] = {
-    {"PING", -1, CMD_NOAUTH | CMD_WATCHMODE, cmd_ping, "PING [message]: PONG, or the message"},
-    {"ECHO", 2, 0, cmd_echo, "ECHO message"},
-    {"QUIT", 1, CMD_NOAUTH | CMD_WATCHMODE, cmd_quit, "QUIT: close the connection after OK"},
-    {"AUTH", -2, CMD_NOAUTH | CMD_WATCHMODE, cmd_auth, "AUTH [user] password"},
-    {"HELLO", -1, CMD_NOAUTH, cmd_hello, "HELLO [2|3] [AUTH user pass] [SETNAME name]"},
-    {"CLIENT", -2, 0, cmd_client, "CLIENT ID|SETNAME|GETNAME|LIST|INFO"},
-    {"INFO", -1, 0, cmd_info, "INFO [section]"},
-    {"COMMAND", -1, 0, cmd_command, "COMMAND [COUNT|DOCS]"},
-    {"CONFIG", -2, 0, cmd_config, "CONFIG GET pattern..."},
+    {"PING", -1, CMD_NOAUTH | CMD_WATCHMODE | CMD_NOSTATE, cmd_ping, "PING [message]: PONG, or the message"},
+    {"ECHO", 2, CMD_NOSTATE, cmd_echo, "ECHO message"},
+    {"QUIT", 1, CMD_NOAUTH | CMD_WATCHMODE | CMD_NOSTATE, cmd_quit, "QUIT: close the connection after OK"},
+    {"AUTH", -2, CMD_NOAUTH | CMD_WATCHMODE | CMD_NOSTATE, cmd_auth, "AUTH [user] password"},
+    {"HELLO", -1, CMD_NOAUTH | CMD_NOSTATE, cmd_hello, "HELLO [2|3] [AUTH user pass] [SETNAME name]"},
+    {"CLIENT", -2, CMD_NOSTATE, cmd_client, "CLIENT ID|SETNAME|GETNAME|LIST|INFO"},
+    {"INFO", -1, CMD_NOSTATE, cmd_info, "INFO [section]"},
+    {"COMMAND", -1, CMD_NOSTATE, cmd_command, "COMMAND [COUNT|DOCS]"},
+    {"CONFIG", -2, CMD_NOSTATE, cmd_config, "CONFIG GET pattern..."},
     {"DBSIZE", 1, 0, cmd_dbsize, "DBSIZE: live keys"},
     {"SNAPSHOT", 1, 0, cmd_snapshot, "SNAPSHOT: start a snapshot; the revision it covers"},
-    {"TIME", 1, 0, cmd_time, "TIME: [seconds, microseconds]"},
+    {"TIME", 1, CMD_NOSTATE, cmd_time, "TIME: [seconds, microseconds]"},
 };
 
 void cmd_server_register(server_t *s) { cmd_register(s, server_cmds, sizeof server_cmds / sizeof server_cmds[0]); }

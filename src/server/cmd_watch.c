@@ -329,6 +329,8 @@ void cmd_cron(server_t *s)
     uint64_t interval = (uint64_t)s->cfg.watch_progress_ms;
     s->next_progress_ms = now + interval / 4;
     uint64_t rev = core_rev(s->core);
+    if (s->readonly[0] != '\0' && rev > s->durable_rev)
+        rev = s->durable_rev; /* the log failed: never name a revision it did not store */
     for (conn_t *c = s->conns; c != NULL; c = c->next) {
         for (watch_t *w = c->watches; w != NULL && !c->closing; w = w->onext) {
             if (w->state != WATCH_LIVE || now - w->last_sent_ms < interval)
@@ -345,7 +347,7 @@ void cmd_cron(server_t *s)
 static const cmd_def_t watch_cmds[] = {
     {"KV.WATCH", -2, CMD_WATCHMODE, cmd_kv_watch,
      "KV.WATCH key [PREFIX] [FROM rev [RESYNC] | SNAPSHOT] [PREVVAL]: the watch id, then events"},
-    {"KV.UNWATCH", -1, CMD_WATCHMODE, cmd_kv_unwatch, "KV.UNWATCH [id]: watches removed"},
+    {"KV.UNWATCH", -1, CMD_WATCHMODE | CMD_NOSTATE, cmd_kv_unwatch, "KV.UNWATCH [id]: watches removed"},
 };
 
 void cmd_watch_register(server_t *s)

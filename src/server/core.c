@@ -447,17 +447,25 @@ static void apply_compact(core_t *c, const record_t *r, apply_result_t *res)
     uint64_t point = r->arg_rev;
     if (point > kv_last_rev(c->kv) + 1)
         point = kv_last_rev(c->kv) + 1;
+    if (point <= kv_oldest_rev(c->kv)) {
+        res->status = AP_NOOP; /* already there: nothing to log */
+        res->rev = c->rev;
+        return;
+    }
     int rc = kv_compact(c->kv, point);
     assert(rc == KV_OK);
     (void)rc;
+    c->rev++; /* logged, so it takes a revision like every change (see apply_coord) */
     res->status = AP_OK;
     res->rev = c->rev;
 }
 
 /* ---- leases, locks, elections ------------------------------------------------
- * Revisions: grant, acquire, campaign, release, resign, proclaim, revoke
- * and expiry each take one when they change something; keepalives and
- * extensions are logged but take none (they move a deadline, not a value).
+ * Revisions: every record that changes something takes one -- grant,
+ * acquire, campaign, release, resign, proclaim, keepalives, extensions,
+ * expiry. Keepalives must too: recovery replays only records above the
+ * snapshot's revision, so a logged record that took no revision could be
+ * skipped.
  * A lease's end takes one revision per deleted key, freed lock and vacated
  * leadership, in coord's event order, and one for the end itself. */
 
@@ -507,9 +515,8 @@ static void apply_coord(core_t *c, const record_t *r, apply_result_t *res)
         break;
     case REC_LEASE_KEEPALIVE:
         st = coord_lease_keepalive(c->coord, r->lease, r->time_ms, &rem);
-        res->status = st == COORD_OK ? AP_OK : AP_NOTFOUND;
         res->value = (int64_t)rem;
-        res->rev = c->rev;
+        took(c, res, st == COORD_OK, AP_NOTFOUND);
         break;
     case REC_LEASE_REVOKE:
         res->value = coord_lease_revoke(c->coord, r->lease); /* revisions spent by its events */
@@ -527,8 +534,7 @@ static void apply_coord(core_t *c, const record_t *r, apply_result_t *res)
         break;
     case REC_LOCK_EXTEND:
         res->value = coord_lock_extend(c->coord, r->key, r->klen, r->token, r->ttl_ms, r->time_ms);
-        res->status = res->value ? AP_OK : AP_NOOP;
-        res->rev = c->rev;
+        took(c, res, res->value == 1, AP_NOOP);
         break;
     case REC_ELECT_CAMPAIGN:
         st = coord_elect_campaign(c->coord, r->key, r->klen, r->val, r->vlen, r->ttl_ms, r->lease, r->time_ms,
@@ -546,9 +552,8 @@ static void apply_coord(core_t *c, const record_t *r, apply_result_t *res)
         break;
     case REC_ELECT_KEEPALIVE:
         st = coord_elect_keepalive(c->coord, r->key, r->klen, r->token, r->time_ms, &rem);
-        res->status = st == COORD_OK ? AP_OK : AP_NOTHOLDER;
         res->value = (int64_t)rem;
-        res->rev = c->rev;
+        took(c, res, st == COORD_OK, AP_NOTHOLDER);
         break;
     case REC_ELECT_RESIGN:
         res->value = coord_elect_resign(c->coord, r->key, r->klen, r->token,

@@ -244,6 +244,13 @@ static void on_write(uv_write_t *req, int status)
 static size_t sendable_bytes(conn_t *c)
 {
     server_t *s = c->srv;
+    if (s->readonly[0] != '\0') {
+        /* The log failed: output pending then was dropped with its
+         * connection (persist.c), and what is produced since depends on no
+         * unstored revision, so nothing waits (it would wait forever). */
+        c->nmarks = 0;
+        return c->out.len;
+    }
     uint64_t rev = core_rev(s->core), durable = s->durable_rev;
     size_t last_end = c->nmarks ? c->marks[c->nmarks - 1].end : 0;
     if (c->out.len > last_end && rev > durable) {

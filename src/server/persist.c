@@ -118,7 +118,12 @@ static void on_durable(void *arg)
 }
 
 /* The log failed: refuse writes, and close every connection whose output
- * waits on revisions the log will never hold. */
+ * waits on revisions the log will never hold. That is every connection with
+ * unsent output, held or not: output appended before the failure and not
+ * yet marked (a connection busy writing marks it only at its next flush)
+ * may depend on those revisions too. From here on nothing that depends on
+ * the unstored revisions is produced (cmd_dispatch refuses such commands),
+ * so output is no longer held (net.c). */
 static void enter_readonly(server_t *s, const char *why)
 {
     if (s->readonly[0] != '\0')
@@ -132,6 +137,9 @@ static void enter_readonly(server_t *s, const char *why)
         c->held_next = NULL;
         conn_close(c);
     }
+    for (conn_t *c = s->conns; c != NULL; c = c->next)
+        if (!c->closing && c->out.len > 0)
+            conn_close(c);
 }
 
 static void on_durable_async(uv_async_t *h)
