@@ -202,9 +202,15 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     (void)suggested;
     conn_t *c = h->data;
+    /* Grow with what actually arrives, doubling, never to what a header
+     * merely claims: a client announcing a 16 MiB bulk and sending nothing
+     * costs a read chunk, not 16 MiB. */
     size_t want = CONN_READ_CHUNK;
-    if (c->need_bytes > c->in.len && c->need_bytes - c->in.len > want)
-        want = c->need_bytes - c->in.len;
+    if (c->need_bytes > c->in.len) {
+        size_t missing = c->need_bytes - c->in.len;
+        size_t grow = c->in.len > want ? c->in.len : want;
+        want = missing < grow ? missing : grow;
+    }
     buf->base = ordo_buf_reserve(&c->in, want);
     buf->len = c->in.cap - c->in.len;
 }
