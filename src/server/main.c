@@ -6,6 +6,7 @@
  * Start-up that fails part-way unwinds through labels named for the step
  * they undo.
  */
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,13 @@
 #include "conn.h"
 #include "persist.h"
 #include "server.h"
+
+/* Allocations at least this large are mapped and unmapped on their own.
+ * glibc otherwise raises its threshold after large frees and serves big
+ * connection buffers from the heap, where freed ones stay resident: a
+ * burst of large requests would pin the server's memory long after the
+ * clients left. Fixing it keeps memory following the live data. */
+#define MALLOC_MMAP_THRESHOLD_BYTES (256 * 1024)
 
 /* How often the housekeeping timer runs: watch progress and output limits
  * are checked at this granularity. */
@@ -66,6 +74,7 @@ int main(int argc, char **argv)
     if (exit_now)
         return 0;
     signal(SIGPIPE, SIG_IGN);
+    mallopt(M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD_BYTES);
     if (make_dir(s->cfg.dir) != 0) {
         fprintf(stderr, "ordod: cannot use data directory %s\n", s->cfg.dir);
         return 1;
