@@ -9,7 +9,7 @@
 #   make asan / make tsan  unit tests under ASan+UBSan (and integration) / TSan
 #   make bench-primitives  in-process primitive benchmarks
 #   make fuzz              fuzz the RESP parser (FUZZ_SECONDS=60)
-#   make bench             server benchmarks against Redis and etcd (bench/*.sh)
+#   make bench             server benchmarks against Redis, etcd, beanstalkd (bench/*.sh)
 #   make install           install libordo, headers, ordo.pc (PREFIX=/usr/local)
 
 PREFIX ?= /usr/local
@@ -83,6 +83,7 @@ bench: build
 	bench/memory.sh
 	bench/durable.sh
 	bench/lock.sh
+	bench/queue.sh
 
 install: build
 	cmake --install build

@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# bench/queue.sh -- durable work queues: push -> pull -> ack cycles per
+# second, ordod against beanstalkd and Redis streams; then ordod's Q.CALL
+# round trips per second.
+#
+# All three servers run at once, each on a free loopback port with a temp
+# data dir (so on the same file system). build/ordo_bench (ordo-bench,
+# bench/ordo_bench.c) drives one, then the next, for R rounds, the order
+# rotating every round so that load from other work on the machine falls
+# on all alike. The client shape is the same for all: N producer and M
+# consumer connections, each with one request in flight, for D seconds;
+# producers stop while W messages are pushed and not yet acked, so the
+# backlog stays bounded. Per cycle:
+#   - ordod:         Q.PUSH (keys spread over K keys) / Q.PULL BLOCK / Q.ACK
+#   - beanstalkd:    put / reserve-with-timeout / delete
+#   - redis-streams: XADD / XREADGROUP GROUP g c<i> BLOCK / XACK
+# We report the median (min..max) acked cycles/s of each and the ratios of
+# the medians (goals: ordo/beanstalkd >= 5, ordo/redis-streams >= 2).
+# Around every ordod run we read INFO persistence and print log records per
+# cycle and records per sync. Then C callers do Q.CALL round trips against
+# ordod while M consumers pull and ack with RESULT: calls/s.
+#
+# Fairness notes, printed with the results:
+#   - ordod --fsync always: a reply leaves only once its record is
+#     fdatasync'ed; concurrent requests share a sync (group commit). A push,
+#     a delivery and an ack are each a record.
+#   - beanstalkd -b DIR -f0: binlog, fsync after every write; it logs puts
+#     and deletes, not reserves, and does no group commit.
+#   - redis-server --appendonly yes --appendfsync always --save "": AOF fsync
+#     per event-loop turn before the replies (group commit); XADD,
+#     XREADGROUP (the PEL entry) and XACK all go to the AOF. XACK leaves the
+#     entry in the stream (no XDEL, no trimming): less work than a delete.
+#   - Neither beanstalkd nor Redis streams has ordo's per-key ordering
+#     (one message of a key in flight at a time) or its fencing tokens.
+#
+# Env: N (producers, 8), M (consumers, 8), D (seconds per run, 10),
+#      R (rounds, 3), K (ordo keys, 1000), W (window, 1000),
+#      V (payload bytes, 64), C (Q.CALL callers, default N).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+bench_init queue
+
+N="${N:-8}"
+M="${M:-8}"
+D="${D:-10}"
+R="${R:-3}"
+K="${K:-1000}"
+W="${W:-1000}"
+V="${V:-64}"
+C="${C:-$N}"
+LOAD="$ROOT/build/ordo_bench"
+[ -x "$LOAD" ] || { echo "bench: $LOAD is missing; run make first" >&2; exit 1; }
+
+start_ordod() {
+    PORT_ordo="$(bench_free_port)"
+    mkdir -p "$BENCH_TMP/ordod"
+    bench_spawn "$BENCH_TMP/ordod.log" "$ORDOD" --bind 127.0.0.1 --port "$PORT_ordo" \
+        --dir "$BENCH_TMP/ordod" --fsync always
+    bench_wait_port "$LAST_PID" "$PORT_ordo" || { cat "$BENCH_TMP/ordod.log" >&2; exit 1; }
+    if ! redis-cli -p "$PORT_ordo" INFO persistence | grep -q '^fsync:always'; then
+        echo "bench: ordod does not report fsync:always" >&2
+        exit 1
+    fi
+}
+
+start_beanstalkd() {
+    PORT_beanstalkd="$(bench_free_port)"
+    mkdir -p "$BENCH_TMP/beanstalkd"
+    bench_spawn "$BENCH_TMP/beanstalkd.log" beanstalkd -l 127.0.0.1 -p "$PORT_beanstalkd" \
+        -b "$BENCH_TMP/beanstalkd" -f0
+    bench_wait_port "$LAST_PID" "$PORT_beanstalkd" || { cat "$BENCH_TMP/beanstalkd.log" >&2; exit 1; }
+}
+
+start_redis() {
+    PORT_redis="$(bench_free_port)"
+    mkdir -p "$BENCH_TMP/redis"
+    bench_spawn "$BENCH_TMP/redis.log" redis-server --bind 127.0.0.1 --port "$PORT_redis" \
+        --dir "$BENCH_TMP/redis" --save "" --appendonly yes --appendfsync always --daemonize no
+    bench_wait_port "$LAST_PID" "$PORT_redis" || { cat "$BENCH_TMP/redis.log" >&2; exit 1; }
+    if [ "$(redis-cli -p "$PORT_redis" CONFIG GET appendfsync | tail -1)" != always ] ||
+        ! redis-cli -p "$PORT_redis" INFO persistence | grep -q '^aof_enabled:1'; then
+        echo "bench: redis-server is not running with appendfsync always" >&2
+        exit 1
+    fi
+}
+
+# ordo_wal: prints "records syncs" from ordod's INFO persistence.
+ordo_wal() {
+    redis-cli -p "$PORT_ordo" INFO persistence | tr -d '\r' | awk -F: '
+        $1 == "wal_records_written" { r = $2 }
+        $1 == "wal_syncs" { s = $2 }
+        END { print r, s }'
+}
+
+field() { tr ' ' '\n' <<<"$2" | awk -F= -v k="$1" '$1 == k { print $2 }'; }
+
+# median1 V...: median with one decimal (bench_stats rounds to integers).
+median1() {
+    printf '%s\n' "$@" | sort -g | awk '
+        { v[NR] = $1 }
+        END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.1f\n", m }'
+}
+
+declare -A res  # res[BACKEND]: per-run figures
+declare -A wal  # wal[rpc|rps|sps]: ordod's log per run
+
+# run BACKEND: one run of ordo-bench; records its figure.
+run() {
+    local b="$1" port line v key r0 s0 r1 s1 extra=""
+    case "$b" in
+    ordo | call) port="$PORT_ordo" ;;
+    beanstalkd) port="$PORT_beanstalkd" ;;
+    redis-streams) port="$PORT_redis" ;;
+    esac
+    [ "$port" = "$PORT_ordo" ] && read -r r0 s0 <<<"$(ordo_wal)"
+    line="$(timeout $((D + 60)) "$LOAD" "$b" "$port" -n "$N" -m "$M" -c "$C" -d "$D" -k "$K" \
+        -w "$W" -v "$V")" || { echo "bench: ordo-bench $b failed: $line" >&2; exit 1; }
+    if [ "$b" = call ]; then key=calls_per_s; else key=acked_per_s; fi
+    v="$(field "$key" "$line")"
+    res[$b]+="$v "
+    if [ "$port" = "$PORT_ordo" ]; then
+        read -r r1 s1 <<<"$(ordo_wal)"
+        local dr=$((r1 - r0)) ds=$((s1 - s0)) n rpc rps sps
+        n="$(field "$( [ "$b" = call ] && echo calls_all || echo acked_all)" "$line")"
+        rpc="$(awk -v r="$dr" -v n="$n" 'BEGIN { printf "%.2f", (n > 0 ? r / n : 0) }')"
+        rps="$(awk -v r="$dr" -v s="$ds" 'BEGIN { printf "%.1f", (s > 0 ? r / s : 0) }')"
+        sps="$(awk -v v="$v" -v n="$n" -v s="$ds" 'BEGIN { printf "%.0f", (n > 0 ? v * s / n : 0) }')"
+        # records/op and syncs/s count the whole run (window fill and drain
+        # too, and the Q.DROP): ordo-bench's acked_all / calls_all.
+        wal[$b,rpc]+="$rpc "
+        wal[$b,rps]+="$rps "
+        wal[$b,sps]+="$sps "
+        extra=" | log: records/op $rpc records/sync $rps syncs/s $sps"
+    fi
+    printf '  round %d %-13s %s/s %s (tool_cpu %s)%s\n' "$r" "$b" "${key%%_per_s}" "$v" \
+        "$(field tool_cpu "$line")" "$extra"
+}
+
+start_ordod
+start_beanstalkd
+start_redis
+echo "queue: N=$N producers, M=$M consumers, ${D}s per run, R=$R rounds, window W=$W, ${V}-byte payloads, ordo keys K=$K"
+echo "queue: ordod --fsync always (reply after fdatasync of its record; group commit)"
+echo "queue: $(beanstalkd -v 2>&1 | head -1) -b DIR -f0 (binlog fsync'ed after every write; puts and deletes are logged)"
+echo "queue: redis-server $(redis-server --version | awk '{print $3}' | sed 's/v=//') --appendonly yes --appendfsync always --save \"\" (XACK leaves entries in the stream)"
+echo "queue: all three data dirs on $(df -P "$BENCH_TMP" | awk 'NR == 2 { print $1 }') ($(findmnt -n -o FSTYPE -T "$BENCH_TMP" 2>/dev/null || stat -f -c %T "$BENCH_TMP"))"
+
+backends=(ordo beanstalkd redis-streams)
+for r in $(seq 1 "$R"); do
+    for i in 0 1 2; do
+        run "${backends[$(((i + r - 1) % 3))]}"
+    done
+done
+echo "queue: Q.CALL, C=$C callers, M=$M consumers acking with RESULT, ${D}s per run, R=$R rounds"
+for r in $(seq 1 "$R"); do
+    run call
+done
+
+echo
+printf '%-26s %-28s %s\n' "push->pull->ack" "cycles/s median (min..max)" "ordod log (medians)"
+for b in "${backends[@]}" call; do
+    # shellcheck disable=SC2086
+    read -r m mn mx <<<"$(bench_stats ${res[$b]})"
+    label="$b"
+    [ "$b" = call ] && label="Q.CALL c=$C (calls/s)"
+    if [ -n "${wal[$b,rpc]:-}" ]; then
+        # shellcheck disable=SC2086
+        w="records/op $(median1 ${wal[$b,rpc]}) records/sync $(median1 ${wal[$b,rps]}) syncs/s $(bench_stats ${wal[$b,sps]} | awk '{print $1}')"
+    else
+        w=""
+    fi
+    printf '%-26s %-28s %s\n' "$label" "$m ($mn..$mx)" "$w"
+    eval "med_${b//-/_}=$m"
+done
+echo
+# shellcheck disable=SC2154
+echo "ratio ordo/beanstalkd:    $(bench_ratio "$med_ordo" "$med_beanstalkd") (goal >= 5)"
+# shellcheck disable=SC2154
+echo "ratio ordo/redis-streams: $(bench_ratio "$med_ordo" "$med_redis_streams") (goal >= 2)"
