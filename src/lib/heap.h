@@ -65,7 +65,9 @@ typedef struct ordo_heap_s {
 void ordo_heap_init(ordo_heap_t *h, ordo_heap_less_fn less, size_t cap_min, ordo_heap_mem_t mem);
 
 /* ordo_heap_destroy() -- free the array; the entries are the caller's and
- * their slots are left as they were. The heap is empty and reusable. */
+ * their slots are left as they were. The heap is empty afterwards. Also
+ * accepts a zeroed heap that was never initialised (an owner's error path
+ * may run before the heap's init). */
 void ordo_heap_destroy(ordo_heap_t *h);
 
 /* ordo_heap_node_init() -- mark n as in no heap. */

@@ -94,6 +94,9 @@ static void test_empty(void **state)
     assert_false(ordo_heap_linked(&a.hn));
     assert_null(ordo_heap_pop(&h));
     ordo_heap_destroy(&h);
+    /* A zeroed heap that was never initialised can be destroyed. */
+    ordo_heap_t zero = {0};
+    ordo_heap_destroy(&zero);
 }
 
 static void test_random_vs_reference(void **state)
