@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "bytes.h"
 #include "coord.h"
 #include "heap.h"
 #include "htab.h"
@@ -567,30 +568,16 @@ static void apply_coord(core_t *c, const record_t *r, apply_result_t *res)
  * duplicate push, a stale token, or an empty pull change nothing, take no
  * revision and are not logged. */
 
-static void put_le(char *p, uint64_t v, int n)
-{
-    for (int i = 0; i < n; i++)
-        p[i] = (char)(v >> (8 * i));
-}
-
-static uint64_t get_le(const unsigned char *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
 void core_qconfig_encode(const queue_config_t *cfg, char out[CORE_QCONFIG_BYTES])
 {
-    put_le(out, cfg->maxlen, 4);
-    put_le(out + 4, cfg->maxperkey, 4);
+    put_u32(out, cfg->maxlen);
+    put_u32(out + 4, cfg->maxperkey);
     out[8] = (char)cfg->onfull;
     out[9] = (char)cfg->onpoison;
-    put_le(out + 10, cfg->maxattempts, 4);
-    put_le(out + 14, cfg->lease_ms, 8);
-    put_le(out + 22, cfg->dedup_ms, 8);
-    put_le(out + 30, cfg->resultttl_ms, 8);
+    put_u32(out + 10, cfg->maxattempts);
+    put_u64(out + 14, cfg->lease_ms);
+    put_u64(out + 22, cfg->dedup_ms);
+    put_u64(out + 30, cfg->resultttl_ms);
 }
 
 int core_qconfig_decode(const void *bytes, size_t len, queue_config_t *cfg)
@@ -598,14 +585,14 @@ int core_qconfig_decode(const void *bytes, size_t len, queue_config_t *cfg)
     const unsigned char *p = bytes;
     if (len != CORE_QCONFIG_BYTES)
         return -1;
-    cfg->maxlen = (uint32_t)get_le(p, 4);
-    cfg->maxperkey = (uint32_t)get_le(p + 4, 4);
+    cfg->maxlen = get_u32(p);
+    cfg->maxperkey = get_u32(p + 4);
     cfg->onfull = p[8];
     cfg->onpoison = p[9];
-    cfg->maxattempts = (uint32_t)get_le(p + 10, 4);
-    cfg->lease_ms = get_le(p + 14, 8);
-    cfg->dedup_ms = get_le(p + 22, 8);
-    cfg->resultttl_ms = get_le(p + 30, 8);
+    cfg->maxattempts = get_u32(p + 10);
+    cfg->lease_ms = get_u64(p + 14);
+    cfg->dedup_ms = get_u64(p + 22);
+    cfg->resultttl_ms = get_u64(p + 30);
     return 0;
 }
 
