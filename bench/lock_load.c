@@ -27,21 +27,16 @@
  * One thread, poll(). Output: one line of key=value pairs on stdout
  * (cycles, cycles_per_s, errors, tool_cpu). Exit status 1 on any error.
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "loadlib.h"
 
 #define CONNS_MAX 1024
 #define RBUF_BYTES 65536
@@ -80,97 +75,27 @@ typedef struct load {
     uint64_t cycles, errors;
 } load_t;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static double cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
-           (double)ru.ru_stime.tv_usec / 1e6;
-}
-
-static void die(const char *what)
-{
-    perror(what);
-    exit(1);
-}
-
-static int connect_to(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0)
-        die("socket");
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
-        die("connect");
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return fd;
-}
-
-static void set_nonblock(int fd)
-{
-    int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0)
-        die("fcntl");
-}
-
-static void base64(const char *in, size_t n, char *out)
-{
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t i = 0, o = 0;
-    for (; i + 2 < n; i += 3) {
-        uint32_t v = (uint32_t)(uint8_t)in[i] << 16 | (uint32_t)(uint8_t)in[i + 1] << 8 | (uint8_t)in[i + 2];
-        out[o++] = tab[v >> 18];
-        out[o++] = tab[(v >> 12) & 63];
-        out[o++] = tab[(v >> 6) & 63];
-        out[o++] = tab[v & 63];
-    }
-    if (i < n) {
-        uint32_t v = (uint32_t)(uint8_t)in[i] << 16 | (i + 1 < n ? (uint32_t)(uint8_t)in[i + 1] << 8 : 0);
-        out[o++] = tab[v >> 18];
-        out[o++] = tab[(v >> 12) & 63];
-        out[o++] = i + 1 < n ? tab[(v >> 6) & 63] : '=';
-        out[o++] = '=';
-    }
-    out[o] = '\0';
-}
-
 /* Append a RESP array of n bulk strings. */
-static void resp_cmd(conn_t *c, int n, const char **args)
+/* Queue the request of length n (-1: it did not fit) in c->wbuf. */
+static void queue_request(conn_t *c, int n)
 {
-    size_t o = (size_t)snprintf(c->wbuf, WBUF_BYTES, "*%d\r\n", n);
-    for (int i = 0; i < n; i++)
-        o += (size_t)snprintf(c->wbuf + o, WBUF_BYTES - o, "$%zu\r\n%s\r\n", strlen(args[i]), args[i]);
-    if (o >= WBUF_BYTES) {
-        fprintf(stderr, "lock_load: request too large\n");
-        exit(1);
-    }
-    c->wlen = o;
-    c->woff = 0;
-    c->busy = true;
-}
-
-static void http_post(conn_t *c, const char *path, const char *body)
-{
-    int n = snprintf(c->wbuf, WBUF_BYTES,
-                     "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                     "Content-Length: %zu\r\n\r\n%s",
-                     path, strlen(body), body);
-    if (n < 0 || n >= WBUF_BYTES) {
+    if (n < 0) {
         fprintf(stderr, "lock_load: request too large\n");
         exit(1);
     }
     c->wlen = (size_t)n;
     c->woff = 0;
     c->busy = true;
+}
+
+static void resp_cmd(conn_t *c, int n, const char **args)
+{
+    queue_request(c, resp_format(c->wbuf, WBUF_BYTES, n, args));
+}
+
+static void http_post(conn_t *c, const char *path, const char *body)
+{
+    queue_request(c, http_post_format(c->wbuf, WBUF_BYTES, path, "HTTP/1.1", body));
 }
 
 static void queue_next(load_t *L, conn_t *c)
@@ -207,15 +132,8 @@ static void queue_next(load_t *L, conn_t *c)
 
 static void flush(conn_t *c)
 {
-    while (c->woff < c->wlen) {
-        ssize_t n = send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
-        if (n < 0) {
-            if (errno == EAGAIN || errno == EINTR)
-                return;
-            die("send");
-        }
-        c->woff += (size_t)n;
-    }
+    if (send_some(c->fd, c->wbuf, c->wlen, &c->woff) != 0 && errno != EAGAIN && errno != EINTR)
+        die("send");
 }
 
 /* Length of the complete RESP reply (a line, or a bulk) at the head of
@@ -326,22 +244,15 @@ static size_t on_reply(load_t *L, conn_t *c)
 
 static void on_readable(load_t *L, conn_t *c)
 {
-    for (;;) {
-        ssize_t n = recv(c->fd, c->rbuf + c->rlen, RBUF_BYTES - c->rlen, 0);
-        if (n < 0) {
-            if (errno == EAGAIN || errno == EINTR)
-                break;
-            die("recv");
-        }
-        if (n == 0) {
-            fprintf(stderr, "lock_load: the server closed a connection\n");
-            exit(1);
-        }
-        c->rlen += (size_t)n;
-        if (c->rlen == RBUF_BYTES) {
-            fprintf(stderr, "lock_load: reply too large\n");
-            exit(1);
-        }
+    switch (recv_all(c->fd, c->rbuf, RBUF_BYTES, &c->rlen)) {
+    case RECV_CLOSED:
+        fprintf(stderr, "lock_load: the server closed a connection\n");
+        exit(1);
+    case RECV_FULL:
+        fprintf(stderr, "lock_load: reply too large\n");
+        exit(1);
+    case RECV_AGAIN:
+        break;
     }
     while (c->busy) {
         size_t used = on_reply(L, c);
@@ -455,13 +366,8 @@ int main(int argc, char **argv)
             flush(c);
             pfd[i].events = POLLIN | (c->woff < c->wlen ? POLLOUT : 0);
         }
-        int ms = (int)((end - t) * 1000) + 1;
-        int n = poll(pfd, (nfds_t)L.conns_n, ms < 10 ? ms : 10);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            die("poll");
-        }
+        if (poll_turn(pfd, L.conns_n, end, t) < 0)
+            continue;
         for (int i = 0; i < L.conns_n; i++)
             if (pfd[i].revents & (POLLIN | POLLERR | POLLHUP))
                 on_readable(&L, &L.conns[i]);

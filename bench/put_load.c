@@ -24,21 +24,16 @@
  * Output: one line of key=value pairs on stdout. Exit status 1 if any put
  * failed.
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "loadlib.h"
 
 #define CONNS_MAX 1024
 #define RBUF_BYTES 65536 /* one reply at a time, so small replies fit easily */
@@ -73,65 +68,6 @@ typedef struct load {
     char value_b64[1400];
 } load_t;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static double cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
-static void die(const char *what)
-{
-    perror(what);
-    exit(1);
-}
-
-static int connect_to(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0)
-        die("socket");
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
-        die("connect");
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0)
-        die("fcntl");
-    return fd;
-}
-
-static void base64(const char *in, size_t n, char *out /* 4*ceil(n/3)+1 bytes */)
-{
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t i = 0, o = 0;
-    for (; i + 2 < n; i += 3) {
-        uint32_t v = (uint32_t)(uint8_t)in[i] << 16 | (uint32_t)(uint8_t)in[i + 1] << 8 | (uint8_t)in[i + 2];
-        out[o++] = tab[v >> 18];
-        out[o++] = tab[(v >> 12) & 63];
-        out[o++] = tab[(v >> 6) & 63];
-        out[o++] = tab[v & 63];
-    }
-    if (i < n) {
-        uint32_t v = (uint32_t)(uint8_t)in[i] << 16 | (i + 1 < n ? (uint32_t)(uint8_t)in[i + 1] << 8 : 0);
-        out[o++] = tab[v >> 18];
-        out[o++] = tab[(v >> 12) & 63];
-        out[o++] = i + 1 < n ? tab[(v >> 6) & 63] : '=';
-        out[o++] = '=';
-    }
-    out[o] = '\0';
-}
-
 /* Queues the next put on c (which has none in flight). */
 static void queue_put(load_t *L, conn_t *c)
 {
@@ -139,17 +75,14 @@ static void queue_put(load_t *L, conn_t *c)
     int kn = snprintf(key, sizeof key, "key:%llu", (unsigned long long)(L->key_next++ % (uint64_t)L->keys));
     int n;
     if (L->proto == PROTO_ORDO) {
-        n = snprintf(c->wbuf, WBUF_BYTES, "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n",
-                     kn, key, L->value_bytes, L->value);
+        n = resp_format(c->wbuf, WBUF_BYTES, 3, (const char *[]){"SET", key, L->value});
     } else {
         char k[128], body[2048];
         base64(key, (size_t)kn, k);
-        int bn = snprintf(body, sizeof body, "{\"key\":\"%s\",\"value\":\"%s\"}", k, L->value_b64);
-        n = snprintf(c->wbuf, WBUF_BYTES,
-                     "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                     "Content-Length: %d\r\n\r\n%s", L->path, bn, body);
+        snprintf(body, sizeof body, "{\"key\":\"%s\",\"value\":\"%s\"}", k, L->value_b64);
+        n = http_post_format(c->wbuf, WBUF_BYTES, L->path, "HTTP/1.1", body);
     }
-    if (n < 0 || n >= WBUF_BYTES) {
+    if (n < 0) {
         fprintf(stderr, "put_load: request too large\n");
         exit(1);
     }
@@ -162,15 +95,8 @@ static void queue_put(load_t *L, conn_t *c)
 /* Sends what it can of the queued request. */
 static void flush(conn_t *c)
 {
-    while (c->woff < c->wlen) {
-        ssize_t n = send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
-        if (n < 0) {
-            if (errno == EAGAIN || errno == EINTR)
-                return;
-            die("send");
-        }
-        c->woff += (size_t)n;
-    }
+    if (send_some(c->fd, c->wbuf, c->wlen, &c->woff) != 0 && errno != EAGAIN && errno != EINTR)
+        die("send");
 }
 
 static void reply_done(load_t *L, conn_t *c, bool ok, const char *p, size_t n)
@@ -231,22 +157,15 @@ static size_t etcd_reply(load_t *L, conn_t *c)
 
 static void on_readable(load_t *L, conn_t *c)
 {
-    for (;;) {
-        ssize_t n = recv(c->fd, c->rbuf + c->rlen, RBUF_BYTES - c->rlen, 0);
-        if (n < 0) {
-            if (errno == EAGAIN || errno == EINTR)
-                break;
-            die("recv");
-        }
-        if (n == 0) {
-            fprintf(stderr, "put_load: the server closed a connection\n");
-            exit(1);
-        }
-        c->rlen += (size_t)n;
-        if (c->rlen == RBUF_BYTES) {
-            fprintf(stderr, "put_load: a reply larger than %d bytes\n", RBUF_BYTES);
-            exit(1);
-        }
+    switch (recv_all(c->fd, c->rbuf, RBUF_BYTES, &c->rlen)) {
+    case RECV_CLOSED:
+        fprintf(stderr, "put_load: the server closed a connection\n");
+        exit(1);
+    case RECV_FULL:
+        fprintf(stderr, "put_load: a reply larger than %d bytes\n", RBUF_BYTES);
+        exit(1);
+    case RECV_AGAIN:
+        break;
     }
     for (;;) {
         if (!c->busy) {
@@ -311,6 +230,7 @@ int main(int argc, char **argv)
         die("calloc");
     for (int i = 0; i < L.conns_n; i++) {
         L.conns[i].fd = connect_to(L.port);
+        set_nonblock(L.conns[i].fd);
         pfd[i].fd = L.conns[i].fd;
     }
 
@@ -324,13 +244,9 @@ int main(int argc, char **argv)
             flush(c);
             pfd[i].events = POLLIN | (c->woff < c->wlen ? POLLOUT : 0);
         }
-        int ms = (int)((end - t) * 1000) + 1;
-        int n = poll(pfd, (nfds_t)L.conns_n, ms < 10 ? ms : 10);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            die("poll");
-        }
+        int n = poll_turn(pfd, L.conns_n, end, t);
+        if (n < 0)
+            continue;
         for (int i = 0; i < L.conns_n && n > 0; i++) {
             if (pfd[i].revents == 0)
                 continue;

@@ -33,20 +33,15 @@
  * Output: one line of key=value pairs on stdout.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <arpa/inet.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "loadlib.h"
 
 #define PREFIX "wbench/"
 #define PREFIX_END "wbench0" /* etcd range_end: the prefix with its last byte + 1 */
@@ -93,19 +88,6 @@ typedef struct load {
     char value[4096];
 } load_t;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void die(const char *what)
-{
-    perror(what);
-    exit(1);
-}
-
 static void out_append(conn_t *c, const char *p, size_t n)
 {
     if (c->wlen + n > c->wcap) {
@@ -127,49 +109,20 @@ static void out_append(conn_t *c, const char *p, size_t n)
 /* Sends what it can; returns 0, or -1 if the connection failed. */
 static int out_flush(conn_t *c)
 {
-    while (c->woff < c->wlen) {
-        ssize_t n = send(c->fd, c->wbuf + c->woff, c->wlen - c->woff, MSG_NOSIGNAL);
-        if (n < 0)
-            return errno == EAGAIN ? 0 : -1;
-        c->woff += (size_t)n;
-    }
+    if (send_some(c->fd, c->wbuf, c->wlen, &c->woff) != 0)
+        return errno == EAGAIN ? 0 : -1;
     c->woff = c->wlen = 0;
     return 0;
 }
 
-static int connect_to(int port)
+/* Append the request of length n (-1: it did not fit its buffer). */
+static void out_request(conn_t *c, const char *req, int n)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0)
-        die("socket");
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
-        die("connect");
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return fd;
-}
-
-static void base64(const char *in, size_t n, char *out /* out: 4*ceil(n/3)+1 bytes */)
-{
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t i = 0, o = 0;
-    for (; i + 2 < n; i += 3) {
-        uint32_t v = (uint32_t)(uint8_t)in[i] << 16 | (uint32_t)(uint8_t)in[i + 1] << 8 | (uint8_t)in[i + 2];
-        out[o++] = tab[v >> 18];
-        out[o++] = tab[(v >> 12) & 63];
-        out[o++] = tab[(v >> 6) & 63];
-        out[o++] = tab[v & 63];
+    if (n < 0) {
+        fprintf(stderr, "watch_load: request too large\n");
+        exit(1);
     }
-    if (i < n) {
-        uint32_t v = (uint32_t)(uint8_t)in[i] << 16 | (i + 1 < n ? (uint32_t)(uint8_t)in[i + 1] << 8 : 0);
-        out[o++] = tab[v >> 18];
-        out[o++] = tab[(v >> 12) & 63];
-        out[o++] = i + 1 < n ? tab[(v >> 6) & 63] : '=';
-        out[o++] = '=';
-    }
-    out[o] = '\0';
+    out_append(c, req, (size_t)n);
 }
 
 /* ---- requests ------------------------------------------------------------ */
@@ -179,18 +132,15 @@ static void send_watch(load_t *L, conn_t *c)
     char req[512];
     int n;
     if (L->proto == PROTO_ORDO) {
-        n = snprintf(req, sizeof req, "*3\r\n$8\r\nKV.WATCH\r\n$%zu\r\n%s\r\n$6\r\nPREFIX\r\n",
-                     strlen(PREFIX), PREFIX);
+        n = resp_format(req, sizeof req, 3, (const char *[]){"KV.WATCH", PREFIX, "PREFIX"});
     } else {
         char k[64], e[64], body[256];
         base64(PREFIX, strlen(PREFIX), k);
         base64(PREFIX_END, strlen(PREFIX_END), e);
-        int bn = snprintf(body, sizeof body, "{\"create_request\":{\"key\":\"%s\",\"range_end\":\"%s\"}}", k, e);
-        n = snprintf(req, sizeof req,
-                     "POST /v3/watch HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                     "Content-Length: %d\r\n\r\n%s", bn, body);
+        snprintf(body, sizeof body, "{\"create_request\":{\"key\":\"%s\",\"range_end\":\"%s\"}}", k, e);
+        n = http_post_format(req, sizeof req, "/v3/watch", "HTTP/1.0", body);
     }
-    out_append(c, req, (size_t)n);
+    out_request(c, req, n);
 }
 
 static void send_put(load_t *L, conn_t *c)
@@ -199,19 +149,16 @@ static void send_put(load_t *L, conn_t *c)
     int kn = snprintf(key, sizeof key, PREFIX "k%06llu", (unsigned long long)(L->key_next++ % (uint64_t)L->keys));
     int n;
     if (L->proto == PROTO_ORDO) {
-        n = snprintf(req, sizeof req, "*3\r\n$6\r\nKV.PUT\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n",
-                     kn, key, L->value_bytes, L->value);
+        n = resp_format(req, sizeof req, 3, (const char *[]){"KV.PUT", key, L->value});
     } else {
         char k[128], v[6000], body[8192];
         base64(key, (size_t)kn, k);
         base64(L->value, (size_t)L->value_bytes, v);
-        int bn = snprintf(body, sizeof body, "{\"key\":\"%s\",\"value\":\"%s\"}", k, v);
-        n = snprintf(req, sizeof req,
-                     "POST /v3/kv/put HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                     "Content-Length: %d\r\n\r\n%s", bn, body);
+        snprintf(body, sizeof body, "{\"key\":\"%s\",\"value\":\"%s\"}", k, v);
+        n = http_post_format(req, sizeof req, "/v3/kv/put", "HTTP/1.1", body);
         c->busy = true;
     }
-    out_append(c, req, (size_t)n);
+    out_request(c, req, n);
     L->puts_sent++;
 }
 
@@ -443,14 +390,6 @@ static void poll_once(load_t *L, int timeout_ms)
         on_readable(L, &L->conns[evs[i].data.u32]);
 }
 
-static double cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
 static void usage(void)
 {
     fprintf(stderr, "usage: watch_load ordo|etcd PORT [-w watchers] [-d seconds] [-i inflight] "
@@ -513,11 +452,8 @@ int main(int argc, char **argv)
         }
     }
     /* Non-blocking only after every watch request went out whole. */
-    for (int i = 0; i < L.nconns; i++) {
-        int fl = fcntl(L.conns[i].fd, F_GETFL);
-        if (fl < 0 || fcntl(L.conns[i].fd, F_SETFL, fl | O_NONBLOCK) != 0)
-            die("fcntl");
-    }
+    for (int i = 0; i < L.nconns; i++)
+        set_nonblock(L.conns[i].fd);
 
     double deadline = now_s() + SETUP_TIMEOUT_S;
     while (L.ready_watchers < L.watchers) {

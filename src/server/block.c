@@ -1,9 +1,9 @@
 /*
  * block.c -- parked connections, their wait lists and deadlines; see block.h.
  *
- * Deadlines live in one binary min-heap per server (each waiter knows its
- * slot), served by one timer set to the earliest deadline, so a thousand
- * blocked clients cost one timer and O(log n) per park or wake.
+ * Deadlines live in one binary min-heap per server (heap.h: each waiter
+ * knows its slot), served by one timer set to the earliest deadline, so a
+ * thousand blocked clients cost one timer and O(log n) per park or wake.
  *
  * Invariant: a waiter is in exactly one wait list and, iff it has a
  * deadline, in the heap; conn->waiter points back to it while parked.
@@ -14,66 +14,34 @@
 
 #include "conn.h"
 
-static void heap_set(server_t *s, size_t i, waiter_t *w)
+#define WAIT_HEAP_CAP_MIN 64 /* the first array: a few blocked clients never regrow it */
+
+#define WAITER_OF(n) ((waiter_t *)(void *)((char *)(n) - offsetof(waiter_t, hn)))
+
+/* Deadline only: equal deadlines keep the places the heap leaves them. */
+static bool waiter_less(const ordo_heap_node_t *a, const ordo_heap_node_t *b)
 {
-    s->wait_heap[i] = w;
-    w->slot = i;
+    return WAITER_OF(a)->deadline_ms < WAITER_OF(b)->deadline_ms;
 }
 
-static void heap_up(server_t *s, size_t i)
+/* The waiter with the earliest deadline, or NULL. */
+static waiter_t *first_waiter(const server_t *s)
 {
-    waiter_t *w = s->wait_heap[i];
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (s->wait_heap[p]->deadline_ms <= w->deadline_ms)
-            break;
-        heap_set(s, i, s->wait_heap[p]);
-        i = p;
-    }
-    heap_set(s, i, w);
-}
-
-static void heap_down(server_t *s, size_t i)
-{
-    waiter_t *w = s->wait_heap[i];
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = l;
-        if (l >= s->wait_heap_len)
-            break;
-        if (r < s->wait_heap_len && s->wait_heap[r]->deadline_ms < s->wait_heap[l]->deadline_ms)
-            m = r;
-        if (s->wait_heap[m]->deadline_ms >= w->deadline_ms)
-            break;
-        heap_set(s, i, s->wait_heap[m]);
-        i = m;
-    }
-    heap_set(s, i, w);
-}
-
-static void heap_remove(server_t *s, waiter_t *w)
-{
-    size_t i = w->slot;
-    if (i == SIZE_MAX)
-        return;
-    waiter_t *last = s->wait_heap[--s->wait_heap_len];
-    if (last != w) {
-        heap_set(s, i, last);
-        heap_down(s, i);
-        heap_up(s, last->slot);
-    }
-    w->slot = SIZE_MAX;
+    ordo_heap_node_t *n = ordo_heap_peek(&s->wait_heap);
+    return n ? WAITER_OF(n) : NULL;
 }
 
 static void on_wait_timer(uv_timer_t *t);
 
 static void arm_timer(server_t *s)
 {
-    if (s->wait_heap_len == 0) {
+    const waiter_t *first = first_waiter(s);
+    if (first == NULL) {
         uv_timer_stop(&s->wait_timer);
         s->wait_timer_at_ms = 0;
         return;
     }
-    uint64_t next = s->wait_heap[0]->deadline_ms;
+    uint64_t next = first->deadline_ms;
     if (s->wait_timer_at_ms == next)
         return;
     uint64_t now = server_now_ms();
@@ -93,7 +61,8 @@ static void unlink_waiter(server_t *s, waiter_t *w)
     else
         l->tail = w->prev;
     l->len--;
-    heap_remove(s, w);
+    if (ordo_heap_linked(&w->hn))
+        ordo_heap_remove(&s->wait_heap, &w->hn);
     w->conn->waiter = NULL;
     s->blocked_clients--;
 }
@@ -104,7 +73,7 @@ waiter_t *block_wait(server_t *s, conn_t *conn, wait_list_t *list, uint64_t dead
     w->conn = conn;
     w->list = list;
     w->deadline_ms = deadline_ms;
-    w->slot = SIZE_MAX;
+    ordo_heap_node_init(&w->hn);
     w->prev = list->tail;
     if (list->tail)
         list->tail->next = w;
@@ -115,12 +84,7 @@ waiter_t *block_wait(server_t *s, conn_t *conn, wait_list_t *list, uint64_t dead
     conn->waiter = w;
     s->blocked_clients++;
     if (deadline_ms != 0) {
-        if (s->wait_heap_len == s->wait_heap_cap) {
-            s->wait_heap_cap = s->wait_heap_cap ? 2 * s->wait_heap_cap : 64;
-            s->wait_heap = ordo_xrealloc(s->wait_heap, s->wait_heap_cap * sizeof *s->wait_heap);
-        }
-        heap_set(s, s->wait_heap_len++, w);
-        heap_up(s, w->slot);
+        ordo_heap_xpush(&s->wait_heap, &w->hn);
         arm_timer(s);
     }
     return w;
@@ -159,8 +123,8 @@ static void on_wait_timer(uv_timer_t *t)
     server_t *s = t->data;
     s->wait_timer_at_ms = 0;
     uint64_t now = server_tick(s);
-    while (s->wait_heap_len > 0 && s->wait_heap[0]->deadline_ms <= now)
-        time_out(s, s->wait_heap[0]);
+    for (waiter_t *w = first_waiter(s); w != NULL && w->deadline_ms <= now; w = first_waiter(s))
+        time_out(s, w);
     arm_timer(s);
     conn_run_resumed(s);
     conn_flush_dirty(s);
@@ -174,6 +138,7 @@ void block_list_timeout_all(server_t *s, wait_list_t *list)
 
 void block_init(server_t *s)
 {
+    ordo_heap_init(&s->wait_heap, waiter_less, WAIT_HEAP_CAP_MIN, ORDO_HEAP_KEEP);
     uv_timer_init(s->loop, &s->wait_timer);
     s->wait_timer.data = s;
 }

@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "heap.h"
 #include "server.h"
 
 typedef struct waiter_s waiter_t;
@@ -41,7 +42,7 @@ struct waiter_s {
     wait_list_t *list;
     waiter_t *next, *prev;           /* in list */
     uint64_t deadline_ms;            /* 0: no deadline */
-    size_t slot;                     /* in the server's deadline heap, SIZE_MAX if none */
+    ordo_heap_node_t hn;             /* in the server's deadline heap iff deadline_ms != 0 */
     /* Write the timeout reply into conn's output. */
     void (*on_timeout)(waiter_t *w);
     /* The connection went away: release data (no reply). May be NULL. */

@@ -1,5 +1,6 @@
 /*
- * buf.c -- the growable byte buffer of buf.h, and the aborting allocators.
+ * buf.c -- the growable byte buffer of buf.h, and the aborting allocators
+ * (and heap push).
  *
  * Invariants of an ordo_buf_t:
  *   - data == NULL if and only if cap == 0;
@@ -17,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "heap.h"
 
 #define BUF_CAP_MIN 64 /* one small reply or request fits without a regrow */
 
@@ -56,6 +59,12 @@ void *ordo_xrealloc(void *p, size_t n)
     if (q == NULL)
         oom(n);
     return q;
+}
+
+void ordo_heap_xpush(ordo_heap_t *h, ordo_heap_node_t *n)
+{
+    if (ordo_heap_push(h, n) != 0)
+        oom((h->cap ? 2 * h->cap : h->cap_min) * sizeof *h->v);
 }
 
 char *ordo_buf_reserve(ordo_buf_t *b, size_t extra)

@@ -30,9 +30,8 @@
 #include <string.h>
 
 #include "buf.h"
+#include "heap.h"
 #include "htab.h"
-
-#define NO_SLOT SIZE_MAX
 
 #define CONTAINER_OF(p, type, member) ((type *)(void *)((char *)(p) - offsetof(type, member)))
 
@@ -41,10 +40,10 @@ typedef struct dlink_s {
 } dlink_t;
 
 typedef struct deadline_s {
-    uint64_t at;     /* valid when slot != NO_SLOT */
-    uint64_t id;     /* lease id / token / term: the heap's tie-break */
-    size_t slot;     /* index in the heap, NO_SLOT if no deadline */
-    uint8_t kind;    /* enum coord_kind */
+    uint64_t at;         /* valid when hn is linked */
+    uint64_t id;         /* lease id / token / term: the heap's tie-break */
+    ordo_heap_node_t hn; /* linked into the heap iff there is a deadline */
+    uint8_t kind;        /* enum coord_kind */
 } deadline_t;
 
 typedef struct lease_s {
@@ -92,8 +91,7 @@ typedef struct elect_s {
 
 struct coord_s {
     ordo_htab_t leases, atts, locks, elects;
-    deadline_t **heap;
-    size_t heap_len, heap_cap;
+    ordo_heap_t heap;        /* deadline_t with a deadline, by dl_less */
     uint64_t last_rev;       /* the highest revision used or loaded */
     size_t nleaders, nhandovers;
     ordo_buf_t scratch;      /* the hand-over handed to the last campaign */
@@ -182,90 +180,54 @@ static uint64_t remaining(uint64_t at, uint64_t now) { return at > now ? at - no
 
 /* ---- the deadline heap ------------------------------------------------------ */
 
-static bool dl_less(const deadline_t *a, const deadline_t *b)
+#define DL_HEAP_CAP_MIN 64 /* the first array: small servers never regrow it */
+
+#define DL_OF(n) CONTAINER_OF(n, deadline_t, hn)
+
+/* (at, id): total, since ids are unique revisions (see the top). */
+static bool dl_less(const ordo_heap_node_t *na, const ordo_heap_node_t *nb)
 {
+    const deadline_t *a = DL_OF(na), *b = DL_OF(nb);
     return a->at < b->at || (a->at == b->at && a->id < b->id);
 }
 
-static void heap_swap(coord_t *c, size_t a, size_t b)
+static const deadline_t *dl_first(const coord_t *c)
 {
-    deadline_t *t = c->heap[a];
-    c->heap[a] = c->heap[b];
-    c->heap[b] = t;
-    c->heap[a]->slot = a;
-    c->heap[b]->slot = b;
-}
-
-static void heap_up(coord_t *c, size_t i)
-{
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!dl_less(c->heap[i], c->heap[p]))
-            break;
-        heap_swap(c, i, p);
-        i = p;
-    }
-}
-
-static void heap_down(coord_t *c, size_t i)
-{
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < c->heap_len && dl_less(c->heap[l], c->heap[m]))
-            m = l;
-        if (r < c->heap_len && dl_less(c->heap[r], c->heap[m]))
-            m = r;
-        if (m == i)
-            return;
-        heap_swap(c, i, m);
-        i = m;
-    }
+    const ordo_heap_node_t *n = ordo_heap_peek(&c->heap);
+    return n ? DL_OF(n) : NULL;
 }
 
 /* Set (insert or move) d's deadline to at. */
 static void heap_set(coord_t *c, deadline_t *d, uint64_t at)
 {
     d->at = at;
-    if (d->slot != NO_SLOT) {
-        heap_down(c, d->slot);
-        heap_up(c, d->slot);
-        return;
-    }
-    if (c->heap_len == c->heap_cap) {
-        c->heap_cap = c->heap_cap ? c->heap_cap * 2 : 64;
-        c->heap = ordo_xrealloc(c->heap, c->heap_cap * sizeof *c->heap);
-    }
-    d->slot = c->heap_len++;
-    c->heap[d->slot] = d;
-    heap_up(c, d->slot);
+    if (ordo_heap_linked(&d->hn))
+        ordo_heap_update(&c->heap, &d->hn);
+    else
+        ordo_heap_xpush(&c->heap, &d->hn);
 }
 
 static void heap_del(coord_t *c, deadline_t *d)
 {
-    if (d->slot == NO_SLOT)
+    if (!ordo_heap_linked(&d->hn))
         return;
-    size_t i = d->slot;
-    d->slot = NO_SLOT;
+    ordo_heap_remove(&c->heap, &d->hn);
     d->at = 0;
-    c->heap_len--;
-    if (i != c->heap_len) {
-        c->heap[i] = c->heap[c->heap_len];
-        c->heap[i]->slot = i;
-        heap_down(c, i);
-        heap_up(c, i);
-    }
 }
 
 static void dl_reset(deadline_t *d, uint8_t kind, uint64_t id)
 {
     d->at = 0;
     d->id = id;
-    d->slot = NO_SLOT;
+    ordo_heap_node_init(&d->hn);
     d->kind = kind;
 }
 
+/* The deadline, 0 if none. */
+static uint64_t dl_at(const deadline_t *d) { return ordo_heap_linked(&d->hn) ? d->at : 0; }
+
 /* A deadline that has passed (none: never). */
-static bool dl_passed(const deadline_t *d, uint64_t now) { return d->slot != NO_SLOT && d->at <= now; }
+static bool dl_passed(const deadline_t *d, uint64_t now) { return ordo_heap_linked(&d->hn) && d->at <= now; }
 
 /* ---- lookups ------------------------------------------------------------------ */
 
@@ -307,7 +269,7 @@ static bool holding_lapsed(const deadline_t *d, const lease_t *l, uint64_t now)
 static uint64_t holding_remaining(const deadline_t *d, const lease_t *l, uint64_t now)
 {
     uint64_t at = UINT64_MAX;
-    if (d->slot != NO_SLOT)
+    if (ordo_heap_linked(&d->hn))
         at = d->at;
     if (l != NULL && l->dl.at < at)
         at = l->dl.at;
@@ -319,6 +281,7 @@ static uint64_t holding_remaining(const deadline_t *d, const lease_t *l, uint64_
 coord_t *coord_create(void)
 {
     coord_t *c = ordo_xcalloc(1, sizeof *c);
+    ordo_heap_init(&c->heap, dl_less, DL_HEAP_CAP_MIN, ORDO_HEAP_KEEP);
     int n = 0;
     if (ordo_htab_init(&c->leases, lease_eq) == 0 && ++n && ordo_htab_init(&c->atts, att_eq) == 0 && ++n &&
         ordo_htab_init(&c->locks, lock_eq) == 0 && ++n && ordo_htab_init(&c->elects, elect_eq) == 0)
@@ -361,7 +324,7 @@ void coord_destroy(coord_t *c)
     ordo_htab_destroy(&c->elects);
     ordo_htab_destroy(&c->leases);
     ordo_buf_free(&c->scratch);
-    free(c->heap);
+    ordo_heap_destroy(&c->heap);
     free(c);
 }
 
@@ -649,7 +612,7 @@ int coord_lock_info(const coord_t *c, const void *name, size_t nlen, uint64_t no
     if (out != NULL) {
         out->token = lk->token;
         out->remaining_ms = holding_remaining(&lk->dl, lk->lease, now_ms);
-        out->deadline_ms = lk->dl.slot != NO_SLOT ? lk->dl.at : 0;
+        out->deadline_ms = dl_at(&lk->dl);
         out->lease = lk->lease ? lk->lease->id : 0;
     }
     return 1;
@@ -843,13 +806,17 @@ int coord_elect_expire(coord_t *c, const void *name, size_t nlen, uint64_t term,
 
 /* ---- deadlines ---------------------------------------------------------------------------- */
 
-uint64_t coord_next_deadline(const coord_t *c) { return c->heap_len ? c->heap[0]->at : 0; }
+uint64_t coord_next_deadline(const coord_t *c)
+{
+    const deadline_t *d = dl_first(c);
+    return d ? d->at : 0;
+}
 
 int coord_due(const coord_t *c, uint64_t now_ms, coord_due_t *out)
 {
-    if (c->heap_len == 0 || c->heap[0]->at > now_ms)
+    const deadline_t *d = dl_first(c);
+    if (d == NULL || d->at > now_ms)
         return 0;
-    const deadline_t *d = c->heap[0];
     out->kind = d->kind;
     out->id = d->id;
     out->deadline_ms = d->at;
@@ -877,14 +844,14 @@ typedef struct snap_ctx_s {
 static void snap_lock(const lock_t *lk, const snap_ctx_t *s)
 {
     coord_item_t it = {.kind = COORD_ITEM_LOCK, .id = lk->token, .lease = lk->lease ? lk->lease->id : 0,
-                       .deadline_ms = lk->dl.slot != NO_SLOT ? lk->dl.at : 0, .name = lk->name, .nlen = lk->nlen};
+                       .deadline_ms = dl_at(&lk->dl), .name = lk->name, .nlen = lk->nlen};
     s->cb(s->arg, &it);
 }
 
 static void snap_elect(const elect_t *e, const snap_ctx_t *s)
 {
     coord_item_t it = {.kind = COORD_ITEM_ELECT, .id = e->term, .lease = e->lease ? e->lease->id : 0,
-                       .ttl_ms = e->ttl_ms, .deadline_ms = e->dl.slot != NO_SLOT ? e->dl.at : 0,
+                       .ttl_ms = e->ttl_ms, .deadline_ms = dl_at(&e->dl),
                        .name = e->name, .nlen = e->nlen, .value = e->value, .vlen = e->vlen};
     if (e->has_handover) {
         it.handover = e->handover != NULL ? e->handover : "";
@@ -1008,5 +975,5 @@ void coord_stats(const coord_t *c, coord_stats_t *out)
     out->locks = c->locks.count;
     out->leaders = c->nleaders;
     out->handovers = c->nhandovers;
-    out->deadlines = c->heap_len;
+    out->deadlines = ordo_heap_len(&c->heap);
 }

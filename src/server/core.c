@@ -3,7 +3,7 @@
  * core.h for the contract.
  *
  * Expiry index: a hash table from key to an exp_t, plus a binary min-heap of
- * the same exp_t ordered by deadline, each exp_t knowing its heap slot, so
+ * the same exp_t ordered by deadline (heap.h: each exp_t knows its slot), so
  * setting, clearing and finding the earliest deadline are O(log n) and
  * nothing scans the keyspace.
  *
@@ -21,7 +21,9 @@
 #include <string.h>
 
 #include "buf.h"
+#include "bytes.h"
 #include "coord.h"
+#include "heap.h"
 #include "htab.h"
 
 /* Versions freed per mutation by automatic compaction: a write frees at
@@ -31,7 +33,7 @@
 typedef struct exp_s {
     ordo_hnode_t node;
     uint64_t deadline_ms;
-    size_t slot;           /* index in the heap */
+    ordo_heap_node_t hn;   /* in the expiry heap */
     uint32_t klen;
     char key[];
 } exp_t;
@@ -41,8 +43,7 @@ struct core_s {
     uint64_t rev;
     uint64_t history_revs;
     ordo_htab_t exp_index;
-    exp_t **heap;
-    size_t heap_len, heap_cap;
+    ordo_heap_t heap;        /* every exp_t, earliest deadline first */
     core_change_cb change_cb;
     void *change_arg;
     uint64_t compact_pin;    /* 0, or automatic compaction stops at this point */
@@ -60,57 +61,31 @@ static bool exp_eq(const ordo_hnode_t *n, const void *key, size_t len)
 
 /* ---- the expiry heap ---------------------------------------------------- */
 
-static void heap_swap(core_t *c, size_t a, size_t b)
+#define EXP_HEAP_CAP_MIN 64 /* the first array: small servers never regrow it */
+
+#define EXP_OF(n) ((exp_t *)(void *)((char *)(n) - offsetof(exp_t, hn)))
+
+/* Deadline only: equal deadlines keep the places the heap leaves them. */
+static bool exp_less(const ordo_heap_node_t *a, const ordo_heap_node_t *b)
 {
-    exp_t *t = c->heap[a];
-    c->heap[a] = c->heap[b];
-    c->heap[b] = t;
-    c->heap[a]->slot = a;
-    c->heap[b]->slot = b;
+    return EXP_OF(a)->deadline_ms < EXP_OF(b)->deadline_ms;
 }
 
-static void heap_up(core_t *c, size_t i)
+static const exp_t *exp_first(const core_t *c)
 {
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (c->heap[p]->deadline_ms <= c->heap[i]->deadline_ms)
-            break;
-        heap_swap(c, i, p);
-        i = p;
-    }
-}
-
-static void heap_down(core_t *c, size_t i)
-{
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < c->heap_len && c->heap[l]->deadline_ms < c->heap[m]->deadline_ms)
-            m = l;
-        if (r < c->heap_len && c->heap[r]->deadline_ms < c->heap[m]->deadline_ms)
-            m = r;
-        if (m == i)
-            return;
-        heap_swap(c, i, m);
-        i = m;
-    }
+    const ordo_heap_node_t *n = ordo_heap_peek(&c->heap);
+    return n ? EXP_OF(n) : NULL;
 }
 
 static void exp_clear(core_t *c, const void *key, size_t klen)
 {
-    if (c->heap_len == 0)
+    if (ordo_heap_len(&c->heap) == 0)
         return;
     uint64_t h = ordo_htab_hash(&c->exp_index, key, klen);
     exp_t *e = (exp_t *)ordo_htab_find(&c->exp_index, h, key, klen);
     if (e == NULL)
         return;
-    size_t i = e->slot;
-    c->heap_len--;
-    if (i != c->heap_len) {
-        c->heap[i] = c->heap[c->heap_len];
-        c->heap[i]->slot = i;
-        heap_down(c, i);
-        heap_up(c, i);
-    }
+    ordo_heap_remove(&c->heap, &e->hn);
     ordo_htab_remove(&c->exp_index, &e->node);
     free(e);
 }
@@ -121,8 +96,7 @@ static void exp_set(core_t *c, const void *key, size_t klen, uint64_t deadline_m
     exp_t *e = (exp_t *)ordo_htab_find(&c->exp_index, h, key, klen);
     if (e != NULL) {
         e->deadline_ms = deadline_ms;
-        heap_down(c, e->slot);
-        heap_up(c, e->slot);
+        ordo_heap_update(&c->heap, &e->hn);
         return;
     }
     e = ordo_xmalloc(sizeof *e + klen);
@@ -130,13 +104,7 @@ static void exp_set(core_t *c, const void *key, size_t klen, uint64_t deadline_m
     e->klen = (uint32_t)klen;
     memcpy(e->key, key, klen);
     ordo_htab_insert(&c->exp_index, &e->node, h);
-    if (c->heap_len == c->heap_cap) {
-        c->heap_cap = c->heap_cap ? c->heap_cap * 2 : 64;
-        c->heap = ordo_xrealloc(c->heap, c->heap_cap * sizeof *c->heap);
-    }
-    e->slot = c->heap_len++;
-    c->heap[e->slot] = e;
-    heap_up(c, e->slot);
+    ordo_heap_xpush(&c->heap, &e->hn);
 }
 
 /* ---- lifecycle ------------------------------------------------------------ */
@@ -153,6 +121,7 @@ core_t *core_create(uint64_t history_revs)
         free(c);
         return NULL;
     }
+    ordo_heap_init(&c->heap, exp_less, EXP_HEAP_CAP_MIN, ORDO_HEAP_KEEP);
     c->history_revs = history_revs ? history_revs : 1;
     c->coord = coord_create();
     if (c->coord == NULL) {
@@ -176,7 +145,7 @@ void core_destroy(core_t *c)
         return;
     ordo_htab_foreach(&c->exp_index, free_exp, NULL);
     ordo_htab_destroy(&c->exp_index);
-    free(c->heap);
+    ordo_heap_destroy(&c->heap);
     kv_destroy(c->kv);
     coord_destroy(c->coord);
     if (c->queues != NULL)
@@ -196,15 +165,21 @@ void core_set_coord_cb(core_t *c, core_coord_cb cb, void *arg)
     c->coord_arg = arg;
 }
 uint64_t core_rev(const core_t *c) { return c->rev; }
-size_t core_expiring(const core_t *c) { return c->heap_len; }
-uint64_t core_next_expiry(const core_t *c) { return c->heap_len ? c->heap[0]->deadline_ms : 0; }
+size_t core_expiring(const core_t *c) { return ordo_heap_len(&c->heap); }
+
+uint64_t core_next_expiry(const core_t *c)
+{
+    const exp_t *e = exp_first(c);
+    return e ? e->deadline_ms : 0;
+}
 
 const char *core_first_expiring(const core_t *c, size_t *klen)
 {
-    if (c->heap_len == 0)
+    const exp_t *e = exp_first(c);
+    if (e == NULL)
         return NULL;
-    *klen = c->heap[0]->klen;
-    return c->heap[0]->key;
+    *klen = e->klen;
+    return e->key;
 }
 
 void core_set_change_cb(core_t *c, core_change_cb cb, void *arg)
@@ -250,7 +225,7 @@ void core_set_history(core_t *c, uint64_t history_revs) { c->history_revs = hist
 
 uint64_t core_expiry_of(const core_t *c, const void *key, size_t klen)
 {
-    if (c->heap_len == 0)
+    if (ordo_heap_len(&c->heap) == 0)
         return 0;
     uint64_t h = ordo_htab_hash(&c->exp_index, key, klen);
     const exp_t *e = (const exp_t *)ordo_htab_find(&c->exp_index, h, key, klen);
@@ -593,30 +568,16 @@ static void apply_coord(core_t *c, const record_t *r, apply_result_t *res)
  * duplicate push, a stale token, or an empty pull change nothing, take no
  * revision and are not logged. */
 
-static void put_le(char *p, uint64_t v, int n)
-{
-    for (int i = 0; i < n; i++)
-        p[i] = (char)(v >> (8 * i));
-}
-
-static uint64_t get_le(const unsigned char *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
 void core_qconfig_encode(const queue_config_t *cfg, char out[CORE_QCONFIG_BYTES])
 {
-    put_le(out, cfg->maxlen, 4);
-    put_le(out + 4, cfg->maxperkey, 4);
+    put_u32(out, cfg->maxlen);
+    put_u32(out + 4, cfg->maxperkey);
     out[8] = (char)cfg->onfull;
     out[9] = (char)cfg->onpoison;
-    put_le(out + 10, cfg->maxattempts, 4);
-    put_le(out + 14, cfg->lease_ms, 8);
-    put_le(out + 22, cfg->dedup_ms, 8);
-    put_le(out + 30, cfg->resultttl_ms, 8);
+    put_u32(out + 10, cfg->maxattempts);
+    put_u64(out + 14, cfg->lease_ms);
+    put_u64(out + 22, cfg->dedup_ms);
+    put_u64(out + 30, cfg->resultttl_ms);
 }
 
 int core_qconfig_decode(const void *bytes, size_t len, queue_config_t *cfg)
@@ -624,14 +585,14 @@ int core_qconfig_decode(const void *bytes, size_t len, queue_config_t *cfg)
     const unsigned char *p = bytes;
     if (len != CORE_QCONFIG_BYTES)
         return -1;
-    cfg->maxlen = (uint32_t)get_le(p, 4);
-    cfg->maxperkey = (uint32_t)get_le(p + 4, 4);
+    cfg->maxlen = get_u32(p);
+    cfg->maxperkey = get_u32(p + 4);
     cfg->onfull = p[8];
     cfg->onpoison = p[9];
-    cfg->maxattempts = (uint32_t)get_le(p + 10, 4);
-    cfg->lease_ms = get_le(p + 14, 8);
-    cfg->dedup_ms = get_le(p + 22, 8);
-    cfg->resultttl_ms = get_le(p + 30, 8);
+    cfg->maxattempts = get_u32(p + 10);
+    cfg->lease_ms = get_u64(p + 14);
+    cfg->dedup_ms = get_u64(p + 22);
+    cfg->resultttl_ms = get_u64(p + 30);
     return 0;
 }
 

@@ -127,7 +127,7 @@ fail_cmds_early:
 fail_watches:
     watch_registry_destroy(&s->watches);
 fail_core:
-    free(s->wait_heap);
+    ordo_heap_destroy(&s->wait_heap);
     core_destroy(s->core);
     uv_loop_close(s->loop);
     return rc;

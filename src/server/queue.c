@@ -79,7 +79,10 @@
 #include <string.h>
 
 #include "buf.h"
+#include "heap.h"
 #include "htab.h"
+
+#define CONTAINER_OF(p, type, member) ((type *)(void *)((char *)(p) - offsetof(type, member)))
 
 /* ---- structures ----------------------------------------------------------------- */
 
@@ -114,14 +117,14 @@ typedef struct qflight_s {
     uint64_t token;           /* 0: nack-delayed */
     uint64_t since_ms;
     uint64_t deadline_ms;
-    size_t pos;               /* in the lease heap */
+    ordo_heap_node_t hn;      /* in the lease heap */
 } qflight_t;
 
 typedef struct qdedup_s {
     ordo_hnode_t hnode;
     uint64_t msg_id;
     uint64_t end_ms;
-    size_t pos;
+    ordo_heap_node_t hn;      /* in the dedup heap */
     uint32_t dlen;
     char bytes[];
 } qdedup_t;
@@ -131,19 +134,26 @@ typedef struct qresult_s {
     uint64_t id;
     uint64_t expire_ms;
     uint64_t dl_id;
-    size_t pos;
+    ordo_heap_node_t hn;      /* in the result heap */
     uint32_t rlen;
     uint8_t fate;
     char bytes[];
 } qresult_t;
 
-/* A binary min-heap of pointers; less() orders them, setpos() (optional)
- * tells an element where it is. */
+/* Every heap's array starts at this many entries and halves when under a
+ * quarter full (never below): queue_info() counts the arrays, so memory
+ * follows the live entries. */
+#define QUEUE_HEAP_CAP_MIN 16
+
+/* A binary min-heap of pointers, for the ready and delay heaps: they only
+ * push and pop the least, so their entries carry no slot (qkey_t and qmsg_t
+ * keep their 40- and 24-byte headers, see the layout above). The heaps that
+ * remove and re-position entries are ordo_heap (heap.h), whose sift rules
+ * and array policy this one shares. */
 typedef struct qheap_s {
     void **v;
     size_t n, cap;
     bool (*less)(const void *a, const void *b);
-    void (*setpos)(void *e, size_t pos);
 } qheap_t;
 
 struct queue_s {
@@ -152,7 +162,8 @@ struct queue_s {
     queue_config_t cfg;       /* cfg.deadletter points at dl_name */
     char *dl_name;
     ordo_htab_t keys, flights, dedups, results;
-    qheap_t ready, leases, delays, dedup_heap, result_heap;
+    qheap_t ready, delays;
+    ordo_heap_t leases, dedup_heap, result_heap;
     size_t nwaiting, ndelayed, nparked;
     size_t bytes;             /* chunks allocated for entries (arrays added in info) */
     qmsg_t *limbo_msg;        /* NOACK: freed at the next change, so views stay valid */
@@ -220,29 +231,22 @@ static bool queue_eq(const ordo_hnode_t *n, const void *key, size_t len)
     return q->nlen == len && memcmp(q->name, key, len) == 0;
 }
 
-/* ---- the heap ------------------------------------------------------------------------ */
+/* ---- the ready and delay heaps ------------------------------------------------------ */
 
-static void heap_set(qheap_t *h, size_t i, void *e)
-{
-    h->v[i] = e;
-    if (h->setpos)
-        h->setpos(e, i);
-}
-
-static void heap_up(qheap_t *h, size_t i)
+static void qheap_up(qheap_t *h, size_t i)
 {
     void *e = h->v[i];
     while (i > 0) {
         size_t p = (i - 1) / 2;
         if (!h->less(e, h->v[p]))
             break;
-        heap_set(h, i, h->v[p]);
+        h->v[i] = h->v[p];
         i = p;
     }
-    heap_set(h, i, e);
+    h->v[i] = e;
 }
 
-static void heap_down(qheap_t *h, size_t i)
+static void qheap_down(qheap_t *h, size_t i)
 {
     void *e = h->v[i];
     for (;;) {
@@ -253,54 +257,41 @@ static void heap_down(qheap_t *h, size_t i)
             c++;
         if (!h->less(h->v[c], e))
             break;
-        heap_set(h, i, h->v[c]);
+        h->v[i] = h->v[c];
         i = c;
     }
-    heap_set(h, i, e);
+    h->v[i] = e;
 }
 
-static void heap_push(qheap_t *h, void *e)
+static void qheap_push(qheap_t *h, void *e)
 {
     if (h->n == h->cap) {
-        h->cap = h->cap ? h->cap * 2 : 16;
+        h->cap = h->cap ? h->cap * 2 : QUEUE_HEAP_CAP_MIN;
         h->v = ordo_xrealloc(h->v, h->cap * sizeof *h->v);
     }
     h->v[h->n++] = e;
-    heap_up(h, h->n - 1);
+    qheap_up(h, h->n - 1);
 }
 
-/* Remove the element at position i; returns it. */
-static void *heap_remove_at(qheap_t *h, size_t i)
+/* Remove and return the least element; the heap must not be empty. */
+static void *qheap_pop(qheap_t *h)
 {
-    assert(i < h->n);
-    void *e = h->v[i];
+    assert(h->n > 0);
+    void *e = h->v[0];
     h->n--;
-    if (i < h->n) {
-        heap_set(h, i, h->v[h->n]);
-        heap_down(h, i);
-        heap_up(h, i);
+    if (h->n > 0) {
+        h->v[0] = h->v[h->n];
+        qheap_down(h, 0);
     }
-    /* Give memory back when the heap shrinks to a quarter (not below 16). */
-    if (h->cap > 16 && h->n < h->cap / 4) {
+    /* Give memory back when the heap shrinks to a quarter. */
+    if (h->cap > QUEUE_HEAP_CAP_MIN && h->n < h->cap / 4) {
         h->cap /= 2;
         h->v = ordo_xrealloc(h->v, h->cap * sizeof *h->v);
     }
     return e;
 }
 
-static void *heap_pop(qheap_t *h)
-{
-    return heap_remove_at(h, 0);
-}
-
-/* After the element at i changed its order key. */
-static void heap_fix(qheap_t *h, size_t i)
-{
-    heap_down(h, i);
-    heap_up(h, i);
-}
-
-static void heap_free(qheap_t *h)
+static void qheap_free(qheap_t *h)
 {
     free(h->v);
     h->v = NULL;
@@ -312,17 +303,16 @@ static bool ready_less(const void *a, const void *b)
     return ((const qkey_t *)a)->head->id < ((const qkey_t *)b)->head->id;
 }
 
-static bool lease_less(const void *a, const void *b)
+#define FLIGHT_OF(n) CONTAINER_OF(n, qflight_t, hn)
+#define DEDUP_OF(n) CONTAINER_OF(n, qdedup_t, hn)
+#define RESULT_OF(n) CONTAINER_OF(n, qresult_t, hn)
+
+static bool lease_less(const ordo_heap_node_t *a, const ordo_heap_node_t *b)
 {
-    const qflight_t *x = a, *y = b;
+    const qflight_t *x = FLIGHT_OF(a), *y = FLIGHT_OF(b);
     if (x->deadline_ms != y->deadline_ms)
         return x->deadline_ms < y->deadline_ms;
     return x->key->head->id < y->key->head->id;
-}
-
-static void lease_setpos(void *e, size_t pos)
-{
-    ((qflight_t *)e)->pos = pos;
 }
 
 static uint64_t delayed_due(const qmsg_t *m)
@@ -344,26 +334,16 @@ static bool delay_less(const void *a, const void *b)
     return dx != dy ? dx < dy : x->id < y->id;
 }
 
-static bool dedup_less(const void *a, const void *b)
+static bool dedup_less(const ordo_heap_node_t *a, const ordo_heap_node_t *b)
 {
-    const qdedup_t *x = a, *y = b;
+    const qdedup_t *x = DEDUP_OF(a), *y = DEDUP_OF(b);
     return x->end_ms != y->end_ms ? x->end_ms < y->end_ms : x->msg_id < y->msg_id;
 }
 
-static void dedup_setpos(void *e, size_t pos)
+static bool result_less(const ordo_heap_node_t *a, const ordo_heap_node_t *b)
 {
-    ((qdedup_t *)e)->pos = pos;
-}
-
-static bool result_less(const void *a, const void *b)
-{
-    const qresult_t *x = a, *y = b;
+    const qresult_t *x = RESULT_OF(a), *y = RESULT_OF(b);
     return x->expire_ms != y->expire_ms ? x->expire_ms < y->expire_ms : x->id < y->id;
-}
-
-static void result_setpos(void *e, size_t pos)
-{
-    ((qresult_t *)e)->pos = pos;
 }
 
 /* ---- allocation with accounting ------------------------------------------------------- */
@@ -466,7 +446,7 @@ static void key_append(queue_t *q, qkey_t *k, qmsg_t *m)
     k->nwait++;
     q->nwaiting++;
     if (k->head == m && !k->inflight && !k->parked)
-        heap_push(&q->ready, k);
+        qheap_push(&q->ready, k);
 }
 
 /* Unlink and return k's head. */
@@ -491,7 +471,7 @@ static void key_next(queue_t *q, qkey_t *k, bool limbo)
     assert(!k->inflight);
     if (k->head != NULL) {
         if (!k->parked)
-            heap_push(&q->ready, k);
+            qheap_push(&q->ready, k);
         return;
     }
     ordo_htab_remove(&q->keys, &k->hnode);
@@ -525,7 +505,7 @@ static void flight_end(queue_t *q, qflight_t *f)
     qkey_t *k = f->key;
     assert(k->inflight);
     ordo_htab_remove(&q->flights, &f->hnode);
-    heap_remove_at(&q->leases, f->pos);
+    ordo_heap_remove(&q->leases, &f->hn);
     k->inflight = 0;
     q_free(q, f, sizeof *f);
 }
@@ -540,7 +520,7 @@ static qresult_t *result_find(const queue_t *q, uint64_t id)
 static void result_free(queue_t *q, qresult_t *r)
 {
     ordo_htab_remove(&q->results, &r->hnode);
-    heap_remove_at(&q->result_heap, r->pos);
+    ordo_heap_remove(&q->result_heap, &r->hn);
     q_free(q, r, sizeof *r + r->rlen);
 }
 
@@ -560,7 +540,7 @@ static void result_put(queue_t *q, uint64_t id, int fate, const void *res, size_
     if (rlen)
         memcpy(r->bytes, res, rlen);
     ordo_htab_insert(&q->results, &r->hnode, id_hash(&q->results, id));
-    heap_push(&q->result_heap, r);
+    ordo_heap_xpush(&q->result_heap, &r->hn);
 }
 
 /* ---- dedup ----------------------------------------------------------------------------------- */
@@ -573,7 +553,7 @@ static qdedup_t *dedup_find(const queue_t *q, const void *d, size_t dlen)
 static void dedup_free(queue_t *q, qdedup_t *e)
 {
     ordo_htab_remove(&q->dedups, &e->hnode);
-    heap_remove_at(&q->dedup_heap, e->pos);
+    ordo_heap_remove(&q->dedup_heap, &e->hn);
     q_free(q, e, sizeof *e + e->dlen);
 }
 
@@ -583,7 +563,7 @@ static void dedup_put(queue_t *q, const void *d, size_t dlen, uint64_t msg_id, u
     if (e) {
         e->msg_id = msg_id;
         e->end_ms = end_ms;
-        heap_fix(&q->dedup_heap, e->pos);
+        ordo_heap_update(&q->dedup_heap, &e->hn);
         return;
     }
     assert(dlen <= UINT32_MAX);
@@ -594,7 +574,7 @@ static void dedup_put(queue_t *q, const void *d, size_t dlen, uint64_t msg_id, u
     if (dlen)
         memcpy(e->bytes, d, dlen);
     ordo_htab_insert(&q->dedups, &e->hnode, ordo_htab_hash(&q->dedups, d, dlen));
-    heap_push(&q->dedup_heap, e);
+    ordo_heap_xpush(&q->dedup_heap, &e->hn);
 }
 
 /* ---- the registry ------------------------------------------------------------------------------ */
@@ -671,11 +651,11 @@ static void queue_free(queue_t *q)
     ordo_htab_destroy(&q->flights);
     ordo_htab_destroy(&q->dedups);
     ordo_htab_destroy(&q->results);
-    heap_free(&q->ready);
-    heap_free(&q->leases);
-    heap_free(&q->delays);
-    heap_free(&q->dedup_heap);
-    heap_free(&q->result_heap);
+    qheap_free(&q->ready);
+    qheap_free(&q->delays);
+    ordo_heap_destroy(&q->leases);
+    ordo_heap_destroy(&q->dedup_heap);
+    ordo_heap_destroy(&q->result_heap);
     free(q->dl_name);
     free(q);
 }
@@ -716,13 +696,10 @@ queue_t *queue_open(queue_set_t *s, const void *name, size_t len)
     htab_init_or_die(&q->dedups, dedup_eq);
     htab_init_or_die(&q->results, result_eq);
     q->ready.less = ready_less;
-    q->leases.less = lease_less;
-    q->leases.setpos = lease_setpos;
     q->delays.less = delay_less;
-    q->dedup_heap.less = dedup_less;
-    q->dedup_heap.setpos = dedup_setpos;
-    q->result_heap.less = result_less;
-    q->result_heap.setpos = result_setpos;
+    ordo_heap_init(&q->leases, lease_less, QUEUE_HEAP_CAP_MIN, ORDO_HEAP_SHRINK);
+    ordo_heap_init(&q->dedup_heap, dedup_less, QUEUE_HEAP_CAP_MIN, ORDO_HEAP_SHRINK);
+    ordo_heap_init(&q->result_heap, result_less, QUEUE_HEAP_CAP_MIN, ORDO_HEAP_SHRINK);
     q->nlen = (uint32_t)len;
     memcpy(q->name, name, len);
     ordo_htab_insert(&s->queues, &q->hnode, ordo_htab_hash(&s->queues, name, len));
@@ -809,7 +786,7 @@ static void push_delayed(queue_t *q, const queue_push_t *p, uint64_t id, uint64_
     memcpy(m->payload + p->plen, &due, sizeof due);
     if (p->klen)
         memcpy(m->payload + p->plen + sizeof due, p->key, p->klen);
-    heap_push(&q->delays, m);
+    qheap_push(&q->delays, m);
     q->ndelayed++;
 }
 
@@ -876,7 +853,7 @@ size_t queue_promote(queue_t *q, uint64_t now_ms)
     size_t moved = 0;
     settle(q);
     while (q->delays.n > 0 && delayed_due(q->delays.v[0]) <= now_ms) {
-        qmsg_t *m = heap_pop(&q->delays);
+        qmsg_t *m = qheap_pop(&q->delays);
         size_t klen = m->u.klen;
         qkey_t *k = key_get(q, delayed_key(m), klen);
         /* Drop the due time and key bytes: m is linked nowhere yet. */
@@ -911,7 +888,7 @@ int queue_deliver(queue_t *q, uint64_t now_ms, uint64_t lease_ms, uint64_t token
     queue_promote(q, now_ms);
     if (q->ready.n == 0)
         return 0;
-    qkey_t *k = heap_pop(&q->ready);
+    qkey_t *k = qheap_pop(&q->ready);
     assert(k->head && !k->inflight && !k->parked && k->nwait > 0);
     qmsg_t *m = k->head;
     k->nwait--;
@@ -933,7 +910,7 @@ int queue_deliver(queue_t *q, uint64_t now_ms, uint64_t lease_ms, uint64_t token
     f->deadline_ms = now_ms + (lease_ms ? lease_ms : q->cfg.lease_ms);
     k->inflight = 1;
     ordo_htab_insert(&q->flights, &f->hnode, id_hash(&q->flights, m->id));
-    heap_push(&q->leases, f);
+    ordo_heap_xpush(&q->leases, &f->hn);
     out->deadline_ms = f->deadline_ms;
     return 1;
 }
@@ -1000,7 +977,7 @@ static void give_back(queue_t *q, qflight_t *f, uint64_t delay_ms, uint64_t now_
     if (!exhausted && delay_ms > 0) {
         f->token = 0;
         f->deadline_ms = now_ms + delay_ms;
-        heap_fix(&q->leases, f->pos);
+        ordo_heap_update(&q->leases, &f->hn);
         out->kind = QUEUE_RETRY_LATER;
         return;
     }
@@ -1008,7 +985,7 @@ static void give_back(queue_t *q, qflight_t *f, uint64_t delay_ms, uint64_t now_
     if (!exhausted) {
         k->nwait++;
         q->nwaiting++;
-        heap_push(&q->ready, k);
+        qheap_push(&q->ready, k);
         out->kind = QUEUE_RETRY_READY;
     } else if (q->cfg.onpoison == QUEUE_ONPOISON_PARK) {
         k->nwait++;
@@ -1042,7 +1019,7 @@ int queue_extend(queue_t *q, uint64_t id, uint64_t token, uint64_t ms, uint64_t 
     if (f == NULL)
         return 0;
     f->deadline_ms = now_ms + ms;
-    heap_fix(&q->leases, f->pos);
+    ordo_heap_update(&q->leases, &f->hn);
     return 1;
 }
 
@@ -1062,7 +1039,7 @@ int queue_redeliver(queue_t *q, uint64_t id, uint64_t token, uint64_t now_ms, ui
         flight_end(q, f);
         k->nwait++;
         q->nwaiting++;
-        heap_push(&q->ready, k);
+        qheap_push(&q->ready, k);
         if (out) {
             out->kind = QUEUE_RETRY_READY;
             out->id = id;
@@ -1084,7 +1061,7 @@ int queue_unpark(queue_t *q, const void *key, size_t klen)
     k->parked = 0;
     q->nparked--;
     k->head->attempt = 0;
-    heap_push(&q->ready, k);
+    qheap_push(&q->ready, k);
     return 1;
 }
 
@@ -1140,9 +1117,10 @@ int queue_result_expire(queue_t *q, uint64_t id, uint64_t now_ms)
 
 bool queue_next_lease(const queue_t *q, queue_timer_t *out)
 {
-    if (q->leases.n == 0)
+    const ordo_heap_node_t *n = ordo_heap_peek(&q->leases);
+    if (n == NULL)
         return false;
-    const qflight_t *f = q->leases.v[0];
+    const qflight_t *f = FLIGHT_OF(n);
     memset(out, 0, sizeof *out);
     out->kind = QUEUE_TIMER_LEASE;
     out->due_ms = f->deadline_ms;
@@ -1165,9 +1143,10 @@ bool queue_next_delay(const queue_t *q, queue_timer_t *out)
 
 bool queue_next_dedup(const queue_t *q, queue_timer_t *out)
 {
-    if (q->dedup_heap.n == 0)
+    const ordo_heap_node_t *n = ordo_heap_peek(&q->dedup_heap);
+    if (n == NULL)
         return false;
-    const qdedup_t *e = q->dedup_heap.v[0];
+    const qdedup_t *e = DEDUP_OF(n);
     memset(out, 0, sizeof *out);
     out->kind = QUEUE_TIMER_DEDUP;
     out->due_ms = e->end_ms;
@@ -1179,9 +1158,10 @@ bool queue_next_dedup(const queue_t *q, queue_timer_t *out)
 
 bool queue_next_result(const queue_t *q, queue_timer_t *out)
 {
-    if (q->result_heap.n == 0)
+    const ordo_heap_node_t *n = ordo_heap_peek(&q->result_heap);
+    if (n == NULL)
         return false;
-    const qresult_t *r = q->result_heap.v[0];
+    const qresult_t *r = RESULT_OF(n);
     memset(out, 0, sizeof *out);
     out->kind = QUEUE_TIMER_RESULT;
     out->due_ms = r->expire_ms;
@@ -1340,9 +1320,10 @@ void queue_len(const queue_t *q, queue_len_t *out)
     out->delayed = q->ndelayed;
 }
 
-static size_t heap_bytes(const qheap_t *h)
+/* The cost of a heap's array of cap pointers. */
+static size_t heap_bytes(size_t cap)
 {
-    return h->cap ? alloc_cost(h->cap * sizeof(void *)) : 0;
+    return cap ? alloc_cost(cap * sizeof(void *)) : 0;
 }
 
 static size_t htab_bytes(const ordo_htab_t *t)
@@ -1362,8 +1343,8 @@ void queue_info(const queue_t *q, queue_info_t *out)
     out->results = q->results.count;
     out->bytes = q->bytes + alloc_cost(sizeof *q + q->nlen) + htab_bytes(&q->keys) +
                  htab_bytes(&q->flights) + htab_bytes(&q->dedups) + htab_bytes(&q->results) +
-                 heap_bytes(&q->ready) + heap_bytes(&q->leases) + heap_bytes(&q->delays) +
-                 heap_bytes(&q->dedup_heap) + heap_bytes(&q->result_heap) +
+                 heap_bytes(q->ready.cap) + heap_bytes(q->leases.cap) + heap_bytes(q->delays.cap) +
+                 heap_bytes(q->dedup_heap.cap) + heap_bytes(q->result_heap.cap) +
                  (q->dl_name ? alloc_cost(q->cfg.dl_len) : 0);
     out->pushed = q->pushed;
     out->merged = q->merged;
@@ -1560,7 +1541,7 @@ void queue_load_msg(queue_t *q, const queue_snap_msg_t *s)
         f->since_ms = s->since_ms;
         f->deadline_ms = s->deadline_ms;
         ordo_htab_insert(&q->flights, &f->hnode, id_hash(&q->flights, m->id));
-        heap_push(&q->leases, f);
+        ordo_heap_xpush(&q->leases, &f->hn);
     }
 }
 

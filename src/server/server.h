@@ -20,6 +20,7 @@
 #include "buf.h"
 #include "config.h"
 #include "core.h"
+#include "heap.h"
 #include "htab.h"
 #include "resp.h"
 #include "watch.h"
@@ -85,8 +86,7 @@ typedef struct server_s {
     uint64_t last_snap_rev, last_snap_ms, snaps_total;
     uint64_t recovered_records, recovery_ms, snapshot_loaded_rev;
     /* blocking commands (block.c) */
-    struct waiter_s **wait_heap;     /* waiters with a deadline, earliest first */
-    size_t wait_heap_len, wait_heap_cap;
+    ordo_heap_t wait_heap;           /* waiters with a deadline, earliest first */
     uv_timer_t wait_timer;
     uint64_t wait_timer_at_ms;
     size_t blocked_clients;

@@ -11,37 +11,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bytes.h"
 #include "coord.h"
 #include "wal.h"
 
 #define SNAP_MAGIC "ORDOSNAP"
 #define SNAP_HEADER_BYTES 36
 #define SNAP_TRAILER_BYTES 13
-
-static void put_u64(char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (char)(v >> (8 * i));
-}
-
-static void put_u32(char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (char)(v >> (8 * i));
-}
-
-static uint64_t get_u64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static uint32_t get_u32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
 
 static void add_u8(ordo_buf_t *b, unsigned v)
 {

@@ -85,6 +85,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "bytes.h"
 #include "siphash.h"
 
 #define WAL_MAGIC "ORDOWAL"          /* with its NUL: 8 bytes */
@@ -149,34 +150,6 @@ struct wal_s {
 };
 
 /* ---- little helpers -------------------------------------------------- */
-
-static void put_u32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put_u64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-
-static uint64_t get_u64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 static uint64_t now_ms(void)
 {
