@@ -12,8 +12,9 @@
 #
 # Fairness notes, printed with the results:
 #   - etcd 3.4 (Debian) fsyncs its WAL for every raft batch and has no
-#     --unsafe-no-fsync (that came in 3.5). ordod has no log yet, so it does
-#     no disk I/O at all whatever --fsync says. The writer keeps INFLIGHT
+#     --unsafe-no-fsync (that came in 3.5). ordod runs with --fsync always:
+#     its log syncs every batch too, and an event leaves only once the put
+#     it reports is durable. The writer keeps INFLIGHT
 #     puts outstanding so etcd can batch many puts per fsync.
 #   - etcd is measured two ways. "etcd-grpc" (the figure the ratio uses):
 #     the W watches are opened by one `etcdctl watch -i` process on one gRPC
@@ -111,7 +112,7 @@ start_etcd
 echo "watch: $W prefix watchers (one connection each), 1 writer with $INFLIGHT puts in flight,"
 echo "watch: $KEYS keys, ${VALUE_BYTES}-byte values, ${DURATION}s per run, $R rounds"
 echo "watch: etcd $(etcd --version | awk '/etcd Version/ {print $3}') fsyncs its WAL per batch (3.4 has no --unsafe-no-fsync);"
-echo "watch: ordod has no log yet (no disk I/O). etcd-grpc: one etcdctl with $W watches on one gRPC stream;"
+echo "watch: ordod --fsync always (events wait for their puts to be synced). etcd-grpc: one etcdctl with $W watches on one gRPC stream;"
 echo "watch: etcd-http: $W watchers through etcd's HTTP/JSON gateway (same shape as ordod's, costs etcd ~10x)."
 
 ev_ordo=()
