@@ -84,12 +84,15 @@ class Delivery:
     """One message of one Q.PULL reply, and what its consumer did with it.
     outcome: None (no call: walked away or the connection died first),
     1 / 0 (the reply), "doubt" (the call was sent, no reply)."""
-    __slots__ = ("q", "id", "key", "payload", "token", "attempt", "t0", "t1", "verb", "outcome", "a0", "a1")
+    __slots__ = ("q", "id", "key", "payload", "token", "attempt", "t0", "t1", "verb", "outcome", "a0", "a1", "gen",
+                 "retried")
 
     def __init__(self, q, id_, key, payload, token, attempt, t0, t1):
         self.q, self.id, self.key, self.payload = q, id_, key, payload
         self.token, self.attempt, self.t0, self.t1 = token, attempt, t0, t1
         self.verb = self.outcome = self.a0 = self.a1 = None
+        self.gen = 0   # which server process the ack/nack was sent to
+        self.retried = None  # the reply to a retry of an ack in doubt, after reconnecting
 
 
 class History:
@@ -99,6 +102,7 @@ class History:
         self.msgs = {}          # payload -> Msg
         self.deliveries = []    # Delivery, both queues
         self.max_rev = 0        # highest id/token any client was told
+        self.killed_at = {}     # server generation -> when it got SIGKILL (client clock)
         self.problems_seen = []  # unexpected replies (an error, not a count)
 
     def see_rev(self, r):
@@ -128,15 +132,15 @@ def parse_payload(p):
     return key, int(seq)
 
 
-def end_lower(d, lease_s):
+def end_lower(d, lease_s, killed_at):
     """The earliest (client clock) delivery d can have ended: a call that
     returned 1 ended it, no sooner than it was sent; otherwise only its
-    lease could (a stale ack, a consumer that walked away), or either (a
-    call in doubt)."""
+    lease could (a stale ack, a consumer that walked away, a call sent after
+    its server was killed), or either (a call in doubt)."""
     lease_end = d.t0 + lease_s - TOL_S
     if d.outcome == 1:
         return d.a0
-    if d.outcome == "doubt":
+    if d.outcome == "doubt" and d.a0 < killed_at.get(d.gen, float("inf")):
         return min(d.a0, lease_end)
     return lease_end
 
@@ -244,7 +248,7 @@ def check(h, results, qlen, stats):
                 best = ds[i] if best is None or ds[i].t1 < best.t1 else best
             for i, d in enumerate(ds):
                 nxt = suffix_min[i]
-                if nxt is not None and nxt.t1 < end_lower(d, h.lease_s):
+                if nxt is not None and nxt.t1 < end_lower(d, h.lease_s, h.killed_at):
                     stats.note("overlaps", "%s key %s: token %d (id %d, %s=%r) still in flight when token %d "
                                "(id %d) arrived %.3fs after the first was pulled"
                                % (q, key.decode(), d.token, d.id, d.verb, d.outcome, nxt.token, nxt.id,
@@ -278,6 +282,7 @@ class Server:
 
     def __init__(self):
         self.port = None
+        self.gen = 0
         self.up = threading.Event()
 
 
@@ -285,7 +290,10 @@ def connect(srv, stop):
     while not stop.is_set():
         if srv.up.wait(0.05):
             try:
-                return Conn(srv.port, timeout=10.0)
+                gen = srv.gen
+                c = Conn(srv.port, timeout=10.0)
+                c.gen = gen
+                return c
             except OSError:
                 pass
             time.sleep(0.01)  # the server is going down or coming up: retry
@@ -332,13 +340,32 @@ def producer(tid, nkeys, srv, h, rng, stop, rate):
             c.close()
 
 
+def retry_ack(c, d):
+    """Send an ack whose reply was lost again, on a new connection. 1: the
+    first did not apply and this one did (it ended the delivery); 0: the
+    first applied, or the lease ran out. A second loss leaves it in doubt."""
+    a0 = time.monotonic()
+    rep = c.call("Q.ACK", d.q, d.id, d.token, "RESULT", b"r%d" % d.token)
+    a1 = time.monotonic()
+    if rep not in (0, 1):
+        raise Closed("unexpected reply %r" % (rep,))
+    d.retried = rep
+    if rep == 1:
+        d.outcome, d.a0, d.a1 = 1, a0, a1
+
+
 def consumer(q, srv, h, rng, stop, drain, behave):
     lease_ms = int(h.lease_s * 1000)
+    retry = None
     while not stop.is_set():
         c = connect(srv, stop)
         if c is None:
             return
+        cur = None
         try:
+            if retry is not None:
+                d, retry = retry, None
+                retry_ack(c, d)
             while not stop.is_set():
                 t0 = time.monotonic()
                 ms = c.call("Q.PULL", q, "COUNT", rng.randint(1, 3), "BLOCK", 200, "LEASE", lease_ms)
@@ -368,9 +395,11 @@ def consumer(q, srv, h, rng, stop, drain, behave):
                         d.verb, args = "NACK", ("Q.NACK", q, d.id, d.token)
                     else:
                         d.verb, args = "NACK", ("Q.NACK", q, d.id, d.token, "DELAY", 50)
-                    d.outcome = "doubt"
+                    d.outcome, d.gen = "doubt", c.gen
                     d.a0 = time.monotonic()
+                    cur = d
                     rep = c.call(*args)
+                    cur = None
                     d.a1 = time.monotonic()
                     if rep not in (0, 1):
                         with h.lock:
@@ -383,7 +412,10 @@ def consumer(q, srv, h, rng, stop, drain, behave):
                     if c is None:
                         return
         except (Closed, OSError, ValueError):
-            pass  # the server died: a call outstanding stays "doubt"
+            # the server died: a call outstanding stays "doubt"; half the
+            # acks in doubt are sent again once reconnected
+            if cur is not None and cur.verb == "ACK" and rng.random() < 0.5:
+                retry = cur
         finally:
             if c is not None:
                 c.close()
@@ -457,8 +489,11 @@ def run(args):
         for kill_no in range(1, args.kills + 1):
             time.sleep(rng.uniform(0.02, round_s))  # the random kill moment: the experiment itself
             srv.up.clear()
+            h.killed_at[srv.gen] = time.monotonic()
             ordod.kill()
             time.sleep(0.01)  # let clients read what the dead server had already sent
+            if rng.random() < 0.3:  # stay down past some leases: they run out while no server runs
+                time.sleep(rng.uniform(0, 2 * h.lease_s))
             with h.lock:
                 told = h.max_rev
             starts.append(ordod.start())
@@ -468,6 +503,7 @@ def run(args):
             if cur < told:
                 stats.note("regressions", "after kill %d: revision %d < %d told to a client" % (kill_no, cur, told))
             srv.port = ordod.port
+            srv.gen += 1
             srv.up.set()
             if args.verbose:
                 print("kill %d: revision %d, %d pushes, %d deliveries"
@@ -503,18 +539,20 @@ def run(args):
     delivered_payloads = {d.payload for d in h.deliveries}
     doubt_applied = sum(1 for m in doubt if m.payload in delivered_payloads)
     acks1 = sum(1 for d in h.deliveries if d.verb == "ACK" and d.outcome == 1)
-    ack_doubt = [d for d in h.deliveries if d.verb == "ACK" and d.outcome == "doubt"]
+    ack_doubt = [d for d in h.deliveries if d.verb == "ACK" and (d.outcome == "doubt" or d.retried is not None)]
     ack_doubt_applied = sum(1 for d in ack_doubt if results.get((d.q, d.id)) == b"r%d" % d.token)
+    retried = [d for d in h.deliveries if d.retried is not None]
+    ack_doubt_dead = sum(1 for d in ack_doubt if d.a0 >= h.killed_at.get(d.gen, float("inf")))
     stale = sum(1 for d in h.deliveries if d.outcome == 0)
     nacks = sum(1 for d in h.deliveries if d.verb == "NACK" and d.outcome == 1)
     dead = sum(1 for v in results.items() if v[0][0] == Q and v[1] == "DEADLETTER")
     recov = sorted(starts)
     print("queue crash test: kills=%d pushes_acked=%d push_in_doubt=%d (applied %d) deliveries=%d acks=%d "
-          "ack_in_doubt=%d (applied %d) stale_acks=%d nacks=%d redeliveries=%d dead_lettered=%d "
+          "ack_in_doubt=%d (applied %d, sent after the kill %d, retried %d: %d got 1) stale_acks=%d nacks=%d redeliveries=%d dead_lettered=%d "
           "lost=%d order_violations=%d overlaps=%d acked_redelivered=%d stuck=%d phantom=%d regressions=%d "
           "drain=%.1fs elapsed=%.1fs restart_to_ping_ms(median/max)=%.0f/%.0f clean_exit=%s"
           % (kill_no, pushed, len(doubt), doubt_applied, len(h.deliveries), acks1, len(ack_doubt),
-             ack_doubt_applied, stale, nacks, sum(1 for d in h.deliveries if d.attempt > 1), dead, stats.lost, stats.order_violations,
+             ack_doubt_applied, ack_doubt_dead, len(retried), sum(1 for d in retried if d.retried == 1), stale, nacks, sum(1 for d in h.deliveries if d.attempt > 1), dead, stats.lost, stats.order_violations,
              stats.overlaps, stats.acked_redelivered, stats.stuck, stats.phantom, stats.regressions, drain_s,
              elapsed, 1000 * recov[len(recov) // 2], 1000 * recov[-1], rc == 0))
     for p in stats.problems + ["unexpected reply: " + p for p in h.problems_seen[:20]]:
