@@ -108,3 +108,16 @@ def test_checker_flags_violations():
     assert _check(deliveries=(D1, D2, (qc.Q, 12, "k", 9, 31, 0.1, 0.11, "ACK", 1, 0.12, 0.13)),
                   results=dict(RES, **{}))[0].get("phantom") == 1
     assert _check(results={(qc.Q, 10): b"r20", (qc.Q, 11): b"r99"})[0].get("phantom") == 1
+
+
+def test_checker_ack_sent_to_a_dead_server_ends_nothing():
+    d1 = _with(D1, outcome="doubt", a0=0.02, a1=None)
+    d1b = (qc.Q, 10, "k", 1, 25, 0.05, 0.06, "ACK", 1, 0.07, 0.08)  # before D1's lease could run out
+    d2 = _with(D2, t0=0.08, t1=0.09, a0=0.1, a1=0.11)
+    res = {(qc.Q, 10): b"r25", (qc.Q, 11): b"r30"}
+    for killed, want in ((0.5, {}), (0.015, {"overlaps": 1})):  # the ack reached a live server / a dead one
+        h = _hist(MSGS, (d1, d1b, d2))
+        h.killed_at[0] = killed
+        st = qc.Stats()
+        qc.check(h, res, EMPTY, st)
+        assert {k: getattr(st, k) for k in qc.Stats.KINDS if getattr(st, k)} == want, st.problems
