@@ -5,7 +5,8 @@
 #   make run               build and start ordod with its default configuration
 #   make test              every test: unit, integration, sanitizers
 #   make integration       integration tests: a real ordod driven over the wire
-#   make crash             short crash run: SIGKILL ordod under writers, check (scripts/crash-long.sh: long)
+#   make crash             short crash runs: SIGKILL ordod under KV writers and queue clients, check
+#                          (long: scripts/crash-long.sh, scripts/crash-queue-long.sh)
 #   make asan / make tsan  unit tests under ASan+UBSan (and integration) / TSan
 #   make bench-primitives  in-process primitive benchmarks
 #   make fuzz              fuzz the RESP parser (FUZZ_SECONDS=60)
