@@ -245,7 +245,8 @@ static void serve_one(server_t *s, waitq_t *q)
             rec.val = d->value;
             rec.vlen = (uint32_t)d->vlen;
         }
-        cmd_apply(s, &rec, &res);
+        if (!cmd_apply(s, &rec, &res))
+            return; /* the log refused the grant: nobody may hold that token */
         if (res.status == AP_BUSY)
             return; /* still held: the waiter keeps its place */
         if (res.status == AP_NOTFOUND) {

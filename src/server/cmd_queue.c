@@ -263,8 +263,10 @@ static bool q_apply(server_t *s, record_t *rec, apply_result_t *res)
         res->status = AP_NOOP;
         return false;
     }
-    cmd_apply(s, rec, res);
-    return res->status == AP_OK;
+    /* A record the log refused changed memory only: it is no success, and
+     * nobody may be told it is (the server is read-only from now on). */
+    bool stored = cmd_apply(s, rec, res);
+    return stored && res->status == AP_OK;
 }
 
 static bool writable(cmd_ctx_t *x)

@@ -102,6 +102,10 @@ static bool catch_up(conn_t *c, watch_t *w)
         watch_cancel(c, w, "compacted");
         return false;
     }
+    /* Once the log has failed, revisions above the durable one exist only in
+     * memory: a watcher must never see them. */
+    server_t *srv = c->srv;
+    uint64_t limit = srv->readonly[0] != '\0' ? srv->durable_rev : UINT64_MAX;
     kv_change_t ch;
     while (conn_pending(c) < WATCH_BEHIND_BYTES) {
         int rc = kv_log_next(kv, &cur, &ch);
@@ -109,9 +113,10 @@ static bool catch_up(conn_t *c, watch_t *w)
             watch_cancel(c, w, "compacted");
             return false;
         }
-        if (rc == 0) {
+        if (rc == 0 || ch.cur->mod_rev > limit) {
+            uint64_t rev = core_rev(srv->core);
             w->state = WATCH_LIVE;
-            w->last_rev = core_rev(c->srv->core);
+            w->last_rev = rev < limit ? rev : limit;
             return true;
         }
         if (watch_covers(w, ch.cur->key, ch.cur->klen)) {

@@ -218,6 +218,16 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 static void start_reading(conn_t *c);
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
 
+/* Everything pending was sent (by libuv, or at once by uv_try_write):
+ * let watches catch up, and read again if output had paused reading. */
+static void drained(conn_t *c)
+{
+    cmd_conn_drained(c);
+    bool stuffed = c->waiter != NULL && c->in.len >= CONN_BLOCKED_IN_MAX;
+    if (!c->closing && !c->reading && !stuffed && conn_pending(c) < CONN_PAUSE_READ_BYTES)
+        start_reading(c);
+}
+
 static void on_write(uv_write_t *req, int status)
 {
     conn_t *c = req->data;
@@ -237,9 +247,7 @@ static void on_write(uv_write_t *req, int status)
         conn_close(c);
         return;
     }
-    cmd_conn_drained(c);
-    if (!c->closing && !c->reading && conn_pending(c) < CONN_PAUSE_READ_BYTES)
-        start_reading(c);
+    drained(c);
     if (!c->closing)
         conn_flush(c);
 }
@@ -324,7 +332,7 @@ void conn_flush(conn_t *c)
         if (c->close_after_write)
             conn_close(c);
         else
-            cmd_conn_drained(c);
+            drained(c);
         return;
     }
     if (ready == 0)

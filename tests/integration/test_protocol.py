@@ -192,3 +192,19 @@ def test_unix_socket(ordod_factory, tmp_path):
     s.sendall(b"PING\r\n")
     assert s.recv(100) == b"+PONG\r\n"
     s.close()
+
+
+def test_reading_resumes_after_large_reply_drains_at_once(ordod_factory):
+    # A reply past the 4 MiB pause threshold stops reading from the client;
+    # when the socket takes it all in one write, reading must start again.
+    srv = ordod_factory("--fsync", "no")
+    c = Conn(srv.port)
+    c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 * 1024 * 1024)
+    value = b"v" * (4200 * 1024)
+    c.send_raw(encode("SET", "big", value) + encode("GET", "big"))
+    assert c.read() == "OK"
+    c.settimeout(10)
+    assert c.read() == value
+    c.send_raw(encode("PING"))
+    assert c.read() == "PONG"
+    c.close()
