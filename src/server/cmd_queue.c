@@ -1237,18 +1237,26 @@ static void cmd_qlist(cmd_ctx_t *x)
     queue_set_foreach(set, add_name, x->out);
 }
 
+/* `queue [COUNT n]`, as Q.PEEK and Q.TOPKEYS take: *count keeps its default
+ * without COUNT. Replies the error and returns false on bad arguments. */
+static bool queue_count_args(cmd_ctx_t *x, uint32_t *count)
+{
+    if (!queue_arg_ok(x))
+        return false;
+    if (x->argc == 4 && arg_is(x, 2, "COUNT"))
+        return arg_count(x, 3, count);
+    if (x->argc != 2) {
+        reply_syntax(x);
+        return false;
+    }
+    return true;
+}
+
 static void cmd_qpeek(cmd_ctx_t *x)
 {
     uint32_t count = 1;
-    if (!queue_arg_ok(x))
+    if (!queue_count_args(x, &count))
         return;
-    if (x->argc == 4 && arg_is(x, 2, "COUNT")) {
-        if (!arg_count(x, 3, &count))
-            return;
-    } else if (x->argc != 2) {
-        reply_syntax(x);
-        return;
-    }
     const queue_t *q = read_queue(x);
     queue_delivery_t *m = ordo_xmalloc(count * sizeof *m);
     size_t n = q ? queue_peek(q, count, m) : 0;
@@ -1282,15 +1290,8 @@ static void cmd_qkeyinfo(cmd_ctx_t *x)
 static void cmd_qtopkeys(cmd_ctx_t *x)
 {
     uint32_t count = 10;
-    if (!queue_arg_ok(x))
+    if (!queue_count_args(x, &count))
         return;
-    if (x->argc == 4 && arg_is(x, 2, "COUNT")) {
-        if (!arg_count(x, 3, &count))
-            return;
-    } else if (x->argc != 2) {
-        reply_syntax(x);
-        return;
-    }
     const queue_t *q = read_queue(x);
     queue_topkey_t *t = ordo_xmalloc(count * sizeof *t);
     size_t n = q ? queue_topkeys(q, count, t) : 0;
