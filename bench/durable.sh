@@ -51,12 +51,7 @@ LOAD="$ROOT/build/put_load"
 [ -x "$LOAD" ] || { echo "bench: $LOAD is missing; run make first" >&2; exit 1; }
 
 start_ordod() {
-    ORDO_PORT="$(bench_free_port)"
-    mkdir -p "$BENCH_TMP/ordod"
-    bench_spawn "$BENCH_TMP/ordod.log" "$ORDOD" --bind 127.0.0.1 --port "$ORDO_PORT" \
-        --dir "$BENCH_TMP/ordod" --fsync always
-    ORDO_PID="$LAST_PID"
-    bench_wait_port "$ORDO_PID" "$ORDO_PORT" || { cat "$BENCH_TMP/ordod.log" >&2; exit 1; }
+    bench_start_ordod ordod --fsync always
     if ! redis-cli -p "$ORDO_PORT" INFO persistence | grep -q '^fsync:always'; then
         echo "bench: ordod does not report fsync:always" >&2
         exit 1
@@ -78,29 +73,7 @@ start_redis() {
 }
 
 start_etcd() {
-    ETCD_PORT="$(bench_free_port)"
-    local peer
-    peer="$(bench_free_port)"
-    bench_spawn "$BENCH_TMP/etcd.log" etcd --name bench --data-dir "$BENCH_TMP/etcd" \
-        --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
-        --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
-        --listen-peer-urls "http://127.0.0.1:$peer" \
-        --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
-        --initial-cluster "bench=http://127.0.0.1:$peer" \
-        --listen-metrics-urls "" --log-level warn
-    ETCD_PID="$LAST_PID"
-    bench_wait_port "$ETCD_PID" "$ETCD_PORT" || { cat "$BENCH_TMP/etcd.log" >&2; exit 1; }
-    # The port opens before the member has elected itself leader.
-    local ok=""
-    for _ in $(seq 1 100); do
-        if etcdctl --endpoints "127.0.0.1:$ETCD_PORT" endpoint health >/dev/null 2>&1; then ok=1; break; fi
-        sleep 0.1
-    done
-    if [ -z "$ok" ]; then
-        echo "bench: etcd did not become healthy" >&2
-        cat "$BENCH_TMP/etcd.log" >&2
-        exit 1
-    fi
+    bench_start_etcd
     # Which gateway path puts go to: /v3/kv/put in 3.4, /v3beta/kv/put in
     # some older releases. One real put answers it.
     ETCD_PATH=""

@@ -30,12 +30,7 @@ C="${C:-50}"
 PIPES="${PIPES:-1 16}"
 
 start_servers() {
-    ORDO_PORT="$(bench_free_port)"
-    mkdir -p "$BENCH_TMP/ordod"
-    bench_spawn "$BENCH_TMP/ordod.log" "$ORDOD" --bind 127.0.0.1 --port "$ORDO_PORT" \
-        --dir "$BENCH_TMP/ordod" --fsync no
-    ORDO_PID="$LAST_PID"
-    bench_wait_port "$ORDO_PID" "$ORDO_PORT" || { cat "$BENCH_TMP/ordod.log" >&2; exit 1; }
+    bench_start_ordod ordod --fsync no
 
     REDIS_PORT="$(bench_free_port)"
     mkdir -p "$BENCH_TMP/redis"

@@ -113,3 +113,42 @@ bench_stats() {
 bench_ratio() {
     awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f\n", a / b; else print "nan" }'
 }
+
+# bench_start_ordod NAME [FLAG...]: start ordod on a free port with its data
+# in $BENCH_TMP/NAME and its log in $BENCH_TMP/NAME.log; wait until it
+# listens. Sets ORDO_PORT and ORDO_PID.
+bench_start_ordod() {
+    local name="$1"
+    shift
+    ORDO_PORT="$(bench_free_port)"
+    mkdir -p "$BENCH_TMP/$name"
+    bench_spawn "$BENCH_TMP/$name.log" "$ORDOD" --bind 127.0.0.1 --port "$ORDO_PORT" \
+        --dir "$BENCH_TMP/$name" "$@"
+    ORDO_PID="$LAST_PID"
+    bench_wait_port "$ORDO_PID" "$ORDO_PORT" || { cat "$BENCH_TMP/$name.log" >&2; exit 1; }
+}
+
+# bench_start_etcd: a one-member etcd on free loopback ports with its data in
+# $BENCH_TMP/etcd; returns once the member has elected itself leader (the
+# client port opens before that). Sets ETCD_PORT and ETCD_PID.
+bench_start_etcd() {
+    local peer
+    ETCD_PORT="$(bench_free_port)"
+    peer="$(bench_free_port)"
+    bench_spawn "$BENCH_TMP/etcd.log" etcd --name bench --data-dir "$BENCH_TMP/etcd" \
+        --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
+        --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+        --listen-peer-urls "http://127.0.0.1:$peer" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+        --initial-cluster "bench=http://127.0.0.1:$peer" \
+        --listen-metrics-urls "" --log-level warn
+    ETCD_PID="$LAST_PID"
+    bench_wait_port "$ETCD_PID" "$ETCD_PORT" || { cat "$BENCH_TMP/etcd.log" >&2; exit 1; }
+    for _ in $(seq 1 100); do
+        etcdctl --endpoints "127.0.0.1:$ETCD_PORT" endpoint health >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    echo "bench: etcd did not become healthy" >&2
+    cat "$BENCH_TMP/etcd.log" >&2
+    exit 1
+}

@@ -41,12 +41,8 @@ LOAD="$ROOT/build/lock_load"
 [ -x "$LOAD" ] || { echo "bench: $LOAD is missing; run make first" >&2; exit 1; }
 
 start_ordod() { # NAME FSYNC -> sets PORT_<NAME>
-    local port
-    port="$(bench_free_port)"
-    mkdir -p "$BENCH_TMP/$1"
-    bench_spawn "$BENCH_TMP/$1.log" "$ORDOD" --bind 127.0.0.1 --port "$port" --dir "$BENCH_TMP/$1" --fsync "$2"
-    bench_wait_port "$LAST_PID" "$port" || { cat "$BENCH_TMP/$1.log" >&2; exit 1; }
-    eval "PORT_$1=$port"
+    bench_start_ordod "$1" --fsync "$2"
+    eval "PORT_$1=$ORDO_PORT"
 }
 
 start_redis() {
@@ -58,23 +54,8 @@ start_redis() {
 }
 
 start_etcd() {
-    PORT_etcd="$(bench_free_port)"
-    local peer ok=""
-    peer="$(bench_free_port)"
-    bench_spawn "$BENCH_TMP/etcd.log" etcd --name bench --data-dir "$BENCH_TMP/etcd" \
-        --listen-client-urls "http://127.0.0.1:$PORT_etcd" \
-        --advertise-client-urls "http://127.0.0.1:$PORT_etcd" \
-        --listen-peer-urls "http://127.0.0.1:$peer" \
-        --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
-        --initial-cluster "bench=http://127.0.0.1:$peer" \
-        --listen-metrics-urls "" --log-level warn
-    bench_wait_port "$LAST_PID" "$PORT_etcd" || { cat "$BENCH_TMP/etcd.log" >&2; exit 1; }
-    # The port opens before the member has elected itself leader.
-    for _ in $(seq 1 100); do
-        if etcdctl --endpoints "127.0.0.1:$PORT_etcd" endpoint health >/dev/null 2>&1; then ok=1; break; fi
-        sleep 0.1
-    done
-    [ -n "$ok" ] || { echo "bench: etcd did not become healthy" >&2; cat "$BENCH_TMP/etcd.log" >&2; exit 1; }
+    bench_start_etcd
+    PORT_etcd="$ETCD_PORT"
 }
 
 SERVERS="ordod redis etcd"

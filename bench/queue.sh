@@ -52,11 +52,8 @@ LOAD="$ROOT/build/ordo_bench"
 [ -x "$LOAD" ] || { echo "bench: $LOAD is missing; run make first" >&2; exit 1; }
 
 start_ordod() {
-    PORT_ordo="$(bench_free_port)"
-    mkdir -p "$BENCH_TMP/ordod"
-    bench_spawn "$BENCH_TMP/ordod.log" "$ORDOD" --bind 127.0.0.1 --port "$PORT_ordo" \
-        --dir "$BENCH_TMP/ordod" --fsync always
-    bench_wait_port "$LAST_PID" "$PORT_ordo" || { cat "$BENCH_TMP/ordod.log" >&2; exit 1; }
+    bench_start_ordod ordod --fsync always
+    PORT_ordo="$ORDO_PORT"
     if ! redis-cli -p "$PORT_ordo" INFO persistence | grep -q '^fsync:always'; then
         echo "bench: ordod does not report fsync:always" >&2
         exit 1

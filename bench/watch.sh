@@ -44,37 +44,9 @@ VALUE_BYTES="${VALUE_BYTES:-16}"
 LOAD="$ROOT/build/watch_load"
 [ -x "$LOAD" ] || { echo "bench: $LOAD is missing; run make first" >&2; exit 1; }
 
-start_ordod() {
-    ORDO_PORT="$(bench_free_port)"
-    mkdir -p "$BENCH_TMP/ordod"
-    bench_spawn "$BENCH_TMP/ordod.log" "$ORDOD" --bind 127.0.0.1 --port "$ORDO_PORT" \
-        --dir "$BENCH_TMP/ordod" --fsync always
-    ORDO_PID="$LAST_PID"
-    bench_wait_port "$ORDO_PID" "$ORDO_PORT" || { cat "$BENCH_TMP/ordod.log" >&2; exit 1; }
-}
+start_ordod() { bench_start_ordod ordod --fsync always; }
 
-start_etcd() {
-    ETCD_PORT="$(bench_free_port)"
-    local peer
-    peer="$(bench_free_port)"
-    bench_spawn "$BENCH_TMP/etcd.log" etcd --name bench --data-dir "$BENCH_TMP/etcd" \
-        --listen-client-urls "http://127.0.0.1:$ETCD_PORT" \
-        --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
-        --listen-peer-urls "http://127.0.0.1:$peer" \
-        --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
-        --initial-cluster "bench=http://127.0.0.1:$peer" \
-        --listen-metrics-urls "" --log-level warn
-    ETCD_PID="$LAST_PID"
-    bench_wait_port "$ETCD_PID" "$ETCD_PORT" || { cat "$BENCH_TMP/etcd.log" >&2; exit 1; }
-    # The port opens before the member has elected itself leader.
-    for _ in $(seq 1 100); do
-        etcdctl --endpoints "127.0.0.1:$ETCD_PORT" endpoint health >/dev/null 2>&1 && return 0
-        sleep 0.1
-    done
-    echo "bench: etcd did not become healthy" >&2
-    cat "$BENCH_TMP/etcd.log" >&2
-    exit 1
-}
+start_etcd() { bench_start_etcd; }
 
 # run_one ordo|etcd PORT [WATCHERS]: prints watch_load's key=value line.
 run_one() {
