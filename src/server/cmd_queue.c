@@ -779,16 +779,24 @@ static void reply_full(cmd_ctx_t *x)
     reply_errf(x, "BUSY the queue is full (MAXLEN %u pending messages)", cfg.maxlen);
 }
 
+/* The front half of Q.PUSH and Q.CALL: check the arguments, apply the
+ * queue's due timers, make the push record and write it. Returns false
+ * (reply written) if it never reached the core. */
+static bool push_write(cmd_ctx_t *x, bool call, push_args_t *a, record_t *rec, apply_result_t *res)
+{
+    if (!queue_arg_ok(x) || !arg_name_ok(x, 2) || !arg_value_ok(x, 3) || !parse_push_opts(x, call, a))
+        return false;
+    catch_up(x->srv, QNAME(x));
+    push_from_args(rec, x, a);
+    return cmd_write(x, rec, res);
+}
+
 static void cmd_qpush(cmd_ctx_t *x)
 {
     push_args_t a;
-    if (!queue_arg_ok(x) || !arg_name_ok(x, 2) || !arg_value_ok(x, 3) || !parse_push_opts(x, false, &a))
-        return;
-    catch_up(x->srv, QNAME(x));
     record_t rec;
     apply_result_t res;
-    push_from_args(&rec, x, &a);
-    if (!cmd_write(x, &rec, &res))
+    if (!push_write(x, false, &a, &rec, &res))
         return;
     switch (res.status) {
     case AP_OK:
@@ -814,13 +822,9 @@ static void cmd_qpush(cmd_ctx_t *x)
 static void cmd_qcall(cmd_ctx_t *x)
 {
     push_args_t a;
-    if (!queue_arg_ok(x) || !arg_name_ok(x, 2) || !arg_value_ok(x, 3) || !parse_push_opts(x, true, &a))
-        return;
-    catch_up(x->srv, QNAME(x));
     record_t rec;
     apply_result_t res;
-    push_from_args(&rec, x, &a);
-    if (!cmd_write(x, &rec, &res))
+    if (!push_write(x, true, &a, &rec, &res))
         return;
     if (res.status == AP_QLIMIT) {
         reply_limit(x->srv, x->out, QNAME(x));
