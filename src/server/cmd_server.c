@@ -240,8 +240,10 @@ static void cmd_info(cmd_ctx_t *x)
                         s->nconns, (long long)s->cfg.max_clients, s->watches.count);
     if (section_wanted(x, "memory"))
         ordo_buf_printf(&b, "# Memory\r\nused_memory:%zu\r\nused_memory_rss:%zu\r\nmax_memory_bytes:%lld\r\n"
+                            "mem_clients:%zu\r\nallocator_trims:%llu\r\n"
                             "kv_versions:%zu\r\nkv_log_entries:%zu\r\n\r\n",
-                        st.bytes, rss_bytes(), (long long)s->cfg.max_memory_bytes, st.versions, st.log_entries);
+                        st.bytes, rss_bytes(), (long long)s->cfg.max_memory_bytes, net_client_memory(s),
+                        (unsigned long long)s->stats.allocator_trims, st.versions, st.log_entries);
     if (section_wanted(x, "stats"))
         ordo_buf_printf(&b, "# Stats\r\ntotal_connections_received:%llu\r\nrejected_connections:%llu\r\n"
                             "total_commands_processed:%llu\r\ntotal_error_replies:%llu\r\n"

@@ -326,6 +326,7 @@ void cmd_cron(server_t *s)
 {
     uint64_t now = server_tick(s);
     persist_cron(s);
+    net_cron(s);
     for (conn_t *c = s->conns; c != NULL; c = c->next)
         if (!c->closing && conn_pending(c) > (size_t)s->cfg.output_soft_bytes)
             conn_check_output(c);

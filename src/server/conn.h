@@ -32,6 +32,10 @@
 #define CONN_MARKS_MAX 8
 /* Read buffer offered to libuv per read. */
 #define CONN_READ_CHUNK (16u << 10)
+/* Freed buffers at least this large count toward the next malloc_trim, and
+ * a trim runs (from cron) once NET_TRIM_AFTER_BYTES of them were freed. */
+#define NET_TRIM_COUNT_BYTES (64u << 10)
+#define NET_TRIM_AFTER_BYTES (1u << 20)
 
 struct conn_s {
     union {

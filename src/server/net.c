@@ -13,6 +13,7 @@
  * waits for a uv_write.
  */
 #include <arpa/inet.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,32 @@ uint64_t server_tick(server_t *s)
 
 size_t conn_pending(const conn_t *c) { return c->out.len + c->wbuf.len; }
 
+/* Empty b, freeing its memory if it grew past keep; large frees are counted
+ * toward the next trim (net_cron). */
+static void buf_drop(server_t *s, ordo_buf_t *b, size_t keep)
+{
+    if (b->cap > keep && b->cap >= NET_TRIM_COUNT_BYTES)
+        s->released_bytes += b->cap;
+    ordo_buf_reset(b, keep);
+}
+
+size_t net_client_memory(const server_t *s)
+{
+    size_t n = 0;
+    for (const conn_t *c = s->conns; c != NULL; c = c->next)
+        n += sizeof *c + c->in.cap + c->out.cap + c->wbuf.cap;
+    return n;
+}
+
+void net_cron(server_t *s)
+{
+    if (s->released_bytes < NET_TRIM_AFTER_BYTES)
+        return;
+    s->released_bytes = 0;
+    malloc_trim(0);
+    s->stats.allocator_trims++;
+}
+
 static void on_close(uv_handle_t *h)
 {
     conn_t *c = h->data;
@@ -52,9 +79,9 @@ static void on_close(uv_handle_t *h)
     if (c->next != NULL)
         c->next->prev = c->prev;
     s->nconns--;
-    ordo_buf_free(&c->in);
-    ordo_buf_free(&c->out);
-    ordo_buf_free(&c->wbuf);
+    buf_drop(s, &c->in, 0);
+    buf_drop(s, &c->out, 0);
+    buf_drop(s, &c->wbuf, 0);
     resp_cmd_free(&c->cmd);
     free(c->name);
     free(c);
@@ -232,7 +259,7 @@ static void on_write(uv_write_t *req, int status)
 {
     conn_t *c = req->data;
     c->writing = false;
-    ordo_buf_reset(&c->wbuf, CONN_IN_KEEP_BYTES);
+    buf_drop(c->srv, &c->wbuf, CONN_IN_KEEP_BYTES);
     if (c->closing)
         return;
     if (status < 0) {
@@ -328,7 +355,7 @@ void conn_flush(conn_t *c)
         return;
     }
     if (c->out.len == 0) {
-        ordo_buf_reset(&c->out, CONN_IN_KEEP_BYTES);
+        buf_drop(c->srv, &c->out, CONN_IN_KEEP_BYTES);
         if (c->close_after_write)
             conn_close(c);
         else
@@ -397,7 +424,7 @@ static void process_input(conn_t *c)
     if (off > 0) {
         ordo_buf_consume(&c->in, off);
         if (c->in.len == 0)
-            ordo_buf_reset(&c->in, CONN_IN_KEEP_BYTES);
+            buf_drop(c->srv, &c->in, CONN_IN_KEEP_BYTES);
     }
 }
 

@@ -42,6 +42,7 @@ typedef struct server_stats_s {
     uint64_t watch_cancelled_total;
     uint64_t expired_keys_total;
     uint64_t clients_closed_output;   /* closed for passing an output limit */
+    uint64_t allocator_trims;         /* malloc_trim calls after large buffers were freed */
 } server_stats_t;
 
 typedef struct server_s {
@@ -63,6 +64,7 @@ typedef struct server_s {
     ordo_htab_t commands;            /* name (lower case) -> command */
     conn_t *conns;                   /* list of live connections */
     size_t nconns;
+    size_t released_bytes;           /* large connection buffers freed since the last trim */
     uint64_t next_client_id;
     uint64_t next_watch_id;
     uint64_t start_ms;
@@ -111,5 +113,12 @@ uint64_t server_tick(server_t *s);
 /* net.c */
 int net_listen(server_t *s, char *err, size_t elen);
 void net_close_all(server_t *s);
+/* Bytes held by connections: the structures and their buffers' capacity. */
+size_t net_client_memory(const server_t *s);
+/* Called by cron: once NET_TRIM_AFTER_BYTES of large connection buffers
+ * have been freed, hand the free pages back to the system (malloc_trim), so
+ * a flood of large requests leaves no resident memory behind however the
+ * heap is fragmented. */
+void net_cron(server_t *s);
 
 #endif /* ORDO_SERVER_H */
