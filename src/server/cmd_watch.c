@@ -6,7 +6,16 @@
  * cannot be continued is cancelled with the last revision it delivered, so
  * the client resumes with FROM that revision and loses nothing.
  *
- * Each watch is in one of two states:
+ * Each watch is in one of three states:
+ *   SNAPSHOT  (KV.WATCH ... SNAPSHOT, or FROM ... RESYNC when compacted) the
+ *             matching keys as of snap_rev are sent in key order, while the
+ *             connection's unsent output stays under WATCH_BEHIND_BYTES;
+ *             the walk resumes after the last key sent when the output
+ *             drains. Then watch-synced snap_rev, and the watch continues
+ *             in CATCHUP from snap_rev. If compaction passes snap_rev
+ *             before the walk ends, the watch is cancelled with last
+ *             revision 0 ("compacted"): the client starts over. So a
+ *             snapshot of any size costs a bounded output buffer.
  *   LIVE      every matching change is encoded into its connection's output
  *             as it is applied; last_rev = the newest revision it has seen.
  *   CATCHUP   the connection's unsent output passed WATCH_BEHIND_BYTES, so
@@ -20,7 +29,8 @@
  * with FROM starts in CATCHUP.
  *
  * Invariant: a watch's events are only ever written from one source at a
- * time: live delivery in LIVE, the log in CATCHUP; last_rev moves forward
+ * time: the store as of snap_rev in SNAPSHOT, live delivery in LIVE, the
+ * log in CATCHUP; last_rev moves forward
  * only, and only over revisions whose events (if any matched) were written.
  */
 #include <stdlib.h>
@@ -29,7 +39,7 @@
 #include "cmd.h"
 #include "persist.h"
 
-enum { WATCH_LIVE = 0, WATCH_CATCHUP = 1 };
+enum { WATCH_LIVE = 0, WATCH_CATCHUP = 1, WATCH_SNAPSHOT = 2 };
 
 /* Unsent output above which a watch stops receiving live events and catches
  * up from history later. */
@@ -77,6 +87,7 @@ static void watch_free(conn_t *c, watch_t *w)
     if (w->onext != NULL)
         w->onext->oprev = w->oprev;
     c->nwatches--;
+    free(w->snap_after);
     free(w->name);
     free(w);
 }
@@ -128,13 +139,19 @@ static bool catch_up(conn_t *c, watch_t *w)
     return true;
 }
 
+static bool snap_step(conn_t *c, watch_t *w);
+
 void cmd_conn_drained(conn_t *c)
 {
     watch_t *next;
     for (watch_t *w = c->watches; w != NULL && !c->closing; w = next) {
         next = w->onext;
-        if (w->state == WATCH_CATCHUP && conn_pending(c) < WATCH_BEHIND_BYTES)
+        if (conn_pending(c) >= WATCH_BEHIND_BYTES)
+            break;
+        if (w->state == WATCH_CATCHUP)
             catch_up(c, w);
+        else if (w->state == WATCH_SNAPSHOT)
+            snap_step(c, w);
     }
     if (c->out.len > 0)
         conn_mark_dirty(c);
@@ -188,31 +205,75 @@ static void on_check(uv_check_t *h)
 typedef struct snap_ctx_s {
     conn_t *c;
     watch_t *w;
+    bool paused;                 /* stopped because the output is full */
 } snap_ctx_t;
 
 static int snap_visit(void *arg, const kv_version_t *v)
 {
-    snap_ctx_t *s = arg;
-    add_event(s->c, s->w, v, NULL);
+    snap_ctx_t *sc = arg;
+    watch_t *w = sc->w;
+    add_event(sc->c, w, v, NULL);
+    if (v->klen > w->snap_acap) {
+        w->snap_acap = v->klen;
+        w->snap_after = ordo_xrealloc(w->snap_after, w->snap_acap);
+    }
+    memcpy(w->snap_after, v->key, v->klen);
+    w->snap_alen = v->klen;
+    if (conn_pending(sc->c) >= WATCH_BEHIND_BYTES) {
+        sc->paused = true;
+        return 1;
+    }
     return 0;
 }
 
-/* Send the matching keys as of the current revision, then watch-synced. */
-static void send_snapshot(conn_t *c, watch_t *w)
+/* Send the next page of a SNAPSHOT watch: keys after snap_after as of
+ * snap_rev, until the output is full or the keys end; at the end,
+ * watch-synced and on to CATCHUP. Returns false if the watch was
+ * cancelled. */
+static bool snap_step(conn_t *c, watch_t *w)
 {
     const kv_t *kv = core_kv(c->srv->core);
-    uint64_t rev = core_rev(c->srv->core);
-    snap_ctx_t sc = {c, w};
-    if (w->prefix) {
-        kv_range(kv, w->name, w->nlen, NULL, 0, 0, 0, snap_visit, &sc);
+    snap_ctx_t sc = {c, w, false};
+    long n = 0;
+    if (w->snap_rev == 0) {
+        /* nothing was ever written: the snapshot is empty (and at_rev 0
+         * would mean "current" to the store) */
+    } else if (w->prefix) {
+        n = kv_range(kv, w->name, w->nlen, w->snap_after, w->snap_alen, w->snap_rev, 0, snap_visit, &sc);
     } else {
-        const kv_version_t *v = kv_get(kv, w->name, w->nlen);
-        if (v != NULL)
+        const kv_version_t *v = NULL;
+        n = kv_get_at(kv, w->name, w->nlen, w->snap_rev, &v) == KV_OK ? 0 : KV_ECOMPACTED;
+        if (n == 0 && v != NULL && !v->deleted)
             add_event(c, w, v, NULL);
     }
-    add_marker(c, "watch-synced", w->id, rev);
-    w->last_rev = rev;
-    w->state = WATCH_LIVE;
+    if (n == KV_ECOMPACTED) {
+        w->last_rev = 0; /* nothing of the snapshot counts: start over */
+        watch_cancel(c, w, "compacted");
+        return false;
+    }
+    if (sc.paused)
+        return true;
+    add_marker(c, "watch-synced", w->id, w->snap_rev);
+    w->last_rev = w->snap_rev;
+    w->last_sent_ms = c->srv->now_ms;
+    free(w->snap_after);
+    w->snap_after = NULL;
+    w->snap_alen = w->snap_acap = 0;
+    w->state = WATCH_CATCHUP;
+    return catch_up(c, w);
+}
+
+/* Start sending the matching keys as of the current revision (the durable
+ * one after a log failure: a watcher never sees what a crash takes back). */
+static void send_snapshot(conn_t *c, watch_t *w)
+{
+    server_t *srv = c->srv;
+    uint64_t rev = core_rev(srv->core);
+    if (srv->readonly[0] != '\0' && rev > srv->durable_rev)
+        rev = srv->durable_rev;
+    w->snap_rev = rev;
+    w->state = WATCH_SNAPSHOT;
+    snap_step(c, w);
 }
 
 /* ---- commands ------------------------------------------------------------------ */

@@ -36,6 +36,11 @@ typedef struct watch_s {
     int state;                   /* owner-defined (live, catching up) */
     uint64_t last_rev;           /* last revision delivered (resume point) */
     uint64_t last_sent_ms;       /* for progress events */
+    /* SNAPSHOT paging (owner-managed): the revision the snapshot is read at
+     * and the last key sent, so the next page starts after it. */
+    uint64_t snap_rev;
+    char *snap_after;
+    size_t snap_alen, snap_acap;
     watch_group_t *group;        /* set by the registry */
     struct watch_s *gnext, *gprev;   /* in the group */
     struct watch_s *onext, *oprev;   /* in the owner's list (owner-managed) */

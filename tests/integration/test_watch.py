@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from resp import Conn, Push, RespError
+from resp import Conn, Push, RespError, encode
 from watchlib import WatchConn, WriteLog, check_watch
 
 KEYS = [b"w/k%d" % i for i in range(8)] + [b"x/k%d" % i for i in range(4)]
@@ -458,3 +458,40 @@ def test_from_future_revision_refused(server):
         r = c.call("KV.PUT", "k", "x")
         assert w.next_event()[1:3] == [wid, r] and r == 4
         w.close()
+
+
+def test_snapshot_larger_than_output_limit(ordod_factory):
+    """A SNAPSHOT bigger than the output hard limit is sent a page at a time
+    as the client reads, all as of one revision, instead of being built in
+    one go and closing the client; changes made while it streams follow
+    watch-synced without gaps."""
+    srv = ordod_factory("--output-hard-bytes", "2m")
+    value = b"v" * 4000
+    n = 3000  # 12 MB of snapshot, six times the hard limit
+    with srv.raw() as c:
+        c.send_raw(b"".join(encode("KV.PUT", b"big/%05d" % i, value) for i in range(n)))
+        revs = [c.read() for _ in range(n)]
+        assert all(isinstance(r, int) for r in revs)
+        snap_rev = c.call("KV.REV")[0]
+        w = WatchConn(srv.port, proto=3)
+        wid = w.watch("big/", "PREFIX", "SNAPSHOT")
+        first = w.next_event()
+        assert first[:5] == [b"watch", wid, revs[0], b"put", b"big/00000"]
+        # While the rest streams: change a key already sent, one not yet
+        # sent, delete one not yet sent, add one at the end.
+        r1 = c.call("KV.PUT", "big/00000", "new0")
+        r2 = c.call("KV.PUT", "big/02999", "new2999")
+        r3 = c.call("KV.DEL", "big/01500")
+        r4 = c.call("KV.PUT", "big/99999", "tail")
+    evs = [first] + w.events_until(lambda e: e[0] == b"watch" and e[4] == b"big/99999", timeout=60)
+    synced = [i for i, e in enumerate(evs) if e[0] == b"watch-synced"]
+    assert len(synced) == 1 and evs[synced[0]] == [b"watch-synced", wid, snap_rev]
+    snap, after = evs[:synced[0]], evs[synced[0] + 1:]
+    assert [e[4] for e in snap] == [b"big/%05d" % i for i in range(n)]
+    assert all(e[3] == b"put" and e[5] == value and e[2] == revs[i] for i, e in enumerate(snap))
+    assert [(e[2], e[3], e[4]) for e in after] == [
+        (r1, b"put", b"big/00000"), (r2, b"put", b"big/02999"), (r3, b"del", b"big/01500"),
+        (r4, b"put", b"big/99999")]
+    assert srv.alive()
+    assert int(srv.info("stats")["clients_closed_output_limit"]) == 0
+    w.close()
