@@ -269,12 +269,29 @@ static bool q_apply(server_t *s, record_t *rec, apply_result_t *res)
     return stored && res->status == AP_OK;
 }
 
+static void reply_readonly(cmd_ctx_t *x)
+{
+    reply_errf(x, "READONLY the log cannot be written, so writes are refused: %s", x->srv->readonly);
+}
+
 static bool writable(cmd_ctx_t *x)
 {
     if (x->srv->readonly[0] == '\0')
         return true;
-    reply_errf(x, "READONLY the log cannot be written, so writes are refused: %s", x->srv->readonly);
+    reply_readonly(x);
     return false;
+}
+
+/* After a write command that passed writable() applied its records: if
+ * the log refused one of them (the server turned read-only meanwhile), the
+ * change exists only in memory, so the command answers -READONLY, never 0
+ * or an empty array as if nothing had happened. Returns true if it did. */
+static bool refused(cmd_ctx_t *x)
+{
+    if (x->srv->readonly[0] == '\0')
+        return false;
+    reply_readonly(x);
+    return true;
 }
 
 static void on_queue_timer(uv_timer_t *t);
@@ -423,8 +440,8 @@ static bool serve_pullers(server_t *s, qwait_t *qw)
         qwaiter_t *d = w->data;
         tmp->len = 0;
         size_t n = deliver(s, qw->name, qw->nlen, d->count, d->lease_ms, d->noack, tmp);
-        if (n == 0)
-            break;
+        if (n == 0 || s->readonly[0] != '\0')
+            break; /* nothing, or deliveries the log refused: the puller keeps waiting */
         resp_add_array(&w->conn->out, n);
         ordo_buf_append(&w->conn->out, tmp->data, tmp->len);
         finish(s, w);
@@ -523,6 +540,8 @@ static bool run_due(server_t *s, const queue_t *only)
         if (!have || t.due_ms > s->now_ms)
             return true;
         if (!fire(s, only ? only : q, &t)) {
+            if (s->readonly[0] != '\0')
+                return true; /* the log refused it */
             fprintf(stderr, "ordod: queue deadline (kind %d, due %llu) changed nothing; retrying later\n", t.kind,
                     (unsigned long long)t.due_ms);
             return false;
@@ -548,14 +567,18 @@ static void on_queue_timer(uv_timer_t *t)
     conn_flush_dirty(s);
 }
 
-/* Before a command uses queue name: its due deadlines first. */
-static void catch_up(server_t *s, const char *name, size_t nlen)
+/* Before a command uses queue name: its due deadlines first. Returns
+ * false if the log refused one of their records: the state now holds a
+ * change the log does not, and the command must not show it (-READONLY). */
+static bool catch_up(server_t *s, const char *name, size_t nlen)
 {
     gc(s);
     const queue_t *q = queue_get(core_queues(s->core), name, nlen);
     queue_timer_t t;
-    if (q != NULL && queue_next_timer(q, &t) && t.due_ms <= s->now_ms)
-        run_due(s, q);
+    if (q == NULL || s->readonly[0] != '\0' || !queue_next_timer(q, &t) || t.due_ms > s->now_ms)
+        return true;
+    run_due(s, q);
+    return s->readonly[0] == '\0';
 }
 
 void cmd_queue_init(server_t *s)
@@ -883,6 +906,8 @@ static void cmd_qpull(cmd_ctx_t *x)
     ordo_buf_t *tmp = &x->srv->qcmd->scratch;
     tmp->len = 0;
     size_t n = deliver(x->srv, QNAME(x), count, lease_ms, noack, tmp);
+    if (refused(x))
+        return;
     if (n > 0) {
         resp_add_array(x->out, n);
         ordo_buf_append(x->out, tmp->data, tmp->len);
@@ -929,6 +954,8 @@ static void cmd_qack(cmd_ctx_t *x)
     catch_up(x->srv, QNAME(x));
     apply_result_t res;
     bool ok = token != 0 && q_apply(x->srv, &rec, &res);
+    if (refused(x))
+        return;
     resp_add_int(x->out, ok);
     if (!ok)
         return;
@@ -956,6 +983,8 @@ static void cmd_qnack(cmd_ctx_t *x)
                     .arg_rev = id, .token = token, .ttl_ms = delay_ms};
     apply_result_t res;
     bool ok = token != 0 && q_apply(x->srv, &rec, &res);
+    if (refused(x))
+        return;
     resp_add_int(x->out, ok);
     if (!ok)
         return;
@@ -980,6 +1009,8 @@ static void cmd_qextend(cmd_ctx_t *x)
                     .arg_rev = id, .token = token, .ttl_ms = ms};
     apply_result_t res;
     bool ok = token != 0 && q_apply(x->srv, &rec, &res);
+    if (refused(x))
+        return;
     resp_add_int(x->out, ok);
     if (ok)
         note_timer(x->srv, QNAME(x));
@@ -999,7 +1030,10 @@ static void cmd_qresult(cmd_ctx_t *x)
         reply_syntax(x);
         return;
     }
-    catch_up(x->srv, QNAME(x));
+    if (!catch_up(x->srv, QNAME(x))) {
+        reply_readonly(x);
+        return;
+    }
     if (reply_fate_now(x, id))
         return;
     if (block)
@@ -1108,6 +1142,8 @@ static void cmd_qunpark(cmd_ctx_t *x)
                     .key = x->argv[2].ptr, .klen = (uint32_t)x->argv[2].len};
     apply_result_t res;
     bool ok = q_apply(x->srv, &rec, &res);
+    if (refused(x))
+        return;
     resp_add_int(x->out, ok);
     if (ok)
         serve(x->srv, QNAME(x));
@@ -1133,6 +1169,8 @@ static void cmd_qdrop(cmd_ctx_t *x)
     record_t rec = {.type = REC_Q_DROP, .name = x->argv[1].ptr, .nlen = (uint32_t)x->argv[1].len};
     apply_result_t res;
     bool ok = q_apply(x->srv, &rec, &res);
+    if (refused(x))
+        return;
     resp_add_int(x->out, ok);
     qwait_t *qw = ok ? qw_get(x->srv, QNAME(x), false) : NULL;
     if (qw == NULL)
@@ -1150,17 +1188,24 @@ static void cmd_qdrop(cmd_ctx_t *x)
 
 /* ---- reads -------------------------------------------------------------------------- */
 
-static const queue_t *read_queue(cmd_ctx_t *x)
+/* The queue a read command looks at, its due deadlines applied, in *q
+ * (NULL if there is none). Returns false (reply written) if the log
+ * refused a deadline's record. */
+static bool read_queue(cmd_ctx_t *x, const queue_t **q)
 {
-    catch_up(x->srv, QNAME(x));
-    return queue_get(core_queues(x->srv->core), QNAME(x));
+    if (!catch_up(x->srv, QNAME(x))) {
+        reply_readonly(x);
+        return false;
+    }
+    *q = queue_get(core_queues(x->srv->core), QNAME(x));
+    return true;
 }
 
 static void cmd_qlen(cmd_ctx_t *x)
 {
-    if (!queue_arg_ok(x))
+    const queue_t *q;
+    if (!queue_arg_ok(x) || !read_queue(x, &q))
         return;
-    const queue_t *q = read_queue(x);
     queue_len_t l = {0};
     if (q != NULL)
         queue_len(q, &l);
@@ -1178,9 +1223,9 @@ static void add_field_u(ordo_buf_t *out, const char *name, uint64_t v)
 
 static void cmd_qinfo(cmd_ctx_t *x)
 {
-    if (!queue_arg_ok(x))
+    const queue_t *q;
+    if (!queue_arg_ok(x) || !read_queue(x, &q))
         return;
-    const queue_t *q = read_queue(x);
     if (q == NULL) {
         reply_err(x, "NOTFOUND no such queue");
         return;
@@ -1259,9 +1304,9 @@ static bool queue_count_args(cmd_ctx_t *x, uint32_t *count)
 static void cmd_qpeek(cmd_ctx_t *x)
 {
     uint32_t count = 1;
-    if (!queue_count_args(x, &count))
+    const queue_t *q;
+    if (!queue_count_args(x, &count) || !read_queue(x, &q))
         return;
-    const queue_t *q = read_queue(x);
     queue_delivery_t *m = ordo_xmalloc(count * sizeof *m);
     size_t n = q ? queue_peek(q, count, m) : 0;
     resp_add_array(x->out, n);
@@ -1273,9 +1318,9 @@ static void cmd_qpeek(cmd_ctx_t *x)
 static void cmd_qkeyinfo(cmd_ctx_t *x)
 {
     static const char *const states[] = {"idle", "processing", "waiting", "parked"};
-    if (!queue_arg_ok(x) || !arg_name_ok(x, 2))
+    const queue_t *q;
+    if (!queue_arg_ok(x) || !arg_name_ok(x, 2) || !read_queue(x, &q))
         return;
-    const queue_t *q = read_queue(x);
     queue_keyinfo_t k = {0};
     if (q != NULL)
         queue_keyinfo(q, x->argv[2].ptr, x->argv[2].len, &k);
@@ -1294,9 +1339,9 @@ static void cmd_qkeyinfo(cmd_ctx_t *x)
 static void cmd_qtopkeys(cmd_ctx_t *x)
 {
     uint32_t count = 10;
-    if (!queue_count_args(x, &count))
+    const queue_t *q;
+    if (!queue_count_args(x, &count) || !read_queue(x, &q))
         return;
-    const queue_t *q = read_queue(x);
     queue_topkey_t *t = ordo_xmalloc(count * sizeof *t);
     size_t n = q ? queue_topkeys(q, count, t) : 0;
     resp_add_array(x->out, n);

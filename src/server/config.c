@@ -80,7 +80,8 @@ static const option_def_t options[] = {
              "stored data above this refuses writes with -LIMIT; 0 means no limit"),
     BOOL_OPT("verbose", verbose, "no", "log every connection and more"),
     STR_OPT("debug-wal-fault", debug_wal_fault, "",
-            "tests only: write-eio:N, write-enospc:N or sync-eio:N makes the log's Nth such call and every later one fail"),
+            "tests only: write-eio:N, write-enospc:N, sync-eio:N or append-eio:N makes the log's Nth such call "
+            "and every later one fail"),
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 
