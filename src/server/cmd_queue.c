@@ -10,7 +10,10 @@
  * Blocking. Q.PULL BLOCK, Q.CALL, Q.RESULT BLOCK and Q.PUSH under ONFULL
  * block park their connection (block.h) on a wait list of the queue's name:
  * pullers and pushers each have a FIFO, and callers waiting for one
- * message's fate have a FIFO per message id. A record never serves a waiter
+ * message's fate have a FIFO per message id. A Q.CALL on a full queue under
+ * ONFULL block waits twice without resuming in between: among the pushers
+ * until its push fits, then (block_move(), same deadline: TIMEOUT bounds
+ * the whole call) among the callers of the message it pushed. A record never serves a waiter
  * from inside its apply. After a write returns, serve() looks at the queue:
  * while a pusher is parked and a push now fits, it applies that push; while
  * a puller is parked and a message is deliverable, it applies deliver
@@ -104,7 +107,8 @@ typedef struct qwaiter_s {
     uint64_t delay_ms;        /* QW_PUSH */
     uint32_t klen, plen, dlen;/* QW_PUSH: key, payload, dedup id in bytes */
     bool has_dedup;
-    bool call;                /* QW_RESULT: Q.CALL (times out with -TIMEOUT), else Q.RESULT (nil) */
+    bool call;                /* QW_RESULT: Q.CALL (times out with -TIMEOUT), else Q.RESULT (nil);
+                                 QW_PUSH: Q.CALL (waits for the result once pushed) */
     char bytes[];
 } qwaiter_t;
 
@@ -405,7 +409,32 @@ static void reply_limit(server_t *s, ordo_buf_t *out, const char *name, size_t n
     resp_add_errorf(out, "LIMIT the key has MAXPERKEY (%u) messages waiting", cfg.maxperkey);
 }
 
-/* Parked pushers, first come first served, while their pushes fit. */
+/* A Q.CALL parked for room got its push in (res: AP_OK, or AP_NOOP for a
+ * repeat of an ID inside the dedup window): it answers a repeat whose first
+ * call is done at once, else it waits on the message's callers, with the
+ * deadline it had (TIMEOUT bounds the whole call). Runs before the pullers
+ * are served, so a NOACK delivery of the message finds it there. */
+static void call_pushed(server_t *s, qwait_t *qw, waiter_t *w, const apply_result_t *res)
+{
+    qwaiter_t *d = w->data;
+    uint64_t id = (uint64_t)res->value;
+    if (res->status == AP_NOOP) {
+        const queue_t *q = queue_get(core_queues(s->core), qw->name, qw->nlen);
+        queue_result_t r = {0};
+        int fate = q != NULL ? queue_result(q, id, &r) : QUEUE_FATE_NONE;
+        if (fate != QUEUE_FATE_NONE) {
+            add_fate(s, w->conn, id, fate, &r);
+            return; /* the caller finishes it */
+        }
+    }
+    d->kind = QW_RESULT;
+    d->id = id;
+    d->iw = iw_get(qw, id, true);
+    block_move(w, &d->iw->list);
+}
+
+/* Parked pushers (Q.PUSH and Q.CALL), first come first served, while their
+ * pushes fit. */
 static bool serve_pushers(server_t *s, qwait_t *qw)
 {
     bool progress = false;
@@ -418,12 +447,15 @@ static bool serve_pushers(server_t *s, qwait_t *qw)
         q_apply(s, &rec, &res);
         if (res.status == AP_QFULL || s->readonly[0] != '\0')
             break;
+        progress = true;
         if (res.status == AP_QLIMIT)
             reply_limit(s, &w->conn->out, qw->name, qw->nlen);
+        else if (d->call)
+            call_pushed(s, qw, w, &res);
         else
             resp_add_uint(&w->conn->out, (uint64_t)res.value);
-        finish(s, w);
-        progress = true;
+        if (w->list == &qw->pushers)
+            finish(s, w);
     }
     if (progress)
         note_timer(s, qw->name, qw->nlen);
@@ -763,8 +795,9 @@ static void push_from_args(record_t *rec, cmd_ctx_t *x, const push_args_t *a)
     rec->flags = a->coalesce ? REC_F_COALESCE : 0;
 }
 
-/* A full queue under ONFULL block: wait, with a copy of the push. */
-static void park_push(cmd_ctx_t *x, const record_t *rec, const push_args_t *a)
+/* A full queue under ONFULL block: wait, with a copy of the push; a call
+ * then waits for its result (call_pushed()). */
+static void park_push(cmd_ctx_t *x, const record_t *rec, const push_args_t *a, bool call)
 {
     qwait_t *qw = qw_get(x->srv, QNAME(x), true);
     qwaiter_t *d = waiter_data(QW_PUSH, qw, (size_t)rec->klen + rec->vlen + rec->alen);
@@ -774,6 +807,7 @@ static void park_push(cmd_ctx_t *x, const record_t *rec, const push_args_t *a)
     d->has_dedup = rec->aux != NULL;
     d->coalesce = a->coalesce;
     d->delay_ms = a->delay_ms;
+    d->call = call;
     if (rec->klen)
         memcpy(d->bytes, rec->key, rec->klen);
     if (rec->vlen)
@@ -831,7 +865,7 @@ static void cmd_qpush(cmd_ctx_t *x)
         return;
     default: /* AP_QFULL */
         if (onfull_block(x->srv, QNAME(x)))
-            park_push(x, &rec, &a);
+            park_push(x, &rec, &a, false);
         else
             reply_full(x);
         return;
@@ -854,7 +888,10 @@ static void cmd_qcall(cmd_ctx_t *x)
         return;
     }
     if (res.status == AP_QFULL) {
-        reply_full(x);
+        if (onfull_block(x->srv, QNAME(x)))
+            park_push(x, &rec, &a, true);
+        else
+            reply_full(x);
         return;
     }
     uint64_t id = (uint64_t)res.value;
