@@ -258,8 +258,9 @@ static waiter_t *park(server_t *s, conn_t *c, wait_list_t *list, uint64_t timeou
 
 /* ---- records ------------------------------------------------------------------ */
 
-/* Apply a record the writer decided (not a client's: no memory limit), unless
- * the log has failed. Returns true if it changed something. */
+/* Apply a record the writer decided (not a client's: no memory limit; a
+ * parked pusher's push is checked by serve_pushers()), unless the log has
+ * failed. Returns true if it changed something. */
 static bool q_apply(server_t *s, record_t *rec, apply_result_t *res)
 {
     if (s->readonly[0] != '\0') {
@@ -443,6 +444,11 @@ static bool serve_pushers(server_t *s, qwait_t *qw)
         qwaiter_t *d = w->data;
         record_t rec;
         apply_result_t res;
+        if (cmd_memory_refused(s, &w->conn->out)) {
+            finish(s, w); /* refused as the push would be if it came now */
+            progress = true;
+            continue;
+        }
         push_record(&rec, qw->name, qw->nlen, d);
         q_apply(s, &rec, &res);
         if (res.status == AP_QFULL || s->readonly[0] != '\0')

@@ -7,9 +7,11 @@ an instant before). A refused queue record changed memory only, so the
 command must answer -READONLY, never 0 or an empty array, and a restart
 without the fault must show the state from before it.
 """
+import signal
+
 import pytest
 
-from test_queue import err, info, wait_until
+from test_queue import err, info, restart, wait_until
 
 
 def restarted(ordod_factory, srv):
@@ -59,3 +61,112 @@ def test_refused_queue_record_answers_readonly(ordod_factory, case):
     srv2 = restarted(ordod_factory, srv)
     with srv2.raw() as c:
         assert c.call("Q.LEN", "q") == qlen_after
+
+
+# ---- max-memory-bytes covers queues -----------------------------------------------------
+
+MAX_MEMORY = 300000
+
+
+def memory(srv):
+    m = srv.info("memory")
+    return {k: int(m[k]) for k in ("used_memory", "used_memory_kv", "used_memory_queues")}
+
+
+def queues_bytes(c):
+    """The sum of Q.INFO bytes over every queue."""
+    return sum(info(c, q.decode())["bytes"] for q in c.call("Q.LIST"))
+
+
+def check_accounting(srv, c):
+    m = memory(srv)
+    assert m["used_memory"] == m["used_memory_kv"] + m["used_memory_queues"], m
+    assert m["used_memory_queues"] == queues_bytes(c), m
+    return m
+
+
+def test_queue_memory_counts_towards_max_memory(ordod_factory):
+    srv = ordod_factory("--max-memory-bytes", MAX_MEMORY)
+    payload = "p" * 1000
+    with srv.raw() as c, srv.raw() as p:
+        assert memory(srv)["used_memory_queues"] == 0
+        # a pusher parked on a full queue before memory runs out
+        c.call("Q.CONFIG", "small", "MAXLEN", 1, "ONFULL", "block")
+        c.call("Q.PUSH", "small", "k", "first")
+        p.send("Q.PUSH", "small", "k", "second")
+        wait_until(lambda: info(c, "small")["blocked_pushers"] == 1, what="pusher parked")
+        # pushes fill memory until the limit refuses them (dedup entries and
+        # results kept for a second, so consuming frees them soon)
+        c.call("Q.CONFIG", "big", "DEDUP", 1000, "RESULTTTL", 1000)
+        ids, refused = [], None
+        for i in range(MAX_MEMORY // 1000 + 10):
+            r = c.call("Q.PUSH", "big", "k%d" % (i % 20), payload, "ID", "d%d" % i)
+            if not isinstance(r, int):
+                refused = r
+                break
+            ids.append(r)
+        r = err(refused, "LIMIT")
+        assert "max-memory-bytes" in r.msg and "stored data" in r.msg, r
+        m = check_accounting(srv, c)
+        assert m["used_memory"] > MAX_MEMORY and m["used_memory_queues"] > MAX_MEMORY - m["used_memory_kv"], m
+        # every push is refused now, a call too, and so are key writes: one limit
+        err(c.call("Q.PUSH", "big", "x", "y"), "LIMIT")
+        err(c.call("Q.CALL", "big", "x", "y", "TIMEOUT", 1000), "LIMIT")
+        err(c.call("Q.CONFIG", "new-queue", "MAXLEN", 5), "LIMIT")
+        err(c.call("SET", "key", "v"), "LIMIT")
+        assert c.call("Q.LEN", "big") == [len(ids), 0, 0]
+        # room in the small queue: the parked pusher is refused as a new push would be
+        m = c.call("Q.PULL", "small")[0]
+        err(p.read(), "LIMIT")
+        assert c.call("Q.LEN", "small") == [0, 1, 0]
+        assert c.call("Q.ACK", "small", m[0], m[4]) == 1
+        # pulls, acks, nacks and config still work past the limit
+        got = c.call("Q.PULL", "big", "COUNT", 20)
+        assert len(got) == 20
+        assert c.call("Q.NACK", "big", got[0][0], got[0][4]) == 1
+        for m in got[1:]:
+            assert c.call("Q.ACK", "big", m[0], m[4], "RESULT", "r" * 100) == 1
+        assert c.call("Q.CONFIG", "big", "MAXATTEMPTS", 5) == "OK"
+        check_accounting(srv, c)
+        # consuming frees room: acked messages go, and so do their results
+        # and dedup entries once their retention ends
+        while True:
+            got = c.call("Q.PULL", "big", "COUNT", 50)
+            if not got:
+                break
+            for m in got:
+                assert c.call("Q.ACK", "big", m[0], m[4]) == 1
+        wait_until(lambda: info(c, "big")["results"] == 0 and info(c, "big")["dedup_entries"] == 0,
+                   what="results and dedup entries gone")
+        m = check_accounting(srv, c)
+        assert m["used_memory"] < MAX_MEMORY, m
+        assert isinstance(c.call("Q.PUSH", "big", "x", "y"), int)
+        assert c.call("SET", "key", "v") == "OK"
+        # a drop frees everything the queue held
+        assert c.call("Q.DROP", "big") == 1
+        check_accounting(srv, c)
+        c.call("Q.DROP", "small")
+        assert memory(srv)["used_memory_queues"] == 0
+
+
+@pytest.mark.parametrize("snapshot", [False, True])
+def test_queue_memory_is_counted_after_recovery(ordod_factory, snapshot):
+    srv = ordod_factory()
+    with srv.raw() as c:
+        c.call("Q.CONFIG", "q", "DEADLETTER", "dlq", "MAXATTEMPTS", 1)
+        for i in range(30):
+            c.call("Q.PUSH", "q", "k%d" % (i % 7), "x" * i, "ID", "id%d" % i)
+        c.call("Q.PUSH", "q", "later", "d", "DELAY", 600000)
+        got = c.call("Q.PULL", "q", "COUNT", 7)
+        c.call("Q.ACK", "q", got[0][0], got[0][4], "RESULT", "done")
+        c.call("Q.NACK", "q", got[1][0], got[1][4])  # dead-lettered: dlq exists now
+        if snapshot:
+            assert c.call("SNAPSHOT") >= 0
+            wait_until(lambda: srv.info("persistence")["snapshot_in_progress"] == "0", what="snapshot")
+        before = check_accounting(srv, c)
+        assert before["used_memory_queues"] > 0
+    restart(srv, signal.SIGTERM)
+    with srv.raw() as c:
+        after = check_accounting(srv, c)
+        assert c.call("Q.LEN", "dlq") == [1, 0, 0]
+        assert after["used_memory_queues"] > 0
