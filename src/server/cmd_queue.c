@@ -434,6 +434,20 @@ static void call_pushed(server_t *s, qwait_t *qw, waiter_t *w, const apply_resul
     block_move(w, &d->iw->list);
 }
 
+/* Does the queue have room for one more message (MAXLEN)? A parked pusher
+ * over max-memory-bytes is refused only then: before, it waits as it would. */
+static bool has_room(server_t *s, const qwait_t *qw)
+{
+    const queue_t *q = queue_get(core_queues(s->core), qw->name, qw->nlen);
+    if (q == NULL)
+        return true;
+    queue_len_t l;
+    queue_config_t cfg;
+    queue_len(q, &l);
+    queue_config(q, &cfg);
+    return l.waiting + l.delayed < cfg.maxlen;
+}
+
 /* Parked pushers (Q.PUSH and Q.CALL), first come first served, while their
  * pushes fit. */
 static bool serve_pushers(server_t *s, qwait_t *qw)
@@ -444,8 +458,8 @@ static bool serve_pushers(server_t *s, qwait_t *qw)
         qwaiter_t *d = w->data;
         record_t rec;
         apply_result_t res;
-        if (cmd_memory_refused(s, &w->conn->out)) {
-            finish(s, w); /* refused as the push would be if it came now */
+        if (has_room(s, qw) && cmd_memory_refused(s, &w->conn->out)) {
+            finish(s, w); /* room, but refused as the push would be if it came now */
             progress = true;
             continue;
         }

@@ -115,6 +115,9 @@ def test_queue_memory_counts_towards_max_memory(ordod_factory):
         err(c.call("Q.CONFIG", "new-queue", "MAXLEN", 5), "LIMIT")
         err(c.call("SET", "key", "v"), "LIMIT")
         assert c.call("Q.LEN", "big") == [len(ids), 0, 0]
+        # a parked pusher waits while its queue stays full (Q.CONFIG serves the line)
+        assert c.call("Q.CONFIG", "small", "MAXATTEMPTS", 3) == "OK"
+        assert info(c, "small")["blocked_pushers"] == 1
         # room in the small queue: the parked pusher is refused as a new push would be
         m = c.call("Q.PULL", "small")[0]
         err(p.read(), "LIMIT")
