@@ -13,8 +13,8 @@
  * message's fate have a FIFO per message id. A Q.CALL on a full queue under
  * ONFULL block waits twice without resuming in between: among the pushers
  * until its push fits, then (block_move(), same deadline: TIMEOUT bounds
- * the whole call) among the callers of the message it pushed. A record never serves a waiter
- * from inside its apply. After a write returns, serve() looks at the queue:
+ * the whole call) among the callers of the message it pushed. A record
+ * never serves a waiter from inside its apply. After a write returns, serve() looks at the queue:
  * while a pusher is parked and a push now fits, it applies that push; while
  * a puller is parked and a message is deliverable, it applies deliver
  * records for the first puller (the writer decides who gets which delivery,
