@@ -49,7 +49,7 @@ static void arm_timer(server_t *s)
     uv_timer_start(&s->wait_timer, on_wait_timer, next > now ? next - now : 0, 0);
 }
 
-static void unlink_waiter(server_t *s, waiter_t *w)
+static void list_remove(waiter_t *w)
 {
     wait_list_t *l = w->list;
     if (w->prev)
@@ -60,7 +60,25 @@ static void unlink_waiter(server_t *s, waiter_t *w)
         w->next->prev = w->prev;
     else
         l->tail = w->prev;
-    l->len--;
+    l->len--; /* w->list stays: on_cancel may look at the list it left */
+}
+
+static void list_append(waiter_t *w, wait_list_t *list)
+{
+    w->list = list;
+    w->next = NULL;
+    w->prev = list->tail;
+    if (list->tail)
+        list->tail->next = w;
+    else
+        list->head = w;
+    list->tail = w;
+    list->len++;
+}
+
+static void unlink_waiter(server_t *s, waiter_t *w)
+{
+    list_remove(w);
     if (ordo_heap_linked(&w->hn))
         ordo_heap_remove(&s->wait_heap, &w->hn);
     w->conn->waiter = NULL;
@@ -71,16 +89,9 @@ waiter_t *block_wait(server_t *s, conn_t *conn, wait_list_t *list, uint64_t dead
 {
     waiter_t *w = ordo_xcalloc(1, sizeof *w);
     w->conn = conn;
-    w->list = list;
     w->deadline_ms = deadline_ms;
     ordo_heap_node_init(&w->hn);
-    w->prev = list->tail;
-    if (list->tail)
-        list->tail->next = w;
-    else
-        list->head = w;
-    list->tail = w;
-    list->len++;
+    list_append(w, list);
     conn->waiter = w;
     s->blocked_clients++;
     if (deadline_ms != 0) {
@@ -98,6 +109,12 @@ void block_done(server_t *s, waiter_t *w)
     arm_timer(s);
     conn_resume(c);
     conn_mark_dirty(c);
+}
+
+void block_move(waiter_t *w, wait_list_t *to)
+{
+    list_remove(w);
+    list_append(w, to);
 }
 
 void block_conn_closed(server_t *s, conn_t *conn)

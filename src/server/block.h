@@ -59,6 +59,12 @@ waiter_t *block_wait(server_t *s, conn_t *conn, wait_list_t *list, uint64_t dead
  * resume the connection at the end of the loop turn. */
 void block_done(server_t *s, waiter_t *w);
 
+/* block_move() -- w now waits on list `to` (at its tail) instead, with the
+ * same deadline: a command that waits in two stages (Q.CALL under ONFULL
+ * block: for room, then for its result) stays parked throughout, so its
+ * connection does not resume in between. */
+void block_move(waiter_t *w, wait_list_t *to);
+
 /* block_conn_closed() -- drop conn's waiter, if any (calls on_cancel). */
 void block_conn_closed(server_t *s, conn_t *conn);
 

@@ -283,9 +283,11 @@ void reply_syntax(cmd_ctx_t *x) { reply_err(x, "ERR syntax error"); }
 
 /* Can the record make the stored data larger? Deletions, releases and
  * keepalives are allowed past max-memory-bytes: they are how to get back. */
-static bool grows(const record_t *rec)
+static bool grows(const server_t *s, const record_t *rec)
 {
     switch (rec->type) {
+    case REC_Q_CONFIG: /* creating a queue grows; changing one (a shorter RESULTTTL...) must work */
+        return queue_get(core_queues(s->core), rec->name, rec->nlen) == NULL;
     case REC_DEL: case REC_COMPACT: case REC_LEASE_KEEPALIVE: case REC_LEASE_REVOKE: case REC_LOCK_RELEASE:
     case REC_LOCK_EXTEND: case REC_ELECT_KEEPALIVE: case REC_ELECT_RESIGN:
         return false;
@@ -303,16 +305,8 @@ bool cmd_write(cmd_ctx_t *x, record_t *rec, apply_result_t *res)
         reply_errf(x, "READONLY the log cannot be written, so writes are refused: %s", s->readonly);
         return false;
     }
-    if (s->cfg.max_memory_bytes > 0 && grows(rec)) {
-        kv_stats_t st;
-        kv_stats(core_kv(s->core), &st);
-        if (st.bytes > (size_t)s->cfg.max_memory_bytes) {
-            reply_errf(x, "LIMIT stored data is %zu bytes, above max-memory-bytes (%lld); "
-                          "delete or compact to write again",
-                       st.bytes, (long long)s->cfg.max_memory_bytes);
-            return false;
-        }
-    }
+    if (grows(s, rec) && cmd_memory_refused(s, x->out))
+        return false;
     if (!cmd_apply(s, rec, res)) {
         /* Applied in memory, but the log refused the record: never OK. */
         reply_errf(x, "READONLY the log cannot be written, so writes are refused: %s", s->readonly);
@@ -320,6 +314,27 @@ bool cmd_write(cmd_ctx_t *x, record_t *rec, apply_result_t *res)
     }
     if (rec->type == REC_PUT && rec->expire_at_ms != 0)
         cmd_schedule_expiry(s);
+    return true;
+}
+
+size_t cmd_data_bytes(const server_t *s)
+{
+    kv_stats_t st;
+    kv_stats(core_kv(s->core), &st);
+    return st.bytes + queue_set_bytes(core_queues(s->core));
+}
+
+bool cmd_memory_refused(server_t *s, ordo_buf_t *out)
+{
+    if (s->cfg.max_memory_bytes <= 0)
+        return false;
+    size_t bytes = cmd_data_bytes(s);
+    if (bytes <= (size_t)s->cfg.max_memory_bytes)
+        return false;
+    s->stats.errors_total++;
+    resp_add_errorf(out, "LIMIT stored data is %zu bytes, above max-memory-bytes (%lld); "
+                         "delete, compact or consume queued messages to write again",
+                    bytes, (long long)s->cfg.max_memory_bytes);
     return true;
 }
 

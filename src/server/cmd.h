@@ -122,4 +122,14 @@ bool cmd_write(cmd_ctx_t *x, record_t *rec, apply_result_t *res);
  * (the server is now read-only): its effect must not be acknowledged. */
 bool cmd_apply(server_t *s, record_t *rec, apply_result_t *res);
 
+/* cmd_data_bytes() -- the stored data max-memory-bytes bounds: the
+ * versioned store (keys, values, history) plus the queues (messages,
+ * payloads, per-key state, deliveries, dedup entries, results). O(1). */
+size_t cmd_data_bytes(const server_t *s);
+/* cmd_memory_refused() -- if max-memory-bytes is set and stored data is
+ * above it, write the -LIMIT error into out and return true: a write that
+ * grows the data is refused (cmd_write() for commands; blocked pushers
+ * served later get it too). */
+bool cmd_memory_refused(server_t *s, ordo_buf_t *out);
+
 #endif /* ORDO_CMD_H */

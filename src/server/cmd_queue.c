@@ -10,8 +10,11 @@
  * Blocking. Q.PULL BLOCK, Q.CALL, Q.RESULT BLOCK and Q.PUSH under ONFULL
  * block park their connection (block.h) on a wait list of the queue's name:
  * pullers and pushers each have a FIFO, and callers waiting for one
- * message's fate have a FIFO per message id. A record never serves a waiter
- * from inside its apply. After a write returns, serve() looks at the queue:
+ * message's fate have a FIFO per message id. A Q.CALL on a full queue under
+ * ONFULL block waits twice without resuming in between: among the pushers
+ * until its push fits, then (block_move(), same deadline: TIMEOUT bounds
+ * the whole call) among the callers of the message it pushed. A record
+ * never serves a waiter from inside its apply. After a write returns, serve() looks at the queue:
  * while a pusher is parked and a push now fits, it applies that push; while
  * a puller is parked and a message is deliverable, it applies deliver
  * records for the first puller (the writer decides who gets which delivery,
@@ -104,7 +107,8 @@ typedef struct qwaiter_s {
     uint64_t delay_ms;        /* QW_PUSH */
     uint32_t klen, plen, dlen;/* QW_PUSH: key, payload, dedup id in bytes */
     bool has_dedup;
-    bool call;                /* QW_RESULT: Q.CALL (times out with -TIMEOUT), else Q.RESULT (nil) */
+    bool call;                /* QW_RESULT: Q.CALL (times out with -TIMEOUT), else Q.RESULT (nil);
+                                 QW_PUSH: Q.CALL (waits for the result once pushed) */
     char bytes[];
 } qwaiter_t;
 
@@ -254,8 +258,9 @@ static waiter_t *park(server_t *s, conn_t *c, wait_list_t *list, uint64_t timeou
 
 /* ---- records ------------------------------------------------------------------ */
 
-/* Apply a record the writer decided (not a client's: no memory limit), unless
- * the log has failed. Returns true if it changed something. */
+/* Apply a record the writer decided (not a client's: no memory limit; a
+ * parked pusher's push is checked by serve_pushers()), unless the log has
+ * failed. Returns true if it changed something. */
 static bool q_apply(server_t *s, record_t *rec, apply_result_t *res)
 {
     if (s->readonly[0] != '\0') {
@@ -269,12 +274,29 @@ static bool q_apply(server_t *s, record_t *rec, apply_result_t *res)
     return stored && res->status == AP_OK;
 }
 
+static void reply_readonly(cmd_ctx_t *x)
+{
+    reply_errf(x, "READONLY the log cannot be written, so writes are refused: %s", x->srv->readonly);
+}
+
 static bool writable(cmd_ctx_t *x)
 {
     if (x->srv->readonly[0] == '\0')
         return true;
-    reply_errf(x, "READONLY the log cannot be written, so writes are refused: %s", x->srv->readonly);
+    reply_readonly(x);
     return false;
+}
+
+/* After a write command that passed writable() applied its records: if
+ * the log refused one of them (the server turned read-only meanwhile), the
+ * change exists only in memory, so the command answers -READONLY, never 0
+ * or an empty array as if nothing had happened. Returns true if it did. */
+static bool refused(cmd_ctx_t *x)
+{
+    if (x->srv->readonly[0] == '\0')
+        return false;
+    reply_readonly(x);
+    return true;
 }
 
 static void on_queue_timer(uv_timer_t *t);
@@ -388,7 +410,46 @@ static void reply_limit(server_t *s, ordo_buf_t *out, const char *name, size_t n
     resp_add_errorf(out, "LIMIT the key has MAXPERKEY (%u) messages waiting", cfg.maxperkey);
 }
 
-/* Parked pushers, first come first served, while their pushes fit. */
+/* A Q.CALL parked for room got its push in (res: AP_OK, or AP_NOOP for a
+ * repeat of an ID inside the dedup window): it answers a repeat whose first
+ * call is done at once, else it waits on the message's callers, with the
+ * deadline it had (TIMEOUT bounds the whole call). Runs before the pullers
+ * are served, so a NOACK delivery of the message finds it there. */
+static void call_pushed(server_t *s, qwait_t *qw, waiter_t *w, const apply_result_t *res)
+{
+    qwaiter_t *d = w->data;
+    uint64_t id = (uint64_t)res->value;
+    if (res->status == AP_NOOP) {
+        const queue_t *q = queue_get(core_queues(s->core), qw->name, qw->nlen);
+        queue_result_t r = {0};
+        int fate = q != NULL ? queue_result(q, id, &r) : QUEUE_FATE_NONE;
+        if (fate != QUEUE_FATE_NONE) {
+            add_fate(s, w->conn, id, fate, &r);
+            return; /* the caller finishes it */
+        }
+    }
+    d->kind = QW_RESULT;
+    d->id = id;
+    d->iw = iw_get(qw, id, true);
+    block_move(w, &d->iw->list);
+}
+
+/* Does the queue have room for one more message (MAXLEN)? A parked pusher
+ * over max-memory-bytes is refused only then: before, it waits as it would. */
+static bool has_room(server_t *s, const qwait_t *qw)
+{
+    const queue_t *q = queue_get(core_queues(s->core), qw->name, qw->nlen);
+    if (q == NULL)
+        return true;
+    queue_len_t l;
+    queue_config_t cfg;
+    queue_len(q, &l);
+    queue_config(q, &cfg);
+    return l.waiting + l.delayed < cfg.maxlen;
+}
+
+/* Parked pushers (Q.PUSH and Q.CALL), first come first served, while their
+ * pushes fit. */
 static bool serve_pushers(server_t *s, qwait_t *qw)
 {
     bool progress = false;
@@ -397,16 +458,24 @@ static bool serve_pushers(server_t *s, qwait_t *qw)
         qwaiter_t *d = w->data;
         record_t rec;
         apply_result_t res;
+        if (has_room(s, qw) && cmd_memory_refused(s, &w->conn->out)) {
+            finish(s, w); /* room, but refused as the push would be if it came now */
+            progress = true;
+            continue;
+        }
         push_record(&rec, qw->name, qw->nlen, d);
         q_apply(s, &rec, &res);
         if (res.status == AP_QFULL || s->readonly[0] != '\0')
             break;
+        progress = true;
         if (res.status == AP_QLIMIT)
             reply_limit(s, &w->conn->out, qw->name, qw->nlen);
+        else if (d->call)
+            call_pushed(s, qw, w, &res);
         else
             resp_add_uint(&w->conn->out, (uint64_t)res.value);
-        finish(s, w);
-        progress = true;
+        if (w->list == &qw->pushers)
+            finish(s, w);
     }
     if (progress)
         note_timer(s, qw->name, qw->nlen);
@@ -423,8 +492,8 @@ static bool serve_pullers(server_t *s, qwait_t *qw)
         qwaiter_t *d = w->data;
         tmp->len = 0;
         size_t n = deliver(s, qw->name, qw->nlen, d->count, d->lease_ms, d->noack, tmp);
-        if (n == 0)
-            break;
+        if (n == 0 || s->readonly[0] != '\0')
+            break; /* nothing, or deliveries the log refused: the puller keeps waiting */
         resp_add_array(&w->conn->out, n);
         ordo_buf_append(&w->conn->out, tmp->data, tmp->len);
         finish(s, w);
@@ -523,6 +592,8 @@ static bool run_due(server_t *s, const queue_t *only)
         if (!have || t.due_ms > s->now_ms)
             return true;
         if (!fire(s, only ? only : q, &t)) {
+            if (s->readonly[0] != '\0')
+                return true; /* the log refused it */
             fprintf(stderr, "ordod: queue deadline (kind %d, due %llu) changed nothing; retrying later\n", t.kind,
                     (unsigned long long)t.due_ms);
             return false;
@@ -548,14 +619,18 @@ static void on_queue_timer(uv_timer_t *t)
     conn_flush_dirty(s);
 }
 
-/* Before a command uses queue name: its due deadlines first. */
-static void catch_up(server_t *s, const char *name, size_t nlen)
+/* Before a command uses queue name: its due deadlines first. Returns
+ * false if the log refused one of their records: the state now holds a
+ * change the log does not, and the command must not show it (-READONLY). */
+static bool catch_up(server_t *s, const char *name, size_t nlen)
 {
     gc(s);
     const queue_t *q = queue_get(core_queues(s->core), name, nlen);
     queue_timer_t t;
-    if (q != NULL && queue_next_timer(q, &t) && t.due_ms <= s->now_ms)
-        run_due(s, q);
+    if (q == NULL || s->readonly[0] != '\0' || !queue_next_timer(q, &t) || t.due_ms > s->now_ms)
+        return true;
+    run_due(s, q);
+    return s->readonly[0] == '\0';
 }
 
 void cmd_queue_init(server_t *s)
@@ -740,8 +815,9 @@ static void push_from_args(record_t *rec, cmd_ctx_t *x, const push_args_t *a)
     rec->flags = a->coalesce ? REC_F_COALESCE : 0;
 }
 
-/* A full queue under ONFULL block: wait, with a copy of the push. */
-static void park_push(cmd_ctx_t *x, const record_t *rec, const push_args_t *a)
+/* A full queue under ONFULL block: wait, with a copy of the push; a call
+ * then waits for its result (call_pushed()). */
+static void park_push(cmd_ctx_t *x, const record_t *rec, const push_args_t *a, bool call)
 {
     qwait_t *qw = qw_get(x->srv, QNAME(x), true);
     qwaiter_t *d = waiter_data(QW_PUSH, qw, (size_t)rec->klen + rec->vlen + rec->alen);
@@ -751,6 +827,7 @@ static void park_push(cmd_ctx_t *x, const record_t *rec, const push_args_t *a)
     d->has_dedup = rec->aux != NULL;
     d->coalesce = a->coalesce;
     d->delay_ms = a->delay_ms;
+    d->call = call;
     if (rec->klen)
         memcpy(d->bytes, rec->key, rec->klen);
     if (rec->vlen)
@@ -808,7 +885,7 @@ static void cmd_qpush(cmd_ctx_t *x)
         return;
     default: /* AP_QFULL */
         if (onfull_block(x->srv, QNAME(x)))
-            park_push(x, &rec, &a);
+            park_push(x, &rec, &a, false);
         else
             reply_full(x);
         return;
@@ -831,7 +908,10 @@ static void cmd_qcall(cmd_ctx_t *x)
         return;
     }
     if (res.status == AP_QFULL) {
-        reply_full(x);
+        if (onfull_block(x->srv, QNAME(x)))
+            park_push(x, &rec, &a, true);
+        else
+            reply_full(x);
         return;
     }
     uint64_t id = (uint64_t)res.value;
@@ -883,6 +963,8 @@ static void cmd_qpull(cmd_ctx_t *x)
     ordo_buf_t *tmp = &x->srv->qcmd->scratch;
     tmp->len = 0;
     size_t n = deliver(x->srv, QNAME(x), count, lease_ms, noack, tmp);
+    if (refused(x))
+        return;
     if (n > 0) {
         resp_add_array(x->out, n);
         ordo_buf_append(x->out, tmp->data, tmp->len);
@@ -929,6 +1011,8 @@ static void cmd_qack(cmd_ctx_t *x)
     catch_up(x->srv, QNAME(x));
     apply_result_t res;
     bool ok = token != 0 && q_apply(x->srv, &rec, &res);
+    if (refused(x))
+        return;
     resp_add_int(x->out, ok);
     if (!ok)
         return;
@@ -956,6 +1040,8 @@ static void cmd_qnack(cmd_ctx_t *x)
                     .arg_rev = id, .token = token, .ttl_ms = delay_ms};
     apply_result_t res;
     bool ok = token != 0 && q_apply(x->srv, &rec, &res);
+    if (refused(x))
+        return;
     resp_add_int(x->out, ok);
     if (!ok)
         return;
@@ -980,6 +1066,8 @@ static void cmd_qextend(cmd_ctx_t *x)
                     .arg_rev = id, .token = token, .ttl_ms = ms};
     apply_result_t res;
     bool ok = token != 0 && q_apply(x->srv, &rec, &res);
+    if (refused(x))
+        return;
     resp_add_int(x->out, ok);
     if (ok)
         note_timer(x->srv, QNAME(x));
@@ -999,7 +1087,10 @@ static void cmd_qresult(cmd_ctx_t *x)
         reply_syntax(x);
         return;
     }
-    catch_up(x->srv, QNAME(x));
+    if (!catch_up(x->srv, QNAME(x))) {
+        reply_readonly(x);
+        return;
+    }
     if (reply_fate_now(x, id))
         return;
     if (block)
@@ -1108,6 +1199,8 @@ static void cmd_qunpark(cmd_ctx_t *x)
                     .key = x->argv[2].ptr, .klen = (uint32_t)x->argv[2].len};
     apply_result_t res;
     bool ok = q_apply(x->srv, &rec, &res);
+    if (refused(x))
+        return;
     resp_add_int(x->out, ok);
     if (ok)
         serve(x->srv, QNAME(x));
@@ -1133,6 +1226,8 @@ static void cmd_qdrop(cmd_ctx_t *x)
     record_t rec = {.type = REC_Q_DROP, .name = x->argv[1].ptr, .nlen = (uint32_t)x->argv[1].len};
     apply_result_t res;
     bool ok = q_apply(x->srv, &rec, &res);
+    if (refused(x))
+        return;
     resp_add_int(x->out, ok);
     qwait_t *qw = ok ? qw_get(x->srv, QNAME(x), false) : NULL;
     if (qw == NULL)
@@ -1150,17 +1245,24 @@ static void cmd_qdrop(cmd_ctx_t *x)
 
 /* ---- reads -------------------------------------------------------------------------- */
 
-static const queue_t *read_queue(cmd_ctx_t *x)
+/* The queue a read command looks at, its due deadlines applied, in *q
+ * (NULL if there is none). Returns false (reply written) if the log
+ * refused a deadline's record. */
+static bool read_queue(cmd_ctx_t *x, const queue_t **q)
 {
-    catch_up(x->srv, QNAME(x));
-    return queue_get(core_queues(x->srv->core), QNAME(x));
+    if (!catch_up(x->srv, QNAME(x))) {
+        reply_readonly(x);
+        return false;
+    }
+    *q = queue_get(core_queues(x->srv->core), QNAME(x));
+    return true;
 }
 
 static void cmd_qlen(cmd_ctx_t *x)
 {
-    if (!queue_arg_ok(x))
+    const queue_t *q;
+    if (!queue_arg_ok(x) || !read_queue(x, &q))
         return;
-    const queue_t *q = read_queue(x);
     queue_len_t l = {0};
     if (q != NULL)
         queue_len(q, &l);
@@ -1178,9 +1280,9 @@ static void add_field_u(ordo_buf_t *out, const char *name, uint64_t v)
 
 static void cmd_qinfo(cmd_ctx_t *x)
 {
-    if (!queue_arg_ok(x))
+    const queue_t *q;
+    if (!queue_arg_ok(x) || !read_queue(x, &q))
         return;
-    const queue_t *q = read_queue(x);
     if (q == NULL) {
         reply_err(x, "NOTFOUND no such queue");
         return;
@@ -1259,9 +1361,9 @@ static bool queue_count_args(cmd_ctx_t *x, uint32_t *count)
 static void cmd_qpeek(cmd_ctx_t *x)
 {
     uint32_t count = 1;
-    if (!queue_count_args(x, &count))
+    const queue_t *q;
+    if (!queue_count_args(x, &count) || !read_queue(x, &q))
         return;
-    const queue_t *q = read_queue(x);
     queue_delivery_t *m = ordo_xmalloc(count * sizeof *m);
     size_t n = q ? queue_peek(q, count, m) : 0;
     resp_add_array(x->out, n);
@@ -1273,9 +1375,9 @@ static void cmd_qpeek(cmd_ctx_t *x)
 static void cmd_qkeyinfo(cmd_ctx_t *x)
 {
     static const char *const states[] = {"idle", "processing", "waiting", "parked"};
-    if (!queue_arg_ok(x) || !arg_name_ok(x, 2))
+    const queue_t *q;
+    if (!queue_arg_ok(x) || !arg_name_ok(x, 2) || !read_queue(x, &q))
         return;
-    const queue_t *q = read_queue(x);
     queue_keyinfo_t k = {0};
     if (q != NULL)
         queue_keyinfo(q, x->argv[2].ptr, x->argv[2].len, &k);
@@ -1294,9 +1396,9 @@ static void cmd_qkeyinfo(cmd_ctx_t *x)
 static void cmd_qtopkeys(cmd_ctx_t *x)
 {
     uint32_t count = 10;
-    if (!queue_count_args(x, &count))
+    const queue_t *q;
+    if (!queue_count_args(x, &count) || !read_queue(x, &q))
         return;
-    const queue_t *q = read_queue(x);
     queue_topkey_t *t = ordo_xmalloc(count * sizeof *t);
     size_t n = q ? queue_topkeys(q, count, t) : 0;
     resp_add_array(x->out, n);

@@ -634,7 +634,7 @@ static void apply_qconfig(core_t *c, const record_t *r, apply_result_t *res)
     took(c, res, queue_configure(q, &cfg) == QUEUE_OK, AP_INVALID);
 }
 
-static void apply_queue(core_t *c, const record_t *r, apply_result_t *res)
+static void apply_queue_record(core_t *c, const record_t *r, apply_result_t *res)
 {
     if (r->type == REC_Q_PUSH) {
         apply_qpush(c, queue_open(c->queues, r->name, r->nlen), r, res);
@@ -689,6 +689,19 @@ static void apply_queue(core_t *c, const record_t *r, apply_result_t *res)
     }
     res->value = ok;
     took(c, res, ok != 0, AP_NOOP);
+}
+
+/* Apply a queue record, then bring queue memory up to date (queue.h,
+ * queue_account(): O(1)) for the queue and any dead-letter queue it fed, so
+ * max-memory-bytes sees every queue byte without walking the queues. */
+static void apply_queue(core_t *c, const record_t *r, apply_result_t *res)
+{
+    apply_queue_record(c, r, res);
+    queue_t *q = r->type == REC_Q_DROP ? NULL : queue_get(c->queues, r->name, r->nlen);
+    if (q != NULL)
+        queue_account(q);
+    if ((r->type == REC_Q_NACK || r->type == REC_Q_REDELIVER) && res->qr.dlq != NULL)
+        queue_account(res->qr.dlq);
 }
 
 void core_apply(core_t *c, const record_t *rec, apply_result_t *res)

@@ -32,10 +32,16 @@
 /* ---- the fault seam ----------------------------------------------------------
  * debug-wal-fault makes the log's Nth write (or sync) and every later one
  * fail with the chosen errno, so integration tests can watch the server
- * stop acknowledging without touching the disk. Off unless configured. */
+ * stop acknowledging without touching the disk. Off unless configured.
+ * append-eio:N is the same failure seen from the loop: the Nth record
+ * handed to the log is refused at once, as when the log thread failed an
+ * instant before (a window the other kinds hit only by chance), so tests
+ * can check what a command answers when its own record is refused. */
+
+enum { FAULT_WRITE, FAULT_SYNC, FAULT_APPEND };
 
 typedef struct fault_s {
-    int on_sync;        /* 0: pwrite fails, 1: fdatasync fails */
+    int where;          /* FAULT_*: which call fails */
     int err;
     uint64_t after;     /* calls that succeed first */
     uint64_t calls;
@@ -44,7 +50,7 @@ typedef struct fault_s {
 static ssize_t fault_pwrite(void *ctx, int fd, const void *buf, size_t n, off_t off)
 {
     fault_t *f = ctx;
-    if (!f->on_sync && ++f->calls > f->after) {
+    if (f->where == FAULT_WRITE && ++f->calls > f->after) {
         errno = f->err;
         return -1;
     }
@@ -54,7 +60,7 @@ static ssize_t fault_pwrite(void *ctx, int fd, const void *buf, size_t n, off_t 
 static int fault_fdatasync(void *ctx, int fd)
 {
     fault_t *f = ctx;
-    if (f->on_sync && ++f->calls > f->after) {
+    if (f->where == FAULT_SYNC && ++f->calls > f->after) {
         errno = f->err;
         return -1;
     }
@@ -74,12 +80,16 @@ static int parse_fault(const char *spec, fault_t *f, char *err, size_t elen)
         f->err = ENOSPC;
     else if (strcmp(kind, "sync-eio") == 0) {
         f->err = EIO;
-        f->on_sync = 1;
+        f->where = FAULT_SYNC;
+    } else if (strcmp(kind, "append-eio") == 0) {
+        f->err = EIO;
+        f->where = FAULT_APPEND;
     } else
         goto bad;
     return 0;
 bad:
-    snprintf(err, elen, "debug-wal-fault: expected write-eio:N, write-enospc:N or sync-eio:N, got '%s'", spec);
+    snprintf(err, elen, "debug-wal-fault: expected write-eio:N, write-enospc:N, sync-eio:N or append-eio:N, got '%s'",
+             spec);
     return -1;
 }
 
@@ -212,6 +222,11 @@ int persist_open(server_t *s, char *err, size_t elen)
 
 int persist_record(server_t *s, const record_t *rec, uint64_t rev)
 {
+    fault_t *f = s->wal_fault;
+    if (f != NULL && f->where == FAULT_APPEND && ++f->calls > f->after) {
+        enter_readonly(s, "debug-wal-fault: the log refused a record (Input/output error)");
+        return -1;
+    }
     s->rec_scratch.len = 0;
     record_encode(rec, &s->rec_scratch);
     if (wal_append(s->wal, rev, s->rec_scratch.data, s->rec_scratch.len) != 0) {

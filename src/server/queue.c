@@ -70,6 +70,16 @@
  * Dedup entries and results are in hash tables (by dedup id, by message id)
  * with a deadline min-heap each; entries know their heap position so an
  * expiry record for any entry removes it in O(log n).
+ *
+ * Memory accounting. Each queue knows its heap bytes in O(1) (queue_bytes():
+ * its entry chunks, counted as they are allocated and freed, plus its
+ * tables' and heaps' arrays and its own struct). The set keeps the sum over
+ * its queues for max-memory-bytes: each queue remembers the share it last
+ * added (counted), and queue_account() moves the sum by the difference, so
+ * keeping the sum is O(1) per change. Invariant: after queue_open(),
+ * queue_drop(), the queue_load_*() calls, and queue_account() on every
+ * queue a change touched (core.c does it after each queue record, for the
+ * queue and its dead-letter queue), set->bytes == the sum of queue_bytes().
  */
 #include "queue.h"
 
@@ -165,7 +175,8 @@ struct queue_s {
     qheap_t ready, delays;
     ordo_heap_t leases, dedup_heap, result_heap;
     size_t nwaiting, ndelayed, nparked;
-    size_t bytes;             /* chunks allocated for entries (arrays added in info) */
+    size_t bytes;             /* chunks allocated for entries (arrays added in queue_bytes()) */
+    size_t counted;           /* this queue's share of set->bytes, as of its last queue_account() */
     qmsg_t *limbo_msg;        /* NOACK: freed at the next change, so views stay valid */
     qkey_t *limbo_key;
     uint64_t pushed, merged, deduped, delivered, acked, nacked, redelivered, deadlettered, nparks;
@@ -175,6 +186,7 @@ struct queue_s {
 
 struct queue_set_s {
     ordo_htab_t queues;
+    size_t bytes;             /* the sum of the queues' counted shares */
 };
 
 /* ---- small helpers ---------------------------------------------------------------- */
@@ -594,7 +606,7 @@ void queue_config_defaults(queue_config_t *out)
 
 queue_set_t *queue_set_create(void)
 {
-    queue_set_t *s = ordo_xmalloc(sizeof *s);
+    queue_set_t *s = ordo_xcalloc(1, sizeof *s);
     htab_init_or_die(&s->queues, queue_eq);
     return s;
 }
@@ -703,6 +715,7 @@ queue_t *queue_open(queue_set_t *s, const void *name, size_t len)
     q->nlen = (uint32_t)len;
     memcpy(q->name, name, len);
     ordo_htab_insert(&s->queues, &q->hnode, ordo_htab_hash(&s->queues, name, len));
+    queue_account(q);
     return q;
 }
 
@@ -712,6 +725,7 @@ int queue_drop(queue_set_t *s, const void *name, size_t len)
     if (q == NULL)
         return 0;
     ordo_htab_remove(&s->queues, &q->hnode);
+    s->bytes -= q->counted;
     queue_free(q);
     return 1;
 }
@@ -768,6 +782,7 @@ int queue_configure(queue_t *q, const queue_config_t *cfg)
     q->dl_name = dl;
     q->cfg.deadletter = dl;
     q->cfg.dl_len = dl ? cfg->dl_len : 0;
+    queue_account(q);
     return QUEUE_OK;
 }
 
@@ -1331,6 +1346,27 @@ static size_t htab_bytes(const ordo_htab_t *t)
     return alloc_cost((t->mask + 1) * sizeof(ordo_hnode_t *));
 }
 
+/* The queue's heap bytes (estimate incl. malloc overhead). O(1). */
+static size_t queue_bytes(const queue_t *q)
+{
+    return q->bytes + alloc_cost(sizeof *q + q->nlen) + htab_bytes(&q->keys) + htab_bytes(&q->flights) +
+           htab_bytes(&q->dedups) + htab_bytes(&q->results) + heap_bytes(q->ready.cap) +
+           heap_bytes(q->leases.cap) + heap_bytes(q->delays.cap) + heap_bytes(q->dedup_heap.cap) +
+           heap_bytes(q->result_heap.cap) + (q->dl_name ? alloc_cost(q->cfg.dl_len) : 0);
+}
+
+void queue_account(queue_t *q)
+{
+    size_t now = queue_bytes(q);
+    q->set->bytes = q->set->bytes - q->counted + now;
+    q->counted = now;
+}
+
+size_t queue_set_bytes(const queue_set_t *s)
+{
+    return s->bytes;
+}
+
 void queue_info(const queue_t *q, queue_info_t *out)
 {
     memset(out, 0, sizeof *out);
@@ -1341,11 +1377,7 @@ void queue_info(const queue_t *q, queue_info_t *out)
     out->parked_keys = q->nparked;
     out->dedup_entries = q->dedups.count;
     out->results = q->results.count;
-    out->bytes = q->bytes + alloc_cost(sizeof *q + q->nlen) + htab_bytes(&q->keys) +
-                 htab_bytes(&q->flights) + htab_bytes(&q->dedups) + htab_bytes(&q->results) +
-                 heap_bytes(q->ready.cap) + heap_bytes(q->leases.cap) + heap_bytes(q->delays.cap) +
-                 heap_bytes(q->dedup_heap.cap) + heap_bytes(q->result_heap.cap) +
-                 (q->dl_name ? alloc_cost(q->cfg.dl_len) : 0);
+    out->bytes = queue_bytes(q);
     out->pushed = q->pushed;
     out->merged = q->merged;
     out->deduped = q->deduped;
@@ -1516,6 +1548,7 @@ void queue_load_msg(queue_t *q, const queue_snap_msg_t *s)
     if (s->state == QUEUE_MSG_DELAYED) {
         queue_push_t p = {.key = s->key, .klen = s->klen, .payload = s->payload, .plen = s->plen};
         push_delayed(q, &p, s->id, s->deadline_ms);
+        queue_account(q);
         return;
     }
     qkey_t *k = key_get(q, s->key, s->klen);
@@ -1543,16 +1576,19 @@ void queue_load_msg(queue_t *q, const queue_snap_msg_t *s)
         ordo_htab_insert(&q->flights, &f->hnode, id_hash(&q->flights, m->id));
         ordo_heap_xpush(&q->leases, &f->hn);
     }
+    queue_account(q);
 }
 
 void queue_load_dedup(queue_t *q, const void *dedup_id, size_t dlen, uint64_t msg_id, uint64_t end_ms)
 {
     settle(q);
     dedup_put(q, dedup_id, dlen, msg_id, end_ms);
+    queue_account(q);
 }
 
 void queue_load_result(queue_t *q, uint64_t id, const queue_result_t *r)
 {
     settle(q);
     result_put(q, id, r->fate, r->result, r->rlen, r->expire_ms, r->dl_id);
+    queue_account(q);
 }

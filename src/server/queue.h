@@ -375,6 +375,15 @@ typedef struct queue_info_s {
 /* queue_info() -- Q.INFO. O(1). */
 void queue_info(const queue_t *q, queue_info_t *out);
 
+/* queue_account() -- bring the set's byte total up to date with q after a
+ * change to q (the core calls it after every queue record, for the queue
+ * and for a dead-letter queue the record moved a message to). O(1). */
+void queue_account(queue_t *q);
+/* queue_set_bytes() -- the heap bytes of every queue in the set (the sum
+ * of queue_info()'s bytes) as of the last queue_account() of each, for
+ * max-memory-bytes. O(1). */
+size_t queue_set_bytes(const queue_set_t *s);
+
 /* queue_peek() -- Q.PEEK: the next (up to) n messages deliver would hand
  * out if nothing else happened, i.e. the n oldest heads of ready keys, into
  * out[0..n). Returns how many. O(n log n). */

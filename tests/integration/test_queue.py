@@ -404,6 +404,56 @@ def test_call_timeout_and_caller_disconnect(server, c):
     assert c.call("Q.RESULT", "rpc", m[0]) == b"kept"
 
 
+def test_call_waits_for_room_under_onfull_block(server, c):
+    c.call("Q.CONFIG", "q", "MAXLEN", 1, "ONFULL", "block")
+    a = c.call("Q.PUSH", "q", "a", "1")
+    # a consumer frees room: the call's push goes in, then it gets its result
+    with server.raw() as p:
+        p.send("Q.CALL", "q", "c", "work", "TIMEOUT", 20000)
+        wait_until(lambda: info(c, "q")["blocked_pushers"] == 1, what="call parked for room")
+        assert c.call("Q.LEN", "q") == [1, 0, 0]
+        m = c.call("Q.PULL", "q")[0]  # a delivery makes room
+        assert m[0] == a
+        assert c.call("Q.LEN", "q") == [1, 1, 0]  # the call's message is in
+        assert info(c, "q")["blocked_pushers"] == 0
+        assert c.call("Q.ACK", "q", a, m[4]) == 1
+        m = c.call("Q.PULL", "q")[0]
+        assert m[1:3] == [b"c", b"work"]
+        assert c.call("Q.ACK", "q", m[0], m[4], "RESULT", "done") == 1
+        assert p.read() == b"done"
+    # still full when TIMEOUT runs out: -TIMEOUT, nothing pushed
+    x = c.call("Q.PUSH", "q", "x", "fill")
+    pushed = info(c, "q")["pushed"]
+    r = err(c.call("Q.CALL", "q", "t", "late", "TIMEOUT", 50), "TIMEOUT")
+    assert "still full" in r.msg and "nothing was pushed" in r.msg, r
+    assert info(c, "q")["pushed"] == pushed and c.call("Q.LEN", "q") == [1, 0, 0]
+    # a caller that disconnects while waiting for room pushes nothing
+    gone = server.raw()
+    gone.send("Q.CALL", "q", "g", "orphan")
+    wait_until(lambda: info(c, "q")["blocked_pushers"] == 1, what="call parked for room")
+    gone.close()
+    wait_until(lambda: info(c, "q")["blocked_pushers"] == 0, what="caller gone from the line")
+    m = c.call("Q.PULL", "q")[0]  # room now, and nobody waits for it
+    assert m[0] == x
+    assert c.call("Q.LEN", "q") == [0, 1, 0] and info(c, "q")["pushed"] == pushed
+    assert c.call("Q.ACK", "q", x, m[4]) == 1
+    # TIMEOUT bounds the whole call: time spent waiting for room counts
+    c.call("Q.PUSH", "q", "x", "fill")
+    timeout_ms = 1500
+    with server.raw(timeout=10.0) as p:
+        t0 = time.monotonic()
+        p.send("Q.CALL", "q", "s", "slow", "TIMEOUT", timeout_ms)
+        wait_until(lambda: info(c, "q")["blocked_pushers"] == 1, what="call parked for room")
+        # let most of the TIMEOUT go by in the line before room appears
+        wait_until(lambda: time.monotonic() - t0 >= 0.6 * timeout_ms / 1000, what="time in the line")
+        c.call("Q.PULL", "q")
+        r = err(p.read(), "TIMEOUT")
+        elapsed = time.monotonic() - t0
+    assert "not done" in r.msg, r  # it was pushed; it timed out waiting for its result
+    assert elapsed < 1.5 * timeout_ms / 1000, elapsed  # not a fresh TIMEOUT after the push
+    assert c.call("Q.LEN", "q") == [1, 1, 0]
+
+
 def test_result_block(server, c):
     mid = c.call("Q.PUSH", "q", "k", "p")
     assert c.call("Q.RESULT", "q", mid, "BLOCK", 30) is None

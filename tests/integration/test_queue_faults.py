@@ -1,0 +1,175 @@
+"""Queue commands when the log refuses their record, and queue memory under
+max-memory-bytes, against a real ordod.
+
+The refusal comes from the fault seam (`--debug-wal-fault append-eio:N`:
+the Nth record handed to the log is refused at once, as when the log failed
+an instant before). A refused queue record changed memory only, so the
+command must answer -READONLY, never 0 or an empty array, and a restart
+without the fault must show the state from before it.
+"""
+import signal
+
+import pytest
+
+from test_queue import err, info, restart, wait_until
+
+
+def restarted(ordod_factory, srv):
+    """srv stopped (exit 0), then a server on its data directory without the fault."""
+    rc = srv.stop()
+    assert rc == 0, srv.stderr()[-5000:]
+    return ordod_factory("--dir", str(srv.dir))
+
+
+def setup_push(c):
+    assert c.call("Q.PUSH", "q", "k", "p") > 0
+
+
+def setup_pull(c):
+    setup_push(c)
+    return c.call("Q.PULL", "q")[0]
+
+
+# Each case: the records the setup logs (the next one, the command's, is
+# refused), the setup, the command, and Q.LEN after a restart: as before
+# the command.
+CASES = {
+    "pull": (1, setup_push, lambda m: ("Q.PULL", "q", "COUNT", 5), [1, 0, 0]),
+    "pull-noack": (1, setup_push, lambda m: ("Q.PULL", "q", "NOACK"), [1, 0, 0]),
+    "ack": (2, setup_pull, lambda m: ("Q.ACK", "q", m[0], m[4], "RESULT", "r"), [0, 1, 0]),
+    "nack": (2, setup_pull, lambda m: ("Q.NACK", "q", m[0], m[4]), [0, 1, 0]),
+    "extend": (2, setup_pull, lambda m: ("Q.EXTEND", "q", m[0], m[4], 60000), [0, 1, 0]),
+    "drop": (1, setup_push, lambda m: ("Q.DROP", "q"), [1, 0, 0]),
+    "push": (1, setup_push, lambda m: ("Q.PUSH", "q", "j", "p2"), [1, 0, 0]),
+    "call": (1, setup_push, lambda m: ("Q.CALL", "q", "j", "p2", "TIMEOUT", 5000), [1, 0, 0]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_refused_queue_record_answers_readonly(ordod_factory, case):
+    logged, setup, command, qlen_after = CASES[case]
+    srv = ordod_factory("--debug-wal-fault", "append-eio:%d" % (logged + 1))
+    with srv.raw() as c:
+        m = setup(c)
+        r = err(c.call(*command(m)), "READONLY")
+        assert "refused a record" in r.msg, r
+        # the refused change is in memory only: reads of it are refused too
+        err(c.call("Q.LEN", "q"), "READONLY")
+        # and so is every later write
+        err(c.call("Q.PUSH", "q", "x", "y"), "READONLY")
+    assert srv.info("persistence")["readonly"] == "yes"
+    srv2 = restarted(ordod_factory, srv)
+    with srv2.raw() as c:
+        assert c.call("Q.LEN", "q") == qlen_after
+
+
+# ---- max-memory-bytes covers queues -----------------------------------------------------
+
+MAX_MEMORY = 300000
+
+
+def memory(srv):
+    m = srv.info("memory")
+    return {k: int(m[k]) for k in ("used_memory", "used_memory_kv", "used_memory_queues")}
+
+
+def queues_bytes(c):
+    """The sum of Q.INFO bytes over every queue."""
+    return sum(info(c, q.decode())["bytes"] for q in c.call("Q.LIST"))
+
+
+def check_accounting(srv, c):
+    m = memory(srv)
+    assert m["used_memory"] == m["used_memory_kv"] + m["used_memory_queues"], m
+    assert m["used_memory_queues"] == queues_bytes(c), m
+    return m
+
+
+def test_queue_memory_counts_towards_max_memory(ordod_factory):
+    srv = ordod_factory("--max-memory-bytes", MAX_MEMORY)
+    payload = "p" * 1000
+    with srv.raw() as c, srv.raw() as p:
+        assert memory(srv)["used_memory_queues"] == 0
+        # a pusher parked on a full queue before memory runs out
+        c.call("Q.CONFIG", "small", "MAXLEN", 1, "ONFULL", "block")
+        c.call("Q.PUSH", "small", "k", "first")
+        p.send("Q.PUSH", "small", "k", "second")
+        wait_until(lambda: info(c, "small")["blocked_pushers"] == 1, what="pusher parked")
+        # pushes fill memory until the limit refuses them (dedup entries and
+        # results kept for a second, so consuming frees them soon)
+        c.call("Q.CONFIG", "big", "DEDUP", 1000, "RESULTTTL", 1000)
+        ids, refused = [], None
+        for i in range(MAX_MEMORY // 1000 + 10):
+            r = c.call("Q.PUSH", "big", "k%d" % (i % 20), payload, "ID", "d%d" % i)
+            if not isinstance(r, int):
+                refused = r
+                break
+            ids.append(r)
+        r = err(refused, "LIMIT")
+        assert "max-memory-bytes" in r.msg and "stored data" in r.msg, r
+        m = check_accounting(srv, c)
+        assert m["used_memory"] > MAX_MEMORY and m["used_memory_queues"] > MAX_MEMORY - m["used_memory_kv"], m
+        # every push is refused now, a call too, and so are key writes: one limit
+        err(c.call("Q.PUSH", "big", "x", "y"), "LIMIT")
+        err(c.call("Q.CALL", "big", "x", "y", "TIMEOUT", 1000), "LIMIT")
+        err(c.call("Q.CONFIG", "new-queue", "MAXLEN", 5), "LIMIT")
+        err(c.call("SET", "key", "v"), "LIMIT")
+        assert c.call("Q.LEN", "big") == [len(ids), 0, 0]
+        # a parked pusher waits while its queue stays full (Q.CONFIG serves the line)
+        assert c.call("Q.CONFIG", "small", "MAXATTEMPTS", 3) == "OK"
+        assert info(c, "small")["blocked_pushers"] == 1
+        # room in the small queue: the parked pusher is refused as a new push would be
+        m = c.call("Q.PULL", "small")[0]
+        err(p.read(), "LIMIT")
+        assert c.call("Q.LEN", "small") == [0, 1, 0]
+        assert c.call("Q.ACK", "small", m[0], m[4]) == 1
+        # pulls, acks, nacks and config still work past the limit
+        got = c.call("Q.PULL", "big", "COUNT", 20)
+        assert len(got) == 20
+        assert c.call("Q.NACK", "big", got[0][0], got[0][4]) == 1
+        for m in got[1:]:
+            assert c.call("Q.ACK", "big", m[0], m[4], "RESULT", "r" * 100) == 1
+        assert c.call("Q.CONFIG", "big", "MAXATTEMPTS", 5) == "OK"
+        check_accounting(srv, c)
+        # consuming frees room: acked messages go, and so do their results
+        # and dedup entries once their retention ends
+        while True:
+            got = c.call("Q.PULL", "big", "COUNT", 50)
+            if not got:
+                break
+            for m in got:
+                assert c.call("Q.ACK", "big", m[0], m[4]) == 1
+        wait_until(lambda: info(c, "big")["results"] == 0 and info(c, "big")["dedup_entries"] == 0,
+                   what="results and dedup entries gone")
+        m = check_accounting(srv, c)
+        assert m["used_memory"] < MAX_MEMORY, m
+        assert isinstance(c.call("Q.PUSH", "big", "x", "y"), int)
+        assert c.call("SET", "key", "v") == "OK"
+        # a drop frees everything the queue held
+        assert c.call("Q.DROP", "big") == 1
+        check_accounting(srv, c)
+        c.call("Q.DROP", "small")
+        assert memory(srv)["used_memory_queues"] == 0
+
+
+@pytest.mark.parametrize("snapshot", [False, True])
+def test_queue_memory_is_counted_after_recovery(ordod_factory, snapshot):
+    srv = ordod_factory()
+    with srv.raw() as c:
+        c.call("Q.CONFIG", "q", "DEADLETTER", "dlq", "MAXATTEMPTS", 1)
+        for i in range(30):
+            c.call("Q.PUSH", "q", "k%d" % (i % 7), "x" * i, "ID", "id%d" % i)
+        c.call("Q.PUSH", "q", "later", "d", "DELAY", 600000)
+        got = c.call("Q.PULL", "q", "COUNT", 7)
+        c.call("Q.ACK", "q", got[0][0], got[0][4], "RESULT", "done")
+        c.call("Q.NACK", "q", got[1][0], got[1][4])  # dead-lettered: dlq exists now
+        if snapshot:
+            assert c.call("SNAPSHOT") >= 0
+            wait_until(lambda: srv.info("persistence")["snapshot_in_progress"] == "0", what="snapshot")
+        before = check_accounting(srv, c)
+        assert before["used_memory_queues"] > 0
+    restart(srv, signal.SIGTERM)
+    with srv.raw() as c:
+        after = check_accounting(srv, c)
+        assert c.call("Q.LEN", "dlq") == [1, 0, 0]
+        assert after["used_memory_queues"] > 0
