@@ -44,6 +44,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 START_DEADLINE_S = 30.0
+START_ATTEMPTS = 5
 
 
 # ---- a minimal RESP2 client (one request in flight) ------------------------
@@ -139,23 +140,39 @@ class Ordod:
         self.port = None
 
     def start(self):
-        self.port = free_port()
-        log = open(self.log_path, "ab")
+        """Start ordod on a free port; returns the seconds to its first PONG.
+        The port is free when chosen but released before ordod binds it: a
+        start that lost it to another process ("address already in use") is
+        retried on a new port."""
         t0 = time.monotonic()
-        self.proc = subprocess.Popen([self.binary, "--port", str(self.port), "--dir", self.dir,
-                                      "--fsync", "always"] + self.extra, stdout=log, stderr=log)
-        log.close()
+        for _ in range(START_ATTEMPTS):
+            self.port = free_port()
+            log = open(self.log_path, "ab")
+            log.write(b"--- crash_test: starting on port %d\n" % self.port)
+            log.flush()
+            self.proc = subprocess.Popen([self.binary, "--port", str(self.port), "--dir", self.dir,
+                                          "--fsync", "always"] + self.extra, stdout=log, stderr=log)
+            log.close()
+            if self._wait_ready(t0):
+                return time.monotonic() - t0
+        raise SystemExit("ordod could not bind a free port in %d attempts; see %s" % (START_ATTEMPTS, self.log_path))
+
+    def _wait_ready(self, t0):
+        """True once it answers PING as this process; False if the port was taken."""
         deadline = t0 + START_DEADLINE_S
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                if "address already in use" in tail(self.log_path, 300).lower():
+                    return False
                 raise SystemExit("ordod exited %s during start; see %s:\n%s"
                                  % (self.proc.returncode, self.log_path, tail(self.log_path)))
             try:
-                c = Conn(self.port, timeout=1.0)
+                c = Conn(self.port, timeout=5.0)
                 ok = c.call("PING") == "PONG"
+                info = c.call("INFO", "server") if ok else None
                 c.close()
-                if ok:
-                    return time.monotonic() - t0
+                if ok and isinstance(info, bytes) and b"process_id:%d\r\n" % self.proc.pid in info:
+                    return True
             except (OSError, Closed):
                 pass
             time.sleep(0.005)  # poll interval while the port opens (bounded by the deadline)

@@ -1,8 +1,11 @@
 """Fixtures that run a real ordod.
 
 Each test gets its own server on a free loopback port with its data
-directory in a tmp dir. Readiness is polled (PING over a socket, with a
-deadline); teardown sends SIGTERM to exactly that process and asserts it
+directory in a tmp dir. The port is found free and then released before
+ordod binds it, so another process may take it in between: a start that
+fails with "address already in use" is retried on a new port, and
+readiness (polled with a deadline) requires the server that answers to
+report our ordod's pid, not just any PONG on that port. Teardown sends SIGTERM to exactly that process and asserts it
 exited 0, so a crash or a sanitizer report at exit fails the test. The
 binary is $ORDOD (default build/ordod), so the same suite runs against the
 ASan build. The server's stderr goes to a file that is attached to the
@@ -17,12 +20,13 @@ import time
 import pytest
 import redis
 
-from resp import Conn
+from resp import Closed, Conn
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 ORDOD = os.path.join(ROOT, os.environ.get("ORDOD", "build/ordod"))
 START_DEADLINE_S = 20.0
 STOP_DEADLINE_S = 20.0
+START_ATTEMPTS = 5
 
 
 def free_port():
@@ -40,23 +44,47 @@ class Server:
         self.password = None
         if "--requirepass" in self.args:
             self.password = self.args[self.args.index("--requirepass") + 1]
-        self._err = open(self.stderr_path, "wb")
-        cmd = [ORDOD, "--port", str(self.port), "--dir", str(self.dir), "--fsync", "no"] + self.args
-        self.proc = subprocess.Popen(cmd, stdout=self._err, stderr=self._err)
-        self.pid = self.proc.pid
-        self._wait_ready()
+        self._err = open(self.stderr_path, "ab")
+        self.spawn(self.port)
+
+    def spawn(self, port=None):
+        """Start ordod on port (a new free one if None) with this server's
+        data directory and flags, and wait until it is ready. A bind that
+        lost the race for the port is retried on another."""
+        for attempt in range(START_ATTEMPTS):
+            self.port = port if port is not None and attempt == 0 else free_port()
+            self._err.write(b"--- conftest: starting on port %d\n" % self.port)
+            self._err.flush()
+            cmd = [ORDOD, "--port", str(self.port), "--dir", str(self.dir), "--fsync", "no"] + self.args
+            self.proc = subprocess.Popen(cmd, stdout=self._err, stderr=self._err)
+            self.pid = self.proc.pid
+            if self._wait_ready():
+                return
+        raise AssertionError("ordod could not bind a free port in %d attempts:\n%s" % (START_ATTEMPTS, self.stderr()))
+
+    def _is_ours(self, c):
+        """The server on this port is the process we started."""
+        if self.password is not None:
+            r = c.call("AUTH", self.password)
+            if r != "OK":
+                return False
+        text = c.call("INFO", "server")
+        return isinstance(text, bytes) and (b"process_id:%d\r\n" % self.pid) in text
 
     def _wait_ready(self):
+        """True once ready; False if it exited because the port was taken."""
         deadline = time.monotonic() + START_DEADLINE_S
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                if "address already in use" in self.stderr().lower():
+                    return False
                 raise AssertionError("ordod exited with %s during start:\n%s" % (self.proc.returncode, self.stderr()))
             try:
-                with Conn(self.port, timeout=1.0) as c:
+                with Conn(self.port, timeout=5.0) as c:
                     r = c.call("PING")
-                    if r == "PONG" or getattr(r, "code", "") == "NOAUTH":
-                        return
-            except OSError:
+                    if (r == "PONG" or getattr(r, "code", "") == "NOAUTH") and self._is_ours(c):
+                        return True
+            except (OSError, Closed):
                 pass
             time.sleep(0.01)  # poll interval while waiting for the port to open
         raise AssertionError("ordod not ready within %ss:\n%s" % (START_DEADLINE_S, self.stderr()))
@@ -73,7 +101,7 @@ class Server:
         kw.setdefault("socket_timeout", 10)
         return redis.Redis(host="127.0.0.1", port=self.port, **kw)
 
-    def raw(self, timeout=5.0, auth=True):
+    def raw(self, timeout=20.0, auth=True):
         c = Conn(self.port, timeout=timeout)
         if auth and self.password is not None:
             assert c.call("AUTH", self.password) == "OK"

@@ -46,7 +46,7 @@ def encode(*args):
 
 
 class Conn:
-    def __init__(self, port, timeout=5.0, host="127.0.0.1"):
+    def __init__(self, port, timeout=20.0, host="127.0.0.1"):
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.buf = b""
 
@@ -64,6 +64,15 @@ class Conn:
 
     def send_raw(self, data):
         self.sock.sendall(data)
+
+    def recv_exact(self, n):
+        """Exactly the next n raw bytes (one recv may return fewer; any
+        bytes after them stay buffered for the next read): the wire bytes
+        of a reply, for tests of its encoding."""
+        while len(self.buf) < n:
+            self._fill()
+        data, self.buf = self.buf[:n], self.buf[n:]
+        return data
 
     def send(self, *args):
         self.sock.sendall(encode(*args))
@@ -136,7 +145,7 @@ class Conn:
             return self.read()
         raise AssertionError("unexpected RESP type in %r" % line[:80])
 
-    def read_until_closed(self, timeout=5.0):
+    def read_until_closed(self, timeout=20.0):
         """Read replies until the server closes; returns them. Fails if the
         connection is still open after timeout."""
         out = []
@@ -152,7 +161,7 @@ class Conn:
             except socket.timeout:
                 raise AssertionError("server did not close the connection; got %r" % out)
 
-    def is_closed(self, timeout=5.0):
+    def is_closed(self, timeout=20.0):
         """True once the server has closed (EOF or reset) within timeout."""
         self.sock.settimeout(timeout)
         try:
