@@ -46,7 +46,7 @@ static void arm_timer(server_t *s)
         return;
     uint64_t now = server_now_ms();
     s->wait_timer_at_ms = next;
-    uv_timer_start(&s->wait_timer, on_wait_timer, next > now ? next - now : 0, 0);
+    uv_timer_start(&s->wait_timer, on_wait_timer, next + 1 > now ? next + 1 - now : 0, 0);
 }
 
 static void list_remove(waiter_t *w)
@@ -140,7 +140,7 @@ static void on_wait_timer(uv_timer_t *t)
     server_t *s = t->data;
     s->wait_timer_at_ms = 0;
     uint64_t now = server_tick(s);
-    for (waiter_t *w = first_waiter(s); w != NULL && w->deadline_ms <= now; w = first_waiter(s))
+    for (waiter_t *w = first_waiter(s); w != NULL && w->deadline_ms < now; w = first_waiter(s))
         time_out(s, w);
     arm_timer(s);
     conn_run_resumed(s);

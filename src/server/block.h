@@ -50,7 +50,8 @@ struct waiter_s {
     void *data;                      /* the handler's: what it waits for */
 };
 
-/* block_wait() -- park conn on list until deadline_ms (0: none). The waiter
+/* block_wait() -- park conn on list until deadline_ms (0: none) has passed
+ * (the clock is past it: a wait never ends early in real time). The waiter
  * is allocated here and freed by block_done() / timeout / cancel; fill in
  * on_timeout, on_cancel and data on the returned waiter. */
 waiter_t *block_wait(server_t *s, conn_t *conn, wait_list_t *list, uint64_t deadline_ms);

@@ -30,14 +30,17 @@ static void on_expire_timer(uv_timer_t *t)
     conn_flush_dirty(s);
 }
 
-/* Expire every key due by the writer's clock, one record per key. */
+/* Expire every key due by the writer's clock, one record per key. "Due" is
+ * deadline < now_ms, not <=: the clock is in whole ms, so a SET stamped
+ * now_ms arrived up to 1 ms after it, and the key must outlive arrival +
+ * TTL in real time (never early; see docs/protocol.md). */
 void cmd_expire_due(server_t *s)
 {
     if (s->readonly[0] != '\0')
         return; /* the expiry could not be logged; keys stay until writes work */
     char stackkey[256];
     uint64_t next;
-    while ((next = core_next_expiry(s->core)) != 0 && next <= s->now_ms) {
+    while ((next = core_next_expiry(s->core)) != 0 && next < s->now_ms) {
         size_t klen;
         const char *k = core_first_expiring(s->core, &klen);
         char *key = klen <= sizeof stackkey ? stackkey : ordo_xmalloc(klen);
@@ -65,7 +68,7 @@ void cmd_schedule_expiry(server_t *s)
         return;
     uint64_t now = server_now_ms();
     s->expire_timer_at_ms = next;
-    uv_timer_start(&s->expire_timer, on_expire_timer, next > now ? next - now : 0, 0);
+    uv_timer_start(&s->expire_timer, on_expire_timer, next + 1 > now ? next + 1 - now : 0, 0);
 }
 
 /* The key's live version as a reader sees it. Keys past their deadline

@@ -309,7 +309,8 @@ static void arm_at(server_t *s, uint64_t due_ms)
         return;
     uint64_t now = server_now_ms();
     s->queue_timer_at_ms = due_ms ? due_ms : 1;
-    uv_timer_start(&s->queue_timer, on_queue_timer, due_ms > now ? due_ms - now : 0, 0);
+    /* + 1: a deadline is due once now_ms passes it (queue.h) */
+    uv_timer_start(&s->queue_timer, on_queue_timer, due_ms + 1 > now ? due_ms + 1 - now : 0, 0);
 }
 
 /* A write to the queue may have made a deadline earlier than the timer. */
@@ -589,7 +590,7 @@ static bool run_due(server_t *s, const queue_t *only)
         queue_t *q = NULL;
         queue_timer_t t;
         bool have = only ? queue_next_timer(only, &t) : queue_set_next_timer(core_queues(s->core), &q, &t);
-        if (!have || t.due_ms > s->now_ms)
+        if (!have || t.due_ms >= s->now_ms)
             return true;
         if (!fire(s, only ? only : q, &t)) {
             if (s->readonly[0] != '\0')
@@ -627,7 +628,7 @@ static bool catch_up(server_t *s, const char *name, size_t nlen)
     gc(s);
     const queue_t *q = queue_get(core_queues(s->core), name, nlen);
     queue_timer_t t;
-    if (q == NULL || s->readonly[0] != '\0' || !queue_next_timer(q, &t) || t.due_ms > s->now_ms)
+    if (q == NULL || s->readonly[0] != '\0' || !queue_next_timer(q, &t) || t.due_ms >= s->now_ms)
         return true;
     run_due(s, q);
     return s->readonly[0] == '\0';

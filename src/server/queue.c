@@ -832,7 +832,7 @@ int queue_push(queue_t *q, const queue_push_t *p, uint64_t id, uint64_t now_ms, 
     bool dedup = p->dedup_id != NULL && q->cfg.dedup_ms > 0;
     if (dedup) {
         qdedup_t *e = dedup_find(q, p->dedup_id, p->dlen);
-        if (e && e->end_ms > now_ms) {
+        if (e && e->end_ms >= now_ms) {
             q->deduped++;
             *id_out = e->msg_id;
             return QUEUE_DUPLICATE;
@@ -867,7 +867,7 @@ size_t queue_promote(queue_t *q, uint64_t now_ms)
 {
     size_t moved = 0;
     settle(q);
-    while (q->delays.n > 0 && delayed_due(q->delays.v[0]) <= now_ms) {
+    while (q->delays.n > 0 && delayed_due(q->delays.v[0]) < now_ms) {
         qmsg_t *m = qheap_pop(&q->delays);
         size_t klen = m->u.klen;
         qkey_t *k = key_get(q, delayed_key(m), klen);
@@ -1043,7 +1043,7 @@ int queue_redeliver(queue_t *q, uint64_t id, uint64_t token, uint64_t now_ms, ui
 {
     settle(q);
     qflight_t *f = flight_check(q, id, token, true);
-    if (f == NULL || f->deadline_ms > now_ms)
+    if (f == NULL || f->deadline_ms >= now_ms)
         return 0;
     queue_retry_t tmp;
     if (f->token != 0)
@@ -1085,14 +1085,14 @@ int queue_unpark(queue_t *q, const void *key, size_t klen)
 uint64_t queue_dedup_lookup(const queue_t *q, const void *dedup_id, size_t dlen, uint64_t now_ms)
 {
     qdedup_t *e = dedup_find(q, dedup_id, dlen);
-    return e && e->end_ms > now_ms ? e->msg_id : 0;
+    return e && e->end_ms >= now_ms ? e->msg_id : 0;
 }
 
 int queue_dedup_expire(queue_t *q, const void *dedup_id, size_t dlen, uint64_t now_ms)
 {
     settle(q);
     qdedup_t *e = dedup_find(q, dedup_id, dlen);
-    if (e == NULL || e->end_ms > now_ms)
+    if (e == NULL || e->end_ms >= now_ms)
         return 0;
     dedup_free(q, e);
     return 1;
@@ -1122,7 +1122,7 @@ int queue_result_expire(queue_t *q, uint64_t id, uint64_t now_ms)
 {
     settle(q);
     qresult_t *r = result_find(q, id);
-    if (r == NULL || r->expire_ms > now_ms)
+    if (r == NULL || r->expire_ms >= now_ms)
         return 0;
     result_free(q, r);
     return 1;

@@ -21,7 +21,10 @@
  * apply calls queue_redeliver(), queue_promote(), queue_dedup_expire() or
  * queue_result_expire(). Each of these re-checks its condition against the
  * record's time and the current state, so a record made stale by an apply in
- * between (an ack, an extend) changes nothing.
+ * between (an ack, an extend) changes nothing. A deadline d is due at a
+ * time t when d < t (not <=): times are whole ms, so an operation stamped
+ * t began up to 1 ms after t, and a lease, delay or window must never end
+ * before its full length has passed in real time.
  *
  * Memory: out of memory aborts (buf.h's allocators), as everywhere in ordod.
  * Pointers handed out (names, keys, payloads, results in views) stay valid
@@ -236,7 +239,7 @@ int queue_extend(queue_t *q, uint64_t id, uint64_t token, uint64_t ms, uint64_t 
 
 /* queue_redeliver() -- apply of the writer's "lease expired" record: if
  * token is still id's current delivery (or 0 for a nack-delayed message) and
- * its deadline is <= now_ms, the delivery ends as by a nack without delay
+ * its deadline is < now_ms, the delivery ends as by a nack without delay
  * (same attempt accounting, same dead-letter/park outcome, with rev as the
  * dead-letter id). Returns 1, or 0 if the record is stale (acked, extended,
  * redelivered already): nothing changes. O(log n). */
@@ -248,7 +251,7 @@ int queue_redeliver(queue_t *q, uint64_t id, uint64_t token, uint64_t now_ms, ui
  * not parked. O(log n). */
 int queue_unpark(queue_t *q, const void *key, size_t klen);
 
-/* queue_promote() -- move delayed messages due at or before now_ms to their
+/* queue_promote() -- move delayed messages due before now_ms to their
  * keys' FIFOs, in due order (ties: id order). Push and deliver do this
  * themselves; the writer also logs a "delay due" record calling it when
  * queue_next_delay() comes, so blocked pullers wake. Returns how many moved.

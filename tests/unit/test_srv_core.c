@@ -301,7 +301,7 @@ static void test_queue_records(void **state)
     apply_both(a, b, &e, &res);
     assert_int_equal(res.status, AP_OK);
     assert_int_equal(core_rev(a), 3);
-    record_t x = qrec(REC_Q_REDELIVER, 125); /* lease ends at 125 */
+    record_t x = qrec(REC_Q_REDELIVER, 126); /* lease ends at 125: due once past it */
     x.arg_rev = 1;
     x.token = 2;
     apply_both(a, b, &x, &res);

@@ -185,8 +185,11 @@ static void test_nack_extend_redeliver(void **state)
     assert_int_equal(queue_redeliver(q, id, t1, 110, next_rev(), &rt), 0);
     assert_true(queue_next_lease(q, &tm));
     assert_int_equal(tm.due_ms, 250);
-    /* Lease runs out: same id, next attempt, new token; the old token is stale. */
-    assert_int_equal(queue_redeliver(q, id, t1, 250, next_rev(), &rt), 1);
+    /* Lease runs out once the clock is past it (never at it: that could be
+     * up to 1 ms early): same id, next attempt, new token; the old token is
+     * stale. */
+    assert_int_equal(queue_redeliver(q, id, t1, 250, next_rev(), &rt), 0);
+    assert_int_equal(queue_redeliver(q, id, t1, 251, next_rev(), &rt), 1);
     assert_int_equal(rt.kind, QUEUE_RETRY_READY);
     assert_int_equal(queue_redeliver(q, id, t1, 250, next_rev(), &rt), 0);
     queue_delivery_t d;
@@ -214,14 +217,14 @@ static void test_nack_extend_redeliver(void **state)
     assert_true(queue_next_lease(q, &tm));
     assert_int_equal(tm.token, 0);
     assert_int_equal(tm.due_ms, 340);
-    assert_int_equal(queue_redeliver(q, id, 0, 339, next_rev(), &rt), 0);
-    assert_int_equal(queue_redeliver(q, id, 0, 340, next_rev(), &rt), 1);
+    assert_int_equal(queue_redeliver(q, id, 0, 340, next_rev(), &rt), 0);
+    assert_int_equal(queue_redeliver(q, id, 0, 341, next_rev(), &rt), 1);
     assert_int_equal(rt.kind, QUEUE_RETRY_READY);
     uint64_t t4 = next_rev();
-    assert_int_equal(queue_deliver(q, 341, 1000, t4, false, &d), 1);
+    assert_int_equal(queue_deliver(q, 342, 1000, t4, false, &d), 1);
     assert_int_equal(d.id, id);
     assert_int_equal(d.attempt, 4);
-    assert_int_equal(d.deadline_ms, 1341); /* explicit lease */
+    assert_int_equal(d.deadline_ms, 1342); /* explicit lease */
     assert_int_equal(queue_ack(q, id, t4, NULL, 0, 342), 1);
     expect_deliver(q, 343, id2, "k", "y");
     queue_info_t info;
@@ -257,7 +260,7 @@ static void test_deadletter(void **state)
     t = expect_deliver(q, 3, id, "k", "poison");
     /* Second attempt's lease runs out: attempts exhausted -> dead letter. */
     uint64_t dl_rev = next_rev();
-    assert_int_equal(queue_redeliver(q, id, t, 3 + cfg.lease_ms, dl_rev, &rt), 1);
+    assert_int_equal(queue_redeliver(q, id, t, 3 + cfg.lease_ms + 1, dl_rev, &rt), 1);
     assert_int_equal(rt.kind, QUEUE_RETRY_DEADLETTER);
     assert_int_equal(rt.id, id);
     queue_t *dlq = queue_get(s, "dlq", 3);
@@ -351,7 +354,8 @@ static void test_dedup(void **state)
     assert_int_equal(push_ex(q, "k", "b", "D", false, 0, 50, &id2), QUEUE_DUPLICATE);
     assert_int_equal(id2, id1);
     assert_int_equal(queue_dedup_lookup(q, "D", 1, 50), id1);
-    assert_int_equal(queue_dedup_lookup(q, "D", 1, 110), 0);
+    assert_int_equal(queue_dedup_lookup(q, "D", 1, 110), id1); /* the window's last ms */
+    assert_int_equal(queue_dedup_lookup(q, "D", 1, 111), 0);
     queue_len_t len;
     queue_len(q, &len);
     assert_int_equal(len.waiting, 1);
@@ -366,16 +370,17 @@ static void test_dedup(void **state)
     assert_int_equal(tm.due_ms, 110);
     assert_int_equal(tm.id, id1);
     assert_int_equal(tm.dlen, 1);
-    assert_int_equal(queue_dedup_expire(q, "D", 1, 109), 0);
-    assert_int_equal(queue_dedup_expire(q, "D", 1, 110), 1);
     assert_int_equal(queue_dedup_expire(q, "D", 1, 110), 0);
+    assert_int_equal(queue_dedup_expire(q, "D", 1, 111), 1);
+    assert_int_equal(queue_dedup_expire(q, "D", 1, 111), 0);
     assert_false(queue_next_dedup(q, &tm));
     assert_int_equal(push_ex(q, "k", "d", "D", false, 0, 120, &id3), QUEUE_OK);
     assert_true(id3 > id1);
     /* A window that ended is replaced by a push even before its record. */
-    assert_int_equal(push_ex(q, "k", "e", "D", false, 0, 220, &id2), QUEUE_OK);
+    assert_int_equal(push_ex(q, "k", "e", "D", false, 0, 220, &id2), QUEUE_DUPLICATE); /* its last ms */
+    assert_int_equal(push_ex(q, "k", "e", "D", false, 0, 221, &id2), QUEUE_OK);
     assert_true(id2 > id3);
-    assert_int_equal(queue_dedup_lookup(q, "D", 1, 221), id2);
+    assert_int_equal(queue_dedup_lookup(q, "D", 1, 222), id2);
     /* A full queue records nothing. */
     cfg.maxlen = 2;
     assert_int_equal(queue_configure(q, &cfg), QUEUE_OK);
@@ -390,7 +395,7 @@ static void test_dedup(void **state)
     assert_true(id3 > id2);
     queue_info_t info;
     queue_info(q, &info);
-    assert_int_equal(info.deduped, 2);
+    assert_int_equal(info.deduped, 3);
     queue_set_destroy(s);
 }
 
@@ -464,8 +469,8 @@ static void test_delay(void **state)
     /* The undelayed message of the same key goes first: order of availability. */
     uint64_t t = expect_deliver(q, 50, k1, "k", "now");
     expect_empty(q, 60);
-    assert_int_equal(queue_promote(q, 99), 0);
-    assert_int_equal(queue_promote(q, 100), 1);
+    assert_int_equal(queue_promote(q, 100), 0);
+    assert_int_equal(queue_promote(q, 101), 1);
     queue_len(q, &len);
     assert_int_equal(len.delayed, 1);
     assert_int_equal(len.waiting, 1);
@@ -473,7 +478,8 @@ static void test_delay(void **state)
     assert_int_equal(queue_ack(q, k1, t, NULL, 0, 102), 1);
     expect_deliver(q, 103, d1, "k", "late");
     /* Deliver promotes what is due at its time. */
-    expect_deliver(q, 200, d2, "j", "later");
+    expect_empty(q, 200); /* d2 is due at 200: not before 201 */
+    expect_deliver(q, 201, d2, "j", "later");
     /* MAXLEN counts delayed messages. */
     queue_config_t cfg;
     queue_config(q, &cfg);
@@ -562,8 +568,8 @@ static void test_results(void **state)
     assert_int_equal(tm.kind, QUEUE_TIMER_RESULT);
     assert_int_equal(tm.id, a);
     assert_int_equal(tm.due_ms, 1010);
-    assert_int_equal(queue_result_expire(q, a, 1009), 0);
-    assert_int_equal(queue_result_expire(q, a, 1010), 1);
+    assert_int_equal(queue_result_expire(q, a, 1010), 0);
+    assert_int_equal(queue_result_expire(q, a, 1011), 1);
     assert_int_equal(queue_result_expire(q, a, 1010), 0);
     assert_int_equal(queue_result(q, a, &r), QUEUE_FATE_NONE);
     assert_true(queue_next_result(q, &tm));
@@ -599,7 +605,7 @@ static void test_timers(void **state)
     assert_true(queue_set_next_timer(s, &which, &tm));
     assert_ptr_equal(which, q);
     assert_int_equal(tm.due_ms, 500);
-    assert_int_equal(queue_promote(q, 500), 1);
+    assert_int_equal(queue_promote(q, 501), 1);
     assert_true(queue_set_next_timer(s, &which, &tm));
     assert_ptr_equal(which, q2);
     assert_int_equal(tm.kind, QUEUE_TIMER_LEASE);
@@ -884,7 +890,7 @@ static void m_promote(model_t *m, uint64_t now, uint64_t maxid)
     for (;;) {
         uint64_t best = 0;
         for (uint64_t i = 1; i <= maxid; i++)
-            if (m->m[i].st == MS_DELAYED && m->m[i].due <= now &&
+            if (m->m[i].st == MS_DELAYED && m->m[i].due < now &&
                 (best == 0 || m->m[i].due < m->m[best].due))
                 best = i;
         if (best == 0)
@@ -1011,7 +1017,7 @@ static void run_model(uint64_t seed, int ops, bool park)
             size_t kwait = k->n - (k->inflight ? 1 : 0);
             int want;
             uint64_t want_id = rev;
-            if (d >= 0 && m->dedup_id[d] && m->dedup_end[d] > m->now) {
+            if (d >= 0 && m->dedup_id[d] && m->dedup_end[d] >= m->now) {
                 want = QUEUE_DUPLICATE;
                 want_id = m->dedup_id[d];
                 m->m[rev].st = MS_DEDUPED;
@@ -1115,7 +1121,7 @@ static void run_model(uint64_t seed, int ops, bool park)
             /* The writer's timers: everything due by now, as records. */
             m->now += rnd() % 30;
             queue_timer_t tm;
-            while (queue_next_timer(q, &tm) && tm.due_ms <= m->now) {
+            while (queue_next_timer(q, &tm) && tm.due_ms < m->now) {
                 if (tm.kind == QUEUE_TIMER_LEASE) {
                     int key = m->m[tm.id].key;
                     assert_true(m->k[key].inflight);
