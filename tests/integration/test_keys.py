@@ -63,7 +63,7 @@ def test_set_px_ex_expiry(server):
         assert c.call("SET", "k", "v", "PX", TTL_MS) == "OK"
         assert c.call("EXISTS", "k") == 1
         wait_gone(c, "k")
-        assert time.monotonic() - t0 >= TTL_MS / 1000.0 - 0.01  # never early
+        assert time.monotonic() - t0 >= TTL_MS / 1000.0  # never early: t0 was taken before the request left
         assert c.call("EXISTS", "k") == 0 and c.call("MGET", "k") == [None]
         assert c.call("KV.GET", "k") is None
         # the expiry is a revision of its own: a del in the history
