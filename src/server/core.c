@@ -223,6 +223,9 @@ int core_load_done(core_t *c, uint64_t rev)
 
 void core_set_history(core_t *c, uint64_t history_revs) { c->history_revs = history_revs ? history_revs : 1; }
 
+void core_replay_begin(core_t *c) { kv_index_defer(c->kv); }
+void core_replay_end(core_t *c) { kv_index_settle(c->kv); }
+
 uint64_t core_expiry_of(const core_t *c, const void *key, size_t klen)
 {
     if (ordo_heap_len(&c->heap) == 0)

@@ -122,6 +122,12 @@ struct kv_s {
     uint64_t oldest_rev;
     uint64_t epoch;               /* bumped by each compaction that pops */
 
+    /* Deferred indexing (kv_index_defer): keys created meanwhile wait here,
+     * unordered, instead of in the index; NULL marks one removed since. */
+    bool deferring;
+    kv_key_t **pending;
+    size_t npending, pending_cap;
+
     size_t live;                  /* keys whose newest version is a value */
     size_t nversions;
     size_t bytes;                 /* estimated heap bytes of keys and versions */
@@ -223,8 +229,14 @@ static void index_insert(kv_t *kv, kv_key_t *k)
     }
 }
 
+static bool pending_has(const kv_t *kv, const kv_key_t *k);
+
 static void index_remove(kv_t *kv, kv_key_t *k)
 {
+    if (pending_has(kv, k)) {
+        kv->pending[(uintptr_t)tower(k)[0]] = NULL;
+        return;
+    }
     kv_key_t **update[KV_LEVEL_MAX];
     index_find(kv, k->bytes, k->klen, update);
     kv_key_t **t = tower(k);
@@ -251,6 +263,82 @@ static kv_key_t *index_seek(const kv_t *kv, const void *key, size_t klen, bool s
     return fwd[0];
 }
 
+/* ---- deferred indexing -----------------------------------------------------------
+ * Inserting a key into the skiplist costs a dozen cache misses when keys
+ * arrive in random order, as they do when a log is replayed. While deferring,
+ * a new key goes to the pending array instead, and its tower[0] (unused
+ * until it is linked) holds its position there, so removing it is O(1).
+ * kv_index_settle() sorts the pending keys and links them in one ordered
+ * pass (a finger per level: each insertion starts from the previous one's
+ * predecessors), touching each node of the index a bounded number of times. */
+
+static void pending_add(kv_t *kv, kv_key_t *k)
+{
+    if (kv->npending == kv->pending_cap) {
+        size_t cap = kv->pending_cap ? kv->pending_cap * 2 : 1024;
+        kv_key_t **n = realloc(kv->pending, cap * sizeof *n);
+        if (n == NULL) {
+            fprintf(stderr, "ordod: out of memory allocating %zu bytes (kv)\n", cap * sizeof *n);
+            abort();
+        }
+        kv->pending = n;
+        kv->pending_cap = cap;
+    }
+    tower(k)[0] = (kv_key_t *)(uintptr_t)kv->npending;
+    kv->pending[kv->npending++] = k;
+}
+
+/* Is k waiting in the pending array? An indexed key's tower[0] is a pointer
+ * (or NULL), never a position whose slot holds k itself. */
+static bool pending_has(const kv_t *kv, const kv_key_t *k)
+{
+    uintptr_t i = (uintptr_t)tower(k)[0];
+    return kv->deferring && i < kv->npending && kv->pending[i] == k;
+}
+
+static int keyp_cmp(const void *a, const void *b)
+{
+    const kv_key_t *x = *(kv_key_t *const *)a, *y = *(kv_key_t *const *)b;
+    return keycmp(x->bytes, x->klen, y->bytes, y->klen);
+}
+
+void kv_index_defer(kv_t *kv)
+{
+    kv->deferring = true;
+}
+
+void kv_index_settle(kv_t *kv)
+{
+    if (!kv->deferring)
+        return;
+    size_t n = 0;
+    for (size_t i = 0; i < kv->npending; i++)
+        if (kv->pending[i] != NULL)
+            kv->pending[n++] = kv->pending[i];
+    qsort(kv->pending, n, sizeof *kv->pending, keyp_cmp);
+    kv_key_t **update[KV_LEVEL_MAX];
+    for (int l = 0; l < KV_LEVEL_MAX; l++)
+        update[l] = kv->head;
+    for (size_t i = 0; i < n; i++) {
+        kv_key_t *k = kv->pending[i];
+        kv_key_t **t = tower(k);
+        for (int l = 0; l < k->level; l++) {
+            /* update[l] precedes every key still to insert: walk on from it. */
+            while (update[l][l] != NULL && keycmp(update[l][l]->bytes, update[l][l]->klen, k->bytes, k->klen) < 0)
+                update[l] = tower(update[l][l]);
+            t[l] = update[l][l];
+            update[l][l] = k;
+            update[l] = t;
+        }
+        if (k->level > kv->level)
+            kv->level = k->level;
+    }
+    free(kv->pending);
+    kv->pending = NULL;
+    kv->npending = kv->pending_cap = 0;
+    kv->deferring = false;
+}
+
 static kv_key_t *key_find(const kv_t *kv, const void *key, size_t klen)
 {
     uint64_t h = ordo_htab_hash(&kv->keys, key, klen);
@@ -268,7 +356,10 @@ static kv_key_t *key_create(kv_t *kv, const void *key, size_t klen)
     if (klen)
         memcpy(k->bytes, key, klen);
     ordo_htab_insert(&kv->keys, &k->hnode, ordo_htab_hash(&kv->keys, key, klen));
-    index_insert(kv, k);
+    if (kv->deferring)
+        pending_add(kv, k);
+    else
+        index_insert(kv, k);
     kv->bytes += alloc_cost(size);
     return k;
 }
@@ -396,6 +487,7 @@ void kv_destroy(kv_t *kv)
 {
     if (kv == NULL)
         return;
+    kv_index_settle(kv); /* pending keys join the index, freed below */
     kv_key_t *k = kv->head[0];
     while (k != NULL) {
         kv_key_t *next = tower(k)[0];
@@ -535,6 +627,7 @@ static const kv_ver_t *base_of(const kv_t *kv, const kv_key_t *k)
 long kv_base_step(const kv_t *kv, const void *after, size_t alen, bool have_after, size_t limit, kv_base_cb cb,
                   void *arg)
 {
+    assert(!kv->deferring);
     const kv_key_t *k = have_after ? index_seek(kv, after, alen, true) : kv->head[0];
     long n = 0;
     for (; k != NULL && (size_t)n < limit; k = tower(k)[0], n++) {
@@ -580,6 +673,7 @@ int kv_del(kv_t *kv, const void *key, size_t klen, uint64_t rev, kv_change_t *ch
 long kv_range(const kv_t *kv, const void *prefix, size_t plen, const void *after, size_t alen,
               uint64_t at_rev, size_t limit, kv_range_cb cb, void *arg)
 {
+    assert(!kv->deferring);
     if (at_rev != 0 && at_rev < kv->oldest_rev)
         return KV_ECOMPACTED;
     /* Keys with the prefix are contiguous in byte order; start at the first
@@ -617,6 +711,24 @@ static size_t pop_cost(const kv_ver_t *v)
     return n;
 }
 
+/* Compaction reads each popped version and the one before it in its chain.
+ * Both were written a whole history ago (history_revs mutations), so they are
+ * long out of cache, and each write pays for them. The log says which
+ * versions come next: fetch the version KV_PREFETCH_AHEAD entries on, and the
+ * older version of the one half as far (whose own fetch was issued a few pops
+ * before), so both are in cache when their turn comes. A hint only. */
+#define KV_PREFETCH_AHEAD 8
+
+static void compact_prefetch(const kv_t *kv)
+{
+    if (kv->log_len <= KV_PREFETCH_AHEAD)
+        return;
+    __builtin_prefetch(log_at(kv, KV_PREFETCH_AHEAD));
+    const kv_ver_t *mid = log_at(kv, KV_PREFETCH_AHEAD / 2);
+    if (mid->older != NULL)
+        __builtin_prefetch(mid->older);
+}
+
 /* Pop the first log entry and free what it makes unreachable. */
 static void pop_one(kv_t *kv)
 {
@@ -646,6 +758,7 @@ int kv_compact_step(kv_t *kv, uint64_t rev, size_t max_versions)
     size_t work = 0;
     bool popped = false;
     while (kv->log_len > 0 && log_at(kv, 0)->pub.mod_rev < rev) {
+        compact_prefetch(kv);
         size_t cost = pop_cost(log_at(kv, 0));
         size_t units = cost ? cost : 1;
         if (popped && work + units > max_versions)
