@@ -85,9 +85,21 @@
 #include "htab.h"
 #include "siphash.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define KV_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define KV_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define KV_POISON(p, n) ((void)(p), (void)(n))
+#define KV_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 /* Skiplist height limit: with p = 1/4, 16 levels index 4^16 (4 billion) keys
  * before the top level stops thinning the search. */
 #define KV_LEVEL_MAX 16
+/* Spare versions: freed small versions kept for the next put (see ver_get). */
+#define KV_SPARE_MAX 8
+#define KV_SPARE_BYTES_MAX 256
 /* Smallest change log ring; it doubles when full; a compaction that
  * leaves it less than 1/8 full halves it until it is not. */
 #define KV_LOG_MIN 64
@@ -127,6 +139,9 @@ struct kv_s {
     bool deferring;
     kv_key_t **pending;
     size_t npending, pending_cap;
+
+    kv_ver_t *spare[KV_SPARE_MAX]; /* freed versions kept for reuse (ver_get) */
+    int nspare;
 
     size_t live;                  /* keys whose newest version is a value */
     size_t nversions;
@@ -345,7 +360,9 @@ static kv_key_t *key_find(const kv_t *kv, const void *key, size_t klen)
     return (kv_key_t *)ordo_htab_find(&kv->keys, h, key, klen);
 }
 
-static kv_key_t *key_create(kv_t *kv, const void *key, size_t klen)
+/* A new key; hash is ordo_htab_hash() of it (the caller's failed lookup
+ * computed it already). */
+static kv_key_t *key_create(kv_t *kv, const void *key, size_t klen, uint64_t hash)
 {
     int level = random_level(kv);
     size_t size = key_size((uint32_t)klen, level);
@@ -355,7 +372,7 @@ static kv_key_t *key_create(kv_t *kv, const void *key, size_t klen)
     k->level = (uint8_t)level;
     if (klen)
         memcpy(k->bytes, key, klen);
-    ordo_htab_insert(&kv->keys, &k->hnode, ordo_htab_hash(&kv->keys, key, klen));
+    ordo_htab_insert(&kv->keys, &k->hnode, hash);
     if (kv->deferring)
         pending_add(kv, k);
     else
@@ -377,10 +394,42 @@ static size_t ver_size(uint32_t vlen)
     return sizeof(kv_ver_t) + vlen;
 }
 
+/* Spare versions. In steady state every put allocates a version and the
+ * compaction step after it frees one (the version a history ago), mostly of
+ * the same size. ver_free keeps up to KV_SPARE_MAX small freed versions and
+ * ver_get reuses one whose allocation is at least as large (ver_size of its
+ * last vlen, an underestimate of what was malloc'd) and of the same malloc
+ * size class, so memory and its accounting are what malloc would give; this
+ * saves a malloc and a free per write. Spares are not counted in bytes or
+ * nversions; under ASan they are poisoned while they wait. */
+static kv_ver_t *ver_get(kv_t *kv, size_t vlen)
+{
+    size_t need = ver_size((uint32_t)vlen);
+    for (int i = kv->nspare - 1; i >= 0; i--) {
+        kv_ver_t *v = kv->spare[i];
+        size_t have = ver_size(v->pub.vlen); /* readable: vlen is not poisoned */
+        if (have >= need && alloc_cost(have) == alloc_cost(need)) {
+            kv->spare[i] = kv->spare[--kv->nspare];
+            KV_UNPOISON(v, have);
+            return v;
+        }
+    }
+    return kv_xmalloc(need);
+}
+
 static void ver_free(kv_t *kv, kv_ver_t *v)
 {
-    kv->bytes -= alloc_cost(ver_size(v->pub.vlen));
+    size_t size = ver_size(v->pub.vlen);
+    kv->bytes -= alloc_cost(size);
     kv->nversions--;
+    if (size <= KV_SPARE_BYTES_MAX && kv->nspare < KV_SPARE_MAX) {
+        kv->spare[kv->nspare++] = v;
+        /* Poison all but vlen, which ver_get reads. */
+        KV_POISON(v, offsetof(kv_ver_t, pub.vlen));
+        KV_POISON((char *)v + offsetof(kv_ver_t, pub.vlen) + sizeof v->pub.vlen,
+                  size - offsetof(kv_ver_t, pub.vlen) - sizeof v->pub.vlen);
+        return;
+    }
     free(v);
 }
 
@@ -500,6 +549,10 @@ void kv_destroy(kv_t *kv)
         free(k);
         k = next;
     }
+    for (int i = 0; i < kv->nspare; i++) {
+        KV_UNPOISON(kv->spare[i], ver_size(kv->spare[i]->pub.vlen));
+        free(kv->spare[i]);
+    }
     free(kv->log);
     ordo_htab_destroy(&kv->keys);
     free(kv);
@@ -544,7 +597,7 @@ static kv_ver_t *ver_append(kv_t *kv, kv_key_t *k, const void *val, size_t vlen,
                             uint64_t lease, uint64_t rev)
 {
     kv_ver_t *prev = k->newest;
-    kv_ver_t *v = kv_xmalloc(ver_size((uint32_t)vlen));
+    kv_ver_t *v = ver_get(kv, vlen);
     v->pub.mod_rev = rev;
     v->pub.lease = lease;
     v->pub.deleted = deleted;
@@ -581,11 +634,13 @@ static kv_ver_t *ver_append(kv_t *kv, kv_key_t *k, const void *val, size_t vlen,
 int kv_load(kv_t *kv, const void *key, size_t klen, const void *val, size_t vlen, uint64_t create_rev,
             uint64_t mod_rev, uint64_t version, uint64_t lease)
 {
-    if (kv->log_len != 0 || mod_rev == 0 || create_rev > mod_rev || version == 0 || key_find(kv, key, klen))
+    uint64_t h = ordo_htab_hash(&kv->keys, key, klen);
+    if (kv->log_len != 0 || mod_rev == 0 || create_rev > mod_rev || version == 0 ||
+        ordo_htab_find(&kv->keys, h, key, klen) != NULL)
         return KV_EREV;
     if (mod_rev > kv->last_rev)
         kv->last_rev = mod_rev;
-    kv_key_t *k = key_create(kv, key, klen);
+    kv_key_t *k = key_create(kv, key, klen, h);
     kv_ver_t *v = kv_xmalloc(ver_size((uint32_t)vlen));
     v->pub.mod_rev = mod_rev;
     v->pub.create_rev = create_rev;
@@ -643,9 +698,10 @@ int kv_put(kv_t *kv, const void *key, size_t klen, const void *val, size_t vlen,
     if (rev <= kv->last_rev)
         return KV_EREV;
     assert(klen <= UINT32_MAX && vlen <= UINT32_MAX);
-    kv_key_t *k = key_find(kv, key, klen);
+    uint64_t h = ordo_htab_hash(&kv->keys, key, klen);
+    kv_key_t *k = (kv_key_t *)ordo_htab_find(&kv->keys, h, key, klen);
     if (k == NULL)
-        k = key_create(kv, key, klen);
+        k = key_create(kv, key, klen, h);
     if (k->newest == NULL || k->newest->pub.deleted)
         kv->live++;
     kv_ver_t *v = ver_append(kv, k, val, vlen, false, lease, rev);
