@@ -22,7 +22,10 @@
  * struct is embedded rather than built on demand because kv.h promises that
  * the pointers it returns stay valid until the next mutation; a version's
  * value and key pointers point into the two allocations above. There is no
- * `newer` pointer: compaction never needs to walk forwards (see below).
+ * `newer` pointer: compaction never needs to walk forwards (see below). A
+ * few freed small versions are kept as spares for the next put (ver_get), so
+ * the steady state of a write allocating one version and its compaction step
+ * freeing another costs neither a malloc nor a free.
  *
  * Ordered index: a skiplist whose nodes are the key structs themselves (p =
  * 1/4, at most KV_LEVEL_MAX levels), ordered by memcmp and then shorter
@@ -32,7 +35,10 @@
  * come from a per-store xorshift generator seeded from the kernel, so a
  * client cannot arrange for keys to be tall or short. The index holds every
  * key that has retained history, live or tombstoned, because kv_range() at an
- * old revision must see keys deleted since.
+ * old revision must see keys deleted since. While a log is replayed the index
+ * is deferred (kv_index_defer(); see "deferred indexing" below): new keys
+ * wait unordered and are linked in one sorted pass at the end, which is what
+ * makes a replay's key creation cheap.
  *
  * Change log: a ring buffer (power-of-two array deque) of version pointers in
  * revision order. Revisions are sparse (the core spends them on other things),
@@ -330,7 +336,8 @@ void kv_index_settle(kv_t *kv)
     for (size_t i = 0; i < kv->npending; i++)
         if (kv->pending[i] != NULL)
             kv->pending[n++] = kv->pending[i];
-    qsort(kv->pending, n, sizeof *kv->pending, keyp_cmp);
+    if (n > 1) /* (the array is NULL if nothing was created) */
+        qsort(kv->pending, n, sizeof *kv->pending, keyp_cmp);
     kv_key_t **update[KV_LEVEL_MAX];
     for (int l = 0; l < KV_LEVEL_MAX; l++)
         update[l] = kv->head;
