@@ -37,6 +37,19 @@ typedef struct cmd_entry_s {
 
 #define CMD_NAME_MAX 31
 
+/* The command table's hash: FNV-1a of the lower-cased name. Not SipHash
+ * (ordo_htab_hash): the table holds only our own command names, fixed at
+ * startup, so a client cannot build chains in it (an unknown name is a miss
+ * in a short chain), and hashing the name of every command with SipHash
+ * cost more than the lookup. */
+static uint64_t name_hash(const char *name, size_t len)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)name[i]) * 0x100000001b3ULL;
+    return h;
+}
+
 static bool entry_eq(const ordo_hnode_t *n, const void *key, size_t len)
 {
     const cmd_entry_t *e = (const cmd_entry_t *)n;
@@ -55,7 +68,7 @@ void cmd_register(server_t *s, const cmd_def_t *defs, size_t n)
         }
         for (size_t j = 0; j < e->nlen; j++)
             e->name[j] = (char)tolower((unsigned char)defs[i].name[j]);
-        ordo_htab_insert(&s->commands, &e->node, ordo_htab_hash(&s->commands, e->name, e->nlen));
+        ordo_htab_insert(&s->commands, &e->node, name_hash(e->name, e->nlen));
     }
 }
 
@@ -110,8 +123,8 @@ static const cmd_def_t *lookup(server_t *s, const resp_arg_t *a)
         return NULL;
     for (size_t i = 0; i < a->len; i++)
         name[i] = (char)tolower((unsigned char)a->ptr[i]);
-    const cmd_entry_t *e = (const cmd_entry_t *)ordo_htab_find(
-        &s->commands, ordo_htab_hash(&s->commands, name, a->len), name, a->len);
+    const cmd_entry_t *e =
+        (const cmd_entry_t *)ordo_htab_find(&s->commands, name_hash(name, a->len), name, a->len);
     return e ? e->def : NULL;
 }
 

@@ -51,6 +51,7 @@ struct core_s {
     core_coord_cb coord_cb;
     void *coord_arg;
     queue_set_t *queues;     /* keyed work queues */
+    bool replaying;          /* core_replay_begin(): no observer is told of changes */
 };
 
 static bool exp_eq(const ordo_hnode_t *n, const void *key, size_t len)
@@ -223,6 +224,18 @@ int core_load_done(core_t *c, uint64_t rev)
 
 void core_set_history(core_t *c, uint64_t history_revs) { c->history_revs = history_revs ? history_revs : 1; }
 
+void core_replay_begin(core_t *c)
+{
+    c->replaying = true;
+    kv_index_defer(c->kv);
+}
+
+void core_replay_end(core_t *c)
+{
+    c->replaying = false;
+    kv_index_settle(c->kv);
+}
+
 uint64_t core_expiry_of(const core_t *c, const void *key, size_t klen)
 {
     if (ordo_heap_len(&c->heap) == 0)
@@ -240,7 +253,7 @@ static int delete_key_detached(core_t *c, const void *key, size_t klen);
 /* After a mutation: tell the observer, then compact a little if due. */
 static void after_change(core_t *c, const kv_change_t *ch)
 {
-    if (c->change_cb != NULL)
+    if (c->change_cb != NULL && !c->replaying)
         c->change_cb(c->change_arg, ch);
     uint64_t oldest = kv_oldest_rev(c->kv);
     if (c->rev >= oldest + c->history_revs) {

@@ -20,7 +20,8 @@
  * from a snapshot gives the same deletions whatever deadlines it restored.
  *
  * Observers: after each change to a key the core calls the change callback
- * (the watch layer) with the change; the callback must not apply records.
+ * (the watch layer) with the change, except during a bulk replay
+ * (core_replay_begin()); the callback must not apply records.
  *
  * Not thread-safe: owned by the core thread.
  */
@@ -208,5 +209,13 @@ int core_qconfig_decode(const void *p, size_t len, queue_config_t *cfg);
  * (0: no pin), so a snapshot being written at that revision stays readable. */
 void core_set_compact_pin(core_t *c, uint64_t pin);
 void core_set_history(core_t *c, uint64_t history_revs);
+/* Bulk replay (recovery, before any client can watch): between
+ * core_replay_begin() and core_replay_end() records apply as usual and reach
+ * the same state, but the change callback is not called (there is no one to
+ * tell; coordination events still are) and the store defers ordering new
+ * keys (kv_index_defer()), so range reads (KV.RANGE, watches' snapshots,
+ * snapshot writing) must wait for core_replay_end(). */
+void core_replay_begin(core_t *c);
+void core_replay_end(core_t *c);
 
 #endif /* ORDO_CORE_H */

@@ -22,7 +22,10 @@
  * struct is embedded rather than built on demand because kv.h promises that
  * the pointers it returns stay valid until the next mutation; a version's
  * value and key pointers point into the two allocations above. There is no
- * `newer` pointer: compaction never needs to walk forwards (see below).
+ * `newer` pointer: compaction never needs to walk forwards (see below). A
+ * few freed small versions are kept as spares for the next put (ver_get), so
+ * the steady state of a write allocating one version and its compaction step
+ * freeing another costs neither a malloc nor a free.
  *
  * Ordered index: a skiplist whose nodes are the key structs themselves (p =
  * 1/4, at most KV_LEVEL_MAX levels), ordered by memcmp and then shorter
@@ -32,7 +35,10 @@
  * come from a per-store xorshift generator seeded from the kernel, so a
  * client cannot arrange for keys to be tall or short. The index holds every
  * key that has retained history, live or tombstoned, because kv_range() at an
- * old revision must see keys deleted since.
+ * old revision must see keys deleted since. While a log is replayed the index
+ * is deferred (kv_index_defer(); see "deferred indexing" below): new keys
+ * wait unordered and are linked in one sorted pass at the end, which is what
+ * makes a replay's key creation cheap.
  *
  * Change log: a ring buffer (power-of-two array deque) of version pointers in
  * revision order. Revisions are sparse (the core spends them on other things),
@@ -85,9 +91,21 @@
 #include "htab.h"
 #include "siphash.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define KV_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define KV_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define KV_POISON(p, n) ((void)(p), (void)(n))
+#define KV_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 /* Skiplist height limit: with p = 1/4, 16 levels index 4^16 (4 billion) keys
  * before the top level stops thinning the search. */
 #define KV_LEVEL_MAX 16
+/* Spare versions: freed small versions kept for the next put (see ver_get). */
+#define KV_SPARE_MAX 8
+#define KV_SPARE_BYTES_MAX 256
 /* Smallest change log ring; it doubles when full; a compaction that
  * leaves it less than 1/8 full halves it until it is not. */
 #define KV_LOG_MIN 64
@@ -121,6 +139,15 @@ struct kv_s {
     uint64_t last_rev;
     uint64_t oldest_rev;
     uint64_t epoch;               /* bumped by each compaction that pops */
+
+    /* Deferred indexing (kv_index_defer): keys created meanwhile wait here,
+     * unordered, instead of in the index; NULL marks one removed since. */
+    bool deferring;
+    kv_key_t **pending;
+    size_t npending, pending_cap;
+
+    kv_ver_t *spare[KV_SPARE_MAX]; /* freed versions kept for reuse (ver_get) */
+    int nspare;
 
     size_t live;                  /* keys whose newest version is a value */
     size_t nversions;
@@ -223,8 +250,14 @@ static void index_insert(kv_t *kv, kv_key_t *k)
     }
 }
 
+static bool pending_has(const kv_t *kv, const kv_key_t *k);
+
 static void index_remove(kv_t *kv, kv_key_t *k)
 {
+    if (pending_has(kv, k)) {
+        kv->pending[(uintptr_t)tower(k)[0]] = NULL;
+        return;
+    }
     kv_key_t **update[KV_LEVEL_MAX];
     index_find(kv, k->bytes, k->klen, update);
     kv_key_t **t = tower(k);
@@ -251,13 +284,92 @@ static kv_key_t *index_seek(const kv_t *kv, const void *key, size_t klen, bool s
     return fwd[0];
 }
 
+/* ---- deferred indexing -----------------------------------------------------------
+ * Inserting a key into the skiplist costs a dozen cache misses when keys
+ * arrive in random order, as they do when a log is replayed. While deferring,
+ * a new key goes to the pending array instead, and its tower[0] (unused
+ * until it is linked) holds its position there, so removing it is O(1).
+ * kv_index_settle() sorts the pending keys and links them in one ordered
+ * pass (a finger per level: each insertion starts from the previous one's
+ * predecessors), touching each node of the index a bounded number of times. */
+
+static void pending_add(kv_t *kv, kv_key_t *k)
+{
+    if (kv->npending == kv->pending_cap) {
+        size_t cap = kv->pending_cap ? kv->pending_cap * 2 : 1024;
+        kv_key_t **n = realloc(kv->pending, cap * sizeof *n);
+        if (n == NULL) {
+            fprintf(stderr, "ordod: out of memory allocating %zu bytes (kv)\n", cap * sizeof *n);
+            abort();
+        }
+        kv->pending = n;
+        kv->pending_cap = cap;
+    }
+    tower(k)[0] = (kv_key_t *)(uintptr_t)kv->npending;
+    kv->pending[kv->npending++] = k;
+}
+
+/* Is k waiting in the pending array? An indexed key's tower[0] is a pointer
+ * (or NULL), never a position whose slot holds k itself. */
+static bool pending_has(const kv_t *kv, const kv_key_t *k)
+{
+    uintptr_t i = (uintptr_t)tower(k)[0];
+    return kv->deferring && i < kv->npending && kv->pending[i] == k;
+}
+
+static int keyp_cmp(const void *a, const void *b)
+{
+    const kv_key_t *x = *(kv_key_t *const *)a, *y = *(kv_key_t *const *)b;
+    return keycmp(x->bytes, x->klen, y->bytes, y->klen);
+}
+
+void kv_index_defer(kv_t *kv)
+{
+    kv->deferring = true;
+}
+
+void kv_index_settle(kv_t *kv)
+{
+    if (!kv->deferring)
+        return;
+    size_t n = 0;
+    for (size_t i = 0; i < kv->npending; i++)
+        if (kv->pending[i] != NULL)
+            kv->pending[n++] = kv->pending[i];
+    if (n > 1) /* (the array is NULL if nothing was created) */
+        qsort(kv->pending, n, sizeof *kv->pending, keyp_cmp);
+    kv_key_t **update[KV_LEVEL_MAX];
+    for (int l = 0; l < KV_LEVEL_MAX; l++)
+        update[l] = kv->head;
+    for (size_t i = 0; i < n; i++) {
+        kv_key_t *k = kv->pending[i];
+        kv_key_t **t = tower(k);
+        for (int l = 0; l < k->level; l++) {
+            /* update[l] precedes every key still to insert: walk on from it. */
+            while (update[l][l] != NULL && keycmp(update[l][l]->bytes, update[l][l]->klen, k->bytes, k->klen) < 0)
+                update[l] = tower(update[l][l]);
+            t[l] = update[l][l];
+            update[l][l] = k;
+            update[l] = t;
+        }
+        if (k->level > kv->level)
+            kv->level = k->level;
+    }
+    free(kv->pending);
+    kv->pending = NULL;
+    kv->npending = kv->pending_cap = 0;
+    kv->deferring = false;
+}
+
 static kv_key_t *key_find(const kv_t *kv, const void *key, size_t klen)
 {
     uint64_t h = ordo_htab_hash(&kv->keys, key, klen);
     return (kv_key_t *)ordo_htab_find(&kv->keys, h, key, klen);
 }
 
-static kv_key_t *key_create(kv_t *kv, const void *key, size_t klen)
+/* A new key; hash is ordo_htab_hash() of it (the caller's failed lookup
+ * computed it already). */
+static kv_key_t *key_create(kv_t *kv, const void *key, size_t klen, uint64_t hash)
 {
     int level = random_level(kv);
     size_t size = key_size((uint32_t)klen, level);
@@ -267,8 +379,11 @@ static kv_key_t *key_create(kv_t *kv, const void *key, size_t klen)
     k->level = (uint8_t)level;
     if (klen)
         memcpy(k->bytes, key, klen);
-    ordo_htab_insert(&kv->keys, &k->hnode, ordo_htab_hash(&kv->keys, key, klen));
-    index_insert(kv, k);
+    ordo_htab_insert(&kv->keys, &k->hnode, hash);
+    if (kv->deferring)
+        pending_add(kv, k);
+    else
+        index_insert(kv, k);
     kv->bytes += alloc_cost(size);
     return k;
 }
@@ -286,10 +401,42 @@ static size_t ver_size(uint32_t vlen)
     return sizeof(kv_ver_t) + vlen;
 }
 
+/* Spare versions. In steady state every put allocates a version and the
+ * compaction step after it frees one (the version a history ago), mostly of
+ * the same size. ver_free keeps up to KV_SPARE_MAX small freed versions and
+ * ver_get reuses one whose allocation is at least as large (ver_size of its
+ * last vlen, an underestimate of what was malloc'd) and of the same malloc
+ * size class, so memory and its accounting are what malloc would give; this
+ * saves a malloc and a free per write. Spares are not counted in bytes or
+ * nversions; under ASan they are poisoned while they wait. */
+static kv_ver_t *ver_get(kv_t *kv, size_t vlen)
+{
+    size_t need = ver_size((uint32_t)vlen);
+    for (int i = kv->nspare - 1; i >= 0; i--) {
+        kv_ver_t *v = kv->spare[i];
+        size_t have = ver_size(v->pub.vlen); /* readable: vlen is not poisoned */
+        if (have >= need && alloc_cost(have) == alloc_cost(need)) {
+            kv->spare[i] = kv->spare[--kv->nspare];
+            KV_UNPOISON(v, have);
+            return v;
+        }
+    }
+    return kv_xmalloc(need);
+}
+
 static void ver_free(kv_t *kv, kv_ver_t *v)
 {
-    kv->bytes -= alloc_cost(ver_size(v->pub.vlen));
+    size_t size = ver_size(v->pub.vlen);
+    kv->bytes -= alloc_cost(size);
     kv->nversions--;
+    if (size <= KV_SPARE_BYTES_MAX && kv->nspare < KV_SPARE_MAX) {
+        kv->spare[kv->nspare++] = v;
+        /* Poison all but vlen, which ver_get reads. */
+        KV_POISON(v, offsetof(kv_ver_t, pub.vlen));
+        KV_POISON((char *)v + offsetof(kv_ver_t, pub.vlen) + sizeof v->pub.vlen,
+                  size - offsetof(kv_ver_t, pub.vlen) - sizeof v->pub.vlen);
+        return;
+    }
     free(v);
 }
 
@@ -396,6 +543,7 @@ void kv_destroy(kv_t *kv)
 {
     if (kv == NULL)
         return;
+    kv_index_settle(kv); /* pending keys join the index, freed below */
     kv_key_t *k = kv->head[0];
     while (k != NULL) {
         kv_key_t *next = tower(k)[0];
@@ -407,6 +555,10 @@ void kv_destroy(kv_t *kv)
         }
         free(k);
         k = next;
+    }
+    for (int i = 0; i < kv->nspare; i++) {
+        KV_UNPOISON(kv->spare[i], ver_size(kv->spare[i]->pub.vlen));
+        free(kv->spare[i]);
     }
     free(kv->log);
     ordo_htab_destroy(&kv->keys);
@@ -452,7 +604,7 @@ static kv_ver_t *ver_append(kv_t *kv, kv_key_t *k, const void *val, size_t vlen,
                             uint64_t lease, uint64_t rev)
 {
     kv_ver_t *prev = k->newest;
-    kv_ver_t *v = kv_xmalloc(ver_size((uint32_t)vlen));
+    kv_ver_t *v = ver_get(kv, vlen);
     v->pub.mod_rev = rev;
     v->pub.lease = lease;
     v->pub.deleted = deleted;
@@ -489,11 +641,13 @@ static kv_ver_t *ver_append(kv_t *kv, kv_key_t *k, const void *val, size_t vlen,
 int kv_load(kv_t *kv, const void *key, size_t klen, const void *val, size_t vlen, uint64_t create_rev,
             uint64_t mod_rev, uint64_t version, uint64_t lease)
 {
-    if (kv->log_len != 0 || mod_rev == 0 || create_rev > mod_rev || version == 0 || key_find(kv, key, klen))
+    uint64_t h = ordo_htab_hash(&kv->keys, key, klen);
+    if (kv->log_len != 0 || mod_rev == 0 || create_rev > mod_rev || version == 0 ||
+        ordo_htab_find(&kv->keys, h, key, klen) != NULL)
         return KV_EREV;
     if (mod_rev > kv->last_rev)
         kv->last_rev = mod_rev;
-    kv_key_t *k = key_create(kv, key, klen);
+    kv_key_t *k = key_create(kv, key, klen, h);
     kv_ver_t *v = kv_xmalloc(ver_size((uint32_t)vlen));
     v->pub.mod_rev = mod_rev;
     v->pub.create_rev = create_rev;
@@ -535,6 +689,7 @@ static const kv_ver_t *base_of(const kv_t *kv, const kv_key_t *k)
 long kv_base_step(const kv_t *kv, const void *after, size_t alen, bool have_after, size_t limit, kv_base_cb cb,
                   void *arg)
 {
+    assert(!kv->deferring);
     const kv_key_t *k = have_after ? index_seek(kv, after, alen, true) : kv->head[0];
     long n = 0;
     for (; k != NULL && (size_t)n < limit; k = tower(k)[0], n++) {
@@ -550,9 +705,10 @@ int kv_put(kv_t *kv, const void *key, size_t klen, const void *val, size_t vlen,
     if (rev <= kv->last_rev)
         return KV_EREV;
     assert(klen <= UINT32_MAX && vlen <= UINT32_MAX);
-    kv_key_t *k = key_find(kv, key, klen);
+    uint64_t h = ordo_htab_hash(&kv->keys, key, klen);
+    kv_key_t *k = (kv_key_t *)ordo_htab_find(&kv->keys, h, key, klen);
     if (k == NULL)
-        k = key_create(kv, key, klen);
+        k = key_create(kv, key, klen, h);
     if (k->newest == NULL || k->newest->pub.deleted)
         kv->live++;
     kv_ver_t *v = ver_append(kv, k, val, vlen, false, lease, rev);
@@ -580,6 +736,7 @@ int kv_del(kv_t *kv, const void *key, size_t klen, uint64_t rev, kv_change_t *ch
 long kv_range(const kv_t *kv, const void *prefix, size_t plen, const void *after, size_t alen,
               uint64_t at_rev, size_t limit, kv_range_cb cb, void *arg)
 {
+    assert(!kv->deferring);
     if (at_rev != 0 && at_rev < kv->oldest_rev)
         return KV_ECOMPACTED;
     /* Keys with the prefix are contiguous in byte order; start at the first
@@ -617,6 +774,24 @@ static size_t pop_cost(const kv_ver_t *v)
     return n;
 }
 
+/* Compaction reads each popped version and the one before it in its chain.
+ * Both were written a whole history ago (history_revs mutations), so they are
+ * long out of cache, and each write pays for them. The log says which
+ * versions come next: fetch the version KV_PREFETCH_AHEAD entries on, and the
+ * older version of the one half as far (whose own fetch was issued a few pops
+ * before), so both are in cache when their turn comes. A hint only. */
+#define KV_PREFETCH_AHEAD 8
+
+static void compact_prefetch(const kv_t *kv)
+{
+    if (kv->log_len <= KV_PREFETCH_AHEAD)
+        return;
+    __builtin_prefetch(log_at(kv, KV_PREFETCH_AHEAD));
+    const kv_ver_t *mid = log_at(kv, KV_PREFETCH_AHEAD / 2);
+    if (mid->older != NULL)
+        __builtin_prefetch(mid->older);
+}
+
 /* Pop the first log entry and free what it makes unreachable. */
 static void pop_one(kv_t *kv)
 {
@@ -646,6 +821,7 @@ int kv_compact_step(kv_t *kv, uint64_t rev, size_t max_versions)
     size_t work = 0;
     bool popped = false;
     while (kv->log_len > 0 && log_at(kv, 0)->pub.mod_rev < rev) {
+        compact_prefetch(kv);
         size_t cost = pop_cost(log_at(kv, 0));
         size_t units = cost ? cost : 1;
         if (popped && work + units > max_versions)

@@ -148,6 +148,15 @@ int kv_log_next(const kv_t *kv, kv_cursor_t *cur, kv_change_t *out);
 
 void kv_stats(const kv_t *kv, kv_stats_t *out);
 
+/* Deferred indexing, for bulk loading (log replay): after kv_index_defer(),
+ * keys created join the ordered index only at kv_index_settle(), in one
+ * sorted pass instead of one random-order skiplist insertion each. Every
+ * other operation works as usual meanwhile, except kv_range() and
+ * kv_base_step(), which must not be called until the index is settled.
+ * kv_index_settle() without a defer does nothing; kv_destroy() settles. */
+void kv_index_defer(kv_t *kv);
+void kv_index_settle(kv_t *kv);
+
 /* Snapshots store the retained history as: each key's base (the value
  * visible just below the compaction point, if any), then the change log.
  *

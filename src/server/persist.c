@@ -206,7 +206,9 @@ int persist_open(server_t *s, char *err, size_t elen)
     replay_ctx_t x = {s, err, elen};
     wal_recovery_t rec;
     memset(&rec, 0, sizeof rec);
+    core_replay_begin(s->core);
     s->wal = wal_open(&opt, snap_rev, replay_one, &x, &rec, err, elen);
+    core_replay_end(s->core);
     if (s->wal == NULL)
         return -1;
     if (rec.truncated_bytes > 0)

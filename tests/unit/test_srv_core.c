@@ -2,7 +2,8 @@
  * test_srv_core.c -- the core state machine: conditions decided by apply,
  * revisions taken only by changes, expiry as records, automatic compaction,
  * and determinism (the same records applied to two cores give the same
- * results and the same state).
+ * results and the same state), also when one of them applies them as a bulk
+ * replay (core_replay_begin/end), which tells no observer.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -245,6 +246,100 @@ static void test_determinism(void **state)
     core_destroy(b);
 }
 
+/* Ranges are read into these, to compare two stores key by key in order. */
+typedef struct {
+    const kv_version_t *v[512];
+    size_t n;
+} seen_t;
+
+static int seen_cb(void *arg, const kv_version_t *v)
+{
+    seen_t *s = arg;
+    assert_true(s->n < sizeof s->v / sizeof s->v[0]);
+    s->v[s->n++] = v;
+    return 0;
+}
+
+static void count_changes_into(void *arg, const kv_change_t *ch)
+{
+    (void)ch;
+    (*(size_t *)arg)++;
+}
+
+static void same_range(const core_t *a, const core_t *b, uint64_t at_rev)
+{
+    seen_t sa = {.n = 0}, sb = {.n = 0};
+    long na = kv_range(core_kv(a), NULL, 0, NULL, 0, at_rev, 0, seen_cb, &sa);
+    long nb = kv_range(core_kv(b), NULL, 0, NULL, 0, at_rev, 0, seen_cb, &sb);
+    assert_int_equal(na, nb);
+    for (size_t i = 0; i < sa.n; i++) {
+        assert_int_equal(sa.v[i]->klen, sb.v[i]->klen);
+        assert_memory_equal(sa.v[i]->key, sb.v[i]->key, sa.v[i]->klen);
+        assert_int_equal(sa.v[i]->mod_rev, sb.v[i]->mod_rev);
+        assert_int_equal(sa.v[i]->create_rev, sb.v[i]->create_rev);
+        assert_int_equal(sa.v[i]->version, sb.v[i]->version);
+        assert_int_equal(sa.v[i]->vlen, sb.v[i]->vlen);
+        assert_memory_equal(sa.v[i]->value, sb.v[i]->value, sa.v[i]->vlen);
+    }
+}
+
+/* The same stream applied live and as a bulk replay (as recovery does):
+ * same results, same revisions, same keys in the same order with the same
+ * history and compaction point; the replaying core tells its observer
+ * nothing. Keys come and go (deletes, expiries, compaction of tombstones)
+ * while the replay defers indexing them. */
+static void test_bulk_replay_same_state(void **state)
+{
+    (void)state;
+    core_t *a = core_create(300), *b = core_create(300);
+    size_t changes_a = 0, changes_b = 0;
+    core_set_change_cb(a, count_changes_into, &changes_a);
+    core_set_change_cb(b, count_changes_into, &changes_b);
+    for (int round = 0; round < 3; round++) {
+        core_replay_begin(b);
+        uint64_t seed = 7 + (uint64_t)round;
+        char key[16], val[16];
+        for (int i = 0; i < 5000; i++) {
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            unsigned x = (unsigned)(seed >> 33);
+            snprintf(key, sizeof key, "k%u", x % 400);
+            snprintf(val, sizeof val, "%u", x % 1000);
+            record_t r = {.time_ms = (uint64_t)i, .key = key, .klen = (uint32_t)strlen(key)};
+            switch (x % 7) {
+            case 0: case 1: r.type = REC_DEL; break;
+            case 2: r.type = REC_INCR; r.incr = 1; break;
+            case 3: r.type = REC_EXPIRE; break;
+            case 4:
+                r.type = REC_COMPACT;
+                r.arg_rev = kv_oldest_rev(core_kv(a)) + x % 200;
+                break;
+            default: r.type = REC_PUT; r.val = val; r.vlen = (uint32_t)strlen(val); break;
+            }
+            apply_result_t ra, rb;
+            core_apply(a, &r, &ra);
+            core_apply(b, &r, &rb);
+            assert_memory_equal(&ra, &rb, sizeof ra);
+            assert_int_equal(core_rev(a), core_rev(b));
+        }
+        assert_int_equal(changes_b, 0);
+        core_replay_end(b);
+        assert_true(changes_a > 0);
+        assert_int_equal(kv_oldest_rev(core_kv(a)), kv_oldest_rev(core_kv(b)));
+        assert_int_equal(kv_count(core_kv(a)), kv_count(core_kv(b)));
+        same_range(a, b, 0);
+        same_range(a, b, kv_oldest_rev(core_kv(a)));
+        same_range(a, b, (kv_oldest_rev(core_kv(a)) + core_rev(a)) / 2);
+        /* After the replay the observer hears of changes again. */
+        record_t r = put("after", "x", 1);
+        apply_result_t res;
+        core_apply(b, &r, &res);
+        core_apply(a, &r, &res);
+        assert_int_equal(changes_b, 1);
+        changes_a = changes_b = 0;
+    }
+    core_destroy(a);
+    core_destroy(b);
+}
 
 /* Queue records: revisions as core.c documents them, and the byte form
  * (format 2 with the aux field) round-trips into the same state. */
@@ -378,6 +473,7 @@ int main(void)
         cmocka_unit_test(test_expiry_is_a_record),
         cmocka_unit_test(test_auto_compaction),
         cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_bulk_replay_same_state),
         cmocka_unit_test(test_queue_records),
         cmocka_unit_test(test_record_format1),
     };

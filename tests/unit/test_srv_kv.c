@@ -2,7 +2,8 @@
  * test_srv_kv.c -- the multi-version key store: version semantics, reads at
  * every revision against a naive reference model, ranges in byte order over
  * binary keys, compaction (full and stepwise), the change log and its
- * cursors, a seeded randomized run against the model, and memory per key
+ * cursors, a seeded randomized run against the model (also with the index
+ * deferred and settled between rounds of checks), and memory per key
  * for a million keys.
  *
  * The reference model is a plain array of operations (rev, key, value or
@@ -729,11 +730,21 @@ static uint64_t rnd(void)
     return rnd_state;
 }
 
-static void test_randomized(void **state)
+/* With defer, the store runs with deferred indexing (kv_index_defer) and
+ * settles it just before each round of checks, so keys created, tombstoned
+ * and compacted away while pending, and settling into an index that already
+ * holds keys, all meet the same model. */
+static void randomized(bool defer)
 {
-    (void)state;
     rnd_state = 0x9e3779b97f4a7c15ULL;
     kv_t *kv = kv_create();
+    if (defer) {
+        /* Settling with nothing pending changes nothing (and passes no NULL
+         * array to qsort: UBSan). */
+        kv_index_defer(kv);
+        kv_index_settle(kv);
+        assert_int_equal(kv_range(kv, NULL, 0, NULL, 0, 0, 0, collect_cb, &(collect_t){.n = 0}), 0);
+    }
     model_t m = {0};
     bkey_t keys[NKEYS], sorted[NKEYS];
     make_keys(keys);
@@ -746,6 +757,8 @@ static void test_randomized(void **state)
     assert_int_equal(kv_log_seek(kv, 0, &watcher), KV_OK);
 
     for (int i = 0; i < OPS; i++) {
+        if (defer && i % CHECK_EVERY == 0)
+            kv_index_defer(kv);
         const bkey_t *k = &keys[rnd() % 30]; /* a hot subset: deep histories */
         if (rnd() % 4 == 0)
             k = &keys[rnd() % NKEYS];
@@ -801,6 +814,7 @@ static void test_randomized(void **state)
 
         if (i % CHECK_EVERY != CHECK_EVERY - 1)
             continue;
+        kv_index_settle(kv);
         uint64_t oldest = kv_oldest_rev(kv), last = kv_last_rev(kv);
         /* Point reads: current, and at random revisions around the history. */
         size_t live = 0;
@@ -845,8 +859,28 @@ static void test_randomized(void **state)
             assert_int_equal(ch.cur->mod_rev, m.ops[oi++].rev);
         assert_int_equal(oi, m.n);
     }
+    if (defer) {
+        /* Destroying a store with keys still pending frees them too (ASan). */
+        kv_index_defer(kv);
+        rev = kv_last_rev(kv);
+        assert_int_equal(kv_put(kv, "pending1", 8, "x", 1, 0, ++rev, NULL), KV_OK);
+        assert_int_equal(kv_put(kv, "pending2", 8, "y", 1, 0, ++rev, NULL), KV_OK);
+        assert_int_equal(kv_del(kv, "pending2", 8, ++rev, NULL), 1);
+    }
     free(m.ops);
     kv_destroy(kv);
+}
+
+static void test_randomized(void **state)
+{
+    (void)state;
+    randomized(false);
+}
+
+static void test_randomized_deferred_index(void **state)
+{
+    (void)state;
+    randomized(true);
 }
 
 /* A million small keys: memory per key as the store counts it. */
@@ -896,6 +930,7 @@ int main(void)
         cmocka_unit_test(test_log_grows_and_shrinks),
         cmocka_unit_test(test_compact_step),
         cmocka_unit_test(test_randomized),
+        cmocka_unit_test(test_randomized_deferred_index),
         cmocka_unit_test(test_million_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
