@@ -29,172 +29,13 @@ Usage: crash_test.py [--kills N] [--seconds S] [--threads T] [--keys K]
 The kills are spread over about S seconds: each round lasts a random time
 (uniform up to 2*S/N), which is the experiment, not synchronisation.
 """
-import argparse
-import os
 import random
-import shutil
-import signal
-import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-START_DEADLINE_S = 30.0
-START_ATTEMPTS = 5
-
-
-# ---- a minimal RESP2 client (one request in flight) ------------------------
-
-class Closed(Exception):
-    pass
-
-
-class Err(Exception):
-    def __init__(self, msg):
-        super().__init__(msg)
-        self.msg = msg
-
-
-def encode(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
-
-
-class Conn:
-    def __init__(self, port, timeout=10.0):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-        self.buf = b""
-
-    def close(self):
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-
-    def _fill(self):
-        try:
-            d = self.sock.recv(65536)
-        except OSError as e:
-            raise Closed(str(e))
-        if not d:
-            raise Closed("eof")
-        self.buf += d
-
-    def _line(self):
-        while True:
-            i = self.buf.find(b"\r\n")
-            if i >= 0:
-                line, self.buf = self.buf[:i], self.buf[i + 2:]
-                return line
-            self._fill()
-
-    def read(self):
-        line = self._line()
-        t, rest = line[:1], line[1:]
-        if t == b"+":
-            return rest.decode()
-        if t == b"-":
-            return Err(rest.decode())
-        if t == b":":
-            return int(rest)
-        if t == b"$":
-            n = int(rest)
-            if n < 0:
-                return None
-            while len(self.buf) < n + 2:
-                self._fill()
-            d, self.buf = self.buf[:n], self.buf[n + 2:]
-            return d
-        if t == b"*":
-            n = int(rest)
-            return None if n < 0 else [self.read() for _ in range(n)]
-        raise Closed("unexpected reply %r" % line[:60])
-
-    def call(self, *args):
-        try:
-            self.sock.sendall(encode(*args))
-        except OSError as e:
-            raise Closed(str(e))
-        return self.read()
-
-
-# ---- the server -------------------------------------------------------------
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Ordod:
-    def __init__(self, binary, data_dir, log_path, extra):
-        self.binary, self.dir, self.log_path, self.extra = binary, data_dir, log_path, extra
-        self.proc = None
-        self.port = None
-
-    def start(self):
-        """Start ordod on a free port; returns the seconds to its first PONG.
-        The port is free when chosen but released before ordod binds it: a
-        start that lost it to another process ("address already in use") is
-        retried on a new port."""
-        t0 = time.monotonic()
-        for _ in range(START_ATTEMPTS):
-            self.port = free_port()
-            log = open(self.log_path, "ab")
-            log.write(b"--- crash_test: starting on port %d\n" % self.port)
-            log.flush()
-            self.proc = subprocess.Popen([self.binary, "--port", str(self.port), "--dir", self.dir,
-                                          "--fsync", "always"] + self.extra, stdout=log, stderr=log)
-            log.close()
-            if self._wait_ready(t0):
-                return time.monotonic() - t0
-        raise SystemExit("ordod could not bind a free port in %d attempts; see %s" % (START_ATTEMPTS, self.log_path))
-
-    def _wait_ready(self, t0):
-        """True once it answers PING as this process; False if the port was taken."""
-        deadline = t0 + START_DEADLINE_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                if "address already in use" in tail(self.log_path, 300).lower():
-                    return False
-                raise SystemExit("ordod exited %s during start; see %s:\n%s"
-                                 % (self.proc.returncode, self.log_path, tail(self.log_path)))
-            try:
-                c = Conn(self.port, timeout=5.0)
-                ok = c.call("PING") == "PONG"
-                info = c.call("INFO", "server") if ok else None
-                c.close()
-                if ok and isinstance(info, bytes) and b"process_id:%d\r\n" % self.proc.pid in info:
-                    return True
-            except (OSError, Closed):
-                pass
-            time.sleep(0.005)  # poll interval while the port opens (bounded by the deadline)
-        raise SystemExit("ordod not ready within %ss" % START_DEADLINE_S)
-
-    def kill(self):
-        self.proc.send_signal(signal.SIGKILL)  # exactly the process we started
-        self.proc.wait(timeout=30)
-
-    def term(self):
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=30)
-
-
-def tail(path, n=4000):
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            f.seek(max(0, f.tell() - n))
-            return f.read().decode(errors="replace")
-    except OSError:
-        return ""
+import crashlib
+from crashlib import Closed, RespError, client
 
 
 # ---- model of what each key may hold ----------------------------------------
@@ -233,7 +74,7 @@ class Stats:
 
 def writer(tid, rnd, port, keys, stats, rng, stop):
     try:
-        c = Conn(port)
+        c = client(port)
     except OSError:
         return
     seq = 0
@@ -250,7 +91,7 @@ def writer(tid, rnd, port, keys, stats, rng, stop):
                 if isinstance(rep, int):
                     entry[1], entry[2] = "acked", rep
                     k.known_rev = rep
-                elif isinstance(rep, Err) and rep.msg.startswith("CONFLICT"):
+                elif isinstance(rep, RespError) and rep.msg.startswith("CONFLICT"):
                     k.writes.pop()  # refused: never applied
                     with stats.lock:
                         stats.note("chain", "%s: IFREV %d got %s" % (k.name.decode(), k.known_rev, rep.msg))
@@ -322,9 +163,7 @@ def check_key(k, got, stats):
 
 def run(args):
     rng = random.Random(args.seed)
-    base = tempfile.mkdtemp(prefix="ordo-crash-")
-    data_dir, log_path = os.path.join(base, "data"), os.path.join(base, "ordod.log")
-    srv = Ordod(args.ordod, data_dir, log_path, args.extra)
+    base, srv = crashlib.new_run("ordo-crash-", args)
     stats = Stats()
     keys = [[Key(b"c%d:%d" % (t, i)) for i in range(args.keys)] for t in range(args.threads)]
     prev_rev = 0
@@ -350,7 +189,7 @@ def run(args):
             for k in ks:
                 stats.doubt += sum(1 for w in k.writes if w[1] == "doubt")
         starts.append(srv.start())
-        c = Conn(srv.port)
+        c = client(srv.port)
         cur = c.call("KV.REV")[0]
         if cur < stats.max_acked_rev:
             stats.note("regressions", "after kill %d: revision %d < acknowledged %d" % (kill_no, cur, stats.max_acked_rev))
@@ -367,41 +206,20 @@ def run(args):
             print("kill %d: revision %d, acked %d so far" % (kill_no, cur, stats.acked), flush=True)
     rc = srv.term()
     elapsed = time.monotonic() - t_begin
-    recov = sorted(starts)
     print("crash test: kills=%d acked_writes=%d in_doubt=%d (applied %d) lost=%d phantom=%d regressions=%d "
-          "chain_errors=%d final_revision=%d elapsed=%.1fs restart_to_ping_ms(median/max)=%.0f/%.0f clean_exit=%s"
+          "chain_errors=%d final_revision=%d elapsed=%.1fs %s clean_exit=%s"
           % (args.kills, stats.acked, stats.doubt, stats.doubt_applied, stats.lost, stats.phantom,
-             stats.regressions, stats.chain, prev_rev, elapsed, 1000 * recov[len(recov) // 2],
-             1000 * recov[-1], rc == 0))
-    for p in stats.problems:
-        print("  " + p)
+             stats.regressions, stats.chain, prev_rev, elapsed, crashlib.restart_summary(starts), rc == 0))
     bad = stats.lost or stats.phantom or stats.regressions or stats.chain or rc != 0 or stats.acked == 0
-    if bad:
-        print("FAILED; data and log kept in %s" % base)
-    elif not args.keep:
-        shutil.rmtree(base, ignore_errors=True)
-    else:
-        print("data kept in %s" % base)
-    return 1 if bad else 0
+    return crashlib.finish(base, bad, stats.problems, args.keep)
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--kills", type=int, default=5)
-    ap.add_argument("--seconds", type=float, default=20.0)
-    ap.add_argument("--threads", type=int, default=4)
-    ap.add_argument("--keys", type=int, default=8, help="keys per thread")
-    ap.add_argument("--ordod", default=os.path.join(ROOT, os.environ.get("ORDOD", "build/ordod")))
-    ap.add_argument("--seed", type=int, default=None)
-    ap.add_argument("--keep", action="store_true", help="keep the data directory")
-    ap.add_argument("--verbose", action="store_true")
-    ap.add_argument("extra", nargs="*", help="ordod options, after -- (default: small log segments and "
-                    "snapshot threshold, so kills also land in segment rolls and snapshots)")
-    args = ap.parse_args()
-    if not args.extra:
-        args.extra = ["--wal-segment-bytes", "64k", "--snapshot-log-bytes", "128k", "--history-revs", "500"]
-    if args.seed is None:
-        args.seed = random.randrange(1 << 30)
+    def own(ap):
+        ap.add_argument("--threads", type=int, default=4)
+        ap.add_argument("--keys", type=int, default=8, help="keys per thread")
+
+    args = crashlib.parse_args(__doc__, own)
     print("crash test: seed %d, %d kills over ~%.0fs, %d threads x %d keys, %s"
           % (args.seed, args.kills, args.seconds, args.threads, args.keys, args.ordod), flush=True)
     sys.exit(run(args))

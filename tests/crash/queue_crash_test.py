@@ -45,19 +45,13 @@ The checker (check(); all counts must be 0):
 Usage: queue_crash_test.py [--kills N] [--seconds S] [--producers P]
          [--keys K] [--consumers C] [--lease MS] [--seed X] [--keep] [-- ordod options]
 """
-import argparse
-import os
 import random
-import shutil
 import sys
-import tempfile
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-from crash_test import ROOT, Closed, Conn, Err, Ordod  # noqa: E402
+import crashlib
+from crashlib import Closed, RespError, client
 
 Q, DLQ = "work", "work-dl"
 MAXATTEMPTS = 4
@@ -291,7 +285,7 @@ def connect(srv, stop):
         if srv.up.wait(0.05):
             try:
                 gen = srv.gen
-                c = Conn(srv.port, timeout=10.0)
+                c = client(srv.port)
                 c.gen = gen
                 return c
             except OSError:
@@ -424,7 +418,7 @@ def consumer(q, srv, h, rng, stop, drain, behave):
 # ---- the run ---------------------------------------------------------------------
 
 def configure(port, lease_ms):
-    c = Conn(port)
+    c = client(port)
     for args in (("Q.CONFIG", Q, "LEASE", lease_ms, "MAXATTEMPTS", MAXATTEMPTS, "DEADLETTER", DLQ,
                   "RESULTTTL", RESULTTTL_MS),
                  ("Q.CONFIG", DLQ, "LEASE", lease_ms, "MAXATTEMPTS", 0, "RESULTTTL", RESULTTTL_MS)):
@@ -435,12 +429,12 @@ def configure(port, lease_ms):
 
 
 def fetch_results(port, h):
-    c = Conn(port)
+    c = client(port)
     out = {}
     ids = {(d.q, d.id) for d in h.deliveries} | {(Q, m.id) for m in h.msgs.values() if m.id is not None}
     for q, mid in sorted(ids):
         r = c.call("Q.RESULT", q, mid)
-        if isinstance(r, Err):
+        if isinstance(r, RespError):
             r = "DEADLETTER" if r.msg.startswith("DEADLETTER") else r
         out[(q, mid)] = r
     c.close()
@@ -449,7 +443,7 @@ def fetch_results(port, h):
 
 def all_done(port, h):
     """Drained: both queues empty and every acked push's fate settled."""
-    c = Conn(port)
+    c = client(port)
     try:
         if c.call("Q.LEN", Q) != [0, 0, 0] or c.call("Q.LEN", DLQ) != [0, 0, 0]:
             return False
@@ -460,9 +454,7 @@ def all_done(port, h):
 
 def run(args):
     rng = random.Random(args.seed)
-    base = tempfile.mkdtemp(prefix="ordo-qcrash-")
-    data_dir, log_path = os.path.join(base, "data"), os.path.join(base, "ordod.log")
-    ordod = Ordod(args.ordod, data_dir, log_path, args.extra)
+    base, ordod = crashlib.new_run("ordo-qcrash-", args)
     h = History(args.lease / 1000.0)
     stats = Stats()
     srv = Server()
@@ -497,7 +489,7 @@ def run(args):
             with h.lock:
                 told = h.max_rev
             starts.append(ordod.start())
-            c = Conn(ordod.port)
+            c = client(ordod.port)
             cur = c.call("KV.REV")[0]
             c.close()
             if cur < told:
@@ -524,7 +516,7 @@ def run(args):
         stop.set()
         for t in prods + cons:
             t.join(30)
-    c = Conn(ordod.port)
+    c = client(ordod.port)
     qlen = {Q: c.call("Q.LEN", Q), DLQ: c.call("Q.LEN", DLQ)}
     info = c.call("Q.INFO", Q)
     info = {info[i].decode(): info[i + 1] for i in range(0, len(info), 2)} if isinstance(info, list) else {}
@@ -546,47 +538,28 @@ def run(args):
     stale = sum(1 for d in h.deliveries if d.outcome == 0)
     nacks = sum(1 for d in h.deliveries if d.verb == "NACK" and d.outcome == 1)
     dead = sum(1 for v in results.items() if v[0][0] == Q and v[1] == "DEADLETTER")
-    recov = sorted(starts)
     print("queue crash test: kills=%d pushes_acked=%d push_in_doubt=%d (applied %d) deliveries=%d acks=%d "
           "ack_in_doubt=%d (applied %d, sent after the kill %d, retried %d: %d got 1) stale_acks=%d nacks=%d redeliveries=%d dead_lettered=%d "
           "lost=%d order_violations=%d overlaps=%d acked_redelivered=%d stuck=%d phantom=%d regressions=%d "
-          "drain=%.1fs elapsed=%.1fs restart_to_ping_ms(median/max)=%.0f/%.0f clean_exit=%s"
+          "drain=%.1fs elapsed=%.1fs %s clean_exit=%s"
           % (kill_no, pushed, len(doubt), doubt_applied, len(h.deliveries), acks1, len(ack_doubt),
              ack_doubt_applied, ack_doubt_dead, len(retried), sum(1 for d in retried if d.retried == 1), stale, nacks, sum(1 for d in h.deliveries if d.attempt > 1), dead, stats.lost, stats.order_violations,
              stats.overlaps, stats.acked_redelivered, stats.stuck, stats.phantom, stats.regressions, drain_s,
-             elapsed, 1000 * recov[len(recov) // 2], 1000 * recov[-1], rc == 0))
-    for p in stats.problems + ["unexpected reply: " + p for p in h.problems_seen[:20]]:
-        print("  " + p)
+             elapsed, crashlib.restart_summary(starts), rc == 0))
     bad = stats.bad() or h.problems_seen or rc != 0 or pushed == 0 or acks1 == 0 or not drained
-    if bad:
-        print("FAILED; data and log kept in %s" % base)
-    elif not args.keep:
-        shutil.rmtree(base, ignore_errors=True)
-    else:
-        print("data kept in %s" % base)
-    return 1 if bad else 0
+    return crashlib.finish(base, bad, stats.problems + ["unexpected reply: " + p for p in h.problems_seen[:20]],
+                           args.keep)
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--kills", type=int, default=5)
-    ap.add_argument("--seconds", type=float, default=20.0)
-    ap.add_argument("--producers", type=int, default=3)
-    ap.add_argument("--keys", type=int, default=6, help="keys per producer")
-    ap.add_argument("--consumers", type=int, default=6)
-    ap.add_argument("--rate", type=float, default=2000.0, help="pushes per second, all producers")
-    ap.add_argument("--lease", type=int, default=300, help="lease of a delivery, ms")
-    ap.add_argument("--ordod", default=os.path.join(ROOT, os.environ.get("ORDOD", "build/ordod")))
-    ap.add_argument("--seed", type=int, default=None)
-    ap.add_argument("--keep", action="store_true", help="keep the data directory")
-    ap.add_argument("--verbose", action="store_true")
-    ap.add_argument("extra", nargs="*", help="ordod options, after -- (default: small log segments and "
-                    "snapshot threshold, so kills also land in segment rolls and snapshots)")
-    args = ap.parse_args()
-    if not args.extra:
-        args.extra = ["--wal-segment-bytes", "64k", "--snapshot-log-bytes", "128k", "--history-revs", "500"]
-    if args.seed is None:
-        args.seed = random.randrange(1 << 30)
+    def own(ap):
+        ap.add_argument("--producers", type=int, default=3)
+        ap.add_argument("--keys", type=int, default=6, help="keys per producer")
+        ap.add_argument("--consumers", type=int, default=6)
+        ap.add_argument("--rate", type=float, default=2000.0, help="pushes per second, all producers")
+        ap.add_argument("--lease", type=int, default=300, help="lease of a delivery, ms")
+
+    args = crashlib.parse_args(__doc__, own)
     print("queue crash test: seed %d, %d kills over ~%.0fs, %d producers x %d keys, %d consumers, lease %d ms, %s"
           % (args.seed, args.kills, args.seconds, args.producers, args.keys, args.consumers, args.lease,
              args.ordod), flush=True)

@@ -1,21 +1,17 @@
 """The short crash run (5 kills, ~20 s) as a test, and the checker's own
 sanity: it must flag lost, phantom and chain violations."""
 import os
-import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import crash_test  # noqa: E402
+from crashlib import run_script  # noqa: E402
 
 
 def test_crash_short():
-    p = subprocess.run([sys.executable, os.path.join(HERE, "crash_test.py"), "--kills", "5", "--seconds", "20"],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=180)
-    out = p.stdout.decode(errors="replace")
-    print(out)
-    assert p.returncode == 0, out
+    rc, out = run_script("crash_test.py", "--kills", "5", "--seconds", "20", timeout=180)
+    assert rc == 0, out
     assert "lost=0 phantom=0 regressions=0 chain_errors=0" in out, out
 
 

@@ -2,23 +2,19 @@
 own sanity: on hand-made histories it must flag every kind of violation,
 and accept an ack whose reply was lost once Q.RESULT shows it applied."""
 import os
-import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import queue_crash_test as qc  # noqa: E402
+from crashlib import run_script  # noqa: E402
 
 ZERO = "lost=0 order_violations=0 overlaps=0 acked_redelivered=0 stuck=0 phantom=0 regressions=0"
 
 
 def test_queue_crash_short():
-    p = subprocess.run([sys.executable, os.path.join(HERE, "queue_crash_test.py"), "--kills", "5", "--seconds", "15"],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=240)
-    out = p.stdout.decode(errors="replace")
-    print(out)
-    assert p.returncode == 0, out
+    rc, out = run_script("queue_crash_test.py", "--kills", "5", "--seconds", "15", timeout=240)
+    assert rc == 0, out
     assert ZERO in out, out
 
 

@@ -26,6 +26,25 @@ def err(v, code):
     return True
 
 
+def run_threads(body, n):
+    """Run body(i) for i in range(n), each on its own thread; join them
+    (120 s each) and return the exceptions they raised."""
+    errors = []
+
+    def run(i):
+        try:
+            body(i)
+        except Exception as e:
+            errors.append(e)
+
+    ts = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout=120)
+    return errors
+
+
 def wait_for(pred, timeout=30.0, what="condition"):
     """Poll a server-side state with a deadline (not a sleep as sync: the
     state is read from the server each time)."""
@@ -337,40 +356,33 @@ def test_fencing_concurrent_checker(server):
     token of every accepted write still held at the write's revision (no
     later token was granted before it); tokens never regress."""
     n_threads, rounds, ttl = 5, 25, 60
-    granted, accepted, errors = [], [], []
+    granted, accepted = [], []
     lock = threading.Lock()
 
     def worker(tid):
         rnd = random.Random(tid)
-        try:
-            with Conn(server.port, timeout=30) as c:
-                last = 0
-                for i in range(rounds):
-                    tok = c.call("LOCK.ACQUIRE", "CF", ttl, "WAIT", 20000)
-                    if tok is None:
-                        continue
-                    assert tok > last
-                    last = tok
-                    with lock:
-                        granted.append(tok)
-                    for attempt in range(2):
-                        r = c.call("KV.PUT", "cf-res", "%d" % tok, "FENCE", "CF", tok)
-                        if isinstance(r, int):
-                            with lock:
-                                accepted.append((r, tok))
-                        else:
-                            assert r.code == "NOTHOLDER", r
-                        if attempt == 0 and rnd.random() < 0.3:
-                            time.sleep(ttl * 1.5 / 1000.0)  # the fault: a pause past the TTL
-                    c.call("LOCK.RELEASE", "CF", tok)
-        except Exception as e:
-            errors.append(e)
+        with Conn(server.port, timeout=30) as c:
+            last = 0
+            for i in range(rounds):
+                tok = c.call("LOCK.ACQUIRE", "CF", ttl, "WAIT", 20000)
+                if tok is None:
+                    continue
+                assert tok > last
+                last = tok
+                with lock:
+                    granted.append(tok)
+                for attempt in range(2):
+                    r = c.call("KV.PUT", "cf-res", "%d" % tok, "FENCE", "CF", tok)
+                    if isinstance(r, int):
+                        with lock:
+                            accepted.append((r, tok))
+                    else:
+                        assert r.code == "NOTHOLDER", r
+                    if attempt == 0 and rnd.random() < 0.3:
+                        time.sleep(ttl * 1.5 / 1000.0)  # the fault: a pause past the TTL
+                c.call("LOCK.RELEASE", "CF", tok)
 
-    ts = [threading.Thread(target=worker, args=(t,)) for t in range(n_threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(timeout=120)
+    errors = run_threads(worker, n_threads)
     assert not errors, errors
     granted.sort()
     assert len(set(granted)) == len(granted)
@@ -526,45 +538,37 @@ def test_election_checker(server):
         assert o.next_event() == [b"leader", name.encode(), 0, None]
     lock = threading.Lock()
     terms = {}      # term -> dict(value, hv, proclaimed, handover, end)
-    errors = []
 
     def candidate(tid):
         rnd = random.Random(100 + tid)
-        try:
-            with Conn(server.port, timeout=30) as c:
-                for i in range(rounds):
-                    val = "c%d-%d" % (tid, i)
-                    r = c.call("ELECT.CAMPAIGN", name, val, ttl, "WAIT", 20000, "HANDOVER")
-                    if r is None:
-                        continue
-                    term, hv = r
-                    rec = {"value": val.encode(), "hv": hv, "proclaimed": [], "handover": None, "end": None}
-                    if rnd.random() < 0.5:
-                        pv = ("p-%d" % term).encode()
-                        if c.call("ELECT.PROCLAIM", name, term, pv) == 1:
-                            rec["proclaimed"].append(pv)
-                    action = rnd.randrange(3)
-                    if action == 0:
-                        h = ("h-%d" % term).encode()
-                        if c.call("ELECT.RESIGN", name, term, "HANDOVER", h) == 1:
-                            rec["handover"], rec["end"] = h, "resign"
-                    elif action == 1:
-                        if c.call("ELECT.RESIGN", name, term) == 1:
-                            rec["end"] = "resign"
-                    else:
-                        rec["end"] = "expire"  # stop keepalives
-                    if rec["end"] is None:
-                        rec["end"] = "expire"  # lapsed before it could resign
-                    with lock:
-                        terms[term] = rec
-        except Exception as e:
-            errors.append(e)
+        with Conn(server.port, timeout=30) as c:
+            for i in range(rounds):
+                val = "c%d-%d" % (tid, i)
+                r = c.call("ELECT.CAMPAIGN", name, val, ttl, "WAIT", 20000, "HANDOVER")
+                if r is None:
+                    continue
+                term, hv = r
+                rec = {"value": val.encode(), "hv": hv, "proclaimed": [], "handover": None, "end": None}
+                if rnd.random() < 0.5:
+                    pv = ("p-%d" % term).encode()
+                    if c.call("ELECT.PROCLAIM", name, term, pv) == 1:
+                        rec["proclaimed"].append(pv)
+                action = rnd.randrange(3)
+                if action == 0:
+                    h = ("h-%d" % term).encode()
+                    if c.call("ELECT.RESIGN", name, term, "HANDOVER", h) == 1:
+                        rec["handover"], rec["end"] = h, "resign"
+                elif action == 1:
+                    if c.call("ELECT.RESIGN", name, term) == 1:
+                        rec["end"] = "resign"
+                else:
+                    rec["end"] = "expire"  # stop keepalives
+                if rec["end"] is None:
+                    rec["end"] = "expire"  # lapsed before it could resign
+                with lock:
+                    terms[term] = rec
 
-    ts = [threading.Thread(target=candidate, args=(t,)) for t in range(n_threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(timeout=120)
+    errors = run_threads(candidate, n_threads)
     assert not errors, errors
     last = max(terms)
     results = []

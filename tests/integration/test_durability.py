@@ -263,11 +263,33 @@ def test_snapshots_bound_the_log_and_restart_matches(durable, tmp_path):
 
 # ---- torn tail ------------------------------------------------------------------
 
+def write_numbered(durable, data_dir, n):
+    """SET t1..tn to v1..vn (revisions 1..n) on a new server on data_dir,
+    then SIGTERM it; returns the last log segment and its frames."""
+    srv = durable.start(data_dir)
+    with srv.raw() as c:
+        for i in range(1, n + 1):
+            assert c.call("SET", "t%d" % i, "v%d" % i) == "OK"
+    durable.term(srv)
+    seg = segments(data_dir)[-1]
+    return seg, frames(seg)
+
+
+def read_numbered(c, n):
+    """GET t1..tn on connection c."""
+    return [c.call("GET", "t%d" % i) for i in range(1, n + 1)]
+
+
+def numbered_prefix(n, whole):
+    """What read_numbered must see when only the first `whole` records survived."""
+    return [b"v%d" % i if i <= whole else None for i in range(1, n + 1)]
+
+
 def boot_and_read(durable, data_dir, n):
     srv = durable.start(data_dir)
     with srv.raw() as c:
         rev = c.call("KV.REV")[0]
-        vals = [c.call("GET", "t%d" % i) for i in range(1, n + 1)]
+        vals = read_numbered(c, n)
     durable.term(srv)
     return rev, vals
 
@@ -275,13 +297,7 @@ def boot_and_read(durable, data_dir, n):
 def test_torn_tail_every_offset(durable, tmp_path):
     d = tmp_path / "data"
     n = 12
-    srv = durable.start(d)
-    with srv.raw() as c:
-        for i in range(1, n + 1):
-            assert c.call("SET", "t%d" % i, "v%d" % i) == "OK"
-    durable.term(srv)
-    seg = segments(d)[-1]
-    fr = frames(seg)
+    seg, fr = write_numbered(durable, d, n)
     assert [f[2] for f in fr] == list(range(1, n + 1))
     size = os.path.getsize(seg)
     first = fr[-3][0]  # cut anywhere in the last three records
@@ -295,7 +311,7 @@ def test_torn_tail_every_offset(durable, tmp_path):
         whole = sum(1 for (_o, end, _r) in fr if end <= cut)
         rev, vals = boot_and_read(durable, case, n)
         assert rev == whole, "cut at %d: revision %d, expected %d" % (cut, rev, whole)
-        assert vals == [b"v%d" % i if i <= whole else None for i in range(1, n + 1)], cut
+        assert vals == numbered_prefix(n, whole), cut
         cases += 1
     assert cases == size - first
 
@@ -303,13 +319,7 @@ def test_torn_tail_every_offset(durable, tmp_path):
 def test_torn_tail_zeroed_sector(durable, tmp_path):
     d = tmp_path / "data"
     n = 40  # ~3 KiB of records: the last sector starts well after the header
-    srv = durable.start(d)
-    with srv.raw() as c:
-        for i in range(1, n + 1):
-            assert c.call("SET", "t%d" % i, "v%d" % i) == "OK"
-    durable.term(srv)
-    seg = segments(d)[-1]
-    fr = frames(seg)
+    seg, fr = write_numbered(durable, d, n)
     size = os.path.getsize(seg)
     sector = (size - 1) // 512 * 512
     for extend in (False, True):  # the sector zeroed inside the file / the file grown to the sector's end
@@ -324,8 +334,7 @@ def test_torn_tail_zeroed_sector(durable, tmp_path):
         assert "torn tail" in srv.stderr()
         with srv.raw() as c:
             assert c.call("KV.REV")[0] == whole
-            vals = [c.call("GET", "t%d" % i) for i in range(1, n + 1)]
-            assert vals == [b"v%d" % i if i <= whole else None for i in range(1, n + 1)]
+            assert read_numbered(c, n) == numbered_prefix(n, whole)
             # Appending resumes at the cut: the next record is good after a restart.
             assert c.call("KV.PUT", "t1", "new") == whole + 1
         durable.kill(srv)
