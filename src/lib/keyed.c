@@ -83,9 +83,10 @@
 /* Key states are allocated with room for at least this many key bytes, so
  * that most can be recycled for any other short key. */
 #define KEYED_KEY_INLINE_LEN 32
-/* A key's ring starts with this many entries (a power of two) ... */
-#define KEYED_RING_MIN 4
-/* ... and a recycled key state keeps a ring of at most this many. */
+/* A key's ring starts as this many entries (a power of two) inside the key
+ * state, so a key with few queued tasks needs no allocation for them ... */
+#define KEYED_RING_INLINE 4
+/* ... and a recycled key state keeps a grown ring of at most this many. */
 #define KEYED_RING_KEEP 16
 /* Tasks one worker takes per turn (one each of as many ready keys): mu is
  * taken once per turn. Small enough that a turn of short tasks is short. */
@@ -115,12 +116,13 @@ typedef struct keyed_key_s {
     ordo_hnode_t node;         /* in ex->keys; first, so a node is its key */
     struct keyed_key_s *next;  /* in ex->ready, or in ex->key_cache */
     keyed_entry_t *ring;       /* queued, not started: count from head */
-    size_t cap;                /* ring entries: 0 or a power of two */
+    size_t cap;                /* ring entries, a power of two */
     size_t head, count;
     size_t pending;            /* queued + running */
     bool running;
     size_t len;
     size_t key_cap;            /* bytes allocated for the key */
+    keyed_entry_t inline_ring[KEYED_RING_INLINE]; /* the ring until it grows */
     unsigned char bytes[];
 } keyed_key_t;
 
@@ -357,17 +359,19 @@ fail_threads:
 
 /* ---- submitting -------------------------------------------------------- */
 
-/* Wait (mu held) until key (hash) has room in both bounds. Returns ORDO_OK,
- * or the error the submit returns. */
+/* Wait (mu held) until key (hash) has room in both bounds. Returns ORDO_OK
+ * with *k_out set to key's state (NULL if it has none), or the error the
+ * submit returns. */
 static int wait_for_room(ordo_keyed_t *ex, uint64_t hash, const void *key, size_t len,
-                         int64_t timeout_ms)
+                         int64_t timeout_ms, keyed_key_t **k_out)
 {
     uint64_t deadline_ns = 0;
     bool timed_out = false;
     for (;;) {
         if (ex->stopping)
             return ORDO_ESTOPPED;
-        const keyed_key_t *k = (const keyed_key_t *)ordo_htab_find(&ex->keys, hash, key, len);
+        keyed_key_t *k = (keyed_key_t *)ordo_htab_find(&ex->keys, hash, key, len);
+        *k_out = k;
         size_t key_pending = k != NULL ? k->pending : 0;
         if (ex->pending < ex->opts.pending_max && key_pending < ex->opts.key_pending_max)
             return ORDO_OK;
@@ -384,7 +388,8 @@ static int wait_for_room(ordo_keyed_t *ex, uint64_t hash, const void *key, size_
 }
 
 /* A key state block with room for len bytes, recycled if it can be. mu held.
- * A recycled block may come with a ring; a new one has none. */
+ * A recycled block keeps its ring (inline, or grown up to KEYED_RING_KEEP);
+ * a new one has the inline ring. */
 static keyed_key_t *key_alloc(ordo_keyed_t *ex, size_t len)
 {
     if (len <= KEYED_KEY_INLINE_LEN && ex->key_cache != NULL) {
@@ -397,29 +402,49 @@ static keyed_key_t *key_alloc(ordo_keyed_t *ex, size_t len)
     keyed_key_t *k = malloc(sizeof *k + key_cap);
     if (k != NULL) {
         k->key_cap = key_cap;
-        k->ring = NULL;
-        k->cap = 0;
+        k->ring = k->inline_ring;
+        k->cap = KEYED_RING_INLINE;
     }
     return k;
 }
 
+/* Go back to the inline ring, freeing a grown one. k's ring is empty. */
+static void ring_shrink(keyed_key_t *k)
+{
+    assert(k->count == 0);
+    if (k->ring != k->inline_ring)
+        free(k->ring);
+    k->ring = k->inline_ring;
+    k->cap = KEYED_RING_INLINE;
+    k->head = 0;
+}
+
 static void key_free(keyed_key_t *k)
 {
-    free(k->ring);
+    ring_shrink(k);
     free(k);
 }
 
-/* Unlink idle key state k from the table and recycle or free it. mu held. */
+/* Unlink idle key state k from the table and recycle or free it. mu held.
+ * The cache keeps at most as many states as there are active keys, or
+ * KEYED_CACHE_MAX if that is more: a swing in the number of active keys is
+ * served from it, and memory still follows the active keys. A discard that
+ * finds the cache over that bound (the active keys have fallen) frees k and
+ * one cached state, so the cache shrinks along with them. */
 static void key_discard(ordo_keyed_t *ex, keyed_key_t *k)
 {
     assert(k->pending == 0 && k->count == 0 && !k->running);
     ordo_htab_remove(&ex->keys, &k->node);
-    if (k->key_cap == KEYED_KEY_INLINE_LEN && ex->key_cached < KEYED_CACHE_MAX) {
-        if (k->cap > KEYED_RING_KEEP) {
-            free(k->ring);
-            k->ring = NULL;
-            k->cap = 0;
-        }
+    size_t cache_max = ex->keys.count > KEYED_CACHE_MAX ? ex->keys.count : KEYED_CACHE_MAX;
+    if (ex->key_cached > cache_max) {
+        keyed_key_t *c = ex->key_cache;
+        ex->key_cache = c->next;
+        ex->key_cached--;
+        key_free(c);
+    }
+    if (k->key_cap == KEYED_KEY_INLINE_LEN && ex->key_cached < cache_max) {
+        if (k->cap > KEYED_RING_KEEP)
+            ring_shrink(k);
         k->next = ex->key_cache;
         ex->key_cache = k;
         ex->key_cached++;
@@ -428,14 +453,11 @@ static void key_discard(ordo_keyed_t *ex, keyed_key_t *k)
     key_free(k);
 }
 
-/* The key state for key, created (empty, not ready) if absent. mu held.
- * Returns NULL only when a new state could not be allocated. */
-static keyed_key_t *key_get(ordo_keyed_t *ex, uint64_t hash, const void *key, size_t len)
+/* A new key state for key (absent from the table), empty, not ready. mu
+ * held. Returns NULL when it could not be allocated. */
+static keyed_key_t *key_create(ordo_keyed_t *ex, uint64_t hash, const void *key, size_t len)
 {
-    keyed_key_t *k = (keyed_key_t *)ordo_htab_find(&ex->keys, hash, key, len);
-    if (k != NULL)
-        return k;
-    k = key_alloc(ex, len);
+    keyed_key_t *k = key_alloc(ex, len);
     if (k == NULL)
         return NULL;
     k->next = NULL;
@@ -455,7 +477,7 @@ static bool ring_reserve(keyed_key_t *k)
 {
     if (k->count < k->cap)
         return true;
-    size_t cap = k->cap > 0 ? k->cap * 2 : KEYED_RING_MIN;
+    size_t cap = k->cap * 2;
     keyed_entry_t *ring = malloc(cap * sizeof *ring);
     if (ring == NULL)
         return false;
@@ -465,7 +487,8 @@ static bool ring_reserve(keyed_key_t *k)
         memcpy(ring, k->ring + k->head, first * sizeof *ring);
         memcpy(ring + first, k->ring, (k->count - first) * sizeof *ring);
     }
-    free(k->ring);
+    if (k->ring != k->inline_ring)
+        free(k->ring);
     k->ring = ring;
     k->cap = cap;
     k->head = 0;
@@ -488,11 +511,11 @@ static int enqueue(ordo_keyed_t *ex, const void *key, size_t len, const keyed_en
 {
     uint64_t hash = ordo_htab_hash(&ex->keys, key, len);
     pthread_mutex_lock(&ex->mu);
-    int rc = wait_for_room(ex, hash, key, len, timeout_ms);
+    keyed_key_t *k;
+    int rc = wait_for_room(ex, hash, key, len, timeout_ms, &k);
     if (rc != ORDO_OK)
         goto out;
-    keyed_key_t *k = key_get(ex, hash, key, len);
-    if (k == NULL) {
+    if (k == NULL && (k = key_create(ex, hash, key, len)) == NULL) {
         rc = ORDO_ENOMEM;
         goto out;
     }
@@ -598,18 +621,19 @@ static int entry_run(ordo_keyed_t *ex, const keyed_entry_t *e, const keyed_key_t
 }
 
 /* Cancel every queued task of running key k, in order. mu held on entry and
- * return. */
+ * return. The ring is read with mu released: the stop that set cancel set
+ * stopping first, so no submit can append to it meanwhile, and k is
+ * running, so no other worker touches it. */
 static void key_cancel_all(ordo_keyed_t *ex, keyed_key_t *k)
 {
-    keyed_entry_t *ring = k->ring;
+    assert(ex->stopping);
+    const keyed_entry_t *ring = k->ring;
     size_t mask = k->cap - 1, head = k->head, n = k->count;
-    k->ring = NULL;
-    k->cap = k->head = k->count = 0;
     pthread_mutex_unlock(&ex->mu);
     for (size_t i = 0; i < n; i++)
         entry_cancel(&ring[(head + i) & mask], k);
-    free(ring);
     pthread_mutex_lock(&ex->mu);
+    k->head = k->count = 0;
     tasks_done(ex, k, n);
 }
 
