@@ -80,6 +80,9 @@
  * KEYED_RING_KEEP entries of 32 bytes, at most ~600 KiB, which covers the
  * turnover of a busy executor. */
 #define KEYED_CACHE_MAX 1024
+/* Beyond KEYED_CACHE_MAX, the cache keeps as many key states as were active
+ * at once (keys_high), until the executor has been idle this long. */
+#define KEYED_TRIM_IDLE_MS 100
 /* Key states are allocated with room for at least this many key bytes, so
  * that most can be recycled for any other short key. */
 #define KEYED_KEY_INLINE_LEN 32
@@ -142,6 +145,7 @@ struct ordo_keyed_s {
     uint64_t post_failures;
     keyed_key_t *key_cache;    /* free key states of key_cap KEYED_KEY_INLINE_LEN */
     size_t key_cached;
+    size_t keys_high;          /* most keys active at once since the cache was last trimmed */
     bool stopping;
     atomic_bool cancel;        /* written under mu; read without it by workers mid-turn */
     bool joining;
@@ -426,22 +430,15 @@ static void key_free(keyed_key_t *k)
 }
 
 /* Unlink idle key state k from the table and recycle or free it. mu held.
- * The cache keeps at most as many states as there are active keys, or
- * KEYED_CACHE_MAX if that is more: a swing in the number of active keys is
- * served from it, and memory still follows the active keys. A discard that
- * finds the cache over that bound (the active keys have fallen) frees k and
- * one cached state, so the cache shrinks along with them. */
+ * The cache keeps at most keys_high states (or KEYED_CACHE_MAX if that is
+ * more), so that the number of active keys can swing back up to where it
+ * was without a malloc per key; key_cache_trim() gives the surplus back
+ * once the executor is idle. */
 static void key_discard(ordo_keyed_t *ex, keyed_key_t *k)
 {
     assert(k->pending == 0 && k->count == 0 && !k->running);
     ordo_htab_remove(&ex->keys, &k->node);
-    size_t cache_max = ex->keys.count > KEYED_CACHE_MAX ? ex->keys.count : KEYED_CACHE_MAX;
-    if (ex->key_cached > cache_max) {
-        keyed_key_t *c = ex->key_cache;
-        ex->key_cache = c->next;
-        ex->key_cached--;
-        key_free(c);
-    }
+    size_t cache_max = ex->keys_high > KEYED_CACHE_MAX ? ex->keys_high : KEYED_CACHE_MAX;
     if (k->key_cap == KEYED_KEY_INLINE_LEN && ex->key_cached < cache_max) {
         if (k->cap > KEYED_RING_KEEP)
             ring_shrink(k);
@@ -468,6 +465,8 @@ static keyed_key_t *key_create(ordo_keyed_t *ex, uint64_t hash, const void *key,
     if (len > 0)
         memcpy(k->bytes, key, len);
     ordo_htab_insert(&ex->keys, &k->node, hash);
+    if (ex->keys.count > ex->keys_high)
+        ex->keys_high = ex->keys.count;
     return k;
 }
 
@@ -671,6 +670,31 @@ static void spin_for_work(ordo_keyed_t *ex)
     ex->workers_spinning = 0;
 }
 
+/* The executor has been idle (nothing pending) for KEYED_TRIM_IDLE_MS:
+ * free the cached key states beyond KEYED_CACHE_MAX, with mu released
+ * meanwhile, and start keys_high afresh. Called and returns with mu held. */
+static void key_cache_trim(ordo_keyed_t *ex)
+{
+    keyed_key_t *surplus = NULL;
+    while (ex->key_cached > KEYED_CACHE_MAX) {
+        keyed_key_t *k = ex->key_cache;
+        ex->key_cache = k->next;
+        ex->key_cached--;
+        k->next = surplus;
+        surplus = k;
+    }
+    ex->keys_high = ex->keys.count;
+    if (surplus == NULL)
+        return;
+    pthread_mutex_unlock(&ex->mu);
+    while (surplus != NULL) {
+        keyed_key_t *k = surplus;
+        surplus = k->next;
+        key_free(k);
+    }
+    pthread_mutex_lock(&ex->mu);
+}
+
 /* Next ready key, waiting for one; NULL when stopping with none left. One
  * worker at a time spins before it sleeps; the others sleep at once. */
 static keyed_key_t *next_key(ordo_keyed_t *ex)
@@ -688,11 +712,19 @@ static keyed_key_t *next_key(ordo_keyed_t *ex)
             continue;
         }
         spun = false;
+        /* With a surplus of cached key states, sleep at most
+         * KEYED_TRIM_IDLE_MS and trim if the executor stayed idle. */
+        bool surplus = ex->key_cached > KEYED_CACHE_MAX;
+        uint64_t deadline = surplus ? ordo_deadline_ns(KEYED_TRIM_IDLE_MS) : UINT64_MAX;
         ex->workers_idle++;
-        pthread_cond_wait(&ex->work_cond, &ex->mu);
+        int timed_out = ordo_cond_wait_until(&ex->work_cond, &ex->mu, deadline);
         ex->workers_idle--;
+        /* Counted as the signalled worker even if it was not (a timeout,
+         * a spurious wake-up): at worst a later post signals once more. */
         if (ex->wakes_pending > 0)
             ex->wakes_pending--;
+        if (timed_out && ex->pending == 0)
+            key_cache_trim(ex);
     }
 }
 
