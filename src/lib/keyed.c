@@ -81,7 +81,8 @@
  * turnover of a busy executor. */
 #define KEYED_CACHE_MAX 1024
 /* Beyond KEYED_CACHE_MAX, the cache keeps as many key states as were active
- * at once (keys_high), until the executor has been idle this long. */
+ * at once (keys_high), and the table keeps buckets for as many, until the
+ * executor has been idle this long. */
 #define KEYED_TRIM_IDLE_MS 100
 /* Key states are allocated with room for at least this many key bytes, so
  * that most can be recycled for any other short key. */
@@ -465,8 +466,11 @@ static keyed_key_t *key_create(ordo_keyed_t *ex, uint64_t hash, const void *key,
     if (len > 0)
         memcpy(k->bytes, key, len);
     ordo_htab_insert(&ex->keys, &k->node, hash);
-    if (ex->keys.count > ex->keys_high)
+    if (ex->keys.count > ex->keys_high) {
         ex->keys_high = ex->keys.count;
+        if (ex->keys_high > ex->keys.floor)
+            ordo_htab_set_floor(&ex->keys, ex->keys_high);
+    }
     return k;
 }
 
@@ -672,7 +676,8 @@ static void spin_for_work(ordo_keyed_t *ex)
 
 /* The executor has been idle (nothing pending) for KEYED_TRIM_IDLE_MS:
  * free the cached key states beyond KEYED_CACHE_MAX, with mu released
- * meanwhile, and start keys_high afresh. Called and returns with mu held. */
+ * meanwhile, start keys_high afresh and let the table shrink. Called and
+ * returns with mu held. */
 static void key_cache_trim(ordo_keyed_t *ex)
 {
     keyed_key_t *surplus = NULL;
@@ -684,6 +689,7 @@ static void key_cache_trim(ordo_keyed_t *ex)
         surplus = k;
     }
     ex->keys_high = ex->keys.count;
+    ordo_htab_set_floor(&ex->keys, 0);
     if (surplus == NULL)
         return;
     pthread_mutex_unlock(&ex->mu);
@@ -714,7 +720,7 @@ static keyed_key_t *next_key(ordo_keyed_t *ex)
         spun = false;
         /* With a surplus of cached key states, sleep at most
          * KEYED_TRIM_IDLE_MS and trim if the executor stayed idle. */
-        bool surplus = ex->key_cached > KEYED_CACHE_MAX;
+        bool surplus = ex->keys_high > KEYED_CACHE_MAX;
         uint64_t deadline = surplus ? ordo_deadline_ns(KEYED_TRIM_IDLE_MS) : UINT64_MAX;
         ex->workers_idle++;
         int timed_out = ordo_cond_wait_until(&ex->work_cond, &ex->mu, deadline);
