@@ -95,6 +95,9 @@
 /* Tasks one worker takes per turn (one each of as many ready keys): mu is
  * taken once per turn. Small enough that a turn of short tasks is short. */
 #define KEYED_BATCH_MAX 16
+/* The ready ring starts (and, once the executor idles, shrinks back to)
+ * this many slots; it grows with the active keys. A power of two. */
+#define KEYED_READY_MIN 16
 /* A worker that finds nothing ready polls before it sleeps: pauses from
  * KEYED_SPIN_PAUSE_MIN to KEYED_SPIN_PAUSE_MAX pause instructions, doubling
  * (a few microseconds in all), then yields the CPU between polls, up to
@@ -116,17 +119,20 @@ typedef struct keyed_entry_s {
     ordo_future_t *future;          /* submits: the future, freed by its last release */
 } keyed_entry_t;
 
+/* A key state, in one block: this header, key_cap bytes for the key, then
+ * the inline ring (key_inline_ring()). The fields a submit and a turn touch
+ * come first and the key bytes right after, so a lookup or a turn touches
+ * few cache lines. */
 typedef struct keyed_key_s {
     ordo_hnode_t node;         /* in ex->keys; first, so a node is its key */
-    struct keyed_key_s *next;  /* in ex->ready, or in ex->key_cache */
     keyed_entry_t *ring;       /* queued, not started: count from head */
-    size_t cap;                /* ring entries, a power of two */
     size_t head, count;
+    size_t cap;                /* ring entries, a power of two */
     size_t pending;            /* queued + running */
-    bool running;
+    struct keyed_key_s *next;  /* in ex->key_cache */
     size_t len;
-    size_t key_cap;            /* bytes allocated for the key */
-    keyed_entry_t inline_ring[KEYED_RING_INLINE]; /* the ring until it grows */
+    size_t key_cap;            /* bytes allocated for the key, a multiple of 8 */
+    bool running;
     unsigned char bytes[];
 } keyed_key_t;
 
@@ -136,7 +142,8 @@ struct ordo_keyed_s {
     pthread_cond_t space_cond; /* producers: room freed, or stop */
     pthread_cond_t stop_cond;  /* later stop callers: workers joined */
     ordo_htab_t keys;
-    keyed_key_t *ready_head, *ready_tail;
+    keyed_key_t **ready;       /* ring of ready_cap >= keys.count key states */
+    size_t ready_cap, ready_first;
     atomic_size_t ready_len;   /* written under mu; a spinning worker reads it without */
     size_t pending;
     size_t producers_waiting;
@@ -200,29 +207,44 @@ static size_t ready_count(const ordo_keyed_t *ex)
     return atomic_load_explicit(&ex->ready_len, memory_order_relaxed);
 }
 
+/* Append k to ready. Never fails: ready_cap >= keys.count, and a key is in
+ * ready at most once. */
 static void ready_push(ordo_keyed_t *ex, keyed_key_t *k)
 {
     assert(!k->running && k->count > 0);
-    k->next = NULL;
-    if (ex->ready_tail != NULL)
-        ex->ready_tail->next = k;
-    else
-        ex->ready_head = k;
-    ex->ready_tail = k;
-    atomic_store_explicit(&ex->ready_len, ready_count(ex) + 1, memory_order_relaxed);
+    size_t len = ready_count(ex);
+    assert(len < ex->ready_cap);
+    ex->ready[(ex->ready_first + len) & (ex->ready_cap - 1)] = k;
+    atomic_store_explicit(&ex->ready_len, len + 1, memory_order_relaxed);
 }
 
 static keyed_key_t *ready_pop(ordo_keyed_t *ex)
 {
-    keyed_key_t *k = ex->ready_head;
-    if (k != NULL) {
-        ex->ready_head = k->next;
-        if (ex->ready_head == NULL)
-            ex->ready_tail = NULL;
-        k->next = NULL;
-        atomic_store_explicit(&ex->ready_len, ready_count(ex) - 1, memory_order_relaxed);
-    }
+    size_t len = ready_count(ex);
+    if (len == 0)
+        return NULL;
+    keyed_key_t *k = ex->ready[ex->ready_first];
+    ex->ready_first = (ex->ready_first + 1) & (ex->ready_cap - 1);
+    atomic_store_explicit(&ex->ready_len, len - 1, memory_order_relaxed);
     return k;
+}
+
+/* Resize ready to cap slots (a power of two >= its length), keeping its
+ * order. Returns false if out of memory (ready unchanged). */
+static bool ready_resize(ordo_keyed_t *ex, size_t cap)
+{
+    keyed_key_t **r = malloc(cap * sizeof *r);
+    if (r == NULL)
+        return false;
+    size_t len = ready_count(ex);
+    assert(len <= cap);
+    for (size_t i = 0; i < len; i++)
+        r[i] = ex->ready[(ex->ready_first + i) & (ex->ready_cap - 1)];
+    free(ex->ready);
+    ex->ready = r;
+    ex->ready_cap = cap;
+    ex->ready_first = 0;
+    return true;
 }
 
 /* Signal one idle worker, unless a worker is spinning (it will find the
@@ -320,6 +342,10 @@ int ordo_keyed_create(const ordo_keyed_options_t *opts, ordo_keyed_t **out)
     ex->threads = calloc(o.workers, sizeof *ex->threads);
     if (ex->threads == NULL)
         goto fail_threads;
+    ex->ready_cap = KEYED_READY_MIN;
+    ex->ready = malloc(ex->ready_cap * sizeof *ex->ready);
+    if (ex->ready == NULL)
+        goto fail_ready;
     if (ordo_htab_init(&ex->keys, key_eq) != 0)
         goto fail_htab;
     atomic_init(&ex->cancel, false);
@@ -356,6 +382,8 @@ fail_work_cond:
 fail_mu:
     ordo_htab_destroy(&ex->keys);
 fail_htab:
+    free(ex->ready);
+fail_ready:
     free(ex->threads);
 fail_threads:
     free(ex);
@@ -392,6 +420,12 @@ static int wait_for_room(ordo_keyed_t *ex, uint64_t hash, const void *key, size_
     }
 }
 
+/* The ring a key state starts with, after its key bytes. */
+static keyed_entry_t *key_inline_ring(keyed_key_t *k)
+{
+    return (keyed_entry_t *)((char *)k + sizeof *k + k->key_cap);
+}
+
 /* A key state block with room for len bytes, recycled if it can be. mu held.
  * A recycled block keeps its ring (inline, or grown up to KEYED_RING_KEEP);
  * a new one has the inline ring. */
@@ -403,11 +437,11 @@ static keyed_key_t *key_alloc(ordo_keyed_t *ex, size_t len)
         ex->key_cached--;
         return k;
     }
-    size_t key_cap = len > KEYED_KEY_INLINE_LEN ? len : KEYED_KEY_INLINE_LEN;
-    keyed_key_t *k = malloc(sizeof *k + key_cap);
+    size_t key_cap = len > KEYED_KEY_INLINE_LEN ? (len + 7) / 8 * 8 : KEYED_KEY_INLINE_LEN;
+    keyed_key_t *k = malloc(sizeof *k + key_cap + KEYED_RING_INLINE * sizeof(keyed_entry_t));
     if (k != NULL) {
         k->key_cap = key_cap;
-        k->ring = k->inline_ring;
+        k->ring = key_inline_ring(k);
         k->cap = KEYED_RING_INLINE;
     }
     return k;
@@ -417,9 +451,9 @@ static keyed_key_t *key_alloc(ordo_keyed_t *ex, size_t len)
 static void ring_shrink(keyed_key_t *k)
 {
     assert(k->count == 0);
-    if (k->ring != k->inline_ring)
+    if (k->ring != key_inline_ring(k))
         free(k->ring);
-    k->ring = k->inline_ring;
+    k->ring = key_inline_ring(k);
     k->cap = KEYED_RING_INLINE;
     k->head = 0;
 }
@@ -455,6 +489,8 @@ static void key_discard(ordo_keyed_t *ex, keyed_key_t *k)
  * held. Returns NULL when it could not be allocated. */
 static keyed_key_t *key_create(ordo_keyed_t *ex, uint64_t hash, const void *key, size_t len)
 {
+    if (ex->keys.count + 1 > ex->ready_cap && !ready_resize(ex, ex->ready_cap * 2))
+        return NULL;
     keyed_key_t *k = key_alloc(ex, len);
     if (k == NULL)
         return NULL;
@@ -490,7 +526,7 @@ static bool ring_reserve(keyed_key_t *k)
         memcpy(ring, k->ring + k->head, first * sizeof *ring);
         memcpy(ring + first, k->ring, (k->count - first) * sizeof *ring);
     }
-    if (k->ring != k->inline_ring)
+    if (k->ring != key_inline_ring(k))
         free(k->ring);
     k->ring = ring;
     k->cap = cap;
@@ -690,6 +726,8 @@ static void key_cache_trim(ordo_keyed_t *ex)
     }
     ex->keys_high = ex->keys.count;
     ordo_htab_set_floor(&ex->keys, 0);
+    if (ex->ready_cap > KEYED_READY_MIN && ex->keys.count <= KEYED_READY_MIN)
+        (void)ready_resize(ex, KEYED_READY_MIN); /* out of memory: stays big */
     if (surplus == NULL)
         return;
     pthread_mutex_unlock(&ex->mu);
@@ -748,16 +786,23 @@ static size_t batch_share(const ordo_keyed_t *ex)
  * number taken. mu held. */
 static size_t turn_take(ordo_keyed_t *ex, keyed_key_t *k, keyed_turn_t *turns)
 {
-    size_t n = 0, want = batch_share(ex);
-    for (;;) {
+    size_t n = 1, want = batch_share(ex);
+    turns[0].k = k;
+    /* The key states and their head entries were last written by other
+     * threads: fetch them all first, so that their misses overlap. */
+    while (n < want && (k = ready_pop(ex)) != NULL) {
+        __builtin_prefetch(k, 1);
+        turns[n++].k = k;
+    }
+    for (size_t i = 0; i < n; i++)
+        __builtin_prefetch(&turns[i].k->ring[turns[i].k->head]);
+    for (size_t i = 0; i < n; i++) {
+        k = turns[i].k;
         assert(!k->running && k->count > 0);
         k->running = true;
-        turns[n].k = k;
-        turns[n].e = ring_shift(k);
-        if (++n == want || (k = ready_pop(ex)) == NULL)
-            break;
+        turns[i].e = ring_shift(k);
     }
-    if (ex->ready_head != NULL)
+    if (ready_count(ex) > 0)
         wake_worker(ex); /* keys are left for an idle worker */
     return n;
 }
@@ -820,7 +865,7 @@ int ordo_keyed_stop(ordo_keyed_t *ex, int mode)
     for (unsigned i = 0; i < ex->nthreads; i++)
         pthread_join(ex->threads[i], NULL);
     pthread_mutex_lock(&ex->mu);
-    assert(ex->pending == 0 && ex->keys.count == 0 && ex->ready_head == NULL);
+    assert(ex->pending == 0 && ex->keys.count == 0 && ready_count(ex) == 0);
     ex->joined = true;
     pthread_cond_broadcast(&ex->stop_cond);
     pthread_mutex_unlock(&ex->mu);
@@ -850,6 +895,7 @@ void ordo_keyed_destroy(ordo_keyed_t *ex)
     pthread_cond_destroy(&ex->work_cond);
     pthread_mutex_destroy(&ex->mu);
     ordo_htab_destroy(&ex->keys);
+    free(ex->ready);
     while (ex->key_cache != NULL) {
         keyed_key_t *k = ex->key_cache;
         ex->key_cache = k->next;
