@@ -69,20 +69,17 @@
  * yields the CPU between polls, up to SUQ_POLLS polls, before it sleeps:
  * on a machine with more runnable threads than cores, a spinning worker
  * would take the time of the very producer it waits for, and yielding
- * costs nothing when no one else is waiting for the core. The first
- * SUQ_GATHER_POLLS polls (also after a short batch, of fewer than
- * SUQ_GATHER_MIN items) watch the line after the next slot's, not the next
- * slot's own (suq_gather()), so that under load batches come long and lines
- * move once per line or per batch, not once per item. */
+ * costs nothing when no one else is waiting for the core. After a short
+ * batch (fewer than SUQ_GATHER_MIN items) it pauses SUQ_BACKOFF_MIN before
+ * looking again, so that under load batches come long and lines move once
+ * per batch, not once per item. */
 #define SUQ_BACKOFF_MIN 32u
 #define SUQ_BACKOFF_MAX 256u
 #define SUQ_POLLS 16u
 #define SUQ_GATHER_MIN 32u
 
 #define SUQ_CACHE_LINE 64
-#define SUQ_LINE_SLOTS 4       /* slots a cache line (the ring is line-aligned) */
 #define SUQ_PREFETCH_SLOTS 16  /* 4 lines of 4 slots ahead */
-#define SUQ_GATHER_POLLS 2u
 
 /* Set in a slot's seq when its pointer is a suq_job_t (a submit), clear
  * when it is the item itself (a post). Positions never reach this bit. */
@@ -350,53 +347,23 @@ static bool suq_has_work(ordo_suq_t *q)
     return enq != q->deq;  /* differs if reserved, or if the stop bit is set */
 }
 
-/* Whether the slot of position pos is published. */
-static bool suq_published(const ordo_suq_t *q, size_t pos)
-{
-    size_t seq = atomic_load_explicit(&q->slots[pos & q->mask].seq, memory_order_relaxed);
-    return (seq & ~SUQ_SEQ_JOB) == pos + 1;
-}
-
-/* Polls read a slot, not `enq`: the worker must read that slot's line
- * anyway, while every read of `enq` costs the next reservation a cache
- * miss. Between polls the worker pauses, from SUQ_BACKOFF_MIN pause
- * instructions doubling up to SUQ_BACKOFF_MAX, then yields.
- *
- * Gathering: the first SUQ_GATHER_POLLS polls read the first slot of the
- * line after deq's, not deq's own. While a producer fills deq's line, each
- * poll of it would pull the line back to the worker and cost the
- * producer's next store to it a miss; this way the line moves once, full.
- * A producer that stops mid-line is found by the later polls of deq, a few
- * microseconds on. Returns true when the polled slot is published; *spins
- * carries the pause length on. */
-static bool suq_gather(ordo_suq_t *q, unsigned *spins)
-{
-    size_t next_line = (q->deq | (SUQ_LINE_SLOTS - 1)) + 1;
-    for (unsigned round = 0; round < SUQ_GATHER_POLLS; round++) {
-        suq_pause(*spins);
-        *spins *= 2;
-        if (suq_published(q, next_line))
-            return true;
-    }
-    return false;
-}
-
-/* Wait for the slot at deq: gather, then poll it, up to SUQ_POLLS polls in
- * all. Returns true when it (or the gathered one) is published, false when
- * a stop started or the polls ran out. */
+/* Poll the next slot with growing pauses. Polls read the slot, not `enq`:
+ * the worker must read that slot's line anyway, while every read of `enq`
+ * costs the next reservation a cache miss. Returns true when the slot is
+ * published, false when a stop started or the polls ran out. */
 static bool suq_spin(ordo_suq_t *q)
 {
+    const suq_slot_t *slot = &q->slots[q->deq & q->mask];
     unsigned spins = SUQ_BACKOFF_MIN;
-    if (suq_gather(q, &spins))
-        return true;
-    for (unsigned round = SUQ_GATHER_POLLS; round < SUQ_POLLS; round++) {
+    for (unsigned round = 0; round < SUQ_POLLS; round++) {
         if (spins <= SUQ_BACKOFF_MAX) {
             suq_pause(spins);
             spins *= 2;
         } else {
             sched_yield();
         }
-        if (suq_published(q, q->deq))
+        size_t seq = atomic_load_explicit(&slot->seq, memory_order_relaxed);
+        if ((seq & ~SUQ_SEQ_JOB) == q->deq + 1)
             return true;
         if (atomic_load_explicit(&q->stopping, memory_order_relaxed))
             return false;
@@ -430,9 +397,7 @@ static void *suq_worker(void *arg)
         if (n >= SUQ_GATHER_MIN)
             continue;
         if (n > 0) {
-            /* A short batch: let the producers get ahead before the next. */
-            unsigned spins = SUQ_BACKOFF_MIN;
-            (void)suq_gather(q, &spins);
+            suq_pause(SUQ_BACKOFF_MIN);
             continue;
         }
         if (suq_spin(q))
@@ -464,9 +429,7 @@ static int suq_init_fields(ordo_suq_t *q, const ordo_suq_options_t *opts)
 {
     size_t capacity = opts->capacity ? opts->capacity : ORDO_SUQ_CAPACITY_DEFAULT;
     size_t size = suq_ring_size(capacity);
-    /* Line-aligned, so that slots 4k..4k+3 share a line (suq_gather()). */
-    size_t bytes = size * sizeof *q->slots;
-    q->slots = aligned_alloc(SUQ_CACHE_LINE, (bytes + SUQ_CACHE_LINE - 1) / SUQ_CACHE_LINE * SUQ_CACHE_LINE);
+    q->slots = malloc(size * sizeof *q->slots);
     if (q->slots == NULL)
         return ORDO_ENOMEM;
     /* seq 0 never equals pos + 1 for a position of the first lap. */
