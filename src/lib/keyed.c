@@ -5,10 +5,12 @@
  *
  *   keys   hash table of key states, one per key that has pending tasks;
  *          a key state holds the key bytes, a ring of its queued task
- *          entries (not yet started; a power-of-two array that doubles when
- *          full and is reused as tasks come and go), its pending count and
- *          a running flag;
- *   ready  FIFO of key states that have queued tasks and are not running.
+ *          entries (not yet started; KEYED_RING_INLINE entries inside the
+ *          key state, then a power-of-two array that doubles when full),
+ *          its pending count and a running flag;
+ *   ready  FIFO of key states that have queued tasks and are not running,
+ *          a ring of pointers with room for every active key (so pushing
+ *          never fails; it grows when a key is created).
  *
  * A worker pops a turn's worth of ready keys from the head (up to
  * KEYED_BATCH_MAX, and no more than its share of the ready keys, see
@@ -22,7 +24,8 @@
  * Finishing one turn and taking the next share a critical section.
  *
  * Invariants, under mu:
- *   - a key state exists iff its pending count > 0;
+ *   - a key state is in the table iff its pending count > 0;
+ *   - ready_cap >= keys.count;
  *   - a key state is in ready iff !running && its ring is non-empty;
  *   - ready_len is the length of ready;
  *   - sum of key pending counts == ex->pending;
@@ -30,16 +33,20 @@
  *     runs a key only leaves the loop when ready is empty, so a stop cannot
  *     strand accepted work.
  *
- * Costs. A post takes mu once and allocates nothing once its key's ring
- * has grown (the key state itself is recycled, see below); a submit adds
- * one allocation, its future, made before mu is taken. A worker takes mu
- * once per turn, i.e. once per up to KEYED_BATCH_MAX tasks. mu is an
- * adaptive mutex: critical sections are a few dozen instructions, so a
- * brief spin usually beats a futex sleep. Idle workers are signalled only
- * when a key becomes ready and more workers are idle than were already
- * signalled (wakes_pending), so a stream of posts to idle keys costs one
- * wake-up per sleeping worker, not one per post; a worker whose turn leaves
- * keys in ready passes a wake-up on the same way. Blocked producers are
+ * Costs. A post takes mu once, looks its key up once, and allocates
+ * nothing in the steady state (key states are recycled, see below, and
+ * rings reused); a submit adds one allocation, its future, made before mu
+ * is taken. A worker takes mu once per turn, i.e. once per up to
+ * KEYED_BATCH_MAX tasks, and prefetches the turn's key states and entries
+ * so that their cache misses overlap. mu is an adaptive mutex: critical
+ * sections are short, so a brief spin usually beats a futex sleep. A
+ * worker that finds nothing ready spins a little before sleeping
+ * (spin_for_work(); one at a time), and producers signal no one while it
+ * does. Otherwise idle workers are signalled only when a key becomes ready
+ * and more workers are idle than were already signalled (wakes_pending),
+ * so a stream of posts to idle keys costs one wake-up per sleeping worker,
+ * not one per post; a worker whose turn leaves keys in ready passes a
+ * wake-up on the same way. Blocked producers are
  * woken with a broadcast on one condition variable, only while any
  * producer is blocked, and only when a count falls to its low-water mark
  * (see crossed_low_mark()): a full executor then wakes its producers once
@@ -47,16 +54,21 @@
  * blocked on one key's bound may be woken by another key's progress and
  * simply waits again.
  *
- * Recycling. Key states with short keys are kept on a free list (under mu,
- * at most KEYED_CACHE_MAX) with their ring if it is small
- * (KEYED_RING_KEEP entries or fewer), instead of being freed, so a steady
- * stream of posts to keys that come and go costs no malloc/free pair
- * (which, freed on a worker and allocated on a producer, crossed threads
- * every time). A key's ring never shrinks while the key has pending tasks:
- * it is at most the next power of two above key_pending_max entries.
+ * Recycling. Key states with short keys are kept on a free list (under mu)
+ * with their ring if it is small (KEYED_RING_KEEP entries or fewer),
+ * instead of being freed, so a steady stream of posts to keys that come and
+ * go costs no malloc/free pair (which, freed on a worker and allocated on a
+ * producer, crossed threads every time). The list holds up to keys_high
+ * states (the most keys active at once; at least KEYED_CACHE_MAX), and the
+ * table keeps buckets for as many (ordo_htab_set_floor()), so that the
+ * number of active keys can swing without a malloc per key or a rehash;
+ * after KEYED_TRIM_IDLE_MS with nothing pending a sleeping worker trims
+ * both back (key_cache_trim()). A key's ring never shrinks while the key
+ * has pending tasks: it is at most the next power of two above
+ * key_pending_max entries.
  *
  * Cancellation. A cancelling stop sets ex->cancel; from then on a worker
- * that pops a key detaches its whole ring and completes the tasks with
+ * that pops a key empties its whole ring and completes the tasks with
  * ORDO_ECANCELED (or calls the post's cancel_fn) in submission order, on
  * the worker thread, while the key is marked running. A worker checks the
  * flag again before each task of its turn, so a task taken but not yet
@@ -76,9 +88,9 @@
 #include "htab.h"
 #include "sync.h"
 
-/* Recycled key states kept: at ~100 bytes a state plus at most
- * KEYED_RING_KEEP entries of 32 bytes, at most ~600 KiB, which covers the
- * turnover of a busy executor. */
+/* Recycled key states kept even when idle: at ~250 bytes a state plus at
+ * most KEYED_RING_KEEP entries of 32 bytes, at most ~750 KiB, which covers
+ * the turnover of a busy executor. */
 #define KEYED_CACHE_MAX 1024
 /* Beyond KEYED_CACHE_MAX, the cache keeps as many key states as were active
  * at once (keys_high), and the table keeps buckets for as many, until the
