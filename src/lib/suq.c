@@ -148,8 +148,9 @@ static void suq_pause(unsigned n)
 /* ---- producer side ------------------------------------------------------ */
 
 /* Reserve one position. Returns ORDO_OK with *slot_out and *pos_out set,
- * ORDO_EFULL or ORDO_ESTOPPED. */
-static int suq_try_reserve(ordo_suq_t *q, suq_slot_t **slot_out, size_t *pos_out)
+ * ORDO_EFULL or ORDO_ESTOPPED. Inlined into the post and submit paths, so
+ * that a hand-off is one call and its outputs stay in registers. */
+static inline __attribute__((always_inline)) int suq_try_reserve(ordo_suq_t *q, suq_slot_t **slot_out, size_t *pos_out)
 {
     size_t pos = atomic_load_explicit(&q->enq, memory_order_relaxed);
     for (;;) {
@@ -177,7 +178,7 @@ static int suq_try_reserve(ordo_suq_t *q, suq_slot_t **slot_out, size_t *pos_out
 
 /* The slow path: wait on space_cv until a slot frees, the deadline passes
  * (ORDO_ETIMEDOUT) or a stop starts (ORDO_ESTOPPED). */
-static int suq_wait_slot(ordo_suq_t *q, uint64_t deadline_ns, suq_slot_t **slot_out,
+static __attribute__((noinline, cold)) int suq_wait_slot(ordo_suq_t *q, uint64_t deadline_ns, suq_slot_t **slot_out,
                          size_t *pos_out)
 {
     int rc;
@@ -196,7 +197,7 @@ static int suq_wait_slot(ordo_suq_t *q, uint64_t deadline_ns, suq_slot_t **slot_
     return rc;
 }
 
-static void suq_wake_worker(ordo_suq_t *q)
+static __attribute__((noinline, cold)) void suq_wake_worker(ordo_suq_t *q)
 {
     pthread_mutex_lock(&q->mu);
     pthread_cond_signal(&q->work_cv);
@@ -204,7 +205,7 @@ static void suq_wake_worker(ordo_suq_t *q)
 }
 
 /* Reserve a slot (waiting as timeout_ms says), fill and publish it. */
-static int suq_enqueue(ordo_suq_t *q, void *ptr, size_t job_bit, int64_t timeout_ms)
+static inline __attribute__((always_inline)) int suq_enqueue(ordo_suq_t *q, void *ptr, size_t job_bit, int64_t timeout_ms)
 {
     suq_slot_t *slot;
     size_t pos;
