@@ -15,9 +15,15 @@
  *   - completion order: a task's future is completed, and its callback has
  *     returned, before the next task of the same key starts. Cancelled tasks
  *     are completed in submission order too.
- * Across keys: a worker runs one task of a key and then puts the key at the
- * tail of the ready queue, so a key with thousands of pending tasks delays a
- * newly active key by at most one task per worker ahead of it.
+ * Across keys: keys with queued tasks wait in one FIFO ready queue. A worker
+ * takes a turn: one task from each of the keys at the head of the queue (up
+ * to 16, and no more than its share of the ready keys, so idle workers find
+ * work too), runs them one after another, then puts each key that has more
+ * tasks back at the tail. A key thus runs one task per pass over the ready
+ * keys, and a key with thousands of pending tasks delays a newly active key
+ * by at most one task. Short tasks are assumed: a key taken into a turn
+ * waits for the tasks before it in that turn even if another worker is
+ * idle.
  *
  * Bounds: a task is "pending" from the moment its submit is accepted until
  * its handler has returned and its future's callback (if any) has returned
@@ -38,10 +44,18 @@
  * ordo_keyed_stop() and ordo_keyed_destroy() must not be called from a worker
  * thread of the executor they stop (stop returns ORDO_EBUSY there).
  *
- * Memory: the executor holds state only for keys that have pending tasks; a
- * key's state is freed as soon as it has none, so memory follows the number
- * of active keys, not the number of keys ever seen. Keys are hashed with a
- * per-executor secret SipHash key, so hostile keys cannot degrade lookups.
+ * Memory: the executor holds state only for keys that have pending tasks
+ * (keys_active); a key leaves the table as soon as it has none, so memory
+ * follows the number of active keys, not the number of keys ever seen. The
+ * states of keys that went idle are kept for reuse, up to the most keys
+ * active at once, until the executor has been idle (nothing pending) for
+ * 100 ms; then all but 1024 are freed. Keys are hashed with a per-executor
+ * secret SipHash key, so hostile keys cannot degrade lookups.
+ *
+ * Costs: a post takes the executor's lock once and allocates nothing in the
+ * steady state (its task is 32 bytes in its key's ring); a submit adds one
+ * allocation, its future. A worker takes the lock once per turn. Idle
+ * workers are woken only when no worker is already polling for work.
  */
 #ifndef ORDO_KEYED_H
 #define ORDO_KEYED_H
@@ -58,7 +72,8 @@ typedef struct ordo_keyed_s ordo_keyed_t;
 /* Defaults for the options, used when an option is 0. */
 #define ORDO_KEYED_WORKERS_DEFAULT 4 /* a small pool; tasks are assumed short */
 #define ORDO_KEYED_WORKERS_MAX 1024  /* beyond this threads cost more than they give */
-/* Each pending task costs about 150 bytes; 64Ki of them is ~10 MiB. */
+/* A pending post costs 32 bytes, a submit about 180 with its future; 64Ki
+ * of them is at most ~12 MiB. */
 #define ORDO_KEYED_PENDING_MAX_DEFAULT 65536
 /* One key may hold up to this many; enough to batch, small enough that one
  * hot key cannot take the whole executor's room. */

@@ -14,6 +14,7 @@ int ordo_htab_init(ordo_htab_t *t, ordo_htab_eq_fn eq)
         return -1;
     t->mask = HTAB_MIN_BUCKETS - 1;
     t->count = 0;
+    t->floor = HTAB_MIN_BUCKETS;
     t->iterating = 0;
     t->eq = eq;
     ordo_random_key(t->key);
@@ -81,8 +82,23 @@ void ordo_htab_remove(ordo_htab_t *t, ordo_hnode_t *n)
     n->next = NULL;
     t->count--;
     size_t nb = t->mask + 1;
-    if (nb > HTAB_MIN_BUCKETS && t->count < nb / 8 && t->iterating == 0)
+    if (nb > t->floor && t->count < nb / 8 && t->iterating == 0)
         htab_resize(t, nb / 2);
+}
+
+void ordo_htab_set_floor(ordo_htab_t *t, size_t n)
+{
+    size_t floor = HTAB_MIN_BUCKETS;
+    while (floor < n)
+        floor *= 2;
+    t->floor = floor;
+    /* Shrink as far as removes would have: halve while the load factor is
+     * below 1/8. */
+    size_t nb = t->mask + 1;
+    while (nb > t->floor && t->count < nb / 8 && t->iterating == 0)
+        nb /= 2;
+    if (nb != t->mask + 1)
+        htab_resize(t, nb);
 }
 
 void ordo_htab_foreach(ordo_htab_t *t, void (*fn)(ordo_hnode_t *n, void *arg), void *arg)

@@ -10,7 +10,9 @@
  * Complexity: find, insert and remove are O(1) expected. The bucket array
  * doubles when the load factor passes 1 (a single O(n) rehash, amortised
  * O(1) per insert) and halves when it falls below 1/8 on remove, so memory
- * follows the number of live entries.
+ * follows the number of live entries; an owner whose entry count swings
+ * widely can hold a floor under the array (ordo_htab_set_floor()) so that
+ * each swing does not rehash it down and up again.
  *
  * Not thread-safe: the owner serialises access.
  *
@@ -39,6 +41,7 @@ typedef struct ordo_htab_s {
     ordo_hnode_t **buckets;
     size_t mask;   /* buckets - 1; buckets is a power of two */
     size_t count;
+    size_t floor;  /* remove does not shrink the array below this many buckets */
     int iterating; /* >0 inside foreach: remove does not shrink */
     ordo_htab_eq_fn eq;
     uint8_t key[ORDO_SIPHASH_KEY_LEN];
@@ -65,6 +68,12 @@ void ordo_htab_insert(ordo_htab_t *t, ordo_hnode_t *n, uint64_t hash);
 
 /* ordo_htab_remove() -- unlink n, which must be in the table. */
 void ordo_htab_remove(ordo_htab_t *t, ordo_hnode_t *n);
+
+/* ordo_htab_set_floor() -- from now on, remove does not shrink the bucket
+ * array below what n entries need (the power of two >= n; 0: no floor
+ * beyond the minimum). Lowering the floor shrinks the array at once if the
+ * load factor allows, as remove would have (not inside foreach). */
+void ordo_htab_set_floor(ordo_htab_t *t, size_t n);
 
 /* Iteration over every node, in no particular order; the callback must not
  * insert, but may remove the node it is given (and free it). */

@@ -20,7 +20,11 @@
  *
  * Cost. A post is one CAS and two stores on the producer side and no
  * allocation at all; the worker does no atomic read-modify-write per item
- * and one store per batch. A submit adds one allocation, a job holding the
+ * and one store per batch. Producers check room against `done_seen`, a
+ * copy of `done` kept on the line of `enq` (which they write anyway), and
+ * read `done` (a line the worker writes after every batch) only when the
+ * copy shows the ring full; since done only grows, the copy errs only
+ * towards "full", and a "full" is always confirmed against `done` itself. A submit adds one allocation, a job holding the
  * future and the item; the slot then points at the job and its seq carries
  * SUQ_SEQ_JOB.
  *
@@ -104,6 +108,10 @@ enum { SUQ_RUNNING, SUQ_STOPPING, SUQ_JOINED };
 struct ordo_suq_s {
     /* Written by every reservation. */
     alignas(SUQ_CACHE_LINE) atomic_size_t enq;
+    /* A value `done` had (it only grows): producers check room against it,
+     * on the line they write anyway, and read `done` itself only when it
+     * shows the ring full. Written by producers only. */
+    atomic_size_t done_seen;
     /* Read by every post; written only around sleeps and stops. */
     alignas(SUQ_CACHE_LINE) atomic_int worker_sleeping;
     atomic_int full_waiters;
@@ -148,14 +156,24 @@ static void suq_pause(unsigned n)
 /* ---- producer side ------------------------------------------------------ */
 
 /* Reserve one position. Returns ORDO_OK with *slot_out and *pos_out set,
- * ORDO_EFULL or ORDO_ESTOPPED. */
-static int suq_try_reserve(ordo_suq_t *q, suq_slot_t **slot_out, size_t *pos_out)
+ * ORDO_EFULL or ORDO_ESTOPPED. Inlined into the post and submit paths, so
+ * that a hand-off is one call and its outputs stay in registers. */
+static inline __attribute__((always_inline)) int suq_try_reserve(ordo_suq_t *q,
+                                                                 suq_slot_t **slot_out,
+                                                                 size_t *pos_out)
 {
     size_t pos = atomic_load_explicit(&q->enq, memory_order_relaxed);
     for (;;) {
         if (pos & SUQ_STOP_BIT)
             return ORDO_ESTOPPED;
-        size_t done = atomic_load_explicit(&q->done, memory_order_seq_cst);
+        /* done_seen <= done, so room against it is room. Acquire: the
+         * producer that stored it had acquired it from the worker's store
+         * of done, after the worker's last reads of the slots it frees. */
+        size_t done = atomic_load_explicit(&q->done_seen, memory_order_acquire);
+        if (pos - done > q->mask) {
+            done = atomic_load_explicit(&q->done, memory_order_seq_cst);
+            atomic_store_explicit(&q->done_seen, done, memory_order_release);
+        }
         if (pos - done > q->mask) {
             /* Full, unless enq moved meanwhile (then pos was stale, which
              * can also make pos - done wrap around). */
@@ -177,7 +195,7 @@ static int suq_try_reserve(ordo_suq_t *q, suq_slot_t **slot_out, size_t *pos_out
 
 /* The slow path: wait on space_cv until a slot frees, the deadline passes
  * (ORDO_ETIMEDOUT) or a stop starts (ORDO_ESTOPPED). */
-static int suq_wait_slot(ordo_suq_t *q, uint64_t deadline_ns, suq_slot_t **slot_out,
+static __attribute__((noinline, cold)) int suq_wait_slot(ordo_suq_t *q, uint64_t deadline_ns, suq_slot_t **slot_out,
                          size_t *pos_out)
 {
     int rc;
@@ -196,7 +214,7 @@ static int suq_wait_slot(ordo_suq_t *q, uint64_t deadline_ns, suq_slot_t **slot_
     return rc;
 }
 
-static void suq_wake_worker(ordo_suq_t *q)
+static __attribute__((noinline, cold)) void suq_wake_worker(ordo_suq_t *q)
 {
     pthread_mutex_lock(&q->mu);
     pthread_cond_signal(&q->work_cv);
@@ -204,7 +222,7 @@ static void suq_wake_worker(ordo_suq_t *q)
 }
 
 /* Reserve a slot (waiting as timeout_ms says), fill and publish it. */
-static int suq_enqueue(ordo_suq_t *q, void *ptr, size_t job_bit, int64_t timeout_ms)
+static inline __attribute__((always_inline)) int suq_enqueue(ordo_suq_t *q, void *ptr, size_t job_bit, int64_t timeout_ms)
 {
     suq_slot_t *slot;
     size_t pos;
@@ -445,6 +463,7 @@ static int suq_init_fields(ordo_suq_t *q, const ordo_suq_options_t *opts)
     atomic_init(&q->cancel, 0);
     atomic_init(&q->stopping, 0);
     atomic_init(&q->done, 0);
+    atomic_init(&q->done_seen, 0);
     q->deq = 0;
     q->handler = opts->handler;
     q->cancel_fn = opts->cancel_fn;

@@ -1,7 +1,7 @@
 /*
  * test_htab.c -- the keyed hash table and SipHash: lookups, growth and
- * shrinking with many keys, removal during iteration, and the SipHash-1-3
- * reference vector.
+ * shrinking with many keys, a floor under shrinking, removal during
+ * iteration, and the SipHash-1-3 reference vector.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -90,6 +90,40 @@ static void test_htab_many(void **state)
     free(es);
 }
 
+/* A floor keeps removes from shrinking the array; lowering it shrinks the
+ * array at once, as far as removes would have. */
+static void test_htab_floor(void **state)
+{
+    (void)state;
+    enum { N = 5000 };
+    ordo_htab_t t;
+    assert_int_equal(ordo_htab_init(&t, entry_eq), 0);
+    entry_t *es = calloc(N, sizeof *es);
+    ordo_htab_set_floor(&t, N);
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < N; i++) {
+            es[i].len = (size_t)snprintf(es[i].name, sizeof es[i].name, "key:%d", i);
+            ordo_htab_insert(&t, &es[i].node, ordo_htab_hash(&t, es[i].name, es[i].len));
+        }
+        for (int i = 0; i < N; i++)
+            ordo_htab_remove(&t, &es[i].node);
+        assert_int_equal(t.count, 0);
+        assert_true(t.mask + 1 >= N); /* held by the floor */
+    }
+    for (int i = 0; i < 10; i++) {
+        es[i].len = (size_t)snprintf(es[i].name, sizeof es[i].name, "key:%d", i);
+        ordo_htab_insert(&t, &es[i].node, ordo_htab_hash(&t, es[i].name, es[i].len));
+    }
+    ordo_htab_set_floor(&t, 0);
+    assert_true(t.mask + 1 <= 128); /* 10 entries: load factor >= 1/8 */
+    for (int i = 0; i < 10; i++) {
+        uint64_t h = ordo_htab_hash(&t, es[i].name, es[i].len);
+        assert_ptr_equal(ordo_htab_find(&t, h, es[i].name, es[i].len), &es[i].node);
+    }
+    ordo_htab_destroy(&t);
+    free(es);
+}
+
 static void remove_cb(ordo_hnode_t *n, void *arg)
 {
     ordo_htab_t *t = arg;
@@ -117,6 +151,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_siphash_vector),
         cmocka_unit_test(test_htab_many),
+        cmocka_unit_test(test_htab_floor),
         cmocka_unit_test(test_htab_remove_in_foreach),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -687,6 +687,55 @@ static void test_cancel_completes_queued_in_order(void **state)
     gate_destroy(&g);
 }
 
+/* A worker takes one task from each of several ready keys per turn; a
+ * cancelling stop that begins while the first of them runs cancels the
+ * others, which were taken but had not started. */
+static void test_cancel_reaches_tasks_taken_in_a_turn(void **state)
+{
+    (void)state;
+    ordo_keyed_t *ex = make_ex(1, 0, 0);
+    gate_t gx, ga;
+    gate_init(&gx);
+    gate_init(&ga);
+    cancel_log_t log = {.ncf = 0, .ncp = 0, .key_ok = 0};
+    pthread_mutex_init(&log.mu, NULL);
+    cancel_arg_t args[3];
+
+    /* While X blocks the only worker, A, B, C, D become ready; its next
+     * turn takes all four (its share: 4 ready keys, 1 worker). */
+    assert_int_equal(ordo_keyed_post(ex, "X", 1, gate_fn, NULL, &gx, 0), ORDO_OK);
+    gate_wait_entered(&gx, 1);
+    assert_int_equal(ordo_keyed_post(ex, "A", 1, gate_fn, NULL, &ga, 0), ORDO_OK);
+    const char *keys[3] = {"B", "C", "D"};
+    for (int i = 0; i < 3; i++) {
+        args[i] = (cancel_arg_t){&log, i};
+        assert_int_equal(ordo_keyed_post(ex, keys[i], 1, must_not_run_fn, post_cancel_fn, &args[i], 0),
+                         ORDO_OK);
+    }
+    gate_open(&gx);
+    gate_wait_entered(&ga, 1);
+    assert_int_equal(stats_of(ex).pending, 4);
+
+    stop_arg_t sa = {ex, ORDO_KEYED_CANCEL, 1};
+    pthread_t th;
+    pthread_create(&th, NULL, stop_thread, &sa);
+    wait_stopping(ex);
+    gate_open(&ga);
+    pthread_join(th, NULL);
+    assert_int_equal(sa.rc, ORDO_OK);
+
+    assert_int_equal(log.ncp, 3);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(log.cancelled_posts[i], i);
+    ordo_keyed_stats_t s = stats_of(ex);
+    assert_int_equal(s.pending, 0);
+    assert_int_equal(s.keys_active, 0);
+    ordo_keyed_destroy(ex);
+    pthread_mutex_destroy(&log.mu);
+    gate_destroy(&ga);
+    gate_destroy(&gx);
+}
+
 /* A producer blocked on a bound is woken by a stop with ORDO_ESTOPPED. */
 static void test_stop_wakes_blocked_producer(void **state)
 {
@@ -1120,6 +1169,7 @@ int main(void)
         cmocka_unit_test(test_stop_wakes_blocked_producer),
         cmocka_unit_test(test_callbacks_submit_to_same_and_other_keys),
         cmocka_unit_test(test_key_state_follows_active_keys),
+        cmocka_unit_test(test_cancel_reaches_tasks_taken_in_a_turn),
         cmocka_unit_test(test_stress_order_and_exclusion),
         cmocka_unit_test(test_drain_races_producers),
         cmocka_unit_test(test_cancel_races_producers),
