@@ -7,12 +7,17 @@
  *
  * Invariant: a waiter is in exactly one wait list and, iff it has a
  * deadline, in the heap; conn->waiter points back to it while parked.
+ * s->blocked_clients counts the parked waiters and s->blocked_by_kind[k]
+ * those of kind k (so they sum to blocked_clients).
  */
 #include "block.h"
 
 #include <stdlib.h>
 
 #include "conn.h"
+
+_Static_assert(sizeof ((server_t *)0)->blocked_by_kind / sizeof(size_t) == BLOCK_KINDS,
+               "server.h sizes blocked_by_kind for every block kind");
 
 #define WAIT_HEAP_CAP_MIN 64 /* the first array: a few blocked clients never regrow it */
 
@@ -83,13 +88,22 @@ static void unlink_waiter(server_t *s, waiter_t *w)
         ordo_heap_remove(&s->wait_heap, &w->hn);
     w->conn->waiter = NULL;
     s->blocked_clients--;
+    s->blocked_by_kind[w->kind]--;
 }
 
-waiter_t *block_wait(server_t *s, conn_t *conn, wait_list_t *list, uint64_t deadline_ms)
+const char *block_kind_name(int kind)
+{
+    static const char *const names[BLOCK_KINDS] = {"pull", "push", "call", "result", "lock", "elect"};
+    return kind >= 0 && kind < BLOCK_KINDS ? names[kind] : "unknown";
+}
+
+waiter_t *block_wait(server_t *s, conn_t *conn, wait_list_t *list, uint64_t deadline_ms, int kind)
 {
     waiter_t *w = ordo_xcalloc(1, sizeof *w);
     w->conn = conn;
     w->deadline_ms = deadline_ms;
+    w->kind = kind;
+    s->blocked_by_kind[kind]++;
     ordo_heap_node_init(&w->hn);
     list_append(w, list);
     conn->waiter = w;

@@ -31,6 +31,21 @@
 
 typedef struct waiter_s waiter_t;
 
+/* What a parked command waits for: INFO clients counts each kind
+ * (blocked_<kind>), and their sum is blocked_clients. A Q.CALL stays a
+ * BLOCK_CALL while it waits for room and then for its result. */
+enum block_kind {
+    BLOCK_PULL = 0,   /* Q.PULL BLOCK: a deliverable message */
+    BLOCK_PUSH,       /* Q.PUSH under ONFULL block: room in the queue */
+    BLOCK_CALL,       /* Q.CALL: room, then the message's fate */
+    BLOCK_RESULT,     /* Q.RESULT BLOCK: the message's fate */
+    BLOCK_LOCK,       /* LOCK.ACQUIRE WAIT: the lock */
+    BLOCK_ELECT,      /* ELECT.CAMPAIGN (WAIT): leadership */
+    BLOCK_KINDS
+};
+/* "pull", "push", ...: the INFO field suffix of a kind. */
+const char *block_kind_name(int kind);
+
 /* A FIFO of waiters (intrusive). Zero-initialised is empty. */
 typedef struct wait_list_s {
     waiter_t *head, *tail;
@@ -42,6 +57,7 @@ struct waiter_s {
     wait_list_t *list;
     waiter_t *next, *prev;           /* in list */
     uint64_t deadline_ms;            /* 0: no deadline */
+    int kind;                        /* enum block_kind */
     ordo_heap_node_t hn;             /* in the server's deadline heap iff deadline_ms != 0 */
     /* Write the timeout reply into conn's output. */
     void (*on_timeout)(waiter_t *w);
@@ -50,10 +66,11 @@ struct waiter_s {
     void *data;                      /* the handler's: what it waits for */
 };
 
-/* block_wait() -- park conn on list until deadline_ms (0: none). The waiter
+/* block_wait() -- park conn on list until deadline_ms (0: none), counted as
+ * `kind` (enum block_kind). The waiter
  * is allocated here and freed by block_done() / timeout / cancel; fill in
  * on_timeout, on_cancel and data on the returned waiter. */
-waiter_t *block_wait(server_t *s, conn_t *conn, wait_list_t *list, uint64_t deadline_ms);
+waiter_t *block_wait(server_t *s, conn_t *conn, wait_list_t *list, uint64_t deadline_ms, int kind);
 
 /* block_done() -- the handler wrote the waiter's reply: unlink it, free it,
  * resume the connection at the end of the loop turn. */

@@ -38,6 +38,13 @@ def wait_for(pred, timeout=30.0, what="condition"):
     raise AssertionError("%s not reached within %ss" % (what, timeout))
 
 
+def blocked(c, kind=None):
+    """INFO clients: blocked_clients, or blocked_<kind> (lock, elect, ...)."""
+    text = c.call("INFO", "clients").decode()
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    return int(fields["blocked_clients" if kind is None else "blocked_" + kind])
+
+
 # ---- leases -----------------------------------------------------------------
 
 
@@ -482,6 +489,9 @@ def test_elect_campaign_waits_without_wait(server):
         t1 = c.call("ELECT.CAMPAIGN", "EW", "a", 60000)
         b = Conn(server.port, timeout=30)
         b.send("ELECT.CAMPAIGN", "EW", "b", 60000)
+        # resign only once b is parked: otherwise its campaign could find
+        # the election vacant and the wait would never be exercised
+        wait_for(lambda: blocked(c, "elect") == 1, what="candidate parked")
         assert c.call("ELECT.RESIGN", "EW", t1) == 1
         t2 = b.read()
         assert t2 > t1
