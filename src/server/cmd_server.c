@@ -246,10 +246,11 @@ static void cmd_info(cmd_ctx_t *x)
     }
     if (section_wanted(x, "memory"))
         ordo_buf_printf(&b, "# Memory\r\nused_memory:%zu\r\nused_memory_kv:%zu\r\nused_memory_queues:%zu\r\n"
-                            "used_memory_rss:%zu\r\nmax_memory_bytes:%lld\r\n"
+                            "used_memory_coord:%zu\r\nused_memory_rss:%zu\r\nmax_memory_bytes:%lld\r\n"
                             "mem_clients:%zu\r\nallocator_trims:%llu\r\n"
                             "kv_versions:%zu\r\nkv_log_entries:%zu\r\n\r\n",
-                        cmd_data_bytes(s), st.bytes, queue_set_bytes(core_queues(s->core)), rss_bytes(),
+                        cmd_data_bytes(s), st.bytes, queue_set_bytes(core_queues(s->core)),
+                        cmd_coord_bytes(s), rss_bytes(),
                         (long long)s->cfg.max_memory_bytes, net_client_memory(s),
                         (unsigned long long)s->stats.allocator_trims, st.versions, st.log_entries);
     if (section_wanted(x, "stats"))

@@ -70,7 +70,7 @@ MAX_MEMORY = 300000
 
 def memory(srv):
     m = srv.info("memory")
-    return {k: int(m[k]) for k in ("used_memory", "used_memory_kv", "used_memory_queues")}
+    return {k: int(m[k]) for k in ("used_memory", "used_memory_kv", "used_memory_queues", "used_memory_coord")}
 
 
 def queues_bytes(c):
@@ -80,7 +80,7 @@ def queues_bytes(c):
 
 def check_accounting(srv, c):
     m = memory(srv)
-    assert m["used_memory"] == m["used_memory_kv"] + m["used_memory_queues"], m
+    assert m["used_memory"] == m["used_memory_kv"] + m["used_memory_queues"] + m["used_memory_coord"], m
     assert m["used_memory_queues"] == queues_bytes(c), m
     return m
 
