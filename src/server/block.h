@@ -10,7 +10,8 @@
  * record makes the awaited state appear, the command layer takes waiters
  * from the list's head, in arrival order, and completes them with
  * block_done(); at the deadline the waiter's on_timeout writes the timeout
- * reply; if the client disconnects the waiter is dropped (on_cancel).
+ * reply; if the client disconnects the waiter is dropped (on_cancel); if
+ * the server turns read-only it gets -READONLY (block_readonly()).
  * After completion the connection resumes its pipeline at the end of the
  * loop turn.
  *
@@ -88,6 +89,12 @@ void block_conn_closed(server_t *s, conn_t *conn);
 /* block_list_cancel_all() -- a wait list is going away (its queue dropped):
  * time out every waiter now (on_timeout writes each reply). */
 void block_list_timeout_all(server_t *s, wait_list_t *list);
+
+/* block_readonly() -- the server just turned read-only: every parked
+ * waiter (and any that parks from now on) is answered "-READONLY <reason>"
+ * at the next loop turn, never left to its deadline. Safe to call anywhere,
+ * inside a record's apply included. */
+void block_readonly(server_t *s);
 
 /* block_init() / block_close_handles() -- the deadline timer. */
 void block_init(server_t *s);
