@@ -20,7 +20,9 @@
  * its own revision, and replay needs no knowledge of who waited. A waiter
  * whose LEASE has ended gets -NOTFOUND and the next one is tried; a waiter
  * whose WAIT runs out gets nil (block.c's timer); a waiter that
- * disconnects leaves the list (on_cancel). Wait lists that became empty are
+ * disconnects leaves the list (on_cancel), and so does one answered
+ * -READONLY when the log fails (block.c; a newcomer is refused then
+ * instead of parked). Wait lists that became empty are
  * freed by a sweep at the next safe point (their waiter may be unlinked
  * only after our callback returns).
  *
