@@ -27,8 +27,9 @@
  * only after our callback returns).
  *
  * Memory. Parked waiters hold their request (name, value) and a wait list
- * per lock / election name; cc->wait_bytes counts them (O(1) per park,
- * wake and sweep) and cmd_coord_bytes() adds them to the state's
+ * per lock / election name; cc->wait_bytes counts them, each waiter
+ * charged for its request and its list (O(1) per park and wake; the
+ * figure is 0 whenever nobody waits) and cmd_coord_bytes() adds them to the state's
  * coord_bytes(): INFO's used_memory_coord, counted by max-memory-bytes. A
  * newcomer that would park past the limit gets -LIMIT instead.
  *
@@ -86,6 +87,7 @@ typedef struct coord_wait_s {
     uint64_t ttl_ms;
     uint64_t lease;
     bool handover;             /* ELECT.CAMPAIGN HANDOVER: reply [term, value] */
+    size_t charged;            /* what it adds to cc->wait_bytes */
     size_t vlen;
     char value[];              /* ELECT.CAMPAIGN: the candidate's value */
 } coord_wait_t;
@@ -157,7 +159,6 @@ static waitq_t *waitq_get(coord_cmd_t *cc, int kind, const void *name, size_t nl
         return q;
     ordo_htab_t *t = wq_table(cc, kind);
     q = ordo_xcalloc(1, sizeof *q + (nlen ? nlen : 1));
-    cc->wait_bytes += alloc_cost(sizeof *q + (nlen ? nlen : 1));
     q->kind = kind;
     q->nlen = nlen;
     memcpy(q->name, name, nlen);
@@ -185,7 +186,6 @@ static void sweep(coord_cmd_t *cc)
         q->swept = false;
         if (q->list.len == 0 && !q->pending) {
             ordo_htab_remove(wq_table(cc, q->kind), &q->node);
-            cc->wait_bytes -= alloc_cost(sizeof *q + (q->nlen ? q->nlen : 1));
             free(q);
         }
     }
@@ -201,14 +201,12 @@ static cmd_ctx_t ctx_of(server_t *s, conn_t *c)
     return x;
 }
 
-static size_t wait_cost(size_t vlen) { return alloc_cost(sizeof(coord_wait_t) + (vlen ? vlen : 1)); }
-
 /* Free a waiter's request. */
 static void wait_data_free(server_t *s, waiter_t *w)
 {
     coord_wait_t *d = w->data;
     if (d != NULL)
-        s->coordcmd->wait_bytes -= wait_cost(d->vlen);
+        s->coordcmd->wait_bytes -= d->charged;
     free(d);
     w->data = NULL;
 }
@@ -520,7 +518,11 @@ static void park(cmd_ctx_t *x, waitq_t *q, uint64_t wait_ms, uint64_t ttl_ms, ui
     }
     size_t vlen = value ? value->len : 0;
     coord_wait_t *d = ordo_xcalloc(1, sizeof *d + (vlen ? vlen : 1));
-    x->srv->coordcmd->wait_bytes += wait_cost(vlen);
+    /* Charged per waiter: its request and the list it waits on with the
+     * name (shared by the list's waiters, and freed lazily by sweep(), so
+     * charging it to each waiter keeps the figure exact at every moment). */
+    d->charged = alloc_cost(sizeof *d + (vlen ? vlen : 1)) + alloc_cost(sizeof *q + (q->nlen ? q->nlen : 1));
+    x->srv->coordcmd->wait_bytes += d->charged;
     d->ttl_ms = ttl_ms;
     d->lease = lease;
     d->handover = handover;

@@ -667,6 +667,10 @@ def test_coord_memory_counts_towards_max_memory(ordod_factory):
         assert coord_memory(srv)["used_memory_coord"] > m3 + 3000
         w.close()
         wait_for(lambda: blocked(c) == 0, what="candidate gone")
+        # a lock waiter parked before the limit keeps its place
+        lw = srv.raw()
+        lw.send("LOCK.ACQUIRE", "lock-" + "n" * 500, 1000, "WAIT", 60000)
+        wait_for(lambda: blocked(c, "lock") == 1, what="lock waiter parked")
         # fill with leaderships until the limit refuses one
         terms = []
         for i in range(200):
@@ -685,9 +689,9 @@ def test_coord_memory_counts_towards_max_memory(ordod_factory):
         err(c.call("LOCK.ACQUIRE", "other", 1000), "LIMIT")
         err(c.call("ELECT.CAMPAIGN", "other", "v", 1000), "LIMIT")
         err(c.call("ELECT.PROCLAIM", "E", term, "bigger"), "LIMIT")
-        # ...and so is parking behind a holder (the request would be kept)
+        # ...and so is queueing behind a waiter (the request would be kept)
         err(c.call("LOCK.ACQUIRE", "lock-" + "n" * 500, 1000, "WAIT", 5000), "LIMIT")
-        assert blocked(c) == 0
+        assert blocked(c) == 1
         assert coord_memory(srv) == full  # refusals change nothing
         # keepalives, releases, resigns (with a hand-over) and revokes work
         assert c.call("ELECT.KEEPALIVE", "E", term) > 0
@@ -699,6 +703,8 @@ def test_coord_memory_counts_towards_max_memory(ordod_factory):
         assert coord_memory(srv)["used_memory_coord"] < full["used_memory_coord"]
         # room again: growing writes work
         assert isinstance(c.call("LEASE.GRANT", 60000), int)
+        lw.close()
+        wait_for(lambda: blocked(c) == 0, what="lock waiter gone")
         # churn that ends where it started leaves the total where it was
         before = coord_memory(srv)["used_memory_coord"]
         for i in range(20):
