@@ -7,6 +7,18 @@
  *
  * Invariant: a waiter is in exactly one wait list and, iff it has a
  * deadline, in the heap; conn->waiter points back to it while parked.
+ *
+ * Read-only. Once the log has failed (s->readonly) no record is made any
+ * more, so nothing a waiter waits for (a delivery, room, a message's fate,
+ * a grant) can happen: every parked waiter is answered -READONLY at once
+ * instead of at its deadline. The timer does it, at the start of its next
+ * turn (block_readonly() only arms it for "now": it may be called from
+ * inside a record's apply, while a wait list is being served); a
+ * connection that parks while read-only is answered the same way. While
+ * armed for that, wait_timer_at_ms is WAIT_TIMER_NOW.
+ *
+ * s->blocked_clients counts the parked waiters and s->blocked_by_kind[k]
+ * those of kind k (so they sum to blocked_clients).
  */
 #include "block.h"
 
@@ -14,7 +26,12 @@
 
 #include "conn.h"
 
+_Static_assert(sizeof ((server_t *)0)->blocked_by_kind / sizeof(size_t) == BLOCK_KINDS,
+               "server.h sizes blocked_by_kind for every block kind");
+
 #define WAIT_HEAP_CAP_MIN 64 /* the first array: a few blocked clients never regrow it */
+
+#define WAIT_TIMER_NOW 1 /* wait_timer_at_ms: fire at once (no real deadline is 1 ms after the epoch) */
 
 #define WAITER_OF(n) ((waiter_t *)(void *)((char *)(n) - offsetof(waiter_t, hn)))
 
@@ -35,6 +52,13 @@ static void on_wait_timer(uv_timer_t *t);
 
 static void arm_timer(server_t *s)
 {
+    if (s->readonly[0] != '\0' && s->blocked_clients > 0) {
+        if (s->wait_timer_at_ms != WAIT_TIMER_NOW) {
+            s->wait_timer_at_ms = WAIT_TIMER_NOW;
+            uv_timer_start(&s->wait_timer, on_wait_timer, 0, 0);
+        }
+        return;
+    }
     const waiter_t *first = first_waiter(s);
     if (first == NULL) {
         uv_timer_stop(&s->wait_timer);
@@ -83,21 +107,29 @@ static void unlink_waiter(server_t *s, waiter_t *w)
         ordo_heap_remove(&s->wait_heap, &w->hn);
     w->conn->waiter = NULL;
     s->blocked_clients--;
+    s->blocked_by_kind[w->kind]--;
 }
 
-waiter_t *block_wait(server_t *s, conn_t *conn, wait_list_t *list, uint64_t deadline_ms)
+const char *block_kind_name(int kind)
+{
+    static const char *const names[BLOCK_KINDS] = {"pull", "push", "call", "result", "lock", "elect"};
+    return kind >= 0 && kind < BLOCK_KINDS ? names[kind] : "unknown";
+}
+
+waiter_t *block_wait(server_t *s, conn_t *conn, wait_list_t *list, uint64_t deadline_ms, int kind)
 {
     waiter_t *w = ordo_xcalloc(1, sizeof *w);
     w->conn = conn;
     w->deadline_ms = deadline_ms;
+    w->kind = kind;
+    s->blocked_by_kind[kind]++;
     ordo_heap_node_init(&w->hn);
     list_append(w, list);
     conn->waiter = w;
     s->blocked_clients++;
-    if (deadline_ms != 0) {
+    if (deadline_ms != 0)
         ordo_heap_xpush(&s->wait_heap, &w->hn);
-        arm_timer(s);
-    }
+    arm_timer(s);
     return w;
 }
 
@@ -135,11 +167,30 @@ static void time_out(server_t *s, waiter_t *w)
     block_done(s, w);
 }
 
+/* The server is read-only: answer w -READONLY now (see the header). */
+static void fail_readonly(server_t *s, waiter_t *w)
+{
+    conn_t *c = w->conn;
+    s->stats.errors_total++;
+    resp_add_errorf(&c->out, "READONLY the log cannot be written, so what this command waits for cannot happen: %s",
+                    s->readonly);
+    unlink_waiter(s, w);
+    if (w->on_cancel)
+        w->on_cancel(w); /* releases the handler's data, as for a disconnect */
+    free(w);
+    conn_resume(c);
+    conn_mark_dirty(c);
+}
+
 static void on_wait_timer(uv_timer_t *t)
 {
     server_t *s = t->data;
     s->wait_timer_at_ms = 0;
     uint64_t now = server_tick(s);
+    if (s->readonly[0] != '\0')
+        for (conn_t *c = s->conns; c != NULL && s->blocked_clients > 0; c = c->next)
+            if (c->waiter != NULL)
+                fail_readonly(s, c->waiter);
     for (waiter_t *w = first_waiter(s); w != NULL && w->deadline_ms < now; w = first_waiter(s))
         time_out(s, w);
     arm_timer(s);
@@ -152,6 +203,8 @@ void block_list_timeout_all(server_t *s, wait_list_t *list)
     while (list->head != NULL)
         time_out(s, list->head);
 }
+
+void block_readonly(server_t *s) { arm_timer(s); }
 
 void block_init(server_t *s)
 {

@@ -10,7 +10,8 @@
  * record makes the awaited state appear, the command layer takes waiters
  * from the list's head, in arrival order, and completes them with
  * block_done(); at the deadline the waiter's on_timeout writes the timeout
- * reply; if the client disconnects the waiter is dropped (on_cancel).
+ * reply; if the client disconnects the waiter is dropped (on_cancel); if
+ * the server turns read-only it gets -READONLY (block_readonly()).
  * After completion the connection resumes its pipeline at the end of the
  * loop turn.
  *
@@ -31,6 +32,21 @@
 
 typedef struct waiter_s waiter_t;
 
+/* What a parked command waits for: INFO clients counts each kind
+ * (blocked_<kind>), and their sum is blocked_clients. A Q.CALL stays a
+ * BLOCK_CALL while it waits for room and then for its result. */
+enum block_kind {
+    BLOCK_PULL = 0,   /* Q.PULL BLOCK: a deliverable message */
+    BLOCK_PUSH,       /* Q.PUSH under ONFULL block: room in the queue */
+    BLOCK_CALL,       /* Q.CALL: room, then the message's fate */
+    BLOCK_RESULT,     /* Q.RESULT BLOCK: the message's fate */
+    BLOCK_LOCK,       /* LOCK.ACQUIRE WAIT: the lock */
+    BLOCK_ELECT,      /* ELECT.CAMPAIGN (WAIT): leadership */
+    BLOCK_KINDS
+};
+/* "pull", "push", ...: the INFO field suffix of a kind. */
+const char *block_kind_name(int kind);
+
 /* A FIFO of waiters (intrusive). Zero-initialised is empty. */
 typedef struct wait_list_s {
     waiter_t *head, *tail;
@@ -42,6 +58,7 @@ struct waiter_s {
     wait_list_t *list;
     waiter_t *next, *prev;           /* in list */
     uint64_t deadline_ms;            /* 0: no deadline */
+    int kind;                        /* enum block_kind */
     ordo_heap_node_t hn;             /* in the server's deadline heap iff deadline_ms != 0 */
     /* Write the timeout reply into conn's output. */
     void (*on_timeout)(waiter_t *w);
@@ -51,10 +68,11 @@ struct waiter_s {
 };
 
 /* block_wait() -- park conn on list until deadline_ms (0: none) has passed
- * (the clock is past it: a wait never ends early in real time). The waiter
+ * (the clock is past it: a wait never ends early in real time), counted as
+ * `kind` (enum block_kind). The waiter
  * is allocated here and freed by block_done() / timeout / cancel; fill in
  * on_timeout, on_cancel and data on the returned waiter. */
-waiter_t *block_wait(server_t *s, conn_t *conn, wait_list_t *list, uint64_t deadline_ms);
+waiter_t *block_wait(server_t *s, conn_t *conn, wait_list_t *list, uint64_t deadline_ms, int kind);
 
 /* block_done() -- the handler wrote the waiter's reply: unlink it, free it,
  * resume the connection at the end of the loop turn. */
@@ -72,6 +90,12 @@ void block_conn_closed(server_t *s, conn_t *conn);
 /* block_list_cancel_all() -- a wait list is going away (its queue dropped):
  * time out every waiter now (on_timeout writes each reply). */
 void block_list_timeout_all(server_t *s, wait_list_t *list);
+
+/* block_readonly() -- the server just turned read-only: every parked
+ * waiter (and any that parks from now on) is answered "-READONLY <reason>"
+ * at the next loop turn, never left to its deadline. Safe to call anywhere,
+ * inside a record's apply included. */
+void block_readonly(server_t *s);
 
 /* block_init() / block_close_handles() -- the deadline timer. */
 void block_init(server_t *s);

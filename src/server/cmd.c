@@ -334,7 +334,7 @@ size_t cmd_data_bytes(const server_t *s)
 {
     kv_stats_t st;
     kv_stats(core_kv(s->core), &st);
-    return st.bytes + queue_set_bytes(core_queues(s->core));
+    return st.bytes + queue_set_bytes(core_queues(s->core)) + cmd_coord_bytes(s);
 }
 
 bool cmd_memory_refused(server_t *s, ordo_buf_t *out)
@@ -346,7 +346,8 @@ bool cmd_memory_refused(server_t *s, ordo_buf_t *out)
         return false;
     s->stats.errors_total++;
     resp_add_errorf(out, "LIMIT stored data is %zu bytes, above max-memory-bytes (%lld); "
-                         "delete, compact or consume queued messages to write again",
+                         "delete, compact, consume queued messages or release leases, locks and "
+                         "leaderships to write again",
                     bytes, (long long)s->cfg.max_memory_bytes);
     return true;
 }

@@ -60,6 +60,10 @@ void cmd_coord_register(server_t *s);
 void cmd_coord_start(server_t *s);          /* after recovery: arm the deadline timer */
 void cmd_coord_close_handles(server_t *s);  /* at shutdown */
 void cmd_coord_destroy(server_t *s);
+/* cmd_coord_bytes() -- coordination memory: the state's coord_bytes()
+ * plus parked LOCK.ACQUIRE / ELECT.CAMPAIGN requests and their wait lists
+ * (INFO used_memory_coord). O(1). */
+size_t cmd_coord_bytes(const server_t *s);
 /* cmd_coord_after_apply() -- cmd_apply() calls it after every record:
  * serves lock waiters and candidates whose lock / election the record
  * freed (each with a record of its own), re-arms the deadline timer. */
@@ -124,7 +128,9 @@ bool cmd_apply(server_t *s, record_t *rec, apply_result_t *res);
 
 /* cmd_data_bytes() -- the stored data max-memory-bytes bounds: the
  * versioned store (keys, values, history) plus the queues (messages,
- * payloads, per-key state, deliveries, dedup entries, results). O(1). */
+ * payloads, per-key state, deliveries, dedup entries, results) plus
+ * coordination (cmd_coord_bytes(): leases, attachments, locks, elections,
+ * values, hand-overs, parked lock and election waiters). O(1). */
 size_t cmd_data_bytes(const server_t *s);
 /* cmd_memory_refused() -- if max-memory-bytes is set and stored data is
  * above it, write the -LIMIT error into out and return true: a write that

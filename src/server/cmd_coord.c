@@ -20,9 +20,18 @@
  * its own revision, and replay needs no knowledge of who waited. A waiter
  * whose LEASE has ended gets -NOTFOUND and the next one is tried; a waiter
  * whose WAIT runs out gets nil (block.c's timer); a waiter that
- * disconnects leaves the list (on_cancel). Wait lists that became empty are
+ * disconnects leaves the list (on_cancel), and so does one answered
+ * -READONLY when the log fails (block.c; a newcomer is refused then
+ * instead of parked). Wait lists that became empty are
  * freed by a sweep at the next safe point (their waiter may be unlinked
  * only after our callback returns).
+ *
+ * Memory. Parked waiters hold their request (name, value) and a wait list
+ * per lock / election name; cc->wait_bytes counts them, each waiter
+ * charged for its request and its list (O(1) per park and wake; the
+ * figure is 0 whenever nobody waits) and cmd_coord_bytes() adds them to the state's
+ * coord_bytes(): INFO's used_memory_coord, counted by max-memory-bytes. A
+ * newcomer that would park past the limit gets -LIMIT instead.
  *
  * Observers. ELECT.OBSERVE registers an observer on an election name; the
  * LEADER / VACANT events are pushed to every observer as they are applied
@@ -78,6 +87,7 @@ typedef struct coord_wait_s {
     uint64_t ttl_ms;
     uint64_t lease;
     bool handover;             /* ELECT.CAMPAIGN HANDOVER: reply [term, value] */
+    size_t charged;            /* what it adds to cc->wait_bytes */
     size_t vlen;
     char value[];              /* ELECT.CAMPAIGN: the candidate's value */
 } coord_wait_t;
@@ -110,7 +120,15 @@ typedef struct coord_cmd_s {
     bool timer_on;             /* cmd_coord_start() ran */
     uv_timer_t timer;          /* at coord_next_deadline() */
     uint64_t timer_at_ms;      /* its deadline, 0 if idle */
+    size_t wait_bytes;         /* parked waiters' requests and wait lists (see Memory) */
 } coord_cmd_t;
+
+/* What a malloc of n bytes costs, as coord.c estimates it. */
+static size_t alloc_cost(size_t n)
+{
+    size_t c = (n + 8 + 15) & ~(size_t)15;
+    return c < 32 ? 32 : c;
+}
 
 /* ---- tables ------------------------------------------------------------------- */
 
@@ -183,20 +201,28 @@ static cmd_ctx_t ctx_of(server_t *s, conn_t *c)
     return x;
 }
 
+/* Free a waiter's request. */
+static void wait_data_free(server_t *s, waiter_t *w)
+{
+    coord_wait_t *d = w->data;
+    if (d != NULL)
+        s->coordcmd->wait_bytes -= d->charged;
+    free(d);
+    w->data = NULL;
+}
+
 static void on_wait_timeout(waiter_t *w)
 {
     server_t *s = w->conn->srv;
     resp_add_null(&w->conn->out, w->conn->proto);
-    free(w->data);
-    w->data = NULL;
+    wait_data_free(s, w);
     waitq_maybe_empty(s->coordcmd, waitq_of(w));
 }
 
 static void on_wait_cancel(waiter_t *w)
 {
     server_t *s = w->conn->srv;
-    free(w->data);
-    w->data = NULL;
+    wait_data_free(s, w);
     waitq_maybe_empty(s->coordcmd, waitq_of(w));
 }
 
@@ -222,8 +248,7 @@ static void reply_lease_gone(cmd_ctx_t *x, uint64_t lease)
 /* Finish waiter w, whose reply has been written. */
 static void finish(server_t *s, waiter_t *w)
 {
-    free(w->data);
-    w->data = NULL;
+    wait_data_free(s, w);
     waitq_maybe_empty(s->coordcmd, waitq_of(w));
     block_done(s, w);
 }
@@ -476,12 +501,28 @@ static void reply_notholder(cmd_ctx_t *x, const char *what, uint64_t token)
     reply_errf(x, "NOTHOLDER %s %llu does not hold it now", what, (unsigned long long)token);
 }
 
-/* Park the current connection on q with the request's arguments. */
+/* Park the current connection on q with the request's arguments; or, if
+ * the server is read-only (nothing could grant it) or past
+ * max-memory-bytes (the request would grow it), refuse as a write would. */
 static void park(cmd_ctx_t *x, waitq_t *q, uint64_t wait_ms, uint64_t ttl_ms, uint64_t lease, bool handover,
                  const resp_arg_t *value)
 {
+    if (x->srv->readonly[0] != '\0') {
+        reply_errf(x, "READONLY the log cannot be written, so writes are refused: %s", x->srv->readonly);
+        waitq_maybe_empty(x->srv->coordcmd, q);
+        return;
+    }
+    if (cmd_memory_refused(x->srv, x->out)) {
+        waitq_maybe_empty(x->srv->coordcmd, q);
+        return;
+    }
     size_t vlen = value ? value->len : 0;
     coord_wait_t *d = ordo_xcalloc(1, sizeof *d + (vlen ? vlen : 1));
+    /* Charged per waiter: its request and the list it waits on with the
+     * name (shared by the list's waiters, and freed lazily by sweep(), so
+     * charging it to each waiter keeps the figure exact at every moment). */
+    d->charged = alloc_cost(sizeof *d + (vlen ? vlen : 1)) + alloc_cost(sizeof *q + (q->nlen ? q->nlen : 1));
+    x->srv->coordcmd->wait_bytes += d->charged;
     d->ttl_ms = ttl_ms;
     d->lease = lease;
     d->handover = handover;
@@ -490,7 +531,8 @@ static void park(cmd_ctx_t *x, waitq_t *q, uint64_t wait_ms, uint64_t ttl_ms, ui
         memcpy(d->value, value->ptr, vlen);
     /* + 1: the clock is in whole ms (see cmd_coord_expire_due), so a WAIT
      * never runs out before wait_ms have passed since the request arrived. */
-    waiter_t *w = block_wait(x->srv, x->conn, &q->list, wait_ms ? x->srv->now_ms + wait_ms + 1 : 0);
+    waiter_t *w = block_wait(x->srv, x->conn, &q->list, wait_ms ? x->srv->now_ms + wait_ms + 1 : 0,
+                             q->kind == WQ_LOCK ? BLOCK_LOCK : BLOCK_ELECT);
     w->on_timeout = on_wait_timeout;
     w->on_cancel = on_wait_cancel;
     w->data = d;
@@ -861,6 +903,12 @@ static void free_node(ordo_hnode_t *n, void *arg)
 {
     (void)arg;
     free(n);
+}
+
+size_t cmd_coord_bytes(const server_t *s)
+{
+    const coord_cmd_t *cc = s->coordcmd;
+    return coord_bytes(core_coord(s->core)) + (cc ? cc->wait_bytes : 0);
 }
 
 void cmd_coord_destroy(server_t *s)

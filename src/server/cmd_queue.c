@@ -249,7 +249,8 @@ static waiter_t *park(server_t *s, conn_t *c, wait_list_t *list, uint64_t timeou
     uint64_t deadline = 0;
     if (has_timeout && timeout_ms > 0)
         deadline = timeout_ms > UINT64_MAX - s->now_ms ? UINT64_MAX : s->now_ms + timeout_ms;
-    waiter_t *w = block_wait(s, c, list, deadline);
+    int kind = d->kind == QW_PULL ? BLOCK_PULL : d->call ? BLOCK_CALL : d->kind == QW_PUSH ? BLOCK_PUSH : BLOCK_RESULT;
+    waiter_t *w = block_wait(s, c, list, deadline, kind);
     w->on_timeout = on_timeout;
     w->on_cancel = on_cancel;
     w->data = d;

@@ -11,6 +11,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "block.h"
 #include "cmd.h"
 #include "persist.h"
 
@@ -235,15 +236,21 @@ static void cmd_info(cmd_ctx_t *x)
                         ORDO_VERSION, (int)getpid(), (long long)s->cfg.port,
                         (unsigned long long)((now - s->start_ms) / 1000),
                         s->cfg.fsync == FSYNC_ALWAYS ? "always" : s->cfg.fsync == FSYNC_EVERYSEC ? "everysec" : "no");
-    if (section_wanted(x, "clients"))
-        ordo_buf_printf(&b, "# Clients\r\nconnected_clients:%zu\r\nmax_clients:%lld\r\nwatches:%zu\r\n\r\n",
-                        s->nconns, (long long)s->cfg.max_clients, s->watches.count);
+    if (section_wanted(x, "clients")) {
+        ordo_buf_printf(&b, "# Clients\r\nconnected_clients:%zu\r\nmax_clients:%lld\r\nwatches:%zu\r\n"
+                            "blocked_clients:%zu\r\n",
+                        s->nconns, (long long)s->cfg.max_clients, s->watches.count, s->blocked_clients);
+        for (int k = 0; k < BLOCK_KINDS; k++)
+            ordo_buf_printf(&b, "blocked_%s:%zu\r\n", block_kind_name(k), s->blocked_by_kind[k]);
+        ordo_buf_printf(&b, "\r\n");
+    }
     if (section_wanted(x, "memory"))
         ordo_buf_printf(&b, "# Memory\r\nused_memory:%zu\r\nused_memory_kv:%zu\r\nused_memory_queues:%zu\r\n"
-                            "used_memory_rss:%zu\r\nmax_memory_bytes:%lld\r\n"
+                            "used_memory_coord:%zu\r\nused_memory_rss:%zu\r\nmax_memory_bytes:%lld\r\n"
                             "mem_clients:%zu\r\nallocator_trims:%llu\r\n"
                             "kv_versions:%zu\r\nkv_log_entries:%zu\r\n\r\n",
-                        cmd_data_bytes(s), st.bytes, queue_set_bytes(core_queues(s->core)), rss_bytes(),
+                        cmd_data_bytes(s), st.bytes, queue_set_bytes(core_queues(s->core)),
+                        cmd_coord_bytes(s), rss_bytes(),
                         (long long)s->cfg.max_memory_bytes, net_client_memory(s),
                         (unsigned long long)s->stats.allocator_trims, st.versions, st.log_entries);
     if (section_wanted(x, "stats"))

@@ -77,7 +77,7 @@ static const option_def_t options[] = {
              "... or whose unsent replies stay above this for output-soft-seconds"),
     INT_OPT("output-soft-seconds", output_soft_seconds, "60", 1, 86400, "see output-soft-bytes"),
     SIZE_OPT("max-memory-bytes", max_memory_bytes, "0", 0, INT64_MAX,
-             "stored data (keys, history, queues) above this refuses writes with -LIMIT; 0 means no limit"),
+             "stored data (keys, history, queues, leases, locks, elections) above this refuses writes with -LIMIT; 0 means no limit"),
     BOOL_OPT("verbose", verbose, "no", "log every connection and more"),
     STR_OPT("debug-wal-fault", debug_wal_fault, "",
             "tests only: write-eio:N, write-enospc:N, sync-eio:N or append-eio:N makes the log's Nth such call "

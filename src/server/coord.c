@@ -17,6 +17,14 @@
  * in list order so loading rebuilds them. Acquire and campaign orders are
  * token and term orders (revisions increase), attach order is not.
  *
+ * Memory: c->bytes is a running estimate of the heap the state holds
+ * (each lease, attachment, lock and election with its name, each leader
+ * value and hand-over value, with malloc's overhead: alloc_cost()),
+ * updated O(1) wherever one is allocated or freed. It counts items, not the
+ * tables' and heap's arrays, so it is a function of the state alone: a
+ * snapshot load and a log replay reaching the same state give the same
+ * total. max-memory-bytes counts it (coord_bytes()).
+ *
  * Deadlines: every lease, lock and leadership embeds a deadline_t; those
  * with a deadline sit in one binary min-heap ordered by (at, id). ids are
  * revisions, unique across kinds, so the order is total and depends only on
@@ -94,12 +102,24 @@ struct coord_s {
     ordo_heap_t heap;        /* deadline_t with a deadline, by dl_less */
     uint64_t last_rev;       /* the highest revision used or loaded */
     size_t nleaders, nhandovers;
+    size_t bytes;            /* the items' heap estimate: see Memory above */
     ordo_buf_t scratch;      /* the hand-over handed to the last campaign */
     coord_event_cb cb;
     void *cb_arg;
 };
 
 /* ---- small helpers --------------------------------------------------------- */
+
+/* What a malloc of n bytes costs (header, 16-byte rounding, minimum
+ * chunk), as kv.c and queue.c estimate it. */
+static size_t alloc_cost(size_t n)
+{
+    size_t c = (n + 8 + 15) & ~(size_t)15;
+    return c < 32 ? 32 : c;
+}
+
+/* A value or hand-over: dup_bytes() allocates nothing for n == 0. */
+static size_t value_cost(size_t n) { return n ? alloc_cost(n) : 0; }
 
 static void dl_init(dlink_t *h) { h->prev = h->next = h; }
 static bool dl_empty(const dlink_t *h) { return h->next == h; }
@@ -348,6 +368,7 @@ static void lock_free(coord_t *c, lock_t *lk, int reason)
     coord_event_t ev = {.type = COORD_EV_LOCK_FREE, .reason = reason, .name = lk->name, .nlen = lk->nlen,
                         .id = lk->token, .lease = lease};
     emit(c, &ev);
+    c->bytes -= alloc_cost(sizeof *lk + lk->nlen);
     free(lk);
 }
 
@@ -364,6 +385,7 @@ static void elect_vacate(coord_t *c, elect_t *e, int reason)
     uint64_t term = e->term;
     e->term = 0;
     e->ttl_ms = 0;
+    c->bytes -= value_cost(e->vlen);
     free(e->value);
     e->value = NULL;
     e->vlen = 0;
@@ -375,8 +397,10 @@ static void elect_vacate(coord_t *c, elect_t *e, int reason)
     coord_event_t ev = {.type = COORD_EV_VACANT, .reason = reason, .name = e->name, .nlen = e->nlen,
                         .id = term, .lease = lease};
     emit(c, &ev);
-    if (!e->has_handover)
+    if (!e->has_handover) {
+        c->bytes -= alloc_cost(sizeof *e + e->nlen);
         free(e);
+    }
 }
 
 static void att_unlink(coord_t *c, att_t *a)
@@ -385,6 +409,7 @@ static void att_unlink(coord_t *c, att_t *a)
     a->lease->nkeys--;
     a->lease = NULL;
     ordo_htab_remove(&c->atts, &a->node);
+    c->bytes -= alloc_cost(sizeof *a + a->klen); /* the caller frees it */
 }
 
 /* End a lease: it leaves the table and the heap first (so reads from the
@@ -407,6 +432,7 @@ static void lease_end(coord_t *c, lease_t *l, int reason)
         elect_vacate(c, CONTAINER_OF(l->elects.next, elect_t, link), COORD_R_LEASE);
     coord_event_t ev = {.type = COORD_EV_LEASE_END, .reason = reason, .id = l->id};
     emit(c, &ev);
+    c->bytes -= alloc_cost(sizeof *l);
     free(l);
 }
 
@@ -415,6 +441,7 @@ static void lease_end(coord_t *c, lease_t *l, int reason)
 static lease_t *lease_new(coord_t *c, uint64_t id, uint64_t ttl_ms)
 {
     lease_t *l = ordo_xcalloc(1, sizeof *l);
+    c->bytes += alloc_cost(sizeof *l);
     l->id = id;
     l->ttl_ms = ttl_ms;
     dl_reset(&l->dl, COORD_LEASE, id);
@@ -505,6 +532,7 @@ int coord_lease_attach(coord_t *c, const void *key, size_t klen, uint64_t id)
         return COORD_OK;
     }
     a = ordo_xmalloc(sizeof *a + klen);
+    c->bytes += alloc_cost(sizeof *a + klen);
     a->klen = (uint32_t)klen;
     copy_bytes(a->key, key, klen);
     ordo_htab_insert(&c->atts, &a->node, h);
@@ -555,6 +583,7 @@ static lock_t *lock_new(coord_t *c, const void *name, size_t nlen, uint64_t toke
         dl_push_back(&l->locks, &lk->link);
     lk->nlen = (uint32_t)nlen;
     copy_bytes(lk->name, name, nlen);
+    c->bytes += alloc_cost(sizeof *lk + nlen);
     ordo_htab_insert(&c->locks, &lk->node, ordo_htab_hash(&c->locks, name, nlen));
     return lk;
 }
@@ -665,6 +694,7 @@ static elect_t *elect_new(coord_t *c, const void *name, size_t nlen)
     dl_init(&e->link);
     e->nlen = (uint32_t)nlen;
     copy_bytes(e->name, name, nlen);
+    c->bytes += alloc_cost(sizeof *e + nlen);
     ordo_htab_insert(&c->elects, &e->node, ordo_htab_hash(&c->elects, name, nlen));
     return e;
 }
@@ -679,6 +709,7 @@ static void elect_lead(coord_t *c, elect_t *e, uint64_t term, const void *value,
     e->ttl_ms = ttl_ms;
     e->value = dup_bytes(value, vlen);
     e->vlen = (uint32_t)vlen;
+    c->bytes += value_cost(vlen);
     e->lease = l;
     if (l != NULL)
         dl_push_back(&l->elects, &e->link);
@@ -710,6 +741,7 @@ int coord_elect_campaign(coord_t *c, const void *name, size_t nlen, const void *
     if (had) {
         if (e->hlen > 0)
             ordo_buf_append(&c->scratch, e->handover, e->hlen);
+        c->bytes -= value_cost(e->hlen);
         free(e->handover);
         e->handover = NULL;
         e->hlen = 0;
@@ -750,6 +782,7 @@ int coord_elect_proclaim(coord_t *c, const void *name, size_t nlen, uint64_t ter
         return 0;
     assert(vlen <= UINT32_MAX);
     char *v = dup_bytes(value, vlen);
+    c->bytes = c->bytes - value_cost(e->vlen) + value_cost(vlen);
     free(e->value);
     e->value = v;
     e->vlen = (uint32_t)vlen;
@@ -783,6 +816,7 @@ int coord_elect_resign(coord_t *c, const void *name, size_t nlen, uint64_t term,
         e->has_handover = true;
         e->handover = dup_bytes(handover, hlen);
         e->hlen = (uint32_t)hlen;
+        c->bytes += value_cost(hlen);
     }
     elect_vacate(c, e, COORD_R_RELEASE);
     return 1;
@@ -954,6 +988,7 @@ int coord_load(coord_t *c, const coord_item_t *it)
             e->has_handover = true;
             e->handover = dup_bytes(it->handover, it->hlen);
             e->hlen = (uint32_t)it->hlen;
+            c->bytes += value_cost(it->hlen);
             c->nhandovers++;
             return 0;
         }
@@ -977,3 +1012,5 @@ void coord_stats(const coord_t *c, coord_stats_t *out)
     out->handovers = c->nhandovers;
     out->deadlines = ordo_heap_len(&c->heap);
 }
+
+size_t coord_bytes(const coord_t *c) { return c->bytes; }

@@ -352,4 +352,10 @@ int coord_load(coord_t *c, const coord_item_t *item);
 
 void coord_stats(const coord_t *c, coord_stats_t *out);
 
+/* coord_bytes() -- heap estimate of the state (leases, attachments, locks,
+ * elections with their names, leader and hand-over values, incl. malloc
+ * overhead), a function of the state alone: what max-memory-bytes counts.
+ * O(1). */
+size_t coord_bytes(const coord_t *c);
+
 #endif /* ORDO_COORD_H */

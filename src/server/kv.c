@@ -208,6 +208,15 @@ static bool key_eq(const ordo_hnode_t *n, const void *key, size_t len)
     return k->klen == len && memcmp(k->bytes, key, len) == 0;
 }
 
+/* What a key counts toward kv->bytes: its allocation with a one-level
+ * tower, plus the expected rest of the tower (1/3 of a pointer at p = 1/4).
+ * Not the actual height: heights are drawn from a per-process seed, and the
+ * figure must be the same after a restart replays the same records. */
+static size_t key_cost(uint32_t klen)
+{
+    return alloc_cost(key_size(klen, 1)) + sizeof(kv_key_t *) / 3;
+}
+
 static int random_level(kv_t *kv)
 {
     uint64_t x = kv->rng;
@@ -384,13 +393,13 @@ static kv_key_t *key_create(kv_t *kv, const void *key, size_t klen, uint64_t has
         pending_add(kv, k);
     else
         index_insert(kv, k);
-    kv->bytes += alloc_cost(size);
+    kv->bytes += key_cost((uint32_t)klen);
     return k;
 }
 
 static void key_free(kv_t *kv, kv_key_t *k)
 {
-    kv->bytes -= alloc_cost(key_size(k->klen, k->level));
+    kv->bytes -= key_cost(k->klen);
     free(k);
 }
 

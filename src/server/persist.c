@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "block.h"
 #include "cmd.h"
 #include "conn.h"
 #include "record.h"
@@ -150,6 +151,7 @@ static void enter_readonly(server_t *s, const char *why)
     for (conn_t *c = s->conns; c != NULL; c = c->next)
         if (!c->closing && c->out.len > 0)
             conn_close(c);
+    block_readonly(s); /* parked clients: -READONLY at the next loop turn */
 }
 
 static void on_durable_async(uv_async_t *h)

@@ -91,7 +91,8 @@ typedef struct server_s {
     ordo_heap_t wait_heap;           /* waiters with a deadline, earliest first */
     uv_timer_t wait_timer;
     uint64_t wait_timer_at_ms;
-    size_t blocked_clients;
+    size_t blocked_clients;          /* parked waiters (INFO clients) */
+    size_t blocked_by_kind[6];       /* by enum block_kind (BLOCK_KINDS) */
     conn_t *resumed;                 /* connections to resume at the end of the turn */
     /* leases, locks, elections: waiters, observers, deadline timer (cmd_coord.c) */
     struct coord_cmd_s *coordcmd;

@@ -57,6 +57,13 @@ def wait_for(pred, timeout=30.0, what="condition"):
     raise AssertionError("%s not reached within %ss" % (what, timeout))
 
 
+def blocked(c, kind=None):
+    """INFO clients: blocked_clients, or blocked_<kind> (lock, elect, ...)."""
+    text = c.call("INFO", "clients").decode()
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    return int(fields["blocked_clients" if kind is None else "blocked_" + kind])
+
+
 # ---- leases -----------------------------------------------------------------
 
 
@@ -494,6 +501,9 @@ def test_elect_campaign_waits_without_wait(server):
         t1 = c.call("ELECT.CAMPAIGN", "EW", "a", 60000)
         b = Conn(server.port, timeout=30)
         b.send("ELECT.CAMPAIGN", "EW", "b", 60000)
+        # resign only once b is parked: otherwise its campaign could find
+        # the election vacant and the wait would never be exercised
+        wait_for(lambda: blocked(c, "elect") == 1, what="candidate parked")
         assert c.call("ELECT.RESIGN", "EW", t1) == 1
         t2 = b.read()
         assert t2 > t1
@@ -614,3 +624,109 @@ def check_observed(evs, terms, name):
     for a, b in zip(order, order[1:]):
         assert terms[b]["hv"] == terms[a]["handover"], (a, b, terms[a], terms[b])
     assert terms[order[0]]["hv"] is None
+
+
+# ---- coordination memory under max-memory-bytes --------------------------------
+
+
+COORD_MAX_MEMORY = 40000
+
+
+def coord_memory(srv):
+    m = srv.info("memory")
+    m = {k: int(m[k]) for k in ("used_memory", "used_memory_kv", "used_memory_queues", "used_memory_coord")}
+    assert m["used_memory"] == m["used_memory_kv"] + m["used_memory_queues"] + m["used_memory_coord"], m
+    return m
+
+
+def restart_kill(srv):
+    """SIGKILL srv and start it again on its data directory."""
+    os.kill(srv.pid, signal.SIGKILL)
+    srv.proc.wait(timeout=30)
+    srv.spawn(srv.port)
+
+
+def test_coord_memory_counts_towards_max_memory(ordod_factory):
+    """Leases, locks, elections, their values and hand-overs, and parked
+    waiters count in used_memory_coord and towards max-memory-bytes: past
+    it, growing coordination writes get -LIMIT, releases still work, and a
+    restart (log replay, snapshot) reaches the same total."""
+    srv = ordod_factory("--max-memory-bytes", COORD_MAX_MEMORY, "--fsync", "always")
+    with srv.raw() as c:
+        assert coord_memory(srv)["used_memory_coord"] == 0
+        lid = c.call("LEASE.GRANT", 60000)
+        m1 = coord_memory(srv)["used_memory_coord"]
+        assert m1 > 0
+        tok = c.call("LOCK.ACQUIRE", "lock-" + "n" * 500, 60000, "LEASE", lid)
+        m2 = coord_memory(srv)["used_memory_coord"]
+        assert m2 > m1 + 500
+        term = c.call("ELECT.CAMPAIGN", "E", "v" * 2000, 60000)
+        m3 = coord_memory(srv)["used_memory_coord"]
+        assert m3 > m2 + 2000
+        assert c.call("KV.PUT", "attached", "x", "LEASE", lid) > 0
+        # a parked candidate counts while it waits, and not after
+        w = srv.raw()
+        w.send("ELECT.CAMPAIGN", "E", "w" * 3000, 60000, "WAIT", 60000)
+        wait_for(lambda: blocked(c, "elect") == 1, what="candidate parked")
+        assert coord_memory(srv)["used_memory_coord"] > m3 + 3000
+        w.close()
+        wait_for(lambda: blocked(c) == 0, what="candidate gone")
+        # a lock waiter parked before the limit keeps its place
+        lw = srv.raw()
+        lw.send("LOCK.ACQUIRE", "lock-" + "n" * 500, 1000, "WAIT", 60000)
+        wait_for(lambda: blocked(c, "lock") == 1, what="lock waiter parked")
+        # fill with leaderships until the limit refuses one
+        terms = []
+        for i in range(200):
+            r = c.call("ELECT.CAMPAIGN", "fill%d" % i, "f" * 1000, 60000)
+            if isinstance(r, RespError):
+                err(r, "LIMIT")
+                break
+            terms.append(("fill%d" % i, r))
+        else:
+            raise AssertionError("max-memory-bytes never refused a campaign")
+        full = coord_memory(srv)
+        assert full["used_memory"] > COORD_MAX_MEMORY
+        assert "max-memory-bytes" in r.msg
+        # every growing coordination write is refused...
+        err(c.call("LEASE.GRANT", 1000), "LIMIT")
+        err(c.call("LOCK.ACQUIRE", "other", 1000), "LIMIT")
+        err(c.call("ELECT.CAMPAIGN", "other", "v", 1000), "LIMIT")
+        err(c.call("ELECT.PROCLAIM", "E", term, "bigger"), "LIMIT")
+        # ...and so is queueing behind a waiter (the request would be kept)
+        err(c.call("LOCK.ACQUIRE", "lock-" + "n" * 500, 1000, "WAIT", 5000), "LIMIT")
+        assert blocked(c) == 1
+        assert coord_memory(srv) == full  # refusals change nothing
+        # keepalives, releases, resigns (with a hand-over) and revokes work
+        assert c.call("ELECT.KEEPALIVE", "E", term) > 0
+        assert c.call("LEASE.KEEPALIVE", lid) > 0
+        assert c.call("LOCK.EXTEND", "lock-" + "n" * 500, tok, 60000) == 1
+        for name, t in terms[: len(terms) // 2]:
+            assert c.call("ELECT.RESIGN", name, t) == 1
+        assert c.call("ELECT.RESIGN", "E", term, "HANDOVER", "h" * 700) == 1
+        assert coord_memory(srv)["used_memory_coord"] < full["used_memory_coord"]
+        # room again: growing writes work
+        assert isinstance(c.call("LEASE.GRANT", 60000), int)
+        lw.close()
+        wait_for(lambda: blocked(c) == 0, what="lock waiter gone")
+        # churn that ends where it started leaves the total where it was
+        before = coord_memory(srv)["used_memory_coord"]
+        for i in range(20):
+            l2 = c.call("LEASE.GRANT", 60000)
+            t2 = c.call("LOCK.ACQUIRE", "churn%d" % i, 0, "LEASE", l2)
+            assert isinstance(t2, int)
+            assert c.call("LEASE.REVOKE", l2) == 1
+        assert coord_memory(srv)["used_memory_coord"] == before
+        state = coord_memory(srv)
+    # a restart replaying the log, then one loading a snapshot, reach the same total
+    restart_kill(srv)
+    assert coord_memory(srv) == state
+    with srv.raw() as c:
+        assert c.call("SNAPSHOT") > 0
+        wait_for(lambda: srv.info("persistence")["snapshot_in_progress"] == "0", what="snapshot")
+    restart_kill(srv)
+    assert int(srv.info("persistence")["snapshot_loaded_revision"]) > 0  # this time from the snapshot
+    assert coord_memory(srv) == state
+    with srv.raw() as c:
+        # the hand-over is still there, and is consumed by the next campaign
+        assert c.call("ELECT.CAMPAIGN", "E", "x", 60000, "HANDOVER")[1] == b"h" * 700

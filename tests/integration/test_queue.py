@@ -36,6 +36,14 @@ def wait_until(fn, timeout=DEADLINE_S, what="condition"):
     raise AssertionError("timed out waiting for " + what)
 
 
+def blocked(c, kind=None):
+    """INFO clients: blocked_clients, or blocked_<kind> (pull, push, call,
+    result, lock, elect): how many connections are parked."""
+    text = c.call("INFO", "clients").decode()
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    return int(fields["blocked_clients" if kind is None else "blocked_" + kind])
+
+
 def info(c, q):
     r = c.call("Q.INFO", q)
     assert not isinstance(r, RespError), r
@@ -370,6 +378,7 @@ def consumer(port, q, n, result=lambda p: b"re:" + p):
 
 def test_call_round_trip(server, c):
     t = consumer(server.port, "rpc", 3)
+    wait_until(lambda: blocked(c, "pull") == 1, what="consumer parked")  # the call wakes a parked puller
     assert c.call("Q.CALL", "rpc", "k", "ping") == b"re:ping"
     assert c.call("Q.CALL", "rpc", "k", "again", "TIMEOUT", 10000) == b"re:again"
     assert c.call("Q.CALL", "rpc", "j", "x", "ID", "req-1") == b"re:x"
@@ -463,6 +472,7 @@ def test_result_block(server, c):
     assert c.call("Q.RESULT", "q", mid, "BLOCK", 30) is None
     with server.raw() as w:
         w.send("Q.RESULT", "q", mid, "BLOCK", 10000)
+        wait_until(lambda: blocked(c, "result") == 1, what="Q.RESULT parked")  # else the ack may come first
         m = c.call("Q.PULL", "q")[0]
         c.call("Q.ACK", "q", mid, m[4], "RESULT", "r")
         assert w.read() == b"r"
@@ -472,6 +482,7 @@ def test_call_noack_and_drop(server, c):
     t = threading.Thread(target=lambda: Conn(server.port).call("Q.PULL", "rpc", "NOACK", "BLOCK", 10000),
                          daemon=True)
     t.start()
+    wait_until(lambda: blocked(c, "pull") == 1, what="NOACK puller parked")  # the call's push wakes it
     assert c.call("Q.CALL", "rpc", "k", "fire", "TIMEOUT", 10000) is None  # done at delivery, no result
     t.join(DEADLINE_S)
     with server.raw() as w:
@@ -706,3 +717,40 @@ def test_checker_concurrent_producers_and_misbehaving_consumers(server):
     # the run exercised what it claims to
     assert behaviours["crash"] > 0 and behaviours["stall"] > 0 and behaviours["nack"] > 0, behaviours
     assert i["redelivered"] > 0 and i["nacked"] > 0
+
+
+def test_info_blocked_clients_by_kind(server, c):
+    """INFO clients counts every parked connection, by what it waits for,
+    and forgets each one when it is answered or goes away."""
+    kinds = ("pull", "push", "call", "result", "lock", "elect")
+    assert blocked(c) == 0 and all(blocked(c, k) == 0 for k in kinds)
+    c.call("Q.CONFIG", "full", "MAXLEN", 1, "ONFULL", "block")
+    c.call("Q.PUSH", "full", "k", "1")
+    mid = c.call("Q.PUSH", "other", "k", "m")
+    tok = c.call("LOCK.ACQUIRE", "L", 60000)
+    term = c.call("ELECT.CAMPAIGN", "E", "a", 60000)
+    parked = [
+        ("pull", ["Q.PULL", "empty", "BLOCK", 60000]),
+        ("push", ["Q.PUSH", "full", "k", "2"]),
+        ("call", ["Q.CALL", "full", "k", "3", "TIMEOUT", 60000]),
+        ("result", ["Q.RESULT", "other", mid, "BLOCK", 60000]),
+        ("lock", ["LOCK.ACQUIRE", "L", 60000, "WAIT", 60000]),
+        ("elect", ["ELECT.CAMPAIGN", "E", "b", 60000]),
+    ]
+    conns = []
+    for n, (kind, cmd) in enumerate(parked, 1):
+        w = server.raw()
+        w.send(*cmd)
+        conns.append(w)
+        wait_until(lambda: blocked(c, kind) == 1, what=kind + " parked")
+        assert blocked(c) == n
+    # answered: the lock waiter gets the lock, and is no longer counted
+    assert c.call("LOCK.RELEASE", "L", tok) == 1
+    assert conns[4].read() > tok
+    assert blocked(c, "lock") == 0 and blocked(c) == len(parked) - 1
+    # gone: a closed connection's waiter is dropped
+    for w in conns:
+        w.close()
+    wait_until(lambda: blocked(c) == 0, what="every waiter dropped")
+    assert all(blocked(c, k) == 0 for k in kinds)
+    assert c.call("ELECT.RESIGN", "E", term) == 1

@@ -8,10 +8,11 @@ command must answer -READONLY, never 0 or an empty array, and a restart
 without the fault must show the state from before it.
 """
 import signal
+import time
 
 import pytest
 
-from test_queue import err, info, restart, wait_until
+from test_queue import blocked, err, info, restart, wait_until
 
 
 def restarted(ordod_factory, srv):
@@ -70,7 +71,7 @@ MAX_MEMORY = 300000
 
 def memory(srv):
     m = srv.info("memory")
-    return {k: int(m[k]) for k in ("used_memory", "used_memory_kv", "used_memory_queues")}
+    return {k: int(m[k]) for k in ("used_memory", "used_memory_kv", "used_memory_queues", "used_memory_coord")}
 
 
 def queues_bytes(c):
@@ -80,7 +81,7 @@ def queues_bytes(c):
 
 def check_accounting(srv, c):
     m = memory(srv)
-    assert m["used_memory"] == m["used_memory_kv"] + m["used_memory_queues"], m
+    assert m["used_memory"] == m["used_memory_kv"] + m["used_memory_queues"] + m["used_memory_coord"], m
     assert m["used_memory_queues"] == queues_bytes(c), m
     return m
 
@@ -173,3 +174,50 @@ def test_queue_memory_is_counted_after_recovery(ordod_factory, snapshot):
         after = check_accounting(srv, c)
         assert c.call("Q.LEN", "dlq") == [1, 0, 0]
         assert after["used_memory_queues"] > 0
+
+
+# ---- parked clients when the log fails --------------------------------------------------
+
+
+def test_parked_clients_answered_readonly_when_log_fails(ordod_factory):
+    """Every parked client -- Q.PULL BLOCK, a blocked Q.PUSH, Q.CALL,
+    Q.RESULT BLOCK, LOCK.ACQUIRE WAIT, ELECT.CAMPAIGN -- is answered
+    -READONLY with the reason as soon as the log fails, not at its timeout:
+    nothing it waits for can happen on a read-only server."""
+    setup_records = 5
+    srv = ordod_factory("--debug-wal-fault", "append-eio:%d" % (setup_records + 1))
+    wait_ms = 120000  # far beyond the read timeout below: only the failure can answer in time
+    with srv.raw() as c:
+        c.call("Q.CONFIG", "full", "MAXLEN", 1, "ONFULL", "block")
+        c.call("Q.PUSH", "full", "k", "1")
+        mid = c.call("Q.PUSH", "other", "k", "m")
+        c.call("LOCK.ACQUIRE", "L", 600000)
+        c.call("ELECT.CAMPAIGN", "E", "a", 600000)
+        parked = [
+            ("pull", ["Q.PULL", "empty", "BLOCK", wait_ms]),
+            ("push", ["Q.PUSH", "full", "k", "2", "TIMEOUT", wait_ms]),
+            ("call", ["Q.CALL", "full", "k", "3", "TIMEOUT", wait_ms]),
+            ("result", ["Q.RESULT", "other", mid, "BLOCK", wait_ms]),
+            ("lock", ["LOCK.ACQUIRE", "L", 60000, "WAIT", wait_ms]),
+            ("elect", ["ELECT.CAMPAIGN", "E", "b", 60000]),  # no WAIT: as long as it takes
+        ]
+        conns = []
+        for n, (kind, cmd) in enumerate(parked, 1):
+            w = srv.raw(timeout=10.0)
+            w.send(*cmd)
+            conns.append(w)
+            wait_until(lambda: blocked(c, kind) == 1, what=kind + " parked")
+        assert blocked(c) == len(parked)
+        # the next record is refused: the server turns read-only
+        err(c.call("KV.PUT", "x", "y"), "READONLY")
+        assert srv.info("persistence")["readonly"] == "yes"
+        t0 = time.monotonic()
+        for (kind, _), w in zip(parked, conns):
+            r = err(w.read(), "READONLY")  # a read timeout (10 s) fails the test
+            assert "refused a record" in r.msg, (kind, r)
+        assert time.monotonic() - t0 < 10.0
+        assert blocked(c) == 0
+        # the connections go on: their next command is refused the same way
+        for w in conns:
+            err(w.call("Q.LEN", "other"), "READONLY")
+            w.close()

@@ -709,6 +709,8 @@ static void assert_same_state(const coord_t *a, const coord_t *b)
     coord_stats(b, &y);
     assert_memory_equal(&x, &y, sizeof x);
     assert_int_equal(coord_next_deadline(a), coord_next_deadline(b));
+    /* memory is a function of the state: a load gives what the history gave */
+    assert_int_equal(coord_bytes(a), coord_bytes(b));
 }
 
 static void test_snapshot(void **state)
@@ -1447,12 +1449,56 @@ static void test_randomized(void **state)
     coord_stats_t st;
     coord_stats(c, &st);
     assert_int_equal(st.leases + st.locks + st.leaders + st.attached_keys + st.deadlines, 0);
+    /* only hand-over values may be left, and all the memory is theirs */
+    assert_true(st.handovers == 0 ? coord_bytes(c) == 0 : coord_bytes(c) > 0);
+    coord_destroy(c);
+}
+
+/* coord_bytes(): every item and value is counted when made and uncounted
+ * when it goes, by whatever ends it. */
+static void test_memory(void **state)
+{
+    (void)state;
+    coord_t *c = coord_create(); /* no event log: values are larger than it keeps */
+    assert_non_null(c);
+    assert_int_equal(coord_bytes(c), 0);
+    coord_lease_grant(c, 1000, 1000, 5);
+    size_t lease = coord_bytes(c);
+    assert_true(lease > 0);
+    assert_int_equal(coord_lease_attach(c, "key", 3, 5), COORD_OK);
+    size_t att = coord_bytes(c);
+    assert_true(att > lease);
+    uint64_t tok = 0;
+    assert_int_equal(coord_lock_acquire(c, "L", 1, 0, 5, 1000, 6, &tok), COORD_OK);
+    size_t lk = coord_bytes(c);
+    assert_true(lk > att);
+    static char big[4096];
+    memset(big, 'v', sizeof big);
+    assert_int_equal(coord_elect_campaign(c, "E", 1, big, 100, 500, 0, 1000, 7, NULL), COORD_OK);
+    size_t led = coord_bytes(c);
+    assert_true(led >= lk + 100);
+    assert_int_equal(coord_elect_proclaim(c, "E", 1, 7, big, 4000, 1000), 1);
+    assert_true(coord_bytes(c) >= led + 3900);
+    assert_int_equal(coord_elect_proclaim(c, "E", 1, 7, big, 100, 1000), 1);
+    assert_int_equal(coord_bytes(c), led);
+    /* a resign keeps the election for its hand-over; the next campaign takes it */
+    assert_int_equal(coord_elect_resign(c, "E", 1, 7, big, 2000, 1000), 1);
+    size_t handed = coord_bytes(c);
+    assert_true(handed >= lk + 2000);
+    assert_int_equal(coord_elect_campaign(c, "E", 1, "", 0, 500, 0, 1000, 8, NULL), COORD_OK);
+    assert_true(coord_bytes(c) > lk && coord_bytes(c) < handed);
+    assert_int_equal(coord_elect_expire(c, "E", 1, 8, 1500), 1);
+    assert_int_equal(coord_bytes(c), lk);
+    /* the lease ends with its key and lock */
+    assert_int_equal(coord_lease_revoke(c, 5), 1);
+    assert_int_equal(coord_bytes(c), 0);
     coord_destroy(c);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_memory),
         cmocka_unit_test(test_lease_basic),
         cmocka_unit_test(test_lease_attach),
         cmocka_unit_test(test_callback_reads),
