@@ -20,7 +20,7 @@ out=build-fuzz
 corpus=fuzz-corpus/resp
 mkdir -p "$out/artifacts" "$corpus"
 
-clang -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
+clang -std=c11 -D_GNU_SOURCE -DORDO_DEBUG -g -O1 -fno-omit-frame-pointer \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
   -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
   -Isrc/server tests/fuzz/fuzz_resp.c src/server/resp.c src/server/buf.c -lm \
