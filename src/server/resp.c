@@ -314,12 +314,9 @@ static int parse_multibulk(const char *in, size_t len, const resp_limits_t *lim,
 static inline bool fast_len(const char **pp, const char *end, uint64_t *val)
 {
     const char *p = *pp, *start = p;
+    const char *stop = end - p > FAST_DIGITS_MAX ? p + FAST_DIGITS_MAX : end;
     uint64_t v = 0;
-    while (p < end && (unsigned char)(*p - '0') < 10) {
-        if (p - start == FAST_DIGITS_MAX) {
-            *pp = p + 1;
-            return false;
-        }
+    while (p < stop && (unsigned char)(*p - '0') < 10) {
         v = v * 10 + (uint64_t)(*p - '0');
         p++;
     }
@@ -570,8 +567,8 @@ static int progress_fits(const char *in, size_t len, const resp_cmd_t *cmd)
 int resp_parse(const char *in, size_t len, const resp_limits_t *lim, resp_cmd_t *cmd,
                size_t *consumed, size_t *need_bytes, const char **err)
 {
-    assert(in != NULL || len == 0);
-    assert(lim != NULL && cmd != NULL && consumed != NULL && need_bytes != NULL && err != NULL);
+    ORDO_DEBUG_ASSERT(in != NULL || len == 0);
+    ORDO_DEBUG_ASSERT(lim != NULL && cmd != NULL && consumed != NULL && need_bytes != NULL && err != NULL);
     assert(len < SIZE_MAX);
     *consumed = 0;
     *need_bytes = len + 1;
