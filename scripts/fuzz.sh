@@ -3,7 +3,8 @@
 #
 # Usage: scripts/fuzz.sh [seconds]      (default 60)
 #
-# Compiles tests/fuzz/fuzz_resp.c with src/server/resp.c and buf.c using
+# Compiles tests/fuzz/fuzz_resp.c with src/server/resp.c and buf.c (and
+# src/lib/heap.c, which buf.c uses) using
 # clang -fsanitize=fuzzer,address,undefined (no CMake), seeds the corpus
 # fuzz-corpus/resp (gitignored) with a few valid commands, runs for the
 # given time on one core, and prints total execs, execs/s and crashes.
@@ -20,10 +21,10 @@ out=build-fuzz
 corpus=fuzz-corpus/resp
 mkdir -p "$out/artifacts" "$corpus"
 
-clang -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
+clang -std=c11 -D_GNU_SOURCE -DORDO_DEBUG -g -O1 -fno-omit-frame-pointer \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
   -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
-  -Isrc/server tests/fuzz/fuzz_resp.c src/server/resp.c src/server/buf.c -lm \
+  -Isrc/server -Isrc/lib tests/fuzz/fuzz_resp.c src/server/resp.c src/server/buf.c src/lib/heap.c -lm \
   -o "$out/fuzz_resp"
 
 # Seeds: byte 0 selects how the stream is chunked (see fuzz_resp.c), then

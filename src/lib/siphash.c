@@ -22,11 +22,16 @@
         v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32);              \
     } while (0)
 
-static uint64_t load_le64(const uint8_t *p)
+/* One unaligned load (memcpy), byte-swapped on big-endian hosts; inline,
+ * since every key lookup hashes and this runs once per 8 bytes. */
+static inline uint64_t load_le64(const uint8_t *p)
 {
-    return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 |
-           (uint64_t)p[3] << 24 | (uint64_t)p[4] << 32 | (uint64_t)p[5] << 40 |
-           (uint64_t)p[6] << 48 | (uint64_t)p[7] << 56;
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
 }
 
 uint64_t ordo_siphash(const uint8_t key[ORDO_SIPHASH_KEY_LEN], const void *in, size_t len)

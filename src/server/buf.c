@@ -7,7 +7,8 @@
  *   - len <= cap;
  *   - after any reserve/append, data != NULL (so data + len is never an
  *     offset applied to a null pointer).
- * Growth doubles the capacity (amortised O(1) appends); a size that would
+ * The fast path of reserve/append is inline in buf.h; ordo_buf_grow() is
+ * the rest. Growth doubles the capacity (amortised O(1) appends); a size that would
  * overflow size_t is treated like running out of memory.
  */
 #include "buf.h"
@@ -67,7 +68,7 @@ void ordo_heap_xpush(ordo_heap_t *h, ordo_heap_node_t *n)
         oom((h->cap ? 2 * h->cap : h->cap_min) * sizeof *h->v);
 }
 
-char *ordo_buf_reserve(ordo_buf_t *b, size_t extra)
+char *ordo_buf_grow(ordo_buf_t *b, size_t extra)
 {
     buf_check(b);
     if (extra > SIZE_MAX - b->len)
@@ -81,14 +82,6 @@ char *ordo_buf_reserve(ordo_buf_t *b, size_t extra)
         b->cap = cap;
     }
     return b->data + b->len;
-}
-
-void ordo_buf_append(ordo_buf_t *b, const void *p, size_t n)
-{
-    char *dst = ordo_buf_reserve(b, n);
-    if (n > 0)
-        memcpy(dst, p, n);
-    b->len += n;
 }
 
 void ordo_buf_puts(ordo_buf_t *b, const char *s)
@@ -125,7 +118,7 @@ void ordo_buf_printf(ordo_buf_t *b, const char *fmt, ...)
 
 void ordo_buf_consume(ordo_buf_t *b, size_t n)
 {
-    buf_check(b);
+    ORDO_DEBUG_ASSERT(b->len <= b->cap);
     assert(n <= b->len);
     if (n == 0)
         return;

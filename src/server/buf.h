@@ -10,12 +10,33 @@
  * not here.
  *
  * Not thread-safe: one owner at a time.
+ *
+ * ordo_buf_reserve() and ordo_buf_append() are inline: every request and
+ * reply goes through them several times, and when the room is already there
+ * (nearly always) they are a compare and a copy. The growth path
+ * (ordo_buf_grow) stays in buf.c and checks the buffer's invariants every
+ * time; the inline fast path checks them only in debug builds
+ * (ORDO_DEBUG_ASSERT), since they are established by this module alone.
  */
 #ifndef ORDO_BUF_H
 #define ORDO_BUF_H
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <string.h>
+
+/* ORDO_DEBUG_ASSERT(x) -- an assertion that only re-checks what the code
+ * just established (a module's own invariant, a caller's precondition that
+ * a plain assert() checked just before), on a path every request takes.
+ * Checked in Debug builds (ORDO_DEBUG: the ASan/TSan builds and the fuzzer);
+ * compiled out of Release. Anything that guards memory safety or the disk
+ * stays a plain assert(), which Release keeps. */
+#ifdef ORDO_DEBUG
+#define ORDO_DEBUG_ASSERT(x) assert(x)
+#else
+#define ORDO_DEBUG_ASSERT(x) ((void)0)
+#endif
 
 typedef struct ordo_buf_s {
     char *data;
@@ -25,10 +46,28 @@ typedef struct ordo_buf_s {
 
 #define ORDO_BUF_INIT {NULL, 0, 0}
 
-/* Make room for extra more bytes; returns data + len (where they go). */
-char *ordo_buf_reserve(ordo_buf_t *b, size_t extra);
+/* The growth path of ordo_buf_reserve(): make room for extra more bytes,
+ * reallocating; returns data + len. */
+char *ordo_buf_grow(ordo_buf_t *b, size_t extra);
+
+/* Make room for extra more bytes; returns data + len (where they go), never
+ * NULL. */
+static inline char *ordo_buf_reserve(ordo_buf_t *b, size_t extra)
+{
+    ORDO_DEBUG_ASSERT(b != NULL && b->len <= b->cap && (b->data == NULL) == (b->cap == 0));
+    if (b->cap != 0 && extra <= b->cap - b->len)
+        return b->data + b->len;
+    return ordo_buf_grow(b, extra);
+}
+
 /* Append n bytes. */
-void ordo_buf_append(ordo_buf_t *b, const void *p, size_t n);
+static inline void ordo_buf_append(ordo_buf_t *b, const void *p, size_t n)
+{
+    char *dst = ordo_buf_reserve(b, n);
+    if (n > 0)
+        memcpy(dst, p, n);
+    b->len += n;
+}
 /* Append a NUL-terminated string (without the NUL). */
 void ordo_buf_puts(ordo_buf_t *b, const char *s);
 /* Append printf-style text. */

@@ -42,11 +42,18 @@ typedef struct cmd_entry_s {
  * startup, so a client cannot build chains in it (an unknown name is a miss
  * in a short chain), and hashing the name of every command with SipHash
  * cost more than the lookup. */
+#define NAME_HASH_SEED 0xcbf29ce484222325ULL
+
+static inline uint64_t name_hash_step(uint64_t h, unsigned char ch)
+{
+    return (h ^ ch) * 0x100000001b3ULL;
+}
+
 static uint64_t name_hash(const char *name, size_t len)
 {
-    uint64_t h = 0xcbf29ce484222325ULL;
+    uint64_t h = NAME_HASH_SEED;
     for (size_t i = 0; i < len; i++)
-        h = (h ^ (unsigned char)name[i]) * 0x100000001b3ULL;
+        h = name_hash_step(h, (unsigned char)name[i]);
     return h;
 }
 
@@ -121,10 +128,17 @@ static const cmd_def_t *lookup(server_t *s, const resp_arg_t *a)
     char name[CMD_NAME_MAX + 1];
     if (a->len == 0 || a->len > CMD_NAME_MAX)
         return NULL;
-    for (size_t i = 0; i < a->len; i++)
-        name[i] = (char)tolower((unsigned char)a->ptr[i]);
-    const cmd_entry_t *e =
-        (const cmd_entry_t *)ordo_htab_find(&s->commands, name_hash(name, a->len), name, a->len);
+    /* Lower-case (ASCII, as tolower() in the "C" locale the server runs
+     * in) and hash in one pass: this runs for every command. */
+    uint64_t h = NAME_HASH_SEED;
+    for (size_t i = 0; i < a->len; i++) {
+        unsigned char ch = (unsigned char)a->ptr[i];
+        ch = (unsigned char)((unsigned)(ch - 'A') < 26u ? ch + ('a' - 'A') : ch);
+        name[i] = (char)ch;
+        h = name_hash_step(h, ch);
+    }
+    ORDO_DEBUG_ASSERT(h == name_hash(name, a->len));
+    const cmd_entry_t *e = (const cmd_entry_t *)ordo_htab_find(&s->commands, h, name, a->len);
     return e ? e->def : NULL;
 }
 

@@ -1,9 +1,9 @@
 /*
  * crc32c.c -- CRC-32C (Castagnoli), the checksum of every WAL record.
  *
- * ordo_crc32c() picks the CPU instruction when the CPU has one (see
- * crc32c_x86.c; the check is a load of a flag the compiler runtime set at
- * start-up, so it is made on every call rather than cached in a mutable
+ * ordo_crc32c() (defined in crc32c_x86.c) picks the CPU instruction when
+ * the CPU has one (the check is a load of a flag the compiler runtime set
+ * at start-up, so it is made on every call rather than cached in a mutable
  * static) and otherwise this byte-at-a-time table version, about 0.5 GB/s:
  * enough for a fallback, since the log is bound by the disk long before.
  *
@@ -12,7 +12,6 @@
  * initialisation to race on.
  */
 #include "crc32c.h"
-#include "wal.h"
 
 static const uint32_t crc32c_table[256] = {
     0x00000000u, 0xf26b8303u, 0xe13b70f7u, 0x1350f3f4u, 0xc79a971fu, 0x35f1141cu,
@@ -67,11 +66,4 @@ uint32_t ordo__crc32c_sw(uint32_t crc, const void *buf, size_t len)
     while (len-- > 0)
         crc = crc32c_table[(crc ^ *p++) & 0xffu] ^ (crc >> 8);
     return ~crc;
-}
-
-uint32_t ordo_crc32c(uint32_t crc, const void *buf, size_t len)
-{
-    if (ordo__crc32c_hw_available())
-        return ordo__crc32c_hw(crc, buf, len);
-    return ordo__crc32c_sw(crc, buf, len);
 }

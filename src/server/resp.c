@@ -11,8 +11,18 @@
  * no byte of a complete header, argument or CRLF is examined twice; the
  * only re-scan is of a header cut short, at most HEADER_SCAN_MAX bytes per
  * call. Bulk bodies are skipped by length, and need_bytes lets the caller
- * skip calls while a body is outstanding. So a multibulk command costs
- *     bytes examined <= its size + HEADER_SCAN_MAX * calls
+ * skip calls while a body is outstanding.
+ *
+ * Before all that, a new multibulk command gets one try of a fast path
+ * (parse_multibulk_fast): when the whole command is already in the input
+ * in the usual shape (plain lengths, every CRLF in place), as pipelined
+ * clients send it, one pass over its headers makes argv directly, with no
+ * offsets and no per-header state. Anything else (a cut command, an error,
+ * "*0", a sign) makes it decline, at most once per command
+ * (mb_fast_declined), and the general parser starts over; so the fast path
+ * adds at most one more pass over the command's headers. A multibulk
+ * command costs
+ *     bytes examined <= 2 * its size + HEADER_SCAN_MAX * calls
  * (one partial header or one CR awaiting its LF per call), linear however
  * the command is split: a client trickling a command of args_max small
  * arguments one byte per read no longer costs args_max^2 steps (the counter
@@ -54,6 +64,7 @@
 #include <assert.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +75,8 @@
 #define LEN_DIGITS_MAX 19  /* INT64_MAX has 19 digits; a 20th is always invalid */
 #define ARGV_CAP_MIN 8     /* most commands have few arguments */
 #define PARSE_OK 100       /* internal: a step succeeded, keep going */
+#define FAST_NO 101        /* internal: the fast path declines; the general parser runs */
+#define FAST_DIGITS_MAX 18 /* the fast path's lengths: below 10^18, no overflow to check */
 /* Bytes a header cut short can hold: type, '-', 19 digits, CR. */
 #define HEADER_SCAN_MAX (1 + 1 + LEN_DIGITS_MAX + 1)
 
@@ -106,15 +119,19 @@ static int proto_error(const char **err, const char *msg)
 
 /* Grow cmd->argv geometrically so that one more argument fits. Called only
  * for arguments present in the input, so argv is bounded by the input. */
-static resp_arg_t *argv_next(resp_cmd_t *cmd)
+static void argv_grow(resp_cmd_t *cmd)
 {
-    assert(cmd->argc <= cmd->argv_cap);
-    if (cmd->argc == cmd->argv_cap) {
-        size_t cap = cmd->argv_cap ? cmd->argv_cap * 2 : ARGV_CAP_MIN;
-        assert(cap <= SIZE_MAX / sizeof *cmd->argv);
-        cmd->argv = ordo_xrealloc(cmd->argv, cap * sizeof *cmd->argv);
-        cmd->argv_cap = cap;
-    }
+    size_t cap = cmd->argv_cap ? cmd->argv_cap * 2 : ARGV_CAP_MIN;
+    assert(cap <= SIZE_MAX / sizeof *cmd->argv);
+    cmd->argv = ordo_xrealloc(cmd->argv, cap * sizeof *cmd->argv);
+    cmd->argv_cap = cap;
+}
+
+static inline resp_arg_t *argv_next(resp_cmd_t *cmd)
+{
+    ORDO_DEBUG_ASSERT(cmd->argc <= cmd->argv_cap);
+    if (cmd->argc == cmd->argv_cap)
+        argv_grow(cmd);
     return &cmd->argv[cmd->argc++];
 }
 
@@ -142,6 +159,7 @@ static void progress_reset(resp_cmd_t *cmd)
     cmd->mb_body = 0;
     cmd->mb_blen = 0;
     cmd->inline_scanned = 0;
+    cmd->mb_fast_declined = 0;
 }
 
 /*
@@ -284,6 +302,83 @@ static int parse_multibulk(const char *in, size_t len, const resp_limits_t *lim,
     }
     *consumed = cmd->mb_pos;
     return RESP_COMMAND;
+}
+
+/*
+ * fast_len() -- the digits and CRLF of a length header at *pp, in the shape
+ * every client sends: 1 to FAST_DIGITS_MAX digits, no sign, no leading zero
+ * (but "0" itself). Outputs: *val; *pp moved past the CRLF on success, else
+ * to the end of what was examined. Returns false for anything else (a
+ * sign, a long number, a cut header, a bad byte): scan_len() then decides.
+ */
+static inline bool fast_len(const char **pp, const char *end, uint64_t *val)
+{
+    const char *p = *pp, *start = p;
+    const char *stop = end - p > FAST_DIGITS_MAX ? p + FAST_DIGITS_MAX : end;
+    uint64_t v = 0;
+    while (p < stop && (unsigned char)(*p - '0') < 10) {
+        v = v * 10 + (uint64_t)(*p - '0');
+        p++;
+    }
+    size_t digits = (size_t)(p - start);
+    if (digits == 0 || (digits > 1 && *start == '0') || end - p < 2 || p[0] != '\r' ||
+        p[1] != '\n') {
+        *pp = end - p < 2 ? end : p + 2;
+        return false;
+    }
+    *pp = p + 2;
+    *val = v;
+    return true;
+}
+
+/*
+ * parse_multibulk_fast() -- the common case: a new multibulk command that
+ * is all in in[0..len) (in[0] is '*', no progress recorded) and written the
+ * usual way. One pass over its headers, each argument pushed as a pointer
+ * at once; bodies are skipped by length as in parse_bulk().
+ * Returns RESP_COMMAND (*consumed set), or FAST_NO, leaving cmd with no
+ * progress (argc 0) for the general parser to start over: that happens on
+ * anything unusual (an error, "*0", a cut command) and costs at most one
+ * more pass over the headers present, once per command.
+ */
+static int parse_multibulk_fast(const char *in, size_t len, const resp_limits_t *lim,
+                                resp_cmd_t *cmd, size_t *consumed)
+{
+    const char *p = in + 1, *end = in + len;
+    size_t skipped = 0; /* body bytes: not examined */
+    uint64_t n;
+    if (!fast_len(&p, end, &n) || n == 0 || n > lim->args_max)
+        goto no;
+    cmd->argc = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        if (p == end || *p != '$') {
+            p += p != end;
+            goto no;
+        }
+        p++;
+        uint64_t blen;
+        if (!fast_len(&p, end, &blen))
+            goto no;
+        if (blen > lim->bulk_max || blen + 2 > (uint64_t)(end - p))
+            goto no;
+        if (p[blen] != '\r' || p[blen + 1] != '\n') {
+            skipped += blen;
+            p += blen + 2;
+            goto no;
+        }
+        resp_arg_t *a = argv_next(cmd);
+        a->ptr = p;
+        a->len = (size_t)blen;
+        skipped += blen;
+        p += blen + 2;
+    }
+    *consumed = (size_t)(p - in);
+    cmd->scanned_bytes += *consumed - skipped;
+    return RESP_COMMAND;
+no:
+    cmd->scanned_bytes += (size_t)(p - in) - skipped;
+    cmd->argc = 0;
+    return FAST_NO;
 }
 
 /* Blanks separate inline words; the set is C's isspace() in the "C" locale,
@@ -472,8 +567,8 @@ static int progress_fits(const char *in, size_t len, const resp_cmd_t *cmd)
 int resp_parse(const char *in, size_t len, const resp_limits_t *lim, resp_cmd_t *cmd,
                size_t *consumed, size_t *need_bytes, const char **err)
 {
-    assert(in != NULL || len == 0);
-    assert(lim != NULL && cmd != NULL && consumed != NULL && need_bytes != NULL && err != NULL);
+    ORDO_DEBUG_ASSERT(in != NULL || len == 0);
+    ORDO_DEBUG_ASSERT(lim != NULL && cmd != NULL && consumed != NULL && need_bytes != NULL && err != NULL);
     assert(len < SIZE_MAX);
     *consumed = 0;
     *need_bytes = len + 1;
@@ -485,8 +580,14 @@ int resp_parse(const char *in, size_t len, const resp_limits_t *lim, resp_cmd_t 
     }
     if (len == 0)
         return RESP_NEED_MORE;
-    int s = in[0] == '*' ? parse_multibulk(in, len, lim, cmd, consumed, need_bytes, err)
+    int s = FAST_NO;
+    if (in[0] == '*' && cmd->mb_count == 0 && !cmd->mb_fast_declined)
+        s = parse_multibulk_fast(in, len, lim, cmd, consumed);
+    if (s == FAST_NO) {
+        cmd->mb_fast_declined = in[0] == '*';
+        s = in[0] == '*' ? parse_multibulk(in, len, lim, cmd, consumed, need_bytes, err)
                          : parse_inline(in, len, lim, cmd, consumed, err);
+    }
     if (s != RESP_COMMAND)
         cmd->argc = 0;
     if (s != RESP_NEED_MORE) {
@@ -616,10 +717,14 @@ static void check_proto(int proto)
 
 void resp_add_simple(ordo_buf_t *out, const char *s)
 {
-    assert(strpbrk(s, "\r\n") == NULL);
-    ordo_buf_append(out, "+", 1);
-    ordo_buf_puts(out, s);
-    ordo_buf_append(out, "\r\n", 2);
+    ORDO_DEBUG_ASSERT(strpbrk(s, "\r\n") == NULL); /* callers pass constant words */
+    size_t n = strlen(s);
+    char *p = ordo_buf_reserve(out, n + 3);
+    p[0] = '+';
+    memcpy(p + 1, s, n);
+    p[n + 1] = '\r';
+    p[n + 2] = '\n';
+    out->len += n + 3;
 }
 
 void resp_add_error(ordo_buf_t *out, const char *msg)

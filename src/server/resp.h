@@ -78,6 +78,7 @@ typedef struct resp_cmd_s {
     size_t mb_body;         /* multibulk: offset of its body once its header is parsed, else 0 */
     size_t mb_blen;         /* multibulk: its length, valid when mb_body != 0 */
     size_t inline_scanned;  /* inline: leading bytes known to hold no '\n' */
+    int mb_fast_declined;   /* multibulk: the one-pass fast path declined this command */
     /* Debug counter: input bytes the parser examined, summed over every
      * call; bulk bodies are skipped by length and not counted. Never reset
      * by the parser (resp_cmd_free zeroes it); tests use it to check that a

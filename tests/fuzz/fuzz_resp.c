@@ -20,8 +20,9 @@
  *     same whether the stream arrives whole or in chunks;
  *   - the parser resumes rather than re-scans: the bytes it examined
  *     (cmd.scanned_bytes) stay within 2 per input byte (an inline line is
- *     searched, then split) plus HEADER_SCAN_MAX per call (a header cut
- *     short is the one thing it re-reads).
+ *     searched, then split; a multibulk command's headers may be read by
+ *     the fast path once before the general parser) plus HEADER_SCAN_MAX
+ *     per call (a header cut short is re-read).
  *
  * Build and run: scripts/fuzz.sh [seconds].
  */
