@@ -46,6 +46,14 @@
  * A segment takes records while it is shorter than segment_bytes, so it
  * exceeds that by at most one record.
  *
+ * Back-pressure: pending_bytes counts the frames appended and not yet done
+ * (written, and synced if the policy wants it): wal_append() adds, the log
+ * thread subtracts a batch once it is done (or dropped after a failure).
+ * wal_backlogged() sets drain_wanted before it reads pending_bytes again;
+ * the log thread subtracts before it looks at drain_wanted; both sequentially
+ * consistent, so either the core sees the drop or the log thread sees the
+ * flag and calls on_durable: a paused core is always woken.
+ *
  * Rolling to a new segment: fdatasync the finished segment (under every
  * policy, so that only the last segment can ever have a torn tail), create
  * the next one (O_EXCL), write its header, fdatasync it, fsync the
@@ -126,6 +134,7 @@ struct wal_s {
     uint32_t pending_records;
     bool kicked;                   /* defer_wake: the core handed the pending records over */
     uint64_t pending_since_ms;     /* when the oldest pending record came */
+    uint64_t pending_peak;         /* highest pending_bytes seen */
     bool closing;
     wal_seg_t *segs;               /* oldest first; the last is being written */
     uint32_t nsegs, segs_cap;
@@ -145,6 +154,8 @@ struct wal_s {
 
     /* Any thread. failed_reason is written once, before failed is set. */
     _Atomic uint64_t durable_rev;
+    _Atomic uint64_t pending_bytes; /* see Back-pressure */
+    atomic_bool drain_wanted;      /* the core waits for pending_bytes to fall */
     atomic_bool failed;
     char failed_reason[4352];
 };
@@ -514,6 +525,21 @@ static void batch_publish(wal_t *w)
         w->opt.on_durable(w->opt.on_durable_arg);
 }
 
+/* A batch of n bytes is done (or dropped): it is no longer pending. Wake a
+ * core that waits for the pending bytes to fall (see Back-pressure). */
+static void batch_done(wal_t *w, size_t n)
+{
+    if (n == 0)
+        return;
+    uint64_t left = atomic_fetch_sub(&w->pending_bytes, (uint64_t)n) - (uint64_t)n;
+    if (!atomic_load(&w->drain_wanted))
+        return;
+    if (left > w->opt.pending_bytes_max && !atomic_load(&w->failed))
+        return;
+    if (atomic_exchange(&w->drain_wanted, false) && w->opt.on_durable != NULL)
+        w->opt.on_durable(w->opt.on_durable_arg);
+}
+
 static void cv_wait_until(wal_t *w, uint64_t deadline_ms)
 {
     struct timespec ts = {.tv_sec = (time_t)(deadline_ms / 1000u),
@@ -569,6 +595,7 @@ static void *log_main(void *arg)
         if (!atomic_load_explicit(&w->failed, memory_order_relaxed) && batch_write(w, &batch) == 0 &&
             batch_sync(w, closing) == 0)
             batch_publish(w);
+        batch_done(w, batch.len);
         ordo_buf_reset(&batch, WAL_BATCH_KEEP_BYTES);
 
         pthread_mutex_lock(&w->mu);
@@ -597,6 +624,9 @@ int wal_append(wal_t *w, uint64_t rev, const void *rec, size_t len)
     if (len > 0)
         memcpy(p + WAL_FRAME_BYTES, rec, len);
     w->pending.len += WAL_FRAME_BYTES + len;
+    uint64_t q = atomic_fetch_add(&w->pending_bytes, WAL_FRAME_BYTES + len) + WAL_FRAME_BYTES + len;
+    if (q > w->pending_peak)
+        w->pending_peak = q;
     if (w->pending_records++ == 0)
         w->pending_since_ms = now_ms();
     bool wake = !w->opt.defer_wake &&
@@ -622,6 +652,20 @@ void wal_kick(wal_t *w)
     pthread_mutex_unlock(&w->mu);
     if (wake)
         pthread_cond_signal(&w->cv);
+}
+
+bool wal_backlogged(wal_t *w)
+{
+    uint64_t max = w->opt.pending_bytes_max;
+    if (max == 0 || atomic_load(&w->pending_bytes) <= max || atomic_load(&w->failed))
+        return false;
+    atomic_store(&w->drain_wanted, true);
+    return atomic_load(&w->pending_bytes) > max; /* if it fell meanwhile, a spare wake-up is harmless */
+}
+
+uint64_t wal_pending_bytes(const wal_t *w)
+{
+    return atomic_load(&w->pending_bytes);
 }
 
 uint64_t wal_durable_rev(const wal_t *w)
@@ -671,6 +715,8 @@ void wal_get_stats(const wal_t *w, wal_stats_t *out)
 {
     pthread_mutex_lock((pthread_mutex_t *)&w->mu);
     *out = w->stats;
+    out->pending_bytes = atomic_load(&w->pending_bytes);
+    out->pending_bytes_peak = w->pending_peak;
     pthread_mutex_unlock((pthread_mutex_t *)&w->mu);
 }
 
@@ -1049,6 +1095,8 @@ static wal_t *wal_new(const wal_options_t *opt, char *err, size_t err_len)
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&w->mu, NULL);
     atomic_init(&w->durable_rev, 0);
+    atomic_init(&w->pending_bytes, 0);
+    atomic_init(&w->drain_wanted, false);
     atomic_init(&w->failed, false);
     return w;
 }

@@ -29,13 +29,24 @@
  * in which case it waits up to that long for more records to join the
  * batch, syncing early once sync_batch_max records are pending.
  *
+ * Back-pressure: bytes appended and not yet written and synced per the
+ * policy ("pending": the pending buffer plus the batch the log thread is
+ * writing) are counted. wal_append() never refuses for that (the core has
+ * applied the record already); instead the core asks wal_backlogged()
+ * after taking in work, and stops taking in more (ordod stops reading its
+ * clients) while pending exceeds pending_bytes_max. The log then calls
+ * on_durable once pending is back at or below the limit, so memory stays
+ * bounded by the limit plus what was already read, and nothing accepted is
+ * dropped.
+ *
  * Failure: if a write or sync fails, the log enters the failed state for
  * good (it never retries a sync and then acknowledges: after a failed
  * fdatasync the kernel may have dropped the dirty pages). wal_failed()
  * reports it with the reason; no revision is published after the failure.
  *
  * Thread safety: wal_append() and wal_close() are called from one thread
- * (the core); wal_durable_rev(), wal_failed(), wal_bytes(),
+ * (the core), and so is wal_backlogged(); wal_durable_rev(), wal_failed(),
+ * wal_bytes(), wal_pending_bytes(),
  * wal_get_stats() and wal_remove_before() from any thread. The durable
  * callback runs on the log thread and must only hand the news over
  * (uv_async_send).
@@ -83,9 +94,13 @@ typedef struct wal_options_s {
      * wal_kick() once it has appended everything of a loop turn, so one
      * batch (one write, one sync) carries the whole turn. */
     bool defer_wake;
+    /* wal_backlogged() is true while more than this many bytes are pending
+     * (see Back-pressure); 0: no limit. */
+    uint64_t pending_bytes_max;
     wal_io_t io;
-    /* Called on the log thread after the durable revision advanced (or the
-     * log failed). Must be cheap and thread-safe (uv_async_send). */
+    /* Called on the log thread after the durable revision advanced, the log
+     * failed, or pending bytes fell back to the limit after wal_backlogged()
+     * said true. Must be cheap and thread-safe (uv_async_send). */
     void (*on_durable)(void *arg);
     void *on_durable_arg;
 } wal_options_t;
@@ -139,6 +154,16 @@ int wal_append(wal_t *w, uint64_t rev, const void *rec, size_t len);
  * thread now. Cheap when there is nothing new. Core thread. */
 void wal_kick(wal_t *w);
 
+/* wal_backlogged() -- true while pending bytes exceed pending_bytes_max
+ * (never while the log has failed: its pending records are dropped). When
+ * it returns true, on_durable will be called once they no longer do. Core
+ * thread. */
+bool wal_backlogged(wal_t *w);
+
+/* wal_pending_bytes() -- bytes appended and not yet written and synced per
+ * the policy (frame headers included). Any thread. */
+uint64_t wal_pending_bytes(const wal_t *w);
+
 /* wal_durable_rev() -- the highest revision published durable (see the
  * policies). Any thread. */
 uint64_t wal_durable_rev(const wal_t *w);
@@ -164,6 +189,8 @@ typedef struct wal_stats_s {
     uint64_t bytes_written;
     uint64_t batches;             /* write batches */
     uint32_t segments;
+    uint64_t pending_bytes;       /* as wal_pending_bytes() */
+    uint64_t pending_bytes_peak;  /* the most pending at once since wal_open() */
 } wal_stats_t;
 void wal_get_stats(const wal_t *w, wal_stats_t *out);
 

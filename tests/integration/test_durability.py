@@ -493,3 +493,63 @@ def test_reply_waits_for_durable_revision(durable, tmp_path):
         dur = int([l for l in inf.splitlines() if l.startswith("durable_revision:")][0].split(":")[1])
         assert dur >= max(revs) and revs == sorted(revs)
         assert int(srv.info("persistence")["wal_syncs"]) >= 1
+
+
+# ---- back-pressure -------------------------------------------------------------------
+
+BP_LIMIT = 128 * 1024
+BP_VALUE = 1000
+BP_COMMANDS = 8000  # ~8 MiB offered: far more than the limit and the socket buffers
+
+
+@pytest.mark.parametrize("fsync", ["always", "everysec"])
+def test_stalled_disk_bounds_pending_log_bytes_and_loses_no_ack(durable, tmp_path, fsync):
+    """The disk stalls (debug-wal-stall) under a client that keeps writing:
+    ordod stops reading once wal-pending-max-bytes of records wait, so the
+    records waiting never pass the limit by more than one read; once the
+    disk moves, every command is answered and every acknowledged write
+    survives a SIGKILL."""
+    import threading
+    d = tmp_path / "data"
+    stall = tmp_path / "stall"
+    srv = durable.start(d, "--fsync", fsync, "--verbose", "yes", "--wal-pending-max-bytes", str(BP_LIMIT),
+                        "--debug-wal-stall", str(stall))
+    assert call(srv, "SET", "before", "1") == "OK"
+    stall.touch()
+    c = srv.raw(timeout=60)
+    value = b"v" * BP_VALUE
+    sent = [0]
+
+    def sender():
+        for i in range(BP_COMMANDS):
+            k = b"bp%05d" % i
+            cmd = b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(k), k, len(value), value)
+            c.sock.sendall(cmd)
+            sent[0] += len(cmd)
+
+    t = threading.Thread(target=sender, daemon=True)
+    t.start()
+    poll(lambda: "not reading clients" in srv.stderr(), "back-pressure to engage")
+    # The client goes on sending into the socket buffers while ordod reads
+    # nothing: well past what the limit lets the log hold.
+    poll(lambda: sent[0] >= 8 * BP_LIMIT, "the client to send past the limit")
+    stall.unlink()
+    replies = [c.read() for _ in range(BP_COMMANDS)]
+    t.join(timeout=60)
+    assert not t.is_alive()
+    c.close()
+    assert all(r == "OK" for r in replies), [r for r in replies if r != "OK"][:3]
+    inf = srv.info("persistence")
+    # One read of one connection (16 KiB of commands) may land past the limit.
+    slack = 16 * 1024 + 16 * 1024 // BP_VALUE * 64 + BP_VALUE + 256
+    assert BP_LIMIT < int(inf["wal_pending_bytes_peak"]) <= BP_LIMIT + slack, inf
+    assert int(inf["wal_backpressure_events"]) >= 1 and inf["wal_backpressure"] == "0", inf
+    assert int(inf["wal_backpressure_ms"]) > 0, inf
+    assert int(inf["wal_pending_max_bytes"]) == BP_LIMIT
+    poll(lambda: srv.info("persistence")["wal_pending_bytes"] == "0", "the log to drain")
+    durable.kill(srv)
+    srv2 = durable.start(d, "--fsync", fsync)
+    with srv2.raw() as c2:
+        for i in range(0, BP_COMMANDS, 97):
+            assert c2.call("GET", "bp%05d" % i) == value, i
+        assert c2.call("DBSIZE") == BP_COMMANDS + 1

@@ -181,11 +181,21 @@ typedef struct io_ctx_s {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     atomic_uint durable_calls;
+    atomic_bool stalled;                 /* true: pwrite and fdatasync wait (a stalled disk) */
+    atomic_bool woke_below;              /* on_durable saw pending bytes at most pending_max */
+    uint64_t pending_max;
 } io_ctx_t;
+
+static void stall_wait(io_ctx_t *io)
+{
+    while (atomic_load(&io->stalled))
+        usleep(1000);
+}
 
 static ssize_t t_pwrite(void *ctx, int fd, const void *buf, size_t n, off_t off)
 {
     io_ctx_t *io = ctx;
+    stall_wait(io);
     atomic_fetch_add(&io->pwrites, 1);
     int e = atomic_load(&io->pwrite_errno);
     if (e != 0) {
@@ -214,6 +224,7 @@ static ssize_t t_pwrite(void *ctx, int fd, const void *buf, size_t n, off_t off)
 static int t_fdatasync(void *ctx, int fd)
 {
     io_ctx_t *io = ctx;
+    stall_wait(io);
     uint64_t written = atomic_load(&io->written_rev);
     int e = atomic_load(&io->sync_errno);
     if (e != 0) {
@@ -233,6 +244,8 @@ static void t_on_durable(void *arg)
     wal_t *w = atomic_load(&io->w);
     if (w != NULL && wal_failed(w) == NULL && wal_durable_rev(w) > atomic_load(&io->synced_rev))
         atomic_store(&io->published_bad, wal_durable_rev(w));
+    if (w != NULL && wal_pending_bytes(w) <= io->pending_max)
+        atomic_store(&io->woke_below, true);
     atomic_fetch_add(&io->durable_calls, 1);
     pthread_mutex_lock(&io->mu);
     pthread_cond_broadcast(&io->cv);
@@ -547,6 +560,109 @@ static void test_everysec_and_no(void **state)
         wal_close(w);
         /* Close syncs what was written, under every policy. */
         assert_int_equal(atomic_load(&io.syncs), base + 1);
+        io_done(&io);
+        tmpdir_free(dir);
+    }
+}
+
+/* ---- back-pressure ---------------------------------------------------------------- */
+
+/* A stalled disk: pending bytes count every appended frame until it is done,
+ * wal_backlogged() says so past the limit, and once the disk moves again
+ * on_durable comes with the pending bytes back under the limit. */
+static void test_backlogged_until_the_log_catches_up(void **state)
+{
+    (void)state;
+    for (int policy = WAL_SYNC_ALWAYS; policy <= WAL_SYNC_NO; policy++) {
+        char *dir = tmpdir_new();
+        char err[1024];
+        io_ctx_t io;
+        io_init(&io);
+        atomic_store(&io.fake_sync, true);
+        io.pending_max = 10000;
+        wal_options_t o = opts(dir, policy, &io);
+        o.segment_bytes = 1 << 20;
+        o.pending_bytes_max = io.pending_max;
+        wal_t *w = wal_open(&o, 0, NULL, NULL, NULL, err, sizeof err);
+        assert_non_null(w);
+        atomic_store(&io.w, w);
+        unsigned char rec[100] = {0};
+        assert_int_equal(wal_append(w, 1, rec, sizeof rec), 0);
+        wait_durable(w, &io, 1);
+        for (int k = 0; k < 5000 && wal_pending_bytes(w) != 0; k++)
+            usleep(1000);
+        assert_int_equal(wal_pending_bytes(w), 0);
+        assert_false(wal_backlogged(w));
+
+        atomic_store(&io.stalled, true);
+        uint64_t r = 2;
+        for (; wal_pending_bytes(w) <= io.pending_max; r++) {
+            assert_false(wal_backlogged(w));
+            assert_int_equal(wal_append(w, r, rec, sizeof rec), 0);
+        }
+        uint64_t frames = r - 2, want = frames * (FRAME_BYTES + sizeof rec);
+        assert_int_equal(frames, io.pending_max / (FRAME_BYTES + sizeof rec) + 1);
+        assert_int_equal(wal_pending_bytes(w), want);
+        atomic_store(&io.woke_below, false);
+        assert_true(wal_backlogged(w));
+        wal_stats_t st;
+        wal_get_stats(w, &st);
+        assert_int_equal(st.pending_bytes, want);
+        assert_int_equal(st.pending_bytes_peak, want);
+        assert_false(atomic_load(&io.woke_below));
+
+        atomic_store(&io.stalled, false);
+        for (int k = 0; k < 5000 && !atomic_load(&io.woke_below); k++)
+            usleep(1000);
+        assert_true(atomic_load(&io.woke_below));
+        assert_false(wal_backlogged(w));
+        wait_durable(w, &io, r - 1);
+        assert_int_equal(wal_durable_rev(w), r - 1);
+        wal_close(w);
+        io_done(&io);
+        tmpdir_free(dir);
+    }
+}
+
+/* Without a limit the log is never backlogged. With one, a log that fails
+ * drops its pending records and stops being backlogged, and says so. */
+static void test_backlogged_never_without_limit_or_after_failure(void **state)
+{
+    (void)state;
+    for (int limited = 0; limited <= 1; limited++) {
+        char *dir = tmpdir_new();
+        char err[1024];
+        io_ctx_t io;
+        io_init(&io);
+        atomic_store(&io.fake_sync, true);
+        io.pending_max = limited ? 50000 : UINT64_MAX;
+        wal_options_t o = opts(dir, WAL_SYNC_ALWAYS, &io);
+        o.segment_bytes = 1 << 20;
+        o.pending_bytes_max = limited ? io.pending_max : 0;
+        wal_t *w = wal_open(&o, 0, NULL, NULL, NULL, err, sizeof err);
+        assert_non_null(w);
+        atomic_store(&io.w, w);
+        atomic_store(&io.stalled, true);
+        unsigned char rec[1000] = {0};
+        for (uint64_t r = 1; r <= 100; r++)
+            assert_int_equal(wal_append(w, r, rec, sizeof rec), 0);
+        assert_true(wal_pending_bytes(w) >= 99 * sizeof rec);
+        assert_int_equal(wal_backlogged(w), limited);
+        atomic_store(&io.woke_below, false);
+        atomic_store(&io.pwrite_errno, EIO);
+        atomic_store(&io.stalled, false);
+        wait_durable(w, &io, 100);
+        assert_non_null(wal_failed(w));
+        for (int k = 0; k < 5000 && wal_pending_bytes(w) != 0; k++)
+            usleep(1000);
+        assert_int_equal(wal_pending_bytes(w), 0); /* dropped with the failure */
+        assert_false(wal_backlogged(w));
+        if (limited) {
+            for (int k = 0; k < 5000 && !atomic_load(&io.woke_below); k++)
+                usleep(1000);
+            assert_true(atomic_load(&io.woke_below));
+        }
+        wal_close(w);
         io_done(&io);
         tmpdir_free(dir);
     }
@@ -1222,6 +1338,8 @@ int main(void)
         cmocka_unit_test(test_always_publishes_after_sync),
         cmocka_unit_test(test_always_batch_window),
         cmocka_unit_test(test_everysec_and_no),
+        cmocka_unit_test(test_backlogged_until_the_log_catches_up),
+        cmocka_unit_test(test_backlogged_never_without_limit_or_after_failure),
         cmocka_unit_test(test_torn_tail_every_byte),
         cmocka_unit_test(test_torn_segment_creation),
         cmocka_unit_test(test_midlog_corruption),
