@@ -228,6 +228,7 @@ int persist_open(server_t *s, char *err, size_t elen)
         .record_bytes_max = (uint32_t)(RECORD_HEADER_BYTES + 3 * s->cfg.max_name_bytes + s->cfg.max_value_bytes),
         .defer_wake = true, /* persist_kick() at the end of each loop turn */
         .pending_bytes_max = (uint64_t)s->cfg.wal_pending_max_bytes,
+        .repair = s->cfg.wal_repair != 0,
         .on_durable = on_durable,
         .on_durable_arg = s,
     };
@@ -254,8 +255,19 @@ int persist_open(server_t *s, char *err, size_t elen)
     wal_recovery_t rec;
     memset(&rec, 0, sizeof rec);
     s->wal = wal_open(&opt, snap_rev, replay_one, &x, &rec, err, elen);
-    if (s->wal == NULL)
+    if (s->wal == NULL) {
+        size_t n = strlen(err);
+        if (!opt.repair && strncmp(err, "wal corrupt", 11) == 0 && n + 1 < elen)
+            snprintf(err + n, elen - n, "; keep a copy of %s, then start with --wal-repair yes to cut the log "
+                     "at the first bad record (the cut bytes are kept aside) and lose what follows it", s->cfg.dir);
         return -1;
+    }
+    if (rec.repaired)
+        fprintf(stderr, "ordod: wal-repair: the log was corrupt (%s); cut %s at byte offset %llu, %llu bytes in "
+                "all (%u later log files), kept in %s%s; the log now ends at revision %llu\n",
+                rec.repair_reason, rec.repair_file, (unsigned long long)rec.repair_at,
+                (unsigned long long)rec.repair_bytes, rec.repair_segments_moved, rec.repair_saved,
+                rec.repair_segments_moved ? " and <name>.cut" : "", (unsigned long long)rec.repair_last_rev);
     if (rec.truncated_bytes > 0)
         fprintf(stderr, "ordod: cut a torn tail of %llu bytes from %s at offset %llu\n",
                 (unsigned long long)rec.truncated_bytes, rec.truncated_file, (unsigned long long)rec.truncated_at);

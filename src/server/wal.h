@@ -94,6 +94,9 @@ typedef struct wal_options_s {
      * wal_kick() once it has appended everything of a loop turn, so one
      * batch (one write, one sync) carries the whole turn. */
     bool defer_wake;
+    /* true: wal_open() cuts a corrupt log at its first bad record instead
+     * of refusing it, keeping the cut bytes aside (see wal_open()). */
+    bool repair;
     /* wal_backlogged() is true while more than this many bytes are pending
      * (see Back-pressure); 0: no limit. */
     uint64_t pending_bytes_max;
@@ -119,6 +122,15 @@ typedef struct wal_recovery_s {
     uint64_t truncated_bytes;     /* bytes cut from a torn tail */
     char truncated_file[512];     /* which file was cut, "" if none */
     uint64_t truncated_at;        /* ... and at which offset */
+    /* repair (wal_options_t.repair): */
+    bool repaired;                /* the log was cut at corruption */
+    char repair_file[512];        /* the segment cut */
+    uint64_t repair_at;           /* byte offset of its first bad record (0: bad header) */
+    uint64_t repair_bytes;        /* bytes cut: its tail and every later segment */
+    uint64_t repair_last_rev;     /* revision of the last record kept (0 if none) */
+    uint32_t repair_segments_moved; /* later segments renamed aside */
+    char repair_saved[512];       /* where the cut bytes of repair_file went */
+    char repair_reason[512];      /* the corruption found */
 } wal_recovery_t;
 
 /* wal_open() -- scan the segments in dir, replay every valid record whose
@@ -127,7 +139,13 @@ typedef struct wal_recovery_s {
  * partial record), then start the log thread, appending after the last good
  * record. A bad record followed by a good one (mid-log corruption) is
  * refused: wal_open() fails and err names the file and byte offset.
- * Revisions going down along the log are corruption too.
+ * Revisions going down along the log are corruption too, and so is a bad
+ * record or header in any segment but the last. With opt->repair, the log
+ * is cut at the first bad record instead: later segments are renamed to
+ * "<name>.cut", the bad segment's bytes from there on are saved to
+ * "<name>.cut-at-<offset>" in the same directory, nothing is deleted, the
+ * rec_out->repair_* fields (and stderr) say what was cut, and the log
+ * resumes after the last good record.
  * A last segment that died being created (shorter than its header, or all
  * zeros) is removed and reported like a cut.
  * The last segment is synced before appending resumes (under NO or

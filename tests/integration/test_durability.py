@@ -382,6 +382,51 @@ def test_bad_record_in_an_earlier_segment_is_refused(durable, tmp_path):
     assert rc != 0 and segs[0] in err and ("offset %d" % off) in err, err
 
 
+def test_wal_repair_cuts_a_corrupt_log_and_keeps_the_cut_bytes(durable, tmp_path):
+    """Mid-log corruption: refused without --wal-repair, naming file and
+    offset (and the option); with it, ordod starts with exactly the records
+    before the bad one, the cut bytes kept beside the log, and says what it
+    cut."""
+    d = tmp_path / "data"
+    srv = durable.start(d)
+    with srv.raw() as c:
+        for i in range(1, 31):
+            assert c.call("SET", "t%d" % i, "v%d" % i) == "OK"
+    durable.term(srv)
+    seg = segments(d)[-1]
+    fr = frames(seg)
+    off, end, _ = fr[10]
+    orig = open(seg, "rb").read()
+    with open(seg, "r+b") as f:
+        f.seek(end - 2)
+        f.write(bytes([orig[end - 2] ^ 0x40]))
+    bad = open(seg, "rb").read()
+    rc, err = run_ordod(d)
+    assert rc != 0 and seg in err and ("offset %d" % off) in err and "--wal-repair yes" in err, err
+    assert open(seg, "rb").read() == bad
+
+    srv = durable.start(d, "--wal-repair", "yes")
+    last_good = fr[9][2]
+    log = srv.stderr()
+    assert ("cut %s at byte offset %d, %d bytes" % (seg, off, len(bad) - off)) in log, log
+    assert ("ends at revision %d" % last_good) in log, log
+    saved = "%s.cut-at-%d" % (seg, off)
+    assert saved in log, log
+    assert open(saved, "rb").read() == bad[off:]
+    assert os.path.getsize(seg) == off
+    assert dump(srv)[0][0] == last_good
+    with srv.raw() as c:
+        for i in range(1, 31):
+            want = ("v%d" % i).encode() if i <= 10 else None
+            assert c.call("GET", "t%d" % i) == want, i
+        assert c.call("DBSIZE") == 10
+        assert c.call("SET", "after", "1") == "OK"
+    durable.kill(srv)
+    srv = durable.start(d)  # the repaired log starts without the option
+    assert call(srv, "GET", "after") == b"1" and call(srv, "DBSIZE") == 11
+    assert open(saved, "rb").read() == bad[off:]
+
+
 # ---- I/O faults ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("fault,reason", [("write-eio:6", "Input/output error"),

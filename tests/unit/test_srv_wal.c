@@ -979,6 +979,191 @@ static void test_corrupt_sealed_segment(void **state)
     tmpdir_free(dir);
 }
 
+/* ---- repair ---------------------------------------------------------------------- */
+
+/* The bytes of path equal want[0..n). */
+static void assert_file_is(const char *path, const unsigned char *want, size_t n)
+{
+    size_t size;
+    unsigned char *b = file_get(path, &size);
+    assert_int_equal(size, n);
+    assert_memory_equal(b, want, n);
+    free(b);
+}
+
+/* Mid-log corruption with repair on: the log is cut at the first bad
+ * record, exactly the prefix is replayed, the cut bytes are kept in a file
+ * beside it, and appending resumes at the cut. Without repair it is still
+ * refused. A revision going back is cut the same way. */
+static void test_repair_cuts_at_the_first_bad_record(void **state)
+{
+    (void)state;
+    char *dir = tmpdir_new();
+    char err[1024], saved[4300];
+    io_ctx_t io;
+    io_init(&io);
+    atomic_store(&io.fake_sync, true);
+    enum { N = 30 };
+    size_t offs[N + 1];
+    char *path = torn_setup(dir, &io, N, offs);
+    size_t size;
+    unsigned char *b = file_get(path, &size);
+    b[offs[10] + 5] ^= 0x20; /* record 10's crc */
+    file_put(path, b, size);
+    seen_t *s = calloc(1, sizeof *s);
+    wal_recovery_t rec;
+    wal_options_t o = opts(dir, WAL_SYNC_ALWAYS, &io);
+    o.segment_bytes = 1 << 20;
+    o.record_bytes_max = 60;
+    assert_null(reopen(&o, 0, s, 0, &rec, err, sizeof err));
+    assert_non_null(strstr(err, path));
+    assert_int_equal(file_size(path), size);
+    o.repair = true;
+    wal_t *w = reopen(&o, 0, s, 0, &rec, err, sizeof err);
+    assert_non_null(w);
+    assert_int_equal(s->n, 10);
+    assert_int_equal(s->bad, 0);
+    assert_true(rec.repaired);
+    assert_string_equal(rec.repair_file, path);
+    assert_int_equal(rec.repair_at, offs[10]);
+    assert_int_equal(rec.repair_bytes, size - offs[10]);
+    assert_int_equal(rec.repair_last_rev, rec_rev(9));
+    assert_int_equal(rec.repair_segments_moved, 0);
+    snprintf(saved, sizeof saved, "%s.cut-at-%zu", path, offs[10]);
+    assert_string_equal(rec.repair_saved, saved);
+    assert_non_null(strstr(rec.repair_reason, "followed by a good one"));
+    assert_file_is(saved, b + offs[10], size - offs[10]);
+    assert_int_equal(file_size(path), offs[10]);
+    append_range(w, 10, 15, 60);
+    wal_close(w);
+    o.repair = false;
+    w = reopen(&o, 0, s, 0, &rec, err, sizeof err);
+    assert_non_null(w);
+    assert_int_equal(s->n, 15);
+    assert_int_equal(s->bad, 0);
+    assert_false(rec.repaired);
+    wal_close(w);
+    assert_file_is(saved, b + offs[10], size - offs[10]); /* kept */
+
+    /* A good frame whose revision goes back, then more: cut at it; a second
+     * cut at the same offset gets a name of its own. */
+    size = file_size(path);
+    free(b);
+    b = file_get(path, &size);
+    unsigned char *c = malloc(size + 64);
+    memcpy(c, b, size);
+    frame_forge(c, size, 1, "back", 4);
+    frame_forge(c, size + FRAME_BYTES + 4, rec_rev(20), "more", 4);
+    file_put(path, c, size + 2 * (FRAME_BYTES + 4));
+    o.repair = true;
+    w = reopen(&o, 0, s, 0, &rec, err, sizeof err);
+    assert_non_null(w);
+    assert_int_equal(s->n, 15);
+    assert_int_equal(rec.repair_at, size);
+    assert_int_equal(rec.repair_bytes, 2 * (FRAME_BYTES + 4));
+    assert_non_null(strstr(rec.repair_reason, "revision"));
+    assert_file_is(rec.repair_saved, c + size, 2 * (FRAME_BYTES + 4));
+    wal_close(w);
+    memcpy(c + size, "garbage!", 8); /* not a frame; the last segment: a torn tail, not a repair */
+    file_put(path, c, size + 8);
+    w = reopen(&o, 0, s, 0, &rec, err, sizeof err);
+    assert_non_null(w);
+    assert_false(rec.repaired);
+    assert_int_equal(rec.truncated_bytes, 8);
+    wal_close(w);
+    free(c);
+    free(b);
+    free(s);
+    free(path);
+    io_done(&io);
+    tmpdir_free(dir);
+}
+
+/* Corruption in a sealed segment with repair on: every later segment is
+ * renamed aside whole, the bad one cut (or, with a bad header, renamed
+ * aside too), and the log resumes at the end of what is good. */
+static void test_repair_moves_later_segments_aside(void **state)
+{
+    (void)state;
+    for (int bad_header = 0; bad_header <= 1; bad_header++) {
+        char *dir = tmpdir_new();
+        char err[1024], names[64][32], p[4300];
+        io_ctx_t io;
+        io_init(&io);
+        atomic_store(&io.fake_sync, true);
+        wal_options_t o = opts(dir, WAL_SYNC_ALWAYS, &io);
+        o.record_bytes_max = 700;
+        seen_t *s = calloc(1, sizeof *s);
+        wal_t *w = reopen(&o, 0, s, 0, NULL, err, sizeof err);
+        assert_non_null(w);
+        append_range(w, 0, 100, 700);
+        wal_close(w);
+        int nseg = seg_files(dir, names, 64);
+        assert_true(nseg >= 4);
+        /* Records per segment, and the bytes of every segment. */
+        unsigned char *seg[64];
+        size_t segsize[64];
+        uint32_t first_of[65];
+        for (int i = 0, rec_i = 0; i < nseg; i++) {
+            snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+            seg[i] = file_get(p, &segsize[i]);
+            first_of[i] = (uint32_t)rec_i;
+            for (size_t off = HDR_BYTES; off < segsize[i]; rec_i++)
+                off += FRAME_BYTES + rec_len((uint32_t)rec_i, 700);
+            first_of[i + 1] = (uint32_t)rec_i;
+        }
+        int victim = 1; /* the second segment */
+        size_t at = bad_header ? 0 : segsize[victim] - FRAME_BYTES - rec_len(first_of[victim + 1] - 1, 700);
+        unsigned char *b = malloc(segsize[victim]);
+        memcpy(b, seg[victim], segsize[victim]);
+        b[bad_header ? 25 : segsize[victim] - 1] ^= 0x10;
+        snprintf(p, sizeof p, "%s/%s", dir, names[victim]);
+        file_put(p, b, segsize[victim]);
+        wal_recovery_t rec;
+        assert_null(reopen(&o, 0, s, 0, &rec, err, sizeof err));
+        o.repair = true;
+        w = reopen(&o, 0, s, 0, &rec, err, sizeof err);
+        assert_non_null(w);
+        uint32_t kept = bad_header ? first_of[victim] : first_of[victim + 1] - 1;
+        assert_int_equal(s->n, kept);
+        assert_int_equal(s->bad, 0);
+        assert_true(rec.repaired);
+        assert_string_equal(rec.repair_file, p);
+        assert_int_equal(rec.repair_at, at);
+        assert_int_equal(rec.repair_last_rev, rec_rev(kept - 1));
+        assert_int_equal(rec.repair_segments_moved, nseg - victim - 1);
+        size_t cut = segsize[victim] - at;
+        for (int i = victim + 1; i < nseg; i++)
+            cut += segsize[i];
+        assert_int_equal(rec.repair_bytes, cut);
+        char want[4400];
+        if (bad_header)
+            snprintf(want, sizeof want, "%s/%s.cut", dir, names[victim]);
+        else
+            snprintf(want, sizeof want, "%s/%s.cut-at-%zu", dir, names[victim], at);
+        assert_string_equal(rec.repair_saved, want);
+        assert_file_is(want, b + at, segsize[victim] - at);
+        for (int i = victim + 1; i < nseg; i++) {
+            snprintf(want, sizeof want, "%s/%s.cut", dir, names[i]);
+            assert_file_is(want, seg[i], segsize[i]);
+        }
+        append_range(w, kept, kept + 20, 700);
+        wal_close(w);
+        o.repair = false;
+        w = reopen(&o, 0, s, 0, &rec, err, sizeof err);
+        assert_non_null(w);
+        assert_int_equal(s->n, kept + 20);
+        assert_int_equal(s->bad, 0);
+        wal_close(w);
+        for (int i = 0; i < nseg; i++)
+            free(seg[i]);
+        free(b);
+        free(s);
+        io_done(&io);
+        tmpdir_free(dir);
+    }
+}
+
 /* Records written under another segment's salt never check: records
  * copied behind a fresh header, and a file renamed to another number. */
 static void test_stale_bytes_rejected(void **state)
@@ -1346,6 +1531,8 @@ int main(void)
         cmocka_unit_test(test_revision_going_back),
         cmocka_unit_test(test_corrupt_sealed_segment),
         cmocka_unit_test(test_stale_bytes_rejected),
+        cmocka_unit_test(test_repair_cuts_at_the_first_bad_record),
+        cmocka_unit_test(test_repair_moves_later_segments_aside),
         cmocka_unit_test(test_pwrite_eio),
         cmocka_unit_test(test_pwrite_enospc),
         cmocka_unit_test(test_fdatasync_eio),
