@@ -229,6 +229,7 @@ int persist_open(server_t *s, char *err, size_t elen)
         .defer_wake = true, /* persist_kick() at the end of each loop turn */
         .pending_bytes_max = (uint64_t)s->cfg.wal_pending_max_bytes,
         .repair = s->cfg.wal_repair != 0,
+        .sync_inline_max = (uint32_t)s->cfg.fsync_inline_max,
         .on_durable = on_durable,
         .on_durable_arg = s,
     };
@@ -297,8 +298,10 @@ uint64_t persist_durable(const server_t *s) { return s->durable_rev; }
 
 void persist_kick(server_t *s)
 {
-    if (s->wal != NULL)
-        wal_kick(s->wal);
+    /* A batch the core wrote itself is durable already: release its replies
+     * in this turn, as the log thread's wake-up would in the next. */
+    if (s->wal != NULL && wal_kick(s->wal) > 0)
+        on_durable_async(&s->durable_async);
 }
 
 /* ---- snapshots ------------------------------------------------------------------ */
@@ -387,7 +390,7 @@ void persist_info(server_t *s, ordo_buf_t *b)
     ordo_buf_printf(b,
                     "# Persistence\r\nfsync:%s\r\ndurable_revision:%llu\r\nreadonly:%s\r\nreadonly_reason:%s\r\n"
                     "wal_bytes:%llu\r\nwal_segments:%u\r\nwal_records_written:%llu\r\nwal_batches:%llu\r\n"
-                    "wal_syncs:%llu\r\nsnapshot_in_progress:%d\r\nlast_snapshot_revision:%llu\r\n"
+                    "wal_syncs:%llu\r\nwal_batches_inline:%llu\r\nsnapshot_in_progress:%d\r\nlast_snapshot_revision:%llu\r\n"
                     "snapshots_taken:%llu\r\nrecovered_records:%llu\r\nrecovery_ms:%llu\r\n"
                     "snapshot_loaded_revision:%llu\r\nwal_pending_bytes:%llu\r\nwal_pending_bytes_peak:%llu\r\n"
                     "wal_pending_max_bytes:%llu\r\nwal_backpressure:%d\r\nwal_backpressure_events:%llu\r\n"
@@ -396,7 +399,7 @@ void persist_info(server_t *s, ordo_buf_t *b)
                     (unsigned long long)s->durable_rev, s->readonly[0] ? "yes" : "no", s->readonly,
                     (unsigned long long)(s->wal ? wal_bytes(s->wal) : 0), st.segments,
                     (unsigned long long)st.records_written, (unsigned long long)st.batches,
-                    (unsigned long long)st.syncs, s->snap_running ? 1 : 0, (unsigned long long)s->last_snap_rev,
+                    (unsigned long long)st.syncs, (unsigned long long)st.inline_batches, s->snap_running ? 1 : 0, (unsigned long long)s->last_snap_rev,
                     (unsigned long long)s->snaps_total, (unsigned long long)s->recovered_records,
                     (unsigned long long)s->recovery_ms, (unsigned long long)s->snapshot_loaded_rev,
                     (unsigned long long)st.pending_bytes, (unsigned long long)st.pending_bytes_peak,

@@ -9,7 +9,9 @@
  * the revision the state reached. Under `fsync always` each connection's
  * output is marked with the revision it depends on (net.c) and is sent
  * only once s->durable_rev reaches it; the log thread publishes progress
- * and persist moves s->durable_rev on the loop thread. Under `everysec` and
+ * and persist moves s->durable_rev on the loop thread (at once, in
+ * persist_kick(), when the loop thread synced a small batch itself:
+ * fsync-inline-max). Under `everysec` and
  * `no`, replies are not held (durable_rev follows the applied revision).
  *
  * Back-pressure: while more than wal-pending-max-bytes of records wait

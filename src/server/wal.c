@@ -43,6 +43,9 @@
  * the pending buffer for an empty one, fills in the checksums with the salt
  * of the segment each record lands in, writes the batch with one pwrite per
  * segment touched, syncs per the policy and publishes the durable revision.
+ * With sync_inline_max, wal_kick() may do the same itself on the core
+ * thread; `writing` (under mu) says who owns the segment state, so the
+ * two never write at once.
  * A segment takes records while it is shorter than segment_bytes, so it
  * exceeds that by at most one record.
  *
@@ -148,6 +151,8 @@ struct wal_s {
     ordo_buf_t pending;            /* frames appended, crc not yet filled */
     uint32_t pending_records;
     bool kicked;                   /* defer_wake: the core handed the pending records over */
+    bool writing;                  /* a batch is being written, by the log thread or inline by
+                                      the core: whoever set it owns the segment state below */
     uint64_t pending_since_ms;     /* when the oldest pending record came */
     uint64_t pending_peak;         /* highest pending_bytes seen */
     bool closing;
@@ -158,8 +163,10 @@ struct wal_s {
     /* Core thread only. */
     uint64_t appended_rev;
     uint64_t appends, kicked_appends;  /* core thread only: appends made / handed over by wal_kick */
+    ordo_buf_t inline_batch;       /* core thread only: the batch wal_kick writes itself */
 
-    /* Log thread only (wal_open() before the thread starts). */
+    /* Log thread only (wal_open() before the thread starts), or the core
+     * while it writes a batch inline: whoever set `writing`. */
     int fd;                        /* the segment being written */
     uint64_t seq, salt, off;
     char path[4096];
@@ -526,7 +533,7 @@ static int batch_sync(wal_t *w, bool closing)
 }
 
 /* Publish what the policy lets us call durable, and say so. */
-static void batch_publish(wal_t *w)
+static void batch_publish(wal_t *w, bool notify)
 {
     if (atomic_load_explicit(&w->failed, memory_order_relaxed))
         return;
@@ -536,7 +543,7 @@ static void batch_publish(wal_t *w)
     if (w->written_rev <= old)
         return;
     atomic_store_explicit(&w->durable_rev, w->written_rev, memory_order_release);
-    if (w->opt.on_durable != NULL)
+    if (notify && w->opt.on_durable != NULL)
         w->opt.on_durable(w->opt.on_durable_arg);
 }
 
@@ -570,6 +577,10 @@ static void log_wait(wal_t *w)
     for (;;) {
         if (w->closing)
             return;
+        if (w->writing) { /* the core writes a batch itself (wal_kick) */
+            pthread_cond_wait(&w->cv, &w->mu);
+            continue;
+        }
         if (w->pending_records > 0 && (w->kicked || !w->opt.defer_wake)) {
             if (w->opt.policy != WAL_SYNC_ALWAYS || w->opt.sync_interval_ms == 0)
                 return;
@@ -599,6 +610,7 @@ static void *log_main(void *arg)
     pthread_mutex_lock(&w->mu);
     for (;;) {
         log_wait(w);
+        w->writing = true;
         bool closing = w->closing;
         ordo_buf_t t = w->pending;
         w->pending = batch;
@@ -609,11 +621,12 @@ static void *log_main(void *arg)
 
         if (!atomic_load_explicit(&w->failed, memory_order_relaxed) && batch_write(w, &batch) == 0 &&
             batch_sync(w, closing) == 0)
-            batch_publish(w);
+            batch_publish(w, true);
         batch_done(w, batch.len);
         ordo_buf_reset(&batch, WAL_BATCH_KEEP_BYTES);
 
         pthread_mutex_lock(&w->mu);
+        w->writing = false;
         if (closing && w->pending.len == 0)
             break;
     }
@@ -652,12 +665,46 @@ int wal_append(wal_t *w, uint64_t rev, const void *rec, size_t len)
     return 0;
 }
 
-void wal_kick(wal_t *w)
+/* With mu held: the core should write the pending records itself (see
+ * wal_options_t.sync_inline_max). */
+static bool inline_due(const wal_t *w)
+{
+    return w->opt.sync_inline_max > 0 && w->opt.policy == WAL_SYNC_ALWAYS && w->opt.sync_interval_ms == 0 &&
+           !w->writing && !w->closing && w->pending_records > 0 && w->pending_records <= w->opt.sync_inline_max;
+}
+
+/* The core writes, syncs and publishes the pending records itself, as the
+ * log thread would, without waking it or being woken. */
+static void kick_inline(wal_t *w)
+{
+    w->writing = true;
+    ordo_buf_t t = w->pending;
+    w->pending = w->inline_batch;
+    w->inline_batch = t;
+    w->pending_records = 0;
+    w->kicked = false;
+    pthread_mutex_unlock(&w->mu);
+    if (!atomic_load_explicit(&w->failed, memory_order_relaxed) && batch_write(w, &w->inline_batch) == 0 &&
+        batch_sync(w, false) == 0)
+        batch_publish(w, false);
+    batch_done(w, w->inline_batch.len);
+    ordo_buf_reset(&w->inline_batch, WAL_BATCH_KEEP_BYTES);
+    pthread_mutex_lock(&w->mu);
+    w->writing = false;
+    w->stats.inline_batches++;
+    pthread_mutex_unlock(&w->mu);
+}
+
+int wal_kick(wal_t *w)
 {
     if (w->appends == w->kicked_appends)
-        return; /* nothing appended since the last kick */
+        return 0; /* nothing appended since the last kick */
     w->kicked_appends = w->appends;
     pthread_mutex_lock(&w->mu);
+    if (inline_due(w)) {
+        kick_inline(w);
+        return 1;
+    }
     /* Set the flag only over records that are there: the log thread may
      * have taken them already, and a flag left set over nothing would
      * swallow the wake-up of the next real kick. */
@@ -667,6 +714,7 @@ void wal_kick(wal_t *w)
     pthread_mutex_unlock(&w->mu);
     if (wake)
         pthread_cond_signal(&w->cv);
+    return 0;
 }
 
 bool wal_backlogged(wal_t *w)
@@ -742,6 +790,7 @@ static void wal_free(wal_t *w)
     if (w->dir_fd >= 0)
         close(w->dir_fd); /* releases the flock */
     ordo_buf_free(&w->pending);
+    ordo_buf_free(&w->inline_batch);
     pthread_cond_destroy(&w->cv);
     pthread_mutex_destroy(&w->mu);
     free(w->segs);

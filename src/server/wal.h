@@ -5,9 +5,13 @@
  *
  * The core thread appends records (opaque bytes, each tagged with the
  * revision the state reaches once it is applied) and learns, through a
- * callback, how far the log is durable. It never blocks on the disk: the
+ * callback, how far the log is durable. It does not block on the disk: the
  * log thread takes everything appended so far, writes it in one go, syncs
  * it according to the policy, then publishes the new durable revision.
+ * The one exception is opt-in (sync_inline_max): under ALWAYS, a batch of
+ * a record or few that finds the log thread idle is written and synced by
+ * the core in wal_kick(), which is what a lone client would wait for anyway,
+ * minus two thread wake-ups.
  *
  * Policies (wal_options_t.policy):
  *   WAL_SYNC_ALWAYS    a revision is published as durable only after the
@@ -44,12 +48,12 @@
  * fdatasync the kernel may have dropped the dirty pages). wal_failed()
  * reports it with the reason; no revision is published after the failure.
  *
- * Thread safety: wal_append() and wal_close() are called from one thread
- * (the core), and so is wal_backlogged(); wal_durable_rev(), wal_failed(),
- * wal_bytes(), wal_pending_bytes(),
- * wal_get_stats() and wal_remove_before() from any thread. The durable
- * callback runs on the log thread and must only hand the news over
- * (uv_async_send).
+ * Thread safety: wal_append(), wal_kick(), wal_backlogged() and
+ * wal_close() are called from one thread (the core); wal_durable_rev(),
+ * wal_failed(), wal_bytes(), wal_pending_bytes(), wal_get_stats() and
+ * wal_remove_before() from any thread. The durable callback runs on the
+ * log thread (or the core, for a drain or a failure met inline) and must
+ * only hand the news over (uv_async_send).
  */
 #ifndef ORDO_WAL_H
 #define ORDO_WAL_H
@@ -100,6 +104,12 @@ typedef struct wal_options_s {
     /* wal_backlogged() is true while more than this many bytes are pending
      * (see Back-pressure); 0: no limit. */
     uint64_t pending_bytes_max;
+    /* Under ALWAYS with sync_interval_ms 0 and defer_wake: when wal_kick()
+     * finds the log thread idle and at most this many records pending, the
+     * calling (core) thread writes and syncs them itself, saving the two
+     * thread wake-ups of a round trip through the log thread (one client
+     * writing alone waits for them on every write). 0: never. */
+    uint32_t sync_inline_max;
     wal_io_t io;
     /* Called on the log thread after the durable revision advanced, the log
      * failed, or pending bytes fell back to the limit after wal_backlogged()
@@ -169,8 +179,11 @@ wal_t *wal_open(const wal_options_t *opt, uint64_t after_rev, wal_replay_fn fn, 
 int wal_append(wal_t *w, uint64_t rev, const void *rec, size_t len);
 
 /* wal_kick() -- with defer_wake: hand what was appended so far to the log
- * thread now. Cheap when there is nothing new. Core thread. */
-void wal_kick(wal_t *w);
+ * thread now. Cheap when there is nothing new. Core thread. If
+ * sync_inline_max allows, writes and syncs the records itself instead and
+ * returns 1: the durable revision (or the failure) is then already
+ * published, without on_durable being called for it. Else returns 0. */
+int wal_kick(wal_t *w);
 
 /* wal_backlogged() -- true while pending bytes exceed pending_bytes_max
  * (never while the log has failed: its pending records are dropped). When
@@ -207,6 +220,7 @@ typedef struct wal_stats_s {
     uint64_t bytes_written;
     uint64_t batches;             /* write batches */
     uint32_t segments;
+    uint64_t inline_batches;      /* batches wal_kick() wrote itself */
     uint64_t pending_bytes;       /* as wal_pending_bytes() */
     uint64_t pending_bytes_peak;  /* the most pending at once since wal_open() */
 } wal_stats_t;

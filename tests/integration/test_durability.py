@@ -557,8 +557,11 @@ def test_stalled_disk_bounds_pending_log_bytes_and_loses_no_ack(durable, tmp_pat
     import threading
     d = tmp_path / "data"
     stall = tmp_path / "stall"
+    # fsync-inline-max 0: a lone record would otherwise be synced by the
+    # main thread itself, which then waits out the stall inside the seam
+    # (reading nothing, so bounded too, but not what this test watches).
     srv = durable.start(d, "--fsync", fsync, "--verbose", "yes", "--wal-pending-max-bytes", str(BP_LIMIT),
-                        "--debug-wal-stall", str(stall))
+                        "--debug-wal-stall", str(stall), "--fsync-inline-max", "0")
     assert call(srv, "SET", "before", "1") == "OK"
     stall.touch()
     c = srv.raw(timeout=60)

@@ -182,12 +182,15 @@ typedef struct io_ctx_s {
     pthread_cond_t cv;
     atomic_uint durable_calls;
     atomic_bool stalled;                 /* true: pwrite and fdatasync wait (a stalled disk) */
+    atomic_uint stall_entered;           /* calls that found the disk stalled */
     atomic_bool woke_below;              /* on_durable saw pending bytes at most pending_max */
     uint64_t pending_max;
 } io_ctx_t;
 
 static void stall_wait(io_ctx_t *io)
 {
+    if (atomic_load(&io->stalled))
+        atomic_fetch_add(&io->stall_entered, 1);
     while (atomic_load(&io->stalled))
         usleep(1000);
 }
@@ -563,6 +566,72 @@ static void test_everysec_and_no(void **state)
         io_done(&io);
         tmpdir_free(dir);
     }
+}
+
+/* sync_inline_max: a small batch finding the log thread idle is written,
+ * synced and published by wal_kick() itself, before it returns and without
+ * on_durable; with the log thread busy, or more records, it is handed over. */
+static void test_kick_inline(void **state)
+{
+    (void)state;
+    char *dir = tmpdir_new();
+    char err[1024];
+    io_ctx_t io;
+    io_init(&io);
+    wal_options_t o = opts(dir, WAL_SYNC_ALWAYS, &io);
+    o.segment_bytes = 4096;
+    o.defer_wake = true;
+    o.sync_inline_max = 2;
+    wal_t *w = wal_open(&o, 0, NULL, NULL, NULL, err, sizeof err);
+    assert_non_null(w);
+    atomic_store(&io.w, w);
+    unsigned char rec[300] = {0};
+    uint64_t r = 1;
+    for (; r <= 40; r++) { /* rolls segments inline too */
+        unsigned calls = atomic_load(&io.durable_calls), syncs = atomic_load(&io.syncs);
+        assert_int_equal(wal_append(w, r, rec, sizeof rec), 0);
+        assert_int_equal(wal_kick(w), 1);
+        assert_int_equal(wal_durable_rev(w), r);
+        assert_true(atomic_load(&io.synced_rev) >= r);
+        assert_true(atomic_load(&io.syncs) > syncs);
+        assert_int_equal(atomic_load(&io.durable_calls), calls);
+        assert_int_equal(wal_pending_bytes(w), 0);
+    }
+    assert_int_equal(wal_kick(w), 0); /* nothing new */
+    /* Three records: the log thread's. */
+    for (int k = 0; k < 3; k++, r++)
+        assert_int_equal(wal_append(w, r, rec, sizeof rec), 0);
+    assert_int_equal(wal_kick(w), 0);
+    wait_durable(w, &io, r - 1);
+    assert_int_equal(wal_durable_rev(w), r - 1);
+    /* The log thread busy (stalled in its write of three records): one
+     * record is handed over, not written by the core. */
+    atomic_store(&io.stalled, true);
+    for (int k = 0; k < 3; k++, r++)
+        assert_int_equal(wal_append(w, r, rec, sizeof rec), 0);
+    assert_int_equal(wal_kick(w), 0);
+    for (int k = 0; k < 5000 && atomic_load(&io.stall_entered) == 0; k++)
+        usleep(1000); /* the log thread takes the batch, then waits in the seam */
+    assert_int_equal(atomic_load(&io.stall_entered), 1);
+    assert_int_equal(wal_append(w, r++, rec, sizeof rec), 0);
+    assert_int_equal(wal_kick(w), 0);
+    atomic_store(&io.stalled, false);
+    wait_durable(w, &io, r - 1);
+    assert_int_equal(wal_durable_rev(w), r - 1);
+    wal_stats_t st;
+    wal_get_stats(w, &st);
+    assert_int_equal(st.inline_batches, 40);
+    assert_int_equal(atomic_load(&io.published_bad), 0);
+    wal_close(w);
+    seen_t *s = calloc(1, sizeof *s);
+    o.sync_inline_max = 0;
+    w = wal_open(&o, 0, NULL, NULL, NULL, err, sizeof err);
+    assert_non_null(w);
+    assert_int_equal(wal_durable_rev(w), r - 1);
+    wal_close(w);
+    free(s);
+    io_done(&io);
+    tmpdir_free(dir);
 }
 
 /* ---- back-pressure ---------------------------------------------------------------- */
@@ -1523,6 +1592,7 @@ int main(void)
         cmocka_unit_test(test_always_publishes_after_sync),
         cmocka_unit_test(test_always_batch_window),
         cmocka_unit_test(test_everysec_and_no),
+        cmocka_unit_test(test_kick_inline),
         cmocka_unit_test(test_backlogged_until_the_log_catches_up),
         cmocka_unit_test(test_backlogged_never_without_limit_or_after_failure),
         cmocka_unit_test(test_torn_tail_every_byte),
