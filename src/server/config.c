@@ -52,7 +52,14 @@ static const option_def_t options[] = {
             "fsync always: sync as soon as this many records wait, even inside fsync-interval-ms (0: no count trigger)"),
     INT_OPT("fsync-interval-ms", fsync_interval_ms, "0", 0, 1000,
             "fsync always: let a batch gather this long before its sync (0: sync as soon as records wait)"),
+    INT_OPT("fsync-inline-max", fsync_inline_max, "1", 0, 1000000,
+            "fsync always: a batch of at most this many records, finding the log thread idle, is written and synced "
+            "by the main thread itself (saves two thread wake-ups per write at low concurrency; 0: never)"),
     SIZE_OPT("wal-segment-bytes", wal_segment_bytes, "64m", 64 * KiB, 4 * GiB, "size at which the log rolls to a new file"),
+    SIZE_OPT("wal-pending-max-bytes", wal_pending_max_bytes, "64m", 64 * KiB, INT64_MAX,
+             "log records not yet on disk above which ordod stops reading clients until the disk catches up"),
+    BOOL_OPT("wal-repair", wal_repair, "no",
+             "at start, cut a corrupt log at its first bad record, keeping the cut bytes in <dir>/wal/*.cut*"),
     SIZE_OPT("snapshot-log-bytes", snapshot_log_bytes, "64m", 64 * KiB, INT64_MAX,
              "take a snapshot (and drop old log files) when the log on disk passes this"),
     INT_OPT("history-revs", history_revs, "100000", 1, INT64_MAX,
@@ -82,6 +89,8 @@ static const option_def_t options[] = {
     STR_OPT("debug-wal-fault", debug_wal_fault, "",
             "tests only: write-eio:N, write-enospc:N, sync-eio:N or append-eio:N makes the log's Nth such call "
             "and every later one fail"),
+    STR_OPT("debug-wal-stall", debug_wal_stall, "",
+            "tests only: while this file exists, every write and sync of the log waits (a stalled disk)"),
 };
 #define NOPTIONS (sizeof options / sizeof options[0])
 

@@ -29,7 +29,10 @@ typedef struct ordo_config_s {
     int64_t fsync;                   /* enum fsync_policy */
     int64_t fsync_batch_max;         /* always: sync early once this many records wait (0: off) */
     int64_t fsync_interval_ms;       /* always: wait up to this long to gather a batch (0: sync at once) */
+    int64_t fsync_inline_max;        /* always: the core syncs a batch this small itself if the log thread idles */
     int64_t wal_segment_bytes;       /* roll the log to a new file past this size */
+    int64_t wal_pending_max_bytes;   /* log bytes not yet on disk above which clients are not read */
+    int64_t wal_repair;              /* at start, cut a corrupt log at its first bad record (wal.h) */
     int64_t snapshot_log_bytes;      /* take a snapshot when the log on disk passes this */
     int64_t history_revs;            /* automatic compaction keeps this many revisions */
     int64_t watch_progress_ms;       /* idle watches get a progress event this often */
@@ -50,6 +53,7 @@ typedef struct ordo_config_s {
     /* diagnostics */
     int64_t verbose;
     char debug_wal_fault[64];        /* tests only: make the log's I/O fail (persist.c) */
+    char debug_wal_stall[1024];      /* tests only: the log's I/O waits while this file exists */
 } ordo_config_t;
 
 /* config_defaults() -- every option at its default. */

@@ -6,7 +6,10 @@
  * Reads: libuv reads into the connection's input buffer; every complete
  * command in it is dispatched in order (pipelining), then the parsed bytes
  * are consumed. An incomplete command waits for need_bytes so a large bulk
- * is parsed once, not once per read.
+ * is parsed once, not once per read. Reading stops for one connection
+ * while its unsent output is large (CONN_PAUSE_READ_BYTES), and for every
+ * connection while the log is behind the disk (s->wal_paused, persist.h);
+ * start_reading() never starts one during the latter.
  *
  * Writes: replies of one read batch go out in one write. uv_try_write sends
  * what the socket takes at once without allocating a request; only the rest
@@ -24,6 +27,7 @@
 #include "block.h"
 #include "cmd.h"
 #include "conn.h"
+#include "persist.h"
 
 uint64_t server_now_ms(void)
 {
@@ -390,6 +394,8 @@ void conn_flush(conn_t *c)
 
 static void start_reading(conn_t *c)
 {
+    if (c->srv->wal_paused)
+        return; /* back-pressure: net_resume_reading() starts it */
     if (uv_read_start(&c->h.stream, on_alloc, on_read) == 0)
         c->reading = true;
 }
@@ -444,6 +450,10 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     process_input(c);
     if (c->closing)
         return;
+    /* The log is behind the disk by more than wal-pending-max-bytes: read
+     * no client until it catches up. */
+    if (!c->srv->wal_paused && persist_backlogged(c->srv))
+        net_pause_reading(c->srv);
     /* A blocked connection keeps being read (so a disconnect is seen), but
      * its pipelined commands wait; past a bound, stop reading it too. */
     bool stuffed = c->waiter != NULL && c->in.len >= CONN_BLOCKED_IN_MAX;
@@ -452,6 +462,24 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         c->reading = false;
     }
     conn_flush(c);
+}
+
+void net_pause_reading(server_t *s)
+{
+    for (conn_t *c = s->conns; c != NULL; c = c->next)
+        if (c->reading && !c->closing) {
+            uv_read_stop(&c->h.stream);
+            c->reading = false;
+        }
+}
+
+void net_resume_reading(server_t *s)
+{
+    for (conn_t *c = s->conns; c != NULL; c = c->next) {
+        bool stuffed = c->waiter != NULL && c->in.len >= CONN_BLOCKED_IN_MAX;
+        if (!c->closing && !c->reading && !stuffed && conn_pending(c) < CONN_PAUSE_READ_BYTES)
+            start_reading(c);
+    }
 }
 
 /* Loopback peers: 127.0.0.0/8, ::1, and Unix sockets. */

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "block.h"
@@ -30,28 +31,45 @@
  * commands between slices wait well under a millisecond. */
 #define SNAP_SLICE_KEYS 2048
 
-/* ---- the fault seam ----------------------------------------------------------
+/* ---- the test seams -----------------------------------------------------------
  * debug-wal-fault makes the log's Nth write (or sync) and every later one
  * fail with the chosen errno, so integration tests can watch the server
- * stop acknowledging without touching the disk. Off unless configured.
- * append-eio:N is the same failure seen from the loop: the Nth record
- * handed to the log is refused at once, as when the log thread failed an
- * instant before (a window the other kinds hit only by chance), so tests
- * can check what a command answers when its own record is refused. */
+ * stop acknowledging without touching the disk. append-eio:N is the same
+ * failure seen from the loop: the Nth record handed to the log is refused
+ * at once, as when the log thread failed an instant before (a window the
+ * other kinds hit only by chance), so tests can check what a command
+ * answers when its own record is refused. debug-wal-stall makes every
+ * write and sync wait while a file exists: a disk that stalls for as long
+ * as the test wants (back-pressure). Off unless configured. */
+
+/* While the stall file exists, wait, looking again this often. */
+#define STALL_POLL_NS 2000000L
 
 enum { FAULT_WRITE, FAULT_SYNC, FAULT_APPEND };
 
 typedef struct fault_s {
+    bool armed;         /* debug-wal-fault is set */
     int where;          /* FAULT_*: which call fails */
     int err;
     uint64_t after;     /* calls that succeed first */
     uint64_t calls;
+    char stall[sizeof ((ordo_config_t *)0)->debug_wal_stall]; /* "" if none */
 } fault_t;
+
+static void stall_wait(const fault_t *f)
+{
+    if (f->stall[0] == '\0')
+        return;
+    struct timespec ts = {0, STALL_POLL_NS};
+    while (access(f->stall, F_OK) == 0)
+        nanosleep(&ts, NULL);
+}
 
 static ssize_t fault_pwrite(void *ctx, int fd, const void *buf, size_t n, off_t off)
 {
     fault_t *f = ctx;
-    if (f->where == FAULT_WRITE && ++f->calls > f->after) {
+    stall_wait(f);
+    if (f->armed && f->where == FAULT_WRITE && ++f->calls > f->after) {
         errno = f->err;
         return -1;
     }
@@ -61,7 +79,8 @@ static ssize_t fault_pwrite(void *ctx, int fd, const void *buf, size_t n, off_t 
 static int fault_fdatasync(void *ctx, int fd)
 {
     fault_t *f = ctx;
-    if (f->where == FAULT_SYNC && ++f->calls > f->after) {
+    stall_wait(f);
+    if (f->armed && f->where == FAULT_SYNC && ++f->calls > f->after) {
         errno = f->err;
         return -1;
     }
@@ -74,6 +93,7 @@ static int parse_fault(const char *spec, fault_t *f, char *err, size_t elen)
     unsigned long long n = 0;
     if (sscanf(spec, "%31[a-z-]:%llu", kind, &n) != 2)
         goto bad;
+    f->armed = true;
     f->after = n > 0 ? n - 1 : 0;
     if (strcmp(kind, "write-eio") == 0)
         f->err = EIO;
@@ -154,6 +174,18 @@ static void enter_readonly(server_t *s, const char *why)
     block_readonly(s); /* parked clients: -READONLY at the next loop turn */
 }
 
+/* Back-pressure ends: the log caught up (or failed, and holds nothing
+ * more). Clients are read again. */
+static void backpressure_end(server_t *s)
+{
+    s->wal_paused = false;
+    s->backpressure_ms += server_now_ms() - s->backpressure_since_ms;
+    if (s->cfg.verbose)
+        fprintf(stderr, "ordod: the log caught up (%llu bytes pending): reading clients again\n",
+                (unsigned long long)wal_pending_bytes(s->wal));
+    net_resume_reading(s);
+}
+
 static void on_durable_async(uv_async_t *h)
 {
     server_t *s = h->data;
@@ -163,9 +195,28 @@ static void on_durable_async(uv_async_t *h)
         /* Release what did become durable first, then refuse the rest. */
         conn_release_held(s);
         enter_readonly(s, failed);
+        if (s->wal_paused)
+            backpressure_end(s);
         return;
     }
     conn_release_held(s);
+    if (s->wal_paused && !wal_backlogged(s->wal))
+        backpressure_end(s);
+}
+
+bool persist_backlogged(server_t *s)
+{
+    if (s->wal_paused)
+        return true;
+    if (s->wal == NULL || !wal_backlogged(s->wal))
+        return false;
+    s->wal_paused = true;
+    s->backpressure_events++;
+    s->backpressure_since_ms = server_now_ms();
+    if (s->cfg.verbose)
+        fprintf(stderr, "ordod: %llu bytes of log records wait for the disk (wal-pending-max-bytes): "
+                "not reading clients until it catches up\n", (unsigned long long)wal_pending_bytes(s->wal));
+    return true;
 }
 
 int persist_open(server_t *s, char *err, size_t elen)
@@ -188,18 +239,26 @@ int persist_open(server_t *s, char *err, size_t elen)
         .sync_interval_ms = (uint32_t)s->cfg.fsync_interval_ms,
         .record_bytes_max = (uint32_t)(RECORD_HEADER_BYTES + 3 * s->cfg.max_name_bytes + s->cfg.max_value_bytes),
         .defer_wake = true, /* persist_kick() at the end of each loop turn */
+        .pending_bytes_max = (uint64_t)s->cfg.wal_pending_max_bytes,
+        .repair = s->cfg.wal_repair != 0,
+        .sync_inline_max = (uint32_t)s->cfg.fsync_inline_max,
         .on_durable = on_durable,
         .on_durable_arg = s,
     };
-    if (s->cfg.debug_wal_fault[0] != '\0') {
+    if (s->cfg.debug_wal_fault[0] != '\0' || s->cfg.debug_wal_stall[0] != '\0') {
         fault_t *fault = ordo_xcalloc(1, sizeof *fault); /* freed by persist_close */
         s->wal_fault = fault;
-        if (parse_fault(s->cfg.debug_wal_fault, fault, err, elen) != 0)
+        if (s->cfg.debug_wal_fault[0] != '\0' && parse_fault(s->cfg.debug_wal_fault, fault, err, elen) != 0)
             return -1;
+        snprintf(fault->stall, sizeof fault->stall, "%s", s->cfg.debug_wal_stall);
         opt.io.pwrite_fn = fault_pwrite;
         opt.io.fdatasync_fn = fault_fdatasync;
         opt.io.ctx = fault;
-        fprintf(stderr, "ordod: debug-wal-fault %s is on: the log will fail on purpose\n", s->cfg.debug_wal_fault);
+        if (fault->armed)
+            fprintf(stderr, "ordod: debug-wal-fault %s is on: the log will fail on purpose\n",
+                    s->cfg.debug_wal_fault);
+        if (fault->stall[0] != '\0')
+            fprintf(stderr, "ordod: debug-wal-stall is on: the log waits while %s exists\n", fault->stall);
     }
     uv_async_init(s->loop, &s->durable_async, on_durable_async);
     s->durable_async.data = s;
@@ -211,8 +270,19 @@ int persist_open(server_t *s, char *err, size_t elen)
     core_replay_begin(s->core);
     s->wal = wal_open(&opt, snap_rev, replay_one, &x, &rec, err, elen);
     core_replay_end(s->core);
-    if (s->wal == NULL)
+    if (s->wal == NULL) {
+        size_t n = strlen(err);
+        if (!opt.repair && strncmp(err, "wal corrupt", 11) == 0 && n + 1 < elen)
+            snprintf(err + n, elen - n, "; keep a copy of %s, then start with --wal-repair yes to cut the log "
+                     "at the first bad record (the cut bytes are kept aside) and lose what follows it", s->cfg.dir);
         return -1;
+    }
+    if (rec.repaired)
+        fprintf(stderr, "ordod: wal-repair: the log was corrupt (%s); cut %s at byte offset %llu, %llu bytes in "
+                "all (%u later log files), kept in %s%s; the log now ends at revision %llu\n",
+                rec.repair_reason, rec.repair_file, (unsigned long long)rec.repair_at,
+                (unsigned long long)rec.repair_bytes, rec.repair_segments_moved, rec.repair_saved,
+                rec.repair_segments_moved ? " and <name>.cut" : "", (unsigned long long)rec.repair_last_rev);
     if (rec.truncated_bytes > 0)
         fprintf(stderr, "ordod: cut a torn tail of %llu bytes from %s at offset %llu\n",
                 (unsigned long long)rec.truncated_bytes, rec.truncated_file, (unsigned long long)rec.truncated_at);
@@ -227,7 +297,7 @@ int persist_open(server_t *s, char *err, size_t elen)
 int persist_record(server_t *s, const record_t *rec, uint64_t rev)
 {
     fault_t *f = s->wal_fault;
-    if (f != NULL && f->where == FAULT_APPEND && ++f->calls > f->after) {
+    if (f != NULL && f->armed && f->where == FAULT_APPEND && ++f->calls > f->after) {
         enter_readonly(s, "debug-wal-fault: the log refused a record (Input/output error)");
         return -1;
     }
@@ -247,8 +317,10 @@ uint64_t persist_durable(const server_t *s) { return s->durable_rev; }
 
 void persist_kick(server_t *s)
 {
-    if (s->wal != NULL)
-        wal_kick(s->wal);
+    /* A batch the core wrote itself is durable already: release its replies
+     * in this turn, as the log thread's wake-up would in the next. */
+    if (s->wal != NULL && wal_kick(s->wal) > 0)
+        on_durable_async(&s->durable_async);
 }
 
 /* ---- snapshots ------------------------------------------------------------------ */
@@ -337,16 +409,23 @@ void persist_info(server_t *s, ordo_buf_t *b)
     ordo_buf_printf(b,
                     "# Persistence\r\nfsync:%s\r\ndurable_revision:%llu\r\nreadonly:%s\r\nreadonly_reason:%s\r\n"
                     "wal_bytes:%llu\r\nwal_segments:%u\r\nwal_records_written:%llu\r\nwal_batches:%llu\r\n"
-                    "wal_syncs:%llu\r\nsnapshot_in_progress:%d\r\nlast_snapshot_revision:%llu\r\n"
+                    "wal_syncs:%llu\r\nwal_batches_inline:%llu\r\nsnapshot_in_progress:%d\r\nlast_snapshot_revision:%llu\r\n"
                     "snapshots_taken:%llu\r\nrecovered_records:%llu\r\nrecovery_ms:%llu\r\n"
-                    "snapshot_loaded_revision:%llu\r\n\r\n",
+                    "snapshot_loaded_revision:%llu\r\nwal_pending_bytes:%llu\r\nwal_pending_bytes_peak:%llu\r\n"
+                    "wal_pending_max_bytes:%llu\r\nwal_backpressure:%d\r\nwal_backpressure_events:%llu\r\n"
+                    "wal_backpressure_ms:%llu\r\n\r\n",
                     s->cfg.fsync == FSYNC_ALWAYS ? "always" : s->cfg.fsync == FSYNC_EVERYSEC ? "everysec" : "no",
                     (unsigned long long)s->durable_rev, s->readonly[0] ? "yes" : "no", s->readonly,
                     (unsigned long long)(s->wal ? wal_bytes(s->wal) : 0), st.segments,
                     (unsigned long long)st.records_written, (unsigned long long)st.batches,
-                    (unsigned long long)st.syncs, s->snap_running ? 1 : 0, (unsigned long long)s->last_snap_rev,
+                    (unsigned long long)st.syncs, (unsigned long long)st.inline_batches, s->snap_running ? 1 : 0, (unsigned long long)s->last_snap_rev,
                     (unsigned long long)s->snaps_total, (unsigned long long)s->recovered_records,
-                    (unsigned long long)s->recovery_ms, (unsigned long long)s->snapshot_loaded_rev);
+                    (unsigned long long)s->recovery_ms, (unsigned long long)s->snapshot_loaded_rev,
+                    (unsigned long long)st.pending_bytes, (unsigned long long)st.pending_bytes_peak,
+                    (unsigned long long)s->cfg.wal_pending_max_bytes, s->wal_paused ? 1 : 0,
+                    (unsigned long long)s->backpressure_events,
+                    (unsigned long long)(s->backpressure_ms +
+                                         (s->wal_paused ? server_now_ms() - s->backpressure_since_ms : 0)));
 }
 
 void persist_close_handles(server_t *s)

@@ -9,8 +9,15 @@
  * the revision the state reached. Under `fsync always` each connection's
  * output is marked with the revision it depends on (net.c) and is sent
  * only once s->durable_rev reaches it; the log thread publishes progress
- * and persist moves s->durable_rev on the loop thread. Under `everysec` and
+ * and persist moves s->durable_rev on the loop thread (at once, in
+ * persist_kick(), when the loop thread synced a small batch itself:
+ * fsync-inline-max). Under `everysec` and
  * `no`, replies are not held (durable_rev follows the applied revision).
+ *
+ * Back-pressure: while more than wal-pending-max-bytes of records wait
+ * for the disk, s->wal_paused is set and no client is read (net.c); the
+ * log's wake-up clears it once they no longer do. Nothing accepted is
+ * dropped: the commands already read run, their records queue.
  *
  * If the log fails, s->readonly says why: writes are refused with
  * -READONLY, and output that waits for revisions the log never stored is
@@ -36,6 +43,12 @@ int persist_record(server_t *s, const record_t *rec, uint64_t rev);
 /* persist_kick() -- end of a loop turn: hand the turn's records to the log
  * thread as one batch. */
 void persist_kick(server_t *s);
+
+/* persist_backlogged() -- after taking in client input: true while the
+ * log's pending bytes exceed wal-pending-max-bytes. On the change to true
+ * it sets s->wal_paused (the caller stops reading clients); once the log
+ * catches up, persist clears it and calls net_resume_reading(). */
+bool persist_backlogged(server_t *s);
 
 /* persist_durable() -- the revision replies may depend on now. */
 uint64_t persist_durable(const server_t *s);

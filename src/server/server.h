@@ -78,7 +78,9 @@ typedef struct server_s {
     conn_t *held;                    /* connections with output waiting on durable_rev */
     char readonly[512];              /* non-empty: the log failed, writes are refused */
     ordo_buf_t rec_scratch;          /* encoding buffer for records */
-    void *wal_fault;                 /* debug-wal-fault state, NULL unless testing */
+    void *wal_fault;                 /* debug-wal-fault/-stall state, NULL unless testing */
+    bool wal_paused;                 /* back-pressure: clients are not read (persist.h) */
+    uint64_t backpressure_events, backpressure_ms, backpressure_since_ms;
     bool snap_running;
     snap_writer_t snap;
     uv_idle_t snap_idle;             /* writes the snapshot a slice per loop turn */
@@ -121,5 +123,9 @@ size_t net_client_memory(const server_t *s);
  * a flood of large requests leaves no resident memory behind however the
  * heap is fragmented. */
 void net_cron(server_t *s);
+/* Stop reading every client (back-pressure, s->wal_paused set) / read
+ * again every client no other reason keeps paused. */
+void net_pause_reading(server_t *s);
+void net_resume_reading(server_t *s);
 
 #endif /* ORDO_SERVER_H */

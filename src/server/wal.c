@@ -43,8 +43,19 @@
  * the pending buffer for an empty one, fills in the checksums with the salt
  * of the segment each record lands in, writes the batch with one pwrite per
  * segment touched, syncs per the policy and publishes the durable revision.
+ * With sync_inline_max, wal_kick() may do the same itself on the core
+ * thread; `writing` (under mu) says who owns the segment state, so the
+ * two never write at once.
  * A segment takes records while it is shorter than segment_bytes, so it
  * exceeds that by at most one record.
+ *
+ * Back-pressure: pending_bytes counts the frames appended and not yet done
+ * (written, and synced if the policy wants it): wal_append() adds, the log
+ * thread subtracts a batch once it is done (or dropped after a failure).
+ * wal_backlogged() sets drain_wanted before it reads pending_bytes again;
+ * the log thread subtracts before it looks at drain_wanted; both sequentially
+ * consistent, so either the core sees the drop or the log thread sees the
+ * flag and calls on_durable: a paused core is always woken.
  *
  * Rolling to a new segment: fdatasync the finished segment (under every
  * policy, so that only the last segment can ever have a torn tail), create
@@ -65,6 +76,21 @@
  * was created). A last segment whose header never made it to disk (short,
  * or all zeros) was being created when the process died; it held no
  * record and is removed.
+ *
+ * REPAIR (opt.repair, off by default)
+ *
+ * Corruption (a bad record followed by a good one, a bad record or header
+ * in a sealed segment, a revision going down) then cuts the log at the
+ * first bad record instead of refusing, keeping every cut byte: the later
+ * segments are renamed to "<name>.cut" (last first, so what remains is
+ * always a prefix of the log), the directory synced; the bytes of the bad
+ * segment from the bad record on are copied to "<name>.cut-at-<offset>"
+ * and synced, and only then is the segment truncated there and synced (a
+ * bad header: the whole segment is renamed aside). A crash in the middle
+ * leaves either the same corruption (repair again) or the repaired log.
+ * Those names end in neither digits nor ".wal", so the log ignores them;
+ * an existing name gets ".1", ".2", ... appended. Replay stops at the cut:
+ * recovery ends at the last good record.
  */
 #include "wal.h"
 
@@ -125,7 +151,10 @@ struct wal_s {
     ordo_buf_t pending;            /* frames appended, crc not yet filled */
     uint32_t pending_records;
     bool kicked;                   /* defer_wake: the core handed the pending records over */
+    bool writing;                  /* a batch is being written, by the log thread or inline by
+                                      the core: whoever set it owns the segment state below */
     uint64_t pending_since_ms;     /* when the oldest pending record came */
+    uint64_t pending_peak;         /* highest pending_bytes seen */
     bool closing;
     wal_seg_t *segs;               /* oldest first; the last is being written */
     uint32_t nsegs, segs_cap;
@@ -134,8 +163,10 @@ struct wal_s {
     /* Core thread only. */
     uint64_t appended_rev;
     uint64_t appends, kicked_appends;  /* core thread only: appends made / handed over by wal_kick */
+    ordo_buf_t inline_batch;       /* core thread only: the batch wal_kick writes itself */
 
-    /* Log thread only (wal_open() before the thread starts). */
+    /* Log thread only (wal_open() before the thread starts), or the core
+     * while it writes a batch inline: whoever set `writing`. */
     int fd;                        /* the segment being written */
     uint64_t seq, salt, off;
     char path[4096];
@@ -145,6 +176,8 @@ struct wal_s {
 
     /* Any thread. failed_reason is written once, before failed is set. */
     _Atomic uint64_t durable_rev;
+    _Atomic uint64_t pending_bytes; /* see Back-pressure */
+    atomic_bool drain_wanted;      /* the core waits for pending_bytes to fall */
     atomic_bool failed;
     char failed_reason[4352];
 };
@@ -500,7 +533,7 @@ static int batch_sync(wal_t *w, bool closing)
 }
 
 /* Publish what the policy lets us call durable, and say so. */
-static void batch_publish(wal_t *w)
+static void batch_publish(wal_t *w, bool notify)
 {
     if (atomic_load_explicit(&w->failed, memory_order_relaxed))
         return;
@@ -510,7 +543,22 @@ static void batch_publish(wal_t *w)
     if (w->written_rev <= old)
         return;
     atomic_store_explicit(&w->durable_rev, w->written_rev, memory_order_release);
-    if (w->opt.on_durable != NULL)
+    if (notify && w->opt.on_durable != NULL)
+        w->opt.on_durable(w->opt.on_durable_arg);
+}
+
+/* A batch of n bytes is done (or dropped): it is no longer pending. Wake a
+ * core that waits for the pending bytes to fall (see Back-pressure). */
+static void batch_done(wal_t *w, size_t n)
+{
+    if (n == 0)
+        return;
+    uint64_t left = atomic_fetch_sub(&w->pending_bytes, (uint64_t)n) - (uint64_t)n;
+    if (!atomic_load(&w->drain_wanted))
+        return;
+    if (left > w->opt.pending_bytes_max && !atomic_load(&w->failed))
+        return;
+    if (atomic_exchange(&w->drain_wanted, false) && w->opt.on_durable != NULL)
         w->opt.on_durable(w->opt.on_durable_arg);
 }
 
@@ -529,6 +577,10 @@ static void log_wait(wal_t *w)
     for (;;) {
         if (w->closing)
             return;
+        if (w->writing) { /* the core writes a batch itself (wal_kick) */
+            pthread_cond_wait(&w->cv, &w->mu);
+            continue;
+        }
         if (w->pending_records > 0 && (w->kicked || !w->opt.defer_wake)) {
             if (w->opt.policy != WAL_SYNC_ALWAYS || w->opt.sync_interval_ms == 0)
                 return;
@@ -558,6 +610,7 @@ static void *log_main(void *arg)
     pthread_mutex_lock(&w->mu);
     for (;;) {
         log_wait(w);
+        w->writing = true;
         bool closing = w->closing;
         ordo_buf_t t = w->pending;
         w->pending = batch;
@@ -568,10 +621,12 @@ static void *log_main(void *arg)
 
         if (!atomic_load_explicit(&w->failed, memory_order_relaxed) && batch_write(w, &batch) == 0 &&
             batch_sync(w, closing) == 0)
-            batch_publish(w);
+            batch_publish(w, true);
+        batch_done(w, batch.len);
         ordo_buf_reset(&batch, WAL_BATCH_KEEP_BYTES);
 
         pthread_mutex_lock(&w->mu);
+        w->writing = false;
         if (closing && w->pending.len == 0)
             break;
     }
@@ -597,6 +652,9 @@ int wal_append(wal_t *w, uint64_t rev, const void *rec, size_t len)
     if (len > 0)
         memcpy(p + WAL_FRAME_BYTES, rec, len);
     w->pending.len += WAL_FRAME_BYTES + len;
+    uint64_t q = atomic_fetch_add(&w->pending_bytes, WAL_FRAME_BYTES + len) + WAL_FRAME_BYTES + len;
+    if (q > w->pending_peak)
+        w->pending_peak = q;
     if (w->pending_records++ == 0)
         w->pending_since_ms = now_ms();
     bool wake = !w->opt.defer_wake &&
@@ -607,12 +665,46 @@ int wal_append(wal_t *w, uint64_t rev, const void *rec, size_t len)
     return 0;
 }
 
-void wal_kick(wal_t *w)
+/* With mu held: the core should write the pending records itself (see
+ * wal_options_t.sync_inline_max). */
+static bool inline_due(const wal_t *w)
+{
+    return w->opt.sync_inline_max > 0 && w->opt.policy == WAL_SYNC_ALWAYS && w->opt.sync_interval_ms == 0 &&
+           !w->writing && !w->closing && w->pending_records > 0 && w->pending_records <= w->opt.sync_inline_max;
+}
+
+/* The core writes, syncs and publishes the pending records itself, as the
+ * log thread would, without waking it or being woken. */
+static void kick_inline(wal_t *w)
+{
+    w->writing = true;
+    ordo_buf_t t = w->pending;
+    w->pending = w->inline_batch;
+    w->inline_batch = t;
+    w->pending_records = 0;
+    w->kicked = false;
+    pthread_mutex_unlock(&w->mu);
+    if (!atomic_load_explicit(&w->failed, memory_order_relaxed) && batch_write(w, &w->inline_batch) == 0 &&
+        batch_sync(w, false) == 0)
+        batch_publish(w, false);
+    batch_done(w, w->inline_batch.len);
+    ordo_buf_reset(&w->inline_batch, WAL_BATCH_KEEP_BYTES);
+    pthread_mutex_lock(&w->mu);
+    w->writing = false;
+    w->stats.inline_batches++;
+    pthread_mutex_unlock(&w->mu);
+}
+
+int wal_kick(wal_t *w)
 {
     if (w->appends == w->kicked_appends)
-        return; /* nothing appended since the last kick */
+        return 0; /* nothing appended since the last kick */
     w->kicked_appends = w->appends;
     pthread_mutex_lock(&w->mu);
+    if (inline_due(w)) {
+        kick_inline(w);
+        return 1;
+    }
     /* Set the flag only over records that are there: the log thread may
      * have taken them already, and a flag left set over nothing would
      * swallow the wake-up of the next real kick. */
@@ -622,6 +714,21 @@ void wal_kick(wal_t *w)
     pthread_mutex_unlock(&w->mu);
     if (wake)
         pthread_cond_signal(&w->cv);
+    return 0;
+}
+
+bool wal_backlogged(wal_t *w)
+{
+    uint64_t max = w->opt.pending_bytes_max;
+    if (max == 0 || atomic_load(&w->pending_bytes) <= max || atomic_load(&w->failed))
+        return false;
+    atomic_store(&w->drain_wanted, true);
+    return atomic_load(&w->pending_bytes) > max; /* if it fell meanwhile, a spare wake-up is harmless */
+}
+
+uint64_t wal_pending_bytes(const wal_t *w)
+{
+    return atomic_load(&w->pending_bytes);
 }
 
 uint64_t wal_durable_rev(const wal_t *w)
@@ -671,6 +778,8 @@ void wal_get_stats(const wal_t *w, wal_stats_t *out)
 {
     pthread_mutex_lock((pthread_mutex_t *)&w->mu);
     *out = w->stats;
+    out->pending_bytes = atomic_load(&w->pending_bytes);
+    out->pending_bytes_peak = w->pending_peak;
     pthread_mutex_unlock((pthread_mutex_t *)&w->mu);
 }
 
@@ -681,6 +790,7 @@ static void wal_free(wal_t *w)
     if (w->dir_fd >= 0)
         close(w->dir_fd); /* releases the flock */
     ordo_buf_free(&w->pending);
+    ordo_buf_free(&w->inline_batch);
     pthread_cond_destroy(&w->cv);
     pthread_mutex_destroy(&w->mu);
     free(w->segs);
@@ -712,6 +822,8 @@ typedef struct scan_s {
     uint64_t prev_rev;             /* revision of the last good record */
     uint64_t scanned;              /* good records read, replayed or not */
     uint64_t progress_ms;          /* when progress was last printed */
+    bool corrupt;                  /* the error is corruption at corrupt_at (repairable) */
+    size_t corrupt_at;
     char *err;
     size_t err_len;
 } scan_t;
@@ -790,6 +902,8 @@ static int scan_record(scan_t *sc, const char *path, size_t off, uint64_t rev, c
     if (rev < sc->prev_rev) {
         snprintf(sc->err, sc->err_len, "wal corrupt: %s: record at byte offset %zu has revision %" PRIu64
                  ", below the revision %" PRIu64 " before it", path, off, rev, sc->prev_rev);
+        sc->corrupt = true;
+        sc->corrupt_at = off;
         return -1;
     }
     sc->prev_rev = rev;
@@ -821,8 +935,10 @@ static int scan_records(scan_t *sc, const char *path, const unsigned char *b, si
         if (!frame_good(b, size, off, salt, &len, &rev))
             break;
         assert(off + WAL_FRAME_BYTES + len <= size);
-        if (scan_record(sc, path, off, rev, b + off + WAL_FRAME_BYTES, len) != 0)
+        if (scan_record(sc, path, off, rev, b + off + WAL_FRAME_BYTES, len) != 0) {
+            *end_out = off;
             return -1;
+        }
         if (s->records++ == 0)
             s->first_rev = rev;
         s->last_rev = rev;
@@ -835,11 +951,15 @@ static int scan_records(scan_t *sc, const char *path, const unsigned char *b, si
     if (next != 0) {
         snprintf(sc->err, sc->err_len, "wal corrupt: %s: bad record at byte offset %zu, followed by a good one at "
                  "offset %zu", path, off, next);
+        sc->corrupt = true;
+        sc->corrupt_at = off;
         return -1;
     }
     if (!last) {
         snprintf(sc->err, sc->err_len, "wal corrupt: %s: bad record at byte offset %zu, and it is not the last "
                  "segment", path, off);
+        sc->corrupt = true;
+        sc->corrupt_at = off;
         return -1;
     }
     return 0;
@@ -853,12 +973,14 @@ static bool all_zero(const unsigned char *b, size_t n)
     return true;
 }
 
-enum { SEG_OK, SEG_TORN_CREATE, SEG_ERROR };
+enum { SEG_OK, SEG_TORN_CREATE, SEG_CORRUPT, SEG_ERROR };
 
 /* Recover segment s->seq (the last one if last): replay, cut a torn tail.
  * Returns SEG_OK (s filled in, *salt_out, *end_out where appending would
- * resume), SEG_TORN_CREATE (a last segment without a header, removed), or
- * SEG_ERROR with sc->err. */
+ * resume), SEG_TORN_CREATE (a last segment without a header, removed),
+ * SEG_CORRUPT (repair is on and the segment is corrupt from sc->corrupt_at
+ * on, 0 for a bad header: s, *salt_out and *end_out cover what is good
+ * before it; nothing was changed on disk), or SEG_ERROR with sc->err. */
 static int scan_segment(scan_t *sc, wal_seg_t *s, bool last, uint64_t *salt_out, uint64_t *end_out)
 {
     wal_t *w = sc->w;
@@ -883,10 +1005,22 @@ static int scan_segment(scan_t *sc, wal_seg_t *s, bool last, uint64_t *salt_out,
     if (h != HDR_OK) {
         snprintf(sc->err, sc->err_len, "wal corrupt: %s: %s segment header", path,
                  h == HDR_VERSION ? "unsupported format version in" : "bad");
+        if (h == HDR_BAD && w->opt.repair) {
+            sc->corrupt = true;
+            sc->corrupt_at = 0;
+            s->bytes = size;
+            rc = SEG_CORRUPT;
+        }
         goto out_free;
     }
-    if (scan_records(sc, path, b, size, *salt_out, last, s, &end) != 0)
+    if (scan_records(sc, path, b, size, *salt_out, last, s, &end) != 0) {
+        if (sc->corrupt && w->opt.repair) {
+            s->bytes = size; /* the cut moves [end, size) aside */
+            *end_out = end;
+            rc = SEG_CORRUPT;
+        }
         goto out_free;
+    }
     if (end < size && sc->rec->truncated_file[0] == '\0') {
         if (ftruncate(fd, (off_t)end) != 0 || io_fdatasync(w, fd) != 0) {
             snprintf(sc->err, sc->err_len, "wal: cannot cut the torn tail of %s at %zu: %s", path, end,
@@ -985,6 +1119,128 @@ static int remove_torn(scan_t *sc, const wal_seg_t *s)
     return 0;
 }
 
+/* ---- repair ---------------------------------------------------------------- */
+
+/* A free name in the log directory for bytes moved aside: base, or base.N. */
+static void aside_name(wal_t *w, const char *base, char *out, size_t n)
+{
+    snprintf(out, n, "%s", base);
+    for (unsigned i = 1; faccessat(w->dir_fd, out, F_OK, 0) == 0; i++)
+        snprintf(out, n, "%s.%u", base, i);
+}
+
+/* Rename segment seq aside ("<name>.cut"); its new path into moved. */
+static int move_aside(scan_t *sc, uint64_t seq, char *moved, size_t n)
+{
+    wal_t *w = sc->w;
+    char name[WAL_NAME_BYTES + 1], base[WAL_NAME_BYTES + 8], to[WAL_NAME_BYTES + 32], eb[128];
+    seg_name(name, seq);
+    snprintf(base, sizeof base, "%s.cut", name);
+    aside_name(w, base, to, sizeof to);
+    if (renameat(w->dir_fd, name, w->dir_fd, to) != 0) {
+        snprintf(sc->err, sc->err_len, "wal repair: cannot rename %s/%s to %s: %s", w->dir, name, to,
+                 errstr(errno, eb, sizeof eb));
+        return -1;
+    }
+    snprintf(moved, n, "%s/%s", w->dir, to);
+    return 0;
+}
+
+/* Copy segment seq's bytes from at to its end into "<name>.cut-at-<at>",
+ * sync it and the directory, then truncate the segment at `at` and sync
+ * it. *bytes_out gets how many bytes were cut. */
+static int cut_tail(scan_t *sc, uint64_t seq, uint64_t at, uint64_t *bytes_out, char *saved, size_t n)
+{
+    wal_t *w = sc->w;
+    char name[WAL_NAME_BYTES + 1], base[WAL_NAME_BYTES + 40], to[WAL_NAME_BYTES + 64], eb[128];
+    const char *what = "read";
+    unsigned char *b = NULL;
+    size_t size = 0;
+    int out = -1, rc = -1;
+    seg_name(name, seq);
+    int fd = openat(w->dir_fd, name, O_RDWR | O_CLOEXEC);
+    if (fd < 0 || file_read(fd, &b, &size) != 0 || size < at)
+        goto fail;
+    snprintf(base, sizeof base, "%s.cut-at-%" PRIu64, name, at);
+    aside_name(w, base, to, sizeof to);
+    what = "save the cut bytes to";
+    out = openat(w->dir_fd, to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (out < 0 || write_all(w, out, b + at, size - at, 0) != 0 || io_fdatasync(w, out) != 0 || io_sync_dir(w) != 0)
+        goto fail;
+    what = "truncate";
+    if (ftruncate(fd, (off_t)at) != 0 || io_fdatasync(w, fd) != 0)
+        goto fail;
+    *bytes_out = size - at;
+    snprintf(saved, n, "%s/%s", w->dir, to);
+    rc = 0;
+    goto done;
+fail:
+    snprintf(sc->err, sc->err_len, "wal repair: cannot %s %s/%s: %s", what, w->dir,
+             strcmp(what, "truncate") == 0 || strcmp(what, "read") == 0 ? name : to, errstr(errno, eb, sizeof eb));
+done:
+    if (out >= 0)
+        close(out);
+    if (fd >= 0)
+        close(fd);
+    free(b);
+    return rc;
+}
+
+/* Cut the log at segs[i], offset sc->corrupt_at (see REPAIR): every later
+ * segment is moved aside first, then the tail of this one (or all of it,
+ * for a bad header). *keep_out: the segment keeps records and stays. */
+static int repair(scan_t *sc, const uint64_t *seqs, size_t n, size_t i, const wal_seg_t *s, bool *keep_out)
+{
+    wal_t *w = sc->w;
+    wal_recovery_t *r = sc->rec;
+    char moved[sizeof r->repair_saved], eb[128];
+    r->repaired = true;
+    seg_path(w, seqs[i], r->repair_file, sizeof r->repair_file);
+    r->repair_at = sc->corrupt_at;
+    r->repair_last_rev = sc->prev_rev;
+    str_copy(r->repair_reason, sizeof r->repair_reason, sc->err);
+    fprintf(stderr, "wal: repair: %s\n", sc->err);
+    for (size_t j = n; j-- > i + 1;) {
+        struct stat st;
+        char name[WAL_NAME_BYTES + 1];
+        seg_name(name, seqs[j]);
+        uint64_t bytes = fstatat(w->dir_fd, name, &st, 0) == 0 ? (uint64_t)st.st_size : 0;
+        if (move_aside(sc, seqs[j], moved, sizeof moved) != 0)
+            return -1;
+        r->repair_bytes += bytes;
+        r->repair_segments_moved++;
+        fprintf(stderr, "wal: repair: moved the later segment %s/%s (%" PRIu64 " bytes) aside to %s\n", w->dir,
+                name, bytes, moved);
+    }
+    if (r->repair_segments_moved > 0 && io_sync_dir(w) != 0) {
+        snprintf(sc->err, sc->err_len, "wal repair: cannot sync %s: %s", w->dir, errstr(errno, eb, sizeof eb));
+        return -1;
+    }
+    uint64_t cut = 0;
+    if (sc->corrupt_at == 0) {
+        if (move_aside(sc, seqs[i], r->repair_saved, sizeof r->repair_saved) != 0)
+            return -1;
+        if (io_sync_dir(w) != 0) {
+            snprintf(sc->err, sc->err_len, "wal repair: cannot sync %s: %s", w->dir, errstr(errno, eb, sizeof eb));
+            return -1;
+        }
+        cut = s->bytes;
+        *keep_out = false;
+    } else {
+        if (cut_tail(sc, seqs[i], sc->corrupt_at, &cut, r->repair_saved, sizeof r->repair_saved) != 0)
+            return -1;
+        *keep_out = true;
+    }
+    r->repair_bytes += cut;
+    fprintf(stderr, "wal: repair: cut %s at byte offset %" PRIu64 ": %" PRIu64 " bytes moved to %s; %" PRIu64
+            " bytes cut in all (%u later segments moved aside); the log now ends at revision %" PRIu64 "\n",
+            r->repair_file, r->repair_at, cut, r->repair_saved, r->repair_bytes, r->repair_segments_moved,
+            r->repair_last_rev);
+    sc->corrupt = false;
+    sc->err[0] = '\0';
+    return 0;
+}
+
 /* Recover every segment; leave the log ready to append. */
 static int recover(wal_t *w, scan_t *sc)
 {
@@ -1003,6 +1259,18 @@ static int recover(wal_t *w, scan_t *sc)
         int r = scan_segment(sc, &s, i + 1 == n, &salt, &end);
         if (r == SEG_ERROR)
             goto out;
+        if (r == SEG_CORRUPT) {
+            bool keep = false;
+            if (repair(sc, seqs, n, i, &s, &keep) != 0)
+                goto out;
+            if (keep) {
+                s.bytes = end;
+                segs_push(w, &s);
+            } else {
+                next_seq = seqs[i];
+            }
+            break;
+        }
         if (r == SEG_TORN_CREATE) {
             if (remove_torn(sc, &s) != 0)
                 goto out;
@@ -1049,6 +1317,8 @@ static wal_t *wal_new(const wal_options_t *opt, char *err, size_t err_len)
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&w->mu, NULL);
     atomic_init(&w->durable_rev, 0);
+    atomic_init(&w->pending_bytes, 0);
+    atomic_init(&w->drain_wanted, false);
     atomic_init(&w->failed, false);
     return w;
 }

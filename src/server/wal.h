@@ -5,9 +5,13 @@
  *
  * The core thread appends records (opaque bytes, each tagged with the
  * revision the state reaches once it is applied) and learns, through a
- * callback, how far the log is durable. It never blocks on the disk: the
+ * callback, how far the log is durable. It does not block on the disk: the
  * log thread takes everything appended so far, writes it in one go, syncs
  * it according to the policy, then publishes the new durable revision.
+ * The one exception is opt-in (sync_inline_max): under ALWAYS, a batch of
+ * a record or few that finds the log thread idle is written and synced by
+ * the core in wal_kick(), which is what a lone client would wait for anyway,
+ * minus two thread wake-ups.
  *
  * Policies (wal_options_t.policy):
  *   WAL_SYNC_ALWAYS    a revision is published as durable only after the
@@ -29,16 +33,27 @@
  * in which case it waits up to that long for more records to join the
  * batch, syncing early once sync_batch_max records are pending.
  *
+ * Back-pressure: bytes appended and not yet written and synced per the
+ * policy ("pending": the pending buffer plus the batch the log thread is
+ * writing) are counted. wal_append() never refuses for that (the core has
+ * applied the record already); instead the core asks wal_backlogged()
+ * after taking in work, and stops taking in more (ordod stops reading its
+ * clients) while pending exceeds pending_bytes_max. The log then calls
+ * on_durable once pending is back at or below the limit, so memory stays
+ * bounded by the limit plus what was already read, and nothing accepted is
+ * dropped.
+ *
  * Failure: if a write or sync fails, the log enters the failed state for
  * good (it never retries a sync and then acknowledges: after a failed
  * fdatasync the kernel may have dropped the dirty pages). wal_failed()
  * reports it with the reason; no revision is published after the failure.
  *
- * Thread safety: wal_append() and wal_close() are called from one thread
- * (the core); wal_durable_rev(), wal_failed(), wal_bytes(),
- * wal_get_stats() and wal_remove_before() from any thread. The durable
- * callback runs on the log thread and must only hand the news over
- * (uv_async_send).
+ * Thread safety: wal_append(), wal_kick(), wal_backlogged() and
+ * wal_close() are called from one thread (the core); wal_durable_rev(),
+ * wal_failed(), wal_bytes(), wal_pending_bytes(), wal_get_stats() and
+ * wal_remove_before() from any thread. The durable callback runs on the
+ * log thread (or the core, for a drain or a failure met inline) and must
+ * only hand the news over (uv_async_send).
  */
 #ifndef ORDO_WAL_H
 #define ORDO_WAL_H
@@ -83,9 +98,22 @@ typedef struct wal_options_s {
      * wal_kick() once it has appended everything of a loop turn, so one
      * batch (one write, one sync) carries the whole turn. */
     bool defer_wake;
+    /* true: wal_open() cuts a corrupt log at its first bad record instead
+     * of refusing it, keeping the cut bytes aside (see wal_open()). */
+    bool repair;
+    /* wal_backlogged() is true while more than this many bytes are pending
+     * (see Back-pressure); 0: no limit. */
+    uint64_t pending_bytes_max;
+    /* Under ALWAYS with sync_interval_ms 0 and defer_wake: when wal_kick()
+     * finds the log thread idle and at most this many records pending, the
+     * calling (core) thread writes and syncs them itself, saving the two
+     * thread wake-ups of a round trip through the log thread (one client
+     * writing alone waits for them on every write). 0: never. */
+    uint32_t sync_inline_max;
     wal_io_t io;
-    /* Called on the log thread after the durable revision advanced (or the
-     * log failed). Must be cheap and thread-safe (uv_async_send). */
+    /* Called on the log thread after the durable revision advanced, the log
+     * failed, or pending bytes fell back to the limit after wal_backlogged()
+     * said true. Must be cheap and thread-safe (uv_async_send). */
     void (*on_durable)(void *arg);
     void *on_durable_arg;
 } wal_options_t;
@@ -104,6 +132,15 @@ typedef struct wal_recovery_s {
     uint64_t truncated_bytes;     /* bytes cut from a torn tail */
     char truncated_file[512];     /* which file was cut, "" if none */
     uint64_t truncated_at;        /* ... and at which offset */
+    /* repair (wal_options_t.repair): */
+    bool repaired;                /* the log was cut at corruption */
+    char repair_file[512];        /* the segment cut */
+    uint64_t repair_at;           /* byte offset of its first bad record (0: bad header) */
+    uint64_t repair_bytes;        /* bytes cut: its tail and every later segment */
+    uint64_t repair_last_rev;     /* revision of the last record kept (0 if none) */
+    uint32_t repair_segments_moved; /* later segments renamed aside */
+    char repair_saved[512];       /* where the cut bytes of repair_file went */
+    char repair_reason[512];      /* the corruption found */
 } wal_recovery_t;
 
 /* wal_open() -- scan the segments in dir, replay every valid record whose
@@ -112,7 +149,13 @@ typedef struct wal_recovery_s {
  * partial record), then start the log thread, appending after the last good
  * record. A bad record followed by a good one (mid-log corruption) is
  * refused: wal_open() fails and err names the file and byte offset.
- * Revisions going down along the log are corruption too.
+ * Revisions going down along the log are corruption too, and so is a bad
+ * record or header in any segment but the last. With opt->repair, the log
+ * is cut at the first bad record instead: later segments are renamed to
+ * "<name>.cut", the bad segment's bytes from there on are saved to
+ * "<name>.cut-at-<offset>" in the same directory, nothing is deleted, the
+ * rec_out->repair_* fields (and stderr) say what was cut, and the log
+ * resumes after the last good record.
  * A last segment that died being created (shorter than its header, or all
  * zeros) is removed and reported like a cut.
  * The last segment is synced before appending resumes (under NO or
@@ -136,8 +179,21 @@ wal_t *wal_open(const wal_options_t *opt, uint64_t after_rev, wal_replay_fn fn, 
 int wal_append(wal_t *w, uint64_t rev, const void *rec, size_t len);
 
 /* wal_kick() -- with defer_wake: hand what was appended so far to the log
- * thread now. Cheap when there is nothing new. Core thread. */
-void wal_kick(wal_t *w);
+ * thread now. Cheap when there is nothing new. Core thread. If
+ * sync_inline_max allows, writes and syncs the records itself instead and
+ * returns 1: the durable revision (or the failure) is then already
+ * published, without on_durable being called for it. Else returns 0. */
+int wal_kick(wal_t *w);
+
+/* wal_backlogged() -- true while pending bytes exceed pending_bytes_max
+ * (never while the log has failed: its pending records are dropped). When
+ * it returns true, on_durable will be called once they no longer do. Core
+ * thread. */
+bool wal_backlogged(wal_t *w);
+
+/* wal_pending_bytes() -- bytes appended and not yet written and synced per
+ * the policy (frame headers included). Any thread. */
+uint64_t wal_pending_bytes(const wal_t *w);
 
 /* wal_durable_rev() -- the highest revision published durable (see the
  * policies). Any thread. */
@@ -164,6 +220,9 @@ typedef struct wal_stats_s {
     uint64_t bytes_written;
     uint64_t batches;             /* write batches */
     uint32_t segments;
+    uint64_t inline_batches;      /* batches wal_kick() wrote itself */
+    uint64_t pending_bytes;       /* as wal_pending_bytes() */
+    uint64_t pending_bytes_peak;  /* the most pending at once since wal_open() */
 } wal_stats_t;
 void wal_get_stats(const wal_t *w, wal_stats_t *out);
 

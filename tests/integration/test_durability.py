@@ -391,6 +391,51 @@ def test_bad_record_in_an_earlier_segment_is_refused(durable, tmp_path):
     assert rc != 0 and segs[0] in err and ("offset %d" % off) in err, err
 
 
+def test_wal_repair_cuts_a_corrupt_log_and_keeps_the_cut_bytes(durable, tmp_path):
+    """Mid-log corruption: refused without --wal-repair, naming file and
+    offset (and the option); with it, ordod starts with exactly the records
+    before the bad one, the cut bytes kept beside the log, and says what it
+    cut."""
+    d = tmp_path / "data"
+    srv = durable.start(d)
+    with srv.raw() as c:
+        for i in range(1, 31):
+            assert c.call("SET", "t%d" % i, "v%d" % i) == "OK"
+    durable.term(srv)
+    seg = segments(d)[-1]
+    fr = frames(seg)
+    off, end, _ = fr[10]
+    orig = open(seg, "rb").read()
+    with open(seg, "r+b") as f:
+        f.seek(end - 2)
+        f.write(bytes([orig[end - 2] ^ 0x40]))
+    bad = open(seg, "rb").read()
+    rc, err = run_ordod(d)
+    assert rc != 0 and seg in err and ("offset %d" % off) in err and "--wal-repair yes" in err, err
+    assert open(seg, "rb").read() == bad
+
+    srv = durable.start(d, "--wal-repair", "yes")
+    last_good = fr[9][2]
+    log = srv.stderr()
+    assert ("cut %s at byte offset %d, %d bytes" % (seg, off, len(bad) - off)) in log, log
+    assert ("ends at revision %d" % last_good) in log, log
+    saved = "%s.cut-at-%d" % (seg, off)
+    assert saved in log, log
+    assert open(saved, "rb").read() == bad[off:]
+    assert os.path.getsize(seg) == off
+    assert dump(srv)[0][0] == last_good
+    with srv.raw() as c:
+        for i in range(1, 31):
+            want = ("v%d" % i).encode() if i <= 10 else None
+            assert c.call("GET", "t%d" % i) == want, i
+        assert c.call("DBSIZE") == 10
+        assert c.call("SET", "after", "1") == "OK"
+    durable.kill(srv)
+    srv = durable.start(d)  # the repaired log starts without the option
+    assert call(srv, "GET", "after") == b"1" and call(srv, "DBSIZE") == 11
+    assert open(saved, "rb").read() == bad[off:]
+
+
 # ---- I/O faults ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("fault,reason", [("write-eio:6", "Input/output error"),
@@ -502,3 +547,66 @@ def test_reply_waits_for_durable_revision(durable, tmp_path):
         dur = int([l for l in inf.splitlines() if l.startswith("durable_revision:")][0].split(":")[1])
         assert dur >= max(revs) and revs == sorted(revs)
         assert int(srv.info("persistence")["wal_syncs"]) >= 1
+
+
+# ---- back-pressure -------------------------------------------------------------------
+
+BP_LIMIT = 128 * 1024
+BP_VALUE = 1000
+BP_COMMANDS = 8000  # ~8 MiB offered: far more than the limit and the socket buffers
+
+
+@pytest.mark.parametrize("fsync", ["always", "everysec"])
+def test_stalled_disk_bounds_pending_log_bytes_and_loses_no_ack(durable, tmp_path, fsync):
+    """The disk stalls (debug-wal-stall) under a client that keeps writing:
+    ordod stops reading once wal-pending-max-bytes of records wait, so the
+    records waiting never pass the limit by more than one read; once the
+    disk moves, every command is answered and every acknowledged write
+    survives a SIGKILL."""
+    import threading
+    d = tmp_path / "data"
+    stall = tmp_path / "stall"
+    # fsync-inline-max 0: a lone record would otherwise be synced by the
+    # main thread itself, which then waits out the stall inside the seam
+    # (reading nothing, so bounded too, but not what this test watches).
+    srv = durable.start(d, "--fsync", fsync, "--verbose", "yes", "--wal-pending-max-bytes", str(BP_LIMIT),
+                        "--debug-wal-stall", str(stall), "--fsync-inline-max", "0")
+    assert call(srv, "SET", "before", "1") == "OK"
+    stall.touch()
+    c = srv.raw(timeout=60)
+    value = b"v" * BP_VALUE
+    sent = [0]
+
+    def sender():
+        for i in range(BP_COMMANDS):
+            k = b"bp%05d" % i
+            cmd = b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(k), k, len(value), value)
+            c.sock.sendall(cmd)
+            sent[0] += len(cmd)
+
+    t = threading.Thread(target=sender, daemon=True)
+    t.start()
+    poll(lambda: "not reading clients" in srv.stderr(), "back-pressure to engage")
+    # The client goes on sending into the socket buffers while ordod reads
+    # nothing: well past what the limit lets the log hold.
+    poll(lambda: sent[0] >= 8 * BP_LIMIT, "the client to send past the limit")
+    stall.unlink()
+    replies = [c.read() for _ in range(BP_COMMANDS)]
+    t.join(timeout=60)
+    assert not t.is_alive()
+    c.close()
+    assert all(r == "OK" for r in replies), [r for r in replies if r != "OK"][:3]
+    inf = srv.info("persistence")
+    # One read of one connection (16 KiB of commands) may land past the limit.
+    slack = 16 * 1024 + 16 * 1024 // BP_VALUE * 64 + BP_VALUE + 256
+    assert BP_LIMIT < int(inf["wal_pending_bytes_peak"]) <= BP_LIMIT + slack, inf
+    assert int(inf["wal_backpressure_events"]) >= 1 and inf["wal_backpressure"] == "0", inf
+    assert int(inf["wal_backpressure_ms"]) > 0, inf
+    assert int(inf["wal_pending_max_bytes"]) == BP_LIMIT
+    poll(lambda: srv.info("persistence")["wal_pending_bytes"] == "0", "the log to drain")
+    durable.kill(srv)
+    srv2 = durable.start(d, "--fsync", fsync)
+    with srv2.raw() as c2:
+        for i in range(0, BP_COMMANDS, 97):
+            assert c2.call("GET", "bp%05d" % i) == value, i
+        assert c2.call("DBSIZE") == BP_COMMANDS + 1

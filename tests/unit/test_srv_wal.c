@@ -181,11 +181,24 @@ typedef struct io_ctx_s {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     atomic_uint durable_calls;
+    atomic_bool stalled;                 /* true: pwrite and fdatasync wait (a stalled disk) */
+    atomic_uint stall_entered;           /* calls that found the disk stalled */
+    atomic_bool woke_below;              /* on_durable saw pending bytes at most pending_max */
+    uint64_t pending_max;
 } io_ctx_t;
+
+static void stall_wait(io_ctx_t *io)
+{
+    if (atomic_load(&io->stalled))
+        atomic_fetch_add(&io->stall_entered, 1);
+    while (atomic_load(&io->stalled))
+        usleep(1000);
+}
 
 static ssize_t t_pwrite(void *ctx, int fd, const void *buf, size_t n, off_t off)
 {
     io_ctx_t *io = ctx;
+    stall_wait(io);
     atomic_fetch_add(&io->pwrites, 1);
     int e = atomic_load(&io->pwrite_errno);
     if (e != 0) {
@@ -214,6 +227,7 @@ static ssize_t t_pwrite(void *ctx, int fd, const void *buf, size_t n, off_t off)
 static int t_fdatasync(void *ctx, int fd)
 {
     io_ctx_t *io = ctx;
+    stall_wait(io);
     uint64_t written = atomic_load(&io->written_rev);
     int e = atomic_load(&io->sync_errno);
     if (e != 0) {
@@ -233,6 +247,8 @@ static void t_on_durable(void *arg)
     wal_t *w = atomic_load(&io->w);
     if (w != NULL && wal_failed(w) == NULL && wal_durable_rev(w) > atomic_load(&io->synced_rev))
         atomic_store(&io->published_bad, wal_durable_rev(w));
+    if (w != NULL && wal_pending_bytes(w) <= io->pending_max)
+        atomic_store(&io->woke_below, true);
     atomic_fetch_add(&io->durable_calls, 1);
     pthread_mutex_lock(&io->mu);
     pthread_cond_broadcast(&io->cv);
@@ -552,6 +568,170 @@ static void test_everysec_and_no(void **state)
     }
 }
 
+/* sync_inline_max: a small batch finding the log thread idle is written,
+ * synced and published by wal_kick() itself, before it returns and without
+ * on_durable; with the log thread busy, or more records, it is handed over. */
+static void test_kick_inline(void **state)
+{
+    (void)state;
+    char *dir = tmpdir_new();
+    char err[1024];
+    io_ctx_t io;
+    io_init(&io);
+    wal_options_t o = opts(dir, WAL_SYNC_ALWAYS, &io);
+    o.segment_bytes = 4096;
+    o.defer_wake = true;
+    o.sync_inline_max = 2;
+    wal_t *w = wal_open(&o, 0, NULL, NULL, NULL, err, sizeof err);
+    assert_non_null(w);
+    atomic_store(&io.w, w);
+    unsigned char rec[300] = {0};
+    uint64_t r = 1;
+    for (; r <= 40; r++) { /* rolls segments inline too */
+        unsigned calls = atomic_load(&io.durable_calls), syncs = atomic_load(&io.syncs);
+        assert_int_equal(wal_append(w, r, rec, sizeof rec), 0);
+        assert_int_equal(wal_kick(w), 1);
+        assert_int_equal(wal_durable_rev(w), r);
+        assert_true(atomic_load(&io.synced_rev) >= r);
+        assert_true(atomic_load(&io.syncs) > syncs);
+        assert_int_equal(atomic_load(&io.durable_calls), calls);
+        assert_int_equal(wal_pending_bytes(w), 0);
+    }
+    assert_int_equal(wal_kick(w), 0); /* nothing new */
+    /* Three records: the log thread's. */
+    for (int k = 0; k < 3; k++, r++)
+        assert_int_equal(wal_append(w, r, rec, sizeof rec), 0);
+    assert_int_equal(wal_kick(w), 0);
+    wait_durable(w, &io, r - 1);
+    assert_int_equal(wal_durable_rev(w), r - 1);
+    /* The log thread busy (stalled in its write of three records): one
+     * record is handed over, not written by the core. */
+    atomic_store(&io.stalled, true);
+    for (int k = 0; k < 3; k++, r++)
+        assert_int_equal(wal_append(w, r, rec, sizeof rec), 0);
+    assert_int_equal(wal_kick(w), 0);
+    for (int k = 0; k < 5000 && atomic_load(&io.stall_entered) == 0; k++)
+        usleep(1000); /* the log thread takes the batch, then waits in the seam */
+    assert_int_equal(atomic_load(&io.stall_entered), 1);
+    assert_int_equal(wal_append(w, r++, rec, sizeof rec), 0);
+    assert_int_equal(wal_kick(w), 0);
+    atomic_store(&io.stalled, false);
+    wait_durable(w, &io, r - 1);
+    assert_int_equal(wal_durable_rev(w), r - 1);
+    wal_stats_t st;
+    wal_get_stats(w, &st);
+    assert_int_equal(st.inline_batches, 40);
+    assert_int_equal(atomic_load(&io.published_bad), 0);
+    wal_close(w);
+    o.sync_inline_max = 0;
+    w = wal_open(&o, 0, NULL, NULL, NULL, err, sizeof err);
+    assert_non_null(w);
+    assert_int_equal(wal_durable_rev(w), r - 1); /* every record is in the log */
+    wal_close(w);
+    io_done(&io);
+    tmpdir_free(dir);
+}
+
+/* ---- back-pressure ---------------------------------------------------------------- */
+
+/* A stalled disk: pending bytes count every appended frame until it is done,
+ * wal_backlogged() says so past the limit, and once the disk moves again
+ * on_durable comes with the pending bytes back under the limit. */
+static void test_backlogged_until_the_log_catches_up(void **state)
+{
+    (void)state;
+    for (int policy = WAL_SYNC_ALWAYS; policy <= WAL_SYNC_NO; policy++) {
+        char *dir = tmpdir_new();
+        char err[1024];
+        io_ctx_t io;
+        io_init(&io);
+        atomic_store(&io.fake_sync, true);
+        io.pending_max = 10000;
+        wal_options_t o = opts(dir, policy, &io);
+        o.segment_bytes = 1 << 20;
+        o.pending_bytes_max = io.pending_max;
+        wal_t *w = wal_open(&o, 0, NULL, NULL, NULL, err, sizeof err);
+        assert_non_null(w);
+        atomic_store(&io.w, w);
+        unsigned char rec[100] = {0};
+        assert_int_equal(wal_append(w, 1, rec, sizeof rec), 0);
+        wait_durable(w, &io, 1);
+        for (int k = 0; k < 5000 && wal_pending_bytes(w) != 0; k++)
+            usleep(1000);
+        assert_int_equal(wal_pending_bytes(w), 0);
+        assert_false(wal_backlogged(w));
+
+        atomic_store(&io.stalled, true);
+        uint64_t r = 2;
+        for (; wal_pending_bytes(w) <= io.pending_max; r++) {
+            assert_false(wal_backlogged(w));
+            assert_int_equal(wal_append(w, r, rec, sizeof rec), 0);
+        }
+        uint64_t frames = r - 2, want = frames * (FRAME_BYTES + sizeof rec);
+        assert_int_equal(frames, io.pending_max / (FRAME_BYTES + sizeof rec) + 1);
+        assert_int_equal(wal_pending_bytes(w), want);
+        atomic_store(&io.woke_below, false);
+        assert_true(wal_backlogged(w));
+        wal_stats_t st;
+        wal_get_stats(w, &st);
+        assert_int_equal(st.pending_bytes, want);
+        assert_int_equal(st.pending_bytes_peak, want);
+        assert_false(atomic_load(&io.woke_below));
+
+        atomic_store(&io.stalled, false);
+        for (int k = 0; k < 5000 && !atomic_load(&io.woke_below); k++)
+            usleep(1000);
+        assert_true(atomic_load(&io.woke_below));
+        assert_false(wal_backlogged(w));
+        wait_durable(w, &io, r - 1);
+        assert_int_equal(wal_durable_rev(w), r - 1);
+        wal_close(w);
+        io_done(&io);
+        tmpdir_free(dir);
+    }
+}
+
+/* Without a limit the log is never backlogged. With one, a log that fails
+ * drops its pending records and stops being backlogged, and on_durable
+ * tells of the failure. */
+static void test_backlogged_never_without_limit_or_after_failure(void **state)
+{
+    (void)state;
+    for (int limited = 0; limited <= 1; limited++) {
+        char *dir = tmpdir_new();
+        char err[1024];
+        io_ctx_t io;
+        io_init(&io);
+        atomic_store(&io.fake_sync, true);
+        io.pending_max = limited ? 50000 : UINT64_MAX;
+        wal_options_t o = opts(dir, WAL_SYNC_ALWAYS, &io);
+        o.segment_bytes = 1 << 20;
+        o.pending_bytes_max = limited ? io.pending_max : 0;
+        wal_t *w = wal_open(&o, 0, NULL, NULL, NULL, err, sizeof err);
+        assert_non_null(w);
+        atomic_store(&io.w, w);
+        atomic_store(&io.stalled, true);
+        unsigned char rec[1000] = {0};
+        for (uint64_t r = 1; r <= 100; r++)
+            assert_int_equal(wal_append(w, r, rec, sizeof rec), 0);
+        assert_true(wal_pending_bytes(w) >= 99 * sizeof rec);
+        assert_int_equal(wal_backlogged(w), limited);
+        unsigned calls = atomic_load(&io.durable_calls);
+        atomic_store(&io.pwrite_errno, EIO);
+        atomic_store(&io.stalled, false);
+        wait_durable(w, &io, 100);
+        assert_non_null(wal_failed(w));
+        for (int k = 0; k < 5000 && wal_pending_bytes(w) != 0; k++)
+            usleep(1000);
+        assert_int_equal(wal_pending_bytes(w), 0); /* dropped with the failure */
+        assert_false(wal_backlogged(w));
+        wait_calls(&io, calls); /* the failure is news: a paused core wakes to it */
+        wal_close(w);
+        io_done(&io);
+        tmpdir_free(dir);
+    }
+}
+
 /* ---- torn tails --------------------------------------------------------------- */
 
 /* A log of n records in one segment; returns the segment path and the
@@ -861,6 +1041,191 @@ static void test_corrupt_sealed_segment(void **state)
     free(s);
     io_done(&io);
     tmpdir_free(dir);
+}
+
+/* ---- repair ---------------------------------------------------------------------- */
+
+/* The bytes of path equal want[0..n). */
+static void assert_file_is(const char *path, const unsigned char *want, size_t n)
+{
+    size_t size;
+    unsigned char *b = file_get(path, &size);
+    assert_int_equal(size, n);
+    assert_memory_equal(b, want, n);
+    free(b);
+}
+
+/* Mid-log corruption with repair on: the log is cut at the first bad
+ * record, exactly the prefix is replayed, the cut bytes are kept in a file
+ * beside it, and appending resumes at the cut. Without repair it is still
+ * refused. A revision going back is cut the same way. */
+static void test_repair_cuts_at_the_first_bad_record(void **state)
+{
+    (void)state;
+    char *dir = tmpdir_new();
+    char err[1024], saved[4300];
+    io_ctx_t io;
+    io_init(&io);
+    atomic_store(&io.fake_sync, true);
+    enum { N = 30 };
+    size_t offs[N + 1];
+    char *path = torn_setup(dir, &io, N, offs);
+    size_t size;
+    unsigned char *b = file_get(path, &size);
+    b[offs[10] + 5] ^= 0x20; /* record 10's crc */
+    file_put(path, b, size);
+    seen_t *s = calloc(1, sizeof *s);
+    wal_recovery_t rec;
+    wal_options_t o = opts(dir, WAL_SYNC_ALWAYS, &io);
+    o.segment_bytes = 1 << 20;
+    o.record_bytes_max = 60;
+    assert_null(reopen(&o, 0, s, 0, &rec, err, sizeof err));
+    assert_non_null(strstr(err, path));
+    assert_int_equal(file_size(path), size);
+    o.repair = true;
+    wal_t *w = reopen(&o, 0, s, 0, &rec, err, sizeof err);
+    assert_non_null(w);
+    assert_int_equal(s->n, 10);
+    assert_int_equal(s->bad, 0);
+    assert_true(rec.repaired);
+    assert_string_equal(rec.repair_file, path);
+    assert_int_equal(rec.repair_at, offs[10]);
+    assert_int_equal(rec.repair_bytes, size - offs[10]);
+    assert_int_equal(rec.repair_last_rev, rec_rev(9));
+    assert_int_equal(rec.repair_segments_moved, 0);
+    snprintf(saved, sizeof saved, "%s.cut-at-%zu", path, offs[10]);
+    assert_string_equal(rec.repair_saved, saved);
+    assert_non_null(strstr(rec.repair_reason, "followed by a good one"));
+    assert_file_is(saved, b + offs[10], size - offs[10]);
+    assert_int_equal(file_size(path), offs[10]);
+    append_range(w, 10, 15, 60);
+    wal_close(w);
+    o.repair = false;
+    w = reopen(&o, 0, s, 0, &rec, err, sizeof err);
+    assert_non_null(w);
+    assert_int_equal(s->n, 15);
+    assert_int_equal(s->bad, 0);
+    assert_false(rec.repaired);
+    wal_close(w);
+    assert_file_is(saved, b + offs[10], size - offs[10]); /* kept */
+
+    /* A good frame whose revision goes back, then more: cut at it; a second
+     * cut at the same offset gets a name of its own. */
+    size = file_size(path);
+    free(b);
+    b = file_get(path, &size);
+    unsigned char *c = malloc(size + 64);
+    memcpy(c, b, size);
+    frame_forge(c, size, 1, "back", 4);
+    frame_forge(c, size + FRAME_BYTES + 4, rec_rev(20), "more", 4);
+    file_put(path, c, size + 2 * (FRAME_BYTES + 4));
+    o.repair = true;
+    w = reopen(&o, 0, s, 0, &rec, err, sizeof err);
+    assert_non_null(w);
+    assert_int_equal(s->n, 15);
+    assert_int_equal(rec.repair_at, size);
+    assert_int_equal(rec.repair_bytes, 2 * (FRAME_BYTES + 4));
+    assert_non_null(strstr(rec.repair_reason, "revision"));
+    assert_file_is(rec.repair_saved, c + size, 2 * (FRAME_BYTES + 4));
+    wal_close(w);
+    memcpy(c + size, "garbage!", 8); /* not a frame; the last segment: a torn tail, not a repair */
+    file_put(path, c, size + 8);
+    w = reopen(&o, 0, s, 0, &rec, err, sizeof err);
+    assert_non_null(w);
+    assert_false(rec.repaired);
+    assert_int_equal(rec.truncated_bytes, 8);
+    wal_close(w);
+    free(c);
+    free(b);
+    free(s);
+    free(path);
+    io_done(&io);
+    tmpdir_free(dir);
+}
+
+/* Corruption in a sealed segment with repair on: every later segment is
+ * renamed aside whole, the bad one cut (or, with a bad header, renamed
+ * aside too), and the log resumes at the end of what is good. */
+static void test_repair_moves_later_segments_aside(void **state)
+{
+    (void)state;
+    for (int bad_header = 0; bad_header <= 1; bad_header++) {
+        char *dir = tmpdir_new();
+        char err[1024], names[64][32], p[4300];
+        io_ctx_t io;
+        io_init(&io);
+        atomic_store(&io.fake_sync, true);
+        wal_options_t o = opts(dir, WAL_SYNC_ALWAYS, &io);
+        o.record_bytes_max = 700;
+        seen_t *s = calloc(1, sizeof *s);
+        wal_t *w = reopen(&o, 0, s, 0, NULL, err, sizeof err);
+        assert_non_null(w);
+        append_range(w, 0, 100, 700);
+        wal_close(w);
+        int nseg = seg_files(dir, names, 64);
+        assert_true(nseg >= 4);
+        /* Records per segment, and the bytes of every segment. */
+        unsigned char *seg[64];
+        size_t segsize[64];
+        uint32_t first_of[65];
+        for (int i = 0, rec_i = 0; i < nseg; i++) {
+            snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+            seg[i] = file_get(p, &segsize[i]);
+            first_of[i] = (uint32_t)rec_i;
+            for (size_t off = HDR_BYTES; off < segsize[i]; rec_i++)
+                off += FRAME_BYTES + rec_len((uint32_t)rec_i, 700);
+            first_of[i + 1] = (uint32_t)rec_i;
+        }
+        int victim = 1; /* the second segment */
+        size_t at = bad_header ? 0 : segsize[victim] - FRAME_BYTES - rec_len(first_of[victim + 1] - 1, 700);
+        unsigned char *b = malloc(segsize[victim]);
+        memcpy(b, seg[victim], segsize[victim]);
+        b[bad_header ? 25 : segsize[victim] - 1] ^= 0x10;
+        snprintf(p, sizeof p, "%s/%s", dir, names[victim]);
+        file_put(p, b, segsize[victim]);
+        wal_recovery_t rec;
+        assert_null(reopen(&o, 0, s, 0, &rec, err, sizeof err));
+        o.repair = true;
+        w = reopen(&o, 0, s, 0, &rec, err, sizeof err);
+        assert_non_null(w);
+        uint32_t kept = bad_header ? first_of[victim] : first_of[victim + 1] - 1;
+        assert_int_equal(s->n, kept);
+        assert_int_equal(s->bad, 0);
+        assert_true(rec.repaired);
+        assert_string_equal(rec.repair_file, p);
+        assert_int_equal(rec.repair_at, at);
+        assert_int_equal(rec.repair_last_rev, rec_rev(kept - 1));
+        assert_int_equal(rec.repair_segments_moved, nseg - victim - 1);
+        size_t cut = segsize[victim] - at;
+        for (int i = victim + 1; i < nseg; i++)
+            cut += segsize[i];
+        assert_int_equal(rec.repair_bytes, cut);
+        char want[4400];
+        if (bad_header)
+            snprintf(want, sizeof want, "%s/%s.cut", dir, names[victim]);
+        else
+            snprintf(want, sizeof want, "%s/%s.cut-at-%zu", dir, names[victim], at);
+        assert_string_equal(rec.repair_saved, want);
+        assert_file_is(want, b + at, segsize[victim] - at);
+        for (int i = victim + 1; i < nseg; i++) {
+            snprintf(want, sizeof want, "%s/%s.cut", dir, names[i]);
+            assert_file_is(want, seg[i], segsize[i]);
+        }
+        append_range(w, kept, kept + 20, 700);
+        wal_close(w);
+        o.repair = false;
+        w = reopen(&o, 0, s, 0, &rec, err, sizeof err);
+        assert_non_null(w);
+        assert_int_equal(s->n, kept + 20);
+        assert_int_equal(s->bad, 0);
+        wal_close(w);
+        for (int i = 0; i < nseg; i++)
+            free(seg[i]);
+        free(b);
+        free(s);
+        io_done(&io);
+        tmpdir_free(dir);
+    }
 }
 
 /* Records written under another segment's salt never check: records
@@ -1222,12 +1587,17 @@ int main(void)
         cmocka_unit_test(test_always_publishes_after_sync),
         cmocka_unit_test(test_always_batch_window),
         cmocka_unit_test(test_everysec_and_no),
+        cmocka_unit_test(test_kick_inline),
+        cmocka_unit_test(test_backlogged_until_the_log_catches_up),
+        cmocka_unit_test(test_backlogged_never_without_limit_or_after_failure),
         cmocka_unit_test(test_torn_tail_every_byte),
         cmocka_unit_test(test_torn_segment_creation),
         cmocka_unit_test(test_midlog_corruption),
         cmocka_unit_test(test_revision_going_back),
         cmocka_unit_test(test_corrupt_sealed_segment),
         cmocka_unit_test(test_stale_bytes_rejected),
+        cmocka_unit_test(test_repair_cuts_at_the_first_bad_record),
+        cmocka_unit_test(test_repair_moves_later_segments_aside),
         cmocka_unit_test(test_pwrite_eio),
         cmocka_unit_test(test_pwrite_enospc),
         cmocka_unit_test(test_fdatasync_eio),
