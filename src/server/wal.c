@@ -669,7 +669,7 @@ int wal_append(wal_t *w, uint64_t rev, const void *rec, size_t len)
  * wal_options_t.sync_inline_max). */
 static bool inline_due(const wal_t *w)
 {
-    return w->opt.sync_inline_max > 0 && w->opt.policy == WAL_SYNC_ALWAYS && w->opt.sync_interval_ms == 0 &&
+    return w->opt.sync_inline_max > 0 && (w->opt.policy != WAL_SYNC_ALWAYS || w->opt.sync_interval_ms == 0) &&
            !w->writing && !w->closing && w->pending_records > 0 && w->pending_records <= w->opt.sync_inline_max;
 }
 
@@ -683,16 +683,25 @@ static void kick_inline(wal_t *w)
     w->inline_batch = t;
     w->pending_records = 0;
     w->kicked = false;
+    bool was_unsynced = w->unsynced;
     pthread_mutex_unlock(&w->mu);
+    /* Under EVERYSEC and NO the core only writes: the periodic sync stays
+     * on the log thread, so the core never waits for the disk's flush. */
+    bool always = w->opt.policy == WAL_SYNC_ALWAYS;
     if (!atomic_load_explicit(&w->failed, memory_order_relaxed) && batch_write(w, &w->inline_batch) == 0 &&
-        batch_sync(w, false) == 0)
+        (!always || batch_sync(w, false) == 0))
         batch_publish(w, false);
     batch_done(w, w->inline_batch.len);
     ordo_buf_reset(&w->inline_batch, WAL_BATCH_KEEP_BYTES);
     pthread_mutex_lock(&w->mu);
     w->writing = false;
     w->stats.inline_batches++;
+    /* The log thread may sleep without a deadline (nothing was unsynced):
+     * an EVERYSEC sync is now owed, so let it set its timer. */
+    bool wake = w->opt.policy == WAL_SYNC_EVERYSEC && !was_unsynced && w->unsynced;
     pthread_mutex_unlock(&w->mu);
+    if (wake)
+        pthread_cond_signal(&w->cv);
 }
 
 int wal_kick(wal_t *w)

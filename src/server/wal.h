@@ -8,10 +8,11 @@
  * callback, how far the log is durable. It does not block on the disk: the
  * log thread takes everything appended so far, writes it in one go, syncs
  * it according to the policy, then publishes the new durable revision.
- * The one exception is opt-in (sync_inline_max): under ALWAYS, a batch of
- * a record or few that finds the log thread idle is written and synced by
- * the core in wal_kick(), which is what a lone client would wait for anyway,
- * minus two thread wake-ups.
+ * The one exception is opt-in (sync_inline_max): a batch of a record or
+ * few that finds the log thread idle is written (and under ALWAYS synced)
+ * by the core in wal_kick(), which is what a lone client would wait for
+ * anyway, minus two thread wake-ups. The EVERYSEC sync stays on the log
+ * thread.
  *
  * Policies (wal_options_t.policy):
  *   WAL_SYNC_ALWAYS    a revision is published as durable only after the
@@ -104,9 +105,10 @@ typedef struct wal_options_s {
     /* wal_backlogged() is true while more than this many bytes are pending
      * (see Back-pressure); 0: no limit. */
     uint64_t pending_bytes_max;
-    /* Under ALWAYS with sync_interval_ms 0 and defer_wake: when wal_kick()
-     * finds the log thread idle and at most this many records pending, the
-     * calling (core) thread writes and syncs them itself, saving the two
+    /* With defer_wake (and under ALWAYS, sync_interval_ms 0): when
+     * wal_kick() finds the log thread idle and at most this many records
+     * pending, the calling (core) thread writes them itself, and under
+     * ALWAYS syncs them, saving the two
      * thread wake-ups of a round trip through the log thread (one client
      * writing alone waits for them on every write). 0: never. */
     uint32_t sync_inline_max;
@@ -180,7 +182,7 @@ int wal_append(wal_t *w, uint64_t rev, const void *rec, size_t len);
 
 /* wal_kick() -- with defer_wake: hand what was appended so far to the log
  * thread now. Cheap when there is nothing new. Core thread. If
- * sync_inline_max allows, writes and syncs the records itself instead and
+ * sync_inline_max allows, writes (and syncs) the records itself instead and
  * returns 1: the durable revision (or the failure) is then already
  * published, without on_durable being called for it. Else returns 0. */
 int wal_kick(wal_t *w);

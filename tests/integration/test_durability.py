@@ -610,3 +610,31 @@ def test_stalled_disk_bounds_pending_log_bytes_and_loses_no_ack(durable, tmp_pat
         for i in range(0, BP_COMMANDS, 97):
             assert c2.call("GET", "bp%05d" % i) == value, i
         assert c2.call("DBSIZE") == BP_COMMANDS + 1
+
+
+@pytest.mark.parametrize("fsync", ["everysec", "no"])
+@pytest.mark.parametrize("inline", ["0", "1"])
+def test_relaxed_fsync_acks_only_written_records(durable, tmp_path, fsync, inline):
+    """Under everysec and no a reply still waits until its record is written
+    to the OS (by the log thread, or by the main thread when inline), so a
+    crash of the process loses nothing acknowledged: while the disk stalls
+    no OK comes back; once it moves the OK comes, and survives SIGKILL."""
+    import socket
+    d = tmp_path / "data"
+    stall = tmp_path / "stall"
+    srv = durable.start(d, "--fsync", fsync, "--fsync-inline-max", inline, "--debug-wal-stall", str(stall))
+    assert call(srv, "SET", "before", "1") == "OK"
+    stall.touch()
+    c = srv.raw(timeout=60)
+    c.send("SET", "during", "2")
+    c.settimeout(0.5)
+    with pytest.raises(socket.timeout):
+        c.read()  # an acknowledgement now would name a record the OS never got
+    c.settimeout(60)
+    stall.unlink()
+    assert c.read() == "OK"
+    c.close()
+    durable.kill(srv)
+    srv2 = durable.start(d, "--fsync", fsync)
+    with srv2.raw() as c2:
+        assert c2.call("MGET", "before", "during") == [b"1", b"2"]
