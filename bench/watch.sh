@@ -92,7 +92,7 @@ run_etcd_grpc() {
     local puts
     puts="$(field puts "$line")"
     GRPC_LINE="events=$n events_per_s=$(awk -v n="$n" -v d="$DURATION" 'BEGIN { printf "%.0f", n / d }')"
-    GRPC_LINE+=" delivered=$(awk -v n="$n" -v p="$puts" -v w="$W" 'BEGIN { printf "%.3f", p > 0 ? n / (p * w) : 0 }')"
+    GRPC_LINE+=" delivered=$(awk -v n="$n" -v p="$puts" -v w="$W" 'BEGIN { printf "%.3f", (p > 0 ? n / (p * w) : 0) }')"
     GRPC_LINE+=" writer: ${line//=/:}"
 }
 
