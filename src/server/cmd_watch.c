@@ -17,7 +17,9 @@
  *             revision 0 ("compacted"): the client starts over. So a
  *             snapshot of any size costs a bounded output buffer.
  *   LIVE      every matching change is encoded into its connection's output
- *             as it is applied; last_rev = the newest revision it has seen.
+ *             as it is applied (the bytes all its watchers share are encoded
+ *             once per change and copied); last_rev = the newest revision
+ *             it has seen.
  *   CATCHUP   the connection's unsent output passed WATCH_BEHIND_BYTES, so
  *             live events are no longer encoded for it. When its output
  *             drains, the watch reads the changes after last_rev from the
