@@ -22,15 +22,29 @@
 #     way), the writer is watch_load with a single gateway watcher, and the
 #     events are the PUT lines etcdctl prints, over the writer's duration
 #     (the drain after it ends is included, which favours etcd slightly).
+#     Its "delivered" is the events etcdctl printed over the writer's puts
+#     times W: well under 1.000 means etcdctl, not etcd, set the ceiling
+#     (raising INFLIGHT does that: etcd's put rate grows but etcdctl does
+#     not keep up, which would flatter ordod).
 #     "etcd-http": every watcher on its own connection through the HTTP/JSON
 #     gateway, the same shape as ordod's, but the gateway's JSON and
 #     internal gRPC hop cost etcd about 10x, so it is printed for reference.
-#   - The load tool is one thread sharing the 2 cores; it prints its CPU
-#     use (tool_cpu, 1.00 = one core busy): near 1.00 means the tool, not
-#     the server, set the ceiling.
+#   - The load tool runs the writer on a thread of its own (so the next put
+#     goes out as soon as a reply arrives, not after every watcher's input
+#     is parsed) and the watchers on THREADS epoll threads; both servers get
+#     exactly the same tool and threads (etcd-grpc's writer too). It prints
+#     its CPU use over all threads (tool_cpu, 1.00 = one core busy): on a
+#     2-core machine, tool_cpu plus the server's CPU near 2.00 means the
+#     machine, not the server, set the ceiling. (The tool used to be one
+#     thread, with its parsing on the writer's critical path.)
+#   - With --fsync always and INFLIGHT puts outstanding, each put waits for
+#     the sync of its batch, and each watcher gets its batch's events in one
+#     write: events/s is bounded by INFLIGHT * W / (sync + fan-out time), for
+#     etcd and ordod alike. Both get the same INFLIGHT.
 #
 # Env: W (watchers, 100), DURATION (seconds per run, 10), R (rounds, 3),
-#      INFLIGHT (16), KEYS (1000), VALUE_BYTES (16).
+#      INFLIGHT (16), KEYS (1000), VALUE_BYTES (16), THREADS (watcher
+#      threads in the load tool, 2).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 bench_init watch
@@ -41,6 +55,7 @@ R="${R:-3}"
 INFLIGHT="${INFLIGHT:-16}"
 KEYS="${KEYS:-1000}"
 VALUE_BYTES="${VALUE_BYTES:-16}"
+THREADS="${THREADS:-2}"
 LOAD="$ROOT/build/watch_load"
 [ -x "$LOAD" ] || { echo "bench: $LOAD is missing; run make first" >&2; exit 1; }
 
@@ -51,7 +66,7 @@ start_etcd() { bench_start_etcd; }
 # run_one ordo|etcd PORT [WATCHERS]: prints watch_load's key=value line.
 run_one() {
     timeout $((DURATION + 60)) "$LOAD" "$1" "$2" -w "${3:-$W}" -d "$DURATION" -i "$INFLIGHT" \
-        -k "$KEYS" -v "$VALUE_BYTES"
+        -k "$KEYS" -v "$VALUE_BYTES" -t "$THREADS"
 }
 
 # run_etcd_grpc: W watches in one etcdctl process, writer from watch_load;
@@ -74,7 +89,11 @@ run_etcd_grpc() {
     bench_stop "$pid"
     exec 7>&-
     n="$(grep -c '^PUT$' "$out" || true)"
-    GRPC_LINE="events=$n events_per_s=$(awk -v n="$n" -v d="$DURATION" 'BEGIN { printf "%.0f", n / d }') writer: ${line//=/:}"
+    local puts
+    puts="$(field puts "$line")"
+    GRPC_LINE="events=$n events_per_s=$(awk -v n="$n" -v d="$DURATION" 'BEGIN { printf "%.0f", n / d }')"
+    GRPC_LINE+=" delivered=$(awk -v n="$n" -v p="$puts" -v w="$W" 'BEGIN { printf "%.3f", (p > 0 ? n / (p * w) : 0) }')"
+    GRPC_LINE+=" writer: ${line//=/:}"
 }
 
 field() { tr ' ' '\n' <<<"$2" | awk -F= -v k="$1" '$1 == k { print $2 }'; }
@@ -82,7 +101,7 @@ field() { tr ' ' '\n' <<<"$2" | awk -F= -v k="$1" '$1 == k { print $2 }'; }
 start_ordod
 start_etcd
 echo "watch: $W prefix watchers (one connection each), 1 writer with $INFLIGHT puts in flight,"
-echo "watch: $KEYS keys, ${VALUE_BYTES}-byte values, ${DURATION}s per run, $R rounds"
+echo "watch: $KEYS keys, ${VALUE_BYTES}-byte values, ${DURATION}s per run, $R rounds, load tool: writer thread + $THREADS watcher threads"
 echo "watch: etcd $(etcd --version | awk '/etcd Version/ {print $3}') fsyncs its WAL per batch (3.4 has no --unsafe-no-fsync);"
 echo "watch: ordod --fsync always (events wait for their puts to be synced). etcd-grpc: one etcdctl with $W watches on one gRPC stream;"
 echo "watch: etcd-http: $W watchers through etcd's HTTP/JSON gateway (same shape as ordod's, costs etcd ~10x)."

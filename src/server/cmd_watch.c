@@ -17,7 +17,9 @@
  *             revision 0 ("compacted"): the client starts over. So a
  *             snapshot of any size costs a bounded output buffer.
  *   LIVE      every matching change is encoded into its connection's output
- *             as it is applied; last_rev = the newest revision it has seen.
+ *             as it is applied (the bytes all its watchers share are encoded
+ *             once per change and copied); last_rev = the newest revision
+ *             it has seen.
  *   CATCHUP   the connection's unsent output passed WATCH_BEHIND_BYTES, so
  *             live events are no longer encoded for it. When its output
  *             drains, the watch reads the changes after last_rev from the
@@ -33,6 +35,7 @@
  * log in CATCHUP; last_rev moves forward
  * only, and only over revisions whose events (if any matched) were written.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,20 +56,42 @@ static void add_value_or_nil(ordo_buf_t *out, int proto, const kv_version_t *v)
         resp_add_bulk(out, v->value, v->vlen);
 }
 
-/* ["watch", id, rev, "put"|"del", key, value|nil [, prev|nil]] */
-static void add_event(conn_t *c, const watch_t *w, const kv_version_t *cur, const kv_version_t *prev)
+/* An event is ["watch", id, rev, "put"|"del", key, value|nil [, prev|nil]]:
+ * the push header, then the watch's own w->head ("watch" and its id), then
+ * a tail that depends only on the change, the protocol and PREVVAL. Live
+ * delivery encodes each tail variant once per change and copies the bytes
+ * into every watcher's output. */
+static void add_event_tail(ordo_buf_t *out, int proto, bool prevval, const kv_version_t *cur,
+                           const kv_version_t *prev)
 {
-    ordo_buf_t *out = &c->out;
-    resp_add_push(out, c->proto, w->prevval ? 7 : 6);
-    resp_add_bulk_str(out, "watch");
-    resp_add_uint(out, w->id);
     resp_add_uint(out, cur->mod_rev);
     resp_add_bulk_str(out, cur->deleted ? "del" : "put");
     resp_add_bulk(out, cur->key, cur->klen);
-    add_value_or_nil(out, c->proto, cur);
-    if (w->prevval)
-        add_value_or_nil(out, c->proto, prev);
+    add_value_or_nil(out, proto, cur);
+    if (prevval)
+        add_value_or_nil(out, proto, prev);
+}
+
+/* The push header and w->head, with room reserved for tail_len more bytes;
+ * returns where the tail goes (the caller adds tail_len to out->len). */
+static char *add_event_head(conn_t *c, const watch_t *w, size_t tail_len)
+{
+    ordo_buf_t *out = &c->out;
+    char *p = ordo_buf_reserve(out, 4 + (size_t)w->head_len + tail_len);
+    *p++ = c->proto == 3 ? '>' : '*';
+    *p++ = w->prevval ? '7' : '6';
+    *p++ = '\r';
+    *p++ = '\n';
+    memcpy(p, w->head, w->head_len);
+    out->len += 4 + (size_t)w->head_len;
     c->srv->stats.watch_events_total++;
+    return p + w->head_len;
+}
+
+static void add_event(conn_t *c, const watch_t *w, const kv_version_t *cur, const kv_version_t *prev)
+{
+    add_event_head(c, w, 0);
+    add_event_tail(&c->out, c->proto, w->prevval, cur, prev);
 }
 
 static void add_marker(conn_t *c, const char *kind, uint64_t id, uint64_t rev)
@@ -164,14 +189,18 @@ void cmd_conn_closed(conn_t *c)
         watch_free(c, c->watches);
 }
 
-/* The core's change callback: deliver to every LIVE watch that covers the key. */
+/* The core's change callback: deliver to every LIVE watch that covers the
+ * key. The tails are encoded lazily, one per (protocol, PREVVAL) in use. */
 typedef struct deliver_ctx_s {
     const kv_change_t *ch;
+    ordo_buf_t tail[2][2];       /* [proto == 3][prevval] */
+    bool have[2][2];
 } deliver_ctx_t;
 
 static void deliver_one(watch_t *w, void *arg)
 {
-    const kv_change_t *ch = ((deliver_ctx_t *)arg)->ch;
+    deliver_ctx_t *d = arg;
+    const kv_change_t *ch = d->ch;
     conn_t *c = w->owner;
     if (w->state != WATCH_LIVE || c->closing)
         return;
@@ -179,7 +208,15 @@ static void deliver_one(watch_t *w, void *arg)
         w->state = WATCH_CATCHUP; /* last_rev stays at what was delivered */
         return;
     }
-    add_event(c, w, ch->cur, ch->prev);
+    int p3 = c->proto == 3, pv = w->prevval;
+    ordo_buf_t *t = &d->tail[p3][pv];
+    if (!d->have[p3][pv]) {
+        add_event_tail(t, c->proto, w->prevval, ch->cur, ch->prev);
+        d->have[p3][pv] = true;
+    }
+    char *dst = add_event_head(c, w, t->len);
+    memcpy(dst, t->data, t->len);
+    c->out.len += t->len;
     w->last_rev = ch->cur->mod_rev;
     w->last_sent_ms = c->srv->now_ms;
     conn_mark_dirty(c);
@@ -188,8 +225,11 @@ static void deliver_one(watch_t *w, void *arg)
 static void on_change(void *arg, const kv_change_t *ch)
 {
     server_t *s = arg;
-    deliver_ctx_t d = {ch};
+    deliver_ctx_t d = {.ch = ch};
     watch_match(&s->watches, ch->cur->key, ch->cur->klen, deliver_one, &d);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            ordo_buf_free(&d.tail[i][j]);
 }
 
 static void on_check(uv_check_t *h)
@@ -331,6 +371,8 @@ static void cmd_kv_watch(cmd_ctx_t *x)
     }
     watch_t *w = ordo_xcalloc(1, sizeof *w);
     w->id = ++x->srv->next_watch_id;
+    w->head_len = (uint8_t)snprintf(w->head, sizeof w->head, "$5\r\nwatch\r\n:%llu\r\n",
+                                    (unsigned long long)w->id);
     w->owner = c;
     w->nlen = x->argv[1].len;
     w->name = ordo_xmalloc(w->nlen ? w->nlen : 1);

@@ -36,6 +36,11 @@ typedef struct watch_s {
     int state;                   /* owner-defined (live, catching up) */
     uint64_t last_rev;           /* last revision delivered (resume point) */
     uint64_t last_sent_ms;       /* for progress events */
+    /* The owner may keep the fixed start of this watch's events here (the
+     * command layer keeps "$5\r\nwatch\r\n:<id>\r\n"), so that an event
+     * shared by many watches is encoded once and only this part differs. */
+    char head[40];
+    uint8_t head_len;
     /* SNAPSHOT paging (owner-managed): the revision the snapshot is read at
      * and the last key sent, so the next page starts after it. */
     uint64_t snap_rev;

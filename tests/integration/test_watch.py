@@ -282,6 +282,57 @@ def test_prevval(server):
     w.close()
 
 
+def test_one_change_many_watchers_each_own_frame(server):
+    """A change is encoded once per (protocol, PREVVAL) and copied to every
+    watcher: each watch still gets its own id, its protocol's frame and nil,
+    and the previous value only if it asked."""
+    conns = []
+    for proto in (2, 3):
+        for prevval in (False, True):
+            w = WatchConn(server.port, proto=proto)
+            extra = ("PREVVAL",) if prevval else ()
+            ids = [w.watch("f/", "PREFIX", *extra), w.watch("f/k", *extra)]  # two watches per connection
+            conns.append((w, prevval, ids))
+    with server.raw() as c:
+        r1 = c.call("KV.PUT", "f/k", "a")
+        r2 = c.call("KV.PUT", "f/k", "bb")
+        r3 = c.call("KV.DEL", "f/k")
+    seen_ids = set()
+    for w, prevval, ids in conns:
+        evs = [w.next_event() for _ in range(6)]
+        for wid in ids:
+            mine = [e for e in evs if e[1] == wid]
+            want = [[b"watch", wid, r1, b"put", b"f/k", b"a"], [b"watch", wid, r2, b"put", b"f/k", b"bb"],
+                    [b"watch", wid, r3, b"del", b"f/k", None]]
+            if prevval:
+                for ev, prev in zip(want, (None, b"a", b"bb")):
+                    ev.append(prev)
+            assert mine == want
+            seen_ids.add(wid)
+        assert w.no_event_within(0.2)
+        w.close()
+    assert len(seen_ids) == 8
+
+
+def test_shared_event_bytes_per_protocol(server):
+    """The bytes of an event shared by watchers of both protocols: each gets
+    its own frame type, id and nil encoding (RESP3 "_", RESP2 "$-1")."""
+    w2 = WatchConn(server.port, proto=2)
+    id2 = w2.watch("g/", "PREFIX", "PREVVAL")
+    w3 = WatchConn(server.port, proto=3)
+    id3 = w3.watch("g/", "PREFIX", "PREVVAL")
+    with server.raw() as c:
+        rp = c.call("KV.PUT", "g/k", "v")
+        rd = c.call("KV.DEL", "g/k")
+    for w, wid, frame, nil in ((w2, id2, b"*", b"$-1"), (w3, id3, b">", b"_")):
+        head = frame + b"7\r\n$5\r\nwatch\r\n:%d\r\n" % wid
+        want = (head + b":%d\r\n$3\r\nput\r\n$3\r\ng/k\r\n$1\r\nv\r\n%s\r\n" % (rp, nil) +
+                head + b":%d\r\n$3\r\ndel\r\n$3\r\ng/k\r\n%s\r\n$1\r\nv\r\n" % (rd, nil))
+        assert not w.events
+        assert w.recv_exact(len(want)) == want
+        w.close()
+
+
 def test_expiry_fires_del_event(server):
     w = WatchConn(server.port)
     wid = w.watch("e")
