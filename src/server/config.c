@@ -53,8 +53,9 @@ static const option_def_t options[] = {
     INT_OPT("fsync-interval-ms", fsync_interval_ms, "0", 0, 1000,
             "fsync always: let a batch gather this long before its sync (0: sync as soon as records wait)"),
     INT_OPT("fsync-inline-max", fsync_inline_max, "1", 0, 1000000,
-            "a batch of at most this many records, finding the log thread idle, is written (and under fsync always "
-            "synced) by the main thread itself (saves two thread wake-ups per write at low concurrency; 0: never)"),
+            "fsync always: a batch of at most this many records, finding the log thread idle, is written and synced "
+            "by the main thread itself (saves two thread wake-ups per write at low concurrency); under everysec and "
+            "no any such batch is written by it; 0: never"),
     SIZE_OPT("wal-segment-bytes", wal_segment_bytes, "64m", 64 * KiB, 4 * GiB, "size at which the log rolls to a new file"),
     SIZE_OPT("wal-pending-max-bytes", wal_pending_max_bytes, "64m", 64 * KiB, INT64_MAX,
              "log records not yet on disk above which ordod stops reading clients until the disk catches up"),

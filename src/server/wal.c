@@ -173,6 +173,10 @@ struct wal_s {
     uint64_t written_rev;
     uint64_t last_sync_ms;
     bool unsynced;
+    /* mu: the log thread waits for the core's inline batch to end
+     * (waits_writer), or for the EVERYSEC deadline (sync_timer); an inline
+     * batch wakes it unless it already waits with a deadline. */
+    bool waits_writer, sync_timer;
 
     /* Any thread. failed_reason is written once, before failed is set. */
     _Atomic uint64_t durable_rev;
@@ -578,7 +582,9 @@ static void log_wait(wal_t *w)
         if (w->closing)
             return;
         if (w->writing) { /* the core writes a batch itself (wal_kick) */
+            w->waits_writer = true;
             pthread_cond_wait(&w->cv, &w->mu);
+            w->waits_writer = false;
             continue;
         }
         if (w->pending_records > 0 && (w->kicked || !w->opt.defer_wake)) {
@@ -596,7 +602,9 @@ static void log_wait(wal_t *w)
             uint64_t deadline = w->last_sync_ms + WAL_EVERYSEC_MS;
             if (now_ms() >= deadline)
                 return;
+            w->sync_timer = true;
             cv_wait_until(w, deadline);
+            w->sync_timer = false;
             continue;
         }
         pthread_cond_wait(&w->cv, &w->mu);
@@ -669,8 +677,11 @@ int wal_append(wal_t *w, uint64_t rev, const void *rec, size_t len)
  * wal_options_t.sync_inline_max). */
 static bool inline_due(const wal_t *w)
 {
-    return w->opt.sync_inline_max > 0 && (w->opt.policy != WAL_SYNC_ALWAYS || w->opt.sync_interval_ms == 0) &&
-           !w->writing && !w->closing && w->pending_records > 0 && w->pending_records <= w->opt.sync_inline_max;
+    if (w->opt.sync_inline_max == 0 || w->writing || w->closing || w->pending_records == 0)
+        return false;
+    if (w->opt.policy != WAL_SYNC_ALWAYS)
+        return true; /* only a write to the OS: cheap at any batch size */
+    return w->opt.sync_interval_ms == 0 && w->pending_records <= w->opt.sync_inline_max;
 }
 
 /* The core writes, syncs and publishes the pending records itself, as the
@@ -683,7 +694,6 @@ static void kick_inline(wal_t *w)
     w->inline_batch = t;
     w->pending_records = 0;
     w->kicked = false;
-    bool was_unsynced = w->unsynced;
     pthread_mutex_unlock(&w->mu);
     /* Under EVERYSEC and NO the core only writes: the periodic sync stays
      * on the log thread, so the core never waits for the disk's flush. */
@@ -696,9 +706,9 @@ static void kick_inline(wal_t *w)
     pthread_mutex_lock(&w->mu);
     w->writing = false;
     w->stats.inline_batches++;
-    /* The log thread may sleep without a deadline (nothing was unsynced):
-     * an EVERYSEC sync is now owed, so let it set its timer. */
-    bool wake = w->opt.policy == WAL_SYNC_EVERYSEC && !was_unsynced && w->unsynced;
+    /* The log thread may wait for this batch to end, or sleep without a
+     * deadline while an EVERYSEC sync is now owed: let it look again. */
+    bool wake = w->waits_writer || (w->opt.policy == WAL_SYNC_EVERYSEC && w->unsynced && !w->sync_timer);
     pthread_mutex_unlock(&w->mu);
     if (wake)
         pthread_cond_signal(&w->cv);

@@ -8,11 +8,11 @@
  * callback, how far the log is durable. It does not block on the disk: the
  * log thread takes everything appended so far, writes it in one go, syncs
  * it according to the policy, then publishes the new durable revision.
- * The one exception is opt-in (sync_inline_max): a batch of a record or
- * few that finds the log thread idle is written (and under ALWAYS synced)
- * by the core in wal_kick(), which is what a lone client would wait for
- * anyway, minus two thread wake-ups. The EVERYSEC sync stays on the log
- * thread.
+ * The one exception is opt-in (sync_inline_max): a batch that finds the
+ * log thread idle is written by the core in wal_kick() (under ALWAYS only
+ * a batch of a record or few, and synced too), which is what a lone client
+ * would wait for anyway, minus two thread wake-ups. The EVERYSEC sync
+ * stays on the log thread.
  *
  * Policies (wal_options_t.policy):
  *   WAL_SYNC_ALWAYS    a revision is published as durable only after the
@@ -105,10 +105,11 @@ typedef struct wal_options_s {
     /* wal_backlogged() is true while more than this many bytes are pending
      * (see Back-pressure); 0: no limit. */
     uint64_t pending_bytes_max;
-    /* With defer_wake (and under ALWAYS, sync_interval_ms 0): when
-     * wal_kick() finds the log thread idle and at most this many records
-     * pending, the calling (core) thread writes them itself, and under
-     * ALWAYS syncs them, saving the two
+    /* With defer_wake: when wal_kick() finds the log thread idle, the
+     * calling (core) thread writes the pending records itself, under
+     * EVERYSEC and NO whatever their number (a write to the OS), under
+     * ALWAYS (with sync_interval_ms 0) only if at most this many, and then
+     * syncs them too, saving the two
      * thread wake-ups of a round trip through the log thread (one client
      * writing alone waits for them on every write). 0: never. */
     uint32_t sync_inline_max;
