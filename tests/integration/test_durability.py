@@ -344,14 +344,27 @@ def test_torn_tail_zeroed_sector(durable, tmp_path):
 
 # ---- mid-log corruption ------------------------------------------------------------
 
-def test_mid_log_corruption_is_refused(durable, tmp_path):
-    d = tmp_path / "data"
+def write_thirty(durable, d):
+    """A log of 30 SETs t1..t30 in d, the server stopped; the last segment."""
     srv = durable.start(d)
     with srv.raw() as c:
         for i in range(1, 31):
             assert c.call("SET", "t%d" % i, "v%d" % i) == "OK"
     durable.term(srv)
-    seg = segments(d)[-1]
+    return segments(d)[-1]
+
+
+def flip_byte(path, pos, mask):
+    with open(path, "r+b") as f:
+        f.seek(pos)
+        b = f.read(1)
+        f.seek(pos)
+        f.write(bytes([b[0] ^ mask]))
+
+
+def test_mid_log_corruption_is_refused(durable, tmp_path):
+    d = tmp_path / "data"
+    seg = write_thirty(durable, d)
     fr = frames(seg)
     for victim, where in ((4, "payload"), (10, "length"), (0, "revision")):
         case = tmp_path / ("corrupt-%d" % victim)
@@ -359,11 +372,7 @@ def test_mid_log_corruption_is_refused(durable, tmp_path):
         off, end, _ = fr[victim]
         pos = {"payload": end - 2, "length": off + 1, "revision": off + 8}[where]
         path = segments(case)[-1]
-        with open(path, "r+b") as f:
-            f.seek(pos)
-            b = f.read(1)
-            f.seek(pos)
-            f.write(bytes([b[0] ^ 0x40]))
+        flip_byte(path, pos, 0x40)
         rc, err = run_ordod(case)
         assert rc != 0, err
         assert path in err and ("offset %d" % off) in err, (where, off, err)
@@ -382,11 +391,7 @@ def test_bad_record_in_an_earlier_segment_is_refused(durable, tmp_path):
     # The last record of the first segment: nothing good follows it in its
     # file, but it was sealed before the next segment was created.
     off, end, _ = frames(segs[0])[-1]
-    with open(segs[0], "r+b") as f:
-        f.seek(end - 1)
-        b = f.read(1)
-        f.seek(end - 1)
-        f.write(bytes([b[0] ^ 1]))
+    flip_byte(segs[0], end - 1, 1)
     rc, err = run_ordod(d)
     assert rc != 0 and segs[0] in err and ("offset %d" % off) in err, err
 
@@ -397,18 +402,10 @@ def test_wal_repair_cuts_a_corrupt_log_and_keeps_the_cut_bytes(durable, tmp_path
     before the bad one, the cut bytes kept beside the log, and says what it
     cut."""
     d = tmp_path / "data"
-    srv = durable.start(d)
-    with srv.raw() as c:
-        for i in range(1, 31):
-            assert c.call("SET", "t%d" % i, "v%d" % i) == "OK"
-    durable.term(srv)
-    seg = segments(d)[-1]
+    seg = write_thirty(durable, d)
     fr = frames(seg)
     off, end, _ = fr[10]
-    orig = open(seg, "rb").read()
-    with open(seg, "r+b") as f:
-        f.seek(end - 2)
-        f.write(bytes([orig[end - 2] ^ 0x40]))
+    flip_byte(seg, end - 2, 0x40)
     bad = open(seg, "rb").read()
     rc, err = run_ordod(d)
     assert rc != 0 and seg in err and ("offset %d" % off) in err and "--wal-repair yes" in err, err
