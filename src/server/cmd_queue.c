@@ -991,6 +991,21 @@ static bool id_token(cmd_ctx_t *x, uint64_t *id, uint64_t *token)
     return queue_arg_ok(x) && arg_u64(x, 2, id) && arg_u64(x, 3, token);
 }
 
+/* The tail of the commands that answer 0 or 1 for one record of the queue
+ * named by argv[1]: its due deadlines first, then rec (only if valid: a
+ * token 0 never names a delivery), then the reply. Returns whether rec
+ * changed something; false also when the log refused a record (the reply
+ * is then -READONLY). */
+static bool apply_answer(cmd_ctx_t *x, record_t *rec, bool valid, apply_result_t *res)
+{
+    catch_up(x->srv, QNAME(x));
+    bool ok = valid && q_apply(x->srv, rec, res);
+    if (refused(x))
+        return false;
+    resp_add_int(x->out, ok);
+    return ok;
+}
+
 static void cmd_qack(cmd_ctx_t *x)
 {
     uint64_t id, token;
@@ -1008,15 +1023,8 @@ static void cmd_qack(cmd_ctx_t *x)
         reply_syntax(x);
         return;
     }
-    if (!writable(x))
-        return;
-    catch_up(x->srv, QNAME(x));
     apply_result_t res;
-    bool ok = token != 0 && q_apply(x->srv, &rec, &res);
-    if (refused(x))
-        return;
-    resp_add_int(x->out, ok);
-    if (!ok)
+    if (!writable(x) || !apply_answer(x, &rec, token != 0, &res))
         return;
     complete_id(x->srv, QNAME(x), id, QUEUE_FATE_DONE);
     note_timer(x->srv, QNAME(x));
@@ -1035,17 +1043,10 @@ static void cmd_qnack(cmd_ctx_t *x)
         reply_syntax(x);
         return;
     }
-    if (!writable(x))
-        return;
-    catch_up(x->srv, QNAME(x));
     record_t rec = {.type = REC_Q_NACK, .name = x->argv[1].ptr, .nlen = (uint32_t)x->argv[1].len,
                     .arg_rev = id, .token = token, .ttl_ms = delay_ms};
     apply_result_t res;
-    bool ok = token != 0 && q_apply(x->srv, &rec, &res);
-    if (refused(x))
-        return;
-    resp_add_int(x->out, ok);
-    if (!ok)
+    if (!writable(x) || !apply_answer(x, &rec, token != 0, &res))
         return;
     after_retry(x->srv, QNAME(x), &res);
     note_timer(x->srv, QNAME(x));
@@ -1061,17 +1062,10 @@ static void cmd_qextend(cmd_ctx_t *x)
         reply_err(x, "ERR the lease must be at least 1 ms");
         return;
     }
-    if (!writable(x))
-        return;
-    catch_up(x->srv, QNAME(x));
     record_t rec = {.type = REC_Q_EXTEND, .name = x->argv[1].ptr, .nlen = (uint32_t)x->argv[1].len,
                     .arg_rev = id, .token = token, .ttl_ms = ms};
     apply_result_t res;
-    bool ok = token != 0 && q_apply(x->srv, &rec, &res);
-    if (refused(x))
-        return;
-    resp_add_int(x->out, ok);
-    if (ok)
+    if (writable(x) && apply_answer(x, &rec, token != 0, &res))
         note_timer(x->srv, QNAME(x));
 }
 
@@ -1196,15 +1190,10 @@ static void cmd_qunpark(cmd_ctx_t *x)
 {
     if (!queue_arg_ok(x) || !arg_name_ok(x, 2) || !writable(x))
         return;
-    catch_up(x->srv, QNAME(x));
     record_t rec = {.type = REC_Q_UNPARK, .name = x->argv[1].ptr, .nlen = (uint32_t)x->argv[1].len,
                     .key = x->argv[2].ptr, .klen = (uint32_t)x->argv[2].len};
     apply_result_t res;
-    bool ok = q_apply(x->srv, &rec, &res);
-    if (refused(x))
-        return;
-    resp_add_int(x->out, ok);
-    if (ok)
+    if (apply_answer(x, &rec, true, &res))
         serve(x->srv, QNAME(x));
 }
 
