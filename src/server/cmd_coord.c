@@ -564,14 +564,21 @@ static void cmd_lease_keepalive(cmd_ctx_t *x)
         reply_lease_gone(x, rec.lease);
 }
 
+/* Write rec and answer 1 if it changed something, 0 if it did not (a stale
+ * token, an ended lease); nothing more if cmd_write answered already. */
+static void write_answer(cmd_ctx_t *x, record_t *rec)
+{
+    apply_result_t res;
+    if (cmd_write(x, rec, &res))
+        resp_add_int(x->out, res.status == AP_OK ? 1 : 0);
+}
+
 static void cmd_lease_revoke(cmd_ctx_t *x)
 {
     record_t rec = {.type = REC_LEASE_REVOKE};
     if (!arg_u64(x, 1, &rec.lease))
         return;
-    apply_result_t res;
-    if (cmd_write(x, &rec, &res))
-        resp_add_int(x->out, res.status == AP_OK ? 1 : 0);
+    write_answer(x, &rec);
 }
 
 static void cmd_lease_ttl(cmd_ctx_t *x)
@@ -656,9 +663,7 @@ static void cmd_lock_release(cmd_ctx_t *x)
     record_t rec = {.type = REC_LOCK_RELEASE, .key = x->argv[1].ptr, .klen = (uint32_t)x->argv[1].len};
     if (!lock_args(x, &rec.token))
         return;
-    apply_result_t res;
-    if (cmd_write(x, &rec, &res))
-        resp_add_int(x->out, res.status == AP_OK ? 1 : 0);
+    write_answer(x, &rec);
 }
 
 static void cmd_lock_extend(cmd_ctx_t *x)
@@ -666,9 +671,7 @@ static void cmd_lock_extend(cmd_ctx_t *x)
     record_t rec = {.type = REC_LOCK_EXTEND, .key = x->argv[1].ptr, .klen = (uint32_t)x->argv[1].len};
     if (!lock_args(x, &rec.token) || !arg_ms(x, 3, false, "ttl", &rec.ttl_ms))
         return;
-    apply_result_t res;
-    if (cmd_write(x, &rec, &res))
-        resp_add_int(x->out, res.status == AP_OK ? 1 : 0);
+    write_answer(x, &rec);
 }
 
 static void cmd_lock_info(cmd_ctx_t *x)
@@ -762,9 +765,7 @@ static void cmd_elect_proclaim(cmd_ctx_t *x)
                     .val = x->argv[3].ptr, .vlen = (uint32_t)x->argv[3].len};
     if (!lock_args(x, &rec.token) || !arg_value_ok(x, 3))
         return;
-    apply_result_t res;
-    if (cmd_write(x, &rec, &res))
-        resp_add_int(x->out, res.status == AP_OK ? 1 : 0);
+    write_answer(x, &rec);
 }
 
 static void cmd_elect_keepalive(cmd_ctx_t *x)
@@ -797,9 +798,7 @@ static void cmd_elect_resign(cmd_ctx_t *x)
         reply_syntax(x);
         return;
     }
-    apply_result_t res;
-    if (cmd_write(x, &rec, &res))
-        resp_add_int(x->out, res.status == AP_OK ? 1 : 0);
+    write_answer(x, &rec);
 }
 
 /* ELECT.OBSERVE name: the observer id, then ["leader", name, term, value]
