@@ -57,6 +57,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "loadlib.h"
+
 #define CONNS_MAX 1024
 #define RBUF_BYTES 65536
 #define WBUF_BYTES 16384
@@ -104,54 +106,12 @@ typedef struct bench {
 
 /* ---- small helpers ---------------------------------------------------- */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static double cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
-static void die(const char *what)
-{
-    perror(what);
-    exit(1);
-}
-
 static void fail(const char *fmt, const char *p, size_t n)
 {
     fprintf(stderr, "ordo-bench: ");
     fprintf(stderr, fmt, (int)(n > 200 ? 200 : n), p);
     fprintf(stderr, "\n");
     exit(1);
-}
-
-static int connect_to(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0)
-        die("socket");
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
-        die("connect");
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return fd;
-}
-
-static void set_nonblock(int fd)
-{
-    int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0)
-        die("fcntl");
 }
 
 /* ---- request building ------------------------------------------------- */
