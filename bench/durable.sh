@@ -58,19 +58,7 @@ start_ordod() {
     fi
 }
 
-start_redis() {
-    REDIS_PORT="$(bench_free_port)"
-    mkdir -p "$BENCH_TMP/redis"
-    bench_spawn "$BENCH_TMP/redis.log" redis-server --bind 127.0.0.1 --port "$REDIS_PORT" \
-        --dir "$BENCH_TMP/redis" --save "" --appendonly yes --appendfsync always --daemonize no
-    REDIS_PID="$LAST_PID"
-    bench_wait_port "$REDIS_PID" "$REDIS_PORT" || { cat "$BENCH_TMP/redis.log" >&2; exit 1; }
-    if [ "$(redis-cli -p "$REDIS_PORT" CONFIG GET appendfsync | tail -1)" != always ] ||
-        ! redis-cli -p "$REDIS_PORT" INFO persistence | grep -q '^aof_enabled:1'; then
-        echo "bench: redis-server is not running with appendfsync always" >&2
-        exit 1
-    fi
-}
+start_redis() { bench_start_redis aof; }
 
 start_etcd() {
     bench_start_etcd
@@ -92,13 +80,7 @@ start_etcd() {
 }
 
 # ordo_wal: prints "records batches syncs" from ordod's INFO persistence.
-ordo_wal() {
-    redis-cli -p "$ORDO_PORT" INFO persistence | tr -d '\r' | awk -F: '
-        $1 == "wal_records_written" { r = $2 }
-        $1 == "wal_batches" { b = $2 }
-        $1 == "wal_syncs" { s = $2 }
-        END { print r, b, s }'
-}
+ordo_wal() { bench_ordo_info "$ORDO_PORT" wal_records_written wal_batches wal_syncs; }
 
 # rb PORT CLIENTS N: redis-benchmark SET requests/s.
 rb() {

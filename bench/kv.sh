@@ -32,12 +32,7 @@ PIPES="${PIPES:-1 16}"
 start_servers() {
     bench_start_ordod ordod --fsync no
 
-    REDIS_PORT="$(bench_free_port)"
-    mkdir -p "$BENCH_TMP/redis"
-    bench_spawn "$BENCH_TMP/redis.log" redis-server --bind 127.0.0.1 --port "$REDIS_PORT" \
-        --dir "$BENCH_TMP/redis" --save "" --appendonly no --daemonize no
-    REDIS_PID="$LAST_PID"
-    bench_wait_port "$REDIS_PID" "$REDIS_PORT" || { cat "$BENCH_TMP/redis.log" >&2; exit 1; }
+    bench_start_redis
 }
 
 # run_one PORT PIPE: prints "set_rps get_rps".

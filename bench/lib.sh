@@ -41,12 +41,14 @@ bench_init() {
 }
 
 # bench_free_port: print a TCP port on 127.0.0.1 that nobody listens on now.
-# A race with another process is possible; bench_wait_port catches it,
-# because the server we start then exits instead of listening.
+# It is drawn below the kernel's ephemeral range (32768 and up by default),
+# so no outgoing connection of the load tools can be holding it when a
+# server binds it. A race with another process is possible; bench_wait_port
+# catches it, because the server we start then exits instead of listening.
 bench_free_port() {
     local p
     for _ in $(seq 1 200); do
-        p=$((20000 + RANDOM % 40000))
+        p=$((20000 + RANDOM % 12000))
         if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
             echo "$p"
             return 0
@@ -126,6 +128,37 @@ bench_start_ordod() {
         --dir "$BENCH_TMP/$name" "$@"
     ORDO_PID="$LAST_PID"
     bench_wait_port "$ORDO_PID" "$ORDO_PORT" || { cat "$BENCH_TMP/$name.log" >&2; exit 1; }
+}
+
+# bench_start_redis [aof]: start redis-server on a free port with its data
+# in $BENCH_TMP/redis, memory only, or with "aof" appendonly yes and
+# appendfsync always (checked once it runs); wait until it listens. Sets
+# REDIS_PORT and REDIS_PID.
+bench_start_redis() {
+    local persist=(--appendonly no)
+    [ "${1:-}" = aof ] && persist=(--appendonly yes --appendfsync always)
+    REDIS_PORT="$(bench_free_port)"
+    mkdir -p "$BENCH_TMP/redis"
+    bench_spawn "$BENCH_TMP/redis.log" redis-server --bind 127.0.0.1 --port "$REDIS_PORT" \
+        --dir "$BENCH_TMP/redis" --save "" "${persist[@]}" --daemonize no
+    REDIS_PID="$LAST_PID"
+    bench_wait_port "$REDIS_PID" "$REDIS_PORT" || { cat "$BENCH_TMP/redis.log" >&2; exit 1; }
+    if [ "${1:-}" = aof ] && { [ "$(redis-cli -p "$REDIS_PORT" CONFIG GET appendfsync | tail -1)" != always ] ||
+        ! redis-cli -p "$REDIS_PORT" INFO persistence | grep -q '^aof_enabled:1'; }; then
+        echo "bench: redis-server is not running with appendfsync always" >&2
+        exit 1
+    fi
+}
+
+# bench_ordo_info PORT FIELD...: the values of these INFO persistence fields
+# of the ordod on PORT, on one line, in the order given.
+bench_ordo_info() {
+    local port="$1"
+    shift
+    redis-cli -p "$port" INFO persistence | tr -d '\r' | awk -F: -v want="$*" '
+        BEGIN { n = split(want, f, " ") }
+        { v[$1] = $2 }
+        END { for (i = 1; i <= n; i++) printf "%s%s", v[f[i]], (i < n ? " " : "\n") }'
 }
 
 # bench_start_etcd: a one-member etcd on free loopback ports with its data in

@@ -46,11 +46,8 @@ start_ordod() { # NAME FSYNC -> sets PORT_<NAME>
 }
 
 start_redis() {
-    PORT_redis="$(bench_free_port)"
-    mkdir -p "$BENCH_TMP/redis"
-    bench_spawn "$BENCH_TMP/redis.log" redis-server --bind 127.0.0.1 --port "$PORT_redis" \
-        --dir "$BENCH_TMP/redis" --save "" --appendonly no --daemonize no
-    bench_wait_port "$LAST_PID" "$PORT_redis" || { cat "$BENCH_TMP/redis.log" >&2; exit 1; }
+    bench_start_redis
+    PORT_redis="$REDIS_PORT"
 }
 
 start_etcd() {

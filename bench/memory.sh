@@ -52,11 +52,7 @@ gen_load
 echo "memory: $KEYS keys key:%07d, ${VALUE_BYTES}-byte values, loaded with redis-cli --pipe"
 
 # ---- ordod ----
-ORDO_PORT="$(bench_free_port)"
-mkdir -p "$BENCH_TMP/ordod"
-bench_spawn "$BENCH_TMP/ordod.log" "$ORDOD" --bind 127.0.0.1 --port "$ORDO_PORT" --dir "$BENCH_TMP/ordod"
-ORDO_PID="$LAST_PID"
-bench_wait_port "$ORDO_PID" "$ORDO_PORT" || { cat "$BENCH_TMP/ordod.log" >&2; exit 1; }
+bench_start_ordod ordod
 o0="$(bench_rss_bytes "$ORDO_PID")"
 load "$ORDO_PORT"
 [ "$(cli "$ORDO_PORT" DBSIZE)" = "$KEYS" ] || { echo "bench: ordod DBSIZE is not $KEYS" >&2; exit 1; }
@@ -68,12 +64,7 @@ o2="$(bench_rss_bytes "$ORDO_PID")"
 o2_info="$(cli "$ORDO_PORT" INFO memory | tr -d '\r' | grep -E '^[a-z_]+:' | tr '\n' ' ')"
 
 # ---- redis ----
-REDIS_PORT="$(bench_free_port)"
-mkdir -p "$BENCH_TMP/redis"
-bench_spawn "$BENCH_TMP/redis.log" redis-server --bind 127.0.0.1 --port "$REDIS_PORT" \
-    --dir "$BENCH_TMP/redis" --save "" --appendonly no --daemonize no
-REDIS_PID="$LAST_PID"
-bench_wait_port "$REDIS_PID" "$REDIS_PORT" || { cat "$BENCH_TMP/redis.log" >&2; exit 1; }
+bench_start_redis
 r0="$(bench_rss_bytes "$REDIS_PID")"
 load "$REDIS_PORT"
 [ "$(cli "$REDIS_PORT" DBSIZE)" = "$KEYS" ] || { echo "bench: redis DBSIZE is not $KEYS" >&2; exit 1; }

@@ -69,25 +69,12 @@ start_beanstalkd() {
 }
 
 start_redis() {
-    PORT_redis="$(bench_free_port)"
-    mkdir -p "$BENCH_TMP/redis"
-    bench_spawn "$BENCH_TMP/redis.log" redis-server --bind 127.0.0.1 --port "$PORT_redis" \
-        --dir "$BENCH_TMP/redis" --save "" --appendonly yes --appendfsync always --daemonize no
-    bench_wait_port "$LAST_PID" "$PORT_redis" || { cat "$BENCH_TMP/redis.log" >&2; exit 1; }
-    if [ "$(redis-cli -p "$PORT_redis" CONFIG GET appendfsync | tail -1)" != always ] ||
-        ! redis-cli -p "$PORT_redis" INFO persistence | grep -q '^aof_enabled:1'; then
-        echo "bench: redis-server is not running with appendfsync always" >&2
-        exit 1
-    fi
+    bench_start_redis aof
+    PORT_redis="$REDIS_PORT"
 }
 
 # ordo_wal: prints "records syncs" from ordod's INFO persistence.
-ordo_wal() {
-    redis-cli -p "$PORT_ordo" INFO persistence | tr -d '\r' | awk -F: '
-        $1 == "wal_records_written" { r = $2 }
-        $1 == "wal_syncs" { s = $2 }
-        END { print r, s }'
-}
+ordo_wal() { bench_ordo_info "$PORT_ordo" wal_records_written wal_syncs; }
 
 field() { tr ' ' '\n' <<<"$2" | awk -F= -v k="$1" '$1 == k { print $2 }'; }
 
