@@ -529,9 +529,9 @@ static void park(cmd_ctx_t *x, waitq_t *q, uint64_t wait_ms, uint64_t ttl_ms, ui
     d->vlen = vlen;
     if (vlen)
         memcpy(d->value, value->ptr, vlen);
-    /* + 1: the clock is in whole ms (see cmd_coord_expire_due), so a WAIT
-     * never runs out before wait_ms have passed since the request arrived. */
-    waiter_t *w = block_wait(x->srv, x->conn, &q->list, wait_ms ? x->srv->now_ms + wait_ms + 1 : 0,
+    /* block.c ends a wait only once the clock is past its deadline, so a
+     * WAIT never runs out before wait_ms have passed since the request. */
+    waiter_t *w = block_wait(x->srv, x->conn, &q->list, wait_ms ? x->srv->now_ms + wait_ms : 0,
                              q->kind == WQ_LOCK ? BLOCK_LOCK : BLOCK_ELECT);
     w->on_timeout = on_wait_timeout;
     w->on_cancel = on_wait_cancel;
