@@ -246,17 +246,28 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     buf->len = c->in.cap - c->in.len;
 }
 
-static void start_reading(conn_t *c);
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
+
+/* Input that should wait: the connection's unsent output is large, or it
+ * is parked with a full buffer of pipelined commands behind it. */
+static bool input_held(const conn_t *c)
+{
+    return conn_pending(c) >= CONN_PAUSE_READ_BYTES || (c->waiter != NULL && c->in.len >= CONN_BLOCKED_IN_MAX);
+}
+
+/* Read c again if it was paused and nothing holds its input any more. */
+static void resume_reading(conn_t *c)
+{
+    if (!c->closing && !c->reading && !input_held(c))
+        start_reading(c);
+}
 
 /* Everything pending was sent (by libuv, or at once by uv_try_write):
  * let watches catch up, and read again if output had paused reading. */
 static void drained(conn_t *c)
 {
     cmd_conn_drained(c);
-    bool stuffed = c->waiter != NULL && c->in.len >= CONN_BLOCKED_IN_MAX;
-    if (!c->closing && !c->reading && !stuffed && conn_pending(c) < CONN_PAUSE_READ_BYTES)
-        start_reading(c);
+    resume_reading(c);
 }
 
 static void on_write(uv_write_t *req, int status)
@@ -456,8 +467,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         net_pause_reading(c->srv);
     /* A blocked connection keeps being read (so a disconnect is seen), but
      * its pipelined commands wait; past a bound, stop reading it too. */
-    bool stuffed = c->waiter != NULL && c->in.len >= CONN_BLOCKED_IN_MAX;
-    if ((conn_pending(c) >= CONN_PAUSE_READ_BYTES || stuffed) && c->reading) {
+    if (c->reading && input_held(c)) {
         uv_read_stop(&c->h.stream);
         c->reading = false;
     }
@@ -475,11 +485,8 @@ void net_pause_reading(server_t *s)
 
 void net_resume_reading(server_t *s)
 {
-    for (conn_t *c = s->conns; c != NULL; c = c->next) {
-        bool stuffed = c->waiter != NULL && c->in.len >= CONN_BLOCKED_IN_MAX;
-        if (!c->closing && !c->reading && !stuffed && conn_pending(c) < CONN_PAUSE_READ_BYTES)
-            start_reading(c);
-    }
+    for (conn_t *c = s->conns; c != NULL; c = c->next)
+        resume_reading(c);
 }
 
 /* Loopback peers: 127.0.0.0/8, ::1, and Unix sockets. */
