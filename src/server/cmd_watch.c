@@ -112,7 +112,7 @@ static void watch_free(conn_t *c, watch_t *w)
     if (w->onext != NULL)
         w->onext->oprev = w->oprev;
     c->nwatches--;
-    free(w->snap_after);
+    ordo_buf_free(&w->snap_after);
     free(w->name);
     free(w);
 }
@@ -253,12 +253,8 @@ static int snap_visit(void *arg, const kv_version_t *v)
     snap_ctx_t *sc = arg;
     watch_t *w = sc->w;
     add_event(sc->c, w, v, NULL);
-    if (v->klen > w->snap_acap) {
-        w->snap_acap = v->klen;
-        w->snap_after = ordo_xrealloc(w->snap_after, w->snap_acap);
-    }
-    memcpy(w->snap_after, v->key, v->klen);
-    w->snap_alen = v->klen;
+    w->snap_after.len = 0;
+    ordo_buf_append(&w->snap_after, v->key, v->klen); /* data != NULL after, even for an empty key */
     if (conn_pending(sc->c) >= WATCH_BEHIND_BYTES) {
         sc->paused = true;
         return 1;
@@ -279,7 +275,7 @@ static bool snap_step(conn_t *c, watch_t *w)
         /* nothing was ever written: the snapshot is empty (and at_rev 0
          * would mean "current" to the store) */
     } else if (w->prefix) {
-        n = kv_range(kv, w->name, w->nlen, w->snap_after, w->snap_alen, w->snap_rev, 0, snap_visit, &sc);
+        n = kv_range(kv, w->name, w->nlen, w->snap_after.data, w->snap_after.len, w->snap_rev, 0, snap_visit, &sc);
     } else {
         const kv_version_t *v = NULL;
         n = kv_get_at(kv, w->name, w->nlen, w->snap_rev, &v) == KV_OK ? 0 : KV_ECOMPACTED;
@@ -296,9 +292,7 @@ static bool snap_step(conn_t *c, watch_t *w)
     add_marker(c, "watch-synced", w->id, w->snap_rev);
     w->last_rev = w->snap_rev;
     w->last_sent_ms = c->srv->now_ms;
-    free(w->snap_after);
-    w->snap_after = NULL;
-    w->snap_alen = w->snap_acap = 0;
+    ordo_buf_free(&w->snap_after);
     w->state = WATCH_CATCHUP;
     return catch_up(c, w);
 }

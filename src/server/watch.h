@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "buf.h"
 #include "htab.h"
 
 typedef struct watch_group_s watch_group_t;
@@ -44,8 +45,7 @@ typedef struct watch_s {
     /* SNAPSHOT paging (owner-managed): the revision the snapshot is read at
      * and the last key sent, so the next page starts after it. */
     uint64_t snap_rev;
-    char *snap_after;
-    size_t snap_alen, snap_acap;
+    ordo_buf_t snap_after;
     watch_group_t *group;        /* set by the registry */
     struct watch_s *gnext, *gprev;   /* in the group */
     struct watch_s *onext, *oprev;   /* in the owner's list (owner-managed) */

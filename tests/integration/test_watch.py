@@ -546,3 +546,18 @@ def test_snapshot_larger_than_output_limit(ordod_factory):
     assert srv.alive()
     assert int(srv.info("stats")["clients_closed_output_limit"]) == 0
     w.close()
+
+
+def test_snapshot_page_ending_at_the_empty_key(server):
+    """A snapshot page that ends right after the empty key (its value fills
+    the output) resumes after it, not from the start again."""
+    big = b"x" * (1200 * 1024)
+    with server.raw() as c:
+        r0 = c.call("KV.PUT", "", big)
+        r1 = c.call("KV.PUT", "a", "1")
+    w = WatchConn(server.port, proto=3)
+    wid = w.watch("", "PREFIX", "SNAPSHOT")
+    evs = w.events_until(lambda e: e[0] == b"watch-synced", timeout=30)
+    assert [e[:5] for e in evs[:-1]] == [[b"watch", wid, r0, b"put", b""], [b"watch", wid, r1, b"put", b"a"]]
+    assert evs[0][5] == big and evs[-1] == [b"watch-synced", wid, r1]
+    w.close()
