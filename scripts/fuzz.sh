@@ -24,7 +24,7 @@ mkdir -p "$out/artifacts" "$corpus"
 clang -std=c11 -D_GNU_SOURCE -DORDO_DEBUG -g -O1 -fno-omit-frame-pointer \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
   -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
-  -Isrc/server -Isrc/lib tests/fuzz/fuzz_resp.c src/server/resp.c src/server/buf.c src/lib/heap.c -lm \
+  -Isrc/server/net -Isrc/base tests/fuzz/fuzz_resp.c src/server/net/resp.c src/base/buf.c src/base/heap.c -lm \
   -o "$out/fuzz_resp"
 
 # Seeds: byte 0 selects how the stream is chunked (see fuzz_resp.c), then
