@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "ordo/coalesce.h"
-#include "sync.h"
+#include "lib/sync.h"
 
 #define ROUNDS 5
 #define OPS_DEFAULT 1000000u

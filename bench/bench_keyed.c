@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "ordo/keyed.h"
-#include "sync.h"
+#include "lib/sync.h"
 
 #define WORKERS 4
 #define PRODUCERS 2

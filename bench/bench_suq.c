@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "ordo/suq.h"
-#include "sync.h"
+#include "lib/sync.h"
 
 #define BENCH_ITEMS 1000000    /* per round; ~10-100 ms per round */
 #define BENCH_ROUNDS 7

@@ -3,8 +3,8 @@
 #
 # Usage: scripts/fuzz.sh [seconds]      (default 60)
 #
-# Compiles tests/fuzz/fuzz_resp.c with src/server/resp.c and buf.c (and
-# src/lib/heap.c, which buf.c uses) using
+# Compiles tests/fuzz/fuzz_resp.c with src/server/net/resp.c and src/base/buf.c (and
+# src/base/heap.c, which buf.c uses) using
 # clang -fsanitize=fuzzer,address,undefined (no CMake), seeds the corpus
 # fuzz-corpus/resp (gitignored) with a few valid commands, runs for the
 # given time on one core, and prints total execs, execs/s and crashes.
@@ -24,7 +24,7 @@ mkdir -p "$out/artifacts" "$corpus"
 clang -std=c11 -D_GNU_SOURCE -DORDO_DEBUG -g -O1 -fno-omit-frame-pointer \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
   -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
-  -Isrc/server/net -Isrc/base tests/fuzz/fuzz_resp.c src/server/net/resp.c src/base/buf.c src/base/heap.c -lm \
+  -Isrc -Isrc/server tests/fuzz/fuzz_resp.c src/server/net/resp.c src/base/buf.c src/base/heap.c -lm \
   -o "$out/fuzz_resp"
 
 # Seeds: byte 0 selects how the stream is chunked (see fuzz_resp.c), then

@@ -88,7 +88,7 @@ void *ordo_xmalloc(size_t n);
 void *ordo_xcalloc(size_t n, size_t size);
 void *ordo_xrealloc(void *p, size_t n);
 
-/* ordo_heap_push() (src/lib/heap.h) that aborts, as ordo_xrealloc() does,
+/* ordo_heap_push() (base/heap.h) that aborts, as ordo_xrealloc() does,
  * when the heap's array cannot grow. */
 struct ordo_heap_s;
 struct ordo_heap_node_s;

@@ -11,7 +11,6 @@
  * portable version, so the rest of the code has no #ifdef.
  */
 #include "crc32c.h"
-#include "wal.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 

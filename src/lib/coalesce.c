@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "htab.h"
+#include "base/htab.h"
 #include "sync.h"
 
 typedef struct link_s {

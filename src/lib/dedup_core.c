@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "htab.h"
+#include "base/htab.h"
 #include "ordo/dedup.h"
 
 /* Keys longer than this are refused: it keeps the entry size computation far

@@ -85,7 +85,7 @@
 #include <string.h>
 
 #include "future_impl.h"
-#include "htab.h"
+#include "base/htab.h"
 #include "sync.h"
 
 /* Recycled key states kept even when idle: at ~250 bytes a state plus at

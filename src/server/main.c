@@ -13,10 +13,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "block.h"
-#include "cmd.h"
-#include "conn.h"
-#include "persist.h"
+#include "writer/block.h"
+#include "cmd/cmd.h"
+#include "net/conn.h"
+#include "writer/persist.h"
 #include "server.h"
 
 /* Allocations at least this large are mapped and unmapped on their own.

@@ -17,15 +17,15 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "buf.h"
+#include "base/buf.h"
 #include "config.h"
-#include "core.h"
-#include "heap.h"
-#include "htab.h"
-#include "resp.h"
-#include "watch.h"
-#include "snapshot.h"
-#include "wal.h"
+#include "core/core.h"
+#include "base/heap.h"
+#include "base/htab.h"
+#include "net/resp.h"
+#include "core/watch.h"
+#include "log/snapshot.h"
+#include "log/wal.h"
 
 #define ORDO_VERSION "0.1.0"
 

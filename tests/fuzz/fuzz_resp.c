@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "resp.h"
+#include "net/resp.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -6,7 +6,7 @@ Every server here runs with `--fsync always` (the default policy; the
 fixture's `--fsync no` is overridden) on a data directory the test owns, so
 a later server can start on the same directory. Checks compare full dumps
 (KV.RANGE of everything, KV.REV), not samples. The log format is parsed
-here from the description in src/server/wal.c (header 40 bytes; frames of
+here from the description in src/server/log/wal.c (header 40 bytes; frames of
 len u32 | crc u32 | rev u64 | payload) to find record boundaries.
 """
 import os

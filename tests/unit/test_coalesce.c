@@ -21,7 +21,7 @@
 #include <sched.h>
 
 #include "ordo/coalesce.h"
-#include "sync.h"
+#include "lib/sync.h"
 
 #define ITEM(n) ((void *)(uintptr_t)(n))
 #define NUM(p) ((uintptr_t)(p))

@@ -23,7 +23,7 @@
 #include <sched.h>
 
 #include "ordo/dedup.h"
-#include "sync.h"
+#include "lib/sync.h"
 
 #define T_MS 100 /* safety timeout of the core tests */
 

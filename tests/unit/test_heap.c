@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "heap.h"
+#include "base/heap.h"
 
 typedef struct {
     ordo_heap_node_t hn;

@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
-#include "htab.h"
-#include "siphash.h"
+#include "base/htab.h"
+#include "base/siphash.h"
 
 typedef struct {
     ordo_hnode_t node;

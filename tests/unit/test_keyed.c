@@ -25,7 +25,7 @@
 #include <sched.h>
 
 #include "ordo/keyed.h"
-#include "sync.h"
+#include "lib/sync.h"
 
 #define DEADLINE_NS (10ull * 1000000000u) /* generous: TSan on a busy machine */
 

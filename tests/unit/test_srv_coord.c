@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "coord.h"
+#include "core/coord.h"
 
 /* ---- recorded events ----------------------------------------------------------- */
 

@@ -15,8 +15,8 @@
 
 #include <cmocka.h>
 
-#include "core.h"
-#include "record.h"
+#include "core/core.h"
+#include "core/record.h"
 
 static record_t put(const char *k, const char *v, uint64_t t)
 {

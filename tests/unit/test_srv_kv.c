@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "kv.h"
+#include "core/kv.h"
 
 /* ---- reference model ------------------------------------------------------------ */
 

@@ -15,7 +15,7 @@
 #include <cmocka.h>
 #include <malloc.h>
 
-#include "queue.h"
+#include "core/queue.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 

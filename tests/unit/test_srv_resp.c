@@ -1,5 +1,5 @@
 /*
- * test_srv_resp.c -- the RESP parser and encoder (src/server/resp.c).
+ * test_srv_resp.c -- the RESP parser and encoder (src/server/net/resp.c).
  *
  * Parser tests drive resp_parse() the way a connection does (append what
  * arrived, parse until NEED_MORE, consume; so every call passes input that
@@ -22,7 +22,7 @@
 
 #include <cmocka.h>
 
-#include "resp.h"
+#include "net/resp.h"
 
 static const resp_limits_t default_limits = {
     .args_max = 1024,

@@ -30,8 +30,8 @@
 
 #include <cmocka.h>
 
-#include "crc32c.h"
-#include "wal.h"
+#include "base/crc32c.h"
+#include "log/wal.h"
 
 #define HDR_BYTES 40   /* segment header (see wal.c) */
 #define FRAME_BYTES 16 /* record frame header */

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "watch.h"
+#include "core/watch.h"
 
 enum { NW = 400, NKEYS = 2000 };
 

@@ -24,7 +24,7 @@
 #include <stdatomic.h>
 
 #include "ordo/suq.h"
-#include "sync.h"
+#include "lib/sync.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 

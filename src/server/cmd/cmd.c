@@ -17,8 +17,8 @@
  * the cost of one heap peek per command.
  */
 #include "cmd.h"
-#include "coord.h"
-#include "persist.h"
+#include "core/coord.h"
+#include "writer/persist.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -15,8 +15,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "conn.h"
-#include "resp.h"
+#include "net/conn.h"
+#include "net/resp.h"
 
 enum cmd_flags {
     CMD_NOAUTH = 1 << 0,      /* allowed before authentication */

@@ -56,9 +56,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "block.h"
+#include "writer/block.h"
 #include "cmd.h"
-#include "coord.h"
+#include "core/coord.h"
 
 #define CONTAINER_OF(p, type, member) ((type *)(void *)((char *)(p) - offsetof(type, member)))
 

@@ -47,9 +47,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "block.h"
+#include "writer/block.h"
 #include "cmd.h"
-#include "conn.h"
+#include "net/conn.h"
 
 /* COUNT of Q.PULL, Q.PEEK and Q.TOPKEYS: one reply stays a bounded size
  * (a thousand messages), and a pull holds the loop for at most this many

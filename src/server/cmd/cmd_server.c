@@ -11,9 +11,9 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "block.h"
+#include "writer/block.h"
 #include "cmd.h"
-#include "persist.h"
+#include "writer/persist.h"
 
 static void cmd_ping(cmd_ctx_t *x)
 {

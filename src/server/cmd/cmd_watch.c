@@ -40,7 +40,7 @@
 #include <string.h>
 
 #include "cmd.h"
-#include "persist.h"
+#include "writer/persist.h"
 
 enum { WATCH_LIVE = 0, WATCH_CATCHUP = 1, WATCH_SNAPSHOT = 2 };
 

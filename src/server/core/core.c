@@ -20,11 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "bytes.h"
+#include "base/buf.h"
+#include "base/bytes.h"
 #include "coord.h"
-#include "heap.h"
-#include "htab.h"
+#include "base/heap.h"
+#include "base/htab.h"
 
 /* Versions freed per mutation by automatic compaction: a write frees at
  * most this many, more than it adds, so history shrinks back under load. */

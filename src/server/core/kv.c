@@ -88,8 +88,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "htab.h"
-#include "siphash.h"
+#include "base/htab.h"
+#include "base/siphash.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>

@@ -88,9 +88,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "heap.h"
-#include "htab.h"
+#include "base/buf.h"
+#include "base/heap.h"
+#include "base/htab.h"
 
 #define CONTAINER_OF(p, type, member) ((type *)(void *)((char *)(p) - offsetof(type, member)))
 

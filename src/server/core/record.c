@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "bytes.h"
+#include "base/bytes.h"
 
 void record_encode(const record_t *r, ordo_buf_t *out)
 {

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
+#include "base/buf.h"
 
 struct watch_group_s {
     ordo_hnode_t node;

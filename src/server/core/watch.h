@@ -22,8 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
-#include "htab.h"
+#include "base/buf.h"
+#include "base/htab.h"
 
 typedef struct watch_group_s watch_group_t;
 

@@ -11,8 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "bytes.h"
-#include "coord.h"
+#include "base/bytes.h"
+#include "base/crc32c.h"
+#include "core/coord.h"
 #include "wal.h"
 
 #define SNAP_MAGIC "ORDOSNAP"

@@ -52,8 +52,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
-#include "core.h"
+#include "base/buf.h"
+#include "core/core.h"
 
 #define SNAP_FILE "snapshot.ordo"
 #define SNAP_TMP_FILE "snapshot.tmp"

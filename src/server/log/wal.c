@@ -110,9 +110,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "bytes.h"
-#include "siphash.h"
+#include "base/buf.h"
+#include "base/bytes.h"
+#include "base/crc32c.h"
+#include "base/siphash.h"
 
 #define WAL_MAGIC "ORDOWAL"          /* with its NUL: 8 bytes */
 #define WAL_VERSION 1u

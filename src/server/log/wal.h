@@ -233,9 +233,4 @@ void wal_get_stats(const wal_t *w, wal_stats_t *out);
  * every policy), stop the log thread, close files, free. NULL is a no-op. */
 void wal_close(wal_t *w);
 
-/* ordo_crc32c() -- CRC-32C (Castagnoli) of buf, continuing from crc (0 to
- * start: ordo_crc32c(ordo_crc32c(0, a), b) is the CRC of a || b); the
- * SSE4.2 instruction where the CPU has it. */
-uint32_t ordo_crc32c(uint32_t crc, const void *buf, size_t len);
-
 #endif /* ORDO_WAL_H */

@@ -24,10 +24,10 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "block.h"
-#include "cmd.h"
+#include "writer/block.h"
+#include "cmd/cmd.h"
 #include "conn.h"
-#include "persist.h"
+#include "writer/persist.h"
 
 uint64_t server_now_ms(void)
 {

@@ -41,7 +41,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
+#include "base/buf.h"
 
 /* Limits the parser enforces; each is a server option (see config.h). */
 typedef struct resp_limits_s {

@@ -24,7 +24,7 @@
 
 #include <stdlib.h>
 
-#include "conn.h"
+#include "net/conn.h"
 
 _Static_assert(sizeof ((server_t *)0)->blocked_by_kind / sizeof(size_t) == BLOCK_KINDS,
                "server.h sizes blocked_by_kind for every block kind");

@@ -27,7 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "heap.h"
+#include "base/heap.h"
 #include "server.h"
 
 typedef struct waiter_s waiter_t;

@@ -23,9 +23,9 @@
 #include <unistd.h>
 
 #include "block.h"
-#include "cmd.h"
-#include "conn.h"
-#include "record.h"
+#include "cmd/cmd.h"
+#include "net/conn.h"
+#include "core/record.h"
 
 /* Keys encoded per loop turn while a snapshot is written: small enough that
  * commands between slices wait well under a millisecond. */
