@@ -33,7 +33,7 @@ bench_init() {
     BENCH_TMP="$(mktemp -d "/tmp/ordo-bench-$1.XXXXXX")"
     trap bench_cleanup EXIT
     trap 'exit 130' INT TERM
-    ORDOD="$ROOT/build/ordod"
+    ORDOD="${ORDOD:-$ROOT/build/ordod}"   # ORDOD=path compares another build
     if [ ! -x "$ORDOD" ]; then
         echo "bench: $ORDOD is missing; run make first" >&2
         exit 1
