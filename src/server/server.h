@@ -102,7 +102,7 @@ typedef struct server_s {
     struct qcmd_s *qcmd;             /* wait lists of blocked Q.* commands, by queue name */
     uv_timer_t queue_timer;          /* fires at the earliest queue deadline */
     uint64_t queue_timer_at_ms;      /* its deadline, 0 if idle */
-    bool queue_timer_on;             /* initialised (cmd_queue_init) */
+    bool queue_timer_on;             /* initialised (qwait_start) */
 } server_t;
 
 /* Wall clock in ms since the epoch. */

@@ -13,6 +13,8 @@
 
 #include "writer/block.h"
 #include "cmd.h"
+#include "writer/apply.h"
+#include "writer/coord_wait.h"
 #include "writer/persist.h"
 
 static void cmd_ping(cmd_ctx_t *x)
@@ -249,8 +251,8 @@ static void cmd_info(cmd_ctx_t *x)
                             "used_memory_coord:%zu\r\nused_memory_rss:%zu\r\nmax_memory_bytes:%lld\r\n"
                             "mem_clients:%zu\r\nallocator_trims:%llu\r\n"
                             "kv_versions:%zu\r\nkv_log_entries:%zu\r\n\r\n",
-                        cmd_data_bytes(s), st.bytes, queue_set_bytes(core_queues(s->core)),
-                        cmd_coord_bytes(s), rss_bytes(),
+                        writer_data_bytes(s), st.bytes, queue_set_bytes(core_queues(s->core)),
+                        coord_wait_bytes(s), rss_bytes(),
                         (long long)s->cfg.max_memory_bytes, net_client_memory(s),
                         (unsigned long long)s->stats.allocator_trims, st.versions, st.log_entries);
     if (section_wanted(x, "stats"))

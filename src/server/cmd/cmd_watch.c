@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "writer/coord_wait.h"
 #include "writer/persist.h"
 
 enum { WATCH_LIVE = 0, WATCH_CATCHUP = 1, WATCH_SNAPSHOT = 2 };
@@ -184,7 +185,7 @@ void cmd_conn_drained(conn_t *c)
 
 void cmd_conn_closed(conn_t *c)
 {
-    cmd_coord_conn_closed(c);
+    coord_wait_conn_closed(c);
     while (c->watches != NULL)
         watch_free(c, c->watches);
 }
@@ -413,7 +414,7 @@ static void cmd_kv_unwatch(cmd_ctx_t *x)
             n++;
         }
     }
-    n += (int64_t)cmd_coord_unobserve(c, id);
+    n += (int64_t)coord_wait_unobserve(c, id);
     resp_add_int(x->out, n);
 }
 
