@@ -26,6 +26,7 @@
 #include "core/watch.h"
 #include "log/snapshot.h"
 #include "log/wal.h"
+#include "writer/timer.h"
 
 #define ORDO_VERSION "0.1.0"
 
@@ -53,8 +54,7 @@ typedef struct server_s {
     uv_pipe_t unix_listener;
     bool unix_on;
     uv_signal_t sigint, sigterm;
-    uv_timer_t expire_timer;         /* fires at the next key expiry */
-    uint64_t expire_timer_at_ms;     /* its deadline, 0 if idle */
+    writer_timer_t expire_timer;     /* fires at the next key expiry (writer/expire.c) */
     uv_timer_t cron;                 /* periodic: watch progress, output limits */
     uint64_t next_progress_ms;       /* when cron next looks for idle watches */
     uv_check_t flusher;              /* after each loop turn: flush connections given events */
@@ -91,8 +91,7 @@ typedef struct server_s {
     uint64_t recovered_records, recovery_ms, snapshot_loaded_rev;
     /* blocking commands (block.c) */
     ordo_heap_t wait_heap;           /* waiters with a deadline, earliest first */
-    uv_timer_t wait_timer;
-    uint64_t wait_timer_at_ms;
+    writer_timer_t wait_timer;       /* at the earliest deadline */
     size_t blocked_clients;          /* parked waiters (INFO clients) */
     size_t blocked_by_kind[6];       /* by enum block_kind (BLOCK_KINDS) */
     conn_t *resumed;                 /* connections to resume at the end of the turn */
@@ -100,9 +99,7 @@ typedef struct server_s {
     struct coord_cmd_s *coordcmd;
     /* queues (cmd_queue.c) */
     struct qcmd_s *qcmd;             /* wait lists of blocked Q.* commands, by queue name */
-    uv_timer_t queue_timer;          /* fires at the earliest queue deadline */
-    uint64_t queue_timer_at_ms;      /* its deadline, 0 if idle */
-    bool queue_timer_on;             /* initialised (qwait_start) */
+    writer_timer_t queue_timer;      /* fires at the earliest queue deadline */
 } server_t;
 
 /* Wall clock in ms since the epoch. */

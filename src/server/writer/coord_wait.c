@@ -113,9 +113,7 @@ typedef struct coord_cmd_s {
     waitq_t *pending, *pending_tail;
     waitq_t *sweep;
     bool serving;              /* inside serve_pending(): no re-entry */
-    bool timer_on;             /* coord_wait_start() ran */
-    uv_timer_t timer;          /* at coord_next_deadline() */
-    uint64_t timer_at_ms;      /* its deadline, 0 if idle */
+    writer_timer_t timer;      /* at coord_next_deadline(), from coord_wait_start() */
     size_t wait_bytes;         /* parked waiters' requests and wait lists (see Memory) */
 } coord_cmd_t;
 
@@ -406,10 +404,9 @@ void coord_wait_conn_closed(conn_t *c) { coord_wait_unobserve(c, 0); }
 
 /* ---- the expiry timer ---------------------------------------------------------------- */
 
-static void on_coord_timer(uv_timer_t *t)
+static void on_coord_timer(writer_timer_t *t)
 {
     server_t *s = t->data;
-    s->coordcmd->timer_at_ms = 0;
     server_tick(s);
     coord_wait_expire_due(s);
     conn_run_resumed(s);
@@ -419,20 +416,11 @@ static void on_coord_timer(uv_timer_t *t)
 void coord_wait_schedule(server_t *s)
 {
     coord_cmd_t *cc = s->coordcmd;
-    if (!cc->timer_on)
-        return;
     uint64_t next = coord_next_deadline(core_coord(s->core));
-    if (next == 0) {
-        if (cc->timer_at_ms != 0)
-            uv_timer_stop(&cc->timer);
-        cc->timer_at_ms = 0;
-        return;
-    }
-    if (cc->timer_at_ms != 0 && cc->timer_at_ms <= next)
-        return; /* fires sooner and re-arms then */
-    uint64_t now = server_now_ms();
-    cc->timer_at_ms = next;
-    uv_timer_start(&cc->timer, on_coord_timer, next + 1 > now ? next + 1 - now : 0, 0);
+    if (next == 0)
+        writer_timer_stop(&cc->timer);
+    else
+        writer_timer_arm_earlier(&cc->timer, next); /* one that fires sooner re-arms then */
 }
 
 /* End everything due by the writer's clock, one expire record each.
@@ -564,19 +552,14 @@ void coord_wait_init(server_t *s)
 void coord_wait_start(server_t *s)
 {
     coord_cmd_t *cc = s->coordcmd;
-    uv_timer_init(s->loop, &cc->timer);
-    cc->timer.data = s;
-    cc->timer_on = true;
+    writer_timer_init(&cc->timer, s->loop, on_coord_timer, s);
     coord_wait_schedule(s);
 }
 
 void coord_wait_close_handles(server_t *s)
 {
     coord_cmd_t *cc = s->coordcmd;
-    if (cc->timer_on) {
-        uv_close((uv_handle_t *)&cc->timer, NULL);
-        cc->timer_on = false;
-    }
+    writer_timer_close(&cc->timer);
 }
 
 static void free_node(ordo_hnode_t *n, void *arg)

@@ -270,18 +270,12 @@ bool qwait_apply(server_t *s, record_t *rec, apply_result_t *res)
 }
 
 
-static void on_queue_timer(uv_timer_t *t);
-
 static void arm_at(server_t *s, uint64_t due_ms)
 {
-    if (!s->queue_timer_on || s->stopping)
+    if (s->stopping)
         return;
-    if (s->queue_timer_at_ms != 0 && s->queue_timer_at_ms <= due_ms)
-        return;
-    uint64_t now = server_now_ms();
-    s->queue_timer_at_ms = due_ms ? due_ms : 1;
-    /* + 1: a deadline is due once now_ms passes it (queue.h) */
-    uv_timer_start(&s->queue_timer, on_queue_timer, due_ms + 1 > now ? due_ms + 1 - now : 0, 0);
+    /* A deadline is due once now_ms passes it (queue.h), as timer.h fires. */
+    writer_timer_arm_earlier(&s->queue_timer, due_ms);
 }
 
 /* A write to the queue may have made a deadline earlier than the timer. */
@@ -574,10 +568,9 @@ static bool run_due(server_t *s, const queue_t *only)
     return false;
 }
 
-static void on_queue_timer(uv_timer_t *t)
+static void on_queue_timer(writer_timer_t *t)
 {
     server_t *s = t->data;
-    s->queue_timer_at_ms = 0;
     uint64_t now = server_tick(s);
     qwait_gc(s);
     bool all = run_due(s, NULL);
@@ -607,9 +600,7 @@ bool qwait_catch_up(server_t *s, const char *name, size_t nlen)
 
 void qwait_start(server_t *s)
 {
-    uv_timer_init(s->loop, &s->queue_timer);
-    s->queue_timer.data = s;
-    s->queue_timer_on = true;
+    writer_timer_init(&s->queue_timer, s->loop, on_queue_timer, s);
     queue_t *q;
     queue_timer_t t;
     if (queue_set_next_timer(core_queues(s->core), &q, &t))
@@ -618,10 +609,7 @@ void qwait_start(server_t *s)
 
 void qwait_close_handles(server_t *s)
 {
-    if (!s->queue_timer_on)
-        return;
-    uv_timer_stop(&s->queue_timer);
-    uv_close((uv_handle_t *)&s->queue_timer, NULL);
+    writer_timer_close(&s->queue_timer);
 }
 
 static void free_iw(ordo_hnode_t *n, void *arg)
