@@ -31,6 +31,7 @@
 #define ORDO_VERSION "0.1.0"
 
 typedef struct conn_s conn_t;
+typedef struct server_s server_t;
 
 typedef struct server_stats_s {
     uint64_t connections_total;
@@ -46,7 +47,17 @@ typedef struct server_stats_s {
     uint64_t allocator_trims;         /* malloc_trim calls after large buffers were freed */
 } server_stats_t;
 
-typedef struct server_s {
+/* What the writer asks of the layers above it (net, cmd), installed by
+ * main.c before the loop runs: the writer never calls up itself
+ * (writer/turn.h). */
+typedef struct server_hooks_s {
+    void (*run_resumed)(server_t *s); /* run the input of connections whose wait ended */
+    void (*flush)(server_t *s);       /* send what was written into connections */
+    void (*net_cron)(server_t *s);    /* periodic: allocator trims, output limits */
+    void (*cmd_cron)(server_t *s);    /* periodic: watch progress */
+} server_hooks_t;
+
+struct server_s {
     ordo_config_t cfg;
     uv_loop_t *loop;
     uv_tcp_t tcp;
@@ -70,6 +81,7 @@ typedef struct server_s {
     uint64_t start_ms;
     uint64_t now_ms;                 /* the writer's clock: see server_tick() */
     server_stats_t stats;
+    server_hooks_t hooks;
     bool stopping;
     /* durability (persist.c) */
     wal_t *wal;
@@ -100,7 +112,7 @@ typedef struct server_s {
     /* queues (cmd_queue.c) */
     struct qcmd_s *qcmd;             /* wait lists of blocked Q.* commands, by queue name */
     writer_timer_t queue_timer;      /* fires at the earliest queue deadline */
-} server_t;
+};
 
 /* Wall clock in ms since the epoch. */
 uint64_t server_now_ms(void);

@@ -22,27 +22,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 
 #include "writer/block.h"
 #include "cmd/cmd.h"
 #include "conn.h"
 #include "writer/persist.h"
-
-uint64_t server_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-uint64_t server_tick(server_t *s)
-{
-    uint64_t now = server_now_ms();
-    if (now > s->now_ms)
-        s->now_ms = now;
-    return s->now_ms;
-}
 
 size_t conn_pending(const conn_t *c) { return c->out.len + c->wbuf.len; }
 
@@ -65,11 +49,14 @@ size_t net_client_memory(const server_t *s)
 
 void net_cron(server_t *s)
 {
-    if (s->released_bytes < NET_TRIM_AFTER_BYTES)
-        return;
-    s->released_bytes = 0;
-    malloc_trim(0);
-    s->stats.allocator_trims++;
+    if (s->released_bytes >= NET_TRIM_AFTER_BYTES) {
+        s->released_bytes = 0;
+        malloc_trim(0);
+        s->stats.allocator_trims++;
+    }
+    for (conn_t *c = s->conns; c != NULL; c = c->next)
+        if (!c->closing && conn_pending(c) > (size_t)s->cfg.output_soft_bytes)
+            conn_check_output(c);
 }
 
 static void on_close(uv_handle_t *h)

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 
 #include "net/conn.h"
+#include "turn.h"
 
 _Static_assert(sizeof ((server_t *)0)->blocked_by_kind / sizeof(size_t) == BLOCK_KINDS,
                "server.h sizes blocked_by_kind for every block kind");
@@ -181,8 +182,8 @@ static void on_wait_timer(writer_timer_t *t)
     for (waiter_t *w = first_waiter(s); w != NULL && w->deadline_ms < now; w = first_waiter(s))
         time_out(s, w);
     arm_timer(s);
-    conn_run_resumed(s);
-    conn_flush_dirty(s);
+    turn_run_resumed(s);
+    turn_flush(s);
 }
 
 void block_list_timeout_all(server_t *s, wait_list_t *list)

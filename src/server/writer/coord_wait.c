@@ -62,6 +62,7 @@
 #include "block.h"
 #include "core/coord.h"
 #include "net/conn.h"
+#include "turn.h"
 
 #define CONTAINER_OF(p, type, member) ((type *)(void *)((char *)(p) - offsetof(type, member)))
 
@@ -409,8 +410,8 @@ static void on_coord_timer(writer_timer_t *t)
     server_t *s = t->data;
     server_tick(s);
     coord_wait_expire_due(s);
-    conn_run_resumed(s);
-    conn_flush_dirty(s);
+    turn_run_resumed(s);
+    turn_flush(s);
 }
 
 void coord_wait_schedule(server_t *s)

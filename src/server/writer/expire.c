@@ -15,13 +15,14 @@
 
 #include "apply.h"
 #include "net/conn.h"
+#include "turn.h"
 
 static void on_expire_timer(writer_timer_t *t)
 {
     server_t *s = t->data;
     server_tick(s);
     expire_due(s);
-    conn_flush_dirty(s);
+    turn_flush(s);
 }
 
 /* Expire every key due by the writer's clock, one record per key. "Due" is

@@ -48,6 +48,7 @@
 #include "apply.h"
 #include "block.h"
 #include "net/conn.h"
+#include "turn.h"
 
 /* Due queue deadlines applied per timer turn before the loop goes back to
  * I/O (the timer re-arms at once if more are due). */
@@ -580,8 +581,8 @@ static void on_queue_timer(writer_timer_t *t)
         arm_at(s, now + 1);
     else if (s->readonly[0] == '\0' && queue_set_next_timer(core_queues(s->core), &q, &next))
         arm_at(s, next.due_ms);
-    conn_run_resumed(s);
-    conn_flush_dirty(s);
+    turn_run_resumed(s);
+    turn_flush(s);
 }
 
 /* Before a command uses queue name: its due deadlines first. Returns
