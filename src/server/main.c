@@ -15,6 +15,7 @@
 
 #include "cmd/cmd.h"
 #include "net/conn.h"
+#include "net/net.h"
 #include "writer/persist.h"
 #include "writer/writer.h"
 #include "server.h"

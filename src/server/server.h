@@ -122,19 +122,4 @@ uint64_t server_now_ms(void);
  * record times never decrease even if the system clock steps back. */
 uint64_t server_tick(server_t *s);
 
-/* net.c */
-int net_listen(server_t *s, char *err, size_t elen);
-void net_close_all(server_t *s);
-/* Bytes held by connections: the structures and their buffers' capacity. */
-size_t net_client_memory(const server_t *s);
-/* Called by cron: once NET_TRIM_AFTER_BYTES of large connection buffers
- * have been freed, hand the free pages back to the system (malloc_trim), so
- * a flood of large requests leaves no resident memory behind however the
- * heap is fragmented. */
-void net_cron(server_t *s);
-/* Stop reading every client (back-pressure, s->wal_paused set) / read
- * again every client no other reason keeps paused. */
-void net_pause_reading(server_t *s);
-void net_resume_reading(server_t *s);
-
 #endif /* ORDO_SERVER_H */

@@ -13,6 +13,7 @@
 
 #include "writer/block.h"
 #include "cmd.h"
+#include "net/net.h"
 #include "writer/apply.h"
 #include "writer/coord_wait.h"
 #include "writer/persist.h"

@@ -17,7 +17,16 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "server.h"
+#include "base/buf.h"
+#include "net/resp.h"
+
+/* The owner and the parts a connection points at, by name only: net/ sees
+ * none of their fields' types (check-layers.sh). */
+typedef struct server_s server_t;
+typedef struct conn_s conn_t;
+struct watch_s;
+struct waiter_s;
+struct observer_s;
 
 /* Pending output above which we stop reading from the client until it
  * drains: large enough for deep pipelines, small against memory. */
@@ -77,7 +86,7 @@ struct conn_s {
     conn_t *resume_next;
     bool dirty;                /* in server.dirty: has events to flush */
     conn_t *dirty_next;
-    watch_t *watches;          /* this connection's watches (onext list) */
+    struct watch_s *watches;   /* this connection's watches (onext list) */
     size_t nwatches;           /* watches + observers */
     struct observer_s *observers;  /* ELECT.OBSERVE (cmd_coord.c) */
     conn_t *next, *prev;       /* in server.conns */
@@ -108,5 +117,11 @@ size_t conn_pending(const conn_t *c);
 /* conn_check_output() -- apply the output limits; returns false if the
  * connection was closed for passing them. */
 bool conn_check_output(conn_t *c);
+
+/* net_pause_reading() -- back-pressure (s->wal_paused set): stop reading
+ * every client. net_resume_reading() -- read again every client no other
+ * reason keeps paused. Called by persist (writer/persist.h). */
+void net_pause_reading(server_t *s);
+void net_resume_reading(server_t *s);
 
 #endif /* ORDO_CONN_H */

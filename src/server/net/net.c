@@ -26,6 +26,7 @@
 #include "writer/block.h"
 #include "cmd/cmd.h"
 #include "conn.h"
+#include "net.h"
 #include "writer/persist.h"
 
 size_t conn_pending(const conn_t *c) { return c->out.len + c->wbuf.len; }
