@@ -22,6 +22,7 @@
 #include "core/core.h"
 #include "base/heap.h"
 #include "base/htab.h"
+#include "net/net.h"
 #include "net/resp.h"
 #include "core/watch.h"
 #include "log/snapshot.h"
@@ -60,23 +61,15 @@ typedef struct server_hooks_s {
 struct server_s {
     ordo_config_t cfg;
     uv_loop_t *loop;
-    uv_tcp_t tcp;
-    bool tcp_on;
-    uv_pipe_t unix_listener;
-    bool unix_on;
     uv_signal_t sigint, sigterm;
     writer_timer_t expire_timer;     /* fires at the next key expiry (writer/expire.c) */
     uv_timer_t cron;                 /* periodic: watch progress, output limits */
     uint64_t next_progress_ms;       /* when cron next looks for idle watches */
     uv_check_t flusher;              /* after each loop turn: flush connections given events */
-    conn_t *dirty;                   /* connections with events to flush (dirty_next list) */
     core_t *core;
     watch_registry_t watches;
     ordo_htab_t commands;            /* name (lower case) -> command */
-    conn_t *conns;                   /* list of live connections */
-    size_t nconns;
-    size_t released_bytes;           /* large connection buffers freed since the last trim */
-    uint64_t next_client_id;
+    net_t net;                       /* listeners and connections (net/net.h) */
     uint64_t next_watch_id;
     uint64_t start_ms;
     uint64_t now_ms;                 /* the writer's clock: see server_tick() */
@@ -87,7 +80,6 @@ struct server_s {
     wal_t *wal;
     uint64_t durable_rev;            /* replies depending on revisions above it wait */
     uv_async_t durable_async;        /* the log thread's wake-up */
-    conn_t *held;                    /* connections with output waiting on durable_rev */
     char readonly[512];              /* non-empty: the log failed, writes are refused */
     ordo_buf_t rec_scratch;          /* encoding buffer for records */
     void *wal_fault;                 /* debug-wal-fault/-stall state, NULL unless testing */
@@ -106,7 +98,6 @@ struct server_s {
     writer_timer_t wait_timer;       /* at the earliest deadline */
     size_t blocked_clients;          /* parked waiters (INFO clients) */
     size_t blocked_by_kind[6];       /* by enum block_kind (BLOCK_KINDS) */
-    conn_t *resumed;                 /* connections to resume at the end of the turn */
     /* leases, locks, elections: waiters, observers, deadline timer (cmd_coord.c) */
     struct coord_cmd_s *coordcmd;
     /* queues (cmd_queue.c) */

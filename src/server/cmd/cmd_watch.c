@@ -422,7 +422,7 @@ void cmd_cron(server_t *s)
     uint64_t rev = core_rev(s->core);
     if (s->readonly[0] != '\0' && rev > s->durable_rev)
         rev = s->durable_rev; /* the log failed: never name a revision it did not store */
-    for (conn_t *c = s->conns; c != NULL; c = c->next) {
+    for (conn_t *c = conn_first(&s->net.conns); c != NULL; c = conn_next(c)) {
         for (watch_t *w = c->watches; w != NULL && !c->closing; w = w->onext) {
             if (w->state != WATCH_LIVE || now - w->last_sent_ms < interval)
                 continue;

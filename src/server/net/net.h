@@ -8,9 +8,32 @@
 #ifndef ORDO_NET_H
 #define ORDO_NET_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "base/list.h"
 
 typedef struct server_s server_t;
+
+/* The network layer's part of the server (s->net). Every connection is in
+ * conns from accept until its handle is closed; besides, it is in dirty
+ * while it has events to flush at the end of the turn, in resumed while
+ * its pending input waits to run, and in held while its output waits for
+ * the durable revision (each at most once: list.h asserts it). */
+typedef struct net_s {
+    uv_tcp_t tcp;
+    bool tcp_on;
+    uv_pipe_t unix_listener;
+    bool unix_on;
+    ordo_list_t conns;               /* live connections (conn_t.link); conns.len is INFO's count */
+    ordo_list_t dirty;               /* events to flush (conn_t.dirty_ln), newest first */
+    ordo_list_t resumed;             /* input to run at the end of the turn (conn_t.resume_ln) */
+    ordo_list_t held;                /* output waiting on durable_rev (conn_t.held_ln) */
+    size_t released_bytes;           /* large connection buffers freed since the last trim */
+    uint64_t next_client_id;
+} net_t;
 
 /* net_listen() -- open the TCP listener (and the unix socket if
  * configured). Returns 0, or -1 with a message in err. */

@@ -64,29 +64,13 @@ static void arm_timer(server_t *s)
 
 static void list_remove(waiter_t *w)
 {
-    wait_list_t *l = w->list;
-    if (w->prev)
-        w->prev->next = w->next;
-    else
-        l->head = w->next;
-    if (w->next)
-        w->next->prev = w->prev;
-    else
-        l->tail = w->prev;
-    l->len--; /* w->list stays: on_cancel may look at the list it left */
+    ordo_list_remove(w->list, &w->ln); /* w->list stays: on_cancel may look at the list it left */
 }
 
 static void list_append(waiter_t *w, wait_list_t *list)
 {
     w->list = list;
-    w->next = NULL;
-    w->prev = list->tail;
-    if (list->tail)
-        list->tail->next = w;
-    else
-        list->head = w;
-    list->tail = w;
-    list->len++;
+    ordo_list_push_back(list, &w->ln);
 }
 
 static void unlink_waiter(server_t *s, waiter_t *w)
@@ -176,7 +160,7 @@ static void on_wait_timer(writer_timer_t *t)
     server_t *s = t->data;
     uint64_t now = server_tick(s);
     if (s->readonly[0] != '\0')
-        for (conn_t *c = s->conns; c != NULL && s->blocked_clients > 0; c = c->next)
+        for (conn_t *c = conn_first(&s->net.conns); c != NULL && s->blocked_clients > 0; c = conn_next(c))
             if (c->waiter != NULL)
                 fail_readonly(s, c->waiter);
     for (waiter_t *w = first_waiter(s); w != NULL && w->deadline_ms < now; w = first_waiter(s))
@@ -188,8 +172,8 @@ static void on_wait_timer(writer_timer_t *t)
 
 void block_list_timeout_all(server_t *s, wait_list_t *list)
 {
-    while (list->head != NULL)
-        time_out(s, list->head);
+    while (wait_list_first(list) != NULL)
+        time_out(s, wait_list_first(list));
 }
 
 void block_readonly(server_t *s) { arm_timer(s); }

@@ -96,13 +96,13 @@ typedef struct observer_s {
     uint64_t id;               /* from the watch id counter: KV.UNWATCH id */
     conn_t *conn;
     obs_group_t *group;
-    struct observer_s *gnext, *gprev;  /* in the group */
-    struct observer_s *cnext, *cprev;  /* in conn->observers */
+    ordo_list_node_t gln;      /* in group->observers */
+    ordo_list_node_t cln;      /* in conn->observers */
 } observer_t;
 
 struct obs_group_s {
     ordo_hnode_t node;
-    observer_t *head;
+    ordo_list_t observers;     /* observer_t by gln, newest first */
     size_t nlen;
     char name[];
 };
@@ -248,8 +248,8 @@ static void finish(server_t *s, waiter_t *w)
  * takes it (one wake-up per release) or it is taken by someone else. */
 static void serve_one(server_t *s, waitq_t *q)
 {
-    while (q->list.head != NULL && s->readonly[0] == '\0') {
-        waiter_t *w = q->list.head;
+    while (wait_list_first(&q->list) != NULL && s->readonly[0] == '\0') {
+        waiter_t *w = wait_list_first(&q->list);
         coord_wait_t *d = w->data;
         conn_t *c = w->conn;
         record_t rec = {.key = q->name, .klen = (uint32_t)q->nlen, .ttl_ms = d->ttl_ms, .lease = d->lease};
@@ -334,7 +334,8 @@ static void notify_observers(coord_cmd_t *cc, const coord_event_t *ev, uint64_t 
     obs_group_t *g = (obs_group_t *)ordo_htab_find(t, ordo_htab_hash(t, ev->name, ev->nlen), ev->name, ev->nlen);
     if (g == NULL)
         return;
-    for (observer_t *o = g->head; o != NULL; o = o->gnext) {
+    ORDO_LIST_FOREACH(n, &g->observers) {
+        observer_t *o = ORDO_LIST_ENTRY(n, observer_t, gln);
         if (o->conn->closing)
             continue;
         coord_wait_push_leader(o->conn, ev->name, ev->nlen, term, ev->value, ev->vlen);
@@ -366,23 +367,13 @@ static void on_coord_event(void *arg, const coord_event_t *ev)
 static void observer_free(server_t *s, observer_t *o)
 {
     obs_group_t *g = o->group;
-    if (o->gprev)
-        o->gprev->gnext = o->gnext;
-    else
-        g->head = o->gnext;
-    if (o->gnext)
-        o->gnext->gprev = o->gprev;
-    if (g->head == NULL) {
+    ordo_list_remove(&g->observers, &o->gln);
+    if (ordo_list_empty(&g->observers)) {
         ordo_htab_remove(&s->coordcmd->observed, &g->node);
         free(g);
     }
     conn_t *c = o->conn;
-    if (o->cprev)
-        o->cprev->cnext = o->cnext;
-    else
-        c->observers = o->cnext;
-    if (o->cnext)
-        o->cnext->cprev = o->cprev;
+    ordo_list_remove(&c->observers, &o->cln);
     c->nwatches--;
     free(o);
 }
@@ -390,9 +381,8 @@ static void observer_free(server_t *s, observer_t *o)
 size_t coord_wait_unobserve(conn_t *c, uint64_t id)
 {
     size_t n = 0;
-    observer_t *next;
-    for (observer_t *o = c->observers; o != NULL; o = next) {
-        next = o->cnext;
+    ORDO_LIST_FOREACH_SAFE(ln, next, &c->observers) {
+        observer_t *o = ORDO_LIST_ENTRY(ln, observer_t, cln);
         if (id == 0 || o->id == id) {
             observer_free(c->srv, o);
             n++;
@@ -524,14 +514,8 @@ uint64_t coord_wait_observe(server_t *s, conn_t *c, const char *name, size_t nle
     o->id = ++s->next_watch_id;
     o->conn = c;
     o->group = g;
-    o->gnext = g->head;
-    if (g->head)
-        g->head->gprev = o;
-    g->head = o;
-    o->cnext = c->observers;
-    if (c->observers)
-        c->observers->cprev = o;
-    c->observers = o;
+    ordo_list_push_front(&g->observers, &o->gln);
+    ordo_list_push_front(&c->observers, &o->cln);
     c->nwatches++;
     return o->id;
 }

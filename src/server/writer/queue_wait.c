@@ -324,8 +324,8 @@ void qwait_complete_id(server_t *s, const char *name, size_t nlen, uint64_t id, 
     queue_result_t r = {0};
     if (q != NULL && fate == QUEUE_FATE_DONE)
         queue_result(q, id, &r);
-    while (iw->list.head != NULL) {
-        waiter_t *w = iw->list.head;
+    while (wait_list_first(&iw->list) != NULL) {
+        waiter_t *w = wait_list_first(&iw->list);
         qwait_add_fate(s, w->conn, id, fate, &r);
         finish(s, w);
     }
@@ -420,8 +420,8 @@ static bool has_room(server_t *s, const qwait_t *qw)
 static bool serve_pushers(server_t *s, qwait_t *qw)
 {
     bool progress = false;
-    while (qw->pushers.head != NULL) {
-        waiter_t *w = qw->pushers.head;
+    while (wait_list_first(&qw->pushers) != NULL) {
+        waiter_t *w = wait_list_first(&qw->pushers);
         qwaiter_t *d = w->data;
         record_t rec;
         apply_result_t res;
@@ -454,8 +454,8 @@ static bool serve_pullers(server_t *s, qwait_t *qw)
 {
     bool progress = false;
     ordo_buf_t *tmp = &s->qcmd->scratch;
-    while (qw->pullers.head != NULL) {
-        waiter_t *w = qw->pullers.head;
+    while (wait_list_first(&qw->pullers) != NULL) {
+        waiter_t *w = wait_list_first(&qw->pullers);
         qwaiter_t *d = w->data;
         tmp->len = 0;
         size_t n = qwait_deliver(s, qw->name, qw->nlen, d->count, d->lease_ms, d->noack, tmp);
@@ -700,8 +700,8 @@ static void drop_ids(ordo_hnode_t *n, void *arg)
 {
     server_t *s = arg;
     idwait_t *iw = (idwait_t *)n;
-    while (iw->list.head != NULL) {
-        waiter_t *w = iw->list.head;
+    while (wait_list_first(&iw->list) != NULL) {
+        waiter_t *w = wait_list_first(&iw->list);
         s->stats.errors_total++;
         resp_add_errorf(&w->conn->out, "NOTFOUND the queue was dropped");
         finish(s, w);
@@ -716,8 +716,8 @@ void qwait_dropped(server_t *s, const char *name, size_t nlen)
     /* Callers and blocked pushers were waiting on what is gone; pullers
      * wait on the name and get whatever a later push brings. */
     ordo_htab_foreach(&qw->ids, drop_ids, s);
-    while (qw->pushers.head != NULL) {
-        waiter_t *w = qw->pushers.head;
+    while (wait_list_first(&qw->pushers) != NULL) {
+        waiter_t *w = wait_list_first(&qw->pushers);
         s->stats.errors_total++;
         resp_add_errorf(&w->conn->out, "NOTFOUND the queue was dropped; nothing was pushed");
         finish(s, w);
