@@ -184,7 +184,6 @@ void cmd_conn_drained(conn_t *c)
 
 void cmd_conn_closed(conn_t *c)
 {
-    coord_wait_conn_closed(c);
     while (c->watches != NULL)
         watch_free(c, c->watches);
 }

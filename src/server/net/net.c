@@ -24,7 +24,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "writer/block.h"
+#include "writer/writer.h"
 #include "cmd/cmd.h"
 #include "conn.h"
 #include "net.h"
@@ -160,7 +160,7 @@ void conn_close(conn_t *c)
     undirty(c);
     unhold(c);
     unresume(c);
-    block_conn_closed(c->srv, c);
+    writer_conn_closed(c->srv, c);
     cmd_conn_closed(c);
     if (c->srv->cfg.verbose)
         fprintf(stderr, "ordod: client %llu (%s) closed\n", (unsigned long long)c->id, c->addr);

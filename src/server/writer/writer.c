@@ -34,6 +34,12 @@ void writer_close_handles(server_t *s)
     qwait_close_handles(s);
 }
 
+void writer_conn_closed(server_t *s, conn_t *c)
+{
+    block_conn_closed(s, c);
+    coord_wait_conn_closed(c);
+}
+
 void writer_destroy(server_t *s)
 {
     qwait_destroy(s);

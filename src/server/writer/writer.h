@@ -52,4 +52,10 @@ void writer_start(server_t *s);
 void writer_close_handles(server_t *s);
 void writer_destroy(server_t *s);
 
+/* writer_conn_closed() -- connection c is closing (net.c, before the
+ * command layer drops its watches): its parked command, if any, is
+ * dropped without a reply, and its ELECT.OBSERVE observers removed. */
+struct conn_s;
+void writer_conn_closed(server_t *s, struct conn_s *c);
+
 #endif /* ORDO_WRITER_H */
