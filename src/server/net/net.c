@@ -28,6 +28,7 @@
 #include "cmd/cmd.h"
 #include "conn.h"
 #include "net.h"
+#include "writer/apply.h"
 #include "writer/persist.h"
 
 size_t conn_pending(const conn_t *c) { return c->out.len + c->wbuf.len; }
@@ -284,7 +285,7 @@ static size_t sendable_bytes(conn_t *c)
         c->nmarks = 0;
         return c->out.len;
     }
-    uint64_t rev = core_rev(s->core), durable = s->durable_rev;
+    uint64_t rev = writer_rev(s), durable = s->durable_rev;
     size_t last_end = c->nmarks ? c->marks[c->nmarks - 1].end : 0;
     if (c->out.len > last_end && rev > durable) {
         if (c->nmarks == CONN_MARKS_MAX || (c->nmarks > 0 && c->marks[c->nmarks - 1].rev == rev)) {

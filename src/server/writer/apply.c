@@ -9,6 +9,8 @@
 #include "coord_wait.h"
 #include "persist.h"
 
+uint64_t writer_rev(const server_t *s) { return core_rev(s->core); }
+
 size_t writer_data_bytes(const server_t *s)
 {
     kv_stats_t st;

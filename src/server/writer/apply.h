@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "server.h"
 
@@ -17,6 +18,10 @@
  * Returns false if the record changed the state but the log refused it
  * (the server is now read-only): its effect must not be acknowledged. */
 bool writer_apply(server_t *s, record_t *rec, apply_result_t *res);
+
+/* writer_rev() -- the revision the applied state has reached: what output
+ * written now may depend on (net.c marks it, and sends it once durable). */
+uint64_t writer_rev(const server_t *s);
 
 /* writer_data_bytes() -- the stored data max-memory-bytes bounds: the
  * versioned store (keys, values, history) plus the queues (messages,
