@@ -1,14 +1,25 @@
 /*
- * server.h -- the owner of everything ordod runs: configuration, the event
- * loop, listeners, connections, the core state machine, the watch registry,
- * counters. One server_t is created by main() and passed to every module
- * that needs it; there are no mutable globals.
+ * server.h -- the owner of everything ordod runs. One server_t is created
+ * by main() and passed to every module that needs it; there are no mutable
+ * globals. It keeps the parts, and each part keeps its own state:
+ *
+ *   cfg, loop, signals     start-up and shutdown (main.c)
+ *   net      (net_t)       listeners and connections (net/net.h)
+ *   writer   (writer_t)    parked clients, wait lists, timers, the per-turn
+ *                          hook and cron (writer/writer.h)
+ *   core, watches          the state machine and the watch registry (core/)
+ *   commands               the command table (cmd/cmd.c)
+ *   durability fields      the log, the durable revision, snapshots,
+ *                          read-only (writer/persist.c)
+ *   hooks                  what the writer asks of net and cmd (main.c
+ *                          installs them)
  *
  * Threads: the event-loop thread is the core thread. It runs the network
- * layer, the command layer and the core, each in its own module: the net
- * layer (net.c) moves bytes and never touches state; the command layer
- * (cmd*.c) turns requests into records and reads and speaks RESP; the core
- * (core.c, kv.c, watch.c) applies records and never sees a socket.
+ * layer, the command layer, the writer and the core, each in its own
+ * module: the net layer moves bytes and never touches state; the command
+ * layer turns requests into records and reads and speaks RESP; the writer
+ * applies records, parks clients and keeps the deadlines; the core
+ * applies records and never sees a socket.
  */
 #ifndef ORDO_SERVER_H
 #define ORDO_SERVER_H
