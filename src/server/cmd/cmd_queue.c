@@ -1,15 +1,13 @@
 /*
- * cmd_queue.c -- the Q.* commands: keyed work queues over the wire, their
- * server-side blocking, and the writer's queue timers.
+ * cmd_queue.c -- the Q.* commands: keyed work queues over the wire.
  *
  * Every change to a queue is a record (core.h, REC_Q_*) that enters through
  * cmd_write() / writer_apply(), so it is logged and replayed; queue.h is the
  * state machine those records drive. This file decides *which* records to
- * make and when, and only it speaks RESP about queues.
+ * make for a client's command, and speaks RESP about queues.
  *
- *
- * The wait lists of blocked commands, serving them and the queue timer
- * are the writer's: writer/queue_wait.h.
+ * The wait lists of blocked commands, serving them (with the records that
+ * makes) and the queue timer are the writer's: writer/queue_wait.h.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +16,6 @@
 #include "cmd.h"
 #include "writer/apply.h"
 #include "writer/queue_wait.h"
-
 
 /* COUNT of Q.PULL, Q.PEEK and Q.TOPKEYS: one reply stays a bounded size
  * (a thousand messages), and a pull holds the loop for at most this many
@@ -49,7 +46,6 @@ static bool refused(cmd_ctx_t *x)
     reply_readonly(x);
     return true;
 }
-
 
 /* ---- argument helpers ------------------------------------------------------------ */
 

@@ -22,15 +22,14 @@
  * whose WAIT runs out gets nil (block.c's timer); a waiter that
  * disconnects leaves the list (on_cancel), and so does one answered
  * -READONLY when the log fails (block.c; a newcomer is refused then
- * instead of parked). Wait lists that became empty are
- * freed by a sweep at the next safe point (their waiter may be unlinked
+ * instead of parked). Wait lists that became empty are freed by a sweep at the next safe point (their waiter may be unlinked
  * only after our callback returns).
  *
  * Memory. Parked waiters hold their request (name, value) and a wait list
  * per lock / election name; cc->wait_bytes counts them, each waiter
  * charged for its request and its list (O(1) per park and wake; the
- * figure is 0 whenever nobody waits) and coord_wait_bytes() adds them to the state's
- * coord_bytes(): INFO's used_memory_coord, counted by max-memory-bytes. A
+ * figure is 0 whenever nobody waits) and coord_wait_bytes() adds them to
+ * the state's coord_bytes(): INFO's used_memory_coord, counted by max-memory-bytes. A
  * newcomer that would park past the limit gets -LIMIT instead.
  *
  * Observers. ELECT.OBSERVE registers an observer on an election name; the
@@ -40,7 +39,7 @@
  * max-watches-per-client, for RESP2 watch mode, and KV.UNWATCH removes them.
  *
  * Time. Deadlines (leases, locks, leaderships) are coord state; the writer
- * owns one uv timer at coord_next_deadline() and, when it fires, applies a
+ * owns one timer (timer.h) at coord_next_deadline() and, when it fires, applies a
  * REC_COORD_EXPIRE record for everything coord_due() names at the writer's
  * clock. cmd_dispatch() does the same before each command, so a command
  * never sees a holding whose expiry record is merely late. Expiry is never

@@ -11,8 +11,8 @@
  * ONFULL block waits twice without resuming in between: among the pushers
  * until its push fits, then (block_move(), same deadline: TIMEOUT bounds
  * the whole call) among the callers of the message it pushed. A record
- * never serves a waiter from inside its apply. After a write returns, qwait_serve() looks at the queue:
- * while a pusher is parked and a push now fits, it applies that push; while
+ * never serves a waiter from inside its apply. After a write returns,
+ * qwait_serve() looks at the queue: while a pusher is parked and a push now fits, it applies that push; while
  * a puller is parked and a message is deliverable, it applies deliver
  * records for the first puller (the writer decides who gets which delivery,
  * and the log says so), writes the reply and completes the waiter; it
@@ -25,19 +25,21 @@
  * Wait lists live as long as someone waits. A waiter leaves its list inside
  * block.c (done, timed out, cancelled), sometimes while its list is still in
  * use, so empty lists are collected later: each leaving marks the list, and
- * qwait_gc() frees marked lists that are still empty at the start of every Q.*
- * command and timer turn.
+ * qwait_gc() frees marked lists that are still empty at the start of every
+ * Q.* command and timer turn.
  *
  * Timers. queue.h keeps each queue's deadlines (leases, delays, dedup
- * windows, result retention). One uv timer fires at the earliest; its
- * callback logs one record per due deadline (REC_Q_REDELIVER, PROMOTE,
+ * windows, result retention). One timer (timer.h) fires at the earliest;
+ * its callback logs one record per due deadline (REC_Q_REDELIVER, PROMOTE,
  * DEDUP_END, RESULT_END) stamped with the writer's clock and serves
  * waiters the record made ready. After a write that may move a deadline
- * earlier, qwait_note_timer() re-arms it (O(1): only the written queue's earliest
- * deadline is looked at; a timer that fires early finds nothing due and
- * re-arms from the whole set, O(queues)). Before a command touches a
- * queue, its due deadlines are applied first (qwait_catch_up()), as cmd_dispatch
- * expires keys first: the command sees one consistent state, and a push or
+ * earlier, qwait_note_timer() re-arms it (O(1): only the written queue's
+ * earliest deadline is looked at; a timer that fires early finds nothing
+ * due and re-arms from the whole set, O(queues)). Before a command touches
+ * a queue, its due deadlines are applied first (qwait_catch_up()), as
+ * cmd_dispatch expires keys first: the command sees one consistent state,
+ * and a push or deliver never promotes delayed messages without a record
+ * saying so.
  */
 #include "queue_wait.h"
 
