@@ -35,10 +35,10 @@
 #include "base/htab.h"
 #include "net/net.h"
 #include "net/resp.h"
+#include "writer/writer.h"
 #include "core/watch.h"
 #include "log/snapshot.h"
 #include "log/wal.h"
-#include "writer/writer.h"
 
 #define ORDO_VERSION "0.1.0"
 
@@ -89,8 +89,7 @@ struct server_s {
     wal_t *wal;
     uint64_t durable_rev;            /* replies depending on revisions above it wait */
     uv_async_t durable_async;        /* the log thread's wake-up */
-    char readonly[512];              /* non-empty: the log failed, writes are refused; read it with
-                                      * server_readonly() */
+    char readonly[512];              /* non-empty: the log failed, writes are refused */
     ordo_buf_t rec_scratch;          /* encoding buffer for records */
     void *wal_fault;                 /* debug-wal-fault/-stall state, NULL unless testing */
     bool wal_paused;                 /* back-pressure: clients are not read (persist.h) */
