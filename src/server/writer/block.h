@@ -3,13 +3,13 @@
  * the state it waits for appears, its deadline passes, or it disconnects.
  *
  * Q.PULL BLOCK, Q.CALL, LOCK.ACQUIRE WAIT and the like wait server-side,
- * never by polling. A handler that cannot answer yet parks its connection
- * with block_wait(): the connection stops executing its later pipelined
- * commands (they stay in its input buffer), and the waiter joins a FIFO
- * wait list the handler chose (one per queue, per lock, ...). When a
- * record makes the awaited state appear, the command layer takes waiters
- * from the list's head, in arrival order, and completes them with
- * block_done(); at the deadline the waiter's on_timeout writes the timeout
+ * never by polling. A command that cannot answer yet is parked (through
+ * its family's wait code: queue_wait.h, coord_wait.h) with block_wait():
+ * the connection stops executing its later pipelined commands (they stay
+ * in its input buffer), and the waiter joins a FIFO wait list of that
+ * family (one per queue, per lock, ...). When a record makes the awaited
+ * state appear, the family's wait code takes waiters from the list's
+ * head, in arrival order, and completes them with block_done(); at the deadline the waiter's on_timeout writes the timeout
  * reply; if the client disconnects the waiter is dropped (on_cancel); if
  * the server turns read-only it gets -READONLY (block_readonly()).
  * After completion the connection resumes its pipeline at the end of the
@@ -91,7 +91,7 @@ void block_move(waiter_t *w, wait_list_t *to);
 /* block_conn_closed() -- drop conn's waiter, if any (calls on_cancel). */
 void block_conn_closed(server_t *s, conn_t *conn);
 
-/* block_list_cancel_all() -- a wait list is going away (its queue dropped):
+/* block_list_timeout_all() -- a wait list is going away (its queue dropped):
  * time out every waiter now (on_timeout writes each reply). */
 void block_list_timeout_all(server_t *s, wait_list_t *list);
 
@@ -101,7 +101,8 @@ void block_list_timeout_all(server_t *s, wait_list_t *list);
  * inside a record's apply included. */
 void block_readonly(server_t *s);
 
-/* block_init() / block_close_handles() -- the deadline timer. */
+/* block_init() (writer_start()) / block_close_handles() (at shutdown) --
+ * the wait heap and the deadline timer (s->writer.block, writer.h). */
 void block_init(server_t *s);
 void block_close_handles(server_t *s);
 
