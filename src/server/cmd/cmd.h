@@ -51,20 +51,21 @@ typedef struct cmd_def_s {
 int cmd_init(server_t *s);
 void cmd_destroy(server_t *s);
 
-/* Per-family registration (cmd_server.c, cmd_kv.c, cmd_watch.c). */
+/* Per-family registration (cmd_server.c, cmd_kv.c, cmd_watch.c,
+ * cmd_coord.c, cmd_queue.c). */
 void cmd_register(server_t *s, const cmd_def_t *defs, size_t n);
 void cmd_server_register(server_t *s);
 void cmd_kv_register(server_t *s);
 void cmd_watch_register(server_t *s);
 void cmd_coord_register(server_t *s);
-
 void cmd_queue_register(server_t *s);
 
 /* The command table, for COMMAND. */
 void cmd_foreach(server_t *s, void (*fn)(void *arg, const cmd_def_t *d), void *arg);
 size_t cmd_count(server_t *s);
 
-/* Hooks for the net layer. */
+/* Hooks for the net layer (and cmd_cron for the writer's cron, through
+ * s->hooks.cmd_cron). */
 void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd);
 void cmd_limits(const conn_t *c, resp_limits_t *lim);
 void cmd_conn_closed(conn_t *c);     /* drop the connection's watches */
