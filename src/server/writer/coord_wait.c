@@ -70,9 +70,8 @@ typedef struct waitq_s {
     ordo_hnode_t node;
     wait_list_t list;
     int kind;                  /* COORD_WAIT_LOCK / COORD_WAIT_ELECT */
-    bool pending;              /* in cc->pending: its lock/election became free */
+    ordo_list_node_t pending_ln; /* in cc->pending: its lock / election became free */
     bool swept;                /* in cc->sweep: may be empty, free it later */
-    struct waitq_s *pnext;     /* pending list */
     struct waitq_s *snext;     /* sweep list */
     size_t nlen;
     char name[];
@@ -110,7 +109,7 @@ typedef struct coord_waits_s {
     ordo_htab_t lockq;         /* lock name -> waitq_t */
     ordo_htab_t electq;        /* election name -> waitq_t */
     ordo_htab_t observed;      /* election name -> obs_group_t */
-    waitq_t *pending, *pending_tail;
+    ordo_list_t pending;       /* waitq_t by pending_ln, in the order they became free */
     waitq_t *sweep;
     bool serving;              /* inside serve_pending(): no re-entry */
     writer_timer_t timer;      /* at coord_next_deadline(), from coord_wait_start() */
@@ -178,7 +177,7 @@ static void sweep(coord_waits_t *cc)
         waitq_t *q = cc->sweep;
         cc->sweep = q->snext;
         q->swept = false;
-        if (q->list.len == 0 && !q->pending) {
+        if (q->list.len == 0 && !ordo_list_linked(&q->pending_ln, NULL)) {
             ordo_htab_remove(wq_table(cc, q->kind), &q->node);
             free(q);
         }
@@ -284,12 +283,9 @@ static void serve_pending(server_t *s)
     if (cc->serving)
         return; /* the outer loop below takes what this record added */
     cc->serving = true;
-    while (cc->pending != NULL) {
-        waitq_t *q = cc->pending;
-        cc->pending = q->pnext;
-        if (cc->pending == NULL)
-            cc->pending_tail = NULL;
-        q->pending = false;
+    ordo_list_node_t *n;
+    while ((n = ordo_list_pop_front(&cc->pending)) != NULL) {
+        waitq_t *q = ORDO_LIST_ENTRY(n, waitq_t, pending_ln);
         serve_one(s, q);
         waitq_maybe_empty(cc, q);
     }
@@ -300,15 +296,9 @@ static void serve_pending(server_t *s)
 static void note_free(coord_waits_t *cc, int kind, const char *name, size_t nlen)
 {
     waitq_t *q = waitq_find(cc, kind, name, nlen);
-    if (q == NULL || q->list.len == 0 || q->pending)
+    if (q == NULL || q->list.len == 0 || ordo_list_linked(&q->pending_ln, NULL))
         return;
-    q->pending = true;
-    q->pnext = NULL;
-    if (cc->pending_tail)
-        cc->pending_tail->pnext = q;
-    else
-        cc->pending = q;
-    cc->pending_tail = q;
+    ordo_list_push_back(&cc->pending, &q->pending_ln);
 }
 
 /* ---- observers -------------------------------------------------------------------- */
@@ -443,7 +433,7 @@ void coord_wait_after_apply(server_t *s, const record_t *rec)
     coord_waits_t *cc = s->writer.coord;
     if (cc == NULL)
         return;
-    if (cc->pending != NULL)
+    if (!ordo_list_empty(&cc->pending))
         serve_pending(s);
     if (rec->type >= REC_LEASE_GRANT)
         coord_wait_schedule(s);
