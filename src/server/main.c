@@ -13,10 +13,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "writer/block.h"
 #include "cmd/cmd.h"
 #include "net/conn.h"
+#include "net/net.h"
 #include "writer/persist.h"
+#include "writer/writer.h"
 #include "server.h"
 
 /* Allocations at least this large are mapped and unmapped on their own.
@@ -25,10 +26,6 @@
  * burst of large requests would pin the server's memory long after the
  * clients left. Fixing it keeps memory following the live data. */
 #define MALLOC_MMAP_THRESHOLD_BYTES (256 * 1024)
-
-/* How often the housekeeping timer runs: watch progress and output limits
- * are checked at this granularity. */
-#define CRON_INTERVAL_MS 100
 
 static void on_signal(uv_signal_t *h, int signum)
 {
@@ -40,16 +37,9 @@ static void on_signal(uv_signal_t *h, int signum)
     net_close_all(s);
     uv_close((uv_handle_t *)&s->sigint, NULL);
     uv_close((uv_handle_t *)&s->sigterm, NULL);
-    uv_close((uv_handle_t *)&s->expire_timer, NULL);
-    uv_close((uv_handle_t *)&s->cron, NULL);
-    uv_close((uv_handle_t *)&s->flusher, NULL);
     persist_close_handles(s);
-    block_close_handles(s);
-    cmd_coord_close_handles(s);
-    cmd_queue_close_handles(s);
+    writer_close_handles(s);
 }
-
-static void on_cron(uv_timer_t *t) { cmd_cron(t->data); }
 
 static int make_dir(const char *dir)
 {
@@ -88,21 +78,17 @@ int main(int argc, char **argv)
     }
     if (watch_registry_init(&s->watches) != 0)
         goto fail_core;
+    writer_init(s);
     if (cmd_init(s) != 0)
-        goto fail_watches;
+        goto fail_writer;
     server_tick(s);
     if (persist_open(s, err, sizeof err) != 0) {
         fprintf(stderr, "ordod: cannot recover from %s: %s\n", s->cfg.dir, err);
         goto fail_cmds_early;
     }
-    block_init(s);
-    cmd_coord_start(s);
-    cmd_queue_init(s);
-    uv_timer_init(s->loop, &s->expire_timer);
-    s->expire_timer.data = s;
-    uv_timer_init(s->loop, &s->cron);
-    s->cron.data = s;
-    uv_timer_start(&s->cron, on_cron, CRON_INTERVAL_MS, CRON_INTERVAL_MS);
+    s->hooks = (server_hooks_t){.run_resumed = conn_run_resumed, .flush = conn_flush_dirty,
+                                .net_cron = net_cron, .cmd_cron = cmd_cron};
+    writer_start(s);
     uv_signal_init(s->loop, &s->sigint);
     uv_signal_init(s->loop, &s->sigterm);
     s->sigint.data = s->sigterm.data = s;
@@ -122,12 +108,11 @@ int main(int argc, char **argv)
 fail_cmds:
     persist_close(s);
 fail_cmds_early:
-    cmd_queue_destroy(s);
     cmd_destroy(s);
-fail_watches:
+fail_writer:
+    writer_destroy(s);
     watch_registry_destroy(&s->watches);
 fail_core:
-    ordo_heap_destroy(&s->wait_heap);
     core_destroy(s->core);
     uv_loop_close(s->loop);
     return rc;

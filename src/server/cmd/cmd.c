@@ -18,7 +18,9 @@
  */
 #include "cmd.h"
 #include "core/coord.h"
-#include "writer/persist.h"
+#include "writer/apply.h"
+#include "writer/coord_wait.h"
+#include "writer/expire.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -99,7 +101,6 @@ static void free_entry(ordo_hnode_t *n, void *arg)
 
 void cmd_destroy(server_t *s)
 {
-    cmd_coord_destroy(s);
     ordo_htab_foreach(&s->commands, free_entry, NULL);
     ordo_htab_destroy(&s->commands);
 }
@@ -203,17 +204,17 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
      * stored: a crash would take them back, so nothing that reads the
      * state is answered any more (DESIGN.md: no client sees state a crash
      * could take back). Writes get the same -READONLY. */
-    if (s->readonly[0] != '\0' && !(d->flags & CMD_NOSTATE) && core_rev(s->core) > s->durable_rev) {
+    if (server_readonly(s) != NULL && !(d->flags & CMD_NOSTATE) && core_rev(s->core) > s->durable_rev) {
         reply_errf(&x, "READONLY the log cannot be written, so writes (and reads of state it could not store) "
-                       "are refused: %s", s->readonly);
+                       "are refused: %s", server_readonly(s));
         return;
     }
     uint64_t next = core_next_expiry(s->core);
     if (next != 0 && next <= s->now_ms)
-        cmd_expire_due(s);
+        expire_due(s);
     uint64_t due = coord_next_deadline(core_coord(s->core));
     if (due != 0 && due < s->now_ms)
-        cmd_coord_expire_due(s);
+        coord_wait_expire_due(s);
     d->fn(&x);
 }
 
@@ -328,54 +329,18 @@ static bool grows(const server_t *s, const record_t *rec)
 bool cmd_write(cmd_ctx_t *x, record_t *rec, apply_result_t *res)
 {
     server_t *s = x->srv;
-    if (s->readonly[0] != '\0') {
-        reply_errf(x, "READONLY the log cannot be written, so writes are refused: %s", s->readonly);
+    if (server_readonly(s) != NULL) {
+        reply_errf(x, "READONLY the log cannot be written, so writes are refused: %s", server_readonly(s));
         return false;
     }
-    if (grows(s, rec) && cmd_memory_refused(s, x->out))
+    if (grows(s, rec) && writer_memory_refused(s, x->out))
         return false;
-    if (!cmd_apply(s, rec, res)) {
+    if (!writer_apply(s, rec, res)) {
         /* Applied in memory, but the log refused the record: never OK. */
-        reply_errf(x, "READONLY the log cannot be written, so writes are refused: %s", s->readonly);
+        reply_errf(x, "READONLY the log cannot be written, so writes are refused: %s", server_readonly(s));
         return false;
     }
     if (rec->type == REC_PUT && rec->expire_at_ms != 0)
-        cmd_schedule_expiry(s);
+        expire_schedule(s);
     return true;
-}
-
-size_t cmd_data_bytes(const server_t *s)
-{
-    kv_stats_t st;
-    kv_stats(core_kv(s->core), &st);
-    return st.bytes + queue_set_bytes(core_queues(s->core)) + cmd_coord_bytes(s);
-}
-
-bool cmd_memory_refused(server_t *s, ordo_buf_t *out)
-{
-    if (s->cfg.max_memory_bytes <= 0)
-        return false;
-    size_t bytes = cmd_data_bytes(s);
-    if (bytes <= (size_t)s->cfg.max_memory_bytes)
-        return false;
-    s->stats.errors_total++;
-    resp_add_errorf(out, "LIMIT stored data is %zu bytes, above max-memory-bytes (%lld); "
-                         "delete, compact, consume queued messages or release leases, locks and "
-                         "leaderships to write again",
-                    bytes, (long long)s->cfg.max_memory_bytes);
-    return true;
-}
-
-bool cmd_apply(server_t *s, record_t *rec, apply_result_t *res)
-{
-    rec->time_ms = s->now_ms;
-    core_apply(s->core, rec, res);
-    /* Only records that changed something are logged: a failed condition
-     * leaves no trace, and replay reaches the same state without it. */
-    bool stored = true;
-    if (res->status == AP_OK && s->wal != NULL)
-        stored = persist_record(s, rec, core_rev(s->core)) == 0;
-    if (stored)
-        cmd_coord_after_apply(s, rec); /* serve lock waiters and candidates: records of their own */
-    return stored;
 }

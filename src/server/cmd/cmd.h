@@ -17,6 +17,7 @@
 
 #include "net/conn.h"
 #include "net/resp.h"
+#include "server.h"
 
 enum cmd_flags {
     CMD_NOAUTH = 1 << 0,      /* allowed before authentication */
@@ -42,60 +43,34 @@ typedef struct cmd_def_s {
     int arity;
     unsigned flags;
     cmd_fn fn;
-    const char *summary;      /* one line, for COMMAND DOCS and docs */
+    const char *summary;      /* one line: syntax and reply, for readers of the table; nothing
+                               * reads it at run time (COMMAND DOCS answers an empty map) */
 } cmd_def_t;
 
 /* cmd_init() -- build the command table. Returns 0 or -1. */
 int cmd_init(server_t *s);
 void cmd_destroy(server_t *s);
 
-/* Per-family registration (cmd_server.c, cmd_kv.c, cmd_watch.c). */
+/* Per-family registration (cmd_server.c, cmd_kv.c, cmd_watch.c,
+ * cmd_coord.c, cmd_queue.c). */
 void cmd_register(server_t *s, const cmd_def_t *defs, size_t n);
 void cmd_server_register(server_t *s);
 void cmd_kv_register(server_t *s);
 void cmd_watch_register(server_t *s);
 void cmd_coord_register(server_t *s);
-
-/* Leases, locks, elections (cmd_coord.c). */
-void cmd_coord_start(server_t *s);          /* after recovery: arm the deadline timer */
-void cmd_coord_close_handles(server_t *s);  /* at shutdown */
-void cmd_coord_destroy(server_t *s);
-/* cmd_coord_bytes() -- coordination memory: the state's coord_bytes()
- * plus parked LOCK.ACQUIRE / ELECT.CAMPAIGN requests and their wait lists
- * (INFO used_memory_coord). O(1). */
-size_t cmd_coord_bytes(const server_t *s);
-/* cmd_coord_after_apply() -- cmd_apply() calls it after every record:
- * serves lock waiters and candidates whose lock / election the record
- * freed (each with a record of its own), re-arms the deadline timer. */
-void cmd_coord_after_apply(server_t *s, const record_t *rec);
-/* cmd_coord_expire_due() -- apply an expire record for every lease, lock
- * and leadership whose deadline is <= s->now_ms; re-arm the timer. */
-void cmd_coord_expire_due(server_t *s);
-void cmd_coord_schedule(server_t *s);
-/* ELECT.OBSERVE observers of c: remove the one with id (0: all); returns
- * how many. cmd_coord_conn_closed() removes them all. */
-size_t cmd_coord_unobserve(conn_t *c, uint64_t id);
-void cmd_coord_conn_closed(conn_t *c);
 void cmd_queue_register(server_t *s);
-/* Queues' timer: cmd_queue_init() after recovery arms it for the recovered
- * deadlines; cmd_queue_close_handles() at shutdown; cmd_queue_destroy()
- * frees the wait lists after the loop ends. */
-void cmd_queue_init(server_t *s);
-void cmd_queue_close_handles(server_t *s);
-void cmd_queue_destroy(server_t *s);
 
 /* The command table, for COMMAND. */
 void cmd_foreach(server_t *s, void (*fn)(void *arg, const cmd_def_t *d), void *arg);
 size_t cmd_count(server_t *s);
 
-/* Hooks for the net layer. */
+/* Hooks for the net layer (and cmd_cron for the writer's cron, through
+ * s->hooks.cmd_cron). */
 void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd);
 void cmd_limits(const conn_t *c, resp_limits_t *lim);
 void cmd_conn_closed(conn_t *c);     /* drop the connection's watches */
 void cmd_conn_drained(conn_t *c);    /* output drained: resume watches catching up */
 void cmd_cron(server_t *s);          /* periodic: progress events */
-void cmd_expire_due(server_t *s);    /* the expiry timer fired */
-void cmd_schedule_expiry(server_t *s);
 
 /* ---- helpers for handlers ---------------------------------------------- */
 
@@ -115,27 +90,9 @@ void reply_err(cmd_ctx_t *x, const char *msg);
 void reply_errf(cmd_ctx_t *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void reply_syntax(cmd_ctx_t *x);
 
-/* Apply a record (stamped with the writer's clock here) and return its
- * result; every write goes through this one function, which is where the
- * log will be appended. Refuses with -LIMIT when max-memory-bytes is
- * passed (returns false, reply written). */
+/* cmd_write() -- a command's record: refused with -READONLY once the log
+ * failed, with -LIMIT when max-memory-bytes is passed and the record would
+ * grow the data (returns false, reply written); otherwise applied through
+ * writer_apply() (writer/apply.h), the one door into the core. */
 bool cmd_write(cmd_ctx_t *x, record_t *rec, apply_result_t *res);
-/* cmd_apply() -- stamp rec with the writer's clock and apply it: the one
- * door through which every record (commands' and timers') enters the core.
- * Returns false if the record changed the state but the log refused it
- * (the server is now read-only): its effect must not be acknowledged. */
-bool cmd_apply(server_t *s, record_t *rec, apply_result_t *res);
-
-/* cmd_data_bytes() -- the stored data max-memory-bytes bounds: the
- * versioned store (keys, values, history) plus the queues (messages,
- * payloads, per-key state, deliveries, dedup entries, results) plus
- * coordination (cmd_coord_bytes(): leases, attachments, locks, elections,
- * values, hand-overs, parked lock and election waiters). O(1). */
-size_t cmd_data_bytes(const server_t *s);
-/* cmd_memory_refused() -- if max-memory-bytes is set and stored data is
- * above it, write the -LIMIT error into out and return true: a write that
- * grows the data is refused (cmd_write() for commands; blocked pushers
- * served later get it too). */
-bool cmd_memory_refused(server_t *s, ordo_buf_t *out);
-
 #endif /* ORDO_CMD_H */

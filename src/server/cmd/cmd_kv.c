@@ -1,75 +1,18 @@
 /*
  * cmd_kv.c -- plain keys (GET, SET, DEL, EXISTS, MGET, INCR, INCRBY) and
- * versioned keys (KV.PUT, KV.GET, KV.DEL, KV.RANGE, KV.REV, KV.COMPACT), and
- * the writer's side of key expiry.
+ * versioned keys (KV.PUT, KV.GET, KV.DEL, KV.RANGE, KV.REV, KV.COMPACT).
+ * The writer's side of key expiry (its timer, the expire records) is
+ * writer/expire.c.
  *
  * Plain and versioned commands are views of the same store: a SET is a
  * KV.PUT without conditions, so it makes a revision and fires watches.
- *
- * Expiry: SET PX/EX stores an absolute deadline with the put. The expiry
- * timer fires at the earliest deadline and applies one REC_EXPIRE record
- * stamped with the time it fired; apply deletes every key due by then. A
- * read that finds a key past its deadline before that record ran answers as
- * if it were gone and asks the timer to run at once, so no client ever reads
- * an expired value.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmd.h"
-
-/* ---- expiry ----------------------------------------------------------------- */
-
-static void on_expire_timer(uv_timer_t *t)
-{
-    server_t *s = t->data;
-    s->expire_timer_at_ms = 0;
-    server_tick(s);
-    cmd_expire_due(s);
-    conn_flush_dirty(s);
-}
-
-/* Expire every key due by the writer's clock, one record per key. "Due" is
- * deadline < now_ms, not <=: the clock is in whole ms, so a SET stamped
- * now_ms arrived up to 1 ms after it, and the key must outlive arrival +
- * TTL in real time (never early; see docs/protocol.md). */
-void cmd_expire_due(server_t *s)
-{
-    if (s->readonly[0] != '\0')
-        return; /* the expiry could not be logged; keys stay until writes work */
-    char stackkey[256];
-    uint64_t next;
-    while ((next = core_next_expiry(s->core)) != 0 && next < s->now_ms) {
-        size_t klen;
-        const char *k = core_first_expiring(s->core, &klen);
-        char *key = klen <= sizeof stackkey ? stackkey : ordo_xmalloc(klen);
-        memcpy(key, k, klen); /* apply frees the expiry entry k points into */
-        record_t rec = {.type = REC_EXPIRE, .key = key, .klen = (uint32_t)klen};
-        apply_result_t res;
-        cmd_apply(s, &rec, &res);
-        s->stats.expired_keys_total += (uint64_t)res.value;
-        if (key != stackkey)
-            free(key);
-    }
-    cmd_schedule_expiry(s);
-}
-
-void cmd_schedule_expiry(server_t *s)
-{
-    uint64_t next = core_next_expiry(s->core);
-    if (next == 0) {
-        if (s->expire_timer_at_ms != 0)
-            uv_timer_stop(&s->expire_timer);
-        s->expire_timer_at_ms = 0;
-        return;
-    }
-    if (s->expire_timer_at_ms != 0 && s->expire_timer_at_ms <= next)
-        return;
-    uint64_t now = server_now_ms();
-    s->expire_timer_at_ms = next;
-    uv_timer_start(&s->expire_timer, on_expire_timer, next + 1 > now ? next + 1 - now : 0, 0);
-}
+#include "writer/expire.h"
 
 /* The key's live version as a reader sees it. Keys past their deadline
  * were expired before the command ran (cmd_dispatch), by the same clock. */

@@ -13,6 +13,9 @@
 
 #include "writer/block.h"
 #include "cmd.h"
+#include "net/net.h"
+#include "writer/apply.h"
+#include "writer/coord_wait.h"
 #include "writer/persist.h"
 
 static void cmd_ping(cmd_ctx_t *x)
@@ -192,7 +195,7 @@ static void cmd_client(cmd_ctx_t *x)
         if (arg_is(x, 1, "INFO"))
             client_line(&b, c, now);
         else
-            for (const conn_t *o = x->srv->conns; o != NULL; o = o->next)
+            for (const conn_t *o = conn_first(&x->srv->net.conns); o != NULL; o = conn_next(o))
                 if (!o->closing)
                     client_line(&b, o, now);
         resp_add_verbatim(x->out, x->proto, b.data ? b.data : "", b.len);
@@ -239,9 +242,10 @@ static void cmd_info(cmd_ctx_t *x)
     if (section_wanted(x, "clients")) {
         ordo_buf_printf(&b, "# Clients\r\nconnected_clients:%zu\r\nmax_clients:%lld\r\nwatches:%zu\r\n"
                             "blocked_clients:%zu\r\n",
-                        s->nconns, (long long)s->cfg.max_clients, s->watches.count, s->blocked_clients);
+                        s->net.conns.len, (long long)s->cfg.max_clients, s->watches.count,
+                        s->writer.block.blocked_clients);
         for (int k = 0; k < BLOCK_KINDS; k++)
-            ordo_buf_printf(&b, "blocked_%s:%zu\r\n", block_kind_name(k), s->blocked_by_kind[k]);
+            ordo_buf_printf(&b, "blocked_%s:%zu\r\n", block_kind_name(k), s->writer.block.blocked_by_kind[k]);
         ordo_buf_printf(&b, "\r\n");
     }
     if (section_wanted(x, "memory"))
@@ -249,8 +253,8 @@ static void cmd_info(cmd_ctx_t *x)
                             "used_memory_coord:%zu\r\nused_memory_rss:%zu\r\nmax_memory_bytes:%lld\r\n"
                             "mem_clients:%zu\r\nallocator_trims:%llu\r\n"
                             "kv_versions:%zu\r\nkv_log_entries:%zu\r\n\r\n",
-                        cmd_data_bytes(s), st.bytes, queue_set_bytes(core_queues(s->core)),
-                        cmd_coord_bytes(s), rss_bytes(),
+                        writer_data_bytes(s), st.bytes, queue_set_bytes(core_queues(s->core)),
+                        coord_wait_bytes(s), rss_bytes(),
                         (long long)s->cfg.max_memory_bytes, net_client_memory(s),
                         (unsigned long long)s->stats.allocator_trims, st.versions, st.log_entries);
     if (section_wanted(x, "stats"))

@@ -40,7 +40,7 @@
 #include <string.h>
 
 #include "cmd.h"
-#include "writer/persist.h"
+#include "writer/coord_wait.h"
 
 enum { WATCH_LIVE = 0, WATCH_CATCHUP = 1, WATCH_SNAPSHOT = 2 };
 
@@ -141,7 +141,7 @@ static bool catch_up(conn_t *c, watch_t *w)
     /* Once the log has failed, revisions above the durable one exist only in
      * memory: a watcher must never see them. */
     server_t *srv = c->srv;
-    uint64_t limit = srv->readonly[0] != '\0' ? srv->durable_rev : UINT64_MAX;
+    uint64_t limit = server_readonly(srv) != NULL ? srv->durable_rev : UINT64_MAX;
     kv_change_t ch;
     while (conn_pending(c) < WATCH_BEHIND_BYTES) {
         int rc = kv_log_next(kv, &cur, &ch);
@@ -184,7 +184,6 @@ void cmd_conn_drained(conn_t *c)
 
 void cmd_conn_closed(conn_t *c)
 {
-    cmd_coord_conn_closed(c);
     while (c->watches != NULL)
         watch_free(c, c->watches);
 }
@@ -230,14 +229,6 @@ static void on_change(void *arg, const kv_change_t *ch)
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 2; j++)
             ordo_buf_free(&d.tail[i][j]);
-}
-
-static void on_check(uv_check_t *h)
-{
-    server_t *s = h->data;
-    conn_run_resumed(s);
-    conn_flush_dirty(s);
-    persist_kick(s);
 }
 
 /* ---- snapshot ------------------------------------------------------------------ */
@@ -303,7 +294,7 @@ static void send_snapshot(conn_t *c, watch_t *w)
 {
     server_t *srv = c->srv;
     uint64_t rev = core_rev(srv->core);
-    if (srv->readonly[0] != '\0' && rev > srv->durable_rev)
+    if (server_readonly(srv) != NULL && rev > srv->durable_rev)
         rev = srv->durable_rev;
     w->snap_rev = rev;
     w->state = WATCH_SNAPSHOT;
@@ -413,28 +404,24 @@ static void cmd_kv_unwatch(cmd_ctx_t *x)
             n++;
         }
     }
-    n += (int64_t)cmd_coord_unobserve(c, id);
+    n += (int64_t)coord_wait_unobserve(c, id);
     resp_add_int(x->out, n);
 }
 
 /* Progress: an idle LIVE watch learns the current revision, so its resume
- * point moves even when nothing it watches changes. */
+ * point moves even when nothing it watches changes. Cron's hook
+ * (writer/turn.c), after persist's and net's. */
 void cmd_cron(server_t *s)
 {
-    uint64_t now = server_tick(s);
-    persist_cron(s);
-    net_cron(s);
-    for (conn_t *c = s->conns; c != NULL; c = c->next)
-        if (!c->closing && conn_pending(c) > (size_t)s->cfg.output_soft_bytes)
-            conn_check_output(c);
+    uint64_t now = s->now_ms;
     if (now < s->next_progress_ms)
         return;
     uint64_t interval = (uint64_t)s->cfg.watch_progress_ms;
     s->next_progress_ms = now + interval / 4;
     uint64_t rev = core_rev(s->core);
-    if (s->readonly[0] != '\0' && rev > s->durable_rev)
+    if (server_readonly(s) != NULL && rev > s->durable_rev)
         rev = s->durable_rev; /* the log failed: never name a revision it did not store */
-    for (conn_t *c = s->conns; c != NULL; c = c->next) {
+    for (conn_t *c = conn_first(&s->net.conns); c != NULL; c = conn_next(c)) {
         for (watch_t *w = c->watches; w != NULL && !c->closing; w = w->onext) {
             if (w->state != WATCH_LIVE || now - w->last_sent_ms < interval)
                 continue;
@@ -457,7 +444,4 @@ void cmd_watch_register(server_t *s)
 {
     cmd_register(s, watch_cmds, sizeof watch_cmds / sizeof watch_cmds[0]);
     core_set_change_cb(s->core, on_change, s);
-    uv_check_init(s->loop, &s->flusher);
-    s->flusher.data = s;
-    uv_check_start(&s->flusher, on_check);
 }

@@ -8,30 +8,30 @@
  * Invariant: a waiter is in exactly one wait list and, iff it has a
  * deadline, in the heap; conn->waiter points back to it while parked.
  *
- * Read-only. Once the log has failed (s->readonly) no record is made any
+ * Read-only. Once the log has failed (server_readonly()) no record is made any
  * more, so nothing a waiter waits for (a delivery, room, a message's fate,
  * a grant) can happen: every parked waiter is answered -READONLY at once
  * instead of at its deadline. The timer does it, at the start of its next
  * turn (block_readonly() only arms it for "now": it may be called from
  * inside a record's apply, while a wait list is being served); a
  * connection that parks while read-only is answered the same way. While
- * armed for that, wait_timer_at_ms is WAIT_TIMER_NOW.
+ * armed for that, the timer is armed at deadline 0 (no real deadline is 0).
  *
- * s->blocked_clients counts the parked waiters and s->blocked_by_kind[k]
- * those of kind k (so they sum to blocked_clients).
+ * The state is s->writer.block (writer.h): blocked_clients counts the
+ * parked waiters and blocked_by_kind[k] those of kind k (so they sum to
+ * blocked_clients).
  */
 #include "block.h"
 
+#include <assert.h>
 #include <stdlib.h>
 
 #include "net/conn.h"
+#include "turn.h"
 
-_Static_assert(sizeof ((server_t *)0)->blocked_by_kind / sizeof(size_t) == BLOCK_KINDS,
-               "server.h sizes blocked_by_kind for every block kind");
+_Static_assert(WRITER_BLOCK_KINDS == BLOCK_KINDS, "writer.h sizes blocked_by_kind for every block kind");
 
 #define WAIT_HEAP_CAP_MIN 64 /* the first array: a few blocked clients never regrow it */
-
-#define WAIT_TIMER_NOW 1 /* wait_timer_at_ms: fire at once (no real deadline is 1 ms after the epoch) */
 
 #define WAITER_OF(n) ((waiter_t *)(void *)((char *)(n) - offsetof(waiter_t, hn)))
 
@@ -44,70 +44,57 @@ static bool waiter_less(const ordo_heap_node_t *a, const ordo_heap_node_t *b)
 /* The waiter with the earliest deadline, or NULL. */
 static waiter_t *first_waiter(const server_t *s)
 {
-    ordo_heap_node_t *n = ordo_heap_peek(&s->wait_heap);
+    ordo_heap_node_t *n = ordo_heap_peek(&s->writer.block.wait_heap);
     return n ? WAITER_OF(n) : NULL;
 }
 
-static void on_wait_timer(uv_timer_t *t);
+static void on_wait_timer(writer_timer_t *t);
 
 static void arm_timer(server_t *s)
 {
-    if (s->readonly[0] != '\0' && s->blocked_clients > 0) {
-        if (s->wait_timer_at_ms != WAIT_TIMER_NOW) {
-            s->wait_timer_at_ms = WAIT_TIMER_NOW;
-            uv_timer_start(&s->wait_timer, on_wait_timer, 0, 0);
-        }
+    if (server_readonly(s) != NULL && s->writer.block.blocked_clients > 0) {
+        writer_timer_arm(&s->writer.block.timer, 0); /* at once */
         return;
     }
     const waiter_t *first = first_waiter(s);
-    if (first == NULL) {
-        uv_timer_stop(&s->wait_timer);
-        s->wait_timer_at_ms = 0;
-        return;
-    }
-    uint64_t next = first->deadline_ms;
-    if (s->wait_timer_at_ms == next)
-        return;
-    uint64_t now = server_now_ms();
-    s->wait_timer_at_ms = next;
-    uv_timer_start(&s->wait_timer, on_wait_timer, next + 1 > now ? next + 1 - now : 0, 0);
+    if (first == NULL)
+        writer_timer_stop(&s->writer.block.timer);
+    else
+        writer_timer_arm(&s->writer.block.timer, first->deadline_ms);
 }
 
 static void list_remove(waiter_t *w)
 {
-    wait_list_t *l = w->list;
-    if (w->prev)
-        w->prev->next = w->next;
-    else
-        l->head = w->next;
-    if (w->next)
-        w->next->prev = w->prev;
-    else
-        l->tail = w->prev;
-    l->len--; /* w->list stays: on_cancel may look at the list it left */
+    ordo_list_remove(w->list, &w->ln); /* w->list stays: on_cancel may look at the list it left */
 }
 
 static void list_append(waiter_t *w, wait_list_t *list)
 {
     w->list = list;
-    w->next = NULL;
-    w->prev = list->tail;
-    if (list->tail)
-        list->tail->next = w;
-    else
-        list->head = w;
-    list->tail = w;
-    list->len++;
+    ordo_list_push_back(list, &w->ln);
+}
+
+/* The invariant of the header comment, for one parked waiter. */
+static void check_parked(const server_t *s, const waiter_t *w)
+{
+    assert(w->conn->waiter == w);
+    assert(ordo_list_linked(&w->ln, w->list)); /* on its list, and (list.h) on no other */
+    assert(ordo_heap_linked(&w->hn) == (w->deadline_ms != 0));
+    assert(w->kind >= 0 && w->kind < BLOCK_KINDS && s->writer.block.blocked_by_kind[w->kind] > 0);
+    assert(s->writer.block.blocked_clients >= s->writer.block.blocked_by_kind[w->kind]);
+    (void)s;
+    (void)w;
 }
 
 static void unlink_waiter(server_t *s, waiter_t *w)
 {
+    check_parked(s, w);
     list_remove(w);
     if (ordo_heap_linked(&w->hn))
-        ordo_heap_remove(&s->wait_heap, &w->hn);
+        ordo_heap_remove(&s->writer.block.wait_heap, &w->hn);
     w->conn->waiter = NULL;
-    s->blocked_clients--;
-    s->blocked_by_kind[w->kind]--;
+    s->writer.block.blocked_clients--;
+    s->writer.block.blocked_by_kind[w->kind]--;
 }
 
 const char *block_kind_name(int kind)
@@ -118,17 +105,20 @@ const char *block_kind_name(int kind)
 
 waiter_t *block_wait(server_t *s, conn_t *conn, wait_list_t *list, uint64_t deadline_ms, int kind)
 {
+    assert(conn->waiter == NULL); /* one blocking command at a time per connection */
+    assert(kind >= 0 && kind < BLOCK_KINDS && list != NULL);
     waiter_t *w = ordo_xcalloc(1, sizeof *w);
     w->conn = conn;
     w->deadline_ms = deadline_ms;
     w->kind = kind;
-    s->blocked_by_kind[kind]++;
+    s->writer.block.blocked_by_kind[kind]++;
     ordo_heap_node_init(&w->hn);
     list_append(w, list);
     conn->waiter = w;
-    s->blocked_clients++;
+    s->writer.block.blocked_clients++;
     if (deadline_ms != 0)
-        ordo_heap_xpush(&s->wait_heap, &w->hn);
+        ordo_heap_xpush(&s->writer.block.wait_heap, &w->hn);
+    check_parked(s, w);
     arm_timer(s);
     return w;
 }
@@ -145,6 +135,7 @@ void block_done(server_t *s, waiter_t *w)
 
 void block_move(waiter_t *w, wait_list_t *to)
 {
+    assert(w->conn->waiter == w && to != w->list);
     list_remove(w);
     list_append(w, to);
 }
@@ -173,7 +164,7 @@ static void fail_readonly(server_t *s, waiter_t *w)
     conn_t *c = w->conn;
     s->stats.errors_total++;
     resp_add_errorf(&c->out, "READONLY the log cannot be written, so what this command waits for cannot happen: %s",
-                    s->readonly);
+                    server_readonly(s));
     unlink_waiter(s, w);
     if (w->on_cancel)
         w->on_cancel(w); /* releases the handler's data, as for a disconnect */
@@ -182,38 +173,36 @@ static void fail_readonly(server_t *s, waiter_t *w)
     conn_mark_dirty(c);
 }
 
-static void on_wait_timer(uv_timer_t *t)
+static void on_wait_timer(writer_timer_t *t)
 {
     server_t *s = t->data;
-    s->wait_timer_at_ms = 0;
     uint64_t now = server_tick(s);
-    if (s->readonly[0] != '\0')
-        for (conn_t *c = s->conns; c != NULL && s->blocked_clients > 0; c = c->next)
+    if (server_readonly(s) != NULL)
+        for (conn_t *c = conn_first(&s->net.conns); c != NULL && s->writer.block.blocked_clients > 0; c = conn_next(c))
             if (c->waiter != NULL)
                 fail_readonly(s, c->waiter);
     for (waiter_t *w = first_waiter(s); w != NULL && w->deadline_ms < now; w = first_waiter(s))
         time_out(s, w);
     arm_timer(s);
-    conn_run_resumed(s);
-    conn_flush_dirty(s);
+    turn_run_resumed(s);
+    turn_flush(s);
 }
 
 void block_list_timeout_all(server_t *s, wait_list_t *list)
 {
-    while (list->head != NULL)
-        time_out(s, list->head);
+    while (wait_list_first(list) != NULL)
+        time_out(s, wait_list_first(list));
 }
 
 void block_readonly(server_t *s) { arm_timer(s); }
 
 void block_init(server_t *s)
 {
-    ordo_heap_init(&s->wait_heap, waiter_less, WAIT_HEAP_CAP_MIN, ORDO_HEAP_KEEP);
-    uv_timer_init(s->loop, &s->wait_timer);
-    s->wait_timer.data = s;
+    ordo_heap_init(&s->writer.block.wait_heap, waiter_less, WAIT_HEAP_CAP_MIN, ORDO_HEAP_KEEP);
+    writer_timer_init(&s->writer.block.timer, s->loop, on_wait_timer, s);
 }
 
 void block_close_handles(server_t *s)
 {
-    uv_close((uv_handle_t *)&s->wait_timer, NULL);
+    writer_timer_close(&s->writer.block.timer);
 }

@@ -3,13 +3,13 @@
  * the state it waits for appears, its deadline passes, or it disconnects.
  *
  * Q.PULL BLOCK, Q.CALL, LOCK.ACQUIRE WAIT and the like wait server-side,
- * never by polling. A handler that cannot answer yet parks its connection
- * with block_wait(): the connection stops executing its later pipelined
- * commands (they stay in its input buffer), and the waiter joins a FIFO
- * wait list the handler chose (one per queue, per lock, ...). When a
- * record makes the awaited state appear, the command layer takes waiters
- * from the list's head, in arrival order, and completes them with
- * block_done(); at the deadline the waiter's on_timeout writes the timeout
+ * never by polling. A command that cannot answer yet is parked (through
+ * its family's wait code: queue_wait.h, coord_wait.h) with block_wait():
+ * the connection stops executing its later pipelined commands (they stay
+ * in its input buffer), and the waiter joins a FIFO wait list of that
+ * family (one per queue, per lock, ...). When a record makes the awaited
+ * state appear, the family's wait code takes waiters from the list's
+ * head, in arrival order, and completes them with block_done(); at the deadline the waiter's on_timeout writes the timeout
  * reply; if the client disconnects the waiter is dropped (on_cancel); if
  * the server turns read-only it gets -READONLY (block_readonly()).
  * After completion the connection resumes its pipeline at the end of the
@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "base/heap.h"
+#include "base/list.h"
 #include "server.h"
 
 typedef struct waiter_s waiter_t;
@@ -47,16 +48,13 @@ enum block_kind {
 /* "pull", "push", ...: the INFO field suffix of a kind. */
 const char *block_kind_name(int kind);
 
-/* A FIFO of waiters (intrusive). Zero-initialised is empty. */
-typedef struct wait_list_s {
-    waiter_t *head, *tail;
-    size_t len;
-} wait_list_t;
+/* A FIFO of waiters (intrusive, base/list.h). Zero-initialised is empty. */
+typedef ordo_list_t wait_list_t;
 
 struct waiter_s {
     conn_t *conn;
-    wait_list_t *list;
-    waiter_t *next, *prev;           /* in list */
+    wait_list_t *list;               /* the list it waits on (kept after leaving it, for on_cancel) */
+    ordo_list_node_t ln;             /* in list while parked */
     uint64_t deadline_ms;            /* 0: no deadline */
     int kind;                        /* enum block_kind */
     ordo_heap_node_t hn;             /* in the server's deadline heap iff deadline_ms != 0 */
@@ -66,6 +64,12 @@ struct waiter_s {
     void (*on_cancel)(waiter_t *w);
     void *data;                      /* the handler's: what it waits for */
 };
+
+/* The waiter at the head of list (the first to be served), NULL if none. */
+static inline waiter_t *wait_list_first(const wait_list_t *list)
+{
+    return list->head != NULL ? ORDO_LIST_ENTRY(list->head, waiter_t, ln) : NULL;
+}
 
 /* block_wait() -- park conn on list until deadline_ms (0: none) has passed
  * (the clock is past it: a wait never ends early in real time), counted as
@@ -87,7 +91,7 @@ void block_move(waiter_t *w, wait_list_t *to);
 /* block_conn_closed() -- drop conn's waiter, if any (calls on_cancel). */
 void block_conn_closed(server_t *s, conn_t *conn);
 
-/* block_list_cancel_all() -- a wait list is going away (its queue dropped):
+/* block_list_timeout_all() -- a wait list is going away (its queue dropped):
  * time out every waiter now (on_timeout writes each reply). */
 void block_list_timeout_all(server_t *s, wait_list_t *list);
 
@@ -97,7 +101,8 @@ void block_list_timeout_all(server_t *s, wait_list_t *list);
  * inside a record's apply included. */
 void block_readonly(server_t *s);
 
-/* block_init() / block_close_handles() -- the deadline timer. */
+/* block_init() (writer_start()) / block_close_handles() (at shutdown) --
+ * the wait heap and the deadline timer (s->writer.block, writer.h). */
 void block_init(server_t *s);
 void block_close_handles(server_t *s);
 

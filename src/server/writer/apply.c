@@ -1,0 +1,48 @@
+/*
+ * apply.c -- the one door through which every record (a command's, a
+ * timer's, a served waiter's) enters the core: stamp it with the writer's
+ * clock, apply it, hand it to the log, then let the waiters it freed be
+ * served. Also the memory figure max-memory-bytes bounds. See apply.h.
+ */
+#include "apply.h"
+
+#include "coord_wait.h"
+#include "persist.h"
+
+uint64_t writer_rev(const server_t *s) { return core_rev(s->core); }
+
+size_t writer_data_bytes(const server_t *s)
+{
+    kv_stats_t st;
+    kv_stats(core_kv(s->core), &st);
+    return st.bytes + queue_set_bytes(core_queues(s->core)) + coord_wait_bytes(s);
+}
+
+bool writer_memory_refused(server_t *s, ordo_buf_t *out)
+{
+    if (s->cfg.max_memory_bytes <= 0)
+        return false;
+    size_t bytes = writer_data_bytes(s);
+    if (bytes <= (size_t)s->cfg.max_memory_bytes)
+        return false;
+    s->stats.errors_total++;
+    resp_add_errorf(out, "LIMIT stored data is %zu bytes, above max-memory-bytes (%lld); "
+                         "delete, compact, consume queued messages or release leases, locks and "
+                         "leaderships to write again",
+                    bytes, (long long)s->cfg.max_memory_bytes);
+    return true;
+}
+
+bool writer_apply(server_t *s, record_t *rec, apply_result_t *res)
+{
+    rec->time_ms = s->now_ms;
+    core_apply(s->core, rec, res);
+    /* Only records that changed something are logged: a failed condition
+     * leaves no trace, and replay reaches the same state without it. */
+    bool stored = true;
+    if (res->status == AP_OK && s->wal != NULL)
+        stored = persist_record(s, rec, core_rev(s->core)) == 0;
+    if (stored)
+        coord_wait_after_apply(s, rec); /* serve lock waiters and candidates: records of their own */
+    return stored;
+}

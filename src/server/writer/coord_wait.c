@@ -1,0 +1,565 @@
+/*
+ * coord_wait.c -- the writer's side of leases, locks and elections: who
+ * waits on which lock or election, serving them when a record frees it,
+ * the ELECT.OBSERVE observers, and the timer that ends holdings on time.
+ * cmd_coord.c parses the commands, makes the clients' records and speaks
+ * RESP; what happens later, when a record or a deadline frees something,
+ * happens here.
+ *
+ * Waiters. LOCK.ACQUIRE WAIT and ELECT.CAMPAIGN park their connection
+ * (block.h) on a FIFO wait list, one per lock name and one per election
+ * name (a waitq_t in a keyed table). A newcomer never overtakes a waiter:
+ * if the list is not empty it queues behind it (or, without WAIT, gets nil)
+ * without trying. When the core reports COORD_EV_LOCK_FREE or
+ * COORD_EV_VACANT, the callback only notes the wait list as pending: no
+ * record may be applied inside another record's apply or inside the event
+ * callback. coord_wait_after_apply(), which writer_apply() calls once each
+ * record's apply has returned, then serves the pending lists: for each,
+ * one acquire / campaign record for the first waiter. So one release
+ * wakes exactly one waiter (no herd); the grant is a record of its own, at
+ * its own revision, and replay needs no knowledge of who waited. A waiter
+ * whose LEASE has ended gets -NOTFOUND and the next one is tried; a waiter
+ * whose WAIT runs out gets nil (block.c's timer); a waiter that
+ * disconnects leaves the list (on_cancel), and so does one answered
+ * -READONLY when the log fails (block.c; a newcomer is refused then
+ * instead of parked). Wait lists that became empty are freed by a sweep at the next safe point (their waiter may be unlinked
+ * only after our callback returns).
+ *
+ * Memory. Parked waiters hold their request (name, value) and a wait list
+ * per lock / election name; cc->wait_bytes counts them, each waiter
+ * charged for its request and its list (O(1) per park and wake; the
+ * figure is 0 whenever nobody waits) and coord_wait_bytes() adds them to
+ * the state's coord_bytes(): INFO's used_memory_coord, counted by max-memory-bytes. A
+ * newcomer that would park past the limit gets -LIMIT instead.
+ *
+ * Observers. ELECT.OBSERVE registers an observer on an election name; the
+ * LEADER / VACANT events are pushed to every observer as they are applied
+ * (writing into a connection's output is not applying a record, so this
+ * happens inside the callback). Observers count as watches: against
+ * max-watches-per-client, for RESP2 watch mode, and KV.UNWATCH removes them.
+ *
+ * Time. Deadlines (leases, locks, leaderships) are coord state; the writer
+ * owns one timer (timer.h) at coord_next_deadline() and, when it fires, applies a
+ * REC_COORD_EXPIRE record for everything coord_due() names at the writer's
+ * clock. cmd_dispatch() does the same before each command, so a command
+ * never sees a holding whose expiry record is merely late. Expiry is never
+ * early (apply re-checks deadline <= the record's time, and the writer
+ * stamps expire records only once its ms clock has passed the deadline,
+ * see coord_wait_expire_due()); it is late by 1 ms of clock rounding plus
+ * the timer's resolution (1 ms) plus the event loop's latency (the batch of
+ * commands being processed when the deadline passes), and a watcher of a
+ * lease-attached key additionally waits for the log sync under
+ * `fsync always`.
+ */
+#include "coord_wait.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apply.h"
+#include "block.h"
+#include "core/coord.h"
+#include "net/conn.h"
+#include "turn.h"
+
+#define CONTAINER_OF(p, type, member) ((type *)(void *)((char *)(p) - offsetof(type, member)))
+
+/* The waiters of one lock or one election. */
+typedef struct waitq_s {
+    ordo_hnode_t node;
+    wait_list_t list;
+    int kind;                  /* COORD_WAIT_LOCK / COORD_WAIT_ELECT */
+    ordo_list_node_t pending_ln; /* in cc->pending: its lock / election became free */
+    bool swept;                /* in cc->sweep: may be empty, free it later */
+    struct waitq_s *snext;     /* sweep list */
+    size_t nlen;
+    char name[];
+} waitq_t;
+
+/* What a parked LOCK.ACQUIRE / ELECT.CAMPAIGN asked for. */
+typedef struct coord_wait_s {
+    uint64_t ttl_ms;
+    uint64_t lease;
+    bool handover;             /* ELECT.CAMPAIGN HANDOVER: reply [term, value] */
+    size_t charged;            /* what it adds to cc->wait_bytes */
+    size_t vlen;
+    char value[];              /* ELECT.CAMPAIGN: the candidate's value */
+} coord_wait_t;
+
+typedef struct obs_group_s obs_group_t;
+
+/* One ELECT.OBSERVE. */
+typedef struct observer_s {
+    uint64_t id;               /* from the watch id counter: KV.UNWATCH id */
+    conn_t *conn;
+    obs_group_t *group;
+    ordo_list_node_t gln;      /* in group->observers */
+    ordo_list_node_t cln;      /* in conn->observers */
+} observer_t;
+
+struct obs_group_s {
+    ordo_hnode_t node;
+    ordo_list_t observers;     /* observer_t by gln, newest first */
+    size_t nlen;
+    char name[];
+};
+
+typedef struct coord_waits_s {
+    ordo_htab_t lockq;         /* lock name -> waitq_t */
+    ordo_htab_t electq;        /* election name -> waitq_t */
+    ordo_htab_t observed;      /* election name -> obs_group_t */
+    ordo_list_t pending;       /* waitq_t by pending_ln, in the order they became free */
+    waitq_t *sweep;
+    bool serving;              /* inside serve_pending(): no re-entry */
+    writer_timer_t timer;      /* at coord_next_deadline(), from coord_wait_start() */
+    size_t wait_bytes;         /* parked waiters' requests and wait lists (see Memory) */
+} coord_waits_t;
+
+/* What a malloc of n bytes costs, as coord.c estimates it. */
+static size_t alloc_cost(size_t n)
+{
+    size_t c = (n + 8 + 15) & ~(size_t)15;
+    return c < 32 ? 32 : c;
+}
+
+/* ---- tables ------------------------------------------------------------------- */
+
+static bool waitq_eq(const ordo_hnode_t *n, const void *key, size_t len)
+{
+    const waitq_t *q = (const waitq_t *)n;
+    return q->nlen == len && memcmp(q->name, key, len) == 0;
+}
+
+static bool group_eq(const ordo_hnode_t *n, const void *key, size_t len)
+{
+    const obs_group_t *g = (const obs_group_t *)n;
+    return g->nlen == len && memcmp(g->name, key, len) == 0;
+}
+
+static ordo_htab_t *wq_table(coord_waits_t *cc, int kind) { return kind == COORD_WAIT_LOCK ? &cc->lockq : &cc->electq; }
+
+static waitq_t *waitq_find(coord_waits_t *cc, int kind, const void *name, size_t nlen)
+{
+    ordo_htab_t *t = wq_table(cc, kind);
+    return (waitq_t *)ordo_htab_find(t, ordo_htab_hash(t, name, nlen), name, nlen);
+}
+
+static waitq_t *waitq_get(coord_waits_t *cc, int kind, const void *name, size_t nlen)
+{
+    waitq_t *q = waitq_find(cc, kind, name, nlen);
+    if (q != NULL)
+        return q;
+    ordo_htab_t *t = wq_table(cc, kind);
+    q = ordo_xcalloc(1, sizeof *q + (nlen ? nlen : 1));
+    q->kind = kind;
+    q->nlen = nlen;
+    memcpy(q->name, name, nlen);
+    ordo_htab_insert(t, &q->node, ordo_htab_hash(t, name, nlen));
+    return q;
+}
+
+/* Remember that q may have become empty; sweep() frees it once it is. */
+static void waitq_maybe_empty(coord_waits_t *cc, waitq_t *q)
+{
+    if (q->swept)
+        return;
+    q->swept = true;
+    q->snext = cc->sweep;
+    cc->sweep = q;
+}
+
+/* Free the wait lists that ended up empty. Called only where no waiter is
+ * being timed out or served (a command handler, the end of serving). */
+static void sweep(coord_waits_t *cc)
+{
+    while (cc->sweep != NULL) {
+        waitq_t *q = cc->sweep;
+        cc->sweep = q->snext;
+        q->swept = false;
+        if (q->list.len == 0 && !ordo_list_linked(&q->pending_ln, NULL)) {
+            ordo_htab_remove(wq_table(cc, q->kind), &q->node);
+            free(q);
+        }
+    }
+}
+
+static waitq_t *waitq_of(waiter_t *w) { return CONTAINER_OF(w->list, waitq_t, list); }
+
+/* ---- replies to parked connections ----------------------------------------------- */
+
+/* Free a waiter's request. */
+static void wait_data_free(server_t *s, waiter_t *w)
+{
+    coord_wait_t *d = w->data;
+    if (d != NULL)
+        s->writer.coord->wait_bytes -= d->charged;
+    free(d);
+    w->data = NULL;
+}
+
+static void on_wait_timeout(waiter_t *w)
+{
+    server_t *s = w->conn->srv;
+    resp_add_null(&w->conn->out, w->conn->proto);
+    wait_data_free(s, w);
+    waitq_maybe_empty(s->writer.coord, waitq_of(w));
+}
+
+static void on_wait_cancel(waiter_t *w)
+{
+    server_t *s = w->conn->srv;
+    wait_data_free(s, w);
+    waitq_maybe_empty(s->writer.coord, waitq_of(w));
+}
+
+void coord_wait_reply_campaign(ordo_buf_t *out, int proto, bool handover, uint64_t term, const char *hv,
+                               size_t hlen)
+{
+    if (!handover) {
+        resp_add_uint(out, term);
+        return;
+    }
+    resp_add_array(out, 2);
+    resp_add_uint(out, term);
+    if (hv == NULL)
+        resp_add_null(out, proto);
+    else
+        resp_add_bulk(out, hv, hlen);
+}
+
+void coord_wait_reply_lease_gone(server_t *s, ordo_buf_t *out, uint64_t lease)
+{
+    s->stats.errors_total++;
+    resp_add_errorf(out, "NOTFOUND lease %llu does not exist or has expired", (unsigned long long)lease);
+}
+
+/* Finish waiter w, whose reply has been written. */
+static void finish(server_t *s, waiter_t *w)
+{
+    wait_data_free(s, w);
+    waitq_maybe_empty(s->writer.coord, waitq_of(w));
+    block_done(s, w);
+}
+
+/* The lock / election of q became free: try its waiters in order until one
+ * takes it (one wake-up per release) or it is taken by someone else. */
+static void serve_one(server_t *s, waitq_t *q)
+{
+    while (wait_list_first(&q->list) != NULL && server_readonly(s) == NULL) {
+        waiter_t *w = wait_list_first(&q->list);
+        coord_wait_t *d = w->data;
+        conn_t *c = w->conn;
+        record_t rec = {.key = q->name, .klen = (uint32_t)q->nlen, .ttl_ms = d->ttl_ms, .lease = d->lease};
+        apply_result_t res;
+        if (q->kind == COORD_WAIT_LOCK) {
+            rec.type = REC_LOCK_ACQUIRE;
+        } else {
+            rec.type = REC_ELECT_CAMPAIGN;
+            rec.val = d->value;
+            rec.vlen = (uint32_t)d->vlen;
+        }
+        if (!writer_apply(s, &rec, &res))
+            return; /* the log refused the grant: nobody may hold that token */
+        if (res.status == AP_BUSY)
+            return; /* still held: the waiter keeps its place */
+        if (res.status == AP_NOTFOUND) {
+            coord_wait_reply_lease_gone(s, &c->out, d->lease);
+            finish(s, w);
+            continue; /* its lease ended while it waited: the next one */
+        }
+        if (q->kind == COORD_WAIT_LOCK)
+            resp_add_uint(&c->out, (uint64_t)res.value);
+        else
+            coord_wait_reply_campaign(&c->out, c->proto, d->handover, (uint64_t)res.value, res.data, res.dlen);
+        finish(s, w);
+        return;
+    }
+}
+
+static void serve_pending(server_t *s)
+{
+    coord_waits_t *cc = s->writer.coord;
+    if (cc->serving)
+        return; /* the outer loop below takes what this record added */
+    cc->serving = true;
+    ordo_list_node_t *n;
+    while ((n = ordo_list_pop_front(&cc->pending)) != NULL) {
+        waitq_t *q = ORDO_LIST_ENTRY(n, waitq_t, pending_ln);
+        serve_one(s, q);
+        waitq_maybe_empty(cc, q);
+    }
+    cc->serving = false;
+    sweep(cc);
+}
+
+static void note_free(coord_waits_t *cc, int kind, const char *name, size_t nlen)
+{
+    waitq_t *q = waitq_find(cc, kind, name, nlen);
+    if (q == NULL || q->list.len == 0 || ordo_list_linked(&q->pending_ln, NULL))
+        return;
+    ordo_list_push_back(&cc->pending, &q->pending_ln);
+}
+
+/* ---- observers -------------------------------------------------------------------- */
+
+/* ["leader", name, term, value] (term 0 and nil: vacant). */
+void coord_wait_push_leader(conn_t *c, const char *name, size_t nlen, uint64_t term, const char *value, size_t vlen)
+{
+    resp_add_push(&c->out, c->proto, 4);
+    resp_add_bulk_str(&c->out, "leader");
+    resp_add_bulk(&c->out, name, nlen);
+    resp_add_uint(&c->out, term);
+    if (term == 0)
+        resp_add_null(&c->out, c->proto);
+    else
+        resp_add_bulk(&c->out, value, vlen);
+    c->srv->stats.watch_events_total++;
+}
+
+static void notify_observers(coord_waits_t *cc, const coord_event_t *ev, uint64_t term)
+{
+    ordo_htab_t *t = &cc->observed;
+    obs_group_t *g = (obs_group_t *)ordo_htab_find(t, ordo_htab_hash(t, ev->name, ev->nlen), ev->name, ev->nlen);
+    if (g == NULL)
+        return;
+    ORDO_LIST_FOREACH(n, &g->observers) {
+        observer_t *o = ORDO_LIST_ENTRY(n, observer_t, gln);
+        if (o->conn->closing)
+            continue;
+        coord_wait_push_leader(o->conn, ev->name, ev->nlen, term, ev->value, ev->vlen);
+        conn_mark_dirty(o->conn);
+    }
+}
+
+/* The core's coordination callback: after the core handled the event. */
+static void on_coord_event(void *arg, const coord_event_t *ev)
+{
+    server_t *s = arg;
+    coord_waits_t *cc = s->writer.coord;
+    switch (ev->type) {
+    case COORD_EV_LOCK_FREE:
+        note_free(cc, COORD_WAIT_LOCK, ev->name, ev->nlen);
+        break;
+    case COORD_EV_LEADER:
+        notify_observers(cc, ev, ev->id);
+        break;
+    case COORD_EV_VACANT:
+        notify_observers(cc, ev, 0);
+        note_free(cc, COORD_WAIT_ELECT, ev->name, ev->nlen);
+        break;
+    default:
+        break;
+    }
+}
+
+static void observer_free(server_t *s, observer_t *o)
+{
+    obs_group_t *g = o->group;
+    ordo_list_remove(&g->observers, &o->gln);
+    if (ordo_list_empty(&g->observers)) {
+        ordo_htab_remove(&s->writer.coord->observed, &g->node);
+        free(g);
+    }
+    conn_t *c = o->conn;
+    ordo_list_remove(&c->observers, &o->cln);
+    c->nwatches--;
+    free(o);
+}
+
+size_t coord_wait_unobserve(conn_t *c, uint64_t id)
+{
+    size_t n = 0;
+    ORDO_LIST_FOREACH_SAFE(ln, next, &c->observers) {
+        observer_t *o = ORDO_LIST_ENTRY(ln, observer_t, cln);
+        if (id == 0 || o->id == id) {
+            observer_free(c->srv, o);
+            n++;
+        }
+    }
+    return n;
+}
+
+void coord_wait_conn_closed(conn_t *c) { coord_wait_unobserve(c, 0); }
+
+/* ---- the expiry timer ---------------------------------------------------------------- */
+
+static void on_coord_timer(writer_timer_t *t)
+{
+    server_t *s = t->data;
+    server_tick(s);
+    coord_wait_expire_due(s);
+    turn_run_resumed(s);
+    turn_flush(s);
+}
+
+void coord_wait_schedule(server_t *s)
+{
+    coord_waits_t *cc = s->writer.coord;
+    uint64_t next = coord_next_deadline(core_coord(s->core));
+    if (next == 0)
+        writer_timer_stop(&cc->timer);
+    else
+        writer_timer_arm_earlier(&cc->timer, next); /* one that fires sooner re-arms then */
+}
+
+/* End everything due by the writer's clock, one expire record each.
+ * "Due" is deadline < now_ms, not <=: the clock is in whole ms, so a
+ * holding granted at now_ms began up to 1 ms after it, and its expire
+ * record must be stamped at least deadline + 1 to come no earlier than
+ * grant + TTL in real time. */
+void coord_wait_expire_due(server_t *s)
+{
+    char stackname[256];
+    coord_due_t d;
+    while (server_readonly(s) == NULL && s->now_ms > 0 && coord_due(core_coord(s->core), s->now_ms - 1, &d)) {
+        char *name = d.nlen <= sizeof stackname ? stackname : ordo_xmalloc(d.nlen);
+        if (d.nlen > 0)
+            memcpy(name, d.name, d.nlen); /* apply frees what d.name points into */
+        record_t rec = {.type = REC_COORD_EXPIRE, .kind = (uint8_t)d.kind, .token = d.id, .key = name,
+                        .klen = (uint32_t)d.nlen};
+        apply_result_t res;
+        writer_apply(s, &rec, &res);
+        if (name != stackname)
+            free(name);
+        if (res.status != AP_OK)
+            break; /* coord_due() and expire disagree: never spin */
+    }
+    coord_wait_schedule(s);
+}
+
+void coord_wait_after_apply(server_t *s, const record_t *rec)
+{
+    coord_waits_t *cc = s->writer.coord;
+    if (cc == NULL)
+        return;
+    if (!ordo_list_empty(&cc->pending))
+        serve_pending(s);
+    if (rec->type >= REC_LEASE_GRANT)
+        coord_wait_schedule(s);
+}
+
+/* Park the current connection on q with the request's arguments; or, if
+ * the server is read-only (nothing could grant it) or past
+ * max-memory-bytes (the request would grow it), refuse as a write would. */
+void coord_wait_park(server_t *s, conn_t *c, int kind, const char *name, size_t nlen, uint64_t wait_ms,
+                     uint64_t ttl_ms, uint64_t lease, bool handover, const char *value, size_t vlen)
+{
+    waitq_t *q = waitq_get(s->writer.coord, kind, name, nlen);
+    if (server_readonly(s) != NULL) {
+        s->stats.errors_total++;
+        resp_add_errorf(&c->out, "READONLY the log cannot be written, so writes are refused: %s", server_readonly(s));
+        waitq_maybe_empty(s->writer.coord, q);
+        return;
+    }
+    if (writer_memory_refused(s, &c->out)) {
+        waitq_maybe_empty(s->writer.coord, q);
+        return;
+    }
+    coord_wait_t *d = ordo_xcalloc(1, sizeof *d + (vlen ? vlen : 1));
+    /* Charged per waiter: its request and the list it waits on with the
+     * name (shared by the list's waiters, and freed lazily by sweep(), so
+     * charging it to each waiter keeps the figure exact at every moment). */
+    d->charged = alloc_cost(sizeof *d + (vlen ? vlen : 1)) + alloc_cost(sizeof *q + (q->nlen ? q->nlen : 1));
+    s->writer.coord->wait_bytes += d->charged;
+    d->ttl_ms = ttl_ms;
+    d->lease = lease;
+    d->handover = handover;
+    d->vlen = vlen;
+    if (vlen)
+        memcpy(d->value, value, vlen);
+    /* block.c ends a wait only once the clock is past its deadline, so a
+     * WAIT never runs out before wait_ms have passed since the request. */
+    waiter_t *w = block_wait(s, c, &q->list, wait_ms ? s->now_ms + wait_ms : 0,
+                             q->kind == COORD_WAIT_LOCK ? BLOCK_LOCK : BLOCK_ELECT);
+    w->on_timeout = on_wait_timeout;
+    w->on_cancel = on_wait_cancel;
+    w->data = d;
+}
+
+
+/* ---- the handlers' side ---------------------------------------------------------------- */
+
+void coord_wait_sweep(server_t *s) { sweep(s->writer.coord); }
+
+size_t coord_wait_len(server_t *s, int kind, const char *name, size_t nlen)
+{
+    waitq_t *q = waitq_find(s->writer.coord, kind, name, nlen);
+    return q ? q->list.len : 0;
+}
+
+uint64_t coord_wait_observe(server_t *s, conn_t *c, const char *name, size_t nlen)
+{
+    ordo_htab_t *t = &s->writer.coord->observed;
+    uint64_t h = ordo_htab_hash(t, name, nlen);
+    obs_group_t *g = (obs_group_t *)ordo_htab_find(t, h, name, nlen);
+    if (g == NULL) {
+        g = ordo_xcalloc(1, sizeof *g + (nlen ? nlen : 1));
+        g->nlen = nlen;
+        memcpy(g->name, name, nlen);
+        ordo_htab_insert(t, &g->node, h);
+    }
+    observer_t *o = ordo_xcalloc(1, sizeof *o);
+    o->id = ++s->next_watch_id;
+    o->conn = c;
+    o->group = g;
+    ordo_list_push_front(&g->observers, &o->gln);
+    ordo_list_push_front(&c->observers, &o->cln);
+    c->nwatches++;
+    return o->id;
+}
+
+/* ---- life cycle ---------------------------------------------------------------------- */
+
+void coord_wait_init(server_t *s)
+{
+    coord_waits_t *cc = ordo_xcalloc(1, sizeof *cc);
+    if (ordo_htab_init(&cc->lockq, waitq_eq) != 0 || ordo_htab_init(&cc->electq, waitq_eq) != 0 ||
+        ordo_htab_init(&cc->observed, group_eq) != 0) {
+        fprintf(stderr, "ordod: out of memory\n");
+        abort();
+    }
+    s->writer.coord = cc;
+    core_set_coord_cb(s->core, on_coord_event, s);
+}
+
+void coord_wait_start(server_t *s)
+{
+    coord_waits_t *cc = s->writer.coord;
+    writer_timer_init(&cc->timer, s->loop, on_coord_timer, s);
+    coord_wait_schedule(s);
+}
+
+void coord_wait_close_handles(server_t *s)
+{
+    coord_waits_t *cc = s->writer.coord;
+    writer_timer_close(&cc->timer);
+}
+
+static void free_node(ordo_hnode_t *n, void *arg)
+{
+    (void)arg;
+    free(n);
+}
+
+size_t coord_wait_bytes(const server_t *s)
+{
+    const coord_waits_t *cc = s->writer.coord;
+    return coord_bytes(core_coord(s->core)) + (cc ? cc->wait_bytes : 0);
+}
+
+void coord_wait_destroy(server_t *s)
+{
+    coord_waits_t *cc = s->writer.coord;
+    if (cc == NULL)
+        return;
+    /* Connections are closed by now: no waiter or observer is left. */
+    ordo_htab_foreach(&cc->lockq, free_node, NULL);
+    ordo_htab_foreach(&cc->electq, free_node, NULL);
+    ordo_htab_foreach(&cc->observed, free_node, NULL);
+    ordo_htab_destroy(&cc->lockq);
+    ordo_htab_destroy(&cc->electq);
+    ordo_htab_destroy(&cc->observed);
+    free(cc);
+    s->writer.coord = NULL;
+}

@@ -1,0 +1,71 @@
+/*
+ * coord_wait.h -- the writer's side of leases, locks and elections: parked
+ * LOCK.ACQUIRE WAIT / ELECT.CAMPAIGN requests, served one per release with
+ * a record of their own; ELECT.OBSERVE observers; the timer that applies
+ * an expire record when a lease, lock or leadership runs out. See
+ * coord_wait.c for the design.
+ *
+ * Owner: s->writer.coord (coord_wait_init() .. coord_wait_destroy());
+ * the loop thread only.
+ */
+#ifndef ORDO_COORD_WAIT_H
+#define ORDO_COORD_WAIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server.h"
+
+/* What a parked request waits for. */
+enum { COORD_WAIT_LOCK = 0, COORD_WAIT_ELECT = 1 };
+
+/* coord_wait_init() -- the empty tables, and the core's coordination
+ * callback (before recovery); coord_wait_start() -- after recovery: the
+ * deadline timer; coord_wait_close_handles() at shutdown;
+ * coord_wait_destroy() after the loop ends. */
+void coord_wait_init(server_t *s);
+void coord_wait_start(server_t *s);
+void coord_wait_close_handles(server_t *s);
+void coord_wait_destroy(server_t *s);
+
+/* coord_wait_bytes() -- coordination memory: the state's coord_bytes()
+ * plus parked LOCK.ACQUIRE / ELECT.CAMPAIGN requests and their wait lists
+ * (INFO used_memory_coord). O(1). */
+size_t coord_wait_bytes(const server_t *s);
+/* coord_wait_after_apply() -- writer_apply() calls it after every record:
+ * serves lock waiters and candidates whose lock / election the record
+ * freed (each with a record of its own), re-arms the deadline timer. */
+void coord_wait_after_apply(server_t *s, const record_t *rec);
+/* coord_wait_expire_due() -- apply an expire record for every lease, lock
+ * and leadership whose deadline is < s->now_ms; re-arm the timer. */
+void coord_wait_expire_due(server_t *s);
+void coord_wait_schedule(server_t *s);
+
+/* coord_wait_sweep() -- free wait lists left empty (call before looking). */
+void coord_wait_sweep(server_t *s);
+/* coord_wait_len() -- requests parked on lock / election name. */
+size_t coord_wait_len(server_t *s, int kind, const char *name, size_t nlen);
+/* coord_wait_park() -- park c on lock / election name (kind) with the
+ * request's arguments, wait_ms 0: no deadline; or, if the server is
+ * read-only or past max-memory-bytes, write the refusal into c's output. */
+void coord_wait_park(server_t *s, conn_t *c, int kind, const char *name, size_t nlen, uint64_t wait_ms,
+                     uint64_t ttl_ms, uint64_t lease, bool handover, const char *value, size_t vlen);
+
+/* Replies the writer and the handlers share: a won campaign (the term, or
+ * [term, handed-over value]); -NOTFOUND for an ended lease. */
+void coord_wait_reply_campaign(ordo_buf_t *out, int proto, bool handover, uint64_t term, const char *hv,
+                               size_t hlen);
+void coord_wait_reply_lease_gone(server_t *s, ordo_buf_t *out, uint64_t lease);
+
+/* coord_wait_observe() -- add an ELECT.OBSERVE observer of name on c
+ * (counted in c->nwatches); returns its id. coord_wait_push_leader()
+ * writes ["leader", name, term, value] (term 0: vacant, value nil) to c. */
+uint64_t coord_wait_observe(server_t *s, conn_t *c, const char *name, size_t nlen);
+void coord_wait_push_leader(conn_t *c, const char *name, size_t nlen, uint64_t term, const char *value, size_t vlen);
+/* ELECT.OBSERVE observers of c: remove the one with id (0: all); returns
+ * how many. coord_wait_conn_closed() removes them all. */
+size_t coord_wait_unobserve(conn_t *c, uint64_t id);
+void coord_wait_conn_closed(conn_t *c);
+
+#endif /* ORDO_COORD_WAIT_H */

@@ -1,0 +1,70 @@
+/*
+ * expire.c -- the writer's side of key expiry.
+ *
+ * Expiry: SET PX/EX stores an absolute deadline with the put. The expiry
+ * timer fires at the earliest deadline and applies one REC_EXPIRE record
+ * stamped with the time it fired; apply deletes every key due by then. A
+ * read that finds a key past its deadline before that record ran answers as
+ * if it were gone and asks the timer to run at once, so no client ever reads
+ * an expired value.
+ */
+#include "expire.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "apply.h"
+#include "net/conn.h"
+#include "turn.h"
+
+static void on_expire_timer(writer_timer_t *t)
+{
+    server_t *s = t->data;
+    server_tick(s);
+    expire_due(s);
+    turn_flush(s);
+}
+
+/* Expire every key due by the writer's clock, one record per key. "Due" is
+ * deadline < now_ms, not <=: the clock is in whole ms, so a SET stamped
+ * now_ms arrived up to 1 ms after it, and the key must outlive arrival +
+ * TTL in real time (never early; see docs/protocol.md). */
+void expire_due(server_t *s)
+{
+    if (server_readonly(s) != NULL)
+        return; /* the expiry could not be logged; keys stay until writes work */
+    char stackkey[256];
+    uint64_t next;
+    while ((next = core_next_expiry(s->core)) != 0 && next < s->now_ms) {
+        size_t klen;
+        const char *k = core_first_expiring(s->core, &klen);
+        char *key = klen <= sizeof stackkey ? stackkey : ordo_xmalloc(klen);
+        memcpy(key, k, klen); /* apply frees the expiry entry k points into */
+        record_t rec = {.type = REC_EXPIRE, .key = key, .klen = (uint32_t)klen};
+        apply_result_t res;
+        writer_apply(s, &rec, &res);
+        s->stats.expired_keys_total += (uint64_t)res.value;
+        if (key != stackkey)
+            free(key);
+    }
+    expire_schedule(s);
+}
+
+void expire_schedule(server_t *s)
+{
+    uint64_t next = core_next_expiry(s->core);
+    if (next == 0)
+        writer_timer_stop(&s->writer.expire_timer);
+    else
+        writer_timer_arm_earlier(&s->writer.expire_timer, next); /* a later one re-arms when it fires */
+}
+
+void expire_start(server_t *s)
+{
+    writer_timer_init(&s->writer.expire_timer, s->loop, on_expire_timer, s);
+}
+
+void expire_close_handles(server_t *s)
+{
+    writer_timer_close(&s->writer.expire_timer);
+}

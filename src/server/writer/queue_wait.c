@@ -1,0 +1,747 @@
+/*
+ * queue_wait.c -- the writer's side of the queues: the wait lists of
+ * blocked Q.* commands, serving them, and the queue timer. cmd_queue.c
+ * parses the Q.* commands and speaks RESP about them; everything here runs
+ * when a record made something ready or a deadline passed.
+ *
+ * Blocking. Q.PULL BLOCK, Q.CALL, Q.RESULT BLOCK and Q.PUSH under ONFULL
+ * block park their connection (block.h) on a wait list of the queue's name:
+ * pullers and pushers each have a FIFO, and callers waiting for one
+ * message's fate have a FIFO per message id. A Q.CALL on a full queue under
+ * ONFULL block waits twice without resuming in between: among the pushers
+ * until its push fits, then (block_move(), same deadline: TIMEOUT bounds
+ * the whole call) among the callers of the message it pushed. A record
+ * never serves a waiter from inside its apply. After a write returns,
+ * qwait_serve() looks at the queue: while a pusher is parked and a push now fits, it applies that push; while
+ * a puller is parked and a message is deliverable, it applies deliver
+ * records for the first puller (the writer decides who gets which delivery,
+ * and the log says so), writes the reply and completes the waiter; it
+ * loops until neither makes progress. A message's completion (an ack, a
+ * NOACK delivery, a dead letter) answers the callers parked on its id.
+ * Invariant: after every write, a parked puller means nothing is
+ * deliverable and a parked pusher means the queue is full, so a newcomer
+ * never overtakes a waiter.
+ *
+ * Wait lists live as long as someone waits. A waiter leaves its list inside
+ * block.c (done, timed out, cancelled), sometimes while its list is still in
+ * use, so empty lists are collected later: each leaving marks the list, and
+ * qwait_gc() frees marked lists that are still empty at the start of every
+ * Q.* command and timer turn.
+ *
+ * Timers. queue.h keeps each queue's deadlines (leases, delays, dedup
+ * windows, result retention). One timer (timer.h) fires at the earliest;
+ * its callback logs one record per due deadline (REC_Q_REDELIVER, PROMOTE,
+ * DEDUP_END, RESULT_END) stamped with the writer's clock and serves
+ * waiters the record made ready. After a write that may move a deadline
+ * earlier, qwait_note_timer() re-arms it (O(1): only the written queue's
+ * earliest deadline is looked at; a timer that fires early finds nothing
+ * due and re-arms from the whole set, O(queues)). Before a command touches
+ * a queue, its due deadlines are applied first (qwait_catch_up()), as
+ * cmd_dispatch expires keys first: the command sees one consistent state,
+ * and a push or deliver never promotes delayed messages without a record
+ * saying so.
+ */
+#include "queue_wait.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "apply.h"
+#include "block.h"
+#include "net/conn.h"
+#include "turn.h"
+
+/* Due queue deadlines applied per timer turn before the loop goes back to
+ * I/O (the timer re-arms at once if more are due). */
+#define QCMD_TIMERS_PER_TURN 4096
+
+/* ---- wait lists -------------------------------------------------------------- */
+
+typedef struct qwait_s qwait_t;
+
+typedef struct idwait_s {
+    ordo_hnode_t hnode;       /* in qwait.ids, by id */
+    uint64_t id;
+    wait_list_t list;         /* Q.CALL / Q.RESULT BLOCK waiters of this message */
+    qwait_t *qw;
+    struct idwait_s *gc_next;
+    bool in_gc;
+} idwait_t;
+
+struct qwait_s {
+    ordo_hnode_t hnode;       /* in qwaits.waits, by name */
+    wait_list_t pullers;
+    wait_list_t pushers;
+    ordo_htab_t ids;          /* message id -> idwait_t */
+    qwait_t *gc_next;
+    bool in_gc;
+    size_t nlen;
+    char name[];
+};
+
+typedef struct qwaits_s {
+    ordo_htab_t waits;        /* queue name -> qwait_t */
+    qwait_t *gc;              /* maybe empty */
+    idwait_t *idgc;
+    ordo_buf_t scratch;       /* a pull's messages before their count is known */
+    writer_timer_t timer;     /* at the earliest queue deadline, from qwait_start() */
+} qwaits_t;
+
+enum { QW_PULL, QW_PUSH, QW_RESULT };
+
+/* What a parked command waits with (waiter_t.data). Push arguments are
+ * copied: the request's bytes leave the input buffer while it waits. */
+typedef struct qwaiter_s {
+    int kind;
+    qwait_t *qw;
+    idwait_t *iw;             /* QW_RESULT */
+    uint64_t id;              /* QW_RESULT */
+    uint64_t timeout_ms;
+    uint32_t count;           /* QW_PULL */
+    uint64_t lease_ms;        /* QW_PULL */
+    bool noack;               /* QW_PULL */
+    bool coalesce;            /* QW_PUSH */
+    uint64_t delay_ms;        /* QW_PUSH */
+    uint32_t klen, plen, dlen;/* QW_PUSH: key, payload, dedup id in bytes */
+    bool has_dedup;
+    bool call;                /* QW_RESULT: Q.CALL (times out with -TIMEOUT), else Q.RESULT (nil);
+                                 QW_PUSH: Q.CALL (waits for the result once pushed) */
+    char bytes[];
+} qwaiter_t;
+
+static bool qw_eq(const ordo_hnode_t *n, const void *key, size_t len)
+{
+    const qwait_t *w = (const qwait_t *)n;
+    return w->nlen == len && memcmp(w->name, key, len) == 0;
+}
+
+static bool iw_eq(const ordo_hnode_t *n, const void *key, size_t len)
+{
+    return len == sizeof(uint64_t) && memcmp(&((const idwait_t *)n)->id, key, len) == 0;
+}
+
+static qwait_t *qw_get(server_t *s, const void *name, size_t nlen, bool create)
+{
+    qwaits_t *qc = s->writer.queues;
+    uint64_t h = ordo_htab_hash(&qc->waits, name, nlen);
+    qwait_t *w = (qwait_t *)ordo_htab_find(&qc->waits, h, name, nlen);
+    if (w != NULL || !create)
+        return w;
+    w = ordo_xcalloc(1, sizeof *w + nlen);
+    if (ordo_htab_init(&w->ids, iw_eq) != 0) {
+        fprintf(stderr, "ordod: out of memory\n");
+        abort();
+    }
+    w->nlen = nlen;
+    memcpy(w->name, name, nlen);
+    ordo_htab_insert(&qc->waits, &w->hnode, h);
+    return w;
+}
+
+static idwait_t *iw_get(qwait_t *qw, uint64_t id, bool create)
+{
+    uint64_t h = ordo_htab_hash(&qw->ids, &id, sizeof id);
+    idwait_t *w = (idwait_t *)ordo_htab_find(&qw->ids, h, &id, sizeof id);
+    if (w != NULL || !create)
+        return w;
+    w = ordo_xcalloc(1, sizeof *w);
+    w->id = id;
+    w->qw = qw;
+    ordo_htab_insert(&qw->ids, &w->hnode, h);
+    return w;
+}
+
+static void gc_mark(server_t *s, qwaiter_t *d)
+{
+    qwaits_t *qc = s->writer.queues;
+    if (d->iw != NULL && !d->iw->in_gc) {
+        d->iw->in_gc = true;
+        d->iw->gc_next = qc->idgc;
+        qc->idgc = d->iw;
+    }
+    if (!d->qw->in_gc) {
+        d->qw->in_gc = true;
+        d->qw->gc_next = qc->gc;
+        qc->gc = d->qw;
+    }
+}
+
+/* Free marked lists that are still empty. Message lists first: freeing
+ * the last one can empty its queue's entry (which is marked with it). */
+void qwait_gc(server_t *s)
+{
+    qwaits_t *qc = s->writer.queues;
+    while (qc->idgc != NULL) {
+        idwait_t *iw = qc->idgc;
+        qc->idgc = iw->gc_next;
+        iw->in_gc = false;
+        if (iw->list.len == 0) {
+            ordo_htab_remove(&iw->qw->ids, &iw->hnode);
+            free(iw);
+        }
+    }
+    while (qc->gc != NULL) {
+        qwait_t *qw = qc->gc;
+        qc->gc = qw->gc_next;
+        qw->in_gc = false;
+        if (qw->pullers.len == 0 && qw->pushers.len == 0 && qw->ids.count == 0) {
+            ordo_htab_remove(&qc->waits, &qw->hnode);
+            ordo_htab_destroy(&qw->ids);
+            free(qw);
+        }
+    }
+}
+
+/* The waiter's reply is written: complete it and mark its lists. */
+static void finish(server_t *s, waiter_t *w)
+{
+    qwaiter_t *d = w->data;
+    block_done(s, w);
+    gc_mark(s, d);
+    free(d);
+}
+
+static void on_cancel(waiter_t *w)
+{
+    qwaiter_t *d = w->data;
+    gc_mark(w->conn->srv, d);
+    free(d);
+}
+
+static void on_timeout(waiter_t *w)
+{
+    qwaiter_t *d = w->data;
+    server_t *s = w->conn->srv;
+    ordo_buf_t *out = &w->conn->out;
+    switch (d->kind) {
+    case QW_PULL:
+        resp_add_array(out, 0);
+        break;
+    case QW_PUSH:
+        s->stats.errors_total++;
+        resp_add_errorf(out, "TIMEOUT queue still full after %llu ms (ONFULL block); nothing was pushed",
+                        (unsigned long long)d->timeout_ms);
+        break;
+    default:
+        if (!d->call) {
+            resp_add_null(out, w->conn->proto);
+            break;
+        }
+        s->stats.errors_total++;
+        resp_add_errorf(out, "TIMEOUT message %llu not done after %llu ms; it stays queued (Q.RESULT fetches it)",
+                        (unsigned long long)d->id, (unsigned long long)d->timeout_ms);
+        break;
+    }
+    /* block.c completes the waiter after this returns; d goes with it, and
+     * its lists are collected later. */
+    gc_mark(s, d);
+    w->data = NULL;
+    free(d);
+}
+
+static waiter_t *park(server_t *s, conn_t *c, wait_list_t *list, uint64_t timeout_ms, bool has_timeout,
+                      qwaiter_t *d)
+{
+    d->timeout_ms = timeout_ms;
+    uint64_t deadline = 0;
+    if (has_timeout && timeout_ms > 0)
+        deadline = timeout_ms > UINT64_MAX - s->now_ms ? UINT64_MAX : s->now_ms + timeout_ms;
+    int kind = d->kind == QW_PULL ? BLOCK_PULL : d->call ? BLOCK_CALL : d->kind == QW_PUSH ? BLOCK_PUSH : BLOCK_RESULT;
+    waiter_t *w = block_wait(s, c, list, deadline, kind);
+    w->on_timeout = on_timeout;
+    w->on_cancel = on_cancel;
+    w->data = d;
+    return w;
+}
+
+/* ---- records ------------------------------------------------------------------ */
+
+/* Apply a record the writer decided (not a client's: no memory limit; a
+ * parked pusher's push is checked by serve_pushers()), unless the log has
+ * failed. Returns true if it changed something. */
+bool qwait_apply(server_t *s, record_t *rec, apply_result_t *res)
+{
+    if (server_readonly(s) != NULL) {
+        memset(res, 0, sizeof *res);
+        res->status = AP_NOOP;
+        return false;
+    }
+    /* A record the log refused changed memory only: it is no success, and
+     * nobody may be told it is (the server is read-only from now on). */
+    bool stored = writer_apply(s, rec, res);
+    return stored && res->status == AP_OK;
+}
+
+
+static void arm_at(server_t *s, uint64_t due_ms)
+{
+    if (s->stopping)
+        return;
+    /* A deadline is due once now_ms passes it (queue.h), as timer.h fires. */
+    writer_timer_arm_earlier(&s->writer.queues->timer, due_ms);
+}
+
+/* A write to the queue may have made a deadline earlier than the timer. */
+void qwait_note_timer(server_t *s, const char *name, size_t nlen)
+{
+    const queue_t *q = queue_get(core_queues(s->core), name, nlen);
+    queue_timer_t t;
+    if (q != NULL && queue_next_timer(q, &t))
+        arm_at(s, t.due_ms);
+}
+
+void qwait_add_msg(ordo_buf_t *out, const queue_delivery_t *d)
+{
+    resp_add_array(out, 5);
+    resp_add_uint(out, d->id);
+    resp_add_bulk(out, d->key, d->klen);
+    resp_add_bulk(out, d->payload, d->plen);
+    resp_add_uint(out, d->attempt);
+    resp_add_uint(out, d->token);
+}
+
+/* Write a message's fate to one waiter's connection. fate: QUEUE_FATE_DONE
+ * (the kept result, or nil if none was kept), QUEUE_FATE_DEADLETTER, or
+ * QUEUE_FATE_NONE (done without a result: nil). */
+void qwait_add_fate(server_t *s, conn_t *c, uint64_t id, int fate, const queue_result_t *r)
+{
+    if (fate == QUEUE_FATE_DEADLETTER) {
+        s->stats.errors_total++;
+        resp_add_errorf(&c->out, "DEADLETTER message %llu exhausted its attempts", (unsigned long long)id);
+    } else if (fate == QUEUE_FATE_DONE && r != NULL && r->fate == QUEUE_FATE_DONE) {
+        resp_add_bulk(&c->out, r->result, r->rlen);
+    } else {
+        resp_add_null(&c->out, c->proto);
+    }
+}
+
+/* Message id of queue name is finished: answer everyone parked on it. */
+void qwait_complete_id(server_t *s, const char *name, size_t nlen, uint64_t id, int fate)
+{
+    qwait_t *qw = qw_get(s, name, nlen, false);
+    idwait_t *iw = qw ? iw_get(qw, id, false) : NULL;
+    if (iw == NULL || iw->list.len == 0)
+        return;
+    const queue_t *q = queue_get(core_queues(s->core), name, nlen);
+    queue_result_t r = {0};
+    if (q != NULL && fate == QUEUE_FATE_DONE)
+        queue_result(q, id, &r);
+    while (wait_list_first(&iw->list) != NULL) {
+        waiter_t *w = wait_list_first(&iw->list);
+        qwait_add_fate(s, w->conn, id, fate, &r);
+        finish(s, w);
+    }
+}
+
+/* Deliver up to count messages (one record each) into out; returns how many. */
+size_t qwait_deliver(server_t *s, const char *name, size_t nlen, uint32_t count, uint64_t lease_ms, bool noack,
+                      ordo_buf_t *out)
+{
+    size_t n = 0;
+    for (; n < count; n++) {
+        record_t rec = {.type = REC_Q_DELIVER, .name = name, .nlen = (uint32_t)nlen, .ttl_ms = lease_ms,
+                        .flags = noack ? REC_F_NOACK : 0};
+        apply_result_t res;
+        if (!qwait_apply(s, &rec, &res))
+            break;
+        qwait_add_msg(out, &res.qd);
+        if (noack)
+            qwait_complete_id(s, name, nlen, res.qd.id, QUEUE_FATE_NONE);
+    }
+    if (n > 0)
+        qwait_note_timer(s, name, nlen);
+    return n;
+}
+
+static void push_record(record_t *rec, const char *name, size_t nlen, const qwaiter_t *d)
+{
+    memset(rec, 0, sizeof *rec);
+    rec->type = REC_Q_PUSH;
+    rec->name = name;
+    rec->nlen = (uint32_t)nlen;
+    rec->key = d->bytes;
+    rec->klen = d->klen;
+    rec->val = d->bytes + d->klen;
+    rec->vlen = d->plen;
+    rec->aux = d->has_dedup ? d->bytes + d->klen + d->plen : NULL;
+    rec->alen = d->dlen;
+    rec->ttl_ms = d->delay_ms;
+    rec->flags = d->coalesce ? REC_F_COALESCE : 0;
+}
+
+void qwait_reply_limit(server_t *s, ordo_buf_t *out, const char *name, size_t nlen)
+{
+    const queue_t *q = queue_get(core_queues(s->core), name, nlen);
+    queue_config_t cfg = {0};
+    if (q != NULL)
+        queue_config(q, &cfg);
+    s->stats.errors_total++;
+    resp_add_errorf(out, "LIMIT the key has MAXPERKEY (%u) messages waiting", cfg.maxperkey);
+}
+
+/* A Q.CALL parked for room got its push in (res: AP_OK, or AP_NOOP for a
+ * repeat of an ID inside the dedup window): it answers a repeat whose first
+ * call is done at once, else it waits on the message's callers, with the
+ * deadline it had (TIMEOUT bounds the whole call). Runs before the pullers
+ * are served, so a NOACK delivery of the message finds it there. */
+static void call_pushed(server_t *s, qwait_t *qw, waiter_t *w, const apply_result_t *res)
+{
+    qwaiter_t *d = w->data;
+    uint64_t id = (uint64_t)res->value;
+    if (res->status == AP_NOOP) {
+        const queue_t *q = queue_get(core_queues(s->core), qw->name, qw->nlen);
+        queue_result_t r = {0};
+        int fate = q != NULL ? queue_result(q, id, &r) : QUEUE_FATE_NONE;
+        if (fate != QUEUE_FATE_NONE) {
+            qwait_add_fate(s, w->conn, id, fate, &r);
+            return; /* the caller finishes it */
+        }
+    }
+    d->kind = QW_RESULT;
+    d->id = id;
+    d->iw = iw_get(qw, id, true);
+    block_move(w, &d->iw->list);
+}
+
+/* Does the queue have room for one more message (MAXLEN)? A parked pusher
+ * over max-memory-bytes is refused only then: before, it waits as it would. */
+static bool has_room(server_t *s, const qwait_t *qw)
+{
+    const queue_t *q = queue_get(core_queues(s->core), qw->name, qw->nlen);
+    if (q == NULL)
+        return true;
+    queue_len_t l;
+    queue_config_t cfg;
+    queue_len(q, &l);
+    queue_config(q, &cfg);
+    return l.waiting + l.delayed < cfg.maxlen;
+}
+
+/* Parked pushers (Q.PUSH and Q.CALL), first come first served, while their
+ * pushes fit. */
+static bool serve_pushers(server_t *s, qwait_t *qw)
+{
+    bool progress = false;
+    while (wait_list_first(&qw->pushers) != NULL) {
+        waiter_t *w = wait_list_first(&qw->pushers);
+        qwaiter_t *d = w->data;
+        record_t rec;
+        apply_result_t res;
+        if (has_room(s, qw) && writer_memory_refused(s, &w->conn->out)) {
+            finish(s, w); /* room, but refused as the push would be if it came now */
+            progress = true;
+            continue;
+        }
+        push_record(&rec, qw->name, qw->nlen, d);
+        qwait_apply(s, &rec, &res);
+        if (res.status == AP_QFULL || server_readonly(s) != NULL)
+            break;
+        progress = true;
+        if (res.status == AP_QLIMIT)
+            qwait_reply_limit(s, &w->conn->out, qw->name, qw->nlen);
+        else if (d->call)
+            call_pushed(s, qw, w, &res);
+        else
+            resp_add_uint(&w->conn->out, (uint64_t)res.value);
+        if (w->list == &qw->pushers)
+            finish(s, w);
+    }
+    if (progress)
+        qwait_note_timer(s, qw->name, qw->nlen);
+    return progress;
+}
+
+/* Parked pullers, first come first served, while messages are deliverable. */
+static bool serve_pullers(server_t *s, qwait_t *qw)
+{
+    bool progress = false;
+    ordo_buf_t *tmp = &s->writer.queues->scratch;
+    while (wait_list_first(&qw->pullers) != NULL) {
+        waiter_t *w = wait_list_first(&qw->pullers);
+        qwaiter_t *d = w->data;
+        tmp->len = 0;
+        size_t n = qwait_deliver(s, qw->name, qw->nlen, d->count, d->lease_ms, d->noack, tmp);
+        if (n == 0 || server_readonly(s) != NULL)
+            break; /* nothing, or deliveries the log refused: the puller keeps waiting */
+        resp_add_array(&w->conn->out, n);
+        ordo_buf_append(&w->conn->out, tmp->data, tmp->len);
+        finish(s, w);
+        progress = true;
+    }
+    return progress;
+}
+
+/* After a write to queue name: serve its parked pushers and pullers until
+ * neither can move (a delivery makes room; a push makes work). */
+void qwait_serve(server_t *s, const char *name, size_t nlen)
+{
+    qwait_t *qw = qw_get(s, name, nlen, false);
+    if (qw == NULL)
+        return;
+    bool more = true;
+    while (more) {
+        more = serve_pushers(s, qw);
+        more = serve_pullers(s, qw) || more;
+    }
+}
+
+/* A nack or a lease expiry came back with res->qr: a dead letter finishes
+ * the message for its callers and may make the dead-letter queue's
+ * pullers' day. */
+void qwait_after_retry(server_t *s, const char *name, size_t nlen, const apply_result_t *res)
+{
+    if (res->qr.kind != QUEUE_RETRY_DEADLETTER)
+        return;
+    qwait_complete_id(s, name, nlen, res->qr.id, QUEUE_FATE_DEADLETTER);
+    if (res->qr.dlq != NULL) {
+        size_t dlen;
+        const char *dn = queue_name(res->qr.dlq, &dlen);
+        char *copy = ordo_xmalloc(dlen ? dlen : 1);
+        memcpy(copy, dn, dlen);
+        qwait_serve(s, copy, dlen);
+        free(copy);
+    }
+}
+
+/* ---- timers -------------------------------------------------------------------- */
+
+/* Log the record for one due deadline of q and serve what it readied.
+ * Returns false if the record changed nothing (it should not happen: the
+ * deadline came from the same state). */
+static bool fire(server_t *s, const queue_t *q, const queue_timer_t *t)
+{
+    size_t nlen;
+    const char *qn = queue_name(q, &nlen);
+    char stack[256];
+    size_t need = nlen + (t->kind == QUEUE_TIMER_DEDUP ? t->dlen : 0);
+    char *name = need <= sizeof stack ? stack : ordo_xmalloc(need);
+    memcpy(name, qn, nlen); /* the apply may free what q points at */
+    record_t rec = {.name = name, .nlen = (uint32_t)nlen};
+    switch (t->kind) {
+    case QUEUE_TIMER_LEASE:
+        rec.type = REC_Q_REDELIVER;
+        rec.arg_rev = t->id;
+        rec.token = t->token;
+        break;
+    case QUEUE_TIMER_DELAY:
+        rec.type = REC_Q_PROMOTE;
+        break;
+    case QUEUE_TIMER_DEDUP:
+        rec.type = REC_Q_DEDUP_END;
+        memcpy(name + nlen, t->dedup_id, t->dlen);
+        rec.aux = name + nlen;
+        rec.alen = (uint32_t)t->dlen;
+        break;
+    default:
+        rec.type = REC_Q_RESULT_END;
+        rec.arg_rev = t->id;
+        break;
+    }
+    apply_result_t res;
+    bool ok = qwait_apply(s, &rec, &res);
+    if (ok && rec.type == REC_Q_REDELIVER)
+        qwait_after_retry(s, name, nlen, &res);
+    if (ok && (rec.type == REC_Q_REDELIVER || rec.type == REC_Q_PROMOTE))
+        qwait_serve(s, name, nlen);
+    if (name != stack)
+        free(name);
+    return ok;
+}
+
+/* Apply every deadline due by the writer's clock: of queue only, or of
+ * every queue (only == NULL). Returns false if it stopped early. */
+static bool run_due(server_t *s, const queue_t *only)
+{
+    for (int i = 0; i < QCMD_TIMERS_PER_TURN; i++) {
+        if (server_readonly(s) != NULL)
+            return true; /* could not be logged; deadlines wait for writes to work */
+        queue_t *q = NULL;
+        queue_timer_t t;
+        bool have = only ? queue_next_timer(only, &t) : queue_set_next_timer(core_queues(s->core), &q, &t);
+        if (!have || t.due_ms >= s->now_ms)
+            return true;
+        if (!fire(s, only ? only : q, &t)) {
+            if (server_readonly(s) != NULL)
+                return true; /* the log refused it */
+            fprintf(stderr, "ordod: queue deadline (kind %d, due %llu) changed nothing; retrying later\n", t.kind,
+                    (unsigned long long)t.due_ms);
+            return false;
+        }
+    }
+    return false;
+}
+
+static void on_queue_timer(writer_timer_t *t)
+{
+    server_t *s = t->data;
+    uint64_t now = server_tick(s);
+    qwait_gc(s);
+    bool all = run_due(s, NULL);
+    queue_t *q;
+    queue_timer_t next;
+    if (!all)
+        arm_at(s, now + 1);
+    else if (server_readonly(s) == NULL && queue_set_next_timer(core_queues(s->core), &q, &next))
+        arm_at(s, next.due_ms);
+    turn_run_resumed(s);
+    turn_flush(s);
+}
+
+/* Before a command uses queue name: its due deadlines first. Returns
+ * false if the log refused one of their records: the state now holds a
+ * change the log does not, and the command must not show it (-READONLY). */
+bool qwait_catch_up(server_t *s, const char *name, size_t nlen)
+{
+    qwait_gc(s);
+    const queue_t *q = queue_get(core_queues(s->core), name, nlen);
+    queue_timer_t t;
+    if (q == NULL || server_readonly(s) != NULL || !queue_next_timer(q, &t) || t.due_ms >= s->now_ms)
+        return true;
+    run_due(s, q);
+    return server_readonly(s) == NULL;
+}
+
+void qwait_start(server_t *s)
+{
+    writer_timer_init(&s->writer.queues->timer, s->loop, on_queue_timer, s);
+    queue_t *q;
+    queue_timer_t t;
+    if (queue_set_next_timer(core_queues(s->core), &q, &t))
+        arm_at(s, t.due_ms); /* deadlines recovered from the log */
+}
+
+void qwait_close_handles(server_t *s)
+{
+    writer_timer_close(&s->writer.queues->timer);
+}
+
+static void free_iw(ordo_hnode_t *n, void *arg)
+{
+    (void)arg;
+    free(n);
+}
+
+static void free_qw(ordo_hnode_t *n, void *arg)
+{
+    (void)arg;
+    qwait_t *qw = (qwait_t *)n;
+    ordo_htab_foreach(&qw->ids, free_iw, NULL);
+    ordo_htab_destroy(&qw->ids);
+    free(qw);
+}
+
+void qwait_destroy(server_t *s)
+{
+    qwaits_t *qc = s->writer.queues;
+    if (qc == NULL)
+        return;
+    ordo_htab_foreach(&qc->waits, free_qw, NULL);
+    ordo_htab_destroy(&qc->waits);
+    ordo_buf_free(&qc->scratch);
+    free(qc);
+    s->writer.queues = NULL;
+}
+
+/* ---- parking (the handlers' side) --------------------------------------------------- */
+
+static qwaiter_t *waiter_data(int kind, qwait_t *qw, size_t extra)
+{
+    qwaiter_t *d = ordo_xcalloc(1, sizeof *d + extra);
+    d->kind = kind;
+    d->qw = qw;
+    return d;
+}
+
+/* Park c until message id of queue name is done. */
+void qwait_park_result(server_t *s, conn_t *c, const char *name, size_t nlen, uint64_t id, uint64_t timeout_ms,
+                       bool has_timeout, bool call)
+{
+    qwait_t *qw = qw_get(s, name, nlen, true);
+    qwaiter_t *d = waiter_data(QW_RESULT, qw, 0);
+    d->call = call;
+    d->iw = iw_get(qw, id, true);
+    d->id = id;
+    park(s, c, &d->iw->list, timeout_ms, has_timeout, d);
+}
+
+/* A full queue under ONFULL block: wait, with a copy of the push; a call
+ * then waits for its result (call_pushed()). */
+void qwait_park_push(server_t *s, conn_t *c, const record_t *rec, bool coalesce, uint64_t delay_ms,
+                     uint64_t timeout_ms, bool has_timeout, bool call)
+{
+    qwait_t *qw = qw_get(s, rec->name, rec->nlen, true);
+    qwaiter_t *d = waiter_data(QW_PUSH, qw, (size_t)rec->klen + rec->vlen + rec->alen);
+    d->klen = rec->klen;
+    d->plen = rec->vlen;
+    d->dlen = rec->alen;
+    d->has_dedup = rec->aux != NULL;
+    d->coalesce = coalesce;
+    d->delay_ms = delay_ms;
+    d->call = call;
+    if (rec->klen)
+        memcpy(d->bytes, rec->key, rec->klen);
+    if (rec->vlen)
+        memcpy(d->bytes + rec->klen, rec->val, rec->vlen);
+    if (rec->alen)
+        memcpy(d->bytes + rec->klen + rec->vlen, rec->aux, rec->alen);
+    park(s, c, &qw->pushers, timeout_ms, has_timeout, d);
+}
+
+void qwait_park_pull(server_t *s, conn_t *c, const char *name, size_t nlen, uint32_t count, uint64_t lease_ms,
+                     bool noack, uint64_t block_ms)
+{
+    qwait_t *qw = qw_get(s, name, nlen, true);
+    qwaiter_t *d = waiter_data(QW_PULL, qw, 0);
+    d->count = count;
+    d->lease_ms = lease_ms;
+    d->noack = noack;
+    park(s, c, &qw->pullers, block_ms, true, d);
+}
+
+static void drop_ids(ordo_hnode_t *n, void *arg)
+{
+    server_t *s = arg;
+    idwait_t *iw = (idwait_t *)n;
+    while (wait_list_first(&iw->list) != NULL) {
+        waiter_t *w = wait_list_first(&iw->list);
+        s->stats.errors_total++;
+        resp_add_errorf(&w->conn->out, "NOTFOUND the queue was dropped");
+        finish(s, w);
+    }
+}
+
+void qwait_dropped(server_t *s, const char *name, size_t nlen)
+{
+    qwait_t *qw = qw_get(s, name, nlen, false);
+    if (qw == NULL)
+        return;
+    /* Callers and blocked pushers were waiting on what is gone; pullers
+     * wait on the name and get whatever a later push brings. */
+    ordo_htab_foreach(&qw->ids, drop_ids, s);
+    while (wait_list_first(&qw->pushers) != NULL) {
+        waiter_t *w = wait_list_first(&qw->pushers);
+        s->stats.errors_total++;
+        resp_add_errorf(&w->conn->out, "NOTFOUND the queue was dropped; nothing was pushed");
+        finish(s, w);
+    }
+}
+
+void qwait_blocked(server_t *s, const char *name, size_t nlen, size_t *pullers, size_t *pushers)
+{
+    qwait_t *qw = qw_get(s, name, nlen, false);
+    *pullers = qw ? qw->pullers.len : 0;
+    *pushers = qw ? qw->pushers.len : 0;
+}
+
+ordo_buf_t *qwait_scratch(server_t *s) { return &s->writer.queues->scratch; }
+
+void qwait_init(server_t *s)
+{
+    qwaits_t *qc = ordo_xcalloc(1, sizeof *qc);
+    if (ordo_htab_init(&qc->waits, qw_eq) != 0) {
+        fprintf(stderr, "ordod: out of memory\n");
+        abort();
+    }
+    s->writer.queues = qc;
+}

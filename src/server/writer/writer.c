@@ -1,0 +1,48 @@
+/*
+ * writer.c -- bringing the writer's parts up and down in order; see
+ * writer.h.
+ */
+#include "writer.h"
+
+#include "block.h"
+#include "coord_wait.h"
+#include "expire.h"
+#include "queue_wait.h"
+#include "turn.h"
+
+void writer_init(server_t *s)
+{
+    qwait_init(s);
+    coord_wait_init(s);
+}
+
+void writer_start(server_t *s)
+{
+    block_init(s);
+    coord_wait_start(s);
+    qwait_start(s);
+    expire_start(s);
+    turn_start(s);
+}
+
+void writer_close_handles(server_t *s)
+{
+    turn_close_handles(s);
+    expire_close_handles(s);
+    block_close_handles(s);
+    coord_wait_close_handles(s);
+    qwait_close_handles(s);
+}
+
+void writer_conn_closed(server_t *s, conn_t *c)
+{
+    block_conn_closed(s, c);
+    coord_wait_conn_closed(c);
+}
+
+void writer_destroy(server_t *s)
+{
+    qwait_destroy(s);
+    coord_wait_destroy(s);
+    ordo_heap_destroy(&s->writer.block.wait_heap);
+}

@@ -1,0 +1,136 @@
+/*
+ * test_srv_timer.c -- the writer's deadline timer (writer/timer.h) on a
+ * real libuv loop: a deadline fires only once the wall clock is past it,
+ * a deadline already past fires at once, arm_earlier keeps an earlier
+ * arming, stop and close disarm, and arming a closed or never initialised
+ * timer does nothing.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "server.h"
+#include "writer/timer.h"
+
+typedef struct {
+    int fired;
+    uint64_t fired_at_ms;    /* server_now_ms() in the callback */
+    bool armed_in_cb;        /* t->armed as the callback saw it */
+} probe_t;
+
+static void on_fire(writer_timer_t *t)
+{
+    probe_t *p = t->data;
+    p->fired++;
+    p->fired_at_ms = server_now_ms();
+    p->armed_in_cb = t->armed;
+}
+
+static void run_until_idle(uv_loop_t *loop) { uv_run(loop, UV_RUN_DEFAULT); }
+
+static void close_loop(uv_loop_t *loop, writer_timer_t *t)
+{
+    writer_timer_close(t);
+    run_until_idle(loop);
+    assert_int_equal(uv_loop_close(loop), 0);
+}
+
+static void test_fires_once_past_the_deadline(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    writer_timer_t t = {0};
+    probe_t p = {0};
+    writer_timer_init(&t, &loop, on_fire, &p);
+    uint64_t at = server_now_ms() + 20;
+    writer_timer_arm(&t, at);
+    assert_true(t.armed);
+    run_until_idle(&loop);
+    assert_int_equal(p.fired, 1);
+    assert_true(p.fired_at_ms > at); /* past it, never at or before it */
+    assert_false(p.armed_in_cb);     /* disarmed before the callback runs */
+    close_loop(&loop, &t);
+}
+
+static void test_past_deadline_fires_at_once(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    writer_timer_t t = {0};
+    probe_t p = {0};
+    writer_timer_init(&t, &loop, on_fire, &p);
+    uint64_t before = server_now_ms();
+    writer_timer_arm(&t, 0); /* "at once" (block.c's read-only case) */
+    run_until_idle(&loop);
+    assert_int_equal(p.fired, 1);
+    assert_true(p.fired_at_ms - before < 1000);
+    writer_timer_arm(&t, UINT64_MAX); /* no wrap to "at once" */
+    assert_int_equal(uv_run(&loop, UV_RUN_NOWAIT), 1);
+    assert_int_equal(p.fired, 1);
+    close_loop(&loop, &t);
+}
+
+static void test_arm_earlier_and_stop(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    writer_timer_t t = {0};
+    probe_t p = {0};
+    writer_timer_init(&t, &loop, on_fire, &p);
+    uint64_t now = server_now_ms();
+    writer_timer_arm_earlier(&t, now + 10);
+    writer_timer_arm_earlier(&t, now + 100000); /* later: kept at now + 10 */
+    assert_int_equal(t.at_ms, now + 10);
+    writer_timer_arm_earlier(&t, now + 5); /* earlier: re-armed */
+    assert_int_equal(t.at_ms, now + 5);
+    writer_timer_arm(&t, now + 100000); /* arm replaces, later or not */
+    assert_int_equal(t.at_ms, now + 100000);
+    writer_timer_stop(&t);
+    assert_false(t.armed);
+    run_until_idle(&loop); /* nothing keeps the loop alive */
+    assert_int_equal(p.fired, 0);
+    close_loop(&loop, &t);
+}
+
+static void test_closed_or_uninitialised_is_a_no_op(void **state)
+{
+    (void)state;
+    writer_timer_t never = {0};
+    writer_timer_arm(&never, 1);
+    writer_timer_arm_earlier(&never, 1);
+    writer_timer_stop(&never);
+    writer_timer_close(&never);
+    assert_false(never.armed);
+    assert_false(never.on);
+
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    writer_timer_t t = {0};
+    probe_t p = {0};
+    writer_timer_init(&t, &loop, on_fire, &p);
+    writer_timer_arm(&t, server_now_ms() + 100000);
+    writer_timer_close(&t);
+    writer_timer_arm(&t, 0);
+    assert_false(t.armed);
+    run_until_idle(&loop);
+    assert_int_equal(p.fired, 0);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fires_once_past_the_deadline),
+        cmocka_unit_test(test_past_deadline_fires_at_once),
+        cmocka_unit_test(test_arm_earlier_and_stop),
+        cmocka_unit_test(test_closed_or_uninitialised_is_a_no_op),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
