@@ -15,6 +15,7 @@
 
 #include "cmd/cmd.h"
 #include "net/conn.h"
+#include "net/net.h"
 #include "writer/persist.h"
 #include "writer/writer.h"
 #include "server.h"
@@ -26,10 +27,6 @@
  * clients left. Fixing it keeps memory following the live data. */
 #define MALLOC_MMAP_THRESHOLD_BYTES (256 * 1024)
 
-/* How often the housekeeping timer runs: watch progress and output limits
- * are checked at this granularity. */
-#define CRON_INTERVAL_MS 100
-
 static void on_signal(uv_signal_t *h, int signum)
 {
     server_t *s = h->data;
@@ -40,13 +37,9 @@ static void on_signal(uv_signal_t *h, int signum)
     net_close_all(s);
     uv_close((uv_handle_t *)&s->sigint, NULL);
     uv_close((uv_handle_t *)&s->sigterm, NULL);
-    uv_close((uv_handle_t *)&s->cron, NULL);
-    uv_close((uv_handle_t *)&s->flusher, NULL);
     persist_close_handles(s);
     writer_close_handles(s);
 }
-
-static void on_cron(uv_timer_t *t) { cmd_cron(t->data); }
 
 static int make_dir(const char *dir)
 {
@@ -93,10 +86,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "ordod: cannot recover from %s: %s\n", s->cfg.dir, err);
         goto fail_cmds_early;
     }
+    s->hooks = (server_hooks_t){.run_resumed = conn_run_resumed, .flush = conn_flush_dirty,
+                                .net_cron = net_cron, .cmd_cron = cmd_cron};
     writer_start(s);
-    uv_timer_init(s->loop, &s->cron);
-    s->cron.data = s;
-    uv_timer_start(&s->cron, on_cron, CRON_INTERVAL_MS, CRON_INTERVAL_MS);
     uv_signal_init(s->loop, &s->sigint);
     uv_signal_init(s->loop, &s->sigterm);
     s->sigint.data = s->sigterm.data = s;

@@ -22,14 +22,17 @@
 #include "core/core.h"
 #include "base/heap.h"
 #include "base/htab.h"
+#include "net/net.h"
 #include "net/resp.h"
 #include "core/watch.h"
 #include "log/snapshot.h"
 #include "log/wal.h"
+#include "writer/timer.h"
 
 #define ORDO_VERSION "0.1.0"
 
 typedef struct conn_s conn_t;
+typedef struct server_s server_t;
 
 typedef struct server_stats_s {
     uint64_t connections_total;
@@ -45,37 +48,38 @@ typedef struct server_stats_s {
     uint64_t allocator_trims;         /* malloc_trim calls after large buffers were freed */
 } server_stats_t;
 
-typedef struct server_s {
+/* What the writer asks of the layers above it (net, cmd), installed by
+ * main.c before the loop runs: the writer never calls up itself
+ * (writer/turn.h). */
+typedef struct server_hooks_s {
+    void (*run_resumed)(server_t *s); /* run the input of connections whose wait ended */
+    void (*flush)(server_t *s);       /* send what was written into connections */
+    void (*net_cron)(server_t *s);    /* periodic: allocator trims, output limits */
+    void (*cmd_cron)(server_t *s);    /* periodic: watch progress */
+} server_hooks_t;
+
+struct server_s {
     ordo_config_t cfg;
     uv_loop_t *loop;
-    uv_tcp_t tcp;
-    bool tcp_on;
-    uv_pipe_t unix_listener;
-    bool unix_on;
     uv_signal_t sigint, sigterm;
-    uv_timer_t expire_timer;         /* fires at the next key expiry */
-    uint64_t expire_timer_at_ms;     /* its deadline, 0 if idle */
+    writer_timer_t expire_timer;     /* fires at the next key expiry (writer/expire.c) */
     uv_timer_t cron;                 /* periodic: watch progress, output limits */
     uint64_t next_progress_ms;       /* when cron next looks for idle watches */
     uv_check_t flusher;              /* after each loop turn: flush connections given events */
-    conn_t *dirty;                   /* connections with events to flush (dirty_next list) */
     core_t *core;
     watch_registry_t watches;
     ordo_htab_t commands;            /* name (lower case) -> command */
-    conn_t *conns;                   /* list of live connections */
-    size_t nconns;
-    size_t released_bytes;           /* large connection buffers freed since the last trim */
-    uint64_t next_client_id;
+    net_t net;                       /* listeners and connections (net/net.h) */
     uint64_t next_watch_id;
     uint64_t start_ms;
     uint64_t now_ms;                 /* the writer's clock: see server_tick() */
     server_stats_t stats;
+    server_hooks_t hooks;
     bool stopping;
     /* durability (persist.c) */
     wal_t *wal;
     uint64_t durable_rev;            /* replies depending on revisions above it wait */
     uv_async_t durable_async;        /* the log thread's wake-up */
-    conn_t *held;                    /* connections with output waiting on durable_rev */
     char readonly[512];              /* non-empty: the log failed, writes are refused */
     ordo_buf_t rec_scratch;          /* encoding buffer for records */
     void *wal_fault;                 /* debug-wal-fault/-stall state, NULL unless testing */
@@ -91,19 +95,15 @@ typedef struct server_s {
     uint64_t recovered_records, recovery_ms, snapshot_loaded_rev;
     /* blocking commands (block.c) */
     ordo_heap_t wait_heap;           /* waiters with a deadline, earliest first */
-    uv_timer_t wait_timer;
-    uint64_t wait_timer_at_ms;
+    writer_timer_t wait_timer;       /* at the earliest deadline */
     size_t blocked_clients;          /* parked waiters (INFO clients) */
     size_t blocked_by_kind[6];       /* by enum block_kind (BLOCK_KINDS) */
-    conn_t *resumed;                 /* connections to resume at the end of the turn */
     /* leases, locks, elections: waiters, observers, deadline timer (cmd_coord.c) */
     struct coord_cmd_s *coordcmd;
     /* queues (cmd_queue.c) */
     struct qcmd_s *qcmd;             /* wait lists of blocked Q.* commands, by queue name */
-    uv_timer_t queue_timer;          /* fires at the earliest queue deadline */
-    uint64_t queue_timer_at_ms;      /* its deadline, 0 if idle */
-    bool queue_timer_on;             /* initialised (qwait_start) */
-} server_t;
+    writer_timer_t queue_timer;      /* fires at the earliest queue deadline */
+};
 
 /* Wall clock in ms since the epoch. */
 uint64_t server_now_ms(void);
@@ -112,20 +112,5 @@ uint64_t server_now_ms(void);
  * every command of a batch, and every record it makes, sees one time, and
  * record times never decrease even if the system clock steps back. */
 uint64_t server_tick(server_t *s);
-
-/* net.c */
-int net_listen(server_t *s, char *err, size_t elen);
-void net_close_all(server_t *s);
-/* Bytes held by connections: the structures and their buffers' capacity. */
-size_t net_client_memory(const server_t *s);
-/* Called by cron: once NET_TRIM_AFTER_BYTES of large connection buffers
- * have been freed, hand the free pages back to the system (malloc_trim), so
- * a flood of large requests leaves no resident memory behind however the
- * heap is fragmented. */
-void net_cron(server_t *s);
-/* Stop reading every client (back-pressure, s->wal_paused set) / read
- * again every client no other reason keeps paused. */
-void net_pause_reading(server_t *s);
-void net_resume_reading(server_t *s);
 
 #endif /* ORDO_SERVER_H */

@@ -17,6 +17,7 @@
 
 #include "net/conn.h"
 #include "net/resp.h"
+#include "server.h"
 
 enum cmd_flags {
     CMD_NOAUTH = 1 << 0,      /* allowed before authentication */

@@ -13,6 +13,7 @@
 
 #include "writer/block.h"
 #include "cmd.h"
+#include "net/net.h"
 #include "writer/apply.h"
 #include "writer/coord_wait.h"
 #include "writer/persist.h"
@@ -194,7 +195,7 @@ static void cmd_client(cmd_ctx_t *x)
         if (arg_is(x, 1, "INFO"))
             client_line(&b, c, now);
         else
-            for (const conn_t *o = x->srv->conns; o != NULL; o = o->next)
+            for (const conn_t *o = conn_first(&x->srv->net.conns); o != NULL; o = conn_next(o))
                 if (!o->closing)
                     client_line(&b, o, now);
         resp_add_verbatim(x->out, x->proto, b.data ? b.data : "", b.len);
@@ -241,7 +242,7 @@ static void cmd_info(cmd_ctx_t *x)
     if (section_wanted(x, "clients")) {
         ordo_buf_printf(&b, "# Clients\r\nconnected_clients:%zu\r\nmax_clients:%lld\r\nwatches:%zu\r\n"
                             "blocked_clients:%zu\r\n",
-                        s->nconns, (long long)s->cfg.max_clients, s->watches.count, s->blocked_clients);
+                        s->net.conns.len, (long long)s->cfg.max_clients, s->watches.count, s->blocked_clients);
         for (int k = 0; k < BLOCK_KINDS; k++)
             ordo_buf_printf(&b, "blocked_%s:%zu\r\n", block_kind_name(k), s->blocked_by_kind[k]);
         ordo_buf_printf(&b, "\r\n");

@@ -41,7 +41,6 @@
 
 #include "cmd.h"
 #include "writer/coord_wait.h"
-#include "writer/persist.h"
 
 enum { WATCH_LIVE = 0, WATCH_CATCHUP = 1, WATCH_SNAPSHOT = 2 };
 
@@ -233,14 +232,6 @@ static void on_change(void *arg, const kv_change_t *ch)
             ordo_buf_free(&d.tail[i][j]);
 }
 
-static void on_check(uv_check_t *h)
-{
-    server_t *s = h->data;
-    conn_run_resumed(s);
-    conn_flush_dirty(s);
-    persist_kick(s);
-}
-
 /* ---- snapshot ------------------------------------------------------------------ */
 
 typedef struct snap_ctx_s {
@@ -419,15 +410,11 @@ static void cmd_kv_unwatch(cmd_ctx_t *x)
 }
 
 /* Progress: an idle LIVE watch learns the current revision, so its resume
- * point moves even when nothing it watches changes. */
+ * point moves even when nothing it watches changes. Cron's hook
+ * (writer/turn.c), after persist's and net's. */
 void cmd_cron(server_t *s)
 {
-    uint64_t now = server_tick(s);
-    persist_cron(s);
-    net_cron(s);
-    for (conn_t *c = s->conns; c != NULL; c = c->next)
-        if (!c->closing && conn_pending(c) > (size_t)s->cfg.output_soft_bytes)
-            conn_check_output(c);
+    uint64_t now = s->now_ms;
     if (now < s->next_progress_ms)
         return;
     uint64_t interval = (uint64_t)s->cfg.watch_progress_ms;
@@ -435,7 +422,7 @@ void cmd_cron(server_t *s)
     uint64_t rev = core_rev(s->core);
     if (s->readonly[0] != '\0' && rev > s->durable_rev)
         rev = s->durable_rev; /* the log failed: never name a revision it did not store */
-    for (conn_t *c = s->conns; c != NULL; c = c->next) {
+    for (conn_t *c = conn_first(&s->net.conns); c != NULL; c = conn_next(c)) {
         for (watch_t *w = c->watches; w != NULL && !c->closing; w = w->onext) {
             if (w->state != WATCH_LIVE || now - w->last_sent_ms < interval)
                 continue;
@@ -458,7 +445,4 @@ void cmd_watch_register(server_t *s)
 {
     cmd_register(s, watch_cmds, sizeof watch_cmds / sizeof watch_cmds[0]);
     core_set_change_cb(s->core, on_change, s);
-    uv_check_init(s->loop, &s->flusher);
-    s->flusher.data = s;
-    uv_check_start(&s->flusher, on_check);
 }

@@ -17,7 +17,16 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "server.h"
+#include "base/buf.h"
+#include "base/list.h"
+#include "net/resp.h"
+
+/* The owner and the parts a connection points at, by name only: net/ sees
+ * none of their fields' types (check-layers.sh). */
+typedef struct server_s server_t;
+typedef struct conn_s conn_t;
+struct watch_s;
+struct waiter_s;
 
 /* Pending output above which we stop reading from the client until it
  * drains: large enough for deep pipelines, small against memory. */
@@ -70,18 +79,25 @@ struct conn_s {
      * durable, or are covered at the next flush. */
     struct { size_t end; uint64_t rev; } marks[CONN_MARKS_MAX];
     int nmarks;
-    bool held;                 /* in server.held: output waits on durable_rev */
-    conn_t *held_next;
+    ordo_list_node_t held_ln;  /* in net.held: output waits on durable_rev */
     struct waiter_s *waiter;   /* non-NULL while a blocking command waits */
-    bool resume;               /* in server.resumed: run its pending input */
-    conn_t *resume_next;
-    bool dirty;                /* in server.dirty: has events to flush */
-    conn_t *dirty_next;
-    watch_t *watches;          /* this connection's watches (onext list) */
+    ordo_list_node_t resume_ln; /* in net.resumed: run its pending input */
+    ordo_list_node_t dirty_ln; /* in net.dirty: has events to flush */
+    struct watch_s *watches;   /* this connection's watches (onext list) */
     size_t nwatches;           /* watches + observers */
-    struct observer_s *observers;  /* ELECT.OBSERVE (cmd_coord.c) */
-    conn_t *next, *prev;       /* in server.conns */
+    ordo_list_t observers;     /* ELECT.OBSERVE observers (writer/coord_wait.c) */
+    ordo_list_node_t link;     /* in net.conns */
 };
+
+/* Iterate the live connections: for (c = conn_first(&s->net.conns); c; c = conn_next(c)). */
+static inline conn_t *conn_first(const ordo_list_t *conns)
+{
+    return conns->head ? ORDO_LIST_ENTRY(conns->head, conn_t, link) : NULL;
+}
+static inline conn_t *conn_next(const conn_t *c)
+{
+    return c->link.next ? ORDO_LIST_ENTRY(c->link.next, conn_t, link) : NULL;
+}
 
 /* conn_mark_dirty() -- flush c at the end of this loop turn (events written
  * into it by another connection's command). */
@@ -98,6 +114,9 @@ void conn_run_resumed(server_t *s);
 /* conn_release_held() -- the durable revision advanced: flush every
  * connection whose output was waiting for it. */
 void conn_release_held(server_t *s);
+/* conn_close_held() -- the log failed: close every connection whose output
+ * was waiting for a revision it will never store. */
+void conn_close_held(server_t *s);
 
 /* conn_flush() -- start sending out if nothing is in flight. */
 void conn_flush(conn_t *c);
@@ -108,5 +127,11 @@ size_t conn_pending(const conn_t *c);
 /* conn_check_output() -- apply the output limits; returns false if the
  * connection was closed for passing them. */
 bool conn_check_output(conn_t *c);
+
+/* net_pause_reading() -- back-pressure (s->wal_paused set): stop reading
+ * every client. net_resume_reading() -- read again every client no other
+ * reason keeps paused. Called by persist (writer/persist.h). */
+void net_pause_reading(server_t *s);
+void net_resume_reading(server_t *s);
 
 #endif /* ORDO_CONN_H */

@@ -16,33 +16,19 @@
  * waits for a uv_write.
  */
 #include <arpa/inet.h>
+#include <assert.h>
 #include <malloc.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 
 #include "writer/block.h"
 #include "cmd/cmd.h"
 #include "conn.h"
+#include "net.h"
 #include "writer/persist.h"
-
-uint64_t server_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-uint64_t server_tick(server_t *s)
-{
-    uint64_t now = server_now_ms();
-    if (now > s->now_ms)
-        s->now_ms = now;
-    return s->now_ms;
-}
 
 size_t conn_pending(const conn_t *c) { return c->out.len + c->wbuf.len; }
 
@@ -51,38 +37,37 @@ size_t conn_pending(const conn_t *c) { return c->out.len + c->wbuf.len; }
 static void buf_drop(server_t *s, ordo_buf_t *b, size_t keep)
 {
     if (b->cap > keep && b->cap >= NET_TRIM_COUNT_BYTES)
-        s->released_bytes += b->cap;
+        s->net.released_bytes += b->cap;
     ordo_buf_reset(b, keep);
 }
 
 size_t net_client_memory(const server_t *s)
 {
     size_t n = 0;
-    for (const conn_t *c = s->conns; c != NULL; c = c->next)
+    for (const conn_t *c = conn_first(&s->net.conns); c != NULL; c = conn_next(c))
         n += sizeof *c + c->in.cap + c->out.cap + c->wbuf.cap;
     return n;
 }
 
 void net_cron(server_t *s)
 {
-    if (s->released_bytes < NET_TRIM_AFTER_BYTES)
-        return;
-    s->released_bytes = 0;
-    malloc_trim(0);
-    s->stats.allocator_trims++;
+    if (s->net.released_bytes >= NET_TRIM_AFTER_BYTES) {
+        s->net.released_bytes = 0;
+        malloc_trim(0);
+        s->stats.allocator_trims++;
+    }
+    for (conn_t *c = conn_first(&s->net.conns); c != NULL; c = conn_next(c))
+        if (!c->closing && conn_pending(c) > (size_t)s->cfg.output_soft_bytes)
+            conn_check_output(c);
 }
 
 static void on_close(uv_handle_t *h)
 {
     conn_t *c = h->data;
     server_t *s = c->srv;
-    if (c->prev != NULL)
-        c->prev->next = c->next;
-    else
-        s->conns = c->next;
-    if (c->next != NULL)
-        c->next->prev = c->prev;
-    s->nconns--;
+    assert(!ordo_list_linked(&c->dirty_ln, NULL) && !ordo_list_linked(&c->held_ln, NULL) &&
+           !ordo_list_linked(&c->resume_ln, NULL) && c->waiter == NULL); /* conn_close() unlinked it */
+    ordo_list_remove(&s->net.conns, &c->link);
     buf_drop(s, &c->in, 0);
     buf_drop(s, &c->out, 0);
     buf_drop(s, &c->wbuf, 0);
@@ -91,61 +76,52 @@ static void on_close(uv_handle_t *h)
     free(c);
 }
 
+#define CONN_OF(n, member) ORDO_LIST_ENTRY(n, conn_t, member)
+
 void conn_mark_dirty(conn_t *c)
 {
-    if (c->dirty || c->closing)
+    if (ordo_list_linked(&c->dirty_ln, NULL) || c->closing)
         return;
-    c->dirty = true;
-    c->dirty_next = c->srv->dirty;
-    c->srv->dirty = c;
+    ordo_list_push_front(&c->srv->net.dirty, &c->dirty_ln);
 }
 
 void conn_flush_dirty(server_t *s)
 {
-    while (s->dirty != NULL) {
-        conn_t *c = s->dirty;
-        s->dirty = c->dirty_next;
-        c->dirty = false;
-        c->dirty_next = NULL;
-        conn_flush(c);
-    }
+    ordo_list_node_t *n;
+    while ((n = ordo_list_pop_front(&s->net.dirty)) != NULL)
+        conn_flush(CONN_OF(n, dirty_ln));
 }
 
 static void unhold(conn_t *c)
 {
-    if (!c->held)
-        return;
-    for (conn_t **pp = &c->srv->held; *pp != NULL; pp = &(*pp)->held_next)
-        if (*pp == c) {
-            *pp = c->held_next;
-            break;
-        }
-    c->held = false;
+    if (ordo_list_linked(&c->held_ln, NULL))
+        ordo_list_remove(c->held_ln.list, &c->held_ln); /* net.held, or a list taken from it */
 }
 
+/* Flushing a connection may hold it again (output past the new durable
+ * revision): those wait for the next release, so the list is taken whole
+ * first and only the connections in it are flushed. */
 void conn_release_held(server_t *s)
 {
-    conn_t *list = s->held;
-    s->held = NULL;
-    while (list != NULL) {
-        conn_t *c = list;
-        list = c->held_next;
-        c->held = false;
-        c->held_next = NULL;
-        conn_flush(c);
-    }
+    ordo_list_t list = {0};
+    ordo_list_node_t *n;
+    while ((n = ordo_list_pop_front(&s->net.held)) != NULL)
+        ordo_list_push_back(&list, n);
+    while ((n = ordo_list_pop_front(&list)) != NULL)
+        conn_flush(CONN_OF(n, held_ln));
+}
+
+void conn_close_held(server_t *s)
+{
+    ordo_list_node_t *n;
+    while ((n = ordo_list_pop_front(&s->net.held)) != NULL)
+        conn_close(CONN_OF(n, held_ln));
 }
 
 static void unresume(conn_t *c)
 {
-    if (!c->resume)
-        return;
-    for (conn_t **pp = &c->srv->resumed; *pp != NULL; pp = &(*pp)->resume_next)
-        if (*pp == c) {
-            *pp = c->resume_next;
-            break;
-        }
-    c->resume = false;
+    if (ordo_list_linked(&c->resume_ln, NULL))
+        ordo_list_remove(c->resume_ln.list, &c->resume_ln); /* net.resumed, or a list taken from it */
 }
 
 static void process_input(conn_t *c);
@@ -153,20 +129,16 @@ static void start_reading(conn_t *c);
 
 void conn_resume(conn_t *c)
 {
-    if (c->resume || c->closing)
+    if (ordo_list_linked(&c->resume_ln, NULL) || c->closing)
         return;
-    c->resume = true;
-    c->resume_next = c->srv->resumed;
-    c->srv->resumed = c;
+    ordo_list_push_front(&c->srv->net.resumed, &c->resume_ln);
 }
 
 void conn_run_resumed(server_t *s)
 {
-    while (s->resumed != NULL) {
-        conn_t *c = s->resumed;
-        s->resumed = c->resume_next;
-        c->resume = false;
-        c->resume_next = NULL;
+    ordo_list_node_t *n;
+    while ((n = ordo_list_pop_front(&s->net.resumed)) != NULL) {
+        conn_t *c = CONN_OF(n, resume_ln);
         process_input(c);
         if (!c->closing && !c->reading && c->waiter == NULL && conn_pending(c) < CONN_PAUSE_READ_BYTES)
             start_reading(c);
@@ -176,14 +148,8 @@ void conn_run_resumed(server_t *s)
 
 static void undirty(conn_t *c)
 {
-    if (!c->dirty)
-        return;
-    for (conn_t **pp = &c->srv->dirty; *pp != NULL; pp = &(*pp)->dirty_next)
-        if (*pp == c) {
-            *pp = c->dirty_next;
-            break;
-        }
-    c->dirty = false;
+    if (ordo_list_linked(&c->dirty_ln, NULL))
+        ordo_list_remove(c->dirty_ln.list, &c->dirty_ln); /* net.dirty, or a list taken from it */
 }
 
 void conn_close(conn_t *c)
@@ -331,11 +297,8 @@ static size_t sendable_bytes(conn_t *c)
     size_t ok = done ? c->marks[done - 1].end : 0;
     memmove(c->marks, c->marks + done, (size_t)(c->nmarks - done) * sizeof c->marks[0]);
     c->nmarks -= done;
-    if (!c->held && !c->closing) {
-        c->held = true;
-        c->held_next = s->held;
-        s->held = c;
-    }
+    if (!ordo_list_linked(&c->held_ln, NULL) && !c->closing)
+        ordo_list_push_front(&s->net.held, &c->held_ln);
     return ok;
 }
 
@@ -476,7 +439,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 
 void net_pause_reading(server_t *s)
 {
-    for (conn_t *c = s->conns; c != NULL; c = c->next)
+    for (conn_t *c = conn_first(&s->net.conns); c != NULL; c = conn_next(c))
         if (c->reading && !c->closing) {
             uv_read_stop(&c->h.stream);
             c->reading = false;
@@ -485,7 +448,7 @@ void net_pause_reading(server_t *s)
 
 void net_resume_reading(server_t *s)
 {
-    for (conn_t *c = s->conns; c != NULL; c = c->next)
+    for (conn_t *c = conn_first(&s->net.conns); c != NULL; c = conn_next(c))
         resume_reading(c);
 }
 
@@ -532,10 +495,10 @@ static void on_connection(uv_stream_t *listener, int status)
     server_t *s = listener->data;
     if (status < 0)
         return;
-    bool is_unix = listener == (uv_stream_t *)&s->unix_listener;
+    bool is_unix = listener == (uv_stream_t *)&s->net.unix_listener;
     conn_t *c = ordo_xcalloc(1, sizeof *c);
     c->srv = s;
-    c->id = ++s->next_client_id;
+    c->id = ++s->net.next_client_id;
     c->proto = 2;
     c->authed = s->cfg.requirepass[0] == '\0';
     c->created_ms = c->last_cmd_ms = server_tick(s);
@@ -545,11 +508,7 @@ static void on_connection(uv_stream_t *listener, int status)
         return;
     }
     c->h.handle.data = c;
-    c->next = s->conns;
-    if (s->conns != NULL)
-        s->conns->prev = c;
-    s->conns = c;
-    s->nconns++;
+    ordo_list_push_front(&s->net.conns, &c->link);
     if (uv_accept(listener, &c->h.stream) != 0) {
         c->closing = true;
         uv_close(&c->h.handle, on_close);
@@ -561,7 +520,7 @@ static void on_connection(uv_stream_t *listener, int status)
     else
         uv_tcp_nodelay(&c->h.tcp, 1);
     bool loopback = peer_is_loopback(c, is_unix);
-    if (s->nconns > (size_t)s->cfg.max_clients) {
+    if (s->net.conns.len > (size_t)s->cfg.max_clients) {
         refuse(c, "ERR max number of clients reached (max-clients)");
         return;
     }
@@ -585,28 +544,28 @@ int net_listen(server_t *s, char *err, size_t elen)
             snprintf(err, elen, "bind: '%s' is not an IPv4 or IPv6 address", s->cfg.bind);
             return -1;
         }
-        uv_tcp_init(s->loop, &s->tcp);
-        s->tcp.data = s;
-        s->tcp_on = true;
-        if ((rc = uv_tcp_bind(&s->tcp, (struct sockaddr *)&ss, 0)) != 0 ||
-            (rc = uv_listen((uv_stream_t *)&s->tcp, 511, on_connection)) != 0) {
+        uv_tcp_init(s->loop, &s->net.tcp);
+        s->net.tcp.data = s;
+        s->net.tcp_on = true;
+        if ((rc = uv_tcp_bind(&s->net.tcp, (struct sockaddr *)&ss, 0)) != 0 ||
+            (rc = uv_listen((uv_stream_t *)&s->net.tcp, 511, on_connection)) != 0) {
             snprintf(err, elen, "cannot listen on %s:%lld: %s", s->cfg.bind, (long long)s->cfg.port,
                      uv_strerror(rc));
             return -1;
         }
     }
     if (s->cfg.unixsocket[0] != '\0') {
-        uv_pipe_init(s->loop, &s->unix_listener, 0);
-        s->unix_listener.data = s;
-        s->unix_on = true;
+        uv_pipe_init(s->loop, &s->net.unix_listener, 0);
+        s->net.unix_listener.data = s;
+        s->net.unix_on = true;
         remove(s->cfg.unixsocket);
-        if ((rc = uv_pipe_bind(&s->unix_listener, s->cfg.unixsocket)) != 0 ||
-            (rc = uv_listen((uv_stream_t *)&s->unix_listener, 511, on_connection)) != 0) {
+        if ((rc = uv_pipe_bind(&s->net.unix_listener, s->cfg.unixsocket)) != 0 ||
+            (rc = uv_listen((uv_stream_t *)&s->net.unix_listener, 511, on_connection)) != 0) {
             snprintf(err, elen, "cannot listen on %s: %s", s->cfg.unixsocket, uv_strerror(rc));
             return -1;
         }
     }
-    if (!s->tcp_on && !s->unix_on) {
+    if (!s->net.tcp_on && !s->net.unix_on) {
         snprintf(err, elen, "nothing to listen on: port is 0 and no unixsocket is set");
         return -1;
     }
@@ -615,12 +574,12 @@ int net_listen(server_t *s, char *err, size_t elen)
 
 void net_close_all(server_t *s)
 {
-    for (conn_t *c = s->conns; c != NULL; c = c->next)
+    for (conn_t *c = conn_first(&s->net.conns); c != NULL; c = conn_next(c))
         conn_close(c);
-    if (s->tcp_on)
-        uv_close((uv_handle_t *)&s->tcp, NULL);
-    if (s->unix_on) {
-        uv_close((uv_handle_t *)&s->unix_listener, NULL);
+    if (s->net.tcp_on)
+        uv_close((uv_handle_t *)&s->net.tcp, NULL);
+    if (s->net.unix_on) {
+        uv_close((uv_handle_t *)&s->net.unix_listener, NULL);
         remove(s->cfg.unixsocket);
     }
 }

@@ -15,7 +15,7 @@
  * turn (block_readonly() only arms it for "now": it may be called from
  * inside a record's apply, while a wait list is being served); a
  * connection that parks while read-only is answered the same way. While
- * armed for that, wait_timer_at_ms is WAIT_TIMER_NOW.
+ * armed for that, the timer is armed at deadline 0 (no real deadline is 0).
  *
  * s->blocked_clients counts the parked waiters and s->blocked_by_kind[k]
  * those of kind k (so they sum to blocked_clients).
@@ -25,13 +25,12 @@
 #include <stdlib.h>
 
 #include "net/conn.h"
+#include "turn.h"
 
 _Static_assert(sizeof ((server_t *)0)->blocked_by_kind / sizeof(size_t) == BLOCK_KINDS,
                "server.h sizes blocked_by_kind for every block kind");
 
 #define WAIT_HEAP_CAP_MIN 64 /* the first array: a few blocked clients never regrow it */
-
-#define WAIT_TIMER_NOW 1 /* wait_timer_at_ms: fire at once (no real deadline is 1 ms after the epoch) */
 
 #define WAITER_OF(n) ((waiter_t *)(void *)((char *)(n) - offsetof(waiter_t, hn)))
 
@@ -48,56 +47,30 @@ static waiter_t *first_waiter(const server_t *s)
     return n ? WAITER_OF(n) : NULL;
 }
 
-static void on_wait_timer(uv_timer_t *t);
+static void on_wait_timer(writer_timer_t *t);
 
 static void arm_timer(server_t *s)
 {
     if (s->readonly[0] != '\0' && s->blocked_clients > 0) {
-        if (s->wait_timer_at_ms != WAIT_TIMER_NOW) {
-            s->wait_timer_at_ms = WAIT_TIMER_NOW;
-            uv_timer_start(&s->wait_timer, on_wait_timer, 0, 0);
-        }
+        writer_timer_arm(&s->wait_timer, 0); /* at once */
         return;
     }
     const waiter_t *first = first_waiter(s);
-    if (first == NULL) {
-        uv_timer_stop(&s->wait_timer);
-        s->wait_timer_at_ms = 0;
-        return;
-    }
-    uint64_t next = first->deadline_ms;
-    if (s->wait_timer_at_ms == next)
-        return;
-    uint64_t now = server_now_ms();
-    s->wait_timer_at_ms = next;
-    uv_timer_start(&s->wait_timer, on_wait_timer, next + 1 > now ? next + 1 - now : 0, 0);
+    if (first == NULL)
+        writer_timer_stop(&s->wait_timer);
+    else
+        writer_timer_arm(&s->wait_timer, first->deadline_ms);
 }
 
 static void list_remove(waiter_t *w)
 {
-    wait_list_t *l = w->list;
-    if (w->prev)
-        w->prev->next = w->next;
-    else
-        l->head = w->next;
-    if (w->next)
-        w->next->prev = w->prev;
-    else
-        l->tail = w->prev;
-    l->len--; /* w->list stays: on_cancel may look at the list it left */
+    ordo_list_remove(w->list, &w->ln); /* w->list stays: on_cancel may look at the list it left */
 }
 
 static void list_append(waiter_t *w, wait_list_t *list)
 {
     w->list = list;
-    w->next = NULL;
-    w->prev = list->tail;
-    if (list->tail)
-        list->tail->next = w;
-    else
-        list->head = w;
-    list->tail = w;
-    list->len++;
+    ordo_list_push_back(list, &w->ln);
 }
 
 static void unlink_waiter(server_t *s, waiter_t *w)
@@ -182,26 +155,25 @@ static void fail_readonly(server_t *s, waiter_t *w)
     conn_mark_dirty(c);
 }
 
-static void on_wait_timer(uv_timer_t *t)
+static void on_wait_timer(writer_timer_t *t)
 {
     server_t *s = t->data;
-    s->wait_timer_at_ms = 0;
     uint64_t now = server_tick(s);
     if (s->readonly[0] != '\0')
-        for (conn_t *c = s->conns; c != NULL && s->blocked_clients > 0; c = c->next)
+        for (conn_t *c = conn_first(&s->net.conns); c != NULL && s->blocked_clients > 0; c = conn_next(c))
             if (c->waiter != NULL)
                 fail_readonly(s, c->waiter);
     for (waiter_t *w = first_waiter(s); w != NULL && w->deadline_ms < now; w = first_waiter(s))
         time_out(s, w);
     arm_timer(s);
-    conn_run_resumed(s);
-    conn_flush_dirty(s);
+    turn_run_resumed(s);
+    turn_flush(s);
 }
 
 void block_list_timeout_all(server_t *s, wait_list_t *list)
 {
-    while (list->head != NULL)
-        time_out(s, list->head);
+    while (wait_list_first(list) != NULL)
+        time_out(s, wait_list_first(list));
 }
 
 void block_readonly(server_t *s) { arm_timer(s); }
@@ -209,11 +181,10 @@ void block_readonly(server_t *s) { arm_timer(s); }
 void block_init(server_t *s)
 {
     ordo_heap_init(&s->wait_heap, waiter_less, WAIT_HEAP_CAP_MIN, ORDO_HEAP_KEEP);
-    uv_timer_init(s->loop, &s->wait_timer);
-    s->wait_timer.data = s;
+    writer_timer_init(&s->wait_timer, s->loop, on_wait_timer, s);
 }
 
 void block_close_handles(server_t *s)
 {
-    uv_close((uv_handle_t *)&s->wait_timer, NULL);
+    writer_timer_close(&s->wait_timer);
 }

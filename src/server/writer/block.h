@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "base/heap.h"
+#include "base/list.h"
 #include "server.h"
 
 typedef struct waiter_s waiter_t;
@@ -47,16 +48,13 @@ enum block_kind {
 /* "pull", "push", ...: the INFO field suffix of a kind. */
 const char *block_kind_name(int kind);
 
-/* A FIFO of waiters (intrusive). Zero-initialised is empty. */
-typedef struct wait_list_s {
-    waiter_t *head, *tail;
-    size_t len;
-} wait_list_t;
+/* A FIFO of waiters (intrusive, base/list.h). Zero-initialised is empty. */
+typedef ordo_list_t wait_list_t;
 
 struct waiter_s {
     conn_t *conn;
-    wait_list_t *list;
-    waiter_t *next, *prev;           /* in list */
+    wait_list_t *list;               /* the list it waits on (kept after leaving it, for on_cancel) */
+    ordo_list_node_t ln;             /* in list while parked */
     uint64_t deadline_ms;            /* 0: no deadline */
     int kind;                        /* enum block_kind */
     ordo_heap_node_t hn;             /* in the server's deadline heap iff deadline_ms != 0 */
@@ -66,6 +64,12 @@ struct waiter_s {
     void (*on_cancel)(waiter_t *w);
     void *data;                      /* the handler's: what it waits for */
 };
+
+/* The waiter at the head of list (the first to be served), NULL if none. */
+static inline waiter_t *wait_list_first(const wait_list_t *list)
+{
+    return list->head != NULL ? ORDO_LIST_ENTRY(list->head, waiter_t, ln) : NULL;
+}
 
 /* block_wait() -- park conn on list until deadline_ms (0: none) has passed
  * (the clock is past it: a wait never ends early in real time), counted as

@@ -62,6 +62,7 @@
 #include "block.h"
 #include "core/coord.h"
 #include "net/conn.h"
+#include "turn.h"
 
 #define CONTAINER_OF(p, type, member) ((type *)(void *)((char *)(p) - offsetof(type, member)))
 
@@ -95,13 +96,13 @@ typedef struct observer_s {
     uint64_t id;               /* from the watch id counter: KV.UNWATCH id */
     conn_t *conn;
     obs_group_t *group;
-    struct observer_s *gnext, *gprev;  /* in the group */
-    struct observer_s *cnext, *cprev;  /* in conn->observers */
+    ordo_list_node_t gln;      /* in group->observers */
+    ordo_list_node_t cln;      /* in conn->observers */
 } observer_t;
 
 struct obs_group_s {
     ordo_hnode_t node;
-    observer_t *head;
+    ordo_list_t observers;     /* observer_t by gln, newest first */
     size_t nlen;
     char name[];
 };
@@ -113,9 +114,7 @@ typedef struct coord_cmd_s {
     waitq_t *pending, *pending_tail;
     waitq_t *sweep;
     bool serving;              /* inside serve_pending(): no re-entry */
-    bool timer_on;             /* coord_wait_start() ran */
-    uv_timer_t timer;          /* at coord_next_deadline() */
-    uint64_t timer_at_ms;      /* its deadline, 0 if idle */
+    writer_timer_t timer;      /* at coord_next_deadline(), from coord_wait_start() */
     size_t wait_bytes;         /* parked waiters' requests and wait lists (see Memory) */
 } coord_cmd_t;
 
@@ -249,8 +248,8 @@ static void finish(server_t *s, waiter_t *w)
  * takes it (one wake-up per release) or it is taken by someone else. */
 static void serve_one(server_t *s, waitq_t *q)
 {
-    while (q->list.head != NULL && s->readonly[0] == '\0') {
-        waiter_t *w = q->list.head;
+    while (wait_list_first(&q->list) != NULL && s->readonly[0] == '\0') {
+        waiter_t *w = wait_list_first(&q->list);
         coord_wait_t *d = w->data;
         conn_t *c = w->conn;
         record_t rec;
@@ -337,7 +336,8 @@ static void notify_observers(coord_cmd_t *cc, const coord_event_t *ev, uint64_t 
     obs_group_t *g = (obs_group_t *)ordo_htab_find(t, ordo_htab_hash(t, ev->name, ev->nlen), ev->name, ev->nlen);
     if (g == NULL)
         return;
-    for (observer_t *o = g->head; o != NULL; o = o->gnext) {
+    ORDO_LIST_FOREACH(n, &g->observers) {
+        observer_t *o = ORDO_LIST_ENTRY(n, observer_t, gln);
         if (o->conn->closing)
             continue;
         coord_wait_push_leader(o->conn, ev->name, ev->nlen, term, ev->value, ev->vlen);
@@ -369,23 +369,13 @@ static void on_coord_event(void *arg, const coord_event_t *ev)
 static void observer_free(server_t *s, observer_t *o)
 {
     obs_group_t *g = o->group;
-    if (o->gprev)
-        o->gprev->gnext = o->gnext;
-    else
-        g->head = o->gnext;
-    if (o->gnext)
-        o->gnext->gprev = o->gprev;
-    if (g->head == NULL) {
+    ordo_list_remove(&g->observers, &o->gln);
+    if (ordo_list_empty(&g->observers)) {
         ordo_htab_remove(&s->coordcmd->observed, &g->node);
         free(g);
     }
     conn_t *c = o->conn;
-    if (o->cprev)
-        o->cprev->cnext = o->cnext;
-    else
-        c->observers = o->cnext;
-    if (o->cnext)
-        o->cnext->cprev = o->cprev;
+    ordo_list_remove(&c->observers, &o->cln);
     c->nwatches--;
     free(o);
 }
@@ -393,9 +383,8 @@ static void observer_free(server_t *s, observer_t *o)
 size_t coord_wait_unobserve(conn_t *c, uint64_t id)
 {
     size_t n = 0;
-    observer_t *next;
-    for (observer_t *o = c->observers; o != NULL; o = next) {
-        next = o->cnext;
+    ORDO_LIST_FOREACH_SAFE(ln, next, &c->observers) {
+        observer_t *o = ORDO_LIST_ENTRY(ln, observer_t, cln);
         if (id == 0 || o->id == id) {
             observer_free(c->srv, o);
             n++;
@@ -408,33 +397,23 @@ void coord_wait_conn_closed(conn_t *c) { coord_wait_unobserve(c, 0); }
 
 /* ---- the expiry timer ---------------------------------------------------------------- */
 
-static void on_coord_timer(uv_timer_t *t)
+static void on_coord_timer(writer_timer_t *t)
 {
     server_t *s = t->data;
-    s->coordcmd->timer_at_ms = 0;
     server_tick(s);
     coord_wait_expire_due(s);
-    conn_run_resumed(s);
-    conn_flush_dirty(s);
+    turn_run_resumed(s);
+    turn_flush(s);
 }
 
 void coord_wait_schedule(server_t *s)
 {
     coord_cmd_t *cc = s->coordcmd;
-    if (!cc->timer_on)
-        return;
     uint64_t next = coord_next_deadline(core_coord(s->core));
-    if (next == 0) {
-        if (cc->timer_at_ms != 0)
-            uv_timer_stop(&cc->timer);
-        cc->timer_at_ms = 0;
-        return;
-    }
-    if (cc->timer_at_ms != 0 && cc->timer_at_ms <= next)
-        return; /* fires sooner and re-arms then */
-    uint64_t now = server_now_ms();
-    cc->timer_at_ms = next;
-    uv_timer_start(&cc->timer, on_coord_timer, next + 1 > now ? next + 1 - now : 0, 0);
+    if (next == 0)
+        writer_timer_stop(&cc->timer);
+    else
+        writer_timer_arm_earlier(&cc->timer, next); /* one that fires sooner re-arms then */
 }
 
 /* End everything due by the writer's clock, one expire record each.
@@ -537,14 +516,8 @@ uint64_t coord_wait_observe(server_t *s, conn_t *c, const char *name, size_t nle
     o->id = ++s->next_watch_id;
     o->conn = c;
     o->group = g;
-    o->gnext = g->head;
-    if (g->head)
-        g->head->gprev = o;
-    g->head = o;
-    o->cnext = c->observers;
-    if (c->observers)
-        c->observers->cprev = o;
-    c->observers = o;
+    ordo_list_push_front(&g->observers, &o->gln);
+    ordo_list_push_front(&c->observers, &o->cln);
     c->nwatches++;
     return o->id;
 }
@@ -566,19 +539,14 @@ void coord_wait_init(server_t *s)
 void coord_wait_start(server_t *s)
 {
     coord_cmd_t *cc = s->coordcmd;
-    uv_timer_init(s->loop, &cc->timer);
-    cc->timer.data = s;
-    cc->timer_on = true;
+    writer_timer_init(&cc->timer, s->loop, on_coord_timer, s);
     coord_wait_schedule(s);
 }
 
 void coord_wait_close_handles(server_t *s)
 {
     coord_cmd_t *cc = s->coordcmd;
-    if (cc->timer_on) {
-        uv_close((uv_handle_t *)&cc->timer, NULL);
-        cc->timer_on = false;
-    }
+    writer_timer_close(&cc->timer);
 }
 
 static void free_node(ordo_hnode_t *n, void *arg)

@@ -15,14 +15,14 @@
 
 #include "apply.h"
 #include "net/conn.h"
+#include "turn.h"
 
-static void on_expire_timer(uv_timer_t *t)
+static void on_expire_timer(writer_timer_t *t)
 {
     server_t *s = t->data;
-    s->expire_timer_at_ms = 0;
     server_tick(s);
     expire_due(s);
-    conn_flush_dirty(s);
+    turn_flush(s);
 }
 
 /* Expire every key due by the writer's clock, one record per key. "Due" is
@@ -53,26 +53,18 @@ void expire_due(server_t *s)
 void expire_schedule(server_t *s)
 {
     uint64_t next = core_next_expiry(s->core);
-    if (next == 0) {
-        if (s->expire_timer_at_ms != 0)
-            uv_timer_stop(&s->expire_timer);
-        s->expire_timer_at_ms = 0;
-        return;
-    }
-    if (s->expire_timer_at_ms != 0 && s->expire_timer_at_ms <= next)
-        return;
-    uint64_t now = server_now_ms();
-    s->expire_timer_at_ms = next;
-    uv_timer_start(&s->expire_timer, on_expire_timer, next + 1 > now ? next + 1 - now : 0, 0);
+    if (next == 0)
+        writer_timer_stop(&s->expire_timer);
+    else
+        writer_timer_arm_earlier(&s->expire_timer, next); /* a later one re-arms when it fires */
 }
 
 void expire_start(server_t *s)
 {
-    uv_timer_init(s->loop, &s->expire_timer);
-    s->expire_timer.data = s;
+    writer_timer_init(&s->expire_timer, s->loop, on_expire_timer, s);
 }
 
 void expire_close_handles(server_t *s)
 {
-    uv_close((uv_handle_t *)&s->expire_timer, NULL);
+    writer_timer_close(&s->expire_timer);
 }

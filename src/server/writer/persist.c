@@ -168,14 +168,8 @@ static void enter_readonly(server_t *s, const char *why)
         return;
     snprintf(s->readonly, sizeof s->readonly, "%s", why);
     fprintf(stderr, "ordod: the log cannot be written, refusing writes (READONLY): %s\n", why);
-    while (s->held != NULL) {
-        conn_t *c = s->held;
-        s->held = c->held_next;
-        c->held = false;
-        c->held_next = NULL;
-        conn_close(c);
-    }
-    for (conn_t *c = s->conns; c != NULL; c = c->next)
+    conn_close_held(s);
+    for (conn_t *c = conn_first(&s->net.conns); c != NULL; c = conn_next(c))
         if (!c->closing && c->out.len > 0)
             conn_close(c);
     block_readonly(s); /* parked clients: -READONLY at the next loop turn */

@@ -49,6 +49,7 @@
 #include "apply.h"
 #include "block.h"
 #include "net/conn.h"
+#include "turn.h"
 
 /* Due queue deadlines applied per timer turn before the loop goes back to
  * I/O (the timer re-arms at once if more are due). */
@@ -271,18 +272,12 @@ bool qwait_apply(server_t *s, record_t *rec, apply_result_t *res)
 }
 
 
-static void on_queue_timer(uv_timer_t *t);
-
 static void arm_at(server_t *s, uint64_t due_ms)
 {
-    if (!s->queue_timer_on || s->stopping)
+    if (s->stopping)
         return;
-    if (s->queue_timer_at_ms != 0 && s->queue_timer_at_ms <= due_ms)
-        return;
-    uint64_t now = server_now_ms();
-    s->queue_timer_at_ms = due_ms ? due_ms : 1;
-    /* + 1: a deadline is due once now_ms passes it (queue.h) */
-    uv_timer_start(&s->queue_timer, on_queue_timer, due_ms + 1 > now ? due_ms + 1 - now : 0, 0);
+    /* A deadline is due once now_ms passes it (queue.h), as timer.h fires. */
+    writer_timer_arm_earlier(&s->queue_timer, due_ms);
 }
 
 /* A write to the queue may have made a deadline earlier than the timer. */
@@ -330,8 +325,8 @@ void qwait_complete_id(server_t *s, const char *name, size_t nlen, uint64_t id, 
     queue_result_t r = {0};
     if (q != NULL && fate == QUEUE_FATE_DONE)
         queue_result(q, id, &r);
-    while (iw->list.head != NULL) {
-        waiter_t *w = iw->list.head;
+    while (wait_list_first(&iw->list) != NULL) {
+        waiter_t *w = wait_list_first(&iw->list);
         qwait_add_fate(s, w->conn, id, fate, &r);
         finish(s, w);
     }
@@ -428,8 +423,8 @@ static bool has_room(server_t *s, const qwait_t *qw)
 static bool serve_pushers(server_t *s, qwait_t *qw)
 {
     bool progress = false;
-    while (qw->pushers.head != NULL) {
-        waiter_t *w = qw->pushers.head;
+    while (wait_list_first(&qw->pushers) != NULL) {
+        waiter_t *w = wait_list_first(&qw->pushers);
         qwaiter_t *d = w->data;
         record_t rec;
         apply_result_t res;
@@ -462,8 +457,8 @@ static bool serve_pullers(server_t *s, qwait_t *qw)
 {
     bool progress = false;
     ordo_buf_t *tmp = &s->qcmd->scratch;
-    while (qw->pullers.head != NULL) {
-        waiter_t *w = qw->pullers.head;
+    while (wait_list_first(&qw->pullers) != NULL) {
+        waiter_t *w = wait_list_first(&qw->pullers);
         qwaiter_t *d = w->data;
         tmp->len = 0;
         size_t n = qwait_deliver(s, qw->name, qw->nlen, d->count, d->lease_ms, d->noack, tmp);
@@ -576,10 +571,9 @@ static bool run_due(server_t *s, const queue_t *only)
     return false;
 }
 
-static void on_queue_timer(uv_timer_t *t)
+static void on_queue_timer(writer_timer_t *t)
 {
     server_t *s = t->data;
-    s->queue_timer_at_ms = 0;
     uint64_t now = server_tick(s);
     qwait_gc(s);
     bool all = run_due(s, NULL);
@@ -589,8 +583,8 @@ static void on_queue_timer(uv_timer_t *t)
         arm_at(s, now + 1);
     else if (s->readonly[0] == '\0' && queue_set_next_timer(core_queues(s->core), &q, &next))
         arm_at(s, next.due_ms);
-    conn_run_resumed(s);
-    conn_flush_dirty(s);
+    turn_run_resumed(s);
+    turn_flush(s);
 }
 
 /* Before a command uses queue name: its due deadlines first. Returns
@@ -609,9 +603,7 @@ bool qwait_catch_up(server_t *s, const char *name, size_t nlen)
 
 void qwait_start(server_t *s)
 {
-    uv_timer_init(s->loop, &s->queue_timer);
-    s->queue_timer.data = s;
-    s->queue_timer_on = true;
+    writer_timer_init(&s->queue_timer, s->loop, on_queue_timer, s);
     queue_t *q;
     queue_timer_t t;
     if (queue_set_next_timer(core_queues(s->core), &q, &t))
@@ -620,10 +612,7 @@ void qwait_start(server_t *s)
 
 void qwait_close_handles(server_t *s)
 {
-    if (!s->queue_timer_on)
-        return;
-    uv_timer_stop(&s->queue_timer);
-    uv_close((uv_handle_t *)&s->queue_timer, NULL);
+    writer_timer_close(&s->queue_timer);
 }
 
 static void free_iw(ordo_hnode_t *n, void *arg)
@@ -715,8 +704,8 @@ static void drop_ids(ordo_hnode_t *n, void *arg)
 {
     server_t *s = arg;
     idwait_t *iw = (idwait_t *)n;
-    while (iw->list.head != NULL) {
-        waiter_t *w = iw->list.head;
+    while (wait_list_first(&iw->list) != NULL) {
+        waiter_t *w = wait_list_first(&iw->list);
         s->stats.errors_total++;
         resp_add_errorf(&w->conn->out, "NOTFOUND the queue was dropped");
         finish(s, w);
@@ -731,8 +720,8 @@ void qwait_dropped(server_t *s, const char *name, size_t nlen)
     /* Callers and blocked pushers were waiting on what is gone; pullers
      * wait on the name and get whatever a later push brings. */
     ordo_htab_foreach(&qw->ids, drop_ids, s);
-    while (qw->pushers.head != NULL) {
-        waiter_t *w = qw->pushers.head;
+    while (wait_list_first(&qw->pushers) != NULL) {
+        waiter_t *w = wait_list_first(&qw->pushers);
         s->stats.errors_total++;
         resp_add_errorf(&w->conn->out, "NOTFOUND the queue was dropped; nothing was pushed");
         finish(s, w);

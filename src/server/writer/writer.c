@@ -8,6 +8,7 @@
 #include "coord_wait.h"
 #include "expire.h"
 #include "queue_wait.h"
+#include "turn.h"
 
 void writer_init(server_t *s)
 {
@@ -21,10 +22,12 @@ void writer_start(server_t *s)
     coord_wait_start(s);
     qwait_start(s);
     expire_start(s);
+    turn_start(s);
 }
 
 void writer_close_handles(server_t *s)
 {
+    turn_close_handles(s);
     expire_close_handles(s);
     block_close_handles(s);
     coord_wait_close_handles(s);

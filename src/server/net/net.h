@@ -1,0 +1,52 @@
+/*
+ * net.h -- the network layer's face to the server: listeners, closing
+ * every connection at shutdown, memory held by connections, and net's
+ * periodic work. What the rest of the server asks of one connection (and
+ * of all of them: flush, resume, release held output, back-pressure) is
+ * in conn.h. Implemented by net.c. Loop thread only.
+ */
+#ifndef ORDO_NET_H
+#define ORDO_NET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "base/list.h"
+
+typedef struct server_s server_t;
+
+/* The network layer's part of the server (s->net). Every connection is in
+ * conns from accept until its handle is closed; besides, it is in dirty
+ * while it has events to flush at the end of the turn, in resumed while
+ * its pending input waits to run, and in held while its output waits for
+ * the durable revision (each at most once: list.h asserts it). */
+typedef struct net_s {
+    uv_tcp_t tcp;
+    bool tcp_on;
+    uv_pipe_t unix_listener;
+    bool unix_on;
+    ordo_list_t conns;               /* live connections (conn_t.link); conns.len is INFO's count */
+    ordo_list_t dirty;               /* events to flush (conn_t.dirty_ln), newest first */
+    ordo_list_t resumed;             /* input to run at the end of the turn (conn_t.resume_ln) */
+    ordo_list_t held;                /* output waiting on durable_rev (conn_t.held_ln) */
+    size_t released_bytes;           /* large connection buffers freed since the last trim */
+    uint64_t next_client_id;
+} net_t;
+
+/* net_listen() -- open the TCP listener (and the unix socket if
+ * configured). Returns 0, or -1 with a message in err. */
+int net_listen(server_t *s, char *err, size_t elen);
+/* net_close_all() -- close the listeners and every connection (shutdown). */
+void net_close_all(server_t *s);
+/* Bytes held by connections: the structures and their buffers' capacity. */
+size_t net_client_memory(const server_t *s);
+/* Cron's net hook (s->hooks.net_cron): once NET_TRIM_AFTER_BYTES of large
+ * connection buffers have been freed, hand the free pages back to the
+ * system (malloc_trim), so a flood of large requests leaves no resident
+ * memory behind however the heap is fragmented; then apply the output
+ * limits to every connection above output-soft-bytes. */
+void net_cron(server_t *s);
+
+#endif /* ORDO_NET_H */

@@ -1,0 +1,39 @@
+/*
+ * turn.h -- the writer's rhythm: the per-turn hook and cron.
+ *
+ * The per-turn hook (a uv_check, after every loop turn's I/O) runs the
+ * input of connections whose wait ended, flushes every connection the
+ * turn wrote events into, and hands the turn's records to the log as one
+ * batch (persist_kick()). Cron (every TURN_CRON_INTERVAL_MS) reads the
+ * clock, lets persist start a snapshot, then runs the net layer's and the
+ * command layer's periodic work through the hooks.
+ *
+ * The writer never calls up into net/ or cmd/ itself (check-layers.sh):
+ * what it must ask of them -- run resumed input, flush, their cron -- goes
+ * through the hooks main.c installs in s->hooks (server.h) before the loop
+ * runs. turn_run_resumed() and turn_flush() are how the writer's other
+ * callbacks (timers) end.
+ *
+ * Owner: the server (s->flusher, s->cron); loop thread only.
+ */
+#ifndef ORDO_WRITER_TURN_H
+#define ORDO_WRITER_TURN_H
+
+#include "server.h"
+
+/* How often cron runs: watch progress, output limits, snapshots and
+ * allocator trims are checked at this granularity. */
+#define TURN_CRON_INTERVAL_MS 100
+
+/* turn_start() -- start the per-turn hook and cron (after recovery);
+ * turn_close_handles() at shutdown. */
+void turn_start(server_t *s);
+void turn_close_handles(server_t *s);
+
+/* turn_run_resumed() -- run the pending input of every connection whose
+ * wait ended (s->hooks.run_resumed). */
+void turn_run_resumed(server_t *s);
+/* turn_flush() -- send what was written into connections (s->hooks.flush). */
+void turn_flush(server_t *s);
+
+#endif /* ORDO_WRITER_TURN_H */
