@@ -322,7 +322,9 @@ static void test_bulk_replay_same_state(void **state)
             case 4:
                 r = (record_t){.type = REC_COMPACT, .compact = {.rev = kv_oldest_rev(core_kv(a)) + x % 200}};
                 break;
-            default: r = (record_t){.type = REC_PUT, .put = {.key = key, .klen = klen, .val = val, .vlen = vlen}}; break;
+            default:
+                r = (record_t){.type = REC_PUT, .put = {.key = key, .klen = klen, .val = val, .vlen = vlen}};
+                break;
             }
             r.time_ms = (uint64_t)i;
             apply_result_t ra, rb;

@@ -81,8 +81,6 @@ typedef struct case_s {
     old_t old;
 } case_t;
 
-#define S(str) (str), (uint32_t)(sizeof(str) - 1)
-
 static const case_t cases[] = {
     {{.type = REC_PUT, .time_ms = 11, .flags = REC_F_IFREV | REC_F_FENCE | REC_F_KEEPTTL,
       .put = {.key = "key", .klen = 3, .val = "value", .vlen = 5, .lease_id = 21, .ifrev = 22,
@@ -120,7 +118,8 @@ static const case_t cases[] = {
       .elect = {.name = "el", .nlen = 2, .val = "me", .vlen = 2, .ttl_ms = 81, .lease_id = 82}},
      {.type = REC_ELECT_CAMPAIGN, .time_ms = 24, .key = "el", .klen = 2, .val = "me", .vlen = 2, .ttl_ms = 81,
       .lease = 82}},
-    {{.type = REC_ELECT_PROCLAIM, .time_ms = 25, .elect = {.name = "el", .nlen = 2, .term = 83, .val = "v2", .vlen = 2}},
+    {{.type = REC_ELECT_PROCLAIM, .time_ms = 25,
+      .elect = {.name = "el", .nlen = 2, .term = 83, .val = "v2", .vlen = 2}},
      {.type = REC_ELECT_PROCLAIM, .time_ms = 25, .key = "el", .klen = 2, .token = 83, .val = "v2", .vlen = 2}},
     {{.type = REC_ELECT_KEEPALIVE, .time_ms = 26, .elect = {.name = "el", .nlen = 2, .term = 84}},
      {.type = REC_ELECT_KEEPALIVE, .time_ms = 26, .key = "el", .klen = 2, .token = 84}},
@@ -139,7 +138,8 @@ static const case_t cases[] = {
                  .dlen = 2, .delay_ms = 101}},
      {.type = REC_Q_PUSH, .time_ms = 31, .flags = 1, .name = "q", .nlen = 1, .key = "mk", .klen = 2, .val = "pay",
       .vlen = 3, .aux = "dd", .alen = 2, .ttl_ms = 101}},
-    {{.type = REC_Q_DELIVER, .time_ms = 32, .flags = REC_F_NOACK, .q_deliver = {.queue = "q", .qlen = 1, .lease_ms = 102}},
+    {{.type = REC_Q_DELIVER, .time_ms = 32, .flags = REC_F_NOACK,
+      .q_deliver = {.queue = "q", .qlen = 1, .lease_ms = 102}},
      {.type = REC_Q_DELIVER, .time_ms = 32, .flags = 1, .name = "q", .nlen = 1, .ttl_ms = 102}},
     {{.type = REC_Q_ACK, .time_ms = 33, .flags = REC_F_RESULT,
       .q_ack = {.queue = "q", .qlen = 1, .msg_id = 103, .token = 104, .result = "res", .rlen = 3}},
@@ -147,9 +147,11 @@ static const case_t cases[] = {
       .val = "res", .vlen = 3}},
     {{.type = REC_Q_ACK, .time_ms = 34, .q_ack = {.queue = "q", .qlen = 1, .msg_id = 105, .token = 106}},
      {.type = REC_Q_ACK, .time_ms = 34, .name = "q", .nlen = 1, .arg_rev = 105, .token = 106}},
-    {{.type = REC_Q_NACK, .time_ms = 35, .q_nack = {.queue = "q", .qlen = 1, .msg_id = 107, .token = 108, .delay_ms = 109}},
+    {{.type = REC_Q_NACK, .time_ms = 35,
+      .q_nack = {.queue = "q", .qlen = 1, .msg_id = 107, .token = 108, .delay_ms = 109}},
      {.type = REC_Q_NACK, .time_ms = 35, .name = "q", .nlen = 1, .arg_rev = 107, .token = 108, .ttl_ms = 109}},
-    {{.type = REC_Q_EXTEND, .time_ms = 36, .q_extend = {.queue = "q", .qlen = 1, .msg_id = 110, .token = 111, .ttl_ms = 112}},
+    {{.type = REC_Q_EXTEND, .time_ms = 36,
+      .q_extend = {.queue = "q", .qlen = 1, .msg_id = 110, .token = 111, .ttl_ms = 112}},
      {.type = REC_Q_EXTEND, .time_ms = 36, .name = "q", .nlen = 1, .arg_rev = 110, .token = 111, .ttl_ms = 112}},
     {{.type = REC_Q_CONFIG, .time_ms = 37,
       .q_config = {.queue = "q", .qlen = 1, .config = "cfgbytes", .clen = 8, .deadletter = "dlq", .dllen = 3}},

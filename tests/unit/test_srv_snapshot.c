@@ -108,7 +108,8 @@ static core_t *build_core(void)
     assert_int_equal(res.status, AP_OK);
     uint64_t id = res.qd.id, token = res.qd.token;
     apply_ok(c, (record_t){.type = REC_Q_ACK, .time_ms = t, .flags = REC_F_RESULT,
-                           .q_ack = {.queue = "q", .qlen = 1, .msg_id = id, .token = token, .result = "ok", .rlen = 2}});
+                           .q_ack = {.queue = "q", .qlen = 1, .msg_id = id, .token = token, .result = "ok",
+                                     .rlen = 2}});
     core_apply(c, &pull, &res); /* one in flight */
     assert_int_equal(res.status, AP_OK);
     return c;
