@@ -211,6 +211,9 @@ static bool bind(record_t *r, slots_t *s)
     }
 }
 
+#undef U64
+#undef BYTES
+
 /* The slots a record of this type and flags carries (record.h's table). */
 static unsigned uses(unsigned type, unsigned flags)
 {
