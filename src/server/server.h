@@ -27,7 +27,7 @@
 #include "core/watch.h"
 #include "log/snapshot.h"
 #include "log/wal.h"
-#include "writer/timer.h"
+#include "writer/writer.h"
 
 #define ORDO_VERSION "0.1.0"
 
@@ -62,14 +62,12 @@ struct server_s {
     ordo_config_t cfg;
     uv_loop_t *loop;
     uv_signal_t sigint, sigterm;
-    writer_timer_t expire_timer;     /* fires at the next key expiry (writer/expire.c) */
-    uv_timer_t cron;                 /* periodic: watch progress, output limits */
-    uint64_t next_progress_ms;       /* when cron next looks for idle watches */
-    uv_check_t flusher;              /* after each loop turn: flush connections given events */
+    uint64_t next_progress_ms;       /* when cron next looks for idle watches (cmd_watch.c) */
     core_t *core;
     watch_registry_t watches;
     ordo_htab_t commands;            /* name (lower case) -> command */
     net_t net;                       /* listeners and connections (net/net.h) */
+    writer_t writer;                 /* the single writer's machinery (writer/writer.h) */
     uint64_t next_watch_id;
     uint64_t start_ms;
     uint64_t now_ms;                 /* the writer's clock: see server_tick() */
@@ -93,16 +91,6 @@ struct server_s {
     char snap_err[512];
     uint64_t last_snap_rev, last_snap_ms, snaps_total;
     uint64_t recovered_records, recovery_ms, snapshot_loaded_rev;
-    /* blocking commands (block.c) */
-    ordo_heap_t wait_heap;           /* waiters with a deadline, earliest first */
-    writer_timer_t wait_timer;       /* at the earliest deadline */
-    size_t blocked_clients;          /* parked waiters (INFO clients) */
-    size_t blocked_by_kind[6];       /* by enum block_kind (BLOCK_KINDS) */
-    /* leases, locks, elections: waiters, observers, deadline timer (cmd_coord.c) */
-    struct coord_cmd_s *coordcmd;
-    /* queues (cmd_queue.c) */
-    struct qcmd_s *qcmd;             /* wait lists of blocked Q.* commands, by queue name */
-    writer_timer_t queue_timer;      /* fires at the earliest queue deadline */
 };
 
 /* Wall clock in ms since the epoch. */

@@ -260,6 +260,17 @@ static void on_write(uv_write_t *req, int status)
         conn_flush(c);
 }
 
+/* The durability marks' invariant (conn.h): ends and revisions strictly
+ * increase along the array, and every end is within out. */
+static void check_marks(const conn_t *c)
+{
+    assert(c->nmarks >= 0 && c->nmarks <= CONN_MARKS_MAX);
+    for (int i = 0; i < c->nmarks; i++) {
+        assert(c->marks[i].end <= c->out.len);
+        assert(i == 0 || (c->marks[i - 1].end < c->marks[i].end && c->marks[i - 1].rev < c->marks[i].rev));
+    }
+}
+
 /* Mark the output appended since the last mark with the revision it may
  * depend on (the current one), unless that revision is already durable.
  * Returns how many bytes of out may be sent now. */
@@ -297,6 +308,8 @@ static size_t sendable_bytes(conn_t *c)
     size_t ok = done ? c->marks[done - 1].end : 0;
     memmove(c->marks, c->marks + done, (size_t)(c->nmarks - done) * sizeof c->marks[0]);
     c->nmarks -= done;
+    check_marks(c);
+    assert(ok < c->marks[0].end); /* what is sent now ends before the first held byte */
     if (!ordo_list_linked(&c->held_ln, NULL) && !c->closing)
         ordo_list_push_front(&s->net.held, &c->held_ln);
     return ok;
@@ -305,9 +318,11 @@ static size_t sendable_bytes(conn_t *c)
 /* out lost its first n bytes: move the marks with it. */
 static void consume_out(conn_t *c, size_t n)
 {
+    assert(n <= c->out.len && (c->nmarks == 0 || n < c->marks[0].end)); /* held bytes are never sent */
     ordo_buf_consume(&c->out, n);
     for (int i = 0; i < c->nmarks; i++)
         c->marks[i].end -= n;
+    check_marks(c);
 }
 
 void conn_flush(conn_t *c)
@@ -320,6 +335,7 @@ void conn_flush(conn_t *c)
             conn_close(c);
         return;
     }
+    assert(ready <= c->out.len);
     if (ready == 0)
         return; /* held until the log reaches its revision */
     uv_buf_t b = uv_buf_init(c->out.data, (unsigned)ready);

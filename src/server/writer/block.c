@@ -17,18 +17,19 @@
  * connection that parks while read-only is answered the same way. While
  * armed for that, the timer is armed at deadline 0 (no real deadline is 0).
  *
- * s->blocked_clients counts the parked waiters and s->blocked_by_kind[k]
- * those of kind k (so they sum to blocked_clients).
+ * The state is s->writer.block (writer.h): blocked_clients counts the
+ * parked waiters and blocked_by_kind[k] those of kind k (so they sum to
+ * blocked_clients).
  */
 #include "block.h"
 
+#include <assert.h>
 #include <stdlib.h>
 
 #include "net/conn.h"
 #include "turn.h"
 
-_Static_assert(sizeof ((server_t *)0)->blocked_by_kind / sizeof(size_t) == BLOCK_KINDS,
-               "server.h sizes blocked_by_kind for every block kind");
+_Static_assert(WRITER_BLOCK_KINDS == BLOCK_KINDS, "writer.h sizes blocked_by_kind for every block kind");
 
 #define WAIT_HEAP_CAP_MIN 64 /* the first array: a few blocked clients never regrow it */
 
@@ -43,7 +44,7 @@ static bool waiter_less(const ordo_heap_node_t *a, const ordo_heap_node_t *b)
 /* The waiter with the earliest deadline, or NULL. */
 static waiter_t *first_waiter(const server_t *s)
 {
-    ordo_heap_node_t *n = ordo_heap_peek(&s->wait_heap);
+    ordo_heap_node_t *n = ordo_heap_peek(&s->writer.block.wait_heap);
     return n ? WAITER_OF(n) : NULL;
 }
 
@@ -51,15 +52,15 @@ static void on_wait_timer(writer_timer_t *t);
 
 static void arm_timer(server_t *s)
 {
-    if (s->readonly[0] != '\0' && s->blocked_clients > 0) {
-        writer_timer_arm(&s->wait_timer, 0); /* at once */
+    if (s->readonly[0] != '\0' && s->writer.block.blocked_clients > 0) {
+        writer_timer_arm(&s->writer.block.timer, 0); /* at once */
         return;
     }
     const waiter_t *first = first_waiter(s);
     if (first == NULL)
-        writer_timer_stop(&s->wait_timer);
+        writer_timer_stop(&s->writer.block.timer);
     else
-        writer_timer_arm(&s->wait_timer, first->deadline_ms);
+        writer_timer_arm(&s->writer.block.timer, first->deadline_ms);
 }
 
 static void list_remove(waiter_t *w)
@@ -73,14 +74,27 @@ static void list_append(waiter_t *w, wait_list_t *list)
     ordo_list_push_back(list, &w->ln);
 }
 
+/* The invariant of the header comment, for one parked waiter. */
+static void check_parked(const server_t *s, const waiter_t *w)
+{
+    assert(w->conn->waiter == w);
+    assert(ordo_list_linked(&w->ln, w->list)); /* on its list, and (list.h) on no other */
+    assert(ordo_heap_linked(&w->hn) == (w->deadline_ms != 0));
+    assert(w->kind >= 0 && w->kind < BLOCK_KINDS && s->writer.block.blocked_by_kind[w->kind] > 0);
+    assert(s->writer.block.blocked_clients >= s->writer.block.blocked_by_kind[w->kind]);
+    (void)s;
+    (void)w;
+}
+
 static void unlink_waiter(server_t *s, waiter_t *w)
 {
+    check_parked(s, w);
     list_remove(w);
     if (ordo_heap_linked(&w->hn))
-        ordo_heap_remove(&s->wait_heap, &w->hn);
+        ordo_heap_remove(&s->writer.block.wait_heap, &w->hn);
     w->conn->waiter = NULL;
-    s->blocked_clients--;
-    s->blocked_by_kind[w->kind]--;
+    s->writer.block.blocked_clients--;
+    s->writer.block.blocked_by_kind[w->kind]--;
 }
 
 const char *block_kind_name(int kind)
@@ -91,17 +105,20 @@ const char *block_kind_name(int kind)
 
 waiter_t *block_wait(server_t *s, conn_t *conn, wait_list_t *list, uint64_t deadline_ms, int kind)
 {
+    assert(conn->waiter == NULL); /* one blocking command at a time per connection */
+    assert(kind >= 0 && kind < BLOCK_KINDS && list != NULL);
     waiter_t *w = ordo_xcalloc(1, sizeof *w);
     w->conn = conn;
     w->deadline_ms = deadline_ms;
     w->kind = kind;
-    s->blocked_by_kind[kind]++;
+    s->writer.block.blocked_by_kind[kind]++;
     ordo_heap_node_init(&w->hn);
     list_append(w, list);
     conn->waiter = w;
-    s->blocked_clients++;
+    s->writer.block.blocked_clients++;
     if (deadline_ms != 0)
-        ordo_heap_xpush(&s->wait_heap, &w->hn);
+        ordo_heap_xpush(&s->writer.block.wait_heap, &w->hn);
+    check_parked(s, w);
     arm_timer(s);
     return w;
 }
@@ -118,6 +135,7 @@ void block_done(server_t *s, waiter_t *w)
 
 void block_move(waiter_t *w, wait_list_t *to)
 {
+    assert(w->conn->waiter == w && to != w->list);
     list_remove(w);
     list_append(w, to);
 }
@@ -160,7 +178,7 @@ static void on_wait_timer(writer_timer_t *t)
     server_t *s = t->data;
     uint64_t now = server_tick(s);
     if (s->readonly[0] != '\0')
-        for (conn_t *c = conn_first(&s->net.conns); c != NULL && s->blocked_clients > 0; c = conn_next(c))
+        for (conn_t *c = conn_first(&s->net.conns); c != NULL && s->writer.block.blocked_clients > 0; c = conn_next(c))
             if (c->waiter != NULL)
                 fail_readonly(s, c->waiter);
     for (waiter_t *w = first_waiter(s); w != NULL && w->deadline_ms < now; w = first_waiter(s))
@@ -180,11 +198,11 @@ void block_readonly(server_t *s) { arm_timer(s); }
 
 void block_init(server_t *s)
 {
-    ordo_heap_init(&s->wait_heap, waiter_less, WAIT_HEAP_CAP_MIN, ORDO_HEAP_KEEP);
-    writer_timer_init(&s->wait_timer, s->loop, on_wait_timer, s);
+    ordo_heap_init(&s->writer.block.wait_heap, waiter_less, WAIT_HEAP_CAP_MIN, ORDO_HEAP_KEEP);
+    writer_timer_init(&s->writer.block.timer, s->loop, on_wait_timer, s);
 }
 
 void block_close_handles(server_t *s)
 {
-    writer_timer_close(&s->wait_timer);
+    writer_timer_close(&s->writer.block.timer);
 }

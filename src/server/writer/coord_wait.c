@@ -107,7 +107,7 @@ struct obs_group_s {
     char name[];
 };
 
-typedef struct coord_cmd_s {
+typedef struct coord_waits_s {
     ordo_htab_t lockq;         /* lock name -> waitq_t */
     ordo_htab_t electq;        /* election name -> waitq_t */
     ordo_htab_t observed;      /* election name -> obs_group_t */
@@ -116,7 +116,7 @@ typedef struct coord_cmd_s {
     bool serving;              /* inside serve_pending(): no re-entry */
     writer_timer_t timer;      /* at coord_next_deadline(), from coord_wait_start() */
     size_t wait_bytes;         /* parked waiters' requests and wait lists (see Memory) */
-} coord_cmd_t;
+} coord_waits_t;
 
 /* What a malloc of n bytes costs, as coord.c estimates it. */
 static size_t alloc_cost(size_t n)
@@ -139,15 +139,15 @@ static bool group_eq(const ordo_hnode_t *n, const void *key, size_t len)
     return g->nlen == len && memcmp(g->name, key, len) == 0;
 }
 
-static ordo_htab_t *wq_table(coord_cmd_t *cc, int kind) { return kind == COORD_WAIT_LOCK ? &cc->lockq : &cc->electq; }
+static ordo_htab_t *wq_table(coord_waits_t *cc, int kind) { return kind == COORD_WAIT_LOCK ? &cc->lockq : &cc->electq; }
 
-static waitq_t *waitq_find(coord_cmd_t *cc, int kind, const void *name, size_t nlen)
+static waitq_t *waitq_find(coord_waits_t *cc, int kind, const void *name, size_t nlen)
 {
     ordo_htab_t *t = wq_table(cc, kind);
     return (waitq_t *)ordo_htab_find(t, ordo_htab_hash(t, name, nlen), name, nlen);
 }
 
-static waitq_t *waitq_get(coord_cmd_t *cc, int kind, const void *name, size_t nlen)
+static waitq_t *waitq_get(coord_waits_t *cc, int kind, const void *name, size_t nlen)
 {
     waitq_t *q = waitq_find(cc, kind, name, nlen);
     if (q != NULL)
@@ -162,7 +162,7 @@ static waitq_t *waitq_get(coord_cmd_t *cc, int kind, const void *name, size_t nl
 }
 
 /* Remember that q may have become empty; sweep() frees it once it is. */
-static void waitq_maybe_empty(coord_cmd_t *cc, waitq_t *q)
+static void waitq_maybe_empty(coord_waits_t *cc, waitq_t *q)
 {
     if (q->swept)
         return;
@@ -173,7 +173,7 @@ static void waitq_maybe_empty(coord_cmd_t *cc, waitq_t *q)
 
 /* Free the wait lists that ended up empty. Called only where no waiter is
  * being timed out or served (a command handler, the end of serving). */
-static void sweep(coord_cmd_t *cc)
+static void sweep(coord_waits_t *cc)
 {
     while (cc->sweep != NULL) {
         waitq_t *q = cc->sweep;
@@ -195,7 +195,7 @@ static void wait_data_free(server_t *s, waiter_t *w)
 {
     coord_wait_t *d = w->data;
     if (d != NULL)
-        s->coordcmd->wait_bytes -= d->charged;
+        s->writer.coord->wait_bytes -= d->charged;
     free(d);
     w->data = NULL;
 }
@@ -205,14 +205,14 @@ static void on_wait_timeout(waiter_t *w)
     server_t *s = w->conn->srv;
     resp_add_null(&w->conn->out, w->conn->proto);
     wait_data_free(s, w);
-    waitq_maybe_empty(s->coordcmd, waitq_of(w));
+    waitq_maybe_empty(s->writer.coord, waitq_of(w));
 }
 
 static void on_wait_cancel(waiter_t *w)
 {
     server_t *s = w->conn->srv;
     wait_data_free(s, w);
-    waitq_maybe_empty(s->coordcmd, waitq_of(w));
+    waitq_maybe_empty(s->writer.coord, waitq_of(w));
 }
 
 void coord_wait_reply_campaign(ordo_buf_t *out, int proto, bool handover, uint64_t term, const char *hv,
@@ -240,7 +240,7 @@ void coord_wait_reply_lease_gone(server_t *s, ordo_buf_t *out, uint64_t lease)
 static void finish(server_t *s, waiter_t *w)
 {
     wait_data_free(s, w);
-    waitq_maybe_empty(s->coordcmd, waitq_of(w));
+    waitq_maybe_empty(s->writer.coord, waitq_of(w));
     block_done(s, w);
 }
 
@@ -283,7 +283,7 @@ static void serve_one(server_t *s, waitq_t *q)
 
 static void serve_pending(server_t *s)
 {
-    coord_cmd_t *cc = s->coordcmd;
+    coord_waits_t *cc = s->writer.coord;
     if (cc->serving)
         return; /* the outer loop below takes what this record added */
     cc->serving = true;
@@ -300,7 +300,7 @@ static void serve_pending(server_t *s)
     sweep(cc);
 }
 
-static void note_free(coord_cmd_t *cc, int kind, const char *name, size_t nlen)
+static void note_free(coord_waits_t *cc, int kind, const char *name, size_t nlen)
 {
     waitq_t *q = waitq_find(cc, kind, name, nlen);
     if (q == NULL || q->list.len == 0 || q->pending)
@@ -330,7 +330,7 @@ void coord_wait_push_leader(conn_t *c, const char *name, size_t nlen, uint64_t t
     c->srv->stats.watch_events_total++;
 }
 
-static void notify_observers(coord_cmd_t *cc, const coord_event_t *ev, uint64_t term)
+static void notify_observers(coord_waits_t *cc, const coord_event_t *ev, uint64_t term)
 {
     ordo_htab_t *t = &cc->observed;
     obs_group_t *g = (obs_group_t *)ordo_htab_find(t, ordo_htab_hash(t, ev->name, ev->nlen), ev->name, ev->nlen);
@@ -349,7 +349,7 @@ static void notify_observers(coord_cmd_t *cc, const coord_event_t *ev, uint64_t 
 static void on_coord_event(void *arg, const coord_event_t *ev)
 {
     server_t *s = arg;
-    coord_cmd_t *cc = s->coordcmd;
+    coord_waits_t *cc = s->writer.coord;
     switch (ev->type) {
     case COORD_EV_LOCK_FREE:
         note_free(cc, COORD_WAIT_LOCK, ev->name, ev->nlen);
@@ -371,7 +371,7 @@ static void observer_free(server_t *s, observer_t *o)
     obs_group_t *g = o->group;
     ordo_list_remove(&g->observers, &o->gln);
     if (ordo_list_empty(&g->observers)) {
-        ordo_htab_remove(&s->coordcmd->observed, &g->node);
+        ordo_htab_remove(&s->writer.coord->observed, &g->node);
         free(g);
     }
     conn_t *c = o->conn;
@@ -408,7 +408,7 @@ static void on_coord_timer(writer_timer_t *t)
 
 void coord_wait_schedule(server_t *s)
 {
-    coord_cmd_t *cc = s->coordcmd;
+    coord_waits_t *cc = s->writer.coord;
     uint64_t next = coord_next_deadline(core_coord(s->core));
     if (next == 0)
         writer_timer_stop(&cc->timer);
@@ -443,7 +443,7 @@ void coord_wait_expire_due(server_t *s)
 
 void coord_wait_after_apply(server_t *s, const record_t *rec)
 {
-    coord_cmd_t *cc = s->coordcmd;
+    coord_waits_t *cc = s->writer.coord;
     if (cc == NULL)
         return;
     if (cc->pending != NULL)
@@ -458,15 +458,15 @@ void coord_wait_after_apply(server_t *s, const record_t *rec)
 void coord_wait_park(server_t *s, conn_t *c, int kind, const char *name, size_t nlen, uint64_t wait_ms,
                      uint64_t ttl_ms, uint64_t lease, bool handover, const char *value, size_t vlen)
 {
-    waitq_t *q = waitq_get(s->coordcmd, kind, name, nlen);
+    waitq_t *q = waitq_get(s->writer.coord, kind, name, nlen);
     if (s->readonly[0] != '\0') {
         s->stats.errors_total++;
         resp_add_errorf(&c->out, "READONLY the log cannot be written, so writes are refused: %s", s->readonly);
-        waitq_maybe_empty(s->coordcmd, q);
+        waitq_maybe_empty(s->writer.coord, q);
         return;
     }
     if (writer_memory_refused(s, &c->out)) {
-        waitq_maybe_empty(s->coordcmd, q);
+        waitq_maybe_empty(s->writer.coord, q);
         return;
     }
     coord_wait_t *d = ordo_xcalloc(1, sizeof *d + (vlen ? vlen : 1));
@@ -474,7 +474,7 @@ void coord_wait_park(server_t *s, conn_t *c, int kind, const char *name, size_t 
      * name (shared by the list's waiters, and freed lazily by sweep(), so
      * charging it to each waiter keeps the figure exact at every moment). */
     d->charged = alloc_cost(sizeof *d + (vlen ? vlen : 1)) + alloc_cost(sizeof *q + (q->nlen ? q->nlen : 1));
-    s->coordcmd->wait_bytes += d->charged;
+    s->writer.coord->wait_bytes += d->charged;
     d->ttl_ms = ttl_ms;
     d->lease = lease;
     d->handover = handover;
@@ -493,17 +493,17 @@ void coord_wait_park(server_t *s, conn_t *c, int kind, const char *name, size_t 
 
 /* ---- the handlers' side ---------------------------------------------------------------- */
 
-void coord_wait_sweep(server_t *s) { sweep(s->coordcmd); }
+void coord_wait_sweep(server_t *s) { sweep(s->writer.coord); }
 
 size_t coord_wait_len(server_t *s, int kind, const char *name, size_t nlen)
 {
-    waitq_t *q = waitq_find(s->coordcmd, kind, name, nlen);
+    waitq_t *q = waitq_find(s->writer.coord, kind, name, nlen);
     return q ? q->list.len : 0;
 }
 
 uint64_t coord_wait_observe(server_t *s, conn_t *c, const char *name, size_t nlen)
 {
-    ordo_htab_t *t = &s->coordcmd->observed;
+    ordo_htab_t *t = &s->writer.coord->observed;
     uint64_t h = ordo_htab_hash(t, name, nlen);
     obs_group_t *g = (obs_group_t *)ordo_htab_find(t, h, name, nlen);
     if (g == NULL) {
@@ -526,26 +526,26 @@ uint64_t coord_wait_observe(server_t *s, conn_t *c, const char *name, size_t nle
 
 void coord_wait_init(server_t *s)
 {
-    coord_cmd_t *cc = ordo_xcalloc(1, sizeof *cc);
+    coord_waits_t *cc = ordo_xcalloc(1, sizeof *cc);
     if (ordo_htab_init(&cc->lockq, waitq_eq) != 0 || ordo_htab_init(&cc->electq, waitq_eq) != 0 ||
         ordo_htab_init(&cc->observed, group_eq) != 0) {
         fprintf(stderr, "ordod: out of memory\n");
         abort();
     }
-    s->coordcmd = cc;
+    s->writer.coord = cc;
     core_set_coord_cb(s->core, on_coord_event, s);
 }
 
 void coord_wait_start(server_t *s)
 {
-    coord_cmd_t *cc = s->coordcmd;
+    coord_waits_t *cc = s->writer.coord;
     writer_timer_init(&cc->timer, s->loop, on_coord_timer, s);
     coord_wait_schedule(s);
 }
 
 void coord_wait_close_handles(server_t *s)
 {
-    coord_cmd_t *cc = s->coordcmd;
+    coord_waits_t *cc = s->writer.coord;
     writer_timer_close(&cc->timer);
 }
 
@@ -557,13 +557,13 @@ static void free_node(ordo_hnode_t *n, void *arg)
 
 size_t coord_wait_bytes(const server_t *s)
 {
-    const coord_cmd_t *cc = s->coordcmd;
+    const coord_waits_t *cc = s->writer.coord;
     return coord_bytes(core_coord(s->core)) + (cc ? cc->wait_bytes : 0);
 }
 
 void coord_wait_destroy(server_t *s)
 {
-    coord_cmd_t *cc = s->coordcmd;
+    coord_waits_t *cc = s->writer.coord;
     if (cc == NULL)
         return;
     /* Connections are closed by now: no waiter or observer is left. */
@@ -574,5 +574,5 @@ void coord_wait_destroy(server_t *s)
     ordo_htab_destroy(&cc->electq);
     ordo_htab_destroy(&cc->observed);
     free(cc);
-    s->coordcmd = NULL;
+    s->writer.coord = NULL;
 }

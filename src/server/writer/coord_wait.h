@@ -5,7 +5,7 @@
  * an expire record when a lease, lock or leadership runs out. See
  * coord_wait.c for the design.
  *
- * Owner: the server's coordcmd (coord_wait_init() .. coord_wait_destroy());
+ * Owner: s->writer.coord (coord_wait_init() .. coord_wait_destroy());
  * the loop thread only.
  */
 #ifndef ORDO_COORD_WAIT_H

@@ -54,17 +54,17 @@ void expire_schedule(server_t *s)
 {
     uint64_t next = core_next_expiry(s->core);
     if (next == 0)
-        writer_timer_stop(&s->expire_timer);
+        writer_timer_stop(&s->writer.expire_timer);
     else
-        writer_timer_arm_earlier(&s->expire_timer, next); /* a later one re-arms when it fires */
+        writer_timer_arm_earlier(&s->writer.expire_timer, next); /* a later one re-arms when it fires */
 }
 
 void expire_start(server_t *s)
 {
-    writer_timer_init(&s->expire_timer, s->loop, on_expire_timer, s);
+    writer_timer_init(&s->writer.expire_timer, s->loop, on_expire_timer, s);
 }
 
 void expire_close_handles(server_t *s)
 {
-    writer_timer_close(&s->expire_timer);
+    writer_timer_close(&s->writer.expire_timer);
 }

@@ -69,7 +69,7 @@ typedef struct idwait_s {
 } idwait_t;
 
 struct qwait_s {
-    ordo_hnode_t hnode;       /* in qcmd.waits, by name */
+    ordo_hnode_t hnode;       /* in qwaits.waits, by name */
     wait_list_t pullers;
     wait_list_t pushers;
     ordo_htab_t ids;          /* message id -> idwait_t */
@@ -79,12 +79,13 @@ struct qwait_s {
     char name[];
 };
 
-typedef struct qcmd_s {
+typedef struct qwaits_s {
     ordo_htab_t waits;        /* queue name -> qwait_t */
     qwait_t *gc;              /* maybe empty */
     idwait_t *idgc;
     ordo_buf_t scratch;       /* a pull's messages before their count is known */
-} qcmd_t;
+    writer_timer_t timer;     /* at the earliest queue deadline, from qwait_start() */
+} qwaits_t;
 
 enum { QW_PULL, QW_PUSH, QW_RESULT };
 
@@ -121,7 +122,7 @@ static bool iw_eq(const ordo_hnode_t *n, const void *key, size_t len)
 
 static qwait_t *qw_get(server_t *s, const void *name, size_t nlen, bool create)
 {
-    qcmd_t *qc = s->qcmd;
+    qwaits_t *qc = s->writer.queues;
     uint64_t h = ordo_htab_hash(&qc->waits, name, nlen);
     qwait_t *w = (qwait_t *)ordo_htab_find(&qc->waits, h, name, nlen);
     if (w != NULL || !create)
@@ -152,7 +153,7 @@ static idwait_t *iw_get(qwait_t *qw, uint64_t id, bool create)
 
 static void gc_mark(server_t *s, qwaiter_t *d)
 {
-    qcmd_t *qc = s->qcmd;
+    qwaits_t *qc = s->writer.queues;
     if (d->iw != NULL && !d->iw->in_gc) {
         d->iw->in_gc = true;
         d->iw->gc_next = qc->idgc;
@@ -169,7 +170,7 @@ static void gc_mark(server_t *s, qwaiter_t *d)
  * the last one can empty its queue's entry (which is marked with it). */
 void qwait_gc(server_t *s)
 {
-    qcmd_t *qc = s->qcmd;
+    qwaits_t *qc = s->writer.queues;
     while (qc->idgc != NULL) {
         idwait_t *iw = qc->idgc;
         qc->idgc = iw->gc_next;
@@ -277,7 +278,7 @@ static void arm_at(server_t *s, uint64_t due_ms)
     if (s->stopping)
         return;
     /* A deadline is due once now_ms passes it (queue.h), as timer.h fires. */
-    writer_timer_arm_earlier(&s->queue_timer, due_ms);
+    writer_timer_arm_earlier(&s->writer.queues->timer, due_ms);
 }
 
 /* A write to the queue may have made a deadline earlier than the timer. */
@@ -456,7 +457,7 @@ static bool serve_pushers(server_t *s, qwait_t *qw)
 static bool serve_pullers(server_t *s, qwait_t *qw)
 {
     bool progress = false;
-    ordo_buf_t *tmp = &s->qcmd->scratch;
+    ordo_buf_t *tmp = &s->writer.queues->scratch;
     while (wait_list_first(&qw->pullers) != NULL) {
         waiter_t *w = wait_list_first(&qw->pullers);
         qwaiter_t *d = w->data;
@@ -603,7 +604,7 @@ bool qwait_catch_up(server_t *s, const char *name, size_t nlen)
 
 void qwait_start(server_t *s)
 {
-    writer_timer_init(&s->queue_timer, s->loop, on_queue_timer, s);
+    writer_timer_init(&s->writer.queues->timer, s->loop, on_queue_timer, s);
     queue_t *q;
     queue_timer_t t;
     if (queue_set_next_timer(core_queues(s->core), &q, &t))
@@ -612,7 +613,7 @@ void qwait_start(server_t *s)
 
 void qwait_close_handles(server_t *s)
 {
-    writer_timer_close(&s->queue_timer);
+    writer_timer_close(&s->writer.queues->timer);
 }
 
 static void free_iw(ordo_hnode_t *n, void *arg)
@@ -632,14 +633,14 @@ static void free_qw(ordo_hnode_t *n, void *arg)
 
 void qwait_destroy(server_t *s)
 {
-    qcmd_t *qc = s->qcmd;
+    qwaits_t *qc = s->writer.queues;
     if (qc == NULL)
         return;
     ordo_htab_foreach(&qc->waits, free_qw, NULL);
     ordo_htab_destroy(&qc->waits);
     ordo_buf_free(&qc->scratch);
     free(qc);
-    s->qcmd = NULL;
+    s->writer.queues = NULL;
 }
 
 /* ---- parking (the handlers' side) --------------------------------------------------- */
@@ -735,14 +736,14 @@ void qwait_blocked(server_t *s, const char *name, size_t nlen, size_t *pullers, 
     *pushers = qw ? qw->pushers.len : 0;
 }
 
-ordo_buf_t *qwait_scratch(server_t *s) { return &s->qcmd->scratch; }
+ordo_buf_t *qwait_scratch(server_t *s) { return &s->writer.queues->scratch; }
 
 void qwait_init(server_t *s)
 {
-    qcmd_t *qc = ordo_xcalloc(1, sizeof *qc);
+    qwaits_t *qc = ordo_xcalloc(1, sizeof *qc);
     if (ordo_htab_init(&qc->waits, qw_eq) != 0) {
         fprintf(stderr, "ordod: out of memory\n");
         abort();
     }
-    s->qcmd = qc;
+    s->writer.queues = qc;
 }

@@ -9,7 +9,7 @@
  * speaks RESP about them; after each write it calls qwait_note_timer()
  * and qwait_serve() here, and parks with the qwait_park_*() calls.
  *
- * Owner: the server's qcmd (qwait_init() .. qwait_destroy()); the loop
+ * Owner: s->writer.queues (qwait_init() .. qwait_destroy()); the loop
  * thread only.
  */
 #ifndef ORDO_QUEUE_WAIT_H

@@ -48,16 +48,16 @@ static void on_cron(uv_timer_t *t)
 void turn_start(server_t *s)
 {
     assert(s->hooks.run_resumed && s->hooks.flush && s->hooks.net_cron && s->hooks.cmd_cron);
-    uv_check_init(s->loop, &s->flusher);
-    s->flusher.data = s;
-    uv_check_start(&s->flusher, on_check);
-    uv_timer_init(s->loop, &s->cron);
-    s->cron.data = s;
-    uv_timer_start(&s->cron, on_cron, TURN_CRON_INTERVAL_MS, TURN_CRON_INTERVAL_MS);
+    uv_check_init(s->loop, &s->writer.flusher);
+    s->writer.flusher.data = s;
+    uv_check_start(&s->writer.flusher, on_check);
+    uv_timer_init(s->loop, &s->writer.cron);
+    s->writer.cron.data = s;
+    uv_timer_start(&s->writer.cron, on_cron, TURN_CRON_INTERVAL_MS, TURN_CRON_INTERVAL_MS);
 }
 
 void turn_close_handles(server_t *s)
 {
-    uv_close((uv_handle_t *)&s->cron, NULL);
-    uv_close((uv_handle_t *)&s->flusher, NULL);
+    uv_close((uv_handle_t *)&s->writer.cron, NULL);
+    uv_close((uv_handle_t *)&s->writer.flusher, NULL);
 }

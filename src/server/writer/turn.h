@@ -14,7 +14,7 @@
  * runs. turn_run_resumed() and turn_flush() are how the writer's other
  * callbacks (timers) end.
  *
- * Owner: the server (s->flusher, s->cron); loop thread only.
+ * Owner: the server (s->writer.flusher, s->writer.cron); loop thread only.
  */
 #ifndef ORDO_WRITER_TURN_H
 #define ORDO_WRITER_TURN_H

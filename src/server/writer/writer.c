@@ -38,5 +38,5 @@ void writer_destroy(server_t *s)
 {
     qwait_destroy(s);
     coord_wait_destroy(s);
-    ordo_heap_destroy(&s->wait_heap);
+    ordo_heap_destroy(&s->writer.block.wait_heap);
 }

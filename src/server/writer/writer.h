@@ -15,7 +15,37 @@
 #ifndef ORDO_WRITER_H
 #define ORDO_WRITER_H
 
-#include "server.h"
+#include <stddef.h>
+#include <uv.h>
+
+#include "base/heap.h"
+#include "writer/timer.h"
+
+typedef struct server_s server_t;
+
+/* Parked connections (block.c). Invariant: blocked_clients is the number
+ * of parked waiters and the sum of blocked_by_kind; the heap holds exactly
+ * the parked waiters that have a deadline. */
+#define WRITER_BLOCK_KINDS 6 /* enum block_kind (block.h) */
+typedef struct block_state_s {
+    ordo_heap_t wait_heap;           /* waiters with a deadline, earliest first */
+    writer_timer_t timer;            /* at the earliest deadline (0: at once, read-only) */
+    size_t blocked_clients;          /* parked waiters (INFO clients) */
+    size_t blocked_by_kind[WRITER_BLOCK_KINDS];
+} block_state_t;
+
+/* The writer's part of the server (s->writer). Each part keeps its timer
+ * in its own state: block.timer, expire_timer, queues->timer,
+ * coord->timer; all are started by writer_start() and closed by
+ * writer_close_handles(). */
+typedef struct writer_s {
+    block_state_t block;             /* block.c */
+    writer_timer_t expire_timer;     /* expire.c: at the next key expiry */
+    struct qwaits_s *queues;         /* queue_wait.c: wait lists by queue name, the queue timer */
+    struct coord_waits_s *coord;     /* coord_wait.c: lock/election waiters, observers, the timer */
+    uv_check_t flusher;              /* turn.c: after each loop turn */
+    uv_timer_t cron;                 /* turn.c: every TURN_CRON_INTERVAL_MS */
+} writer_t;
 
 void writer_init(server_t *s);
 void writer_start(server_t *s);
