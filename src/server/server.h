@@ -78,7 +78,8 @@ struct server_s {
     wal_t *wal;
     uint64_t durable_rev;            /* replies depending on revisions above it wait */
     uv_async_t durable_async;        /* the log thread's wake-up */
-    char readonly[512];              /* non-empty: the log failed, writes are refused */
+    char readonly[512];              /* non-empty: the log failed, writes are refused; read it with
+                                      * server_readonly() */
     ordo_buf_t rec_scratch;          /* encoding buffer for records */
     void *wal_fault;                 /* debug-wal-fault/-stall state, NULL unless testing */
     bool wal_paused;                 /* back-pressure: clients are not read (persist.h) */
@@ -92,6 +93,14 @@ struct server_s {
     uint64_t last_snap_rev, last_snap_ms, snaps_total;
     uint64_t recovered_records, recovery_ms, snapshot_loaded_rev;
 };
+
+/* server_readonly() -- why writes are refused (the log failed: persist.c
+ * sets the reason once, and it never clears), or NULL while the server
+ * accepts writes. */
+static inline const char *server_readonly(const server_t *s)
+{
+    return s->readonly[0] != '\0' ? s->readonly : NULL;
+}
 
 /* Wall clock in ms since the epoch. */
 uint64_t server_now_ms(void);

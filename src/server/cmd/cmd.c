@@ -204,9 +204,9 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
      * stored: a crash would take them back, so nothing that reads the
      * state is answered any more (DESIGN.md: no client sees state a crash
      * could take back). Writes get the same -READONLY. */
-    if (s->readonly[0] != '\0' && !(d->flags & CMD_NOSTATE) && core_rev(s->core) > s->durable_rev) {
+    if (server_readonly(s) != NULL && !(d->flags & CMD_NOSTATE) && core_rev(s->core) > s->durable_rev) {
         reply_errf(&x, "READONLY the log cannot be written, so writes (and reads of state it could not store) "
-                       "are refused: %s", s->readonly);
+                       "are refused: %s", server_readonly(s));
         return;
     }
     uint64_t next = core_next_expiry(s->core);
@@ -329,15 +329,15 @@ static bool grows(const server_t *s, const record_t *rec)
 bool cmd_write(cmd_ctx_t *x, record_t *rec, apply_result_t *res)
 {
     server_t *s = x->srv;
-    if (s->readonly[0] != '\0') {
-        reply_errf(x, "READONLY the log cannot be written, so writes are refused: %s", s->readonly);
+    if (server_readonly(s) != NULL) {
+        reply_errf(x, "READONLY the log cannot be written, so writes are refused: %s", server_readonly(s));
         return false;
     }
     if (grows(s, rec) && writer_memory_refused(s, x->out))
         return false;
     if (!writer_apply(s, rec, res)) {
         /* Applied in memory, but the log refused the record: never OK. */
-        reply_errf(x, "READONLY the log cannot be written, so writes are refused: %s", s->readonly);
+        reply_errf(x, "READONLY the log cannot be written, so writes are refused: %s", server_readonly(s));
         return false;
     }
     if (rec->type == REC_PUT && rec->put.expire_at_ms != 0)

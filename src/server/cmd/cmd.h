@@ -43,7 +43,8 @@ typedef struct cmd_def_s {
     int arity;
     unsigned flags;
     cmd_fn fn;
-    const char *summary;      /* one line, for COMMAND DOCS and docs */
+    const char *summary;      /* one line: syntax and reply, for readers of the table; nothing
+                               * reads it at run time (COMMAND DOCS answers an empty map) */
 } cmd_def_t;
 
 /* cmd_init() -- build the command table. Returns 0 or -1. */

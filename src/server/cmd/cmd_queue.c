@@ -27,12 +27,12 @@
 
 static void reply_readonly(cmd_ctx_t *x)
 {
-    reply_errf(x, "READONLY the log cannot be written, so writes are refused: %s", x->srv->readonly);
+    reply_errf(x, "READONLY the log cannot be written, so writes are refused: %s", server_readonly(x->srv));
 }
 
 static bool writable(cmd_ctx_t *x)
 {
-    if (x->srv->readonly[0] == '\0')
+    if (server_readonly(x->srv) == NULL)
         return true;
     reply_readonly(x);
     return false;
@@ -44,7 +44,7 @@ static bool writable(cmd_ctx_t *x)
  * or an empty array as if nothing had happened. Returns true if it did. */
 static bool refused(cmd_ctx_t *x)
 {
-    if (x->srv->readonly[0] == '\0')
+    if (server_readonly(x->srv) == NULL)
         return false;
     reply_readonly(x);
     return true;

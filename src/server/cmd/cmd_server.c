@@ -242,7 +242,8 @@ static void cmd_info(cmd_ctx_t *x)
     if (section_wanted(x, "clients")) {
         ordo_buf_printf(&b, "# Clients\r\nconnected_clients:%zu\r\nmax_clients:%lld\r\nwatches:%zu\r\n"
                             "blocked_clients:%zu\r\n",
-                        s->net.conns.len, (long long)s->cfg.max_clients, s->watches.count, s->writer.block.blocked_clients);
+                        s->net.conns.len, (long long)s->cfg.max_clients, s->watches.count,
+                        s->writer.block.blocked_clients);
         for (int k = 0; k < BLOCK_KINDS; k++)
             ordo_buf_printf(&b, "blocked_%s:%zu\r\n", block_kind_name(k), s->writer.block.blocked_by_kind[k]);
         ordo_buf_printf(&b, "\r\n");

@@ -277,7 +277,7 @@ static void check_marks(const conn_t *c)
 static size_t sendable_bytes(conn_t *c)
 {
     server_t *s = c->srv;
-    if (s->readonly[0] != '\0') {
+    if (server_readonly(s) != NULL) {
         /* The log failed: output pending then was dropped with its
          * connection (persist.c), and what is produced since depends on no
          * unstored revision, so nothing waits (it would wait forever). */

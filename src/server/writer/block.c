@@ -8,7 +8,7 @@
  * Invariant: a waiter is in exactly one wait list and, iff it has a
  * deadline, in the heap; conn->waiter points back to it while parked.
  *
- * Read-only. Once the log has failed (s->readonly) no record is made any
+ * Read-only. Once the log has failed (server_readonly()) no record is made any
  * more, so nothing a waiter waits for (a delivery, room, a message's fate,
  * a grant) can happen: every parked waiter is answered -READONLY at once
  * instead of at its deadline. The timer does it, at the start of its next
@@ -52,7 +52,7 @@ static void on_wait_timer(writer_timer_t *t);
 
 static void arm_timer(server_t *s)
 {
-    if (s->readonly[0] != '\0' && s->writer.block.blocked_clients > 0) {
+    if (server_readonly(s) != NULL && s->writer.block.blocked_clients > 0) {
         writer_timer_arm(&s->writer.block.timer, 0); /* at once */
         return;
     }
@@ -164,7 +164,7 @@ static void fail_readonly(server_t *s, waiter_t *w)
     conn_t *c = w->conn;
     s->stats.errors_total++;
     resp_add_errorf(&c->out, "READONLY the log cannot be written, so what this command waits for cannot happen: %s",
-                    s->readonly);
+                    server_readonly(s));
     unlink_waiter(s, w);
     if (w->on_cancel)
         w->on_cancel(w); /* releases the handler's data, as for a disconnect */
@@ -177,7 +177,7 @@ static void on_wait_timer(writer_timer_t *t)
 {
     server_t *s = t->data;
     uint64_t now = server_tick(s);
-    if (s->readonly[0] != '\0')
+    if (server_readonly(s) != NULL)
         for (conn_t *c = conn_first(&s->net.conns); c != NULL && s->writer.block.blocked_clients > 0; c = conn_next(c))
             if (c->waiter != NULL)
                 fail_readonly(s, c->waiter);

@@ -248,7 +248,7 @@ static void finish(server_t *s, waiter_t *w)
  * takes it (one wake-up per release) or it is taken by someone else. */
 static void serve_one(server_t *s, waitq_t *q)
 {
-    while (wait_list_first(&q->list) != NULL && s->readonly[0] == '\0') {
+    while (wait_list_first(&q->list) != NULL && server_readonly(s) == NULL) {
         waiter_t *w = wait_list_first(&q->list);
         coord_wait_t *d = w->data;
         conn_t *c = w->conn;
@@ -425,7 +425,7 @@ void coord_wait_expire_due(server_t *s)
 {
     char stackname[256];
     coord_due_t d;
-    while (s->readonly[0] == '\0' && s->now_ms > 0 && coord_due(core_coord(s->core), s->now_ms - 1, &d)) {
+    while (server_readonly(s) == NULL && s->now_ms > 0 && coord_due(core_coord(s->core), s->now_ms - 1, &d)) {
         char *name = d.nlen <= sizeof stackname ? stackname : ordo_xmalloc(d.nlen);
         if (d.nlen > 0)
             memcpy(name, d.name, d.nlen); /* apply frees what d.name points into */
@@ -459,9 +459,9 @@ void coord_wait_park(server_t *s, conn_t *c, int kind, const char *name, size_t 
                      uint64_t ttl_ms, uint64_t lease, bool handover, const char *value, size_t vlen)
 {
     waitq_t *q = waitq_get(s->writer.coord, kind, name, nlen);
-    if (s->readonly[0] != '\0') {
+    if (server_readonly(s) != NULL) {
         s->stats.errors_total++;
-        resp_add_errorf(&c->out, "READONLY the log cannot be written, so writes are refused: %s", s->readonly);
+        resp_add_errorf(&c->out, "READONLY the log cannot be written, so writes are refused: %s", server_readonly(s));
         waitq_maybe_empty(s->writer.coord, q);
         return;
     }

@@ -31,7 +31,7 @@ static void on_expire_timer(writer_timer_t *t)
  * TTL in real time (never early; see docs/protocol.md). */
 void expire_due(server_t *s)
 {
-    if (s->readonly[0] != '\0')
+    if (server_readonly(s) != NULL)
         return; /* the expiry could not be logged; keys stay until writes work */
     char stackkey[256];
     uint64_t next;

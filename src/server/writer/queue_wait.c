@@ -261,7 +261,7 @@ static waiter_t *park(server_t *s, conn_t *c, wait_list_t *list, uint64_t timeou
  * failed. Returns true if it changed something. */
 bool qwait_apply(server_t *s, record_t *rec, apply_result_t *res)
 {
-    if (s->readonly[0] != '\0') {
+    if (server_readonly(s) != NULL) {
         memset(res, 0, sizeof *res);
         res->status = AP_NOOP;
         return false;
@@ -436,7 +436,7 @@ static bool serve_pushers(server_t *s, qwait_t *qw)
         }
         push_record(&rec, qw->name, qw->nlen, d);
         qwait_apply(s, &rec, &res);
-        if (res.status == AP_QFULL || s->readonly[0] != '\0')
+        if (res.status == AP_QFULL || server_readonly(s) != NULL)
             break;
         progress = true;
         if (res.status == AP_QLIMIT)
@@ -463,7 +463,7 @@ static bool serve_pullers(server_t *s, qwait_t *qw)
         qwaiter_t *d = w->data;
         tmp->len = 0;
         size_t n = qwait_deliver(s, qw->name, qw->nlen, d->count, d->lease_ms, d->noack, tmp);
-        if (n == 0 || s->readonly[0] != '\0')
+        if (n == 0 || server_readonly(s) != NULL)
             break; /* nothing, or deliveries the log refused: the puller keeps waiting */
         resp_add_array(&w->conn->out, n);
         ordo_buf_append(&w->conn->out, tmp->data, tmp->len);
@@ -554,7 +554,7 @@ static bool fire(server_t *s, const queue_t *q, const queue_timer_t *t)
 static bool run_due(server_t *s, const queue_t *only)
 {
     for (int i = 0; i < QCMD_TIMERS_PER_TURN; i++) {
-        if (s->readonly[0] != '\0')
+        if (server_readonly(s) != NULL)
             return true; /* could not be logged; deadlines wait for writes to work */
         queue_t *q = NULL;
         queue_timer_t t;
@@ -562,7 +562,7 @@ static bool run_due(server_t *s, const queue_t *only)
         if (!have || t.due_ms >= s->now_ms)
             return true;
         if (!fire(s, only ? only : q, &t)) {
-            if (s->readonly[0] != '\0')
+            if (server_readonly(s) != NULL)
                 return true; /* the log refused it */
             fprintf(stderr, "ordod: queue deadline (kind %d, due %llu) changed nothing; retrying later\n", t.kind,
                     (unsigned long long)t.due_ms);
@@ -582,7 +582,7 @@ static void on_queue_timer(writer_timer_t *t)
     queue_timer_t next;
     if (!all)
         arm_at(s, now + 1);
-    else if (s->readonly[0] == '\0' && queue_set_next_timer(core_queues(s->core), &q, &next))
+    else if (server_readonly(s) == NULL && queue_set_next_timer(core_queues(s->core), &q, &next))
         arm_at(s, next.due_ms);
     turn_run_resumed(s);
     turn_flush(s);
@@ -596,10 +596,10 @@ bool qwait_catch_up(server_t *s, const char *name, size_t nlen)
     qwait_gc(s);
     const queue_t *q = queue_get(core_queues(s->core), name, nlen);
     queue_timer_t t;
-    if (q == NULL || s->readonly[0] != '\0' || !queue_next_timer(q, &t) || t.due_ms >= s->now_ms)
+    if (q == NULL || server_readonly(s) != NULL || !queue_next_timer(q, &t) || t.due_ms >= s->now_ms)
         return true;
     run_due(s, q);
-    return s->readonly[0] == '\0';
+    return server_readonly(s) == NULL;
 }
 
 void qwait_start(server_t *s)
