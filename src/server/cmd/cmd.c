@@ -315,14 +315,14 @@ static bool grows(const server_t *s, const record_t *rec)
 {
     switch (rec->type) {
     case REC_Q_CONFIG: /* creating a queue grows; changing one (a shorter RESULTTTL...) must work */
-        return queue_get(core_queues(s->core), rec->name, rec->nlen) == NULL;
+        return queue_get(core_queues(s->core), rec->q_config.queue, rec->q_config.qlen) == NULL;
     case REC_DEL: case REC_COMPACT: case REC_LEASE_KEEPALIVE: case REC_LEASE_REVOKE: case REC_LOCK_RELEASE:
     case REC_LOCK_EXTEND: case REC_ELECT_KEEPALIVE: case REC_ELECT_RESIGN:
         return false;
     default:
         /* Queue records other than pushes free memory or move bookkeeping:
          * an ack must work when the store is full. */
-        return rec->type < REC_Q_PUSH || rec->type == REC_Q_PUSH;
+        return record_family(rec->type) != REC_FAM_QUEUE || rec->type == REC_Q_PUSH;
     }
 }
 
@@ -340,7 +340,7 @@ bool cmd_write(cmd_ctx_t *x, record_t *rec, apply_result_t *res)
         reply_errf(x, "READONLY the log cannot be written, so writes are refused: %s", server_readonly(s));
         return false;
     }
-    if (rec->type == REC_PUT && rec->expire_at_ms != 0)
+    if (rec->type == REC_PUT && rec->put.expire_at_ms != 0)
         expire_schedule(s);
     return true;
 }

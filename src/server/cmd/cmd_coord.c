@@ -56,7 +56,7 @@ static void reply_notholder(cmd_ctx_t *x, const char *what, uint64_t token)
 static void cmd_lease_grant(cmd_ctx_t *x)
 {
     record_t rec = {.type = REC_LEASE_GRANT};
-    if (!arg_ms(x, 1, false, "ttl", &rec.ttl_ms))
+    if (!arg_ms(x, 1, false, "ttl", &rec.lease.ttl_ms))
         return;
     apply_result_t res;
     if (cmd_write(x, &rec, &res))
@@ -66,7 +66,7 @@ static void cmd_lease_grant(cmd_ctx_t *x)
 static void cmd_lease_keepalive(cmd_ctx_t *x)
 {
     record_t rec = {.type = REC_LEASE_KEEPALIVE};
-    if (!arg_u64(x, 1, &rec.lease))
+    if (!arg_u64(x, 1, &rec.lease.lease_id))
         return;
     apply_result_t res;
     if (!cmd_write(x, &rec, &res))
@@ -74,7 +74,7 @@ static void cmd_lease_keepalive(cmd_ctx_t *x)
     if (res.status == AP_OK)
         resp_add_uint(x->out, (uint64_t)res.value);
     else
-        reply_lease_gone(x, rec.lease);
+        reply_lease_gone(x, rec.lease.lease_id);
 }
 
 /* Write rec and answer 1 if it changed something, 0 if it did not (a stale
@@ -89,7 +89,7 @@ static void write_answer(cmd_ctx_t *x, record_t *rec)
 static void cmd_lease_revoke(cmd_ctx_t *x)
 {
     record_t rec = {.type = REC_LEASE_REVOKE};
-    if (!arg_u64(x, 1, &rec.lease))
+    if (!arg_u64(x, 1, &rec.lease.lease_id))
         return;
     write_answer(x, &rec);
 }
@@ -142,8 +142,8 @@ static void cmd_lock_acquire(cmd_ctx_t *x)
         return;
     }
     if (coord_wait_len(x->srv, COORD_WAIT_LOCK, name->ptr, name->len) == 0) {
-        record_t rec = {.type = REC_LOCK_ACQUIRE, .key = name->ptr, .klen = (uint32_t)name->len, .ttl_ms = ttl,
-                        .lease = lease};
+        record_t rec = {.type = REC_LOCK_ACQUIRE,
+                        .lock = {.name = name->ptr, .nlen = (uint32_t)name->len, .ttl_ms = ttl, .lease_id = lease}};
         apply_result_t res;
         if (!cmd_write(x, &rec, &res))
             return;
@@ -171,16 +171,16 @@ static bool lock_args(cmd_ctx_t *x, uint64_t *token)
 
 static void cmd_lock_release(cmd_ctx_t *x)
 {
-    record_t rec = {.type = REC_LOCK_RELEASE, .key = x->argv[1].ptr, .klen = (uint32_t)x->argv[1].len};
-    if (!lock_args(x, &rec.token))
+    record_t rec = {.type = REC_LOCK_RELEASE, .lock = {.name = x->argv[1].ptr, .nlen = (uint32_t)x->argv[1].len}};
+    if (!lock_args(x, &rec.lock.token))
         return;
     write_answer(x, &rec);
 }
 
 static void cmd_lock_extend(cmd_ctx_t *x)
 {
-    record_t rec = {.type = REC_LOCK_EXTEND, .key = x->argv[1].ptr, .klen = (uint32_t)x->argv[1].len};
-    if (!lock_args(x, &rec.token) || !arg_ms(x, 3, false, "ttl", &rec.ttl_ms))
+    record_t rec = {.type = REC_LOCK_EXTEND, .lock = {.name = x->argv[1].ptr, .nlen = (uint32_t)x->argv[1].len}};
+    if (!lock_args(x, &rec.lock.token) || !arg_ms(x, 3, false, "ttl", &rec.lock.ttl_ms))
         return;
     write_answer(x, &rec);
 }
@@ -234,8 +234,9 @@ static void cmd_elect_campaign(cmd_ctx_t *x)
     const resp_arg_t *name = &x->argv[1];
     coord_wait_sweep(x->srv);
     if (coord_wait_len(x->srv, COORD_WAIT_ELECT, name->ptr, name->len) == 0) {
-        record_t rec = {.type = REC_ELECT_CAMPAIGN, .key = name->ptr, .klen = (uint32_t)name->len,
-                        .val = x->argv[2].ptr, .vlen = (uint32_t)x->argv[2].len, .ttl_ms = ttl};
+        record_t rec = {.type = REC_ELECT_CAMPAIGN,
+                        .elect = {.name = name->ptr, .nlen = (uint32_t)name->len, .val = x->argv[2].ptr,
+                                  .vlen = (uint32_t)x->argv[2].len, .ttl_ms = ttl}};
         apply_result_t res;
         if (!cmd_write(x, &rec, &res))
             return;
@@ -270,17 +271,18 @@ static void cmd_elect_leader(cmd_ctx_t *x)
 
 static void cmd_elect_proclaim(cmd_ctx_t *x)
 {
-    record_t rec = {.type = REC_ELECT_PROCLAIM, .key = x->argv[1].ptr, .klen = (uint32_t)x->argv[1].len,
-                    .val = x->argv[3].ptr, .vlen = (uint32_t)x->argv[3].len};
-    if (!lock_args(x, &rec.token) || !arg_value_ok(x, 3))
+    record_t rec = {.type = REC_ELECT_PROCLAIM,
+                    .elect = {.name = x->argv[1].ptr, .nlen = (uint32_t)x->argv[1].len, .val = x->argv[3].ptr,
+                              .vlen = (uint32_t)x->argv[3].len}};
+    if (!lock_args(x, &rec.elect.term) || !arg_value_ok(x, 3))
         return;
     write_answer(x, &rec);
 }
 
 static void cmd_elect_keepalive(cmd_ctx_t *x)
 {
-    record_t rec = {.type = REC_ELECT_KEEPALIVE, .key = x->argv[1].ptr, .klen = (uint32_t)x->argv[1].len};
-    if (!lock_args(x, &rec.token))
+    record_t rec = {.type = REC_ELECT_KEEPALIVE, .elect = {.name = x->argv[1].ptr, .nlen = (uint32_t)x->argv[1].len}};
+    if (!lock_args(x, &rec.elect.term))
         return;
     apply_result_t res;
     if (!cmd_write(x, &rec, &res))
@@ -288,21 +290,21 @@ static void cmd_elect_keepalive(cmd_ctx_t *x)
     if (res.status == AP_OK)
         resp_add_uint(x->out, (uint64_t)res.value);
     else
-        reply_notholder(x, "term", rec.token);
+        reply_notholder(x, "term", rec.elect.term);
 }
 
 /* ELECT.RESIGN name term [HANDOVER value] */
 static void cmd_elect_resign(cmd_ctx_t *x)
 {
-    record_t rec = {.type = REC_ELECT_RESIGN, .key = x->argv[1].ptr, .klen = (uint32_t)x->argv[1].len};
-    if (!lock_args(x, &rec.token))
+    record_t rec = {.type = REC_ELECT_RESIGN, .elect = {.name = x->argv[1].ptr, .nlen = (uint32_t)x->argv[1].len}};
+    if (!lock_args(x, &rec.elect.term))
         return;
     if (x->argc == 5 && arg_is(x, 3, "HANDOVER")) {
         if (!arg_value_ok(x, 4))
             return;
         rec.flags |= REC_F_HANDOVER;
-        rec.val = x->argv[4].ptr;
-        rec.vlen = (uint32_t)x->argv[4].len;
+        rec.elect.val = x->argv[4].ptr;
+        rec.elect.vlen = (uint32_t)x->argv[4].len;
     } else if (x->argc != 3) {
         reply_syntax(x);
         return;

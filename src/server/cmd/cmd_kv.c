@@ -36,8 +36,8 @@ static void cmd_set(cmd_ctx_t *x)
 {
     if (!arg_name_ok(x, 1) || !arg_value_ok(x, 2))
         return;
-    record_t rec = {.type = REC_PUT, .key = x->argv[1].ptr, .klen = (uint32_t)x->argv[1].len,
-                    .val = x->argv[2].ptr, .vlen = (uint32_t)x->argv[2].len};
+    record_t rec = {.type = REC_PUT, .put = {.key = x->argv[1].ptr, .klen = (uint32_t)x->argv[1].len,
+                                             .val = x->argv[2].ptr, .vlen = (uint32_t)x->argv[2].len}};
     int64_t ttl_ms = 0;
     for (size_t i = 3; i < x->argc; i++) {
         if (arg_is(x, i, "NX") && !(rec.flags & REC_F_XX)) {
@@ -64,7 +64,7 @@ static void cmd_set(cmd_ctx_t *x)
     }
     uint64_t now = x->srv->now_ms;
     if (ttl_ms > 0)
-        rec.expire_at_ms = (uint64_t)ttl_ms > UINT64_MAX - now ? UINT64_MAX : now + (uint64_t)ttl_ms;
+        rec.put.expire_at_ms = (uint64_t)ttl_ms > UINT64_MAX - now ? UINT64_MAX : now + (uint64_t)ttl_ms;
     apply_result_t res;
     if (!cmd_write(x, &rec, &res))
         return;
@@ -78,7 +78,7 @@ static void cmd_del(cmd_ctx_t *x)
 {
     int64_t n = 0;
     for (size_t i = 1; i < x->argc; i++) {
-        record_t rec = {.type = REC_DEL, .key = x->argv[i].ptr, .klen = (uint32_t)x->argv[i].len};
+        record_t rec = {.type = REC_DEL, .del = {.key = x->argv[i].ptr, .klen = (uint32_t)x->argv[i].len}};
         apply_result_t res;
         if (!cmd_write(x, &rec, &res))
             return;
@@ -111,7 +111,7 @@ static void do_incr(cmd_ctx_t *x, int64_t by)
 {
     if (!arg_name_ok(x, 1))
         return;
-    record_t rec = {.type = REC_INCR, .key = x->argv[1].ptr, .klen = (uint32_t)x->argv[1].len, .incr = by};
+    record_t rec = {.type = REC_INCR, .incr = {.key = x->argv[1].ptr, .klen = (uint32_t)x->argv[1].len, .by = by}};
     apply_result_t res;
     if (!cmd_write(x, &rec, &res))
         return;
@@ -149,26 +149,37 @@ static void add_version(cmd_ctx_t *x, const kv_version_t *v, bool with_key)
 
 /* Options of KV.PUT and KV.DEL: IFREV rev, FENCE lock token, and (KV.PUT
  * only, with_lease) LEASE id. Apply checks them: the fence against the
- * lock's holder at the record's time, the lease for being live. Returns
- * false after replying on error. */
-static bool parse_write_opts(cmd_ctx_t *x, size_t from, record_t *rec, bool with_lease)
+ * lock's holder at the record's time, the lease for being live. */
+typedef struct write_opts_s {
+    uint16_t flags;          /* REC_F_IFREV, REC_F_FENCE */
+    uint64_t ifrev;
+    uint64_t lease_id;
+    uint64_t fence_token;
+    const char *fence_lock;
+    uint32_t fence_llen;
+} write_opts_t;
+
+/* Parse the options from argument from on into *o (zeroed first).
+ * Returns false after replying on error. */
+static bool parse_write_opts(cmd_ctx_t *x, size_t from, write_opts_t *o, bool with_lease)
 {
     bool has_lease = false;
+    memset(o, 0, sizeof *o);
     for (size_t i = from; i < x->argc; i++) {
-        if (arg_is(x, i, "IFREV") && i + 1 < x->argc && !(rec->flags & REC_F_IFREV)) {
-            if (!arg_u64(x, ++i, &rec->ifrev))
+        if (arg_is(x, i, "IFREV") && i + 1 < x->argc && !(o->flags & REC_F_IFREV)) {
+            if (!arg_u64(x, ++i, &o->ifrev))
                 return false;
-            rec->flags |= REC_F_IFREV;
+            o->flags |= REC_F_IFREV;
         } else if (with_lease && arg_is(x, i, "LEASE") && i + 1 < x->argc && !has_lease) {
-            if (!arg_u64(x, ++i, &rec->lease))
+            if (!arg_u64(x, ++i, &o->lease_id))
                 return false;
             has_lease = true;
-        } else if (arg_is(x, i, "FENCE") && i + 2 < x->argc && !(rec->flags & REC_F_FENCE)) {
-            if (!arg_name_ok(x, i + 1) || !arg_u64(x, i + 2, &rec->token))
+        } else if (arg_is(x, i, "FENCE") && i + 2 < x->argc && !(o->flags & REC_F_FENCE)) {
+            if (!arg_name_ok(x, i + 1) || !arg_u64(x, i + 2, &o->fence_token))
                 return false;
-            rec->flags |= REC_F_FENCE;
-            rec->name = x->argv[i + 1].ptr;
-            rec->nlen = (uint32_t)x->argv[i + 1].len;
+            o->flags |= REC_F_FENCE;
+            o->fence_lock = x->argv[i + 1].ptr;
+            o->fence_llen = (uint32_t)x->argv[i + 1].len;
             i += 2;
         } else {
             reply_syntax(x);
@@ -179,14 +190,14 @@ static bool parse_write_opts(cmd_ctx_t *x, size_t from, record_t *rec, bool with
 }
 
 /* A condition of KV.PUT / KV.DEL failed: reply its error, return true. */
-static bool reply_write_refused(cmd_ctx_t *x, const record_t *rec, const apply_result_t *res)
+static bool reply_write_refused(cmd_ctx_t *x, const write_opts_t *o, const apply_result_t *res)
 {
     if (res->status == AP_CONFLICT)
         reply_errf(x, "CONFLICT %llu", (unsigned long long)res->cur_rev);
     else if (res->status == AP_NOTHOLDER)
-        reply_errf(x, "NOTHOLDER token %llu does not hold the lock now", (unsigned long long)rec->token);
+        reply_errf(x, "NOTHOLDER token %llu does not hold the lock now", (unsigned long long)o->fence_token);
     else if (res->status == AP_NOTFOUND)
-        reply_errf(x, "NOTFOUND lease %llu does not exist or has expired", (unsigned long long)rec->lease);
+        reply_errf(x, "NOTFOUND lease %llu does not exist or has expired", (unsigned long long)o->lease_id);
     else
         return false;
     return true;
@@ -194,28 +205,34 @@ static bool reply_write_refused(cmd_ctx_t *x, const record_t *rec, const apply_r
 
 static void cmd_kv_put(cmd_ctx_t *x)
 {
-    if (!arg_name_ok(x, 1) || !arg_value_ok(x, 2))
+    write_opts_t o;
+    if (!arg_name_ok(x, 1) || !arg_value_ok(x, 2) || !parse_write_opts(x, 3, &o, true))
         return;
-    record_t rec = {.type = REC_PUT, .key = x->argv[1].ptr, .klen = (uint32_t)x->argv[1].len,
-                    .val = x->argv[2].ptr, .vlen = (uint32_t)x->argv[2].len};
-    if (!parse_write_opts(x, 3, &rec, true))
-        return;
+    record_t rec = {.type = REC_PUT,
+                    .flags = o.flags,
+                    .put = {.key = x->argv[1].ptr, .klen = (uint32_t)x->argv[1].len, .val = x->argv[2].ptr,
+                            .vlen = (uint32_t)x->argv[2].len, .lease_id = o.lease_id, .ifrev = o.ifrev,
+                            .fence_token = o.fence_token, .fence_lock = o.fence_lock, .fence_llen = o.fence_llen}};
     apply_result_t res;
     if (!cmd_write(x, &rec, &res))
         return;
-    if (!reply_write_refused(x, &rec, &res))
+    if (!reply_write_refused(x, &o, &res))
         resp_add_uint(x->out, res.rev);
 }
 
 static void cmd_kv_del(cmd_ctx_t *x)
 {
-    record_t rec = {.type = REC_DEL, .key = x->argv[1].ptr, .klen = (uint32_t)x->argv[1].len};
-    if (!parse_write_opts(x, 2, &rec, false))
+    write_opts_t o;
+    if (!parse_write_opts(x, 2, &o, false))
         return;
+    record_t rec = {.type = REC_DEL,
+                    .flags = o.flags,
+                    .del = {.key = x->argv[1].ptr, .klen = (uint32_t)x->argv[1].len, .ifrev = o.ifrev,
+                            .fence_token = o.fence_token, .fence_lock = o.fence_lock, .fence_llen = o.fence_llen}};
     apply_result_t res;
     if (!cmd_write(x, &rec, &res))
         return;
-    if (!reply_write_refused(x, &rec, &res))
+    if (!reply_write_refused(x, &o, &res))
         resp_add_uint(x->out, res.status == AP_OK ? res.rev : 0);
 }
 
@@ -304,7 +321,7 @@ static void cmd_kv_rev(cmd_ctx_t *x)
 static void cmd_kv_compact(cmd_ctx_t *x)
 {
     record_t rec = {.type = REC_COMPACT};
-    if (!arg_u64(x, 1, &rec.arg_rev))
+    if (!arg_u64(x, 1, &rec.compact.rev))
         return;
     apply_result_t res;
     if (!cmd_write(x, &rec, &res))
@@ -313,7 +330,7 @@ static void cmd_kv_compact(cmd_ctx_t *x)
         reply_compacted(x);
     else if (res.status == AP_FUTURE)
         reply_errf(x, "ERR revision %llu is in the future (current revision %llu)",
-                   (unsigned long long)rec.arg_rev, (unsigned long long)res.cur_rev);
+                   (unsigned long long)rec.compact.rev, (unsigned long long)res.cur_rev);
     else
         reply_ok(x);
 }

@@ -150,17 +150,18 @@ static void push_from_args(record_t *rec, cmd_ctx_t *x, const push_args_t *a)
 {
     memset(rec, 0, sizeof *rec);
     rec->type = REC_Q_PUSH;
-    rec->name = x->argv[1].ptr;
-    rec->nlen = (uint32_t)x->argv[1].len;
-    rec->key = x->argv[2].ptr;
-    rec->klen = (uint32_t)x->argv[2].len;
-    rec->val = x->argv[3].ptr;
-    rec->vlen = (uint32_t)x->argv[3].len;
+    rec_q_push_t *p = &rec->q_push;
+    p->queue = x->argv[1].ptr;
+    p->qlen = (uint32_t)x->argv[1].len;
+    p->key = x->argv[2].ptr;
+    p->klen = (uint32_t)x->argv[2].len;
+    p->payload = x->argv[3].ptr;
+    p->plen = (uint32_t)x->argv[3].len;
     if (a->dedup_arg) {
-        rec->aux = x->argv[a->dedup_arg].ptr;
-        rec->alen = (uint32_t)x->argv[a->dedup_arg].len;
+        p->dedup_id = x->argv[a->dedup_arg].ptr;
+        p->dlen = (uint32_t)x->argv[a->dedup_arg].len;
     }
-    rec->ttl_ms = a->delay_ms;
+    p->delay_ms = a->delay_ms;
     rec->flags = a->coalesce ? REC_F_COALESCE : 0;
 }
 
@@ -331,14 +332,14 @@ static void cmd_qack(cmd_ctx_t *x)
     uint64_t id, token;
     if (!id_token(x, &id, &token))
         return;
-    record_t rec = {.type = REC_Q_ACK, .name = x->argv[1].ptr, .nlen = (uint32_t)x->argv[1].len,
-                    .arg_rev = id, .token = token};
+    record_t rec = {.type = REC_Q_ACK,
+                    .q_ack = {.queue = x->argv[1].ptr, .qlen = (uint32_t)x->argv[1].len, .msg_id = id, .token = token}};
     if (x->argc == 6 && arg_is(x, 4, "RESULT")) {
         if (!arg_value_ok(x, 5))
             return;
         rec.flags = REC_F_RESULT;
-        rec.val = x->argv[5].ptr;
-        rec.vlen = (uint32_t)x->argv[5].len;
+        rec.q_ack.result = x->argv[5].ptr;
+        rec.q_ack.rlen = (uint32_t)x->argv[5].len;
     } else if (x->argc != 4) {
         reply_syntax(x);
         return;
@@ -363,8 +364,9 @@ static void cmd_qnack(cmd_ctx_t *x)
         reply_syntax(x);
         return;
     }
-    record_t rec = {.type = REC_Q_NACK, .name = x->argv[1].ptr, .nlen = (uint32_t)x->argv[1].len,
-                    .arg_rev = id, .token = token, .ttl_ms = delay_ms};
+    record_t rec = {.type = REC_Q_NACK,
+                    .q_nack = {.queue = x->argv[1].ptr, .qlen = (uint32_t)x->argv[1].len, .msg_id = id, .token = token,
+                               .delay_ms = delay_ms}};
     apply_result_t res;
     if (!writable(x) || !apply_answer(x, &rec, token != 0, &res))
         return;
@@ -382,8 +384,9 @@ static void cmd_qextend(cmd_ctx_t *x)
         reply_err(x, "ERR the lease must be at least 1 ms");
         return;
     }
-    record_t rec = {.type = REC_Q_EXTEND, .name = x->argv[1].ptr, .nlen = (uint32_t)x->argv[1].len,
-                    .arg_rev = id, .token = token, .ttl_ms = ms};
+    record_t rec = {.type = REC_Q_EXTEND,
+                    .q_extend = {.queue = x->argv[1].ptr, .qlen = (uint32_t)x->argv[1].len, .msg_id = id,
+                                 .token = token, .ttl_ms = ms}};
     apply_result_t res;
     if (writable(x) && apply_answer(x, &rec, token != 0, &res))
         qwait_note_timer(x->srv, QNAME(x));
@@ -493,8 +496,9 @@ static void cmd_qconfig(cmd_ctx_t *x)
         return;
     char blob[CORE_QCONFIG_BYTES];
     core_qconfig_encode(&cfg, blob);
-    record_t rec = {.type = REC_Q_CONFIG, .name = x->argv[1].ptr, .nlen = (uint32_t)x->argv[1].len,
-                    .val = blob, .vlen = sizeof blob, .key = cfg.deadletter, .klen = (uint32_t)cfg.dl_len};
+    record_t rec = {.type = REC_Q_CONFIG,
+                    .q_config = {.queue = x->argv[1].ptr, .qlen = (uint32_t)x->argv[1].len, .config = blob,
+                                 .clen = sizeof blob, .deadletter = cfg.deadletter, .dllen = (uint32_t)cfg.dl_len}};
     apply_result_t res;
     if (!cmd_write(x, &rec, &res))
         return;
@@ -510,8 +514,9 @@ static void cmd_qunpark(cmd_ctx_t *x)
 {
     if (!queue_arg_ok(x) || !arg_name_ok(x, 2) || !writable(x))
         return;
-    record_t rec = {.type = REC_Q_UNPARK, .name = x->argv[1].ptr, .nlen = (uint32_t)x->argv[1].len,
-                    .key = x->argv[2].ptr, .klen = (uint32_t)x->argv[2].len};
+    record_t rec = {.type = REC_Q_UNPARK,
+                    .q_unpark = {.queue = x->argv[1].ptr, .qlen = (uint32_t)x->argv[1].len, .key = x->argv[2].ptr,
+                                 .klen = (uint32_t)x->argv[2].len}};
     apply_result_t res;
     if (apply_answer(x, &rec, true, &res))
         qwait_serve(x->srv, QNAME(x));
@@ -522,7 +527,7 @@ static void cmd_qdrop(cmd_ctx_t *x)
     if (!queue_arg_ok(x) || !writable(x))
         return;
     qwait_gc(x->srv);
-    record_t rec = {.type = REC_Q_DROP, .name = x->argv[1].ptr, .nlen = (uint32_t)x->argv[1].len};
+    record_t rec = {.type = REC_Q_DROP, .q = {.queue = x->argv[1].ptr, .qlen = (uint32_t)x->argv[1].len}};
     apply_result_t res;
     bool ok = qwait_apply(x->srv, &rec, &res);
     if (refused(x))

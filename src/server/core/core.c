@@ -267,9 +267,10 @@ static void after_change(core_t *c, const kv_change_t *ch)
 }
 
 /* FENCE lock token: the write is allowed only while token holds the lock. */
-static bool fence_ok(core_t *c, const record_t *r, apply_result_t *res)
+static bool fence_ok(core_t *c, const record_t *r, uint64_t token, const char *lock, uint32_t llen,
+                     apply_result_t *res)
 {
-    if (!(r->flags & REC_F_FENCE) || coord_fence_ok(c->coord, r->name, r->nlen, r->token, r->time_ms))
+    if (!(r->flags & REC_F_FENCE) || coord_fence_ok(c->coord, lock, llen, token, r->time_ms))
         return true;
     res->status = AP_NOTHOLDER;
     return false;
@@ -277,11 +278,12 @@ static bool fence_ok(core_t *c, const record_t *r, apply_result_t *res)
 
 static void apply_put(core_t *c, const record_t *r, apply_result_t *res)
 {
+    const rec_put_t *p = &r->put;
     /* Plain puts, the common case, skip the lookup: kv_put finds the key. */
     const kv_version_t *cur = NULL;
     if (r->flags & (REC_F_IFREV | REC_F_NX | REC_F_XX))
-        cur = kv_get(c->kv, r->key, r->klen);
-    if ((r->flags & REC_F_IFREV) && (cur ? cur->mod_rev : 0) != r->ifrev) {
+        cur = kv_get(c->kv, p->key, p->klen);
+    if ((r->flags & REC_F_IFREV) && (cur ? cur->mod_rev : 0) != p->ifrev) {
         res->status = AP_CONFLICT;
         res->cur_rev = cur ? cur->mod_rev : 0;
         return;
@@ -290,25 +292,25 @@ static void apply_put(core_t *c, const record_t *r, apply_result_t *res)
         res->status = AP_NOOP;
         return;
     }
-    if (!fence_ok(c, r, res))
+    if (!fence_ok(c, r, p->fence_token, p->fence_lock, p->fence_llen, res))
         return;
-    if (r->lease != 0 && !coord_lease_live(c->coord, r->lease, r->time_ms)) {
+    if (p->lease_id != 0 && !coord_lease_live(c->coord, p->lease_id, r->time_ms)) {
         res->status = AP_NOTFOUND;
         return;
     }
-    if (r->lease != 0)
-        coord_lease_attach(c->coord, r->key, r->klen, r->lease);
+    if (p->lease_id != 0)
+        coord_lease_attach(c->coord, p->key, p->klen, p->lease_id);
     else
-        coord_lease_detach(c->coord, r->key, r->klen);
+        coord_lease_detach(c->coord, p->key, p->klen);
     kv_change_t ch;
-    int rc = kv_put(c->kv, r->key, r->klen, r->val, r->vlen, r->lease, c->rev + 1, &ch);
+    int rc = kv_put(c->kv, p->key, p->klen, p->val, p->vlen, p->lease_id, c->rev + 1, &ch);
     assert(rc == KV_OK);
     (void)rc;
     c->rev++;
-    if (r->expire_at_ms != 0)
-        exp_set(c, r->key, r->klen, r->expire_at_ms);
+    if (p->expire_at_ms != 0)
+        exp_set(c, p->key, p->klen, p->expire_at_ms);
     else if (!(r->flags & REC_F_KEEPTTL))
-        exp_clear(c, r->key, r->klen);
+        exp_clear(c, p->key, p->klen);
     res->status = AP_OK;
     res->rev = c->rev;
     after_change(c, &ch);
@@ -337,15 +339,16 @@ static int delete_key_detached(core_t *c, const void *key, size_t klen)
 
 static void apply_del(core_t *c, const record_t *r, apply_result_t *res)
 {
-    const kv_version_t *cur = (r->flags & REC_F_IFREV) ? kv_get(c->kv, r->key, r->klen) : NULL;
-    if ((r->flags & REC_F_IFREV) && (cur ? cur->mod_rev : 0) != r->ifrev) {
+    const rec_del_t *d = &r->del;
+    const kv_version_t *cur = (r->flags & REC_F_IFREV) ? kv_get(c->kv, d->key, d->klen) : NULL;
+    if ((r->flags & REC_F_IFREV) && (cur ? cur->mod_rev : 0) != d->ifrev) {
         res->status = AP_CONFLICT;
         res->cur_rev = cur ? cur->mod_rev : 0;
         return;
     }
-    if (!fence_ok(c, r, res))
+    if (!fence_ok(c, r, d->fence_token, d->fence_lock, d->fence_llen, res))
         return;
-    if (!delete_key(c, r->key, r->klen)) {
+    if (!delete_key(c, d->key, d->klen)) {
         res->status = AP_NOOP;
         return;
     }
@@ -380,22 +383,23 @@ static bool parse_i64(const char *p, size_t n, int64_t *out)
 
 static void apply_incr(core_t *c, const record_t *r, apply_result_t *res)
 {
-    const kv_version_t *cur = kv_get(c->kv, r->key, r->klen);
+    const rec_incr_t *in = &r->incr;
+    const kv_version_t *cur = kv_get(c->kv, in->key, in->klen);
     int64_t v = 0;
     if (cur != NULL && !parse_i64(cur->value, cur->vlen, &v)) {
         res->status = AP_NOTINT;
         return;
     }
-    if ((r->incr > 0 && v > INT64_MAX - r->incr) || (r->incr < 0 && v < INT64_MIN - r->incr)) {
+    if ((in->by > 0 && v > INT64_MAX - in->by) || (in->by < 0 && v < INT64_MIN - in->by)) {
         res->status = AP_OVERFLOW;
         return;
     }
-    v += r->incr;
+    v += in->by;
     char num[24];
     int n = snprintf(num, sizeof num, "%lld", (long long)v);
     kv_change_t ch;
     uint64_t lease = cur ? cur->lease : 0;
-    int rc = kv_put(c->kv, r->key, r->klen, num, (size_t)n, lease, c->rev + 1, &ch);
+    int rc = kv_put(c->kv, in->key, in->klen, num, (size_t)n, lease, c->rev + 1, &ch);
     assert(rc == KV_OK);
     (void)rc;
     c->rev++;
@@ -410,29 +414,29 @@ static void apply_incr(core_t *c, const record_t *r, apply_result_t *res)
  * deadlines known at the time. */
 static void apply_expire(core_t *c, const record_t *r, apply_result_t *res)
 {
-    if (delete_key(c, r->key, r->klen)) {
+    if (delete_key(c, r->expire.key, r->expire.klen)) {
         res->status = AP_OK;
         res->rev = c->rev;
         res->value = 1;
     } else {
-        exp_clear(c, r->key, r->klen);
+        exp_clear(c, r->expire.key, r->expire.klen);
         res->status = AP_NOOP;
     }
 }
 
 static void apply_compact(core_t *c, const record_t *r, apply_result_t *res)
 {
-    if (r->arg_rev > c->rev) {
+    uint64_t point = r->compact.rev;
+    if (point > c->rev) {
         res->status = AP_FUTURE;
         res->cur_rev = c->rev;
         return;
     }
-    if (r->arg_rev < kv_oldest_rev(c->kv)) {
+    if (point < kv_oldest_rev(c->kv)) {
         res->status = AP_COMPACTED;
         res->cur_rev = kv_oldest_rev(c->kv);
         return;
     }
-    uint64_t point = r->arg_rev;
     if (point > kv_last_rev(c->kv) + 1)
         point = kv_last_rev(c->kv) + 1;
     if (point <= kv_oldest_rev(c->kv)) {
@@ -491,42 +495,66 @@ static void took(core_t *c, apply_result_t *res, bool ok, int fail_status)
     res->rev = c->rev;
 }
 
-static void apply_coord(core_t *c, const record_t *r, apply_result_t *res)
+static void apply_lease(core_t *c, const record_t *r, apply_result_t *res)
 {
-    uint64_t next = c->rev + 1, rem = 0, tok = 0;
-    coord_leader_t ld;
-    int st;
+    const rec_lease_t *l = &r->lease;
+    uint64_t rem = 0;
     switch (r->type) {
     case REC_LEASE_GRANT:
-        res->value = (int64_t)coord_lease_grant(c->coord, r->ttl_ms, r->time_ms, next);
+        res->value = (int64_t)coord_lease_grant(c->coord, l->ttl_ms, r->time_ms, c->rev + 1);
         took(c, res, true, AP_OK);
         break;
-    case REC_LEASE_KEEPALIVE:
-        st = coord_lease_keepalive(c->coord, r->lease, r->time_ms, &rem);
+    case REC_LEASE_KEEPALIVE: {
+        int st = coord_lease_keepalive(c->coord, l->lease_id, r->time_ms, &rem);
         res->value = (int64_t)rem;
         took(c, res, st == COORD_OK, AP_NOTFOUND);
         break;
+    }
     case REC_LEASE_REVOKE:
-        res->value = coord_lease_revoke(c->coord, r->lease); /* revisions spent by its events */
+        res->value = coord_lease_revoke(c->coord, l->lease_id); /* revisions spent by its events */
         res->status = res->value ? AP_OK : AP_NOOP;
         res->rev = c->rev;
         break;
-    case REC_LOCK_ACQUIRE:
-        st = coord_lock_acquire(c->coord, r->key, r->klen, r->ttl_ms, r->lease, r->time_ms, next, &tok);
+    default:
+        assert(!"not a lease record");
+    }
+}
+
+static void apply_lock(core_t *c, const record_t *r, apply_result_t *res)
+{
+    const rec_lock_t *l = &r->lock;
+    uint64_t tok = 0;
+    switch (r->type) {
+    case REC_LOCK_ACQUIRE: {
+        int st = coord_lock_acquire(c->coord, l->name, l->nlen, l->ttl_ms, l->lease_id, r->time_ms, c->rev + 1,
+                                    &tok);
         res->value = (int64_t)tok;
         took(c, res, st == COORD_OK, st == COORD_BUSY ? AP_BUSY : AP_NOTFOUND);
         break;
+    }
     case REC_LOCK_RELEASE:
-        res->value = coord_lock_release(c->coord, r->key, r->klen, r->token, r->time_ms);
+        res->value = coord_lock_release(c->coord, l->name, l->nlen, l->token, r->time_ms);
         took(c, res, res->value == 1, AP_NOOP);
         break;
     case REC_LOCK_EXTEND:
-        res->value = coord_lock_extend(c->coord, r->key, r->klen, r->token, r->ttl_ms, r->time_ms);
+        res->value = coord_lock_extend(c->coord, l->name, l->nlen, l->token, l->ttl_ms, r->time_ms);
         took(c, res, res->value == 1, AP_NOOP);
         break;
+    default:
+        assert(!"not a lock record");
+    }
+}
+
+static void apply_elect(core_t *c, const record_t *r, apply_result_t *res)
+{
+    const rec_elect_t *e = &r->elect;
+    uint64_t rem = 0;
+    coord_leader_t ld;
+    int st;
+    switch (r->type) {
     case REC_ELECT_CAMPAIGN:
-        st = coord_elect_campaign(c->coord, r->key, r->klen, r->val, r->vlen, r->ttl_ms, r->lease, r->time_ms,
-                                  next, &ld);
+        st = coord_elect_campaign(c->coord, e->name, e->nlen, e->val, e->vlen, e->ttl_ms, e->lease_id, r->time_ms,
+                                  c->rev + 1, &ld);
         res->value = (int64_t)ld.term;
         if (st == COORD_OK) {
             res->data = ld.handover;
@@ -535,36 +563,41 @@ static void apply_coord(core_t *c, const record_t *r, apply_result_t *res)
         took(c, res, st == COORD_OK, st == COORD_BUSY ? AP_BUSY : AP_NOTFOUND);
         break;
     case REC_ELECT_PROCLAIM:
-        res->value = coord_elect_proclaim(c->coord, r->key, r->klen, r->token, r->val, r->vlen, r->time_ms);
+        res->value = coord_elect_proclaim(c->coord, e->name, e->nlen, e->term, e->val, e->vlen, r->time_ms);
         took(c, res, res->value == 1, AP_NOOP);
         break;
     case REC_ELECT_KEEPALIVE:
-        st = coord_elect_keepalive(c->coord, r->key, r->klen, r->token, r->time_ms, &rem);
+        st = coord_elect_keepalive(c->coord, e->name, e->nlen, e->term, r->time_ms, &rem);
         res->value = (int64_t)rem;
         took(c, res, st == COORD_OK, AP_NOTHOLDER);
         break;
     case REC_ELECT_RESIGN:
-        res->value = coord_elect_resign(c->coord, r->key, r->klen, r->token,
-                                        (r->flags & REC_F_HANDOVER) ? r->val : NULL, r->vlen, r->time_ms);
+        res->value = coord_elect_resign(c->coord, e->name, e->nlen, e->term,
+                                        (r->flags & REC_F_HANDOVER) ? e->val : NULL, e->vlen, r->time_ms);
         took(c, res, res->value == 1, AP_NOOP);
         break;
-    case REC_COORD_EXPIRE:
-        if (r->kind == COORD_LEASE)
-            res->value = coord_lease_expire(c->coord, r->token, r->time_ms); /* events spend */
-        else if (r->kind == COORD_LOCK)
-            res->value = coord_lock_expire(c->coord, r->key, r->klen, r->token, r->time_ms);
-        else
-            res->value = coord_elect_expire(c->coord, r->key, r->klen, r->token, r->time_ms);
-        if (r->kind == COORD_LEASE) {
-            res->status = res->value ? AP_OK : AP_NOOP;
-            res->rev = c->rev;
-        } else {
-            took(c, res, res->value == 1, AP_NOOP);
-        }
+    default:
+        assert(!"not an election record");
+    }
+}
+
+static void apply_coord_expire(core_t *c, const record_t *r, apply_result_t *res)
+{
+    const rec_coord_expire_t *x = &r->coord_expire;
+    switch (x->kind) {
+    case COORD_LEASE:
+        res->value = coord_lease_expire(c->coord, x->id, r->time_ms); /* events spend */
+        res->status = res->value ? AP_OK : AP_NOOP;
+        res->rev = c->rev;
+        return;
+    case COORD_LOCK:
+        res->value = coord_lock_expire(c->coord, x->name, x->nlen, x->id, r->time_ms);
         break;
     default:
-        assert(!"not a coordination record");
+        res->value = coord_elect_expire(c->coord, x->name, x->nlen, x->id, r->time_ms);
+        break;
     }
+    took(c, res, res->value == 1, AP_NOOP);
 }
 
 /* ---- queues -------------------------------------------------------------------
@@ -611,9 +644,10 @@ int core_qconfig_decode(const void *bytes, size_t len, queue_config_t *cfg)
 
 static void apply_qpush(core_t *c, queue_t *q, const record_t *r, apply_result_t *res)
 {
-    queue_push_t p = {.key = r->key, .klen = r->klen, .payload = r->val, .plen = r->vlen,
-                      .dedup_id = r->alen ? r->aux : NULL, .dlen = r->alen,
-                      .coalesce = (r->flags & REC_F_COALESCE) != 0, .delay_ms = r->ttl_ms};
+    const rec_q_push_t *m = &r->q_push;
+    queue_push_t p = {.key = m->key, .klen = m->klen, .payload = m->payload, .plen = m->plen,
+                      .dedup_id = m->dlen ? m->dedup_id : NULL, .dlen = m->dlen,
+                      .coalesce = (r->flags & REC_F_COALESCE) != 0, .delay_ms = m->delay_ms};
     uint64_t id = 0;
     int st = queue_push(q, &p, c->rev + 1, r->time_ms, &id);
     res->qstatus = st;
@@ -626,80 +660,86 @@ static void apply_qpush(core_t *c, queue_t *q, const record_t *r, apply_result_t
 
 static void apply_qconfig(core_t *c, const record_t *r, apply_result_t *res)
 {
+    const rec_q_config_t *k = &r->q_config;
     queue_config_t cfg;
-    queue_t *q = queue_get(c->queues, r->name, r->nlen);
+    queue_t *q = queue_get(c->queues, k->queue, k->qlen);
     if (q != NULL)
         queue_config(q, &cfg);
     else
         queue_config_defaults(&cfg);
-    if (core_qconfig_decode(r->val, r->vlen, &cfg) != 0) {
+    if (core_qconfig_decode(k->config, k->clen, &cfg) != 0) {
         took(c, res, false, AP_INVALID);
         return;
     }
-    cfg.deadletter = r->klen ? r->key : NULL;
-    cfg.dl_len = r->klen;
-    if (cfg.deadletter != NULL && cfg.dl_len == r->nlen && memcmp(cfg.deadletter, r->name, r->nlen) == 0) {
+    cfg.deadletter = k->dllen ? k->deadletter : NULL;
+    cfg.dl_len = k->dllen;
+    if (cfg.deadletter != NULL && cfg.dl_len == k->qlen && memcmp(cfg.deadletter, k->queue, k->qlen) == 0) {
         took(c, res, false, AP_INVALID); /* before creating the queue: a refusal changes nothing */
         return;
     }
     if (q == NULL)
-        q = queue_open(c->queues, r->name, r->nlen);
+        q = queue_open(c->queues, k->queue, k->qlen);
     took(c, res, queue_configure(q, &cfg) == QUEUE_OK, AP_INVALID);
 }
 
-static void apply_queue_record(core_t *c, const record_t *r, apply_result_t *res)
+/* A record for an existing queue q: 1 if it changed something. */
+static int apply_to_queue(core_t *c, queue_t *q, const record_t *r, apply_result_t *res)
 {
-    if (r->type == REC_Q_PUSH) {
-        apply_qpush(c, queue_open(c->queues, r->name, r->nlen), r, res);
-        return;
+    uint64_t next = c->rev + 1;
+    switch (r->type) {
+    case REC_Q_DELIVER:
+        return queue_deliver(q, r->time_ms, r->q_deliver.lease_ms, next, (r->flags & REC_F_NOACK) != 0, &res->qd);
+    case REC_Q_ACK: {
+        const rec_q_ack_t *a = &r->q_ack;
+        return queue_ack(q, a->msg_id, a->token, (r->flags & REC_F_RESULT) ? (a->result ? a->result : "") : NULL,
+                         a->rlen, r->time_ms);
     }
-    if (r->type == REC_Q_CONFIG) {
+    case REC_Q_NACK: {
+        const rec_q_nack_t *n = &r->q_nack;
+        return queue_nack(q, n->msg_id, n->token, n->delay_ms, r->time_ms, next, &res->qr);
+    }
+    case REC_Q_REDELIVER:
+        return queue_redeliver(q, r->q_redeliver.msg_id, r->q_redeliver.token, r->time_ms, next, &res->qr);
+    case REC_Q_UNPARK:
+        return queue_unpark(q, r->q_unpark.key, r->q_unpark.klen);
+    case REC_Q_PROMOTE:
+        return queue_promote(q, r->time_ms) > 0;
+    case REC_Q_EXTEND: {
+        const rec_q_extend_t *e = &r->q_extend;
+        return queue_extend(q, e->msg_id, e->token, e->ttl_ms, r->time_ms);
+    }
+    case REC_Q_DEDUP_END:
+        return queue_dedup_expire(q, r->q_dedup_end.dedup_id, r->q_dedup_end.dlen, r->time_ms);
+    case REC_Q_RESULT_END:
+        return queue_result_expire(q, r->q_result_end.msg_id, r->time_ms);
+    default:
+        assert(!"not a record for an existing queue");
+        return 0;
+    }
+}
+
+static void apply_queue_record(core_t *c, const record_t *r, const char *name, uint32_t nlen,
+                               apply_result_t *res)
+{
+    switch (r->type) {
+    case REC_Q_PUSH:
+        apply_qpush(c, queue_open(c->queues, name, nlen), r, res);
+        return;
+    case REC_Q_CONFIG:
         apply_qconfig(c, r, res);
         return;
-    }
-    if (r->type == REC_Q_DROP) {
-        took(c, res, queue_drop(c->queues, r->name, r->nlen) == 1, AP_NOOP);
+    case REC_Q_DROP:
+        took(c, res, queue_drop(c->queues, name, nlen) == 1, AP_NOOP);
         return;
+    default:
+        break;
     }
-    queue_t *q = queue_get(c->queues, r->name, r->nlen);
+    queue_t *q = queue_get(c->queues, name, nlen);
     if (q == NULL) {
         took(c, res, false, AP_NOOP);
         return;
     }
-    uint64_t next = c->rev + 1;
-    int ok = 0;
-    switch (r->type) {
-    case REC_Q_DELIVER:
-        ok = queue_deliver(q, r->time_ms, r->ttl_ms, next, (r->flags & REC_F_NOACK) != 0, &res->qd);
-        break;
-    case REC_Q_ACK:
-        ok = queue_ack(q, r->arg_rev, r->token, (r->flags & REC_F_RESULT) ? (r->val ? r->val : "") : NULL,
-                       r->vlen, r->time_ms);
-        break;
-    case REC_Q_NACK:
-        ok = queue_nack(q, r->arg_rev, r->token, r->ttl_ms, r->time_ms, next, &res->qr);
-        break;
-    case REC_Q_REDELIVER:
-        ok = queue_redeliver(q, r->arg_rev, r->token, r->time_ms, next, &res->qr);
-        break;
-    case REC_Q_UNPARK:
-        ok = queue_unpark(q, r->key, r->klen);
-        break;
-    case REC_Q_PROMOTE:
-        ok = queue_promote(q, r->time_ms) > 0;
-        break;
-    case REC_Q_EXTEND:
-        ok = queue_extend(q, r->arg_rev, r->token, r->ttl_ms, r->time_ms);
-        break;
-    case REC_Q_DEDUP_END:
-        ok = queue_dedup_expire(q, r->aux, r->alen, r->time_ms);
-        break;
-    case REC_Q_RESULT_END:
-        ok = queue_result_expire(q, r->arg_rev, r->time_ms);
-        break;
-    default:
-        assert(!"not a queue record");
-    }
+    int ok = apply_to_queue(c, q, r, res);
     res->value = ok;
     took(c, res, ok != 0, AP_NOOP);
 }
@@ -709,8 +749,10 @@ static void apply_queue_record(core_t *c, const record_t *r, apply_result_t *res
  * max-memory-bytes sees every queue byte without walking the queues. */
 static void apply_queue(core_t *c, const record_t *r, apply_result_t *res)
 {
-    apply_queue_record(c, r, res);
-    queue_t *q = r->type == REC_Q_DROP ? NULL : queue_get(c->queues, r->name, r->nlen);
+    uint32_t nlen;
+    const char *name = record_queue(r, &nlen);
+    apply_queue_record(c, r, name, nlen, res);
+    queue_t *q = r->type == REC_Q_DROP ? NULL : queue_get(c->queues, name, nlen);
     if (q != NULL)
         queue_account(q);
     if ((r->type == REC_Q_NACK || r->type == REC_Q_REDELIVER) && res->qr.dlq != NULL)
@@ -719,6 +761,7 @@ static void apply_queue(core_t *c, const record_t *r, apply_result_t *res)
 
 void core_apply(core_t *c, const record_t *rec, apply_result_t *res)
 {
+    assert(record_valid(rec));
     memset(res, 0, sizeof *res);
     switch (rec->type) {
     case REC_PUT: apply_put(c, rec, res); break;
@@ -726,11 +769,15 @@ void core_apply(core_t *c, const record_t *rec, apply_result_t *res)
     case REC_INCR: apply_incr(c, rec, res); break;
     case REC_EXPIRE: apply_expire(c, rec, res); break;
     case REC_COMPACT: apply_compact(c, rec, res); break;
+    case REC_LEASE_GRANT: case REC_LEASE_KEEPALIVE: case REC_LEASE_REVOKE: apply_lease(c, rec, res); break;
+    case REC_LOCK_ACQUIRE: case REC_LOCK_RELEASE: case REC_LOCK_EXTEND: apply_lock(c, rec, res); break;
+    case REC_ELECT_CAMPAIGN: case REC_ELECT_PROCLAIM: case REC_ELECT_KEEPALIVE: case REC_ELECT_RESIGN:
+        apply_elect(c, rec, res);
+        break;
+    case REC_COORD_EXPIRE: apply_coord_expire(c, rec, res); break;
     default:
-        if (rec->type >= REC_Q_PUSH)
-            apply_queue(c, rec, res);
-        else
-            apply_coord(c, rec, res);
+        assert(record_family(rec->type) == REC_FAM_QUEUE);
+        apply_queue(c, rec, res);
         break;
     }
 }

@@ -34,73 +34,277 @@
 #include "kv.h"
 #include "queue.h"
 
+/* Record types. Each type names the member of record_t's union it fills
+ * (record_t below) and nothing else. The numbers are the on-disk type byte
+ * (record.h) and must never change; no code may rely on their order or
+ * ranges: what a type is (its family, whether it can grow the store...)
+ * comes from explicit switches (record_family()). */
 enum record_type {
-    REC_PUT = 1,     /* KV.PUT, SET: key, value, conditions, expiry */
-    REC_DEL = 2,     /* KV.DEL, DEL (one key per record) */
-    REC_INCR = 3,    /* INCR/INCRBY: key, incr */
-    REC_EXPIRE = 4,  /* the writer's expiry decision: delete key (if live) */
-    REC_COMPACT = 5, /* KV.COMPACT: arg_rev */
-    /* leases, locks, elections (coord.h); key = the lock/election name */
-    REC_LEASE_GRANT = 10,     /* ttl_ms -> lease id (a revision) */
-    REC_LEASE_KEEPALIVE = 11, /* lease; logged, takes no revision */
-    REC_LEASE_REVOKE = 12,    /* lease */
-    REC_LOCK_ACQUIRE = 13,    /* key, ttl_ms, lease -> token (a revision) */
-    REC_LOCK_RELEASE = 14,    /* key, token */
-    REC_LOCK_EXTEND = 15,     /* key, token, ttl_ms; takes no revision */
-    REC_ELECT_CAMPAIGN = 16,  /* key, val, ttl_ms, lease -> term (a revision) */
-    REC_ELECT_PROCLAIM = 17,  /* key, token (term), val */
-    REC_ELECT_KEEPALIVE = 18, /* key, token (term); takes no revision */
-    REC_ELECT_RESIGN = 19,    /* key, token (term), val if REC_F_HANDOVER */
-    REC_COORD_EXPIRE = 20,    /* kind (enum coord_kind), token (id), key: the writer's expiry decision */
-    /* keyed work queues (queue.h); name = the queue, key = a message key,
-     * arg_rev = a message id, token = a delivery's token */
-    REC_Q_PUSH = 30,          /* key, val (payload), aux (dedup id), ttl_ms (DELAY), COALESCE -> id */
-    REC_Q_DELIVER = 31,       /* ttl_ms (lease, 0: the queue's), NOACK -> a delivery, token = its revision */
-    REC_Q_ACK = 32,           /* arg_rev, token, val (result) if REC_F_RESULT */
-    REC_Q_NACK = 33,          /* arg_rev, token, ttl_ms (DELAY) */
-    REC_Q_EXTEND = 34,        /* arg_rev, token, ttl_ms */
-    REC_Q_CONFIG = 35,        /* val: the whole new configuration (core_qconfig_encode), key: DEADLETTER */
-    REC_Q_DROP = 36,          /* the queue */
-    REC_Q_UNPARK = 37,        /* key */
-    REC_Q_REDELIVER = 38,     /* arg_rev, token: the writer's "lease ran out" decision */
-    REC_Q_PROMOTE = 39,       /* the writer's "delayed messages are due" decision */
-    REC_Q_DEDUP_END = 40,     /* aux: the writer's "dedup window ended" */
-    REC_Q_RESULT_END = 41,    /* arg_rev: the writer's "result retention ended" */
+    REC_PUT = 1,     /* put: KV.PUT, SET: key, value, conditions, expiry */
+    REC_DEL = 2,     /* del: KV.DEL, DEL (one key per record) */
+    REC_INCR = 3,    /* incr: INCR/INCRBY */
+    REC_EXPIRE = 4,  /* expire: the writer's expiry decision: delete key (if live) */
+    REC_COMPACT = 5, /* compact: KV.COMPACT */
+    /* leases, locks, elections (coord.h) */
+    REC_LEASE_GRANT = 10,     /* lease: ttl_ms -> lease id (a revision) */
+    REC_LEASE_KEEPALIVE = 11, /* lease: lease_id; takes a revision (core.c, "Revisions") */
+    REC_LEASE_REVOKE = 12,    /* lease: lease_id */
+    REC_LOCK_ACQUIRE = 13,    /* lock: name, ttl_ms, lease_id -> token (a revision) */
+    REC_LOCK_RELEASE = 14,    /* lock: name, token */
+    REC_LOCK_EXTEND = 15,     /* lock: name, token, ttl_ms; takes a revision */
+    REC_ELECT_CAMPAIGN = 16,  /* elect: name, val, ttl_ms, lease_id -> term (a revision) */
+    REC_ELECT_PROCLAIM = 17,  /* elect: name, term, val */
+    REC_ELECT_KEEPALIVE = 18, /* elect: name, term; takes a revision */
+    REC_ELECT_RESIGN = 19,    /* elect: name, term, val if REC_F_HANDOVER */
+    REC_COORD_EXPIRE = 20,    /* coord_expire: the writer's expiry decision */
+    /* keyed work queues (queue.h); every queue record names its queue */
+    REC_Q_PUSH = 30,          /* q_push -> message id */
+    REC_Q_DELIVER = 31,       /* q_deliver -> a delivery, token = its revision */
+    REC_Q_ACK = 32,           /* q_ack */
+    REC_Q_NACK = 33,          /* q_nack */
+    REC_Q_EXTEND = 34,        /* q_extend */
+    REC_Q_CONFIG = 35,        /* q_config */
+    REC_Q_DROP = 36,          /* q (the queue only) */
+    REC_Q_UNPARK = 37,        /* q_unpark */
+    REC_Q_REDELIVER = 38,     /* q_redeliver: the writer's "lease ran out" decision */
+    REC_Q_PROMOTE = 39,       /* q (the queue only): the writer's "delayed messages are due" */
+    REC_Q_DEDUP_END = 40,     /* q_dedup_end: the writer's "dedup window ended" */
+    REC_Q_RESULT_END = 41,    /* q_result_end: the writer's "result retention ended" */
 };
 
+/* Flags: one bit each, never shared between families, so a flag read from
+ * a record always means one thing. record_flags_allowed() says which a type
+ * may carry. (Log formats 1 and 2 stored COALESCE, NOACK and RESULT in
+ * IFREV's bit; record.c remaps them by type when it reads those.) */
 enum record_flags {
-    REC_F_IFREV = 1 << 0,   /* only if the key's mod_rev == ifrev (0: only if absent) */
-    REC_F_NX = 1 << 1,      /* only if absent */
-    REC_F_XX = 1 << 2,      /* only if present */
-    REC_F_KEEPTTL = 1 << 3, /* keep the key's current expiry */
-    REC_F_FENCE = 1 << 4,   /* KV.PUT/DEL: only if token holds lock `name` */
-    REC_F_HANDOVER = 1 << 5,/* ELECT.RESIGN: val is a hand-over value */
-    REC_F_COALESCE = 1 << 0,/* REC_Q_PUSH (queue records reuse the low bits) */
-    REC_F_NOACK = 1 << 0,   /* REC_Q_DELIVER */
-    REC_F_RESULT = 1 << 0,  /* REC_Q_ACK: val is a result (an empty one included) */
+    REC_F_IFREV = 1 << 0,    /* PUT/DEL: only if the key's mod_rev == ifrev (0: only if absent) */
+    REC_F_NX = 1 << 1,       /* PUT: only if absent */
+    REC_F_XX = 1 << 2,       /* PUT: only if present */
+    REC_F_KEEPTTL = 1 << 3,  /* PUT: keep the key's current expiry */
+    REC_F_FENCE = 1 << 4,    /* PUT/DEL: only if fence_token holds lock fence_lock */
+    REC_F_HANDOVER = 1 << 5, /* ELECT_RESIGN: val is a hand-over value */
+    REC_F_COALESCE = 1 << 6, /* Q_PUSH: merge into the key's waiting message */
+    REC_F_NOACK = 1 << 7,    /* Q_DELIVER: no acknowledgement expected */
+    REC_F_RESULT = 1 << 8,   /* Q_ACK: result is a result (an empty one included) */
 };
 
-typedef struct record_s {
-    uint8_t type;
-    uint8_t flags;
-    uint64_t time_ms;        /* the writer's wall clock, ms since the epoch */
+/* The families record types belong to, for the layers that treat a family
+ * alike (the command layer's coordination scheduling, memory checks). */
+enum record_family {
+    REC_FAM_NONE = 0, /* not a record type */
+    REC_FAM_KV,
+    REC_FAM_COORD,
+    REC_FAM_QUEUE,
+};
+
+/* Per-type payloads. A byte field is a pointer and a length; the bytes
+ * belong to the record's maker (a command's arguments, a decoded log
+ * record) and stay valid while the record is used. */
+typedef struct rec_put_s {
     const char *key;
     uint32_t klen;
     const char *val;
     uint32_t vlen;
-    uint64_t lease;
-    uint64_t ifrev;
-    uint64_t expire_at_ms;   /* REC_PUT: absolute deadline, 0 for none */
-    int64_t incr;            /* REC_INCR */
-    uint64_t arg_rev;        /* REC_COMPACT: the new compaction point */
-    uint64_t ttl_ms;         /* leases, locks, elections */
-    uint64_t token;          /* lock token / term / id of what expires; FENCE token */
-    uint8_t kind;            /* REC_COORD_EXPIRE: enum coord_kind */
-    const char *name;        /* FENCE: the lock; queue records: the queue */
+    uint64_t lease_id;       /* 0: none */
+    uint64_t ifrev;          /* REC_F_IFREV only */
+    uint64_t expire_at_ms;   /* absolute deadline, 0 for none */
+    uint64_t fence_token;    /* REC_F_FENCE only: the lock token */
+    const char *fence_lock;  /* REC_F_FENCE only: the lock's name */
+    uint32_t fence_llen;
+} rec_put_t;
+
+typedef struct rec_del_s {
+    const char *key;
+    uint32_t klen;
+    uint64_t ifrev;          /* REC_F_IFREV only */
+    uint64_t fence_token;    /* REC_F_FENCE only */
+    const char *fence_lock;  /* REC_F_FENCE only */
+    uint32_t fence_llen;
+} rec_del_t;
+
+typedef struct rec_incr_s {
+    const char *key;
+    uint32_t klen;
+    int64_t by;
+} rec_incr_t;
+
+typedef struct rec_expire_s { /* REC_EXPIRE */
+    const char *key;
+    uint32_t klen;
+} rec_expire_t;
+
+typedef struct rec_compact_s {
+    uint64_t rev;            /* the new compaction point */
+} rec_compact_t;
+
+typedef struct rec_lease_s {
+    uint64_t lease_id;       /* KEEPALIVE, REVOKE */
+    uint64_t ttl_ms;         /* GRANT */
+} rec_lease_t;
+
+typedef struct rec_lock_s {
+    const char *name;        /* the lock */
     uint32_t nlen;
-    const char *aux;         /* REC_Q_PUSH, REC_Q_DEDUP_END: the dedup id */
-    uint32_t alen;
+    uint64_t token;          /* RELEASE, EXTEND */
+    uint64_t ttl_ms;         /* ACQUIRE, EXTEND */
+    uint64_t lease_id;       /* ACQUIRE: 0 for none */
+} rec_lock_t;
+
+typedef struct rec_elect_s {
+    const char *name;        /* the election */
+    uint32_t nlen;
+    uint64_t term;           /* PROCLAIM, KEEPALIVE, RESIGN */
+    const char *val;         /* CAMPAIGN, PROCLAIM, RESIGN with REC_F_HANDOVER */
+    uint32_t vlen;
+    uint64_t ttl_ms;         /* CAMPAIGN */
+    uint64_t lease_id;       /* CAMPAIGN: 0 for none */
+} rec_elect_t;
+
+typedef struct rec_coord_expire_s {
+    uint8_t kind;            /* enum coord_kind */
+    uint64_t id;             /* the lease id, lock token or term that expires */
+    const char *name;        /* the lock or election (empty for a lease) */
+    uint32_t nlen;
+} rec_coord_expire_t;
+
+typedef struct rec_q_s {     /* REC_Q_DROP, REC_Q_PROMOTE */
+    const char *queue;
+    uint32_t qlen;
+} rec_q_t;
+
+typedef struct rec_q_push_s {
+    const char *queue;
+    uint32_t qlen;
+    const char *key;         /* the message key */
+    uint32_t klen;
+    const char *payload;
+    uint32_t plen;
+    const char *dedup_id;    /* empty: none */
+    uint32_t dlen;
+    uint64_t delay_ms;       /* DELAY, 0 for none */
+} rec_q_push_t;
+
+typedef struct rec_q_deliver_s {
+    const char *queue;
+    uint32_t qlen;
+    uint64_t lease_ms;       /* 0: the queue's */
+} rec_q_deliver_t;
+
+typedef struct rec_q_ack_s {
+    const char *queue;
+    uint32_t qlen;
+    uint64_t msg_id;
+    uint64_t token;          /* the delivery's token */
+    const char *result;      /* REC_F_RESULT only */
+    uint32_t rlen;
+} rec_q_ack_t;
+
+typedef struct rec_q_nack_s {
+    const char *queue;
+    uint32_t qlen;
+    uint64_t msg_id;
+    uint64_t token;
+    uint64_t delay_ms;       /* DELAY before the retry, 0 for none */
+} rec_q_nack_t;
+
+typedef struct rec_q_extend_s {
+    const char *queue;
+    uint32_t qlen;
+    uint64_t msg_id;
+    uint64_t token;
+    uint64_t ttl_ms;         /* the new lease, from now */
+} rec_q_extend_t;
+
+typedef struct rec_q_redeliver_s {
+    const char *queue;
+    uint32_t qlen;
+    uint64_t msg_id;
+    uint64_t token;
+} rec_q_redeliver_t;
+
+typedef struct rec_q_config_s {
+    const char *queue;
+    uint32_t qlen;
+    const char *config;      /* the whole new configuration (core_qconfig_encode) */
+    uint32_t clen;
+    const char *deadletter;  /* the dead-letter queue, empty: none */
+    uint32_t dllen;
+} rec_q_config_t;
+
+typedef struct rec_q_unpark_s {
+    const char *queue;
+    uint32_t qlen;
+    const char *key;
+    uint32_t klen;
+} rec_q_unpark_t;
+
+typedef struct rec_q_dedup_end_s {
+    const char *queue;
+    uint32_t qlen;
+    const char *dedup_id;
+    uint32_t dlen;
+} rec_q_dedup_end_t;
+
+typedef struct rec_q_result_end_s {
+    const char *queue;
+    uint32_t qlen;
+    uint64_t msg_id;
+} rec_q_result_end_t;
+
+/*
+ * record_t -- one mutation: a tagged union. `type` says which member of the
+ * union is meaningful (the comment on each enum record_type value names
+ * it); every other member is unused and must be left zero. Why a union of
+ * per-type structs rather than one flat struct: each field's name says
+ * what it holds (a lease id is never called "token", a message id never
+ * "arg_rev"), a record cannot carry a field its type does not read, and
+ * the log encodes exactly the fields of the type (record.h, format 3).
+ * The compiler cannot stop code from reading the wrong member, so
+ * record_valid() checks a record against its type, and the codec asserts
+ * it before writing and checks it again after reading.
+ * Build one with a designated initialiser:
+ *     record_t r = {.type = REC_LOCK_RELEASE, .lock = {.name = n, .nlen = l, .token = t}};
+ */
+typedef struct record_s {
+    uint8_t type;            /* enum record_type */
+    uint16_t flags;          /* enum record_flags, only record_flags_allowed(type) */
+    uint64_t time_ms;        /* the writer's wall clock, ms since the epoch */
+    union {
+        rec_put_t put;                   /* REC_PUT */
+        rec_del_t del;                   /* REC_DEL */
+        rec_incr_t incr;                 /* REC_INCR */
+        rec_expire_t expire;             /* REC_EXPIRE */
+        rec_compact_t compact;           /* REC_COMPACT */
+        rec_lease_t lease;               /* REC_LEASE_* */
+        rec_lock_t lock;                 /* REC_LOCK_* */
+        rec_elect_t elect;               /* REC_ELECT_* */
+        rec_coord_expire_t coord_expire; /* REC_COORD_EXPIRE */
+        rec_q_t q;                       /* REC_Q_DROP, REC_Q_PROMOTE */
+        rec_q_push_t q_push;             /* REC_Q_PUSH */
+        rec_q_deliver_t q_deliver;       /* REC_Q_DELIVER */
+        rec_q_ack_t q_ack;               /* REC_Q_ACK */
+        rec_q_nack_t q_nack;             /* REC_Q_NACK */
+        rec_q_extend_t q_extend;         /* REC_Q_EXTEND */
+        rec_q_config_t q_config;         /* REC_Q_CONFIG */
+        rec_q_unpark_t q_unpark;         /* REC_Q_UNPARK */
+        rec_q_redeliver_t q_redeliver;   /* REC_Q_REDELIVER */
+        rec_q_dedup_end_t q_dedup_end;   /* REC_Q_DEDUP_END */
+        rec_q_result_end_t q_result_end; /* REC_Q_RESULT_END */
+    };
 } record_t;
+
+/* record_family() -- the family of a record type, REC_FAM_NONE if the
+ * number is no record type. */
+int record_family(unsigned type);
+/* record_flags_allowed() -- the flags a record of this type may carry. */
+unsigned record_flags_allowed(unsigned type);
+/* record_queue() -- a queue record's queue name (*len its length); NULL
+ * for a record of another family. */
+const char *record_queue(const record_t *rec, uint32_t *len);
+/* record_valid() -- true if rec is well formed for its type: a known
+ * type, only its allowed flags, and every field its type (and flags) do
+ * not use zero. Pure; the codec asserts it and decode checks it. */
+bool record_valid(const record_t *rec);
 
 enum apply_status {
     AP_OK = 0,          /* applied; result.rev is its revision */

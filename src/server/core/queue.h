@@ -2,10 +2,11 @@
  * queue.h -- keyed work queues: the state machine behind Q.*.
  *
  * A registry of queues by name (queue_set_t). In one queue every message has
- * a key, and the module keeps PROTOCOL.md's promise: at most one message of a
- * key in flight at a time; a key's messages are delivered in the order they
- * became available (push order, for pushes without DELAY); different keys go
- * to consumers in parallel, the key whose head message is oldest first.
+ * a key, and the module keeps docs/protocol.md's promise ("Queues"): at most
+ * one message of a key in flight at a time; a key's messages are delivered
+ * in the order they became available (push order, for pushes without
+ * DELAY); different keys go to consumers in parallel, the key whose head
+ * message is oldest first.
  *
  * Like kv.h this is a pure data structure owned by the core thread: it never
  * reads the clock (every call that depends on time takes now_ms, the time

@@ -1,34 +1,87 @@
 /*
- * record.h -- the byte form of a record_t, as the write-ahead log stores it.
+ * record.h -- the byte form of a record_t (core.h), as the write-ahead log
+ * stores it: the record's payload inside a log frame (wal.c).
  *
- * Layout (all integers little-endian):
+ * FORMAT 3 (RECORD_FORMAT, written from now on): only the fields the
+ * record's type uses. All integers little-endian.
  *
  *   offset  size  field
- *        0     1  format (RECORD_FORMAT, 1)
+ *        0     1  format, 3
  *        1     1  type (enum record_type)
- *        2     1  flags (enum record_flags)
- *        3     8  time_ms
- *       11     8  lease
- *       19     8  ifrev
- *       27     8  expire_at_ms
- *       35     8  incr (two's complement)
- *       43     8  arg_rev
- *       51     8  ttl_ms
- *       59     8  token
- *       67     1  kind
- *       68     4  klen
- *       72  klen  key
- *        .     4  vlen
- *        .  vlen  value
- *        .     4  nlen
- *        .  nlen  name (FENCE's lock; a queue's name)
- *        .     4  alen                      (format 2 only)
- *        .  alen  aux (Q.PUSH's dedup id)   (format 2 only)
+ *        2     2  flags (enum record_flags; only record_flags_allowed(type))
+ *        4     8  time_ms
+ *       12     .  the type's fields, in the order of the slots below; a
+ *                 slot is present if and only if the type's row names it
  *
- * A record carries every input of its apply, so decoding and applying the
- * log reproduces the state exactly. The format byte lets a later version
- * read older logs: format 1 (before queues) has no aux field and decodes
- * with an empty one; encoding always writes format 2.
+ *   slot     size        slot     size
+ *   LEASE    8           KIND     1
+ *   IFREV    8           KEY      4 (length) + bytes
+ *   EXPIRE   8           VAL      4 (length) + bytes
+ *   INCR     8 (two's c) NAME     4 (length) + bytes
+ *   ARG      8           AUX      4 (length) + bytes
+ *   TTL      8
+ *   TOKEN    8
+ *
+ *   type              slots (record_t field)
+ *   PUT               LEASE (put.lease_id), IFREV (put.ifrev) if IFREV,
+ *                     EXPIRE (put.expire_at_ms), TOKEN (put.fence_token) if
+ *                     FENCE, KEY (put.key), VAL (put.val), NAME
+ *                     (put.fence_lock) if FENCE
+ *   DEL               IFREV if IFREV, TOKEN if FENCE, KEY, NAME if FENCE
+ *   INCR              INCR (incr.by), KEY
+ *   EXPIRE            KEY (expire.key)
+ *   COMPACT           ARG (compact.rev)
+ *   LEASE_GRANT       TTL (lease.ttl_ms)
+ *   LEASE_KEEPALIVE,
+ *   LEASE_REVOKE      LEASE (lease.lease_id)
+ *   LOCK_ACQUIRE      LEASE (lock.lease_id), TTL (lock.ttl_ms), KEY (lock.name)
+ *   LOCK_RELEASE      TOKEN (lock.token), KEY
+ *   LOCK_EXTEND       TTL, TOKEN, KEY
+ *   ELECT_CAMPAIGN    LEASE (elect.lease_id), TTL (elect.ttl_ms), KEY
+ *                     (elect.name), VAL (elect.val)
+ *   ELECT_PROCLAIM    TOKEN (elect.term), KEY, VAL
+ *   ELECT_KEEPALIVE   TOKEN, KEY
+ *   ELECT_RESIGN      TOKEN, KEY, VAL if HANDOVER
+ *   COORD_EXPIRE      TOKEN (coord_expire.id), KIND (.kind), KEY (.name)
+ *   Q_PUSH            TTL (q_push.delay_ms), KEY (.key), VAL (.payload),
+ *                     NAME (.queue), AUX (.dedup_id)
+ *   Q_DELIVER         TTL (q_deliver.lease_ms), NAME
+ *   Q_ACK             ARG (q_ack.msg_id), TOKEN (.token), VAL (.result) if
+ *                     RESULT, NAME
+ *   Q_NACK            ARG (msg_id), TTL (q_nack.delay_ms), TOKEN, NAME
+ *   Q_EXTEND          ARG (msg_id), TTL (q_extend.ttl_ms), TOKEN, NAME
+ *   Q_CONFIG          KEY (q_config.deadletter), VAL (.config), NAME
+ *   Q_DROP, Q_PROMOTE NAME (q.queue)
+ *   Q_UNPARK          KEY (q_unpark.key), NAME
+ *   Q_REDELIVER       ARG (msg_id), TOKEN, NAME
+ *   Q_DEDUP_END       NAME, AUX (q_dedup_end.dedup_id)
+ *   Q_RESULT_END      ARG (msg_id), NAME
+ *
+ * The slots are the fields of formats 1 and 2 below, in their order, so a
+ * record of any format maps to the same typed record through one table
+ * (record.c, slots_of()).
+ *
+ * FORMATS 2 AND 1 (read only): every slot of every type, fixed size.
+ *
+ *   offset  size  field
+ *        0     1  format, 2 (or 1)
+ *        1     1  type
+ *        2     1  flags: bit 0 meant COALESCE in Q_PUSH, NOACK in
+ *                 Q_DELIVER and RESULT in Q_ACK (IFREV elsewhere); decode
+ *                 remaps it by type to today's distinct bits
+ *        3     8  time_ms
+ *       11     8  LEASE        43     8  ARG
+ *       19     8  IFREV        51     8  TTL
+ *       27     8  EXPIRE       59     8  TOKEN
+ *       35     8  INCR         67     1  KIND
+ *       68     .  KEY, VAL, NAME (each a u32 length + bytes), then AUX
+ *                 (format 2 only: format 1 predates queues)
+ *
+ * Decode refuses (returns -1) an unknown format or type, flags the type
+ * does not allow, a slot its type does not use holding a non-zero value
+ * (formats 1 and 2), a short record and trailing bytes. A record carries
+ * every input of its apply, so decoding and applying the log reproduces
+ * the state exactly.
  */
 #ifndef ORDO_RECORD_H
 #define ORDO_RECORD_H
@@ -38,15 +91,25 @@
 #include "base/buf.h"
 #include "core.h"
 
-#define RECORD_FORMAT 2
-#define RECORD_FORMAT_V1 1     /* read only: no aux field */
-#define RECORD_HEADER_BYTES 84 /* everything but key, value, name and aux bytes */
+#define RECORD_FORMAT 3        /* written */
+#define RECORD_FORMAT_V2 2     /* read only: every slot, one flags byte */
+#define RECORD_FORMAT_V1 1     /* read only: format 2 without AUX */
+/* At most this many bytes of a record, in any format, are not key, value,
+ * name or aux bytes (format 2's fixed part; format 3's is at most 56), so
+ * a log sized with it takes any record. */
+#define RECORD_HEADER_BYTES 84
 
-/* record_encode() -- append rec's byte form to out. */
+/* record_encode() -- append rec's byte form (format 3) to out. rec must be
+ * record_valid() (asserted). */
 void record_encode(const record_t *rec, ordo_buf_t *out);
 
-/* record_decode() -- parse p[0..len) into *rec, whose key and value point
- * into p. Returns 0, or -1 if the bytes are not a well-formed record. */
+/* record_decode() -- parse p[0..len) of any format into *rec, whose byte
+ * fields point into p. Returns 0, or -1 if the bytes are not a well-formed
+ * record (*rec is then undefined). */
 int record_decode(const void *p, size_t len, record_t *rec);
+
+/* record_format() -- the format a record's bytes were written in (its first
+ * byte), 0 if len is 0: recovery tells when it read an older format. */
+int record_format(const void *p, size_t len);
 
 #endif /* ORDO_RECORD_H */

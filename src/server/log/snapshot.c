@@ -1,8 +1,18 @@
 /*
  * snapshot.c -- write and load snapshot files; the format is in snapshot.h.
+ *
+ * Asserts: before an entry is written, that it is one the loader accepts
+ * (known kinds, states and fates, byte strings that fit their u32 length,
+ * bases below the compaction point, changes in revision order up to the
+ * snapshot's revision): a snapshot this code writes always loads. After
+ * reading, the loader never trusts the file -- every malformed byte is an
+ * error returned, never an assert -- and asserts only its own invariants
+ * (the cursor stays inside the file; a load that succeeds reaches the
+ * snapshot's revision).
  */
 #include "snapshot.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -34,6 +44,7 @@ static void add_u64(ordo_buf_t *b, uint64_t v)
 
 static void add_bytes(ordo_buf_t *b, const void *p, size_t n)
 {
+    assert(n <= UINT32_MAX && (n == 0 || p != NULL));
     put_u32(ordo_buf_reserve(b, 4), (uint32_t)n);
     b->len += 4;
     if (n)
@@ -62,6 +73,8 @@ static int flush_buf(snap_writer_t *w, char *err, size_t elen)
 static void encode_coord(void *arg, const coord_item_t *it)
 {
     snap_writer_t *w = arg;
+    assert(it->kind == COORD_ITEM_LEASE || it->kind == COORD_ITEM_KEY || it->kind == COORD_ITEM_LOCK ||
+           it->kind == COORD_ITEM_ELECT);
     add_u8(&w->buf, 'C');
     add_u8(&w->buf, (unsigned)it->kind);
     add_u64(&w->buf, it->id);
@@ -78,6 +91,7 @@ static void encode_coord(void *arg, const coord_item_t *it)
 static void encode_qmsg(void *arg, const queue_snap_msg_t *m)
 {
     snap_writer_t *w = arg;
+    assert(m->state >= QUEUE_MSG_WAITING && m->state <= QUEUE_MSG_DELAYED);
     add_u8(&w->buf, 'M');
     add_u8(&w->buf, (unsigned)m->state);
     add_u64(&w->buf, m->id);
@@ -104,6 +118,7 @@ static void encode_qdedup(void *arg, const char *dedup_id, size_t dlen, uint64_t
 static void encode_qresult(void *arg, uint64_t id, const queue_result_t *r)
 {
     snap_writer_t *w = arg;
+    assert(r->fate == QUEUE_FATE_DONE || r->fate == QUEUE_FATE_DEADLETTER);
     add_u8(&w->buf, 'R');
     add_u64(&w->buf, id);
     add_u8(&w->buf, (unsigned)r->fate);
@@ -122,6 +137,7 @@ static void encode_queue(void *arg, queue_t *q)
     queue_config(q, &cfg);
     char blob[CORE_QCONFIG_BYTES];
     core_qconfig_encode(&cfg, blob);
+    assert(nlen > 0);
     add_u8(&w->buf, 'Q');
     add_bytes(&w->buf, name, nlen);
     add_bytes(&w->buf, blob, sizeof blob);
@@ -170,6 +186,7 @@ static void encode_base(void *arg, const char *key, size_t klen, const kv_versio
 {
     snap_writer_t *w = arg;
     if (v != NULL) {
+        assert(v->mod_rev < w->point); /* the loader refuses a base at or above the point */
         add_u8(&w->buf, 'B');
         add_bytes(&w->buf, v->key, v->klen);
         add_bytes(&w->buf, v->value, v->vlen);
@@ -197,6 +214,7 @@ static int encode_changes(snap_writer_t *w, const core_t *core, size_t max)
         if (rc == 0 || ch.cur->mod_rev > w->rev)
             return 1;
         const kv_version_t *v = ch.cur;
+        assert(v->mod_rev > w->log_after && v->mod_rev <= w->rev); /* in revision order, up to rev */
         add_u8(&w->buf, v->deleted ? 'D' : 'P');
         add_bytes(&w->buf, v->key, v->klen);
         add_bytes(&w->buf, v->value, v->deleted ? 0 : v->vlen);
@@ -229,6 +247,7 @@ static int encode_deadline(void *arg, const kv_version_t *v)
 
 static int write_trailer(snap_writer_t *w, char *err, size_t elen)
 {
+    assert(w->phase == 3 && !w->finished);
     add_u8(&w->buf, 'E');
     add_u64(&w->buf, w->entries);
     if (flush_buf(w, err, elen) < 0)
@@ -525,7 +544,9 @@ int snap_load(core_t *core, const char *dir, uint64_t *rev_out, uint64_t *entrie
         unsigned tag = rd_u8(&r);
         if (r.bad || tag == 'E')
             break;
-        if (load_entry(core, &r, tag, &bases_done, point, &cur_q) != 0) {
+        int bad = load_entry(core, &r, tag, &bases_done, point, &cur_q);
+        assert(r.p <= r.end);
+        if (bad != 0) {
             snprintf(err, elen, "%s: malformed or inconsistent entry at offset %zu", path, (size_t)(at - p));
             goto out;
         }
@@ -539,6 +560,7 @@ int snap_load(core_t *core, const char *dir, uint64_t *rev_out, uint64_t *entrie
         snprintf(err, elen, "%s: cannot load at revision %llu", path, (unsigned long long)rev);
         goto out;
     }
+    assert(core_rev(core) == rev);
     *rev_out = rev;
     *entries_out = n;
     rc = 0;

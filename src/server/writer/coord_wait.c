@@ -250,14 +250,16 @@ static void serve_one(server_t *s, waitq_t *q)
         waiter_t *w = wait_list_first(&q->list);
         coord_wait_t *d = w->data;
         conn_t *c = w->conn;
-        record_t rec = {.key = q->name, .klen = (uint32_t)q->nlen, .ttl_ms = d->ttl_ms, .lease = d->lease};
+        record_t rec;
         apply_result_t res;
         if (q->kind == COORD_WAIT_LOCK) {
-            rec.type = REC_LOCK_ACQUIRE;
+            rec = (record_t){.type = REC_LOCK_ACQUIRE,
+                             .lock = {.name = q->name, .nlen = (uint32_t)q->nlen, .ttl_ms = d->ttl_ms,
+                                      .lease_id = d->lease}};
         } else {
-            rec.type = REC_ELECT_CAMPAIGN;
-            rec.val = d->value;
-            rec.vlen = (uint32_t)d->vlen;
+            rec = (record_t){.type = REC_ELECT_CAMPAIGN,
+                             .elect = {.name = q->name, .nlen = (uint32_t)q->nlen, .ttl_ms = d->ttl_ms,
+                                       .lease_id = d->lease, .val = d->value, .vlen = (uint32_t)d->vlen}};
         }
         if (!writer_apply(s, &rec, &res))
             return; /* the log refused the grant: nobody may hold that token */
@@ -416,8 +418,8 @@ void coord_wait_expire_due(server_t *s)
         char *name = d.nlen <= sizeof stackname ? stackname : ordo_xmalloc(d.nlen);
         if (d.nlen > 0)
             memcpy(name, d.name, d.nlen); /* apply frees what d.name points into */
-        record_t rec = {.type = REC_COORD_EXPIRE, .kind = (uint8_t)d.kind, .token = d.id, .key = name,
-                        .klen = (uint32_t)d.nlen};
+        record_t rec = {.type = REC_COORD_EXPIRE,
+                        .coord_expire = {.kind = (uint8_t)d.kind, .id = d.id, .name = name, .nlen = (uint32_t)d.nlen}};
         apply_result_t res;
         writer_apply(s, &rec, &res);
         if (name != stackname)
@@ -435,7 +437,7 @@ void coord_wait_after_apply(server_t *s, const record_t *rec)
         return;
     if (!ordo_list_empty(&cc->pending))
         serve_pending(s);
-    if (rec->type >= REC_LEASE_GRANT)
+    if (record_family(rec->type) != REC_FAM_KV) /* as before: coordination and queue records */
         coord_wait_schedule(s);
 }
 

@@ -40,7 +40,7 @@ void expire_due(server_t *s)
         const char *k = core_first_expiring(s->core, &klen);
         char *key = klen <= sizeof stackkey ? stackkey : ordo_xmalloc(klen);
         memcpy(key, k, klen); /* apply frees the expiry entry k points into */
-        record_t rec = {.type = REC_EXPIRE, .key = key, .klen = (uint32_t)klen};
+        record_t rec = {.type = REC_EXPIRE, .expire = {.key = key, .klen = (uint32_t)klen}};
         apply_result_t res;
         writer_apply(s, &rec, &res);
         s->stats.expired_keys_total += (uint64_t)res.value;

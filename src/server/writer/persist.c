@@ -120,6 +120,7 @@ typedef struct replay_ctx_s {
     server_t *s;
     char *err;
     size_t elen;
+    bool old_format_told; /* the one line saying older-format records were read */
 } replay_ctx_t;
 
 static int replay_one(void *arg, uint64_t rev, const void *bytes, size_t len)
@@ -129,6 +130,12 @@ static int replay_one(void *arg, uint64_t rev, const void *bytes, size_t len)
     if (record_decode(bytes, len, &rec) != 0) {
         snprintf(x->err, x->elen, "log record at revision %llu is not a valid record", (unsigned long long)rev);
         return -1;
+    }
+    if (record_format(bytes, len) != RECORD_FORMAT && !x->old_format_told) {
+        fprintf(stderr, "ordod: the log holds records of an older format (%d, first at revision %llu); they were "
+                        "read, and new records are written in format %d\n",
+                record_format(bytes, len), (unsigned long long)rev, RECORD_FORMAT);
+        x->old_format_told = true;
     }
     apply_result_t res;
     core_apply(x->s->core, &rec, &res);
@@ -258,7 +265,7 @@ int persist_open(server_t *s, char *err, size_t elen)
     s->durable_async.data = s;
     uv_idle_init(s->loop, &s->snap_idle);
     s->snap_idle.data = s;
-    replay_ctx_t x = {s, err, elen};
+    replay_ctx_t x = {.s = s, .err = err, .elen = elen};
     wal_recovery_t rec;
     memset(&rec, 0, sizeof rec);
     core_replay_begin(s->core);

@@ -43,6 +43,7 @@
  */
 #include "queue_wait.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -340,8 +341,9 @@ size_t qwait_deliver(server_t *s, const char *name, size_t nlen, uint32_t count,
 {
     size_t n = 0;
     for (; n < count; n++) {
-        record_t rec = {.type = REC_Q_DELIVER, .name = name, .nlen = (uint32_t)nlen, .ttl_ms = lease_ms,
-                        .flags = noack ? REC_F_NOACK : 0};
+        record_t rec = {.type = REC_Q_DELIVER,
+                        .flags = noack ? REC_F_NOACK : 0,
+                        .q_deliver = {.queue = name, .qlen = (uint32_t)nlen, .lease_ms = lease_ms}};
         apply_result_t res;
         if (!qwait_apply(s, &rec, &res))
             break;
@@ -358,15 +360,16 @@ static void push_record(record_t *rec, const char *name, size_t nlen, const qwai
 {
     memset(rec, 0, sizeof *rec);
     rec->type = REC_Q_PUSH;
-    rec->name = name;
-    rec->nlen = (uint32_t)nlen;
-    rec->key = d->bytes;
-    rec->klen = d->klen;
-    rec->val = d->bytes + d->klen;
-    rec->vlen = d->plen;
-    rec->aux = d->has_dedup ? d->bytes + d->klen + d->plen : NULL;
-    rec->alen = d->dlen;
-    rec->ttl_ms = d->delay_ms;
+    rec_q_push_t *p = &rec->q_push;
+    p->queue = name;
+    p->qlen = (uint32_t)nlen;
+    p->key = d->bytes;
+    p->klen = d->klen;
+    p->payload = d->bytes + d->klen;
+    p->plen = d->plen;
+    p->dedup_id = d->has_dedup ? d->bytes + d->klen + d->plen : NULL;
+    p->dlen = d->dlen;
+    p->delay_ms = d->delay_ms;
     rec->flags = d->coalesce ? REC_F_COALESCE : 0;
 }
 
@@ -517,25 +520,24 @@ static bool fire(server_t *s, const queue_t *q, const queue_timer_t *t)
     size_t need = nlen + (t->kind == QUEUE_TIMER_DEDUP ? t->dlen : 0);
     char *name = need <= sizeof stack ? stack : ordo_xmalloc(need);
     memcpy(name, qn, nlen); /* the apply may free what q points at */
-    record_t rec = {.name = name, .nlen = (uint32_t)nlen};
+    record_t rec;
     switch (t->kind) {
     case QUEUE_TIMER_LEASE:
-        rec.type = REC_Q_REDELIVER;
-        rec.arg_rev = t->id;
-        rec.token = t->token;
+        rec = (record_t){.type = REC_Q_REDELIVER,
+                         .q_redeliver = {.queue = name, .qlen = (uint32_t)nlen, .msg_id = t->id, .token = t->token}};
         break;
     case QUEUE_TIMER_DELAY:
-        rec.type = REC_Q_PROMOTE;
+        rec = (record_t){.type = REC_Q_PROMOTE, .q = {.queue = name, .qlen = (uint32_t)nlen}};
         break;
     case QUEUE_TIMER_DEDUP:
-        rec.type = REC_Q_DEDUP_END;
+        rec = (record_t){.type = REC_Q_DEDUP_END, .q_dedup_end = {.queue = name, .qlen = (uint32_t)nlen}};
         memcpy(name + nlen, t->dedup_id, t->dlen);
-        rec.aux = name + nlen;
-        rec.alen = (uint32_t)t->dlen;
+        rec.q_dedup_end.dedup_id = name + nlen;
+        rec.q_dedup_end.dlen = (uint32_t)t->dlen;
         break;
     default:
-        rec.type = REC_Q_RESULT_END;
-        rec.arg_rev = t->id;
+        rec = (record_t){.type = REC_Q_RESULT_END,
+                         .q_result_end = {.queue = name, .qlen = (uint32_t)nlen, .msg_id = t->id}};
         break;
     }
     apply_result_t res;
@@ -670,21 +672,23 @@ void qwait_park_result(server_t *s, conn_t *c, const char *name, size_t nlen, ui
 void qwait_park_push(server_t *s, conn_t *c, const record_t *rec, bool coalesce, uint64_t delay_ms,
                      uint64_t timeout_ms, bool has_timeout, bool call)
 {
-    qwait_t *qw = qw_get(s, rec->name, rec->nlen, true);
-    qwaiter_t *d = waiter_data(QW_PUSH, qw, (size_t)rec->klen + rec->vlen + rec->alen);
-    d->klen = rec->klen;
-    d->plen = rec->vlen;
-    d->dlen = rec->alen;
-    d->has_dedup = rec->aux != NULL;
+    const rec_q_push_t *p = &rec->q_push;
+    assert(rec->type == REC_Q_PUSH);
+    qwait_t *qw = qw_get(s, p->queue, p->qlen, true);
+    qwaiter_t *d = waiter_data(QW_PUSH, qw, (size_t)p->klen + p->plen + p->dlen);
+    d->klen = p->klen;
+    d->plen = p->plen;
+    d->dlen = p->dlen;
+    d->has_dedup = p->dedup_id != NULL;
     d->coalesce = coalesce;
     d->delay_ms = delay_ms;
     d->call = call;
-    if (rec->klen)
-        memcpy(d->bytes, rec->key, rec->klen);
-    if (rec->vlen)
-        memcpy(d->bytes + rec->klen, rec->val, rec->vlen);
-    if (rec->alen)
-        memcpy(d->bytes + rec->klen + rec->vlen, rec->aux, rec->alen);
+    if (p->klen)
+        memcpy(d->bytes, p->key, p->klen);
+    if (p->plen)
+        memcpy(d->bytes + p->klen, p->payload, p->plen);
+    if (p->dlen)
+        memcpy(d->bytes + p->klen + p->plen, p->dedup_id, p->dlen);
     park(s, c, &qw->pushers, timeout_ms, has_timeout, d);
 }
 
