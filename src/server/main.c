@@ -91,8 +91,9 @@ int main(int argc, char **argv)
     if (cmd_init(s) != 0)
         goto fail_watches;
     server_tick(s);
-    if (persist_open(s, err, sizeof err) != 0) {
+    if (persist_open(s, err, sizeof err) != 0 || persist_recover(s, err, sizeof err) != 0) {
         fprintf(stderr, "ordod: cannot recover from %s: %s\n", s->cfg.dir, err);
+        persist_close(s);
         goto fail_cmds_early;
     }
     block_init(s);
