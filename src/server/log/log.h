@@ -12,8 +12,11 @@
  *     reads anything;
  *   - load the snapshot into a fresh core, then replay the records after
  *     its revision (recovery), after which the log takes appends;
- *   - append a batch of records (one buffer per batch: everything a loop
- *     turn made), each tagged with the revision the state reaches with it;
+ *   - append a batch of records (one buffer per batch: what the writer
+ *     made since it last handed records over, at most a loop turn's),
+ *     each tagged with the revision the state reaches with it, and flush
+ *     at the end of the loop turn: the log starts committing everything
+ *     appended since the last flush as one unit (one write, one sync);
  *   - tell when a revision is committed: the log calls hooks.wake from any
  *     thread; the writer turns that into a loop wake-up (uv_async_send, in
  *     writer/persist.c: no libuv in log/ except raft), then asks
@@ -69,8 +72,10 @@ enum log_apply { LOG_APPLY_AT_PROPOSE = 0, LOG_APPLY_ON_DELIVER = 1 };
 /* ---- batches ---------------------------------------------------------------
  * A batch is one buffer holding entries back to back, each
  *     rev u64 | len u32 | len bytes of an encoded record (record.h)
- * little-endian, revisions non-decreasing. The writer fills one per loop
- * turn and hands it over with log_append(), which copies what it keeps. */
+ * little-endian, revisions non-decreasing. The writer fills one and hands
+ * it over with log_append(), which copies what it keeps: after each read
+ * of client input (so log_backlogged() counts it) and at the end of the
+ * loop turn. */
 #define LOG_ENTRY_HEADER_BYTES 12u
 
 typedef struct log_batch_s {
@@ -139,6 +144,7 @@ typedef struct log_ops_s {
     int (*load_snapshot)(log_t *l, core_t *core, uint64_t *rev_out, uint64_t *entries_out, char *err, size_t elen);
     int (*replay)(log_t *l, uint64_t after_rev, log_record_fn fn, void *arg, char *err, size_t elen);
     int (*append)(log_t *l, const log_batch_t *b);
+    int (*flush)(log_t *l);
     uint64_t (*poll)(log_t *l);
     const char *(*failed)(const log_t *l);
     bool (*backlogged)(log_t *l);
@@ -177,11 +183,17 @@ static inline int log_replay(log_t *l, uint64_t after_rev, log_record_fn fn, voi
     return l->ops->replay(l, after_rev, fn, arg, err, elen);
 }
 
-/* log_append() -- hand over a batch (copied). Returns 1 if the batch is
- * committed already (written on the calling thread: call log_poll() now,
- * no wake will come for it), 0 if it will be committed later (hooks.wake),
- * -1 if the log has failed (log_failed() says why). An empty batch is 0. */
+/* log_append() -- hand over a batch (copied); it counts as pending at
+ * once (log_backlogged()), and is committed from the next log_flush() on.
+ * Returns 0, or -1 if the log has failed (log_failed() says why). */
 static inline int log_append(log_t *l, const log_batch_t *b) { return l->ops->append(l, b); }
+
+/* log_flush() -- the end of a loop turn: start committing what was
+ * appended since the last flush, as one unit. Returns 1 if it is committed
+ * already (written on the calling thread: call log_poll() now, no wake
+ * comes for it), else 0 (hooks.wake will come; also when there was
+ * nothing to flush). */
+static inline int log_flush(log_t *l) { return l->ops->flush(l); }
 
 /* log_poll() -- after a wake: deliver what is committed (ON_DELIVER) and
  * return the committed revision: replies that depend on revisions up to

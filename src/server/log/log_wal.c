@@ -12,9 +12,9 @@
  * Committed = published durable by the WAL under its policy; the writer
  * applies at propose (LOG_APPLY_AT_PROPOSE), so nothing is delivered.
  * Appending a batch is one wal_append() per record (each a memcpy under
- * the WAL's mutex, as before the seam) and one wal_kick(), which may write
- * the batch on the calling thread (sync_inline_max): log_append() then
- * returns 1.
+ * the WAL's mutex, as before the seam; the WAL runs with defer_wake, so
+ * nothing is written yet); log_flush() is wal_kick(), which may write the
+ * records on the calling thread (sync_inline_max): it then returns 1.
  */
 #include "log_wal.h"
 
@@ -111,7 +111,12 @@ static int lw_append(log_t *l, const log_batch_t *b)
     while (log_batch_next(b, &pos, &rev, &rec, &len))
         if (wal_append(lw->wal, rev, rec, len) != 0)
             return -1;
-    return wal_kick(lw->wal) > 0 ? 1 : 0;
+    return 0;
+}
+
+static int lw_flush(log_t *l)
+{
+    return wal_kick(lw_of(l)->wal) > 0 ? 1 : 0;
 }
 
 static uint64_t lw_poll(log_t *l)
@@ -215,6 +220,7 @@ static const log_ops_t log_wal_ops = {
     .load_snapshot = lw_load_snapshot,
     .replay = lw_replay,
     .append = lw_append,
+    .flush = lw_flush,
     .poll = lw_poll,
     .failed = lw_failed,
     .backlogged = lw_backlogged,
@@ -242,6 +248,7 @@ log_t *log_wal_open(const log_wal_options_t *opt, const log_hooks_t *hooks, char
     lw->opt.dir = lw->waldir;
     lw->opt.on_durable = hooks->wake;
     lw->opt.on_durable_arg = hooks->arg;
+    lw->opt.defer_wake = true; /* the WAL writes at log_flush() */
     lw->base.record_bytes_max = lw->opt.record_bytes_max != 0 ? lw->opt.record_bytes_max : WAL_RECORD_BYTES_DEFAULT;
     lw->snap.fd = -1;
     /* The lock comes first: two processes on one directory would each

@@ -18,8 +18,10 @@
  * drops the files it covers (log_snapshot_end).
  *
  * The record stream: persist_record() encodes each applied record straight
- * into s->log_batch; persist_kick(), at the end of the loop turn, hands the
- * batch to the log in one log_append(). A failed log or an oversized
+ * into s->log_batch; the batch is handed to the log (log_append) after each
+ * read of client input (persist_backlogged(), so back-pressure counts it)
+ * and at the end of the loop turn (persist_kick(), which then calls
+ * log_flush(): the turn's records are one write). A failed log or an oversized
  * record is seen at persist_record() already, so the command that made it
  * learns it was not stored, as before the seam.
  */
@@ -225,11 +227,29 @@ static void log_progress(server_t *s)
 
 static void on_durable_async(uv_async_t *h) { log_progress(h->data); }
 
+/* Hand the records made since the last hand-over to the log. */
+static void hand_over(server_t *s)
+{
+    if (s->log_batch.records == 0)
+        return;
+    int rc = log_append(s->log, &s->log_batch);
+    log_batch_clear(&s->log_batch);
+    if (rc < 0) {
+        const char *why = log_failed(s->log);
+        enter_readonly(s, why != NULL ? why : "the log refused a batch");
+    }
+}
+
 bool persist_backlogged(server_t *s)
 {
     if (s->wal_paused)
         return true;
-    if (s->log == NULL || !log_backlogged(s->log))
+    if (s->log == NULL)
+        return false;
+    /* What this read made counts against the limit: the log must hold it
+     * to say (and to wake the loop once it no longer is backlogged). */
+    hand_over(s);
+    if (!log_backlogged(s->log))
         return false;
     s->wal_paused = true;
     s->backpressure_events++;
@@ -271,7 +291,6 @@ int persist_open(server_t *s, char *err, size_t elen)
             .sync_batch_max = (uint32_t)s->cfg.fsync_batch_max,
             .sync_interval_ms = (uint32_t)s->cfg.fsync_interval_ms,
             .record_bytes_max = (uint32_t)(RECORD_HEADER_BYTES + 3 * s->cfg.max_name_bytes + s->cfg.max_value_bytes),
-            .defer_wake = true, /* one batch per loop turn: persist_kick() */
             .pending_bytes_max = (uint64_t)s->cfg.wal_pending_max_bytes,
             .repair = s->cfg.wal_repair != 0,
             .sync_inline_max = (uint32_t)s->cfg.fsync_inline_max,
@@ -349,25 +368,14 @@ int persist_record(server_t *s, const record_t *rec, uint64_t rev)
 
 uint64_t persist_durable(const server_t *s) { return s->durable_rev; }
 
-/* Hand the turn's batch to the log; 1 if it is committed already. */
-static int flush_batch(server_t *s)
-{
-    if (s->log_batch.records == 0)
-        return 0;
-    int rc = log_append(s->log, &s->log_batch);
-    log_batch_clear(&s->log_batch);
-    if (rc < 0) {
-        const char *why = log_failed(s->log);
-        enter_readonly(s, why != NULL ? why : "the log refused a batch");
-    }
-    return rc;
-}
-
 void persist_kick(server_t *s)
 {
+    if (s->log == NULL)
+        return;
+    hand_over(s);
     /* A batch the log committed on this thread: release its replies in this
      * turn, as the log's wake-up would in the next. */
-    if (s->log != NULL && flush_batch(s) > 0)
+    if (log_flush(s->log) > 0)
         log_progress(s);
 }
 
@@ -497,7 +505,7 @@ void persist_close(server_t *s)
         /* Records of the last turn (made while closing) join the log, which
          * commits them before it closes, as before the seam. */
         if (s->readonly[0] == '\0')
-            flush_batch(s);
+            hand_over(s);
         log_close(s->log);
     }
     s->log = NULL;
