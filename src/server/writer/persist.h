@@ -52,12 +52,15 @@ int persist_recover(server_t *s, char *err, size_t elen);
  * now). */
 int persist_record(server_t *s, const record_t *rec, uint64_t rev);
 
-/* persist_kick() -- end of a loop turn: hand the turn's records to the log
- * thread as one batch. */
+/* persist_kick() -- end of a loop turn: hand the records not yet handed
+ * over to the log and flush it (log_flush: the turn's records are written
+ * as one batch); if the log committed them on this thread, release their
+ * replies now. */
 void persist_kick(server_t *s);
 
-/* persist_backlogged() -- after taking in client input: true while the
- * log's pending bytes exceed wal-pending-max-bytes. On the change to true
+/* persist_backlogged() -- after taking in client input: hand the records
+ * it made to the log (so they count), then true while the log's pending
+ * bytes exceed wal-pending-max-bytes. On the change to true
  * it sets s->wal_paused (the caller stops reading clients); once the log
  * catches up, persist clears it and calls net_resume_reading(). */
 bool persist_backlogged(server_t *s);
