@@ -36,15 +36,20 @@
  *     read-only (persist.h).
  *
  *   LOG_APPLY_ON_DELIVER (raft). Applying waits for commit: the writer
- *     proposes the record (appends it; the log, not the core, decides its
- *     revision, the entry's index) without applying it, and the log calls
- *     hooks.deliver on the loop thread, from log_poll(), once for every
- *     committed entry in log order, on every member alike; the writer
+ *     proposes the record (appends it, with revision 0 in the batch: the
+ *     log, not the core, decides its revision, the entry's index) without
+ *     applying it, and the log calls hooks.deliver on the loop thread, from
+ *     log_poll(), once for every committed entry in log order, on every
+ *     member alike; the writer
  *     applies it there with the same apply code as replay, and the reply
  *     of a proposal is made when its entry is delivered. A record that is
  *     never committed was never applied, so a refused proposal is an error
  *     reply, not read-only. Replies then need no durability marks
  *     (log_poll() never returns less than what was delivered).
+ *
+ * Both keep the same snapshot file and the same replay: a member that
+ * restarts loads its snapshot and replays its committed entries after it;
+ * a raft follower that is sent the leader's snapshot loads it the same way.
  *
  * The writer today implements the first only (persist_open() refuses a log
  * with LOG_APPLY_ON_DELIVER); raft adds the propose/deliver path in the
