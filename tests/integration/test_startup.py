@@ -89,3 +89,18 @@ def test_busy_directory_is_refused_before_loading(ordod_factory, tmp_path):
     with srv.raw() as c:
         assert c.call("KV.GET", "key-7") is not None
         assert c.call("PING") == "PONG"
+
+
+def test_failed_recovery_exits_cleanly_and_closes_the_listeners(tmp_path):
+    """Recovery fails after the listeners are open (a damaged snapshot):
+    ordod says why, exits 1 (not a crash), removes its unix socket and
+    leaves the directory as it found it."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "snapshot.ordo").write_bytes(b"not a snapshot at all, not even close")
+    sock = tmp_path / "ordod.sock"
+    rc, err = run_ordod("--port", 0, "--unixsocket", sock, "--dir", data, "--fsync", "no")
+    assert rc == 1, (rc, err)
+    assert "cannot recover from" in err and "snapshot.ordo" in err, err
+    assert not sock.exists()
+    assert sorted(os.listdir(str(data))) == ["snapshot.ordo"]

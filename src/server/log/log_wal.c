@@ -5,7 +5,9 @@
  * Owns: the lock on the data directory (an open fd with flock, held from
  * log_wal_open() to log_close()), the wal_t once replay has opened it, and
  * the snapshot being written. Invariants: wal is NULL until log_replay()
- * succeeded, and after it never again; at most one snapshot is written at
+ * succeeded, and after it never again (until then flushing and polling do
+ * nothing and appending fails: a start-up that failed may still run the
+ * writer's per-turn hook once while it closes); at most one snapshot is written at
  * a time (snap_on), and the log files it covers are removed only after
  * its commit returned.
  *
@@ -108,6 +110,8 @@ static int lw_append(log_t *l, const log_batch_t *b)
     size_t pos = 0, len;
     uint64_t rev;
     const void *rec;
+    if (lw->wal == NULL)
+        return -1; /* not recovered: nothing may be appended yet */
     while (log_batch_next(b, &pos, &rev, &rec, &len))
         if (wal_append(lw->wal, rev, rec, len) != 0)
             return -1;
@@ -116,12 +120,14 @@ static int lw_append(log_t *l, const log_batch_t *b)
 
 static int lw_flush(log_t *l)
 {
-    return wal_kick(lw_of(l)->wal) > 0 ? 1 : 0;
+    log_wal_t *lw = lw_of(l);
+    return lw->wal != NULL && wal_kick(lw->wal) > 0 ? 1 : 0;
 }
 
 static uint64_t lw_poll(log_t *l)
 {
-    return wal_durable_rev(lw_of(l)->wal);
+    log_wal_t *lw = lw_of(l);
+    return lw->wal != NULL ? wal_durable_rev(lw->wal) : 0;
 }
 
 static const char *lw_failed(const log_t *l)
