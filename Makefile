@@ -31,8 +31,7 @@ build: deps-build
 	@cmake --build build -j $(JOBS)
 
 run: build
-	@if [ -x build/ordod ]; then mkdir -p data && exec build/ordod --dir ./data; \
-	 else echo "ordod does not exist yet: this tree builds only libordo (see docs/)"; fi
+	@mkdir -p data && exec build/ordod --dir ./data
 
 unit: build
 	cd build && ctest --output-on-failure -j $(JOBS) -L unit

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# scripts/deps.sh -- make sure the Debian packages a make target needs are here.
+# scripts/deps.sh -- make sure what a make target needs is here.
 #
 # Usage: scripts/deps.sh build|test|bench|fuzz
-# Checks each package with dpkg-query; installs the missing ones with apt-get
-# when run as root, otherwise prints the exact apt-get line and exits 1.
+# On Debian (dpkg-query present): checks each package; installs the missing
+# ones with apt-get when run as root, otherwise prints the exact apt-get
+# line and exits 1.
+# Elsewhere: checks for the tools, libraries (pkg-config modules) and
+# Python modules themselves, prints each one missing and exits 1 if any
+# is; installing them is left to the system's own package manager.
 set -euo pipefail
 
 build_pkgs=(gcc make cmake pkg-config libuv1-dev libcmocka-dev)
@@ -11,7 +15,8 @@ test_pkgs=("${build_pkgs[@]}" python3 python3-pytest python3-redis redis-tools)
 bench_pkgs=("${build_pkgs[@]}" redis-server redis-tools etcd-server etcd-client beanstalkd procps)
 fuzz_pkgs=("${build_pkgs[@]}" clang libclang-rt-14-dev)
 
-case "${1:-build}" in
+target=${1:-build}
+case "$target" in
   build) want=("${build_pkgs[@]}") ;;
   test)  want=("${test_pkgs[@]}") ;;
   bench) want=("${bench_pkgs[@]}") ;;
@@ -19,7 +24,62 @@ case "${1:-build}" in
   *) echo "usage: $0 build|test|bench|fuzz" >&2; exit 2 ;;
 esac
 
+# ---- not Debian: look for the things themselves ----------------------------
+
 missing=()
+need_cmd() {  # need_cmd WHAT CMD...: one of the commands must be on PATH
+  local what=$1; shift
+  for c in "$@"; do command -v "$c" >/dev/null 2>&1 && return 0; done
+  missing+=("$what")
+}
+need_pc() {  # need_pc MODULE: pkg-config knows the library (headers and flags)
+  command -v pkg-config >/dev/null 2>&1 && pkg-config --exists "$1" && return 0
+  missing+=("$1 (pkg-config module, with its headers)")
+}
+need_py() {  # need_py MODULE: the Python the tests run (/usr/bin/python3) imports it
+  local py=/usr/bin/python3
+  [ -x "$py" ] || py=$(command -v python3 || true)
+  [ -n "$py" ] && "$py" -c "import $1" >/dev/null 2>&1 && return 0
+  missing+=("python3 module $1")
+}
+
+check_tools() {
+  need_cmd "a C compiler (gcc or cc)" gcc cc
+  need_cmd make make
+  need_cmd cmake cmake
+  need_cmd pkg-config pkg-config
+  need_pc libuv
+  need_pc cmocka
+  case "$target" in
+    test)
+      need_cmd python3 python3
+      need_py pytest
+      need_py redis
+      need_cmd redis-cli redis-cli ;;
+    bench)
+      need_cmd redis-server redis-server
+      need_cmd redis-cli redis-cli
+      need_cmd etcd etcd
+      need_cmd etcdctl etcdctl
+      need_cmd beanstalkd beanstalkd
+      need_cmd "ps (procps)" ps ;;
+    fuzz)
+      need_cmd clang clang ;;
+  esac
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "ordo needs, for 'make $target', what this system does not have:" >&2
+  for m in "${missing[@]}"; do echo "  - $m" >&2; done
+  echo "(on Debian: apt-get install ${want[*]})" >&2
+  return 1
+}
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+  check_tools
+  exit $?
+fi
+
+# ---- Debian: the packages ----------------------------------------------------
+
 for p in "${want[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$p")

@@ -47,15 +47,21 @@
  * Memory: the executor holds state only for keys that have pending tasks
  * (keys_active); a key leaves the table as soon as it has none, so memory
  * follows the number of active keys, not the number of keys ever seen. The
- * states of keys that went idle are kept for reuse, up to the most keys
+ * states of keys of up to 32 bytes that went idle are kept for reuse (with
+ * their task ring, if it holds 16 tasks or fewer), up to the most keys
  * active at once, until the executor has been idle (nothing pending) for
- * 100 ms; then all but 1024 are freed. Keys are hashed with a per-executor
- * secret SipHash key, so hostile keys cannot degrade lookups.
+ * 100 ms; then all but 1024 are freed. A longer key's state is freed as
+ * soon as the key is idle. Keys are hashed with a per-executor secret
+ * SipHash key, so hostile keys cannot degrade lookups.
  *
- * Costs: a post takes the executor's lock once and allocates nothing in the
- * steady state (its task is 32 bytes in its key's ring); a submit adds one
- * allocation, its future. A worker takes the lock once per turn. Idle
- * workers are woken only when no worker is already polling for work.
+ * Costs: a post takes the executor's lock once and, in the steady state,
+ * allocates nothing: its task is 32 bytes in its key's ring, and the key's
+ * state is a recycled one. It allocates when the key's state is new (a key
+ * longer than 32 bytes becoming active, or more keys active at once than
+ * ever before) or its ring must grow past the tasks it holds. A submit
+ * allocates one more thing, its future. A worker takes the lock once per
+ * turn. Idle workers are woken only when no worker is already polling for
+ * work.
  */
 #ifndef ORDO_KEYED_H
 #define ORDO_KEYED_H
@@ -152,8 +158,9 @@ int ordo_keyed_submit(ordo_keyed_t *ex, const void *key, size_t key_len, ordo_ke
                       void *arg, int64_t timeout_ms, ordo_future_t **future_out);
 
 /* ordo_keyed_post() -- fire and forget: as ordo_keyed_submit() without a
- * future, so it costs one allocation and no completion. fn's return value
- * is only counted (ordo_keyed_stats_t.post_failures). If a cancelling stop
+ * future, so it costs no allocation of its own (see Costs above) and no
+ * completion. fn's return value is only counted
+ * (ordo_keyed_stats_t.post_failures). If a cancelling stop
  * removes the task before it runs, cancel_fn(arg, key, key_len) is called
  * instead (cancel_fn may be NULL when arg needs no freeing). Exactly one of
  * fn and cancel_fn is called for every accepted post.

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cmd/cmd.h"
 #include "net/conn.h"
@@ -27,12 +28,9 @@
  * clients left. Fixing it keeps memory following the live data. */
 #define MALLOC_MMAP_THRESHOLD_BYTES (256 * 1024)
 
-static void on_signal(uv_signal_t *h, int signum)
+/* Close every loop handle, so uv_run() returns once they are closed. */
+static void close_handles(server_t *s)
 {
-    server_t *s = h->data;
-    if (s->stopping)
-        return;
-    fprintf(stderr, "ordod: %s received, shutting down\n", signum == SIGINT ? "SIGINT" : "SIGTERM");
     s->stopping = true;
     net_close_all(s);
     uv_close((uv_handle_t *)&s->sigint, NULL);
@@ -41,10 +39,36 @@ static void on_signal(uv_signal_t *h, int signum)
     writer_close_handles(s);
 }
 
-static int make_dir(const char *dir)
+/* Start-up failed after net_listen(): close the listeners and let the loop
+ * run their close callbacks once (the command layer's per-turn handle, if
+ * started, keeps it from ending by itself). */
+static void stop_listening(server_t *s, bool *listening)
 {
-    if (mkdir(dir, 0755) == 0)
+    if (!*listening)
+        return;
+    *listening = false;
+    net_close_all(s);
+    uv_run(s->loop, UV_RUN_NOWAIT);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    server_t *s = h->data;
+    if (s->stopping)
+        return;
+    fprintf(stderr, "ordod: %s received, shutting down\n", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    close_handles(s);
+}
+
+/* make_dir() -- create dir unless it exists; *created says whether this
+ * call made it (then a start that fails removes it again). */
+static int make_dir(const char *dir, bool *created)
+{
+    *created = false;
+    if (mkdir(dir, 0755) == 0) {
+        *created = true;
         return 0;
+    }
     struct stat st;
     return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
 }
@@ -55,6 +79,7 @@ int main(int argc, char **argv)
     server_t *s = &srv;
     char err[1024];
     int exit_now = 0, rc = 1;
+    bool dir_created = false, listening = false;
 
     config_defaults(&s->cfg);
     if (config_parse_args(&s->cfg, argc, argv, &exit_now, stdout, err, sizeof err) != 0) {
@@ -65,16 +90,29 @@ int main(int argc, char **argv)
         return 0;
     signal(SIGPIPE, SIG_IGN);
     mallopt(M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD_BYTES);
-    if (make_dir(s->cfg.dir) != 0) {
+    if (make_dir(s->cfg.dir, &dir_created) != 0) {
         fprintf(stderr, "ordod: cannot use data directory %s\n", s->cfg.dir);
         return 1;
     }
     s->loop = uv_default_loop();
     s->start_ms = server_now_ms();
+    /* The data directory's lock, then the listeners, then everything else:
+     * a busy directory or a taken port is refused before anything is read
+     * or written (a directory made for this start is removed again).
+     * Clients that connect during recovery wait in the listen backlog. */
+    if (persist_open(s, err, sizeof err) != 0) {
+        fprintf(stderr, "ordod: %s\n", err);
+        goto fail_log;
+    }
+    listening = true; /* even if it fails: net_close_all() closes what it opened */
+    if (net_listen(s, err, sizeof err) != 0) {
+        fprintf(stderr, "ordod: %s\n", err);
+        goto fail_listen;
+    }
     s->core = core_create((uint64_t)s->cfg.history_revs);
     if (s->core == NULL) {
         fprintf(stderr, "ordod: out of memory\n");
-        return 1;
+        goto fail_listen;
     }
     if (watch_registry_init(&s->watches) != 0)
         goto fail_core;
@@ -82,9 +120,9 @@ int main(int argc, char **argv)
     if (cmd_init(s) != 0)
         goto fail_writer;
     server_tick(s);
-    if (persist_open(s, err, sizeof err) != 0) {
+    if (persist_recover(s, err, sizeof err) != 0) {
         fprintf(stderr, "ordod: cannot recover from %s: %s\n", s->cfg.dir, err);
-        goto fail_cmds_early;
+        goto fail_cmds;
     }
     s->hooks = (server_hooks_t){.run_resumed = conn_run_resumed, .flush = conn_flush_dirty,
                                 .net_cron = net_cron, .cmd_cron = cmd_cron};
@@ -94,26 +132,27 @@ int main(int argc, char **argv)
     s->sigint.data = s->sigterm.data = s;
     uv_signal_start(&s->sigint, on_signal, SIGINT);
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
-    if (net_listen(s, err, sizeof err) != 0) {
-        fprintf(stderr, "ordod: %s\n", err);
-        on_signal(&s->sigterm, SIGTERM);
-        uv_run(s->loop, UV_RUN_DEFAULT);
-        goto fail_cmds;
-    }
     fprintf(stderr, "ordod %s ready: %s:%lld%s%s (data in %s, fsync %s)\n", ORDO_VERSION, s->cfg.bind,
             (long long)s->cfg.port, s->cfg.unixsocket[0] ? ", unix " : "", s->cfg.unixsocket, s->cfg.dir,
             s->cfg.fsync == FSYNC_ALWAYS ? "always" : s->cfg.fsync == FSYNC_EVERYSEC ? "everysec" : "no");
     uv_run(s->loop, UV_RUN_DEFAULT);
+    listening = false; /* closed by close_handles() */
     rc = 0;
 fail_cmds:
+    stop_listening(s, &listening);
     persist_close(s);
-fail_cmds_early:
     cmd_destroy(s);
 fail_writer:
     writer_destroy(s);
     watch_registry_destroy(&s->watches);
 fail_core:
     core_destroy(s->core);
+fail_listen:
+    stop_listening(s, &listening);
+fail_log:
+    persist_close(s);
+    if (rc != 0 && dir_created)
+        rmdir(s->cfg.dir); /* only if still empty: nothing was written in it */
     uv_loop_close(s->loop);
     return rc;
 }

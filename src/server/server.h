@@ -37,8 +37,7 @@
 #include "net/resp.h"
 #include "writer/writer.h"
 #include "core/watch.h"
-#include "log/snapshot.h"
-#include "log/wal.h"
+#include "log/log.h"
 
 #define ORDO_VERSION "0.1.0"
 
@@ -86,16 +85,16 @@ struct server_s {
     server_hooks_t hooks;
     bool stopping;
     /* durability (persist.c) */
-    wal_t *wal;
+    log_t *log;                      /* the log seam (log/log.h): the local WAL today */
+    log_batch_t log_batch;           /* this turn's records, handed to the log by persist_kick() */
     uint64_t durable_rev;            /* replies depending on revisions above it wait */
     uv_async_t durable_async;        /* the log thread's wake-up */
     char readonly[512];              /* non-empty: the log failed, writes are refused */
-    ordo_buf_t rec_scratch;          /* encoding buffer for records */
     void *wal_fault;                 /* debug-wal-fault/-stall state, NULL unless testing */
     bool wal_paused;                 /* back-pressure: clients are not read (persist.h) */
     uint64_t backpressure_events, backpressure_ms, backpressure_since_ms;
     bool snap_running;
-    snap_writer_t snap;
+    uint64_t snap_rev;               /* the revision of the snapshot being written */
     uv_idle_t snap_idle;             /* writes the snapshot a slice per loop turn */
     uv_work_t snap_work;             /* syncs and renames it off the loop thread */
     int snap_result;

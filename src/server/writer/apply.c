@@ -40,7 +40,7 @@ bool writer_apply(server_t *s, record_t *rec, apply_result_t *res)
     /* Only records that changed something are logged: a failed condition
      * leaves no trace, and replay reaches the same state without it. */
     bool stored = true;
-    if (res->status == AP_OK && s->wal != NULL)
+    if (res->status == AP_OK && s->log != NULL)
         stored = persist_record(s, rec, core_rev(s->core)) == 0;
     if (stored)
         coord_wait_after_apply(s, rec); /* serve lock waiters and candidates: records of their own */

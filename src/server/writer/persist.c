@@ -1,6 +1,9 @@
 /*
  * persist.c -- recovery, the log stream, the durable revision, snapshots;
- * see persist.h for the contract.
+ * see persist.h for the contract. Everything it asks of the log goes
+ * through the log seam (log/log.h); only persist_open() names the
+ * implementation (log_wal_open(): the local WAL) and fills its options.
+ * The log's thread-to-loop wake-up (uv_async) is here: log/ has no libuv.
  *
  * Recovery: the snapshot (if any) is loaded at its revision R, then every
  * log record after R is decoded and applied with the time it carries. A
@@ -10,8 +13,17 @@
  *
  * Snapshots: taken at the store's compaction point (see snapshot.h), with
  * automatic compaction pinned there until the file is in place; written a
- * slice of keys per loop turn from an idle handle; synced and renamed on
- * libuv's thread pool; then the log segments it covers are removed.
+ * slice of keys per loop turn from an idle handle (log_snapshot_slice);
+ * committed (synced and renamed) on libuv's thread pool; then the log
+ * drops the files it covers (log_snapshot_end).
+ *
+ * The record stream: persist_record() encodes each applied record straight
+ * into s->log_batch; the batch is handed to the log (log_append) after each
+ * read of client input (persist_backlogged(), so back-pressure counts it)
+ * and at the end of the loop turn (persist_kick(), which then calls
+ * log_flush(): the turn's records are one write). A failed log or an oversized
+ * record is seen at persist_record() already, so the command that made it
+ * learns it was not stored, as before the seam.
  */
 #include "persist.h"
 
@@ -23,9 +35,9 @@
 #include <unistd.h>
 
 #include "block.h"
-#include "cmd/cmd.h"
-#include "net/conn.h"
 #include "core/record.h"
+#include "log/log_wal.h"
+#include "net/conn.h"
 
 /* Keys encoded per loop turn while a snapshot is written: small enough that
  * commands between slices wait well under a millisecond. */
@@ -149,7 +161,8 @@ static int replay_one(void *arg, uint64_t rev, const void *bytes, size_t len)
     return 0;
 }
 
-static void on_durable(void *arg)
+/* The log's wake-up (log.h hooks.wake): any thread. */
+static void on_log_wake(void *arg)
 {
     server_t *s = arg;
     uv_async_send(&s->durable_async); /* thread-safe; coalesces */
@@ -175,6 +188,13 @@ static void enter_readonly(server_t *s, const char *why)
     block_readonly(s); /* parked clients: -READONLY at the next loop turn */
 }
 
+static uint64_t pending_bytes(const server_t *s)
+{
+    log_stats_t st;
+    log_stats(s->log, &st);
+    return st.pending_bytes;
+}
+
 /* Back-pressure ends: the log caught up (or failed, and holds nothing
  * more). Clients are read again. */
 static void backpressure_end(server_t *s)
@@ -183,15 +203,16 @@ static void backpressure_end(server_t *s)
     s->backpressure_ms += server_now_ms() - s->backpressure_since_ms;
     if (s->cfg.verbose)
         fprintf(stderr, "ordod: the log caught up (%llu bytes pending): reading clients again\n",
-                (unsigned long long)wal_pending_bytes(s->wal));
+                (unsigned long long)pending_bytes(s));
     net_resume_reading(s);
 }
 
-static void on_durable_async(uv_async_t *h)
+/* On the loop, after the log's wake-up (or a batch committed inline): move
+ * the durable revision and release the replies waiting for it. */
+static void log_progress(server_t *s)
 {
-    server_t *s = h->data;
-    const char *failed = wal_failed(s->wal);
-    s->durable_rev = wal_durable_rev(s->wal);
+    const char *failed = log_failed(s->log);
+    s->durable_rev = log_poll(s->log);
     if (failed != NULL) {
         /* Release what did become durable first, then refuse the rest. */
         conn_release_held(s);
@@ -201,98 +222,122 @@ static void on_durable_async(uv_async_t *h)
         return;
     }
     conn_release_held(s);
-    if (s->wal_paused && !wal_backlogged(s->wal))
+    if (s->wal_paused && !log_backlogged(s->log))
         backpressure_end(s);
+}
+
+static void on_durable_async(uv_async_t *h) { log_progress(h->data); }
+
+/* Hand the records made since the last hand-over to the log. */
+static void hand_over(server_t *s)
+{
+    if (s->log_batch.records == 0)
+        return;
+    int rc = log_append(s->log, &s->log_batch);
+    log_batch_clear(&s->log_batch);
+    if (rc < 0) {
+        const char *why = log_failed(s->log);
+        enter_readonly(s, why != NULL ? why : "the log refused a batch");
+    }
 }
 
 bool persist_backlogged(server_t *s)
 {
     if (s->wal_paused)
         return true;
-    if (s->wal == NULL || !wal_backlogged(s->wal))
+    if (s->log == NULL)
+        return false;
+    /* What this read made counts against the limit: the log must hold it
+     * to say (and to wake the loop once it no longer is backlogged). */
+    hand_over(s);
+    if (!log_backlogged(s->log))
         return false;
     s->wal_paused = true;
     s->backpressure_events++;
     s->backpressure_since_ms = server_now_ms();
     if (s->cfg.verbose)
         fprintf(stderr, "ordod: %llu bytes of log records wait for the disk (wal-pending-max-bytes): "
-                "not reading clients until it catches up\n", (unsigned long long)wal_pending_bytes(s->wal));
+                "not reading clients until it catches up\n", (unsigned long long)pending_bytes(s));
     return true;
+}
+
+/* The test seams (see above) go between the WAL and the disk. */
+static int fault_setup(server_t *s, wal_io_t *io, char *err, size_t elen)
+{
+    if (s->cfg.debug_wal_fault[0] == '\0' && s->cfg.debug_wal_stall[0] == '\0')
+        return 0;
+    fault_t *fault = ordo_xcalloc(1, sizeof *fault); /* freed by persist_close */
+    s->wal_fault = fault;
+    if (s->cfg.debug_wal_fault[0] != '\0' && parse_fault(s->cfg.debug_wal_fault, fault, err, elen) != 0)
+        return -1;
+    snprintf(fault->stall, sizeof fault->stall, "%s", s->cfg.debug_wal_stall);
+    io->pwrite_fn = fault_pwrite;
+    io->fdatasync_fn = fault_fdatasync;
+    io->ctx = fault;
+    if (fault->armed)
+        fprintf(stderr, "ordod: debug-wal-fault %s is on: the log will fail on purpose\n", s->cfg.debug_wal_fault);
+    if (fault->stall[0] != '\0')
+        fprintf(stderr, "ordod: debug-wal-stall is on: the log waits while %s exists\n", fault->stall);
+    return 0;
 }
 
 int persist_open(server_t *s, char *err, size_t elen)
 {
-    uint64_t t0 = server_now_ms(), snap_rev = 0, entries = 0;
-    if (snap_load(s->core, s->cfg.dir, &snap_rev, &entries, err, elen) != 0)
-        return -1;
-    s->snapshot_loaded_rev = snap_rev;
-    if (snap_rev != 0)
-        fprintf(stderr, "ordod: loaded snapshot at revision %llu (%llu entries)\n", (unsigned long long)snap_rev,
-                (unsigned long long)entries);
-    char waldir[1100];
-    snprintf(waldir, sizeof waldir, "%s/wal", s->cfg.dir);
-    wal_options_t opt = {
-        .dir = waldir,
-        .policy = s->cfg.fsync == FSYNC_ALWAYS ? WAL_SYNC_ALWAYS
-                  : s->cfg.fsync == FSYNC_EVERYSEC ? WAL_SYNC_EVERYSEC : WAL_SYNC_NO,
-        .segment_bytes = (uint64_t)s->cfg.wal_segment_bytes,
-        .sync_batch_max = (uint32_t)s->cfg.fsync_batch_max,
-        .sync_interval_ms = (uint32_t)s->cfg.fsync_interval_ms,
-        .record_bytes_max = (uint32_t)(RECORD_HEADER_BYTES + 3 * s->cfg.max_name_bytes + s->cfg.max_value_bytes),
-        .defer_wake = true, /* persist_kick() at the end of each loop turn */
-        .pending_bytes_max = (uint64_t)s->cfg.wal_pending_max_bytes,
-        .repair = s->cfg.wal_repair != 0,
-        .sync_inline_max = (uint32_t)s->cfg.fsync_inline_max,
-        .on_durable = on_durable,
-        .on_durable_arg = s,
+    log_wal_options_t opt = {
+        .dir = s->cfg.dir,
+        .wal = {
+            .policy = s->cfg.fsync == FSYNC_ALWAYS ? WAL_SYNC_ALWAYS
+                      : s->cfg.fsync == FSYNC_EVERYSEC ? WAL_SYNC_EVERYSEC : WAL_SYNC_NO,
+            .segment_bytes = (uint64_t)s->cfg.wal_segment_bytes,
+            .sync_batch_max = (uint32_t)s->cfg.fsync_batch_max,
+            .sync_interval_ms = (uint32_t)s->cfg.fsync_interval_ms,
+            .record_bytes_max = (uint32_t)(RECORD_HEADER_BYTES + 3 * s->cfg.max_name_bytes + s->cfg.max_value_bytes),
+            .pending_bytes_max = (uint64_t)s->cfg.wal_pending_max_bytes,
+            .repair = s->cfg.wal_repair != 0,
+            .sync_inline_max = (uint32_t)s->cfg.fsync_inline_max,
+        },
     };
-    if (s->cfg.debug_wal_fault[0] != '\0' || s->cfg.debug_wal_stall[0] != '\0') {
-        fault_t *fault = ordo_xcalloc(1, sizeof *fault); /* freed by persist_close */
-        s->wal_fault = fault;
-        if (s->cfg.debug_wal_fault[0] != '\0' && parse_fault(s->cfg.debug_wal_fault, fault, err, elen) != 0)
-            return -1;
-        snprintf(fault->stall, sizeof fault->stall, "%s", s->cfg.debug_wal_stall);
-        opt.io.pwrite_fn = fault_pwrite;
-        opt.io.fdatasync_fn = fault_fdatasync;
-        opt.io.ctx = fault;
-        if (fault->armed)
-            fprintf(stderr, "ordod: debug-wal-fault %s is on: the log will fail on purpose\n",
-                    s->cfg.debug_wal_fault);
-        if (fault->stall[0] != '\0')
-            fprintf(stderr, "ordod: debug-wal-stall is on: the log waits while %s exists\n", fault->stall);
+    if (fault_setup(s, &opt.wal.io, err, elen) != 0)
+        return -1;
+    log_hooks_t hooks = {.wake = on_log_wake, .deliver = NULL, .arg = s};
+    s->log = log_wal_open(&opt, &hooks, err, elen);
+    if (s->log == NULL)
+        return -1;
+    /* The writer applies at propose (cmd_apply, then persist_record); a
+     * log that delivers committed entries to apply needs the writer's
+     * propose/deliver path first (log.h). */
+    if (s->log->apply != LOG_APPLY_AT_PROPOSE) {
+        snprintf(err, elen, "this log applies on delivery, which the writer does not do yet");
+        return -1;
     }
+    return 0;
+}
+
+int persist_recover(server_t *s, char *err, size_t elen)
+{
+    uint64_t t0 = server_now_ms(), snap_rev = 0, entries = 0;
     uv_async_init(s->loop, &s->durable_async, on_durable_async);
     s->durable_async.data = s;
     uv_idle_init(s->loop, &s->snap_idle);
     s->snap_idle.data = s;
+    if (log_load_snapshot(s->log, s->core, &snap_rev, &entries, err, elen) != 0)
+        goto fail;
+    s->snapshot_loaded_rev = snap_rev;
     replay_ctx_t x = {.s = s, .err = err, .elen = elen};
-    wal_recovery_t rec;
-    memset(&rec, 0, sizeof rec);
     core_replay_begin(s->core);
-    s->wal = wal_open(&opt, snap_rev, replay_one, &x, &rec, err, elen);
+    int rc = log_replay(s->log, snap_rev, replay_one, &x, err, elen);
     core_replay_end(s->core);
-    if (s->wal == NULL) {
-        size_t n = strlen(err);
-        if (!opt.repair && strncmp(err, "wal corrupt", 11) == 0 && n + 1 < elen)
-            snprintf(err + n, elen - n, "; keep a copy of %s, then start with --wal-repair yes to cut the log "
-                     "at the first bad record (the cut bytes are kept aside) and lose what follows it", s->cfg.dir);
-        return -1;
-    }
-    if (rec.repaired)
-        fprintf(stderr, "ordod: wal-repair: the log was corrupt (%s); cut %s at byte offset %llu, %llu bytes in "
-                "all (%u later log files), kept in %s%s; the log now ends at revision %llu\n",
-                rec.repair_reason, rec.repair_file, (unsigned long long)rec.repair_at,
-                (unsigned long long)rec.repair_bytes, rec.repair_segments_moved, rec.repair_saved,
-                rec.repair_segments_moved ? " and <name>.cut" : "", (unsigned long long)rec.repair_last_rev);
-    if (rec.truncated_bytes > 0)
-        fprintf(stderr, "ordod: cut a torn tail of %llu bytes from %s at offset %llu\n",
-                (unsigned long long)rec.truncated_bytes, rec.truncated_file, (unsigned long long)rec.truncated_at);
+    if (rc != 0)
+        goto fail;
     s->durable_rev = core_rev(s->core);
     s->recovery_ms = server_now_ms() - t0;
     fprintf(stderr, "ordod: recovered to revision %llu (%llu log records) in %llu ms\n",
             (unsigned long long)core_rev(s->core), (unsigned long long)s->recovered_records,
             (unsigned long long)s->recovery_ms);
     return 0;
+fail:
+    persist_close_handles(s);
+    return -1;
 }
 
 int persist_record(server_t *s, const record_t *rec, uint64_t rev)
@@ -302,14 +347,20 @@ int persist_record(server_t *s, const record_t *rec, uint64_t rev)
         enter_readonly(s, "debug-wal-fault: the log refused a record (Input/output error)");
         return -1;
     }
-    s->rec_scratch.len = 0;
-    record_encode(rec, &s->rec_scratch);
-    if (wal_append(s->wal, rev, s->rec_scratch.data, s->rec_scratch.len) != 0) {
-        const char *why = wal_failed(s->wal);
-        enter_readonly(s, why ? why : "record larger than the log accepts");
+    const char *failed = log_failed(s->log);
+    if (failed != NULL) {
+        enter_readonly(s, failed);
         return -1;
     }
-    /* Under every policy replies wait for the log to publish the record:
+    size_t at = log_batch_begin(&s->log_batch, rev);
+    record_encode(rec, &s->log_batch.buf);
+    if (s->log_batch.buf.len - at - LOG_ENTRY_HEADER_BYTES > s->log->record_bytes_max) {
+        log_batch_cancel(&s->log_batch, at);
+        enter_readonly(s, "record larger than the log accepts");
+        return -1;
+    }
+    log_batch_end(&s->log_batch, at);
+    /* Under every policy replies wait for the log to commit the record:
      * after its fdatasync under always, after its write (to the kernel)
      * under everysec and no, so a crash of the process loses nothing
      * acknowledged under any policy. */
@@ -320,10 +371,13 @@ uint64_t persist_durable(const server_t *s) { return s->durable_rev; }
 
 void persist_kick(server_t *s)
 {
-    /* A batch the core wrote itself is durable already: release its replies
-     * in this turn, as the log thread's wake-up would in the next. */
-    if (s->wal != NULL && wal_kick(s->wal) > 0)
-        on_durable_async(&s->durable_async);
+    if (s->log == NULL)
+        return;
+    hand_over(s);
+    /* A batch the log committed on this thread: release its replies in this
+     * turn, as the log's wake-up would in the next. */
+    if (log_flush(s->log) > 0)
+        log_progress(s);
 }
 
 /* ---- snapshots ------------------------------------------------------------------ */
@@ -333,26 +387,25 @@ static void snap_done(server_t *s, int ok)
     uv_idle_stop(&s->snap_idle);
     core_set_compact_pin(s->core, 0);
     s->snap_running = false;
+    log_snapshot_t done;
+    log_snapshot_end(s->log, ok, &done);
     if (!ok) {
-        fprintf(stderr, "ordod: snapshot at revision %llu failed: %s\n", (unsigned long long)s->snap.rev,
+        fprintf(stderr, "ordod: snapshot at revision %llu failed: %s\n", (unsigned long long)s->snap_rev,
                 s->snap_err);
-        snap_writer_abort(&s->snap);
         return;
     }
-    s->last_snap_rev = s->snap.rev;
+    s->last_snap_rev = done.rev;
     s->last_snap_ms = server_now_ms();
     s->snaps_total++;
-    int removed = wal_remove_before(s->wal, s->snap.rev);
     if (s->cfg.verbose)
         fprintf(stderr, "ordod: snapshot at revision %llu written (%llu keys); %d log files removed\n",
-                (unsigned long long)s->snap.rev, (unsigned long long)s->snap.entries, removed);
-    snap_writer_abort(&s->snap); /* frees buffers; the file is already renamed */
+                (unsigned long long)done.rev, (unsigned long long)done.entries, done.log_files_removed);
 }
 
 static void snap_commit_work(uv_work_t *req)
 {
     server_t *s = req->data;
-    s->snap_result = snap_writer_commit(&s->snap, s->snap_err, sizeof s->snap_err);
+    s->snap_result = log_snapshot_commit(s->log, s->snap_err, sizeof s->snap_err);
 }
 
 static void snap_commit_after(uv_work_t *req, int status)
@@ -364,7 +417,7 @@ static void snap_commit_after(uv_work_t *req, int status)
 static void snap_step(uv_idle_t *h)
 {
     server_t *s = h->data;
-    int rc = snap_writer_step(&s->snap, s->core, SNAP_SLICE_KEYS, s->snap_err, sizeof s->snap_err);
+    int rc = log_snapshot_slice(s->log, s->core, SNAP_SLICE_KEYS, s->snap_err, sizeof s->snap_err);
     if (rc == 0)
         return;
     uv_idle_stop(&s->snap_idle);
@@ -379,14 +432,16 @@ static void snap_step(uv_idle_t *h)
 int64_t persist_snapshot(server_t *s, char *err, size_t elen)
 {
     if (s->snap_running)
-        return (int64_t)s->snap.rev;
+        return (int64_t)s->snap_rev;
     uint64_t rev = core_rev(s->core);
     if (rev == 0 || rev <= s->last_snap_rev)
         return 0;
-    if (snap_writer_begin(&s->snap, s->cfg.dir, s->core, s->now_ms, err, elen) != 0)
+    log_snapshot_t snap;
+    if (log_snapshot_begin(s->log, s->core, s->now_ms, &snap, err, elen) != 0)
         return -1;
     /* The history the snapshot is copying must stay until it is copied. */
-    core_set_compact_pin(s->core, s->snap.point);
+    core_set_compact_pin(s->core, snap.point);
+    s->snap_rev = snap.rev;
     s->snap_running = true;
     uv_idle_start(&s->snap_idle, snap_step);
     return (int64_t)rev;
@@ -394,9 +449,11 @@ int64_t persist_snapshot(server_t *s, char *err, size_t elen)
 
 void persist_cron(server_t *s)
 {
-    if (s->snap_running || s->wal == NULL || s->readonly[0] != '\0')
+    if (s->snap_running || s->log == NULL || s->readonly[0] != '\0')
         return;
-    if (wal_bytes(s->wal) < (uint64_t)s->cfg.snapshot_log_bytes)
+    log_stats_t st;
+    log_stats(s->log, &st);
+    if (st.bytes < (uint64_t)s->cfg.snapshot_log_bytes)
         return;
     char err[256];
     if (persist_snapshot(s, err, sizeof err) < 0)
@@ -405,10 +462,10 @@ void persist_cron(server_t *s)
 
 void persist_info(server_t *s, ordo_buf_t *b)
 {
-    wal_stats_t st;
+    log_stats_t st;
     memset(&st, 0, sizeof st);
-    if (s->wal != NULL)
-        wal_get_stats(s->wal, &st);
+    if (s->log != NULL)
+        log_stats(s->log, &st);
     ordo_buf_printf(b,
                     "# Persistence\r\nfsync:%s\r\ndurable_revision:%llu\r\nreadonly:%s\r\nreadonly_reason:%s\r\n"
                     "wal_bytes:%llu\r\nwal_segments:%u\r\nwal_records_written:%llu\r\nwal_batches:%llu\r\n"
@@ -419,7 +476,7 @@ void persist_info(server_t *s, ordo_buf_t *b)
                     "wal_backpressure_ms:%llu\r\n\r\n",
                     s->cfg.fsync == FSYNC_ALWAYS ? "always" : s->cfg.fsync == FSYNC_EVERYSEC ? "everysec" : "no",
                     (unsigned long long)s->durable_rev, s->readonly[0] ? "yes" : "no", s->readonly,
-                    (unsigned long long)(s->wal ? wal_bytes(s->wal) : 0), st.segments,
+                    (unsigned long long)st.bytes, st.files,
                     (unsigned long long)st.records_written, (unsigned long long)st.batches,
                     (unsigned long long)st.syncs, (unsigned long long)st.inline_batches, s->snap_running ? 1 : 0, (unsigned long long)s->last_snap_rev,
                     (unsigned long long)s->snaps_total, (unsigned long long)s->recovered_records,
@@ -441,14 +498,19 @@ void persist_close_handles(server_t *s)
 void persist_close(server_t *s)
 {
     if (s->snap_running) {
-        uv_idle_stop(&s->snap_idle);
         core_set_compact_pin(s->core, 0);
+        s->snap_running = false;
         /* A commit on the thread pool finishes before uv_run returns. */
     }
-    if (s->wal != NULL)
-        wal_close(s->wal);
-    s->wal = NULL;
+    if (s->log != NULL) {
+        /* Records of the last turn (made while closing) join the log, which
+         * commits them before it closes, as before the seam. */
+        if (s->readonly[0] == '\0')
+            hand_over(s);
+        log_close(s->log);
+    }
+    s->log = NULL;
+    log_batch_free(&s->log_batch);
     free(s->wal_fault);
     s->wal_fault = NULL;
-    ordo_buf_free(&s->rec_scratch);
 }

@@ -1,17 +1,20 @@
 /*
  * persist.h -- ordod's durability: recovery at start-up, the record stream
- * into the write-ahead log, the durable revision that releases replies, and
- * snapshots. It joins the core (records), the log (wal.c) and the snapshot
- * file (snapshot.c); it never speaks RESP.
+ * into the log, the durable revision that releases replies, and snapshots.
+ * It joins the core (records) and the log, which it drives only through
+ * the log seam (log/log.h; today the local WAL and snapshot file,
+ * log/log_wal.h); it owns the loop's side of it (the wake-up from the log's
+ * thread, the snapshot's idle and worker handles) and never speaks RESP.
  *
  * The rule (DESIGN.md): no reply before its record is durable. Every record
  * that changes state is appended to the log as it is applied, tagged with
- * the revision the state reached. Under `fsync always` each connection's
+ * the revision the state reached (one batch per loop turn, handed over by
+ * persist_kick()). Under `fsync always` each connection's
  * output is marked with the revision it depends on (net.c) and is sent
- * only once s->durable_rev reaches it; the log thread publishes progress
- * and persist moves s->durable_rev on the loop thread (at once, in
- * persist_kick(), when the loop thread synced a small batch itself:
- * fsync-inline-max). Under `everysec` and
+ * only once s->durable_rev reaches it; the log wakes the loop when it
+ * committed more and persist moves s->durable_rev on the loop thread (at
+ * once, in persist_kick(), when the loop thread synced a small batch
+ * itself: fsync-inline-max). Under `everysec` and
  * `no`, replies are not held (durable_rev follows the applied revision).
  *
  * Back-pressure: while more than wal-pending-max-bytes of records wait
@@ -32,20 +35,32 @@
 
 #include "server.h"
 
-/* persist_open() -- load the snapshot, replay the log after it, open the
- * log for appending. Returns 0, or -1 with a message in err. */
+/* persist_open() -- open the log on the data directory (which must exist):
+ * take its lock, read nothing, so a busy directory is refused at once.
+ * Returns 0, or -1 with a message in err; persist_close() either way. */
 int persist_open(server_t *s, char *err, size_t elen);
 
-/* persist_record() -- append an applied record (its state change reached
- * revision rev). Returns 0 or -1 if the log has failed. */
+/* persist_recover() -- after persist_open(): load the snapshot, replay the
+ * log after it, open the log for appending, start the loop handles.
+ * Returns 0, or -1 with a message in err (the handles are closed again:
+ * run the loop before persist_close()). */
+int persist_recover(server_t *s, char *err, size_t elen);
+
+/* persist_record() -- add an applied record (its state change reached
+ * revision rev) to this turn's batch. Returns 0, or -1 if the log has
+ * failed or the record is larger than it takes (the server is read-only
+ * now). */
 int persist_record(server_t *s, const record_t *rec, uint64_t rev);
 
-/* persist_kick() -- end of a loop turn: hand the turn's records to the log
- * thread as one batch. */
+/* persist_kick() -- end of a loop turn: hand the records not yet handed
+ * over to the log and flush it (log_flush: the turn's records are written
+ * as one batch); if the log committed them on this thread, release their
+ * replies now. */
 void persist_kick(server_t *s);
 
-/* persist_backlogged() -- after taking in client input: true while the
- * log's pending bytes exceed wal-pending-max-bytes. On the change to true
+/* persist_backlogged() -- after taking in client input: hand the records
+ * it made to the log (so they count), then true while the log's pending
+ * bytes exceed wal-pending-max-bytes. On the change to true
  * it sets s->wal_paused (the caller stops reading clients); once the log
  * catches up, persist clears it and calls net_resume_reading(). */
 bool persist_backlogged(server_t *s);
@@ -66,10 +81,11 @@ void persist_cron(server_t *s);
 void persist_info(server_t *s, ordo_buf_t *out);
 
 /* persist_close_handles() -- close the loop handles (at shutdown, so the
- * loop can end). */
+ * loop can end). Only after persist_recover() succeeded. */
 void persist_close_handles(server_t *s);
 
-/* persist_close() -- sync what was appended, stop the log thread. */
+/* persist_close() -- hand over the last batch, commit what was appended,
+ * close the log (releasing the directory). A no-op without a log. */
 void persist_close(server_t *s);
 
 #endif /* ORDO_PERSIST_H */

@@ -1,0 +1,70 @@
+/*
+ * log.c -- the batch of log.h: entries back to back in one buffer, shared
+ * by every log implementation. Invariant: b->buf holds exactly b->records
+ * whole entries (LOG_ENTRY_HEADER_BYTES + len each) between calls, with
+ * non-decreasing revisions, the last of them b->last_rev.
+ */
+#include "log.h"
+
+#include <assert.h>
+
+#include "base/bytes.h"
+
+/* The batch buffer is kept between turns up to this size. */
+#define LOG_BATCH_KEEP_BYTES (1u << 20)
+
+size_t log_batch_begin(log_batch_t *b, uint64_t rev)
+{
+    assert(b->records == 0 || rev >= b->last_rev);
+    size_t at = b->buf.len;
+    char *p = ordo_buf_reserve(&b->buf, LOG_ENTRY_HEADER_BYTES);
+    put_u64(p, rev);
+    put_u32(p + 8, 0); /* the length, once known (log_batch_end) */
+    b->buf.len += LOG_ENTRY_HEADER_BYTES;
+    return at;
+}
+
+size_t log_batch_end(log_batch_t *b, size_t at)
+{
+    assert(at + LOG_ENTRY_HEADER_BYTES <= b->buf.len);
+    size_t len = b->buf.len - at - LOG_ENTRY_HEADER_BYTES;
+    assert(len <= UINT32_MAX);
+    put_u32(b->buf.data + at + 8, (uint32_t)len);
+    b->last_rev = get_u64(b->buf.data + at);
+    b->records++;
+    return len;
+}
+
+void log_batch_cancel(log_batch_t *b, size_t at)
+{
+    assert(at <= b->buf.len);
+    b->buf.len = at;
+}
+
+bool log_batch_next(const log_batch_t *b, size_t *pos, uint64_t *rev, const void **rec, size_t *len)
+{
+    if (*pos >= b->buf.len)
+        return false;
+    assert(*pos + LOG_ENTRY_HEADER_BYTES <= b->buf.len);
+    const char *p = b->buf.data + *pos;
+    *rev = get_u64(p);
+    *len = get_u32(p + 8);
+    *rec = p + LOG_ENTRY_HEADER_BYTES;
+    assert(*pos + LOG_ENTRY_HEADER_BYTES + *len <= b->buf.len);
+    *pos += LOG_ENTRY_HEADER_BYTES + *len;
+    return true;
+}
+
+void log_batch_clear(log_batch_t *b)
+{
+    ordo_buf_reset(&b->buf, LOG_BATCH_KEEP_BYTES);
+    b->records = 0;
+    b->last_rev = 0;
+}
+
+void log_batch_free(log_batch_t *b)
+{
+    ordo_buf_free(&b->buf);
+    b->records = 0;
+    b->last_rev = 0;
+}

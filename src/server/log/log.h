@@ -1,0 +1,252 @@
+/*
+ * log.h -- the log seam: the one interface between the writer and the log.
+ *
+ * The writer (writer/persist.c) drives a log_t through this interface only;
+ * what lies behind it is an implementation: today the local write-ahead
+ * log and snapshot file (log_wal.c, over wal.c and snapshot.c); in cluster
+ * mode a raft log (log/raft*). The writer never names either.
+ *
+ * What a log does for the writer:
+ *   - open: take the data directory for this process (a lock), nothing
+ *     more, so a second server on a busy directory is refused before it
+ *     reads anything;
+ *   - load the snapshot into a fresh core, then replay the records after
+ *     its revision (recovery), after which the log takes appends;
+ *   - append a batch of records (one buffer per batch: what the writer
+ *     made since it last handed records over, at most a loop turn's),
+ *     each tagged with the revision the state reaches with it, and flush
+ *     at the end of the loop turn: the log starts committing everything
+ *     appended since the last flush as one unit (one write, one sync);
+ *   - tell when a revision is committed: the log calls hooks.wake from any
+ *     thread; the writer turns that into a loop wake-up (uv_async_send, in
+ *     writer/persist.c: no libuv in log/ except raft), then asks
+ *     log_poll() on the loop thread for the committed revision;
+ *   - snapshots: begin / slice / commit / end, the file format one for
+ *     every implementation (snapshot.h), so a raft member can ship it;
+ *   - stats for INFO, and close.
+ *
+ * WHEN THE WRITER APPLIES: the one difference between the implementations,
+ * stated by log_t.apply.
+ *
+ *   LOG_APPLY_AT_PROPOSE (the WAL). The writer applies a record at once (the
+ *     core reaches revision R), appends it tagged R, and answers; the answer
+ *     is held (net.c's durability marks) until log_poll() returns >= R.
+ *     Nothing is ever delivered back: deliver is NULL. A record the log
+ *     refuses leaves the state ahead of the log, so the server turns
+ *     read-only (persist.h).
+ *
+ *   LOG_APPLY_ON_DELIVER (raft). Applying waits for commit: the writer
+ *     proposes the record (appends it, with revision 0 in the batch: the
+ *     log, not the core, decides its revision, the entry's index) without
+ *     applying it, and the log calls hooks.deliver on the loop thread, from
+ *     log_poll(), once for every committed entry in log order, on every
+ *     member alike; the writer
+ *     applies it there with the same apply code as replay, and the reply
+ *     of a proposal is made when its entry is delivered. A record that is
+ *     never committed was never applied, so a refused proposal is an error
+ *     reply, not read-only. Replies then need no durability marks
+ *     (log_poll() never returns less than what was delivered).
+ *
+ * Both keep the same snapshot file and the same replay: a member that
+ * restarts loads its snapshot and replays its committed entries after it;
+ * a raft follower that is sent the leader's snapshot loads it the same way.
+ *
+ * The writer today implements the first only (persist_open() refuses a log
+ * with LOG_APPLY_ON_DELIVER); raft adds the propose/deliver path in the
+ * writer, using this same interface.
+ *
+ * Threads: everything is called on the loop thread, except hooks.wake,
+ * which the log calls from any thread (it must only hand the news over),
+ * and log_snapshot_commit(), which blocks and runs on a worker thread.
+ */
+#ifndef ORDO_LOG_H
+#define ORDO_LOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "core/core.h"
+
+typedef struct log_s log_t;
+
+/* When the writer applies a record; see above. */
+enum log_apply { LOG_APPLY_AT_PROPOSE = 0, LOG_APPLY_ON_DELIVER = 1 };
+
+/* ---- batches ---------------------------------------------------------------
+ * A batch is one buffer holding entries back to back, each
+ *     rev u64 | len u32 | len bytes of an encoded record (record.h)
+ * little-endian, revisions non-decreasing. The writer fills one and hands
+ * it over with log_append(), which copies what it keeps: after each read
+ * of client input (so log_backlogged() counts it) and at the end of the
+ * loop turn. */
+#define LOG_ENTRY_HEADER_BYTES 12u
+
+typedef struct log_batch_s {
+    ordo_buf_t buf;
+    uint32_t records;
+    uint64_t last_rev;
+} log_batch_t;
+
+/* log_batch_begin() -- start an entry of revision rev: the caller then
+ * appends the record's bytes to b->buf and calls log_batch_end() with the
+ * returned offset, or log_batch_cancel() to take the entry back. */
+size_t log_batch_begin(log_batch_t *b, uint64_t rev);
+/* log_batch_end() -- finish the entry begun at `at`; returns its record's
+ * length in bytes. */
+size_t log_batch_end(log_batch_t *b, size_t at);
+void log_batch_cancel(log_batch_t *b, size_t at);
+/* log_batch_next() -- iterate: *pos starts at 0. Returns false after the
+ * last entry, else true with the entry's revision and record (pointing into
+ * the batch, valid until it changes). */
+bool log_batch_next(const log_batch_t *b, size_t *pos, uint64_t *rev, const void **rec, size_t *len);
+/* log_batch_clear() -- empty it, keeping a modest buffer for the next turn. */
+void log_batch_clear(log_batch_t *b);
+void log_batch_free(log_batch_t *b);
+
+/* ---- what the log calls ---------------------------------------------------- */
+
+/* One record: its revision (the entry's index, for raft) and bytes, valid
+ * for the duration of the call. Return 0 to go on, non-zero to stop (the
+ * log then fails the operation). */
+typedef int (*log_record_fn)(void *arg, uint64_t rev, const void *rec, size_t len);
+
+typedef struct log_hooks_s {
+    /* Any thread: the committed revision advanced, the log failed, or it is
+     * no longer backlogged. Must be cheap and thread-safe; the writer wakes
+     * its loop, which calls log_poll(). */
+    void (*wake)(void *arg);
+    /* LOG_APPLY_ON_DELIVER only (NULL otherwise): a committed entry to
+     * apply, called from log_poll() on the loop thread, in log order. */
+    log_record_fn deliver;
+    void *arg;
+} log_hooks_t;
+
+/* ---- reports ----------------------------------------------------------------- */
+
+typedef struct log_snapshot_s {
+    uint64_t rev;                 /* the revision it holds */
+    uint64_t point;               /* compaction point: pin compaction here until it ends */
+    uint64_t entries;             /* entries written (known at the end) */
+    int log_files_removed;        /* at the end: files of the log it made redundant */
+} log_snapshot_t;
+
+typedef struct log_stats_s {
+    uint64_t bytes;               /* the log on disk (the snapshot trigger) */
+    uint32_t files;               /* its files (WAL segments) */
+    uint64_t records_written;
+    uint64_t batches;             /* writes to disk */
+    uint64_t syncs;
+    uint64_t inline_batches;      /* batches written on the loop thread itself */
+    uint64_t pending_bytes;       /* appended, not yet committed */
+    uint64_t pending_bytes_peak;
+} log_stats_t;
+
+/* ---- the interface --------------------------------------------------------- */
+
+typedef struct log_ops_s {
+    int (*load_snapshot)(log_t *l, core_t *core, uint64_t *rev_out, uint64_t *entries_out, char *err, size_t elen);
+    int (*replay)(log_t *l, uint64_t after_rev, log_record_fn fn, void *arg, char *err, size_t elen);
+    int (*append)(log_t *l, const log_batch_t *b);
+    int (*flush)(log_t *l);
+    uint64_t (*poll)(log_t *l);
+    const char *(*failed)(const log_t *l);
+    bool (*backlogged)(log_t *l);
+    int (*snapshot_begin)(log_t *l, const core_t *core, uint64_t now_ms, log_snapshot_t *out, char *err,
+                          size_t elen);
+    int (*snapshot_slice)(log_t *l, const core_t *core, size_t max_keys, char *err, size_t elen);
+    int (*snapshot_commit)(log_t *l, char *err, size_t elen);
+    void (*snapshot_end)(log_t *l, bool ok, log_snapshot_t *out);
+    void (*stats)(const log_t *l, log_stats_t *out);
+    void (*close)(log_t *l);
+} log_ops_t;
+
+/* Every implementation's handle starts with this. */
+struct log_s {
+    const log_ops_t *ops;
+    enum log_apply apply;
+    size_t record_bytes_max;      /* the longest record log_append() takes */
+    log_hooks_t hooks;
+};
+
+/* log_load_snapshot() -- load the snapshot (if any) into a fresh core.
+ * *rev_out is its revision, 0 if there is none. Returns 0, or -1 with a
+ * message in err (a damaged file is named). */
+static inline int log_load_snapshot(log_t *l, core_t *core, uint64_t *rev_out, uint64_t *entries_out, char *err,
+                                    size_t elen)
+{
+    return l->ops->load_snapshot(l, core, rev_out, entries_out, err, elen);
+}
+
+/* log_replay() -- call fn for every record stored after after_rev (the
+ * snapshot's revision), in order, then open the log for appending. Once.
+ * Returns 0, or -1 with a message in err (fn may have been called for the
+ * records before the failure: the caller discards what it built). */
+static inline int log_replay(log_t *l, uint64_t after_rev, log_record_fn fn, void *arg, char *err, size_t elen)
+{
+    return l->ops->replay(l, after_rev, fn, arg, err, elen);
+}
+
+/* log_append() -- hand over a batch (copied); it counts as pending at
+ * once (log_backlogged()), and is committed from the next log_flush() on.
+ * Returns 0, or -1 if the log has failed (log_failed() says why). */
+static inline int log_append(log_t *l, const log_batch_t *b) { return l->ops->append(l, b); }
+
+/* log_flush() -- the end of a loop turn: start committing what was
+ * appended since the last flush, as one unit. Returns 1 if it is committed
+ * already (written on the calling thread: call log_poll() now, no wake
+ * comes for it), else 0 (hooks.wake will come; also when there was
+ * nothing to flush). */
+static inline int log_flush(log_t *l) { return l->ops->flush(l); }
+
+/* log_poll() -- after a wake: deliver what is committed (ON_DELIVER) and
+ * return the committed revision: replies that depend on revisions up to
+ * it may go. */
+static inline uint64_t log_poll(log_t *l) { return l->ops->poll(l); }
+
+/* log_failed() -- NULL while healthy, else why the log cannot be written;
+ * for good (valid until log_close()). */
+static inline const char *log_failed(const log_t *l) { return l->ops->failed(l); }
+
+/* log_backlogged() -- true while more is appended than committed beyond
+ * the log's limit: the writer stops taking in work. When it returns true,
+ * hooks.wake is called once it no longer is. */
+static inline bool log_backlogged(log_t *l) { return l->ops->backlogged(l); }
+
+/* log_snapshot_begin() -- start a snapshot of the core as it is now; *out
+ * says its revision and the compaction point the caller pins until
+ * log_snapshot_end(). One at a time. Returns 0, or -1 with a message. */
+static inline int log_snapshot_begin(log_t *l, const core_t *core, uint64_t now_ms, log_snapshot_t *out,
+                                     char *err, size_t elen)
+{
+    return l->ops->snapshot_begin(l, core, now_ms, out, err, elen);
+}
+
+/* log_snapshot_slice() -- write up to max_keys more keys. Returns 1 when
+ * all is written, 0 if more remain, -1 on an error (message in err). */
+static inline int log_snapshot_slice(log_t *l, const core_t *core, size_t max_keys, char *err, size_t elen)
+{
+    return l->ops->snapshot_slice(l, core, max_keys, err, elen);
+}
+
+/* log_snapshot_commit() -- make the written snapshot durable and current.
+ * Blocks on the disk: call it on a worker thread, nothing else of this log
+ * meanwhile but what runs on the loop. Returns 0, or -1 with a message. */
+static inline int log_snapshot_commit(log_t *l, char *err, size_t elen)
+{
+    return l->ops->snapshot_commit(l, err, elen);
+}
+
+/* log_snapshot_end() -- loop thread, after a commit (ok) or a failure at
+ * any step (!ok): drop what the snapshot made redundant (ok) or its
+ * temporary file, and free. *out is filled for the report. */
+static inline void log_snapshot_end(log_t *l, bool ok, log_snapshot_t *out) { l->ops->snapshot_end(l, ok, out); }
+
+static inline void log_stats(const log_t *l, log_stats_t *out) { l->ops->stats(l, out); }
+
+/* log_close() -- commit what was appended (unless failed), release the
+ * directory, free. A snapshot still running is abandoned. */
+static inline void log_close(log_t *l) { l->ops->close(l); }
+
+#endif /* ORDO_LOG_H */
