@@ -55,6 +55,7 @@ typedef struct server_s {
     bool tcp_on;
     uv_pipe_t unix_listener;
     bool unix_on;
+    bool unix_bound;                 /* we created the socket file: removed at close */
     uv_signal_t sigint, sigterm;
     uv_timer_t expire_timer;         /* fires at the next key expiry */
     uint64_t expire_timer_at_ms;     /* its deadline, 0 if idle */
