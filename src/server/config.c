@@ -76,7 +76,12 @@ static const option_def_t options[] = {
     SIZE_OPT("max-bulk-bytes-unauth", max_bulk_bytes_unauth, "16k", 256, 2 * GiB,
              "bytes per argument before authentication"),
     SIZE_OPT("max-name-bytes", max_name_bytes, "16k", 1, 64 * MiB, "bytes in a key or other name"),
-    SIZE_OPT("max-value-bytes", max_value_bytes, "8m", 0, 2 * GiB, "bytes in a value or payload"),
+    /* At most 512 MiB (Redis's proto-max-bulk-len): a record carries a
+     * value and up to three names (at most 64 MiB each), and the log takes
+     * records of up to 1 GiB (WAL_RECORD_BYTES_LIMIT), so every value this
+     * range allows can be stored; 2g once passed the option check and then
+     * stopped the server with the log's message instead. */
+    SIZE_OPT("max-value-bytes", max_value_bytes, "8m", 0, 512 * MiB, "bytes in a value or payload"),
     INT_OPT("max-watches-per-client", max_watches_per_client, "1024", 1, 1000000,
             "watches and observations one connection may hold"),
     SIZE_OPT("output-hard-bytes", output_hard_bytes, "256m", 64 * KiB, INT64_MAX,
@@ -312,12 +317,37 @@ int config_parse_args(ordo_config_t *cfg, int argc, char **argv, int *exit_now,
     return 0;
 }
 
+/* Print v as a size with the largest suffix that divides it (64k, 2g). */
+static void format_size(char *out, size_t olen, int64_t v)
+{
+    static const struct { int64_t mult; char suffix; } units[] = {{GiB, 'g'}, {MiB, 'm'}, {KiB, 'k'}};
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (v != 0 && v != INT64_MAX && v % units[i].mult == 0) {
+            snprintf(out, olen, "%lld%c", (long long)(v / units[i].mult), units[i].suffix);
+            return;
+        }
+    snprintf(out, olen, "%lld", (long long)v);
+}
+
 void config_usage(FILE *out)
 {
     fprintf(out, "usage: ordod [--config FILE] [--name value]...\n\n"
                  "Options (also accepted as `name value` lines in a config file):\n");
-    for (size_t i = 0; i < NOPTIONS; i++)
-        fprintf(out, "  --%-24s %s (default: %s)\n", options[i].name, options[i].help,
-                options[i].def[0] ? options[i].def : "\"\"");
+    for (size_t i = 0; i < NOPTIONS; i++) {
+        const option_def_t *o = &options[i];
+        char range[80] = "";
+        if (o->type == OPT_INT || o->type == OPT_SIZE) {
+            char lo[32], hi[32];
+            if (o->type == OPT_SIZE) {
+                format_size(lo, sizeof lo, o->min);
+                format_size(hi, sizeof hi, o->max);
+            } else {
+                snprintf(lo, sizeof lo, "%lld", (long long)o->min);
+                snprintf(hi, sizeof hi, "%lld", (long long)o->max);
+            }
+            snprintf(range, sizeof range, "; range %s..%s", lo, hi);
+        }
+        fprintf(out, "  --%-24s %s (default: %s%s)\n", o->name, o->help, o->def[0] ? o->def : "\"\"", range);
+    }
     fprintf(out, "  --%-24s %s\n", "config FILE", "read options from FILE where this flag appears");
 }

@@ -396,6 +396,86 @@ def test_bad_record_in_an_earlier_segment_is_refused(durable, tmp_path):
     assert rc != 0 and segs[0] in err and ("offset %d" % off) in err, err
 
 
+def write_segments(durable, d, n=200):
+    """n SETs t1..tn of ~1 KiB in 64 KiB segments, the server stopped; the
+    segments and the revision of the last record of each."""
+    srv = durable.start(d, "--wal-segment-bytes", "64k")
+    with srv.raw() as c:
+        for i in range(1, n + 1):
+            assert c.call("SET", "t%d" % i, "v%d-%s" % (i, "x" * 1000)) == "OK"
+    durable.term(srv)
+    segs = segments(d)
+    assert len(segs) >= 3
+    return segs, [frames(p)[-1][2] for p in segs]
+
+
+def test_missing_last_segment_is_refused(durable, tmp_path):
+    """With the last segment deleted, ordod once started at an earlier
+    revision (and would hand out revisions, ids and tokens again). The
+    manifest says which segment is the newest: refused, naming it; with
+    --wal-repair yes it starts from what is there and says so."""
+    d = tmp_path / "data"
+    segs, last_revs = write_segments(durable, d)
+    os.rename(segs[-1], str(tmp_path / "kept.wal"))
+    rc, err = run_ordod(d)
+    assert rc != 0, err
+    assert os.path.basename(segs[-1]) in err and "missing" in err and "--wal-repair yes" in err, err
+    assert ("revision %d" % last_revs[-2]) in err, err
+    srv = durable.start(d, "--wal-repair", "yes")
+    assert "going on from revision %d" % last_revs[-2] in srv.stderr()
+    assert dump(srv)[0][0] == last_revs[-2]
+    durable.term(srv)
+    srv = durable.start(d)  # repaired: starts without the option
+    assert dump(srv)[0][0] == last_revs[-2]
+
+
+def test_every_segment_missing_is_refused(durable, tmp_path):
+    d = tmp_path / "data"
+    segs, _ = write_segments(durable, d)
+    for p in segs:
+        os.unlink(p)
+    rc, err = run_ordod(d)
+    assert rc != 0 and "no segment is there" in err and os.path.basename(segs[-1]) in err, err
+
+
+def test_missing_middle_segment_is_named(durable, tmp_path):
+    """A missing middle segment was refused only as a record that does not
+    follow; now the gap is named, and --wal-repair yes ends the log before
+    it, keeping the later segments aside."""
+    d = tmp_path / "data"
+    segs, last_revs = write_segments(durable, d)
+    os.unlink(segs[1])
+    rc, err = run_ordod(d)
+    names = [os.path.basename(p) for p in segs]
+    assert rc != 0, err
+    assert ("%s is missing between %s and %s" % (names[1], names[0], names[2])) in err, err
+    assert "--wal-repair yes" in err, err
+    srv = durable.start(d, "--wal-repair", "yes")
+    assert dump(srv)[0][0] == last_revs[0]
+    for p in segs[2:]:
+        assert os.path.exists(p + ".cut"), p
+    with srv.raw() as c:
+        assert c.call("SET", "after", "1") == "OK"
+    durable.term(srv)
+    srv = durable.start(d)
+    assert call(srv, "GET", "after") == b"1"
+
+
+def test_log_without_manifest_starts_and_gets_one(durable, tmp_path):
+    """A data directory written before the manifest existed starts as it
+    is, and has a manifest afterwards that catches a deleted last segment."""
+    d = tmp_path / "data"
+    segs, last_revs = write_segments(durable, d)
+    os.unlink(os.path.join(str(d), "wal", "manifest"))
+    srv = durable.start(d)
+    assert dump(srv)[0][0] == last_revs[-1]
+    durable.term(srv)
+    assert os.path.exists(os.path.join(str(d), "wal", "manifest"))
+    os.unlink(segments(d)[-1])
+    rc, err = run_ordod(d)
+    assert rc != 0 and "missing" in err, err
+
+
 def test_wal_repair_cuts_a_corrupt_log_and_keeps_the_cut_bytes(durable, tmp_path):
     """Mid-log corruption: refused without --wal-repair, naming file and
     offset (and the option); with it, ordod starts with exactly the records

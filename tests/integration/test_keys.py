@@ -197,7 +197,8 @@ def test_kv_put_get_versions(server):
         assert c.call("KV.GET", BIN_KEY, "REV", r2) == [BIN_VAL, r1, r2, 2, 0]
         assert c.call("KV.GET", BIN_KEY, "REV", d) is None
         assert c.call("KV.GET", BIN_KEY, "REV", r1 - 1) is None if r1 > 1 else True
-        assert c.call("KV.GET", BIN_KEY, "REV", 10 ** 6) == [b"again", r5, r5, 1, 0]
+        # A revision not reached yet is refused (it once answered the current value).
+        assert c.call("KV.GET", BIN_KEY, "REV", 10 ** 6).msg.startswith("ERR revision 1000000 is in the future")
         assert c.call("KV.GET", "k", "REV") == RespError("ERR syntax error")
         assert c.call("KV.GET", "k", "REV", "x").code == "ERR"
         assert c.call("KV.GET", "k", "REV", "-1").code == "ERR"
@@ -383,3 +384,23 @@ def test_expiry_reads_agree(server):
                     assert c.call("KV.GET", "k", "REV", cur) is None
                     break
                 assert time.monotonic() < deadline
+
+
+def test_read_at_future_revision_is_refused(server):
+    """KV.GET/KV.RANGE REV above the current revision once answered the
+    current value, and a later write changed what the same read answered.
+    Now refused; REV 0 is the current revision."""
+    with server.raw() as c:
+        r1 = c.call("KV.PUT", "acct", "100")
+        future = r1 + 2
+        e = c.call("KV.GET", "acct", "REV", str(future))
+        assert e == RespError("ERR revision %d is in the future (current revision %d)" % (future, r1))
+        e = c.call("KV.RANGE", "", "REV", str(future))
+        assert e == RespError("ERR revision %d is in the future (current revision %d)" % (future, r1))
+        assert c.call("KV.GET", "acct", "REV", "0")[0] == b"100"
+        assert c.call("KV.GET", "acct", "REV", str(r1))[0] == b"100"
+        c.call("KV.PUT", "acct", "50")
+        r3 = c.call("KV.PUT", "acct", "0")
+        assert r3 == future
+        assert c.call("KV.GET", "acct", "REV", str(future))[0] == b"0"
+        assert c.call("KV.GET", "acct", "REV", str(r1))[0] == b"100"

@@ -3,10 +3,12 @@ malformed requests get `-ERR Protocol error` and the connection is closed,
 and the server keeps serving everyone else."""
 import os
 import socket
+import subprocess
 import time
 
 import pytest
 
+from conftest import ORDOD
 from resp import Conn, RespError, encode
 
 
@@ -227,6 +229,49 @@ def test_unix_socket(ordod_factory, tmp_path):
         got += d
     assert got == b"+PONG\r\n"
     s.close()
+
+
+def run_to_exit(*args):
+    p = subprocess.run([ORDOD] + [str(a) for a in args], capture_output=True, text=True, timeout=30)
+    return p.returncode, p.stderr
+
+
+def test_unix_socket_path_is_removed_only_when_stale(ordod_factory, tmp_path):
+    """--unixsocket once deleted whatever was at the path. Now: a file that
+    is not a socket is refused and kept; a socket another process accepts
+    on is refused and keeps working; a stale socket (nobody listening) is
+    replaced; at exit ordod removes only the socket it made."""
+    path = tmp_path / "x.sock"
+    path.write_text("precious")
+    rc, err = run_to_exit("--port", "0", "--unixsocket", path, "--dir", tmp_path / "d1")
+    assert rc != 0 and "is not a socket" in err and str(path) in err, err
+    assert path.read_text() == "precious"
+
+    busy = tmp_path / "busy.sock"
+    other = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    other.bind(str(busy))
+    other.listen(1)
+    rc, err = run_to_exit("--port", "0", "--unixsocket", busy, "--dir", tmp_path / "d2")
+    assert rc != 0 and "in use" in err, err
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.connect(str(busy))  # still the other process's socket
+    c.close()
+    other.close()
+
+    stale = tmp_path / "stale.sock"
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(str(stale))
+    dead.close()  # the file stays, nobody listens: what a crash leaves
+    assert stale.exists()
+    srv = ordod_factory("--unixsocket", str(stale))
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(5)
+    s.connect(str(stale))
+    s.sendall(b"PING\r\n")
+    assert s.recv(100).startswith(b"+PONG")
+    s.close()
+    assert srv.stop() == 0
+    assert not stale.exists()
 
 
 def test_reading_resumes_after_large_reply_drains_at_once(ordod_factory):

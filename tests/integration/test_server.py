@@ -273,3 +273,29 @@ def test_protected_mode_option_visible(server):
     with server.raw() as c:
         m = c.call("CONFIG", "GET", "protected-mode")
         assert m == [b"protected-mode", b"yes"]
+
+
+def test_failed_hello_leaves_no_side_effect(ordod_factory):
+    """HELLO with a good AUTH then a bad one (or a good AUTH and a syntax
+    error) answers the error and leaves the connection as it was: not
+    logged in, protocol and name unchanged. Failures are counted in INFO
+    stats and logged, at most one line a second."""
+    srv = ordod_factory("--requirepass", "s3cret")
+    with srv.raw(auth=False) as c:
+        e = c.call("HELLO", "3", "AUTH", "default", "s3cret", "AUTH", "default", "bad")
+        assert e.code == "WRONGPASS"
+        assert c.call("GET", "k").code == "NOAUTH"
+        e = c.call("HELLO", "3", "AUTH", "default", "s3cret", "SETNAME", "bad name")
+        assert e.code == "ERR"
+        assert c.call("GET", "k").code == "NOAUTH"
+        e = c.call("HELLO", "3", "AUTH", "default", "s3cret", "NOSUCHCLAUSE")
+        assert e.code == "ERR"
+        assert c.call("GET", "k").code == "NOAUTH"
+        for _ in range(20):
+            assert c.call("AUTH", "wrong").code == "WRONGPASS"
+    with srv.raw() as c:
+        assert c.call("CLIENT", "GETNAME") is None
+        stats = c.call("INFO", "stats").decode()
+    assert "auth_failures:21\r\n" in stats
+    logged = [l for l in srv.stderr().splitlines() if "authentication failed" in l]
+    assert 1 <= len(logged) < 21

@@ -241,6 +241,20 @@ static void reply_compacted(cmd_ctx_t *x)
     reply_errf(x, "COMPACTED %llu", (unsigned long long)kv_oldest_rev(core_kv(x->srv->core)));
 }
 
+/* A read at a revision the store has not reached would answer the current
+ * state now and another one after the next write: refused, as KV.WATCH
+ * FROM and KV.COMPACT refuse it. Replies and returns true if rev is ahead
+ * of the current revision. */
+static bool rev_in_future(cmd_ctx_t *x, uint64_t rev)
+{
+    uint64_t cur = core_rev(x->srv->core);
+    if (rev <= cur)
+        return false;
+    reply_errf(x, "ERR revision %llu is in the future (current revision %llu)", (unsigned long long)rev,
+               (unsigned long long)cur);
+    return true;
+}
+
 static void cmd_kv_get(cmd_ctx_t *x)
 {
     uint64_t rev = 0;
@@ -251,6 +265,8 @@ static void cmd_kv_get(cmd_ctx_t *x)
         reply_syntax(x);
         return;
     }
+    if (rev_in_future(x, rev))
+        return;
     const kv_version_t *v;
     if (rev == 0) {
         v = visible(x->srv, &x->argv[1]);
@@ -297,6 +313,8 @@ static void cmd_kv_range(cmd_ctx_t *x)
             return;
         }
     }
+    if (rev_in_future(x, rev))
+        return;
     range_acc_t a = {x, ORDO_BUF_INIT};
     long n = kv_range(core_kv(x->srv->core), x->argv[1].ptr, x->argv[1].len, after ? after->ptr : NULL,
                       after ? after->len : 0, rev, (size_t)limit, range_visit, &a);
@@ -330,7 +348,7 @@ static void cmd_kv_compact(cmd_ctx_t *x)
         reply_compacted(x);
     else if (res.status == AP_FUTURE)
         reply_errf(x, "ERR revision %llu is in the future (current revision %llu)",
-                   (unsigned long long)rec.compact.rev, (unsigned long long)res.cur_rev);
+                   (unsigned long long)rec.compact.rev, (unsigned long long)res.cur_rev); /* as rev_in_future() */
     else
         reply_ok(x);
 }

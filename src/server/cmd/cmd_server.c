@@ -56,8 +56,35 @@ static bool password_matches(const server_t *s, const resp_arg_t *a)
     return diff == 0;
 }
 
-/* Check user/pass; replies with the error and returns false on failure. */
-static bool try_auth(cmd_ctx_t *x, const resp_arg_t *user, const resp_arg_t *pass)
+/* Failed authentications are logged at most once per this interval (with
+ * the number left out meanwhile), so a client guessing passwords cannot
+ * flood the log; all of them are counted in INFO stats. */
+#define AUTH_FAIL_LOG_INTERVAL_MS 1000
+
+static void auth_failed(cmd_ctx_t *x)
+{
+    server_t *s = x->srv;
+    s->stats.auth_failures++;
+    uint64_t now = server_now_ms();
+    if (s->stats.auth_fail_logged_ms != 0 && now - s->stats.auth_fail_logged_ms < AUTH_FAIL_LOG_INTERVAL_MS) {
+        s->stats.auth_fail_unlogged++;
+        return;
+    }
+    fprintf(stderr, "ordod: client %llu (%s): authentication failed", (unsigned long long)x->conn->id, x->conn->addr);
+    if (s->stats.auth_fail_unlogged > 0)
+        fprintf(stderr, " (and %llu more not logged in the last %d ms)", (unsigned long long)s->stats.auth_fail_unlogged,
+                AUTH_FAIL_LOG_INTERVAL_MS);
+    fputc('\n', stderr);
+    s->stats.auth_fail_logged_ms = now;
+    s->stats.auth_fail_unlogged = 0;
+}
+
+/* check_auth() -- do user (NULL: the default user) and pass name the
+ * configured password? Replies with the error and returns false if not.
+ * Changes nothing on the connection either way: the caller sets authed
+ * only once every part of its command is known to succeed, so an error
+ * leaves no side effect. */
+static bool check_auth(cmd_ctx_t *x, const resp_arg_t *user, const resp_arg_t *pass)
 {
     if (x->srv->cfg.requirepass[0] == '\0') {
         reply_err(x, "ERR AUTH <password> called without any password configured for the default "
@@ -67,9 +94,9 @@ static bool try_auth(cmd_ctx_t *x, const resp_arg_t *user, const resp_arg_t *pas
     bool user_ok = user == NULL || (user->len == 7 && memcmp(user->ptr, "default", 7) == 0);
     if (!user_ok || !password_matches(x->srv, pass)) {
         reply_err(x, "WRONGPASS invalid username-password pair or user is disabled.");
+        auth_failed(x);
         return false;
     }
-    x->conn->authed = true;
     return true;
 }
 
@@ -79,8 +106,10 @@ static void cmd_auth(cmd_ctx_t *x)
         reply_syntax(x);
         return;
     }
-    if (try_auth(x, x->argc == 3 ? &x->argv[1] : NULL, &x->argv[x->argc - 1]))
-        reply_ok(x);
+    if (!check_auth(x, x->argc == 3 ? &x->argv[1] : NULL, &x->argv[x->argc - 1]))
+        return;
+    x->conn->authed = true;
+    reply_ok(x);
 }
 
 static void set_name(conn_t *c, const resp_arg_t *a)
@@ -123,11 +152,15 @@ static void cmd_hello(cmd_ctx_t *x)
         }
         i = 2;
     }
+    /* Every clause is checked before any takes effect: HELLO 3 AUTH good
+     * AUTH bad answers WRONGPASS and leaves the connection as it was. */
     const resp_arg_t *setname = NULL;
+    bool auth_given = false;
     for (; i < x->argc; i++) {
         if (arg_is(x, i, "AUTH") && i + 2 < x->argc) {
-            if (!try_auth(x, &x->argv[i + 1], &x->argv[i + 2]))
+            if (!check_auth(x, &x->argv[i + 1], &x->argv[i + 2]))
                 return;
+            auth_given = true;
             i += 2;
         } else if (arg_is(x, i, "SETNAME") && i + 1 < x->argc) {
             setname = &x->argv[++i];
@@ -138,12 +171,14 @@ static void cmd_hello(cmd_ctx_t *x)
             return;
         }
     }
-    if (!x->conn->authed) {
+    if (!x->conn->authed && !auth_given) {
         reply_err(x, "NOAUTH HELLO must be called with the client already authenticated, otherwise "
                      "the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the "
                      "client and select the RESP protocol version at the same time");
         return;
     }
+    if (auth_given)
+        x->conn->authed = true;
     if (setname != NULL)
         set_name(x->conn, setname);
     x->conn->proto = (int)ver;
@@ -262,7 +297,7 @@ static void cmd_info(cmd_ctx_t *x)
                             "total_commands_processed:%llu\r\ntotal_error_replies:%llu\r\n"
                             "total_net_input_bytes:%llu\r\ntotal_net_output_bytes:%llu\r\n"
                             "watch_events:%llu\r\nwatch_cancelled:%llu\r\nexpired_keys:%llu\r\n"
-                            "clients_closed_output_limit:%llu\r\n\r\n",
+                            "clients_closed_output_limit:%llu\r\nauth_failures:%llu\r\n\r\n",
                         (unsigned long long)s->stats.connections_total,
                         (unsigned long long)s->stats.connections_rejected,
                         (unsigned long long)s->stats.commands_total, (unsigned long long)s->stats.errors_total,
@@ -270,7 +305,8 @@ static void cmd_info(cmd_ctx_t *x)
                         (unsigned long long)s->stats.watch_events_total,
                         (unsigned long long)s->stats.watch_cancelled_total,
                         (unsigned long long)s->stats.expired_keys_total,
-                        (unsigned long long)s->stats.clients_closed_output);
+                        (unsigned long long)s->stats.clients_closed_output,
+                        (unsigned long long)s->stats.auth_failures);
     if (section_wanted(x, "persistence"))
         persist_info(s, &b);
     if (section_wanted(x, "kv"))

@@ -4,9 +4,12 @@
  *
  * A watch is on one key, or on a prefix. The registry keeps two hash tables
  * of groups (one per distinct watched key, one per distinct watched prefix)
- * and the sorted set of distinct prefix lengths in use. A change to key K is
- * matched by one exact lookup plus one lookup per distinct prefix length
- * <= |K|: the cost follows the shapes of the watches, not their number.
+ * and a radix tree of the watched prefixes. A change to key K is matched by
+ * one exact lookup plus one walk of K down the tree: O(|K|) byte
+ * comparisons, whatever the number and lengths of the watched prefixes.
+ * What a client can register is bounded by max-watches-per-client watches
+ * of at most max-name-bytes each; the tree holds each of those bytes at
+ * most once, in fewer than two nodes per distinct prefix.
  *
  * Delivery (RESP frames, catching up from history, cancelling) belongs to
  * the command layer; this module only owns membership. The watch_t is
@@ -26,6 +29,7 @@
 #include "base/htab.h"
 
 typedef struct watch_group_s watch_group_t;
+typedef struct watch_pnode_s watch_pnode_t;
 
 typedef struct watch_s {
     uint64_t id;
@@ -54,10 +58,10 @@ typedef struct watch_s {
 typedef struct watch_registry_s {
     ordo_htab_t exact;
     ordo_htab_t prefixes;
-    size_t *plens;               /* distinct prefix lengths in use, ascending */
-    size_t *plen_refs;           /* groups per length */
-    size_t nplens, plens_cap;
+    watch_pnode_t *ptree;        /* radix tree of the prefix groups (watch.c) */
+    size_t pnodes;               /* its nodes, the root included */
     size_t count;                /* watches registered */
+    uint64_t match_steps;        /* nodes and key bytes walked by watch_match(): its cost, for tests */
 } watch_registry_t;
 
 int watch_registry_init(watch_registry_t *r);
@@ -68,7 +72,8 @@ void watch_add(watch_registry_t *r, watch_t *w);
 void watch_remove(watch_registry_t *r, watch_t *w);
 
 /* watch_match() -- call fn for every watch concerned by a change to key.
- * fn must not add or remove watches (collect first if it needs to). */
+ * fn must not add or remove watches (collect first if it needs to). Adds
+ * its work to r->match_steps (at most 2 * klen + 1 per call). */
 void watch_match(const watch_registry_t *r, const void *key, size_t klen,
                  void (*fn)(watch_t *w, void *arg), void *arg);
 

@@ -36,6 +36,29 @@
  *
  * Revisions never decrease along the log (they may repeat).
  *
+ * The manifest, "manifest" in the same directory, WAL_MANIFEST_BYTES = 32:
+ *
+ *    offset  size  field
+ *         0     8  magic "ORDOMAN\0"
+ *         8     8  sequence number of the newest segment ever created
+ *        16     8  gapless_from: from this segment on, numbers have no gaps
+ *        24     4  CRC-32C of bytes 0..23
+ *        28     4  zero
+ *
+ * It is what must exist: segments are numbered without gaps, old ones go
+ * only from the front (wal_remove_before() keeps the last), so the log is
+ * every number from the first present one to the manifest's. Logs written
+ * before the manifest existed could skip a number after a torn segment
+ * creation; their first start writes the manifest with gapless_from set to
+ * the newest segment then, and a gap below it is left to the revision
+ * check of replay (records must follow each other). A deleted
+ * last segment (or every segment) would otherwise pass for a log that
+ * simply ended earlier, and revisions, tokens and ids would be handed out
+ * again. Written after a new segment's header and directory entry are
+ * synced (tmp file, fdatasync, rename, directory fsync), so it never
+ * names a segment a crash could take back; written again at the end of
+ * recovery, so a log made before the manifest existed gets one.
+ *
  * WRITING
  *
  * The core thread appends frames with a zero crc to a pending buffer under
@@ -120,6 +143,10 @@
 #define WAL_HEADER_BYTES 40u
 #define WAL_FRAME_BYTES 16u
 #define WAL_NAME_BYTES 24u           /* 20 digits + ".wal" */
+#define WAL_MANIFEST_BYTES 32u
+#define WAL_MANIFEST_NAME "manifest"
+#define WAL_MANIFEST_TMP "manifest.tmp"
+#define WAL_MANIFEST_MAGIC "ORDOMAN"     /* 7 chars + NUL = 8 bytes */
 /* EVERYSEC: how long written records may stay unsynced. */
 #define WAL_EVERYSEC_MS 1000u
 /* Progress of a replay is printed this often. */
@@ -170,6 +197,7 @@ struct wal_s {
      * while it writes a batch inline: whoever set `writing`. */
     int fd;                        /* the segment being written */
     uint64_t seq, salt, off;
+    uint64_t gapless_from;         /* the manifest's (see the format) */
     char path[4096];
     uint64_t written_rev;
     uint64_t last_sync_ms;
@@ -383,6 +411,65 @@ static void segs_push(wal_t *w, const wal_seg_t *s)
 
 /* Create segment seq, write and sync its header, sync the directory, make
  * it the segment being written. Returns 0, or -1 with the log failed. */
+/* manifest_write() -- record seq as the newest segment created (see the
+ * format above). Plain system calls, not the test seams: a fault injected
+ * into the Nth write means the Nth write of records. Returns 0, or -1
+ * with errno set. */
+static int manifest_write(const wal_t *w, uint64_t seq)
+{
+    assert(w->gapless_from >= 1 && w->gapless_from <= seq);
+    unsigned char m[WAL_MANIFEST_BYTES] = {0};
+    memcpy(m, WAL_MANIFEST_MAGIC, 8);
+    put_u64(m + 8, seq);
+    put_u64(m + 16, w->gapless_from);
+    put_u32(m + 24, ordo_crc32c(0, m, 24));
+    int fd = openat(w->dir_fd, WAL_MANIFEST_TMP, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -1;
+    int rc = pwrite(fd, m, sizeof m, 0) == (ssize_t)sizeof m && fdatasync(fd) == 0 ? 0 : -1;
+    int e = errno;
+    close(fd);
+    if (rc == 0)
+        rc = renameat(w->dir_fd, WAL_MANIFEST_TMP, w->dir_fd, WAL_MANIFEST_NAME);
+    if (rc == 0)
+        rc = fsync(w->dir_fd);
+    else
+        errno = e;
+    return rc;
+}
+
+/* manifest_read() -- *seq_out gets the manifest's newest segment number
+ * and *from_out its gapless_from, both 0 if there is no manifest (a new
+ * log, or one written before it existed). Returns 0, or -1 if it cannot
+ * be read or is damaged (err says which). */
+static int manifest_read(const wal_t *w, uint64_t *seq_out, uint64_t *from_out, char *err, size_t err_len)
+{
+    char eb[128];
+    unsigned char m[WAL_MANIFEST_BYTES];
+    *seq_out = 0;
+    *from_out = 0;
+    int fd = openat(w->dir_fd, WAL_MANIFEST_NAME, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT)
+        return 0;
+    if (fd < 0) {
+        snprintf(err, err_len, "wal: cannot open %s/%s: %s", w->dir, WAL_MANIFEST_NAME, errstr(errno, eb, sizeof eb));
+        return -1;
+    }
+    ssize_t n = pread(fd, m, sizeof m, 0);
+    close(fd);
+    if (n != (ssize_t)sizeof m || memcmp(m, WAL_MANIFEST_MAGIC, 8) != 0 || get_u32(m + 24) != ordo_crc32c(0, m, 24) ||
+        get_u64(m + 16) == 0 || get_u64(m + 16) > get_u64(m + 8)) {
+        snprintf(err, err_len, "wal corrupt: %s/%s is damaged (%zd bytes); it names the newest log segment, so "
+                 "a missing one can be told from a log that ended; --wal-repair yes rewrites it from the "
+                 "segments present", w->dir, WAL_MANIFEST_NAME, n);
+        return -1;
+    }
+    *seq_out = get_u64(m + 8);
+    *from_out = get_u64(m + 16);
+    assert(*from_out >= 1 && *from_out <= *seq_out);
+    return 0;
+}
+
 static int segment_create(wal_t *w, uint64_t seq)
 {
     char path[sizeof w->path];
@@ -407,6 +494,12 @@ static int segment_create(wal_t *w, uint64_t seq)
     }
     if (io_sync_dir(w) != 0) {
         fail_io(w, "fsync", w->dir, 0);
+        goto fail_close;
+    }
+    if (manifest_write(w, seq) != 0) {
+        char mpath[sizeof w->path];
+        snprintf(mpath, sizeof mpath, "%s/%s", w->dir, WAL_MANIFEST_NAME);
+        fail_io(w, "write", mpath, 0);
         goto fail_close;
     }
     if (w->fd >= 0)
@@ -1261,20 +1354,112 @@ static int repair(scan_t *sc, const uint64_t *seqs, size_t n, size_t i, const wa
     return 0;
 }
 
+/* Segments seqs[i..n) follow a gap (seqs[i-1] + 1 is missing): refuse,
+ * naming the gap, or under repair move them aside so the log ends before
+ * it. Returns 0 (repaired) or -1 (sc->err says why). */
+static int segment_gap(scan_t *sc, const uint64_t *seqs, size_t n, size_t i)
+{
+    wal_t *w = sc->w;
+    char before[WAL_NAME_BYTES + 1], after[WAL_NAME_BYTES + 1], first[WAL_NAME_BYTES + 1], moved[512], eb[128];
+    seg_name(before, seqs[i - 1]);
+    seg_name(after, seqs[i]);
+    seg_name(first, seqs[i - 1] + 1);
+    snprintf(sc->err, sc->err_len, "wal: log segment%s %s%s%s missing between %s and %s in %s: the records "
+             "after revision %" PRIu64 " are not all there",
+             seqs[i] - seqs[i - 1] > 2 ? "s" : "", first, seqs[i] - seqs[i - 1] > 2 ? " and up" : "",
+             seqs[i] - seqs[i - 1] > 2 ? " are" : " is", before, after, w->dir, sc->prev_rev);
+    if (!w->opt.repair) {
+        size_t l = strlen(sc->err);
+        snprintf(sc->err + l, sc->err_len - l, "; restore the missing file%s, or start with --wal-repair yes to end "
+                 "the log at the gap (the later segments are kept aside as *.cut)",
+                 seqs[i] - seqs[i - 1] > 2 ? "s" : "");
+        return -1;
+    }
+    wal_recovery_t *r = sc->rec;
+    r->repaired = true;
+    seg_path(w, seqs[i - 1], r->repair_file, sizeof r->repair_file);
+    r->repair_at = w->nsegs > 0 ? w->segs[w->nsegs - 1].bytes : 0;
+    r->repair_last_rev = sc->prev_rev;
+    str_copy(r->repair_reason, sizeof r->repair_reason, sc->err);
+    fprintf(stderr, "wal: repair: %s\n", sc->err);
+    for (size_t j = n; j-- > i;) {
+        struct stat st;
+        char name[WAL_NAME_BYTES + 1];
+        seg_name(name, seqs[j]);
+        uint64_t bytes = fstatat(w->dir_fd, name, &st, 0) == 0 ? (uint64_t)st.st_size : 0;
+        if (move_aside(sc, seqs[j], moved, sizeof moved) != 0)
+            return -1;
+        r->repair_bytes += bytes;
+        r->repair_segments_moved++;
+        fprintf(stderr, "wal: repair: moved the segment %s/%s after the gap (%" PRIu64 " bytes) aside to %s\n",
+                w->dir, name, bytes, moved);
+    }
+    if (io_sync_dir(w) != 0) {
+        snprintf(sc->err, sc->err_len, "wal repair: cannot sync %s: %s", w->dir, errstr(errno, eb, sizeof eb));
+        return -1;
+    }
+    sc->err[0] = '\0';
+    return 0;
+}
+
+/* The manifest names segment want, the newest present is have (0: none):
+ * the end of the log is gone. Refuse, naming what is missing, or under
+ * repair say so and go on from what is there. Returns 0 or -1. */
+static int segment_tail_missing(scan_t *sc, uint64_t want, uint64_t have)
+{
+    wal_t *w = sc->w;
+    char last[WAL_NAME_BYTES + 1], first[WAL_NAME_BYTES + 1];
+    seg_name(last, want);
+    seg_name(first, have + 1);
+    snprintf(sc->err, sc->err_len, "wal: the end of the log in %s is missing: its manifest says segment %s was "
+             "created, but %s; the log found ends at revision %" PRIu64 " and what came after it is gone (%s%s%s)",
+             w->dir, last, have == 0 ? "no segment is there" : "the newest there is the one before", sc->prev_rev,
+             first, want > have + 1 ? " to " : "", want > have + 1 ? last : "");
+    if (!w->opt.repair) {
+        size_t l = strlen(sc->err);
+        snprintf(sc->err + l, sc->err_len - l, "; restore it, or start with --wal-repair yes to go on from revision "
+                 "%" PRIu64 " (revisions, ids and tokens after it will be handed out again)", sc->prev_rev);
+        return -1;
+    }
+    wal_recovery_t *r = sc->rec;
+    r->repaired = true;
+    snprintf(r->repair_file, sizeof r->repair_file, "%s/%s", w->dir, last);
+    r->repair_last_rev = sc->prev_rev;
+    str_copy(r->repair_reason, sizeof r->repair_reason, sc->err);
+    fprintf(stderr, "wal: repair: %s; going on from revision %" PRIu64 "\n", sc->err, sc->prev_rev);
+    sc->err[0] = '\0';
+    return 0;
+}
+
 /* Recover every segment; leave the log ready to append. */
 static int recover(wal_t *w, scan_t *sc)
 {
     uint64_t *seqs = NULL;
     size_t n = 0;
     char eb[128];
+    uint64_t manifest_seq = 0, gapless_from = 0;
+    if (manifest_read(w, &manifest_seq, &gapless_from, sc->err, sc->err_len) != 0) {
+        if (!w->opt.repair)
+            return -1;
+        fprintf(stderr, "wal: repair: %s; rewriting it from the segments present\n", sc->err);
+        sc->err[0] = '\0';
+        manifest_seq = gapless_from = 0;
+    }
     if (segs_list(w, &seqs, &n) != 0) {
         snprintf(sc->err, sc->err_len, "wal: cannot list %s: %s", w->dir, errstr(errno, eb, sizeof eb));
         return -1;
     }
     int rc = -1;
     uint64_t salt = 0, end = 0, next_seq = 1;
+    bool gap_cut = false;
     for (size_t i = 0; i < n; i++) {
         wal_seg_t s = {.seq = seqs[i]};
+        if (i > 0 && seqs[i] != seqs[i - 1] + 1 && gapless_from != 0 && seqs[i] > gapless_from) {
+            if (segment_gap(sc, seqs, n, i) != 0)
+                goto out;
+            gap_cut = true;
+            break;
+        }
         next_seq = seqs[i] + 1;
         int r = scan_segment(sc, &s, i + 1 == n, &salt, &end);
         if (r == SEG_ERROR)
@@ -1294,16 +1479,33 @@ static int recover(wal_t *w, scan_t *sc)
         if (r == SEG_TORN_CREATE) {
             if (remove_torn(sc, &s) != 0)
                 goto out;
+            next_seq = seqs[i]; /* its number is reused: numbers have no gaps */
             continue;
         }
         segs_push(w, &s);
     }
-    if (w->nsegs > 0 && w->segs[w->nsegs - 1].seq + 1 == next_seq)
+    /* Every segment up to the manifest's must be here, unless repair just
+     * cut the log at a gap or at corruption (it said so). */
+    uint64_t have = w->nsegs > 0 ? w->segs[w->nsegs - 1].seq : 0;
+    if (!gap_cut && !sc->rec->repaired && manifest_seq > have && segment_tail_missing(sc, manifest_seq, have) != 0)
+        goto out;
+    /* The segment written from now on: the last one kept, or a new one. No
+     * manifest yet (a new log, or one from before it): numbers are gapless
+     * from it on. A repair may have cut the log below the manifest's. */
+    bool resume = w->nsegs > 0 && w->segs[w->nsegs - 1].seq + 1 == next_seq;
+    uint64_t cur = resume ? next_seq - 1 : next_seq;
+    w->gapless_from = gapless_from != 0 && gapless_from <= cur ? gapless_from : cur;
+    if (resume)
         rc = resume_segment(w, next_seq - 1, salt, end, sc->err, sc->err_len);
     else if (segment_create(w, next_seq) == 0)
         rc = 0;
     else
         str_copy(sc->err, sc->err_len, w->failed_reason);
+    if (rc == 0 && manifest_seq != w->seq && manifest_write(w, w->seq) != 0) {
+        snprintf(sc->err, sc->err_len, "wal: cannot write %s/%s: %s", w->dir, WAL_MANIFEST_NAME,
+                 errstr(errno, eb, sizeof eb));
+        rc = -1;
+    }
 out:
     free(seqs);
     return rc;

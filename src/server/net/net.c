@@ -22,7 +22,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "writer/writer.h"
 #include "cmd/cmd.h"
@@ -551,6 +555,53 @@ static void on_connection(uv_stream_t *listener, int status)
     start_reading(c);
 }
 
+/* unix_path_clear() -- make `path` free for a Unix socket. Nothing there:
+ * fine. A socket nobody accepts on (left behind by a process that died):
+ * removed. Anything else -- a socket another process listens on, a file
+ * that is not a socket -- is left alone and refused with a message.
+ * Returns 0 or -1. */
+static int unix_path_clear(const char *path, char *err, size_t elen)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sa.sun_path) {
+        snprintf(err, elen, "unixsocket %s: path longer than %zu bytes", path, sizeof sa.sun_path - 1);
+        return -1;
+    }
+    struct stat st;
+    if (lstat(path, &st) != 0) {
+        if (errno == ENOENT)
+            return 0;
+        snprintf(err, elen, "unixsocket %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISSOCK(st.st_mode)) {
+        snprintf(err, elen, "unixsocket %s exists and is not a socket; refusing to remove it", path);
+        return -1;
+    }
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, elen, "unixsocket %s: socket: %s", path, strerror(errno));
+        return -1;
+    }
+    int rc = connect(fd, (struct sockaddr *)&sa, sizeof sa);
+    int e = errno;
+    close(fd);
+    if (rc == 0) {
+        snprintf(err, elen, "unixsocket %s is in use: another process accepts connections on it", path);
+        return -1;
+    }
+    if (e != ECONNREFUSED) {
+        snprintf(err, elen, "unixsocket %s: cannot tell whether it is in use: %s", path, strerror(e));
+        return -1;
+    }
+    if (unlink(path) != 0 && errno != ENOENT) {
+        snprintf(err, elen, "unixsocket %s: cannot remove the stale socket: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 int net_listen(server_t *s, char *err, size_t elen)
 {
     int rc;
@@ -572,12 +623,17 @@ int net_listen(server_t *s, char *err, size_t elen)
         }
     }
     if (s->cfg.unixsocket[0] != '\0') {
+        if (unix_path_clear(s->cfg.unixsocket, err, elen) != 0)
+            return -1;
         uv_pipe_init(s->loop, &s->net.unix_listener, 0);
         s->net.unix_listener.data = s;
         s->net.unix_on = true;
-        remove(s->cfg.unixsocket);
-        if ((rc = uv_pipe_bind(&s->net.unix_listener, s->cfg.unixsocket)) != 0 ||
-            (rc = uv_listen((uv_stream_t *)&s->net.unix_listener, 511, on_connection)) != 0) {
+        rc = uv_pipe_bind(&s->net.unix_listener, s->cfg.unixsocket);
+        if (rc == 0) {
+            s->net.unix_bound = true; /* the file is ours: removed at close */
+            rc = uv_listen((uv_stream_t *)&s->net.unix_listener, 511, on_connection);
+        }
+        if (rc != 0) {
             snprintf(err, elen, "cannot listen on %s: %s", s->cfg.unixsocket, uv_strerror(rc));
             return -1;
         }
@@ -597,6 +653,7 @@ void net_close_all(server_t *s)
         uv_close((uv_handle_t *)&s->net.tcp, NULL);
     if (s->net.unix_on) {
         uv_close((uv_handle_t *)&s->net.unix_listener, NULL);
-        remove(s->cfg.unixsocket);
+        if (s->net.unix_bound)
+            unlink(s->cfg.unixsocket);
     }
 }
