@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cmd/cmd.h"
+#include "core/core.h"
 #include "net/conn.h"
 #include "net/net.h"
 #include "writer/persist.h"
@@ -95,7 +96,7 @@ int main(int argc, char **argv)
         return 1;
     }
     s->loop = uv_default_loop();
-    s->start_ms = server_now_ms();
+    s->start_ms = server_mono_ms();
     /* The data directory's lock, then the listeners, then everything else:
      * a busy directory or a taken port is refused before anything is read
      * or written (a directory made for this start is removed again).
@@ -124,6 +125,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "ordod: cannot recover from %s: %s\n", s->cfg.dir, err);
         goto fail_cmds;
     }
+    /* Record times never go back, across restarts too: if the wall clock
+     * is behind the last record, the writer's clock continues from it. */
+    server_clock_resume(s, core_last_time_ms(s->core));
     s->hooks = (server_hooks_t){.run_resumed = conn_run_resumed, .flush = conn_flush_dirty,
                                 .net_cron = net_cron, .cmd_cron = cmd_cron};
     writer_start(s);

@@ -82,8 +82,10 @@ struct server_s {
     net_t net;                       /* listeners and connections (net/net.h) */
     writer_t writer;                 /* the single writer's machinery (writer/writer.h) */
     uint64_t next_watch_id;
-    uint64_t start_ms;
+    uint64_t start_ms;               /* server_mono_ms() at start: uptime */
     uint64_t now_ms;                 /* the writer's clock: see server_tick() */
+    uint64_t clock_base_ms;          /* the writer's clock at clock_mono_base_ms */
+    uint64_t clock_mono_base_ms;     /* server_mono_ms() when the clock was set */
     server_stats_t stats;
     server_hooks_t hooks;
     bool stopping;
@@ -114,12 +116,25 @@ static inline const char *server_readonly(const server_t *s)
     return s->readonly[0] != '\0' ? s->readonly : NULL;
 }
 
-/* Wall clock in ms since the epoch. */
+/* Wall clock in ms since the epoch: TIME, and times shown to people. Never
+ * a deadline: see server_tick(). */
 uint64_t server_now_ms(void);
-/* server_tick() -- read the wall clock into s->now_ms, never moving it
- * backwards. Called once per loop callback (a read batch, a timer), so
- * every command of a batch, and every record it makes, sees one time, and
- * record times never decrease even if the system clock steps back. */
+/* Monotonic clock in ms (CLOCK_MONOTONIC): durations. */
+uint64_t server_mono_ms(void);
+/* server_tick() -- read the writer's clock into s->now_ms and return it.
+ * The writer's clock is ms since the epoch that advances with the
+ * monotonic clock: set from the wall clock at start (or from the last
+ * record's time, if the wall clock is behind it), it ignores later steps
+ * of the wall clock, so a deadline lasts its real length whatever NTP or
+ * an operator does (writer/turn.c). Called once per loop callback (a read
+ * batch, a timer), so every command of a batch, and every record it
+ * makes, sees one time; record times never decrease. */
 uint64_t server_tick(server_t *s);
+/* server_clock_ms() -- the writer's clock now, without moving s->now_ms
+ * (timers compute how far their deadline is). */
+uint64_t server_clock_ms(const server_t *s);
+/* server_clock_resume() -- after recovery: the clock continues from the
+ * later of its reading and last_record_ms, never going back. */
+void server_clock_resume(server_t *s, uint64_t last_record_ms);
 
 #endif /* ORDO_SERVER_H */

@@ -1,6 +1,6 @@
 /*
  * test_srv_timer.c -- the writer's deadline timer (writer/timer.h) on a
- * real libuv loop: a deadline fires only once the wall clock is past it,
+ * real libuv loop: a deadline fires only once the writer's clock is past it,
  * a deadline already past fires at once, arm_earlier keeps an earlier
  * arming, stop and close disarm, and arming a closed or never initialised
  * timer does nothing.
@@ -16,9 +16,21 @@
 #include "server.h"
 #include "writer/timer.h"
 
+/* A server with nothing but its writer's clock started: the clock the
+ * timers read. */
+static server_t *test_clock(void)
+{
+    static server_t *s;
+    if (s == NULL) {
+        s = calloc(1, sizeof *s);
+        server_tick(s);
+    }
+    return s;
+}
+
 typedef struct {
     int fired;
-    uint64_t fired_at_ms;    /* server_now_ms() in the callback */
+    uint64_t fired_at_ms;    /* the writer's clock in the callback */
     bool armed_in_cb;        /* t->armed as the callback saw it */
 } probe_t;
 
@@ -26,7 +38,7 @@ static void on_fire(writer_timer_t *t)
 {
     probe_t *p = t->data;
     p->fired++;
-    p->fired_at_ms = server_now_ms();
+    p->fired_at_ms = server_clock_ms(test_clock());
     p->armed_in_cb = t->armed;
 }
 
@@ -46,8 +58,8 @@ static void test_fires_once_past_the_deadline(void **state)
     uv_loop_init(&loop);
     writer_timer_t t = {0};
     probe_t p = {0};
-    writer_timer_init(&t, &loop, on_fire, &p);
-    uint64_t at = server_now_ms() + 20;
+    writer_timer_init(&t, &loop, test_clock(), on_fire, &p);
+    uint64_t at = server_clock_ms(test_clock()) + 20;
     writer_timer_arm(&t, at);
     assert_true(t.armed);
     run_until_idle(&loop);
@@ -64,8 +76,8 @@ static void test_past_deadline_fires_at_once(void **state)
     uv_loop_init(&loop);
     writer_timer_t t = {0};
     probe_t p = {0};
-    writer_timer_init(&t, &loop, on_fire, &p);
-    uint64_t before = server_now_ms();
+    writer_timer_init(&t, &loop, test_clock(), on_fire, &p);
+    uint64_t before = server_clock_ms(test_clock());
     writer_timer_arm(&t, 0); /* "at once" (block.c's read-only case) */
     run_until_idle(&loop);
     assert_int_equal(p.fired, 1);
@@ -83,8 +95,8 @@ static void test_arm_earlier_and_stop(void **state)
     uv_loop_init(&loop);
     writer_timer_t t = {0};
     probe_t p = {0};
-    writer_timer_init(&t, &loop, on_fire, &p);
-    uint64_t now = server_now_ms();
+    writer_timer_init(&t, &loop, test_clock(), on_fire, &p);
+    uint64_t now = server_clock_ms(test_clock());
     writer_timer_arm_earlier(&t, now + 10);
     writer_timer_arm_earlier(&t, now + 100000); /* later: kept at now + 10 */
     assert_int_equal(t.at_ms, now + 10);
@@ -114,8 +126,8 @@ static void test_closed_or_uninitialised_is_a_no_op(void **state)
     uv_loop_init(&loop);
     writer_timer_t t = {0};
     probe_t p = {0};
-    writer_timer_init(&t, &loop, on_fire, &p);
-    writer_timer_arm(&t, server_now_ms() + 100000);
+    writer_timer_init(&t, &loop, test_clock(), on_fire, &p);
+    writer_timer_arm(&t, server_clock_ms(test_clock()) + 100000);
     writer_timer_close(&t);
     writer_timer_arm(&t, 0);
     assert_false(t.armed);

@@ -65,7 +65,7 @@ static void auth_failed(cmd_ctx_t *x)
 {
     server_t *s = x->srv;
     s->stats.auth_failures++;
-    uint64_t now = server_now_ms();
+    uint64_t now = server_mono_ms();
     if (s->stats.auth_fail_logged_ms != 0 && now - s->stats.auth_fail_logged_ms < AUTH_FAIL_LOG_INTERVAL_MS) {
         s->stats.auth_fail_unlogged++;
         return;
@@ -226,7 +226,7 @@ static void cmd_client(cmd_ctx_t *x)
             resp_add_null(x->out, x->proto);
     } else if ((arg_is(x, 1, "LIST") || arg_is(x, 1, "INFO")) && x->argc == 2) {
         ordo_buf_t b = ORDO_BUF_INIT;
-        uint64_t now = server_now_ms();
+        uint64_t now = server_tick(x->srv); /* the clock of created_ms and last_cmd_ms */
         if (arg_is(x, 1, "INFO"))
             client_line(&b, c, now);
         else
@@ -265,7 +265,7 @@ static void cmd_info(cmd_ctx_t *x)
 {
     server_t *s = x->srv;
     ordo_buf_t b = ORDO_BUF_INIT;
-    uint64_t now = server_now_ms();
+    uint64_t now = server_mono_ms();
     kv_stats_t st;
     kv_stats(core_kv(s->core), &st);
     if (section_wanted(x, "server"))

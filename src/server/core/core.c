@@ -41,6 +41,7 @@ typedef struct exp_s {
 struct core_s {
     kv_t *kv;
     uint64_t rev;
+    uint64_t last_time_ms;   /* the latest time_ms of a record applied */
     uint64_t history_revs;
     ordo_htab_t exp_index;
     ordo_heap_t heap;        /* every exp_t, earliest deadline first */
@@ -166,6 +167,8 @@ void core_set_coord_cb(core_t *c, core_coord_cb cb, void *arg)
     c->coord_arg = arg;
 }
 uint64_t core_rev(const core_t *c) { return c->rev; }
+
+uint64_t core_last_time_ms(const core_t *c) { return c->last_time_ms; }
 size_t core_expiring(const core_t *c) { return ordo_heap_len(&c->heap); }
 
 uint64_t core_next_expiry(const core_t *c)
@@ -763,6 +766,8 @@ void core_apply(core_t *c, const record_t *rec, apply_result_t *res)
 {
     assert(record_valid(rec));
     memset(res, 0, sizeof *res);
+    if (rec->time_ms > c->last_time_ms)
+        c->last_time_ms = rec->time_ms;
     switch (rec->type) {
     case REC_PUT: apply_put(c, rec, res); break;
     case REC_DEL: apply_del(c, rec, res); break;

@@ -360,6 +360,9 @@ void core_apply(core_t *c, const record_t *rec, apply_result_t *res);
 const kv_t *core_kv(const core_t *c);
 /* The current revision (the last one taken). */
 uint64_t core_rev(const core_t *c);
+/* core_last_time_ms() -- the latest time a record applied carried (0 if
+ * none since the core was created): where the writer's clock resumes. */
+uint64_t core_last_time_ms(const core_t *c);
 
 /* core_expiry_of() -- a key's expiry deadline in ms since the epoch, or 0. */
 uint64_t core_expiry_of(const core_t *c, const void *key, size_t klen);

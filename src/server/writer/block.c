@@ -199,7 +199,7 @@ void block_readonly(server_t *s) { arm_timer(s); }
 void block_init(server_t *s)
 {
     ordo_heap_init(&s->writer.block.wait_heap, waiter_less, WAIT_HEAP_CAP_MIN, ORDO_HEAP_KEEP);
-    writer_timer_init(&s->writer.block.timer, s->loop, on_wait_timer, s);
+    writer_timer_init(&s->writer.block.timer, s->loop, s, on_wait_timer, s);
 }
 
 void block_close_handles(server_t *s)

@@ -528,7 +528,7 @@ void coord_wait_init(server_t *s)
 void coord_wait_start(server_t *s)
 {
     coord_waits_t *cc = s->writer.coord;
-    writer_timer_init(&cc->timer, s->loop, on_coord_timer, s);
+    writer_timer_init(&cc->timer, s->loop, s, on_coord_timer, s);
     coord_wait_schedule(s);
 }
 

@@ -61,7 +61,7 @@ void expire_schedule(server_t *s)
 
 void expire_start(server_t *s)
 {
-    writer_timer_init(&s->writer.expire_timer, s->loop, on_expire_timer, s);
+    writer_timer_init(&s->writer.expire_timer, s->loop, s, on_expire_timer, s);
 }
 
 void expire_close_handles(server_t *s)

@@ -200,7 +200,7 @@ static uint64_t pending_bytes(const server_t *s)
 static void backpressure_end(server_t *s)
 {
     s->wal_paused = false;
-    s->backpressure_ms += server_now_ms() - s->backpressure_since_ms;
+    s->backpressure_ms += server_mono_ms() - s->backpressure_since_ms;
     if (s->cfg.verbose)
         fprintf(stderr, "ordod: the log caught up (%llu bytes pending): reading clients again\n",
                 (unsigned long long)pending_bytes(s));
@@ -254,7 +254,7 @@ bool persist_backlogged(server_t *s)
         return false;
     s->wal_paused = true;
     s->backpressure_events++;
-    s->backpressure_since_ms = server_now_ms();
+    s->backpressure_since_ms = server_mono_ms();
     if (s->cfg.verbose)
         fprintf(stderr, "ordod: %llu bytes of log records wait for the disk (wal-pending-max-bytes): "
                 "not reading clients until it catches up\n", (unsigned long long)pending_bytes(s));
@@ -315,7 +315,7 @@ int persist_open(server_t *s, char *err, size_t elen)
 
 int persist_recover(server_t *s, char *err, size_t elen)
 {
-    uint64_t t0 = server_now_ms(), snap_rev = 0, entries = 0;
+    uint64_t t0 = server_mono_ms(), snap_rev = 0, entries = 0;
     uv_async_init(s->loop, &s->durable_async, on_durable_async);
     s->durable_async.data = s;
     uv_idle_init(s->loop, &s->snap_idle);
@@ -330,7 +330,7 @@ int persist_recover(server_t *s, char *err, size_t elen)
     if (rc != 0)
         goto fail;
     s->durable_rev = core_rev(s->core);
-    s->recovery_ms = server_now_ms() - t0;
+    s->recovery_ms = server_mono_ms() - t0;
     fprintf(stderr, "ordod: recovered to revision %llu (%llu log records) in %llu ms\n",
             (unsigned long long)core_rev(s->core), (unsigned long long)s->recovered_records,
             (unsigned long long)s->recovery_ms);
@@ -485,7 +485,7 @@ void persist_info(server_t *s, ordo_buf_t *b)
                     (unsigned long long)s->cfg.wal_pending_max_bytes, s->wal_paused ? 1 : 0,
                     (unsigned long long)s->backpressure_events,
                     (unsigned long long)(s->backpressure_ms +
-                                         (s->wal_paused ? server_now_ms() - s->backpressure_since_ms : 0)));
+                                         (s->wal_paused ? server_mono_ms() - s->backpressure_since_ms : 0)));
 }
 
 void persist_close_handles(server_t *s)

@@ -17,9 +17,10 @@ static void on_uv_timer(uv_timer_t *h)
     t->fn(t);
 }
 
-void writer_timer_init(writer_timer_t *t, uv_loop_t *loop, writer_timer_fn fn, void *data)
+void writer_timer_init(writer_timer_t *t, uv_loop_t *loop, const server_t *clock, writer_timer_fn fn, void *data)
 {
-    assert(!t->on);
+    assert(!t->on && clock != NULL);
+    t->clock = clock;
     uv_timer_init(loop, &t->uv);
     t->uv.data = t;
     t->fn = fn;
@@ -33,7 +34,7 @@ void writer_timer_arm(writer_timer_t *t, uint64_t at_ms)
 {
     if (!t->on || (t->armed && t->at_ms == at_ms))
         return;
-    uint64_t now = server_now_ms();
+    uint64_t now = server_clock_ms(t->clock);
     t->at_ms = at_ms;
     t->armed = true;
     /* Due once the clock passes at_ms, never at it: + 1 (written so that

@@ -25,11 +25,14 @@
 #include <stdint.h>
 #include <uv.h>
 
+typedef struct server_s server_t;
+
 typedef struct writer_timer_s writer_timer_t;
 typedef void (*writer_timer_fn)(writer_timer_t *t);
 
 struct writer_timer_s {
     uv_timer_t uv;
+    const server_t *clock;     /* deadlines are read on its writer's clock (server_clock_ms) */
     writer_timer_fn fn;
     void *data;                /* the owner's */
     uint64_t at_ms;            /* the deadline armed for (valid while armed) */
@@ -37,8 +40,9 @@ struct writer_timer_s {
     bool on;                   /* initialised and not closed */
 };
 
-/* writer_timer_init() -- a disarmed timer on loop calling fn(t) when it fires. */
-void writer_timer_init(writer_timer_t *t, uv_loop_t *loop, writer_timer_fn fn, void *data);
+/* writer_timer_init() -- a disarmed timer on loop calling fn(t) when it
+ * fires; its deadlines are times of clock's writer clock. */
+void writer_timer_init(writer_timer_t *t, uv_loop_t *loop, const server_t *clock, writer_timer_fn fn, void *data);
 /* writer_timer_arm() -- fire once the clock is past at_ms (at_ms 0: at
  * once), replacing any earlier arming. No-op if already armed for at_ms. */
 void writer_timer_arm(writer_timer_t *t, uint64_t at_ms);

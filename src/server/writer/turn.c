@@ -1,6 +1,16 @@
 /*
  * turn.c -- the per-turn hook and cron; see turn.h. Also the writer's
  * clock (server_tick(), server.h): one reading per loop callback.
+ *
+ * The writer's clock is what records carry and deadlines are measured
+ * in: ms since the epoch, advancing with CLOCK_MONOTONIC from a base. The
+ * base is the wall clock at start, moved forward to the last record's time
+ * after recovery if the wall clock is behind it. So a step of the wall
+ * clock while ordod runs changes no deadline (a 30 s lock lasts 30 s of
+ * real time), and record times never decrease, across restarts too. The
+ * price: after a step, record times differ from the wall clock by the
+ * step until the next start. A new cluster leader will resume the same
+ * way, from the last time its log applied.
  */
 #include "turn.h"
 
@@ -16,12 +26,38 @@ uint64_t server_now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+uint64_t server_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+uint64_t server_clock_ms(const server_t *s)
+{
+    assert(s->clock_base_ms != 0);
+    return s->clock_base_ms + (server_mono_ms() - s->clock_mono_base_ms);
+}
+
 uint64_t server_tick(server_t *s)
 {
-    uint64_t now = server_now_ms();
+    if (s->clock_base_ms == 0) { /* the first reading: start from the wall clock */
+        s->clock_base_ms = server_now_ms();
+        s->clock_mono_base_ms = server_mono_ms();
+    }
+    uint64_t now = server_clock_ms(s);
     if (now > s->now_ms)
         s->now_ms = now;
     return s->now_ms;
+}
+
+void server_clock_resume(server_t *s, uint64_t last_record_ms)
+{
+    uint64_t now = server_tick(s);
+    if (last_record_ms <= now)
+        return;
+    s->clock_base_ms += last_record_ms - now;
+    s->now_ms = last_record_ms;
 }
 
 void turn_run_resumed(server_t *s) { s->hooks.run_resumed(s); }
