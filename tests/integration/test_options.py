@@ -95,3 +95,14 @@ def test_too_large_value_limit_is_refused_by_name(tmp_path, value):
                        capture_output=True, text=True, timeout=30)
     assert p.returncode != 0 and "option max-value-bytes" in p.stderr, p.stderr
     assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize("spec", ["write-eio:-1", "write-eio:0", "sync-eio:99999999999999999999",
+                                  "append-eio:18446744073709551617", "write-eio:5x", "write-eio:", "nosuch:3"])
+def test_fault_seam_with_a_count_that_cannot_fire_is_refused(tmp_path, spec):
+    """A negative, zero or overflowing count was accepted and the seam never
+    fired, so a test using it checked nothing."""
+    p = subprocess.run([ORDOD, "--dir", str(tmp_path / "d"), "--port", "0", "--unixsocket", str(tmp_path / "s"),
+                        "--debug-wal-fault", spec], capture_output=True, text=True, timeout=30)
+    assert p.returncode != 0 and "debug-wal-fault" in p.stderr and spec in p.stderr, p.stderr
+    assert not (tmp_path / "d").exists()

@@ -99,30 +99,43 @@ static int fault_fdatasync(void *ctx, int fd)
     return fdatasync(fd);
 }
 
+/* The largest N debug-wal-fault takes: far more calls than any test makes,
+ * and small enough that "N - 1 calls succeed" is exact. */
+#define FAULT_AFTER_MAX 1000000000000ULL
+
 static int parse_fault(const char *spec, fault_t *f, char *err, size_t elen)
 {
-    char kind[32];
+    /* KIND:N, N a decimal count from 1 (the Nth call fails): a sign, a
+     * zero, an overflow or trailing bytes once made a seam that never
+     * fired, silently. */
+    const char *colon = strchr(spec, ':');
+    const char *digits = colon != NULL ? colon + 1 : NULL;
+    size_t klen = colon != NULL ? (size_t)(colon - spec) : 0;
     unsigned long long n = 0;
-    if (sscanf(spec, "%31[a-z-]:%llu", kind, &n) != 2)
+    if (digits == NULL || *digits == '\0' || strspn(digits, "0123456789") != strlen(digits) || strlen(digits) > 13)
+        goto bad;
+    n = strtoull(digits, NULL, 10);
+    if (n < 1 || n > FAULT_AFTER_MAX)
         goto bad;
     f->armed = true;
-    f->after = n > 0 ? n - 1 : 0;
-    if (strcmp(kind, "write-eio") == 0)
+    f->after = n - 1;
+    if (klen == 9 && strncmp(spec, "write-eio", klen) == 0)
         f->err = EIO;
-    else if (strcmp(kind, "write-enospc") == 0)
+    else if (klen == 12 && strncmp(spec, "write-enospc", klen) == 0)
         f->err = ENOSPC;
-    else if (strcmp(kind, "sync-eio") == 0) {
+    else if (klen == 8 && strncmp(spec, "sync-eio", klen) == 0) {
         f->err = EIO;
         f->where = FAULT_SYNC;
-    } else if (strcmp(kind, "append-eio") == 0) {
+    } else if (klen == 10 && strncmp(spec, "append-eio", klen) == 0) {
         f->err = EIO;
         f->where = FAULT_APPEND;
     } else
         goto bad;
     return 0;
 bad:
-    snprintf(err, elen, "debug-wal-fault: expected write-eio:N, write-enospc:N, sync-eio:N or append-eio:N, got '%s'",
-             spec);
+    f->armed = false;
+    snprintf(err, elen, "debug-wal-fault: expected write-eio:N, write-enospc:N, sync-eio:N or append-eio:N "
+             "with N from 1 to %llu, got '%s'", FAULT_AFTER_MAX, spec);
     return -1;
 }
 
