@@ -265,6 +265,9 @@ typedef enum {
     ORDO_WATCH_SYNCED,    /* the snapshot ended at rev */
     ORDO_WATCH_PROGRESS,  /* nothing watched changed up to rev */
     ORDO_WATCH_CANCELLED, /* the server stopped the watch; rev = last delivered */
+    ORDO_WATCH_RESET,     /* (ordo_watch_run only) the history after the resume
+                             point is gone: a snapshot of the current keys
+                             follows as PUT events, then SYNCED; rebuild state */
 } ordo_watch_kind_t;
 
 typedef struct ordo_watch_event {
@@ -368,6 +371,97 @@ int ordo_elect_proclaim(ordo_client_t *c, const char *name, int64_t term,
  * NULL), ORDO_ENOTFOUND if vacant. */
 int ordo_elect_leader(ordo_client_t *c, const char *name, int64_t *term,
                       char **value, size_t *value_len);
+
+/* ======================================================================
+ * The watcher: a callback per event, resuming after reconnects.
+ *
+ * ordo_watch_run() runs in the caller's thread until the callback returns
+ * nonzero, *stop becomes nonzero (checked at least every
+ * ORDO_WATCH_POLL_MS), or an error that reconnecting cannot cure
+ * (ORDO_EAUTH, ORDO_EINVAL, ORDO_ENOMEM). It owns its connection.
+ *   - Start: from_rev > 0: every change after from_rev; snapshot: the
+ *     current keys first; else: changes after the current revision (read
+ *     with KV.REV before the watch starts, so a reconnect before the first
+ *     event still resumes from there).
+ *   - Resume point: the revision of the last PUT/DEL delivered, moved by
+ *     PROGRESS and SYNCED events. After a disconnect or a watch-cancelled
+ *     push it watches again FROM the resume point, so the callback sees
+ *     every change once, in revision order, with no gap: events at or below
+ *     the resume point are dropped (outside a snapshot).
+ *   - Compaction: if the history after the resume point is gone, the
+ *     callback gets ORDO_WATCH_RESET, then the snapshot, then SYNCED.
+ *   - Connection loss is retried forever (with the client's backoff) until
+ *     stopped: a watcher outlives server restarts.
+ * Event strings are valid during the callback only. Returns ORDO_OK when
+ * stopped (callback or *stop), or the error. */
+#define ORDO_WATCH_POLL_MS 100
+
+typedef int (*ordo_watch_fn)(void *arg, const ordo_watch_event_t *ev);
+
+typedef struct ordo_watch_opts {
+    ordo_client_opts_t conn;
+    const void *key; size_t key_len;
+    int prefix;
+    int64_t from_rev;
+    int snapshot;
+    ordo_watch_fn fn;
+    void *arg;
+} ordo_watch_opts_t;
+
+int ordo_watch_run(const ordo_watch_opts_t *o, const volatile int *stop);
+
+/* ======================================================================
+ * The consumer runner: N workers, each with its own connection, pull one
+ * message at a time (Q.PULL BLOCK), run the handler, and ack with its
+ * result (handler returned 0) or nack with nack_delay_ms (nonzero). A
+ * keeper thread with its own connection extends every in-flight
+ * delivery's lease each lease_ms/3 while its handler runs, so a slow
+ * handler keeps its message; a handler that stalls past what the keeper
+ * can reach (the process is stopped or killed) loses the lease and the
+ * message is delivered again, to anyone.
+ *
+ * Handler: called on a worker thread, concurrently with other workers'
+ * calls (at most `concurrency` at once; at most one per key, by the
+ * queue's promise). msg and its strings are valid during the call only. To
+ * ack with a result, set *result to a malloc'd buffer (the runner frees
+ * it) and *result_len; leave *result NULL to ack without one.
+ *
+ * Stop: ordo_consumer_stop() (any thread, also from a handler) asks every
+ * worker to finish the message it is handling (ack or nack as usual) and
+ * pull no more; ordo_consumer_join() waits for that, within
+ * pull_block_ms plus the longest handler, then frees the runner.
+ * ======================================================================= */
+#define ORDO_CONSUMER_LEASE_MS_DEFAULT 30000
+#define ORDO_CONSUMER_PULL_BLOCK_MS_DEFAULT 1000  /* stop latency when idle */
+#define ORDO_CONSUMER_NACK_DELAY_MS_DEFAULT 1000
+#define ORDO_CONSUMER_CONCURRENCY_MAX 1024
+
+typedef int (*ordo_handler_fn)(void *arg, const ordo_msg_t *msg, char **result,
+                               size_t *result_len);
+
+typedef struct ordo_consumer_opts {
+    ordo_client_opts_t conn;
+    const char *queue;
+    int concurrency;          /* 0: 1 */
+    int64_t lease_ms;         /* 0: default */
+    int64_t pull_block_ms;    /* 0: default */
+    int64_t nack_delay_ms;    /* 0: default; < 0: nack without delay */
+    ordo_handler_fn handler;
+    void *arg;
+} ordo_consumer_opts_t;
+
+typedef struct ordo_consumer ordo_consumer_t;
+
+/* ORDO_OK with *out, ORDO_EINVAL, ORDO_ENOMEM, ORDO_ESYS. Connections are
+ * made by the workers (and retried), so an unreachable server is not an
+ * error here. */
+int ordo_consumer_start(const ordo_consumer_opts_t *o, ordo_consumer_t **out);
+void ordo_consumer_stop(ordo_consumer_t *c);
+/* ordo_consumer_join() -- waits for the workers to end (they end only after
+ * ordo_consumer_stop(), or when the server refuses the password) and frees
+ * the runner. *acked / *nacked (may be NULL): counts of acks and nacks the
+ * server accepted. Call once, not from a handler. */
+void ordo_consumer_join(ordo_consumer_t *c, uint64_t *acked, uint64_t *nacked);
 
 #ifdef __cplusplus
 }
