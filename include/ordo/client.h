@@ -463,6 +463,113 @@ void ordo_consumer_stop(ordo_consumer_t *c);
  * server accepted. Call once, not from a handler. */
 void ordo_consumer_join(ordo_consumer_t *c, uint64_t *acked, uint64_t *nacked);
 
+/* ======================================================================
+ * The producer: messages buffered in memory, sent in batches, reported one
+ * by one, never lost or duplicated by retries or a restart.
+ *
+ * ordo_producer_send() accepts a message into a bounded buffer and returns;
+ * a sender thread (owning one connection) sends what is buffered as a
+ * pipeline of Q.PUSH commands once linger_ms has passed since the oldest
+ * unsent message was accepted or batch_max messages are waiting, whichever
+ * comes first. There is no server-side batch command: a batch is one
+ * write() of batch_max pushes and one read of their replies, and each push
+ * is its own record on the server.
+ *
+ * Idempotence and order: every message gets a sequence number and is
+ * pushed with `ID <producer id>:<seq>`. A batch cut by a lost connection, a
+ * timeout or a refusal is sent again from its first unreported message, in
+ * the same order and with the same ids: the pushes the server had already
+ * applied are recognised by their ids (inside the queue's DEDUP window,
+ * 60 s by default) and answer their first id without enqueuing anything.
+ * Within a connection the server applies pushes in order, so per-key order
+ * holds across retries and reconnects. One exception: a queue configured
+ * `ONFULL reject` may refuse a push (-BUSY) and accept a later one of the
+ * same key in the same batch; configure `ONFULL block` (pushes wait for
+ * room) when per-key order must hold through a full queue.
+ *
+ * Delivery reports: report() is called once per accepted message, in
+ * acceptance order, on the sender thread, with the message id the server
+ * gave it (err ORDO_OK) or a final error (err < 0): ORDO_ELIMIT or
+ * ORDO_ESERVER for a push the server refuses for good (too large, bad
+ * name). Transient failures (no connection, -BUSY, -READONLY, -TIMEOUT,
+ * -NOTLEADER) are retried with backoff, forever, until close.
+ *
+ * Spill file (spill_path set): each accepted message is appended to the
+ * file before ordo_producer_send() returns (a write(), so a crash of the
+ * process loses nothing accepted), and fdatasync()ed every
+ * spill_sync_every_msgs messages or spill_sync_every_ms ms, whichever
+ * comes first (the window a power loss may lose). Reported messages are
+ * marked in the file. A producer opened on an existing spill file takes its
+ * producer id and next sequence number from it and sends its unreported
+ * messages first, with their old ids: nothing accepted is lost and nothing
+ * is duplicated, provided it restarts within the DEDUP window. Their
+ * reports come with `recovered` set and opaque NULL. Only one producer may
+ * use a spill file at a time (an flock() makes sure: ORDO_EBUSY). The file
+ * is rewritten to its unreported messages when it passes spill_max_bytes.
+ *
+ * Threads: send/flush may be called from any threads at once; close once,
+ * after they return. report() must not call ordo_producer_send() with a
+ * timeout other than 0, nor flush or close.
+ * ====================================================================== */
+#define ORDO_PRODUCER_LINGER_MS_DEFAULT 5        /* as librdkafka's linger.ms */
+#define ORDO_PRODUCER_BATCH_MAX_DEFAULT 1000     /* pushes per pipeline */
+#define ORDO_PRODUCER_BUFFER_MAX_DEFAULT 100000  /* accepted, unreported messages */
+#define ORDO_PRODUCER_SPILL_SYNC_MS_DEFAULT 100
+#define ORDO_PRODUCER_SPILL_SYNC_MSGS_DEFAULT 1000
+#define ORDO_PRODUCER_SPILL_MAX_BYTES_DEFAULT ((int64_t)64 * 1024 * 1024)
+#define ORDO_PRODUCER_ID_MAX 64
+
+typedef struct ordo_delivery {
+    uint64_t seq;               /* the producer's sequence number */
+    const char *key; size_t key_len;
+    int64_t id;                 /* the message id (err == ORDO_OK) */
+    int err;                    /* ORDO_OK or a final error */
+    void *opaque;               /* as given to send (NULL if recovered) */
+    int recovered;              /* accepted by an earlier run (spill file) */
+} ordo_delivery_t;
+
+typedef void (*ordo_report_fn)(void *arg, const ordo_delivery_t *d);
+
+typedef struct ordo_producer_opts {
+    ordo_client_opts_t conn;
+    const char *queue;
+    int linger_ms;              /* 0: default; < 0: send at once */
+    int batch_max;              /* 0: default */
+    int buffer_max;             /* 0: default */
+    const char *producer_id;    /* NULL: from the spill file, else random */
+    const char *spill_path;     /* NULL: memory only */
+    int spill_sync_every_ms;    /* 0: default */
+    int spill_sync_every_msgs;  /* 0: default */
+    int64_t spill_max_bytes;    /* 0: default */
+    ordo_report_fn report;      /* may be NULL */
+    void *report_arg;
+} ordo_producer_opts_t;
+
+typedef struct ordo_producer ordo_producer_t;
+
+/* ORDO_OK with *out; ORDO_EINVAL; ORDO_ENOMEM; ORDO_ESYS (spill file or
+ * thread); ORDO_EBUSY (spill file in use); ORDO_EPROTO (spill file is not
+ * one, or another queue's). Recovered messages are in the buffer on
+ * return (they count against buffer_max). */
+int ordo_producer_new(const ordo_producer_opts_t *o, ordo_producer_t **out);
+/* ordo_producer_send() -- accept a message. timeout_ms: ORDO_WAIT_FOREVER
+ * blocks while the buffer is full, 0 fails at once (ORDO_EFULL), n waits
+ * at most n ms (ORDO_ETIMEDOUT). *seq (may be NULL): its sequence number.
+ * ORDO_ESTOPPED after close began; ORDO_ESYS if the spill write failed
+ * (the message was not accepted). */
+int ordo_producer_send(ordo_producer_t *p, const void *key, size_t key_len, const void *payload,
+                       size_t payload_len, void *opaque, int timeout_ms, uint64_t *seq);
+/* ordo_producer_flush() -- wait until every message accepted before the
+ * call is reported. ORDO_OK or ORDO_ETIMEDOUT. */
+int ordo_producer_flush(ordo_producer_t *p, int timeout_ms);
+/* Number of accepted, unreported messages. */
+size_t ordo_producer_buffered(ordo_producer_t *p);
+/* ordo_producer_close() -- flush for at most timeout_ms, stop the sender
+ * and free. Messages still unreported stay in the spill file (if any) for
+ * the next run; without one they are lost, and the return value says how
+ * many (0 when all were reported). */
+size_t ordo_producer_close(ordo_producer_t *p, int timeout_ms);
+
 #ifdef __cplusplus
 }
 #endif
