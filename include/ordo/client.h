@@ -562,6 +562,10 @@ int ordo_producer_send(ordo_producer_t *p, const void *key, size_t key_len, cons
 /* ordo_producer_flush() -- wait until every message accepted before the
  * call is reported. ORDO_OK or ORDO_ETIMEDOUT. */
 int ordo_producer_flush(ordo_producer_t *p, int timeout_ms);
+/* The sequence number the next accepted message will get (after a
+ * recovery: one past the last message the spill file holds), so an
+ * application can resume its own numbering from the file. */
+uint64_t ordo_producer_next_seq(ordo_producer_t *p);
 /* Number of accepted, unreported messages. */
 size_t ordo_producer_buffered(ordo_producer_t *p);
 /* ordo_producer_close() -- flush for at most timeout_ms, stop the sender

@@ -600,6 +600,14 @@ int ordo_producer_flush(ordo_producer_t *p, int timeout_ms)
     return rc;
 }
 
+uint64_t ordo_producer_next_seq(ordo_producer_t *p)
+{
+    pthread_mutex_lock(&p->mu);
+    uint64_t n = p->next_seq;
+    pthread_mutex_unlock(&p->mu);
+    return n;
+}
+
 size_t ordo_producer_buffered(ordo_producer_t *p)
 {
     pthread_mutex_lock(&p->mu);
