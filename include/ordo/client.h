@@ -574,6 +574,65 @@ size_t ordo_producer_buffered(ordo_producer_t *p);
  * many (0 when all were reported). */
 size_t ordo_producer_close(ordo_producer_t *p, int timeout_ms);
 
+/* ======================================================================
+ * The leader career: campaign, inaugurate, execute(term) while leading,
+ * hand over.
+ *
+ * ordo_career_run() runs in the caller's thread. It campaigns for
+ * `election` (ELECT.CAMPAIGN with HANDOVER, waiting in slices so *stop is
+ * seen), and once leading calls inaugurate(term, hand-over value of the
+ * previous leader or NULL), then execute(term) repeatedly. A keeper thread
+ * (own connection) sends ELECT.KEEPALIVE every ttl_ms/3. execute is never
+ * called after the term is lost -- a keepalive refused, or no keepalive
+ * accepted for ttl_ms counted from when it was sent (so the local deadline
+ * comes before the server's). Use the term to fence writes downstream.
+ *   - execute returns 0: called again; nonzero: the career ends: hand_over
+ *     (may be NULL) gives the value for the next leader (malloc'd, freed
+ *     here; NULL for none) and the leader resigns with it.
+ *   - *stop set: the same clean hand-over after the current execute.
+ *   - inaugurate returns nonzero: resign at once, without a value, and end.
+ *   - term lost: lost(term) (may be NULL) is called and the career
+ *     campaigns again.
+ * The hand-over value is valid during inaugurate only. Returns ORDO_OK
+ * when the career ended, or ORDO_EAUTH / ORDO_ENOMEM / ORDO_ESYS /
+ * ORDO_ESERVER (an election error reply, such as a bad name).
+ * ====================================================================== */
+#define ORDO_CAREER_TTL_MS_DEFAULT 10000
+#define ORDO_CAREER_CAMPAIGN_SLICE_MS 1000  /* how often a waiting campaign sees *stop */
+#define ORDO_CAREER_RETRY_MS 100            /* pause after an unreachable server */
+
+typedef struct ordo_career_opts {
+    ordo_client_opts_t conn;
+    const char *election;
+    const void *value; size_t value_len;   /* the candidate's value */
+    int64_t ttl_ms;                        /* 0: default */
+    int (*inaugurate)(void *arg, int64_t term, const char *handover, size_t handover_len);
+    int (*execute)(void *arg, int64_t term);
+    char *(*hand_over)(void *arg, int64_t term, size_t *len);
+    void (*lost)(void *arg, int64_t term);
+    void *arg;
+} ordo_career_opts_t;
+
+int ordo_career_run(const ordo_career_opts_t *o, const volatile int *stop);
+
+/* ======================================================================
+ * Held locks: LOCK.ACQUIRE with a bounded wait, then automatic LOCK.EXTEND
+ * every ttl_ms/3 on a keeper thread until ordo_lock_unhold().
+ * ordo_lock_holder_valid() is 1 while the lock is surely held (same local
+ * deadline rule as the career); check it before each protected act, and
+ * pass ordo_lock_holder_token() as the fencing token (KV.PUT ... FENCE).
+ * ordo_lock_hold(): ORDO_OK, ORDO_ETIMEDOUT (not acquired within wait_ms),
+ * or a connection error. ordo_lock_unhold() releases and frees: ORDO_OK,
+ * or ORDO_ESTALE if the lock had been lost (the work was unprotected).
+ * ====================================================================== */
+typedef struct ordo_lock_holder ordo_lock_holder_t;
+
+int ordo_lock_hold(const ordo_client_opts_t *conn, const char *name, int64_t ttl_ms, int64_t wait_ms,
+                   ordo_lock_holder_t **out);
+int64_t ordo_lock_holder_token(const ordo_lock_holder_t *h);
+int ordo_lock_holder_valid(ordo_lock_holder_t *h);
+int ordo_lock_unhold(ordo_lock_holder_t *h);
+
 #ifdef __cplusplus
 }
 #endif
