@@ -3,7 +3,7 @@
  * own crash, with a spill file (examples/, run by
  * tests/integration/test_client_producer.py).
  *
- *   producer_spill -p PORT -q QUEUE -f SPILL -n COUNT [-k KEYS] [-l LINGER_MS]
+ *   producer_spill -p PORT -q QUEUE -f SPILL -n COUNT [-k KEYS] [-l LINGER_MS] [-w PACE_US]
  *
  * Message i (0 <= i < COUNT) has key "k<i % KEYS>" and payload "<i>"; it
  * is the producer's sequence number i + 1, so a run restarted on the same
@@ -11,6 +11,9 @@
  * the program, remembers what was accepted. Prints "accepted I" once
  * ordo_producer_send() has returned for message I, and "done" when every
  * message is reported. A report with an error prints "failed I ERR".
+ * -w paces the sends (microseconds between two), standing for an
+ * application that produces over time; "recovered N" counts the reports
+ * of messages an earlier run accepted.
  */
 #include "ordo/client.h"
 
@@ -22,7 +25,8 @@
 
 static void on_report(void *arg, const ordo_delivery_t *d)
 {
-    (void)arg;
+    long *recovered = arg;
+    *recovered += d->recovered;
     if (d->err != ORDO_OK) {
         printf("failed %" PRIu64 " %s\n", d->seq - 1, ordo_client_strerror(d->err));
         fflush(stdout);
@@ -31,10 +35,11 @@ static void on_report(void *arg, const ordo_delivery_t *d)
 
 int main(int argc, char **argv)
 {
-    ordo_producer_opts_t o = { .report = on_report };
-    long count = 0, keys = 10;
+    long recovered = 0;
+    ordo_producer_opts_t o = { .report = on_report, .report_arg = &recovered };
+    long count = 0, keys = 10, pace_us = 0;
     int opt;
-    while ((opt = getopt(argc, argv, "p:q:f:n:k:l:")) != -1) {
+    while ((opt = getopt(argc, argv, "p:q:f:n:k:l:w:")) != -1) {
         switch (opt) {
         case 'p': o.conn.port = atoi(optarg); break;
         case 'q': o.queue = optarg; break;
@@ -42,6 +47,7 @@ int main(int argc, char **argv)
         case 'n': count = atol(optarg); break;
         case 'k': keys = atol(optarg); break;
         case 'l': o.linger_ms = atoi(optarg); break;
+        case 'w': pace_us = atol(optarg); break;
         default: fprintf(stderr, "usage: producer_spill -p PORT -q QUEUE -f SPILL -n COUNT [-k KEYS] [-l MS]\n"); return 2;
         }
     }
@@ -65,8 +71,11 @@ int main(int argc, char **argv)
         }
         printf("accepted %ld\n", i);
         fflush(stdout);
+        if (pace_us)
+            usleep((useconds_t)pace_us);
     }
     size_t left = ordo_producer_close(p, ORDO_WAIT_FOREVER);
+    printf("recovered %ld\n", recovered);
     printf(left ? "unreported %zu\n" : "done\n", left);
     return left ? 1 : 0;
 }
