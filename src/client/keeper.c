@@ -67,6 +67,16 @@ int keeper_start(keeper_t *k, const ordo_client_opts_t *conn, int64_t ttl_ms, in
     k->c = ordo_client_new(&co);
     if (k->c == NULL)
         return ORDO_ENOMEM;
+    /* A holding won by a command that waited server-side (a queued
+     * campaign or lock waiter) began at an unknown moment after
+     * valid_until_ms - ttl was sent; renew once now, so the deadline counts
+     * from a send that surely followed the grant. */
+    int64_t sent = client_now_ms();
+    int rc = renew(k->c, arg);
+    if (rc == ORDO_OK && sent + ttl_ms > k->valid_until_ms)
+        k->valid_until_ms = sent + ttl_ms;
+    else if (rc == ORDO_ESTALE || rc == ORDO_ENOTHOLDER || rc == ORDO_ENOTFOUND)
+        k->lost = 1;
     pthread_mutex_init(&k->mu, NULL);
     pthread_cond_init(&k->cv, NULL);
     if (pthread_create(&k->th, NULL, keeper_main, k) != 0) {

@@ -35,7 +35,9 @@ typedef struct keeper {
 } keeper_t;
 
 /* keeper_start() -- valid_until_ms: the deadline the acquisition gives
- * (its send time + ttl). ORDO_OK, ORDO_ENOMEM, ORDO_ESYS. */
+ * (its send time + ttl). Renews once before it returns (see keeper.c),
+ * so keeper_valid() is meaningful at once. ORDO_OK, ORDO_ENOMEM,
+ * ORDO_ESYS. */
 int keeper_start(keeper_t *k, const ordo_client_opts_t *conn, int64_t ttl_ms, int64_t valid_until_ms,
                  keeper_renew_fn renew, void *arg);
 /* 1 while not lost and before the deadline. */

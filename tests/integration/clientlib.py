@@ -78,6 +78,18 @@ class Proc:
             if pred(line):
                 return line
 
+    def poll(self):
+        """Take the lines that have arrived, without waiting; returns all."""
+        while True:
+            try:
+                line = self._q.get_nowait()
+            except queue.Empty:
+                return self.lines
+            if line is None:
+                self._q.put(None)
+                return self.lines
+            self.lines.append(line)
+
     def finish(self, timeout=DEADLINE_S):
         """Wait for exit; returns the exit code with every line collected."""
         rc = self.p.wait(timeout=timeout)
