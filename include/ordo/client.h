@@ -284,7 +284,8 @@ typedef struct ordo_watch_event {
 #define ORDO_WATCH_RESYNC 4u   /* with from_rev: snapshot if compacted */
 
 /* ordo_kv_watch() -- start a watch on this connection (RESP3 only:
- * ORDO_EINVAL over RESP2). from_rev > 0: every change after from_rev.
+ * ORDO_EINVAL over RESP2). from_rev >= 0: every change after from_rev
+ * (FROM); < 0: from the next change on. SNAPSHOT ignores from_rev.
  * *watch_id is the server's id. Events then arrive as pushes. */
 int ordo_kv_watch(ordo_client_t *c, const void *key, size_t key_len,
                   unsigned flags, int64_t from_rev, int64_t *watch_id);
@@ -379,8 +380,9 @@ int ordo_elect_leader(ordo_client_t *c, const char *name, int64_t *term,
  * nonzero, *stop becomes nonzero (checked at least every
  * ORDO_WATCH_POLL_MS), or an error that reconnecting cannot cure
  * (ORDO_EAUTH, ORDO_EINVAL, ORDO_ENOMEM). It owns its connection.
- *   - Start: from_rev > 0: every change after from_rev; snapshot: the
- *     current keys first; else: changes after the current revision (read
+ *   - Start: from_set (or from_rev > 0): every change after from_rev;
+ *     snapshot: the current keys first; else: changes after the current
+ *     revision (read
  *     with KV.REV before the watch starts, so a reconnect before the first
  *     event still resumes from there).
  *   - Resume point: the revision of the last PUT/DEL delivered, moved by
@@ -403,6 +405,7 @@ typedef struct ordo_watch_opts {
     const void *key; size_t key_len;
     int prefix;
     int64_t from_rev;
+    int from_set;               /* from_rev counts even when 0 */
     int snapshot;
     ordo_watch_fn fn;
     void *arg;

@@ -245,7 +245,7 @@ int ordo_kv_watch(ordo_client_t *c, const void *key, size_t key_len, unsigned fl
         sarg(&m, "PREFIX");
     if (flags & ORDO_WATCH_SNAPSHOT) {
         sarg(&m, "SNAPSHOT");
-    } else if (from_rev > 0) {
+    } else if (from_rev >= 0) {
         sarg(&m, "FROM");
         iarg(&m, from_rev);
         if (flags & ORDO_WATCH_RESYNC)

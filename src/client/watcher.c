@@ -39,7 +39,7 @@ static int start(ordo_client_t *c, watch_state_t *w)
         return ordo_kv_watch(c, w->o->key, w->o->key_len, flags | ORDO_WATCH_SNAPSHOT, 0, &id);
     }
     if (!w->have_resume) {
-        if (w->o->from_rev > 0) {
+        if (w->o->from_set || w->o->from_rev > 0) {
             w->resume = w->o->from_rev;
         } else {
             int64_t oldest;
@@ -54,8 +54,6 @@ static int start(ordo_client_t *c, watch_state_t *w)
             return 1;
         return ordo_kv_watch(c, w->o->key, w->o->key_len, flags | ORDO_WATCH_SNAPSHOT, 0, &id);
     }
-    if (w->resume == 0)
-        return ordo_kv_watch(c, w->o->key, w->o->key_len, flags, 0, &id);
     rc = ordo_kv_watch(c, w->o->key, w->o->key_len, flags, w->resume, &id);
     if (rc == ORDO_ECOMPACTED) {
         ordo_watch_event_t ev = { .kind = ORDO_WATCH_RESET, .rev = w->resume };

@@ -137,8 +137,9 @@ static int cmd_watch(ordo_client_opts_t *co, int argc, char **argv)
             o.prefix = 1;
             o.key = argv[++i];
         } else if (strcmp(argv[i], "--from") == 0 && i + 1 < argc) {
-            if (parse_i64(argv[++i], &o.from_rev) != 0)
+            if (parse_i64(argv[++i], &o.from_rev) != 0 || o.from_rev < 0)
                 return usage();
+            o.from_set = 1;
         } else if (o.key == NULL) {
             o.key = argv[i];
         } else {
