@@ -408,6 +408,7 @@ static void *sender_main(void *arg)
         }
         pthread_cond_broadcast(&p->space_cv);
         pthread_mutex_unlock(&p->mu);
+        uint64_t last_seq = done ? batch[done - 1]->seq : 0;
         for (size_t i = 0; i < done; i++) {
             pmsg_t *m = batch[i];
             if (p->o.report) {
@@ -419,7 +420,7 @@ static void *sender_main(void *arg)
         }
         pthread_mutex_lock(&p->mu);
         if (done) {
-            p->reported_seq = batch[done - 1]->seq;
+            p->reported_seq = last_seq;
             pthread_cond_broadcast(&p->flushed_cv);
             retry_ms = 0;
         }
