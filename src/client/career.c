@@ -44,7 +44,8 @@ int ordo_career_run(const ordo_career_opts_t *o, const volatile int *stop)
     if (o == NULL || o->election == NULL || o->execute == NULL)
         return ORDO_EINVAL;
     int64_t ttl = o->ttl_ms > 0 ? o->ttl_ms : ORDO_CAREER_TTL_MS_DEFAULT;
-    ordo_client_t *c = ordo_client_new(&o->conn);
+    ordo_client_opts_t co = client_sliced(o->conn);
+    ordo_client_t *c = ordo_client_new(&co);
     if (c == NULL)
         return ORDO_ENOMEM;
     int rc = ORDO_OK;

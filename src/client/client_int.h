@@ -60,4 +60,17 @@ int client_seterr(ordo_client_t *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int64_t client_now_ms(void);
 
+/* Helpers that retry for ever in their own loop (producer sender, consumer
+ * workers, watcher, career) connect in slices of at most this long, so a
+ * stop is noticed within it even while the server is unreachable. */
+#define CLIENT_CONNECT_SLICE_MS 1000
+
+/* client_sliced() -- opts with the reconnect budget capped to the slice. */
+static inline ordo_client_opts_t client_sliced(ordo_client_opts_t o)
+{
+    if (o.reconnect_timeout_ms <= 0 || o.reconnect_timeout_ms > CLIENT_CONNECT_SLICE_MS)
+        o.reconnect_timeout_ms = CLIENT_CONNECT_SLICE_MS;
+    return o;
+}
+
 #endif

@@ -98,6 +98,7 @@ static void *worker_main(void *arg)
     ordo_client_opts_t co = k->o.conn;
     co.host = k->host;
     co.password = k->password;
+    co = client_sliced(co);
     ordo_client_t *c = ordo_client_new(&co);
     if (c == NULL)
         return NULL;
@@ -125,6 +126,7 @@ static void *keeper_main(void *arg)
     ordo_client_opts_t co = k->o.conn;
     co.host = k->host;
     co.password = k->password;
+    co = client_sliced(co);
     ordo_client_t *c = ordo_client_new(&co);
     if (c == NULL)
         return NULL;

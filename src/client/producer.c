@@ -362,6 +362,7 @@ static void *sender_main(void *arg)
     ordo_client_opts_t co = p->o.conn;
     co.host = p->host;
     co.password = p->password;
+    co = client_sliced(co);
     ordo_client_t *c = ordo_client_new(&co);
     size_t cap = (size_t)p->o.batch_max;
     pmsg_t **batch = calloc(cap, sizeof *batch);

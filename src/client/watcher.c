@@ -101,7 +101,8 @@ int ordo_watch_run(const ordo_watch_opts_t *o, const volatile int *stop)
 {
     if (o == NULL || o->fn == NULL || o->key == NULL)
         return ORDO_EINVAL;
-    ordo_client_t *c = ordo_client_new(&o->conn);
+    ordo_client_opts_t co = client_sliced(o->conn);
+    ordo_client_t *c = ordo_client_new(&co);
     if (c == NULL)
         return ORDO_ENOMEM;
     watch_state_t w = { .o = o };
