@@ -55,3 +55,28 @@ def test_watch_resets_when_history_is_compacted(ordod_factory):
         w.wait_line(lambda l: l == "%d put h/new live" % rev)
     finally:
         w.kill()
+
+
+def test_async_watcher_resumes_across_restart(server):
+    """examples/async_watch.c: the asynchronous client re-watches FROM its
+    last revision in its connect callback."""
+    with server.raw() as c:
+        start, _ = c.call("KV.REV")
+    total = 2 * PER_PHASE
+    w = Proc([prog("example_async_watch"), "-p", server.port, "-x", "a/", "-f", start, "-n", total])
+    expected = []
+    try:
+        for phase in range(2):
+            with server.raw() as c:
+                for i in range(PER_PHASE):
+                    key, val = "a/%d" % (i % 7), "p%d-%d" % (phase, i)
+                    rev = c.call("KV.PUT", key, val)
+                    expected.append("%d put %s %s" % (rev, key, val))
+            last = expected[-1]
+            w.wait_line(lambda l: l == last)
+            if phase == 0:
+                kill9_restart(server)
+        assert w.finish() == 0, w.stderr()
+        assert w.lines == expected
+    finally:
+        w.kill()
