@@ -13,6 +13,8 @@
  * each has filled < want children. A complete top-level reply is handed
  * out and the parser is empty again (depth 0, nothing held).
  * Attribute frames (`|`) are parsed and dropped, as RESP3 allows.
+ * Streamed strings and aggregates (`$?`, `*?`) are refused as protocol
+ * errors: ordod never sends them.
  */
 #ifndef ORDO_CLIENT_CRESP_H
 #define ORDO_CLIENT_CRESP_H
