@@ -38,7 +38,7 @@ struct fake {
     const char *password;
 };
 
-static void say(int fd, const char *s)
+static inline void say(int fd, const char *s)
 {
     size_t n = strlen(s);
     while (n) {
@@ -50,7 +50,7 @@ static void say(int fd, const char *s)
     }
 }
 
-static int is(const ordo_reply_t *cmd, size_t i, const char *s)
+static inline int is(const ordo_reply_t *cmd, size_t i, const char *s)
 {
     return cmd->n > i && strcasecmp(cmd->elem[i]->str, s) == 0;
 }
@@ -130,7 +130,7 @@ static void fake_stop(fake_t *f)
 
 /* HELLO 3, then: GET -> a push written byte by byte, then the reply;
  * PING -> +PONG; WAIT -> nothing (a stalled server). */
-static int script_basic(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
+static inline int script_basic(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
 {
     (void)f;
     (void)conn_no;
@@ -152,7 +152,7 @@ static int script_basic(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
 }
 
 /* The first three connections are closed at HELLO; then it serves. */
-static int script_flaky(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
+static inline int script_flaky(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
 {
     if (conn_no <= 3)
         return -1;
@@ -162,7 +162,7 @@ static int script_flaky(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
     return script_basic(f, fd, cmd, conn_no);
 }
 
-static int script_follower(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
+static inline int script_follower(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
 {
     (void)conn_no;
     if (is(cmd, 0, "HELLO")) {
@@ -178,7 +178,7 @@ static int script_follower(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_
     return 0;
 }
 
-static int script_leader(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
+static inline int script_leader(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
 {
     (void)f;
     (void)conn_no;
