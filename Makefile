@@ -90,3 +90,10 @@ install: build
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz
+
+# ---- client ----
+# The client's benchmark (bench/client.sh: producer batching, consumer
+# runner, memory per buffered message), not part of `make bench`.
+.PHONY: bench-client
+bench-client: build
+	bench/client.sh

@@ -1,0 +1,642 @@
+/*
+ * ordo/client.h -- the C client of ordod: one blocking connection that
+ * speaks RESP3, and typed calls for every command family on top of it.
+ *
+ * The connection (ordo_client_t)
+ *   - Connects to host:port, sends `HELLO 3` (with `AUTH default <password>`
+ *     when a password is set) and from then on reads RESP3: replies and push
+ *     frames (`>`) interleave; pushes are kept in arrival order in a FIFO and
+ *     handed out by ordo_client_next_push(), never mixed with replies.
+ *     A server that refuses HELLO (an older ordod, a Redis speaking RESP2)
+ *     gets `AUTH` alone and the connection stays RESP2.
+ *   - Pipelines: ordo_client_append() queues commands (nothing is sent),
+ *     ordo_client_get_reply() flushes what is queued and returns the replies
+ *     one by one, in order. ordo_client_command() is append + get_reply.
+ *   - Times out per call: every call has a deadline (opts.call_timeout_ms,
+ *     or the timeout_ms the call is given). When a deadline passes with a
+ *     reply outstanding the connection is closed, because a reply that
+ *     arrived later would be taken for the next command's; the call returns
+ *     ORDO_ETIMEDOUT and the command may or may not have run.
+ *   - Reconnects by itself: a call on a closed connection first connects
+ *     again, retrying with exponential backoff and full jitter (a uniform
+ *     draw in [0, min(backoff_max_ms, backoff_min_ms * 2^attempt)]) until
+ *     opts.reconnect_timeout_ms has passed. A connection that breaks while
+ *     a command is outstanding is never resent behind the caller's back:
+ *     the call returns ORDO_ECONN ("may or may not have run") and the next
+ *     call reconnects. Server-side state of a connection (watches,
+ *     observers) does not survive a reconnect; ordo_client_epoch() tells
+ *     the caller a reconnect happened so it can set them up again.
+ *   - Follows `-NOTLEADER host:port` (cluster mode): a follower did not run
+ *     the command, so ordo_client_command() connects to host:port and sends
+ *     it again, at most opts.redirects_max times per call. `-NOTLEADER ?`
+ *     (no leader known yet) is retried after a backoff, within the
+ *     reconnect budget. Later reconnects go to the last leader, then back
+ *     to the configured address if the leader is unreachable.
+ *
+ * Ownership and lifetimes
+ *   - ordo_client_new() copies every string of the options; the caller's
+ *     options may go away after it returns. ordo_client_free() closes the
+ *     socket and frees every queued push.
+ *   - A reply (ordo_reply_t) returned to the caller is owned by the caller
+ *     and freed with ordo_reply_free(); all its strings and children go with
+ *     it. Strings in replies are binary-safe and also NUL-terminated.
+ *   - Typed results (ordo_kv_t, ordo_msg_t arrays, hand-over values, call
+ *     results) are malloc'd for the caller and freed with the matching
+ *     ordo_*_free() (or free() where the call says so).
+ *   - Argument strings are only read during the call.
+ *
+ * Threads: an ordo_client_t is not thread-safe. One thread at a time uses a
+ * client; different clients are independent and may be used from different
+ * threads (the producer, consumer runner and career in this header each own
+ * their connections). SIGPIPE is never raised (sends use MSG_NOSIGNAL).
+ *
+ * Errors: every function returns ORDO_OK (0), or a negative code from
+ * ordo/common.h (ORDO_EINVAL, ORDO_ENOMEM, ORDO_ETIMEDOUT, ORDO_ENOTFOUND,
+ * ORDO_EFULL, ORDO_ESTOPPED) or from the ORDO_E* list below;
+ * ordo_client_strerror() names them all, and ordo_client_errstr() holds the
+ * text of the last error on that client (the server's error line, or the
+ * system error). Typed calls map the server's error codes to these:
+ *   -CONFLICT -> ORDO_ECONFLICT   -NOTHOLDER -> ORDO_ENOTHOLDER
+ *   -NOTFOUND -> ORDO_ENOTFOUND   -TIMEOUT   -> ORDO_ETIMEDOUT
+ *   -BUSY     -> ORDO_EFULL       -COMPACTED -> ORDO_ECOMPACTED
+ *   -LIMIT    -> ORDO_ELIMIT      -DEADLETTER-> ORDO_EDEADLETTER
+ *   -NOAUTH, -WRONGPASS -> ORDO_EAUTH          -READONLY -> ORDO_EREADONLY
+ *   -NOTLEADER (after redirects ran out) -> ORDO_ENOTLEADER
+ *   any other error reply -> ORDO_ESERVER.
+ * The revision carried by -CONFLICT and -COMPACTED is available from
+ * ordo_client_err_rev().
+ */
+#ifndef ORDO_CLIENT_H
+#define ORDO_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ordo/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Client error codes (below the libordo range in common.h). */
+enum {
+    ORDO_ECONN = -100,       /* could not connect, or the connection broke: a
+                                command in flight may or may not have run */
+    ORDO_EPROTO = -101,      /* the server sent bytes that are not RESP, or
+                                a reply of an unexpected shape */
+    ORDO_ESERVER = -102,     /* an error reply with no more specific code */
+    ORDO_ECONFLICT = -103,   /* -CONFLICT: a condition failed */
+    ORDO_ENOTHOLDER = -104,  /* -NOTHOLDER: a fencing token is stale */
+    ORDO_ECOMPACTED = -105,  /* -COMPACTED: history before a revision is gone */
+    ORDO_ELIMIT = -106,      /* -LIMIT: a size or count limit */
+    ORDO_EDEADLETTER = -107, /* -DEADLETTER: the message exhausted its attempts */
+    ORDO_EAUTH = -108,       /* -NOAUTH / -WRONGPASS */
+    ORDO_EREADONLY = -109,   /* -READONLY: the server's log cannot be written */
+    ORDO_ENOTLEADER = -110,  /* -NOTLEADER and redirects ran out */
+    ORDO_ESTALE = -111,      /* a token no longer holds (ack/extend/release 0) */
+};
+
+/* Named defaults (used when an option is 0). */
+#define ORDO_CLIENT_PORT_DEFAULT 7379
+#define ORDO_CLIENT_CONNECT_TIMEOUT_MS_DEFAULT 5000   /* one connect attempt */
+#define ORDO_CLIENT_CALL_TIMEOUT_MS_DEFAULT 10000     /* a reply to a non-blocking command */
+#define ORDO_CLIENT_RECONNECT_TIMEOUT_MS_DEFAULT 30000 /* keep retrying a connect this long */
+#define ORDO_CLIENT_BACKOFF_MIN_MS_DEFAULT 20         /* first retry within 20 ms */
+#define ORDO_CLIENT_BACKOFF_MAX_MS_DEFAULT 1000       /* never wait more than 1 s between tries */
+#define ORDO_CLIENT_REDIRECTS_MAX_DEFAULT 5           /* -NOTLEADER hops per call */
+
+typedef struct ordo_client ordo_client_t;
+
+typedef struct ordo_client_opts {
+    const char *host;            /* NULL: "127.0.0.1" */
+    int port;                    /* 0: 7379 */
+    const char *password;        /* NULL: no AUTH */
+    int connect_timeout_ms;      /* 0: default */
+    int call_timeout_ms;         /* 0: default; a blocking command adds its wait */
+    int reconnect_timeout_ms;    /* 0: default; ORDO_WAIT_FOREVER: no limit */
+    int backoff_min_ms;          /* 0: default */
+    int backoff_max_ms;          /* 0: default */
+    int redirects_max;           /* 0: default */
+    int resp2;                   /* nonzero: do not send HELLO 3 */
+} ordo_client_opts_t;
+
+/* Reply types: RESP2 and RESP3. Maps hold 2*n elements, key then value. */
+typedef enum {
+    ORDO_REPLY_STRING = 1, /* bulk string, verbatim string (format stripped) */
+    ORDO_REPLY_STATUS,     /* +simple string */
+    ORDO_REPLY_ERROR,      /* -error or !blob error */
+    ORDO_REPLY_INTEGER,    /* :n, also #t/#f as 1/0 */
+    ORDO_REPLY_DOUBLE,     /* ,d (dbl; str holds the text) */
+    ORDO_REPLY_BIGNUM,     /* (n as text */
+    ORDO_REPLY_NIL,        /* _ or $-1 or *-1 */
+    ORDO_REPLY_ARRAY,      /* * and ~ (set) */
+    ORDO_REPLY_MAP,        /* % */
+    ORDO_REPLY_PUSH,       /* > */
+} ordo_reply_type_t;
+
+typedef struct ordo_reply {
+    ordo_reply_type_t type;
+    int64_t integer;
+    double dbl;
+    char *str;                  /* NUL-terminated, len bytes; NULL for aggregates */
+    size_t len;
+    struct ordo_reply **elem;   /* aggregates: n children */
+    size_t n;
+} ordo_reply_t;
+
+void ordo_reply_free(ordo_reply_t *r);
+
+/* ordo_client_strerror() -- static name of any code this header returns. */
+const char *ordo_client_strerror(int err);
+
+/* ordo_client_new() -- a client; does not connect (the first call does).
+ * Returns NULL only when out of memory. opts may be NULL (all defaults). */
+ordo_client_t *ordo_client_new(const ordo_client_opts_t *opts);
+void ordo_client_free(ordo_client_t *c);
+
+/* ordo_client_connect() -- connect now (with retries within the reconnect
+ * budget). ORDO_OK, ORDO_ECONN, ORDO_EAUTH, ORDO_ETIMEDOUT. */
+int ordo_client_connect(ordo_client_t *c);
+/* ordo_client_close() -- drop the connection; the next call reconnects. */
+void ordo_client_close(ordo_client_t *c);
+/* Number of successful connects so far: changes on every reconnect. */
+uint64_t ordo_client_epoch(const ordo_client_t *c);
+/* 3 or 2 while connected; 0 when not connected. */
+int ordo_client_proto(const ordo_client_t *c);
+/* Text of the last error on this client ("" if none); valid until the next
+ * call on the client. */
+const char *ordo_client_errstr(const ordo_client_t *c);
+/* Revision carried by the last -CONFLICT or -COMPACTED (else 0). */
+int64_t ordo_client_err_rev(const ordo_client_t *c);
+/* Host and port the client talks to now (after -NOTLEADER redirects). */
+const char *ordo_client_host(const ordo_client_t *c);
+int ordo_client_port(const ordo_client_t *c);
+
+/* ordo_client_command() -- send one command and wait for its reply:
+ * argc arguments, argv[i] of lens[i] bytes (lens NULL: strlen each).
+ * timeout_ms: 0 means opts.call_timeout_ms; ORDO_WAIT_FOREVER waits without
+ * limit (for blocking commands). On ORDO_OK, *reply is the reply, which may
+ * be an ORDO_REPLY_ERROR (error replies are replies: the typed calls map
+ * them). -NOTLEADER is followed as described above. Errors: ORDO_ECONN,
+ * ORDO_ETIMEDOUT, ORDO_EPROTO, ORDO_ENOMEM, ORDO_EAUTH (at reconnect). Any
+ * replies still expected from earlier ordo_client_append()s are read and
+ * discarded first. */
+int ordo_client_command(ordo_client_t *c, int timeout_ms, int argc,
+                        const char *const *argv, const size_t *lens,
+                        ordo_reply_t **reply);
+/* ordo_client_commandf() -- as ordo_client_command() for text arguments:
+ * a NULL-terminated list of NUL-terminated strings. */
+int ordo_client_commandf(ordo_client_t *c, int timeout_ms, ordo_reply_t **reply, ...);
+
+/* Pipelining. ordo_client_append() queues a command (connecting first if
+ * needed, so ORDO_ECONN is possible); ordo_client_get_reply() sends all
+ * queued commands and returns the oldest outstanding reply. -NOTLEADER is
+ * not followed here (the caller sees the error reply). ordo_client_pending()
+ * is the number of replies still expected. */
+int ordo_client_append(ordo_client_t *c, int argc, const char *const *argv,
+                       const size_t *lens);
+int ordo_client_get_reply(ordo_client_t *c, int timeout_ms, ordo_reply_t **reply);
+size_t ordo_client_pending(const ordo_client_t *c);
+
+/* ordo_client_next_push() -- the oldest push frame received (RESP3), reading
+ * the socket for at most timeout_ms (0: only what is buffered or readable
+ * now; ORDO_WAIT_FOREVER: no limit) if none is queued. Must not be called
+ * while replies are pending. ORDO_OK with *push owned by the caller,
+ * ORDO_ETIMEDOUT, ORDO_ECONN (the connection broke: pushes stopped). */
+int ordo_client_next_push(ordo_client_t *c, int timeout_ms, ordo_reply_t **push);
+
+/* ordo_client_reply_error() -- map an error reply to a code (as listed
+ * above) and remember its text and revision; ORDO_OK for any other reply. */
+int ordo_client_reply_error(ordo_client_t *c, const ordo_reply_t *r);
+
+/* ======================================================================
+ * Typed calls. Each sends one command with ordo_client_command() and maps
+ * the reply. Keys, values, payloads are binary-safe (pointer + length);
+ * queue, lock and election names are NUL-terminated strings.
+ * ====================================================================== */
+
+/* ---- versioned keys ---------------------------------------------------- */
+
+typedef struct ordo_kv {
+    char *key;  size_t key_len;     /* NUL-terminated copies */
+    char *value; size_t value_len;
+    int64_t create_rev, mod_rev, version, lease;
+} ordo_kv_t;
+
+void ordo_kv_clear(ordo_kv_t *kv); /* frees key and value, zeroes the struct */
+
+/* Conditions of a put or delete. ifrev < 0: none; 0: only if absent;
+ * n: only if the key's mod revision is n. lease 0: none. fence_lock NULL:
+ * no fencing. */
+typedef struct ordo_kv_cond {
+    int64_t ifrev;
+    int64_t lease;
+    const char *fence_lock;
+    int64_t fence_token;
+} ordo_kv_cond_t;
+
+/* ordo_kv_get() -- ORDO_OK with *out filled, ORDO_ENOTFOUND. rev > 0: as of
+ * that revision (ORDO_ECOMPACTED if gone). */
+int ordo_kv_get(ordo_client_t *c, const void *key, size_t key_len, int64_t rev,
+                ordo_kv_t *out);
+/* ordo_kv_put() -- *rev_out (may be NULL) = the new revision. cond may be
+ * NULL. ORDO_ECONFLICT (ordo_client_err_rev: the current mod rev, 0 if
+ * absent), ORDO_ENOTHOLDER. */
+int ordo_kv_put(ordo_client_t *c, const void *key, size_t key_len,
+                const void *val, size_t val_len, const ordo_kv_cond_t *cond,
+                int64_t *rev_out);
+/* ordo_kv_del() -- *rev_out = the deletion's revision, 0 if no key. */
+int ordo_kv_del(ordo_client_t *c, const void *key, size_t key_len,
+                const ordo_kv_cond_t *cond, int64_t *rev_out);
+/* ordo_kv_cas() -- put only if the mod revision is expect_rev (0: absent).
+ * ORDO_OK (*rev_out new revision) or ORDO_ECONFLICT (*rev_out = the current
+ * revision, 0 if absent). */
+int ordo_kv_cas(ordo_client_t *c, const void *key, size_t key_len,
+                const void *val, size_t val_len, int64_t expect_rev,
+                int64_t *rev_out);
+/* ordo_kv_rev() -- [current, oldest retained]. */
+int ordo_kv_rev(ordo_client_t *c, int64_t *current, int64_t *oldest);
+
+/* ---- watches ----------------------------------------------------------- */
+
+typedef enum {
+    ORDO_WATCH_PUT = 1,
+    ORDO_WATCH_DEL,
+    ORDO_WATCH_SYNCED,    /* the snapshot ended at rev */
+    ORDO_WATCH_PROGRESS,  /* nothing watched changed up to rev */
+    ORDO_WATCH_CANCELLED, /* the server stopped the watch; rev = last delivered */
+    ORDO_WATCH_RESET,     /* (ordo_watch_run only) the history after the resume
+                             point is gone: a snapshot of the current keys
+                             follows as PUT events, then SYNCED; rebuild state */
+} ordo_watch_kind_t;
+
+typedef struct ordo_watch_event {
+    ordo_watch_kind_t kind;
+    int64_t watch_id;
+    int64_t rev;
+    const char *key; size_t key_len;        /* put/del */
+    const char *value; size_t value_len;    /* put; NULL for del */
+    const char *reason;                     /* cancelled */
+} ordo_watch_event_t;
+
+#define ORDO_WATCH_PREFIX 1u   /* key is a prefix */
+#define ORDO_WATCH_SNAPSHOT 2u /* start with the current keys (ignores from_rev) */
+#define ORDO_WATCH_RESYNC 4u   /* with from_rev: snapshot if compacted */
+
+/* ordo_kv_watch() -- start a watch on this connection (RESP3 only:
+ * ORDO_EINVAL over RESP2). from_rev >= 0: every change after from_rev
+ * (FROM); < 0: from the next change on. SNAPSHOT ignores from_rev.
+ * *watch_id is the server's id. Events then arrive as pushes. */
+int ordo_kv_watch(ordo_client_t *c, const void *key, size_t key_len,
+                  unsigned flags, int64_t from_rev, int64_t *watch_id);
+/* ordo_watch_event_parse() -- decode a push into *ev, whose strings point
+ * into push (valid while push lives). ORDO_OK, or ORDO_EPROTO for a push
+ * that is not a watch event (such as an ELECT.OBSERVE "leader" push). */
+int ordo_watch_event_parse(const ordo_reply_t *push, ordo_watch_event_t *ev);
+
+/* ---- queues ------------------------------------------------------------- */
+
+typedef struct ordo_push_opts {
+    const char *id; size_t id_len;   /* dedup id; NULL: none */
+    int coalesce;
+    int64_t delay_ms;                /* 0: none */
+} ordo_push_opts_t;
+
+typedef struct ordo_msg {
+    int64_t id;
+    char *key; size_t key_len;
+    char *payload; size_t payload_len;
+    int64_t attempt;
+    int64_t token;
+} ordo_msg_t;
+
+void ordo_msgs_free(ordo_msg_t *msgs, size_t n);
+
+/* ordo_q_push() -- *id_out = the message id. ORDO_EFULL (-BUSY),
+ * ORDO_ELIMIT, ORDO_ETIMEDOUT. */
+int ordo_q_push(ordo_client_t *c, const char *queue, const void *key, size_t key_len,
+                const void *payload, size_t payload_len, const ordo_push_opts_t *o,
+                int64_t *id_out);
+/* ordo_q_pull() -- up to count messages; block_ms < 0: do not block; 0:
+ * block without limit; lease_ms 0: the queue's. *msgs (malloc'd, free with
+ * ordo_msgs_free) and *n; *n == 0 on timeout (ORDO_OK). */
+int ordo_q_pull(ordo_client_t *c, const char *queue, int count, int64_t block_ms,
+                int64_t lease_ms, ordo_msg_t **msgs, size_t *n);
+/* ordo_q_ack() / nack() / extend() -- ORDO_OK, or ORDO_ESTALE when token is
+ * no longer the message's current delivery. */
+int ordo_q_ack(ordo_client_t *c, const char *queue, int64_t id, int64_t token,
+               const void *result, size_t result_len, int with_result);
+int ordo_q_nack(ordo_client_t *c, const char *queue, int64_t id, int64_t token,
+                int64_t delay_ms);
+int ordo_q_extend(ordo_client_t *c, const char *queue, int64_t id, int64_t token,
+                  int64_t ms);
+/* ordo_q_call() -- push and wait for the consumer's result. timeout_ms 0:
+ * no limit. *result malloc'd (free()); NULL with *result_len 0 if the
+ * consumer acked without one. ORDO_ETIMEDOUT, ORDO_EDEADLETTER, ORDO_EFULL. */
+int ordo_q_call(ordo_client_t *c, const char *queue, const void *key, size_t key_len,
+                const void *payload, size_t payload_len, int64_t timeout_ms,
+                const char *dedup_id, char **result, size_t *result_len);
+
+/* ---- leases, locks, elections ----------------------------------------- */
+
+int ordo_lease_grant(ordo_client_t *c, int64_t ttl_ms, int64_t *lease_id);
+/* ORDO_ENOTFOUND if the lease expired. */
+int ordo_lease_keepalive(ordo_client_t *c, int64_t lease_id, int64_t *remaining_ms);
+int ordo_lease_revoke(ordo_client_t *c, int64_t lease_id);
+
+/* ordo_lock_acquire() -- wait_ms 0: do not wait; ORDO_WAIT_FOREVER is not
+ * allowed (pass a bound). ORDO_OK with *token, ORDO_ETIMEDOUT if it did not
+ * get the lock in time. lease 0: none. */
+int ordo_lock_acquire(ordo_client_t *c, const char *name, int64_t ttl_ms,
+                      int64_t wait_ms, int64_t lease, int64_t *token);
+int ordo_lock_release(ordo_client_t *c, const char *name, int64_t token); /* ORDO_ESTALE */
+int ordo_lock_extend(ordo_client_t *c, const char *name, int64_t token, int64_t ttl_ms);
+int ordo_lock_check(ordo_client_t *c, const char *name, int64_t token); /* OK or ESTALE */
+
+/* ordo_elect_campaign() -- wait_ms < 0: wait without limit. ORDO_OK with
+ * *term and, if handover != NULL, the hand-over value (*handover malloc'd,
+ * NULL if none; free()). ORDO_ETIMEDOUT if WAIT ran out. */
+int ordo_elect_campaign(ordo_client_t *c, const char *name, const void *value,
+                        size_t value_len, int64_t ttl_ms, int64_t wait_ms,
+                        int64_t *term, char **handover, size_t *handover_len);
+/* ORDO_ENOTHOLDER once the term is lost. */
+int ordo_elect_keepalive(ordo_client_t *c, const char *name, int64_t term,
+                         int64_t *remaining_ms);
+/* value NULL: resign without a hand-over value. ORDO_ESTALE if term does
+ * not lead. */
+int ordo_elect_resign(ordo_client_t *c, const char *name, int64_t term,
+                      const void *value, size_t value_len);
+int ordo_elect_proclaim(ordo_client_t *c, const char *name, int64_t term,
+                        const void *value, size_t value_len);
+/* ordo_elect_leader() -- ORDO_OK with *term (and *value malloc'd, may be
+ * NULL), ORDO_ENOTFOUND if vacant. */
+int ordo_elect_leader(ordo_client_t *c, const char *name, int64_t *term,
+                      char **value, size_t *value_len);
+
+/* ======================================================================
+ * The watcher: a callback per event, resuming after reconnects.
+ *
+ * ordo_watch_run() runs in the caller's thread until the callback returns
+ * nonzero, *stop becomes nonzero (checked at least every
+ * ORDO_WATCH_POLL_MS), or an error that reconnecting cannot cure
+ * (ORDO_EAUTH, ORDO_EINVAL, ORDO_ENOMEM). It owns its connection.
+ *   - Start: from_set (or from_rev > 0): every change after from_rev;
+ *     snapshot: the current keys first; else: changes after the current
+ *     revision (read
+ *     with KV.REV before the watch starts, so a reconnect before the first
+ *     event still resumes from there).
+ *   - Resume point: the revision of the last PUT/DEL delivered, moved by
+ *     PROGRESS and SYNCED events. After a disconnect or a watch-cancelled
+ *     push it watches again FROM the resume point, so the callback sees
+ *     every change once, in revision order, with no gap: events at or below
+ *     the resume point are dropped (outside a snapshot).
+ *   - Compaction: if the history after the resume point is gone, the
+ *     callback gets ORDO_WATCH_RESET, then the snapshot, then SYNCED.
+ *   - Connection loss is retried forever (with the client's backoff) until
+ *     stopped: a watcher outlives server restarts.
+ * Event strings are valid during the callback only. Returns ORDO_OK when
+ * stopped (callback or *stop), or the error. */
+#define ORDO_WATCH_POLL_MS 100
+
+typedef int (*ordo_watch_fn)(void *arg, const ordo_watch_event_t *ev);
+
+typedef struct ordo_watch_opts {
+    ordo_client_opts_t conn;
+    const void *key; size_t key_len;
+    int prefix;
+    int64_t from_rev;
+    int from_set;               /* from_rev counts even when 0 */
+    int snapshot;
+    ordo_watch_fn fn;
+    void *arg;
+} ordo_watch_opts_t;
+
+int ordo_watch_run(const ordo_watch_opts_t *o, const volatile int *stop);
+
+/* ======================================================================
+ * The consumer runner: N workers, each with its own connection, pull one
+ * message at a time (Q.PULL BLOCK), run the handler, and ack with its
+ * result (handler returned 0) or nack with nack_delay_ms (nonzero). A
+ * keeper thread with its own connection extends every in-flight
+ * delivery's lease each lease_ms/3 while its handler runs, so a slow
+ * handler keeps its message; a handler that stalls past what the keeper
+ * can reach (the process is stopped or killed) loses the lease and the
+ * message is delivered again, to anyone.
+ *
+ * Handler: called on a worker thread, concurrently with other workers'
+ * calls (at most `concurrency` at once; at most one per key, by the
+ * queue's promise). msg and its strings are valid during the call only. To
+ * ack with a result, set *result to a malloc'd buffer (the runner frees
+ * it) and *result_len; leave *result NULL to ack without one.
+ *
+ * Stop: ordo_consumer_stop() (any thread, also from a handler) asks every
+ * worker to finish the message it is handling (ack or nack as usual) and
+ * pull no more; ordo_consumer_join() waits for that, within
+ * pull_block_ms plus the longest handler, then frees the runner.
+ * ======================================================================= */
+#define ORDO_CONSUMER_LEASE_MS_DEFAULT 30000
+#define ORDO_CONSUMER_PULL_BLOCK_MS_DEFAULT 1000  /* stop latency when idle */
+#define ORDO_CONSUMER_NACK_DELAY_MS_DEFAULT 1000
+#define ORDO_CONSUMER_CONCURRENCY_MAX 1024
+
+typedef int (*ordo_handler_fn)(void *arg, const ordo_msg_t *msg, char **result,
+                               size_t *result_len);
+
+typedef struct ordo_consumer_opts {
+    ordo_client_opts_t conn;
+    const char *queue;
+    int concurrency;          /* 0: 1 */
+    int64_t lease_ms;         /* 0: default */
+    int64_t pull_block_ms;    /* 0: default */
+    int64_t nack_delay_ms;    /* 0: default; < 0: nack without delay */
+    ordo_handler_fn handler;
+    void *arg;
+} ordo_consumer_opts_t;
+
+typedef struct ordo_consumer ordo_consumer_t;
+
+/* ORDO_OK with *out, ORDO_EINVAL, ORDO_ENOMEM, ORDO_ESYS. Connections are
+ * made by the workers (and retried), so an unreachable server is not an
+ * error here. */
+int ordo_consumer_start(const ordo_consumer_opts_t *o, ordo_consumer_t **out);
+void ordo_consumer_stop(ordo_consumer_t *c);
+/* ordo_consumer_join() -- waits for the workers to end (they end only after
+ * ordo_consumer_stop(), or when the server refuses the password) and frees
+ * the runner. *acked / *nacked (may be NULL): counts of acks and nacks the
+ * server accepted. Call once, not from a handler. */
+void ordo_consumer_join(ordo_consumer_t *c, uint64_t *acked, uint64_t *nacked);
+
+/* ======================================================================
+ * The producer: messages buffered in memory, sent in batches, reported one
+ * by one, never lost or duplicated by retries or a restart.
+ *
+ * ordo_producer_send() accepts a message into a bounded buffer and returns;
+ * a sender thread (owning one connection) sends what is buffered as a
+ * pipeline of Q.PUSH commands once linger_ms has passed since the oldest
+ * unsent message was accepted or batch_max messages are waiting, whichever
+ * comes first. There is no server-side batch command: a batch is one
+ * write() of batch_max pushes and one read of their replies, and each push
+ * is its own record on the server.
+ *
+ * Idempotence and order: every message gets a sequence number and is
+ * pushed with `ID <producer id>:<seq>`. A batch cut by a lost connection, a
+ * timeout or a refusal is sent again from its first unreported message, in
+ * the same order and with the same ids: the pushes the server had already
+ * applied are recognised by their ids (inside the queue's DEDUP window,
+ * 60 s by default) and answer their first id without enqueuing anything.
+ * Within a connection the server applies pushes in order, so per-key order
+ * holds across retries and reconnects. One exception: a queue configured
+ * `ONFULL reject` may refuse a push (-BUSY) and accept a later one of the
+ * same key in the same batch; configure `ONFULL block` (pushes wait for
+ * room) when per-key order must hold through a full queue.
+ *
+ * Delivery reports: report() is called once per accepted message, in
+ * acceptance order, on the sender thread, with the message id the server
+ * gave it (err ORDO_OK) or a final error (err < 0): ORDO_ELIMIT or
+ * ORDO_ESERVER for a push the server refuses for good (too large, bad
+ * name). Transient failures (no connection, -BUSY, -READONLY, -TIMEOUT,
+ * -NOTLEADER) are retried with backoff, forever, until close.
+ *
+ * Spill file (spill_path set): each accepted message is appended to the
+ * file before ordo_producer_send() returns (a write(), so a crash of the
+ * process loses nothing accepted), and fdatasync()ed every
+ * spill_sync_every_msgs messages or spill_sync_every_ms ms, whichever
+ * comes first (the window a power loss may lose). Reported messages are
+ * marked in the file. A producer opened on an existing spill file takes its
+ * producer id and next sequence number from it and sends its unreported
+ * messages first, with their old ids: nothing accepted is lost and nothing
+ * is duplicated, provided it restarts within the DEDUP window. Their
+ * reports come with `recovered` set and opaque NULL. Only one producer may
+ * use a spill file at a time (an flock() makes sure: ORDO_EBUSY). The file
+ * is rewritten to its unreported messages when it passes spill_max_bytes.
+ *
+ * Threads: send/flush may be called from any threads at once; close once,
+ * after they return. report() must not call ordo_producer_send() with a
+ * timeout other than 0, nor flush or close.
+ * ====================================================================== */
+#define ORDO_PRODUCER_LINGER_MS_DEFAULT 5        /* as librdkafka's linger.ms */
+#define ORDO_PRODUCER_BATCH_MAX_DEFAULT 1000     /* pushes per pipeline */
+#define ORDO_PRODUCER_BUFFER_MAX_DEFAULT 100000  /* accepted, unreported messages */
+#define ORDO_PRODUCER_SPILL_SYNC_MS_DEFAULT 100
+#define ORDO_PRODUCER_SPILL_SYNC_MSGS_DEFAULT 1000
+#define ORDO_PRODUCER_SPILL_MAX_BYTES_DEFAULT ((int64_t)64 * 1024 * 1024)
+#define ORDO_PRODUCER_ID_MAX 64
+
+typedef struct ordo_delivery {
+    uint64_t seq;               /* the producer's sequence number */
+    const char *key; size_t key_len;
+    int64_t id;                 /* the message id (err == ORDO_OK) */
+    int err;                    /* ORDO_OK or a final error */
+    void *opaque;               /* as given to send (NULL if recovered) */
+    int recovered;              /* accepted by an earlier run (spill file) */
+} ordo_delivery_t;
+
+typedef void (*ordo_report_fn)(void *arg, const ordo_delivery_t *d);
+
+typedef struct ordo_producer_opts {
+    ordo_client_opts_t conn;
+    const char *queue;
+    int linger_ms;              /* 0: default; < 0: send at once */
+    int batch_max;              /* 0: default */
+    int buffer_max;             /* 0: default */
+    const char *producer_id;    /* NULL: from the spill file, else random */
+    const char *spill_path;     /* NULL: memory only */
+    int spill_sync_every_ms;    /* 0: default */
+    int spill_sync_every_msgs;  /* 0: default */
+    int64_t spill_max_bytes;    /* 0: default */
+    ordo_report_fn report;      /* may be NULL */
+    void *report_arg;
+} ordo_producer_opts_t;
+
+typedef struct ordo_producer ordo_producer_t;
+
+/* ORDO_OK with *out; ORDO_EINVAL; ORDO_ENOMEM; ORDO_ESYS (spill file or
+ * thread); ORDO_EBUSY (spill file in use); ORDO_EPROTO (spill file is not
+ * one, or another queue's). Recovered messages are in the buffer on
+ * return (they count against buffer_max). */
+int ordo_producer_new(const ordo_producer_opts_t *o, ordo_producer_t **out);
+/* ordo_producer_send() -- accept a message. timeout_ms: ORDO_WAIT_FOREVER
+ * blocks while the buffer is full, 0 fails at once (ORDO_EFULL), n waits
+ * at most n ms (ORDO_ETIMEDOUT). *seq (may be NULL): its sequence number.
+ * ORDO_ESTOPPED after close began; ORDO_ESYS if the spill write failed
+ * (the message was not accepted). */
+int ordo_producer_send(ordo_producer_t *p, const void *key, size_t key_len, const void *payload,
+                       size_t payload_len, void *opaque, int timeout_ms, uint64_t *seq);
+/* ordo_producer_flush() -- wait until every message accepted before the
+ * call is reported. ORDO_OK or ORDO_ETIMEDOUT. */
+int ordo_producer_flush(ordo_producer_t *p, int timeout_ms);
+/* The sequence number the next accepted message will get (after a
+ * recovery: one past the last message the spill file holds), so an
+ * application can resume its own numbering from the file. */
+uint64_t ordo_producer_next_seq(ordo_producer_t *p);
+/* Number of accepted, unreported messages. */
+size_t ordo_producer_buffered(ordo_producer_t *p);
+/* ordo_producer_close() -- flush for at most timeout_ms, stop the sender
+ * and free. Messages still unreported stay in the spill file (if any) for
+ * the next run; without one they are lost, and the return value says how
+ * many (0 when all were reported). */
+size_t ordo_producer_close(ordo_producer_t *p, int timeout_ms);
+
+/* ======================================================================
+ * The leader career: campaign, inaugurate, execute(term) while leading,
+ * hand over.
+ *
+ * ordo_career_run() runs in the caller's thread. It campaigns for
+ * `election` (ELECT.CAMPAIGN with HANDOVER, waiting in slices so *stop is
+ * seen), and once leading calls inaugurate(term, hand-over value of the
+ * previous leader or NULL), then execute(term) repeatedly. A keeper thread
+ * (own connection) sends ELECT.KEEPALIVE every ttl_ms/3. execute is never
+ * called after the term is lost -- a keepalive refused, or no keepalive
+ * accepted for ttl_ms counted from when it was sent (so the local deadline
+ * comes before the server's). Use the term to fence writes downstream.
+ *   - execute returns 0: called again; nonzero: the career ends: hand_over
+ *     (may be NULL) gives the value for the next leader (malloc'd, freed
+ *     here; NULL for none) and the leader resigns with it.
+ *   - *stop set: the same clean hand-over after the current execute.
+ *   - inaugurate returns nonzero: resign at once, without a value, and end.
+ *   - term lost: lost(term) (may be NULL) is called and the career
+ *     campaigns again.
+ * The hand-over value is valid during inaugurate only. Returns ORDO_OK
+ * when the career ended, or ORDO_EAUTH / ORDO_ENOMEM / ORDO_ESYS /
+ * ORDO_ESERVER (an election error reply, such as a bad name).
+ * ====================================================================== */
+#define ORDO_CAREER_TTL_MS_DEFAULT 10000
+#define ORDO_CAREER_CAMPAIGN_SLICE_MS 1000  /* how often a waiting campaign sees *stop */
+#define ORDO_CAREER_RETRY_MS 100            /* pause after an unreachable server */
+
+typedef struct ordo_career_opts {
+    ordo_client_opts_t conn;
+    const char *election;
+    const void *value; size_t value_len;   /* the candidate's value */
+    int64_t ttl_ms;                        /* 0: default */
+    int (*inaugurate)(void *arg, int64_t term, const char *handover, size_t handover_len);
+    int (*execute)(void *arg, int64_t term);
+    char *(*hand_over)(void *arg, int64_t term, size_t *len);
+    void (*lost)(void *arg, int64_t term);
+    void *arg;
+} ordo_career_opts_t;
+
+int ordo_career_run(const ordo_career_opts_t *o, const volatile int *stop);
+
+/* ======================================================================
+ * Held locks: LOCK.ACQUIRE with a bounded wait, then automatic LOCK.EXTEND
+ * every ttl_ms/3 on a keeper thread until ordo_lock_unhold().
+ * ordo_lock_holder_valid() is 1 while the lock is surely held (same local
+ * deadline rule as the career); check it before each protected act, and
+ * pass ordo_lock_holder_token() as the fencing token (KV.PUT ... FENCE).
+ * ordo_lock_hold(): ORDO_OK, ORDO_ETIMEDOUT (not acquired within wait_ms),
+ * or a connection error. ordo_lock_unhold() releases and frees: ORDO_OK,
+ * or ORDO_ESTALE if the lock had been lost (the work was unprotected).
+ * ====================================================================== */
+typedef struct ordo_lock_holder ordo_lock_holder_t;
+
+int ordo_lock_hold(const ordo_client_opts_t *conn, const char *name, int64_t ttl_ms, int64_t wait_ms,
+                   ordo_lock_holder_t **out);
+int64_t ordo_lock_holder_token(const ordo_lock_holder_t *h);
+int ordo_lock_holder_valid(ordo_lock_holder_t *h);
+int ordo_lock_unhold(ordo_lock_holder_t *h);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ORDO_CLIENT_H */

@@ -1,0 +1,661 @@
+/*
+ * calls.c -- the typed calls of ordo/client.h: each builds one command,
+ * sends it with ordo_client_command() and turns the reply into a struct or
+ * an error code. Reply shapes are those of docs/protocol.md; a reply of
+ * another shape is ORDO_EPROTO, never a guess.
+ *
+ * Blocking commands (Q.PULL BLOCK, Q.CALL, LOCK.ACQUIRE WAIT,
+ * ELECT.CAMPAIGN) get a client-side deadline of the server-side wait plus
+ * the connection's call timeout, so the server's answer always comes first.
+ */
+#include "client_int.h"
+
+#include <assert.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* No typed command needs more arguments than this. */
+#define CMD_ARGS_MAX 16
+
+typedef struct cmd {
+    int argc;
+    const char *argv[CMD_ARGS_MAX];
+    size_t lens[CMD_ARGS_MAX];
+    char nums[CMD_ARGS_MAX][24];
+} cmd_t;
+
+static void arg(cmd_t *m, const void *p, size_t n)
+{
+    assert(m->argc < CMD_ARGS_MAX);
+    m->argv[m->argc] = p;
+    m->lens[m->argc] = n;
+    m->argc++;
+}
+
+static void sarg(cmd_t *m, const char *s)
+{
+    arg(m, s, strlen(s));
+}
+
+static void iarg(cmd_t *m, int64_t v)
+{
+    assert(m->argc < CMD_ARGS_MAX);
+    int n = snprintf(m->nums[m->argc], sizeof m->nums[0], "%" PRId64, v);
+    arg(m, m->nums[m->argc], (size_t)n);
+}
+
+/* run() -- send; ORDO_OK with a non-error *r, or the mapped error (*r NULL). */
+static int run(ordo_client_t *c, cmd_t *m, int timeout_ms, ordo_reply_t **r)
+{
+    int rc = ordo_client_command(c, timeout_ms, m->argc, m->argv, m->lens, r);
+    if (rc != ORDO_OK)
+        return rc;
+    rc = ordo_client_reply_error(c, *r);
+    if (rc != ORDO_OK) {
+        ordo_reply_free(*r);
+        *r = NULL;
+    }
+    return rc;
+}
+
+static int proto_err(ordo_client_t *c, ordo_reply_t *r, const char *what)
+{
+    ordo_reply_free(r);
+    return client_seterr(c, ORDO_EPROTO, "unexpected reply to %s", what);
+}
+
+/* run_int() -- a command whose reply is an integer. */
+static int run_int(ordo_client_t *c, cmd_t *m, int timeout_ms, int64_t *out)
+{
+    ordo_reply_t *r;
+    int rc = run(c, m, timeout_ms, &r);
+    if (rc != ORDO_OK)
+        return rc;
+    if (r->type != ORDO_REPLY_INTEGER)
+        return proto_err(c, r, m->argv[0]);
+    if (out)
+        *out = r->integer;
+    ordo_reply_free(r);
+    return ORDO_OK;
+}
+
+/* run_01() -- a command answering 1, or 0 for a stale token. */
+static int run_01(ordo_client_t *c, cmd_t *m)
+{
+    int64_t v;
+    int rc = run_int(c, m, 0, &v);
+    if (rc != ORDO_OK)
+        return rc;
+    return v == 1 ? ORDO_OK : client_seterr(c, ORDO_ESTALE, "%s: token no longer holds", m->argv[0]);
+}
+
+/* Deadline for a command that waits wait_ms server-side (< 0: forever). */
+static int wait_timeout(const ordo_client_t *c, int64_t wait_ms)
+{
+    if (wait_ms < 0)
+        return ORDO_WAIT_FOREVER;
+    int64_t t = wait_ms + c->call_timeout_ms;
+    return t > INT32_MAX ? ORDO_WAIT_FOREVER : (int)t;
+}
+
+static char *dup_bytes(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+static int is_str(const ordo_reply_t *r)
+{
+    return r->type == ORDO_REPLY_STRING || r->type == ORDO_REPLY_STATUS;
+}
+
+/* ---- versioned keys ---------------------------------------------------- */
+
+void ordo_kv_clear(ordo_kv_t *kv)
+{
+    free(kv->key);
+    free(kv->value);
+    memset(kv, 0, sizeof *kv);
+}
+
+static void cond_args(cmd_t *m, const ordo_kv_cond_t *cond, int with_lease)
+{
+    if (cond == NULL)
+        return;
+    if (cond->ifrev >= 0) {
+        sarg(m, "IFREV");
+        iarg(m, cond->ifrev);
+    }
+    if (with_lease && cond->lease > 0) {
+        sarg(m, "LEASE");
+        iarg(m, cond->lease);
+    }
+    if (cond->fence_lock) {
+        sarg(m, "FENCE");
+        sarg(m, cond->fence_lock);
+        iarg(m, cond->fence_token);
+    }
+}
+
+int ordo_kv_get(ordo_client_t *c, const void *key, size_t key_len, int64_t rev, ordo_kv_t *out)
+{
+    memset(out, 0, sizeof *out);
+    cmd_t m = { 0 };
+    sarg(&m, "KV.GET");
+    arg(&m, key, key_len);
+    if (rev > 0) {
+        sarg(&m, "REV");
+        iarg(&m, rev);
+    }
+    ordo_reply_t *r;
+    int rc = run(c, &m, 0, &r);
+    if (rc != ORDO_OK)
+        return rc;
+    if (r->type == ORDO_REPLY_NIL) {
+        ordo_reply_free(r);
+        return ORDO_ENOTFOUND;
+    }
+    if (r->type != ORDO_REPLY_ARRAY || r->n != 5 || !is_str(r->elem[0]))
+        return proto_err(c, r, "KV.GET");
+    out->key = dup_bytes(key, key_len);
+    out->key_len = key_len;
+    out->value = dup_bytes(r->elem[0]->str, r->elem[0]->len);
+    out->value_len = r->elem[0]->len;
+    out->create_rev = r->elem[1]->integer;
+    out->mod_rev = r->elem[2]->integer;
+    out->version = r->elem[3]->integer;
+    out->lease = r->elem[4]->integer;
+    ordo_reply_free(r);
+    if (out->key == NULL || out->value == NULL) {
+        ordo_kv_clear(out);
+        return ORDO_ENOMEM;
+    }
+    return ORDO_OK;
+}
+
+int ordo_kv_put(ordo_client_t *c, const void *key, size_t key_len, const void *val,
+                size_t val_len, const ordo_kv_cond_t *cond, int64_t *rev_out)
+{
+    cmd_t m = { 0 };
+    sarg(&m, "KV.PUT");
+    arg(&m, key, key_len);
+    arg(&m, val, val_len);
+    cond_args(&m, cond, 1);
+    return run_int(c, &m, 0, rev_out);
+}
+
+int ordo_kv_del(ordo_client_t *c, const void *key, size_t key_len, const ordo_kv_cond_t *cond,
+                int64_t *rev_out)
+{
+    cmd_t m = { 0 };
+    sarg(&m, "KV.DEL");
+    arg(&m, key, key_len);
+    cond_args(&m, cond, 0);
+    return run_int(c, &m, 0, rev_out);
+}
+
+int ordo_kv_cas(ordo_client_t *c, const void *key, size_t key_len, const void *val,
+                size_t val_len, int64_t expect_rev, int64_t *rev_out)
+{
+    if (expect_rev < 0)
+        return ORDO_EINVAL;
+    ordo_kv_cond_t cond = { .ifrev = expect_rev };
+    int rc = ordo_kv_put(c, key, key_len, val, val_len, &cond, rev_out);
+    if (rc == ORDO_ECONFLICT && rev_out)
+        *rev_out = c->err_rev;
+    return rc;
+}
+
+int ordo_kv_rev(ordo_client_t *c, int64_t *current, int64_t *oldest)
+{
+    cmd_t m = { 0 };
+    sarg(&m, "KV.REV");
+    ordo_reply_t *r;
+    int rc = run(c, &m, 0, &r);
+    if (rc != ORDO_OK)
+        return rc;
+    if (r->type != ORDO_REPLY_ARRAY || r->n != 2)
+        return proto_err(c, r, "KV.REV");
+    *current = r->elem[0]->integer;
+    *oldest = r->elem[1]->integer;
+    ordo_reply_free(r);
+    return ORDO_OK;
+}
+
+/* ---- watches ----------------------------------------------------------- */
+
+int ordo_kv_watch(ordo_client_t *c, const void *key, size_t key_len, unsigned flags,
+                  int64_t from_rev, int64_t *watch_id)
+{
+    int rc = ordo_client_connect(c);
+    if (rc != ORDO_OK)
+        return rc;
+    if (c->proto != 3)
+        return client_seterr(c, ORDO_EINVAL, "watches need RESP3");
+    cmd_t m = { 0 };
+    sarg(&m, "KV.WATCH");
+    arg(&m, key, key_len);
+    if (flags & ORDO_WATCH_PREFIX)
+        sarg(&m, "PREFIX");
+    if (flags & ORDO_WATCH_SNAPSHOT) {
+        sarg(&m, "SNAPSHOT");
+    } else if (from_rev >= 0) {
+        sarg(&m, "FROM");
+        iarg(&m, from_rev);
+        if (flags & ORDO_WATCH_RESYNC)
+            sarg(&m, "RESYNC");
+    }
+    return run_int(c, &m, 0, watch_id);
+}
+
+static int push_is(const ordo_reply_t *e, const char *s)
+{
+    return is_str(e) && strcmp(e->str, s) == 0;
+}
+
+int ordo_watch_event_parse(const ordo_reply_t *p, ordo_watch_event_t *ev)
+{
+    memset(ev, 0, sizeof *ev);
+    if (p->type != ORDO_REPLY_PUSH && p->type != ORDO_REPLY_ARRAY)
+        return ORDO_EPROTO;
+    if (p->n < 3 || p->elem[1]->type != ORDO_REPLY_INTEGER || p->elem[2]->type != ORDO_REPLY_INTEGER)
+        return ORDO_EPROTO;
+    ev->watch_id = p->elem[1]->integer;
+    ev->rev = p->elem[2]->integer;
+    const ordo_reply_t *k = p->elem[0];
+    if (push_is(k, "watch")) {
+        if (p->n < 6 || !is_str(p->elem[4]))
+            return ORDO_EPROTO;
+        ev->kind = push_is(p->elem[3], "put") ? ORDO_WATCH_PUT : ORDO_WATCH_DEL;
+        ev->key = p->elem[4]->str;
+        ev->key_len = p->elem[4]->len;
+        if (ev->kind == ORDO_WATCH_PUT && is_str(p->elem[5])) {
+            ev->value = p->elem[5]->str;
+            ev->value_len = p->elem[5]->len;
+        }
+        return ORDO_OK;
+    }
+    if (push_is(k, "watch-synced")) {
+        ev->kind = ORDO_WATCH_SYNCED;
+        return ORDO_OK;
+    }
+    if (push_is(k, "watch-progress")) {
+        ev->kind = ORDO_WATCH_PROGRESS;
+        return ORDO_OK;
+    }
+    if (push_is(k, "watch-cancelled")) {
+        ev->kind = ORDO_WATCH_CANCELLED;
+        ev->reason = p->n > 3 && is_str(p->elem[3]) ? p->elem[3]->str : "";
+        return ORDO_OK;
+    }
+    return ORDO_EPROTO;
+}
+
+/* ---- queues ------------------------------------------------------------- */
+
+void ordo_msgs_free(ordo_msg_t *msgs, size_t n)
+{
+    if (msgs == NULL)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        free(msgs[i].key);
+        free(msgs[i].payload);
+    }
+    free(msgs);
+}
+
+int ordo_q_push(ordo_client_t *c, const char *queue, const void *key, size_t key_len,
+                const void *payload, size_t payload_len, const ordo_push_opts_t *o, int64_t *id_out)
+{
+    cmd_t m = { 0 };
+    sarg(&m, "Q.PUSH");
+    sarg(&m, queue);
+    arg(&m, key, key_len);
+    arg(&m, payload, payload_len);
+    if (o && o->id) {
+        sarg(&m, "ID");
+        arg(&m, o->id, o->id_len);
+    }
+    if (o && o->coalesce)
+        sarg(&m, "COALESCE");
+    if (o && o->delay_ms > 0) {
+        sarg(&m, "DELAY");
+        iarg(&m, o->delay_ms);
+    }
+    return run_int(c, &m, 0, id_out);
+}
+
+int ordo_q_pull(ordo_client_t *c, const char *queue, int count, int64_t block_ms, int64_t lease_ms,
+                ordo_msg_t **msgs, size_t *n)
+{
+    *msgs = NULL;
+    *n = 0;
+    cmd_t m = { 0 };
+    sarg(&m, "Q.PULL");
+    sarg(&m, queue);
+    if (count > 1) {
+        sarg(&m, "COUNT");
+        iarg(&m, count);
+    }
+    if (block_ms >= 0) {
+        sarg(&m, "BLOCK");
+        iarg(&m, block_ms);
+    }
+    if (lease_ms > 0) {
+        sarg(&m, "LEASE");
+        iarg(&m, lease_ms);
+    }
+    ordo_reply_t *r;
+    int rc = run(c, &m, block_ms < 0 ? 0 : wait_timeout(c, block_ms == 0 ? -1 : block_ms), &r);
+    if (rc != ORDO_OK)
+        return rc;
+    if (r->type != ORDO_REPLY_ARRAY)
+        return proto_err(c, r, "Q.PULL");
+    for (size_t i = 0; i < r->n; i++) {
+        const ordo_reply_t *e = r->elem[i];
+        if (e->type != ORDO_REPLY_ARRAY || e->n != 5 || !is_str(e->elem[1]) || !is_str(e->elem[2]))
+            return proto_err(c, r, "Q.PULL");
+    }
+    if (r->n == 0) {
+        ordo_reply_free(r);
+        return ORDO_OK;
+    }
+    ordo_msg_t *v = calloc(r->n, sizeof *v);
+    if (v == NULL) {
+        ordo_reply_free(r);
+        return ORDO_ENOMEM;
+    }
+    for (size_t i = 0; i < r->n; i++) {
+        ordo_reply_t **e = r->elem[i]->elem;
+        v[i].id = e[0]->integer;
+        v[i].key = e[1]->str; /* steal the strings */
+        v[i].key_len = e[1]->len;
+        e[1]->str = NULL;
+        v[i].payload = e[2]->str;
+        v[i].payload_len = e[2]->len;
+        e[2]->str = NULL;
+        v[i].attempt = e[3]->integer;
+        v[i].token = e[4]->integer;
+    }
+    *n = r->n;
+    *msgs = v;
+    ordo_reply_free(r);
+    return ORDO_OK;
+}
+
+int ordo_q_ack(ordo_client_t *c, const char *queue, int64_t id, int64_t token, const void *result,
+               size_t result_len, int with_result)
+{
+    cmd_t m = { 0 };
+    sarg(&m, "Q.ACK");
+    sarg(&m, queue);
+    iarg(&m, id);
+    iarg(&m, token);
+    if (with_result) {
+        sarg(&m, "RESULT");
+        arg(&m, result ? result : "", result_len);
+    }
+    return run_01(c, &m);
+}
+
+int ordo_q_nack(ordo_client_t *c, const char *queue, int64_t id, int64_t token, int64_t delay_ms)
+{
+    cmd_t m = { 0 };
+    sarg(&m, "Q.NACK");
+    sarg(&m, queue);
+    iarg(&m, id);
+    iarg(&m, token);
+    if (delay_ms > 0) {
+        sarg(&m, "DELAY");
+        iarg(&m, delay_ms);
+    }
+    return run_01(c, &m);
+}
+
+int ordo_q_extend(ordo_client_t *c, const char *queue, int64_t id, int64_t token, int64_t ms)
+{
+    cmd_t m = { 0 };
+    sarg(&m, "Q.EXTEND");
+    sarg(&m, queue);
+    iarg(&m, id);
+    iarg(&m, token);
+    iarg(&m, ms);
+    return run_01(c, &m);
+}
+
+int ordo_q_call(ordo_client_t *c, const char *queue, const void *key, size_t key_len,
+                const void *payload, size_t payload_len, int64_t timeout_ms, const char *dedup_id,
+                char **result, size_t *result_len)
+{
+    *result = NULL;
+    *result_len = 0;
+    cmd_t m = { 0 };
+    sarg(&m, "Q.CALL");
+    sarg(&m, queue);
+    arg(&m, key, key_len);
+    arg(&m, payload, payload_len);
+    if (timeout_ms > 0) {
+        sarg(&m, "TIMEOUT");
+        iarg(&m, timeout_ms);
+    }
+    if (dedup_id) {
+        sarg(&m, "ID");
+        sarg(&m, dedup_id);
+    }
+    ordo_reply_t *r;
+    int rc = run(c, &m, wait_timeout(c, timeout_ms > 0 ? timeout_ms : -1), &r);
+    if (rc != ORDO_OK)
+        return rc;
+    if (r->type == ORDO_REPLY_NIL) {
+        ordo_reply_free(r);
+        return ORDO_OK;
+    }
+    if (!is_str(r))
+        return proto_err(c, r, "Q.CALL");
+    *result = r->str;
+    *result_len = r->len;
+    r->str = NULL;
+    ordo_reply_free(r);
+    return ORDO_OK;
+}
+
+/* ---- leases, locks, elections ----------------------------------------- */
+
+int ordo_lease_grant(ordo_client_t *c, int64_t ttl_ms, int64_t *lease_id)
+{
+    cmd_t m = { 0 };
+    sarg(&m, "LEASE.GRANT");
+    iarg(&m, ttl_ms);
+    return run_int(c, &m, 0, lease_id);
+}
+
+int ordo_lease_keepalive(ordo_client_t *c, int64_t lease_id, int64_t *remaining_ms)
+{
+    cmd_t m = { 0 };
+    sarg(&m, "LEASE.KEEPALIVE");
+    iarg(&m, lease_id);
+    return run_int(c, &m, 0, remaining_ms);
+}
+
+int ordo_lease_revoke(ordo_client_t *c, int64_t lease_id)
+{
+    cmd_t m = { 0 };
+    sarg(&m, "LEASE.REVOKE");
+    iarg(&m, lease_id);
+    int64_t v;
+    int rc = run_int(c, &m, 0, &v);
+    return rc != ORDO_OK ? rc : v == 1 ? ORDO_OK : ORDO_ENOTFOUND;
+}
+
+int ordo_lock_acquire(ordo_client_t *c, const char *name, int64_t ttl_ms, int64_t wait_ms,
+                      int64_t lease, int64_t *token)
+{
+    if (wait_ms < 0)
+        return ORDO_EINVAL;
+    cmd_t m = { 0 };
+    sarg(&m, "LOCK.ACQUIRE");
+    sarg(&m, name);
+    iarg(&m, ttl_ms);
+    if (wait_ms > 0) {
+        sarg(&m, "WAIT");
+        iarg(&m, wait_ms);
+    }
+    if (lease > 0) {
+        sarg(&m, "LEASE");
+        iarg(&m, lease);
+    }
+    ordo_reply_t *r;
+    int rc = run(c, &m, wait_timeout(c, wait_ms), &r);
+    if (rc != ORDO_OK)
+        return rc;
+    if (r->type == ORDO_REPLY_NIL) {
+        ordo_reply_free(r);
+        return client_seterr(c, ORDO_ETIMEDOUT, "lock %s is held", name);
+    }
+    if (r->type != ORDO_REPLY_INTEGER)
+        return proto_err(c, r, "LOCK.ACQUIRE");
+    *token = r->integer;
+    ordo_reply_free(r);
+    return ORDO_OK;
+}
+
+int ordo_lock_release(ordo_client_t *c, const char *name, int64_t token)
+{
+    cmd_t m = { 0 };
+    sarg(&m, "LOCK.RELEASE");
+    sarg(&m, name);
+    iarg(&m, token);
+    return run_01(c, &m);
+}
+
+int ordo_lock_extend(ordo_client_t *c, const char *name, int64_t token, int64_t ttl_ms)
+{
+    cmd_t m = { 0 };
+    sarg(&m, "LOCK.EXTEND");
+    sarg(&m, name);
+    iarg(&m, token);
+    iarg(&m, ttl_ms);
+    return run_01(c, &m);
+}
+
+int ordo_lock_check(ordo_client_t *c, const char *name, int64_t token)
+{
+    cmd_t m = { 0 };
+    sarg(&m, "LOCK.CHECK");
+    sarg(&m, name);
+    iarg(&m, token);
+    return run_01(c, &m);
+}
+
+int ordo_elect_campaign(ordo_client_t *c, const char *name, const void *value, size_t value_len,
+                        int64_t ttl_ms, int64_t wait_ms, int64_t *term, char **handover,
+                        size_t *handover_len)
+{
+    if (handover) {
+        *handover = NULL;
+        *handover_len = 0;
+    }
+    cmd_t m = { 0 };
+    sarg(&m, "ELECT.CAMPAIGN");
+    sarg(&m, name);
+    arg(&m, value, value_len);
+    iarg(&m, ttl_ms);
+    if (wait_ms >= 0) {
+        sarg(&m, "WAIT");
+        iarg(&m, wait_ms);
+    }
+    if (handover)
+        sarg(&m, "HANDOVER");
+    ordo_reply_t *r;
+    int rc = run(c, &m, wait_timeout(c, wait_ms), &r);
+    if (rc != ORDO_OK)
+        return rc;
+    if (r->type == ORDO_REPLY_NIL) {
+        ordo_reply_free(r);
+        return client_seterr(c, ORDO_ETIMEDOUT, "election %s: not leading in time", name);
+    }
+    if (handover) {
+        if (r->type != ORDO_REPLY_ARRAY || r->n != 2 || r->elem[0]->type != ORDO_REPLY_INTEGER)
+            return proto_err(c, r, "ELECT.CAMPAIGN");
+        *term = r->elem[0]->integer;
+        if (is_str(r->elem[1])) {
+            *handover = r->elem[1]->str;
+            *handover_len = r->elem[1]->len;
+            r->elem[1]->str = NULL;
+        }
+    } else {
+        if (r->type != ORDO_REPLY_INTEGER)
+            return proto_err(c, r, "ELECT.CAMPAIGN");
+        *term = r->integer;
+    }
+    ordo_reply_free(r);
+    return ORDO_OK;
+}
+
+int ordo_elect_keepalive(ordo_client_t *c, const char *name, int64_t term, int64_t *remaining_ms)
+{
+    cmd_t m = { 0 };
+    sarg(&m, "ELECT.KEEPALIVE");
+    sarg(&m, name);
+    iarg(&m, term);
+    return run_int(c, &m, 0, remaining_ms);
+}
+
+int ordo_elect_resign(ordo_client_t *c, const char *name, int64_t term, const void *value,
+                      size_t value_len)
+{
+    cmd_t m = { 0 };
+    sarg(&m, "ELECT.RESIGN");
+    sarg(&m, name);
+    iarg(&m, term);
+    if (value) {
+        sarg(&m, "HANDOVER");
+        arg(&m, value, value_len);
+    }
+    return run_01(c, &m);
+}
+
+int ordo_elect_proclaim(ordo_client_t *c, const char *name, int64_t term, const void *value,
+                        size_t value_len)
+{
+    cmd_t m = { 0 };
+    sarg(&m, "ELECT.PROCLAIM");
+    sarg(&m, name);
+    iarg(&m, term);
+    arg(&m, value, value_len);
+    return run_01(c, &m);
+}
+
+int ordo_elect_leader(ordo_client_t *c, const char *name, int64_t *term, char **value,
+                      size_t *value_len)
+{
+    *value = NULL;
+    *value_len = 0;
+    cmd_t m = { 0 };
+    sarg(&m, "ELECT.LEADER");
+    sarg(&m, name);
+    ordo_reply_t *r;
+    int rc = run(c, &m, 0, &r);
+    if (rc != ORDO_OK)
+        return rc;
+    if (r->type == ORDO_REPLY_NIL) {
+        ordo_reply_free(r);
+        return ORDO_ENOTFOUND;
+    }
+    if (r->type != ORDO_REPLY_ARRAY || r->n != 2 || r->elem[1]->type != ORDO_REPLY_INTEGER)
+        return proto_err(c, r, "ELECT.LEADER");
+    *term = r->elem[1]->integer;
+    if (is_str(r->elem[0])) {
+        *value = r->elem[0]->str;
+        *value_len = r->elem[0]->len;
+        r->elem[0]->str = NULL;
+    }
+    ordo_reply_free(r);
+    return ORDO_OK;
+}

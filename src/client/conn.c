@@ -1,0 +1,657 @@
+/*
+ * conn.c -- the blocking connection of ordo/client.h: connect and
+ * handshake (HELLO 3 / AUTH), pipelined writes and reads with a deadline
+ * per call, push frames kept apart from replies, reconnection with
+ * jittered exponential backoff, and -NOTLEADER redirects.
+ *
+ * Every socket is non-blocking; waiting is poll() against a deadline in
+ * CLOCK_MONOTONIC milliseconds (-1: none). Writing a long pipeline also
+ * reads, so a server that stops reading until its replies are taken can
+ * never deadlock with us.
+ *
+ * Failure rule: any I/O error, protocol error or deadline with a reply
+ * outstanding closes the connection (client_drop) -- the stream position
+ * is unknown after it -- and the next call reconnects. Nothing already
+ * written is ever sent again by this file, except after -NOTLEADER, which
+ * says the command did not run.
+ */
+#include "client_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ordo_client_commandf() takes at most this many arguments. */
+#define CLIENT_COMMANDF_ARGS_MAX 64
+
+int64_t client_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms)
+{
+    if (ms <= 0)
+        return;
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+int client_backoff_ms(uint64_t *rng, int attempt, int min_ms, int max_ms)
+{
+    int64_t cap = min_ms;
+    for (int i = 0; i < attempt && cap < max_ms; i++)
+        cap *= 2;
+    if (cap > max_ms)
+        cap = max_ms;
+    if (cap <= 0)
+        return 0;
+    return (int)(rng_next(rng) % (uint64_t)(cap + 1));
+}
+
+int client_seterr(ordo_client_t *c, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->errstr, sizeof c->errstr, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+const char *ordo_client_strerror(int err)
+{
+    switch (err) {
+    case ORDO_OK: return "ok";
+    case ORDO_EINVAL: return "invalid argument";
+    case ORDO_ENOMEM: return "out of memory";
+    case ORDO_EFULL: return "full";
+    case ORDO_ETIMEDOUT: return "timed out";
+    case ORDO_ECANCELED: return "cancelled";
+    case ORDO_ESTOPPED: return "stopped";
+    case ORDO_EHANDLER: return "handler failed";
+    case ORDO_ENOTFOUND: return "not found";
+    case ORDO_EBUSY: return "busy";
+    case ORDO_ESYS: return "system call failed";
+    case ORDO_ECONN: return "connection failed";
+    case ORDO_EPROTO: return "protocol error";
+    case ORDO_ESERVER: return "server error";
+    case ORDO_ECONFLICT: return "conflict";
+    case ORDO_ENOTHOLDER: return "not holder";
+    case ORDO_ECOMPACTED: return "compacted";
+    case ORDO_ELIMIT: return "limit";
+    case ORDO_EDEADLETTER: return "dead letter";
+    case ORDO_EAUTH: return "authentication failed";
+    case ORDO_EREADONLY: return "read-only";
+    case ORDO_ENOTLEADER: return "not leader";
+    case ORDO_ESTALE: return "stale token";
+    default: return "unknown error";
+    }
+}
+
+ordo_client_t *ordo_client_new(const ordo_client_opts_t *opts)
+{
+    ordo_client_opts_t o = { 0 };
+    if (opts)
+        o = *opts;
+    ordo_client_t *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return NULL;
+    snprintf(c->seed_host, sizeof c->seed_host, "%s", o.host ? o.host : "127.0.0.1");
+    c->seed_port = o.port > 0 ? o.port : ORDO_CLIENT_PORT_DEFAULT;
+    if (o.password) {
+        c->password = strdup(o.password);
+        if (c->password == NULL)
+            goto fail_password;
+    }
+#define DEF(f, d) c->f = o.f != 0 ? o.f : (d)
+    DEF(connect_timeout_ms, ORDO_CLIENT_CONNECT_TIMEOUT_MS_DEFAULT);
+    DEF(call_timeout_ms, ORDO_CLIENT_CALL_TIMEOUT_MS_DEFAULT);
+    DEF(reconnect_timeout_ms, ORDO_CLIENT_RECONNECT_TIMEOUT_MS_DEFAULT);
+    DEF(backoff_min_ms, ORDO_CLIENT_BACKOFF_MIN_MS_DEFAULT);
+    DEF(backoff_max_ms, ORDO_CLIENT_BACKOFF_MAX_MS_DEFAULT);
+    DEF(redirects_max, ORDO_CLIENT_REDIRECTS_MAX_DEFAULT);
+#undef DEF
+    c->resp2_only = o.resp2;
+    snprintf(c->host, sizeof c->host, "%s", c->seed_host);
+    c->port = c->seed_port;
+    c->fd = -1;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    c->rng = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 40) ^
+             (uint64_t)(uintptr_t)c;
+    if (c->rng == 0)
+        c->rng = 1;
+    cresp_init(&c->parser);
+    return c;
+fail_password:
+    free(c);
+    return NULL;
+}
+
+static void client_drop(ordo_client_t *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    c->proto = 0;
+    c->pending = 0;
+    c->in.len = 0;
+    c->out.len = 0;
+    cresp_reset(&c->parser);
+}
+
+void ordo_client_close(ordo_client_t *c)
+{
+    client_drop(c);
+}
+
+void ordo_client_free(ordo_client_t *c)
+{
+    if (c == NULL)
+        return;
+    client_drop(c);
+    while (c->push_head) {
+        push_node_t *n = c->push_head;
+        c->push_head = n->next;
+        ordo_reply_free(n->push);
+        free(n);
+    }
+    cresp_buf_free(&c->in);
+    cresp_buf_free(&c->out);
+    free(c->password);
+    free(c);
+}
+
+uint64_t ordo_client_epoch(const ordo_client_t *c) { return c->epoch; }
+int ordo_client_proto(const ordo_client_t *c) { return c->fd >= 0 ? c->proto : 0; }
+const char *ordo_client_errstr(const ordo_client_t *c) { return c->errstr; }
+int64_t ordo_client_err_rev(const ordo_client_t *c) { return c->err_rev; }
+const char *ordo_client_host(const ordo_client_t *c) { return c->host; }
+int ordo_client_port(const ordo_client_t *c) { return c->port; }
+size_t ordo_client_pending(const ordo_client_t *c) { return c->pending; }
+
+/* ---- low-level I/O ------------------------------------------------------- */
+
+static int remaining_ms(int64_t deadline)
+{
+    if (deadline < 0)
+        return -1;
+    int64_t left = deadline - client_now_ms();
+    return left < 0 ? 0 : left > INT32_MAX ? INT32_MAX : (int)left;
+}
+
+/* Reads whatever is there into c->in. ORDO_OK, ORDO_ECONN (closed). */
+static int read_some(ordo_client_t *c)
+{
+    if (cresp_buf_reserve(&c->in, CLIENT_READ_CHUNK) != 0)
+        return ORDO_ENOMEM;
+    for (;;) {
+        ssize_t k = recv(c->fd, c->in.data + c->in.len, c->in.cap - c->in.len, 0);
+        if (k > 0) {
+            c->in.len += (size_t)k;
+            return ORDO_OK;
+        }
+        if (k == 0)
+            return client_seterr(c, ORDO_ECONN, "connection closed by server");
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return ORDO_OK;
+        return client_seterr(c, ORDO_ECONN, "recv: %s", strerror(errno));
+    }
+}
+
+/* wait_io() -- poll for readable (and writable if out has bytes) until
+ * deadline; reads what is readable, writes what it can. ORDO_OK when
+ * something happened, ORDO_ETIMEDOUT, ORDO_ECONN. */
+static int wait_io(ordo_client_t *c, int64_t deadline, int want_read)
+{
+    struct pollfd pfd = { .fd = c->fd, .events = 0 };
+    if (want_read)
+        pfd.events |= POLLIN;
+    if (c->out.len)
+        pfd.events |= POLLOUT;
+    for (;;) {
+        int n = poll(&pfd, 1, remaining_ms(deadline));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return client_seterr(c, ORDO_ECONN, "poll: %s", strerror(errno));
+        if (n == 0)
+            return client_seterr(c, ORDO_ETIMEDOUT, "timed out waiting for the server");
+        break;
+    }
+    if (pfd.revents & POLLOUT) {
+        ssize_t k = send(c->fd, c->out.data, c->out.len, MSG_NOSIGNAL);
+        if (k > 0)
+            cresp_buf_consume(&c->out, (size_t)k);
+        else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            return client_seterr(c, ORDO_ECONN, "send: %s", strerror(errno));
+    }
+    if (pfd.revents & (POLLIN | POLLHUP | POLLERR))
+        return read_some(c);
+    return ORDO_OK;
+}
+
+static int enqueue_push(ordo_client_t *c, ordo_reply_t *r)
+{
+    push_node_t *n = malloc(sizeof *n);
+    if (n == NULL) {
+        ordo_reply_free(r);
+        return ORDO_ENOMEM;
+    }
+    n->next = NULL;
+    n->push = r;
+    if (c->push_tail)
+        c->push_tail->next = n;
+    else
+        c->push_head = n;
+    c->push_tail = n;
+    return ORDO_OK;
+}
+
+/* parse_buffered() -- one reply or push from c->in. 1 with *out, 0 if more
+ * bytes are needed, or a negative error. */
+static int parse_buffered(ordo_client_t *c, ordo_reply_t **out)
+{
+    size_t used = 0;
+    int rc = cresp_parse(&c->parser, c->in.data, c->in.len, &used, out);
+    cresp_buf_consume(&c->in, used);
+    if (rc == CRESP_DONE)
+        return 1;
+    if (rc == CRESP_NEED_MORE)
+        return 0;
+    if (rc == CRESP_NOMEM)
+        return ORDO_ENOMEM;
+    return client_seterr(c, ORDO_EPROTO, "protocol error: %s", c->parser.error);
+}
+
+/* read_reply() -- the next non-push reply (pushes are queued), flushing
+ * c->out as it waits. Any error drops the connection. */
+static int read_reply(ordo_client_t *c, int64_t deadline, ordo_reply_t **out)
+{
+    int rc;
+    for (;;) {
+        ordo_reply_t *r = NULL;
+        rc = c->in.len ? parse_buffered(c, &r) : 0;
+        if (rc < 0)
+            goto drop;
+        if (rc == 1) {
+            if (r->type == ORDO_REPLY_PUSH) {
+                if ((rc = enqueue_push(c, r)) != ORDO_OK)
+                    goto drop;
+                continue;
+            }
+            *out = r;
+            return ORDO_OK;
+        }
+        if ((rc = wait_io(c, deadline, 1)) != ORDO_OK)
+            goto drop;
+    }
+drop:
+    client_drop(c);
+    return rc;
+}
+
+static int flush_out(ordo_client_t *c, int64_t deadline)
+{
+    while (c->out.len) {
+        int rc = wait_io(c, deadline, 1);
+        if (rc != ORDO_OK) {
+            client_drop(c);
+            return rc;
+        }
+    }
+    return ORDO_OK;
+}
+
+/* ---- connecting ---------------------------------------------------------- */
+
+static int connect_once(ordo_client_t *c, const char *host, int port)
+{
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res, *ai;
+    char portstr[16];
+    snprintf(portstr, sizeof portstr, "%d", port);
+    int g = getaddrinfo(host, portstr, &hints, &res);
+    if (g != 0)
+        return client_seterr(c, ORDO_ECONN, "%s: %s", host, gai_strerror(g));
+    int rc = client_seterr(c, ORDO_ECONN, "%s:%d: no address", host, port);
+    int64_t deadline = client_now_ms() + c->connect_timeout_ms;
+    for (ai = res; ai; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) {
+            rc = client_seterr(c, ORDO_ECONN, "socket: %s", strerror(errno));
+            continue;
+        }
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
+            rc = client_seterr(c, ORDO_ECONN, "connect %s:%d: %s", host, port, strerror(errno));
+            close(fd);
+            continue;
+        }
+        struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+        int n;
+        while ((n = poll(&pfd, 1, remaining_ms(deadline))) < 0 && errno == EINTR)
+            ;
+        int err = 0;
+        socklen_t el = sizeof err;
+        if (n <= 0) {
+            rc = client_seterr(c, ORDO_ECONN, "connect %s:%d: timed out", host, port);
+            close(fd);
+            continue;
+        }
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
+            rc = client_seterr(c, ORDO_ECONN, "connect %s:%d: %s", host, port, strerror(err ? err : errno));
+            close(fd);
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        c->fd = fd;
+        rc = ORDO_OK;
+        break;
+    }
+    freeaddrinfo(res);
+    return rc;
+}
+
+/* handshake_call() -- one command on a fresh connection, raw reply. */
+static int handshake_call(ordo_client_t *c, int argc, const char *const *argv, ordo_reply_t **r)
+{
+    if (cresp_encode(&c->out, argc, argv, NULL) != 0)
+        return ORDO_ENOMEM;
+    int64_t deadline = client_now_ms() + c->call_timeout_ms;
+    int rc = flush_out(c, deadline);
+    if (rc == ORDO_OK)
+        rc = read_reply(c, deadline, r);
+    return rc;
+}
+
+static int is_auth_error(const ordo_reply_t *r)
+{
+    return r->type == ORDO_REPLY_ERROR &&
+           (strncmp(r->str, "WRONGPASS", 9) == 0 || strncmp(r->str, "NOAUTH", 6) == 0 ||
+            strstr(r->str, "password") != NULL);
+}
+
+static int handshake(ordo_client_t *c)
+{
+    ordo_reply_t *r = NULL;
+    int rc;
+    if (!c->resp2_only) {
+        const char *hello[] = { "HELLO", "3", "AUTH", "default", c->password };
+        if ((rc = handshake_call(c, c->password ? 5 : 2, hello, &r)) != ORDO_OK)
+            return rc;
+        if (r->type != ORDO_REPLY_ERROR) {
+            ordo_reply_free(r);
+            c->proto = 3;
+            return ORDO_OK;
+        }
+        if (is_auth_error(r)) {
+            rc = client_seterr(c, ORDO_EAUTH, "%s", r->str);
+            ordo_reply_free(r);
+            client_drop(c);
+            return rc;
+        }
+        ordo_reply_free(r); /* no RESP3 here: stay on RESP2 */
+    }
+    c->proto = 2;
+    if (c->password) {
+        const char *auth[] = { "AUTH", c->password };
+        if ((rc = handshake_call(c, 2, auth, &r)) != ORDO_OK)
+            return rc;
+        if (r->type == ORDO_REPLY_ERROR) {
+            rc = client_seterr(c, ORDO_EAUTH, "%s", r->str);
+            ordo_reply_free(r);
+            client_drop(c);
+            return rc;
+        }
+        ordo_reply_free(r);
+    }
+    return ORDO_OK;
+}
+
+/* connect_retry() -- connect to the current target (the last leader or
+ * the seed), retrying with backoff within the reconnect budget. An
+ * authentication failure is final. */
+static int connect_retry(ordo_client_t *c)
+{
+    int64_t deadline = c->reconnect_timeout_ms < 0 ? -1 : client_now_ms() + c->reconnect_timeout_ms;
+    for (int attempt = 0;; attempt++) {
+        int rc = connect_once(c, c->host, c->port);
+        if (rc == ORDO_OK) {
+            rc = handshake(c);
+            if (rc == ORDO_OK) {
+                c->epoch++;
+                return ORDO_OK;
+            }
+            client_drop(c);
+            if (rc == ORDO_EAUTH || rc == ORDO_ENOMEM)
+                return rc;
+        }
+        /* A redirect target that does not answer may be a deposed leader:
+         * go back to the configured address. */
+        if (strcmp(c->host, c->seed_host) != 0 || c->port != c->seed_port) {
+            snprintf(c->host, sizeof c->host, "%s", c->seed_host);
+            c->port = c->seed_port;
+        }
+        int wait = client_backoff_ms(&c->rng, attempt, c->backoff_min_ms, c->backoff_max_ms);
+        if (deadline >= 0) {
+            int left = remaining_ms(deadline);
+            if (left == 0)
+                return ORDO_ECONN;
+            if (wait > left)
+                wait = left;
+        }
+        sleep_ms(wait);
+    }
+}
+
+int ordo_client_connect(ordo_client_t *c)
+{
+    if (c->fd >= 0)
+        return ORDO_OK;
+    return connect_retry(c);
+}
+
+/* ---- commands ------------------------------------------------------------ */
+
+static int64_t call_deadline(const ordo_client_t *c, int timeout_ms)
+{
+    if (timeout_ms == ORDO_WAIT_FOREVER)
+        return -1;
+    return client_now_ms() + (timeout_ms > 0 ? timeout_ms : c->call_timeout_ms);
+}
+
+int ordo_client_append(ordo_client_t *c, int argc, const char *const *argv, const size_t *lens)
+{
+    if (argc <= 0)
+        return ORDO_EINVAL;
+    int rc = ordo_client_connect(c);
+    if (rc != ORDO_OK)
+        return rc;
+    if (cresp_encode(&c->out, argc, argv, lens) != 0)
+        return ORDO_ENOMEM;
+    c->pending++;
+    return ORDO_OK;
+}
+
+int ordo_client_get_reply(ordo_client_t *c, int timeout_ms, ordo_reply_t **reply)
+{
+    *reply = NULL;
+    if (c->pending == 0)
+        return ORDO_EINVAL;
+    if (c->fd < 0)
+        return client_seterr(c, ORDO_ECONN, "not connected");
+    int64_t deadline = call_deadline(c, timeout_ms);
+    int rc = read_reply(c, deadline, reply);
+    if (rc == ORDO_OK)
+        c->pending--;
+    return rc;
+}
+
+/* parse "NOTLEADER host:port" into c->host/c->port; 0 if the leader is
+ * unknown ("?") or the text is malformed. */
+static int take_redirect(ordo_client_t *c, const char *err)
+{
+    const char *a = err + strlen("NOTLEADER");
+    while (*a == ' ')
+        a++;
+    const char *colon = strrchr(a, ':');
+    if (*a == '?' || colon == NULL || colon == a || (size_t)(colon - a) >= CLIENT_HOST_MAX)
+        return 0;
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (port <= 0 || port > 65535 || (*end != '\0' && *end != ' '))
+        return 0;
+    const char *h = a;
+    size_t hl = (size_t)(colon - a);
+    if (h[0] == '[' && h[hl - 1] == ']') { /* [v6]:port */
+        h++;
+        hl -= 2;
+    }
+    memcpy(c->host, h, hl);
+    c->host[hl] = '\0';
+    c->port = (int)port;
+    return 1;
+}
+
+int ordo_client_command(ordo_client_t *c, int timeout_ms, int argc, const char *const *argv,
+                        const size_t *lens, ordo_reply_t **reply)
+{
+    *reply = NULL;
+    int rc;
+    while (c->pending) { /* replies to earlier appends nobody asked for */
+        ordo_reply_t *r;
+        if ((rc = ordo_client_get_reply(c, 0, &r)) != ORDO_OK)
+            break;
+        ordo_reply_free(r);
+    }
+    for (int hop = 0;; hop++) {
+        if ((rc = ordo_client_append(c, argc, argv, lens)) != ORDO_OK)
+            return rc;
+        if ((rc = ordo_client_get_reply(c, timeout_ms, reply)) != ORDO_OK)
+            return rc;
+        ordo_reply_t *r = *reply;
+        if (r->type != ORDO_REPLY_ERROR || strncmp(r->str, "NOTLEADER", 9) != 0)
+            return ORDO_OK;
+        if (hop >= c->redirects_max)
+            return ORDO_OK; /* the caller sees -NOTLEADER (ORDO_ENOTLEADER) */
+        if (!take_redirect(c, r->str)) {
+            /* No leader known yet: ask the configured address again later. */
+            snprintf(c->host, sizeof c->host, "%s", c->seed_host);
+            c->port = c->seed_port;
+            sleep_ms(client_backoff_ms(&c->rng, hop, c->backoff_min_ms, c->backoff_max_ms));
+        }
+        ordo_reply_free(r);
+        *reply = NULL;
+        client_drop(c);
+    }
+}
+
+int ordo_client_commandf(ordo_client_t *c, int timeout_ms, ordo_reply_t **reply, ...)
+{
+    const char *argv[CLIENT_COMMANDF_ARGS_MAX];
+    int argc = 0;
+    va_list ap;
+    va_start(ap, reply);
+    const char *a;
+    while ((a = va_arg(ap, const char *)) != NULL) {
+        if (argc == CLIENT_COMMANDF_ARGS_MAX) {
+            va_end(ap);
+            *reply = NULL;
+            return ORDO_EINVAL;
+        }
+        argv[argc++] = a;
+    }
+    va_end(ap);
+    return ordo_client_command(c, timeout_ms, argc, argv, NULL, reply);
+}
+
+int ordo_client_next_push(ordo_client_t *c, int timeout_ms, ordo_reply_t **push)
+{
+    *push = NULL;
+    if (c->pending)
+        return ORDO_EINVAL;
+    int64_t deadline = timeout_ms == ORDO_WAIT_FOREVER ? -1 : client_now_ms() + timeout_ms;
+    for (;;) {
+        if (c->push_head) {
+            push_node_t *n = c->push_head;
+            c->push_head = n->next;
+            if (c->push_head == NULL)
+                c->push_tail = NULL;
+            *push = n->push;
+            free(n);
+            return ORDO_OK;
+        }
+        if (c->fd < 0)
+            return client_seterr(c, ORDO_ECONN, "not connected");
+        ordo_reply_t *r = NULL;
+        int rc = c->in.len ? parse_buffered(c, &r) : 0;
+        if (rc == 1) {
+            if (r->type != ORDO_REPLY_PUSH) {
+                ordo_reply_free(r);
+                client_drop(c);
+                return client_seterr(c, ORDO_EPROTO, "a reply arrived with no command outstanding");
+            }
+            if ((rc = enqueue_push(c, r)) != ORDO_OK)
+                return rc;
+            continue;
+        }
+        if (rc == 0)
+            rc = wait_io(c, deadline, 1);
+        if (rc == ORDO_ETIMEDOUT)
+            return rc; /* nothing outstanding: the stream is intact */
+        if (rc != ORDO_OK) {
+            client_drop(c);
+            return rc;
+        }
+    }
+}
+
+int ordo_client_reply_error(ordo_client_t *c, const ordo_reply_t *r)
+{
+    c->err_rev = 0;
+    if (r->type != ORDO_REPLY_ERROR)
+        return ORDO_OK;
+    client_seterr(c, 0, "%s", r->str);
+    static const struct { const char *word; int code; } map[] = {
+        { "CONFLICT", ORDO_ECONFLICT }, { "NOTHOLDER", ORDO_ENOTHOLDER },
+        { "NOTFOUND", ORDO_ENOTFOUND }, { "TIMEOUT", ORDO_ETIMEDOUT },
+        { "BUSY", ORDO_EFULL },         { "COMPACTED", ORDO_ECOMPACTED },
+        { "LIMIT", ORDO_ELIMIT },       { "DEADLETTER", ORDO_EDEADLETTER },
+        { "NOAUTH", ORDO_EAUTH },       { "WRONGPASS", ORDO_EAUTH },
+        { "READONLY", ORDO_EREADONLY }, { "NOTLEADER", ORDO_ENOTLEADER },
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+        size_t n = strlen(map[i].word);
+        if (strncmp(r->str, map[i].word, n) == 0 && (r->str[n] == ' ' || r->str[n] == '\0')) {
+            if (map[i].code == ORDO_ECONFLICT || map[i].code == ORDO_ECOMPACTED)
+                c->err_rev = strtoll(r->str + n, NULL, 10);
+            return map[i].code;
+        }
+    }
+    return ORDO_ESERVER;
+}

@@ -1,0 +1,245 @@
+/*
+ * consumer.c -- the consumer runner (ordo_consumer_*, ordo/client.h).
+ *
+ * Threads: `concurrency` workers, each owning one connection, and one
+ * keeper owning another. A worker's cycle: Q.PULL BLOCK (one message),
+ * register the delivery in the in-flight table, run the handler,
+ * unregister, Q.ACK with the result or Q.NACK with a delay. The keeper
+ * wakes every lease_ms/3 and sends Q.EXTEND for each registered delivery.
+ *
+ * Invariants: a slot of the in-flight table is owned by one worker and
+ * is `busy` exactly while that worker's handler runs; the keeper only reads
+ * slots under the lock and never blocks a worker for longer than a copy.
+ * Acks and nacks carry the delivery's token, so a delivery that lost its
+ * lease (the keeper was too late) cannot release the key's next message:
+ * the server answers 0 and the runner counts it as neither acked nor
+ * nacked. Stopping is a flag read before every pull: no message is pulled
+ * after it, and each in-flight one is finished (acked or nacked).
+ */
+#include "client_int.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Pause after a failed pull (server unreachable past the client's own
+ * reconnect budget) before trying again. */
+#define CONSUMER_RETRY_PAUSE_MS 100
+
+typedef struct slot {
+    int busy;
+    int64_t id, token;
+} slot_t;
+
+typedef struct worker {
+    struct ordo_consumer *owner;
+    int index;
+    pthread_t th;
+} worker_t;
+
+struct ordo_consumer {
+    ordo_consumer_opts_t o;
+    char *queue;
+    char *host, *password;
+    atomic_int stopping;
+    atomic_int keeper_stop;   /* set once every worker has ended */
+    atomic_uint_fast64_t acked, nacked;
+
+    pthread_mutex_t mu;
+    pthread_cond_t keeper_cv;
+    slot_t *slots;
+    int keeper_started;
+    pthread_t keeper;
+    worker_t *workers;
+    int started;
+};
+
+static void pause_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+static void run_one(struct ordo_consumer *k, ordo_client_t *c, int index, const ordo_msg_t *m)
+{
+    pthread_mutex_lock(&k->mu);
+    k->slots[index] = (slot_t){ .busy = 1, .id = m->id, .token = m->token };
+    pthread_mutex_unlock(&k->mu);
+
+    char *result = NULL;
+    size_t result_len = 0;
+    int hr = k->o.handler(k->o.arg, m, &result, &result_len);
+
+    pthread_mutex_lock(&k->mu);
+    k->slots[index].busy = 0;
+    pthread_mutex_unlock(&k->mu);
+
+    int rc;
+    if (hr == 0) {
+        rc = ordo_q_ack(c, k->queue, m->id, m->token, result, result_len, result != NULL);
+        if (rc == ORDO_OK)
+            atomic_fetch_add(&k->acked, 1);
+    } else {
+        rc = ordo_q_nack(c, k->queue, m->id, m->token, k->o.nack_delay_ms < 0 ? 0 : k->o.nack_delay_ms);
+        if (rc == ORDO_OK)
+            atomic_fetch_add(&k->nacked, 1);
+    }
+    /* ORDO_ESTALE: the lease was lost and the message is someone else's
+     * now; ORDO_ECONN: the server will redeliver when the lease ends. */
+    free(result);
+}
+
+static void *worker_main(void *arg)
+{
+    worker_t *wk = arg;
+    struct ordo_consumer *k = wk->owner;
+    ordo_client_opts_t co = k->o.conn;
+    co.host = k->host;
+    co.password = k->password;
+    co = client_sliced(co);
+    ordo_client_t *c = ordo_client_new(&co);
+    if (c == NULL)
+        return NULL;
+    while (!atomic_load(&k->stopping)) {
+        ordo_msg_t *msgs;
+        size_t n;
+        int rc = ordo_q_pull(c, k->queue, 1, k->o.pull_block_ms, k->o.lease_ms, &msgs, &n);
+        if (rc != ORDO_OK) {
+            if (rc == ORDO_EAUTH)
+                break;
+            pause_ms(CONSUMER_RETRY_PAUSE_MS);
+            continue;
+        }
+        for (size_t i = 0; i < n; i++)
+            run_one(k, c, wk->index, &msgs[i]);
+        ordo_msgs_free(msgs, n);
+    }
+    ordo_client_free(c);
+    return NULL;
+}
+
+static void *keeper_main(void *arg)
+{
+    struct ordo_consumer *k = arg;
+    ordo_client_opts_t co = k->o.conn;
+    co.host = k->host;
+    co.password = k->password;
+    co = client_sliced(co);
+    ordo_client_t *c = ordo_client_new(&co);
+    if (c == NULL)
+        return NULL;
+    int64_t every_ms = k->o.lease_ms / 3 > 0 ? k->o.lease_ms / 3 : 1;
+    int n = k->o.concurrency;
+    slot_t *copy = calloc((size_t)n, sizeof *copy);
+    pthread_mutex_lock(&k->mu);
+    while (copy && !atomic_load(&k->keeper_stop)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += every_ms / 1000;
+        ts.tv_nsec += (every_ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&k->keeper_cv, &k->mu, &ts);
+        if (atomic_load(&k->keeper_stop))
+            break;
+        memcpy(copy, k->slots, (size_t)n * sizeof *copy);
+        pthread_mutex_unlock(&k->mu);
+        for (int i = 0; i < n; i++)
+            if (copy[i].busy)
+                (void)ordo_q_extend(c, k->queue, copy[i].id, copy[i].token, k->o.lease_ms);
+        pthread_mutex_lock(&k->mu);
+    }
+    pthread_mutex_unlock(&k->mu);
+    free(copy);
+    ordo_client_free(c);
+    return NULL;
+}
+
+static void consumer_free(struct ordo_consumer *k)
+{
+    free(k->workers);
+    free(k->slots);
+    free(k->queue);
+    free(k->host);
+    free(k->password);
+    pthread_cond_destroy(&k->keeper_cv);
+    pthread_mutex_destroy(&k->mu);
+    free(k);
+}
+
+int ordo_consumer_start(const ordo_consumer_opts_t *o, ordo_consumer_t **out)
+{
+    *out = NULL;
+    if (o == NULL || o->queue == NULL || o->handler == NULL || o->concurrency < 0 ||
+        o->concurrency > ORDO_CONSUMER_CONCURRENCY_MAX)
+        return ORDO_EINVAL;
+    struct ordo_consumer *k = calloc(1, sizeof *k);
+    if (k == NULL)
+        return ORDO_ENOMEM;
+    k->o = *o;
+    if (k->o.concurrency == 0)
+        k->o.concurrency = 1;
+    if (k->o.lease_ms == 0)
+        k->o.lease_ms = ORDO_CONSUMER_LEASE_MS_DEFAULT;
+    if (k->o.pull_block_ms == 0)
+        k->o.pull_block_ms = ORDO_CONSUMER_PULL_BLOCK_MS_DEFAULT;
+    if (k->o.nack_delay_ms == 0)
+        k->o.nack_delay_ms = ORDO_CONSUMER_NACK_DELAY_MS_DEFAULT;
+    pthread_mutex_init(&k->mu, NULL);
+    pthread_cond_init(&k->keeper_cv, NULL);
+    int rc = ORDO_ENOMEM;
+    k->queue = strdup(o->queue);
+    k->host = o->conn.host ? strdup(o->conn.host) : NULL;
+    k->password = o->conn.password ? strdup(o->conn.password) : NULL;
+    k->slots = calloc((size_t)k->o.concurrency, sizeof *k->slots);
+    k->workers = calloc((size_t)k->o.concurrency, sizeof *k->workers);
+    if (!k->queue || (o->conn.host && !k->host) || (o->conn.password && !k->password) ||
+        !k->slots || !k->workers)
+        goto fail_alloc;
+    rc = ORDO_ESYS;
+    if (pthread_create(&k->keeper, NULL, keeper_main, k) != 0)
+        goto fail_alloc;
+    k->keeper_started = 1;
+    for (int i = 0; i < k->o.concurrency; i++) {
+        k->workers[i] = (worker_t){ .owner = k, .index = i };
+        if (pthread_create(&k->workers[i].th, NULL, worker_main, &k->workers[i]) != 0)
+            goto fail_threads;
+        k->started++;
+    }
+    *out = k;
+    return ORDO_OK;
+fail_threads:
+    ordo_consumer_stop(k);
+    ordo_consumer_join(k, NULL, NULL);
+    return rc;
+fail_alloc:
+    consumer_free(k);
+    return rc;
+}
+
+void ordo_consumer_stop(ordo_consumer_t *k)
+{
+    atomic_store(&k->stopping, 1);
+}
+
+void ordo_consumer_join(ordo_consumer_t *k, uint64_t *acked, uint64_t *nacked)
+{
+    for (int i = 0; i < k->started; i++)
+        pthread_join(k->workers[i].th, NULL);
+    /* Handlers still running kept their leases until here. */
+    atomic_store(&k->keeper_stop, 1);
+    pthread_mutex_lock(&k->mu);
+    pthread_cond_signal(&k->keeper_cv);
+    pthread_mutex_unlock(&k->mu);
+    if (k->keeper_started)
+        pthread_join(k->keeper, NULL);
+    if (acked)
+        *acked = atomic_load(&k->acked);
+    if (nacked)
+        *nacked = atomic_load(&k->nacked);
+    consumer_free(k);
+}

@@ -1,0 +1,189 @@
+/*
+ * client_fake.h -- fake servers for the client's unit tests, header-only,
+ * included by test_client_conn.c and test_client_async.c. A thread listens
+ * on a loopback port, serves one connection at a time, parses each request
+ * with the client's own parser (requests are arrays of bulk strings) and
+ * answers through a script function chosen by the test. The scripts shared
+ * by both tests are here too.
+ */
+#ifndef ORDO_TEST_CLIENT_FAKE_H
+#define ORDO_TEST_CLIENT_FAKE_H
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "cresp.h"
+
+typedef struct fake fake_t;
+/* Returns 0 to keep the connection, -1 to close it. conn_no counts from 1. */
+typedef int (*script_fn)(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no);
+
+struct fake {
+    int lfd;
+    int port;
+    pthread_t th;
+    atomic_int stop;
+    atomic_int accepted;
+    atomic_int commands;
+    script_fn script;
+    atomic_int other_port;   /* for redirects */
+    const char *password;
+};
+
+static inline void say(int fd, const char *s)
+{
+    size_t n = strlen(s);
+    while (n) {
+        ssize_t k = send(fd, s, n, MSG_NOSIGNAL);
+        if (k <= 0)
+            return;
+        s += k;
+        n -= (size_t)k;
+    }
+}
+
+static inline int is(const ordo_reply_t *cmd, size_t i, const char *s)
+{
+    return cmd->n > i && strcasecmp(cmd->elem[i]->str, s) == 0;
+}
+
+static const char *HELLO_REPLY = "%2\r\n+server\r\n+ordo\r\n+proto\r\n:3\r\n";
+
+static void *fake_main(void *arg)
+{
+    fake_t *f = arg;
+    while (!atomic_load(&f->stop)) {
+        struct pollfd p = { .fd = f->lfd, .events = POLLIN };
+        if (poll(&p, 1, 20) <= 0)
+            continue;
+        int fd = accept(f->lfd, NULL, NULL);
+        if (fd < 0)
+            continue;
+        int conn_no = atomic_fetch_add(&f->accepted, 1) + 1;
+        cresp_parser_t ps;
+        cresp_init(&ps);
+        cresp_buf_t in = { 0 };
+        int open = 1;
+        while (open && !atomic_load(&f->stop)) {
+            struct pollfd q = { .fd = fd, .events = POLLIN };
+            if (poll(&q, 1, 20) <= 0)
+                continue;
+            char buf[4096];
+            ssize_t k = recv(fd, buf, sizeof buf, 0);
+            if (k <= 0)
+                break;
+            cresp_buf_append(&in, buf, (size_t)k);
+            for (;;) {
+                size_t used;
+                ordo_reply_t *cmd = NULL;
+                int rc = cresp_parse(&ps, in.data, in.len, &used, &cmd);
+                cresp_buf_consume(&in, used);
+                if (rc != CRESP_DONE)
+                    break;
+                atomic_fetch_add(&f->commands, 1);
+                if (f->script(f, fd, cmd, conn_no) != 0)
+                    open = 0;
+                ordo_reply_free(cmd);
+                if (!open)
+                    break;
+            }
+        }
+        cresp_reset(&ps);
+        cresp_buf_free(&in);
+        close(fd);
+    }
+    return NULL;
+}
+
+static void fake_start(fake_t *f, script_fn s, const char *password)
+{
+    memset(f, 0, sizeof *f);
+    f->script = s;
+    f->password = password;
+    f->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(f->lfd >= 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    assert_int_equal(bind(f->lfd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(f->lfd, 16), 0);
+    socklen_t al = sizeof a;
+    getsockname(f->lfd, (struct sockaddr *)&a, &al);
+    f->port = ntohs(a.sin_port);
+    assert_int_equal(pthread_create(&f->th, NULL, fake_main, f), 0);
+}
+
+static void fake_stop(fake_t *f)
+{
+    atomic_store(&f->stop, 1);
+    pthread_join(f->th, NULL);
+    close(f->lfd);
+}
+
+/* ---- scripts ------------------------------------------------------------- */
+
+/* HELLO 3, then: GET -> a push written byte by byte, then the reply;
+ * PING -> +PONG; WAIT -> nothing (a stalled server). */
+static inline int script_basic(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
+{
+    (void)f;
+    (void)conn_no;
+    if (is(cmd, 0, "HELLO")) {
+        say(fd, HELLO_REPLY);
+    } else if (is(cmd, 0, "GET")) {
+        const char *push = ">3\r\n$5\r\nwatch\r\n:7\r\n$4\r\nd\r\na\r\n";
+        for (const char *p = push; *p; p++) {
+            char one[2] = { *p, 0 };
+            say(fd, one);
+        }
+        say(fd, "$3\r\nbar\r\n");
+    } else if (is(cmd, 0, "PING")) {
+        say(fd, "+PONG\r\n");
+    } else if (!is(cmd, 0, "WAIT")) {
+        say(fd, "-ERR unknown\r\n");
+    }
+    return 0;
+}
+
+/* The first three connections are closed at HELLO; then it serves. */
+static inline int script_flaky(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
+{
+    if (conn_no <= 3)
+        return -1;
+    /* Connection 5 closes on its first non-HELLO command. */
+    if (conn_no == 4 && is(cmd, 0, "QUIT"))
+        return -1;
+    return script_basic(f, fd, cmd, conn_no);
+}
+
+static inline int script_follower(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
+{
+    (void)conn_no;
+    if (is(cmd, 0, "HELLO")) {
+        say(fd, HELLO_REPLY);
+    } else {
+        char line[64];
+        if (atomic_load(&f->other_port))
+            snprintf(line, sizeof line, "-NOTLEADER 127.0.0.1:%d\r\n", atomic_load(&f->other_port));
+        else
+            snprintf(line, sizeof line, "-NOTLEADER ?\r\n");
+        say(fd, line);
+    }
+    return 0;
+}
+
+static inline int script_leader(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
+{
+    (void)f;
+    (void)conn_no;
+    say(fd, is(cmd, 0, "HELLO") ? HELLO_REPLY : ":42\r\n");
+    return 0;
+}
+
+#endif
