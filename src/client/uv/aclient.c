@@ -20,7 +20,7 @@
  */
 #include "ordo/client_uv.h"
 
-#include "../client_int.h"
+#include "client/client_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
