@@ -18,8 +18,9 @@ size_t log_batch_begin(log_batch_t *b, uint64_t rev)
     assert(b->records == 0 || rev >= b->last_rev);
     size_t at = b->buf.len;
     char *p = ordo_buf_reserve(&b->buf, LOG_ENTRY_HEADER_BYTES);
-    put_u64(p, rev);
-    put_u32(p + 8, 0); /* the length, once known (log_batch_end) */
+    put_u32(p, 0);     /* the length, once known (log_batch_end) */
+    put_u32(p + 4, 0); /* reserved for the log (the WAL's checksum) */
+    put_u64(p + 8, rev);
     b->buf.len += LOG_ENTRY_HEADER_BYTES;
     return at;
 }
@@ -29,8 +30,8 @@ size_t log_batch_end(log_batch_t *b, size_t at)
     assert(at + LOG_ENTRY_HEADER_BYTES <= b->buf.len);
     size_t len = b->buf.len - at - LOG_ENTRY_HEADER_BYTES;
     assert(len <= UINT32_MAX);
-    put_u32(b->buf.data + at + 8, (uint32_t)len);
-    b->last_rev = get_u64(b->buf.data + at);
+    put_u32(b->buf.data + at, (uint32_t)len);
+    b->last_rev = get_u64(b->buf.data + at + 8);
     b->records++;
     return len;
 }
@@ -47,8 +48,8 @@ bool log_batch_next(const log_batch_t *b, size_t *pos, uint64_t *rev, const void
         return false;
     assert(*pos + LOG_ENTRY_HEADER_BYTES <= b->buf.len);
     const char *p = b->buf.data + *pos;
-    *rev = get_u64(p);
-    *len = get_u32(p + 8);
+    *len = get_u32(p);
+    *rev = get_u64(p + 8);
     *rec = p + LOG_ENTRY_HEADER_BYTES;
     assert(*pos + LOG_ENTRY_HEADER_BYTES + *len <= b->buf.len);
     *pos += LOG_ENTRY_HEADER_BYTES + *len;

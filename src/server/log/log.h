@@ -76,12 +76,14 @@ enum log_apply { LOG_APPLY_AT_PROPOSE = 0, LOG_APPLY_ON_DELIVER = 1 };
 
 /* ---- batches ---------------------------------------------------------------
  * A batch is one buffer holding entries back to back, each
- *     rev u64 | len u32 | len bytes of an encoded record (record.h)
- * little-endian, revisions non-decreasing. The writer fills one and hands
+ *     len u32 | 0 u32 | rev u64 | len bytes of an encoded record (record.h)
+ * little-endian, revisions non-decreasing. The header is the WAL's frame
+ * header with its checksum still zero (wal.c), so the local log takes a
+ * whole batch with one copy; the zero word is reserved for the log. The writer fills one and hands
  * it over with log_append(), which copies what it keeps: after each read
  * of client input (so log_backlogged() counts it) and at the end of the
  * loop turn. */
-#define LOG_ENTRY_HEADER_BYTES 12u
+#define LOG_ENTRY_HEADER_BYTES 16u
 
 typedef struct log_batch_s {
     ordo_buf_t buf;

@@ -141,7 +141,6 @@
 #define WAL_MAGIC "ORDOWAL"          /* with its NUL: 8 bytes */
 #define WAL_VERSION 1u
 #define WAL_HEADER_BYTES 40u
-#define WAL_FRAME_BYTES 16u
 #define WAL_NAME_BYTES 24u           /* 20 digits + ".wal" */
 #define WAL_MANIFEST_BYTES 32u
 #define WAL_MANIFEST_NAME "manifest"
@@ -761,6 +760,45 @@ int wal_append(wal_t *w, uint64_t rev, const void *rec, size_t len)
         w->pending_since_ms = now_ms();
     bool wake = !w->opt.defer_wake &&
                 (w->pending_records == 1 || w->pending_records == w->opt.sync_batch_max);
+    pthread_mutex_unlock(&w->mu);
+    if (wake)
+        pthread_cond_signal(&w->cv);
+    return 0;
+}
+
+int wal_append_frames(wal_t *w, const void *frames, size_t bytes, uint32_t records, uint64_t last_rev)
+{
+    if (atomic_load_explicit(&w->failed, memory_order_acquire))
+        return -1;
+    assert(records > 0 && bytes >= (size_t)records * WAL_FRAME_BYTES && last_rev >= w->appended_rev);
+#ifdef ORDO_DEBUG
+    {   /* Each frame: a length within the limit, a zero crc, revisions that do not go down. */
+        const unsigned char *f = frames;
+        size_t off = 0;
+        uint64_t prev = w->appended_rev;
+        for (uint32_t i = 0; i < records; i++) {
+            assert(off + WAL_FRAME_BYTES <= bytes);
+            uint32_t len = get_u32(f + off);
+            assert(len <= w->opt.record_bytes_max && get_u32(f + off + 4) == 0 && get_u64(f + off + 8) >= prev);
+            prev = get_u64(f + off + 8);
+            off += WAL_FRAME_BYTES + len;
+        }
+        assert(off == bytes && prev == last_rev);
+    }
+#endif
+    w->appended_rev = last_rev;
+    w->appends += records;
+    pthread_mutex_lock(&w->mu);
+    ordo_buf_append(&w->pending, frames, bytes);
+    uint64_t q = atomic_fetch_add(&w->pending_bytes, bytes) + bytes;
+    if (q > w->pending_peak)
+        w->pending_peak = q;
+    uint32_t before = w->pending_records;
+    if (before == 0)
+        w->pending_since_ms = now_ms();
+    w->pending_records += records;
+    uint32_t max = (uint32_t)w->opt.sync_batch_max;
+    bool wake = !w->opt.defer_wake && (before == 0 || (max > 0 && before < max && w->pending_records >= max));
     pthread_mutex_unlock(&w->mu);
     if (wake)
         pthread_cond_signal(&w->cv);

@@ -174,12 +174,22 @@ typedef struct wal_recovery_s {
 wal_t *wal_open(const wal_options_t *opt, uint64_t after_rev, wal_replay_fn fn, void *arg,
                 wal_recovery_t *rec_out, char *err, size_t err_len);
 
+/* The frame header before each record in a segment (wal.c's format):
+ * len u32 | crc u32 | rev u64. */
+#define WAL_FRAME_BYTES 16u
+
 /* wal_append() -- queue one record reaching revision rev (non-decreasing
  * across calls, and not below the last revision recovered; asserted) for
  * the log thread. Copies the bytes; takes a mutex the log thread holds only
  * to swap buffers, so it never waits for the disk. Returns 0, or -1 if the
  * log has failed or len exceeds record_bytes_max. */
 int wal_append(wal_t *w, uint64_t rev, const void *rec, size_t len);
+
+/* wal_append_frames() -- queue `records` records already laid out as
+ * frames (len u32 | crc u32 = 0 | rev u64 | payload, wal.c), `bytes` in
+ * all, the last of revision last_rev: one copy for the lot. Same contract
+ * as wal_append() for each; the frames are checked (asserted) first. */
+int wal_append_frames(wal_t *w, const void *frames, size_t bytes, uint32_t records, uint64_t last_rev);
 
 /* wal_kick() -- with defer_wake: hand what was appended so far to the log
  * thread now. Cheap when there is nothing new. Core thread. If
