@@ -82,6 +82,14 @@ static const option_def_t options[] = {
      * range allows can be stored; 2g once passed the option check and then
      * stopped the server with the log's message instead. */
     SIZE_OPT("max-value-bytes", max_value_bytes, "8m", 0, 512 * MiB, "bytes in a value or payload"),
+    /* One reply of many values is built whole before it is sent: a bound
+     * on it is a bound on what one command can make the server allocate
+     * (MGET of a thousand 8 MiB values once took the server out of memory).
+     * 64 MiB is eight default-sized values; a larger value alone always
+     * fits (a GET of a 512 MiB value is one value). */
+    SIZE_OPT("max-reply-bytes", max_reply_bytes, "64m", 1 * MiB, 4 * GiB,
+             "bytes of one reply gathering many values: MGET and KV.RANGE past it answer -LIMIT; Q.PULL COUNT and "
+             "Q.PEEK return fewer messages"),
     INT_OPT("max-watches-per-client", max_watches_per_client, "1024", 1, 1000000,
             "watches and observations one connection may hold"),
     SIZE_OPT("output-hard-bytes", output_hard_bytes, "256m", 64 * KiB, INT64_MAX,

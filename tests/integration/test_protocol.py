@@ -184,6 +184,41 @@ def test_claimed_bulk_costs_what_arrives(ordod_factory):
     assert int(srv.info("memory")["mem_clients"]) <= base + 4096
 
 
+def test_pipelined_large_replies_wait_for_the_client_to_read(ordod_factory):
+    """A few KB of pipelined GETs of a large value once built every reply at
+    once (3.3 KB of requests, 625 MB of output). The pipeline now waits in
+    the input buffer while the connection's unsent output is above 4 MiB:
+    memory stays near one reply, every reply still arrives, in order."""
+    srv = ordod_factory("--fsync", "no")
+    value = os.urandom(1 << 20)
+    r = srv.client()
+    assert r.set("big", value) is True
+    n = 200
+    base_mem = int(srv.info("memory")["mem_clients"])
+    base_cmds = int(srv.info("stats")["total_commands_processed"])
+    c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)  # the kernel holds little for us
+    c.connect(("127.0.0.1", srv.port))
+    c.sendall(b"GET big\r\n" * n)
+    wait_for(lambda: int(srv.info("stats")["total_commands_processed"]) >= base_cmds + 3, "the first GETs ran")
+    peak = 0
+    for _ in range(20):  # every INFO is a later loop turn: the pipeline had its chance to run on
+        peak = max(peak, int(srv.info("memory")["mem_clients"]) - base_mem)
+    ran = int(srv.info("stats")["total_commands_processed"]) - base_cmds - 23
+    assert peak < 12 * (1 << 20), peak       # 4 MiB of output + one reply + buffers, not 200 MiB
+    assert ran < n, ran                       # the rest of the pipeline waits
+    assert r.ping()                           # and the server serves others meanwhile
+    want = b"$%d\r\n" % len(value) + value + b"\r\n"
+    got = bytearray()
+    c.settimeout(30)
+    while len(got) < n * len(want):
+        d = c.recv(1 << 20)
+        assert d, "closed after %d bytes" % len(got)
+        got += d
+    assert bytes(got) == want * n
+    c.close()
+
+
 def test_rss_bounded_after_flood(ordod_factory):
     """Half-sent large bulks and junk from 300 clients: the server survives,
     connection memory returns to what it was, and the freed pages go back to
@@ -288,3 +323,32 @@ def test_reading_resumes_after_large_reply_drains_at_once(ordod_factory):
     c.send_raw(encode("PING"))
     assert c.read() == "PONG"
     c.close()
+
+
+def test_one_reply_of_many_values_is_bounded_before_it_is_built(ordod_factory):
+    """MGET of many large values, KV.RANGE over them, and Q.PULL/Q.PEEK with
+    a large COUNT once built their whole reply first (one MGET took a
+    memory-capped server out of memory). max-reply-bytes bounds it before
+    anything is built: MGET and KV.RANGE answer -LIMIT, Q.PULL and Q.PEEK
+    return fewer messages (and the rest stay queued)."""
+    srv = ordod_factory("--fsync", "no", "--max-reply-bytes", "4m")
+    r = srv.client()
+    v = os.urandom(1 << 20)
+    for i in range(10):
+        assert r.set("k%d" % i, v) is True
+        r.execute_command("Q.PUSH", "q", "key%d" % i, v)
+    base = int(srv.info("memory")["mem_clients"])
+    with srv.raw() as c:
+        e = c.call("MGET", *["k%d" % i for i in range(10)])
+        assert e.code == "LIMIT" and "max-reply-bytes" in e.msg, e
+        assert len(c.call("MGET", "k0", "k1", "k2")) == 3
+        e = c.call("KV.RANGE", "k")
+        assert e.code == "LIMIT" and "LIMIT and AFTER" in e.msg, e
+        assert len(c.call("KV.RANGE", "k", "LIMIT", "3")) == 3
+        peek = c.call("Q.PEEK", "q", "COUNT", "10")
+        assert 1 <= len(peek) <= 5, len(peek)
+        got = c.call("Q.PULL", "q", "COUNT", "10")
+        assert 1 <= len(got) <= 5, len(got)
+        assert all(m[2] == v for m in got)
+        assert c.call("Q.LEN", "q")[0] >= 5  # waiting: the rest stayed queued
+    assert int(srv.info("memory")["mem_clients"]) - base < 16 * (1 << 20)

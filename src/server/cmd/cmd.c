@@ -289,6 +289,15 @@ bool arg_value_ok(cmd_ctx_t *x, size_t i)
     return false;
 }
 
+bool reply_fits(cmd_ctx_t *x, size_t bytes, const char *hint)
+{
+    if (bytes <= (size_t)x->srv->cfg.max_reply_bytes)
+        return true;
+    reply_errf(x, "LIMIT reply would be %zu bytes, above max-reply-bytes (%lld); %s", bytes,
+               (long long)x->srv->cfg.max_reply_bytes, hint);
+    return false;
+}
+
 void reply_ok(cmd_ctx_t *x) { resp_add_simple(x->out, "OK"); }
 
 void reply_err(cmd_ctx_t *x, const char *msg)

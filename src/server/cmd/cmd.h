@@ -84,6 +84,10 @@ bool arg_u64(cmd_ctx_t *x, size_t i, uint64_t *out);
  * replies -LIMIT and returns false if too long. */
 bool arg_name_ok(cmd_ctx_t *x, size_t i);
 bool arg_value_ok(cmd_ctx_t *x, size_t i);
+/* reply_fits() -- may a reply of about `bytes` be built (max-reply-bytes)?
+ * If not, replies -LIMIT with hint (what to ask instead) and returns
+ * false. Commands that gather many values ask before building anything. */
+bool reply_fits(cmd_ctx_t *x, size_t bytes, const char *hint);
 
 void reply_ok(cmd_ctx_t *x);
 void reply_err(cmd_ctx_t *x, const char *msg);

@@ -7,6 +7,7 @@
  * Plain and versioned commands are views of the same store: a SET is a
  * KV.PUT without conditions, so it makes a revision and fires watches.
  */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,8 +96,18 @@ static void cmd_exists(cmd_ctx_t *x)
     resp_add_int(x->out, n);
 }
 
+/* RESP framing around a bulk of n bytes, at most: "$<digits>\r\n" + "\r\n". */
+#define BULK_FRAME_BYTES 24u
+
 static void cmd_mget(cmd_ctx_t *x)
 {
+    size_t bytes = 16;
+    for (size_t i = 1; i < x->argc; i++) {
+        const kv_version_t *v = visible(x->srv, &x->argv[i]);
+        bytes += BULK_FRAME_BYTES + (v != NULL ? v->vlen : 0);
+    }
+    if (!reply_fits(x, bytes, "ask for fewer keys at once"))
+        return;
     resp_add_array(x->out, x->argc - 1);
     for (size_t i = 1; i < x->argc; i++) {
         const kv_version_t *v = visible(x->srv, &x->argv[i]);
@@ -280,18 +291,25 @@ static void cmd_kv_get(cmd_ctx_t *x)
         add_version(x, v, false);
 }
 
-typedef struct range_acc_s {
-    cmd_ctx_t *x;
-    ordo_buf_t items;
-} range_acc_t;
+/* KV.RANGE walks its keys twice: once to count them and their bytes (the
+ * array's length comes first, and max-reply-bytes is checked before
+ * anything is built), once to write them straight into the reply. */
+typedef struct range_count_s {
+    size_t n;
+    size_t bytes;
+} range_count_t;
+
+static int range_count(void *arg, const kv_version_t *v)
+{
+    range_count_t *a = arg;
+    a->n++;
+    a->bytes += 6 * BULK_FRAME_BYTES + v->klen + v->vlen; /* [key, value, 4 integers] */
+    return 0;
+}
 
 static int range_visit(void *arg, const kv_version_t *v)
 {
-    range_acc_t *a = arg;
-    ordo_buf_t *saved = a->x->out;
-    a->x->out = &a->items;
-    add_version(a->x, v, true);
-    a->x->out = saved;
+    add_version(arg, v, true);
     return 0;
 }
 
@@ -315,18 +333,20 @@ static void cmd_kv_range(cmd_ctx_t *x)
     }
     if (rev_in_future(x, rev))
         return;
-    range_acc_t a = {x, ORDO_BUF_INIT};
-    long n = kv_range(core_kv(x->srv->core), x->argv[1].ptr, x->argv[1].len, after ? after->ptr : NULL,
-                      after ? after->len : 0, rev, (size_t)limit, range_visit, &a);
-    if (n < 0) {
-        ordo_buf_free(&a.items);
+    const kv_t *kv = core_kv(x->srv->core);
+    const char *aptr = after ? after->ptr : NULL;
+    size_t alen = after ? after->len : 0;
+    range_count_t cnt = {0, 16};
+    if (kv_range(kv, x->argv[1].ptr, x->argv[1].len, aptr, alen, rev, (size_t)limit, range_count, &cnt) < 0) {
         reply_compacted(x);
         return;
     }
-    resp_add_array(x->out, (size_t)n);
-    if (a.items.len > 0)
-        ordo_buf_append(x->out, a.items.data, a.items.len);
-    ordo_buf_free(&a.items);
+    if (!reply_fits(x, cnt.bytes, "page with LIMIT and AFTER"))
+        return;
+    resp_add_array(x->out, cnt.n);
+    long n = kv_range(kv, x->argv[1].ptr, x->argv[1].len, aptr, alen, rev, (size_t)limit, range_visit, x);
+    assert(n >= 0 && (size_t)n == cnt.n); /* nothing changed between the walks: one thread */
+    (void)n;
 }
 
 static void cmd_kv_rev(cmd_ctx_t *x)

@@ -661,8 +661,15 @@ static void cmd_qpeek(cmd_ctx_t *x)
         return;
     queue_delivery_t *m = ordo_xmalloc(count * sizeof *m);
     size_t n = q ? queue_peek(q, count, m) : 0;
-    resp_add_array(x->out, n);
-    for (size_t i = 0; i < n; i++)
+    /* max-reply-bytes: up to count messages, fewer if their bytes pass it
+     * (the first is always shown). */
+    size_t bytes = 0, shown = 0;
+    while (shown < n && (shown == 0 || bytes < (size_t)x->srv->cfg.max_reply_bytes)) {
+        bytes += 96 + m[shown].klen + m[shown].plen;
+        shown++;
+    }
+    resp_add_array(x->out, shown);
+    for (size_t i = 0; i < shown; i++)
         qwait_add_msg(x->out, &m[i]);
     free(m);
 }

@@ -132,11 +132,18 @@ static void unresume(conn_t *c)
 static void process_input(conn_t *c);
 static void start_reading(conn_t *c);
 
+static void on_resume_idle(uv_idle_t *h) { (void)h; /* only keeps the loop from sleeping */ }
+
 void conn_resume(conn_t *c)
 {
     if (ordo_list_linked(&c->resume_ln, NULL) || c->closing)
         return;
-    ordo_list_push_front(&c->srv->net.resumed, &c->resume_ln);
+    net_t *n = &c->srv->net;
+    ordo_list_push_front(&n->resumed, &c->resume_ln);
+    /* A resume made after this turn's run (by a flush that drained, say)
+     * runs in the next turn; until then the loop must not block in poll. */
+    if (n->resume_idle_on)
+        uv_idle_start(&n->resume_idle, on_resume_idle);
 }
 
 void conn_run_resumed(server_t *s)
@@ -149,6 +156,8 @@ void conn_run_resumed(server_t *s)
             start_reading(c);
         conn_mark_dirty(c);
     }
+    if (s->net.resume_idle_on)
+        uv_idle_stop(&s->net.resume_idle);
 }
 
 static void undirty(conn_t *c)
@@ -238,6 +247,11 @@ static void resume_reading(conn_t *c)
 static void drained(conn_t *c)
 {
     cmd_conn_drained(c);
+    /* Commands left in the input by the output bound (process_input) run
+     * at the end of the turn, not here: this may be called from inside
+     * process_input's own flush. */
+    if (c->in.len > 0 && c->waiter == NULL && !c->closing)
+        conn_resume(c);
     resume_reading(c);
 }
 
@@ -402,12 +416,18 @@ static void start_reading(conn_t *c)
         c->reading = true;
 }
 
-/* Parse and dispatch every complete command in the input buffer. */
+/* Parse and dispatch every complete command in the input buffer, while
+ * the connection's unsent output stays below CONN_PAUSE_READ_BYTES: a
+ * pipeline of commands with large replies (GETs of a big value) waits in
+ * the input buffer until the client reads what it already has (drained()
+ * resumes it), so one client's output is bounded by that plus one reply,
+ * not by how much it pipelined. */
 static void process_input(conn_t *c)
 {
     size_t off = 0;
     resp_limits_t lim;
-    while (!c->closing && !c->close_after_write && c->waiter == NULL && off < c->in.len) {
+    while (!c->closing && !c->close_after_write && c->waiter == NULL && off < c->in.len &&
+           conn_pending(c) < CONN_PAUSE_READ_BYTES) {
         if (c->in.len - off < c->need_bytes)
             break;
         cmd_limits(c, &lim);
@@ -612,6 +632,8 @@ static int unix_path_clear(const char *path, char *err, size_t elen)
 int net_listen(server_t *s, char *err, size_t elen)
 {
     int rc;
+    uv_idle_init(s->loop, &s->net.resume_idle);
+    s->net.resume_idle_on = true;
     if (s->cfg.port != 0) {
         struct sockaddr_storage ss;
         if (uv_ip4_addr(s->cfg.bind, (int)s->cfg.port, (struct sockaddr_in *)&ss) != 0 &&
@@ -656,6 +678,10 @@ void net_close_all(server_t *s)
 {
     for (conn_t *c = conn_first(&s->net.conns); c != NULL; c = conn_next(c))
         conn_close(c);
+    if (s->net.resume_idle_on) {
+        uv_close((uv_handle_t *)&s->net.resume_idle, NULL);
+        s->net.resume_idle_on = false;
+    }
     if (s->net.tcp_on)
         uv_close((uv_handle_t *)&s->net.tcp, NULL);
     if (s->net.unix_on) {

@@ -31,6 +31,8 @@ typedef struct net_s {
     ordo_list_t conns;               /* live connections (conn_t.link); conns.len is INFO's count */
     ordo_list_t dirty;               /* events to flush (conn_t.dirty_ln), newest first */
     ordo_list_t resumed;             /* input to run at the end of the turn (conn_t.resume_ln) */
+    uv_idle_t resume_idle;           /* active while resumed is not empty: the loop must not sleep */
+    bool resume_idle_on;             /* initialised (net_listen) and not closed */
     ordo_list_t held;                /* output waiting on durable_rev (conn_t.held_ln) */
     size_t released_bytes;           /* large connection buffers freed since the last trim */
     uint64_t next_client_id;

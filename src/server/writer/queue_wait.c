@@ -339,8 +339,12 @@ void qwait_complete_id(server_t *s, const char *name, size_t nlen, uint64_t id, 
 size_t qwait_deliver(server_t *s, const char *name, size_t nlen, uint32_t count, uint64_t lease_ms, bool noack,
                       ordo_buf_t *out)
 {
-    size_t n = 0;
+    size_t n = 0, start = out->len;
     for (; n < count; n++) {
+        /* max-reply-bytes: past it, no further delivery (a message is never
+         * split, and the first one is always delivered). */
+        if (n > 0 && out->len - start >= (size_t)s->cfg.max_reply_bytes)
+            break;
         record_t rec = {.type = REC_Q_DELIVER,
                         .flags = noack ? REC_F_NOACK : 0,
                         .q_deliver = {.queue = name, .qlen = (uint32_t)nlen, .lease_ms = lease_ms}};

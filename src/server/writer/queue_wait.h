@@ -52,7 +52,8 @@ void qwait_complete_id(server_t *s, const char *name, size_t nlen, uint64_t id, 
  * dead letter finishes the message for its callers and may serve the
  * dead-letter queue's pullers. */
 void qwait_after_retry(server_t *s, const char *name, size_t nlen, const apply_result_t *res);
-/* qwait_deliver() -- apply up to count deliver records, writing each
+/* qwait_deliver() -- apply up to count deliver records (fewer once the
+ * messages written reach max-reply-bytes), writing each
  * message into out; returns how many. */
 size_t qwait_deliver(server_t *s, const char *name, size_t nlen, uint32_t count, uint64_t lease_ms, bool noack,
                      ordo_buf_t *out);
