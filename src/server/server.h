@@ -105,6 +105,8 @@ struct server_s {
     int snap_result;
     char snap_err[512];
     uint64_t last_snap_rev, last_snap_ms, snaps_total;
+    uint64_t snaps_failed;           /* snapshots that failed (INFO persistence) */
+    char snap_last_error[512];       /* why the last one failed; "" once one succeeds */
     uint64_t recovered_records, recovery_ms, snapshot_loaded_rev;
 };
 

@@ -198,6 +198,32 @@ def test_expiry_survives_restart(durable, tmp_path):
 
 # ---- snapshots ----------------------------------------------------------------
 
+def test_failed_snapshot_is_reported_and_leaves_no_temporary_file(durable, tmp_path):
+    """A snapshot that fails showed only in the log and left snapshot.tmp
+    behind. Now INFO persistence says so (snapshots_failed, the status and
+    the error), the temporary file is removed, and the next snapshot,
+    once possible, succeeds and clears the status."""
+    d = tmp_path / "data"
+    srv = durable.start(d)
+    assert call(srv, "SET", "k", "v") == "OK"
+    target = d / "snapshot.ordo"
+    target.mkdir()  # the rename onto it fails
+    (target / "x").write_text("keep me")  # a non-empty directory: rename(2) refuses it
+    assert call(srv, "SNAPSHOT") is not None
+    info = poll(lambda: (lambda i: i if i["snapshots_failed"] == "1" else None)(srv.info("persistence")),
+                "the snapshot to fail")
+    assert info["last_snapshot_status"] == "failed"
+    assert "rename" in info["last_snapshot_error"], info
+    assert not (d / "snapshot.tmp").exists()
+    (target / "x").unlink()
+    target.rmdir()
+    assert call(srv, "SNAPSHOT") is not None
+    info = poll(lambda: (lambda i: i if i["snapshots_taken"] == "1" else None)(srv.info("persistence")),
+                "the next snapshot")
+    assert info["last_snapshot_status"] == "ok" and info["last_snapshot_error"] == ""
+    assert (d / "snapshot.ordo").is_file() and not (d / "snapshot.tmp").exists()
+
+
 def test_snapshots_bound_the_log_and_restart_matches(durable, tmp_path):
     d = tmp_path / "data"
     # The smallest log the options allow; ~1 KiB values fill a segment

@@ -330,10 +330,12 @@ int snap_writer_commit(snap_writer_t *w, char *err, size_t elen)
 
 void snap_writer_abort(snap_writer_t *w)
 {
-    if (w->fd >= 0) {
+    if (w->fd >= 0)
         close(w->fd);
+    /* Whatever failed (a write, the sync, the rename), no half-written
+     * temporary file stays behind; after a commit it was renamed away. */
+    if (w->tmp_path[0] != '\0')
         unlink(w->tmp_path);
-    }
     w->fd = -1;
     ordo_buf_free(&w->buf);
     ordo_buf_free(&w->after);

@@ -405,8 +405,11 @@ static void snap_done(server_t *s, int ok)
     if (!ok) {
         fprintf(stderr, "ordod: snapshot at revision %llu failed: %s\n", (unsigned long long)s->snap_rev,
                 s->snap_err);
+        s->snaps_failed++;
+        snprintf(s->snap_last_error, sizeof s->snap_last_error, "%s", s->snap_err[0] ? s->snap_err : "unknown");
         return;
     }
+    s->snap_last_error[0] = '\0';
     s->last_snap_rev = done.rev;
     s->last_snap_ms = server_now_ms();
     s->snaps_total++;
@@ -486,7 +489,8 @@ void persist_info(server_t *s, ordo_buf_t *b)
                     "snapshots_taken:%llu\r\nrecovered_records:%llu\r\nrecovery_ms:%llu\r\n"
                     "snapshot_loaded_revision:%llu\r\nwal_pending_bytes:%llu\r\nwal_pending_bytes_peak:%llu\r\n"
                     "wal_pending_max_bytes:%llu\r\nwal_backpressure:%d\r\nwal_backpressure_events:%llu\r\n"
-                    "wal_backpressure_ms:%llu\r\n\r\n",
+                    "wal_backpressure_ms:%llu\r\nsnapshots_failed:%llu\r\nlast_snapshot_status:%s\r\n"
+                    "last_snapshot_error:%s\r\n\r\n",
                     s->cfg.fsync == FSYNC_ALWAYS ? "always" : s->cfg.fsync == FSYNC_EVERYSEC ? "everysec" : "no",
                     (unsigned long long)s->durable_rev, s->readonly[0] ? "yes" : "no", s->readonly,
                     (unsigned long long)st.bytes, st.files,
@@ -498,7 +502,8 @@ void persist_info(server_t *s, ordo_buf_t *b)
                     (unsigned long long)s->cfg.wal_pending_max_bytes, s->wal_paused ? 1 : 0,
                     (unsigned long long)s->backpressure_events,
                     (unsigned long long)(s->backpressure_ms +
-                                         (s->wal_paused ? server_mono_ms() - s->backpressure_since_ms : 0)));
+                                         (s->wal_paused ? server_mono_ms() - s->backpressure_since_ms : 0)),
+                    (unsigned long long)s->snaps_failed, s->snap_last_error[0] ? "failed" : "ok", s->snap_last_error);
 }
 
 void persist_close_handles(server_t *s)
