@@ -49,8 +49,17 @@ def encode(*args):
 
 
 class Conn:
-    def __init__(self, port, timeout=20.0, host="127.0.0.1"):
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(self, port, timeout=20.0, host="127.0.0.1", rcvbuf=None):
+        """rcvbuf: a small receive buffer, set before connecting (a buffer
+        shrunk after the handshake can stall TCP in zero-window probes), so
+        a test's unread replies stay in the server rather than the kernel."""
+        if rcvbuf is None:
+            self.sock = socket.create_connection((host, port), timeout=timeout)
+        else:
+            self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            self.sock.settimeout(timeout)
+            self.sock.connect((host, port))
         self.buf = b""
 
     def close(self):

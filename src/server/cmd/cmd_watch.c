@@ -18,8 +18,10 @@
  *             snapshot of any size costs a bounded output buffer.
  *   LIVE      every matching change is encoded into its connection's output
  *             as it is applied (the bytes all its watchers share are encoded
- *             once per change and copied); last_rev = the newest revision
- *             it has seen.
+ *             once per change: copied when small, referenced as one shared
+ *             blob from WATCH_SHARE_MIN_BYTES on, so N watchers of a large
+ *             value hold one copy of it, not N); last_rev = the newest
+ *             revision it has seen.
  *   CATCHUP   the connection's unsent output passed WATCH_BEHIND_BYTES, so
  *             live events are no longer encoded for it. When its output
  *             drains, the watch reads the changes after last_rev from the
@@ -47,6 +49,11 @@ enum { WATCH_LIVE = 0, WATCH_CATCHUP = 1, WATCH_SNAPSHOT = 2 };
 /* Unsent output above which a watch stops receiving live events and catches
  * up from history later. */
 #define WATCH_BEHIND_BYTES (1u << 20)
+
+/* An event tail at least this large goes to its watchers as one shared
+ * blob (conn_add_shared()) rather than a copy each: below it, a copy costs
+ * less than the reference and the extra write piece. */
+#define WATCH_SHARE_MIN_BYTES (4u << 10)
 
 static void add_value_or_nil(ordo_buf_t *out, int proto, const kv_version_t *v)
 {
@@ -178,7 +185,7 @@ void cmd_conn_drained(conn_t *c)
         else if (w->state == WATCH_SNAPSHOT)
             snap_step(c, w);
     }
-    if (c->out.len > 0)
+    if (c->out.len > 0 || c->shared.n > 0)
         conn_mark_dirty(c);
 }
 
@@ -194,6 +201,7 @@ typedef struct deliver_ctx_s {
     const kv_change_t *ch;
     ordo_buf_t tail[2][2];       /* [proto == 3][prevval] */
     bool have[2][2];
+    ordo_blob_t *blob[2][2];     /* the tail as a shared blob, once one watcher needed it */
 } deliver_ctx_t;
 
 static void deliver_one(watch_t *w, void *arg)
@@ -213,9 +221,16 @@ static void deliver_one(watch_t *w, void *arg)
         add_event_tail(t, c->proto, w->prevval, ch->cur, ch->prev);
         d->have[p3][pv] = true;
     }
-    char *dst = add_event_head(c, w, t->len);
-    memcpy(dst, t->data, t->len);
-    c->out.len += t->len;
+    if (t->len >= WATCH_SHARE_MIN_BYTES) {
+        if (d->blob[p3][pv] == NULL)
+            d->blob[p3][pv] = ordo_blob_new(t->data, t->len);
+        add_event_head(c, w, 0);
+        conn_add_shared(c, d->blob[p3][pv]);
+    } else {
+        char *dst = add_event_head(c, w, t->len);
+        memcpy(dst, t->data, t->len);
+        c->out.len += t->len;
+    }
     w->last_rev = ch->cur->mod_rev;
     w->last_sent_ms = c->srv->now_ms;
     conn_mark_dirty(c);
@@ -227,8 +242,11 @@ static void on_change(void *arg, const kv_change_t *ch)
     deliver_ctx_t d = {.ch = ch};
     watch_match(&s->watches, ch->cur->key, ch->cur->klen, deliver_one, &d);
     for (int i = 0; i < 2; i++)
-        for (int j = 0; j < 2; j++)
+        for (int j = 0; j < 2; j++) {
             ordo_buf_free(&d.tail[i][j]);
+            if (d.blob[i][j] != NULL)
+                ordo_blob_unref(d.blob[i][j]); /* the watchers hold theirs */
+        }
 }
 
 /* ---- snapshot ------------------------------------------------------------------ */

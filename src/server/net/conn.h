@@ -5,10 +5,21 @@
  * Buffers: `in` holds bytes read and not yet parsed; commands point into it
  * while they run. Replies accumulate in `out`; when a write is in flight its
  * bytes sit in `wbuf` (libuv needs them stable until the callback) and new
- * replies keep going to `out`. Pending output is out.len + wbuf.len; it is
- * bounded by output-hard-bytes / output-soft-bytes (the client is closed
- * past them), and reading pauses while it is above CONN_PAUSE_READ_BYTES so
+ * replies keep going to `out`. Pending output is out.len + wbuf.len plus
+ * the unsent bytes of shared blobs; it is bounded by output-hard-bytes /
+ * output-soft-bytes (the client is closed past them), and commands stop
+ * running (and reading pauses) while it is above CONN_PAUSE_READ_BYTES so
  * a pipelining client cannot queue unbounded replies.
+ *
+ * Shared blobs: a large watch event is one blob referenced by every
+ * watcher's output (conn_add_shared()) instead of copied into each. A
+ * blob is spliced into the stream right before out[at], in out's current
+ * coordinates (at moves down as out's front is sent); `shared` lists them
+ * in stream order. The same holds for wbuf and `wshared` while a write is
+ * in flight. A blob at `at` belongs to the output before out[at]: it is
+ * sent once out[0..at) may be, and the durability marks (ends in out)
+ * cover it when their end is >= at (an event's head bytes always precede
+ * its blob, so a mark taken before the event ends below it).
  */
 #ifndef ORDO_CONN_H
 #define ORDO_CONN_H
@@ -17,6 +28,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "base/blob.h"
 #include "base/buf.h"
 #include "base/list.h"
 #include "net/resp.h"
@@ -27,6 +39,20 @@ typedef struct server_s server_t;
 typedef struct conn_s conn_t;
 struct watch_s;
 struct waiter_s;
+
+/* A blob spliced into a connection's output (see above): its bytes from
+ * off on go right before out[at] (or wbuf[at]). */
+typedef struct conn_shared_s {
+    size_t at;
+    size_t off;
+    ordo_blob_t *blob;         /* one reference, the connection's */
+} conn_shared_t;
+
+typedef struct conn_shared_list_s {
+    conn_shared_t *v;          /* in stream order, at non-decreasing */
+    uint32_t n, cap;
+    size_t bytes;              /* unsent bytes of these blobs */
+} conn_shared_list_t;
 
 /* Pending output above which we stop reading from the client until it
  * drains: large enough for deep pipelines, small against memory. */
@@ -67,6 +93,8 @@ struct conn_s {
     size_t need_bytes;         /* don't parse until in.len reaches this */
     ordo_buf_t out;
     ordo_buf_t wbuf;
+    conn_shared_list_t shared;  /* blobs spliced into out */
+    conn_shared_list_t wshared; /* blobs spliced into wbuf (in flight) */
     uv_write_t wreq;
     resp_cmd_t cmd;
     uint64_t created_ms;
@@ -120,6 +148,9 @@ void conn_close_held(server_t *s);
 
 /* conn_flush() -- start sending out if nothing is in flight. */
 void conn_flush(conn_t *c);
+/* conn_add_shared() -- append blob b to c's output (taking a reference):
+ * what conn_flush() sends next after the bytes already in out. */
+void conn_add_shared(conn_t *c, ordo_blob_t *b);
 /* conn_close() -- close now (pending output is dropped). */
 void conn_close(conn_t *c);
 /* conn_pending() -- bytes of unsent output. */

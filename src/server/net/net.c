@@ -35,7 +35,63 @@
 #include "writer/apply.h"
 #include "writer/persist.h"
 
-size_t conn_pending(const conn_t *c) { return c->out.len + c->wbuf.len; }
+size_t conn_pending(const conn_t *c)
+{
+    return c->out.len + c->wbuf.len + c->shared.bytes + c->wshared.bytes;
+}
+
+/* ---- shared blobs in the output (conn.h) ---------------------------------- */
+
+static void shared_push(conn_shared_list_t *l, size_t at, ordo_blob_t *b)
+{
+    assert(l->n == 0 || l->v[l->n - 1].at <= at);
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 4;
+        l->v = ordo_xrealloc(l->v, l->cap * sizeof *l->v);
+    }
+    l->v[l->n++] = (conn_shared_t){.at = at, .off = 0, .blob = b};
+    l->bytes += b->len;
+}
+
+static void shared_pop_front(conn_shared_list_t *l)
+{
+    assert(l->n > 0 && l->v[0].off == l->v[0].blob->len);
+    ordo_blob_unref(l->v[0].blob);
+    memmove(l->v, l->v + 1, (l->n - 1) * sizeof *l->v);
+    l->n--;
+}
+
+static void shared_clear(conn_shared_list_t *l)
+{
+    for (uint32_t i = 0; i < l->n; i++)
+        ordo_blob_unref(l->v[i].blob);
+    l->n = 0;
+    l->bytes = 0;
+}
+
+static void shared_free(conn_shared_list_t *l)
+{
+    shared_clear(l);
+    free(l->v);
+    l->v = NULL;
+    l->cap = 0;
+}
+
+/* What c's references to blobs cost, each blob's bytes split between
+ * the connections that share it. */
+static size_t shared_memory(const conn_shared_list_t *l)
+{
+    size_t n = l->cap * sizeof *l->v;
+    for (uint32_t i = 0; i < l->n; i++)
+        n += l->v[i].blob->len / l->v[i].blob->refs;
+    return n;
+}
+
+void conn_add_shared(conn_t *c, ordo_blob_t *b)
+{
+    assert(b->len > 0 && !c->closing);
+    shared_push(&c->shared, c->out.len, ordo_blob_ref(b));
+}
 
 /* Empty b, freeing its memory if it grew past keep; large frees are counted
  * toward the next trim (net_cron). */
@@ -50,7 +106,8 @@ size_t net_client_memory(const server_t *s)
 {
     size_t n = 0;
     for (const conn_t *c = conn_first(&s->net.conns); c != NULL; c = conn_next(c))
-        n += sizeof *c + c->in.cap + c->out.cap + c->wbuf.cap;
+        n += sizeof *c + c->in.cap + c->out.cap + c->wbuf.cap + shared_memory(&c->shared) +
+             shared_memory(&c->wshared);
     return n;
 }
 
@@ -76,6 +133,8 @@ static void on_close(uv_handle_t *h)
     buf_drop(s, &c->in, 0);
     buf_drop(s, &c->out, 0);
     buf_drop(s, &c->wbuf, 0);
+    shared_free(&c->shared);
+    shared_free(&c->wshared);
     resp_cmd_free(&c->cmd);
     free(c->name);
     free(c);
@@ -260,13 +319,14 @@ static void on_write(uv_write_t *req, int status)
     conn_t *c = req->data;
     c->writing = false;
     buf_drop(c->srv, &c->wbuf, CONN_IN_KEEP_BYTES);
+    shared_clear(&c->wshared);
     if (c->closing)
         return;
     if (status < 0) {
         conn_close(c);
         return;
     }
-    if (c->out.len > 0) {
+    if (c->out.len > 0 || c->shared.n > 0) {
         conn_flush(c);
         return;
     }
@@ -341,40 +401,113 @@ static size_t sendable_bytes(conn_t *c)
     return ok;
 }
 
-/* out lost its first n bytes: move the marks with it. */
+/* out lost its first n bytes: move the marks and the blobs' places with it. */
 static void consume_out(conn_t *c, size_t n)
 {
     assert(n <= c->out.len && (c->nmarks == 0 || n < c->marks[0].end)); /* held bytes are never sent */
     ordo_buf_consume(&c->out, n);
     for (int i = 0; i < c->nmarks; i++)
         c->marks[i].end -= n;
+    for (uint32_t i = 0; i < c->shared.n; i++) {
+        assert(c->shared.v[i].at >= n); /* a blob is sent before the bytes after it */
+        c->shared.v[i].at -= n;
+    }
     check_marks(c);
+}
+
+/* The first n bytes of the output stream (out's bytes with the blobs
+ * spliced in) were sent: drop them. Returns how many were out's. */
+static size_t consume_stream(conn_t *c, size_t n)
+{
+    size_t out_bytes = 0;
+    conn_shared_list_t *l = &c->shared;
+    while (n > 0) {
+        if (l->n > 0 && l->v[0].at == 0) {
+            conn_shared_t *sh = &l->v[0];
+            size_t k = sh->blob->len - sh->off < n ? sh->blob->len - sh->off : n;
+            sh->off += k;
+            l->bytes -= k;
+            n -= k;
+            if (sh->off == sh->blob->len)
+                shared_pop_front(l);
+            continue;
+        }
+        size_t limit = l->n > 0 ? l->v[0].at : c->out.len;
+        size_t k = limit < n ? limit : n;
+        assert(k > 0);
+        consume_out(c, k);
+        out_bytes += k;
+        n -= k;
+    }
+    return out_bytes;
+}
+
+/* At most this many pieces (runs of buffer bytes and blobs) go to one
+ * write; the rest goes with the next. */
+#define CONN_WRITE_BUFS 64
+
+/* Lay out the stream of b with the blobs of l up to b's byte `upto` (the
+ * blobs at or before it included) as bufs for one write. Returns the
+ * number of bufs; *bytes gets their total, *upto_out how far into b they
+ * reach and *nblobs how many of l's blobs they hold (all of those up to
+ * upto, unless CONN_WRITE_BUFS ran out first). */
+static int compose(const ordo_buf_t *b, const conn_shared_list_t *l, size_t upto, uv_buf_t *bufs, size_t *bytes,
+                   size_t *upto_out, uint32_t *nblobs)
+{
+    int nb = 0;
+    size_t pos = 0, total = 0;
+    uint32_t i = 0;
+    bool full = false;
+    for (; i < l->n && l->v[i].at <= upto; i++) {
+        const conn_shared_t *sh = &l->v[i];
+        if (nb + 2 > CONN_WRITE_BUFS) {
+            full = true;
+            break;
+        }
+        if (sh->at > pos) {
+            bufs[nb++] = uv_buf_init(b->data + pos, (unsigned)(sh->at - pos));
+            total += sh->at - pos;
+            pos = sh->at;
+        }
+        bufs[nb++] = uv_buf_init((char *)sh->blob->data + sh->off, (unsigned)(sh->blob->len - sh->off));
+        total += sh->blob->len - sh->off;
+    }
+    if (!full && pos < upto) {
+        bufs[nb++] = uv_buf_init(b->data + pos, (unsigned)(upto - pos));
+        total += upto - pos;
+        pos = upto;
+    }
+    *bytes = total;
+    *upto_out = pos;
+    *nblobs = i;
+    return nb;
 }
 
 void conn_flush(conn_t *c)
 {
     if (c->closing || c->writing)
         return;
-    size_t ready = c->out.len ? sendable_bytes(c) : 0;
-    if (c->out.len == 0) {
+    if (c->out.len == 0 && c->shared.n == 0) {
         if (c->close_after_write)
             conn_close(c);
         return;
     }
+    size_t ready = sendable_bytes(c), bytes, upto;
     assert(ready <= c->out.len);
-    if (ready == 0)
+    uv_buf_t bufs[CONN_WRITE_BUFS];
+    uint32_t nblobs;
+    int nb = compose(&c->out, &c->shared, ready, bufs, &bytes, &upto, &nblobs);
+    if (bytes == 0)
         return; /* held until the log reaches its revision */
-    uv_buf_t b = uv_buf_init(c->out.data, (unsigned)ready);
-    int n = uv_try_write(&c->h.stream, &b, 1);
+    int n = uv_try_write(&c->h.stream, bufs, (unsigned)nb);
     if (n > 0) {
         c->srv->stats.net_out_bytes += (uint64_t)n;
-        consume_out(c, (size_t)n);
-        ready -= (size_t)n;
+        ready -= consume_stream(c, (size_t)n);
     } else if (n < 0 && n != UV_EAGAIN) {
         conn_close(c);
         return;
     }
-    if (c->out.len == 0) {
+    if (c->out.len == 0 && c->shared.n == 0) {
         buf_drop(c->srv, &c->out, CONN_IN_KEEP_BYTES);
         if (c->close_after_write)
             conn_close(c);
@@ -382,25 +515,41 @@ void conn_flush(conn_t *c)
             drained(c);
         return;
     }
-    if (ready == 0)
+    nb = compose(&c->out, &c->shared, ready, bufs, &bytes, &upto, &nblobs);
+    if (bytes == 0)
         return; /* the rest is held */
-    /* The sendable rest waits for the socket: hand it to libuv. */
-    if (ready == c->out.len) {
+    /* The sendable rest waits for the socket: hand it to libuv, out's
+     * bytes up to `upto` in wbuf and the blobs among them in wshared (at
+     * the same places: wbuf starts where out did). */
+    assert(c->wbuf.len == 0 && c->wshared.n == 0 && c->wshared.bytes == 0);
+    if (upto == c->out.len && nblobs == c->shared.n) {
         ordo_buf_t t = c->wbuf;
         c->wbuf = c->out;
         c->out = t;
         c->out.len = 0;
         c->nmarks = 0;
+        conn_shared_list_t ts = c->wshared;
+        c->wshared = c->shared;
+        c->shared = ts;
     } else {
-        c->wbuf.len = 0;
-        ordo_buf_append(&c->wbuf, c->out.data, ready);
-        consume_out(c, ready);
+        ordo_buf_append(&c->wbuf, c->out.data, upto);
+        for (uint32_t i = 0; i < nblobs; i++) {
+            const conn_shared_t *sh = &c->shared.v[i];
+            shared_push(&c->wshared, sh->at, sh->blob); /* the reference moves */
+            c->wshared.v[c->wshared.n - 1].off = sh->off;
+            c->wshared.bytes -= sh->off;
+            c->shared.bytes -= sh->blob->len - sh->off;
+        }
+        memmove(c->shared.v, c->shared.v + nblobs, (c->shared.n - nblobs) * sizeof *c->shared.v);
+        c->shared.n -= nblobs;
+        consume_out(c, upto);
     }
+    nb = compose(&c->wbuf, &c->wshared, c->wbuf.len, bufs, &bytes, &upto, &nblobs);
+    assert(upto == c->wbuf.len && nblobs == c->wshared.n && bytes == c->wbuf.len + c->wshared.bytes);
     c->writing = true;
     c->wreq.data = c;
-    c->srv->stats.net_out_bytes += c->wbuf.len;
-    b = uv_buf_init(c->wbuf.data, (unsigned)c->wbuf.len);
-    if (uv_write(&c->wreq, &c->h.stream, &b, 1, on_write) != 0) {
+    c->srv->stats.net_out_bytes += bytes;
+    if (uv_write(&c->wreq, &c->h.stream, bufs, (unsigned)nb, on_write) != 0) {
         c->writing = false;
         conn_close(c);
         return;

@@ -196,7 +196,7 @@ static void enter_readonly(server_t *s, const char *why)
     fprintf(stderr, "ordod: the log cannot be written, refusing writes (READONLY): %s\n", why);
     conn_close_held(s);
     for (conn_t *c = conn_first(&s->net.conns); c != NULL; c = conn_next(c))
-        if (!c->closing && c->out.len > 0)
+        if (!c->closing && (c->out.len > 0 || c->shared.n > 0))
             conn_close(c);
     block_readonly(s); /* parked clients: -READONLY at the next loop turn */
 }
