@@ -90,6 +90,7 @@ int cmd_init(server_t *s)
     cmd_watch_register(s);
     cmd_coord_register(s);
     cmd_queue_register(s);
+    cmd_txn_register(s);
     return 0;
 }
 
@@ -183,6 +184,7 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
     if (d == NULL) {
         quote_word(word, sizeof word, &cmd->argv[0]);
         reply_errf(&x, "ERR unknown command '%s'", word);
+        cmd_txn_refused(c);
         return;
     }
     if (!c->authed && !(d->flags & CMD_NOAUTH)) {
@@ -192,6 +194,7 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
     if ((d->arity > 0 && cmd->argc != (size_t)d->arity) ||
         (d->arity < 0 && cmd->argc < (size_t)-d->arity)) {
         reply_errf(&x, "ERR wrong number of arguments for '%s' command", d->name);
+        cmd_txn_refused(c);
         return;
     }
     if (c->proto == 2 && c->nwatches > 0 && !(d->flags & CMD_WATCHMODE)) {
@@ -209,6 +212,8 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
                        "are refused: %s", server_readonly(s));
         return;
     }
+    if (c->txn != NULL && cmd_txn_queue(&x, d))
+        return; /* inside MULTI: queued (or refused) */
     uint64_t next = core_next_expiry(s->core);
     if (next != 0 && next <= s->now_ms)
         expire_due(s);

@@ -59,6 +59,17 @@ void cmd_kv_register(server_t *s);
 void cmd_watch_register(server_t *s);
 void cmd_coord_register(server_t *s);
 void cmd_queue_register(server_t *s);
+void cmd_txn_register(server_t *s);
+
+/* Transactions (cmd_txn.c). cmd_txn_queue() -- if c is in MULTI, queue d
+ * (or refuse it) and answer; returns false if d must run now.
+ * cmd_txn_refused() -- an unknown command or wrong arity inside MULTI:
+ * EXEC will answer -EXECABORT. cmd_txn_conn_closed() -- drop c's
+ * transaction and watched keys. */
+struct cmd_def_s;
+bool cmd_txn_queue(struct cmd_ctx_s *x, const struct cmd_def_s *d);
+void cmd_txn_refused(conn_t *c);
+void cmd_txn_conn_closed(conn_t *c);
 
 /* The command table, for COMMAND. */
 void cmd_foreach(server_t *s, void (*fn)(void *arg, const cmd_def_t *d), void *arg);
