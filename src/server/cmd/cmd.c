@@ -21,6 +21,7 @@
 #include "writer/apply.h"
 #include "writer/coord_wait.h"
 #include "writer/expire.h"
+#include "writer/queue_wait.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -292,6 +293,68 @@ bool arg_value_ok(cmd_ctx_t *x, size_t i)
     reply_errf(x, "LIMIT value is %zu bytes, above max-value-bytes (%lld)", x->argv[i].len,
                (long long)x->srv->cfg.max_value_bytes);
     return false;
+}
+
+/* ---- fences ------------------------------------------------------------------- */
+
+size_t cmd_fence_parse(cmd_ctx_t *x, size_t i, cmd_fence_t *f)
+{
+    memset(f, 0, sizeof *f);
+    if (arg_is(x, i + 1, "ELECTION") && i + 3 < x->argc) {
+        if (!arg_name_ok(x, i + 2) || !arg_u64(x, i + 3, &f->token))
+            return 0;
+        f->kind = FENCE_ELECTION;
+        f->name = x->argv[i + 2].ptr;
+        f->nlen = x->argv[i + 2].len;
+        return 4;
+    }
+    if (arg_is(x, i + 1, "DELIVERY") && i + 4 < x->argc) {
+        if (!arg_name_ok(x, i + 2) || !arg_u64(x, i + 3, &f->id) || !arg_u64(x, i + 4, &f->token))
+            return 0;
+        f->kind = FENCE_DELIVERY;
+        f->name = x->argv[i + 2].ptr;
+        f->nlen = x->argv[i + 2].len;
+        return 5;
+    }
+    if (i + 2 < x->argc) {
+        if (!arg_name_ok(x, i + 1) || !arg_u64(x, i + 2, &f->token))
+            return 0;
+        f->kind = FENCE_LOCK;
+        f->name = x->argv[i + 1].ptr;
+        f->nlen = x->argv[i + 1].len;
+        return 3;
+    }
+    reply_syntax(x);
+    return 0;
+}
+
+bool cmd_fence_holds(cmd_ctx_t *x, const cmd_fence_t *f)
+{
+    server_t *s = x->srv;
+    int n = f->nlen > 64 ? 64 : (int)f->nlen;
+    if (f->kind == FENCE_ELECTION) {
+        if (coord_elect_check(core_coord(s->core), f->name, f->nlen, f->token, s->now_ms))
+            return true;
+        reply_errf(x, "NOTHOLDER term %llu does not lead election '%.*s' now", (unsigned long long)f->token, n,
+                   f->name);
+        return false;
+    }
+    if (f->kind == FENCE_DELIVERY) {
+        qwait_catch_up(s, f->name, f->nlen); /* a lease that ran out ends its delivery first */
+        const queue_t *q = queue_get(core_queues(s->core), f->name, f->nlen);
+        if (q != NULL && f->token != 0 && queue_delivery_current(q, f->id, f->token))
+            return true;
+        reply_errf(x, "NOTHOLDER delivery %llu of message %llu in queue '%.*s' is no longer current",
+                   (unsigned long long)f->token, (unsigned long long)f->id, n, f->name);
+        return false;
+    }
+    return true;
+}
+
+void reply_notholder_lock(cmd_ctx_t *x, const cmd_fence_t *f)
+{
+    int n = f->nlen > 64 ? 64 : (int)f->nlen;
+    reply_errf(x, "NOTHOLDER token %llu does not hold lock '%.*s' now", (unsigned long long)f->token, n, f->name);
 }
 
 void reply_ok(cmd_ctx_t *x) { resp_add_simple(x->out, "OK"); }

@@ -96,6 +96,30 @@ bool arg_u64(cmd_ctx_t *x, size_t i, uint64_t *out);
 bool arg_name_ok(cmd_ctx_t *x, size_t i);
 bool arg_value_ok(cmd_ctx_t *x, size_t i);
 
+/* Fences (KV.PUT, KV.DEL, Q.PUSH): FENCE lock token, FENCE ELECTION name
+ * term, FENCE DELIVERY queue id token. A lock fence is carried by the
+ * record and checked by apply (REC_F_FENCE); election and delivery fences
+ * are checked by the handler just before it makes its record (the writer
+ * thread, so nothing runs in between, and a record made only while the
+ * fence holds needs to carry nothing for replay). */
+enum cmd_fence_kind { FENCE_NONE = 0, FENCE_LOCK, FENCE_ELECTION, FENCE_DELIVERY };
+typedef struct cmd_fence_s {
+    int kind;                 /* enum cmd_fence_kind */
+    const char *name;         /* the lock, election or queue */
+    size_t nlen;
+    uint64_t id;              /* DELIVERY: the message id */
+    uint64_t token;           /* the lock token, the term, the delivery token */
+} cmd_fence_t;
+/* cmd_fence_parse() -- argv[i] is FENCE: parse its words into *f. Returns
+ * how many arguments it took (FENCE included), or 0 after replying. */
+size_t cmd_fence_parse(cmd_ctx_t *x, size_t i, cmd_fence_t *f);
+/* cmd_fence_holds() -- an ELECTION or DELIVERY fence holds now (true for
+ * none or a lock: apply checks those); else reply -NOTHOLDER naming what no
+ * longer holds and return false. */
+bool cmd_fence_holds(cmd_ctx_t *x, const cmd_fence_t *f);
+/* reply_notholder_lock() -- -NOTHOLDER for a lock fence apply refused. */
+void reply_notholder_lock(cmd_ctx_t *x, const cmd_fence_t *f);
+
 void reply_ok(cmd_ctx_t *x);
 void reply_err(cmd_ctx_t *x, const char *msg);
 void reply_errf(cmd_ctx_t *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

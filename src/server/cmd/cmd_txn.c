@@ -144,8 +144,9 @@ static bool syntax_error(cmd_ctx_t *x, const cmd_def_t *d)
     run(x, d, x->argc, x->argv, &scratch);
     bool made = w.check.rev != core_rev(x->srv->core) + 1 || w.failed;
     writer_txn_end(x->srv, &w);
-    bool err = scratch.len > 0 && scratch.data[0] == '-' && !made && strncmp(scratch.data, "-LIMIT", 6) != 0 &&
-               strncmp(scratch.data, "-READONLY", 9) != 0;
+    /* Only -ERR: -NOTHOLDER, -LIMIT, -READONLY... depend on the state,
+     * which EXEC judges again. */
+    bool err = scratch.len > 4 && strncmp(scratch.data, "-ERR ", 5) == 0 && !made;
     if (err)
         ordo_buf_append(x->out, scratch.data, scratch.len);
     ordo_buf_free(&scratch);
