@@ -174,3 +174,38 @@ def test_close_mid_multi_and_restart(ordod_factory):
     r = s.client()
     assert r.get("half") is None
     assert r.get("a") == b"2" and r.get("b") == b"1"
+
+
+def test_huge_transaction_past_the_default_limit(r):
+    p = r.pipeline(transaction=True)
+    for i in range(10001):  # max-multi-commands defaults to 10000
+        p.set("h%d" % i, "v")
+    with pytest.raises(redis.ResponseError) as e:
+        p.execute()
+    assert "EXECABORT" in str(e.value) or "max-multi-commands" in str(e.value)
+    assert r.dbsize() == 0
+    p = r.pipeline(transaction=True)
+    for i in range(10000):
+        p.set("h%d" % i, "v")
+    assert len(p.execute()) == 10000
+    assert r.dbsize() == 10000
+
+
+def test_events_in_order_at_consecutive_revisions(server):
+    w = server.raw()
+    w.call("HELLO", 3)
+    assert isinstance(w.call("KV.WATCH", "t:", "PREFIX"), int)
+    c = server.raw()
+    assert c.call("MULTI") == "OK"
+    for k in ("t:1", "t:2", "t:3"):
+        assert c.call("KV.PUT", k, "v") == "QUEUED"
+    revs = c.call("EXEC")
+    assert revs == [revs[0], revs[0] + 1, revs[0] + 2]
+    seen = []
+    while len(seen) < 3:
+        ev = w.read()
+        seen.append(ev)
+    text = repr(seen)
+    for rev in revs:
+        assert str(rev) in text
+    assert text.index("t:1") < text.index("t:2") < text.index("t:3")
