@@ -209,3 +209,25 @@ def test_events_in_order_at_consecutive_revisions(server):
     for rev in revs:
         assert str(rev) in text
     assert text.index("t:1") < text.index("t:2") < text.index("t:3")
+
+
+def test_push_without_room_is_a_guard(server, r):
+    c = server.raw()
+    for onfull in ("reject", "block"):
+        q = "q" + onfull
+        assert c.call("Q.CONFIG", q, "MAXLEN", 2, "MAXPERKEY", 1, "ONFULL", onfull) == "OK"
+        assert c.call("MULTI") == "OK"
+        assert c.call("SET", "a", onfull) == "QUEUED"
+        assert c.call("Q.PUSH", q, "k1", "p") == "QUEUED"
+        assert c.call("Q.PUSH", q, "k1", "p") == "QUEUED"  # MAXPERKEY 1, counting the push before
+        err(c.call("EXEC"), "CONFLICT 3 LIMIT")
+        assert c.call("MULTI") == "OK"
+        for k in ("k1", "k2", "k3"):  # MAXLEN 2
+            assert c.call("Q.PUSH", q, k, "p") == "QUEUED"
+        err(c.call("EXEC"), "CONFLICT 3 BUSY")
+        assert r.get("a") is None and c.call("Q.LEN", q) == [0, 0, 0]
+        assert c.call("MULTI") == "OK"
+        assert c.call("Q.PUSH", q, "k1", "p") == "QUEUED"
+        assert c.call("Q.PUSH", q, "k2", "p") == "QUEUED"
+        assert c.call("EXEC")[1] > 0
+        assert c.call("Q.LEN", q) == [2, 0, 0]

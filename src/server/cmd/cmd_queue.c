@@ -232,8 +232,8 @@ static void cmd_qpush(cmd_ctx_t *x)
     case AP_QLIMIT:
         qwait_reply_limit(x->srv, x->out, QNAME(x));
         return;
-    default: /* AP_QFULL */
-        if (onfull_block(x->srv, QNAME(x)))
+    default: /* AP_QFULL; inside EXEC nothing parks (core_check() refuses it first) */
+        if (onfull_block(x->srv, QNAME(x)) && x->srv->writer.txn == NULL)
             qwait_park_push(x->srv, x->conn, &rec, a.coalesce, a.delay_ms, a.timeout_ms, a.has_timeout, false);
         else
             reply_full(x);

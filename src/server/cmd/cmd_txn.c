@@ -286,6 +286,8 @@ static const char *guard_reason(int status)
     case AP_OVERFLOW: return "increment or decrement would overflow";
     case AP_BUSY: return "BUSY the lock is held";
     case AP_NOOP: return "stale delivery token: the delivery is no longer current";
+    case AP_QFULL: return "BUSY the queue is full (MAXLEN)";
+    case AP_QLIMIT: return "LIMIT the key has MAXPERKEY messages waiting";
     default: return "the write would fail";
     }
 }

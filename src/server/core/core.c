@@ -824,7 +824,9 @@ typedef struct txn_key_s {
 typedef struct txn_settled_s {
     const char *queue;
     uint32_t qlen;
-    uint64_t msg_id;
+    uint64_t msg_id;          /* 0: a push of key (below) instead */
+    const char *key;
+    uint32_t klen;
 } txn_settled_t;
 
 void core_txn_check_init(const core_t *c, core_txn_check_t *t)
@@ -883,7 +885,7 @@ static bool txn_view(const core_t *c, core_txn_check_t *t, const char *key, uint
 static bool txn_settled(const core_txn_check_t *t, const char *q, uint32_t qlen, uint64_t id)
 {
     for (size_t i = 0; i < t->nsettled; i++)
-        if (t->settled[i].msg_id == id && t->settled[i].qlen == qlen && memcmp(t->settled[i].queue, q, qlen) == 0)
+        if (t->settled[i].msg_id == id && id != 0 && t->settled[i].qlen == qlen && memcmp(t->settled[i].queue, q, qlen) == 0)
             return true;
     return false;
 }
@@ -894,7 +896,63 @@ static void txn_settle(core_txn_check_t *t, const char *q, uint32_t qlen, uint64
         t->capsettled = t->capsettled ? 2 * t->capsettled : 8;
         t->settled = ordo_xrealloc(t->settled, t->capsettled * sizeof *t->settled);
     }
-    t->settled[t->nsettled++] = (txn_settled_t){q, qlen, id};
+    t->settled[t->nsettled++] = (txn_settled_t){q, qlen, id, NULL, 0};
+}
+
+static bool fail(apply_result_t *res, int status)
+{
+    res->status = status;
+    return false;
+}
+
+/* Pushes the transaction made so far to queue q (*of_key: of key k). */
+static size_t txn_pushes(const core_txn_check_t *t, const char *q, uint32_t qlen, const char *k, uint32_t klen,
+                         size_t *of_key)
+{
+    size_t n = 0;
+    *of_key = 0;
+    for (size_t i = 0; i < t->nsettled; i++) {
+        const txn_settled_t *e = &t->settled[i];
+        if (e->msg_id != 0 || e->qlen != qlen || memcmp(e->queue, q, qlen) != 0)
+            continue;
+        n++;
+        if (e->klen == klen && memcmp(e->key, k, klen) == 0)
+            (*of_key)++;
+    }
+    return n;
+}
+
+/* Q.PUSH: room for it (MAXLEN, MAXPERKEY), counting the transaction's own
+ * earlier pushes; a duplicate (dedup window) or a coalesced push needs no
+ * room, and is judged as queue_push() does. */
+static bool check_qpush(const core_t *c, core_txn_check_t *t, const record_t *r, apply_result_t *res)
+{
+    const rec_q_push_t *p = &r->q_push;
+    const queue_t *q = queue_get(c->queues, p->queue, p->qlen);
+    queue_config_t cfg;
+    queue_len_t len = {0};
+    queue_keyinfo_t ki = {0};
+    if (q != NULL) {
+        queue_config(q, &cfg);
+        queue_len(q, &len);
+        queue_keyinfo(q, p->key, p->klen, &ki);
+    } else {
+        queue_config_defaults(&cfg);
+    }
+    size_t mine_key, mine = txn_pushes(t, p->queue, p->qlen, p->key, p->klen, &mine_key);
+    bool merges = (r->flags & REC_F_COALESCE) && ki.waiting + mine_key > 0;
+    if (!merges && !(p->dlen > 0 && cfg.dedup_ms > 0)) {
+        if (len.waiting + len.delayed + mine >= cfg.maxlen)
+            return fail(res, AP_QFULL);
+        if (cfg.maxperkey && ki.waiting + mine_key >= cfg.maxperkey)
+            return fail(res, AP_QLIMIT);
+    }
+    if (!merges) {
+        txn_settle(t, p->queue, p->qlen, 0);
+        t->settled[t->nsettled - 1].key = p->key;
+        t->settled[t->nsettled - 1].klen = p->klen;
+    }
+    return true;
 }
 
 /* Is delivery (id, token) of queue q current, as the transaction leaves it? */
@@ -905,12 +963,6 @@ static bool txn_delivery_ok(const core_t *c, core_txn_check_t *t, const char *q,
         return false;
     const queue_t *qq = queue_get(c->queues, q, qlen);
     return qq != NULL && queue_delivery_current(qq, id, token);
-}
-
-static bool fail(apply_result_t *res, int status)
-{
-    res->status = status;
-    return false;
 }
 
 static bool check_put(const core_t *c, core_txn_check_t *t, const record_t *r, apply_result_t *res)
@@ -992,6 +1044,10 @@ bool core_check(const core_t *c, core_txn_check_t *t, const record_t *r, apply_r
     case REC_PUT: return check_put(c, t, r, res);
     case REC_DEL: return check_del(c, t, r, res);
     case REC_INCR: return check_incr(c, t, r, res);
+    case REC_Q_PUSH:
+        if (!check_qpush(c, t, r, res))
+            return false;
+        break;
     case REC_Q_ACK:
         if (!txn_delivery_ok(c, t, r->q_ack.queue, r->q_ack.qlen, r->q_ack.msg_id, r->q_ack.token))
             return fail(res, AP_NOOP);

@@ -375,9 +375,10 @@ void core_apply(core_t *c, const record_t *rec, apply_result_t *res);
  * changing anything, whether rec would fail a guard if applied after the
  * records checked before it in the same core_txn_check_t: an IFREV that
  * would conflict, a FENCE not held, a lease gone, an INCR of a non-integer
- * or past the range, a stale delivery token in Q.ACK/Q.NACK/Q.EXTEND. It
- * follows the transaction's own earlier KV writes and settled deliveries
- * (so SET k then INCR k is judged on SET's value), but not its
+ * or past the range, a stale delivery token in Q.ACK/Q.NACK/Q.EXTEND, a
+ * Q.PUSH with no room (MAXLEN, MAXPERKEY), a lock held (LOCK.ACQUIRE). It
+ * follows the transaction's own earlier KV writes, pushes and settled
+ * deliveries (so SET k then INCR k is judged on SET's value), but not its
  * coordination records (a LOCK.RELEASE then a FENCE on that lock is judged
  * on the lock as it was). Returns true and fills res (status AP_NOOP: the
  * record would do its work, or find nothing to do, as SET NX on a present
