@@ -401,7 +401,11 @@ bool cmd_write(cmd_ctx_t *x, record_t *rec, apply_result_t *res)
         reply_errf(x, "READONLY the log cannot be written, so writes are refused: %s", server_readonly(s));
         return false;
     }
-    if (grows(s, rec) && writer_memory_refused(s, x->out))
+    /* Inside EXEC's apply pass the limit was judged by its check pass,
+     * before anything applied: judging it again half-way would split the
+     * transaction. */
+    bool in_exec = s->writer.txn != NULL && s->writer.txn->mode == WTXN_APPLY;
+    if (!in_exec && grows(s, rec) && writer_memory_refused(s, x->out))
         return false;
     if (!writer_apply(s, rec, res)) {
         /* Applied in memory, but the log refused the record: never OK. */
