@@ -7,6 +7,7 @@ and the misuse cases (nested MULTI, EXEC/DISCARD without MULTI, blocking
 forms, limits, a connection closing mid-MULTI) answer as documented.
 """
 import signal
+import time
 
 import pytest
 import redis
@@ -231,3 +232,32 @@ def test_push_without_room_is_a_guard(server, r):
         assert c.call("Q.PUSH", q, "k2", "p") == "QUEUED"
         assert c.call("EXEC")[1] > 0
         assert c.call("Q.LEN", q) == [2, 0, 0]
+
+
+def test_transactions_across_a_snapshot_and_replay(ordod_factory):
+    """Transactions before a snapshot are in it; those after it replay
+    from the log; a SIGKILL restart reaches the same state."""
+    s = ordod_factory("--fsync", "always")
+    r = s.client()
+    for i in range(20):
+        p = r.pipeline()
+        p.set("sa%d" % i, i).incr("ctr").execute_command("Q.PUSH", "sq", "k%d" % i, "p")
+        p.execute()
+    assert r.execute_command("SNAPSHOT") > 0
+    end = time.monotonic() + 20
+    while time.monotonic() < end and int(s.info("persistence")["snapshot_in_progress"]):
+        time.sleep(0.01)  # polling interval while the snapshot is written
+    assert not int(s.info("persistence")["snapshot_in_progress"])
+    for i in range(20, 30):
+        p = r.pipeline()
+        p.set("sa%d" % i, i).incr("ctr").execute_command("Q.PUSH", "sq", "k%d" % i, "p")
+        p.execute()
+    rev = r.execute_command("KV.REV")
+    s.proc.send_signal(signal.SIGKILL)
+    s.proc.wait()
+    s.spawn()
+    r = s.client()
+    assert r.execute_command("KV.REV") == rev
+    assert r.get("ctr") == b"30"
+    assert all(r.get("sa%d" % i) == str(i).encode() for i in range(30))
+    assert r.execute_command("Q.LEN", "sq")[0] == 30
