@@ -3,7 +3,7 @@
  * push -> pull -> ack cycles against ordod, beanstalkd or Redis streams,
  * or Q.CALL round trips against ordod.
  *
- *   ordo_bench ordo|beanstalkd|redis-streams|call PORT [-n producers]
+ *   ordo_bench ordo|ordo-eo|beanstalkd|redis-streams|call PORT [-n producers]
  *       [-m consumers] [-c callers] [-d seconds] [-k keys] [-v payload_bytes]
  *       [-w window] [-q queue]
  *
@@ -24,6 +24,10 @@
  *   - redis-streams: XADD q * k <key> p <payload> /
  *                    XREADGROUP GROUP g c<i> COUNT 1 BLOCK 1000 STREAMS q > /
  *                    XACK q g <id>, after XGROUP CREATE q g $ MKSTREAM.
+ *   - ordo-eo:       as ordo, but the ack is the exactly-once cycle
+ *                    (docs/exactly-once.md): MULTI / SET eo:<key> <payload>
+ *                    / Q.ACK q <id> <token> / EXEC, pipelined in one write
+ *                    (four replies, one round trip);
  * Call mode (call): -c callers (default 8) each do Q.CALL q <key> <payload>
  * TIMEOUT 30000 round trips while -m consumers pull and Q.ACK ... RESULT
  * <payload>; the figure is calls/s.
@@ -66,17 +70,19 @@
 #define ELS_MAX 64
 #define DRAIN_SECONDS 10.0
 
-enum mode { M_ORDO, M_BEANSTALK, M_REDIS, M_CALL };
+enum mode { M_ORDO, M_BEANSTALK, M_REDIS, M_CALL, M_ORDO_EO };
 enum role { R_PRODUCER, R_CONSUMER, R_CALLER };
 enum op { OP_NONE, OP_PUSH, OP_PULL, OP_ACK, OP_CALL };
 
-static const char *mode_names[] = {"ordo", "beanstalkd", "redis-streams", "call"};
+static const char *mode_names[] = {"ordo", "beanstalkd", "redis-streams", "call", "ordo-eo"};
+#define MODES 5
 
 typedef struct conn {
     int fd;
     int idx;          /* index among the connections of its role */
     enum role role;
     enum op op;       /* the request in flight, OP_NONE if none */
+    int skip;         /* ordo-eo: replies to read before the EXEC's (+OK, +QUEUED...) */
     char rbuf[RBUF_BYTES];
     size_t rlen;
     char wbuf[WBUF_BYTES];
@@ -168,7 +174,8 @@ static void queue_push(bench_t *B, conn_t *c)
     char key[32];
     next_key(B, key, sizeof key);
     switch (B->mode) {
-    case M_ORDO: {
+    case M_ORDO:
+    case M_ORDO_EO: {
         const char *a[] = {"Q.PUSH", B->queue, key, B->payload};
         resp_cmd(&w, 4, a, NULL);
         break;
@@ -200,6 +207,7 @@ static void queue_pull(bench_t *B, conn_t *c)
     wb_t w = conn_wb(c);
     switch (B->mode) {
     case M_ORDO:
+    case M_ORDO_EO:
     case M_CALL: {
         const char *a[] = {"Q.PULL", B->queue, "BLOCK", "1000"};
         resp_cmd(&w, 4, a, NULL);
@@ -221,10 +229,27 @@ static void queue_pull(bench_t *B, conn_t *c)
 }
 
 /* id and token are the strings the pull reply carried. */
-static void queue_ack(bench_t *B, conn_t *c, const char *id, size_t idn, const char *tok, size_t tokn)
+static void queue_ack(bench_t *B, conn_t *c, const char *id, size_t idn, const char *tok, size_t tokn,
+                      const char *key, size_t keyn)
 {
     wb_t w = conn_wb(c);
     switch (B->mode) {
+    case M_ORDO_EO: { /* the exactly-once cycle: the state write and the ack in one transaction */
+        char skey[128];
+        int sn = snprintf(skey, sizeof skey, "eo:%.*s", (int)(keyn > 100 ? 100 : keyn), key);
+        const char *m[] = {"MULTI"};
+        resp_cmd(&w, 1, m, NULL);
+        const char *st[] = {"SET", skey, B->payload};
+        size_t stl[] = {(size_t)-1, (size_t)sn, (size_t)-1};
+        resp_cmd(&w, 3, st, stl);
+        const char *a[] = {"Q.ACK", B->queue, id, tok};
+        size_t l[] = {(size_t)-1, (size_t)-1, idn, tokn};
+        resp_cmd(&w, 4, a, l);
+        const char *e[] = {"EXEC"};
+        resp_cmd(&w, 1, e, NULL);
+        c->skip = 3;
+        break;
+    }
     case M_ORDO: {
         const char *a[] = {"Q.ACK", B->queue, id, tok};
         size_t l[] = {(size_t)-1, (size_t)-1, idn, tokn};
@@ -352,6 +377,12 @@ static size_t resp_reply(bench_t *B, conn_t *c)
     size_t used = resp_parse(c->rbuf, c->rbuf + c->rlen, els, &nel);
     if (used == 0)
         return 0;
+    if (c->skip > 0) { /* ordo-eo: MULTI's +OK, the +QUEUEDs */
+        c->skip--;
+        if (els[0].t == '-')
+            request_failed(B, c->op, els[0].s, els[0].n);
+        return used;
+    }
     enum op op = c->op;
     c->op = OP_NONE;
     if (els[0].t == '-') {
@@ -370,7 +401,8 @@ static size_t resp_reply(bench_t *B, conn_t *c)
             B->calls++;
         break;
     case OP_ACK:
-        if (!(els[0].t == ':' && els[0].i == 1)) {
+        if (B->mode == M_ORDO_EO ? !(els[0].t == '*' && nel >= 3 && els[2].t == ':' && els[2].i == 1)
+                                 : !(els[0].t == ':' && els[0].i == 1)) {
             request_failed(B, op, "acked nothing (0)", 17);
         } else {
             on_acked(B);
@@ -389,7 +421,7 @@ static size_t resp_reply(bench_t *B, conn_t *c)
                     fail("unexpected XREADGROUP reply: %.*s", c->rbuf, used);
                 if (B->measuring)
                     B->pulled++;
-                queue_ack(B, c, els[5].s, els[5].n, NULL, 0);
+                queue_ack(B, c, els[5].s, els[5].n, NULL, 0, NULL, 0);
             }
         } else {
             /* [] or [[id, key, payload, attempt, token]] */
@@ -404,7 +436,7 @@ static size_t resp_reply(bench_t *B, conn_t *c)
                     fail("unexpected Q.PULL reply: %.*s", c->rbuf, used);
                 if (B->measuring)
                     B->pulled++;
-                queue_ack(B, c, els[2].s, els[2].n, els[6].s, els[6].n);
+                queue_ack(B, c, els[2].s, els[2].n, els[6].s, els[6].n, els[3].s, els[3].n);
             }
         }
         break;
@@ -445,7 +477,7 @@ static size_t beanstalk_reply(bench_t *B, conn_t *c)
             used += (size_t)bytes + 2;
             if (B->measuring)
                 B->pulled++;
-            queue_ack(B, c, id, (size_t)(sp - id), NULL, 0);
+            queue_ack(B, c, id, (size_t)(sp - id), NULL, 0, NULL, 0);
         } else if (line == 9 && memcmp(p, "TIMED_OUT", 9) == 0) {
             if (B->measuring)
                 B->empty_pulls++;
@@ -559,7 +591,7 @@ static void setup_conn(bench_t *B, conn_t *c)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: ordo_bench ordo|beanstalkd|redis-streams|call PORT [-n producers] "
+    fprintf(stderr, "usage: ordo_bench ordo|ordo-eo|beanstalkd|redis-streams|call PORT [-n producers] "
                     "[-m consumers] [-c callers] [-d seconds] [-k keys] [-v payload_bytes] "
                     "[-w window] [-q queue]\n");
     exit(2);
@@ -572,9 +604,9 @@ int main(int argc, char **argv)
     if (argc < 3)
         usage();
     int m;
-    for (m = 0; m < 4 && strcmp(argv[1], mode_names[m]) != 0; m++)
+    for (m = 0; m < MODES && strcmp(argv[1], mode_names[m]) != 0; m++)
         ;
-    if (m == 4)
+    if (m == MODES)
         usage();
     B.mode = (enum mode)m;
     B.port = atoi(argv[2]);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/queue.sh -- durable work queues: push -> pull -> ack cycles per
 # second, ordod against beanstalkd and Redis streams; then ordod's Q.CALL
-# round trips per second.
+# round trips per second; and ordod's exactly-once cycle beside its plain
+# one (docs/exactly-once.md).
 #
 # All three servers run at once, each on a free loopback port with a temp
 # data dir (so on the same file system). build/ordo_bench (ordo-bench,
@@ -16,6 +17,10 @@
 #   - redis-streams: XADD / XREADGROUP GROUP g c<i> BLOCK / XACK
 # We report the median (min..max) acked cycles/s of each and the ratios of
 # the medians (goals: ordo/beanstalkd >= 5, ordo/redis-streams >= 2).
+# ordo-eo is ordod's exactly-once cycle: Q.PUSH / Q.PULL BLOCK / then MULTI,
+# SET eo:<key> <payload>, Q.ACK, EXEC pipelined in one round trip (the
+# state write and the ack are one log record); its ratio to the plain
+# cycle has the goal ordo-eo/ordo >= 0.8.
 # Around every ordod run we read INFO persistence and print log records per
 # cycle and records per sync. Then C callers do Q.CALL round trips against
 # ordod while M consumers pull and ack with RESULT: calls/s.
@@ -92,7 +97,7 @@ declare -A wal  # wal[rpc|rps|sps]: ordod's log per run
 run() {
     local b="$1" port line v key r0 s0 r1 s1 extra=""
     case "$b" in
-    ordo | call) port="$PORT_ordo" ;;
+    ordo | ordo-eo | call) port="$PORT_ordo" ;;
     beanstalkd) port="$PORT_beanstalkd" ;;
     redis-streams) port="$PORT_redis" ;;
     esac
@@ -129,10 +134,10 @@ echo "queue: $(beanstalkd -v 2>&1 | head -1) -b DIR -f0 (binlog fsync'ed after e
 echo "queue: redis-server $(redis-server --version | awk '{print $3}' | sed 's/v=//') --appendonly yes --appendfsync always --save \"\" (XACK leaves entries in the stream)"
 echo "queue: all three data dirs on $(df -P "$BENCH_TMP" | awk 'NR == 2 { print $1 }') ($(findmnt -n -o FSTYPE -T "$BENCH_TMP" 2>/dev/null || stat -f -c %T "$BENCH_TMP"))"
 
-backends=(ordo beanstalkd redis-streams)
+backends=(ordo ordo-eo beanstalkd redis-streams)
 for r in $(seq 1 "$R"); do
-    for i in 0 1 2; do
-        run "${backends[$(((i + r - 1) % 3))]}"
+    for i in 0 1 2 3; do
+        run "${backends[$(((i + r - 1) % 4))]}"
     done
 done
 echo "queue: Q.CALL, C=$C callers, M=$M consumers acking with RESULT, ${D}s per run, R=$R rounds"
@@ -161,3 +166,5 @@ echo
 echo "ratio ordo/beanstalkd:    $(bench_ratio "$med_ordo" "$med_beanstalkd") (goal >= 5)"
 # shellcheck disable=SC2154
 echo "ratio ordo/redis-streams: $(bench_ratio "$med_ordo" "$med_redis_streams") (goal >= 2)"
+# shellcheck disable=SC2154
+echo "ratio ordo-eo/ordo:       $(bench_ratio "$med_ordo_eo" "$med_ordo") (exactly-once cycle / plain cycle; goal >= 0.8)"

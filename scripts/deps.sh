@@ -11,7 +11,7 @@
 set -euo pipefail
 
 build_pkgs=(gcc make cmake pkg-config libuv1-dev libcmocka-dev)
-test_pkgs=("${build_pkgs[@]}" python3 python3-pytest python3-redis redis-tools)
+test_pkgs=("${build_pkgs[@]}" python3 python3-pytest python3-redis redis-tools libhiredis-dev)
 bench_pkgs=("${build_pkgs[@]}" redis-server redis-tools etcd-server etcd-client beanstalkd procps)
 fuzz_pkgs=("${build_pkgs[@]}" clang libclang-rt-14-dev)
 
@@ -55,7 +55,8 @@ check_tools() {
       need_cmd python3 python3
       need_py pytest
       need_py redis
-      need_cmd redis-cli redis-cli ;;
+      need_cmd redis-cli redis-cli
+      need_pc hiredis ;;
     bench)
       need_cmd redis-server redis-server
       need_cmd redis-cli redis-cli

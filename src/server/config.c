@@ -90,6 +90,13 @@ static const option_def_t options[] = {
     SIZE_OPT("max-reply-bytes", max_reply_bytes, "64m", 1 * MiB, 4 * GiB,
              "bytes of one reply gathering many values: MGET and KV.RANGE past it answer -LIMIT; Q.PULL COUNT and "
              "Q.PEEK return fewer messages"),
+    /* A transaction is one log record and its queued arguments are held
+     * until EXEC: 16 MiB keeps the record far below the log's 64 MiB
+     * record limit (each argument also counts 96 bytes for the record
+     * header it may become, so the bound holds at the top of the range). */
+    INT_OPT("max-multi-commands", max_multi_commands, "10000", 1, 1000000, "commands one MULTI may queue"),
+    SIZE_OPT("max-multi-bytes", max_multi_bytes, "16m", 1024, 32 * MiB,
+             "bytes one MULTI may queue (arguments plus 96 per argument)"),
     INT_OPT("max-watches-per-client", max_watches_per_client, "1024", 1, 1000000,
             "watches and observations one connection may hold"),
     SIZE_OPT("output-hard-bytes", output_hard_bytes, "256m", 64 * KiB, INT64_MAX,

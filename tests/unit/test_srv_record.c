@@ -81,6 +81,9 @@ typedef struct case_s {
     old_t old;
 } case_t;
 
+#define TXN_ONE "\x14\x00\x00\x00" "\x03\x05\x00\x00" "\x01\x00\x00\x00\x00\x00\x00\x00" \
+                "\x07\x00\x00\x00\x00\x00\x00\x00"
+
 static const case_t cases[] = {
     {{.type = REC_PUT, .time_ms = 11, .flags = REC_F_IFREV | REC_F_FENCE | REC_F_KEEPTTL,
       .put = {.key = "key", .klen = 3, .val = "value", .vlen = 5, .lease_id = 21, .ifrev = 22,
@@ -169,6 +172,9 @@ static const case_t cases[] = {
      {.type = REC_Q_DEDUP_END, .time_ms = 42, .name = "q", .nlen = 1, .aux = "dd", .alen = 2}},
     {{.type = REC_Q_RESULT_END, .time_ms = 43, .q_result_end = {.queue = "q", .qlen = 1, .msg_id = 115}},
      {.type = REC_Q_RESULT_END, .time_ms = 43, .name = "q", .nlen = 1, .arg_rev = 115}},
+    /* A transaction holding one COMPACT (time 1, rev 7) in format 3. */
+    {{.type = REC_TXN, .time_ms = 44, .txn = {.count = 1, .recs = TXN_ONE, .len = 24}},
+     {.type = REC_TXN, .time_ms = 44, .arg_rev = 1, .val = TXN_ONE, .vlen = 24}},
 };
 
 #define NCASES (sizeof cases / sizeof cases[0])
@@ -187,6 +193,34 @@ static void assert_same(const record_t *a, const record_t *b)
     assert_memory_equal(x.data, y.data, x.len);
     ordo_buf_free(&x);
     ordo_buf_free(&y);
+}
+
+/* A transaction's sub-records: read back in order; a count that does not
+ * match, a truncated sub-record or a nested TXN is refused. */
+static void test_txn_sub_records(void **state)
+{
+    (void)state;
+    record_t t = {.type = REC_TXN, .time_ms = 1, .txn = {.count = 1, .recs = TXN_ONE, .len = 24}}, sub;
+    size_t off = 0;
+    assert_int_equal(record_txn_next(&t.txn, &off, &sub), 1);
+    assert_int_equal(sub.type, REC_COMPACT);
+    assert_int_equal(sub.compact.rev, 7);
+    assert_int_equal(record_txn_next(&t.txn, &off, &sub), 0);
+    t.txn.count = 2;
+    assert_false(record_valid(&t));
+    t.txn.count = 1;
+    t.txn.len = 23;
+    assert_false(record_valid(&t));
+    t.txn.len = 24;
+    ordo_buf_t b = ORDO_BUF_INIT, nested = ORDO_BUF_INIT;
+    record_encode(&t, &b);
+    put_u32(ordo_buf_reserve(&nested, 4), (uint32_t)b.len);
+    nested.len += 4;
+    ordo_buf_append(&nested, b.data, b.len);
+    record_t outer = {.type = REC_TXN, .txn = {.count = 1, .recs = nested.data, .len = (uint32_t)nested.len}};
+    assert_false(record_valid(&outer));
+    ordo_buf_free(&b);
+    ordo_buf_free(&nested);
 }
 
 /* Every type occurs among the cases (a new type needs a case here). */
@@ -425,6 +459,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cases_cover_every_type),
+        cmocka_unit_test(test_txn_sub_records),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_format2_decodes_to_typed),
         cmocka_unit_test(test_misfit_fields_refused),

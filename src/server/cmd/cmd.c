@@ -21,6 +21,7 @@
 #include "writer/apply.h"
 #include "writer/coord_wait.h"
 #include "writer/expire.h"
+#include "writer/queue_wait.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -90,6 +91,7 @@ int cmd_init(server_t *s)
     cmd_watch_register(s);
     cmd_coord_register(s);
     cmd_queue_register(s);
+    cmd_txn_register(s);
     return 0;
 }
 
@@ -183,6 +185,7 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
     if (d == NULL) {
         quote_word(word, sizeof word, &cmd->argv[0]);
         reply_errf(&x, "ERR unknown command '%s'", word);
+        cmd_txn_refused(c);
         return;
     }
     if (!c->authed && !(d->flags & CMD_NOAUTH)) {
@@ -192,6 +195,7 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
     if ((d->arity > 0 && cmd->argc != (size_t)d->arity) ||
         (d->arity < 0 && cmd->argc < (size_t)-d->arity)) {
         reply_errf(&x, "ERR wrong number of arguments for '%s' command", d->name);
+        cmd_txn_refused(c);
         return;
     }
     if (c->proto == 2 && c->nwatches > 0 && !(d->flags & CMD_WATCHMODE)) {
@@ -209,6 +213,8 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
                        "are refused: %s", server_readonly(s));
         return;
     }
+    if (c->txn != NULL && cmd_txn_queue(&x, d))
+        return; /* inside MULTI: queued (or refused) */
     uint64_t next = core_next_expiry(s->core);
     if (next != 0 && next <= s->now_ms)
         expire_due(s);
@@ -298,6 +304,68 @@ bool reply_fits(cmd_ctx_t *x, size_t bytes, const char *hint)
     return false;
 }
 
+/* ---- fences ------------------------------------------------------------------- */
+
+size_t cmd_fence_parse(cmd_ctx_t *x, size_t i, cmd_fence_t *f)
+{
+    memset(f, 0, sizeof *f);
+    if (arg_is(x, i + 1, "ELECTION") && i + 3 < x->argc) {
+        if (!arg_name_ok(x, i + 2) || !arg_u64(x, i + 3, &f->token))
+            return 0;
+        f->kind = FENCE_ELECTION;
+        f->name = x->argv[i + 2].ptr;
+        f->nlen = x->argv[i + 2].len;
+        return 4;
+    }
+    if (arg_is(x, i + 1, "DELIVERY") && i + 4 < x->argc) {
+        if (!arg_name_ok(x, i + 2) || !arg_u64(x, i + 3, &f->id) || !arg_u64(x, i + 4, &f->token))
+            return 0;
+        f->kind = FENCE_DELIVERY;
+        f->name = x->argv[i + 2].ptr;
+        f->nlen = x->argv[i + 2].len;
+        return 5;
+    }
+    if (i + 2 < x->argc) {
+        if (!arg_name_ok(x, i + 1) || !arg_u64(x, i + 2, &f->token))
+            return 0;
+        f->kind = FENCE_LOCK;
+        f->name = x->argv[i + 1].ptr;
+        f->nlen = x->argv[i + 1].len;
+        return 3;
+    }
+    reply_syntax(x);
+    return 0;
+}
+
+bool cmd_fence_holds(cmd_ctx_t *x, const cmd_fence_t *f)
+{
+    server_t *s = x->srv;
+    int n = f->nlen > 64 ? 64 : (int)f->nlen;
+    if (f->kind == FENCE_ELECTION) {
+        if (coord_elect_check(core_coord(s->core), f->name, f->nlen, f->token, s->now_ms))
+            return true;
+        reply_errf(x, "NOTHOLDER term %llu does not lead election '%.*s' now", (unsigned long long)f->token, n,
+                   f->name);
+        return false;
+    }
+    if (f->kind == FENCE_DELIVERY) {
+        qwait_catch_up(s, f->name, f->nlen); /* a lease that ran out ends its delivery first */
+        const queue_t *q = queue_get(core_queues(s->core), f->name, f->nlen);
+        if (q != NULL && f->token != 0 && queue_delivery_current(q, f->id, f->token))
+            return true;
+        reply_errf(x, "NOTHOLDER delivery %llu of message %llu in queue '%.*s' is no longer current",
+                   (unsigned long long)f->token, (unsigned long long)f->id, n, f->name);
+        return false;
+    }
+    return true;
+}
+
+void reply_notholder_lock(cmd_ctx_t *x, const cmd_fence_t *f)
+{
+    int n = f->nlen > 64 ? 64 : (int)f->nlen;
+    reply_errf(x, "NOTHOLDER token %llu does not hold lock '%.*s' now", (unsigned long long)f->token, n, f->name);
+}
+
 void reply_ok(cmd_ctx_t *x) { resp_add_simple(x->out, "OK"); }
 
 void reply_err(cmd_ctx_t *x, const char *msg)
@@ -342,7 +410,11 @@ bool cmd_write(cmd_ctx_t *x, record_t *rec, apply_result_t *res)
         reply_errf(x, "READONLY the log cannot be written, so writes are refused: %s", server_readonly(s));
         return false;
     }
-    if (grows(s, rec) && writer_memory_refused(s, x->out))
+    /* Inside EXEC's apply pass the limit was judged by its check pass,
+     * before anything applied: judging it again half-way would split the
+     * transaction. */
+    bool in_exec = s->writer.txn != NULL && s->writer.txn->mode == WTXN_APPLY;
+    if (!in_exec && grows(s, rec) && writer_memory_refused(s, x->out))
         return false;
     if (!writer_apply(s, rec, res)) {
         /* Applied in memory, but the log refused the record: never OK. */

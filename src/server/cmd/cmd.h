@@ -59,6 +59,17 @@ void cmd_kv_register(server_t *s);
 void cmd_watch_register(server_t *s);
 void cmd_coord_register(server_t *s);
 void cmd_queue_register(server_t *s);
+void cmd_txn_register(server_t *s);
+
+/* Transactions (cmd_txn.c). cmd_txn_queue() -- if c is in MULTI, queue d
+ * (or refuse it) and answer; returns false if d must run now.
+ * cmd_txn_refused() -- an unknown command or wrong arity inside MULTI:
+ * EXEC will answer -EXECABORT. cmd_txn_conn_closed() -- drop c's
+ * transaction and watched keys. */
+struct cmd_def_s;
+bool cmd_txn_queue(struct cmd_ctx_s *x, const struct cmd_def_s *d);
+void cmd_txn_refused(conn_t *c);
+void cmd_txn_conn_closed(conn_t *c);
 
 /* The command table, for COMMAND. */
 void cmd_foreach(server_t *s, void (*fn)(void *arg, const cmd_def_t *d), void *arg);
@@ -88,6 +99,30 @@ bool arg_value_ok(cmd_ctx_t *x, size_t i);
  * If not, replies -LIMIT with hint (what to ask instead) and returns
  * false. Commands that gather many values ask before building anything. */
 bool reply_fits(cmd_ctx_t *x, size_t bytes, const char *hint);
+
+/* Fences (KV.PUT, KV.DEL, Q.PUSH): FENCE lock token, FENCE ELECTION name
+ * term, FENCE DELIVERY queue id token. A lock fence is carried by the
+ * record and checked by apply (REC_F_FENCE); election and delivery fences
+ * are checked by the handler just before it makes its record (the writer
+ * thread, so nothing runs in between, and a record made only while the
+ * fence holds needs to carry nothing for replay). */
+enum cmd_fence_kind { FENCE_NONE = 0, FENCE_LOCK, FENCE_ELECTION, FENCE_DELIVERY };
+typedef struct cmd_fence_s {
+    int kind;                 /* enum cmd_fence_kind */
+    const char *name;         /* the lock, election or queue */
+    size_t nlen;
+    uint64_t id;              /* DELIVERY: the message id */
+    uint64_t token;           /* the lock token, the term, the delivery token */
+} cmd_fence_t;
+/* cmd_fence_parse() -- argv[i] is FENCE: parse its words into *f. Returns
+ * how many arguments it took (FENCE included), or 0 after replying. */
+size_t cmd_fence_parse(cmd_ctx_t *x, size_t i, cmd_fence_t *f);
+/* cmd_fence_holds() -- an ELECTION or DELIVERY fence holds now (true for
+ * none or a lock: apply checks those); else reply -NOTHOLDER naming what no
+ * longer holds and return false. */
+bool cmd_fence_holds(cmd_ctx_t *x, const cmd_fence_t *f);
+/* reply_notholder_lock() -- -NOTHOLDER for a lock fence apply refused. */
+void reply_notholder_lock(cmd_ctx_t *x, const cmd_fence_t *f);
 
 void reply_ok(cmd_ctx_t *x);
 void reply_err(cmd_ctx_t *x, const char *msg);

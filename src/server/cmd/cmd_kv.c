@@ -168,6 +168,7 @@ typedef struct write_opts_s {
     uint64_t fence_token;
     const char *fence_lock;
     uint32_t fence_llen;
+    cmd_fence_t fence;       /* the FENCE given, any kind (cmd.h) */
 } write_opts_t;
 
 /* Parse the options from argument from on into *o (zeroed first).
@@ -185,13 +186,17 @@ static bool parse_write_opts(cmd_ctx_t *x, size_t from, write_opts_t *o, bool wi
             if (!arg_u64(x, ++i, &o->lease_id))
                 return false;
             has_lease = true;
-        } else if (arg_is(x, i, "FENCE") && i + 2 < x->argc && !(o->flags & REC_F_FENCE)) {
-            if (!arg_name_ok(x, i + 1) || !arg_u64(x, i + 2, &o->fence_token))
+        } else if (arg_is(x, i, "FENCE") && o->fence.kind == FENCE_NONE) {
+            size_t took = cmd_fence_parse(x, i, &o->fence);
+            if (took == 0)
                 return false;
-            o->flags |= REC_F_FENCE;
-            o->fence_lock = x->argv[i + 1].ptr;
-            o->fence_llen = (uint32_t)x->argv[i + 1].len;
-            i += 2;
+            if (o->fence.kind == FENCE_LOCK) { /* carried by the record, checked by apply */
+                o->flags |= REC_F_FENCE;
+                o->fence_token = o->fence.token;
+                o->fence_lock = o->fence.name;
+                o->fence_llen = (uint32_t)o->fence.nlen;
+            }
+            i += took - 1;
         } else {
             reply_syntax(x);
             return false;
@@ -206,7 +211,7 @@ static bool reply_write_refused(cmd_ctx_t *x, const write_opts_t *o, const apply
     if (res->status == AP_CONFLICT)
         reply_errf(x, "CONFLICT %llu", (unsigned long long)res->cur_rev);
     else if (res->status == AP_NOTHOLDER)
-        reply_errf(x, "NOTHOLDER token %llu does not hold the lock now", (unsigned long long)o->fence_token);
+        reply_notholder_lock(x, &o->fence);
     else if (res->status == AP_NOTFOUND)
         reply_errf(x, "NOTFOUND lease %llu does not exist or has expired", (unsigned long long)o->lease_id);
     else
@@ -217,7 +222,8 @@ static bool reply_write_refused(cmd_ctx_t *x, const write_opts_t *o, const apply
 static void cmd_kv_put(cmd_ctx_t *x)
 {
     write_opts_t o;
-    if (!arg_name_ok(x, 1) || !arg_value_ok(x, 2) || !parse_write_opts(x, 3, &o, true))
+    if (!arg_name_ok(x, 1) || !arg_value_ok(x, 2) || !parse_write_opts(x, 3, &o, true) ||
+        !cmd_fence_holds(x, &o.fence))
         return;
     record_t rec = {.type = REC_PUT,
                     .flags = o.flags,
@@ -234,7 +240,7 @@ static void cmd_kv_put(cmd_ctx_t *x)
 static void cmd_kv_del(cmd_ctx_t *x)
 {
     write_opts_t o;
-    if (!parse_write_opts(x, 2, &o, false))
+    if (!parse_write_opts(x, 2, &o, false) || !cmd_fence_holds(x, &o.fence))
         return;
     record_t rec = {.type = REC_DEL,
                     .flags = o.flags,
@@ -381,9 +387,11 @@ static const cmd_def_t kv_cmds[] = {
     {"MGET", -2, 0, cmd_mget, "MGET key [key ...]"},
     {"INCR", 2, CMD_WRITE, cmd_incr, "INCR key"},
     {"INCRBY", 3, CMD_WRITE, cmd_incrby, "INCRBY key n"},
-    {"KV.PUT", -3, CMD_WRITE, cmd_kv_put, "KV.PUT key value [IFREV rev] [LEASE id] [FENCE lock token]: the new revision"},
+    {"KV.PUT", -3, CMD_WRITE, cmd_kv_put, "KV.PUT key value [IFREV rev] [LEASE id] [FENCE lock token | FENCE ELECTION name term | FENCE DELIVERY "
+     "queue id token]: the new revision"},
     {"KV.GET", -2, 0, cmd_kv_get, "KV.GET key [REV rev]: [value, create_rev, mod_rev, version, lease]"},
-    {"KV.DEL", -2, CMD_WRITE, cmd_kv_del, "KV.DEL key [IFREV rev] [FENCE lock token]: the deletion's revision or 0"},
+    {"KV.DEL", -2, CMD_WRITE, cmd_kv_del, "KV.DEL key [IFREV rev] [FENCE lock token | FENCE ELECTION name term | FENCE DELIVERY queue id token]: "
+     "the deletion's revision or 0"},
     {"KV.RANGE", -2, 0, cmd_kv_range, "KV.RANGE prefix [AFTER key] [LIMIT n] [REV rev]"},
     {"KV.REV", 1, 0, cmd_kv_rev, "KV.REV: [current revision, oldest retained revision]"},
     {"KV.COMPACT", 2, CMD_WRITE, cmd_kv_compact, "KV.COMPACT rev: drop history before rev"},

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "core/coord.h"
 #include "writer/apply.h"
 #include "writer/queue_wait.h"
 
@@ -119,6 +120,7 @@ typedef struct push_args_s {
     uint64_t delay_ms;
     uint64_t timeout_ms;
     bool has_timeout;
+    cmd_fence_t fence;        /* Q.PUSH FENCE ... (cmd.h); checked before the record is made */
 } push_args_t;
 
 static bool parse_push_opts(cmd_ctx_t *x, bool call, push_args_t *a)
@@ -138,6 +140,11 @@ static bool parse_push_opts(cmd_ctx_t *x, bool call, push_args_t *a)
             if (!arg_ms(x, ++i, &a->timeout_ms))
                 return false;
             a->has_timeout = true;
+        } else if (!call && arg_is(x, i, "FENCE") && a->fence.kind == FENCE_NONE) {
+            size_t took = cmd_fence_parse(x, i, &a->fence);
+            if (took == 0)
+                return false;
+            i += took - 1;
         } else {
             reply_syntax(x);
             return false;
@@ -184,6 +191,18 @@ static void reply_full(cmd_ctx_t *x)
     reply_errf(x, "BUSY the queue is full (MAXLEN %u pending messages)", cfg.maxlen);
 }
 
+/* A push's fence: a lock's is checked here too (a push record carries no
+ * fence), like an election's or a delivery's, just before the record. */
+static bool fence_holds_now(cmd_ctx_t *x, const cmd_fence_t *f)
+{
+    if (f->kind != FENCE_LOCK)
+        return cmd_fence_holds(x, f);
+    if (coord_fence_ok(core_coord(x->srv->core), f->name, f->nlen, f->token, x->srv->now_ms))
+        return true;
+    reply_notholder_lock(x, f);
+    return false;
+}
+
 /* The front half of Q.PUSH and Q.CALL: check the arguments, apply the
  * queue's due timers, make the push record and write it. Returns false
  * (reply written) if it never reached the core. */
@@ -192,6 +211,8 @@ static bool push_write(cmd_ctx_t *x, bool call, push_args_t *a, record_t *rec, a
     if (!queue_arg_ok(x) || !arg_name_ok(x, 2) || !arg_value_ok(x, 3) || !parse_push_opts(x, call, a))
         return false;
     qwait_catch_up(x->srv, QNAME(x));
+    if (!fence_holds_now(x, &a->fence))
+        return false;
     push_from_args(rec, x, a);
     return cmd_write(x, rec, res);
 }
@@ -211,8 +232,8 @@ static void cmd_qpush(cmd_ctx_t *x)
     case AP_QLIMIT:
         qwait_reply_limit(x->srv, x->out, QNAME(x));
         return;
-    default: /* AP_QFULL */
-        if (onfull_block(x->srv, QNAME(x)))
+    default: /* AP_QFULL; inside EXEC nothing parks (core_check() refuses it first) */
+        if (onfull_block(x->srv, QNAME(x)) && x->srv->writer.txn == NULL)
             qwait_park_push(x->srv, x->conn, &rec, a.coalesce, a.delay_ms, a.timeout_ms, a.has_timeout, false);
         else
             reply_full(x);
@@ -716,7 +737,8 @@ static void cmd_qtopkeys(cmd_ctx_t *x)
 
 static const cmd_def_t queue_cmds[] = {
     {"Q.PUSH", -4, CMD_WRITE, cmd_qpush,
-     "Q.PUSH queue key payload [ID dedup-id] [COALESCE] [DELAY ms] [TIMEOUT ms] -> message id"},
+     "Q.PUSH queue key payload [ID dedup-id] [COALESCE] [DELAY ms] [TIMEOUT ms] [FENCE lock token | FENCE "
+     "ELECTION name term | FENCE DELIVERY queue id token] -> message id"},
     {"Q.CALL", -4, CMD_WRITE, cmd_qcall, "Q.CALL queue key payload [TIMEOUT ms] [ID dedup-id] -> result"},
     {"Q.PULL", -2, CMD_WRITE, cmd_qpull,
      "Q.PULL queue [COUNT n] [BLOCK ms] [LEASE ms] [NOACK] -> [[id, key, payload, attempt, token]...]"},

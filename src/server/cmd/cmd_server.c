@@ -297,7 +297,8 @@ static void cmd_info(cmd_ctx_t *x)
                             "total_commands_processed:%llu\r\ntotal_error_replies:%llu\r\n"
                             "total_net_input_bytes:%llu\r\ntotal_net_output_bytes:%llu\r\n"
                             "watch_events:%llu\r\nwatch_cancelled:%llu\r\nexpired_keys:%llu\r\n"
-                            "clients_closed_output_limit:%llu\r\nauth_failures:%llu\r\n\r\n",
+                            "clients_closed_output_limit:%llu\r\nauth_failures:%llu\r\n"
+                            "transactions_total:%llu\r\ntransactions_aborted:%llu\r\n\r\n",
                         (unsigned long long)s->stats.connections_total,
                         (unsigned long long)s->stats.connections_rejected,
                         (unsigned long long)s->stats.commands_total, (unsigned long long)s->stats.errors_total,
@@ -306,7 +307,9 @@ static void cmd_info(cmd_ctx_t *x)
                         (unsigned long long)s->stats.watch_cancelled_total,
                         (unsigned long long)s->stats.expired_keys_total,
                         (unsigned long long)s->stats.clients_closed_output,
-                        (unsigned long long)s->stats.auth_failures);
+                        (unsigned long long)s->stats.auth_failures,
+                        (unsigned long long)s->stats.transactions_total,
+                        (unsigned long long)s->stats.transactions_aborted);
     if (section_wanted(x, "persistence"))
         persist_info(s, &b);
     if (section_wanted(x, "kv"))

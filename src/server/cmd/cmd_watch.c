@@ -191,6 +191,7 @@ void cmd_conn_drained(conn_t *c)
 
 void cmd_conn_closed(conn_t *c)
 {
+    cmd_txn_conn_closed(c);
     while (c->watches != NULL)
         watch_free(c, c->watches);
 }

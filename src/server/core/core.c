@@ -22,6 +22,7 @@
 
 #include "base/buf.h"
 #include "base/bytes.h"
+#include "record.h"
 #include "coord.h"
 #include "base/heap.h"
 #include "base/htab.h"
@@ -762,6 +763,25 @@ static void apply_queue(core_t *c, const record_t *r, apply_result_t *res)
         queue_account(res->qr.dlq);
 }
 
+/* A transaction: its sub-records in order, each as if applied alone. The
+ * writer logged only sub-records that applied (status AP_OK) after
+ * checking every guard first (core_check()), so on replay each applies
+ * again; a sub-record that would not (a log edited by hand) applies
+ * nothing, as it would alone. */
+static void apply_txn(core_t *c, const record_t *r, apply_result_t *res)
+{
+    size_t off = 0;
+    record_t sub;
+    apply_result_t sr;
+    int rc;
+    while ((rc = record_txn_next(&r->txn, &off, &sub)) == 1)
+        core_apply(c, &sub, &sr);
+    assert(rc == 0); /* record_valid() parsed it */
+    memset(res, 0, sizeof *res);
+    res->status = AP_OK;
+    res->rev = c->rev;
+}
+
 void core_apply(core_t *c, const record_t *rec, apply_result_t *res)
 {
     /* Re-checked only in debug builds: the command layer built rec, and
@@ -782,9 +802,277 @@ void core_apply(core_t *c, const record_t *rec, apply_result_t *res)
         apply_elect(c, rec, res);
         break;
     case REC_COORD_EXPIRE: apply_coord_expire(c, rec, res); break;
+    case REC_TXN: apply_txn(c, rec, res); break;
     default:
         assert(record_family(rec->type) == REC_FAM_QUEUE);
         apply_queue(c, rec, res);
         break;
     }
+}
+
+/* ---- guard checks for transactions (core.h, core_check()) ------------------ */
+
+/* A KV key the transaction wrote: its predicted state. */
+typedef struct txn_key_s {
+    const char *key;
+    uint32_t klen;
+    bool present;
+    uint64_t mod_rev;
+    const char *val;          /* PUT's value; NULL after an INCR (ival holds it) */
+    uint32_t vlen;
+    int64_t ival;
+} txn_key_t;
+
+typedef struct txn_settled_s {
+    const char *queue;
+    uint32_t qlen;
+    uint64_t msg_id;          /* 0: a push of key (below) instead */
+    const char *key;
+    uint32_t klen;
+} txn_settled_t;
+
+void core_txn_check_init(const core_t *c, core_txn_check_t *t)
+{
+    memset(t, 0, sizeof *t);
+    t->rev = c->rev + 1;
+}
+
+void core_txn_check_free(core_txn_check_t *t)
+{
+    free(t->keys);
+    free(t->settled);
+    memset(t, 0, sizeof *t);
+}
+
+static txn_key_t *txn_key(core_txn_check_t *t, const char *key, uint32_t klen, bool add)
+{
+    for (size_t i = t->nkeys; i-- > 0;)
+        if (t->keys[i].klen == klen && memcmp(t->keys[i].key, key, klen) == 0)
+            return &t->keys[i];
+    if (!add)
+        return NULL;
+    if (t->nkeys == t->capkeys) {
+        t->capkeys = t->capkeys ? 2 * t->capkeys : 8;
+        t->keys = ordo_xrealloc(t->keys, t->capkeys * sizeof *t->keys);
+    }
+    txn_key_t *k = &t->keys[t->nkeys++];
+    memset(k, 0, sizeof *k);
+    k->key = key;
+    k->klen = klen;
+    return k;
+}
+
+/* The key as the transaction would leave it so far: present?, mod_rev, and
+ * its value (or *isint with *ival after an INCR). */
+static bool txn_view(const core_t *c, core_txn_check_t *t, const char *key, uint32_t klen, uint64_t *mod_rev,
+                     const char **val, uint32_t *vlen, bool *isint, int64_t *ival)
+{
+    const txn_key_t *k = txn_key(t, key, klen, false);
+    *isint = false;
+    if (k != NULL) {
+        *mod_rev = k->present ? k->mod_rev : 0;
+        *val = k->val;
+        *vlen = k->vlen;
+        *isint = k->present && k->val == NULL;
+        *ival = k->ival;
+        return k->present;
+    }
+    const kv_version_t *cur = kv_get(c->kv, key, klen);
+    *mod_rev = cur ? cur->mod_rev : 0;
+    *val = cur ? cur->value : NULL;
+    *vlen = cur ? cur->vlen : 0;
+    return cur != NULL;
+}
+
+static bool txn_settled(const core_txn_check_t *t, const char *q, uint32_t qlen, uint64_t id)
+{
+    for (size_t i = 0; i < t->nsettled; i++)
+        if (t->settled[i].msg_id == id && id != 0 && t->settled[i].qlen == qlen && memcmp(t->settled[i].queue, q, qlen) == 0)
+            return true;
+    return false;
+}
+
+static void txn_settle(core_txn_check_t *t, const char *q, uint32_t qlen, uint64_t id)
+{
+    if (t->nsettled == t->capsettled) {
+        t->capsettled = t->capsettled ? 2 * t->capsettled : 8;
+        t->settled = ordo_xrealloc(t->settled, t->capsettled * sizeof *t->settled);
+    }
+    t->settled[t->nsettled++] = (txn_settled_t){q, qlen, id, NULL, 0};
+}
+
+static bool fail(apply_result_t *res, int status)
+{
+    res->status = status;
+    return false;
+}
+
+/* Pushes the transaction made so far to queue q (*of_key: of key k). */
+static size_t txn_pushes(const core_txn_check_t *t, const char *q, uint32_t qlen, const char *k, uint32_t klen,
+                         size_t *of_key)
+{
+    size_t n = 0;
+    *of_key = 0;
+    for (size_t i = 0; i < t->nsettled; i++) {
+        const txn_settled_t *e = &t->settled[i];
+        if (e->msg_id != 0 || e->qlen != qlen || memcmp(e->queue, q, qlen) != 0)
+            continue;
+        n++;
+        if (e->klen == klen && memcmp(e->key, k, klen) == 0)
+            (*of_key)++;
+    }
+    return n;
+}
+
+/* Q.PUSH: room for it (MAXLEN, MAXPERKEY), counting the transaction's own
+ * earlier pushes; a duplicate (dedup window) or a coalesced push needs no
+ * room, and is judged as queue_push() does. */
+static bool check_qpush(const core_t *c, core_txn_check_t *t, const record_t *r, apply_result_t *res)
+{
+    const rec_q_push_t *p = &r->q_push;
+    const queue_t *q = queue_get(c->queues, p->queue, p->qlen);
+    queue_config_t cfg;
+    queue_len_t len = {0};
+    queue_keyinfo_t ki = {0};
+    if (q != NULL) {
+        queue_config(q, &cfg);
+        queue_len(q, &len);
+        queue_keyinfo(q, p->key, p->klen, &ki);
+    } else {
+        queue_config_defaults(&cfg);
+    }
+    size_t mine_key, mine = txn_pushes(t, p->queue, p->qlen, p->key, p->klen, &mine_key);
+    bool merges = (r->flags & REC_F_COALESCE) && ki.waiting + mine_key > 0;
+    if (!merges && !(p->dlen > 0 && cfg.dedup_ms > 0)) {
+        if (len.waiting + len.delayed + mine >= cfg.maxlen)
+            return fail(res, AP_QFULL);
+        if (cfg.maxperkey && ki.waiting + mine_key >= cfg.maxperkey)
+            return fail(res, AP_QLIMIT);
+    }
+    if (!merges) {
+        txn_settle(t, p->queue, p->qlen, 0);
+        t->settled[t->nsettled - 1].key = p->key;
+        t->settled[t->nsettled - 1].klen = p->klen;
+    }
+    return true;
+}
+
+/* Is delivery (id, token) of queue q current, as the transaction leaves it? */
+static bool txn_delivery_ok(const core_t *c, core_txn_check_t *t, const char *q, uint32_t qlen, uint64_t id,
+                            uint64_t token)
+{
+    if (token == 0 || txn_settled(t, q, qlen, id))
+        return false;
+    const queue_t *qq = queue_get(c->queues, q, qlen);
+    return qq != NULL && queue_delivery_current(qq, id, token);
+}
+
+static bool check_put(const core_t *c, core_txn_check_t *t, const record_t *r, apply_result_t *res)
+{
+    const rec_put_t *p = &r->put;
+    uint64_t mod;
+    const char *v;
+    uint32_t vl;
+    bool isint;
+    int64_t iv;
+    bool present = txn_view(c, t, p->key, p->klen, &mod, &v, &vl, &isint, &iv);
+    if ((r->flags & REC_F_IFREV) && mod != p->ifrev) {
+        res->cur_rev = mod;
+        return fail(res, AP_CONFLICT);
+    }
+    if (((r->flags & REC_F_NX) && present) || ((r->flags & REC_F_XX) && !present))
+        return true; /* not a guard: nil in EXEC's array */
+    if ((r->flags & REC_F_FENCE) && !coord_fence_ok(c->coord, p->fence_lock, p->fence_llen, p->fence_token, r->time_ms))
+        return fail(res, AP_NOTHOLDER);
+    if (p->lease_id != 0 && !coord_lease_live(c->coord, p->lease_id, r->time_ms))
+        return fail(res, AP_NOTFOUND);
+    txn_key_t *k = txn_key(t, p->key, p->klen, true);
+    k->present = true;
+    k->mod_rev = t->rev++;
+    k->val = p->val ? p->val : "";
+    k->vlen = p->vlen;
+    return true;
+}
+
+static bool check_del(const core_t *c, core_txn_check_t *t, const record_t *r, apply_result_t *res)
+{
+    const rec_del_t *d = &r->del;
+    uint64_t mod;
+    const char *v;
+    uint32_t vl;
+    bool isint;
+    int64_t iv;
+    bool present = txn_view(c, t, d->key, d->klen, &mod, &v, &vl, &isint, &iv);
+    if ((r->flags & REC_F_IFREV) && mod != d->ifrev) {
+        res->cur_rev = mod;
+        return fail(res, AP_CONFLICT);
+    }
+    if ((r->flags & REC_F_FENCE) && !coord_fence_ok(c->coord, d->fence_lock, d->fence_llen, d->fence_token, r->time_ms))
+        return fail(res, AP_NOTHOLDER);
+    if (present) {
+        txn_key_t *k = txn_key(t, d->key, d->klen, true);
+        k->present = false;
+        k->mod_rev = t->rev++;
+    }
+    return true;
+}
+
+static bool check_incr(const core_t *c, core_txn_check_t *t, const record_t *r, apply_result_t *res)
+{
+    const rec_incr_t *in = &r->incr;
+    uint64_t mod;
+    const char *v;
+    uint32_t vl;
+    bool isint;
+    int64_t cur = 0;
+    bool present = txn_view(c, t, in->key, in->klen, &mod, &v, &vl, &isint, &cur);
+    if (present && !isint && !parse_i64(v, vl, &cur))
+        return fail(res, AP_NOTINT);
+    if ((in->by > 0 && cur > INT64_MAX - in->by) || (in->by < 0 && cur < INT64_MIN - in->by))
+        return fail(res, AP_OVERFLOW);
+    txn_key_t *k = txn_key(t, in->key, in->klen, true);
+    k->present = true;
+    k->mod_rev = t->rev++;
+    k->val = NULL;
+    k->ival = cur + in->by;
+    return true;
+}
+
+bool core_check(const core_t *c, core_txn_check_t *t, const record_t *r, apply_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    res->status = AP_NOOP;
+    switch (r->type) {
+    case REC_PUT: return check_put(c, t, r, res);
+    case REC_DEL: return check_del(c, t, r, res);
+    case REC_INCR: return check_incr(c, t, r, res);
+    case REC_Q_PUSH:
+        if (!check_qpush(c, t, r, res))
+            return false;
+        break;
+    case REC_Q_ACK:
+        if (!txn_delivery_ok(c, t, r->q_ack.queue, r->q_ack.qlen, r->q_ack.msg_id, r->q_ack.token))
+            return fail(res, AP_NOOP);
+        txn_settle(t, r->q_ack.queue, r->q_ack.qlen, r->q_ack.msg_id);
+        break;
+    case REC_Q_NACK:
+        if (!txn_delivery_ok(c, t, r->q_nack.queue, r->q_nack.qlen, r->q_nack.msg_id, r->q_nack.token))
+            return fail(res, AP_NOOP);
+        txn_settle(t, r->q_nack.queue, r->q_nack.qlen, r->q_nack.msg_id);
+        break;
+    case REC_Q_EXTEND:
+        if (!txn_delivery_ok(c, t, r->q_extend.queue, r->q_extend.qlen, r->q_extend.msg_id, r->q_extend.token))
+            return fail(res, AP_NOOP);
+        break;
+    case REC_LOCK_ACQUIRE:
+        if (r->lock.lease_id != 0 && !coord_lease_live(c->coord, r->lock.lease_id, r->time_ms))
+            return fail(res, AP_NOTFOUND);
+        if (coord_lock_info(c->coord, r->lock.name, r->lock.nlen, r->time_ms, &(coord_lock_info_t){0}) == 1)
+            return fail(res, AP_BUSY);
+        break;
+    default:
+        break;
+    }
+    t->rev++; /* most other records take one revision; an estimate is enough for later IFREVs on keys it did not write */
+    return true;
 }

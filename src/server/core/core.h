@@ -70,6 +70,8 @@ enum record_type {
     REC_Q_PROMOTE = 39,       /* q (the queue only): the writer's "delayed messages are due" */
     REC_Q_DEDUP_END = 40,     /* q_dedup_end: the writer's "dedup window ended" */
     REC_Q_RESULT_END = 41,    /* q_result_end: the writer's "result retention ended" */
+    /* transactions (MULTI/EXEC): one record carrying the sub-records */
+    REC_TXN = 50,             /* txn: the EXEC's records, applied in order as one */
 };
 
 /* Flags: one bit each, never shared between families, so a flag read from
@@ -95,6 +97,7 @@ enum record_family {
     REC_FAM_KV,
     REC_FAM_COORD,
     REC_FAM_QUEUE,
+    REC_FAM_TXN,      /* REC_TXN: its sub-records have families of their own */
 };
 
 /* Per-type payloads. A byte field is a pointer and a length; the bytes
@@ -251,6 +254,15 @@ typedef struct rec_q_result_end_s {
     uint64_t msg_id;
 } rec_q_result_end_t;
 
+/* REC_TXN: the records one EXEC applied, each as u32 length + its byte
+ * form (record.h, format 3), count of them; never a REC_TXN inside. Read
+ * them with record_txn_next(). */
+typedef struct rec_txn_s {
+    uint64_t count;
+    const char *recs;
+    uint32_t len;
+} rec_txn_t;
+
 /*
  * record_t -- one mutation: a tagged union. `type` says which member of the
  * union is meaningful (the comment on each enum record_type value names
@@ -290,6 +302,7 @@ typedef struct record_s {
         rec_q_redeliver_t q_redeliver;   /* REC_Q_REDELIVER */
         rec_q_dedup_end_t q_dedup_end;   /* REC_Q_DEDUP_END */
         rec_q_result_end_t q_result_end; /* REC_Q_RESULT_END */
+        rec_txn_t txn;                   /* REC_TXN */
     };
 } record_t;
 
@@ -353,8 +366,34 @@ typedef struct core_s core_t;
 core_t *core_create(uint64_t history_revs);
 void core_destroy(core_t *c);
 
-/* core_apply() -- apply one record; *res receives the outcome. */
+/* core_apply() -- apply one record; *res receives the outcome. A REC_TXN
+ * applies its sub-records in order (each takes its revisions, watchers see
+ * each change); its outcome is AP_OK with rev the last revision taken. */
 void core_apply(core_t *c, const record_t *rec, apply_result_t *res);
+
+/* Guard checks for a transaction (MULTI/EXEC): core_check() says, without
+ * changing anything, whether rec would fail a guard if applied after the
+ * records checked before it in the same core_txn_check_t: an IFREV that
+ * would conflict, a FENCE not held, a lease gone, an INCR of a non-integer
+ * or past the range, a stale delivery token in Q.ACK/Q.NACK/Q.EXTEND, a
+ * Q.PUSH with no room (MAXLEN, MAXPERKEY), a lock held (LOCK.ACQUIRE). It
+ * follows the transaction's own earlier KV writes, pushes and settled
+ * deliveries (so SET k then INCR k is judged on SET's value), but not its
+ * coordination records (a LOCK.RELEASE then a FENCE on that lock is judged
+ * on the lock as it was). Returns true and fills res (status AP_NOOP: the
+ * record would do its work, or find nothing to do, as SET NX on a present
+ * key) if no guard fails; false with res->status the failing outcome.
+ * Pointers of the records checked must stay valid until the check ends. */
+typedef struct core_txn_check_s {
+    struct txn_key_s *keys;   /* KV keys written so far (owned) */
+    size_t nkeys, capkeys;
+    struct txn_settled_s *settled; /* deliveries acked or nacked so far (owned) */
+    size_t nsettled, capsettled;
+    uint64_t rev;             /* the revision the next record would take */
+} core_txn_check_t;
+void core_txn_check_init(const core_t *c, core_txn_check_t *t);
+void core_txn_check_free(core_txn_check_t *t);
+bool core_check(const core_t *c, core_txn_check_t *t, const record_t *rec, apply_result_t *res);
 
 /* The store, for reads (read-only use). */
 const kv_t *core_kv(const core_t *c);

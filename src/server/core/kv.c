@@ -580,6 +580,12 @@ const kv_version_t *kv_get(const kv_t *kv, const void *key, size_t klen)
     return k != NULL ? live_or_null(k->newest) : NULL;
 }
 
+uint64_t kv_last_change(const kv_t *kv, const void *key, size_t klen)
+{
+    const kv_key_t *k = key_find(kv, key, klen);
+    return k != NULL && k->newest != NULL ? k->newest->pub.mod_rev : 0;
+}
+
 int kv_get_at(const kv_t *kv, const void *key, size_t klen, uint64_t rev, const kv_version_t **out)
 {
     *out = NULL;

@@ -80,6 +80,10 @@ void kv_destroy(kv_t *kv);
 /* kv_get() -- the key's current live version, or NULL if absent. */
 const kv_version_t *kv_get(const kv_t *kv, const void *key, size_t klen);
 
+/* kv_last_change() -- the revision of the key's newest version, a deletion
+ * included (0 if the store holds no version of it): what WATCH compares. */
+uint64_t kv_last_change(const kv_t *kv, const void *key, size_t klen);
+
 /* kv_get_at() -- the key's version visible at revision rev (the newest with
  * mod_rev <= rev). *out is NULL if the key was absent at rev (never existed,
  * or deleted). Returns KV_OK or KV_ECOMPACTED (rev < kv_oldest_rev()). */

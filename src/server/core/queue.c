@@ -512,6 +512,11 @@ static qflight_t *flight_check(const queue_t *q, uint64_t id, uint64_t token, bo
     return f != NULL && f->token == token ? f : NULL;
 }
 
+bool queue_delivery_current(const queue_t *q, uint64_t id, uint64_t token)
+{
+    return flight_check(q, id, token, false) != NULL;
+}
+
 static void flight_end(queue_t *q, qflight_t *f)
 {
     qkey_t *k = f->key;

@@ -234,6 +234,10 @@ int queue_ack(queue_t *q, uint64_t id, uint64_t token, const void *result, size_
 int queue_nack(queue_t *q, uint64_t id, uint64_t token, uint64_t delay_ms, uint64_t now_ms,
                uint64_t rev, queue_retry_t *out);
 
+/* queue_delivery_current() -- true if token is id's current delivery (what
+ * Q.ACK, Q.NACK and Q.EXTEND require); changes nothing. */
+bool queue_delivery_current(const queue_t *q, uint64_t id, uint64_t token);
+
 /* queue_extend() -- Q.EXTEND: the lease now ends at now_ms + ms. Returns 1,
  * or 0 for a stale token. O(log n). */
 int queue_extend(queue_t *q, uint64_t id, uint64_t token, uint64_t ms, uint64_t now_ms);

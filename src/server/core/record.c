@@ -38,6 +38,8 @@ int record_family(unsigned type)
     case REC_Q_CONFIG: case REC_Q_DROP: case REC_Q_UNPARK: case REC_Q_REDELIVER: case REC_Q_PROMOTE:
     case REC_Q_DEDUP_END: case REC_Q_RESULT_END:
         return REC_FAM_QUEUE;
+    case REC_TXN:
+        return REC_FAM_TXN;
     default:
         return REC_FAM_NONE;
     }
@@ -211,6 +213,10 @@ static bool bind(record_t *r, slots_t *s)
         U64(SL_ARG, r->q_result_end.msg_id);
         BYTES(SL_NAME, r->q_result_end.queue, r->q_result_end.qlen);
         return true;
+    case REC_TXN:
+        U64(SL_ARG, r->txn.count);
+        BYTES(SL_VAL, r->txn.recs, r->txn.len);
+        return true;
     default:
         return false;
     }
@@ -250,6 +256,7 @@ static unsigned uses(unsigned type, unsigned flags)
     case REC_Q_REDELIVER: return B(SL_ARG) | B(SL_TOKEN) | B(SL_NAME);
     case REC_Q_DEDUP_END: return B(SL_NAME) | B(SL_AUX);
     case REC_Q_RESULT_END: return B(SL_ARG) | B(SL_NAME);
+    case REC_TXN: return B(SL_ARG) | B(SL_VAL);
     default: return 0;
     }
 }
@@ -287,6 +294,16 @@ static bool slots_valid(const record_t *r, const slots_t *s, unsigned used)
     if (r->type == REC_COORD_EXPIRE && r->coord_expire.kind != COORD_LEASE && r->coord_expire.kind != COORD_LOCK &&
         r->coord_expire.kind != COORD_ELECT)
         return false;
+    if (r->type == REC_TXN) { /* every sub-record well formed, none a TXN, as many as it says */
+        size_t off = 0;
+        uint64_t n = 0;
+        record_t sub;
+        int rc;
+        while ((rc = record_txn_next(&r->txn, &off, &sub)) == 1)
+            n++;
+        if (rc < 0 || n != r->txn.count)
+            return false;
+    }
     return true;
 }
 
@@ -302,6 +319,23 @@ bool record_valid(const record_t *r)
     slots_t s;
     bind((record_t *)r, &s); /* read only */
     return slots_valid(r, &s, uses(r->type, r->flags));
+}
+
+int record_txn_next(const rec_txn_t *t, size_t *off, record_t *sub)
+{
+    if (*off == t->len)
+        return 0;
+    if (t->len - *off < 4)
+        return -1;
+    uint32_t n = get_u32(t->recs + *off);
+    if (n > t->len - *off - 4)
+        return -1;
+    const char *p = t->recs + *off + 4;
+    if (record_format(p, n) != RECORD_FORMAT || n < 2 || (unsigned char)p[1] == REC_TXN ||
+        record_decode(p, n, sub) != 0)
+        return -1;
+    *off += 4 + (size_t)n;
+    return 1;
 }
 
 /* ---- encode ------------------------------------------------------------------ */

@@ -56,6 +56,9 @@
  *   Q_REDELIVER       ARG (msg_id), TOKEN, NAME
  *   Q_DEDUP_END       NAME, AUX (q_dedup_end.dedup_id)
  *   Q_RESULT_END      ARG (msg_id), NAME
+ *   TXN               ARG (txn.count), VAL (txn.recs): count sub-records,
+ *                     each a u32 length and then its own format-3 byte
+ *                     form, never a TXN; decode checks every one
  *
  * The slots are the fields of formats 1 and 2 below, in their order, so a
  * record of any format maps to the same typed record through one table
@@ -107,6 +110,11 @@ void record_encode(const record_t *rec, ordo_buf_t *out);
  * fields point into p. Returns 0, or -1 if the bytes are not a well-formed
  * record (*rec is then undefined). */
 int record_decode(const void *p, size_t len, record_t *rec);
+
+/* record_txn_next() -- the sub-record of a REC_TXN at *off (start at 0)
+ * into *sub (byte fields point into t->recs), advancing *off. Returns 1, 0
+ * at the end, or -1 if the bytes there are no well-formed sub-record. */
+int record_txn_next(const rec_txn_t *t, size_t *off, record_t *sub);
 
 /* record_format() -- the format a record's bytes were written in (its first
  * byte), 0 if len is 0: recovery tells when it read an older format. */

@@ -39,6 +39,7 @@ typedef struct server_s server_t;
 typedef struct conn_s conn_t;
 struct watch_s;
 struct waiter_s;
+struct txn_s;
 
 /* A blob spliced into a connection's output (see above): its bytes from
  * off on go right before out[at] (or wbuf[at]). */
@@ -111,6 +112,7 @@ struct conn_s {
     struct waiter_s *waiter;   /* non-NULL while a blocking command waits */
     ordo_list_node_t resume_ln; /* in net.resumed: run its pending input */
     ordo_list_node_t dirty_ln; /* in net.dirty: has events to flush */
+    struct txn_s *txn;         /* MULTI/WATCH state (cmd/cmd_txn.c), NULL if none */
     struct watch_s *watches;   /* this connection's watches (onext list) */
     size_t nwatches;           /* watches + observers */
     ordo_list_t observers;     /* ELECT.OBSERVE observers (writer/coord_wait.c) */

@@ -6,6 +6,12 @@
  */
 #include "apply.h"
 
+#include <assert.h>
+
+#include <string.h>
+
+#include "base/bytes.h"
+#include "core/record.h"
 #include "coord_wait.h"
 #include "persist.h"
 
@@ -33,9 +39,62 @@ bool writer_memory_refused(server_t *s, ordo_buf_t *out)
     return true;
 }
 
+void writer_txn_begin(server_t *s, writer_txn_t *t, int mode)
+{
+    assert(s->writer.txn == NULL);
+    memset(t, 0, sizeof *t);
+    t->mode = mode;
+    if (mode == WTXN_CHECK)
+        core_txn_check_init(s->core, &t->check);
+    s->writer.txn = t;
+}
+
+bool writer_txn_end(server_t *s, writer_txn_t *t)
+{
+    assert(s->writer.txn == t);
+    s->writer.txn = NULL;
+    bool stored = true;
+    if (t->mode == WTXN_APPLY && t->count > 0) {
+        record_t rec = {.type = REC_TXN, .time_ms = s->now_ms,
+                        .txn = {.count = t->count, .recs = t->recs.data, .len = (uint32_t)t->recs.len}};
+        if (s->log != NULL)
+            stored = persist_record(s, &rec, core_rev(s->core)) == 0;
+        if (stored)
+            coord_wait_after_apply(s, &rec);
+    }
+    core_txn_check_free(&t->check);
+    ordo_buf_free(&t->recs);
+    return stored;
+}
+
+/* A record inside a transaction (apply.h, "Transactions"). */
+static bool txn_apply(server_t *s, writer_txn_t *t, record_t *rec, apply_result_t *res)
+{
+    if (t->mode == WTXN_CHECK) {
+        if (!core_check(s->core, &t->check, rec, res) && !t->failed) {
+            t->failed = true;
+            t->fail_status = res->status;
+            t->fail_cur_rev = res->cur_rev;
+        }
+        return true;
+    }
+    core_apply(s->core, rec, res);
+    if (res->status == AP_OK) {
+        size_t at = t->recs.len;
+        ordo_buf_reserve(&t->recs, 4);
+        t->recs.len += 4;
+        record_encode(rec, &t->recs);
+        put_u32(t->recs.data + at, (uint32_t)(t->recs.len - at - 4));
+        t->count++;
+    }
+    return true;
+}
+
 bool writer_apply(server_t *s, record_t *rec, apply_result_t *res)
 {
     rec->time_ms = s->now_ms;
+    if (s->writer.txn != NULL)
+        return txn_apply(s, s->writer.txn, rec, res);
     core_apply(s->core, rec, res);
     /* Only records that changed something are logged: a failed condition
      * leaves no trace, and replay reaches the same state without it. */

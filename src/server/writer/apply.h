@@ -19,6 +19,36 @@
  * (the server is now read-only): its effect must not be acknowledged. */
 bool writer_apply(server_t *s, record_t *rec, apply_result_t *res);
 
+/* Transactions (MULTI/EXEC). While s->writer.txn is set, writer_apply()
+ * does not log record by record:
+ *   WTXN_CHECK: nothing is applied; each record is judged by core_check()
+ *     (core.h) after the ones before it, and comes back with res->status
+ *     AP_NOOP (it would pass its guards) or the guard's failing outcome;
+ *     the first failure is kept in the writer_txn_t. The command layer
+ *     runs the queued commands this way first, so nothing is applied if
+ *     any would fail.
+ *   WTXN_APPLY: each record is applied as usual, and those that changed
+ *     something are collected (their byte form) instead of logged;
+ *     writer_txn_end() logs them as one REC_TXN record, so a crash keeps
+ *     all of them or none, and only then serves the waiters they freed.
+ * Either way writer_apply() returns true. */
+enum writer_txn_mode { WTXN_CHECK = 1, WTXN_APPLY = 2 };
+typedef struct writer_txn_s {
+    int mode;
+    core_txn_check_t check;   /* WTXN_CHECK: what the records so far would leave */
+    bool failed;              /* WTXN_CHECK: a record failed a guard */
+    int fail_status;          /* ... its outcome (enum apply_status) */
+    uint64_t fail_cur_rev;    /* ... AP_CONFLICT: the key's revision */
+    ordo_buf_t recs;          /* WTXN_APPLY: the sub-records (rec_txn_t's form) */
+    uint64_t count;
+} writer_txn_t;
+/* writer_txn_begin() -- set s->writer.txn to t (zeroed here) in mode. */
+void writer_txn_begin(server_t *s, writer_txn_t *t, int mode);
+/* writer_txn_end() -- clear s->writer.txn and free t's buffers; in
+ * WTXN_APPLY, first log the collected records as one REC_TXN (if any) and
+ * serve waiters. Returns false if the log refused it (read-only now). */
+bool writer_txn_end(server_t *s, writer_txn_t *t);
+
 /* writer_rev() -- the revision the applied state has reached: what output
  * written now may depend on (net.c marks it, and sends it once durable). */
 uint64_t writer_rev(const server_t *s);

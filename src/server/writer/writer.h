@@ -45,6 +45,7 @@ typedef struct writer_s {
     struct coord_waits_s *coord;     /* coord_wait.c: lock/election waiters, observers, the timer */
     uv_check_t flusher;              /* turn.c: after each loop turn */
     uv_timer_t cron;                 /* turn.c: every TURN_CRON_INTERVAL_MS */
+    struct writer_txn_s *txn;        /* apply.c: the transaction EXEC runs, NULL outside one */
 } writer_t;
 
 void writer_init(server_t *s);

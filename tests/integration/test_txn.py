@@ -1,0 +1,263 @@
+"""Transactions (MULTI/EXEC/DISCARD/WATCH/UNWATCH) against a real ordod.
+
+All or nothing: guards are judged before anything applies (-CONFLICT i
+reason), one log record per EXEC (checked by restarting after SIGKILL),
+WATCH answers nil after a change, redis-py's pipeline() works unmodified,
+and the misuse cases (nested MULTI, EXEC/DISCARD without MULTI, blocking
+forms, limits, a connection closing mid-MULTI) answer as documented.
+"""
+import signal
+import time
+
+import pytest
+import redis
+
+from resp import RespError
+
+
+def err(v, prefix):
+    """v is an error reply (RespError, returned by Conn.call) starting with prefix."""
+    assert isinstance(v, RespError), v
+    assert str(v).startswith(prefix), str(v)
+    return str(v)
+
+
+def test_multi_exec_queued_and_array(r):
+    p = r.pipeline(transaction=True)
+    p.set("a", "1").incr("a").get("a").execute_command("KV.PUT", "b", "x")
+    res = p.execute()
+    assert res[0] is True and res[1] == 2 and res[2] == b"2"
+    assert r.get("b") == b"x"
+    assert int(r.info("stats")["transactions_total"]) == 1
+
+
+def test_pipeline_without_transaction(r):
+    p = r.pipeline(transaction=False)
+    for i in range(50):
+        p.set("k%d" % i, i)
+    p.get("k49")
+    assert p.execute()[-1] == b"49"
+
+
+def test_reads_see_state_as_of_their_position(server):
+    c = server.raw()
+    assert c.call("SET", "k", "old") == "OK"
+    assert c.call("MULTI") == "OK"
+    assert c.call("GET", "k") == "QUEUED"
+    assert c.call("SET", "k", "new") == "QUEUED"
+    assert c.call("GET", "k") == "QUEUED"
+    assert c.call("SET", "k", "again", "NX") == "QUEUED"
+    assert c.call("EXEC") == [b"old", "OK", b"new", None]
+
+
+def test_guard_failure_applies_nothing(server, r):
+    r.set("n", "notanumber")
+    c = server.raw()
+    assert c.call("MULTI") == "OK"
+    assert c.call("SET", "x", "1") == "QUEUED"
+    assert c.call("INCR", "n") == "QUEUED"
+    err(c.call("EXEC"), "CONFLICT 2 ")
+    assert r.get("x") is None
+    assert int(r.info("stats")["transactions_aborted"]) == 1
+    # a guard on a key the same transaction wrote is judged on that write
+    assert c.call("MULTI") == "OK"
+    assert c.call("SET", "m", "5") == "QUEUED"
+    assert c.call("INCR", "m") == "QUEUED"
+    assert c.call("EXEC") == ["OK", 6]
+
+
+def test_stale_delivery_token_aborts(server, r):
+    r.execute_command("Q.PUSH", "q", "k", "p")
+    (mid, key, payload, attempt, token), = r.execute_command("Q.PULL", "q")
+    c = server.raw()
+    assert c.call("MULTI") == "OK"
+    assert c.call("SET", "state", "done") == "QUEUED"
+    assert c.call("Q.ACK", "q", mid, int(token) + 1000) == "QUEUED"
+    err(c.call("EXEC"), "CONFLICT 2 stale delivery token")
+    assert r.get("state") is None
+    assert c.call("MULTI") == "OK"
+    assert c.call("SET", "state", "done") == "QUEUED"
+    assert c.call("Q.ACK", "q", mid, token) == "QUEUED"
+    assert c.call("EXEC") == ["OK", 1]
+    assert r.get("state") == b"done"
+
+
+def test_watch(server, r):
+    c = server.raw()
+    other = server.raw()
+    for change in (("SET", "w", "2"), ("DEL", "w")):
+        r.set("w", "1")
+        assert c.call("WATCH", "w") == "OK"
+        other.call(*change)
+        assert c.call("MULTI") == "OK"
+        assert c.call("SET", "out", "x") == "QUEUED"
+        assert c.call("EXEC") is None
+        assert r.get("out") is None
+    # unchanged: applies; and EXEC ended the watch
+    assert c.call("WATCH", "w") == "OK"
+    assert c.call("MULTI") == "OK"
+    assert c.call("SET", "out", "y") == "QUEUED"
+    assert c.call("EXEC") == ["OK"]
+    other.call("SET", "w", "3")
+    assert c.call("MULTI") == "OK"
+    assert c.call("EXEC") == []
+    # UNWATCH forgets
+    assert c.call("WATCH", "w") == "OK"
+    other.call("SET", "w", "4")
+    assert c.call("UNWATCH") == "OK"
+    assert c.call("MULTI") == "OK"
+    assert c.call("EXEC") == []
+
+
+def test_watch_with_redis_py(r):
+    r.set("ctr", 0)
+    with r.pipeline() as p:
+        p.watch("ctr")
+        v = int(p.get("ctr"))
+        r.set("ctr", 100)  # another client
+        p.multi()
+        p.set("ctr", v + 1)
+        with pytest.raises(redis.WatchError):
+            p.execute()
+    assert r.get("ctr") == b"100"
+
+
+def test_misuse(server):
+    c = server.raw()
+    assert "EXEC without MULTI" in err(c.call("EXEC"), "")
+    assert "DISCARD without MULTI" in err(c.call("DISCARD"), "")
+    assert c.call("MULTI") == "OK"
+    assert "nested" in err(c.call("MULTI"), "")
+    assert "WATCH inside MULTI" in err(c.call("WATCH", "x"), "")
+    assert c.call("SET", "d", "1") == "QUEUED"
+    assert c.call("DISCARD") == "OK"
+    assert c.call("GET", "d") is None
+    # arity, unknown command, syntax error, blocking forms: at once, then EXECABORT
+    for bad in (("GET",), ("NOSUCH",), ("KV.PUT", "k", "v", "BOGUS"), ("Q.PULL", "q", "BLOCK", "10"),
+                ("LOCK.ACQUIRE", "l", "1000", "WAIT", "10"), ("Q.CALL", "q", "k", "p"), ("KV.WATCH", "k")):
+        assert c.call("MULTI") == "OK"
+        assert c.call("SET", "e", "1") == "QUEUED"
+        err(c.call(*bad), "")
+        err(c.call("EXEC"), "EXECABORT")
+        assert c.call("GET", "e") is None
+
+
+def test_limits(ordod_factory):
+    s = ordod_factory("--max-multi-commands", "3", "--max-multi-bytes", "2k")
+    c = s.raw()
+    assert c.call("MULTI") == "OK"
+    for i in range(3):
+        assert c.call("SET", "k%d" % i, "v") == "QUEUED"
+    assert "max-multi-commands" in err(c.call("SET", "k3", "v"), "")
+    assert "EXECABORT" in err(c.call("EXEC"), "")
+    assert c.call("MULTI") == "OK"
+    assert "max-multi-bytes" in err(c.call("SET", "big", "x" * 4096), "")
+    assert "EXECABORT" in err(c.call("EXEC"), "")
+    assert c.call("DBSIZE") == 0
+    assert c.call("MULTI") == "OK"
+    assert c.call("SET", "k0", "v") == "QUEUED"
+    assert c.call("EXEC") == ["OK"]
+
+
+def test_close_mid_multi_and_restart(ordod_factory):
+    s = ordod_factory()
+    c = s.raw()
+    assert c.call("MULTI") == "OK"
+    assert c.call("SET", "half", "1") == "QUEUED"
+    c.close()
+    r = s.client()
+    p = r.pipeline()
+    p.set("a", "1").set("b", "1").incr("a")
+    assert p.execute() == [True, True, 2]
+    s.proc.send_signal(signal.SIGKILL)
+    s.proc.wait()
+    s.spawn()
+    r = s.client()
+    assert r.get("half") is None
+    assert r.get("a") == b"2" and r.get("b") == b"1"
+
+
+def test_huge_transaction_past_the_default_limit(r):
+    p = r.pipeline(transaction=True)
+    for i in range(10001):  # max-multi-commands defaults to 10000
+        p.set("h%d" % i, "v")
+    with pytest.raises(redis.ResponseError) as e:
+        p.execute()
+    assert "EXECABORT" in str(e.value) or "max-multi-commands" in str(e.value)
+    assert r.dbsize() == 0
+    p = r.pipeline(transaction=True)
+    for i in range(10000):
+        p.set("h%d" % i, "v")
+    assert len(p.execute()) == 10000
+    assert r.dbsize() == 10000
+
+
+def test_events_in_order_at_consecutive_revisions(server):
+    w = server.raw()
+    w.call("HELLO", 3)
+    assert isinstance(w.call("KV.WATCH", "t:", "PREFIX"), int)
+    c = server.raw()
+    assert c.call("MULTI") == "OK"
+    for k in ("t:1", "t:2", "t:3"):
+        assert c.call("KV.PUT", k, "v") == "QUEUED"
+    revs = c.call("EXEC")
+    assert revs == [revs[0], revs[0] + 1, revs[0] + 2]
+    seen = []
+    while len(seen) < 3:
+        ev = w.read()
+        seen.append(ev)
+    text = repr(seen)
+    for rev in revs:
+        assert str(rev) in text
+    assert text.index("t:1") < text.index("t:2") < text.index("t:3")
+
+
+def test_push_without_room_is_a_guard(server, r):
+    c = server.raw()
+    for onfull in ("reject", "block"):
+        q = "q" + onfull
+        assert c.call("Q.CONFIG", q, "MAXLEN", 2, "MAXPERKEY", 1, "ONFULL", onfull) == "OK"
+        assert c.call("MULTI") == "OK"
+        assert c.call("SET", "a", onfull) == "QUEUED"
+        assert c.call("Q.PUSH", q, "k1", "p") == "QUEUED"
+        assert c.call("Q.PUSH", q, "k1", "p") == "QUEUED"  # MAXPERKEY 1, counting the push before
+        err(c.call("EXEC"), "CONFLICT 3 LIMIT")
+        assert c.call("MULTI") == "OK"
+        for k in ("k1", "k2", "k3"):  # MAXLEN 2
+            assert c.call("Q.PUSH", q, k, "p") == "QUEUED"
+        err(c.call("EXEC"), "CONFLICT 3 BUSY")
+        assert r.get("a") is None and c.call("Q.LEN", q) == [0, 0, 0]
+        assert c.call("MULTI") == "OK"
+        assert c.call("Q.PUSH", q, "k1", "p") == "QUEUED"
+        assert c.call("Q.PUSH", q, "k2", "p") == "QUEUED"
+        assert c.call("EXEC")[1] > 0
+        assert c.call("Q.LEN", q) == [2, 0, 0]
+
+
+def test_transactions_across_a_snapshot_and_replay(ordod_factory):
+    """Transactions before a snapshot are in it; those after it replay
+    from the log; a SIGKILL restart reaches the same state."""
+    s = ordod_factory("--fsync", "always")
+    r = s.client()
+    for i in range(20):
+        p = r.pipeline()
+        p.set("sa%d" % i, i).incr("ctr").execute_command("Q.PUSH", "sq", "k%d" % i, "p")
+        p.execute()
+    assert r.execute_command("SNAPSHOT") > 0
+    end = time.monotonic() + 20
+    while time.monotonic() < end and int(s.info("persistence")["snapshot_in_progress"]):
+        time.sleep(0.01)  # polling interval while the snapshot is written
+    assert not int(s.info("persistence")["snapshot_in_progress"])
+    for i in range(20, 30):
+        p = r.pipeline()
+        p.set("sa%d" % i, i).incr("ctr").execute_command("Q.PUSH", "sq", "k%d" % i, "p")
+        p.execute()
+    rev = r.execute_command("KV.REV")
+    s.proc.send_signal(signal.SIGKILL)
+    s.proc.wait()
+    s.spawn()
+    r = s.client()
+    assert r.execute_command("KV.REV") == rev
+    assert r.get("ctr") == b"30"
+    assert all(r.get("sa%d" % i) == str(i).encode() for i in range(30))
+    assert r.execute_command("Q.LEN", "sq")[0] == 30
