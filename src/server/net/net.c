@@ -454,6 +454,14 @@ static size_t consume_stream(conn_t *c, size_t n)
 static int compose(const ordo_buf_t *b, const conn_shared_list_t *l, size_t upto, uv_buf_t *bufs, size_t *bytes,
                    size_t *upto_out, uint32_t *nblobs)
 {
+    if (l->n == 0) { /* the common case: one run of bytes */
+        bufs[0].base = b->data;
+        bufs[0].len = upto;
+        *bytes = upto;
+        *upto_out = upto;
+        *nblobs = 0;
+        return upto > 0 ? 1 : 0;
+    }
     int nb = 0;
     size_t pos = 0, total = 0;
     uint32_t i = 0;
