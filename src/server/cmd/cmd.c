@@ -75,6 +75,10 @@ void cmd_register(server_t *s, const cmd_def_t *defs, size_t n)
             fprintf(stderr, "ordod: command name too long: %s\n", defs[i].name);
             abort();
         }
+        if (!cmd_docs_check(&defs[i])) {
+            fprintf(stderr, "ordod: command %s has no summary, group or well-formed syntax\n", defs[i].name);
+            abort();
+        }
         for (size_t j = 0; j < e->nlen; j++)
             e->name[j] = (char)tolower((unsigned char)defs[i].name[j]);
         ordo_htab_insert(&s->commands, &e->node, name_hash(e->name, e->nlen));
@@ -142,6 +146,8 @@ static const cmd_def_t *lookup(server_t *s, const resp_arg_t *a)
     const cmd_entry_t *e = (const cmd_entry_t *)ordo_htab_find(&s->commands, h, name, a->len);
     return e ? e->def : NULL;
 }
+
+const cmd_def_t *cmd_find(server_t *s, const resp_arg_t *a) { return lookup(s, a); }
 
 void cmd_limits(const conn_t *c, resp_limits_t *lim)
 {

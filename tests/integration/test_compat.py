@@ -1,0 +1,150 @@
+"""Redis compatibility (issue 11 part B): COMMAND DOCS / INFO / COUNT /
+LIST read by redis-cli's help and hints and by redis-py; every command has
+docs."""
+import fcntl
+import os
+import pty
+import re
+import select
+import struct
+import subprocess
+import termios
+import time
+
+
+from resp import RespError
+
+REDIS_CLI = "/usr/bin/redis-cli"
+CLI_DEADLINE_S = 15.0
+
+
+def pairs(flat):
+    """A RESP2 map (flat array) as a dict with str keys."""
+    return {(k.decode() if isinstance(k, bytes) else k): v for k, v in zip(flat[::2], flat[1::2])}
+
+
+def render(args):
+    """The parameter string redis-cli builds from COMMAND DOCS arguments
+    (its cliAddArgument), so the test checks the tree, not just its presence."""
+    out = []
+    for a in args:
+        a = pairs(a)
+        typ = a["type"].decode()
+        name = a["name"].decode()
+        flags = a.get("flags", [])
+        tok = a["token"].decode() if "token" in a else ""
+        if typ == "oneof":
+            rep = "|".join(render([x]) for x in a["arguments"])
+        elif typ == "block":
+            rep = render(a["arguments"])
+        elif typ == "pure-token":
+            rep = ""
+        else:
+            rep = name
+        s = tok + (" " if tok and typ != "pure-token" else "") + rep
+        if "multiple" in flags:
+            s += " [%s ...]" % rep
+        if "optional" in flags:
+            s = "[%s]" % s
+        out.append(s)
+    return " ".join(out)
+
+
+def cli(server, *args):
+    p = subprocess.run([REDIS_CLI, "-p", str(server.port)] + list(args), capture_output=True,
+                       timeout=CLI_DEADLINE_S)
+    assert p.returncode == 0, p.stderr
+    return re.sub(rb"\x1b\[[0-9;]*m", b"", p.stdout).decode()
+
+
+def test_every_command_has_docs(server):
+    with server.raw() as c:
+        names = c.call("COMMAND", "LIST")
+        assert len(names) == c.call("COMMAND", "COUNT") and len(names) >= 50
+        docs = pairs(c.call("COMMAND", "DOCS"))
+        assert set(docs) == {n.decode() for n in names}
+        for name, d in docs.items():
+            d = pairs(d)
+            assert d["summary"] and d["group"] and d["since"], name
+            render(d.get("arguments", []))  # every tree well-formed
+        kv = pairs(docs["kv.put"])
+        assert kv["group"] == b"ordo-kv"
+        assert render(kv["arguments"]) == "key value [IFREV rev] [LEASE id] [FENCE lock token]"
+        assert render(pairs(docs["set"])["arguments"]) == "key value [NX|XX] [PX milliseconds|EX seconds|KEEPTTL]"
+        assert render(pairs(docs["del"])["arguments"]) == "key [key ...]"
+        assert render(pairs(docs["client"])["arguments"]).startswith("ID|SETNAME name|GETNAME")
+        assert pairs(docs["q.push"])["group"] == b"ordo-queue"
+        # Named: only the known ones, in a map.
+        some = pairs(c.call("COMMAND", "DOCS", "get", "NOPE", "Q.PULL"))
+        assert set(some) == {"get", "q.pull"}
+        assert c.call("COMMAND", "DOCS", "nope") == []
+
+
+def test_command_info_and_resp3(server):
+    with server.raw() as c:
+        info = c.call("COMMAND", "INFO", "get", "nope", "DEL", "kv.put", "ping")
+        assert info[1] is None
+        get, dele, put, ping = info[0], info[2], info[3], info[4]
+        assert get[:2] == [b"get", 2] and get[3:6] == [1, 1, 1] and get[6] == ["@string"]
+        assert dele[1] == -2 and "write" in dele[2] and dele[3:6] == [1, -1, 1]
+        assert put[6] == ["@ordo-kv"] and put[3:6] == [1, 1, 1]
+        assert ping[3:6] == [0, 0, 0]
+        assert len(c.call("COMMAND", "INFO")) == c.call("COMMAND", "COUNT")
+        assert isinstance(c.call("COMMAND", "LIST", "extra"), RespError)
+        c.call("HELLO", "3")
+        docs = c.call("COMMAND", "DOCS", "SET")
+        assert isinstance(docs, dict) and docs[b"set"][b"group"] == b"string"
+
+
+def test_redis_py_command(server, r):
+    table = r.command()
+    assert table["get"]["arity"] == 2 and table["set"]["arity"] == -3
+    assert table["q.push"]["first_key_pos"] == 0
+    assert len(table) == r.command_count()
+
+
+def test_redis_cli_help(server):
+    out = cli(server, "help", "SET")
+    assert "SET key value [NX|XX] [PX milliseconds|EX seconds|KEEPTTL]" in out
+    assert "summary: Set the value of a key" in out and "group: string" in out
+    out = cli(server, "help", "Q.PUSH")
+    assert "Q.PUSH queue key payload [ID dedup-id] [COALESCE] [DELAY ms] [TIMEOUT ms]" in out
+    assert "group: ordo-queue" in out
+    out = cli(server, "help", "@ordo-elect")
+    assert "ELECT.CAMPAIGN" in out and "ELECT.OBSERVE" in out
+
+
+def test_redis_cli_hints(server, tmp_path):
+    """Interactive redis-cli shows the hint (the arguments still to type)
+    after a command name: drive it through a pseudo-terminal."""
+    fd, slave = pty.openpty()
+    # A 200-column terminal, so linenoise has room for the hint.
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 200, 0, 0))
+    env = dict(os.environ, HOME=str(tmp_path), TERM="xterm", REDISCLI_HISTFILE="/dev/null")
+    proc = subprocess.Popen([REDIS_CLI, "-p", str(server.port)], stdin=slave, stdout=slave, stderr=slave,
+                            env=env, start_new_session=True)
+    os.close(slave)
+    buf = b""
+    try:
+        def read_until(pattern):
+            nonlocal buf
+            deadline = time.monotonic() + CLI_DEADLINE_S
+            while pattern not in re.sub(rb"\x1b\[[0-9;]*[A-Za-z]", b"", buf):
+                left = deadline - time.monotonic()
+                assert left > 0, buf
+                ready, _, _ = select.select([fd], [], [], left)
+                if ready:
+                    data = os.read(fd, 4096)
+                    # linenoise asks where the cursor is (to size the line): answer.
+                    for _ in range(data.count(b"\x1b[6n")):
+                        os.write(fd, b"\x1b[1;1R")
+                    buf += data.replace(b"\x1b[6n", b"")
+        read_until(b"> ")
+        os.write(fd, b"KV.PUT ")
+        read_until(b"key value [IFREV rev]")
+        os.write(fd, b"k ")
+        read_until(b"value [IFREV rev] [LEASE id]")
+    finally:
+        proc.kill()
+        proc.wait(timeout=CLI_DEADLINE_S)
+        os.close(fd)
