@@ -148,3 +148,105 @@ def test_redis_cli_hints(server, tmp_path):
         proc.kill()
         proc.wait(timeout=CLI_DEADLINE_S)
         os.close(fd)
+
+
+# ---- TTL, PTTL, EXPIRE, PEXPIRE, PERSIST ------------------------------------
+
+def restart(srv):
+    assert srv.stop() == 0
+    srv._err = open(srv.stderr_path, "ab")
+    srv.spawn()
+
+
+def wait_gone(r, key):
+    deadline = time.monotonic() + 20
+    while r.exists(key):
+        assert time.monotonic() < deadline, "key %s never expired" % key
+
+
+def test_ttl_replies(server, r):
+    assert r.ttl("none") == -2 and r.pttl("none") == -2
+    r.set("k", "v")
+    assert r.ttl("k") == -1 and r.pttl("k") == -1
+    assert r.expire("k", 100) is True
+    assert 99 <= r.ttl("k") <= 100 and 99000 < r.pttl("k") <= 100000
+    assert r.pexpire("k", 50000) is True
+    assert 49000 < r.pttl("k") <= 50000 and r.ttl("k") == 50
+    assert r.persist("k") is True and r.ttl("k") == -1
+    assert r.persist("k") is False and r.persist("none") is False
+    assert r.expire("none", 10) is False and r.pexpire("none", 10) is False
+    # SET without KEEPTTL clears it, KEEPTTL keeps it; INCR keeps it
+    r.expire("k", 100)
+    r.set("k", "w", keepttl=True)
+    assert r.ttl("k") > 0
+    r.set("k", "1")
+    assert r.ttl("k") == -1
+    r.expire("k", 100)
+    r.incr("k")
+    assert r.ttl("k") > 0
+    assert server.info("keyspace")["db0"] == "keys=1,expires=1"
+
+
+def test_expire_conditions(server, r):
+    r.set("k", "v")
+    assert r.expire("k", 100, xx=True) is False and r.ttl("k") == -1
+    assert r.expire("k", 100, gt=True) is False  # no expiry counts as infinite
+    assert r.expire("k", 100, nx=True) is True
+    assert r.expire("k", 200, nx=True) is False and r.ttl("k") == 100
+    assert r.expire("k", 50, gt=True) is False and r.ttl("k") == 100
+    assert r.expire("k", 200, gt=True) is True and r.ttl("k") == 200
+    assert r.expire("k", 300, lt=True) is False and r.ttl("k") == 200
+    assert r.expire("k", 150, lt=True) is True and r.ttl("k") == 150
+    assert r.expire("k", 120, xx=True) is True and r.ttl("k") == 120
+    r.persist("k")
+    assert r.expire("k", 100, lt=True) is True  # infinite > 100
+    with server.raw() as c:
+        assert c.call("EXPIRE", "k", "10", "NX", "XX").msg.startswith("ERR NX and XX, GT or LT")
+        assert c.call("EXPIRE", "k", "10", "GT", "LT").msg.startswith("ERR GT and LT")
+        assert c.call("EXPIRE", "k", "10", "BOGUS").code == "ERR"
+        assert c.call("EXPIRE", "k", "x").msg == "ERR value is not an integer or out of range"
+        assert c.call("EXPIRE", "k", "9223372036854775807").msg == "ERR invalid expire time in 'expire' command"
+        assert c.call("TTL").code == "ERR" and c.call("PERSIST", "a", "b").code == "ERR"
+
+
+def test_expire_deletes_and_past_deadline(server, r):
+    r.set("k", "v")
+    assert r.pexpire("k", 100) is True
+    wait_gone(r, "k")
+    assert r.ttl("k") == -2
+    r.set("j", "v")
+    rev0 = r.execute_command("KV.REV")[0]
+    assert r.expire("j", 0) is True  # not in the future: deleted now, as Redis
+    assert r.exists("j") == 0 and r.execute_command("KV.REV")[0] == rev0 + 1
+    r.set("j", "v")
+    assert r.expire("j", -5) is True and r.exists("j") == 0
+
+
+def test_expire_is_a_record(server):
+    """EXPIRE and PERSIST are logged: a restart replays them (and a
+    snapshot taken after them keeps them)."""
+    r = server.client()
+    for k in ("a", "b", "c", "d"):
+        r.set(k, "v")
+    r.expire("a", 1000)
+    r.pexpire("b", 500000)
+    r.expire("c", 1000)
+    r.persist("c")
+    r.set("s", "v", ex=1000)
+    rev0 = r.execute_command("KV.REV")[0]
+    r.close()
+    restart(server)
+    r = server.client()
+    assert 990 <= r.ttl("a") <= 1000 and 490000 < r.pttl("b") <= 500000
+    assert r.ttl("c") == -1 and r.ttl("d") == -1 and r.ttl("s") > 0
+    assert r.execute_command("KV.REV")[0] == rev0
+    r.execute_command("SNAPSHOT")
+    deadline = time.monotonic() + 20
+    while server.info("persistence").get("snapshot_in_progress") != "0":
+        assert time.monotonic() < deadline
+    r.persist("a")
+    r.close()
+    restart(server)
+    r = server.client()
+    assert r.ttl("a") == -1 and r.ttl("b") > 0
+    r.close()

@@ -169,6 +169,9 @@ static const case_t cases[] = {
      {.type = REC_Q_DEDUP_END, .time_ms = 42, .name = "q", .nlen = 1, .aux = "dd", .alen = 2}},
     {{.type = REC_Q_RESULT_END, .time_ms = 43, .q_result_end = {.queue = "q", .qlen = 1, .msg_id = 115}},
      {.type = REC_Q_RESULT_END, .time_ms = 43, .name = "q", .nlen = 1, .arg_rev = 115}},
+    {{.type = REC_KEY_TTL, .time_ms = 18, .flags = REC_F_XX,
+      .key_ttl = {.key = "ttl", .klen = 3, .expire_at_ms = 41}},
+     {.type = REC_KEY_TTL, .time_ms = 18, .flags = REC_F_XX, .key = "ttl", .klen = 3, .expire_at_ms = 41}},
 };
 
 #define NCASES (sizeof cases / sizeof cases[0])
@@ -313,7 +316,7 @@ static void test_misfit_fields_refused(void **state)
     old_encode(&bad, 2, &b);
     assert_int_equal(record_decode(b.data, b.len, &d), -1);
     b.len = 0;
-    old_t unknown = {.type = 6};
+    old_t unknown = {.type = 99}; /* no record type */
     old_encode(&unknown, 2, &b);
     assert_int_equal(record_decode(b.data, b.len, &d), -1);
     b.data[0] = 4;

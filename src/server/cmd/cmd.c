@@ -324,6 +324,7 @@ static bool grows(const server_t *s, const record_t *rec)
         return queue_get(core_queues(s->core), rec->q_config.queue, rec->q_config.qlen) == NULL;
     case REC_DEL: case REC_COMPACT: case REC_LEASE_KEEPALIVE: case REC_LEASE_REVOKE: case REC_LOCK_RELEASE:
     case REC_LOCK_EXTEND: case REC_ELECT_KEEPALIVE: case REC_ELECT_RESIGN:
+    case REC_KEY_TTL: /* EXPIRE is a way to free memory */
         return false;
     default:
         /* Queue records other than pushes free memory or move bookkeeping:
@@ -346,7 +347,8 @@ bool cmd_write(cmd_ctx_t *x, record_t *rec, apply_result_t *res)
         reply_errf(x, "READONLY the log cannot be written, so writes are refused: %s", server_readonly(s));
         return false;
     }
-    if (rec->type == REC_PUT && rec->put.expire_at_ms != 0)
+    if ((rec->type == REC_PUT && rec->put.expire_at_ms != 0) ||
+        (rec->type == REC_KEY_TTL && rec->key_ttl.expire_at_ms != 0))
         expire_schedule(s);
     return true;
 }
