@@ -9,6 +9,9 @@ import select
 import struct
 import subprocess
 import termios
+
+import pytest
+import redis
 import time
 
 
@@ -250,3 +253,34 @@ def test_expire_is_a_record(server):
     r = server.client()
     assert r.ttl("a") == -1 and r.ttl("b") > 0
     r.close()
+
+
+# ---- scripting, INFO sections -----------------------------------------------
+
+def test_scripting_refused(server, r):
+    for args in (("EVAL", "return 1", "0"), ("EVALSHA", "abc", "0"), ("SCRIPT", "LOAD", "return 1"),
+                 ("SCRIPT", "FLUSH"), ("FUNCTION", "LIST"), ("FCALL", "f", "0"), ("EVAL_RO", "x", "0"),
+                 ("EVAL",)):
+        with pytest.raises(redis.ResponseError) as e:
+            r.execute_command(*args)
+        msg = str(e.value)
+        assert "ordo runs no" in msg and "MULTI" in msg and "WATCH" in msg and "FENCE" in msg, msg
+    with pytest.raises(redis.ResponseError, match="ordo runs no scripts"):
+        r.eval("return 1", 0)
+    with pytest.raises(redis.ResponseError, match="ordo runs no scripts"):
+        r.register_script("return 1")(keys=[], args=[])
+    assert r.ping()  # the connection is still usable
+
+
+def test_info_sections(server, r):
+    with server.raw() as c:
+        e = c.call("INFO", "replication")
+        assert isinstance(e, RespError) and e.msg.startswith("ERR unknown INFO section 'replication'")
+        assert "keyspace" in e.msg
+        assert isinstance(c.call("INFO", "server", "nope"), RespError)
+        both = c.call("INFO", "server", "KV").decode()
+        assert "# Server" in both and "# KV" in both and "# Clients" not in both
+        assert "# Keyspace" in c.call("INFO", "everything").decode()
+    assert "redis_version" in r.info("server")
+    with pytest.raises(redis.ResponseError, match="unknown INFO section"):
+        r.info("commandstats")

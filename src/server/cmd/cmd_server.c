@@ -1,7 +1,8 @@
 /*
  * cmd_server.c -- connection and server commands: PING, ECHO, HELLO, AUTH,
  * QUIT, CLIENT, INFO, COMMAND (its docs come from cmd_docs.c), CONFIG GET,
- * DBSIZE, TIME.
+ * DBSIZE, TIME; and the scripting commands, which answer that ordo runs no
+ * scripts.
  *
  * These never make records. Their replies follow Redis's so that redis-cli,
  * redis-benchmark and client libraries work unmodified.
@@ -256,14 +257,50 @@ static size_t rss_bytes(void)
     return rss * (size_t)sysconf(_SC_PAGESIZE);
 }
 
+/* INFO's sections, in the order they print. */
+static const char *const info_sections[] = {"server", "clients", "memory", "stats", "persistence", "kv", "keyspace"};
+#define INFO_SECTIONS (sizeof info_sections / sizeof info_sections[0])
+
+static bool section_all(const cmd_ctx_t *x, size_t i)
+{
+    return arg_is(x, i, "all") || arg_is(x, i, "everything") || arg_is(x, i, "default");
+}
+
+/* INFO [section ...]: no argument, or all/everything/default, is every
+ * section; several may be named (Redis 7). */
 static bool section_wanted(const cmd_ctx_t *x, const char *name)
 {
-    return x->argc < 2 || arg_is(x, 1, name) || arg_is(x, 1, "all") || arg_is(x, 1, "everything") ||
-           arg_is(x, 1, "default");
+    if (x->argc < 2)
+        return true;
+    for (size_t i = 1; i < x->argc; i++)
+        if (arg_is(x, i, name) || section_all(x, i))
+            return true;
+    return false;
+}
+
+/* An unknown section is an error naming the known ones, not the empty text
+ * Redis answers: a caller asking for "replication" or "cpu" learns that ordo
+ * has no such section instead of reading nothing. */
+static bool sections_known(cmd_ctx_t *x)
+{
+    for (size_t i = 1; i < x->argc; i++) {
+        bool known = section_all(x, i);
+        for (size_t k = 0; k < INFO_SECTIONS && !known; k++)
+            known = arg_is(x, i, info_sections[k]);
+        if (!known) {
+            reply_errf(x, "ERR unknown INFO section '%.*s' (sections: server, clients, memory, stats, "
+                          "persistence, kv, keyspace, all)",
+                       (int)(x->argv[i].len > 64 ? 64 : x->argv[i].len), x->argv[i].ptr);
+            return false;
+        }
+    }
+    return true;
 }
 
 static void cmd_info(cmd_ctx_t *x)
 {
+    if (!sections_known(x))
+        return;
     server_t *s = x->srv;
     ordo_buf_t b = ORDO_BUF_INIT;
     uint64_t now = server_mono_ms();
@@ -466,6 +503,16 @@ static void cmd_time(cmd_ctx_t *x)
     resp_add_bulk_str(x->out, b);
 }
 
+/* EVAL, EVALSHA, SCRIPT, FUNCTION, FCALL (and the _RO forms): ordo runs no
+ * scripts. A script's use in Redis is atomic read-modify-write; the answer
+ * names ordo's ways to get it. */
+static void cmd_noscript(cmd_ctx_t *x)
+{
+    reply_errf(x, "ERR ordo runs no scripts ('%.*s'): for atomic read-modify-write use MULTI/EXEC with WATCH, "
+                  "KV.PUT/KV.DEL IFREV, or FENCE (docs/protocol.md)",
+               (int)(x->argv[0].len > 32 ? 32 : x->argv[0].len), x->argv[0].ptr);
+}
+
 static const cmd_def_t server_cmds[] = {
     {"PING", -1, CMD_NOAUTH | CMD_WATCHMODE | CMD_NOSTATE, cmd_ping,
      "Ping the server: PONG, or the message",
@@ -485,7 +532,7 @@ static const cmd_def_t server_cmds[] = {
      "ID|SETNAME name|GETNAME|LIST|INFO|SETINFO attr value", "connection"},
     {"INFO", -1, CMD_NOSTATE, cmd_info,
      "Information and statistics about the server, by section",
-     "[section]", "server"},
+     "[section [section ...]]", "server"},
     {"COMMAND", -1, CMD_NOSTATE, cmd_command,
      "The command table, its size, names, and each command's docs",
      "[COUNT|LIST|INFO [command-name [command-name ...]]|DOCS [command-name [command-name ...]]]", "server"},
@@ -496,6 +543,22 @@ static const cmd_def_t server_cmds[] = {
     {"SNAPSHOT", 1, 0, cmd_snapshot,
      "Start a snapshot (or join the running one); the revision it covers",
      "", "server"},
+    {"EVAL", -1, CMD_NOSTATE, cmd_noscript, "Refused: ordo runs no scripts (use MULTI/WATCH, IFREV or FENCE)",
+     "[script] [numkeys] [key [key ...]] [arg [arg ...]]", "scripting"},
+    {"EVALSHA", -1, CMD_NOSTATE, cmd_noscript, "Refused: ordo runs no scripts (use MULTI/WATCH, IFREV or FENCE)",
+     "[sha1] [numkeys] [key [key ...]] [arg [arg ...]]", "scripting"},
+    {"EVAL_RO", -1, CMD_NOSTATE, cmd_noscript, "Refused: ordo runs no scripts (use MULTI/WATCH, IFREV or FENCE)",
+     "[script] [numkeys] [key [key ...]] [arg [arg ...]]", "scripting"},
+    {"EVALSHA_RO", -1, CMD_NOSTATE, cmd_noscript, "Refused: ordo runs no scripts (use MULTI/WATCH, IFREV or FENCE)",
+     "[sha1] [numkeys] [key [key ...]] [arg [arg ...]]", "scripting"},
+    {"SCRIPT", -1, CMD_NOSTATE, cmd_noscript, "Refused: ordo runs no scripts (use MULTI/WATCH, IFREV or FENCE)",
+     "[subcommand] [arg [arg ...]]", "scripting"},
+    {"FUNCTION", -1, CMD_NOSTATE, cmd_noscript, "Refused: ordo runs no functions (use MULTI/WATCH, IFREV or FENCE)",
+     "[subcommand] [arg [arg ...]]", "scripting"},
+    {"FCALL", -1, CMD_NOSTATE, cmd_noscript, "Refused: ordo runs no functions (use MULTI/WATCH, IFREV or FENCE)",
+     "[function] [numkeys] [key [key ...]] [arg [arg ...]]", "scripting"},
+    {"FCALL_RO", -1, CMD_NOSTATE, cmd_noscript, "Refused: ordo runs no functions (use MULTI/WATCH, IFREV or FENCE)",
+     "[function] [numkeys] [key [key ...]] [arg [arg ...]]", "scripting"},
     {"TIME", 1, CMD_NOSTATE, cmd_time, "The server's time: [unix seconds, microseconds]", "", "server"},
 };
 
