@@ -284,3 +284,85 @@ def test_info_sections(server, r):
     assert "redis_version" in r.info("server")
     with pytest.raises(redis.ResponseError, match="unknown INFO section"):
         r.info("commandstats")
+
+
+# ---- elections: LEASE, and the last value of a term that ended unhanded ------
+
+def wait_for(pred, what, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        assert time.monotonic() < deadline, "%s not reached" % what
+
+
+def test_campaign_lease(server):
+    with server.raw() as c:
+        lid = c.call("LEASE.GRANT", 60000)
+        t1 = c.call("ELECT.CAMPAIGN", "E", "v1", 0, "LEASE", lid)  # ttl 0: as long as the lease
+        assert isinstance(t1, int)
+        assert c.call("ELECT.LEADER", "E") == [b"v1", t1]
+        assert c.call("ELECT.PROCLAIM", "E", t1, "state-7") == 1
+        assert c.call("LEASE.REVOKE", lid) == 1  # revoking the lease ends the term
+        assert c.call("ELECT.LEADER", "E") is None
+        assert c.call("ELECT.PROCLAIM", "E", t1, "late") == 0
+        t2, hv, handed = c.call("ELECT.CAMPAIGN", "E", "v2", 60000, "HANDOVER")
+        assert t2 > t1 and hv == b"state-7" and handed == 0
+        # a resign's hand-over keeps the two-element reply; a plain resign leaves nothing
+        assert c.call("ELECT.RESIGN", "E", t2, "HANDOVER", "given") == 1
+        t3, hv = c.call("ELECT.CAMPAIGN", "E", "v3", 60000, "HANDOVER")
+        assert hv == b"given"
+        assert c.call("ELECT.RESIGN", "E", t3) == 1
+        assert c.call("ELECT.CAMPAIGN", "E", "v4", 60000, "HANDOVER")[1:] == [None]
+        # errors: ttl 0 needs a lease; a dead lease is NOTFOUND
+        assert c.call("ELECT.CAMPAIGN", "F", "v", 0).code == "ERR"
+        assert c.call("ELECT.CAMPAIGN", "F", "v", 1000, "LEASE", lid).code == "NOTFOUND"
+        assert c.call("ELECT.CAMPAIGN", "F", "v", 1000, "LEASE").code == "ERR"
+        assert c.call("ELECT.CAMPAIGN", "F", "v", 1000, "LEASE", 1, "LEASE", 2).code == "ERR"
+        assert c.call("ELECT.LEADER", "F") is None
+
+
+def test_expired_term_value_reaches_next_leader(server):
+    """A leader that crashes (stops its keepalives) loses its term at the
+    deadline; a candidate parked with HANDOVER then leads and gets the last
+    value the old leader proclaimed, marked 0 (not handed over)."""
+    with server.raw() as a, server.raw() as b:
+        la = a.call("LEASE.GRANT", 300)
+        t1 = a.call("ELECT.CAMPAIGN", "E", "a", 0, "LEASE", la)
+        assert a.call("ELECT.PROCLAIM", "E", t1, "checkpoint-12") == 1
+        lb = b.call("LEASE.GRANT", 60000)
+        b.send("ELECT.CAMPAIGN", "E", "b", 0, "WAIT", 20000, "HANDOVER", "LEASE", lb)
+        t2, hv, handed = b.read()  # served when a's lease expires
+        assert t2 > t1 and hv == b"checkpoint-12" and handed == 0
+        assert b.call("ELECT.LEADER", "E") == [b"b", t2]
+        # its own ttl expiring does the same
+        assert b.call("ELECT.RESIGN", "E", t2) == 1
+        t3 = b.call("ELECT.CAMPAIGN", "E", "c", 100)
+        assert b.call("ELECT.PROCLAIM", "E", t3, "c-state") == 1
+        wait_for(lambda: b.call("ELECT.LEADER", "E") is None, "term expiry")
+        # a campaign without HANDOVER consumes it unseen
+        t4 = b.call("ELECT.CAMPAIGN", "E", "d", 100)
+        wait_for(lambda: b.call("ELECT.LEADER", "E") is None, "term expiry")
+        assert b.call("ELECT.CAMPAIGN", "E", "e", 60000, "HANDOVER")[1:] == [b"d", 0]
+        assert t4 > t3
+
+
+def test_lapsed_handover_survives_restart(server):
+    """The lapsed value and its mark come back from the log and from a snapshot."""
+    with server.raw() as c:
+        for name in ("L", "S"):
+            t = c.call("ELECT.CAMPAIGN", name, "v-" + name, 50)
+            assert c.call("ELECT.PROCLAIM", name, t, "last-" + name) == 1
+        wait_for(lambda: c.call("ELECT.LEADER", "L") is None and c.call("ELECT.LEADER", "S") is None, "expiry")
+        assert c.call("ELECT.RESIGN", "R", c.call("ELECT.CAMPAIGN", "R", "r", 60000), "HANDOVER", "given") == 1
+    restart(server)  # from the log
+    with server.raw() as c:
+        assert c.call("ELECT.CAMPAIGN", "L", "x", 60000, "HANDOVER")[1:] == [b"last-L", 0]
+        assert c.call("SNAPSHOT") > 0
+        wait_for(lambda: server.info("persistence")["snapshot_in_progress"] == "0", "snapshot")
+    restart(server)  # from the snapshot
+    assert int(server.info("persistence")["snapshot_loaded_revision"]) > 0
+    with server.raw() as c:
+        assert c.call("ELECT.CAMPAIGN", "S", "x", 60000, "HANDOVER")[1:] == [b"last-S", 0]
+        assert c.call("ELECT.CAMPAIGN", "R", "x", 60000, "HANDOVER")[1:] == [b"given"]

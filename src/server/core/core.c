@@ -596,6 +596,7 @@ static void apply_elect(core_t *c, const record_t *r, apply_result_t *res)
         if (st == COORD_OK) {
             res->data = ld.handover;
             res->dlen = ld.hlen;
+            res->data_lapsed = ld.handover_lapsed;
         }
         took(c, res, st == COORD_OK, st == COORD_BUSY ? AP_BUSY : AP_NOTFOUND);
         break;

@@ -345,6 +345,7 @@ typedef struct apply_result_s {
                            the id/token/term granted */
     const char *data;   /* REC_ELECT_CAMPAIGN: the hand-over value, NULL if none (valid until the next apply) */
     size_t dlen;
+    bool data_lapsed;   /* REC_ELECT_CAMPAIGN: data is a lapsed term's last value, not handed over */
     /* Queue records. value: REC_Q_PUSH the message id (the first one for a
      * duplicate: AP_NOOP), 1/0 for ack-like records. qstatus: REC_Q_PUSH's
      * enum queue_status. qd: REC_Q_DELIVER's delivery (pointers valid until

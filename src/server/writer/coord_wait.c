@@ -214,18 +214,22 @@ static void on_wait_cancel(waiter_t *w)
 }
 
 void coord_wait_reply_campaign(ordo_buf_t *out, int proto, bool handover, uint64_t term, const char *hv,
-                               size_t hlen)
+                               size_t hlen, bool lapsed)
 {
     if (!handover) {
         resp_add_uint(out, term);
         return;
     }
-    resp_add_array(out, 2);
+    /* A lapsed term's last value is marked by a third element, 0 (not
+     * handed over); a resign's hand-over, or none, keeps the two. */
+    resp_add_array(out, lapsed ? 3 : 2);
     resp_add_uint(out, term);
     if (hv == NULL)
         resp_add_null(out, proto);
     else
         resp_add_bulk(out, hv, hlen);
+    if (lapsed)
+        resp_add_int(out, 0);
 }
 
 void coord_wait_reply_lease_gone(server_t *s, ordo_buf_t *out, uint64_t lease)
@@ -273,7 +277,8 @@ static void serve_one(server_t *s, waitq_t *q)
         if (q->kind == COORD_WAIT_LOCK)
             resp_add_uint(&c->out, (uint64_t)res.value);
         else
-            coord_wait_reply_campaign(&c->out, c->proto, d->handover, (uint64_t)res.value, res.data, res.dlen);
+            coord_wait_reply_campaign(&c->out, c->proto, d->handover, (uint64_t)res.value, res.data, res.dlen,
+                                      res.data_lapsed);
         finish(s, w);
         return;
     }

@@ -53,9 +53,10 @@ void coord_wait_park(server_t *s, conn_t *c, int kind, const char *name, size_t 
                      uint64_t ttl_ms, uint64_t lease, bool handover, const char *value, size_t vlen);
 
 /* Replies the writer and the handlers share: a won campaign (the term, or
- * [term, handed-over value]); -NOTFOUND for an ended lease. */
+ * [term, handed-over value], or [term, lapsed term's last value, 0] when
+ * lapsed); -NOTFOUND for an ended lease. */
 void coord_wait_reply_campaign(ordo_buf_t *out, int proto, bool handover, uint64_t term, const char *hv,
-                               size_t hlen);
+                               size_t hlen, bool lapsed);
 void coord_wait_reply_lease_gone(server_t *s, ordo_buf_t *out, uint64_t lease);
 
 /* coord_wait_observe() -- add an ELECT.OBSERVE observer of name on c
