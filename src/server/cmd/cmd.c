@@ -76,7 +76,7 @@ void cmd_register(server_t *s, const cmd_def_t *defs, size_t n)
             abort();
         }
         if (!cmd_docs_check(&defs[i])) {
-            fprintf(stderr, "ordod: command %s has no summary, group or well-formed syntax\n", defs[i].name);
+            fprintf(stderr, "ordod: command %s: malformed syntax in its docs: %s\n", defs[i].name, defs[i].syntax);
             abort();
         }
         for (size_t j = 0; j < e->nlen; j++)

@@ -67,9 +67,9 @@ void cmd_queue_register(server_t *s);
 void cmd_foreach(server_t *s, void (*fn)(void *arg, const cmd_def_t *d), void *arg);
 size_t cmd_count(server_t *s);
 
-/* Docs (cmd_docs.c). cmd_docs_check(): are summary, group and syntax
- * present and the syntax well-formed? cmd_register() aborts start-up if
- * not, so every command has docs. cmd_docs_entry() writes the name and the
+/* Docs (cmd_docs.c). cmd_docs_check(): is the syntax, if any, well-formed?
+ * cmd_register() aborts start-up if not. (A command without docs runs; the
+ * integration test requires docs for every command.) cmd_docs_entry() writes the name and the
  * COMMAND DOCS map of d; cmd_docs_name() the lower-case name;
  * cmd_docs_first_key() returns 1 if the first argument is a key (*multiple:
  * repeated), else 0, for COMMAND INFO's key positions. */

@@ -380,7 +380,7 @@ static void command_entry(void *arg, const cmd_def_t *d)
     resp_add_int(x->out, first);
     resp_add_set(x->out, x->proto, 1);
     char cat[48];
-    snprintf(cat, sizeof cat, "@%s", d->group);
+    snprintf(cat, sizeof cat, "@%s", d->group ? d->group : "");
     resp_add_simple(x->out, cat);
     resp_add_array(x->out, 0);
     resp_add_array(x->out, 0);
