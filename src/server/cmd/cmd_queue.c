@@ -15,6 +15,7 @@
 
 #include "cmd.h"
 #include "writer/apply.h"
+#include "writer/coord_wait.h"
 #include "writer/queue_wait.h"
 
 /* COUNT of Q.PULL, Q.PEEK and Q.TOPKEYS: one reply stays a bounded size
@@ -705,6 +706,48 @@ static void cmd_qtopkeys(cmd_ctx_t *x)
     free(t);
 }
 
+/* Q.WATCH queue [KEY key] [FROM rev]: the watch id, then a push per message
+ * event of the queue (of that key), in apply order, each with the revision
+ * of the record that made it, on the same timeline as KV.WATCH's events.
+ * Live only: the server keeps no queue event history, so FROM rev is
+ * accepted when it asks for nothing missed (rev >= the current revision)
+ * and answered -COMPACTED <current revision> otherwise; the client then
+ * resyncs from Q.PEEK / Q.INFO / Q.KEYINFO and watches from there. */
+static void cmd_qwatch(cmd_ctx_t *x)
+{
+    conn_t *c = x->conn;
+    server_t *s = x->srv;
+    const resp_arg_t *key = NULL;
+    bool has_from = false;
+    uint64_t from = 0;
+    for (size_t i = 2; i < x->argc; i++) {
+        if (arg_is(x, i, "KEY") && i + 1 < x->argc && key == NULL) {
+            key = &x->argv[++i];
+        } else if (arg_is(x, i, "FROM") && i + 1 < x->argc && !has_from) {
+            if (!arg_u64(x, ++i, &from))
+                return;
+            has_from = true;
+        } else {
+            reply_syntax(x);
+            return;
+        }
+    }
+    if (!arg_name_ok(x, 1) || (key != NULL && !arg_name_ok(x, (size_t)(key - x->argv))))
+        return;
+    if (has_from && from < core_rev(s->core)) {
+        reply_errf(x, "COMPACTED %llu Q.WATCH keeps no queue history: it streams events after the current "
+                      "revision; resync from Q.PEEK/Q.KEYINFO and watch FROM it",
+                   (unsigned long long)core_rev(s->core));
+        return;
+    }
+    if (c->nwatches >= (size_t)s->cfg.max_watches_per_client) {
+        reply_errf(x, "LIMIT this connection has %zu watches (max-watches-per-client)", c->nwatches);
+        return;
+    }
+    const resp_arg_t *q = &x->argv[1];
+    resp_add_uint(x->out, coord_wait_qwatch(s, c, q->ptr, q->len, key ? key->ptr : NULL, key ? key->len : 0));
+}
+
 /* ---- registration -------------------------------------------------------------------- */
 
 static const cmd_def_t queue_cmds[] = {
@@ -743,6 +786,10 @@ static const cmd_def_t queue_cmds[] = {
     {"Q.KEYINFO", 3, 0, cmd_qkeyinfo,
      "A queue key's state: idle, processing, waiting or parked",
      "queue key", "ordo-queue"},
+    {"Q.WATCH", -2, CMD_WATCHMODE, cmd_qwatch,
+     "Follow a queue's message events (pushed, delivered, acked, nacked, deadlettered, parked): the watch id, "
+     "then pushes",
+     "queue [KEY key] [FROM rev]", "ordo-queue"},
     {"Q.TOPKEYS", -2, 0, cmd_qtopkeys, "The keys with the most waiting messages", "queue [COUNT n]", "ordo-queue"},
 };
 

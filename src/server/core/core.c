@@ -158,6 +158,8 @@ void core_destroy(core_t *c)
 const queue_set_t *core_queues(const core_t *c) { return c->queues; }
 queue_set_t *core_queues_load(core_t *c) { return c->queues; }
 
+void core_set_queue_cb(core_t *c, queue_event_cb cb, void *arg) { queue_set_event_cb(c->queues, cb, arg); }
+
 const kv_t *core_kv(const core_t *c) { return c->kv; }
 const struct coord_s *core_coord(const core_t *c) { return c->coord; }
 

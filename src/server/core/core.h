@@ -391,6 +391,9 @@ size_t core_expiring(const core_t *c);
 
 void core_set_change_cb(core_t *c, core_change_cb cb, void *arg);
 void core_set_coord_cb(core_t *c, core_coord_cb cb, void *arg);
+/* core_set_queue_cb() -- the queues' message events (queue.h), called
+ * inside the apply of the record that makes them (Q.WATCH). */
+void core_set_queue_cb(core_t *c, queue_event_cb cb, void *arg);
 
 /* The coordination state (leases, locks, elections), for reads. */
 struct coord_s;

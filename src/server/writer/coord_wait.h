@@ -63,6 +63,11 @@ void coord_wait_reply_lease_gone(server_t *s, ordo_buf_t *out, uint64_t lease);
  * (counted in c->nwatches); returns its id. coord_wait_push_leader()
  * writes ["leader", name, term, value] (term 0: vacant, value nil) to c. */
 uint64_t coord_wait_observe(server_t *s, conn_t *c, const char *name, size_t nlen);
+/* coord_wait_qwatch() -- add a Q.WATCH observer of queue on c (counted in
+ * c->nwatches, removed as ELECT.OBSERVE's are); key NULL: every key, else
+ * only that message key's events. Returns its id. Events are pushed as
+ * ["qwatch", id, rev, event, queue, key, msg_id, detail] (coord_wait.c). */
+uint64_t coord_wait_qwatch(server_t *s, conn_t *c, const char *queue, size_t qlen, const char *key, size_t klen);
 void coord_wait_push_leader(conn_t *c, const char *name, size_t nlen, uint64_t term, const char *value, size_t vlen);
 /* ELECT.OBSERVE observers of c: remove the one with id (0: all); returns
  * how many. coord_wait_conn_closed() removes them all. */
