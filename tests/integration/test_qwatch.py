@@ -114,17 +114,75 @@ def test_from_and_errors(server):
     with server.raw() as c:
         c.call("Q.PUSH", "q", "k", "v")
         cur = c.call("KV.REV")[0]
-        assert isinstance(w.cmd("Q.WATCH", "q", "FROM", cur), int)  # nothing missed: live from here
-        e = w.cmd("Q.WATCH", "q", "FROM", cur - 1)
-        assert isinstance(e, RespError) and e.code == "COMPACTED" and e.msg.split()[1] == str(cur)
+        assert isinstance(w.cmd("Q.WATCH", "q", "FROM", cur), int)  # nothing to replay: live from here
+        assert w.no_event_within(0.05)
         assert w.cmd("Q.WATCH", "q", "KEY").code == "ERR"
         assert w.cmd("Q.WATCH", "q", "BOGUS").code == "ERR"
         assert w.cmd("Q.WATCH", "q", "FROM", "x").code == "ERR"
+        assert w.cmd("Q.WATCH", "q", "FROM", 1, "FROM", 2).code == "ERR"
         assert w.cmd("Q.WATCH").code == "ERR"
         idn = c.call("Q.PUSH", "q", "k", "v2")
         e = ev(w)
         assert e[6] == idn and e[2] == idn
     w.close()
+
+
+def test_from_replays_retained_history(server):
+    """FROM rev replays the events after rev, then goes on live: a watcher
+    that reconnects with its last revision misses nothing and sees nothing
+    twice."""
+    live = WatchConn(server.port, proto=3)
+    qwatch(live, "jobs")
+    with server.raw() as c:
+        start = c.call("KV.REV")[0]
+        ids = [c.call("Q.PUSH", "jobs", "k%d" % (i % 2), "p%d" % i) for i in range(6)]
+        [[mid, _, _, _, tok]] = c.call("Q.PULL", "jobs")
+        assert c.call("Q.ACK", "jobs", mid, tok, "RESULT", "r") == 1
+        c.call("SET", "unrelated", "x")
+        c.call("Q.PUSH", "other", "k0", "x")
+        seen = [ev(live) for _ in range(8)]
+        mid_rev = seen[3][2]
+        w = WatchConn(server.port, proto=3)
+        wid = qwatch(w, "jobs", "FROM", start)
+        replay = [ev(w) for _ in range(8)]
+        assert [e[2:] for e in replay] == [e[2:] for e in seen] and {e[1] for e in replay} == {wid}
+        w2 = WatchConn(server.port, proto=3)
+        qwatch(w2, "jobs", "FROM", mid_rev)  # resume after the 4th event
+        assert [e[2:] for e in (ev(w2) for _ in range(4))] == [e[2:] for e in seen[4:]]
+        w3 = WatchConn(server.port, proto=3)
+        qwatch(w3, "jobs", "KEY", "k1", "FROM", start)
+        got = [ev(w3) for _ in range(3)]
+        assert [e[6] for e in got] == ids[1::2] and all(e[5] == b"k1" for e in got)
+        assert w3.no_event_within(0.05)
+        # then live, after the replay
+        nid = c.call("Q.PUSH", "jobs", "k1", "later")
+        for x in (w, w2, w3):
+            e = ev(x)
+            assert e[6] == nid and e[2] > seen[-1][2]
+            x.close()
+    live.close()
+
+
+def test_history_is_bounded(ordod_factory, tmp_path):
+    srv = ordod_factory("--queue-watch-history-bytes", "2k")
+    with srv.raw() as c:
+        ids = [c.call("Q.PUSH", "q", "k", "p" * 50) for _ in range(100)]
+        e = c.call("Q.WATCH", "q", "FROM", 0)
+        assert isinstance(e, RespError) and e.code == "COMPACTED"
+        floor = int(e.msg.split()[1])
+        assert ids[0] <= floor < ids[-1]
+    w = WatchConn(srv.port, proto=3)
+    qwatch(w, "q", "FROM", floor)
+    got = w.events_until(lambda e: e[6] == ids[-1], timeout=10)
+    assert [e[6] for e in got] == [i for i in ids if i > floor] and len(got) >= 5
+    w.close()
+    # history starts again at a restart
+    assert srv.stop() == 0
+    srv._err = open(srv.stderr_path, "ab")
+    srv.spawn()
+    with srv.raw() as c:
+        e = c.call("Q.WATCH", "q", "FROM", ids[-1] - 1)
+        assert e.code == "COMPACTED" and int(e.msg.split()[1]) >= ids[-1]
 
 
 def test_watch_limit(ordod_factory):

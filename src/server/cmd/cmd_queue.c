@@ -709,10 +709,10 @@ static void cmd_qtopkeys(cmd_ctx_t *x)
 /* Q.WATCH queue [KEY key] [FROM rev]: the watch id, then a push per message
  * event of the queue (of that key), in apply order, each with the revision
  * of the record that made it, on the same timeline as KV.WATCH's events.
- * Live only: the server keeps no queue event history, so FROM rev is
- * accepted when it asks for nothing missed (rev >= the current revision)
- * and answered -COMPACTED <current revision> otherwise; the client then
- * resyncs from Q.PEEK / Q.INFO / Q.KEYINFO and watches from there. */
+ * FROM rev first replays the retained events after rev (a bounded history,
+ * queue-watch-history-bytes, from the server's start); a rev older than
+ * the history answers -COMPACTED <floor>, and the client resyncs from
+ * Q.PEEK / Q.KEYINFO and watches FROM the floor. */
 static void cmd_qwatch(cmd_ctx_t *x)
 {
     conn_t *c = x->conn;
@@ -734,10 +734,11 @@ static void cmd_qwatch(cmd_ctx_t *x)
     }
     if (!arg_name_ok(x, 1) || (key != NULL && !arg_name_ok(x, (size_t)(key - x->argv))))
         return;
-    if (has_from && from < core_rev(s->core)) {
-        reply_errf(x, "COMPACTED %llu Q.WATCH keeps no queue history: it streams events after the current "
-                      "revision; resync from Q.PEEK/Q.KEYINFO and watch FROM it",
-                   (unsigned long long)core_rev(s->core));
+    uint64_t floor = coord_wait_qwatch_floor(s);
+    if (has_from && from < floor) {
+        reply_errf(x, "COMPACTED %llu queue events are kept only after this revision "
+                      "(queue-watch-history-bytes, since the server started); resync and watch FROM it",
+                   (unsigned long long)floor);
         return;
     }
     if (c->nwatches >= (size_t)s->cfg.max_watches_per_client) {
@@ -745,7 +746,10 @@ static void cmd_qwatch(cmd_ctx_t *x)
         return;
     }
     const resp_arg_t *q = &x->argv[1];
-    resp_add_uint(x->out, coord_wait_qwatch(s, c, q->ptr, q->len, key ? key->ptr : NULL, key ? key->len : 0));
+    uint64_t id = coord_wait_qwatch(s, c, q->ptr, q->len, key ? key->ptr : NULL, key ? key->len : 0);
+    resp_add_uint(x->out, id);
+    if (has_from)
+        coord_wait_qwatch_catchup(s, c, id, q->ptr, q->len, key ? key->ptr : NULL, key ? key->len : 0, from);
 }
 
 /* ---- registration -------------------------------------------------------------------- */

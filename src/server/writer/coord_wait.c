@@ -117,6 +117,9 @@ typedef struct coord_waits_s {
     ordo_htab_t electq;        /* election name -> waitq_t */
     ordo_htab_t observed;      /* election name -> obs_group_t */
     ordo_htab_t qwatched;      /* queue name -> obs_group_t (Q.WATCH) */
+    ordo_list_t qhist;         /* qhist_t, oldest first: every queue's recent events */
+    size_t qhist_bytes;        /* their cost, at most queue-watch-history-bytes */
+    uint64_t qhist_floor;      /* the history holds every event with a revision above this */
     ordo_list_t pending;       /* waitq_t by pending_ln, in the order they became free */
     waitq_t *sweep;
     bool serving;              /* inside serve_pending(): no re-entry */
@@ -390,6 +393,57 @@ static const char *const qev_names[] = {
     [QUEUE_EV_NACKED] = "nacked", [QUEUE_EV_DEADLETTERED] = "deadlettered", [QUEUE_EV_PARKED] = "parked",
 };
 
+/* One retained queue event: queue, key and data bytes follow the struct. */
+typedef struct qhist_s {
+    ordo_list_node_t ln;       /* in qhist */
+    uint64_t rev, id, n;
+    uint8_t type;
+    bool has_data;             /* data is not NULL (an empty result is a result) */
+    uint32_t qlen, klen, dlen;
+    char bytes[];
+} qhist_t;
+
+static size_t qhist_cost(const qhist_t *h) { return alloc_cost(sizeof *h + h->qlen + h->klen + h->dlen); }
+
+static void qhist_event(const qhist_t *h, queue_event_t *ev)
+{
+    *ev = (queue_event_t){.type = h->type, .queue = h->bytes, .qlen = h->qlen, .key = h->bytes + h->qlen,
+                          .klen = h->klen, .id = h->id, .n = h->n,
+                          .data = h->has_data ? h->bytes + h->qlen + h->klen : NULL, .dlen = h->dlen};
+}
+
+/* Keep ev (of revision rev) in the bounded history; the oldest events go
+ * first, and the floor rises to the last one dropped. */
+static void qhist_add(server_t *s, uint64_t rev, const queue_event_t *ev)
+{
+    coord_waits_t *cc = s->writer.coord;
+    size_t max = (size_t)s->cfg.queue_watch_history_bytes;
+    size_t dlen = ev->data ? ev->dlen : 0;
+    qhist_t *h = ordo_xmalloc(sizeof *h + ev->qlen + ev->klen + dlen);
+    *h = (qhist_t){.rev = rev, .id = ev->id, .n = ev->n, .type = (uint8_t)ev->type, .has_data = ev->data != NULL,
+                   .qlen = (uint32_t)ev->qlen, .klen = (uint32_t)ev->klen, .dlen = (uint32_t)dlen};
+    memcpy(h->bytes, ev->queue, ev->qlen);
+    memcpy(h->bytes + ev->qlen, ev->key, ev->klen);
+    if (dlen)
+        memcpy(h->bytes + ev->qlen + ev->klen, ev->data, dlen);
+    ordo_list_push_back(&cc->qhist, &h->ln);
+    cc->qhist_bytes += qhist_cost(h);
+    while (cc->qhist_bytes > max && !ordo_list_empty(&cc->qhist)) {
+        qhist_t *old = ORDO_LIST_ENTRY(ordo_list_pop_front(&cc->qhist), qhist_t, ln);
+        cc->qhist_bytes -= qhist_cost(old);
+        if (old->rev > cc->qhist_floor)
+            cc->qhist_floor = old->rev;
+        free(old);
+    }
+}
+
+static void qhist_clear(coord_waits_t *cc)
+{
+    while (!ordo_list_empty(&cc->qhist))
+        free(ORDO_LIST_ENTRY(ordo_list_pop_front(&cc->qhist), qhist_t, ln));
+    cc->qhist_bytes = 0;
+}
+
 /* ["qwatch", id, rev, event, queue, key, msg_id, detail]: detail is the
  * payload (pushed), the attempt (delivered), the result or nil (acked),
  * the dead-letter queue's message id or 0 (deadlettered), nil otherwise. */
@@ -430,13 +484,14 @@ static void on_queue_event(void *arg, const queue_event_t *ev)
 {
     server_t *s = arg;
     assert(ev->type >= QUEUE_EV_PUSHED && ev->type <= QUEUE_EV_PARKED);
+    uint64_t rev = core_rev(s->core) + 1;
+    qhist_add(s, rev, ev);
     ordo_htab_t *t = &s->writer.coord->qwatched;
     if (t->count == 0)
         return;
     obs_group_t *g = (obs_group_t *)ordo_htab_find(t, ordo_htab_hash(t, ev->queue, ev->qlen), ev->queue, ev->qlen);
     if (g == NULL)
         return;
-    uint64_t rev = core_rev(s->core) + 1;
     ORDO_LIST_FOREACH(n, &g->observers) {
         observer_t *o = ORDO_LIST_ENTRY(n, observer_t, gln);
         if (o->conn->closing || (o->has_key && (o->klen != ev->klen || memcmp(o->key, ev->key, o->klen) != 0)))
@@ -594,6 +649,27 @@ uint64_t coord_wait_observe(server_t *s, conn_t *c, const char *name, size_t nle
     return observe(s, &s->writer.coord->observed, c, name, nlen, NULL);
 }
 
+uint64_t coord_wait_qwatch_floor(const server_t *s) { return s->writer.coord->qhist_floor; }
+
+size_t coord_wait_qwatch_catchup(server_t *s, conn_t *c, uint64_t id, const char *queue, size_t qlen,
+                                 const char *key, size_t klen, uint64_t from)
+{
+    coord_waits_t *cc = s->writer.coord;
+    assert(from >= cc->qhist_floor);
+    size_t n = 0;
+    ORDO_LIST_FOREACH(ln, &cc->qhist) {
+        const qhist_t *h = ORDO_LIST_ENTRY(ln, qhist_t, ln);
+        if (h->rev <= from || h->qlen != qlen || memcmp(h->bytes, queue, qlen) != 0 ||
+            (key != NULL && (h->klen != klen || memcmp(h->bytes + h->qlen, key, klen) != 0)))
+            continue;
+        queue_event_t ev;
+        qhist_event(h, &ev);
+        push_qevent(c, id, h->rev, &ev);
+        n++;
+    }
+    return n;
+}
+
 uint64_t coord_wait_qwatch(server_t *s, conn_t *c, const char *queue, size_t qlen, const char *key, size_t klen)
 {
     observer_t *o;
@@ -626,6 +702,9 @@ void coord_wait_init(server_t *s)
 void coord_wait_start(server_t *s)
 {
     coord_waits_t *cc = s->writer.coord;
+    /* Queue event history starts here: recovery rebuilt state, not events. */
+    qhist_clear(cc);
+    cc->qhist_floor = core_rev(s->core);
     writer_timer_init(&cc->timer, s->loop, s, on_coord_timer, s);
     coord_wait_schedule(s);
 }
@@ -658,6 +737,7 @@ void coord_wait_destroy(server_t *s)
     ordo_htab_foreach(&cc->electq, free_node, NULL);
     ordo_htab_foreach(&cc->observed, free_node, NULL);
     ordo_htab_foreach(&cc->qwatched, free_node, NULL);
+    qhist_clear(cc);
     ordo_htab_destroy(&cc->qwatched);
     ordo_htab_destroy(&cc->lockq);
     ordo_htab_destroy(&cc->electq);

@@ -68,6 +68,15 @@ uint64_t coord_wait_observe(server_t *s, conn_t *c, const char *name, size_t nle
  * only that message key's events. Returns its id. Events are pushed as
  * ["qwatch", id, rev, event, queue, key, msg_id, detail] (coord_wait.c). */
 uint64_t coord_wait_qwatch(server_t *s, conn_t *c, const char *queue, size_t qlen, const char *key, size_t klen);
+/* The queue event history (queue-watch-history-bytes, oldest dropped
+ * first) holds every event with a revision above coord_wait_qwatch_floor()
+ * (the revision at start, or of the last event dropped).
+ * coord_wait_qwatch_catchup() writes to c, as watch id's, the retained
+ * events of queue (of key, if not NULL) after revision from (>= the floor);
+ * returns how many. */
+uint64_t coord_wait_qwatch_floor(const server_t *s);
+size_t coord_wait_qwatch_catchup(server_t *s, conn_t *c, uint64_t id, const char *queue, size_t qlen,
+                                 const char *key, size_t klen, uint64_t from);
 void coord_wait_push_leader(conn_t *c, const char *name, size_t nlen, uint64_t term, const char *value, size_t vlen);
 /* ELECT.OBSERVE observers of c: remove the one with id (0: all); returns
  * how many. coord_wait_conn_closed() removes them all. */
