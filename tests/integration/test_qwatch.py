@@ -192,3 +192,16 @@ def test_watch_limit(ordod_factory):
     qwatch(w, "b")
     assert w.cmd("Q.WATCH", "c").code == "LIMIT"
     w.close()
+
+
+def test_no_history(ordod_factory):
+    srv = ordod_factory("--queue-watch-history-bytes", "0")
+    w = WatchConn(srv.port, proto=3)
+    with srv.raw() as c:
+        mid = c.call("Q.PUSH", "q", "k", "v")
+        e = w.cmd("Q.WATCH", "q", "FROM", mid - 1)
+        assert e.code == "COMPACTED" and int(e.msg.split()[1]) == mid
+        qwatch(w, "q", "FROM", mid)
+        nid = c.call("Q.PUSH", "q", "k", "v2")
+        assert ev(w)[6] == nid
+    w.close()

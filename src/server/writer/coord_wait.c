@@ -418,6 +418,10 @@ static void qhist_add(server_t *s, uint64_t rev, const queue_event_t *ev)
 {
     coord_waits_t *cc = s->writer.coord;
     size_t max = (size_t)s->cfg.queue_watch_history_bytes;
+    if (max == 0) {
+        cc->qhist_floor = rev; /* no history: every FROM before now is compacted */
+        return;
+    }
     size_t dlen = ev->data ? ev->dlen : 0;
     qhist_t *h = ordo_xmalloc(sizeof *h + ev->qlen + ev->klen + dlen);
     *h = (qhist_t){.rev = rev, .id = ev->id, .n = ev->n, .type = (uint8_t)ev->type, .has_data = ev->data != NULL,
