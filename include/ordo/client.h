@@ -355,7 +355,10 @@ int ordo_lock_check(ordo_client_t *c, const char *name, int64_t token); /* OK or
 
 /* ordo_elect_campaign() -- wait_ms < 0: wait without limit. ORDO_OK with
  * *term and, if handover != NULL, the hand-over value (*handover malloc'd,
- * NULL if none; free()). ORDO_ETIMEDOUT if WAIT ran out. */
+ * NULL if none; free()): the value the previous leader resigned with, or,
+ * if its term ended by expiry, the last value it proclaimed (the server
+ * marks it as not handed over; the state a successor resumes from either
+ * way). ORDO_ETIMEDOUT if WAIT ran out. */
 int ordo_elect_campaign(ordo_client_t *c, const char *name, const void *value,
                         size_t value_len, int64_t ttl_ms, int64_t wait_ms,
                         int64_t *term, char **handover, size_t *handover_len);

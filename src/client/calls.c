@@ -581,7 +581,10 @@ int ordo_elect_campaign(ordo_client_t *c, const char *name, const void *value, s
         return client_seterr(c, ORDO_ETIMEDOUT, "election %s: not leading in time", name);
     }
     if (handover) {
-        if (r->type != ORDO_REPLY_ARRAY || r->n != 2 || r->elem[0]->type != ORDO_REPLY_INTEGER)
+        /* [term, value] or, when the last term ended by expiry, [term, its
+         * last proclaimed value, 0]: not handed over, but the state a
+         * successor resumes from all the same (docs/protocol.md). */
+        if (r->type != ORDO_REPLY_ARRAY || (r->n != 2 && r->n != 3) || r->elem[0]->type != ORDO_REPLY_INTEGER)
             return proto_err(c, r, "ELECT.CAMPAIGN");
         *term = r->elem[0]->integer;
         if (is_str(r->elem[1])) {

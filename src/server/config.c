@@ -99,6 +99,11 @@ static const option_def_t options[] = {
              "bytes one MULTI may queue (arguments plus 96 per argument)"),
     INT_OPT("max-watches-per-client", max_watches_per_client, "1024", 1, 1000000,
             "watches and observations one connection may hold"),
+    /* Q.WATCH FROM replays from this history; 4 MiB holds some tens of
+     * thousands of small events, and a catch-up (at most this much at once)
+     * stays far below output-soft-bytes' default. 0 keeps none. */
+    SIZE_OPT("queue-watch-history-bytes", queue_watch_history_bytes, "4m", 0, 1024 * MiB,
+             "queue events kept for Q.WATCH FROM (all queues)"),
     SIZE_OPT("output-hard-bytes", output_hard_bytes, "256m", 64 * KiB, INT64_MAX,
              "a client whose unsent replies pass this is disconnected"),
     SIZE_OPT("output-soft-bytes", output_soft_bytes, "64m", 64 * KiB, INT64_MAX,

@@ -557,8 +557,9 @@ def test_election_checker(server):
                 r = c.call("ELECT.CAMPAIGN", name, val, ttl, "WAIT", 20000, "HANDOVER")
                 if r is None:
                     continue
-                term, hv = r
-                rec = {"value": val.encode(), "hv": hv, "proclaimed": [], "handover": None, "end": None}
+                term, hv = r[0], r[1]
+                rec = {"value": val.encode(), "hv": hv, "lapsed": len(r) == 3 and r[2] == 0, "proclaimed": [],
+                       "handover": None, "end": None}
                 if rnd.random() < 0.5:
                     pv = ("p-%d" % term).encode()
                     if c.call("ELECT.PROCLAIM", name, term, pv) == 1:
@@ -622,7 +623,11 @@ def check_observed(evs, terms, name):
     assert cur == 0
     assert order == sorted(terms), "observers missed terms: %r vs %r" % (order, sorted(terms))
     for a, b in zip(order, order[1:]):
-        assert terms[b]["hv"] == terms[a]["handover"], (a, b, terms[a], terms[b])
+        if terms[a]["handover"] is not None or terms[a]["end"] == "resign":
+            assert terms[b]["hv"] == terms[a]["handover"] and not terms[b]["lapsed"], (a, b, terms[a], terms[b])
+        else:  # it expired: its last value reaches the next leader, marked not handed over
+            last = terms[a]["proclaimed"][-1] if terms[a]["proclaimed"] else terms[a]["value"]
+            assert terms[b]["hv"] == last and terms[b]["lapsed"], (a, b, terms[a], terms[b])
     assert terms[order[0]]["hv"] is None
 
 

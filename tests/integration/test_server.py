@@ -169,7 +169,7 @@ def test_info(server):
         for sec in ("server", "clients", "memory", "stats", "kv", "keyspace"):
             text = c.call("INFO", sec).decode()
             assert text.count("# ") == 1 and text.lower().startswith("# " + sec), sec
-        assert c.call("INFO", "nosuch") in (b"", "")
+        assert c.call("INFO", "nosuch").msg.startswith("ERR unknown INFO section")
         c.call("HELLO", "3")
         c.send("INFO", "server")
         c._fill()
@@ -199,7 +199,7 @@ def test_command(server):
         assert get[1] == 2
         setc = [e for e in table if e[0].lower() == b"set"][0]
         assert setc[1] == -3 and "write" in setc[2]
-        assert c.call("COMMAND", "DOCS") == []
+        assert len(c.call("COMMAND", "DOCS")) == 2 * n
         assert c.call("COMMAND", "BOGUS").code == "ERR"
 
 

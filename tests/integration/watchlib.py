@@ -6,7 +6,7 @@ import time
 
 from resp import Conn, Push, RespError
 
-EVENT_KINDS = (b"watch", b"watch-synced", b"watch-progress", b"watch-cancelled", b"leader")
+EVENT_KINDS = (b"watch", b"watch-synced", b"watch-progress", b"watch-cancelled", b"leader", b"qwatch")
 
 
 class WatchConn(Conn):

@@ -512,7 +512,13 @@ static void test_elect_basic(void **state)
     assert_int_equal(coord_elect_expire(c, S("E"), 9, 1190), 1);
     expect_ev(&log, 0, COORD_EV_VACANT, COORD_R_EXPIRE, "E", 9);
     assert_int_equal(coord_elect_campaign(c, S("E"), S("eve"), 100, 0, 1190, 10, &ld), COORD_OK);
-    assert_null(ld.handover);
+    /* the expired term's last value reaches the next leader, marked lapsed */
+    assert_non_null(ld.handover);
+    assert_true(ld.handover_lapsed);
+    assert_int_equal(coord_elect_resign(c, S("E"), 10, S("given"), 1190), 1);
+    assert_int_equal(coord_elect_campaign(c, S("E"), S("fay"), 100, 0, 1190, 11, &ld), COORD_OK);
+    assert_memory_equal(ld.handover, "given", 5);
+    assert_false(ld.handover_lapsed);
     coord_destroy(c);
 }
 
@@ -846,6 +852,7 @@ typedef struct {
     char value[SMAX];
     size_t vlen;
     bool has_ho;
+    bool ho_lapsed;  /* the hand-over is a lapsed term's last value */
     char ho[SMAX];
     size_t hlen;
     uint64_t last_term;
@@ -940,6 +947,11 @@ static void m_vacate(model_t *m, int i, int reason)
 {
     melect_t *e = &m->el[i];
     m_ev(m, COORD_EV_VACANT, reason, rn_elect[i], rn_elect_len[i], e->term, e->lease, NULL, 0);
+    if (reason != COORD_R_RELEASE) { /* not resigned: the last value stays, not handed over */
+        e->has_ho = e->ho_lapsed = true;
+        memcpy(e->ho, e->value, e->vlen);
+        e->hlen = e->vlen;
+    }
     e->term = e->ttl = e->deadline = e->lease = 0;
     e->vlen = 0;
 }
@@ -1339,6 +1351,7 @@ static void random_step(model_t *m, coord_t *c)
                 m->cov[CV_HANDOVER]++;
                 assert_non_null(ld.handover);
                 assert_int_equal(ld.hlen, el->hlen);
+                assert_int_equal(ld.handover_lapsed, el->ho_lapsed);
                 if (el->hlen)
                     assert_memory_equal(ld.handover, el->ho, el->hlen);
             } else {
@@ -1383,6 +1396,7 @@ static void random_step(model_t *m, coord_t *c)
         if (holds) {
             m_vacate(m, e, COORD_R_RELEASE);
             el->has_ho = give;
+            el->ho_lapsed = false;
             memcpy(el->ho, h, hlen);
             el->hlen = give ? hlen : 0;
         }
@@ -1488,6 +1502,9 @@ static void test_memory(void **state)
     assert_int_equal(coord_elect_campaign(c, "E", 1, "", 0, 500, 0, 1000, 8, NULL), COORD_OK);
     assert_true(coord_bytes(c) > lk && coord_bytes(c) < handed);
     assert_int_equal(coord_elect_expire(c, "E", 1, 8, 1500), 1);
+    assert_true(coord_bytes(c) > lk); /* kept: the lapsed term's (empty) last value */
+    assert_int_equal(coord_elect_campaign(c, "E", 1, "", 0, 500, 0, 1500, 9, NULL), COORD_OK);
+    assert_int_equal(coord_elect_resign(c, "E", 1, 9, NULL, 0, 1500), 1);
     assert_int_equal(coord_bytes(c), lk);
     /* the lease ends with its key and lock */
     assert_int_equal(coord_lease_revoke(c, 5), 1);

@@ -116,6 +116,53 @@ static void count_change(void *arg, const kv_change_t *ch)
     changes_seen++;
 }
 
+/* EXPIRE / PERSIST as REC_KEY_TTL: conditions decided at apply, a revision
+ * per change and none for a no-op, no version (the value is untouched), a
+ * past deadline deletes the key. */
+static void test_key_ttl(void **state)
+{
+    (void)state;
+    core_t *c = core_create(1000);
+    apply_result_t res;
+    record_t r = put("k", "v", 1000);
+    core_apply(c, &r, &res);
+    uint64_t rev = core_rev(c);
+    record_t t = {.type = REC_KEY_TTL, .time_ms = 1000, .flags = REC_F_XX,
+                  .key_ttl = {.key = "k", .klen = 1, .expire_at_ms = 5000}};
+    core_apply(c, &t, &res); /* XX without a deadline: no */
+    assert_int_equal(res.status, AP_NOOP);
+    assert_int_equal(core_rev(c), rev);
+    t.flags = REC_F_LT; /* no deadline is infinite: 5000 is earlier */
+    core_apply(c, &t, &res);
+    assert_int_equal(res.status, AP_OK);
+    assert_int_equal(res.value, 1);
+    assert_int_equal(core_rev(c), rev + 1);
+    assert_int_equal(core_expiry_of(c, "k", 1), 5000);
+    assert_int_equal(kv_get(core_kv(c), "k", 1)->mod_rev, rev); /* no new version */
+    t.flags = REC_F_GT;
+    t.key_ttl.expire_at_ms = 4000;
+    core_apply(c, &t, &res);
+    assert_int_equal(res.status, AP_NOOP);
+    t.flags = REC_F_NX;
+    core_apply(c, &t, &res);
+    assert_int_equal(res.status, AP_NOOP);
+    record_t p = {.type = REC_KEY_TTL, .time_ms = 1000, .key_ttl = {.key = "k", .klen = 1}};
+    core_apply(c, &p, &res); /* PERSIST */
+    assert_int_equal(res.status, AP_OK);
+    assert_int_equal(core_expiry_of(c, "k", 1), 0);
+    core_apply(c, &p, &res); /* nothing to remove */
+    assert_int_equal(res.status, AP_NOOP);
+    record_t none = {.type = REC_KEY_TTL, .time_ms = 1000, .key_ttl = {.key = "x", .klen = 1, .expire_at_ms = 9}};
+    core_apply(c, &none, &res);
+    assert_int_equal(res.status, AP_NOOP);
+    t.flags = 0;
+    t.key_ttl.expire_at_ms = 1000; /* not in the future: deleted now */
+    core_apply(c, &t, &res);
+    assert_int_equal(res.status, AP_OK);
+    assert_null(kv_get(core_kv(c), "k", 1));
+    core_destroy(c);
+}
+
 static void test_expiry_is_a_record(void **state)
 {
     (void)state;
@@ -500,6 +547,7 @@ int main(void)
         cmocka_unit_test(test_conditions_and_revisions),
         cmocka_unit_test(test_incr),
         cmocka_unit_test(test_expiry_is_a_record),
+        cmocka_unit_test(test_key_ttl),
         cmocka_unit_test(test_auto_compaction),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_bulk_replay_same_state),

@@ -234,6 +234,77 @@ static void test_nack_extend_redeliver(void **state)
     queue_set_destroy(s);
 }
 
+/* ---- events (Q.WATCH) ------------------------------------------------------------------------ */
+
+typedef struct evlog_s {
+    int n;
+    int type[16];
+    uint64_t id[16], num[16];
+    char key[16][8];
+    char queue[16][8];
+    bool has_data[16];
+} evlog_t;
+
+static void log_event(void *arg, const queue_event_t *ev)
+{
+    evlog_t *l = arg;
+    assert_true(l->n < 16);
+    l->type[l->n] = ev->type;
+    l->id[l->n] = ev->id;
+    l->num[l->n] = ev->n;
+    snprintf(l->key[l->n], 8, "%.*s", (int)ev->klen, ev->key);
+    snprintf(l->queue[l->n], 8, "%.*s", (int)ev->qlen, ev->queue);
+    l->has_data[l->n] = ev->data != NULL;
+    l->n++;
+}
+
+/* Each transition is told once, in order, with the message's id and key;
+ * a duplicate push, a merge and a stale ack are not. */
+static void test_events(void **state)
+{
+    (void)state;
+    queue_set_t *s = queue_set_create();
+    evlog_t l = {0};
+    queue_set_event_cb(s, log_event, &l);
+    queue_t *q = mkqueue(s, "q");
+    queue_config_t cfg;
+    queue_config(q, &cfg);
+    cfg.maxattempts = 2;
+    cfg.deadletter = "dlq";
+    cfg.dl_len = 3;
+    assert_int_equal(queue_configure(q, &cfg), QUEUE_OK);
+    uint64_t a = push(q, "a", "1", 0);
+    uint64_t id;
+    assert_int_equal(push_ex(q, "a", "2", NULL, true, 0, 0, &id), QUEUE_MERGED); /* no event */
+    uint64_t t = expect_deliver(q, 1, a, "a", "2");
+    assert_int_equal(queue_ack(q, a, t + 1, "r", 1, 2), 0); /* stale: no event */
+    assert_int_equal(queue_ack(q, a, t, "r", 1, 2), 1);
+    uint64_t b = push(q, "b", "x", 3);
+    queue_retry_t rt;
+    t = expect_deliver(q, 4, b, "b", "x");
+    assert_int_equal(queue_nack(q, b, t, 0, 5, next_rev(), &rt), 1);
+    t = expect_deliver(q, 6, b, "b", "x");
+    uint64_t dl = next_rev();
+    assert_int_equal(queue_nack(q, b, t, 0, 7, dl, &rt), 1);
+    assert_int_equal(rt.kind, QUEUE_RETRY_DEADLETTER);
+    static const int want[] = {QUEUE_EV_PUSHED, QUEUE_EV_DELIVERED, QUEUE_EV_ACKED, QUEUE_EV_PUSHED,
+                               QUEUE_EV_DELIVERED, QUEUE_EV_NACKED, QUEUE_EV_DELIVERED, QUEUE_EV_NACKED,
+                               QUEUE_EV_DEADLETTERED, QUEUE_EV_PUSHED};
+    assert_int_equal(l.n, 10);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(l.type[i], want[i]);
+    assert_int_equal(l.id[0], a);
+    assert_string_equal(l.key[0], "a");
+    assert_int_equal(l.num[1], 1);        /* attempt */
+    assert_true(l.has_data[2]);           /* acked with a result */
+    assert_int_equal(l.num[6], 2);
+    assert_int_equal(l.num[8], dl);       /* its id in the dead-letter queue */
+    assert_string_equal(l.queue[9], "dlq");
+    assert_int_equal(l.id[9], dl);
+    assert_string_equal(l.key[9], "b");
+    queue_set_destroy(s);
+}
+
 static void test_deadletter(void **state)
 {
     (void)state;
@@ -1277,6 +1348,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_push_deliver_ack),
+        cmocka_unit_test(test_events),
         cmocka_unit_test(test_oldest_head_first),
         cmocka_unit_test(test_noack),
         cmocka_unit_test(test_nack_extend_redeliver),

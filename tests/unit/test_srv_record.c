@@ -175,6 +175,9 @@ static const case_t cases[] = {
     /* A transaction holding one COMPACT (time 1, rev 7) in format 3. */
     {{.type = REC_TXN, .time_ms = 44, .txn = {.count = 1, .recs = TXN_ONE, .len = 24}},
      {.type = REC_TXN, .time_ms = 44, .arg_rev = 1, .val = TXN_ONE, .vlen = 24}},
+    {{.type = REC_KEY_TTL, .time_ms = 18, .flags = REC_F_XX,
+      .key_ttl = {.key = "ttl", .klen = 3, .expire_at_ms = 41}},
+     {.type = REC_KEY_TTL, .time_ms = 18, .flags = REC_F_XX, .key = "ttl", .klen = 3, .expire_at_ms = 41}},
 };
 
 #define NCASES (sizeof cases / sizeof cases[0])
@@ -347,7 +350,7 @@ static void test_misfit_fields_refused(void **state)
     old_encode(&bad, 2, &b);
     assert_int_equal(record_decode(b.data, b.len, &d), -1);
     b.len = 0;
-    old_t unknown = {.type = 6};
+    old_t unknown = {.type = 99}; /* no record type */
     old_encode(&unknown, 2, &b);
     assert_int_equal(record_decode(b.data, b.len, &d), -1);
     b.data[0] = 4;

@@ -76,6 +76,10 @@ void cmd_register(server_t *s, const cmd_def_t *defs, size_t n)
             fprintf(stderr, "ordod: command name too long: %s\n", defs[i].name);
             abort();
         }
+        if (!cmd_docs_check(&defs[i])) {
+            fprintf(stderr, "ordod: command %s: malformed syntax in its docs: %s\n", defs[i].name, defs[i].syntax);
+            abort();
+        }
         for (size_t j = 0; j < e->nlen; j++)
             e->name[j] = (char)tolower((unsigned char)defs[i].name[j]);
         ordo_htab_insert(&s->commands, &e->node, name_hash(e->name, e->nlen));
@@ -144,6 +148,8 @@ static const cmd_def_t *lookup(server_t *s, const resp_arg_t *a)
     const cmd_entry_t *e = (const cmd_entry_t *)ordo_htab_find(&s->commands, h, name, a->len);
     return e ? e->def : NULL;
 }
+
+const cmd_def_t *cmd_find(server_t *s, const resp_arg_t *a) { return lookup(s, a); }
 
 void cmd_limits(const conn_t *c, resp_limits_t *lim)
 {
@@ -395,6 +401,7 @@ static bool grows(const server_t *s, const record_t *rec)
         return queue_get(core_queues(s->core), rec->q_config.queue, rec->q_config.qlen) == NULL;
     case REC_DEL: case REC_COMPACT: case REC_LEASE_KEEPALIVE: case REC_LEASE_REVOKE: case REC_LOCK_RELEASE:
     case REC_LOCK_EXTEND: case REC_ELECT_KEEPALIVE: case REC_ELECT_RESIGN:
+    case REC_KEY_TTL: /* EXPIRE is a way to free memory */
         return false;
     default:
         /* Queue records other than pushes free memory or move bookkeeping:
@@ -421,7 +428,8 @@ bool cmd_write(cmd_ctx_t *x, record_t *rec, apply_result_t *res)
         reply_errf(x, "READONLY the log cannot be written, so writes are refused: %s", server_readonly(s));
         return false;
     }
-    if (rec->type == REC_PUT && rec->put.expire_at_ms != 0)
+    if ((rec->type == REC_PUT && rec->put.expire_at_ms != 0) ||
+        (rec->type == REC_KEY_TTL && rec->key_ttl.expire_at_ms != 0))
         expire_schedule(s);
     return true;
 }

@@ -43,8 +43,11 @@ typedef struct cmd_def_s {
     int arity;
     unsigned flags;
     cmd_fn fn;
-    const char *summary;      /* one line: syntax and reply, for readers of the table; nothing
-                               * reads it at run time (COMMAND DOCS answers an empty map) */
+    const char *summary;      /* one line: what it does and answers (COMMAND DOCS, redis-cli help) */
+    const char *syntax;       /* the arguments after the name, in Redis's manual notation
+                               * ("key value [NX|XX]"); cmd_docs.c states the notation */
+    const char *group;        /* redis-cli's help group: Redis's ("string", "generic",
+                               * "connection", "server") or ordo's ("ordo-kv", "ordo-queue", ...) */
 } cmd_def_t;
 
 /* cmd_init() -- build the command table. Returns 0 or -1. */
@@ -74,6 +77,19 @@ void cmd_txn_conn_closed(conn_t *c);
 /* The command table, for COMMAND. */
 void cmd_foreach(server_t *s, void (*fn)(void *arg, const cmd_def_t *d), void *arg);
 size_t cmd_count(server_t *s);
+
+/* Docs (cmd_docs.c). cmd_docs_check(): is the syntax, if any, well-formed?
+ * cmd_register() aborts start-up if not. (A command without docs runs; the
+ * integration test requires docs for every command.) cmd_docs_entry() writes the name and the
+ * COMMAND DOCS map of d; cmd_docs_name() the lower-case name;
+ * cmd_docs_first_key() returns 1 if the first argument is a key (*multiple:
+ * repeated), else 0, for COMMAND INFO's key positions. */
+bool cmd_docs_check(const cmd_def_t *d);
+void cmd_docs_entry(ordo_buf_t *out, int proto, const cmd_def_t *d);
+void cmd_docs_name(ordo_buf_t *out, const cmd_def_t *d);
+int cmd_docs_first_key(const cmd_def_t *d, bool *multiple);
+/* cmd_find() -- the command named a (any case), or NULL. */
+const cmd_def_t *cmd_find(server_t *s, const resp_arg_t *a);
 
 /* Hooks for the net layer (and cmd_cron for the writer's cron, through
  * s->hooks.cmd_cron). */

@@ -39,9 +39,9 @@ static bool arg_ms(cmd_ctx_t *x, size_t i, bool zero_ok, const char *what, uint6
 
 static void reply_lease_gone(cmd_ctx_t *x, uint64_t lease) { coord_wait_reply_lease_gone(x->srv, x->out, lease); }
 
-static void reply_campaign(cmd_ctx_t *x, bool handover, uint64_t term, const char *hv, size_t hlen)
+static void reply_campaign(cmd_ctx_t *x, bool handover, uint64_t term, const char *hv, size_t hlen, bool lapsed)
 {
-    coord_wait_reply_campaign(x->out, x->proto, handover, term, hv, hlen);
+    coord_wait_reply_campaign(x->out, x->proto, handover, term, hv, hlen, lapsed);
 }
 
 static const coord_t *cst(cmd_ctx_t *x) { return core_coord(x->srv->core); }
@@ -213,10 +213,13 @@ static void cmd_lock_check(cmd_ctx_t *x)
 /* ---- elections --------------------------------------------------------------------------- */
 
 /* ELECT.CAMPAIGN name value ttl [WAIT ms] [HANDOVER] */
+/* ELECT.CAMPAIGN name value ttl [WAIT ms] [HANDOVER] [LEASE id]. With a
+ * lease the leadership also ends when the lease does (ttl 0: only then),
+ * as LOCK.ACQUIRE LEASE. */
 static void cmd_elect_campaign(cmd_ctx_t *x)
 {
-    uint64_t ttl, wait_ms = 0;
-    bool has_wait = false, handover = false;
+    uint64_t ttl, wait_ms = 0, lease = 0;
+    bool has_wait = false, handover = false, has_lease = false, lease_given = false;
     for (size_t i = 4; i < x->argc; i++) {
         if (arg_is(x, i, "WAIT") && i + 1 < x->argc && !has_wait) {
             if (!arg_ms(x, ++i, true, "WAIT", &wait_ms))
@@ -224,24 +227,37 @@ static void cmd_elect_campaign(cmd_ctx_t *x)
             has_wait = true;
         } else if (arg_is(x, i, "HANDOVER") && !handover) {
             handover = true;
+        } else if (arg_is(x, i, "LEASE") && i + 1 < x->argc && !lease_given) {
+            if (!arg_u64(x, ++i, &lease))
+                return;
+            lease_given = true;
+            has_lease = lease != 0;
         } else {
             reply_syntax(x);
             return;
         }
     }
-    if (!arg_name_ok(x, 1) || !arg_value_ok(x, 2) || !arg_ms(x, 3, false, "ttl", &ttl))
+    if (!arg_name_ok(x, 1) || !arg_value_ok(x, 2) || !arg_ms(x, 3, has_lease, "ttl", &ttl))
         return;
     const resp_arg_t *name = &x->argv[1];
     coord_wait_sweep(x->srv);
+    if (has_lease && !coord_lease_live(cst(x), lease, x->srv->now_ms)) {
+        reply_lease_gone(x, lease);
+        return;
+    }
     if (coord_wait_len(x->srv, COORD_WAIT_ELECT, name->ptr, name->len) == 0) {
         record_t rec = {.type = REC_ELECT_CAMPAIGN,
                         .elect = {.name = name->ptr, .nlen = (uint32_t)name->len, .val = x->argv[2].ptr,
-                                  .vlen = (uint32_t)x->argv[2].len, .ttl_ms = ttl}};
+                                  .vlen = (uint32_t)x->argv[2].len, .ttl_ms = ttl, .lease_id = lease}};
         apply_result_t res;
         if (!cmd_write(x, &rec, &res))
             return;
         if (res.status == AP_OK) {
-            reply_campaign(x, handover, (uint64_t)res.value, res.data, res.dlen);
+            reply_campaign(x, handover, (uint64_t)res.value, res.data, res.dlen, res.data_lapsed);
+            return;
+        }
+        if (res.status == AP_NOTFOUND) {
+            reply_lease_gone(x, lease);
             return;
         }
     }
@@ -251,7 +267,8 @@ static void cmd_elect_campaign(cmd_ctx_t *x)
         resp_add_null(x->out, x->proto);
         return;
     }
-    coord_wait_park(x->srv, x->conn, COORD_WAIT_ELECT, name->ptr, name->len, wait_ms, ttl, 0, handover, x->argv[2].ptr,
+    coord_wait_park(x->srv, x->conn, COORD_WAIT_ELECT, name->ptr, name->len, wait_ms, ttl, lease, handover,
+                    x->argv[2].ptr,
                     x->argv[2].len);
 }
 
@@ -336,24 +353,37 @@ static void cmd_elect_observe(cmd_ctx_t *x)
 /* ---- registration ---------------------------------------------------------------------- */
 
 static const cmd_def_t coord_cmds[] = {
-    {"LEASE.GRANT", 2, CMD_WRITE, cmd_lease_grant, "LEASE.GRANT ttl: the lease id"},
-    {"LEASE.KEEPALIVE", 2, CMD_WRITE, cmd_lease_keepalive, "LEASE.KEEPALIVE id: remaining ms, or -NOTFOUND"},
-    {"LEASE.REVOKE", 2, CMD_WRITE, cmd_lease_revoke, "LEASE.REVOKE id: 1/0"},
-    {"LEASE.TTL", 2, 0, cmd_lease_ttl, "LEASE.TTL id: [remaining ms, attached keys], or -NOTFOUND"},
+    {"LEASE.GRANT", 2, CMD_WRITE, cmd_lease_grant, "Grant a lease; its id", "ttl", "ordo-lease"},
+    {"LEASE.KEEPALIVE", 2, CMD_WRITE, cmd_lease_keepalive, "Renew a lease; the remaining ms", "id", "ordo-lease"},
+    {"LEASE.REVOKE", 2, CMD_WRITE, cmd_lease_revoke,
+     "End a lease now, with everything attached to it; 1/0",
+     "id", "ordo-lease"},
+    {"LEASE.TTL", 2, 0, cmd_lease_ttl, "A lease's remaining ms and number of attached keys", "id", "ordo-lease"},
     {"LOCK.ACQUIRE", -3, CMD_WRITE, cmd_lock_acquire,
-     "LOCK.ACQUIRE name ttl [WAIT ms] [LEASE id]: the fencing token, or nil"},
-    {"LOCK.RELEASE", 3, CMD_WRITE, cmd_lock_release, "LOCK.RELEASE name token: 1/0"},
-    {"LOCK.EXTEND", 4, CMD_WRITE, cmd_lock_extend, "LOCK.EXTEND name token ttl: 1/0"},
-    {"LOCK.INFO", 2, 0, cmd_lock_info, "LOCK.INFO name: [token or nil, remaining ms, waiters]"},
-    {"LOCK.CHECK", 3, 0, cmd_lock_check, "LOCK.CHECK name token: 1 if token holds the lock now"},
+     "Acquire a lock, optionally waiting; the fencing token, or nil",
+     "name ttl [WAIT ms] [LEASE id]", "ordo-lock"},
+    {"LOCK.RELEASE", 3, CMD_WRITE, cmd_lock_release, "Release a lock held with token; 1/0", "name token", "ordo-lock"},
+    {"LOCK.EXTEND", 4, CMD_WRITE, cmd_lock_extend,
+     "Move a held lock's deadline to now + ttl; 1/0",
+     "name token ttl", "ordo-lock"},
+    {"LOCK.INFO", 2, 0, cmd_lock_info, "A lock's holder token, remaining ms and waiters", "name", "ordo-lock"},
+    {"LOCK.CHECK", 3, 0, cmd_lock_check, "1 if token holds the lock now, else 0", "name token", "ordo-lock"},
     {"ELECT.CAMPAIGN", -4, CMD_WRITE, cmd_elect_campaign,
-     "ELECT.CAMPAIGN name value ttl [WAIT ms] [HANDOVER]: the term (or [term, handover]), or nil"},
-    {"ELECT.LEADER", 2, 0, cmd_elect_leader, "ELECT.LEADER name: [value, term] or nil"},
-    {"ELECT.PROCLAIM", 4, CMD_WRITE, cmd_elect_proclaim, "ELECT.PROCLAIM name term value: 1/0"},
-    {"ELECT.KEEPALIVE", 3, CMD_WRITE, cmd_elect_keepalive, "ELECT.KEEPALIVE name term: remaining ms, or -NOTHOLDER"},
-    {"ELECT.RESIGN", -3, CMD_WRITE, cmd_elect_resign, "ELECT.RESIGN name term [HANDOVER value]: 1/0"},
+     "Campaign for leadership; the term once leading (with HANDOVER: [term, value])",
+     "name value ttl [WAIT ms] [HANDOVER] [LEASE id]", "ordo-elect"},
+    {"ELECT.LEADER", 2, 0, cmd_elect_leader, "The leader's value and term, or nil if vacant", "name", "ordo-elect"},
+    {"ELECT.PROCLAIM", 4, CMD_WRITE, cmd_elect_proclaim,
+     "Set the leader's value; 1, or 0 if term does not lead",
+     "name term value", "ordo-elect"},
+    {"ELECT.KEEPALIVE", 3, CMD_WRITE, cmd_elect_keepalive,
+     "Renew a leadership; the remaining ms",
+     "name term", "ordo-elect"},
+    {"ELECT.RESIGN", -3, CMD_WRITE, cmd_elect_resign,
+     "Give up leadership, optionally leaving a value to the next leader; 1/0",
+     "name term [HANDOVER value]", "ordo-elect"},
     {"ELECT.OBSERVE", 2, CMD_WATCHMODE, cmd_elect_observe,
-     "ELECT.OBSERVE name: the observer id, then [\"leader\", name, term, value] pushes"},
+     "Follow an election: the observer id, then a push per change of leader or value",
+     "name", "ordo-elect"},
 };
 
 void cmd_coord_register(server_t *s)

@@ -118,6 +118,98 @@ static void cmd_mget(cmd_ctx_t *x)
     }
 }
 
+/* ---- expiry: TTL, PTTL, EXPIRE, PEXPIRE, PERSIST ------------------------- */
+
+/* TTL / PTTL: -2 if the key does not exist, -1 if it has no deadline, else
+ * the time left by the writer's clock (TTL rounds to the nearest second, as
+ * Redis does). */
+static void do_ttl(cmd_ctx_t *x, bool ms)
+{
+    if (visible(x->srv, &x->argv[1]) == NULL) {
+        resp_add_int(x->out, -2);
+        return;
+    }
+    uint64_t at = core_expiry_of(x->srv->core, x->argv[1].ptr, x->argv[1].len);
+    if (at == 0) {
+        resp_add_int(x->out, -1);
+        return;
+    }
+    uint64_t now = x->srv->now_ms;
+    int64_t left = at > now ? (int64_t)(at - now) : 0;
+    resp_add_int(x->out, ms ? left : (left + 500) / 1000);
+}
+
+static void cmd_ttl(cmd_ctx_t *x) { do_ttl(x, false); }
+static void cmd_pttl(cmd_ctx_t *x) { do_ttl(x, true); }
+
+/* EXPIRE / PEXPIRE key n [NX|XX|GT|LT]: 1 if the deadline was set, 0 if
+ * the key does not exist or the condition did not hold. A deadline not in
+ * the future deletes the key (Redis's rule). The condition is checked when
+ * the record applies (REC_KEY_TTL), so a log replay decides the same. */
+static void do_expire(cmd_ctx_t *x, bool ms)
+{
+    const char *name = ms ? "pexpire" : "expire";
+    int64_t n;
+    if (!arg_name_ok(x, 1) || !arg_i64(x, 2, &n))
+        return;
+    record_t rec = {.type = REC_KEY_TTL, .key_ttl = {.key = x->argv[1].ptr, .klen = (uint32_t)x->argv[1].len}};
+    for (size_t i = 3; i < x->argc; i++) {
+        if (arg_is(x, i, "NX"))
+            rec.flags |= REC_F_NX;
+        else if (arg_is(x, i, "XX"))
+            rec.flags |= REC_F_XX;
+        else if (arg_is(x, i, "GT"))
+            rec.flags |= REC_F_GT;
+        else if (arg_is(x, i, "LT"))
+            rec.flags |= REC_F_LT;
+        else {
+            reply_errf(x, "ERR Unsupported option %.*s", (int)(x->argv[i].len > 32 ? 32 : x->argv[i].len),
+                       x->argv[i].ptr);
+            return;
+        }
+    }
+    if ((rec.flags & REC_F_NX) && (rec.flags & (REC_F_XX | REC_F_GT | REC_F_LT))) {
+        reply_err(x, "ERR NX and XX, GT or LT options at the same time are not compatible");
+        return;
+    }
+    if ((rec.flags & REC_F_GT) && (rec.flags & REC_F_LT)) {
+        reply_err(x, "ERR GT and LT options at the same time are not compatible");
+        return;
+    }
+    uint64_t now = x->srv->now_ms;
+    if (!ms && (n > INT64_MAX / 1000 || n < INT64_MIN / 1000)) {
+        reply_errf(x, "ERR invalid expire time in '%s' command", name);
+        return;
+    }
+    int64_t delta = ms ? n : n * 1000;
+    if (delta > 0 && (uint64_t)delta > UINT64_MAX - now) {
+        reply_errf(x, "ERR invalid expire time in '%s' command", name);
+        return;
+    }
+    /* Not in the future: a deadline of now, which the apply treats as due. */
+    rec.key_ttl.expire_at_ms = delta > 0 ? now + (uint64_t)delta : (now > 0 ? now : 1);
+    apply_result_t res;
+    if (!cmd_write(x, &rec, &res))
+        return;
+    resp_add_int(x->out, res.status == AP_OK ? 1 : 0);
+}
+
+static void cmd_expire(cmd_ctx_t *x) { do_expire(x, false); }
+static void cmd_pexpire(cmd_ctx_t *x) { do_expire(x, true); }
+
+/* PERSIST key: 1 if the key's deadline was removed, 0 if it had none or
+ * does not exist. */
+static void cmd_persist(cmd_ctx_t *x)
+{
+    if (!arg_name_ok(x, 1))
+        return;
+    record_t rec = {.type = REC_KEY_TTL, .key_ttl = {.key = x->argv[1].ptr, .klen = (uint32_t)x->argv[1].len}};
+    apply_result_t res;
+    if (!cmd_write(x, &rec, &res))
+        return;
+    resp_add_int(x->out, res.status == AP_OK ? 1 : 0);
+}
+
 static void do_incr(cmd_ctx_t *x, int64_t by)
 {
     if (!arg_name_ok(x, 1))
@@ -380,21 +472,38 @@ static void cmd_kv_compact(cmd_ctx_t *x)
 }
 
 static const cmd_def_t kv_cmds[] = {
-    {"GET", 2, 0, cmd_get, "GET key"},
-    {"SET", -3, CMD_WRITE, cmd_set, "SET key value [NX|XX] [PX ms|EX s|KEEPTTL]"},
-    {"DEL", -2, CMD_WRITE, cmd_del, "DEL key [key ...]: keys removed"},
-    {"EXISTS", -2, 0, cmd_exists, "EXISTS key [key ...]"},
-    {"MGET", -2, 0, cmd_mget, "MGET key [key ...]"},
-    {"INCR", 2, CMD_WRITE, cmd_incr, "INCR key"},
-    {"INCRBY", 3, CMD_WRITE, cmd_incrby, "INCRBY key n"},
-    {"KV.PUT", -3, CMD_WRITE, cmd_kv_put, "KV.PUT key value [IFREV rev] [LEASE id] [FENCE lock token | FENCE ELECTION name term | FENCE DELIVERY "
-     "queue id token]: the new revision"},
-    {"KV.GET", -2, 0, cmd_kv_get, "KV.GET key [REV rev]: [value, create_rev, mod_rev, version, lease]"},
-    {"KV.DEL", -2, CMD_WRITE, cmd_kv_del, "KV.DEL key [IFREV rev] [FENCE lock token | FENCE ELECTION name term | FENCE DELIVERY queue id token]: "
-     "the deletion's revision or 0"},
-    {"KV.RANGE", -2, 0, cmd_kv_range, "KV.RANGE prefix [AFTER key] [LIMIT n] [REV rev]"},
-    {"KV.REV", 1, 0, cmd_kv_rev, "KV.REV: [current revision, oldest retained revision]"},
-    {"KV.COMPACT", 2, CMD_WRITE, cmd_kv_compact, "KV.COMPACT rev: drop history before rev"},
+    {"GET", 2, 0, cmd_get, "Get the value of a key", "key", "string"},
+    {"SET", -3, CMD_WRITE, cmd_set,
+     "Set the value of a key, optionally with an expiry; a new revision",
+     "key value [NX|XX] [PX milliseconds|EX seconds|KEEPTTL]", "string"},
+    {"DEL", -2, CMD_WRITE, cmd_del, "Delete keys; the number deleted", "key [key ...]", "generic"},
+    {"EXISTS", -2, 0, cmd_exists, "The number of the given keys that exist", "key [key ...]", "generic"},
+    {"MGET", -2, 0, cmd_mget, "Get the values of several keys", "key [key ...]", "string"},
+    {"TTL", 2, 0, cmd_ttl, "Seconds left before a key expires: -2 if no key, -1 if no expiry", "key", "generic"},
+    {"PTTL", 2, 0, cmd_pttl, "Milliseconds left before a key expires: -2 if no key, -1 if no expiry", "key", "generic"},
+    {"EXPIRE", -3, CMD_WRITE, cmd_expire,
+     "Set a key's time to live in seconds; 1, or 0 if no key or the condition failed",
+     "key seconds [NX|XX|GT|LT]", "generic"},
+    {"PEXPIRE", -3, CMD_WRITE, cmd_pexpire,
+     "Set a key's time to live in milliseconds; 1, or 0 if no key or the condition failed",
+     "key milliseconds [NX|XX|GT|LT]", "generic"},
+    {"PERSIST", 2, CMD_WRITE, cmd_persist, "Remove a key's expiry; 1, or 0 if no key or no expiry", "key", "generic"},
+    {"INCR", 2, CMD_WRITE, cmd_incr, "Add one to the integer value of a key; the new value", "key", "string"},
+    {"INCRBY", 3, CMD_WRITE, cmd_incrby,
+     "Add n to the integer value of a key; the new value",
+     "key increment", "string"},
+    {"KV.PUT", -3, CMD_WRITE, cmd_kv_put,
+     "Put a value, optionally only at a revision, on a lease or fenced; the new revision",
+     "key value [IFREV rev] [LEASE id] [FENCE lock token|FENCE ELECTION name term|FENCE DELIVERY queue id token]", "ordo-kv"},
+    {"KV.GET", -2, 0, cmd_kv_get, "A key's value and revisions, now or at a past revision", "key [REV rev]", "ordo-kv"},
+    {"KV.DEL", -2, CMD_WRITE, cmd_kv_del,
+     "Delete a key, optionally only at a revision or fenced; the deletion's revision or 0",
+     "key [IFREV rev] [FENCE lock token|FENCE ELECTION name term|FENCE DELIVERY queue id token]", "ordo-kv"},
+    {"KV.RANGE", -2, 0, cmd_kv_range,
+     "The keys under a prefix with their values and revisions, paged",
+     "prefix [AFTER key] [LIMIT n] [REV rev]", "ordo-kv"},
+    {"KV.REV", 1, 0, cmd_kv_rev, "The current revision and the oldest retained one", "", "ordo-kv"},
+    {"KV.COMPACT", 2, CMD_WRITE, cmd_kv_compact, "Drop the history before a revision", "rev", "ordo-kv"},
 };
 
 void cmd_kv_register(server_t *s) { cmd_register(s, kv_cmds, sizeof kv_cmds / sizeof kv_cmds[0]); }

@@ -16,6 +16,7 @@
 #include "cmd.h"
 #include "core/coord.h"
 #include "writer/apply.h"
+#include "writer/coord_wait.h"
 #include "writer/queue_wait.h"
 
 /* COUNT of Q.PULL, Q.PEEK and Q.TOPKEYS: one reply stays a bounded size
@@ -733,28 +734,95 @@ static void cmd_qtopkeys(cmd_ctx_t *x)
     free(t);
 }
 
+/* Q.WATCH queue [KEY key] [FROM rev]: the watch id, then a push per message
+ * event of the queue (of that key), in apply order, each with the revision
+ * of the record that made it, on the same timeline as KV.WATCH's events.
+ * FROM rev first replays the retained events after rev (a bounded history,
+ * queue-watch-history-bytes, from the server's start); a rev older than
+ * the history answers -COMPACTED <floor>, and the client resyncs from
+ * Q.PEEK / Q.KEYINFO and watches FROM the floor. */
+static void cmd_qwatch(cmd_ctx_t *x)
+{
+    conn_t *c = x->conn;
+    server_t *s = x->srv;
+    const resp_arg_t *key = NULL;
+    bool has_from = false;
+    uint64_t from = 0;
+    for (size_t i = 2; i < x->argc; i++) {
+        if (arg_is(x, i, "KEY") && i + 1 < x->argc && key == NULL) {
+            key = &x->argv[++i];
+        } else if (arg_is(x, i, "FROM") && i + 1 < x->argc && !has_from) {
+            if (!arg_u64(x, ++i, &from))
+                return;
+            has_from = true;
+        } else {
+            reply_syntax(x);
+            return;
+        }
+    }
+    if (!arg_name_ok(x, 1) || (key != NULL && !arg_name_ok(x, (size_t)(key - x->argv))))
+        return;
+    uint64_t floor = coord_wait_qwatch_floor(s);
+    if (has_from && from < floor) {
+        reply_errf(x, "COMPACTED %llu queue events are kept only after this revision "
+                      "(queue-watch-history-bytes, since the server started); resync and watch FROM it",
+                   (unsigned long long)floor);
+        return;
+    }
+    if (c->nwatches >= (size_t)s->cfg.max_watches_per_client) {
+        reply_errf(x, "LIMIT this connection has %zu watches (max-watches-per-client)", c->nwatches);
+        return;
+    }
+    const resp_arg_t *q = &x->argv[1];
+    uint64_t id = coord_wait_qwatch(s, c, q->ptr, q->len, key ? key->ptr : NULL, key ? key->len : 0);
+    resp_add_uint(x->out, id);
+    if (has_from)
+        coord_wait_qwatch_catchup(s, c, id, q->ptr, q->len, key ? key->ptr : NULL, key ? key->len : 0, from);
+}
+
 /* ---- registration -------------------------------------------------------------------- */
 
 static const cmd_def_t queue_cmds[] = {
     {"Q.PUSH", -4, CMD_WRITE, cmd_qpush,
-     "Q.PUSH queue key payload [ID dedup-id] [COALESCE] [DELAY ms] [TIMEOUT ms] [FENCE lock token | FENCE "
-     "ELECTION name term | FENCE DELIVERY queue id token] -> message id"},
-    {"Q.CALL", -4, CMD_WRITE, cmd_qcall, "Q.CALL queue key payload [TIMEOUT ms] [ID dedup-id] -> result"},
+     "Push a message for a key; the message id",
+     "queue key payload [ID dedup-id] [COALESCE] [DELAY ms] [TIMEOUT ms] [FENCE lock token|FENCE ELECTION name term|FENCE DELIVERY queue id token]", "ordo-queue"},
+    {"Q.CALL", -4, CMD_WRITE, cmd_qcall,
+     "Push a message and wait for the result the consumer acks it with",
+     "queue key payload [TIMEOUT ms] [ID dedup-id]", "ordo-queue"},
     {"Q.PULL", -2, CMD_WRITE, cmd_qpull,
-     "Q.PULL queue [COUNT n] [BLOCK ms] [LEASE ms] [NOACK] -> [[id, key, payload, attempt, token]...]"},
-    {"Q.ACK", -4, CMD_WRITE, cmd_qack, "Q.ACK queue id token [RESULT payload] -> 1/0"},
-    {"Q.NACK", -4, CMD_WRITE, cmd_qnack, "Q.NACK queue id token [DELAY ms] -> 1/0"},
-    {"Q.EXTEND", 5, CMD_WRITE, cmd_qextend, "Q.EXTEND queue id token ms -> 1/0"},
-    {"Q.RESULT", -3, 0, cmd_qresult, "Q.RESULT queue id [BLOCK ms] -> result or nil"},
-    {"Q.CONFIG", -2, CMD_WRITE, cmd_qconfig, "Q.CONFIG queue [MAXLEN n] [MAXPERKEY n] [ONFULL reject|block] ..."},
-    {"Q.UNPARK", 3, CMD_WRITE, cmd_qunpark, "Q.UNPARK queue key -> 1/0"},
-    {"Q.DROP", 2, CMD_WRITE, cmd_qdrop, "Q.DROP queue -> 1/0"},
-    {"Q.LEN", 2, 0, cmd_qlen, "Q.LEN queue -> [waiting, in flight, delayed]"},
-    {"Q.INFO", 2, 0, cmd_qinfo, "Q.INFO queue -> configuration and counters"},
-    {"Q.LIST", 1, 0, cmd_qlist, "Q.LIST -> queue names"},
-    {"Q.PEEK", -2, 0, cmd_qpeek, "Q.PEEK queue [COUNT n] -> the next messages a pull would get"},
-    {"Q.KEYINFO", 3, 0, cmd_qkeyinfo, "Q.KEYINFO queue key -> the key's state"},
-    {"Q.TOPKEYS", -2, 0, cmd_qtopkeys, "Q.TOPKEYS queue [COUNT n] -> [[key, waiting]...]"},
+     "Take up to n deliverable messages, one per key, optionally waiting",
+     "queue [COUNT n] [BLOCK ms] [LEASE ms] [NOACK]", "ordo-queue"},
+    {"Q.ACK", -4, CMD_WRITE, cmd_qack,
+     "Finish a delivery, optionally with a result; 1, or 0 if the token is stale",
+     "queue id token [RESULT payload]", "ordo-queue"},
+    {"Q.NACK", -4, CMD_WRITE, cmd_qnack,
+     "Give a delivery back, optionally after a delay; 1/0",
+     "queue id token [DELAY ms]", "ordo-queue"},
+    {"Q.EXTEND", 5, CMD_WRITE, cmd_qextend,
+     "Extend a delivery's lease to ms from now; 1/0",
+     "queue id token ms", "ordo-queue"},
+    {"Q.RESULT", -3, 0, cmd_qresult,
+     "A message's result, optionally waiting for it; nil if not done",
+     "queue id [BLOCK ms]", "ordo-queue"},
+    {"Q.CONFIG", -2, CMD_WRITE, cmd_qconfig,
+     "Configure a queue; options not given keep their value",
+     "queue [MAXLEN n] [MAXPERKEY n] [ONFULL REJECT|BLOCK] [LEASE ms] [MAXATTEMPTS n] [DEADLETTER queue] [ONPOISON DEADLETTER|PARK] [DEDUP ms] [RESULTTTL ms]", "ordo-queue"},
+    {"Q.UNPARK", 3, CMD_WRITE, cmd_qunpark, "Let a parked key's backlog flow again; 1/0", "queue key", "ordo-queue"},
+    {"Q.DROP", 2, CMD_WRITE, cmd_qdrop, "Remove a queue and everything in it; 1/0", "queue", "ordo-queue"},
+    {"Q.LEN", 2, 0, cmd_qlen, "A queue's waiting, in-flight and delayed message counts", "queue", "ordo-queue"},
+    {"Q.INFO", 2, 0, cmd_qinfo, "A queue's configuration and counters", "queue", "ordo-queue"},
+    {"Q.LIST", 1, 0, cmd_qlist, "The queue names", "", "ordo-queue"},
+    {"Q.PEEK", -2, 0, cmd_qpeek,
+     "The next messages a pull would get, changing nothing",
+     "queue [COUNT n]", "ordo-queue"},
+    {"Q.KEYINFO", 3, 0, cmd_qkeyinfo,
+     "A queue key's state: idle, processing, waiting or parked",
+     "queue key", "ordo-queue"},
+    {"Q.WATCH", -2, CMD_WATCHMODE, cmd_qwatch,
+     "Follow a queue's message events (pushed, delivered, acked, nacked, deadlettered, parked): the watch id, "
+     "then pushes",
+     "queue [KEY key] [FROM rev]", "ordo-queue"},
+    {"Q.TOPKEYS", -2, 0, cmd_qtopkeys, "The keys with the most waiting messages", "queue [COUNT n]", "ordo-queue"},
 };
 
 void cmd_queue_register(server_t *s)

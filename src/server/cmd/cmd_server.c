@@ -1,6 +1,8 @@
 /*
  * cmd_server.c -- connection and server commands: PING, ECHO, HELLO, AUTH,
- * QUIT, CLIENT, INFO, COMMAND, CONFIG GET, DBSIZE, TIME.
+ * QUIT, CLIENT, INFO, COMMAND (its docs come from cmd_docs.c), CONFIG GET,
+ * DBSIZE, TIME; and the scripting commands, which answer that ordo runs no
+ * scripts.
  *
  * These never make records. Their replies follow Redis's so that redis-cli,
  * redis-benchmark and client libraries work unmodified.
@@ -255,14 +257,50 @@ static size_t rss_bytes(void)
     return rss * (size_t)sysconf(_SC_PAGESIZE);
 }
 
+/* INFO's sections, in the order they print. */
+static const char *const info_sections[] = {"server", "clients", "memory", "stats", "persistence", "kv", "keyspace"};
+#define INFO_SECTIONS (sizeof info_sections / sizeof info_sections[0])
+
+static bool section_all(const cmd_ctx_t *x, size_t i)
+{
+    return arg_is(x, i, "all") || arg_is(x, i, "everything") || arg_is(x, i, "default");
+}
+
+/* INFO [section ...]: no argument, or all/everything/default, is every
+ * section; several may be named (Redis 7). */
 static bool section_wanted(const cmd_ctx_t *x, const char *name)
 {
-    return x->argc < 2 || arg_is(x, 1, name) || arg_is(x, 1, "all") || arg_is(x, 1, "everything") ||
-           arg_is(x, 1, "default");
+    if (x->argc < 2)
+        return true;
+    for (size_t i = 1; i < x->argc; i++)
+        if (arg_is(x, i, name) || section_all(x, i))
+            return true;
+    return false;
+}
+
+/* An unknown section is an error naming the known ones, not the empty text
+ * Redis answers: a caller asking for "replication" or "cpu" learns that ordo
+ * has no such section instead of reading nothing. */
+static bool sections_known(cmd_ctx_t *x)
+{
+    for (size_t i = 1; i < x->argc; i++) {
+        bool known = section_all(x, i);
+        for (size_t k = 0; k < INFO_SECTIONS && !known; k++)
+            known = arg_is(x, i, info_sections[k]);
+        if (!known) {
+            reply_errf(x, "ERR unknown INFO section '%.*s' (sections: server, clients, memory, stats, "
+                          "persistence, kv, keyspace, all)",
+                       (int)(x->argv[i].len > 64 ? 64 : x->argv[i].len), x->argv[i].ptr);
+            return false;
+        }
+    }
+    return true;
 }
 
 static void cmd_info(cmd_ctx_t *x)
 {
+    if (!sections_known(x))
+        return;
     server_t *s = x->srv;
     ordo_buf_t b = ORDO_BUF_INIT;
     uint64_t now = server_mono_ms();
@@ -323,22 +361,56 @@ static void cmd_info(cmd_ctx_t *x)
     ordo_buf_free(&b);
 }
 
+/* One COMMAND / COMMAND INFO entry, in Redis 7's ten-element form: name,
+ * arity, flags, first key, last key, key step, ACL categories (the group),
+ * tips, key specifications, subcommands (the last three empty). */
 static void command_entry(void *arg, const cmd_def_t *d)
 {
     cmd_ctx_t *x = arg;
-    int nflags = 0;
-    resp_add_array(x->out, 6);
-    resp_add_bulk_str(x->out, d->name);
+    bool multiple;
+    int first = cmd_docs_first_key(d, &multiple);
+    resp_add_array(x->out, 10);
+    cmd_docs_name(x->out, d);
     resp_add_int(x->out, d->arity);
-    nflags = (d->flags & CMD_WRITE ? 1 : 0) + (d->flags & CMD_NOAUTH ? 1 : 0);
+    int nflags = (d->flags & CMD_WRITE ? 1 : 0) + (d->flags & CMD_NOAUTH ? 1 : 0);
     resp_add_set(x->out, x->proto, (size_t)nflags);
     if (d->flags & CMD_WRITE)
         resp_add_simple(x->out, "write");
     if (d->flags & CMD_NOAUTH)
         resp_add_simple(x->out, "no_auth");
-    resp_add_int(x->out, 0);
-    resp_add_int(x->out, 0);
-    resp_add_int(x->out, 0);
+    resp_add_int(x->out, first);
+    resp_add_int(x->out, first == 0 ? 0 : multiple ? -1 : 1);
+    resp_add_int(x->out, first);
+    resp_add_set(x->out, x->proto, 1);
+    char cat[48];
+    snprintf(cat, sizeof cat, "@%s", d->group ? d->group : "");
+    resp_add_simple(x->out, cat);
+    resp_add_array(x->out, 0);
+    resp_add_array(x->out, 0);
+    resp_add_array(x->out, 0);
+}
+
+static void command_name(void *arg, const cmd_def_t *d) { cmd_docs_name(((cmd_ctx_t *)arg)->out, d); }
+
+static void command_docs(void *arg, const cmd_def_t *d)
+{
+    cmd_ctx_t *x = arg;
+    cmd_docs_entry(x->out, x->proto, d);
+}
+
+/* COMMAND DOCS name...: the docs of the named commands that exist (unknown
+ * names are left out, as Redis does), a map keyed by name. */
+static void command_docs_named(cmd_ctx_t *x)
+{
+    size_t n = 0;
+    for (size_t i = 2; i < x->argc; i++)
+        n += cmd_find(x->srv, &x->argv[i]) != NULL;
+    resp_add_map(x->out, x->proto, n);
+    for (size_t i = 2; i < x->argc; i++) {
+        const cmd_def_t *d = cmd_find(x->srv, &x->argv[i]);
+        if (d != NULL)
+            cmd_docs_entry(x->out, x->proto, d);
+    }
 }
 
 static void cmd_command(cmd_ctx_t *x)
@@ -346,12 +418,32 @@ static void cmd_command(cmd_ctx_t *x)
     if (x->argc == 1) {
         resp_add_array(x->out, cmd_count(x->srv));
         cmd_foreach(x->srv, command_entry, x);
-    } else if (arg_is(x, 1, "COUNT")) {
+    } else if (arg_is(x, 1, "COUNT") && x->argc == 2) {
         resp_add_uint(x->out, cmd_count(x->srv));
+    } else if (arg_is(x, 1, "LIST") && x->argc == 2) {
+        resp_add_array(x->out, cmd_count(x->srv));
+        cmd_foreach(x->srv, command_name, x);
+    } else if (arg_is(x, 1, "DOCS") && x->argc == 2) {
+        resp_add_map(x->out, x->proto, cmd_count(x->srv));
+        cmd_foreach(x->srv, command_docs, x);
     } else if (arg_is(x, 1, "DOCS")) {
-        resp_add_map(x->out, x->proto, 0); /* redis-cli asks for hints; we offer none */
+        command_docs_named(x);
+    } else if (arg_is(x, 1, "INFO") && x->argc == 2) {
+        resp_add_array(x->out, cmd_count(x->srv));
+        cmd_foreach(x->srv, command_entry, x);
+    } else if (arg_is(x, 1, "INFO")) {
+        /* One entry per name asked, nil for an unknown one, as Redis. */
+        resp_add_array(x->out, x->argc - 2);
+        for (size_t i = 2; i < x->argc; i++) {
+            const cmd_def_t *d = cmd_find(x->srv, &x->argv[i]);
+            if (d != NULL)
+                command_entry(x, d);
+            else
+                resp_add_null_array(x->out, x->proto);
+        }
     } else {
-        reply_err(x, "ERR unknown subcommand for COMMAND (try COUNT, DOCS, or no argument)");
+        reply_err(x, "ERR unknown subcommand or wrong number of arguments for COMMAND "
+                     "(try COUNT, LIST, INFO [name ...], DOCS [name ...], or no argument)");
     }
 }
 
@@ -414,19 +506,63 @@ static void cmd_time(cmd_ctx_t *x)
     resp_add_bulk_str(x->out, b);
 }
 
+/* EVAL, EVALSHA, SCRIPT, FUNCTION, FCALL (and the _RO forms): ordo runs no
+ * scripts. A script's use in Redis is atomic read-modify-write; the answer
+ * names ordo's ways to get it. */
+static void cmd_noscript(cmd_ctx_t *x)
+{
+    reply_errf(x, "ERR ordo runs no scripts ('%.*s'): for atomic read-modify-write use MULTI/EXEC with WATCH, "
+                  "KV.PUT/KV.DEL IFREV, or FENCE (docs/protocol.md)",
+               (int)(x->argv[0].len > 32 ? 32 : x->argv[0].len), x->argv[0].ptr);
+}
+
 static const cmd_def_t server_cmds[] = {
-    {"PING", -1, CMD_NOAUTH | CMD_WATCHMODE | CMD_NOSTATE, cmd_ping, "PING [message]: PONG, or the message"},
-    {"ECHO", 2, CMD_NOSTATE, cmd_echo, "ECHO message"},
-    {"QUIT", 1, CMD_NOAUTH | CMD_WATCHMODE | CMD_NOSTATE, cmd_quit, "QUIT: close the connection after OK"},
-    {"AUTH", -2, CMD_NOAUTH | CMD_WATCHMODE | CMD_NOSTATE, cmd_auth, "AUTH [user] password"},
-    {"HELLO", -1, CMD_NOAUTH | CMD_NOSTATE, cmd_hello, "HELLO [2|3] [AUTH user pass] [SETNAME name]"},
-    {"CLIENT", -2, CMD_NOSTATE, cmd_client, "CLIENT ID|SETNAME|GETNAME|LIST|INFO"},
-    {"INFO", -1, CMD_NOSTATE, cmd_info, "INFO [section]"},
-    {"COMMAND", -1, CMD_NOSTATE, cmd_command, "COMMAND [COUNT|DOCS]"},
-    {"CONFIG", -2, CMD_NOSTATE, cmd_config, "CONFIG GET pattern..."},
-    {"DBSIZE", 1, 0, cmd_dbsize, "DBSIZE: live keys"},
-    {"SNAPSHOT", 1, 0, cmd_snapshot, "SNAPSHOT: start a snapshot; the revision it covers"},
-    {"TIME", 1, CMD_NOSTATE, cmd_time, "TIME: [seconds, microseconds]"},
+    {"PING", -1, CMD_NOAUTH | CMD_WATCHMODE | CMD_NOSTATE, cmd_ping,
+     "Ping the server: PONG, or the message",
+     "[message]", "connection"},
+    {"ECHO", 2, CMD_NOSTATE, cmd_echo, "Answer the given message", "message", "connection"},
+    {"QUIT", 1, CMD_NOAUTH | CMD_WATCHMODE | CMD_NOSTATE, cmd_quit,
+     "Close the connection after answering OK",
+     "", "connection"},
+    {"AUTH", -2, CMD_NOAUTH | CMD_WATCHMODE | CMD_NOSTATE, cmd_auth,
+     "Authenticate the connection",
+     "[username] password", "connection"},
+    {"HELLO", -1, CMD_NOAUTH | CMD_NOSTATE, cmd_hello,
+     "Choose RESP2 or RESP3, authenticate, name the connection; a map about the server",
+     "[protover [AUTH username password] [SETNAME clientname]]", "connection"},
+    {"CLIENT", -2, CMD_NOSTATE, cmd_client,
+     "Connection id, name, and the list of clients",
+     "ID|SETNAME name|GETNAME|LIST|INFO|SETINFO attr value", "connection"},
+    {"INFO", -1, CMD_NOSTATE, cmd_info,
+     "Information and statistics about the server, by section",
+     "[section [section ...]]", "server"},
+    {"COMMAND", -1, CMD_NOSTATE, cmd_command,
+     "The command table, its size, names, and each command's docs",
+     "[COUNT|LIST|INFO [command-name [command-name ...]]|DOCS [command-name [command-name ...]]]", "server"},
+    {"CONFIG", -2, CMD_NOSTATE, cmd_config,
+     "The options matching glob patterns (read-only: options are set at start)",
+     "GET parameter [parameter ...]", "server"},
+    {"DBSIZE", 1, 0, cmd_dbsize, "The number of live keys", "", "server"},
+    {"SNAPSHOT", 1, 0, cmd_snapshot,
+     "Start a snapshot (or join the running one); the revision it covers",
+     "", "server"},
+    {"EVAL", -1, CMD_NOSTATE, cmd_noscript, "Refused: ordo runs no scripts (use MULTI/WATCH, IFREV or FENCE)",
+     "[script] [numkeys] [key [key ...]] [arg [arg ...]]", "scripting"},
+    {"EVALSHA", -1, CMD_NOSTATE, cmd_noscript, "Refused: ordo runs no scripts (use MULTI/WATCH, IFREV or FENCE)",
+     "[sha1] [numkeys] [key [key ...]] [arg [arg ...]]", "scripting"},
+    {"EVAL_RO", -1, CMD_NOSTATE, cmd_noscript, "Refused: ordo runs no scripts (use MULTI/WATCH, IFREV or FENCE)",
+     "[script] [numkeys] [key [key ...]] [arg [arg ...]]", "scripting"},
+    {"EVALSHA_RO", -1, CMD_NOSTATE, cmd_noscript, "Refused: ordo runs no scripts (use MULTI/WATCH, IFREV or FENCE)",
+     "[sha1] [numkeys] [key [key ...]] [arg [arg ...]]", "scripting"},
+    {"SCRIPT", -1, CMD_NOSTATE, cmd_noscript, "Refused: ordo runs no scripts (use MULTI/WATCH, IFREV or FENCE)",
+     "[subcommand] [arg [arg ...]]", "scripting"},
+    {"FUNCTION", -1, CMD_NOSTATE, cmd_noscript, "Refused: ordo runs no functions (use MULTI/WATCH, IFREV or FENCE)",
+     "[subcommand] [arg [arg ...]]", "scripting"},
+    {"FCALL", -1, CMD_NOSTATE, cmd_noscript, "Refused: ordo runs no functions (use MULTI/WATCH, IFREV or FENCE)",
+     "[function] [numkeys] [key [key ...]] [arg [arg ...]]", "scripting"},
+    {"FCALL_RO", -1, CMD_NOSTATE, cmd_noscript, "Refused: ordo runs no functions (use MULTI/WATCH, IFREV or FENCE)",
+     "[function] [numkeys] [key [key ...]] [arg [arg ...]]", "scripting"},
+    {"TIME", 1, CMD_NOSTATE, cmd_time, "The server's time: [unix seconds, microseconds]", "", "server"},
 };
 
 void cmd_server_register(server_t *s) { cmd_register(s, server_cmds, sizeof server_cmds / sizeof server_cmds[0]); }

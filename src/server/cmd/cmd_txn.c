@@ -377,12 +377,16 @@ static void cmd_exec(cmd_ctx_t *x)
 }
 
 static const cmd_def_t txn_cmds[] = {
-    {"MULTI", 1, 0, cmd_multi, "MULTI: OK; later commands answer QUEUED until EXEC or DISCARD"},
+    {"MULTI", 1, 0, cmd_multi, "Start a transaction: later commands answer QUEUED until EXEC or DISCARD", "",
+     "transactions"},
     {"EXEC", 1, CMD_WRITE, cmd_exec,
-     "EXEC: the queued commands' replies, nil if a WATCHed key changed, -CONFLICT i reason if a guard fails"},
-    {"DISCARD", 1, 0, cmd_discard, "DISCARD: OK; drops the queued commands and every watch"},
-    {"WATCH", -2, 0, cmd_watch, "WATCH key [key ...]: OK; EXEC answers nil if one changes before it"},
-    {"UNWATCH", 1, 0, cmd_unwatch, "UNWATCH: OK; forgets every watched key"},
+     "Run the queued commands as one record: their replies, nil if a WATCHed key changed, "
+     "-CONFLICT i reason if a guard fails",
+     "", "transactions"},
+    {"DISCARD", 1, 0, cmd_discard, "Drop the queued commands and every watched key", "", "transactions"},
+    {"WATCH", -2, 0, cmd_watch, "Make the next EXEC answer nil if one of the keys changes before it", "key [key ...]",
+     "transactions"},
+    {"UNWATCH", 1, 0, cmd_unwatch, "Forget every watched key", "", "transactions"},
 };
 
 void cmd_txn_register(server_t *s) { cmd_register(s, txn_cmds, sizeof txn_cmds / sizeof txn_cmds[0]); }

@@ -455,8 +455,11 @@ void cmd_cron(server_t *s)
 
 static const cmd_def_t watch_cmds[] = {
     {"KV.WATCH", -2, CMD_WATCHMODE, cmd_kv_watch,
-     "KV.WATCH key [PREFIX] [FROM rev [RESYNC] | SNAPSHOT] [PREVVAL]: the watch id, then events"},
-    {"KV.UNWATCH", -1, CMD_WATCHMODE | CMD_NOSTATE, cmd_kv_unwatch, "KV.UNWATCH [id]: watches removed"},
+     "Watch a key or prefix: the watch id, then an event per change, resumable from a revision",
+     "key [PREFIX] [FROM rev [RESYNC]|SNAPSHOT] [PREVVAL]", "ordo-kv"},
+    {"KV.UNWATCH", -1, CMD_WATCHMODE | CMD_NOSTATE, cmd_kv_unwatch,
+     "Remove one watch or all of the connection's; the number removed",
+     "[id]", "ordo-kv"},
 };
 
 void cmd_watch_register(server_t *s)

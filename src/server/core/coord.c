@@ -91,6 +91,8 @@ typedef struct elect_s {
     char *value;     /* malloc'd, NULL when vacant or empty */
     uint32_t vlen;
     bool has_handover;
+    bool handover_lapsed; /* the hand-over is the last value of a term that ended
+                           * without resigning (deadline, lease), not handed over */
     char *handover;
     uint32_t hlen;
     uint32_t nlen;
@@ -373,10 +375,22 @@ static void lock_free(coord_t *c, lock_t *lk, int reason)
 }
 
 /* Vacate a led election; it stays in the table only if it keeps a
- * hand-over (set before calling). */
+ * hand-over (set before calling by a resign). A term that ends without
+ * resigning -- its deadline passed, its lease ended or was revoked -- keeps
+ * its last value as the hand-over, marked lapsed (not handed over), so the
+ * next leader can recover the state a crashed leader proclaimed. */
 static void elect_vacate(coord_t *c, elect_t *e, int reason)
 {
     assert(e->term != 0);
+    if (reason != COORD_R_RELEASE) {
+        assert(!e->has_handover);
+        e->has_handover = true;
+        e->handover_lapsed = true;
+        e->handover = e->value; /* moved: its bytes are counted as the hand-over's now */
+        e->hlen = e->vlen;
+        e->value = NULL;
+        e->vlen = 0;
+    }
     uint64_t lease = e->lease ? e->lease->id : 0;
     if (e->lease != NULL)
         dl_remove(&e->link);
@@ -684,6 +698,7 @@ static void leader_out(const elect_t *e, uint64_t now, coord_leader_t *out)
     out->lease = e->lease ? e->lease->id : 0;
     out->handover = NULL;
     out->hlen = 0;
+    out->handover_lapsed = false;
 }
 
 static elect_t *elect_new(coord_t *c, const void *name, size_t nlen)
@@ -736,7 +751,7 @@ int coord_elect_campaign(coord_t *c, const void *name, size_t nlen, const void *
     if (e == NULL)
         e = elect_new(c, name, nlen);
     /* The hand-over moves to scratch: it is this campaign's, then gone. */
-    bool had = e->has_handover;
+    bool had = e->has_handover, lapsed = e->handover_lapsed;
     c->scratch.len = 0;
     if (had) {
         if (e->hlen > 0)
@@ -746,6 +761,7 @@ int coord_elect_campaign(coord_t *c, const void *name, size_t nlen, const void *
         e->handover = NULL;
         e->hlen = 0;
         e->has_handover = false;
+        e->handover_lapsed = false;
         c->nhandovers--;
     }
     elect_lead(c, e, rev, value, vlen, ttl_ms, l);
@@ -756,6 +772,7 @@ int coord_elect_campaign(coord_t *c, const void *name, size_t nlen, const void *
         if (had) {
             out->handover = c->scratch.data != NULL ? c->scratch.data : "";
             out->hlen = c->scratch.len;
+            out->handover_lapsed = lapsed;
         }
     }
     coord_event_t ev = {.type = COORD_EV_LEADER, .reason = COORD_R_CAMPAIGN, .name = e->name, .nlen = e->nlen,
@@ -890,6 +907,7 @@ static void snap_elect(const elect_t *e, const snap_ctx_t *s)
     if (e->has_handover) {
         it.handover = e->handover != NULL ? e->handover : "";
         it.hlen = e->hlen;
+        it.handover_lapsed = e->handover_lapsed;
     }
     s->cb(s->arg, &it);
 }
@@ -986,6 +1004,7 @@ int coord_load(coord_t *c, const coord_item_t *it)
         elect_t *e = elect_new(c, it->name, it->nlen);
         if (it->id == 0) {
             e->has_handover = true;
+            e->handover_lapsed = it->handover_lapsed;
             e->handover = dup_bytes(it->handover, it->hlen);
             e->hlen = (uint32_t)it->hlen;
             c->bytes += value_cost(it->hlen);

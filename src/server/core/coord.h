@@ -160,6 +160,8 @@ typedef struct coord_leader_s {
      * (NULL: none; non-NULL with hlen 0: an empty value). */
     const char *handover;
     size_t hlen;
+    bool handover_lapsed; /* handover is the last value of a term that ended
+                           * without resigning (expiry, lease end): not handed over */
 } coord_leader_t;
 
 typedef struct coord_stats_s {
@@ -300,8 +302,8 @@ int coord_elect_check(const coord_t *c, const void *name, size_t nlen, uint64_t 
 
 /* coord_elect_expire() -- apply of the writer's expire record: vacate if
  * term still leads and its own deadline is <= now_ms: 1 (event VACANT,
- * reason EXPIRE), else 0. A pending hand-over cannot exist while led, so
- * an expiry leaves none. */
+ * reason EXPIRE), else 0. A pending hand-over cannot exist while led; the
+ * term's last value becomes one, marked lapsed (as when its lease ends). */
 int coord_elect_expire(coord_t *c, const void *name, size_t nlen, uint64_t term, uint64_t now_ms);
 
 /* ---- deadlines ------------------------------------------------------------------ */
@@ -336,6 +338,7 @@ typedef struct coord_item_s {
     size_t vlen;
     const char *handover;  /* ELECT (vacant): pending hand-over, NULL for none */
     size_t hlen;
+    bool handover_lapsed;  /* ELECT (vacant): the hand-over was not handed over (coord_leader_t) */
 } coord_item_t;
 
 typedef void (*coord_item_cb)(void *arg, const coord_item_t *item);

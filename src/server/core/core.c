@@ -159,6 +159,8 @@ void core_destroy(core_t *c)
 const queue_set_t *core_queues(const core_t *c) { return c->queues; }
 queue_set_t *core_queues_load(core_t *c) { return c->queues; }
 
+void core_set_queue_cb(core_t *c, queue_event_cb cb, void *arg) { queue_set_event_cb(c->queues, cb, arg); }
+
 const kv_t *core_kv(const core_t *c) { return c->kv; }
 const struct coord_s *core_coord(const core_t *c) { return c->coord; }
 
@@ -428,6 +430,40 @@ static void apply_expire(core_t *c, const record_t *r, apply_result_t *res)
     }
 }
 
+/* EXPIRE / PEXPIRE / PERSIST: change a live key's deadline if the
+ * condition holds. It changes no value, so it makes no version and fires
+ * no watch, but it takes a revision like every logged change (see "Revisions"
+ * below: replay after a snapshot must not skip it). res->value: 1 if the
+ * deadline changed (or the key was deleted by a past deadline), else 0. */
+static void apply_key_ttl(core_t *c, const record_t *r, apply_result_t *res)
+{
+    const rec_key_ttl_t *t = &r->key_ttl;
+    res->status = AP_NOOP;
+    res->value = 0;
+    if (kv_get(c->kv, t->key, t->klen) == NULL)
+        return;
+    uint64_t cur = core_expiry_of(c, t->key, t->klen); /* 0: none, i.e. infinite */
+    uint64_t want = t->expire_at_ms;
+    if (((r->flags & REC_F_NX) && cur != 0) || ((r->flags & REC_F_XX) && cur == 0) ||
+        ((r->flags & REC_F_GT) && (cur == 0 || want <= cur)) ||
+        ((r->flags & REC_F_LT) && cur != 0 && want >= cur))
+        return;
+    if (want == 0 && cur == 0)
+        return; /* PERSIST of a key without a deadline */
+    if (want != 0 && want <= r->time_ms) {
+        delete_key(c, t->key, t->klen);
+    } else {
+        c->rev++;
+        if (want != 0)
+            exp_set(c, t->key, t->klen, want);
+        else
+            exp_clear(c, t->key, t->klen);
+    }
+    res->status = AP_OK;
+    res->rev = c->rev;
+    res->value = 1;
+}
+
 static void apply_compact(core_t *c, const record_t *r, apply_result_t *res)
 {
     uint64_t point = r->compact.rev;
@@ -563,6 +599,7 @@ static void apply_elect(core_t *c, const record_t *r, apply_result_t *res)
         if (st == COORD_OK) {
             res->data = ld.handover;
             res->dlen = ld.hlen;
+            res->data_lapsed = ld.handover_lapsed;
         }
         took(c, res, st == COORD_OK, st == COORD_BUSY ? AP_BUSY : AP_NOTFOUND);
         break;
@@ -796,6 +833,7 @@ void core_apply(core_t *c, const record_t *rec, apply_result_t *res)
     case REC_INCR: apply_incr(c, rec, res); break;
     case REC_EXPIRE: apply_expire(c, rec, res); break;
     case REC_COMPACT: apply_compact(c, rec, res); break;
+    case REC_KEY_TTL: apply_key_ttl(c, rec, res); break;
     case REC_LEASE_GRANT: case REC_LEASE_KEEPALIVE: case REC_LEASE_REVOKE: apply_lease(c, rec, res); break;
     case REC_LOCK_ACQUIRE: case REC_LOCK_RELEASE: case REC_LOCK_EXTEND: apply_lock(c, rec, res); break;
     case REC_ELECT_CAMPAIGN: case REC_ELECT_PROCLAIM: case REC_ELECT_KEEPALIVE: case REC_ELECT_RESIGN:

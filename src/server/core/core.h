@@ -45,6 +45,7 @@ enum record_type {
     REC_INCR = 3,    /* incr: INCR/INCRBY */
     REC_EXPIRE = 4,  /* expire: the writer's expiry decision: delete key (if live) */
     REC_COMPACT = 5, /* compact: KV.COMPACT */
+    REC_KEY_TTL = 6, /* key_ttl: EXPIRE, PEXPIRE, PERSIST: set or clear a live key's deadline */
     /* leases, locks, elections (coord.h) */
     REC_LEASE_GRANT = 10,     /* lease: ttl_ms -> lease id (a revision) */
     REC_LEASE_KEEPALIVE = 11, /* lease: lease_id; takes a revision (core.c, "Revisions") */
@@ -88,6 +89,8 @@ enum record_flags {
     REC_F_COALESCE = 1 << 6, /* Q_PUSH: merge into the key's waiting message */
     REC_F_NOACK = 1 << 7,    /* Q_DELIVER: no acknowledgement expected */
     REC_F_RESULT = 1 << 8,   /* Q_ACK: result is a result (an empty one included) */
+    REC_F_GT = 1 << 9,       /* KEY_TTL: only if the new deadline is later (none counts as infinite) */
+    REC_F_LT = 1 << 10,      /* KEY_TTL: only if the new deadline is earlier */
 };
 
 /* The families record types belong to, for the layers that treat a family
@@ -135,6 +138,16 @@ typedef struct rec_expire_s { /* REC_EXPIRE */
     const char *key;
     uint32_t klen;
 } rec_expire_t;
+
+/* REC_KEY_TTL: the key's deadline becomes expire_at_ms (0: none, PERSIST).
+ * Only for a live key, and only if the flags' condition holds: NX (no
+ * deadline now), XX (one now), GT, LT. A deadline at or before time_ms
+ * deletes the key now, as Redis does. */
+typedef struct rec_key_ttl_s {
+    const char *key;
+    uint32_t klen;
+    uint64_t expire_at_ms;
+} rec_key_ttl_t;
 
 typedef struct rec_compact_s {
     uint64_t rev;            /* the new compaction point */
@@ -287,6 +300,7 @@ typedef struct record_s {
         rec_incr_t incr;                 /* REC_INCR */
         rec_expire_t expire;             /* REC_EXPIRE */
         rec_compact_t compact;           /* REC_COMPACT */
+        rec_key_ttl_t key_ttl;           /* REC_KEY_TTL */
         rec_lease_t lease;               /* REC_LEASE_* */
         rec_lock_t lock;                 /* REC_LOCK_* */
         rec_elect_t elect;               /* REC_ELECT_* */
@@ -344,6 +358,7 @@ typedef struct apply_result_s {
                            the id/token/term granted */
     const char *data;   /* REC_ELECT_CAMPAIGN: the hand-over value, NULL if none (valid until the next apply) */
     size_t dlen;
+    bool data_lapsed;   /* REC_ELECT_CAMPAIGN: data is a lapsed term's last value, not handed over */
     /* Queue records. value: REC_Q_PUSH the message id (the first one for a
      * duplicate: AP_NOOP), 1/0 for ack-like records. qstatus: REC_Q_PUSH's
      * enum queue_status. qd: REC_Q_DELIVER's delivery (pointers valid until
@@ -415,6 +430,9 @@ size_t core_expiring(const core_t *c);
 
 void core_set_change_cb(core_t *c, core_change_cb cb, void *arg);
 void core_set_coord_cb(core_t *c, core_coord_cb cb, void *arg);
+/* core_set_queue_cb() -- the queues' message events (queue.h), called
+ * inside the apply of the record that makes them (Q.WATCH). */
+void core_set_queue_cb(core_t *c, queue_event_cb cb, void *arg);
 
 /* The coordination state (leases, locks, elections), for reads. */
 struct coord_s;

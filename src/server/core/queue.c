@@ -187,7 +187,20 @@ struct queue_s {
 struct queue_set_s {
     ordo_htab_t queues;
     size_t bytes;             /* the sum of the queues' counted shares */
+    queue_event_cb event_cb;  /* Q.WATCH: NULL for none */
+    void *event_arg;
 };
+
+/* Tell the event callback, if any, about a transition of message id. */
+static void emit(const queue_t *q, int type, const char *key, size_t klen, uint64_t id, uint64_t n,
+                 const char *data, size_t dlen)
+{
+    if (q->set->event_cb == NULL)
+        return;
+    queue_event_t ev = {.type = type, .queue = q->name, .qlen = q->nlen, .key = key, .klen = klen, .id = id,
+                        .n = n, .data = data, .dlen = dlen};
+    q->set->event_cb(q->set->event_arg, &ev);
+}
 
 /* ---- small helpers ---------------------------------------------------------------- */
 
@@ -609,6 +622,12 @@ void queue_config_defaults(queue_config_t *out)
     out->resultttl_ms = QUEUE_DEFAULT_RESULTTTL_MS;
 }
 
+void queue_set_event_cb(queue_set_t *s, queue_event_cb cb, void *arg)
+{
+    s->event_cb = cb;
+    s->event_arg = arg;
+}
+
 queue_set_t *queue_set_create(void)
 {
     queue_set_t *s = ordo_xcalloc(1, sizeof *s);
@@ -862,6 +881,7 @@ int queue_push(queue_t *q, const queue_push_t *p, uint64_t id, uint64_t now_ms, 
         }
         q->pushed++;
         *id_out = id;
+        emit(q, QUEUE_EV_PUSHED, p->key, p->klen, id, 0, p->payload, p->plen);
     }
     if (dedup)
         dedup_put(q, p->dedup_id, p->dlen, *id_out, now_ms + q->cfg.dedup_ms);
@@ -916,6 +936,7 @@ int queue_deliver(queue_t *q, uint64_t now_ms, uint64_t lease_ms, uint64_t token
     m->attempt++;
     q->delivered++;
     fill_delivery(k, m, out);
+    emit(q, QUEUE_EV_DELIVERED, k->bytes, k->klen, m->id, m->attempt, NULL, 0);
     out->token = token;
     if (noack) {
         key_pop(k);
@@ -944,6 +965,7 @@ int queue_ack(queue_t *q, uint64_t id, uint64_t token, const void *result, size_
         return 0;
     qkey_t *k = f->key;
     flight_end(q, f);
+    emit(q, QUEUE_EV_ACKED, k->bytes, k->klen, id, 0, result, result ? rlen : 0);
     qmsg_t *m = key_pop(k);
     q_free(q, m, msg_size(m));
     q->acked++;
@@ -976,7 +998,10 @@ static void dead_letter(queue_t *q, qkey_t *k, uint64_t now_ms, uint64_t rev, qu
         dlq->pushed++;
         out->dlq = dlq;
         out->dl_id = rev;
+        emit(q, QUEUE_EV_DEADLETTERED, k->bytes, k->klen, id, rev, NULL, 0);
+        emit(dlq, QUEUE_EV_PUSHED, k->bytes, k->klen, rev, 0, m->payload, m->plen);
     } else {
+        emit(q, QUEUE_EV_DEADLETTERED, k->bytes, k->klen, id, 0, NULL, 0);
         q_free(q, m, msg_size(m));
     }
     if (q->cfg.resultttl_ms > 0)
@@ -1014,6 +1039,7 @@ static void give_back(queue_t *q, qflight_t *f, uint64_t delay_ms, uint64_t now_
         q->nparked++;
         q->nparks++;
         out->kind = QUEUE_RETRY_PARKED;
+        emit(q, QUEUE_EV_PARKED, k->bytes, k->klen, m->id, 0, NULL, 0);
     } else {
         dead_letter(q, k, now_ms, rev, out);
     }
@@ -1028,6 +1054,7 @@ int queue_nack(queue_t *q, uint64_t id, uint64_t token, uint64_t delay_ms, uint6
         return 0;
     queue_retry_t tmp;
     q->nacked++;
+    emit(q, QUEUE_EV_NACKED, f->key->bytes, f->key->klen, id, 0, NULL, 0);
     give_back(q, f, delay_ms, now_ms, rev, out ? out : &tmp);
     return 1;
 }

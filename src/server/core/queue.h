@@ -107,12 +107,45 @@ typedef struct queue_config_s {
     size_t dl_len;
 } queue_config_t;
 
+/* ---- events (Q.WATCH) ---------------------------------------------------------------
+ * A message's life as it happens: the registry calls its event callback at
+ * each transition, inside the call that makes it (so within one apply, in
+ * apply order). Pointers are valid for the duration of the callback only.
+ * Not emitted: merges (COALESCE), promotions of delayed messages, lease-out
+ * redeliveries (the next delivery shows as delivered with a higher attempt),
+ * unparks, drops, and anything a snapshot load rebuilds. */
+enum queue_event_type {
+    QUEUE_EV_PUSHED = 1,       /* data: the payload (also a dead letter arriving in its queue) */
+    QUEUE_EV_DELIVERED = 2,    /* n: the attempt */
+    QUEUE_EV_ACKED = 3,        /* data: the result, NULL if none */
+    QUEUE_EV_NACKED = 4,
+    QUEUE_EV_DEADLETTERED = 5, /* n: its id in the dead-letter queue, 0 if discarded */
+    QUEUE_EV_PARKED = 6,       /* its key is parked (the poison message stays its head) */
+};
+
+typedef struct queue_event_s {
+    int type;                  /* enum queue_event_type */
+    const char *queue;
+    size_t qlen;
+    const char *key;
+    size_t klen;
+    uint64_t id;               /* the message */
+    uint64_t n;                /* per type, above */
+    const char *data;          /* per type, above */
+    size_t dlen;
+} queue_event_t;
+
+typedef void (*queue_event_cb)(void *arg, const queue_event_t *ev);
+
 /* ---- the registry ---------------------------------------------------------------- */
 
 /* queue_set_create() -- an empty registry (aborts if out of memory). */
 queue_set_t *queue_set_create(void);
 /* queue_set_destroy() -- free the registry and every queue in it. */
 void queue_set_destroy(queue_set_t *s);
+/* queue_set_event_cb() -- call cb(arg, event) at each message transition
+ * (NULL: none). */
+void queue_set_event_cb(queue_set_t *s, queue_event_cb cb, void *arg);
 
 /* queue_get() -- the queue called name, or NULL. O(1). */
 queue_t *queue_get(const queue_set_t *s, const void *name, size_t len);

@@ -28,7 +28,7 @@
 int record_family(unsigned type)
 {
     switch (type) {
-    case REC_PUT: case REC_DEL: case REC_INCR: case REC_EXPIRE: case REC_COMPACT:
+    case REC_PUT: case REC_DEL: case REC_INCR: case REC_EXPIRE: case REC_COMPACT: case REC_KEY_TTL:
         return REC_FAM_KV;
     case REC_LEASE_GRANT: case REC_LEASE_KEEPALIVE: case REC_LEASE_REVOKE: case REC_LOCK_ACQUIRE:
     case REC_LOCK_RELEASE: case REC_LOCK_EXTEND: case REC_ELECT_CAMPAIGN: case REC_ELECT_PROCLAIM:
@@ -50,6 +50,7 @@ unsigned record_flags_allowed(unsigned type)
     switch (type) {
     case REC_PUT: return REC_F_IFREV | REC_F_NX | REC_F_XX | REC_F_KEEPTTL | REC_F_FENCE;
     case REC_DEL: return REC_F_IFREV | REC_F_FENCE;
+    case REC_KEY_TTL: return REC_F_NX | REC_F_XX | REC_F_GT | REC_F_LT;
     case REC_ELECT_RESIGN: return REC_F_HANDOVER;
     case REC_Q_PUSH: return REC_F_COALESCE;
     case REC_Q_DELIVER: return REC_F_NOACK;
@@ -135,6 +136,10 @@ static bool bind(record_t *r, slots_t *s)
         return true;
     case REC_COMPACT:
         U64(SL_ARG, r->compact.rev);
+        return true;
+    case REC_KEY_TTL:
+        U64(SL_EXPIRE, r->key_ttl.expire_at_ms);
+        BYTES(SL_KEY, r->key_ttl.key, r->key_ttl.klen);
         return true;
     case REC_LEASE_GRANT: case REC_LEASE_KEEPALIVE: case REC_LEASE_REVOKE:
         U64(SL_LEASE, r->lease.lease_id);
@@ -236,6 +241,7 @@ static unsigned uses(unsigned type, unsigned flags)
     case REC_INCR: return B(SL_INCR) | B(SL_KEY);
     case REC_EXPIRE: return B(SL_KEY);
     case REC_COMPACT: return B(SL_ARG);
+    case REC_KEY_TTL: return B(SL_EXPIRE) | B(SL_KEY);
     case REC_LEASE_GRANT: return B(SL_TTL);
     case REC_LEASE_KEEPALIVE: case REC_LEASE_REVOKE: return B(SL_LEASE);
     case REC_LOCK_ACQUIRE: return B(SL_LEASE) | B(SL_TTL) | B(SL_KEY);

@@ -31,6 +31,7 @@
  *   INCR              INCR (incr.by), KEY
  *   EXPIRE            KEY (expire.key)
  *   COMPACT           ARG (compact.rev)
+ *   KEY_TTL           EXPIRE (key_ttl.expire_at_ms), KEY (key_ttl.key)
  *   LEASE_GRANT       TTL (lease.ttl_ms)
  *   LEASE_KEEPALIVE,
  *   LEASE_REVOKE      LEASE (lease.lease_id)

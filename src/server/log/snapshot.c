@@ -83,7 +83,7 @@ static void encode_coord(void *arg, const coord_item_t *it)
     add_u64(&w->buf, it->deadline_ms);
     add_bytes(&w->buf, it->name, it->name ? it->nlen : 0);
     add_bytes(&w->buf, it->value, it->value ? it->vlen : 0);
-    add_u8(&w->buf, it->handover != NULL);
+    add_u8(&w->buf, it->handover == NULL ? 0 : it->handover_lapsed ? 2 : 1); /* 2: lapsed, not handed over */
     add_bytes(&w->buf, it->handover, it->handover ? it->hlen : 0);
     w->entries++;
 }
@@ -485,7 +485,10 @@ static int load_entry(core_t *core, rd_t *r, unsigned tag, bool *bases_done, uin
         it.value = rd_bytes(r, &it.vlen);
         unsigned has_ho = rd_u8(r);
         ho = rd_bytes(r, &hlen);
+        if (has_ho > 2)
+            return -1;
         it.handover = has_ho ? ho : NULL;
+        it.handover_lapsed = has_ho == 2;
         it.hlen = hlen;
         return r->bad ? -1 : core_load_coord(core, &it);
     }

@@ -28,7 +28,8 @@
  *
  *   header  "ORDOSNAP" (8) | format u32 (2) | rev u64 | point u64 | created_ms u64
  *   'C'     coordination item: kind u8 | id u64 | lease u64 | ttl_ms u64 | deadline_ms u64
- *           | nlen u32 | name | vlen u32 | value | has_handover u8 | hlen u32 | handover
+ *           | nlen u32 | name | vlen u32 | value | has_handover u8 (0 none, 1 handed over by
+ *           a resign, 2 a lapsed term's last value) | hlen u32 | handover
  *   'Q'     queue: nlen u32 | name | clen u32 | config (core_qconfig_encode) | dlen u32 | dead-letter name
  *           (empty: none); the 'M', 'U', 'R' entries after it belong to it
  *   'M'     message: state u8 | id u64 | klen u32 | key | plen u32 | payload | attempt u64

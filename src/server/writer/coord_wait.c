@@ -1,7 +1,9 @@
 /*
  * coord_wait.c -- the writer's side of leases, locks and elections: who
  * waits on which lock or election, serving them when a record frees it,
- * the ELECT.OBSERVE observers, and the timer that ends holdings on time.
+ * the ELECT.OBSERVE observers (and the Q.WATCH observers of queues, which
+ * share their bookkeeping: a watch id, the connection's list, KV.UNWATCH),
+ * and the timer that ends holdings on time.
  * cmd_coord.c parses the commands, makes the clients' records and speaks
  * RESP; what happens later, when a record or a deadline frees something,
  * happens here.
@@ -89,13 +91,18 @@ typedef struct coord_wait_s {
 
 typedef struct obs_group_s obs_group_t;
 
-/* One ELECT.OBSERVE. */
+/* One ELECT.OBSERVE, or one Q.WATCH (queue: its group is in qwatched,
+ * and key, if has_key, filters the events by message key). */
 typedef struct observer_s {
     uint64_t id;               /* from the watch id counter: KV.UNWATCH id */
     conn_t *conn;
     obs_group_t *group;
     ordo_list_node_t gln;      /* in group->observers */
     ordo_list_node_t cln;      /* in conn->observers */
+    bool queue;
+    bool has_key;
+    size_t klen;
+    char *key;
 } observer_t;
 
 struct obs_group_s {
@@ -109,6 +116,10 @@ typedef struct coord_waits_s {
     ordo_htab_t lockq;         /* lock name -> waitq_t */
     ordo_htab_t electq;        /* election name -> waitq_t */
     ordo_htab_t observed;      /* election name -> obs_group_t */
+    ordo_htab_t qwatched;      /* queue name -> obs_group_t (Q.WATCH) */
+    ordo_list_t qhist;         /* qhist_t, oldest first: every queue's recent events */
+    size_t qhist_bytes;        /* their cost, at most queue-watch-history-bytes */
+    uint64_t qhist_floor;      /* the history holds every event with a revision above this */
     ordo_list_t pending;       /* waitq_t by pending_ln, in the order they became free */
     waitq_t *sweep;
     bool serving;              /* inside serve_pending(): no re-entry */
@@ -214,18 +225,22 @@ static void on_wait_cancel(waiter_t *w)
 }
 
 void coord_wait_reply_campaign(ordo_buf_t *out, int proto, bool handover, uint64_t term, const char *hv,
-                               size_t hlen)
+                               size_t hlen, bool lapsed)
 {
     if (!handover) {
         resp_add_uint(out, term);
         return;
     }
-    resp_add_array(out, 2);
+    /* A lapsed term's last value is marked by a third element, 0 (not
+     * handed over); a resign's hand-over, or none, keeps the two. */
+    resp_add_array(out, lapsed ? 3 : 2);
     resp_add_uint(out, term);
     if (hv == NULL)
         resp_add_null(out, proto);
     else
         resp_add_bulk(out, hv, hlen);
+    if (lapsed)
+        resp_add_int(out, 0);
 }
 
 void coord_wait_reply_lease_gone(server_t *s, ordo_buf_t *out, uint64_t lease)
@@ -273,7 +288,8 @@ static void serve_one(server_t *s, waitq_t *q)
         if (q->kind == COORD_WAIT_LOCK)
             resp_add_uint(&c->out, (uint64_t)res.value);
         else
-            coord_wait_reply_campaign(&c->out, c->proto, d->handover, (uint64_t)res.value, res.data, res.dlen);
+            coord_wait_reply_campaign(&c->out, c->proto, d->handover, (uint64_t)res.value, res.data, res.dlen,
+                                      res.data_lapsed);
         finish(s, w);
         return;
     }
@@ -360,13 +376,133 @@ static void observer_free(server_t *s, observer_t *o)
     obs_group_t *g = o->group;
     ordo_list_remove(&g->observers, &o->gln);
     if (ordo_list_empty(&g->observers)) {
-        ordo_htab_remove(&s->writer.coord->observed, &g->node);
+        ordo_htab_remove(o->queue ? &s->writer.coord->qwatched : &s->writer.coord->observed, &g->node);
         free(g);
     }
     conn_t *c = o->conn;
     ordo_list_remove(&c->observers, &o->cln);
     c->nwatches--;
+    free(o->key);
     free(o);
+}
+
+/* ---- Q.WATCH: a queue's message events ------------------------------------------------ */
+
+static const char *const qev_names[] = {
+    [QUEUE_EV_PUSHED] = "pushed", [QUEUE_EV_DELIVERED] = "delivered", [QUEUE_EV_ACKED] = "acked",
+    [QUEUE_EV_NACKED] = "nacked", [QUEUE_EV_DEADLETTERED] = "deadlettered", [QUEUE_EV_PARKED] = "parked",
+};
+
+/* One retained queue event: queue, key and data bytes follow the struct. */
+typedef struct qhist_s {
+    ordo_list_node_t ln;       /* in qhist */
+    uint64_t rev, id, n;
+    uint8_t type;
+    bool has_data;             /* data is not NULL (an empty result is a result) */
+    uint32_t qlen, klen, dlen;
+    char bytes[];
+} qhist_t;
+
+static size_t qhist_cost(const qhist_t *h) { return alloc_cost(sizeof *h + h->qlen + h->klen + h->dlen); }
+
+static void qhist_event(const qhist_t *h, queue_event_t *ev)
+{
+    *ev = (queue_event_t){.type = h->type, .queue = h->bytes, .qlen = h->qlen, .key = h->bytes + h->qlen,
+                          .klen = h->klen, .id = h->id, .n = h->n,
+                          .data = h->has_data ? h->bytes + h->qlen + h->klen : NULL, .dlen = h->dlen};
+}
+
+/* Keep ev (of revision rev) in the bounded history; the oldest events go
+ * first, and the floor rises to the last one dropped. */
+static void qhist_add(server_t *s, uint64_t rev, const queue_event_t *ev)
+{
+    coord_waits_t *cc = s->writer.coord;
+    size_t max = (size_t)s->cfg.queue_watch_history_bytes;
+    if (max == 0) {
+        cc->qhist_floor = rev; /* no history: every FROM before now is compacted */
+        return;
+    }
+    size_t dlen = ev->data ? ev->dlen : 0;
+    qhist_t *h = ordo_xmalloc(sizeof *h + ev->qlen + ev->klen + dlen);
+    *h = (qhist_t){.rev = rev, .id = ev->id, .n = ev->n, .type = (uint8_t)ev->type, .has_data = ev->data != NULL,
+                   .qlen = (uint32_t)ev->qlen, .klen = (uint32_t)ev->klen, .dlen = (uint32_t)dlen};
+    memcpy(h->bytes, ev->queue, ev->qlen);
+    memcpy(h->bytes + ev->qlen, ev->key, ev->klen);
+    if (dlen)
+        memcpy(h->bytes + ev->qlen + ev->klen, ev->data, dlen);
+    ordo_list_push_back(&cc->qhist, &h->ln);
+    cc->qhist_bytes += qhist_cost(h);
+    while (cc->qhist_bytes > max && !ordo_list_empty(&cc->qhist)) {
+        qhist_t *old = ORDO_LIST_ENTRY(ordo_list_pop_front(&cc->qhist), qhist_t, ln);
+        cc->qhist_bytes -= qhist_cost(old);
+        if (old->rev > cc->qhist_floor)
+            cc->qhist_floor = old->rev;
+        free(old);
+    }
+}
+
+static void qhist_clear(coord_waits_t *cc)
+{
+    while (!ordo_list_empty(&cc->qhist))
+        free(ORDO_LIST_ENTRY(ordo_list_pop_front(&cc->qhist), qhist_t, ln));
+    cc->qhist_bytes = 0;
+}
+
+/* ["qwatch", id, rev, event, queue, key, msg_id, detail]: detail is the
+ * payload (pushed), the attempt (delivered), the result or nil (acked),
+ * the dead-letter queue's message id or 0 (deadlettered), nil otherwise. */
+static void push_qevent(conn_t *c, uint64_t id, uint64_t rev, const queue_event_t *ev)
+{
+    ordo_buf_t *out = &c->out;
+    resp_add_push(out, c->proto, 8);
+    resp_add_bulk_str(out, "qwatch");
+    resp_add_uint(out, id);
+    resp_add_uint(out, rev);
+    resp_add_bulk_str(out, qev_names[ev->type]);
+    resp_add_bulk(out, ev->queue, ev->qlen);
+    resp_add_bulk(out, ev->key, ev->klen);
+    resp_add_uint(out, ev->id);
+    switch (ev->type) {
+    case QUEUE_EV_PUSHED:
+        resp_add_bulk(out, ev->data, ev->dlen);
+        break;
+    case QUEUE_EV_DELIVERED: case QUEUE_EV_DEADLETTERED:
+        resp_add_uint(out, ev->n);
+        break;
+    case QUEUE_EV_ACKED:
+        if (ev->data != NULL)
+            resp_add_bulk(out, ev->data, ev->dlen);
+        else
+            resp_add_null(out, c->proto);
+        break;
+    default:
+        resp_add_null(out, c->proto);
+        break;
+    }
+    c->srv->stats.watch_events_total++;
+}
+
+/* The queue registry's event callback, inside an apply: the event belongs
+ * to the record being applied, whose revision is the next one. */
+static void on_queue_event(void *arg, const queue_event_t *ev)
+{
+    server_t *s = arg;
+    assert(ev->type >= QUEUE_EV_PUSHED && ev->type <= QUEUE_EV_PARKED);
+    uint64_t rev = core_rev(s->core) + 1;
+    qhist_add(s, rev, ev);
+    ordo_htab_t *t = &s->writer.coord->qwatched;
+    if (t->count == 0)
+        return;
+    obs_group_t *g = (obs_group_t *)ordo_htab_find(t, ordo_htab_hash(t, ev->queue, ev->qlen), ev->queue, ev->qlen);
+    if (g == NULL)
+        return;
+    ORDO_LIST_FOREACH(n, &g->observers) {
+        observer_t *o = ORDO_LIST_ENTRY(n, observer_t, gln);
+        if (o->conn->closing || (o->has_key && (o->klen != ev->klen || memcmp(o->key, ev->key, o->klen) != 0)))
+            continue;
+        push_qevent(o->conn, o->id, rev, ev);
+        conn_mark_dirty(o->conn);
+    }
 }
 
 size_t coord_wait_unobserve(conn_t *c, uint64_t id)
@@ -490,9 +626,8 @@ size_t coord_wait_len(server_t *s, int kind, const char *name, size_t nlen)
     return q ? q->list.len : 0;
 }
 
-uint64_t coord_wait_observe(server_t *s, conn_t *c, const char *name, size_t nlen)
+static uint64_t observe(server_t *s, ordo_htab_t *t, conn_t *c, const char *name, size_t nlen, observer_t **out)
 {
-    ordo_htab_t *t = &s->writer.coord->observed;
     uint64_t h = ordo_htab_hash(t, name, nlen);
     obs_group_t *g = (obs_group_t *)ordo_htab_find(t, h, name, nlen);
     if (g == NULL) {
@@ -508,7 +643,49 @@ uint64_t coord_wait_observe(server_t *s, conn_t *c, const char *name, size_t nle
     ordo_list_push_front(&g->observers, &o->gln);
     ordo_list_push_front(&c->observers, &o->cln);
     c->nwatches++;
+    if (out != NULL)
+        *out = o;
     return o->id;
+}
+
+uint64_t coord_wait_observe(server_t *s, conn_t *c, const char *name, size_t nlen)
+{
+    return observe(s, &s->writer.coord->observed, c, name, nlen, NULL);
+}
+
+uint64_t coord_wait_qwatch_floor(const server_t *s) { return s->writer.coord->qhist_floor; }
+
+size_t coord_wait_qwatch_catchup(server_t *s, conn_t *c, uint64_t id, const char *queue, size_t qlen,
+                                 const char *key, size_t klen, uint64_t from)
+{
+    coord_waits_t *cc = s->writer.coord;
+    assert(from >= cc->qhist_floor);
+    size_t n = 0;
+    ORDO_LIST_FOREACH(ln, &cc->qhist) {
+        const qhist_t *h = ORDO_LIST_ENTRY(ln, qhist_t, ln);
+        if (h->rev <= from || h->qlen != qlen || memcmp(h->bytes, queue, qlen) != 0 ||
+            (key != NULL && (h->klen != klen || memcmp(h->bytes + h->qlen, key, klen) != 0)))
+            continue;
+        queue_event_t ev;
+        qhist_event(h, &ev);
+        push_qevent(c, id, h->rev, &ev);
+        n++;
+    }
+    return n;
+}
+
+uint64_t coord_wait_qwatch(server_t *s, conn_t *c, const char *queue, size_t qlen, const char *key, size_t klen)
+{
+    observer_t *o;
+    uint64_t id = observe(s, &s->writer.coord->qwatched, c, queue, qlen, &o);
+    o->queue = true;
+    if (key != NULL) {
+        o->has_key = true;
+        o->klen = klen;
+        o->key = ordo_xmalloc(klen ? klen : 1);
+        memcpy(o->key, key, klen);
+    }
+    return id;
 }
 
 /* ---- life cycle ---------------------------------------------------------------------- */
@@ -517,17 +694,21 @@ void coord_wait_init(server_t *s)
 {
     coord_waits_t *cc = ordo_xcalloc(1, sizeof *cc);
     if (ordo_htab_init(&cc->lockq, waitq_eq) != 0 || ordo_htab_init(&cc->electq, waitq_eq) != 0 ||
-        ordo_htab_init(&cc->observed, group_eq) != 0) {
+        ordo_htab_init(&cc->observed, group_eq) != 0 || ordo_htab_init(&cc->qwatched, group_eq) != 0) {
         fprintf(stderr, "ordod: out of memory\n");
         abort();
     }
     s->writer.coord = cc;
     core_set_coord_cb(s->core, on_coord_event, s);
+    core_set_queue_cb(s->core, on_queue_event, s);
 }
 
 void coord_wait_start(server_t *s)
 {
     coord_waits_t *cc = s->writer.coord;
+    /* Queue event history starts here: recovery rebuilt state, not events. */
+    qhist_clear(cc);
+    cc->qhist_floor = core_rev(s->core);
     writer_timer_init(&cc->timer, s->loop, s, on_coord_timer, s);
     coord_wait_schedule(s);
 }
@@ -559,6 +740,9 @@ void coord_wait_destroy(server_t *s)
     ordo_htab_foreach(&cc->lockq, free_node, NULL);
     ordo_htab_foreach(&cc->electq, free_node, NULL);
     ordo_htab_foreach(&cc->observed, free_node, NULL);
+    ordo_htab_foreach(&cc->qwatched, free_node, NULL);
+    qhist_clear(cc);
+    ordo_htab_destroy(&cc->qwatched);
     ordo_htab_destroy(&cc->lockq);
     ordo_htab_destroy(&cc->electq);
     ordo_htab_destroy(&cc->observed);

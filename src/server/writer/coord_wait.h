@@ -53,15 +53,30 @@ void coord_wait_park(server_t *s, conn_t *c, int kind, const char *name, size_t 
                      uint64_t ttl_ms, uint64_t lease, bool handover, const char *value, size_t vlen);
 
 /* Replies the writer and the handlers share: a won campaign (the term, or
- * [term, handed-over value]); -NOTFOUND for an ended lease. */
+ * [term, handed-over value], or [term, lapsed term's last value, 0] when
+ * lapsed); -NOTFOUND for an ended lease. */
 void coord_wait_reply_campaign(ordo_buf_t *out, int proto, bool handover, uint64_t term, const char *hv,
-                               size_t hlen);
+                               size_t hlen, bool lapsed);
 void coord_wait_reply_lease_gone(server_t *s, ordo_buf_t *out, uint64_t lease);
 
 /* coord_wait_observe() -- add an ELECT.OBSERVE observer of name on c
  * (counted in c->nwatches); returns its id. coord_wait_push_leader()
  * writes ["leader", name, term, value] (term 0: vacant, value nil) to c. */
 uint64_t coord_wait_observe(server_t *s, conn_t *c, const char *name, size_t nlen);
+/* coord_wait_qwatch() -- add a Q.WATCH observer of queue on c (counted in
+ * c->nwatches, removed as ELECT.OBSERVE's are); key NULL: every key, else
+ * only that message key's events. Returns its id. Events are pushed as
+ * ["qwatch", id, rev, event, queue, key, msg_id, detail] (coord_wait.c). */
+uint64_t coord_wait_qwatch(server_t *s, conn_t *c, const char *queue, size_t qlen, const char *key, size_t klen);
+/* The queue event history (queue-watch-history-bytes, oldest dropped
+ * first) holds every event with a revision above coord_wait_qwatch_floor()
+ * (the revision at start, or of the last event dropped).
+ * coord_wait_qwatch_catchup() writes to c, as watch id's, the retained
+ * events of queue (of key, if not NULL) after revision from (>= the floor);
+ * returns how many. */
+uint64_t coord_wait_qwatch_floor(const server_t *s);
+size_t coord_wait_qwatch_catchup(server_t *s, conn_t *c, uint64_t id, const char *queue, size_t qlen,
+                                 const char *key, size_t klen, uint64_t from);
 void coord_wait_push_leader(conn_t *c, const char *name, size_t nlen, uint64_t term, const char *value, size_t vlen);
 /* ELECT.OBSERVE observers of c: remove the one with id (0: all); returns
  * how many. coord_wait_conn_closed() removes them all. */
