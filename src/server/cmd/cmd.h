@@ -71,6 +71,10 @@ void cmd_limits(const conn_t *c, resp_limits_t *lim);
 void cmd_conn_closed(conn_t *c);     /* drop the connection's watches */
 void cmd_conn_drained(conn_t *c);    /* output drained: resume watches catching up */
 void cmd_cron(server_t *s);          /* periodic: progress events */
+/* For net/http.c (cmd_http.c): why the server does not serve writes
+ * (NULL: it does), and the Prometheus text of /metrics appended to out. */
+const char *cmd_http_unhealthy(conn_t *c);
+void cmd_http_metrics(conn_t *c, ordo_buf_t *out);
 
 /* ---- helpers for handlers ---------------------------------------------- */
 

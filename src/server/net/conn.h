@@ -27,6 +27,7 @@ typedef struct server_s server_t;
 typedef struct conn_s conn_t;
 struct watch_s;
 struct waiter_s;
+struct http_conn_s;
 
 /* Pending output above which we stop reading from the client until it
  * drains: large enough for deep pipelines, small against memory. */
@@ -87,6 +88,8 @@ struct conn_s {
     size_t nwatches;           /* watches + observers */
     ordo_list_t observers;     /* ELECT.OBSERVE observers (writer/coord_wait.c) */
     ordo_list_node_t link;     /* in net.conns */
+    struct http_conn_s *http;  /* non-NULL on an HTTP connection (net/http.c) */
+    uint64_t out_consumed;     /* bytes taken from the front of out since accept (http.c's offsets) */
 };
 
 /* Iterate the live connections: for (c = conn_first(&s->net.conns); c; c = conn_next(c)). */

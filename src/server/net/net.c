@@ -32,6 +32,7 @@
 #include "cmd/cmd.h"
 #include "conn.h"
 #include "net.h"
+#include "http.h"
 #include "writer/apply.h"
 #include "writer/persist.h"
 
@@ -56,6 +57,7 @@ size_t net_client_memory(const server_t *s)
 
 void net_cron(server_t *s)
 {
+    http_cron(s);
     if (s->net.released_bytes >= NET_TRIM_AFTER_BYTES) {
         s->net.released_bytes = 0;
         malloc_trim(0);
@@ -77,6 +79,7 @@ static void on_close(uv_handle_t *h)
     buf_drop(s, &c->out, 0);
     buf_drop(s, &c->wbuf, 0);
     resp_cmd_free(&c->cmd);
+    http_conn_free(c);
     free(c->name);
     free(c);
 }
@@ -325,6 +328,7 @@ static void consume_out(conn_t *c, size_t n)
 {
     assert(n <= c->out.len && (c->nmarks == 0 || n < c->marks[0].end)); /* held bytes are never sent */
     ordo_buf_consume(&c->out, n);
+    c->out_consumed += n;
     for (int i = 0; i < c->nmarks; i++)
         c->marks[i].end -= n;
     check_marks(c);
@@ -334,6 +338,8 @@ void conn_flush(conn_t *c)
 {
     if (c->closing || c->writing)
         return;
+    if (c->http != NULL)
+        http_before_flush(c); /* its RESP replies become HTTP responses */
     size_t ready = c->out.len ? sendable_bytes(c) : 0;
     if (c->out.len == 0) {
         if (c->close_after_write)
@@ -369,6 +375,7 @@ void conn_flush(conn_t *c)
         c->wbuf = c->out;
         c->out = t;
         c->out.len = 0;
+        c->out_consumed += ready;
         c->nmarks = 0;
     } else {
         c->wbuf.len = 0;
@@ -400,6 +407,10 @@ static void process_input(conn_t *c)
 {
     size_t off = 0;
     resp_limits_t lim;
+    if (c->http != NULL) {
+        http_process_input(c);
+        return;
+    }
     while (!c->closing && !c->close_after_write && c->waiter == NULL && off < c->in.len) {
         if (c->in.len - off < c->need_bytes)
             break;
@@ -517,6 +528,7 @@ static void on_connection(uv_stream_t *listener, int status)
     if (status < 0)
         return;
     bool is_unix = listener == (uv_stream_t *)&s->net.unix_listener;
+    bool is_http = http_is_listener(s, listener);
     conn_t *c = ordo_xcalloc(1, sizeof *c);
     c->srv = s;
     c->id = ++s->net.next_client_id;
@@ -541,6 +553,8 @@ static void on_connection(uv_stream_t *listener, int status)
     else
         uv_tcp_nodelay(&c->h.tcp, 1);
     bool loopback = peer_is_loopback(c, is_unix);
+    if (is_http && http_conn_init(c) != 0)
+        return; /* refused (http-max-clients): 503 written, closing */
     if (s->net.conns.len > (size_t)s->cfg.max_clients) {
         refuse(c, "ERR max number of clients reached (max-clients)");
         return;
@@ -638,6 +652,8 @@ int net_listen(server_t *s, char *err, size_t elen)
             return -1;
         }
     }
+    if (http_listen(s, on_connection, err, elen) != 0)
+        return -1;
     if (!s->net.tcp_on && !s->net.unix_on) {
         snprintf(err, elen, "nothing to listen on: port is 0 and no unixsocket is set");
         return -1;
@@ -651,6 +667,7 @@ void net_close_all(server_t *s)
         conn_close(c);
     if (s->net.tcp_on)
         uv_close((uv_handle_t *)&s->net.tcp, NULL);
+    http_close(s);
     if (s->net.unix_on) {
         uv_close((uv_handle_t *)&s->net.unix_listener, NULL);
         if (s->net.unix_bound)
