@@ -11,8 +11,8 @@
 set -euo pipefail
 
 build_pkgs=(gcc make cmake pkg-config libuv1-dev libcmocka-dev libhttp-parser-dev)
-test_pkgs=("${build_pkgs[@]}" python3 python3-pytest python3-redis redis-tools python3-prometheus-client curl)
-bench_pkgs=("${build_pkgs[@]}" redis-server redis-tools etcd-server etcd-client beanstalkd procps)
+test_pkgs=("${build_pkgs[@]}" python3 python3-pytest python3-redis redis-tools python3-prometheus-client curl chromium)
+bench_pkgs=("${build_pkgs[@]}" redis-server redis-tools etcd-server etcd-client beanstalkd procps wrk)
 fuzz_pkgs=("${build_pkgs[@]}" clang libclang-rt-14-dev)
 
 target=${1:-build}

@@ -75,6 +75,10 @@ void cmd_cron(server_t *s);          /* periodic: progress events */
  * (NULL: it does), and the Prometheus text of /metrics appended to out. */
 const char *cmd_http_unhealthy(conn_t *c);
 void cmd_http_metrics(conn_t *c, ordo_buf_t *out);
+/* The JSON of /v1/status (the dashboard's data), appended to out. */
+void cmd_http_status(conn_t *c, ordo_buf_t *out);
+/* "name":"s" when s[0..n) is UTF-8, else "name_b64":"<base64>" (docs/http.md). */
+void cmd_http_json_field(ordo_buf_t *b, const char *name, const char *s, size_t n);
 
 /* ---- helpers for handlers ---------------------------------------------- */
 

@@ -1,7 +1,9 @@
 /*
  * cmd_http.c -- what the HTTP layer (net/http.c) asks of the server
  * beyond commands: whether it serves writes (/healthz), and the
- * Prometheus text of /metrics. Both only read; neither makes a record.
+ * Prometheus text of /metrics, the JSON of /v1/status (the dashboard's
+ * data), and the JSON string encoding both HTTP and this file use. All
+ * only read; none makes a record.
  *
  * Metric names (docs/http.md): ordo_ prefix, counters end in _total,
  * units in names (_bytes, _seconds); per-queue series carry a `queue`
@@ -15,6 +17,66 @@
 #include "net/net.h"
 #include "writer/block.h"
 #include "writer/coord_wait.h"
+#include "core/coord.h"
+#include "log/log.h"
+
+static bool utf8_valid(const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        unsigned char b = s[i];
+        size_t k;
+        unsigned char lo = 0x80, hi = 0xBF; /* the second byte's range (no overlongs, no surrogates) */
+        if (b < 0x80)
+            k = 0;
+        else if (b >= 0xC2 && b <= 0xDF)
+            k = 1;
+        else if (b >= 0xE0 && b <= 0xEF)
+            k = 2, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
+        else if (b >= 0xF0 && b <= 0xF4)
+            k = 3, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
+        else
+            return false;
+        if (k > 0 && (n - i <= k || s[i + 1] < lo || s[i + 1] > hi))
+            return false;
+        for (size_t j = 2; j <= k; j++)
+            if ((s[i + j] & 0xC0) != 0x80)
+                return false;
+        i += k + 1;
+    }
+    return true;
+}
+
+static void json_base64(ordo_buf_t *b, const unsigned char *s, size_t n)
+{
+    static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    ordo_buf_append(b, "\"", 1);
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)s[i] << 16 | (i + 1 < n ? (uint32_t)s[i + 1] << 8 : 0) | (i + 2 < n ? s[i + 2] : 0);
+        char o[4] = {t[v >> 18 & 63], t[v >> 12 & 63], i + 1 < n ? t[v >> 6 & 63] : '=', i + 2 < n ? t[v & 63] : '='};
+        ordo_buf_append(b, o, 4);
+    }
+    ordo_buf_append(b, "\"", 1);
+}
+
+void cmd_http_json_field(ordo_buf_t *b, const char *name, const char *s, size_t n)
+{
+    if (!utf8_valid((const unsigned char *)s, n)) {
+        ordo_buf_printf(b, "\"%s_b64\":", name);
+        json_base64(b, (const unsigned char *)s, n);
+        return;
+    }
+    ordo_buf_printf(b, "\"%s\":\"", name);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\')
+            ordo_buf_printf(b, "\\%c", ch);
+        else if (ch < 0x20 || ch == 0x7f)
+            ordo_buf_printf(b, "\\u%04x", ch);
+        else
+            ordo_buf_append(b, &s[i], 1);
+    }
+    ordo_buf_append(b, "\"", 1);
+}
 
 const char *cmd_http_unhealthy(conn_t *c)
 {
@@ -132,10 +194,138 @@ void cmd_http_metrics(conn_t *c, ordo_buf_t *b)
     ordo_buf_printf(b, "ordo_memory_bytes{area=\"coord\"} %zu\n", coord_wait_bytes(s));
     ordo_buf_printf(b, "ordo_memory_bytes{area=\"clients\"} %zu\n", net_client_memory(s));
     metric(b, "ordo_kv_keys", "gauge", "live keys", (double)kv.keys);
+    log_stats_t ls = {0};
+    if (s->log != NULL)
+        log_stats(s->log, &ls);
+    metric(b, "ordo_log_records_total", "counter", "records written to the log", (double)ls.records_written);
+    metric(b, "ordo_log_batches_total", "counter", "batches written to the log", (double)ls.batches);
+    metric(b, "ordo_log_syncs_total", "counter", "syncs of the log", (double)ls.syncs);
+    metric(b, "ordo_log_size_bytes", "gauge", "the log on disk", (double)ls.bytes);
+    metric(b, "ordo_log_pending_bytes", "gauge", "appended to the log, not yet committed", (double)ls.pending_bytes);
+    coord_stats_t cs;
+    coord_stats(core_coord(s->core), &cs);
+    metric(b, "ordo_locks_held", "gauge", "locks held", (double)cs.locks);
+    metric(b, "ordo_elections_led", "gauge", "elections with a leader", (double)cs.leaders);
+    metric(b, "ordo_leases", "gauge", "leases", (double)cs.leases);
     metric(b, "ordo_queues", "gauge", "queues", (double)queue_set_count(core_queues(s->core)));
     for (int f = 0; f < QF_COUNT; f++) {
         metric_head(b, qfam[f].name, qfam[f].type, qfam[f].help);
         qwalk_t w = {b, qfam[f].name, f, s->now_ms};
         queue_set_foreach(core_queues(s->core), qwalk, &w);
     }
+}
+
+/* ---- /v1/status: the dashboard's data ---------------------------------------- */
+
+#define STATUS_TOPKEYS 8
+
+static const char *key_state(int st)
+{
+    switch (st) {
+    case QUEUE_KEY_PROCESSING: return "processing";
+    case QUEUE_KEY_WAITING: return "waiting";
+    case QUEUE_KEY_PARKED: return "parked";
+    default: return "idle";
+    }
+}
+
+typedef struct {
+    ordo_buf_t *b;
+    uint64_t now_ms;
+    bool first;
+} status_walk_t;
+
+/* One queue: its counts and its top keys by waiting messages, each with
+ * Q.KEYINFO's state (why a key is stuck: in flight since when, at which
+ * attempt, or parked). */
+static void status_queue(void *arg, queue_t *q)
+{
+    status_walk_t *w = arg;
+    ordo_buf_t *b = w->b;
+    queue_info_t in;
+    queue_info(q, &in);
+    size_t n;
+    const char *name = queue_name(q, &n);
+    ordo_buf_puts(b, w->first ? "{" : ",{");
+    w->first = false;
+    cmd_http_json_field(b, "name", name, n);
+    ordo_buf_printf(b, ",\"waiting\":%zu,\"inflight\":%zu,\"delayed\":%zu,\"keys\":%zu,\"parked_keys\":%zu,"
+                       "\"pushed\":%llu,\"acked\":%llu,\"nacked\":%llu,\"redelivered\":%llu,\"deadlettered\":%llu,"
+                       "\"top\":[",
+                    in.len.waiting, in.len.inflight, in.len.delayed, in.keys, in.parked_keys,
+                    (unsigned long long)in.pushed, (unsigned long long)in.acked, (unsigned long long)in.nacked,
+                    (unsigned long long)in.redelivered, (unsigned long long)in.deadlettered);
+    queue_topkey_t top[STATUS_TOPKEYS];
+    size_t nt = queue_topkeys(q, STATUS_TOPKEYS, top);
+    for (size_t i = 0; i < nt; i++) {
+        queue_keyinfo_t ki;
+        queue_keyinfo(q, top[i].key, top[i].klen, &ki);
+        ordo_buf_puts(b, i ? ",{" : "{");
+        cmd_http_json_field(b, "key", top[i].key, top[i].klen);
+        ordo_buf_printf(b, ",\"waiting\":%zu,\"state\":\"%s\",\"attempt\":%u,\"inflight_ms\":%llu}", top[i].waiting,
+                        key_state(ki.state), (unsigned)ki.attempt,
+                        (unsigned long long)(ki.state == QUEUE_KEY_PROCESSING && w->now_ms > ki.since_ms
+                                                 ? w->now_ms - ki.since_ms
+                                                 : 0));
+    }
+    ordo_buf_puts(b, "]}");
+}
+
+typedef struct {
+    ordo_buf_t *locks, *elections;
+    uint64_t now_ms;
+} coord_walk_t;
+
+static void status_coord(void *arg, const coord_item_t *it)
+{
+    coord_walk_t *w = arg;
+    if (it->kind == COORD_ITEM_LOCK) {
+        ordo_buf_puts(w->locks, w->locks->len ? ",{" : "{");
+        cmd_http_json_field(w->locks, "name", it->name, it->nlen);
+        ordo_buf_printf(w->locks, ",\"token\":%llu,\"remaining_ms\":%llu}", (unsigned long long)it->id,
+                        (unsigned long long)(it->deadline_ms > w->now_ms ? it->deadline_ms - w->now_ms : 0));
+    } else if (it->kind == COORD_ITEM_ELECT && it->id != 0) {
+        ordo_buf_puts(w->elections, w->elections->len ? ",{" : "{");
+        cmd_http_json_field(w->elections, "name", it->name, it->nlen);
+        ordo_buf_printf(w->elections, ",\"term\":%llu,", (unsigned long long)it->id);
+        cmd_http_json_field(w->elections, "value", it->value ? it->value : "", it->vlen);
+        ordo_buf_puts(w->elections, "}");
+    }
+}
+
+void cmd_http_status(conn_t *c, ordo_buf_t *b)
+{
+    server_t *s = c->srv;
+    log_stats_t ls = {0};
+    if (s->log != NULL)
+        log_stats(s->log, &ls);
+    kv_stats_t kv;
+    kv_stats(core_kv(s->core), &kv);
+    ordo_buf_printf(b, "{\"version\":\"%s\",\"now_ms\":%llu,\"revision\":%llu,\"durable_revision\":%llu,",
+                    ORDO_VERSION, (unsigned long long)s->now_ms, (unsigned long long)core_rev(s->core),
+                    (unsigned long long)s->durable_rev);
+    const char *ro = server_readonly(s);
+    if (ro != NULL) {
+        cmd_http_json_field(b, "readonly", ro, strlen(ro));
+        ordo_buf_puts(b, ",");
+    }
+    ordo_buf_printf(b, "\"clients\":%zu,\"blocked_clients\":%zu,\"watches\":%zu,\"keys\":%zu,"
+                       "\"log\":{\"records\":%llu,\"batches\":%llu,\"syncs\":%llu,\"bytes\":%llu,\"pending_bytes\":%llu},"
+                       "\"queues\":[",
+                    s->net.conns.len, s->writer.block.blocked_clients, s->watches.count, kv.keys,
+                    (unsigned long long)ls.records_written, (unsigned long long)ls.batches,
+                    (unsigned long long)ls.syncs, (unsigned long long)ls.bytes,
+                    (unsigned long long)ls.pending_bytes);
+    status_walk_t w = {b, s->now_ms, true};
+    queue_set_foreach(core_queues(s->core), status_queue, &w);
+    ordo_buf_t locks = ORDO_BUF_INIT, elections = ORDO_BUF_INIT;
+    coord_walk_t cw = {&locks, &elections, s->now_ms};
+    coord_snapshot(core_coord(s->core), status_coord, &cw);
+    ordo_buf_puts(b, "],\"locks\":[");
+    ordo_buf_append(b, locks.data ? locks.data : "", locks.len);
+    ordo_buf_puts(b, "],\"elections\":[");
+    ordo_buf_append(b, elections.data ? elections.data : "", elections.len);
+    ordo_buf_puts(b, "]}\n");
+    ordo_buf_free(&locks);
+    ordo_buf_free(&elections);
 }

@@ -38,6 +38,7 @@
 
 #include "cmd/cmd.h"
 #include "http.h"
+#include "http_assets.h"
 #include "net/conn.h"
 
 struct http_listener_s {
@@ -273,64 +274,8 @@ static void respond_error(conn_t *c, const rv_t *v)
 
 /* ---- JSON ----------------------------------------------------------------- */
 
-static bool utf8_valid(const unsigned char *s, size_t n)
-{
-    for (size_t i = 0; i < n;) {
-        unsigned char b = s[i];
-        size_t k;
-        unsigned char lo = 0x80, hi = 0xBF; /* the second byte's range (no overlongs, no surrogates) */
-        if (b < 0x80)
-            k = 0;
-        else if (b >= 0xC2 && b <= 0xDF)
-            k = 1;
-        else if (b >= 0xE0 && b <= 0xEF)
-            k = 2, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
-        else if (b >= 0xF0 && b <= 0xF4)
-            k = 3, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
-        else
-            return false;
-        if (k > 0 && (n - i <= k || s[i + 1] < lo || s[i + 1] > hi))
-            return false;
-        for (size_t j = 2; j <= k; j++)
-            if ((s[i + j] & 0xC0) != 0x80)
-                return false;
-        i += k + 1;
-    }
-    return true;
-}
-
-static void json_base64(ordo_buf_t *b, const unsigned char *s, size_t n)
-{
-    static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    ordo_buf_append(b, "\"", 1);
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t v = (uint32_t)s[i] << 16 | (i + 1 < n ? (uint32_t)s[i + 1] << 8 : 0) | (i + 2 < n ? s[i + 2] : 0);
-        char o[4] = {t[v >> 18 & 63], t[v >> 12 & 63], i + 1 < n ? t[v >> 6 & 63] : '=', i + 2 < n ? t[v & 63] : '='};
-        ordo_buf_append(b, o, 4);
-    }
-    ordo_buf_append(b, "\"", 1);
-}
-
-/* "name":"text" when s is UTF-8, else "name_b64":"base64" (docs/http.md). */
-static void json_field(ordo_buf_t *b, const char *name, const char *s, size_t n)
-{
-    if (!utf8_valid((const unsigned char *)s, n)) {
-        ordo_buf_printf(b, "\"%s_b64\":", name);
-        json_base64(b, (const unsigned char *)s, n);
-        return;
-    }
-    ordo_buf_printf(b, "\"%s\":\"", name);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch == '"' || ch == '\\')
-            ordo_buf_printf(b, "\\%c", ch);
-        else if (ch < 0x20)
-            ordo_buf_printf(b, "\\u%04x", ch);
-        else
-            ordo_buf_append(b, &s[i], 1);
-    }
-    ordo_buf_append(b, "\"", 1);
-}
+/* JSON strings: cmd_http_json_field() (cmd/cmd_http.c). */
+#define json_field cmd_http_json_field
 
 /* ---- the reply of a command, as HTTP --------------------------------------- */
 
@@ -725,6 +670,14 @@ static void handle_request(conn_t *c)
             respond_text(c, 200, "ok");
         return;
     }
+    if (method == HTTP_GET) {
+        for (size_t i = 0; i < http_assets_count; i++)
+            if (strlen(http_assets[i].path) == plen && memcmp(http_assets[i].path, url, plen) == 0) {
+                respond(c, 200, http_assets[i].content_type, "Cache-Control: no-cache\r\n", http_assets[i].data,
+                        http_assets[i].len);
+                return;
+            }
+    }
     if (!authorized(c)) {
         respond(c, 401, "text/plain; charset=utf-8", "WWW-Authenticate: Bearer realm=\"ordo\"\r\n",
                 "Authorization: Bearer <password> required\n", 42);
@@ -878,9 +831,11 @@ static void handle_request(conn_t *c)
         dispatch(c, R_WATCH, argv, argc);
         return;
     }
-    if (nseg == 1 && seg[0].len == 0 && method == HTTP_GET) {
-        static const char page[] = "<!doctype html><title>ordo</title><p>ordod: see /metrics and docs/http.md</p>\n";
-        respond(c, 200, "text/html; charset=utf-8", "", page, sizeof page - 1);
+    if (nseg == 2 && SEG(0, "v1") && SEG(1, "status")) {
+        ordo_buf_t b = ORDO_BUF_INIT;
+        cmd_http_status(c, &b);
+        respond(c, 200, "application/json", "Cache-Control: no-store\r\n", b.data, b.len);
+        ordo_buf_free(&b);
         return;
     }
     respond_text(c, 404, "no such route");
