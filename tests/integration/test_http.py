@@ -314,6 +314,8 @@ def test_metrics_parse_with_queue_labels_and_no_keys(server, r):
     pushed = {s.labels["queue"]: s.value for s in fams["ordo_queue_pushed"].samples}
     assert pushed["orders"] == 2.0
     assert fams["ordo_kv_keys"].samples[0].value == 1.0
+    calls = {s.labels["command"]: s.value for s in fams["ordo_command_calls"].samples}
+    assert calls["q.push"] == 2.0 and calls["kv.put"] == 1.0
     assert fams["ordo_log_records"].type == "counter" and fams["ordo_log_records"].samples[0].value >= 3
     assert fams["ordo_memory_bytes"].type == "gauge"
     assert {s.labels["area"] for s in fams["ordo_memory_bytes"].samples} == {"kv", "queues", "coord", "clients"}

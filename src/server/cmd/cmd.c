@@ -35,6 +35,7 @@ typedef struct cmd_entry_s {
     const cmd_def_t *def;
     size_t nlen;
     char name[32];   /* lower case */
+    uint64_t calls;  /* times dispatched (looked up), for /metrics */
 } cmd_entry_t;
 
 #define CMD_NAME_MAX 31
@@ -124,6 +125,24 @@ void cmd_foreach(server_t *s, void (*fn)(void *arg, const cmd_def_t *d), void *a
 
 size_t cmd_count(server_t *s) { return s->commands.count; }
 
+typedef struct calls_ctx_s {
+    void (*fn)(void *arg, const char *name, uint64_t calls);
+    void *arg;
+} calls_ctx_t;
+
+static void calls_entry(ordo_hnode_t *n, void *arg)
+{
+    calls_ctx_t *f = arg;
+    const cmd_entry_t *e = (const cmd_entry_t *)n;
+    f->fn(f->arg, e->name, e->calls);
+}
+
+void cmd_foreach_calls(server_t *s, void (*fn)(void *arg, const char *name, uint64_t calls), void *arg)
+{
+    calls_ctx_t f = {fn, arg};
+    ordo_htab_foreach(&s->commands, calls_entry, &f);
+}
+
 static const cmd_def_t *lookup(server_t *s, const resp_arg_t *a)
 {
     char name[CMD_NAME_MAX + 1];
@@ -139,8 +158,11 @@ static const cmd_def_t *lookup(server_t *s, const resp_arg_t *a)
         h = name_hash_step(h, ch);
     }
     ORDO_DEBUG_ASSERT(h == name_hash(name, a->len));
-    const cmd_entry_t *e = (const cmd_entry_t *)ordo_htab_find(&s->commands, h, name, a->len);
-    return e ? e->def : NULL;
+    cmd_entry_t *e = (cmd_entry_t *)ordo_htab_find(&s->commands, h, name, a->len);
+    if (e == NULL)
+        return NULL;
+    e->calls++;
+    return e->def;
 }
 
 void cmd_limits(const conn_t *c, resp_limits_t *lim)

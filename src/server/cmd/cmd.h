@@ -63,6 +63,8 @@ void cmd_queue_register(server_t *s);
 /* The command table, for COMMAND. */
 void cmd_foreach(server_t *s, void (*fn)(void *arg, const cmd_def_t *d), void *arg);
 size_t cmd_count(server_t *s);
+/* Each command's lower-case name and how often it was dispatched (/metrics). */
+void cmd_foreach_calls(server_t *s, void (*fn)(void *arg, const char *name, uint64_t calls), void *arg);
 
 /* Hooks for the net layer (and cmd_cron for the writer's cron, through
  * s->hooks.cmd_cron). */

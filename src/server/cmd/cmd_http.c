@@ -164,6 +164,16 @@ static void qwalk(void *arg, queue_t *q)
     ordo_buf_printf(w->b, "\"} %.17g\n", v);
 }
 
+static void add_calls(void *arg, const char *name, uint64_t calls)
+{
+    ordo_buf_t *b = arg;
+    if (calls == 0)
+        return; /* a command never sent adds no series */
+    ordo_buf_puts(b, "ordo_command_calls_total{command=\"");
+    add_label(b, name, strlen(name));
+    ordo_buf_printf(b, "\"} %llu\n", (unsigned long long)calls);
+}
+
 void cmd_http_metrics(conn_t *c, ordo_buf_t *b)
 {
     server_t *s = c->srv;
@@ -178,6 +188,8 @@ void cmd_http_metrics(conn_t *c, ordo_buf_t *b)
            (double)s->writer.block.blocked_clients);
     metric(b, "ordo_commands_total", "counter", "commands processed", (double)st->commands_total);
     metric(b, "ordo_errors_total", "counter", "error replies", (double)st->errors_total);
+    metric_head(b, "ordo_command_calls_total", "counter", "commands dispatched, by name (HTTP requests included)");
+    cmd_foreach_calls(s, add_calls, b);
     metric(b, "ordo_net_input_bytes_total", "counter", "bytes read from clients", (double)st->net_in_bytes);
     metric(b, "ordo_net_output_bytes_total", "counter", "bytes written to clients", (double)st->net_out_bytes);
     metric(b, "ordo_watch_events_total", "counter", "watch events sent", (double)st->watch_events_total);

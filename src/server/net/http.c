@@ -99,7 +99,9 @@ typedef struct {
 } rv_arena_t;
 
 /* Decode one value at p[0..len): returns bytes used, 0 if incomplete, or
- * (size_t)-1 if it is not RESP we can read. */
+ * (size_t)-1 if it is not RESP we can read (attributes, which ordo never
+ * sends, or more than RV_NODES_MAX elements: no reply of a command HTTP
+ * makes has more than seven). Strings point into p. */
 static size_t rv_decode(const char *p, size_t len, rv_arena_t *a, rv_t *v)
 {
     const char *eol = memchr(p, '\r', len);
@@ -111,7 +113,7 @@ static size_t rv_decode(const char *p, size_t len, rv_arena_t *a, rv_t *v)
     size_t blen = (size_t)(eol - body);
     char num[32];
     int64_t n = 0;
-    if (blen < sizeof num && strchr(":$*%>~=!|(", t) != NULL) {
+    if (blen < sizeof num && strchr(":$*%>~=!(", t) != NULL) {
         memcpy(num, body, blen);
         num[blen] = '\0';
         n = strtoll(num, NULL, 10);
@@ -149,12 +151,12 @@ static size_t rv_decode(const char *p, size_t len, rv_arena_t *a, rv_t *v)
             v->len -= 4;
         }
         return head + (size_t)n + 2;
-    case '*': case '%': case '>': case '~': case '|': {
+    case '*': case '%': case '>': case '~': {
         if (n < 0) {
             v->type = '_';
             return head;
         }
-        size_t count = (size_t)n * (t == '%' || t == '|' ? 2 : 1);
+        size_t count = (size_t)n * (t == '%' ? 2 : 1);
         if (a->n + count > RV_NODES_MAX)
             return (size_t)-1;
         v->type = '*';
@@ -168,8 +170,6 @@ static size_t rv_decode(const char *p, size_t len, rv_arena_t *a, rv_t *v)
                 return used;
             off += used;
         }
-        if (t == '|') /* attributes precede a value: skip them */
-            return off; /* (ordo sends none) */
         return off;
     }
     default:
@@ -358,10 +358,9 @@ static void answer(conn_t *c, const rv_t *v)
         if (v->type == ':' && v->i == 0 && h->route == R_KV_DEL)
             respond_text(c, 404, "no such key");
         else if (v->type == ':') {
-            int n = snprintf(hb, sizeof hb, "ETag: \"%" PRId64 "\"\r\n", v->i);
+            snprintf(hb, sizeof hb, "ETag: \"%" PRId64 "\"\r\n", v->i);
             char body[64];
             int bn = snprintf(body, sizeof body, "{\"revision\":%" PRId64 "}\n", v->i);
-            (void)n;
             respond(c, 200, "application/json", hb, body, (size_t)bn);
         } else if (v->type == '-')
             respond_error(c, v);
@@ -435,55 +434,48 @@ static void rewrite(conn_t *c)
             return;
         if (h->awaiting && c->waiter != NULL)
             return; /* parked: nothing is its reply yet */
-        rv_arena_t *a = ordo_xcalloc(1, sizeof *a);
+        rv_arena_t a = {.n = 0};
         rv_t v;
-        size_t used = rv_decode(c->out.data + at, c->out.len - at, a, &v);
+        size_t used = rv_decode(c->out.data + at, c->out.len - at, &a, &v);
         if (used == 0 || used == (size_t)-1) {
-            /* Not a whole reply we can read (cannot happen: replies are
-             * written whole): drop it rather than send RESP. */
-            free(a);
+            /* Not a whole reply we can read (replies and events are
+             * written whole, so this is a bug): drop it, never send RESP. */
             c->out.len = at;
-            respond_text(c, 500, "internal error: unreadable reply");
             h->awaiting = false;
+            h->keep_alive = false;
+            respond_text(c, 500, "internal error: unreadable reply");
             return;
         }
-        ordo_buf_t copy = ORDO_BUF_INIT; /* v points into out, which we rewrite */
-        ordo_buf_append(&copy, c->out.data + at, used);
-        rv_arena_t *a2 = ordo_xcalloc(1, sizeof *a2);
-        rv_decode(copy.data, copy.len, a2, &v);
-        free(a);
-        memmove(c->out.data + at, c->out.data + at + used, c->out.len - at - used);
-        size_t rest = c->out.len - at - used;
+        /* The reply leaves out (v points into its copy); what follows it
+         * (more events) waits in tail and is put back, still RESP. */
+        ordo_buf_t reply = ORDO_BUF_INIT, tail = ORDO_BUF_INIT;
+        ordo_buf_append(&reply, c->out.data + at, used);
+        ordo_buf_append(&tail, c->out.data + at + used, c->out.len - at - used);
         c->out.len = at;
-        ordo_buf_t tail = ORDO_BUF_INIT; /* what follows this reply (events) */
-        ordo_buf_append(&tail, c->out.data + at, rest);
+        a.n = 0;
+        rv_decode(reply.data, reply.len, &a, &v);
         if (h->sse) {
-            ordo_buf_t ev = ORDO_BUF_INIT;
-            add_event(c, &ev, &v);
-            ordo_buf_append(&c->out, ev.data, ev.len);
+            add_event(c, &c->out, &v);
             mark_http(c);
-            ordo_buf_free(&ev);
         } else if (h->awaiting) {
             h->awaiting = false;
             h->last_ms = c->srv->now_ms;
             answer(c, &v);
         } else {
-            /* Written by net with no request: a refusal (max-clients,
-             * protected mode). */
+            /* Written by net.c with no request: a refusal at accept
+             * (max-clients, protected mode). */
             h->keep_alive = false;
             if (v.type == '-')
                 respond(c, 503, "text/plain; charset=utf-8", "", v.s, v.len);
             else
                 respond_text(c, 500, "unexpected output");
         }
-        free(a2);
-        ordo_buf_free(&copy);
-        if (h->awaiting) { /* answer() dispatched again (snapshot retry) */
-            ordo_buf_free(&tail);
-            return;
-        }
-        ordo_buf_append(&c->out, tail.data, tail.len); /* still RESP: the next loop rewrites it */
+        ordo_buf_free(&reply);
+        if (!h->awaiting) /* (answer() may have dispatched again: the snapshot retry) */
+            ordo_buf_append(&c->out, tail.data, tail.len);
         ordo_buf_free(&tail);
+        if (h->awaiting)
+            return;
     }
 }
 
