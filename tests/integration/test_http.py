@@ -318,6 +318,10 @@ def test_metrics_parse_with_queue_labels_and_no_keys(server, r):
     assert calls["q.push"] == 2.0 and calls["kv.put"] == 1.0
     assert fams["ordo_log_records"].type == "counter" and fams["ordo_log_records"].samples[0].value >= 3
     assert fams["ordo_memory_bytes"].type == "gauge"
+    sync = fams["ordo_log_sync_duration_seconds"]
+    assert sync.type == "histogram"
+    les = [s.labels["le"] for s in sync.samples if s.name.endswith("_bucket")]
+    assert les[-1] == "+Inf" and len(les) >= 2
     assert {s.labels["area"] for s in fams["ordo_memory_bytes"].samples} == {"kv", "queues", "coord", "clients"}
     assert "secret-key" not in text
     for f in fams.values():
@@ -445,3 +449,18 @@ def test_sse_history_gone_sends_current_keys_then_synced(server, r):
     ev = w.event()
     assert (ev["event"], int(ev["id"])) == ("put", nxt)
     w.close()
+
+
+def test_metrics_sync_latency_histogram_counts_syncs(ordod_factory):
+    srv = ordod_factory("--fsync", "always")  # the harness's --fsync no comes first; the last one wins
+    c = srv.client()
+    for i in range(3):
+        c.execute_command("KV.PUT", "k%d" % i, "v")
+    c.close()
+    fams = {f.name: f for f in text_string_to_metric_families(req(srv, "GET", "/metrics")[2].decode())}
+    samples = {(s.name, s.labels.get("le")): s.value for s in fams["ordo_log_sync_duration_seconds"].samples}
+    syncs = fams["ordo_log_syncs"].samples[0].value
+    assert syncs >= 3
+    assert samples[("ordo_log_sync_duration_seconds_count", None)] == syncs
+    assert samples[("ordo_log_sync_duration_seconds_bucket", "+Inf")] == syncs
+    assert samples[("ordo_log_sync_duration_seconds_sum", None)] > 0

@@ -212,6 +212,17 @@ void cmd_http_metrics(conn_t *c, ordo_buf_t *b)
     metric(b, "ordo_log_records_total", "counter", "records written to the log", (double)ls.records_written);
     metric(b, "ordo_log_batches_total", "counter", "batches written to the log", (double)ls.batches);
     metric(b, "ordo_log_syncs_total", "counter", "syncs of the log", (double)ls.syncs);
+    metric_head(b, "ordo_log_sync_duration_seconds", "histogram", "duration of the log's syncs (fdatasync)");
+    uint64_t cum = 0;
+    for (size_t i = 0; i < ls.nsync_buckets; i++) {
+        cum += ls.sync_hist[i];
+        ordo_buf_printf(b, "ordo_log_sync_duration_seconds_bucket{le=\"%g\"} %llu\n",
+                        (double)ls.sync_bucket_us[i] / 1e6, (unsigned long long)cum);
+    }
+    cum += ls.sync_hist[ls.nsync_buckets];
+    ordo_buf_printf(b, "ordo_log_sync_duration_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+    ordo_buf_printf(b, "ordo_log_sync_duration_seconds_sum %.6f\n", (double)ls.sync_us_sum / 1e6);
+    ordo_buf_printf(b, "ordo_log_sync_duration_seconds_count %llu\n", (unsigned long long)cum);
     metric(b, "ordo_log_size_bytes", "gauge", "the log on disk", (double)ls.bytes);
     metric(b, "ordo_log_pending_bytes", "gauge", "appended to the log, not yet committed", (double)ls.pending_bytes);
     coord_stats_t cs;
@@ -322,11 +333,12 @@ void cmd_http_status(conn_t *c, ordo_buf_t *b)
         ordo_buf_puts(b, ",");
     }
     ordo_buf_printf(b, "\"clients\":%zu,\"blocked_clients\":%zu,\"watches\":%zu,\"keys\":%zu,"
-                       "\"log\":{\"records\":%llu,\"batches\":%llu,\"syncs\":%llu,\"bytes\":%llu,\"pending_bytes\":%llu},"
+                       "\"log\":{\"records\":%llu,\"batches\":%llu,\"syncs\":%llu,\"sync_us_sum\":%llu,\"bytes\":%llu,"
+                       "\"pending_bytes\":%llu},"
                        "\"queues\":[",
                     s->net.conns.len, s->writer.block.blocked_clients, s->watches.count, kv.keys,
                     (unsigned long long)ls.records_written, (unsigned long long)ls.batches,
-                    (unsigned long long)ls.syncs, (unsigned long long)ls.bytes,
+                    (unsigned long long)ls.syncs, (unsigned long long)ls.sync_us_sum, (unsigned long long)ls.bytes,
                     (unsigned long long)ls.pending_bytes);
     status_walk_t w = {b, s->now_ms, true};
     queue_set_foreach(core_queues(s->core), status_queue, &w);

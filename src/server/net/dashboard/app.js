@@ -48,7 +48,7 @@ function spark(points) {
   return svg;
 }
 
-function ms(v) { return v >= 1000 ? (v / 1000).toFixed(1) + " s" : v + " ms"; }
+function ms(v) { return v >= 1000 ? (v / 1000).toFixed(1) + " s" : v + " ms"; }  // v in ms
 
 function draw(s) {
   $("readonly").hidden = !s.readonly;
@@ -56,8 +56,12 @@ function draw(s) {
   $("revision").textContent = s.revision;
   $("durable").textContent = s.durable_revision + (s.revision > s.durable_revision ? " (" + (s.revision - s.durable_revision) + " behind)" : "");
   $("log").textContent = s.log.records + " / " + s.log.batches + " / " + s.log.syncs;
-  if (lastSyncs) $("syncrate").textContent = ((s.log.syncs - lastSyncs[1]) / ((Date.now() - lastSyncs[0]) / 1000)).toFixed(1);
-  lastSyncs = [Date.now(), s.log.syncs];
+  if (lastSyncs) {
+    const n = s.log.syncs - lastSyncs[1];
+    $("syncrate").textContent = (n / ((Date.now() - lastSyncs[0]) / 1000)).toFixed(1);
+    $("synclat").textContent = n > 0 ? ms(Math.round((s.log.sync_us_sum - lastSyncs[2]) / n / 10) / 100) : "no syncs";
+  }
+  lastSyncs = [Date.now(), s.log.syncs, s.log.sync_us_sum];
   $("clients").textContent = s.clients + " (" + s.blocked_clients + ")";
   $("watches").textContent = s.watches + " / " + s.keys;
   const now = Date.now();
