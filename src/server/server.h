@@ -59,6 +59,7 @@ typedef struct server_stats_s {
     uint64_t auth_failures;           /* AUTH / HELLO AUTH with a wrong user or password */
     uint64_t auth_fail_logged_ms;     /* when the last one was logged (rate limit), 0: never */
     uint64_t auth_fail_unlogged;      /* failures since then, not logged */
+    uint64_t errors_by_code[16];      /* error replies of the command layer by code (cmd.c's table) */
 } server_stats_t;
 
 /* What the writer asks of the layers above it (net, cmd), installed by

@@ -13,6 +13,7 @@ import time
 import urllib.parse
 
 import pytest
+import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 DEADLINE_S = 20.0
@@ -303,6 +304,9 @@ def test_metrics_parse_with_queue_labels_and_no_keys(server, r):
     r.execute_command("Q.PUSH", "orders", "secret-key-1", "p")
     r.execute_command("Q.PUSH", "orders", "secret-key-2", "p")
     r.execute_command("KV.PUT", "k", "v")
+    for cmd in (("KV.PUT", "k", "v", "IFREV", 999), ("NOSUCHCOMMAND",)):
+        with pytest.raises(redis.ResponseError):
+            r.execute_command(*cmd)
     st, h, body = req(server, "GET", "/metrics")
     assert st == 200 and h["content-type"].startswith("text/plain; version=0.0.4")
     text = body.decode()
@@ -314,8 +318,10 @@ def test_metrics_parse_with_queue_labels_and_no_keys(server, r):
     pushed = {s.labels["queue"]: s.value for s in fams["ordo_queue_pushed"].samples}
     assert pushed["orders"] == 2.0
     assert fams["ordo_kv_keys"].samples[0].value == 1.0
+    errors = {s.labels["code"]: s.value for s in fams["ordo_command_errors"].samples}
+    assert errors["CONFLICT"] == 1.0 and errors["ERR"] >= 1.0
     calls = {s.labels["command"]: s.value for s in fams["ordo_command_calls"].samples}
-    assert calls["q.push"] == 2.0 and calls["kv.put"] == 1.0
+    assert calls["q.push"] == 2.0 and calls["kv.put"] == 2.0  # the refused one too
     assert fams["ordo_log_records"].type == "counter" and fams["ordo_log_records"].samples[0].value >= 3
     assert fams["ordo_memory_bytes"].type == "gauge"
     sync = fams["ordo_log_sync_duration_seconds"]

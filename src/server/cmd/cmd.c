@@ -313,9 +313,33 @@ bool arg_value_ok(cmd_ctx_t *x, size_t i)
 
 void reply_ok(cmd_ctx_t *x) { resp_add_simple(x->out, "OK"); }
 
+/* The error codes counted by code for /metrics (docs/protocol.md's table);
+ * any other code counts as the last, "other". */
+static const char *const error_codes[] = {"ERR",      "CONFLICT", "COMPACTED", "LIMIT",    "NOTFOUND",
+                                          "NOTHOLDER", "BUSY",     "TIMEOUT",   "DEADLETTER", "NOAUTH",
+                                          "WRONGPASS", "NOPROTO",  "DENIED",    "READONLY", "other"};
+#define ERROR_CODES (sizeof error_codes / sizeof error_codes[0])
+_Static_assert(ERROR_CODES <= sizeof ((server_stats_t *)0)->errors_by_code / sizeof(uint64_t), "errors_by_code");
+
+static void count_error(server_t *s, const char *msg)
+{
+    size_t n = strcspn(msg, " ");
+    size_t i = 0;
+    while (i < ERROR_CODES - 1 && !(strlen(error_codes[i]) == n && memcmp(error_codes[i], msg, n) == 0))
+        i++;
+    s->stats.errors_by_code[i]++;
+}
+
+void cmd_foreach_error_code(server_t *s, void (*fn)(void *arg, const char *code, uint64_t n), void *arg)
+{
+    for (size_t i = 0; i < ERROR_CODES; i++)
+        fn(arg, error_codes[i], s->stats.errors_by_code[i]);
+}
+
 void reply_err(cmd_ctx_t *x, const char *msg)
 {
     x->srv->stats.errors_total++;
+    count_error(x->srv, msg);
     resp_add_error(x->out, msg);
 }
 

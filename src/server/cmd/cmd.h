@@ -65,6 +65,10 @@ void cmd_foreach(server_t *s, void (*fn)(void *arg, const cmd_def_t *d), void *a
 size_t cmd_count(server_t *s);
 /* Each command's lower-case name and how often it was dispatched (/metrics). */
 void cmd_foreach_calls(server_t *s, void (*fn)(void *arg, const char *name, uint64_t calls), void *arg);
+/* Error replies the command layer made, by code ("other" for the rest); the
+ * writer's replies to parked clients (TIMEOUT, DEADLETTER, ...) are not in
+ * these, only in errors_total. */
+void cmd_foreach_error_code(server_t *s, void (*fn)(void *arg, const char *code, uint64_t n), void *arg);
 
 /* Hooks for the net layer (and cmd_cron for the writer's cron, through
  * s->hooks.cmd_cron). */

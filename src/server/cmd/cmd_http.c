@@ -174,6 +174,11 @@ static void add_calls(void *arg, const char *name, uint64_t calls)
     ordo_buf_printf(b, "\"} %llu\n", (unsigned long long)calls);
 }
 
+static void add_error_code(void *arg, const char *code, uint64_t n)
+{
+    ordo_buf_printf(arg, "ordo_command_errors_total{code=\"%s\"} %llu\n", code, (unsigned long long)n);
+}
+
 void cmd_http_metrics(conn_t *c, ordo_buf_t *b)
 {
     server_t *s = c->srv;
@@ -188,6 +193,9 @@ void cmd_http_metrics(conn_t *c, ordo_buf_t *b)
            (double)s->writer.block.blocked_clients);
     metric(b, "ordo_commands_total", "counter", "commands processed", (double)st->commands_total);
     metric(b, "ordo_errors_total", "counter", "error replies", (double)st->errors_total);
+    metric_head(b, "ordo_command_errors_total", "counter",
+                "error replies of the command layer by code (replies to parked commands are only in ordo_errors_total)");
+    cmd_foreach_error_code(s, add_error_code, b);
     metric_head(b, "ordo_command_calls_total", "counter", "commands dispatched, by name (HTTP requests included)");
     cmd_foreach_calls(s, add_calls, b);
     metric(b, "ordo_net_input_bytes_total", "counter", "bytes read from clients", (double)st->net_in_bytes);
