@@ -30,6 +30,7 @@ def test_dashboard_shows_queues_keys_locks_and_leaders(server, r, tmp_path):
     r.execute_command("Q.PUSH", "emails", "user-7", "e")
     r.execute_command("LOCK.ACQUIRE", "nightly-report", 60000)
     r.execute_command("ELECT.CAMPAIGN", "scheduler", "node-a", 60000)
+    r.execute_command("CLIENT", "SETNAME", "order-worker")
     url = "http://127.0.0.1:%d/" % server.http_port
     dom = chromium(url, tmp_path / "profile", "--dump-dom")
     assert 'data-ready="1"' in dom, dom[:3000]  # the status poll ran and drew
@@ -39,6 +40,8 @@ def test_dashboard_shows_queues_keys_locks_and_leaders(server, r, tmp_path):
     assert "processing" in row
     assert "nightly-report" in dom and "scheduler" in dom and "node-a" in dom
     assert "<polyline" in dom  # the depth chart
+    assert re.search(r'<tr data-client="\d+">.*?order-worker.*?resp', dom)  # the clients, this one named
+    assert re.search(r'<tr data-client="\d+">.*?<td>http</td>', dom)  # and the page's own poll
     assert "http://" not in re.sub(r'http://www\.w3\.org/2000/svg', "", dom)  # no external URL
     shot = tmp_path / "dashboard.png"
     chromium(url, tmp_path / "profile2", "--screenshot=%s" % shot)

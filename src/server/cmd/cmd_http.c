@@ -324,6 +324,30 @@ static void status_coord(void *arg, const coord_item_t *it)
     }
 }
 
+/* The dashboard lists at most this many connections (oldest first is not
+ * promised: the order is net's list); the count is always whole. */
+#define STATUS_CLIENTS_MAX 100
+
+static void status_clients(server_t *s, ordo_buf_t *b)
+{
+    size_t n = 0;
+    for (conn_t *k = conn_first(&s->net.conns); k != NULL && n < STATUS_CLIENTS_MAX; k = conn_next(k), n++) {
+        ordo_buf_puts(b, n ? ",{" : "{");
+        ordo_buf_printf(b, "\"id\":%llu,", (unsigned long long)k->id);
+        cmd_http_json_field(b, "addr", k->addr, strlen(k->addr));
+        if (k->name != NULL) {
+            ordo_buf_puts(b, ",");
+            cmd_http_json_field(b, "name", k->name, strlen(k->name));
+        }
+        ordo_buf_printf(b, ",\"kind\":\"%s\",\"age_ms\":%llu,\"idle_ms\":%llu,\"commands\":%llu,\"blocked\":%s,"
+                           "\"watches\":%zu}",
+                        k->http != NULL ? "http" : "resp",
+                        (unsigned long long)(s->now_ms > k->created_ms ? s->now_ms - k->created_ms : 0),
+                        (unsigned long long)(s->now_ms > k->last_cmd_ms ? s->now_ms - k->last_cmd_ms : 0),
+                        (unsigned long long)k->commands, k->waiter != NULL ? "true" : "false", k->nwatches);
+    }
+}
+
 void cmd_http_status(conn_t *c, ordo_buf_t *b)
 {
     server_t *s = c->srv;
@@ -353,6 +377,8 @@ void cmd_http_status(conn_t *c, ordo_buf_t *b)
     ordo_buf_t locks = ORDO_BUF_INIT, elections = ORDO_BUF_INIT;
     coord_walk_t cw = {&locks, &elections, s->now_ms};
     coord_snapshot(core_coord(s->core), status_coord, &cw);
+    ordo_buf_puts(b, "],\"client_list\":[");
+    status_clients(s, b);
     ordo_buf_puts(b, "],\"locks\":[");
     ordo_buf_append(b, locks.data ? locks.data : "", locks.len);
     ordo_buf_puts(b, "],\"elections\":[");

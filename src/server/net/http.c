@@ -616,6 +616,7 @@ static void handle_request(conn_t *c)
     struct http_conn_s *h = c->http;
     server_t *s = c->srv;
     h->keep_alive = http_should_keep_alive(&h->p);
+    c->last_cmd_ms = s->now_ms; /* CLIENT LIST's idle, the dashboard's */
     int method = h->p.method;
     h->scratch.len = 0;
     const char *url = h->url.data ? h->url.data : "";

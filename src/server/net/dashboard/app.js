@@ -92,6 +92,18 @@ function draw(s) {
     cell(tr, k.attempt);
     cell(tr, k.state === "processing" ? ms(k.inflight_ms) : "");
   });
+  fill($("clientlist"), s.client_list, (tr, c) => {
+    tr.dataset.client = c.id;
+    cell(tr, c.id);
+    cell(tr, name(c, "addr"), "key");
+    cell(tr, c.name !== undefined || c.name_b64 !== undefined ? name(c, "name") : "", "key");
+    cell(tr, c.kind);
+    cell(tr, ms(c.age_ms));
+    cell(tr, ms(c.idle_ms));
+    cell(tr, c.commands);
+    cell(tr, c.blocked ? "yes" : "");
+    cell(tr, c.watches);
+  });
   fill($("locks"), s.locks, (tr, l) => { cell(tr, name(l, "name"), "key"); cell(tr, l.token); cell(tr, ms(l.remaining_ms)); });
   fill($("elections"), s.elections, (tr, e) => { cell(tr, name(e, "name"), "key"); cell(tr, e.term); cell(tr, name(e, "value"), "key"); });
 }
