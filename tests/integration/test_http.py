@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import threading
 import time
 import urllib.parse
@@ -470,3 +471,19 @@ def test_metrics_sync_latency_histogram_counts_syncs(ordod_factory):
     assert samples[("ordo_log_sync_duration_seconds_count", None)] == syncs
     assert samples[("ordo_log_sync_duration_seconds_bucket", "+Inf")] == syncs
     assert samples[("ordo_log_sync_duration_seconds_sum", None)] > 0
+
+
+def test_expect_100_continue_with_curl(server, r, tmp_path):
+    """curl sends Expect: 100-continue before a large body (over 1 MiB in
+    curl 7.88) and waits a second for it; the 100 comes at once, so the PUT
+    is quick."""
+    body = b"x" * 2000000
+    f = tmp_path / "body"
+    f.write_bytes(body)
+    t0 = time.monotonic()
+    p = subprocess.run(["curl", "-s", "-S", "-o", "/dev/null", "-w", "%{http_code}", "-X", "PUT", "--data-binary",
+                        "@%s" % f, "http://127.0.0.1:%d/v1/kv/big" % server.http_port],
+                       capture_output=True, timeout=DEADLINE_S)
+    assert p.stdout == b"200", p.stderr
+    assert time.monotonic() - t0 < 0.9  # curl's wait for a 100 that never comes is 1 s
+    assert r.execute_command("KV.GET", "big")[0] == body

@@ -51,9 +51,9 @@ enum route {
 };
 
 /* Headers we read; the others are skipped. */
-enum hdr { H_AUTH, H_IDEM, H_IF_MATCH, H_IF_NONE_MATCH, H_LAST_EVENT_ID, H_COUNT };
+enum hdr { H_AUTH, H_IDEM, H_IF_MATCH, H_IF_NONE_MATCH, H_LAST_EVENT_ID, H_EXPECT, H_COUNT };
 static const char *const hdr_names[H_COUNT] = {"authorization", "idempotency-key", "if-match", "if-none-match",
-                                               "last-event-id"};
+                                               "last-event-id", "expect"};
 
 #define HTTP_ARGS_MAX 12
 
@@ -920,6 +920,11 @@ static int on_headers_complete(http_parser *p)
     if ((p->flags & F_CONTENTLENGTH) && p->content_length > (uint64_t)c->srv->cfg.http_body_max_bytes) {
         h->limit_status = 413;
         return -1;
+    }
+    /* curl and others wait (a second) for this before sending a body. */
+    if (h->has_hdr[H_EXPECT] && h->hdr[H_EXPECT].len == 12 && strncasecmp(h->hdr[H_EXPECT].data, "100-continue", 12) == 0) {
+        ordo_buf_puts(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
+        mark_http(c);
     }
     return 0;
 }
