@@ -119,15 +119,31 @@ def test_percent_encoded_binary_keys(server, r):
     assert req(server, "GET", "/v1/kv/%zz")[0] == 400
 
 
+def test_healthz_503_with_the_reason_when_read_only(ordod_factory):
+    srv = ordod_factory("--debug-wal-fault", "append-eio:2")
+    assert req(srv, "GET", "/healthz")[0] == 200
+    assert req(srv, "PUT", "/v1/kv/a", body=b"1")[0] == 200
+    st, _, body = req(srv, "PUT", "/v1/kv/b", body=b"2")  # the log refuses this record
+    assert st == 503 and body.startswith(b"READONLY")
+    st, _, body = req(srv, "GET", "/healthz")
+    assert st == 503 and b"refused a record" in body, body
+    fams = {f.name: f for f in text_string_to_metric_families(req(srv, "GET", "/metrics")[2].decode())}
+    assert fams["ordo_readonly"].samples[0].value == 1.0
+
+
 # ---- queues: push, call, results ------------------------------------------------
 
-def consume(srv, queue, n, fn, stop=None):
-    """A RESP consumer: pull n messages one at a time and ack each with fn(payload)."""
+def consume(srv, queue, n, fn, count=1):
+    """A RESP consumer: pull up to count messages at a time (n in all) and
+    ack each with fn(payload). A key's messages are one at a time: a pull
+    never hands out two of one key."""
     c = srv.client(socket_timeout=DEADLINE_S + 5)
     done = 0
     deadline = time.monotonic() + DEADLINE_S
     while done < n and time.monotonic() < deadline:
-        msgs = c.execute_command("Q.PULL", queue, "BLOCK", 200)
+        msgs = c.execute_command("Q.PULL", queue, "COUNT", count, "BLOCK", 200)
+        keys = [m[1] for m in msgs]
+        assert len(keys) == len(set(keys)), keys
         for mid, key, payload, attempt, token in msgs:
             c.execute_command("Q.ACK", queue, mid, token, "RESULT", fn(payload))
             done += 1
@@ -153,7 +169,7 @@ def test_calls_for_one_key_each_get_their_own_answer(server):
     threads = [threading.Thread(target=caller, args=(i,)) for i in range(n)]
     for t in threads:
         t.start()
-    assert consume(server, "carts", n, lambda p: b"done:" + p) == n
+    assert consume(server, "carts", n, lambda p: b"done:" + p, count=n) == n
     for t in threads:
         t.join(DEADLINE_S)
     assert all(not t.is_alive() for t in threads)
