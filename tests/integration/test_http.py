@@ -310,6 +310,24 @@ def test_idle_keep_alive_connection_is_closed(ordod_factory):
     s.close()
 
 
+def test_busy_keep_alive_connection_stays_open(ordod_factory):
+    """http-idle-ms counts from the last response, whatever the route."""
+    srv = ordod_factory("--http-idle-ms", "1000")
+    c = http.client.HTTPConnection("127.0.0.1", srv.http_port, timeout=DEADLINE_S)
+    c.connect()
+    sock = c.sock
+    t_end = time.monotonic() + 2.5
+    while time.monotonic() < t_end:
+        for path in ("/metrics", "/healthz", "/v1/status"):
+            c.request("GET", path)
+            r = c.getresponse()
+            r.read()
+            assert r.status == 200
+        assert c.sock is sock  # the same connection throughout
+        time.sleep(0.1)  # a client that asks ten times a second, well inside http-idle-ms
+    c.close()
+
+
 def test_http_port_zero_turns_it_off(ordod_factory):
     srv = ordod_factory("--http-port", "0")
     assert srv.alive()

@@ -65,10 +65,9 @@ struct http_conn_s {
     bool in_value;          /* the last header callback was a value */
     size_t header_bytes;
     int limit_status;       /* a limit stopped the parser: 431 or 413 */
-    bool paused;            /* on_message_complete paused the parser */
     bool begun;             /* bytes of a request arrived */
     uint64_t begun_ms;      /* when its first byte arrived */
-    uint64_t last_ms;       /* when the last request finished */
+    uint64_t last_ms;       /* when the last response was written (http-idle-ms) */
     bool keep_alive;
     bool awaiting;          /* a dispatched command's reply is not yet rewritten */
     bool sse;               /* this connection is an event stream */
@@ -235,6 +234,7 @@ static void respond(conn_t *c, int status, const char *ctype, const char *header
                     close ? "Connection: close\r\n\r\n" : "\r\n");
     ordo_buf_append(&c->out, body, blen);
     mark_http(c);
+    h->last_ms = c->srv->now_ms;
     if (close)
         c->close_after_write = true;
 }
@@ -459,7 +459,6 @@ static void rewrite(conn_t *c)
             mark_http(c);
         } else if (h->awaiting) {
             h->awaiting = false;
-            h->last_ms = c->srv->now_ms;
             answer(c, &v);
         } else {
             /* Written by net.c with no request: a refusal at accept
@@ -943,7 +942,6 @@ static int on_body(http_parser *p, const char *at, size_t n)
 
 static int on_message_complete(http_parser *p)
 {
-    H(p)->paused = true;
     http_parser_pause(p, 1);
     return 0;
 }
@@ -977,7 +975,6 @@ void http_process_input(conn_t *c)
         enum http_errno e = HTTP_PARSER_ERRNO(&h->p);
         if (e == HPE_PAUSED) {
             http_parser_pause(&h->p, 0);
-            h->paused = false;
             h->begun = false;
             handle_request(c);
             continue;
