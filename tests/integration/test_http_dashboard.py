@@ -30,12 +30,18 @@ def test_dashboard_shows_queues_keys_locks_and_leaders(server, r, tmp_path):
     r.execute_command("Q.PUSH", "emails", "user-7", "e")
     r.execute_command("LOCK.ACQUIRE", "nightly-report", 60000)
     r.execute_command("ELECT.CAMPAIGN", "scheduler", "node-a", 60000)
+    r.execute_command("Q.CONFIG", "payments", "MAXATTEMPTS", 1, "DEADLETTER", "payments-dead")
+    r.execute_command("Q.PUSH", "payments", "user-9", "charge")
+    (mid, _, _, _, token), = r.execute_command("Q.PULL", "payments")
+    assert r.execute_command("Q.NACK", "payments", mid, token) == 1  # its one attempt: dead-lettered
     r.execute_command("CLIENT", "SETNAME", "order-worker")
     url = "http://127.0.0.1:%d/" % server.http_port
     dom = chromium(url, tmp_path / "profile", "--dump-dom")
     assert 'data-ready="1"' in dom, dom[:3000]  # the status poll ran and drew
-    assert set(re.findall(r'<tr data-queue="([^"]*)"', dom)) == {"orders", "emails"}
-    assert set(re.findall(r'<tr[^>]* data-key="([^"]*)"', dom)) == {"cart-41", "cart-42", "user-7"}
+    assert set(re.findall(r'<tr data-queue="([^"]*)"', dom)) == {"orders", "emails", "payments", "payments-dead"}
+    assert set(re.findall(r'<tr[^>]* data-key="([^"]*)"', dom)) == {"cart-41", "cart-42", "user-7", "user-9"}
+    dead = re.search(r'<tr data-deadletter="payments">(.*?)</tr>', dom).group(1)
+    assert re.findall(r"<td[^>]*>([^<]*)</td>", dead) == ["payments", "1", "payments-dead", "1"]
     row = re.search(r'<tr[^>]*data-key="user-7".*?</tr>', dom).group(0)
     assert "processing" in row
     assert "nightly-report" in dom and "scheduler" in dom and "node-a" in dom

@@ -280,6 +280,10 @@ static void status_queue(void *arg, queue_t *q)
     ordo_buf_puts(b, w->first ? "{" : ",{");
     w->first = false;
     cmd_http_json_field(b, "name", name, n);
+    if (in.config.deadletter != NULL) {
+        ordo_buf_puts(b, ",");
+        cmd_http_json_field(b, "deadletter", in.config.deadletter, in.config.dl_len);
+    }
     ordo_buf_printf(b, ",\"waiting\":%zu,\"inflight\":%zu,\"delayed\":%zu,\"keys\":%zu,\"parked_keys\":%zu,"
                        "\"pushed\":%llu,\"acked\":%llu,\"nacked\":%llu,\"redelivered\":%llu,\"deadlettered\":%llu,"
                        "\"top\":[",

@@ -64,6 +64,7 @@ function draw(s) {
   lastSyncs = [Date.now(), s.log.syncs, s.log.sync_us_sum];
   $("clients").textContent = s.clients + " (" + s.blocked_clients + ")";
   $("watches").textContent = s.watches + " / " + s.keys;
+  s.queues.sort((a, b) => (name(a, "name") < name(b, "name") ? -1 : 1));  // a stable order
   const now = Date.now();
   for (const q of s.queues) {
     const n = name(q, "name");
@@ -78,6 +79,17 @@ function draw(s) {
     cell(tr, name(q, "name"), "key");
     for (const f of ["waiting", "inflight", "delayed", "keys", "parked_keys", "deadlettered", "acked"]) cell(tr, q[f]);
     cell(tr, spark(depth.get(name(q, "name")) || []));
+  });
+  const byName = new Map(s.queues.map((q) => [name(q, "name"), q]));
+  const dead = s.queues.filter((q) => q.deadlettered > 0);
+  $("nodead").hidden = dead.length > 0;
+  fill($("deadletters"), dead, (tr, q) => {
+    const dl = q.deadletter !== undefined || q.deadletter_b64 !== undefined ? name(q, "deadletter") : null;
+    tr.dataset.deadletter = name(q, "name");
+    cell(tr, name(q, "name"), "key");
+    cell(tr, q.deadlettered);
+    cell(tr, dl === null ? "(dropped: no DEADLETTER queue)" : dl, "key");
+    cell(tr, dl !== null && byName.has(dl) ? byName.get(dl).waiting : "");
   });
   const keys = [];
   for (const q of s.queues) for (const k of q.top) keys.push([name(q, "name"), k]);
