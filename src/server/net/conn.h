@@ -89,7 +89,9 @@ struct conn_s {
     ordo_list_t observers;     /* ELECT.OBSERVE observers (writer/coord_wait.c) */
     ordo_list_node_t link;     /* in net.conns */
     struct http_conn_s *http;  /* non-NULL on an HTTP connection (net/http.c) */
-    uint64_t out_consumed;     /* bytes taken from the front of out since accept (http.c's offsets) */
+    uint64_t out_consumed;     /* bytes taken from the front of out since accept: every path that
+                                * removes bytes from out's front adds them here (http.c keeps
+                                * its offsets into out in these terms) */
 };
 
 /* Iterate the live connections: for (c = conn_first(&s->net.conns); c; c = conn_next(c)). */
