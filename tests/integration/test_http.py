@@ -359,6 +359,9 @@ def test_metrics_parse_with_queue_labels_and_no_keys(server, r):
     assert calls["q.push"] == 2.0 and calls["kv.put"] == 2.0  # the refused one too
     assert fams["ordo_log_records"].type == "counter" and fams["ordo_log_records"].samples[0].value >= 3
     assert fams["ordo_memory_bytes"].type == "gauge"
+    applies = {(s.name, s.labels.get("le")): s.value for s in fams["ordo_apply_duration_seconds"].samples}
+    assert applies[("ordo_apply_duration_seconds_count", None)] >= 3  # the two pushes and the put
+    assert applies[("ordo_apply_duration_seconds_bucket", "+Inf")] == applies[("ordo_apply_duration_seconds_count", None)]
     sync = fams["ordo_log_sync_duration_seconds"]
     assert sync.type == "histogram"
     les = [s.labels["le"] for s in sync.samples if s.name.endswith("_bucket")]

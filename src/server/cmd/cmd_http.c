@@ -15,6 +15,7 @@
 
 #include "cmd.h"
 #include "net/net.h"
+#include "writer/apply.h"
 #include "writer/block.h"
 #include "writer/coord_wait.h"
 #include "core/coord.h"
@@ -231,6 +232,17 @@ void cmd_http_metrics(conn_t *c, ordo_buf_t *b)
     ordo_buf_printf(b, "ordo_log_sync_duration_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
     ordo_buf_printf(b, "ordo_log_sync_duration_seconds_sum %.6f\n", (double)ls.sync_us_sum / 1e6);
     ordo_buf_printf(b, "ordo_log_sync_duration_seconds_count %llu\n", (unsigned long long)cum);
+    metric_head(b, "ordo_apply_duration_seconds", "histogram", "time the writer spends applying one record");
+    cum = 0;
+    for (size_t i = 0; i < WRITER_APPLY_BUCKETS; i++) {
+        cum += s->stats.apply_hist[i];
+        ordo_buf_printf(b, "ordo_apply_duration_seconds_bucket{le=\"%g\"} %llu\n", (double)writer_apply_bucket_ns[i] / 1e9,
+                        (unsigned long long)cum);
+    }
+    cum += s->stats.apply_hist[WRITER_APPLY_BUCKETS];
+    ordo_buf_printf(b, "ordo_apply_duration_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+    ordo_buf_printf(b, "ordo_apply_duration_seconds_sum %.9f\n", (double)s->stats.apply_ns_sum / 1e9);
+    ordo_buf_printf(b, "ordo_apply_duration_seconds_count %llu\n", (unsigned long long)cum);
     metric(b, "ordo_log_size_bytes", "gauge", "the log on disk", (double)ls.bytes);
     metric(b, "ordo_log_pending_bytes", "gauge", "appended to the log, not yet committed", (double)ls.pending_bytes);
     coord_stats_t cs;

@@ -19,6 +19,12 @@
  * (the server is now read-only): its effect must not be acknowledged. */
 bool writer_apply(server_t *s, record_t *rec, apply_result_t *res);
 
+/* The apply latency histogram (s->stats.apply_hist, /metrics): upper
+ * bounds in nanoseconds of its buckets; one more bucket holds the rest.
+ * From a plain put (~1 us) to a record that walks much state (> 10 ms). */
+#define WRITER_APPLY_BUCKETS 9
+extern const uint64_t writer_apply_bucket_ns[WRITER_APPLY_BUCKETS];
+
 /* writer_rev() -- the revision the applied state has reached: what output
  * written now may depend on (net.c marks it, and sends it once durable). */
 uint64_t writer_rev(const server_t *s);
