@@ -84,6 +84,7 @@ bench: build
 	bench/durable.sh
 	bench/lock.sh
 	bench/queue.sh
+	bench/http.sh
 
 install: build
 	cmake --install build

@@ -125,7 +125,7 @@ bench_start_ordod() {
     ORDO_PORT="$(bench_free_port)"
     mkdir -p "$BENCH_TMP/$name"
     bench_spawn "$BENCH_TMP/$name.log" "$ORDOD" --bind 127.0.0.1 --port "$ORDO_PORT" \
-        --dir "$BENCH_TMP/$name" "$@"
+        --http-port 0 --dir "$BENCH_TMP/$name" "$@"
     ORDO_PID="$LAST_PID"
     bench_wait_port "$ORDO_PID" "$ORDO_PORT" || { cat "$BENCH_TMP/$name.log" >&2; exit 1; }
 }

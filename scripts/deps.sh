@@ -10,9 +10,9 @@
 # is; installing them is left to the system's own package manager.
 set -euo pipefail
 
-build_pkgs=(gcc make cmake pkg-config libuv1-dev libcmocka-dev)
-test_pkgs=("${build_pkgs[@]}" python3 python3-pytest python3-redis redis-tools libhiredis-dev)
-bench_pkgs=("${build_pkgs[@]}" redis-server redis-tools etcd-server etcd-client beanstalkd procps)
+build_pkgs=(gcc make cmake pkg-config libuv1-dev libcmocka-dev libhttp-parser-dev)
+test_pkgs=("${build_pkgs[@]}" python3 python3-pytest python3-redis redis-tools libhiredis-dev python3-prometheus-client curl chromium)
+bench_pkgs=("${build_pkgs[@]}" redis-server redis-tools etcd-server etcd-client beanstalkd procps wrk)
 fuzz_pkgs=("${build_pkgs[@]}" clang libclang-rt-14-dev)
 
 target=${1:-build}
@@ -36,6 +36,11 @@ need_pc() {  # need_pc MODULE: pkg-config knows the library (headers and flags)
   command -v pkg-config >/dev/null 2>&1 && pkg-config --exists "$1" && return 0
   missing+=("$1 (pkg-config module, with its headers)")
 }
+need_header() {  # need_header WHAT FILE: a header the C compiler finds (no pkg-config module for it)
+  local what=$1
+  printf '#include <%s>\n' "$2" | ${CC:-cc} -E -x c - >/dev/null 2>&1 && return 0
+  missing+=("$what")
+}
 need_py() {  # need_py MODULE: the Python the tests run (/usr/bin/python3) imports it
   local py=/usr/bin/python3
   [ -x "$py" ] || py=$(command -v python3 || true)
@@ -50,20 +55,25 @@ check_tools() {
   need_cmd pkg-config pkg-config
   need_pc libuv
   need_pc cmocka
+  need_header "http_parser.h (Node's http-parser)" http_parser.h
   case "$target" in
     test)
       need_cmd python3 python3
       need_py pytest
       need_py redis
+      need_py prometheus_client
       need_cmd redis-cli redis-cli
-      need_pc hiredis ;;
+      need_pc hiredis
+      need_cmd curl curl
+      need_cmd chromium chromium chromium-browser ;;
     bench)
       need_cmd redis-server redis-server
       need_cmd redis-cli redis-cli
       need_cmd etcd etcd
       need_cmd etcdctl etcdctl
       need_cmd beanstalkd beanstalkd
-      need_cmd "ps (procps)" ps ;;
+      need_cmd "ps (procps)" ps
+      need_cmd wrk wrk ;;
     fuzz)
       need_cmd clang clang ;;
   esac

@@ -38,6 +38,12 @@ typedef struct ordo_config_s {
     int64_t watch_progress_ms;       /* idle watches get a progress event this often */
     /* limits */
     int64_t max_clients;
+    int64_t http_port;               /* HTTP listener on bind (net/http.c); 0: off */
+    int64_t http_max_clients;        /* HTTP connections at once */
+    int64_t http_header_max_bytes;   /* request line and headers of one HTTP request */
+    int64_t http_body_max_bytes;     /* body of one HTTP request */
+    int64_t http_request_timeout_ms; /* a begun HTTP request must arrive whole within this */
+    int64_t http_idle_ms;            /* a keep-alive HTTP connection with nothing to do is closed after this */
     int64_t max_args;                /* arguments per command */
     int64_t max_bulk_bytes;          /* bytes per argument (the parser's bound) */
     int64_t max_inline_bytes;        /* bytes per inline command line */

@@ -61,6 +61,10 @@ typedef struct server_stats_s {
     uint64_t transactions_aborted;    /* EXECs that applied nothing: EXECABORT, a WATCH, a guard */
     uint64_t auth_fail_logged_ms;     /* when the last one was logged (rate limit), 0: never */
     uint64_t auth_fail_unlogged;      /* failures since then, not logged */
+    uint64_t errors_by_code[16];      /* error replies of the command layer by code (cmd.c's table) */
+    uint64_t applies;                 /* records applied (writer_apply) */
+    uint64_t apply_ns_sum;            /* their total time in core_apply */
+    uint64_t apply_hist[16];          /* applies per bucket of writer/apply.h's bounds, not cumulative */
 } server_stats_t;
 
 /* What the writer asks of the layers above it (net, cmd), installed by

@@ -45,6 +45,9 @@ class Server:
         if "--requirepass" in self.args:
             self.password = self.args[self.args.index("--requirepass") + 1]
         self._err = open(self.stderr_path, "ab")
+        # The HTTP listener (default 7380) gets a free port of its own, so
+        # servers of parallel tests do not share it; 0 if a test says so.
+        self.http_port = None
         self.spawn(self.port)
 
     def spawn(self, port=None):
@@ -53,9 +56,15 @@ class Server:
         lost the race for the port is retried on another."""
         for attempt in range(START_ATTEMPTS):
             self.port = port if port is not None and attempt == 0 else free_port()
+            if "--http-port" in self.args:
+                self.http_port = int(self.args[self.args.index("--http-port") + 1])
+            elif self.http_port is None or attempt > 0:
+                self.http_port = free_port()
             self._err.write(b"--- conftest: starting on port %d\n" % self.port)
             self._err.flush()
             cmd = [ORDOD, "--port", str(self.port), "--dir", str(self.dir), "--fsync", "no"] + self.args
+            if "--http-port" not in self.args:
+                cmd += ["--http-port", str(self.http_port)]
             self.proc = subprocess.Popen(cmd, stdout=self._err, stderr=self._err)
             self.pid = self.proc.pid
             if self._wait_ready():

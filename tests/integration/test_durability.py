@@ -97,7 +97,7 @@ def frames(path):
 
 def run_ordod(data_dir, *flags, timeout=20):
     """Run ordod to completion (for a start that must fail)."""
-    cmd = [ORDOD, "--port", "0", "--unixsocket", str(data_dir) + ".sock", "--dir", str(data_dir)] + list(flags)
+    cmd = [ORDOD, "--port", "0", "--http-port", "0", "--unixsocket", str(data_dir) + ".sock", "--dir", str(data_dir)] + list(flags)
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
     return p.returncode, p.stderr.decode(errors="replace")
 

@@ -48,7 +48,7 @@ def start_and_ping(tmp_path, name, value):
         err = tmp_path / ("stderr-%d" % port)
         with open(err, "wb") as f:
             p = subprocess.Popen([ORDOD, "--port", str(port), "--dir", str(tmp_path / ("d%d" % port)),
-                                  "--fsync", "no", "--" + name, str(value)], stdout=f, stderr=f)
+                                  "--fsync", "no", "--http-port", "0", "--" + name, str(value)], stdout=f, stderr=f)
         deadline = time.monotonic() + 20
         pong = False
         while time.monotonic() < deadline and p.poll() is None and not pong:

@@ -267,7 +267,7 @@ def test_unix_socket(ordod_factory, tmp_path):
 
 
 def run_to_exit(*args):
-    p = subprocess.run([ORDOD] + [str(a) for a in args], capture_output=True, text=True, timeout=30)
+    p = subprocess.run([ORDOD, "--http-port", "0"] + [str(a) for a in args], capture_output=True, text=True, timeout=30)
     return p.returncode, p.stderr
 
 

@@ -24,7 +24,7 @@ POLL_DEADLINE_S = 20.0
 
 def run_ordod(*args):
     """Run ordod to its exit; (exit status, stderr text)."""
-    p = subprocess.run([ORDOD] + [str(a) for a in args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    p = subprocess.run([ORDOD, "--http-port", "0"] + [str(a) for a in args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                        timeout=RUN_DEADLINE_S)
     return p.returncode, p.stderr.decode(errors="replace")
 

@@ -36,6 +36,7 @@ typedef struct cmd_entry_s {
     const cmd_def_t *def;
     size_t nlen;
     char name[32];   /* lower case */
+    uint64_t calls;  /* times dispatched (looked up), for /metrics */
 } cmd_entry_t;
 
 #define CMD_NAME_MAX 31
@@ -130,6 +131,24 @@ void cmd_foreach(server_t *s, void (*fn)(void *arg, const cmd_def_t *d), void *a
 
 size_t cmd_count(server_t *s) { return s->commands.count; }
 
+typedef struct calls_ctx_s {
+    void (*fn)(void *arg, const char *name, uint64_t calls);
+    void *arg;
+} calls_ctx_t;
+
+static void calls_entry(ordo_hnode_t *n, void *arg)
+{
+    calls_ctx_t *f = arg;
+    const cmd_entry_t *e = (const cmd_entry_t *)n;
+    f->fn(f->arg, e->name, e->calls);
+}
+
+void cmd_foreach_calls(server_t *s, void (*fn)(void *arg, const char *name, uint64_t calls), void *arg)
+{
+    calls_ctx_t f = {fn, arg};
+    ordo_htab_foreach(&s->commands, calls_entry, &f);
+}
+
 static const cmd_def_t *lookup(server_t *s, const resp_arg_t *a)
 {
     char name[CMD_NAME_MAX + 1];
@@ -145,8 +164,11 @@ static const cmd_def_t *lookup(server_t *s, const resp_arg_t *a)
         h = name_hash_step(h, ch);
     }
     ORDO_DEBUG_ASSERT(h == name_hash(name, a->len));
-    const cmd_entry_t *e = (const cmd_entry_t *)ordo_htab_find(&s->commands, h, name, a->len);
-    return e ? e->def : NULL;
+    cmd_entry_t *e = (cmd_entry_t *)ordo_htab_find(&s->commands, h, name, a->len);
+    if (e == NULL)
+        return NULL;
+    e->calls++;
+    return e->def;
 }
 
 const cmd_def_t *cmd_find(server_t *s, const resp_arg_t *a) { return lookup(s, a); }
@@ -374,9 +396,33 @@ void reply_notholder_lock(cmd_ctx_t *x, const cmd_fence_t *f)
 
 void reply_ok(cmd_ctx_t *x) { resp_add_simple(x->out, "OK"); }
 
+/* The error codes counted by code for /metrics (docs/protocol.md's table);
+ * any other code counts as the last, "other". */
+static const char *const error_codes[] = {"ERR",      "CONFLICT", "COMPACTED", "LIMIT",    "NOTFOUND",
+                                          "NOTHOLDER", "BUSY",     "TIMEOUT",   "DEADLETTER", "NOAUTH",
+                                          "WRONGPASS", "NOPROTO",  "DENIED",    "READONLY", "other"};
+#define ERROR_CODES (sizeof error_codes / sizeof error_codes[0])
+_Static_assert(ERROR_CODES <= sizeof ((server_stats_t *)0)->errors_by_code / sizeof(uint64_t), "errors_by_code");
+
+static void count_error(server_t *s, const char *msg)
+{
+    size_t n = strcspn(msg, " ");
+    size_t i = 0;
+    while (i < ERROR_CODES - 1 && !(strlen(error_codes[i]) == n && memcmp(error_codes[i], msg, n) == 0))
+        i++;
+    s->stats.errors_by_code[i]++;
+}
+
+void cmd_foreach_error_code(server_t *s, void (*fn)(void *arg, const char *code, uint64_t n), void *arg)
+{
+    for (size_t i = 0; i < ERROR_CODES; i++)
+        fn(arg, error_codes[i], s->stats.errors_by_code[i]);
+}
+
 void reply_err(cmd_ctx_t *x, const char *msg)
 {
     x->srv->stats.errors_total++;
+    count_error(x->srv, msg);
     resp_add_error(x->out, msg);
 }
 

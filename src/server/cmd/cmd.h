@@ -77,6 +77,12 @@ void cmd_txn_conn_closed(conn_t *c);
 /* The command table, for COMMAND. */
 void cmd_foreach(server_t *s, void (*fn)(void *arg, const cmd_def_t *d), void *arg);
 size_t cmd_count(server_t *s);
+/* Each command's lower-case name and how often it was dispatched (/metrics). */
+void cmd_foreach_calls(server_t *s, void (*fn)(void *arg, const char *name, uint64_t calls), void *arg);
+/* Error replies the command layer made, by code ("other" for the rest); the
+ * writer's replies to parked clients (TIMEOUT, DEADLETTER, ...) are not in
+ * these, only in errors_total. */
+void cmd_foreach_error_code(server_t *s, void (*fn)(void *arg, const char *code, uint64_t n), void *arg);
 
 /* Docs (cmd_docs.c). cmd_docs_check(): is the syntax, if any, well-formed?
  * cmd_register() aborts start-up if not. (A command without docs runs; the
@@ -98,6 +104,14 @@ void cmd_limits(const conn_t *c, resp_limits_t *lim);
 void cmd_conn_closed(conn_t *c);     /* drop the connection's watches */
 void cmd_conn_drained(conn_t *c);    /* output drained: resume watches catching up */
 void cmd_cron(server_t *s);          /* periodic: progress events */
+/* For net/http.c (cmd_http.c): why the server does not serve writes
+ * (NULL: it does), and the Prometheus text of /metrics appended to out. */
+const char *cmd_http_unhealthy(conn_t *c);
+void cmd_http_metrics(conn_t *c, ordo_buf_t *out);
+/* The JSON of /v1/status (the dashboard's data), appended to out. */
+void cmd_http_status(conn_t *c, ordo_buf_t *out);
+/* "name":"s" when s[0..n) is UTF-8, else "name_b64":"<base64>" (docs/http.md). */
+void cmd_http_json_field(ordo_buf_t *b, const char *name, const char *s, size_t n);
 
 /* ---- helpers for handlers ---------------------------------------------- */
 

@@ -140,6 +140,10 @@ typedef struct log_stats_s {
     uint64_t records_written;
     uint64_t batches;             /* writes to disk */
     uint64_t syncs;
+    uint64_t sync_us_sum;         /* total duration of the syncs */
+    const uint64_t *sync_bucket_us; /* upper bounds (us) of the sync latency buckets, nsync_buckets of them */
+    size_t nsync_buckets;
+    uint64_t sync_hist[16];       /* syncs per bucket, not cumulative; [nsync_buckets]: above every bound */
     uint64_t inline_batches;      /* batches written on the loop thread itself */
     uint64_t pending_bytes;       /* appended, not yet committed */
     uint64_t pending_bytes_peak;

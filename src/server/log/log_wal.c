@@ -199,6 +199,11 @@ static void lw_stats(const log_t *l, log_stats_t *out)
     out->records_written = st.records_written;
     out->batches = st.batches;
     out->syncs = st.syncs;
+    out->sync_us_sum = st.sync_us_sum;
+    out->sync_bucket_us = wal_sync_bucket_us;
+    out->nsync_buckets = WAL_SYNC_BUCKETS;
+    _Static_assert(WAL_SYNC_BUCKETS + 1 <= sizeof out->sync_hist / sizeof out->sync_hist[0], "sync_hist");
+    memcpy(out->sync_hist, st.sync_hist, sizeof st.sync_hist);
     out->inline_batches = st.inline_batches;
     out->pending_bytes = st.pending_bytes;
     out->pending_bytes_peak = st.pending_bytes_peak;

@@ -227,8 +227,16 @@ int wal_remove_before(wal_t *w, uint64_t rev);
 /* wal_bytes() -- bytes in all segments on disk (for the snapshot trigger). */
 uint64_t wal_bytes(const wal_t *w);
 
+/* Sync latency histogram: upper bounds of its buckets in microseconds (a
+ * last, unbounded bucket follows). From a fast NVMe flush (~50 us) to a
+ * disk in trouble (> 250 ms). */
+#define WAL_SYNC_BUCKETS 12
+extern const uint64_t wal_sync_bucket_us[WAL_SYNC_BUCKETS];
+
 typedef struct wal_stats_s {
     uint64_t syncs;               /* fdatasync calls made */
+    uint64_t sync_us_sum;         /* their total duration */
+    uint64_t sync_hist[WAL_SYNC_BUCKETS + 1]; /* syncs per bucket (not cumulative); the last: above all bounds */
     uint64_t records_written;
     uint64_t bytes_written;
     uint64_t batches;             /* write batches */

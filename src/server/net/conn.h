@@ -54,6 +54,7 @@ typedef struct conn_shared_list_s {
     uint32_t n, cap;
     size_t bytes;              /* unsent bytes of these blobs */
 } conn_shared_list_t;
+struct http_conn_s;
 
 /* Pending output above which we stop reading from the client until it
  * drains: large enough for deep pipelines, small against memory. */
@@ -117,6 +118,10 @@ struct conn_s {
     size_t nwatches;           /* watches + observers */
     ordo_list_t observers;     /* ELECT.OBSERVE observers (writer/coord_wait.c) */
     ordo_list_node_t link;     /* in net.conns */
+    struct http_conn_s *http;  /* non-NULL on an HTTP connection (net/http.c) */
+    uint64_t out_consumed;     /* bytes taken from the front of out since accept: every path that
+                                * removes bytes from out's front adds them here (http.c keeps
+                                * its offsets into out in these terms) */
 };
 
 /* Iterate the live connections: for (c = conn_first(&s->net.conns); c; c = conn_next(c)). */

@@ -32,6 +32,7 @@
 #include "cmd/cmd.h"
 #include "conn.h"
 #include "net.h"
+#include "http.h"
 #include "writer/apply.h"
 #include "writer/persist.h"
 
@@ -90,6 +91,12 @@ static size_t shared_memory(const conn_shared_list_t *l)
 void conn_add_shared(conn_t *c, ordo_blob_t *b)
 {
     assert(b->len > 0 && !c->closing);
+    if (c->http != NULL) {
+        /* HTTP rewrites the RESP it finds in out into its own framing
+         * (http_before_flush), so its connections take a copy. */
+        ordo_buf_append(&c->out, b->data, b->len);
+        return;
+    }
     shared_push(&c->shared, c->out.len, ordo_blob_ref(b));
 }
 
@@ -113,6 +120,7 @@ size_t net_client_memory(const server_t *s)
 
 void net_cron(server_t *s)
 {
+    http_cron(s);
     if (s->net.released_bytes >= NET_TRIM_AFTER_BYTES) {
         s->net.released_bytes = 0;
         malloc_trim(0);
@@ -136,6 +144,7 @@ static void on_close(uv_handle_t *h)
     shared_free(&c->shared);
     shared_free(&c->wshared);
     resp_cmd_free(&c->cmd);
+    http_conn_free(c);
     free(c->name);
     free(c);
 }
@@ -406,6 +415,7 @@ static void consume_out(conn_t *c, size_t n)
 {
     assert(n <= c->out.len && (c->nmarks == 0 || n < c->marks[0].end)); /* held bytes are never sent */
     ordo_buf_consume(&c->out, n);
+    c->out_consumed += n;
     for (int i = 0; i < c->nmarks; i++)
         c->marks[i].end -= n;
     for (uint32_t i = 0; i < c->shared.n; i++) {
@@ -495,6 +505,8 @@ void conn_flush(conn_t *c)
 {
     if (c->closing || c->writing)
         return;
+    if (c->http != NULL)
+        http_before_flush(c); /* its RESP replies become HTTP responses */
     if (c->out.len == 0 && c->shared.n == 0) {
         if (c->close_after_write)
             conn_close(c);
@@ -535,6 +547,7 @@ void conn_flush(conn_t *c)
         c->wbuf = c->out;
         c->out = t;
         c->out.len = 0;
+        c->out_consumed += upto;
         c->nmarks = 0;
         conn_shared_list_t ts = c->wshared;
         c->wshared = c->shared;
@@ -583,6 +596,10 @@ static void process_input(conn_t *c)
 {
     size_t off = 0;
     resp_limits_t lim;
+    if (c->http != NULL) {
+        http_process_input(c);
+        return;
+    }
     while (!c->closing && !c->close_after_write && c->waiter == NULL && off < c->in.len &&
            conn_pending(c) < CONN_PAUSE_READ_BYTES) {
         if (c->in.len - off < c->need_bytes)
@@ -701,6 +718,7 @@ static void on_connection(uv_stream_t *listener, int status)
     if (status < 0)
         return;
     bool is_unix = listener == (uv_stream_t *)&s->net.unix_listener;
+    bool is_http = http_is_listener(s, listener);
     conn_t *c = ordo_xcalloc(1, sizeof *c);
     c->srv = s;
     c->id = ++s->net.next_client_id;
@@ -725,6 +743,8 @@ static void on_connection(uv_stream_t *listener, int status)
     else
         uv_tcp_nodelay(&c->h.tcp, 1);
     bool loopback = peer_is_loopback(c, is_unix);
+    if (is_http && http_conn_init(c) != 0)
+        return; /* refused (http-max-clients): 503 written, closing */
     if (s->net.conns.len > (size_t)s->cfg.max_clients) {
         refuse(c, "ERR max number of clients reached (max-clients)");
         return;
@@ -824,6 +844,8 @@ int net_listen(server_t *s, char *err, size_t elen)
             return -1;
         }
     }
+    if (http_listen(s, on_connection, err, elen) != 0)
+        return -1;
     if (!s->net.tcp_on && !s->net.unix_on) {
         snprintf(err, elen, "nothing to listen on: port is 0 and no unixsocket is set");
         return -1;
@@ -841,6 +863,7 @@ void net_close_all(server_t *s)
     }
     if (s->net.tcp_on)
         uv_close((uv_handle_t *)&s->net.tcp, NULL);
+    http_close(s);
     if (s->net.unix_on) {
         uv_close((uv_handle_t *)&s->net.unix_listener, NULL);
         if (s->net.unix_bound)

@@ -36,6 +36,7 @@ typedef struct net_s {
     ordo_list_t held;                /* output waiting on durable_rev (conn_t.held_ln) */
     size_t released_bytes;           /* large connection buffers freed since the last trim */
     uint64_t next_client_id;
+    struct http_listener_s *http;    /* the HTTP listener (net/http.c), NULL if off */
 } net_t;
 
 /* net_listen() -- open the TCP listener (and the unix socket if

@@ -48,6 +48,11 @@ void writer_txn_begin(server_t *s, writer_txn_t *t, int mode);
  * WTXN_APPLY, first log the collected records as one REC_TXN (if any) and
  * serve waiters. Returns false if the log refused it (read-only now). */
 bool writer_txn_end(server_t *s, writer_txn_t *t);
+/* The apply latency histogram (s->stats.apply_hist, /metrics): upper
+ * bounds in nanoseconds of its buckets; one more bucket holds the rest.
+ * From a plain put (~1 us) to a record that walks much state (> 10 ms). */
+#define WRITER_APPLY_BUCKETS 9
+extern const uint64_t writer_apply_bucket_ns[WRITER_APPLY_BUCKETS];
 
 /* writer_rev() -- the revision the applied state has reached: what output
  * written now may depend on (net.c marks it, and sends it once durable). */

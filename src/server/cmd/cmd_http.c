@@ -1,0 +1,405 @@
+/*
+ * cmd_http.c -- what the HTTP layer (net/http.c) asks of the server
+ * beyond commands: whether it serves writes (/healthz), and the
+ * Prometheus text of /metrics, the JSON of /v1/status (the dashboard's
+ * data), and the JSON string encoding both HTTP and this file use. All
+ * only read; none makes a record.
+ *
+ * Metric names (docs/http.md): ordo_ prefix, counters end in _total,
+ * units in names (_bytes, _seconds); per-queue series carry a `queue`
+ * label (queues are few and named by operators); no series is labelled by
+ * a key, whose number is unbounded.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "net/net.h"
+#include "writer/apply.h"
+#include "writer/block.h"
+#include "writer/coord_wait.h"
+#include "core/coord.h"
+#include "log/log.h"
+
+static bool utf8_valid(const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        unsigned char b = s[i];
+        size_t k;
+        unsigned char lo = 0x80, hi = 0xBF; /* the second byte's range (no overlongs, no surrogates) */
+        if (b < 0x80)
+            k = 0;
+        else if (b >= 0xC2 && b <= 0xDF)
+            k = 1;
+        else if (b >= 0xE0 && b <= 0xEF)
+            k = 2, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
+        else if (b >= 0xF0 && b <= 0xF4)
+            k = 3, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
+        else
+            return false;
+        if (k > 0 && (n - i <= k || s[i + 1] < lo || s[i + 1] > hi))
+            return false;
+        for (size_t j = 2; j <= k; j++)
+            if ((s[i + j] & 0xC0) != 0x80)
+                return false;
+        i += k + 1;
+    }
+    return true;
+}
+
+static void json_base64(ordo_buf_t *b, const unsigned char *s, size_t n)
+{
+    static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    ordo_buf_append(b, "\"", 1);
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)s[i] << 16 | (i + 1 < n ? (uint32_t)s[i + 1] << 8 : 0) | (i + 2 < n ? s[i + 2] : 0);
+        char o[4] = {t[v >> 18 & 63], t[v >> 12 & 63], i + 1 < n ? t[v >> 6 & 63] : '=', i + 2 < n ? t[v & 63] : '='};
+        ordo_buf_append(b, o, 4);
+    }
+    ordo_buf_append(b, "\"", 1);
+}
+
+void cmd_http_json_field(ordo_buf_t *b, const char *name, const char *s, size_t n)
+{
+    if (!utf8_valid((const unsigned char *)s, n)) {
+        ordo_buf_printf(b, "\"%s_b64\":", name);
+        json_base64(b, (const unsigned char *)s, n);
+        return;
+    }
+    ordo_buf_printf(b, "\"%s\":\"", name);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\')
+            ordo_buf_printf(b, "\\%c", ch);
+        else if (ch < 0x20 || ch == 0x7f)
+            ordo_buf_printf(b, "\\u%04x", ch);
+        else
+            ordo_buf_append(b, &s[i], 1);
+    }
+    ordo_buf_append(b, "\"", 1);
+}
+
+const char *cmd_http_unhealthy(conn_t *c)
+{
+    const char *why = server_readonly(c->srv);
+    return why != NULL ? why : NULL;
+}
+
+/* A label value, escaped as the text format asks (\\, \", \n). */
+static void add_label(ordo_buf_t *b, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (ch == '\\' || ch == '"')
+            ordo_buf_printf(b, "\\%c", ch);
+        else if (ch == '\n')
+            ordo_buf_puts(b, "\\n");
+        else
+            ordo_buf_append(b, &ch, 1);
+    }
+}
+
+static void metric_head(ordo_buf_t *b, const char *name, const char *type, const char *help)
+{
+    ordo_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void metric(ordo_buf_t *b, const char *name, const char *type, const char *help, double v)
+{
+    metric_head(b, name, type, help);
+    ordo_buf_printf(b, "%s %.17g\n", name, v);
+}
+
+/* Per-queue families: one pass per family over the queues. */
+typedef struct {
+    ordo_buf_t *b;
+    const char *name;
+    int field;
+    uint64_t now_ms;
+} qwalk_t;
+
+enum { QF_PUSHED, QF_DELIVERED, QF_ACKED, QF_NACKED, QF_REDELIVERED, QF_DEADLETTERED, QF_WAITING, QF_INFLIGHT,
+       QF_DELAYED, QF_KEYS, QF_PARKED, QF_BYTES, QF_COUNT };
+
+static const struct {
+    const char *name, *type, *help;
+} qfam[QF_COUNT] = {
+    {"ordo_queue_pushed_total", "counter", "messages pushed"},
+    {"ordo_queue_delivered_total", "counter", "deliveries (first and later attempts)"},
+    {"ordo_queue_acked_total", "counter", "messages acked"},
+    {"ordo_queue_nacked_total", "counter", "messages nacked"},
+    {"ordo_queue_redelivered_total", "counter", "deliveries whose lease ran out"},
+    {"ordo_queue_deadlettered_total", "counter", "messages that exhausted their attempts"},
+    {"ordo_queue_waiting_messages", "gauge", "messages waiting (not in flight)"},
+    {"ordo_queue_inflight_messages", "gauge", "messages delivered and not acked"},
+    {"ordo_queue_delayed_messages", "gauge", "messages pushed with DELAY not yet due"},
+    {"ordo_queue_keys", "gauge", "distinct keys with messages"},
+    {"ordo_queue_parked_keys", "gauge", "keys parked by a poison message"},
+    {"ordo_queue_memory_bytes", "gauge", "heap bytes of the queue"},
+};
+
+static void qwalk(void *arg, queue_t *q)
+{
+    qwalk_t *w = arg;
+    queue_info_t in;
+    queue_info(q, &in);
+    double v = 0;
+    switch (w->field) {
+    case QF_PUSHED: v = (double)in.pushed; break;
+    case QF_DELIVERED: v = (double)in.delivered; break;
+    case QF_ACKED: v = (double)in.acked; break;
+    case QF_NACKED: v = (double)in.nacked; break;
+    case QF_REDELIVERED: v = (double)in.redelivered; break;
+    case QF_DEADLETTERED: v = (double)in.deadlettered; break;
+    case QF_WAITING: v = (double)in.len.waiting; break;
+    case QF_INFLIGHT: v = (double)in.len.inflight; break;
+    case QF_DELAYED: v = (double)in.len.delayed; break;
+    case QF_KEYS: v = (double)in.keys; break;
+    case QF_PARKED: v = (double)in.parked_keys; break;
+    case QF_BYTES: v = (double)in.bytes; break;
+    }
+    size_t n;
+    const char *name = queue_name(q, &n);
+    ordo_buf_printf(w->b, "%s{queue=\"", w->name);
+    add_label(w->b, name, n);
+    ordo_buf_printf(w->b, "\"} %.17g\n", v);
+}
+
+static void add_calls(void *arg, const char *name, uint64_t calls)
+{
+    ordo_buf_t *b = arg;
+    if (calls == 0)
+        return; /* a command never sent adds no series */
+    ordo_buf_puts(b, "ordo_command_calls_total{command=\"");
+    add_label(b, name, strlen(name));
+    ordo_buf_printf(b, "\"} %llu\n", (unsigned long long)calls);
+}
+
+static void add_error_code(void *arg, const char *code, uint64_t n)
+{
+    ordo_buf_printf(arg, "ordo_command_errors_total{code=\"%s\"} %llu\n", code, (unsigned long long)n);
+}
+
+void cmd_http_metrics(conn_t *c, ordo_buf_t *b)
+{
+    server_t *s = c->srv;
+    const server_stats_t *st = &s->stats;
+    kv_stats_t kv;
+    kv_stats(core_kv(s->core), &kv);
+    metric(b, "ordo_connections_total", "counter", "connections accepted", (double)st->connections_total);
+    metric(b, "ordo_connections_rejected_total", "counter", "connections refused (limits, protected mode)",
+           (double)st->connections_rejected);
+    metric(b, "ordo_clients", "gauge", "connections open (RESP and HTTP)", (double)s->net.conns.len);
+    metric(b, "ordo_blocked_clients", "gauge", "connections parked in a blocking command",
+           (double)s->writer.block.blocked_clients);
+    metric(b, "ordo_commands_total", "counter", "commands processed", (double)st->commands_total);
+    metric(b, "ordo_errors_total", "counter", "error replies", (double)st->errors_total);
+    metric_head(b, "ordo_command_errors_total", "counter",
+                "error replies of the command layer by code (replies to parked commands are only in ordo_errors_total)");
+    cmd_foreach_error_code(s, add_error_code, b);
+    metric_head(b, "ordo_command_calls_total", "counter", "commands dispatched, by name (HTTP requests included)");
+    cmd_foreach_calls(s, add_calls, b);
+    metric(b, "ordo_net_input_bytes_total", "counter", "bytes read from clients", (double)st->net_in_bytes);
+    metric(b, "ordo_net_output_bytes_total", "counter", "bytes written to clients", (double)st->net_out_bytes);
+    metric(b, "ordo_watch_events_total", "counter", "watch events sent", (double)st->watch_events_total);
+    metric(b, "ordo_watch_cancelled_total", "counter", "watches cancelled", (double)st->watch_cancelled_total);
+    metric(b, "ordo_watches", "gauge", "watches open", (double)s->watches.count);
+    metric(b, "ordo_expired_keys_total", "counter", "keys expired", (double)st->expired_keys_total);
+    metric(b, "ordo_auth_failures_total", "counter", "failed authentications", (double)st->auth_failures);
+    metric(b, "ordo_revision", "gauge", "current revision", (double)core_rev(s->core));
+    metric(b, "ordo_durable_revision", "gauge", "revision the log has committed", (double)s->durable_rev);
+    metric(b, "ordo_readonly", "gauge", "1 while the log cannot be written", server_readonly(s) ? 1 : 0);
+    metric_head(b, "ordo_memory_bytes", "gauge", "stored data by area, and connection buffers");
+    ordo_buf_printf(b, "ordo_memory_bytes{area=\"kv\"} %zu\n", kv.bytes);
+    ordo_buf_printf(b, "ordo_memory_bytes{area=\"queues\"} %zu\n", queue_set_bytes(core_queues(s->core)));
+    ordo_buf_printf(b, "ordo_memory_bytes{area=\"coord\"} %zu\n", coord_wait_bytes(s));
+    ordo_buf_printf(b, "ordo_memory_bytes{area=\"clients\"} %zu\n", net_client_memory(s));
+    metric(b, "ordo_kv_keys", "gauge", "live keys", (double)kv.keys);
+    log_stats_t ls = {0};
+    if (s->log != NULL)
+        log_stats(s->log, &ls);
+    metric(b, "ordo_log_records_total", "counter", "records written to the log", (double)ls.records_written);
+    metric(b, "ordo_log_batches_total", "counter", "batches written to the log", (double)ls.batches);
+    metric(b, "ordo_log_syncs_total", "counter", "syncs of the log", (double)ls.syncs);
+    metric_head(b, "ordo_log_sync_duration_seconds", "histogram", "duration of the log's syncs (fdatasync)");
+    uint64_t cum = 0;
+    for (size_t i = 0; i < ls.nsync_buckets; i++) {
+        cum += ls.sync_hist[i];
+        ordo_buf_printf(b, "ordo_log_sync_duration_seconds_bucket{le=\"%g\"} %llu\n",
+                        (double)ls.sync_bucket_us[i] / 1e6, (unsigned long long)cum);
+    }
+    cum += ls.sync_hist[ls.nsync_buckets];
+    ordo_buf_printf(b, "ordo_log_sync_duration_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+    ordo_buf_printf(b, "ordo_log_sync_duration_seconds_sum %.6f\n", (double)ls.sync_us_sum / 1e6);
+    ordo_buf_printf(b, "ordo_log_sync_duration_seconds_count %llu\n", (unsigned long long)cum);
+    metric_head(b, "ordo_apply_duration_seconds", "histogram", "time the writer spends applying one record");
+    cum = 0;
+    for (size_t i = 0; i < WRITER_APPLY_BUCKETS; i++) {
+        cum += s->stats.apply_hist[i];
+        ordo_buf_printf(b, "ordo_apply_duration_seconds_bucket{le=\"%g\"} %llu\n", (double)writer_apply_bucket_ns[i] / 1e9,
+                        (unsigned long long)cum);
+    }
+    cum += s->stats.apply_hist[WRITER_APPLY_BUCKETS];
+    ordo_buf_printf(b, "ordo_apply_duration_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+    ordo_buf_printf(b, "ordo_apply_duration_seconds_sum %.9f\n", (double)s->stats.apply_ns_sum / 1e9);
+    ordo_buf_printf(b, "ordo_apply_duration_seconds_count %llu\n", (unsigned long long)cum);
+    metric(b, "ordo_log_size_bytes", "gauge", "the log on disk", (double)ls.bytes);
+    metric(b, "ordo_log_pending_bytes", "gauge", "appended to the log, not yet committed", (double)ls.pending_bytes);
+    coord_stats_t cs;
+    coord_stats(core_coord(s->core), &cs);
+    metric(b, "ordo_locks_held", "gauge", "locks held", (double)cs.locks);
+    metric(b, "ordo_elections_led", "gauge", "elections with a leader", (double)cs.leaders);
+    metric(b, "ordo_leases", "gauge", "leases", (double)cs.leases);
+    metric(b, "ordo_queues", "gauge", "queues", (double)queue_set_count(core_queues(s->core)));
+    for (int f = 0; f < QF_COUNT; f++) {
+        metric_head(b, qfam[f].name, qfam[f].type, qfam[f].help);
+        qwalk_t w = {b, qfam[f].name, f, s->now_ms};
+        queue_set_foreach(core_queues(s->core), qwalk, &w);
+    }
+}
+
+/* ---- /v1/status: the dashboard's data ---------------------------------------- */
+
+#define STATUS_TOPKEYS 8
+
+static const char *key_state(int st)
+{
+    switch (st) {
+    case QUEUE_KEY_PROCESSING: return "processing";
+    case QUEUE_KEY_WAITING: return "waiting";
+    case QUEUE_KEY_PARKED: return "parked";
+    default: return "idle";
+    }
+}
+
+typedef struct {
+    ordo_buf_t *b;
+    uint64_t now_ms;
+    bool first;
+} status_walk_t;
+
+/* One queue: its counts and its top keys by waiting messages, each with
+ * Q.KEYINFO's state (why a key is stuck: in flight since when, at which
+ * attempt, or parked). */
+static void status_queue(void *arg, queue_t *q)
+{
+    status_walk_t *w = arg;
+    ordo_buf_t *b = w->b;
+    queue_info_t in;
+    queue_info(q, &in);
+    size_t n;
+    const char *name = queue_name(q, &n);
+    ordo_buf_puts(b, w->first ? "{" : ",{");
+    w->first = false;
+    cmd_http_json_field(b, "name", name, n);
+    if (in.config.deadletter != NULL) {
+        ordo_buf_puts(b, ",");
+        cmd_http_json_field(b, "deadletter", in.config.deadletter, in.config.dl_len);
+    }
+    ordo_buf_printf(b, ",\"waiting\":%zu,\"inflight\":%zu,\"delayed\":%zu,\"keys\":%zu,\"parked_keys\":%zu,"
+                       "\"pushed\":%llu,\"acked\":%llu,\"nacked\":%llu,\"redelivered\":%llu,\"deadlettered\":%llu,"
+                       "\"top\":[",
+                    in.len.waiting, in.len.inflight, in.len.delayed, in.keys, in.parked_keys,
+                    (unsigned long long)in.pushed, (unsigned long long)in.acked, (unsigned long long)in.nacked,
+                    (unsigned long long)in.redelivered, (unsigned long long)in.deadlettered);
+    queue_topkey_t top[STATUS_TOPKEYS];
+    size_t nt = queue_topkeys(q, STATUS_TOPKEYS, top);
+    for (size_t i = 0; i < nt; i++) {
+        queue_keyinfo_t ki;
+        queue_keyinfo(q, top[i].key, top[i].klen, &ki);
+        ordo_buf_puts(b, i ? ",{" : "{");
+        cmd_http_json_field(b, "key", top[i].key, top[i].klen);
+        ordo_buf_printf(b, ",\"waiting\":%zu,\"state\":\"%s\",\"attempt\":%u,\"inflight_ms\":%llu}", top[i].waiting,
+                        key_state(ki.state), (unsigned)ki.attempt,
+                        (unsigned long long)(ki.state == QUEUE_KEY_PROCESSING && w->now_ms > ki.since_ms
+                                                 ? w->now_ms - ki.since_ms
+                                                 : 0));
+    }
+    ordo_buf_puts(b, "]}");
+}
+
+typedef struct {
+    ordo_buf_t *locks, *elections;
+    uint64_t now_ms;
+} coord_walk_t;
+
+static void status_coord(void *arg, const coord_item_t *it)
+{
+    coord_walk_t *w = arg;
+    if (it->kind == COORD_ITEM_LOCK) {
+        ordo_buf_puts(w->locks, w->locks->len ? ",{" : "{");
+        cmd_http_json_field(w->locks, "name", it->name, it->nlen);
+        ordo_buf_printf(w->locks, ",\"token\":%llu,\"remaining_ms\":%llu}", (unsigned long long)it->id,
+                        (unsigned long long)(it->deadline_ms > w->now_ms ? it->deadline_ms - w->now_ms : 0));
+    } else if (it->kind == COORD_ITEM_ELECT && it->id != 0) {
+        ordo_buf_puts(w->elections, w->elections->len ? ",{" : "{");
+        cmd_http_json_field(w->elections, "name", it->name, it->nlen);
+        ordo_buf_printf(w->elections, ",\"term\":%llu,", (unsigned long long)it->id);
+        cmd_http_json_field(w->elections, "value", it->value ? it->value : "", it->vlen);
+        ordo_buf_puts(w->elections, "}");
+    }
+}
+
+/* The dashboard lists at most this many connections (oldest first is not
+ * promised: the order is net's list); the count is always whole. */
+#define STATUS_CLIENTS_MAX 100
+
+static void status_clients(server_t *s, ordo_buf_t *b)
+{
+    size_t n = 0;
+    for (conn_t *k = conn_first(&s->net.conns); k != NULL && n < STATUS_CLIENTS_MAX; k = conn_next(k), n++) {
+        ordo_buf_puts(b, n ? ",{" : "{");
+        ordo_buf_printf(b, "\"id\":%llu,", (unsigned long long)k->id);
+        cmd_http_json_field(b, "addr", k->addr, strlen(k->addr));
+        if (k->name != NULL) {
+            ordo_buf_puts(b, ",");
+            cmd_http_json_field(b, "name", k->name, strlen(k->name));
+        }
+        ordo_buf_printf(b, ",\"kind\":\"%s\",\"age_ms\":%llu,\"idle_ms\":%llu,\"commands\":%llu,\"blocked\":%s,"
+                           "\"watches\":%zu}",
+                        k->http != NULL ? "http" : "resp",
+                        (unsigned long long)(s->now_ms > k->created_ms ? s->now_ms - k->created_ms : 0),
+                        (unsigned long long)(s->now_ms > k->last_cmd_ms ? s->now_ms - k->last_cmd_ms : 0),
+                        (unsigned long long)k->commands, k->waiter != NULL ? "true" : "false", k->nwatches);
+    }
+}
+
+void cmd_http_status(conn_t *c, ordo_buf_t *b)
+{
+    server_t *s = c->srv;
+    log_stats_t ls = {0};
+    if (s->log != NULL)
+        log_stats(s->log, &ls);
+    kv_stats_t kv;
+    kv_stats(core_kv(s->core), &kv);
+    ordo_buf_printf(b, "{\"version\":\"%s\",\"now_ms\":%llu,\"revision\":%llu,\"durable_revision\":%llu,",
+                    ORDO_VERSION, (unsigned long long)s->now_ms, (unsigned long long)core_rev(s->core),
+                    (unsigned long long)s->durable_rev);
+    const char *ro = server_readonly(s);
+    if (ro != NULL) {
+        cmd_http_json_field(b, "readonly", ro, strlen(ro));
+        ordo_buf_puts(b, ",");
+    }
+    ordo_buf_printf(b, "\"clients\":%zu,\"blocked_clients\":%zu,\"watches\":%zu,\"keys\":%zu,"
+                       "\"log\":{\"records\":%llu,\"batches\":%llu,\"syncs\":%llu,\"sync_us_sum\":%llu,\"bytes\":%llu,"
+                       "\"pending_bytes\":%llu},"
+                       "\"queues\":[",
+                    s->net.conns.len, s->writer.block.blocked_clients, s->watches.count, kv.keys,
+                    (unsigned long long)ls.records_written, (unsigned long long)ls.batches,
+                    (unsigned long long)ls.syncs, (unsigned long long)ls.sync_us_sum, (unsigned long long)ls.bytes,
+                    (unsigned long long)ls.pending_bytes);
+    status_walk_t w = {b, s->now_ms, true};
+    queue_set_foreach(core_queues(s->core), status_queue, &w);
+    ordo_buf_t locks = ORDO_BUF_INIT, elections = ORDO_BUF_INIT;
+    coord_walk_t cw = {&locks, &elections, s->now_ms};
+    coord_snapshot(core_coord(s->core), status_coord, &cw);
+    ordo_buf_puts(b, "],\"client_list\":[");
+    status_clients(s, b);
+    ordo_buf_puts(b, "],\"locks\":[");
+    ordo_buf_append(b, locks.data ? locks.data : "", locks.len);
+    ordo_buf_puts(b, "],\"elections\":[");
+    ordo_buf_append(b, elections.data ? elections.data : "", elections.len);
+    ordo_buf_puts(b, "]}\n");
+    ordo_buf_free(&locks);
+    ordo_buf_free(&elections);
+}

@@ -1,0 +1,151 @@
+// The dashboard: polls /v1/status once a second and draws it. Queue depth
+// (waiting + in flight) is kept here for the last five minutes and drawn
+// as an inline SVG line. With requirepass, the page asks for the password
+// and sends it as a bearer token (kept in sessionStorage for the tab).
+"use strict";
+const POLL_MS = 1000;
+const HISTORY_MS = 5 * 60 * 1000;
+const depth = new Map();   // queue name -> [[t, depth], ...]
+let lastSyncs = null;
+
+const $ = (id) => document.getElementById(id);
+const text = (v) => document.createTextNode(String(v));
+// A key or name from JSON: the string, or its base64 form marked as such.
+const name = (o, f) => (o[f] !== undefined ? o[f] : "base64:" + o[f + "_b64"]);
+
+function cell(tr, v, cls) {
+  const td = document.createElement("td");
+  if (cls) td.className = cls;
+  if (v instanceof Node) td.appendChild(v); else td.appendChild(text(v));
+  tr.appendChild(td);
+}
+
+function fill(table, rows, render) {
+  const body = table.querySelector("tbody");
+  body.replaceChildren();
+  for (const r of rows) {
+    const tr = document.createElement("tr");
+    render(tr, r);
+    body.appendChild(tr);
+  }
+}
+
+function spark(points) {
+  const ns = "http://www.w3.org/2000/svg";
+  const w = 160, h = 28, svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("class", "spark");
+  svg.setAttribute("width", w);
+  svg.setAttribute("height", h);
+  const now = Date.now();
+  const max = Math.max(1, ...points.map((p) => p[1]));
+  const pl = document.createElementNS(ns, "polyline");
+  pl.setAttribute("points", points.map((p) =>
+    (w - (now - p[0]) / HISTORY_MS * w).toFixed(1) + "," + (h - 1 - p[1] / max * (h - 2)).toFixed(1)).join(" "));
+  svg.appendChild(pl);
+  const t = document.createElementNS(ns, "title");
+  t.textContent = "max " + max;
+  svg.appendChild(t);
+  return svg;
+}
+
+function ms(v) { return v >= 1000 ? (v / 1000).toFixed(1) + " s" : v + " ms"; }  // v in ms
+
+function draw(s) {
+  $("readonly").hidden = !s.readonly;
+  $("readonly").textContent = s.readonly ? "Read-only: " + s.readonly : "";
+  $("revision").textContent = s.revision;
+  $("durable").textContent = s.durable_revision + (s.revision > s.durable_revision ? " (" + (s.revision - s.durable_revision) + " behind)" : "");
+  $("log").textContent = s.log.records + " / " + s.log.batches + " / " + s.log.syncs;
+  if (lastSyncs) {
+    const n = s.log.syncs - lastSyncs[1];
+    $("syncrate").textContent = (n / ((Date.now() - lastSyncs[0]) / 1000)).toFixed(1);
+    $("synclat").textContent = n > 0 ? ms(Math.round((s.log.sync_us_sum - lastSyncs[2]) / n / 10) / 100) : "no syncs";
+  }
+  lastSyncs = [Date.now(), s.log.syncs, s.log.sync_us_sum];
+  $("clients").textContent = s.clients + " (" + s.blocked_clients + ")";
+  $("watches").textContent = s.watches + " / " + s.keys;
+  s.queues.sort((a, b) => (name(a, "name") < name(b, "name") ? -1 : 1));  // a stable order
+  const now = Date.now();
+  for (const q of s.queues) {
+    const n = name(q, "name");
+    const h = depth.get(n) || [];
+    h.push([now, q.waiting + q.inflight]);
+    while (h.length && now - h[0][0] > HISTORY_MS) h.shift();
+    depth.set(n, h);
+  }
+  $("noqueues").hidden = s.queues.length > 0;
+  fill($("queues"), s.queues, (tr, q) => {
+    tr.dataset.queue = name(q, "name");
+    cell(tr, name(q, "name"), "key");
+    for (const f of ["waiting", "inflight", "delayed", "keys", "parked_keys", "deadlettered", "acked"]) cell(tr, q[f]);
+    cell(tr, spark(depth.get(name(q, "name")) || []));
+  });
+  const byName = new Map(s.queues.map((q) => [name(q, "name"), q]));
+  const dead = s.queues.filter((q) => q.deadlettered > 0);
+  $("nodead").hidden = dead.length > 0;
+  fill($("deadletters"), dead, (tr, q) => {
+    const dl = q.deadletter !== undefined || q.deadletter_b64 !== undefined ? name(q, "deadletter") : null;
+    tr.dataset.deadletter = name(q, "name");
+    cell(tr, name(q, "name"), "key");
+    cell(tr, q.deadlettered);
+    cell(tr, dl === null ? "(dropped: no DEADLETTER queue)" : dl, "key");
+    cell(tr, dl !== null && byName.has(dl) ? byName.get(dl).waiting : "");
+  });
+  const keys = [];
+  for (const q of s.queues) for (const k of q.top) keys.push([name(q, "name"), k]);
+  fill($("keys"), keys, (tr, [qn, k]) => {
+    if (k.state === "parked" || k.attempt > 1) tr.className = "stuck";
+    else if (k.inflight_ms > 30000) tr.className = "slow";
+    tr.dataset.key = name(k, "key");
+    cell(tr, qn, "key");
+    cell(tr, name(k, "key"), "key");
+    cell(tr, k.waiting);
+    cell(tr, k.state);
+    cell(tr, k.attempt);
+    cell(tr, k.state === "processing" ? ms(k.inflight_ms) : "");
+  });
+  fill($("clientlist"), s.client_list, (tr, c) => {
+    tr.dataset.client = c.id;
+    cell(tr, c.id);
+    cell(tr, name(c, "addr"), "key");
+    cell(tr, c.name !== undefined || c.name_b64 !== undefined ? name(c, "name") : "", "key");
+    cell(tr, c.kind);
+    cell(tr, ms(c.age_ms));
+    cell(tr, ms(c.idle_ms));
+    cell(tr, c.commands);
+    cell(tr, c.blocked ? "yes" : "");
+    cell(tr, c.watches);
+  });
+  fill($("locks"), s.locks, (tr, l) => { cell(tr, name(l, "name"), "key"); cell(tr, l.token); cell(tr, ms(l.remaining_ms)); });
+  fill($("elections"), s.elections, (tr, e) => { cell(tr, name(e, "name"), "key"); cell(tr, e.term); cell(tr, name(e, "value"), "key"); });
+}
+
+async function poll() {
+  const headers = {};
+  const pw = sessionStorage.getItem("ordo-password");
+  if (pw) headers.Authorization = "Bearer " + pw;
+  try {
+    const r = await fetch("/v1/status", { headers, cache: "no-store" });
+    if (r.status === 401) {
+      $("login").hidden = false;
+      $("conn").textContent = "password needed";
+      return;
+    }
+    $("login").hidden = true;
+    draw(await r.json());
+    $("conn").textContent = "live · " + new Date().toLocaleTimeString();
+    document.body.dataset.ready = "1";
+  } catch (e) {
+    $("conn").textContent = "disconnected: " + e.message;
+  } finally {
+    setTimeout(poll, POLL_MS);
+  }
+}
+
+$("login").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  sessionStorage.setItem("ordo-password", $("password").value);
+  $("login").hidden = true;
+});
+
+poll();

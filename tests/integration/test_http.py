@@ -1,0 +1,526 @@
+"""The HTTP listener (docs/http.md): routes, ETags, calls answered by real
+RESP consumers, idempotency, timeouts with Location, percent-encoded binary
+keys, Server-Sent Events resuming across a restart, /metrics parsed by
+prometheus_client, and the limits (malformed, oversized, slow, too many,
+idle). Clients: http.client from the standard library and raw sockets."""
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.parse
+
+import pytest
+import redis
+from prometheus_client.parser import text_string_to_metric_families
+
+DEADLINE_S = 20.0
+
+
+def req(srv, method, path, body=None, headers=None, timeout=DEADLINE_S):
+    """One request on a fresh connection: (status, headers dict lower-case, body bytes)."""
+    c = http.client.HTTPConnection("127.0.0.1", srv.http_port, timeout=timeout)
+    try:
+        h = dict(headers or {})
+        if srv.password is not None and "Authorization" not in h:
+            h["Authorization"] = "Bearer " + srv.password
+        c.request(method, path, body=body, headers=h)
+        r = c.getresponse()
+        data = r.read()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+    finally:
+        c.close()
+
+
+def q(b):
+    """Percent-encode every byte of b that is not unreserved."""
+    return urllib.parse.quote(b, safe="")
+
+
+def raw_exchange(srv, data, timeout=DEADLINE_S):
+    """Send data on a raw socket and read until the server closes: bytes."""
+    s = socket.create_connection(("127.0.0.1", srv.http_port), timeout=timeout)
+    try:
+        s.sendall(data)
+        out = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                return out
+            out += chunk
+    finally:
+        s.close()
+
+
+def wait_for(pred, what):
+    deadline = time.monotonic() + DEADLINE_S
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.01)  # poll interval
+    raise AssertionError("timed out waiting for " + what)
+
+
+# ---- health, auth, KV with ETags ----------------------------------------------
+
+def test_healthz_and_bearer_auth(ordod_factory):
+    srv = ordod_factory("--requirepass", "s3cret")
+    st, _, body = req(srv, "GET", "/healthz", headers={"Authorization": "none"})
+    assert (st, body) == (200, b"ok\n")
+    st, h, _ = req(srv, "GET", "/v1/kv/x", headers={"Authorization": "Bearer wrong"})
+    assert st == 401 and "bearer" in h["www-authenticate"].lower()
+    st, _, _ = req(srv, "GET", "/metrics", headers={"Authorization": "Bearer wrong"})
+    assert st == 401
+    assert req(srv, "GET", "/v1/kv/x")[0] == 404  # right password: the route answers
+
+
+def test_kv_etags_and_conditions(server, r):
+    st, h, body = req(server, "PUT", "/v1/kv/cfg", body=b"v1")
+    assert st == 200
+    rev1 = json.loads(body)["revision"]
+    assert h["etag"] == '"%d"' % rev1
+    st, h, body = req(server, "GET", "/v1/kv/cfg")
+    assert (st, body, h["etag"]) == (200, b"v1", '"%d"' % rev1)
+    # If-Match with a stale ETag: 412, nothing written.
+    st, _, _ = req(server, "PUT", "/v1/kv/cfg", body=b"lost", headers={"If-Match": '"%d"' % (rev1 + 100)})
+    assert st == 412
+    assert r.execute_command("KV.GET", "cfg")[0] == b"v1"
+    st, h, _ = req(server, "PUT", "/v1/kv/cfg", body=b"v2", headers={"If-Match": '"%d"' % rev1})
+    assert st == 200
+    rev2 = int(h["etag"].strip('"'))
+    assert rev2 > rev1 and r.execute_command("KV.GET", "cfg")[0] == b"v2"
+    # If-None-Match: * creates only.
+    assert req(server, "PUT", "/v1/kv/cfg", body=b"x", headers={"If-None-Match": "*"})[0] == 412
+    assert req(server, "PUT", "/v1/kv/new", body=b"x", headers={"If-None-Match": "*"})[0] == 200
+    # DELETE likewise.
+    assert req(server, "DELETE", "/v1/kv/cfg", headers={"If-Match": '"%d"' % rev1})[0] == 412
+    assert req(server, "DELETE", "/v1/kv/cfg", headers={"If-Match": '"%d"' % rev2})[0] == 200
+    assert req(server, "GET", "/v1/kv/cfg")[0] == 404
+    assert req(server, "DELETE", "/v1/kv/cfg")[0] == 404
+    assert req(server, "POST", "/v1/kv/cfg", body=b"x")[0] == 405
+    assert req(server, "GET", "/nope")[0] == 404
+
+
+def test_percent_encoded_binary_keys(server, r):
+    key = b"\x00\xff a/b%c\r\n\xc3"
+    st, _, _ = req(server, "PUT", "/v1/kv/" + q(key), body=b"\x01\x02\xfe")
+    assert st == 200
+    assert r.execute_command("KV.GET", key)[0] == b"\x01\x02\xfe"
+    r.execute_command("KV.PUT", b"\xfe\xfd", b"bin")
+    st, _, body = req(server, "GET", "/v1/kv/" + q(b"\xfe\xfd"))
+    assert (st, body) == (200, b"bin")
+    # Raw slashes after /v1/kv/ belong to the key.
+    assert req(server, "PUT", "/v1/kv/dir/sub/leaf", body=b"deep")[0] == 200
+    assert r.execute_command("KV.GET", "dir/sub/leaf")[0] == b"deep"
+    assert req(server, "GET", "/v1/kv/%zz")[0] == 400
+
+
+def test_healthz_503_with_the_reason_when_read_only(ordod_factory):
+    srv = ordod_factory("--debug-wal-fault", "append-eio:2")
+    assert req(srv, "GET", "/healthz")[0] == 200
+    assert req(srv, "PUT", "/v1/kv/a", body=b"1")[0] == 200
+    st, _, body = req(srv, "PUT", "/v1/kv/b", body=b"2")  # the log refuses this record
+    assert st == 503 and body.startswith(b"READONLY")
+    st, _, body = req(srv, "GET", "/healthz")
+    assert st == 503 and b"refused a record" in body, body
+    fams = {f.name: f for f in text_string_to_metric_families(req(srv, "GET", "/metrics")[2].decode())}
+    assert fams["ordo_readonly"].samples[0].value == 1.0
+
+
+# ---- queues: push, call, results ------------------------------------------------
+
+def consume(srv, queue, n, fn, count=1):
+    """A RESP consumer: pull up to count messages at a time (n in all) and
+    ack each with fn(payload). A key's messages are one at a time: a pull
+    never hands out two of one key."""
+    c = srv.client(socket_timeout=DEADLINE_S + 5)
+    done = 0
+    deadline = time.monotonic() + DEADLINE_S
+    while done < n and time.monotonic() < deadline:
+        msgs = c.execute_command("Q.PULL", queue, "COUNT", count, "BLOCK", 200)
+        keys = [m[1] for m in msgs]
+        assert len(keys) == len(set(keys)), keys
+        for mid, key, payload, attempt, token in msgs:
+            c.execute_command("Q.ACK", queue, mid, token, "RESULT", fn(payload))
+            done += 1
+    c.close()
+    return done
+
+
+def test_push_then_pull(server, r):
+    st, _, body = req(server, "POST", "/v1/queues/jobs/keys/" + q(b"k\x01"), body=b"payload")
+    assert st == 202
+    mid = json.loads(body)["id"]
+    msgs = r.execute_command("Q.PULL", "jobs")
+    assert msgs[0][0] == mid and msgs[0][1] == b"k\x01" and msgs[0][2] == b"payload"
+
+
+def test_calls_for_one_key_each_get_their_own_answer(server):
+    n = 8
+    results = {}
+
+    def caller(i):
+        results[i] = req(server, "POST", "/v1/queues/carts/keys/cart-1/call", body=b"item-%d" % i)
+
+    threads = [threading.Thread(target=caller, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    assert consume(server, "carts", n, lambda p: b"done:" + p, count=n) == n
+    for t in threads:
+        t.join(DEADLINE_S)
+    assert all(not t.is_alive() for t in threads)
+    for i in range(n):
+        st, _, body = results[i]
+        assert (st, body) == (200, b"done:item-%d" % i)
+
+
+def test_idempotency_key_replays_the_first_result(server, r):
+    t = threading.Thread(target=consume, args=(server, "pay", 1, lambda p: b"charged " + p))
+    t.start()
+    first = req(server, "POST", "/v1/queues/pay/keys/u1/call", body=b"10", headers={"Idempotency-Key": "op-1"})
+    t.join(DEADLINE_S)
+    assert first[0] == 200 and first[2] == b"charged 10"
+    again = req(server, "POST", "/v1/queues/pay/keys/u1/call", body=b"10", headers={"Idempotency-Key": "op-1"})
+    assert (again[0], again[2]) == (200, b"charged 10")
+    info = r.execute_command("Q.INFO", "pay")
+    info = dict(zip(info[::2], info[1::2])) if isinstance(info, list) else info
+    assert info[b"pushed"] == 1
+
+
+def test_call_timeout_gives_location_then_result(server):
+    st, h, body = req(server, "POST", "/v1/queues/slow/keys/k/call?timeout=50", body=b"work")
+    assert st == 202
+    mid = json.loads(body)["id"]
+    assert h["location"] == "/v1/queues/slow/results/%d" % mid
+    st, _, _ = req(server, "GET", h["location"])
+    assert st == 204  # not done yet
+    # A waiting GET (?wait=) is answered when the consumer acks.
+    got = {}
+    t = threading.Thread(target=lambda: got.update(r=req(server, "GET", h["location"] + "?wait=15000")))
+    t.start()
+    assert consume(server, "slow", 1, lambda p: p.upper()) == 1
+    t.join(DEADLINE_S)
+    assert (got["r"][0], got["r"][2]) == (200, b"WORK")
+    assert req(server, "GET", h["location"])[2] == b"WORK"
+
+
+def test_dead_letter_is_502(server, r):
+    r.execute_command("Q.CONFIG", "poison", "MAXATTEMPTS", 1)
+    got = {}
+    t = threading.Thread(target=lambda: got.update(r=req(server, "POST", "/v1/queues/poison/keys/k/call", b"x")))
+    t.start()
+    c = server.client()
+    msgs = wait_for(lambda: c.execute_command("Q.PULL", "poison", "BLOCK", 200), "the call's message")
+    mid, _, _, _, token = msgs[0]
+    assert c.execute_command("Q.NACK", "poison", mid, token) == 1
+    t.join(DEADLINE_S)
+    assert got["r"][0] == 502
+    c.close()
+
+
+# ---- HTTP framing and limits -----------------------------------------------------
+
+def test_keep_alive_and_pipelining(server):
+    s = socket.create_connection(("127.0.0.1", server.http_port), timeout=DEADLINE_S)
+    s.sendall(b"PUT /v1/kv/p HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"
+              b"GET /v1/kv/p HTTP/1.1\r\nHost: x\r\n\r\n"
+              b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    out = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        out += chunk
+    s.close()
+    parts = out.split(b"HTTP/1.1 ")[1:]
+    assert len(parts) == 3, out
+    assert parts[0].startswith(b"200") and b'{"revision":' in parts[0]
+    assert parts[1].startswith(b"200") and parts[1].endswith(b"\r\n\r\nabc")
+    assert parts[2].startswith(b"200") and parts[2].endswith(b"ok\n")
+
+
+@pytest.mark.parametrize("data,status", [
+    (b"NOT HTTP AT ALL\r\n\r\n", 400),
+    (b"GET /v1/kv/x HTTP/1.1\r\nBad Header\r\n\r\n", 400),
+    (b"GET /v1/kv/x HTTP/1.1\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n", 431),
+    (b"PUT /v1/kv/x HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n", 413),
+    (b"GET nothing HTTP/1.1\r\n\r\n", 400),
+])
+def test_malformed_and_oversized_requests_close(server, data, status):
+    out = raw_exchange(server, data)  # returns once the server closed the connection
+    assert out.startswith(b"HTTP/1.1 %d " % status), out[:200]
+    assert b"Connection: close" in out
+    assert req(server, "GET", "/healthz")[0] == 200 and server.alive()
+
+
+def test_body_limit_while_streaming(ordod_factory):
+    srv = ordod_factory("--http-body-max-bytes", "4096")
+    data = b"PUT /v1/kv/x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + (b"400\r\n" + b"z" * 1024 + b"\r\n") * 8
+    out = raw_exchange(srv, data + b"0\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 413 ")
+    assert req(srv, "PUT", "/v1/kv/x", body=b"y" * 4000)[0] == 200
+
+
+def test_slow_client_gets_408_and_others_are_served(ordod_factory):
+    srv = ordod_factory("--http-request-timeout-ms", "300")
+    slow = []
+    for _ in range(5):
+        s = socket.create_connection(("127.0.0.1", srv.http_port), timeout=DEADLINE_S)
+        s.sendall(b"GET /v1/kv/x HTTP/1.1\r\nHost: slow\r\n")  # never finished
+        slow.append(s)
+    t0 = time.monotonic()
+    # Meanwhile the server serves everyone else at once.
+    assert req(srv, "PUT", "/v1/kv/fast", body=b"1")[0] == 200
+    for s in slow:
+        out = b""
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            out += chunk
+        assert out.startswith(b"HTTP/1.1 408 "), out
+        s.close()
+    assert time.monotonic() - t0 < DEADLINE_S
+    assert srv.alive()
+
+
+def test_http_max_clients_503(ordod_factory):
+    srv = ordod_factory("--http-max-clients", "2")
+    held = [socket.create_connection(("127.0.0.1", srv.http_port), timeout=DEADLINE_S) for _ in range(2)]
+    for s in held:  # both are accepted and served
+        s.sendall(b"GET /healthz HTTP/1.1\r\n\r\n")
+        assert s.recv(4096).startswith(b"HTTP/1.1 200 ")
+    out = raw_exchange(srv, b"")  # refused at accept: the 503 comes unasked, then the close
+    assert out.startswith(b"HTTP/1.1 503 ") and b"http-max-clients" in out
+    held[0].close()
+    wait_for(lambda: req(srv, "GET", "/healthz")[0] == 200, "room for a new HTTP client")
+    held[1].close()
+
+
+def test_idle_keep_alive_connection_is_closed(ordod_factory):
+    srv = ordod_factory("--http-idle-ms", "200")
+    s = socket.create_connection(("127.0.0.1", srv.http_port), timeout=DEADLINE_S)
+    s.sendall(b"GET /healthz HTTP/1.1\r\n\r\n")
+    assert s.recv(4096).startswith(b"HTTP/1.1 200 ")
+    assert s.recv(4096) == b""  # closed by the server, not by us
+    s.close()
+
+
+def test_busy_keep_alive_connection_stays_open(ordod_factory):
+    """http-idle-ms counts from the last response, whatever the route."""
+    srv = ordod_factory("--http-idle-ms", "1000")
+    c = http.client.HTTPConnection("127.0.0.1", srv.http_port, timeout=DEADLINE_S)
+    c.connect()
+    sock = c.sock
+    t_end = time.monotonic() + 2.5
+    while time.monotonic() < t_end:
+        for path in ("/metrics", "/healthz", "/v1/status"):
+            c.request("GET", path)
+            r = c.getresponse()
+            r.read()
+            assert r.status == 200
+        assert c.sock is sock  # the same connection throughout
+        time.sleep(0.1)  # a client that asks ten times a second, well inside http-idle-ms
+    c.close()
+
+
+def test_http_port_zero_turns_it_off(ordod_factory):
+    srv = ordod_factory("--http-port", "0")
+    assert srv.alive()
+
+
+# ---- metrics ----------------------------------------------------------------------
+
+def test_metrics_parse_with_queue_labels_and_no_keys(server, r):
+    r.execute_command("Q.PUSH", "orders", "secret-key-1", "p")
+    r.execute_command("Q.PUSH", "orders", "secret-key-2", "p")
+    r.execute_command("KV.PUT", "k", "v")
+    for cmd in (("KV.PUT", "k", "v", "IFREV", 999), ("NOSUCHCOMMAND",)):
+        with pytest.raises(redis.ResponseError):
+            r.execute_command(*cmd)
+    st, h, body = req(server, "GET", "/metrics")
+    assert st == 200 and h["content-type"].startswith("text/plain; version=0.0.4")
+    text = body.decode()
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    # the parser strips _total from counter family names
+    assert fams["ordo_commands"].type == "counter"
+    waiting = {s.labels["queue"]: s.value for s in fams["ordo_queue_waiting_messages"].samples}
+    assert waiting == {"orders": 2.0}
+    pushed = {s.labels["queue"]: s.value for s in fams["ordo_queue_pushed"].samples}
+    assert pushed["orders"] == 2.0
+    assert fams["ordo_kv_keys"].samples[0].value == 1.0
+    errors = {s.labels["code"]: s.value for s in fams["ordo_command_errors"].samples}
+    assert errors["CONFLICT"] == 1.0 and errors["ERR"] >= 1.0
+    calls = {s.labels["command"]: s.value for s in fams["ordo_command_calls"].samples}
+    assert calls["q.push"] == 2.0 and calls["kv.put"] == 2.0  # the refused one too
+    assert fams["ordo_log_records"].type == "counter" and fams["ordo_log_records"].samples[0].value >= 3
+    assert fams["ordo_memory_bytes"].type == "gauge"
+    applies = {(s.name, s.labels.get("le")): s.value for s in fams["ordo_apply_duration_seconds"].samples}
+    assert applies[("ordo_apply_duration_seconds_count", None)] >= 3  # the two pushes and the put
+    assert applies[("ordo_apply_duration_seconds_bucket", "+Inf")] == applies[("ordo_apply_duration_seconds_count", None)]
+    sync = fams["ordo_log_sync_duration_seconds"]
+    assert sync.type == "histogram"
+    les = [s.labels["le"] for s in sync.samples if s.name.endswith("_bucket")]
+    assert les[-1] == "+Inf" and len(les) >= 2
+    assert {s.labels["area"] for s in fams["ordo_memory_bytes"].samples} == {"kv", "queues", "coord", "clients"}
+    assert "secret-key" not in text
+    for f in fams.values():
+        for s in f.samples:
+            assert s.name.startswith("ordo_")
+
+
+# ---- Server-Sent Events -----------------------------------------------------------
+
+class Sse:
+    """A raw event-stream reader: events as dicts {id, event, data}."""
+
+    def __init__(self, srv, path, last_event_id=None):
+        self.s = socket.create_connection(("127.0.0.1", srv.http_port), timeout=DEADLINE_S)
+        hdr = "GET %s HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n" % path
+        if srv.password is not None:
+            hdr += "Authorization: Bearer %s\r\n" % srv.password
+        if last_event_id is not None:
+            hdr += "Last-Event-ID: %s\r\n" % last_event_id
+        self.s.sendall((hdr + "\r\n").encode())
+        self.buf = b""
+        head = self._until(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 ") and b"text/event-stream" in head, head
+
+    def _until(self, sep):
+        while sep not in self.buf:
+            chunk = self.s.recv(65536)
+            if not chunk:
+                raise EOFError(self.buf)
+            self.buf += chunk
+        i = self.buf.index(sep)
+        out, self.buf = self.buf[:i], self.buf[i + len(sep):]
+        return out
+
+    def event(self):
+        while True:
+            block = self._until(b"\n\n").decode()
+            ev = {}
+            for line in block.split("\n"):
+                if line.startswith(":") or not line:
+                    continue
+                k, _, v = line.partition(": ")
+                ev[k] = v
+            if "event" in ev:
+                if "data" in ev:
+                    ev["data"] = json.loads(ev["data"])
+                return ev
+
+    def close(self):
+        self.s.close()
+
+
+def test_sse_events_and_binary_values(server, r):
+    w = Sse(server, "/v1/watch?prefix=cart%2F")
+    rev1 = r.execute_command("KV.PUT", "cart/1", "apple")
+    rev2 = r.execute_command("KV.PUT", "cart/2", b"\xff\x00")
+    r.execute_command("KV.PUT", "other", "x")
+    rev3 = r.execute_command("KV.DEL", "cart/1")
+    e1, e2, e3 = w.event(), w.event(), w.event()
+    assert (e1["id"], e1["event"], e1["data"]) == (str(rev1), "put", {"key": "cart/1", "value": "apple",
+                                                                      "revision": rev1})
+    assert e2["id"] == str(rev2) and e2["data"]["value_b64"] == "/wA=" and "value" not in e2["data"]
+    assert (e3["id"], e3["event"], e3["data"]["value"]) == (str(rev3), "del", None)
+    w.close()
+
+
+def test_sse_idle_progress_advances_the_id(ordod_factory):
+    srv = ordod_factory("--watch-progress-ms", "100")
+    w = Sse(srv, "/v1/watch?key=quiet")
+    c = srv.client()
+    rev = c.execute_command("KV.PUT", "elsewhere", "x")
+    ev = w.event()
+    while int(ev.get("id", 0)) < rev:
+        ev = w.event()
+    assert ev["event"] == "progress" and int(ev["id"]) >= rev
+    w.close()
+    c.close()
+
+
+def test_sse_resume_across_restart_no_gap_no_duplicate(server):
+    c = server.client()
+    w = Sse(server, "/v1/watch?prefix=s%2F")
+    revs = [c.execute_command("KV.PUT", "s/%d" % i, "v%d" % i) for i in range(3)]
+    seen = [w.event() for _ in range(3)]
+    assert [int(e["id"]) for e in seen] == revs
+    w.close()
+    last = seen[-1]["id"]
+    # Changes while the client is away, then a restart.
+    missed = [c.execute_command("KV.PUT", "s/%d" % i, "w%d" % i) for i in range(3, 6)]
+    missed.append(c.execute_command("KV.DEL", "s/0"))
+    c.close()
+    os.kill(server.pid, signal.SIGTERM)
+    assert server.proc.wait(timeout=DEADLINE_S) == 0
+    server.spawn(server.port)
+    w = Sse(server, "/v1/watch?prefix=s%2F", last_event_id=last)
+    c = server.client()
+    after = c.execute_command("KV.PUT", "s/9", "new")
+    got = []
+    while not got or int(got[-1]["id"]) < after:
+        ev = w.event()
+        if ev["event"] in ("put", "del"):
+            got.append(ev)
+    assert [int(e["id"]) for e in got] == missed + [after]
+    assert got[0]["data"]["value"] == "w3" and got[3]["event"] == "del"
+    w.close()
+    c.close()
+
+
+def test_sse_history_gone_sends_current_keys_then_synced(server, r):
+    r.execute_command("KV.PUT", "h/a", "1")
+    old = r.execute_command("KV.PUT", "h/b", "2")
+    r.execute_command("KV.DEL", "h/a")
+    cur = r.execute_command("KV.PUT", "h/c", "3")
+    r.execute_command("KV.COMPACT", cur)
+    w = Sse(server, "/v1/watch?prefix=h%2F", last_event_id=old - 1)
+    snap = []
+    ev = w.event()
+    while ev["event"] == "put":
+        assert "id" not in ev  # the snapshot's keys move no resume point
+        snap.append(ev["data"]["key"])
+        ev = w.event()
+    assert ev["event"] == "synced" and int(ev["id"]) >= cur
+    assert sorted(snap) == ["h/b", "h/c"]
+    nxt = r.execute_command("KV.PUT", "h/d", "4")
+    ev = w.event()
+    assert (ev["event"], int(ev["id"])) == ("put", nxt)
+    w.close()
+
+
+def test_metrics_sync_latency_histogram_counts_syncs(ordod_factory):
+    srv = ordod_factory("--fsync", "always")  # the harness's --fsync no comes first; the last one wins
+    c = srv.client()
+    for i in range(3):
+        c.execute_command("KV.PUT", "k%d" % i, "v")
+    c.close()
+    fams = {f.name: f for f in text_string_to_metric_families(req(srv, "GET", "/metrics")[2].decode())}
+    samples = {(s.name, s.labels.get("le")): s.value for s in fams["ordo_log_sync_duration_seconds"].samples}
+    syncs = fams["ordo_log_syncs"].samples[0].value
+    assert syncs >= 3
+    assert samples[("ordo_log_sync_duration_seconds_count", None)] == syncs
+    assert samples[("ordo_log_sync_duration_seconds_bucket", "+Inf")] == syncs
+    assert samples[("ordo_log_sync_duration_seconds_sum", None)] > 0
+
+
+def test_expect_100_continue_with_curl(server, r, tmp_path):
+    """curl sends Expect: 100-continue before a large body (over 1 MiB in
+    curl 7.88) and waits a second for it; the 100 comes at once, so the PUT
+    is quick."""
+    body = b"x" * 2000000
+    f = tmp_path / "body"
+    f.write_bytes(body)
+    t0 = time.monotonic()
+    p = subprocess.run(["curl", "-s", "-S", "-o", "/dev/null", "-w", "%{http_code}", "-X", "PUT", "--data-binary",
+                        "@%s" % f, "http://127.0.0.1:%d/v1/kv/big" % server.http_port],
+                       capture_output=True, timeout=DEADLINE_S)
+    assert p.stdout == b"200", p.stderr
+    assert time.monotonic() - t0 < 0.9  # curl's wait for a 100 that never comes is 1 s
+    assert r.execute_command("KV.GET", "big")[0] == body
