@@ -37,6 +37,10 @@ void writer_timer_arm(writer_timer_t *t, uint64_t at_ms)
     uint64_t now = server_clock_ms(t->clock);
     t->at_ms = at_ms;
     t->armed = true;
+    /* libuv counts the delay from the loop's cached time, taken when this
+     * loop turn began: refresh it, or a turn that ran long would make the
+     * timer fire that much before its deadline. */
+    uv_update_time(t->uv.loop);
     /* Due once the clock passes at_ms, never at it: + 1 (written so that
      * at_ms + 1 cannot wrap). */
     uv_timer_start(&t->uv, on_uv_timer, at_ms >= now ? at_ms - now + 1 : 0, 0);
