@@ -124,8 +124,12 @@ bench_start_ordod() {
     shift
     ORDO_PORT="$(bench_free_port)"
     mkdir -p "$BENCH_TMP/$name"
+    # No HTTP listener (its default port would clash), on builds that have one:
+    # ORDOD may name an older build, to compare.
+    local http=()
+    "$ORDOD" --help 2>/dev/null | grep -q -- '--http-port' && http=(--http-port 0)
     bench_spawn "$BENCH_TMP/$name.log" "$ORDOD" --bind 127.0.0.1 --port "$ORDO_PORT" \
-        --http-port 0 --dir "$BENCH_TMP/$name" "$@"
+        "${http[@]}" --dir "$BENCH_TMP/$name" "$@"
     ORDO_PID="$LAST_PID"
     bench_wait_port "$ORDO_PID" "$ORDO_PORT" || { cat "$BENCH_TMP/$name.log" >&2; exit 1; }
 }
