@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include "srvtest.h"
+
 #include "base/bytes.h"
 #include "base/crc32c.h"
 #include "core/coord.h"
@@ -28,32 +30,6 @@
 #include "log/snapshot.h"
 
 /* ---- files ------------------------------------------------------------------ */
-
-static char *tmpdir_new(void)
-{
-    const char *base = getenv("TMPDIR");
-    char *path = malloc(4096);
-    snprintf(path, 4096, "%s/ordo-snap-XXXXXX", base != NULL ? base : "/tmp");
-    assert_non_null(mkdtemp(path));
-    return path;
-}
-
-static void tmpdir_free(char *path)
-{
-    DIR *d = opendir(path);
-    struct dirent *e;
-    char p[4200];
-    while (d != NULL && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-        unlink(p);
-    }
-    if (d != NULL)
-        closedir(d);
-    rmdir(path);
-    free(path);
-}
 
 static unsigned char *read_all(const char *path, size_t *len)
 {
@@ -64,14 +40,6 @@ static unsigned char *read_all(const char *path, size_t *len)
     assert_true(*len < (1 << 20));
     fclose(f);
     return b;
-}
-
-static void write_all(const char *path, const unsigned char *b, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(b, 1, len, f), len);
-    fclose(f);
 }
 
 /* ---- a core worth snapshotting ------------------------------------------------ */
@@ -166,7 +134,7 @@ static int load_into_fresh(const char *dir, const core_t *orig, char *err, size_
 static void test_round_trip(void **state)
 {
     (void)state;
-    char *dir = tmpdir_new();
+    char *dir = tmpdir_new("ordo-snap-");
     core_t *c = build_core();
     write_snapshot(dir, c);
     char err[512];
@@ -180,7 +148,7 @@ static void test_round_trip(void **state)
 static void test_torn_at_every_offset(void **state)
 {
     (void)state;
-    char *dir = tmpdir_new(), path[4200], err[512];
+    char *dir = tmpdir_new("ordo-snap-"), path[4200], err[512];
     core_t *c = build_core();
     write_snapshot(dir, c);
     snprintf(path, sizeof path, "%s/%s", dir, SNAP_FILE);
@@ -188,11 +156,11 @@ static void test_torn_at_every_offset(void **state)
     unsigned char *b = read_all(path, &len);
     assert_true(len > 100);
     for (size_t cut = 0; cut < len; cut++) {
-        write_all(path, b, cut);
+        file_put(path, b, cut);
         if (load_into_fresh(dir, c, err, sizeof err) != -1)
             fail_msg("a snapshot cut at %zu of %zu bytes loaded", cut, len);
     }
-    write_all(path, b, len);
+    file_put(path, b, len);
     assert_int_equal(load_into_fresh(dir, c, err, sizeof err), 0);
     free(b);
     core_destroy(c);
@@ -203,7 +171,7 @@ static void test_torn_at_every_offset(void **state)
 static void test_flipped_byte(void **state)
 {
     (void)state;
-    char *dir = tmpdir_new(), path[4200], err[512];
+    char *dir = tmpdir_new("ordo-snap-"), path[4200], err[512];
     core_t *c = build_core();
     write_snapshot(dir, c);
     snprintf(path, sizeof path, "%s/%s", dir, SNAP_FILE);
@@ -211,7 +179,7 @@ static void test_flipped_byte(void **state)
     unsigned char *b = read_all(path, &len);
     for (size_t at = 0; at < len; at++) {
         b[at] ^= 0x20;
-        write_all(path, b, len);
+        file_put(path, b, len);
         if (load_into_fresh(dir, c, err, sizeof err) != -1)
             fail_msg("a snapshot with byte %zu of %zu flipped loaded", at, len);
         b[at] ^= 0x20;
@@ -226,7 +194,7 @@ static void test_flipped_byte(void **state)
 static void test_wrong_version(void **state)
 {
     (void)state;
-    char *dir = tmpdir_new(), path[4200], err[512];
+    char *dir = tmpdir_new("ordo-snap-"), path[4200], err[512];
     core_t *c = build_core();
     write_snapshot(dir, c);
     snprintf(path, sizeof path, "%s/%s", dir, SNAP_FILE);
@@ -236,13 +204,13 @@ static void test_wrong_version(void **state)
     for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++) {
         put_u32(b + 8, versions[i]);
         put_u32(b + len - 4, ordo_crc32c(0, b, len - 4));
-        write_all(path, b, len);
+        file_put(path, b, len);
         assert_int_equal(load_into_fresh(dir, c, err, sizeof err), -1);
         assert_non_null(strstr(err, "format"));
     }
     /* Not a snapshot at all. */
     memcpy(b, "ORDOWAL\0", 8);
-    write_all(path, b, len);
+    file_put(path, b, len);
     assert_int_equal(load_into_fresh(dir, c, err, sizeof err), -1);
     free(b);
     core_destroy(c);
