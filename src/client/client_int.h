@@ -11,6 +11,7 @@
 #ifndef ORDO_CLIENT_INT_H
 #define ORDO_CLIENT_INT_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "cresp.h"
@@ -59,6 +60,12 @@ int client_backoff_ms(uint64_t *rng, int attempt, int min_ms, int max_ms);
 int client_seterr(ordo_client_t *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int64_t client_now_ms(void);
+/* client_cond_wait_ms() -- pthread_cond_timedwait on cv (mu held) for at
+ * most ms > 0 milliseconds from now. client_cond_wait_until() -- the same
+ * up to the client_now_ms() time deadline_ms; returns at once if it is
+ * already past. Either may return early (signal, spurious wake-up). */
+void client_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms);
+void client_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms);
 
 /* Helpers that retry for ever in their own loop (producer sender, consumer
  * workers, watcher, career) connect in slices of at most this long, so a
