@@ -56,6 +56,20 @@ static void key_of(long i, long keys, char *k, size_t cap)
     snprintf(k, cap, "key%ld", i % keys);
 }
 
+/* send_n() -- c->n messages of c->bytes of payload through p, keyed by
+ * key_of(), each send waiting at most timeout_ms for room. 0, or 1 at the
+ * first send that was refused. */
+static int send_n(const cfg_t *c, ordo_producer_t *p, const char *payload, int timeout_ms)
+{
+    for (long i = 0; i < c->n; i++) {
+        char k[32];
+        key_of(i, c->keys, k, sizeof k);
+        if (ordo_producer_send(p, k, strlen(k), payload, (size_t)c->bytes, NULL, timeout_ms, NULL) != ORDO_OK)
+            return 1;
+    }
+    return 0;
+}
+
 static int produce(const cfg_t *c, const char *queue, int report_time)
 {
     ordo_producer_opts_t o = { .queue = queue, .batch_max = (int)c->batch, .linger_ms = (int)c->linger,
@@ -67,12 +81,8 @@ static int produce(const cfg_t *c, const char *queue, int report_time)
     char *payload = malloc((size_t)c->bytes + 1);
     memset(payload, 'x', (size_t)c->bytes);
     double t0 = now_s();
-    for (long i = 0; i < c->n; i++) {
-        char k[32];
-        key_of(i, c->keys, k, sizeof k);
-        if (ordo_producer_send(p, k, strlen(k), payload, (size_t)c->bytes, NULL, ORDO_WAIT_FOREVER, NULL) != ORDO_OK)
-            return 1;
-    }
+    if (send_n(c, p, payload, ORDO_WAIT_FOREVER) != 0)
+        return 1;
     ordo_producer_flush(p, ORDO_WAIT_FOREVER);
     double t = now_s() - t0;
     ordo_producer_close(p, ORDO_WAIT_FOREVER);
@@ -160,12 +170,8 @@ static int memory(const cfg_t *c)
     char *payload = malloc((size_t)c->bytes + 1);
     memset(payload, 'x', (size_t)c->bytes);
     long before = rss_bytes();
-    for (long i = 0; i < c->n; i++) {
-        char k[32];
-        key_of(i, c->keys, k, sizeof k);
-        if (ordo_producer_send(p, k, strlen(k), payload, (size_t)c->bytes, NULL, 0, NULL) != ORDO_OK)
-            return 1;
-    }
+    if (send_n(c, p, payload, 0) != 0)
+        return 1;
     long after = rss_bytes();
     printf("bytes_per_msg=%.1f n=%ld payload=%ld\n", (double)(after - before) / c->n, c->n, c->bytes);
     ordo_producer_close(p, 0);

@@ -66,6 +66,21 @@ static int proto_err(ordo_client_t *c, ordo_reply_t *r, const char *what)
     return client_seterr(c, ORDO_EPROTO, "unexpected reply to %s", what);
 }
 
+/* run_found() -- a command whose nil reply means "no such thing":
+ * ORDO_ENOTFOUND for nil (freed), else as run(). */
+static int run_found(ordo_client_t *c, cmd_t *m, ordo_reply_t **r)
+{
+    int rc = run(c, m, 0, r);
+    if (rc != ORDO_OK)
+        return rc;
+    if ((*r)->type == ORDO_REPLY_NIL) {
+        ordo_reply_free(*r);
+        *r = NULL;
+        return ORDO_ENOTFOUND;
+    }
+    return ORDO_OK;
+}
+
 /* run_int() -- a command whose reply is an integer. */
 static int run_int(ordo_client_t *c, cmd_t *m, int timeout_ms, int64_t *out)
 {
@@ -154,13 +169,9 @@ int ordo_kv_get(ordo_client_t *c, const void *key, size_t key_len, int64_t rev, 
         iarg(&m, rev);
     }
     ordo_reply_t *r;
-    int rc = run(c, &m, 0, &r);
+    int rc = run_found(c, &m, &r);
     if (rc != ORDO_OK)
         return rc;
-    if (r->type == ORDO_REPLY_NIL) {
-        ordo_reply_free(r);
-        return ORDO_ENOTFOUND;
-    }
     if (r->type != ORDO_REPLY_ARRAY || r->n != 5 || !is_str(r->elem[0]))
         return proto_err(c, r, "KV.GET");
     out->key = dup_bytes(key, key_len);
@@ -644,13 +655,9 @@ int ordo_elect_leader(ordo_client_t *c, const char *name, int64_t *term, char **
     sarg(&m, "ELECT.LEADER");
     sarg(&m, name);
     ordo_reply_t *r;
-    int rc = run(c, &m, 0, &r);
+    int rc = run_found(c, &m, &r);
     if (rc != ORDO_OK)
         return rc;
-    if (r->type == ORDO_REPLY_NIL) {
-        ordo_reply_free(r);
-        return ORDO_ENOTFOUND;
-    }
     if (r->type != ORDO_REPLY_ARRAY || r->n != 2 || r->elem[1]->type != ORDO_REPLY_INTEGER)
         return proto_err(c, r, "ELECT.LEADER");
     *term = r->elem[1]->integer;

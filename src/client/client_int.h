@@ -11,6 +11,7 @@
 #ifndef ORDO_CLIENT_INT_H
 #define ORDO_CLIENT_INT_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "cresp.h"
@@ -59,6 +60,37 @@ int client_backoff_ms(uint64_t *rng, int attempt, int min_ms, int max_ms);
 int client_seterr(ordo_client_t *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int64_t client_now_ms(void);
+/* client_cond_wait_ms() -- pthread_cond_timedwait on cv (mu held) for at
+ * most ms > 0 milliseconds from now. client_cond_wait_until() -- the same
+ * up to the client_now_ms() time deadline_ms; returns at once if it is
+ * already past. Either may return early (signal, spurious wake-up). */
+void client_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms);
+void client_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms);
+
+/* CLIENT_OPTS_APPLY() -- the seed address, first address and tunables of a
+ * client struct c (ordo_client_t or ordo_aclient_t: the same field names)
+ * from opts o, with the defaults of ordo/client.h for what o leaves 0. */
+#define CLIENT_OPTS_APPLY(c, o)                                                                     \
+    do {                                                                                            \
+        snprintf((c)->seed_host, sizeof (c)->seed_host, "%s", (o).host ? (o).host : "127.0.0.1");   \
+        (c)->seed_port = (o).port > 0 ? (o).port : ORDO_CLIENT_PORT_DEFAULT;                        \
+        (c)->connect_timeout_ms = (o).connect_timeout_ms != 0 ? (o).connect_timeout_ms              \
+                                                              : ORDO_CLIENT_CONNECT_TIMEOUT_MS_DEFAULT; \
+        (c)->call_timeout_ms = (o).call_timeout_ms != 0 ? (o).call_timeout_ms                       \
+                                                        : ORDO_CLIENT_CALL_TIMEOUT_MS_DEFAULT;      \
+        (c)->reconnect_timeout_ms = (o).reconnect_timeout_ms != 0                                   \
+                                        ? (o).reconnect_timeout_ms                                  \
+                                        : ORDO_CLIENT_RECONNECT_TIMEOUT_MS_DEFAULT;                 \
+        (c)->backoff_min_ms = (o).backoff_min_ms != 0 ? (o).backoff_min_ms                          \
+                                                      : ORDO_CLIENT_BACKOFF_MIN_MS_DEFAULT;         \
+        (c)->backoff_max_ms = (o).backoff_max_ms != 0 ? (o).backoff_max_ms                          \
+                                                      : ORDO_CLIENT_BACKOFF_MAX_MS_DEFAULT;         \
+        (c)->redirects_max = (o).redirects_max != 0 ? (o).redirects_max                             \
+                                                    : ORDO_CLIENT_REDIRECTS_MAX_DEFAULT;            \
+        (c)->resp2_only = (o).resp2;                                                                \
+        snprintf((c)->host, sizeof (c)->host, "%s", (c)->seed_host);                                \
+        (c)->port = (c)->seed_port;                                                                 \
+    } while (0)
 
 /* Helpers that retry for ever in their own loop (producer sender, consumer
  * workers, watcher, career) connect in slices of at most this long, so a

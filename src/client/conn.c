@@ -41,6 +41,26 @@ int64_t client_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+void client_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(cv, mu, &ts);
+}
+
+void client_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms)
+{
+    int64_t left = deadline_ms - client_now_ms();
+    if (left > 0)
+        client_cond_wait_ms(cv, mu, left);
+}
+
 static void sleep_ms(int ms)
 {
     if (ms <= 0)
@@ -119,24 +139,12 @@ ordo_client_t *ordo_client_new(const ordo_client_opts_t *opts)
     ordo_client_t *c = calloc(1, sizeof *c);
     if (c == NULL)
         return NULL;
-    snprintf(c->seed_host, sizeof c->seed_host, "%s", o.host ? o.host : "127.0.0.1");
-    c->seed_port = o.port > 0 ? o.port : ORDO_CLIENT_PORT_DEFAULT;
     if (o.password) {
         c->password = strdup(o.password);
         if (c->password == NULL)
             goto fail_password;
     }
-#define DEF(f, d) c->f = o.f != 0 ? o.f : (d)
-    DEF(connect_timeout_ms, ORDO_CLIENT_CONNECT_TIMEOUT_MS_DEFAULT);
-    DEF(call_timeout_ms, ORDO_CLIENT_CALL_TIMEOUT_MS_DEFAULT);
-    DEF(reconnect_timeout_ms, ORDO_CLIENT_RECONNECT_TIMEOUT_MS_DEFAULT);
-    DEF(backoff_min_ms, ORDO_CLIENT_BACKOFF_MIN_MS_DEFAULT);
-    DEF(backoff_max_ms, ORDO_CLIENT_BACKOFF_MAX_MS_DEFAULT);
-    DEF(redirects_max, ORDO_CLIENT_REDIRECTS_MAX_DEFAULT);
-#undef DEF
-    c->resp2_only = o.resp2;
-    snprintf(c->host, sizeof c->host, "%s", c->seed_host);
-    c->port = c->seed_port;
+    CLIENT_OPTS_APPLY(c, o);
     c->fd = -1;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);

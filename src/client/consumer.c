@@ -91,15 +91,22 @@ static void run_one(struct ordo_consumer *k, ordo_client_t *c, int index, const 
     free(result);
 }
 
-static void *worker_main(void *arg)
+/* own_client() -- a connection of the consumer's own, for one of its
+ * threads: its options, host and password, connecting in slices. */
+static ordo_client_t *own_client(struct ordo_consumer *k)
 {
-    worker_t *wk = arg;
-    struct ordo_consumer *k = wk->owner;
     ordo_client_opts_t co = k->o.conn;
     co.host = k->host;
     co.password = k->password;
     co = client_sliced(co);
-    ordo_client_t *c = ordo_client_new(&co);
+    return ordo_client_new(&co);
+}
+
+static void *worker_main(void *arg)
+{
+    worker_t *wk = arg;
+    struct ordo_consumer *k = wk->owner;
+    ordo_client_t *c = own_client(k);
     if (c == NULL)
         return NULL;
     while (!atomic_load(&k->stopping)) {
@@ -123,11 +130,7 @@ static void *worker_main(void *arg)
 static void *keeper_main(void *arg)
 {
     struct ordo_consumer *k = arg;
-    ordo_client_opts_t co = k->o.conn;
-    co.host = k->host;
-    co.password = k->password;
-    co = client_sliced(co);
-    ordo_client_t *c = ordo_client_new(&co);
+    ordo_client_t *c = own_client(k);
     if (c == NULL)
         return NULL;
     int64_t every_ms = k->o.lease_ms / 3 > 0 ? k->o.lease_ms / 3 : 1;
@@ -135,15 +138,7 @@ static void *keeper_main(void *arg)
     slot_t *copy = calloc((size_t)n, sizeof *copy);
     pthread_mutex_lock(&k->mu);
     while (copy && !atomic_load(&k->keeper_stop)) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += every_ms / 1000;
-        ts.tv_nsec += (every_ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&k->keeper_cv, &k->mu, &ts);
+        client_cond_wait_ms(&k->keeper_cv, &k->mu, every_ms);
         if (atomic_load(&k->keeper_stop))
             break;
         memcpy(copy, k->slots, (size_t)n * sizeof *copy);

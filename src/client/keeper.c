@@ -7,24 +7,6 @@
 
 #include "client_int.h"
 
-#include <time.h>
-
-static void wait_until(keeper_t *k, int64_t at_ms)
-{
-    int64_t left = at_ms - client_now_ms();
-    if (left <= 0)
-        return;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += left / 1000;
-    ts.tv_nsec += (left % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&k->cv, &k->mu, &ts);
-}
-
 static void *keeper_main(void *arg)
 {
     keeper_t *k = arg;
@@ -33,7 +15,7 @@ static void *keeper_main(void *arg)
     int64_t next = client_now_ms() + every;
     while (!k->stop && !k->lost) {
         if (client_now_ms() < next) {
-            wait_until(k, next);
+            client_cond_wait_until(&k->cv, &k->mu, next);
             continue;
         }
         pthread_mutex_unlock(&k->mu);

@@ -192,6 +192,18 @@ out_free:
     free(tmp);
 }
 
+/* append_msg() -- m at the tail of p's pending list (p->mu held, or
+ * before the sender starts). */
+static void append_msg(ordo_producer_t *p, pmsg_t *m)
+{
+    if (p->tail)
+        p->tail->next = m;
+    else
+        p->head = m;
+    p->tail = m;
+    p->count++;
+}
+
 static void recover_msg(void *arg, const spill_msg_t *sm)
 {
     ordo_producer_t *p = arg;
@@ -202,12 +214,7 @@ static void recover_msg(void *arg, const spill_msg_t *sm)
                    .payload_len = sm->payload_len, .accepted_ms = client_now_ms() };
     memcpy(m->data, sm->key, sm->key_len);
     memcpy(m->data + sm->key_len, sm->payload, sm->payload_len);
-    if (p->tail)
-        p->tail->next = m;
-    else
-        p->head = m;
-    p->tail = m;
-    p->count++;
+    append_msg(p, m);
     if (sm->seq >= p->next_seq)
         p->next_seq = sm->seq + 1;
 }
@@ -340,22 +347,6 @@ static size_t send_batch(ordo_producer_t *p, ordo_client_t *c, pmsg_t **batch, s
     return done;
 }
 
-static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_mono)
-{
-    int64_t left = deadline_mono - client_now_ms();
-    if (left <= 0)
-        return;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += left / 1000;
-    ts.tv_nsec += (left % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(cv, mu, &ts);
-}
-
 static void *sender_main(void *arg)
 {
     ordo_producer_t *p = arg;
@@ -379,12 +370,12 @@ static void *sender_main(void *arg)
             if (sync_at == INT64_MAX)
                 pthread_cond_wait(&p->sender_cv, &p->mu);
             else
-                timed_wait(&p->sender_cv, &p->mu, sync_at);
+                client_cond_wait_until(&p->sender_cv, &p->mu, sync_at);
             continue;
         }
         int64_t due = p->head->accepted_ms + (p->o.linger_ms > 0 ? p->o.linger_ms : 0);
         if (p->count < cap && !p->flush_waiters && !p->closing && now < due) {
-            timed_wait(&p->sender_cv, &p->mu, due < sync_at ? due : sync_at);
+            client_cond_wait_until(&p->sender_cv, &p->mu, due < sync_at ? due : sync_at);
             continue;
         }
         size_t n = 0;
@@ -429,7 +420,7 @@ static void *sender_main(void *arg)
             retry_ms = retry_ms ? retry_ms * 2 : PRODUCER_RETRY_MIN_MS;
             if (retry_ms > PRODUCER_RETRY_MAX_MS)
                 retry_ms = PRODUCER_RETRY_MAX_MS;
-            timed_wait(&p->sender_cv, &p->mu, client_now_ms() + retry_ms);
+            client_cond_wait_until(&p->sender_cv, &p->mu, client_now_ms() + retry_ms);
         }
     }
     spill_sync(p);
@@ -521,7 +512,7 @@ static void deadline_wait(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadl
     if (deadline < 0)
         pthread_cond_wait(cv, mu);
     else
-        timed_wait(cv, mu, deadline);
+        client_cond_wait_until(cv, mu, deadline);
 }
 
 int ordo_producer_send(ordo_producer_t *p, const void *key, size_t key_len, const void *payload,
@@ -565,12 +556,7 @@ int ordo_producer_send(ordo_producer_t *p, const void *key, size_t key_len, cons
             spill_sync(p);
     }
     p->next_seq++;
-    if (p->tail)
-        p->tail->next = m;
-    else
-        p->head = m;
-    p->tail = m;
-    p->count++;
+    append_msg(p, m);
     if (seq)
         *seq = m->seq;
     m = NULL;

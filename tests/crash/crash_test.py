@@ -172,19 +172,7 @@ def run(args):
     t_begin = time.monotonic()
     starts.append(srv.start())
     for kill_no in range(1, args.kills + 1):
-        stop = threading.Event()
-        threads = [threading.Thread(target=writer, args=(t, kill_no, srv.port, keys[t], stats,
-                                                         random.Random(rng.random()), stop))
-                   for t in range(args.threads)]
-        for th in threads:
-            th.start()
-        time.sleep(rng.uniform(0.02, round_s))  # the random kill moment: the experiment itself
-        srv.kill()
-        stop.set()
-        for th in threads:
-            th.join(timeout=60)
-            if th.is_alive():
-                raise SystemExit("a writer did not finish after the kill")
+        crashlib.kill_round(srv, rng, round_s, writer, kill_no, keys, stats)
         for ks in keys:
             for k in ks:
                 stats.doubt += sum(1 for w in k.writes if w[1] == "doubt")

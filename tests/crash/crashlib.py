@@ -1,4 +1,4 @@
-"""What the crash tests share (crash_test.py, queue_crash_test.py, and
+"""What the crash tests share (crash_test.py, txn_crash_test.py, queue_crash_test.py, and
 their pytest wrappers test_crash_short.py, test_queue_crash_short.py):
 
   - the RESP client: tests/integration/resp.py, imported from there (Conn,
@@ -8,6 +8,7 @@ their pytest wrappers test_crash_short.py, test_queue_crash_short.py):
   - the command line both scripts share (--kills, --seconds, --ordod,
     --seed, --keep, --verbose, ordod options after --) and the end of a run
     (keep the data directory when it failed or was asked to, else remove it);
+  - kill_round: one round of writer threads ended by a SIGKILL;
   - run_script: a script run as a subprocess, for the short runs under pytest.
 
 Invariants: only the PID this process started is ever signalled; a start
@@ -24,6 +25,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -33,7 +35,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 from resp import Closed, Conn, RespError  # noqa: E402
 
 __all__ = ["Closed", "Conn", "RespError", "Ordod", "client", "free_port", "tail", "parse_args", "new_run",
-           "restart_summary", "finish", "run_script"]
+           "kill_round", "restart_summary", "finish", "run_script"]
 
 START_DEADLINE_S = 30.0
 START_ATTEMPTS = 5
@@ -148,6 +150,26 @@ def new_run(prefix, args):
     """A fresh temporary directory and the Ordod that will use it: (base, Ordod)."""
     base = tempfile.mkdtemp(prefix=prefix)
     return base, Ordod(args.ordod, os.path.join(base, "data"), os.path.join(base, "ordod.log"), args.extra)
+
+
+def kill_round(srv, rng, round_s, writer, kill_no, shares, stats):
+    """One round of a run: a writer thread per share, each called as
+    writer(t, kill_no, port, shares[t], stats, its own Random, stop); a
+    SIGKILL at a random moment within round_s; then every writer stopped
+    and joined (the server stays down: the caller checks and restarts)."""
+    stop = threading.Event()
+    threads = [threading.Thread(target=writer, args=(t, kill_no, srv.port, share, stats,
+                                                     random.Random(rng.random()), stop))
+               for t, share in enumerate(shares)]
+    for th in threads:
+        th.start()
+    time.sleep(rng.uniform(0.02, round_s))  # the random kill moment: the experiment itself
+    srv.kill()
+    stop.set()
+    for th in threads:
+        th.join(timeout=60)
+        if th.is_alive():
+            raise SystemExit("a writer did not finish after the kill")
 
 
 def restart_summary(starts):

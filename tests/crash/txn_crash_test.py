@@ -114,19 +114,7 @@ def run(args):
     round_s = 2.0 * args.seconds / max(1, args.kills)
     t_begin = time.monotonic()
     for kill_no in range(1, args.kills + 1):
-        stop = threading.Event()
-        threads = [threading.Thread(target=writer, args=(t, kill_no, srv.port, pairs[t], stats,
-                                                         random.Random(rng.random()), stop))
-                   for t in range(args.threads)]
-        for th in threads:
-            th.start()
-        time.sleep(rng.uniform(0.02, round_s))  # the random kill moment: the experiment itself
-        srv.kill()
-        stop.set()
-        for th in threads:
-            th.join(timeout=60)
-            if th.is_alive():
-                raise SystemExit("a writer did not finish after the kill")
+        crashlib.kill_round(srv, rng, round_s, writer, kill_no, pairs, stats)
         starts.append(srv.start())
         c = client(srv.port)
         for ps in pairs:

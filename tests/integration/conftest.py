@@ -9,7 +9,8 @@ report our ordod's pid, not just any PONG on that port. Teardown sends SIGTERM t
 exited 0, so a crash or a sanitizer report at exit fails the test. The
 binary is $ORDOD (default build/ordod), so the same suite runs against the
 ASan build. The server's stderr goes to a file that is attached to the
-report of a failing test.
+report of a failing test. Also here: poll, the bounded wait for a
+condition that test modules share.
 """
 import os
 import signal
@@ -27,6 +28,19 @@ ORDOD = os.path.join(ROOT, os.environ.get("ORDOD", "build/ordod"))
 START_DEADLINE_S = 20.0
 STOP_DEADLINE_S = 20.0
 START_ATTEMPTS = 5
+POLL_DEADLINE_S = 20.0
+
+
+def poll(pred, what, deadline_s=POLL_DEADLINE_S, every_s=0.01):
+    """pred()'s first true value, tried every every_s seconds until
+    deadline_s runs out; then an AssertionError naming what was awaited."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(every_s)  # poll interval of a bounded wait, not synchronisation
+    raise AssertionError("timed out waiting for %s" % what)
 
 
 def free_port():

@@ -18,13 +18,12 @@ import time
 
 import pytest
 
-from conftest import ORDOD
+from conftest import ORDOD, poll
 from resp import Closed, Conn, RespError
 from watchlib import WatchConn
 
 WAL_HEADER = 40
 FRAME = 16
-POLL_DEADLINE_S = 20.0
 
 
 # ---- helpers ----------------------------------------------------------------
@@ -63,16 +62,6 @@ def dump(srv):
         rng = c.call("KV.RANGE", "")
     assert isinstance(rev, list) and isinstance(rng, list), (rev, rng)
     return rev, rng
-
-
-def poll(pred, what, deadline_s=POLL_DEADLINE_S):
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.01)  # poll interval of a bounded wait, not synchronisation
-    raise AssertionError("timed out waiting for %s" % what)
 
 
 def segments(data_dir):

@@ -14,8 +14,8 @@ import random
 import signal
 import subprocess
 import sys
-import time
 
+from conftest import poll
 from resp import RespError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -31,22 +31,12 @@ def start_consumer(port):
                             cwd=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def wait_until(fn, what):
-    end = time.monotonic() + DEADLINE_S
-    while time.monotonic() < end:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.01)  # polling interval while waiting for server state
-    raise AssertionError("timed out waiting for " + what)
-
-
 def stalled_consumer(server, c):
     """Pull with a short lease, wait until the message was redelivered to
     someone else, then try the recipe: it must be refused whole."""
-    got = wait_until(lambda: c.call("Q.PULL", "eo", "LEASE", 200), "a message for the stalled consumer")
+    got = poll(lambda: c.call("Q.PULL", "eo", "LEASE", 200), "a message for the stalled consumer", DEADLINE_S)
     mid, key, _p, _a, token = got[0]
-    wait_until(lambda: _token_moved(c, key, token), "the stalled delivery to end")
+    poll(lambda: _token_moved(c, key, token), "the stalled delivery to end", DEADLINE_S)
     before = c.call("GET", b"ctr:" + key)
     assert c.call("MULTI") == "OK"
     assert c.call("INCR", b"ctr:" + key) == "QUEUED"
@@ -87,7 +77,7 @@ def test_exactly_once_under_kills_and_a_stall(server):
                 consumers[j].wait(timeout=30)
                 consumers[j] = start_consumer(server.port)
                 kills += 1
-        wait_until(lambda: c.call("Q.LEN", "eo") == [0, 0, 0], "the queue to drain")
+        poll(lambda: c.call("Q.LEN", "eo") == [0, 0, 0], "the queue to drain", DEADLINE_S)
         for p in consumers:
             assert p.poll() is None, p.stderr.read()
     finally:

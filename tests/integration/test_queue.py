@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+from conftest import poll
 from resp import Conn, RespError
 
 DEADLINE_S = 20.0
@@ -27,13 +28,7 @@ NACK_DELAY_MS = 1000
 
 
 def wait_until(fn, timeout=DEADLINE_S, what="condition"):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.005)  # polling interval while waiting for server state
-    raise AssertionError("timed out waiting for " + what)
+    return poll(fn, what, timeout, every_s=0.005)
 
 
 def blocked(c, kind=None):

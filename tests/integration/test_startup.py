@@ -13,13 +13,11 @@ server did not do (load, replay), not by a clock.
 import os
 import socket
 import subprocess
-import time
 
-from conftest import ORDOD
+from conftest import ORDOD, poll
 from resp import Conn
 
 RUN_DEADLINE_S = 20.0
-POLL_DEADLINE_S = 20.0
 
 
 def run_ordod(*args):
@@ -27,16 +25,6 @@ def run_ordod(*args):
     p = subprocess.run([ORDOD, "--http-port", "0"] + [str(a) for a in args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                        timeout=RUN_DEADLINE_S)
     return p.returncode, p.stderr.decode(errors="replace")
-
-
-def poll(pred, what, deadline_s=POLL_DEADLINE_S):
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.01)  # poll interval of a bounded wait, not synchronisation
-    raise AssertionError("timed out waiting for %s" % what)
 
 
 def test_taken_port_says_so_and_leaves_no_directory(tmp_path):

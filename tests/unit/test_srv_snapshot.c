@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include "srvtest.h"
+
 #include "base/bytes.h"
 #include "base/crc32c.h"
 #include "core/coord.h"
@@ -28,32 +30,6 @@
 #include "log/snapshot.h"
 
 /* ---- files ------------------------------------------------------------------ */
-
-static char *tmpdir_new(void)
-{
-    const char *base = getenv("TMPDIR");
-    char *path = malloc(4096);
-    snprintf(path, 4096, "%s/ordo-snap-XXXXXX", base != NULL ? base : "/tmp");
-    assert_non_null(mkdtemp(path));
-    return path;
-}
-
-static void tmpdir_free(char *path)
-{
-    DIR *d = opendir(path);
-    struct dirent *e;
-    char p[4200];
-    while (d != NULL && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-        unlink(p);
-    }
-    if (d != NULL)
-        closedir(d);
-    rmdir(path);
-    free(path);
-}
 
 static unsigned char *read_all(const char *path, size_t *len)
 {
@@ -64,14 +40,6 @@ static unsigned char *read_all(const char *path, size_t *len)
     assert_true(*len < (1 << 20));
     fclose(f);
     return b;
-}
-
-static void write_all(const char *path, const unsigned char *b, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(b, 1, len, f), len);
-    fclose(f);
 }
 
 /* ---- a core worth snapshotting ------------------------------------------------ */
@@ -166,7 +134,7 @@ static int load_into_fresh(const char *dir, const core_t *orig, char *err, size_
 static void test_round_trip(void **state)
 {
     (void)state;
-    char *dir = tmpdir_new();
+    char *dir = tmpdir_new("ordo-snap-");
     core_t *c = build_core();
     write_snapshot(dir, c);
     char err[512];
@@ -175,50 +143,66 @@ static void test_round_trip(void **state)
     tmpdir_free(dir);
 }
 
+/* A snapshot of build_core() written to a fresh directory, read back
+ * whole into b for the damage tests; snapfile_close frees it all. */
+typedef struct {
+    char *dir;
+    core_t *c;
+    char path[4200];
+    unsigned char *b;
+    size_t len;
+} snapfile_t;
+
+static void snapfile_open(snapfile_t *t)
+{
+    t->dir = tmpdir_new("ordo-snap-");
+    t->c = build_core();
+    write_snapshot(t->dir, t->c);
+    snprintf(t->path, sizeof t->path, "%s/%s", t->dir, SNAP_FILE);
+    t->b = read_all(t->path, &t->len);
+}
+
+static void snapfile_close(snapfile_t *t)
+{
+    free(t->b);
+    core_destroy(t->c);
+    tmpdir_free(t->dir);
+}
+
 /* Cut at every offset: refused (a snapshot is renamed into place whole, so
  * a short one is damage, not a tail to cut). */
 static void test_torn_at_every_offset(void **state)
 {
     (void)state;
-    char *dir = tmpdir_new(), path[4200], err[512];
-    core_t *c = build_core();
-    write_snapshot(dir, c);
-    snprintf(path, sizeof path, "%s/%s", dir, SNAP_FILE);
-    size_t len;
-    unsigned char *b = read_all(path, &len);
-    assert_true(len > 100);
-    for (size_t cut = 0; cut < len; cut++) {
-        write_all(path, b, cut);
-        if (load_into_fresh(dir, c, err, sizeof err) != -1)
-            fail_msg("a snapshot cut at %zu of %zu bytes loaded", cut, len);
+    snapfile_t t;
+    snapfile_open(&t);
+    char err[512];
+    assert_true(t.len > 100);
+    for (size_t cut = 0; cut < t.len; cut++) {
+        file_put(t.path, t.b, cut);
+        if (load_into_fresh(t.dir, t.c, err, sizeof err) != -1)
+            fail_msg("a snapshot cut at %zu of %zu bytes loaded", cut, t.len);
     }
-    write_all(path, b, len);
-    assert_int_equal(load_into_fresh(dir, c, err, sizeof err), 0);
-    free(b);
-    core_destroy(c);
-    tmpdir_free(dir);
+    file_put(t.path, t.b, t.len);
+    assert_int_equal(load_into_fresh(t.dir, t.c, err, sizeof err), 0);
+    snapfile_close(&t);
 }
 
 /* Any one byte flipped, anywhere: refused. */
 static void test_flipped_byte(void **state)
 {
     (void)state;
-    char *dir = tmpdir_new(), path[4200], err[512];
-    core_t *c = build_core();
-    write_snapshot(dir, c);
-    snprintf(path, sizeof path, "%s/%s", dir, SNAP_FILE);
-    size_t len;
-    unsigned char *b = read_all(path, &len);
-    for (size_t at = 0; at < len; at++) {
-        b[at] ^= 0x20;
-        write_all(path, b, len);
-        if (load_into_fresh(dir, c, err, sizeof err) != -1)
-            fail_msg("a snapshot with byte %zu of %zu flipped loaded", at, len);
-        b[at] ^= 0x20;
+    snapfile_t t;
+    snapfile_open(&t);
+    char err[512];
+    for (size_t at = 0; at < t.len; at++) {
+        t.b[at] ^= 0x20;
+        file_put(t.path, t.b, t.len);
+        if (load_into_fresh(t.dir, t.c, err, sizeof err) != -1)
+            fail_msg("a snapshot with byte %zu of %zu flipped loaded", at, t.len);
+        t.b[at] ^= 0x20;
     }
-    free(b);
-    core_destroy(c);
-    tmpdir_free(dir);
+    snapfile_close(&t);
 }
 
 /* Another format number, with a checksum that matches: refused by the
@@ -226,27 +210,22 @@ static void test_flipped_byte(void **state)
 static void test_wrong_version(void **state)
 {
     (void)state;
-    char *dir = tmpdir_new(), path[4200], err[512];
-    core_t *c = build_core();
-    write_snapshot(dir, c);
-    snprintf(path, sizeof path, "%s/%s", dir, SNAP_FILE);
-    size_t len;
-    unsigned char *b = read_all(path, &len);
+    snapfile_t t;
+    snapfile_open(&t);
+    char err[512];
     const uint32_t versions[] = {0, 1, SNAP_FORMAT + 1, 0xffffffffu};
     for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++) {
-        put_u32(b + 8, versions[i]);
-        put_u32(b + len - 4, ordo_crc32c(0, b, len - 4));
-        write_all(path, b, len);
-        assert_int_equal(load_into_fresh(dir, c, err, sizeof err), -1);
+        put_u32(t.b + 8, versions[i]);
+        put_u32(t.b + t.len - 4, ordo_crc32c(0, t.b, t.len - 4));
+        file_put(t.path, t.b, t.len);
+        assert_int_equal(load_into_fresh(t.dir, t.c, err, sizeof err), -1);
         assert_non_null(strstr(err, "format"));
     }
     /* Not a snapshot at all. */
-    memcpy(b, "ORDOWAL\0", 8);
-    write_all(path, b, len);
-    assert_int_equal(load_into_fresh(dir, c, err, sizeof err), -1);
-    free(b);
-    core_destroy(c);
-    tmpdir_free(dir);
+    memcpy(t.b, "ORDOWAL\0", 8);
+    file_put(t.path, t.b, t.len);
+    assert_int_equal(load_into_fresh(t.dir, t.c, err, sizeof err), -1);
+    snapfile_close(&t);
 }
 
 int main(void)

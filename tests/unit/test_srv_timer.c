@@ -44,6 +44,15 @@ static void on_fire(writer_timer_t *t)
 
 static void run_until_idle(uv_loop_t *loop) { uv_run(loop, UV_RUN_DEFAULT); }
 
+/* A new loop with t on it, initialised and unarmed, reporting to p (zeroed). */
+static void open_loop(uv_loop_t *loop, writer_timer_t *t, probe_t *p)
+{
+    uv_loop_init(loop);
+    *t = (writer_timer_t){0};
+    *p = (probe_t){0};
+    writer_timer_init(t, loop, test_clock(), on_fire, p);
+}
+
 static void close_loop(uv_loop_t *loop, writer_timer_t *t)
 {
     writer_timer_close(t);
@@ -55,10 +64,9 @@ static void test_fires_once_past_the_deadline(void **state)
 {
     (void)state;
     uv_loop_t loop;
-    uv_loop_init(&loop);
-    writer_timer_t t = {0};
-    probe_t p = {0};
-    writer_timer_init(&t, &loop, test_clock(), on_fire, &p);
+    writer_timer_t t;
+    probe_t p;
+    open_loop(&loop, &t, &p);
     uint64_t at = server_clock_ms(test_clock()) + 20;
     writer_timer_arm(&t, at);
     assert_true(t.armed);
@@ -73,10 +81,9 @@ static void test_past_deadline_fires_at_once(void **state)
 {
     (void)state;
     uv_loop_t loop;
-    uv_loop_init(&loop);
-    writer_timer_t t = {0};
-    probe_t p = {0};
-    writer_timer_init(&t, &loop, test_clock(), on_fire, &p);
+    writer_timer_t t;
+    probe_t p;
+    open_loop(&loop, &t, &p);
     uint64_t before = server_clock_ms(test_clock());
     writer_timer_arm(&t, 0); /* "at once" (block.c's read-only case) */
     run_until_idle(&loop);
@@ -92,10 +99,9 @@ static void test_arm_earlier_and_stop(void **state)
 {
     (void)state;
     uv_loop_t loop;
-    uv_loop_init(&loop);
-    writer_timer_t t = {0};
-    probe_t p = {0};
-    writer_timer_init(&t, &loop, test_clock(), on_fire, &p);
+    writer_timer_t t;
+    probe_t p;
+    open_loop(&loop, &t, &p);
     uint64_t now = server_clock_ms(test_clock());
     writer_timer_arm_earlier(&t, now + 10);
     writer_timer_arm_earlier(&t, now + 100000); /* later: kept at now + 10 */
@@ -123,10 +129,9 @@ static void test_closed_or_uninitialised_is_a_no_op(void **state)
     assert_false(never.on);
 
     uv_loop_t loop;
-    uv_loop_init(&loop);
-    writer_timer_t t = {0};
-    probe_t p = {0};
-    writer_timer_init(&t, &loop, test_clock(), on_fire, &p);
+    writer_timer_t t;
+    probe_t p;
+    open_loop(&loop, &t, &p);
     writer_timer_arm(&t, server_clock_ms(test_clock()) + 100000);
     writer_timer_close(&t);
     writer_timer_arm(&t, 0);

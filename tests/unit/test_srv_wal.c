@@ -30,6 +30,8 @@
 
 #include <cmocka.h>
 
+#include "srvtest.h"
+
 #include "base/crc32c.h"
 #include "log/wal.h"
 
@@ -37,32 +39,6 @@
 #define FRAME_BYTES 16 /* record frame header */
 
 /* ---- files and directories ----------------------------------------------- */
-
-static char *tmpdir_new(void)
-{
-    const char *base = getenv("TMPDIR");
-    char *path = malloc(4096);
-    snprintf(path, 4096, "%s/ordo-wal-XXXXXX", base != NULL ? base : "/tmp");
-    assert_non_null(mkdtemp(path));
-    return path;
-}
-
-static void tmpdir_free(char *path)
-{
-    DIR *d = opendir(path);
-    struct dirent *e;
-    char p[4200];
-    while (d != NULL && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-        unlink(p);
-    }
-    if (d != NULL)
-        closedir(d);
-    rmdir(path);
-    free(path);
-}
 
 /* The segment files of dir, sorted; returns how many (at most max). */
 static int seg_files(const char *dir, char names[][32], int max)
@@ -92,14 +68,6 @@ static unsigned char *file_get(const char *path, size_t *size)
     fclose(f);
     *size = (size_t)n;
     return b;
-}
-
-static void file_put(const char *path, const void *b, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(b, 1, n, f), n);
-    fclose(f);
 }
 
 static uint64_t file_size(const char *path)
@@ -364,7 +332,7 @@ static void test_crc32c_hw_matches_sw(void **state)
 static void test_round_trip_across_segments(void **state)
 {
     (void)state;
-    char *dir = tmpdir_new();
+    char *dir = tmpdir_new("ordo-wal-");
     char err[1024];
     io_ctx_t io;
     io_init(&io);
@@ -434,7 +402,7 @@ static void test_round_trip_across_segments(void **state)
 static void test_short_writes(void **state)
 {
     (void)state;
-    char *dir = tmpdir_new();
+    char *dir = tmpdir_new("ordo-wal-");
     char err[1024];
     io_ctx_t io;
     io_init(&io);
@@ -463,7 +431,7 @@ static void test_short_writes(void **state)
 static void test_always_publishes_after_sync(void **state)
 {
     (void)state;
-    char *dir = tmpdir_new();
+    char *dir = tmpdir_new("ordo-wal-");
     char err[1024];
     io_ctx_t io;
     io_init(&io);
@@ -503,7 +471,7 @@ static void test_always_publishes_after_sync(void **state)
 static void test_always_batch_window(void **state)
 {
     (void)state;
-    char *dir = tmpdir_new();
+    char *dir = tmpdir_new("ordo-wal-");
     char err[1024];
     io_ctx_t io;
     io_init(&io);
@@ -541,7 +509,7 @@ static void test_everysec_and_no(void **state)
 {
     (void)state;
     for (int policy = WAL_SYNC_EVERYSEC; policy <= WAL_SYNC_NO; policy++) {
-        char *dir = tmpdir_new();
+        char *dir = tmpdir_new("ordo-wal-");
         char err[1024];
         io_ctx_t io;
         io_init(&io);
@@ -582,7 +550,7 @@ static void test_everysec_and_no(void **state)
 static void test_kick_inline(void **state)
 {
     (void)state;
-    char *dir = tmpdir_new();
+    char *dir = tmpdir_new("ordo-wal-");
     char err[1024];
     io_ctx_t io;
     io_init(&io);
@@ -678,7 +646,7 @@ static void test_backlogged_until_the_log_catches_up(void **state)
 {
     (void)state;
     for (int policy = WAL_SYNC_ALWAYS; policy <= WAL_SYNC_NO; policy++) {
-        char *dir = tmpdir_new();
+        char *dir = tmpdir_new("ordo-wal-");
         char err[1024];
         io_ctx_t io;
         io_init(&io);
@@ -735,7 +703,7 @@ static void test_backlogged_never_without_limit_or_after_failure(void **state)
 {
     (void)state;
     for (int limited = 0; limited <= 1; limited++) {
-        char *dir = tmpdir_new();
+        char *dir = tmpdir_new("ordo-wal-");
         char err[1024];
         io_ctx_t io;
         io_init(&io);
@@ -832,7 +800,7 @@ static void torn_check(const char *dir, const char *path, const unsigned char *b
 static void test_torn_tail_every_byte(void **state)
 {
     (void)state;
-    char *dir = tmpdir_new();
+    char *dir = tmpdir_new("ordo-wal-");
     io_ctx_t io;
     io_init(&io);
     atomic_store(&io.fake_sync, true);
@@ -889,7 +857,7 @@ static void test_torn_tail_every_byte(void **state)
 static void test_torn_segment_creation(void **state)
 {
     (void)state;
-    char *dir = tmpdir_new();
+    char *dir = tmpdir_new("ordo-wal-");
     char err[1024], p2[4200];
     io_ctx_t io;
     io_init(&io);
@@ -958,7 +926,7 @@ static void expect_corrupt(const char *dir, const char *path, const unsigned cha
 static void test_midlog_corruption(void **state)
 {
     (void)state;
-    char *dir = tmpdir_new();
+    char *dir = tmpdir_new("ordo-wal-");
     io_ctx_t io;
     io_init(&io);
     atomic_store(&io.fake_sync, true);
@@ -1007,7 +975,7 @@ static void frame_forge(unsigned char *b, size_t off, uint64_t rev, const void *
 static void test_revision_going_back(void **state)
 {
     (void)state;
-    char *dir = tmpdir_new();
+    char *dir = tmpdir_new("ordo-wal-");
     char err[1024];
     io_ctx_t io;
     io_init(&io);
@@ -1038,7 +1006,7 @@ static void test_revision_going_back(void **state)
 static void test_corrupt_sealed_segment(void **state)
 {
     (void)state;
-    char *dir = tmpdir_new();
+    char *dir = tmpdir_new("ordo-wal-");
     char err[1024], p1[4200], want[64];
     io_ctx_t io;
     io_init(&io);
@@ -1099,7 +1067,7 @@ static void assert_file_is(const char *path, const unsigned char *want, size_t n
 static void test_repair_cuts_at_the_first_bad_record(void **state)
 {
     (void)state;
-    char *dir = tmpdir_new();
+    char *dir = tmpdir_new("ordo-wal-");
     char err[1024], saved[4300];
     io_ctx_t io;
     io_init(&io);
@@ -1187,7 +1155,7 @@ static void test_repair_moves_later_segments_aside(void **state)
 {
     (void)state;
     for (int bad_header = 0; bad_header <= 1; bad_header++) {
-        char *dir = tmpdir_new();
+        char *dir = tmpdir_new("ordo-wal-");
         char err[1024], names[64][32], p[4300];
         io_ctx_t io;
         io_init(&io);
@@ -1270,7 +1238,7 @@ static void test_repair_moves_later_segments_aside(void **state)
 static void test_stale_bytes_rejected(void **state)
 {
     (void)state;
-    char *dir = tmpdir_new();
+    char *dir = tmpdir_new("ordo-wal-");
     char err[1024], p1[4200], p2[4200], p3[4200];
     io_ctx_t io;
     io_init(&io);
@@ -1324,7 +1292,7 @@ static void test_stale_bytes_rejected(void **state)
 /* Fail the next pwrite (or fdatasync) with e; expect the sticky failure. */
 static void fault_case(bool in_sync, int e, const char *call, const char *msg)
 {
-    char *dir = tmpdir_new();
+    char *dir = tmpdir_new("ordo-wal-");
     char err[1024];
     io_ctx_t io;
     io_init(&io);
@@ -1396,7 +1364,7 @@ static void test_fdatasync_eio(void **state)
 static void test_roll_failure(void **state)
 {
     (void)state;
-    char *dir = tmpdir_new();
+    char *dir = tmpdir_new("ordo-wal-");
     char err[1024];
     io_ctx_t io;
     io_init(&io);
@@ -1432,7 +1400,7 @@ static int refuse_fn(void *arg, uint64_t rev, const void *rec, size_t len)
 static void test_replay_refused(void **state)
 {
     (void)state;
-    char *dir = tmpdir_new();
+    char *dir = tmpdir_new("ordo-wal-");
     char err[1024];
     io_ctx_t io;
     io_init(&io);
@@ -1454,7 +1422,7 @@ static void test_replay_refused(void **state)
 static void test_remove_before_and_bytes(void **state)
 {
     (void)state;
-    char *dir = tmpdir_new();
+    char *dir = tmpdir_new("ordo-wal-");
     char err[1024], names[64][32], p[4200];
     io_ctx_t io;
     io_init(&io);
@@ -1503,7 +1471,7 @@ static void test_remove_before_and_bytes(void **state)
 static void test_bad_options_and_lock(void **state)
 {
     (void)state;
-    char *dir = tmpdir_new();
+    char *dir = tmpdir_new("ordo-wal-");
     char err[1024];
     wal_options_t o = opts(dir, 7, NULL);
     assert_null(wal_open(&o, 0, NULL, NULL, NULL, err, sizeof err));
@@ -1534,7 +1502,7 @@ static long env_long(const char *name, long dflt)
 static void test_bench_always(void **state)
 {
     (void)state;
-    char *dir = tmpdir_new();
+    char *dir = tmpdir_new("ordo-wal-");
     char err[1024];
     io_ctx_t io;
     io_init(&io);
@@ -1590,7 +1558,7 @@ static int count_fn(void *arg, uint64_t rev, const void *rec, size_t len)
 static void test_bench_replay(void **state)
 {
     (void)state;
-    char *dir = tmpdir_new();
+    char *dir = tmpdir_new("ordo-wal-");
     char err[1024];
     uint64_t n = (uint64_t)env_long("ORDO_WAL_BENCH_RECORDS", 100000);
     wal_options_t o = opts(dir, WAL_SYNC_NO, NULL);

@@ -589,23 +589,11 @@ int ordo_aclient_new(uv_loop_t *loop, const ordo_client_opts_t *opts, ordo_aclie
     if (c == NULL)
         return ORDO_ENOMEM;
     c->loop = loop;
-    snprintf(c->seed_host, sizeof c->seed_host, "%s", o.host ? o.host : "127.0.0.1");
-    c->seed_port = o.port > 0 ? o.port : ORDO_CLIENT_PORT_DEFAULT;
-    snprintf(c->host, sizeof c->host, "%s", c->seed_host);
-    c->port = c->seed_port;
     if (o.password && (c->password = strdup(o.password)) == NULL) {
         free(c);
         return ORDO_ENOMEM;
     }
-#define DEF(f, d) c->f = o.f != 0 ? o.f : (d)
-    DEF(connect_timeout_ms, ORDO_CLIENT_CONNECT_TIMEOUT_MS_DEFAULT);
-    DEF(call_timeout_ms, ORDO_CLIENT_CALL_TIMEOUT_MS_DEFAULT);
-    DEF(reconnect_timeout_ms, ORDO_CLIENT_RECONNECT_TIMEOUT_MS_DEFAULT);
-    DEF(backoff_min_ms, ORDO_CLIENT_BACKOFF_MIN_MS_DEFAULT);
-    DEF(backoff_max_ms, ORDO_CLIENT_BACKOFF_MAX_MS_DEFAULT);
-    DEF(redirects_max, ORDO_CLIENT_REDIRECTS_MAX_DEFAULT);
-#undef DEF
-    c->resp2_only = o.resp2;
+    CLIENT_OPTS_APPLY(c, o);
     c->rng = (uint64_t)(uintptr_t)c ^ (uint64_t)uv_hrtime();
     if (c->rng == 0)
         c->rng = 1;
