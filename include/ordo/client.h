@@ -583,6 +583,9 @@ void ordo_consumer_join(ordo_consumer_t *c, uint64_t *acked, uint64_t *nacked);
  * refused because the delivery was no longer current, so far. Any thread,
  * before ordo_consumer_join(). */
 uint64_t ordo_consumer_stale(ordo_consumer_t *c);
+/* ordo_consumer_join_stale() -- ordo_consumer_join() that also reports the
+ * final stale count (*stale may be NULL). */
+void ordo_consumer_join_stale(ordo_consumer_t *c, uint64_t *acked, uint64_t *nacked, uint64_t *stale);
 
 /* ======================================================================
  * The producer: messages buffered in memory, sent in batches, reported one

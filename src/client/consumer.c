@@ -254,6 +254,11 @@ uint64_t ordo_consumer_stale(ordo_consumer_t *k)
 
 void ordo_consumer_join(ordo_consumer_t *k, uint64_t *acked, uint64_t *nacked)
 {
+    ordo_consumer_join_stale(k, acked, nacked, NULL);
+}
+
+void ordo_consumer_join_stale(ordo_consumer_t *k, uint64_t *acked, uint64_t *nacked, uint64_t *stale)
+{
     for (int i = 0; i < k->started; i++)
         pthread_join(k->workers[i].th, NULL);
     /* Handlers still running kept their leases until here. */
@@ -267,5 +272,7 @@ void ordo_consumer_join(ordo_consumer_t *k, uint64_t *acked, uint64_t *nacked)
         *acked = atomic_load(&k->acked);
     if (nacked)
         *nacked = atomic_load(&k->nacked);
+    if (stale)
+        *stale = atomic_load(&k->stale);
     consumer_free(k);
 }
