@@ -270,13 +270,18 @@ int ordo_txn_exec(ordo_client_t *c, ordo_txn_t *t, int nwatch, const char *const
             return rc;
     }
     const char *multi[] = { "MULTI" }, *exec[] = { "EXEC" };
-    if ((rc = ordo_client_append(c, 1, multi, NULL)) != ORDO_OK)
+    rc = ordo_client_append(c, 1, multi, NULL);
+    for (size_t i = 0; rc == ORDO_OK && i < t->n; i++)
+        rc = ordo_client_append(c, t->cmds[i]->argc, t->cmds[i]->argv, t->cmds[i]->lens);
+    if (rc == ORDO_OK)
+        rc = ordo_client_append(c, 1, exec, NULL);
+    if (rc != ORDO_OK) {
+        /* Nothing was sent yet (appends only buffer): drop the half-built
+         * pipeline with the connection, so no later command lands inside
+         * an open MULTI. Nothing was applied. */
+        ordo_client_close(c);
         return rc;
-    for (size_t i = 0; i < t->n; i++)
-        if ((rc = ordo_client_append(c, t->cmds[i]->argc, t->cmds[i]->argv, t->cmds[i]->lens)) != ORDO_OK)
-            return rc;
-    if ((rc = ordo_client_append(c, 1, exec, NULL)) != ORDO_OK)
-        return rc;
+    }
 
     /* Replies: WATCH, MULTI, one per command, EXEC. Read them all; keep the
      * first refusal (a WATCH/MULTI error, or a command not QUEUED). */
