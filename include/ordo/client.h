@@ -62,6 +62,7 @@
  *   -LIMIT    -> ORDO_ELIMIT      -DEADLETTER-> ORDO_EDEADLETTER
  *   -NOAUTH, -WRONGPASS -> ORDO_EAUTH          -READONLY -> ORDO_EREADONLY
  *   -NOTLEADER (after redirects ran out) -> ORDO_ENOTLEADER
+ *   (-EXECABORT and the other EXEC outcomes: see ordo_txn_exec())
  *   any other error reply -> ORDO_ESERVER.
  * The revision carried by -CONFLICT and -COMPACTED is available from
  * ordo_client_err_rev().
@@ -377,6 +378,91 @@ int ordo_elect_leader(ordo_client_t *c, const char *name, int64_t *term,
                       char **value, size_t *value_len);
 
 /* ======================================================================
+ * Transactions: MULTI ... EXEC as one pipeline, all or nothing.
+ *
+ * An ordo_txn_t is a list of commands built by the caller and sent by
+ * ordo_txn_exec() as `[WATCH keys...] MULTI <commands> EXEC` in one write.
+ * The server applies every write of the transaction in one log record, or
+ * none of them (docs/protocol.md, "Transactions").
+ *
+ * Ownership and lifetimes: the caller owns the builder (ordo_txn_new /
+ * ordo_txn_free). Every adder copies its arguments, so they may go away
+ * when it returns. ordo_txn_exec() does not consume the builder: it can be
+ * executed again (after a WATCH conflict, say) or emptied with
+ * ordo_txn_reset() and reused.
+ * Threads: a builder is not thread-safe; it is independent of any client
+ * until ordo_txn_exec(), which follows the client's rule (one thread at a
+ * time).
+ * Adders return ORDO_OK, ORDO_ENOMEM, or ORDO_EINVAL (argc <= 0, a NULL
+ * name). Commands are numbered from 1 in the order added: that is the
+ * index in failed_index and, minus one, in the reply array.
+ * ====================================================================== */
+typedef struct ordo_txn ordo_txn_t;
+
+/* NULL only when out of memory. */
+ordo_txn_t *ordo_txn_new(void);
+void ordo_txn_free(ordo_txn_t *t);          /* NULL is fine */
+void ordo_txn_reset(ordo_txn_t *t);         /* drop every command, keep the builder */
+size_t ordo_txn_count(const ordo_txn_t *t); /* commands added */
+
+/* ordo_txn_add() -- any command: argc arguments, argv[i] of lens[i] bytes
+ * (lens NULL: strlen each). It is checked by the server, at queueing. */
+int ordo_txn_add(ordo_txn_t *t, int argc, const char *const *argv, const size_t *lens);
+/* KV.PUT key value [IFREV n] [LEASE id] [FENCE lock token]; cond may be
+ * NULL (see ordo_kv_cond_t). A failed IFREV or FENCE aborts the whole
+ * transaction (ORDO_ECONFLICT with this command's index). */
+int ordo_txn_kv_put(ordo_txn_t *t, const void *key, size_t key_len, const void *val,
+                    size_t val_len, const ordo_kv_cond_t *cond);
+/* KV.DEL key [IFREV n] [FENCE lock token]; cond may be NULL. */
+int ordo_txn_kv_del(ordo_txn_t *t, const void *key, size_t key_len, const ordo_kv_cond_t *cond);
+/* SET key value (no NX/XX/expiry: use ordo_txn_add for those). */
+int ordo_txn_set(ordo_txn_t *t, const void *key, size_t key_len, const void *val, size_t val_len);
+/* INCRBY key by. A non-integer value aborts the transaction. */
+int ordo_txn_incrby(ordo_txn_t *t, const void *key, size_t key_len, int64_t by);
+/* Q.PUSH queue key payload [ID id] [COALESCE] [DELAY ms]; o may be NULL. A
+ * queue without room aborts the transaction (it never waits). */
+int ordo_txn_q_push(ordo_txn_t *t, const char *queue, const void *key, size_t key_len,
+                    const void *payload, size_t payload_len, const ordo_push_opts_t *o);
+/* Q.ACK queue id token [RESULT result] (with_result nonzero: even an empty
+ * result). A token that is no longer the message's current delivery aborts
+ * the transaction: that is the exactly-once guard. */
+int ordo_txn_q_ack(ordo_txn_t *t, const char *queue, int64_t id, int64_t token,
+                   const void *result, size_t result_len, int with_result);
+
+/* ordo_txn_exec() -- run the transaction: sends `WATCH k...` (if nwatch >
+ * 0; watch_lens NULL: strlen each), MULTI, every command, EXEC as one
+ * pipeline, and reads all their replies (each within the client's call
+ * timeout). replies and failed_index may be NULL; *replies is set to NULL
+ * and *failed_index to 0 unless said otherwise.
+ *   ORDO_OK: applied. *replies is EXEC's array (caller frees it with
+ *     ordo_reply_free), elem[i] the reply of command i+1; it may hold
+ *     error replies or nils of commands that applied as such (a SET NX
+ *     that did not hold, see docs/protocol.md).
+ *   ORDO_ECONFLICT, *failed_index 0: a watched key changed (EXEC answered
+ *     nil); nothing applied. Read again and retry.
+ *   ORDO_ECONFLICT, *failed_index i: command i's guard failed (`-CONFLICT
+ *     i reason`: IFREV, FENCE, a stale token in Q.ACK, a queue without
+ *     room, ...); nothing applied. ordo_client_errstr() has the server's
+ *     line ("CONFLICT 2 stale delivery token ..."); err_rev is 0.
+ *   The mapped code of a refused command (ORDO_ESERVER for -ERR, ORDO_ELIMIT,
+ *     ...), *failed_index its index: the server refused to queue it (unknown,
+ *     arity, syntax, a blocking form, a limit) and EXEC answered -EXECABORT;
+ *     nothing applied; ordo_client_errstr() has the refusal.
+ *   Any other error reply to WATCH, MULTI or EXEC: its mapped code (for
+ *     instance ORDO_ENOTLEADER: -NOTLEADER is not followed inside a
+ *     transaction; ORDO_EREADONLY); nothing applied.
+ *   ORDO_ECONN, ORDO_ETIMEDOUT: the connection broke or a reply was late
+ *     (the connection is closed): the transaction may or may not have been
+ *     applied, as one piece. Make the retry safe with a guard (an IFREV, a
+ *     delivery token), as the consumer runner does.
+ *   ORDO_EINVAL (nwatch < 0, or watch_keys NULL with nwatch > 0),
+ *   ORDO_ENOMEM, ORDO_EPROTO (EXEC answered something else).
+ * Replies still expected from earlier ordo_client_append()s are read and
+ * discarded first. WATCHes end with the EXEC, as on the server. */
+int ordo_txn_exec(ordo_client_t *c, ordo_txn_t *t, int nwatch, const char *const *watch_keys,
+                  const size_t *watch_lens, ordo_reply_t **replies, size_t *failed_index);
+
+/* ======================================================================
  * The watcher: a callback per event, resuming after reconnects.
  *
  * ordo_watch_run() runs in the caller's thread until the callback returns
@@ -445,6 +531,17 @@ int ordo_watch_run(const ordo_watch_opts_t *o, const volatile int *stop);
 typedef int (*ordo_handler_fn)(void *arg, const ordo_msg_t *msg, char **result,
                                size_t *result_len);
 
+/* Exactly-once handler (opts.txn_handler, instead of handler): adds the
+ * message's state writes to txn (owned by the runner, empty on entry, valid
+ * during the call only) and may read through c, the worker's connection
+ * (KV.GET for an IFREV; do not leave replies pending on it). Return 0: the
+ * runner appends `Q.ACK queue id token [RESULT *result]` and executes the
+ * transaction, so the writes and the ack apply together or not at all;
+ * nonzero: nothing is executed and the message is nacked. *result as for
+ * ordo_handler_fn. */
+typedef int (*ordo_txn_handler_fn)(void *arg, ordo_client_t *c, const ordo_msg_t *msg,
+                                   ordo_txn_t *txn, char **result, size_t *result_len);
+
 typedef struct ordo_consumer_opts {
     ordo_client_opts_t conn;
     const char *queue;
@@ -454,6 +551,20 @@ typedef struct ordo_consumer_opts {
     int64_t nack_delay_ms;    /* 0: default; < 0: nack without delay */
     ordo_handler_fn handler;
     void *arg;
+    /* Exactly-once (set this or handler, not both; arg is passed to it):
+     * the handler's writes and the ack are one transaction. Its outcome:
+     *   applied: counted as acked;
+     *   the ack's token was stale (the lease ran out and the message went
+     *     to another consumer, which does the work): nothing applied,
+     *     counted as stale (ordo_consumer_stale), not retried;
+     *   another guard of the handler's writes failed (an IFREV), or a
+     *     command was refused: nothing applied, the message is nacked
+     *     (nack_delay_ms) so the handler runs again on fresh reads;
+     *   the connection broke: applied or not as one piece; if not, the
+     *     lease runs out and the message is delivered again.
+     * A crash before EXEC leaves nothing applied. See docs/client.md,
+     * "Exactly-once". */
+    ordo_txn_handler_fn txn_handler;
 } ordo_consumer_opts_t;
 
 typedef struct ordo_consumer ordo_consumer_t;
@@ -468,6 +579,13 @@ void ordo_consumer_stop(ordo_consumer_t *c);
  * the runner. *acked / *nacked (may be NULL): counts of acks and nacks the
  * server accepted. Call once, not from a handler. */
 void ordo_consumer_join(ordo_consumer_t *c, uint64_t *acked, uint64_t *nacked);
+/* ordo_consumer_stale() -- acks (plain or in a transaction) the server
+ * refused because the delivery was no longer current, so far. Any thread,
+ * before ordo_consumer_join(). */
+uint64_t ordo_consumer_stale(ordo_consumer_t *c);
+/* ordo_consumer_join_stale() -- ordo_consumer_join() that also reports the
+ * final stale count (*stale may be NULL). */
+void ordo_consumer_join_stale(ordo_consumer_t *c, uint64_t *acked, uint64_t *nacked, uint64_t *stale);
 
 /* ======================================================================
  * The producer: messages buffered in memory, sent in batches, reported one

@@ -105,4 +105,11 @@ static inline ordo_client_opts_t client_sliced(ordo_client_opts_t o)
     return o;
 }
 
+/* client_txn_ack() (txn.c) -- the consumer runner's exactly-once step:
+ * append `Q.ACK queue id token [RESULT]` to t and execute it. ORDO_OK
+ * (applied), ORDO_ESTALE (the ack's token was stale: nothing applied), or
+ * ordo_txn_exec()'s other codes (ORDO_ECONFLICT: an earlier guard). */
+int client_txn_ack(ordo_client_t *c, ordo_txn_t *t, const char *queue, const ordo_msg_t *m,
+                   const char *result, size_t result_len);
+
 #endif

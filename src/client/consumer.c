@@ -15,6 +15,9 @@
  * the server answers 0 and the runner counts it as neither acked nor
  * nacked. Stopping is a flag read before every pull: no message is pulled
  * after it, and each in-flight one is finished (acked or nacked).
+ * With opts.txn_handler the ack is the last command of a transaction
+ * holding the handler's writes (client_txn_ack, txn.c): a stale token
+ * aborts it all and counts as stale.
  */
 #include "client_int.h"
 
@@ -45,7 +48,7 @@ struct ordo_consumer {
     char *host, *password;
     atomic_int stopping;
     atomic_int keeper_stop;   /* set once every worker has ended */
-    atomic_uint_fast64_t acked, nacked;
+    atomic_uint_fast64_t acked, nacked, stale;
 
     pthread_mutex_t mu;
     pthread_cond_t keeper_cv;
@@ -70,17 +73,34 @@ static void run_one(struct ordo_consumer *k, ordo_client_t *c, int index, const 
 
     char *result = NULL;
     size_t result_len = 0;
-    int hr = k->o.handler(k->o.arg, m, &result, &result_len);
+    ordo_txn_t *txn = NULL;
+    int hr;
+    if (k->o.txn_handler) {
+        txn = ordo_txn_new();
+        hr = txn ? k->o.txn_handler(k->o.arg, c, m, txn, &result, &result_len) : -1;
+    } else {
+        hr = k->o.handler(k->o.arg, m, &result, &result_len);
+    }
 
     pthread_mutex_lock(&k->mu);
     k->slots[index].busy = 0;
     pthread_mutex_unlock(&k->mu);
 
-    int rc;
-    if (hr == 0) {
+    int rc = ORDO_OK;
+    if (hr == 0 && txn) {
+        rc = client_txn_ack(c, txn, k->queue, m, result, result_len);
+        /* Refused before applying (a guard of the handler's, a command
+         * refused): nack, so the handler runs again on fresh reads. */
+        if (rc != ORDO_OK && rc != ORDO_ESTALE && rc != ORDO_ECONN && rc != ORDO_ETIMEDOUT)
+            hr = 1;
+    } else if (hr == 0) {
         rc = ordo_q_ack(c, k->queue, m->id, m->token, result, result_len, result != NULL);
+    }
+    if (hr == 0) {
         if (rc == ORDO_OK)
             atomic_fetch_add(&k->acked, 1);
+        else if (rc == ORDO_ESTALE)
+            atomic_fetch_add(&k->stale, 1);
     } else {
         rc = ordo_q_nack(c, k->queue, m->id, m->token, k->o.nack_delay_ms < 0 ? 0 : k->o.nack_delay_ms);
         if (rc == ORDO_OK)
@@ -89,6 +109,7 @@ static void run_one(struct ordo_consumer *k, ordo_client_t *c, int index, const 
     /* ORDO_ESTALE: the lease was lost and the message is someone else's
      * now; ORDO_ECONN: the server will redeliver when the lease ends. */
     free(result);
+    ordo_txn_free(txn);
 }
 
 /* own_client() -- a connection of the consumer's own, for one of its
@@ -169,7 +190,7 @@ static void consumer_free(struct ordo_consumer *k)
 int ordo_consumer_start(const ordo_consumer_opts_t *o, ordo_consumer_t **out)
 {
     *out = NULL;
-    if (o == NULL || o->queue == NULL || o->handler == NULL || o->concurrency < 0 ||
+    if (o == NULL || o->queue == NULL || (o->handler == NULL) == (o->txn_handler == NULL) || o->concurrency < 0 ||
         o->concurrency > ORDO_CONSUMER_CONCURRENCY_MAX)
         return ORDO_EINVAL;
     struct ordo_consumer *k = calloc(1, sizeof *k);
@@ -221,7 +242,17 @@ void ordo_consumer_stop(ordo_consumer_t *k)
     atomic_store(&k->stopping, 1);
 }
 
+uint64_t ordo_consumer_stale(ordo_consumer_t *k)
+{
+    return atomic_load(&k->stale);
+}
+
 void ordo_consumer_join(ordo_consumer_t *k, uint64_t *acked, uint64_t *nacked)
+{
+    ordo_consumer_join_stale(k, acked, nacked, NULL);
+}
+
+void ordo_consumer_join_stale(ordo_consumer_t *k, uint64_t *acked, uint64_t *nacked, uint64_t *stale)
 {
     for (int i = 0; i < k->started; i++)
         pthread_join(k->workers[i].th, NULL);
@@ -236,5 +267,7 @@ void ordo_consumer_join(ordo_consumer_t *k, uint64_t *acked, uint64_t *nacked)
         *acked = atomic_load(&k->acked);
     if (nacked)
         *nacked = atomic_load(&k->nacked);
+    if (stale)
+        *stale = atomic_load(&k->stale);
     consumer_free(k);
 }

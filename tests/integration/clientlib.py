@@ -31,10 +31,10 @@ def ordo(srv, *args, timeout=30, stdin=None):
 class Proc:
     """A program whose stdout lines are collected as they come."""
 
-    def __init__(self, argv, env=None):
+    def __init__(self, argv, env=None, stdin=None):
         self.argv = [str(a) for a in argv]
         self.p = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                                  start_new_session=True)
+                                  start_new_session=True, stdin=stdin)
         self.lines = []
         self._q = queue.Queue()
         self._t = threading.Thread(target=self._read, daemon=True)
