@@ -63,7 +63,7 @@ run_variant() {
     redis-p16)
         line="$(redis-benchmark -p "$PORT" -n "$NP" -c 1 -P 16 -r "$K" -q \
             Q.PUSH "rb-$r" "key:__rand_int__" "$(head -c "$V" /dev/zero | tr '\0' x)" 2>&1 |
-            tr '\r' '\n' | awk '/requests per second/ { v = $(NF - 3) } END { print v }')"
+            tr '\r' '\n' | awk '/requests per second/ { for (i = 1; i < NF; i++) if ($(i + 1) == "requests") v = $i } END { print v }')"
         res[$v]+="${line%.*} " ;;
     esac
     printf '  round %d %-10s %s msgs/s\n' "$r" "$v" "$(awk '{ print $NF }' <<<"${res[$v]}")"
