@@ -524,3 +524,25 @@ def test_expect_100_continue_with_curl(server, r, tmp_path):
     assert p.stdout == b"200", p.stderr
     assert time.monotonic() - t0 < 0.9  # curl's wait for a 100 that never comes is 1 s
     assert r.execute_command("KV.GET", "big")[0] == body
+
+
+def test_metrics_oldest_ready_age_grows_and_ends_when_pulled(server, r):
+    """ordo_queue_oldest_ready_age_seconds: the age of the message a pull
+    would get next. It grows while the message waits (the test waits for a
+    value >= 1.5 s, polling), and is 0 once nothing is ready."""
+    r.execute_command("Q.PUSH", "aging", "k1", "p")
+
+    def age():
+        fams = {f.name: f for f in text_string_to_metric_families(req(server, "GET", "/metrics")[2].decode())}
+        return {s.labels["queue"]: s.value for s in fams["ordo_queue_oldest_ready_age_seconds"].samples}["aging"]
+
+    deadline = time.monotonic() + 20
+    seen = age()
+    while seen < 1.5:
+        assert time.monotonic() < deadline, "the age never reached 1.5 s (last %r)" % seen
+        time.sleep(0.1)  # the quantity measured is time itself
+        seen = age()
+    assert seen < 20 + 1  # at most a second of sampling above the real age
+    got = r.execute_command("Q.PULL", "aging")
+    assert got and got[0][1] == b"k1"
+    assert age() == 0

@@ -116,10 +116,11 @@ typedef struct {
     const char *name;
     int field;
     uint64_t now_ms;
+    const core_t *core;
 } qwalk_t;
 
 enum { QF_PUSHED, QF_DELIVERED, QF_ACKED, QF_NACKED, QF_REDELIVERED, QF_DEADLETTERED, QF_WAITING, QF_INFLIGHT,
-       QF_DELAYED, QF_KEYS, QF_PARKED, QF_BYTES, QF_COUNT };
+       QF_DELAYED, QF_KEYS, QF_PARKED, QF_BYTES, QF_OLDEST_AGE, QF_COUNT };
 
 static const struct {
     const char *name, *type, *help;
@@ -136,6 +137,9 @@ static const struct {
     {"ordo_queue_keys", "gauge", "distinct keys with messages"},
     {"ordo_queue_parked_keys", "gauge", "keys parked by a poison message"},
     {"ordo_queue_memory_bytes", "gauge", "heap bytes of the queue"},
+    {"ordo_queue_oldest_ready_age_seconds", "gauge",
+     "age of the message a pull would get next (0 if none is ready; sampled: up to 1 s more, and since the "
+     "server started at most)"},
 };
 
 static void qwalk(void *arg, queue_t *q)
@@ -157,6 +161,12 @@ static void qwalk(void *arg, queue_t *q)
     case QF_KEYS: v = (double)in.keys; break;
     case QF_PARKED: v = (double)in.parked_keys; break;
     case QF_BYTES: v = (double)in.bytes; break;
+    case QF_OLDEST_AGE: {
+        uint64_t id = queue_oldest_ready_id(q);
+        uint64_t at = id != 0 ? core_time_of_rev(w->core, id) : 0;
+        v = at != 0 && w->now_ms > at ? (double)(w->now_ms - at) / 1000.0 : 0;
+        break;
+    }
     }
     size_t n;
     const char *name = queue_name(q, &n);
@@ -253,7 +263,7 @@ void cmd_http_metrics(conn_t *c, ordo_buf_t *b)
     metric(b, "ordo_queues", "gauge", "queues", (double)queue_set_count(core_queues(s->core)));
     for (int f = 0; f < QF_COUNT; f++) {
         metric_head(b, qfam[f].name, qfam[f].type, qfam[f].help);
-        qwalk_t w = {b, qfam[f].name, f, s->now_ms};
+        qwalk_t w = {b, qfam[f].name, f, server_tick(s), s->core};
         queue_set_foreach(core_queues(s->core), qwalk, &w);
     }
 }
@@ -275,6 +285,7 @@ static const char *key_state(int st)
 typedef struct {
     ordo_buf_t *b;
     uint64_t now_ms;
+    const core_t *core;
     bool first;
 } status_walk_t;
 
@@ -296,6 +307,9 @@ static void status_queue(void *arg, queue_t *q)
         ordo_buf_puts(b, ",");
         cmd_http_json_field(b, "deadletter", in.config.deadletter, in.config.dl_len);
     }
+    uint64_t oldest = queue_oldest_ready_id(q), at = oldest ? core_time_of_rev(w->core, oldest) : 0;
+    ordo_buf_printf(b, ",\"oldest_ready_ms\":%llu",
+                    (unsigned long long)(at != 0 && w->now_ms > at ? w->now_ms - at : 0));
     ordo_buf_printf(b, ",\"waiting\":%zu,\"inflight\":%zu,\"delayed\":%zu,\"keys\":%zu,\"parked_keys\":%zu,"
                        "\"pushed\":%llu,\"acked\":%llu,\"nacked\":%llu,\"redelivered\":%llu,\"deadlettered\":%llu,"
                        "\"top\":[",
@@ -388,7 +402,7 @@ void cmd_http_status(conn_t *c, ordo_buf_t *b)
                     (unsigned long long)ls.records_written, (unsigned long long)ls.batches,
                     (unsigned long long)ls.syncs, (unsigned long long)ls.sync_us_sum, (unsigned long long)ls.bytes,
                     (unsigned long long)ls.pending_bytes);
-    status_walk_t w = {b, s->now_ms, true};
+    status_walk_t w = {b, server_tick(s), s->core, true};
     queue_set_foreach(core_queues(s->core), status_queue, &w);
     ordo_buf_t locks = ORDO_BUF_INIT, elections = ORDO_BUF_INIT;
     coord_walk_t cw = {&locks, &elections, s->now_ms};

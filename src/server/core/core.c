@@ -43,6 +43,11 @@ struct core_s {
     kv_t *kv;
     uint64_t rev;
     uint64_t last_time_ms;   /* the latest time_ms of a record applied */
+    /* When revisions were reached, sampled (core_time_of_rev()): a ring of
+     * CORE_TIME_SAMPLES (rev, time) pairs, one at most every
+     * CORE_TIME_SAMPLE_MS, oldest at tsamp_head once full. */
+    struct { uint64_t rev, time_ms; } *tsamp;
+    size_t tsamp_n, tsamp_head;
     uint64_t history_revs;
     ordo_htab_t exp_index;
     ordo_heap_t heap;        /* every exp_t, earliest deadline first */
@@ -114,6 +119,50 @@ static void exp_set(core_t *c, const void *key, size_t klen, uint64_t deadline_m
 
 static void on_coord_event(void *arg, const coord_event_t *ev);
 
+/* An hour of samples, one a second: 64 KiB. */
+#define CORE_TIME_SAMPLES 4096
+#define CORE_TIME_SAMPLE_MS 1000
+
+/* Note that revisions from c->rev + 1 on are reached at time_ms (a record
+ * about to be applied), at most once per CORE_TIME_SAMPLE_MS. */
+static void time_sample(core_t *c, uint64_t time_ms)
+{
+    if (c->tsamp_n > 0) {
+        size_t last = (c->tsamp_head + c->tsamp_n - 1) % CORE_TIME_SAMPLES;
+        if (time_ms < c->tsamp[last].time_ms + CORE_TIME_SAMPLE_MS)
+            return;
+    } else if (c->tsamp == NULL) {
+        c->tsamp = ordo_xmalloc(CORE_TIME_SAMPLES * sizeof *c->tsamp);
+    }
+    size_t at = (c->tsamp_head + c->tsamp_n) % CORE_TIME_SAMPLES;
+    if (c->tsamp_n == CORE_TIME_SAMPLES)
+        c->tsamp_head = (c->tsamp_head + 1) % CORE_TIME_SAMPLES;
+    else
+        c->tsamp_n++;
+    c->tsamp[at].rev = c->rev + 1;
+    c->tsamp[at].time_ms = time_ms;
+}
+
+uint64_t core_time_of_rev(const core_t *c, uint64_t rev)
+{
+    /* The last sample at or before rev: its time is at most
+     * CORE_TIME_SAMPLE_MS before rev's (ages come out that much longer). */
+    uint64_t t = 0;
+    for (size_t lo = 0, hi = c->tsamp_n; lo < hi;) {
+        size_t mid = (lo + hi) / 2;
+        const size_t at = (c->tsamp_head + mid) % CORE_TIME_SAMPLES;
+        if (c->tsamp[at].rev <= rev) {
+            t = c->tsamp[at].time_ms;
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    if (t == 0 && c->tsamp_n > 0)
+        t = c->tsamp[c->tsamp_head].time_ms; /* older than every sample */
+    return t;
+}
+
 core_t *core_create(uint64_t history_revs)
 {
     core_t *c = ordo_xcalloc(1, sizeof *c);
@@ -153,6 +202,7 @@ void core_destroy(core_t *c)
     coord_destroy(c->coord);
     if (c->queues != NULL)
         queue_set_destroy(c->queues);
+    free(c->tsamp);
     free(c);
 }
 
@@ -827,6 +877,7 @@ void core_apply(core_t *c, const record_t *rec, apply_result_t *res)
     memset(res, 0, sizeof *res);
     if (rec->time_ms > c->last_time_ms)
         c->last_time_ms = rec->time_ms;
+    time_sample(c, rec->time_ms);
     switch (rec->type) {
     case REC_PUT: apply_put(c, rec, res); break;
     case REC_DEL: apply_del(c, rec, res); break;

@@ -417,6 +417,13 @@ uint64_t core_rev(const core_t *c);
 /* core_last_time_ms() -- the latest time a record applied carried (0 if
  * none since the core was created): where the writer's clock resumes. */
 uint64_t core_last_time_ms(const core_t *c);
+/* core_time_of_rev() -- about when revision rev was reached (ms since the
+ * epoch, on the writer's clock), from samples of the records applied since
+ * the core was created (one a second, the last hour): at most a second
+ * early. A revision older than every sample (before a restart's snapshot,
+ * or over an hour ago) gets the oldest sample's time; 0 if there is none.
+ * For ages shown to people (the oldest waiting message), never for state. */
+uint64_t core_time_of_rev(const core_t *c, uint64_t rev);
 
 /* core_expiry_of() -- a key's expiry deadline in ms since the epoch, or 0. */
 uint64_t core_expiry_of(const core_t *c, const void *key, size_t klen);

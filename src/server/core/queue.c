@@ -1471,6 +1471,14 @@ static size_t aux_pop(peek_aux_t *a)
     return top;
 }
 
+uint64_t queue_oldest_ready_id(const queue_t *q)
+{
+    if (q->ready.n == 0)
+        return 0;
+    const qkey_t *k = q->ready.v[0];
+    return k->head->id;
+}
+
 size_t queue_peek(const queue_t *q, size_t n, queue_delivery_t *out)
 {
     if (n > q->ready.n)

@@ -429,6 +429,9 @@ size_t queue_set_bytes(const queue_set_t *s);
  * out if nothing else happened, i.e. the n oldest heads of ready keys, into
  * out[0..n). Returns how many. O(n log n). */
 size_t queue_peek(const queue_t *q, size_t n, queue_delivery_t *out);
+/* queue_oldest_ready_id() -- the id of the message a pull would get next
+ * (the oldest head of a ready key), 0 if none is ready. O(1). */
+uint64_t queue_oldest_ready_id(const queue_t *q);
 
 /* ---- snapshots ------------------------------------------------------------------------
  *

@@ -78,6 +78,7 @@ function draw(s) {
     tr.dataset.queue = name(q, "name");
     cell(tr, name(q, "name"), "key");
     for (const f of ["waiting", "inflight", "delayed", "keys", "parked_keys", "deadlettered", "acked"]) cell(tr, q[f]);
+    cell(tr, q.oldest_ready_ms ? ms(q.oldest_ready_ms) : "");
     cell(tr, spark(depth.get(name(q, "name")) || []));
   });
   const byName = new Map(s.queues.map((q) => [name(q, "name"), q]));
