@@ -541,6 +541,27 @@ static void test_record_format1(void **state)
     assert_int_equal(record_decode(b, len + 4, &d), -1); /* trailing bytes */
 }
 
+/* core_time_of_rev(): at most a second early, sampled once a second, and
+ * the oldest sample's time for revisions before every sample. */
+static void test_time_of_rev(void **state)
+{
+    (void)state;
+    core_t *c = core_create(1000);
+    apply_result_t res;
+    assert_int_equal(core_time_of_rev(c, 1), 0); /* no sample yet */
+    uint64_t t0 = 1700000000000ull;
+    for (uint64_t i = 0; i < 10000; i++) { /* revision i + 1 at t0 + 10 * i ms */
+        record_t r = put("k", "v", t0 + 10 * i);
+        core_apply(c, &r, &res);
+        assert_int_equal(res.status, AP_OK);
+    }
+    for (uint64_t rev = 1; rev <= 10000; rev += 37) {
+        uint64_t real = t0 + 10 * (rev - 1), got = core_time_of_rev(c, rev);
+        assert_true(got <= real && real - got < 1000);
+    }
+    core_destroy(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -553,6 +574,7 @@ int main(void)
         cmocka_unit_test(test_bulk_replay_same_state),
         cmocka_unit_test(test_queue_records),
         cmocka_unit_test(test_record_format1),
+        cmocka_unit_test(test_time_of_rev),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
