@@ -1359,21 +1359,23 @@ done:
     return rc;
 }
 
-/* Cut the log at segs[i], offset sc->corrupt_at (see REPAIR): every later
- * segment is moved aside first, then the tail of this one (or all of it,
- * for a bad header). *keep_out: the segment keeps records and stays. */
-static int repair(scan_t *sc, const uint64_t *seqs, size_t n, size_t i, const wal_seg_t *s, bool *keep_out)
+/* The first steps of every repair: note it in sc->rec (the file cut and
+ * where, the revision the log now ends at, why), then move segments
+ * seqs[from..n) aside, last first, and sync the directory if any moved.
+ * `what` names those segments in the messages. Returns 0 or -1. */
+static int repair_start(scan_t *sc, uint64_t cut_seq, uint64_t cut_at, const uint64_t *seqs, size_t from, size_t n,
+                        const char *what)
 {
     wal_t *w = sc->w;
     wal_recovery_t *r = sc->rec;
     char moved[sizeof r->repair_saved], eb[128];
     r->repaired = true;
-    seg_path(w, seqs[i], r->repair_file, sizeof r->repair_file);
-    r->repair_at = sc->corrupt_at;
+    seg_path(w, cut_seq, r->repair_file, sizeof r->repair_file);
+    r->repair_at = cut_at;
     r->repair_last_rev = sc->prev_rev;
     str_copy(r->repair_reason, sizeof r->repair_reason, sc->err);
     fprintf(stderr, "wal: repair: %s\n", sc->err);
-    for (size_t j = n; j-- > i + 1;) {
+    for (size_t j = n; j-- > from;) {
         struct stat st;
         char name[WAL_NAME_BYTES + 1];
         seg_name(name, seqs[j]);
@@ -1382,13 +1384,26 @@ static int repair(scan_t *sc, const uint64_t *seqs, size_t n, size_t i, const wa
             return -1;
         r->repair_bytes += bytes;
         r->repair_segments_moved++;
-        fprintf(stderr, "wal: repair: moved the later segment %s/%s (%" PRIu64 " bytes) aside to %s\n", w->dir,
-                name, bytes, moved);
+        fprintf(stderr, "wal: repair: moved the %s %s/%s (%" PRIu64 " bytes) aside to %s\n", what, w->dir, name,
+                bytes, moved);
     }
     if (r->repair_segments_moved > 0 && io_sync_dir(w) != 0) {
         snprintf(sc->err, sc->err_len, "wal repair: cannot sync %s: %s", w->dir, errstr(errno, eb, sizeof eb));
         return -1;
     }
+    return 0;
+}
+
+/* Cut the log at segs[i], offset sc->corrupt_at (see REPAIR): every later
+ * segment is moved aside first, then the tail of this one (or all of it,
+ * for a bad header). *keep_out: the segment keeps records and stays. */
+static int repair(scan_t *sc, const uint64_t *seqs, size_t n, size_t i, const wal_seg_t *s, bool *keep_out)
+{
+    wal_t *w = sc->w;
+    wal_recovery_t *r = sc->rec;
+    char eb[128];
+    if (repair_start(sc, seqs[i], sc->corrupt_at, seqs, i + 1, n, "later segment") != 0)
+        return -1;
     uint64_t cut = 0;
     if (sc->corrupt_at == 0) {
         if (move_aside(sc, seqs[i], r->repair_saved, sizeof r->repair_saved) != 0)
@@ -1420,7 +1435,7 @@ static int repair(scan_t *sc, const uint64_t *seqs, size_t n, size_t i, const wa
 static int segment_gap(scan_t *sc, const uint64_t *seqs, size_t n, size_t i)
 {
     wal_t *w = sc->w;
-    char before[WAL_NAME_BYTES + 1], after[WAL_NAME_BYTES + 1], first[WAL_NAME_BYTES + 1], moved[512], eb[128];
+    char before[WAL_NAME_BYTES + 1], after[WAL_NAME_BYTES + 1], first[WAL_NAME_BYTES + 1];
     seg_name(before, seqs[i - 1]);
     seg_name(after, seqs[i]);
     seg_name(first, seqs[i - 1] + 1);
@@ -1435,29 +1450,9 @@ static int segment_gap(scan_t *sc, const uint64_t *seqs, size_t n, size_t i)
                  seqs[i] - seqs[i - 1] > 2 ? "s" : "");
         return -1;
     }
-    wal_recovery_t *r = sc->rec;
-    r->repaired = true;
-    seg_path(w, seqs[i - 1], r->repair_file, sizeof r->repair_file);
-    r->repair_at = w->nsegs > 0 ? w->segs[w->nsegs - 1].bytes : 0;
-    r->repair_last_rev = sc->prev_rev;
-    str_copy(r->repair_reason, sizeof r->repair_reason, sc->err);
-    fprintf(stderr, "wal: repair: %s\n", sc->err);
-    for (size_t j = n; j-- > i;) {
-        struct stat st;
-        char name[WAL_NAME_BYTES + 1];
-        seg_name(name, seqs[j]);
-        uint64_t bytes = fstatat(w->dir_fd, name, &st, 0) == 0 ? (uint64_t)st.st_size : 0;
-        if (move_aside(sc, seqs[j], moved, sizeof moved) != 0)
-            return -1;
-        r->repair_bytes += bytes;
-        r->repair_segments_moved++;
-        fprintf(stderr, "wal: repair: moved the segment %s/%s after the gap (%" PRIu64 " bytes) aside to %s\n",
-                w->dir, name, bytes, moved);
-    }
-    if (io_sync_dir(w) != 0) {
-        snprintf(sc->err, sc->err_len, "wal repair: cannot sync %s: %s", w->dir, errstr(errno, eb, sizeof eb));
+    if (repair_start(sc, seqs[i - 1], w->nsegs > 0 ? w->segs[w->nsegs - 1].bytes : 0, seqs, i, n,
+                     "segment after the gap") != 0)
         return -1;
-    }
     sc->err[0] = '\0';
     return 0;
 }
