@@ -481,8 +481,14 @@ def run(args):
         for kill_no in range(1, args.kills + 1):
             time.sleep(rng.uniform(0.02, round_s))  # the random kill moment: the experiment itself
             srv.up.clear()
+            ordod.kill()  # returns once the process is gone
+            # Stamped after the death, not before the signal: this thread
+            # can lose the GIL between the two, a consumer's ack can reach
+            # the live server meanwhile and be synced, and an ack sent after
+            # a stamp taken too early would count as unable to end anything
+            # (a false overlap). Any ack sent before this moment may have
+            # been applied; none sent after it was.
             h.killed_at[srv.gen] = time.monotonic()
-            ordod.kill()
             time.sleep(0.01)  # let clients read what the dead server had already sent
             if rng.random() < 0.3:  # stay down past some leases: they run out while no server runs
                 time.sleep(rng.uniform(0, 2 * h.lease_s))
