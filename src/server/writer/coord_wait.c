@@ -706,9 +706,19 @@ void coord_wait_init(server_t *s)
 void coord_wait_start(server_t *s)
 {
     coord_waits_t *cc = s->writer.coord;
-    /* Queue event history starts here: recovery rebuilt state, not events. */
-    qhist_clear(cc);
-    cc->qhist_floor = core_rev(s->core);
+    /* Replaying the log after the snapshot made the events of its records
+     * again (queue events are not muted during replay), so the history
+     * holds every event after the snapshot's revision that still fits:
+     * a Q.WATCH FROM taken before a restart resumes across it. Events up
+     * to the snapshot were not replayed. */
+    if (cc->qhist_floor < s->snapshot_loaded_rev)
+        cc->qhist_floor = s->snapshot_loaded_rev;
+    while (!ordo_list_empty(&cc->qhist) &&
+           ORDO_LIST_ENTRY(cc->qhist.head, qhist_t, ln)->rev <= cc->qhist_floor) {
+        qhist_t *old = ORDO_LIST_ENTRY(ordo_list_pop_front(&cc->qhist), qhist_t, ln);
+        cc->qhist_bytes -= qhist_cost(old);
+        free(old);
+    }
     writer_timer_init(&cc->timer, s->loop, s, on_coord_timer, s);
     coord_wait_schedule(s);
 }
