@@ -110,6 +110,10 @@ class Server:
             except (OSError, Closed):
                 pass
             time.sleep(0.01)  # poll interval while waiting for the port to open
+        # Not ready in time: end the process we started, so a failed test
+        # leaves no server behind.
+        self.proc.kill()
+        self.proc.wait(timeout=STOP_DEADLINE_S)
         raise AssertionError("ordod not ready within %ss:\n%s" % (START_DEADLINE_S, self.stderr()))
 
     def stderr(self):
