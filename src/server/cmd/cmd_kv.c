@@ -101,21 +101,27 @@ static void cmd_exists(cmd_ctx_t *x)
 
 static void cmd_mget(cmd_ctx_t *x)
 {
-    size_t bytes = 16;
-    for (size_t i = 1; i < x->argc; i++) {
-        const kv_version_t *v = visible(x->srv, &x->argv[i]);
-        bytes += BULK_FRAME_BYTES + (v != NULL ? v->vlen : 0);
+    /* Each key is looked up once: the versions found size the reply
+     * (max-reply-bytes, before anything is built) and then fill it. */
+    enum { MGET_STACK_KEYS = 16 };
+    const kv_version_t *stack[MGET_STACK_KEYS];
+    size_t n = x->argc - 1, bytes = 16;
+    const kv_version_t **v = n <= MGET_STACK_KEYS ? stack : ordo_xmalloc(n * sizeof *v);
+    for (size_t i = 0; i < n; i++) {
+        v[i] = visible(x->srv, &x->argv[i + 1]);
+        bytes += BULK_FRAME_BYTES + (v[i] != NULL ? v[i]->vlen : 0);
     }
-    if (!reply_fits(x, bytes, "ask for fewer keys at once"))
-        return;
-    resp_add_array(x->out, x->argc - 1);
-    for (size_t i = 1; i < x->argc; i++) {
-        const kv_version_t *v = visible(x->srv, &x->argv[i]);
-        if (v == NULL)
-            resp_add_null(x->out, x->proto);
-        else
-            resp_add_bulk(x->out, v->value, v->vlen);
+    if (reply_fits(x, bytes, "ask for fewer keys at once")) {
+        resp_add_array(x->out, n);
+        for (size_t i = 0; i < n; i++) {
+            if (v[i] == NULL)
+                resp_add_null(x->out, x->proto);
+            else
+                resp_add_bulk(x->out, v[i]->value, v[i]->vlen);
+        }
     }
+    if (v != stack)
+        free(v);
 }
 
 /* ---- expiry: TTL, PTTL, EXPIRE, PEXPIRE, PERSIST ------------------------- */
