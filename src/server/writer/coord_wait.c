@@ -412,6 +412,16 @@ static void qhist_event(const qhist_t *h, queue_event_t *ev)
                           .data = h->has_data ? h->bytes + h->qlen + h->klen : NULL, .dlen = h->dlen};
 }
 
+/* Drop the oldest event of the history; the floor rises to it. */
+static void qhist_drop_oldest(coord_waits_t *cc)
+{
+    qhist_t *old = ORDO_LIST_ENTRY(ordo_list_pop_front(&cc->qhist), qhist_t, ln);
+    cc->qhist_bytes -= qhist_cost(old);
+    if (old->rev > cc->qhist_floor)
+        cc->qhist_floor = old->rev;
+    free(old);
+}
+
 /* Keep ev (of revision rev) in the bounded history; the oldest events go
  * first, and the floor rises to the last one dropped. */
 static void qhist_add(server_t *s, uint64_t rev, const queue_event_t *ev)
@@ -432,13 +442,8 @@ static void qhist_add(server_t *s, uint64_t rev, const queue_event_t *ev)
         memcpy(h->bytes + ev->qlen + ev->klen, ev->data, dlen);
     ordo_list_push_back(&cc->qhist, &h->ln);
     cc->qhist_bytes += qhist_cost(h);
-    while (cc->qhist_bytes > max && !ordo_list_empty(&cc->qhist)) {
-        qhist_t *old = ORDO_LIST_ENTRY(ordo_list_pop_front(&cc->qhist), qhist_t, ln);
-        cc->qhist_bytes -= qhist_cost(old);
-        if (old->rev > cc->qhist_floor)
-            cc->qhist_floor = old->rev;
-        free(old);
-    }
+    while (cc->qhist_bytes > max && !ordo_list_empty(&cc->qhist))
+        qhist_drop_oldest(cc);
 }
 
 static void qhist_clear(coord_waits_t *cc)
@@ -713,12 +718,8 @@ void coord_wait_start(server_t *s)
      * to the snapshot were not replayed. */
     if (cc->qhist_floor < s->snapshot_loaded_rev)
         cc->qhist_floor = s->snapshot_loaded_rev;
-    while (!ordo_list_empty(&cc->qhist) &&
-           ORDO_LIST_ENTRY(cc->qhist.head, qhist_t, ln)->rev <= cc->qhist_floor) {
-        qhist_t *old = ORDO_LIST_ENTRY(ordo_list_pop_front(&cc->qhist), qhist_t, ln);
-        cc->qhist_bytes -= qhist_cost(old);
-        free(old);
-    }
+    while (!ordo_list_empty(&cc->qhist) && ORDO_LIST_ENTRY(cc->qhist.head, qhist_t, ln)->rev <= cc->qhist_floor)
+        qhist_drop_oldest(cc);
     writer_timer_init(&cc->timer, s->loop, s, on_coord_timer, s);
     coord_wait_schedule(s);
 }
