@@ -400,14 +400,20 @@ int ordo_q_pull(ordo_client_t *c, const char *queue, int count, int64_t block_ms
     return ORDO_OK;
 }
 
+/* "VERB queue id token": the head of every command about one delivery. */
+static void delivery_args(cmd_t *m, const char *verb, const char *queue, int64_t id, int64_t token)
+{
+    sarg(m, verb);
+    sarg(m, queue);
+    iarg(m, id);
+    iarg(m, token);
+}
+
 int ordo_q_ack(ordo_client_t *c, const char *queue, int64_t id, int64_t token, const void *result,
                size_t result_len, int with_result)
 {
     cmd_t m = { 0 };
-    sarg(&m, "Q.ACK");
-    sarg(&m, queue);
-    iarg(&m, id);
-    iarg(&m, token);
+    delivery_args(&m, "Q.ACK", queue, id, token);
     if (with_result) {
         sarg(&m, "RESULT");
         arg(&m, result ? result : "", result_len);
@@ -418,10 +424,7 @@ int ordo_q_ack(ordo_client_t *c, const char *queue, int64_t id, int64_t token, c
 int ordo_q_nack(ordo_client_t *c, const char *queue, int64_t id, int64_t token, int64_t delay_ms)
 {
     cmd_t m = { 0 };
-    sarg(&m, "Q.NACK");
-    sarg(&m, queue);
-    iarg(&m, id);
-    iarg(&m, token);
+    delivery_args(&m, "Q.NACK", queue, id, token);
     if (delay_ms > 0) {
         sarg(&m, "DELAY");
         iarg(&m, delay_ms);
@@ -432,10 +435,7 @@ int ordo_q_nack(ordo_client_t *c, const char *queue, int64_t id, int64_t token, 
 int ordo_q_extend(ordo_client_t *c, const char *queue, int64_t id, int64_t token, int64_t ms)
 {
     cmd_t m = { 0 };
-    sarg(&m, "Q.EXTEND");
-    sarg(&m, queue);
-    iarg(&m, id);
-    iarg(&m, token);
+    delivery_args(&m, "Q.EXTEND", queue, id, token);
     iarg(&m, ms);
     return run_01(c, &m);
 }
