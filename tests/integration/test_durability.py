@@ -730,3 +730,26 @@ def test_relaxed_fsync_acks_only_written_records(durable, tmp_path, fsync, inlin
     srv2 = durable.start(d, "--fsync", fsync)
     with srv2.raw() as c2:
         assert c2.call("MGET", "before", "during") == [b"1", b"2"]
+
+
+def test_compaction_waits_for_a_snapshot_being_written(durable, tmp_path):
+    """KV.COMPACT past the point of a snapshot still being written freed the
+    history it copies (the snapshot codec then aborted the server on a base
+    above its point). It is refused while the snapshot runs, then works."""
+    d = tmp_path / "data"
+    srv = durable.start(d, "--fsync", "no")
+    with srv.raw() as c:
+        c.send_raw(b"".join(b"SET k%05d v\r\n" % i for i in range(6000)))  # > one 2048-key slice
+        for _ in range(6000):
+            assert c.read() == "OK"
+        cur = c.call("KV.REV")[0]
+        # one read batch: the snapshot begins, then the compaction comes
+        c.send_raw(b"SNAPSHOT\r\nKV.COMPACT %d\r\n" % cur)
+        assert c.read() is not None
+        e = c.read()
+        assert isinstance(e, RespError) and e.code == "BUSY", e
+    poll(lambda: srv.info("persistence")["snapshots_taken"] == "1", "the snapshot written")
+    assert call(srv, "KV.COMPACT", str(cur)) == "OK"
+    durable.term(srv)
+    srv = durable.start(d)  # the snapshot loads
+    assert call(srv, "GET", "k05999") == b"v"

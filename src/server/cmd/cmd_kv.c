@@ -465,6 +465,18 @@ static void cmd_kv_compact(cmd_ctx_t *x)
     record_t rec = {.type = REC_COMPACT};
     if (!arg_u64(x, 1, &rec.compact.rev))
         return;
+    /* A snapshot being written copies the history from its compaction
+     * point on, which automatic compaction leaves alone meanwhile (the
+     * pin). An explicit compaction past it would free what the snapshot
+     * still reads (it then wrote bases the loader refuses; since the
+     * snapshot codec asserts them, it aborted the server): refused until
+     * the snapshot is in place. */
+    uint64_t pin = core_compact_pin(x->srv->core);
+    if (pin != 0 && rec.compact.rev > pin) {
+        reply_errf(x, "BUSY a snapshot is being written; compaction past revision %llu waits for it "
+                      "(INFO persistence snapshot_in_progress)", (unsigned long long)pin);
+        return;
+    }
     apply_result_t res;
     if (!cmd_write(x, &rec, &res))
         return;

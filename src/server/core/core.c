@@ -247,6 +247,8 @@ void core_set_change_cb(core_t *c, core_change_cb cb, void *arg)
 
 void core_set_compact_pin(core_t *c, uint64_t pin) { c->compact_pin = pin; }
 
+uint64_t core_compact_pin(const core_t *c) { return c->compact_pin; }
+
 int core_load_coord(core_t *c, const struct coord_item_s *item) { return coord_load(c->coord, item); }
 
 int core_load_base(core_t *c, const void *key, size_t klen, const void *val, size_t vlen, uint64_t create_rev,

@@ -479,6 +479,8 @@ int core_qconfig_decode(const void *p, size_t len, queue_config_t *cfg);
 /* Compaction pin: automatic compaction never moves the point past pin
  * (0: no pin), so a snapshot being written at that revision stays readable. */
 void core_set_compact_pin(core_t *c, uint64_t pin);
+/* core_compact_pin() -- the pin set, 0 if none. */
+uint64_t core_compact_pin(const core_t *c);
 void core_set_history(core_t *c, uint64_t history_revs);
 /* Bulk replay (recovery, before any client can watch): between
  * core_replay_begin() and core_replay_end() records apply as usual and reach
