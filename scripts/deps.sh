@@ -10,7 +10,10 @@
 # is; installing them is left to the system's own package manager.
 set -euo pipefail
 
-build_pkgs=(gcc make cmake pkg-config libuv1-dev libcmocka-dev libhttp-parser-dev)
+build_pkgs=(gcc make cmake pkg-config libuv1-dev libcmocka-dev libhttp-parser-dev libraft-dev)
+# C raft (cluster mode) must be the maintained 0.22 line: bookworm itself has
+# 0.15 (archived upstream, known election bugs); bookworm-backports has 0.22.
+raft_min=0.22
 test_pkgs=("${build_pkgs[@]}" python3 python3-pytest python3-redis redis-tools libhiredis-dev python3-prometheus-client curl chromium)
 bench_pkgs=("${build_pkgs[@]}" redis-server redis-tools etcd-server etcd-client beanstalkd procps wrk)
 fuzz_pkgs=("${build_pkgs[@]}" clang libclang-rt-14-dev)
@@ -56,6 +59,9 @@ check_tools() {
   need_pc libuv
   need_pc cmocka
   need_header "http_parser.h (Node's http-parser)" http_parser.h
+  if ! { command -v pkg-config >/dev/null 2>&1 && pkg-config --atleast-version=$raft_min raft; }; then
+    missing+=("raft >= $raft_min (C raft, the cowsql line; pkg-config module raft)")
+  fi
   case "$target" in
     test)
       need_cmd python3 python3
@@ -91,20 +97,61 @@ fi
 
 # ---- Debian: the packages ----------------------------------------------------
 
+raft_ok() {  # libraft-dev is installed at raft_min or later
+  local v
+  v=$(dpkg-query -W -f='${Status} ${Version}' libraft-dev 2>/dev/null) || return 1
+  case "$v" in "install ok installed "*) ;; *) return 1 ;; esac
+  dpkg --compare-versions "${v##* }" ge "$raft_min"
+}
 for p in "${want[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+  if [ "$p" = libraft-dev ]; then
+    raft_ok || missing+=("$p")
+  elif ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$p")
   fi
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
-line="apt-get install -y ${missing[*]}"
+# libraft-dev comes from bookworm-backports (see raft_min above).
+backports=/etc/apt/sources.list.d/bookworm-backports.sources
+need_raft=false
+for p in "${missing[@]}"; do [ "$p" = libraft-dev ] && need_raft=true; done
+release=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
+has_backports() { grep -rqs "bookworm-backports" /etc/apt/sources.list /etc/apt/sources.list.d/; }
+
+others=()
+for p in "${missing[@]}"; do [ "$p" = libraft-dev ] || others+=("$p"); done
+line="apt-get install -y ${others[*]:-}"
+raft_line="apt-get install -y -t bookworm-backports libraft-dev"
 if [ "$(id -u)" -ne 0 ]; then
   echo "ordo needs these Debian packages: ${missing[*]}" >&2
-  echo "run as root:  apt-get update && $line" >&2
+  if $need_raft && ! has_backports; then
+    echo "libraft-dev >= $raft_min is in bookworm-backports; add it to apt's sources first:" >&2
+    echo "  printf 'Types: deb\\nURIs: http://deb.debian.org/debian\\nSuites: bookworm-backports\\nComponents: main\\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\\n' > $backports" >&2
+  fi
+  echo -n "run as root:  apt-get update" >&2
+  [ ${#others[@]} -gt 0 ] && echo -n " && $line" >&2
+  $need_raft && echo -n " && $raft_line" >&2
+  echo >&2
   exit 1
 fi
-echo "deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
+if $need_raft && ! has_backports; then
+  if [ "$release" != bookworm ]; then
+    echo "deps: libraft-dev >= $raft_min is needed; this is Debian '$release', not bookworm: install it from this release's packages" >&2
+  else
+    echo "deps: adding bookworm-backports to apt's sources ($backports): libraft-dev >= $raft_min comes from there" >&2
+    printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' >"$backports"
+  fi
+fi
+echo "deps: installing ${missing[*]}" >&2
 apt-get update -q >&2
-apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+[ ${#others[@]} -gt 0 ] && apt-get install -y -q --no-install-recommends "${others[@]}" >&2
+if $need_raft; then
+  if [ "$release" = bookworm ]; then
+    apt-get install -y -q --no-install-recommends -t bookworm-backports libraft-dev >&2
+  else
+    apt-get install -y -q --no-install-recommends libraft-dev >&2
+  fi
+  raft_ok || { echo "deps: libraft-dev >= $raft_min could not be installed" >&2; exit 1; }
+fi
