@@ -30,6 +30,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 /* The longest one poll waits, so a run ends within this of its deadline. */
 #define LOAD_POLL_MS_MAX 10
@@ -56,18 +57,32 @@ static inline void die(const char *what)
     exit(1);
 }
 
-/* A blocking TCP connection to 127.0.0.1:port with TCP_NODELAY. */
-static inline int connect_to(int port)
+/* A blocking TCP connection to 127.0.0.1:port with TCP_NODELAY, or -1
+ * with errno from connect() (nobody listens there: ECONNREFUSED). */
+static inline int try_connect(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0)
         die("socket");
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
-        die("connect");
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+/* As try_connect, but a failure is fatal. */
+static inline int connect_to(int port)
+{
+    int fd = try_connect(port);
+    if (fd < 0)
+        die("connect");
     return fd;
 }
 
@@ -116,12 +131,13 @@ static inline int send_some(int fd, const char *buf, size_t len, size_t *off)
 
 enum recv_result {
     RECV_AGAIN,  /* nothing more has arrived for now */
-    RECV_CLOSED, /* the server closed the connection */
+    RECV_CLOSED, /* the server closed (or reset) the connection */
     RECV_FULL,   /* buf is full */
 };
 
 /* Read what has arrived on fd into buf[*len, cap); *len grows by it. A
- * failing recv() other than EAGAIN or EINTR is fatal. */
+ * reset connection (a server killed with unread input) counts as closed;
+ * any other failing recv() but EAGAIN or EINTR is fatal. */
 static inline enum recv_result recv_all(int fd, char *buf, size_t cap, size_t *len)
 {
     for (;;) {
@@ -129,6 +145,8 @@ static inline enum recv_result recv_all(int fd, char *buf, size_t cap, size_t *l
         if (n < 0) {
             if (errno == EAGAIN || errno == EINTR)
                 return RECV_AGAIN;
+            if (errno == ECONNRESET)
+                return RECV_CLOSED;
             die("recv");
         }
         if (n == 0)

@@ -3,8 +3,8 @@
  * each with exactly one put in flight, for D seconds; counts the puts the
  * server acknowledged.
  *
- *   put_load ordo|etcd PORT [-c conns] [-d seconds] [-k keys]
- *                           [-v value_bytes] [-p path]
+ *   put_load ordo|etcd PORT[,PORT...] [-c conns] [-d seconds] [-k keys]
+ *                           [-v value_bytes] [-p path] [-f]
  *
  * The load has the same shape for both servers: -c connections (default
  * 16), each sending its next put as soon as the reply to the previous one
@@ -14,6 +14,17 @@
  *   - etcd: HTTP/1.1 keep-alive `POST <path>` (default /v3/kv/put) with the
  *     JSON body {"key": base64, "value": base64} to the gRPC gateway on
  *     etcd's client port; a 200 answer is an acknowledged put.
+ *
+ * -f (ordo only; for a cluster, bench/cluster.sh): follow the leader. Every
+ * connection starts on the first PORT. A `-NOTLEADER host:port` reply sends
+ * that connection to port (on 127.0.0.1) and its put again there; a
+ * `-NOTLEADER ?` reply (no leader known), a closed connection or a refused
+ * connect moves it to the next PORT of the list after 20 ms and sends its
+ * put again. None of these counts as an error; the output adds
+ * redirects= (NOTLEADER replies) and reconnects= (lost connections and
+ * refused connects). Without -f there is one PORT and each of these is
+ * fatal or an error, as before.
+ *
  * Measurement starts once every connection is open and lasts -d seconds
  * (default 10); only replies that arrive inside it count. Puts still in
  * flight at the end are not counted.
@@ -38,12 +49,16 @@
 #define CONNS_MAX 1024
 #define RBUF_BYTES 65536 /* one reply at a time, so small replies fit easily */
 #define WBUF_BYTES 16384
+#define PORTS_MAX 16
+#define RETRY_S 0.02 /* before reconnecting when no leader is known */
 
 enum proto { PROTO_ORDO, PROTO_ETCD };
 
 typedef struct conn {
-    int fd;
-    bool busy;       /* a put is in flight */
+    int fd;          /* -1 while lost (-f): reconnect at retry_at */
+    int port;
+    double retry_at;
+    bool busy;       /* a put is in flight (or waits to be sent again) */
     char rbuf[RBUF_BYTES];
     size_t rlen;
     char wbuf[WBUF_BYTES];
@@ -52,7 +67,9 @@ typedef struct conn {
 
 typedef struct load {
     enum proto proto;
-    int port;
+    int ports[PORTS_MAX];
+    int ports_n;
+    bool follow;
     int conns_n;
     double seconds;
     int keys;
@@ -63,6 +80,8 @@ typedef struct load {
     uint64_t puts;   /* acknowledged while measuring */
     uint64_t sent;
     uint64_t errors;
+    uint64_t redirects;  /* -f: NOTLEADER replies */
+    uint64_t reconnects; /* -f: lost connections, refused connects */
     uint64_t key_next;
     char value[1024];
     char value_b64[1400];
@@ -92,11 +111,53 @@ static void queue_put(load_t *L, conn_t *c)
     L->sent++;
 }
 
-/* Sends what it can of the queued request. */
-static void flush(conn_t *c)
+/* The port after c's in the list (the first if c's is not in it). */
+static int next_port(const load_t *L, const conn_t *c)
 {
-    if (send_some(c->fd, c->wbuf, c->wlen, &c->woff) != 0 && errno != EAGAIN && errno != EINTR)
-        die("send");
+    for (int i = 0; i < L->ports_n; i++)
+        if (L->ports[i] == c->port)
+            return L->ports[(i + 1) % L->ports_n];
+    return L->ports[0];
+}
+
+/* -f: drop c's connection; it reconnects to port after delay seconds and
+ * sends its put (if one is pending) again from the start. */
+static void move_to(conn_t *c, int port, double delay)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    c->port = port;
+    c->retry_at = now_s() + delay;
+    c->rlen = 0;
+    c->woff = 0;
+}
+
+/* Sends what it can of the queued request. */
+static void flush(load_t *L, conn_t *c)
+{
+    if (send_some(c->fd, c->wbuf, c->wlen, &c->woff) != 0 && errno != EAGAIN && errno != EINTR) {
+        if (!L->follow)
+            die("send");
+        L->reconnects++;
+        move_to(c, next_port(L, c), RETRY_S);
+    }
+}
+
+/* -f: a -NOTLEADER reply at the head of c->rbuf (n bytes, up to its \r\n)
+ * moves c to the leader it names, or to the next port if it names none. */
+static void not_leader(load_t *L, conn_t *c, size_t n)
+{
+    L->redirects++;
+    const char *colon = NULL;
+    for (const char *q = c->rbuf; q < c->rbuf + n; q++)
+        if (*q == ':')
+            colon = q;
+    int port = colon != NULL ? atoi(colon + 1) : 0;
+    if (port > 0 && port < 65536)
+        move_to(c, port, 0);
+    else
+        move_to(c, next_port(L, c), RETRY_S);
 }
 
 static void reply_done(load_t *L, conn_t *c, bool ok, const char *p, size_t n)
@@ -123,6 +184,10 @@ static size_t ordo_reply(load_t *L, conn_t *c)
     if (c->rbuf[0] == '$' || c->rbuf[0] == '*') {
         fprintf(stderr, "put_load: unexpected reply to SET: %.*s\n", (int)n, c->rbuf);
         exit(1);
+    }
+    if (L->follow && n > 10 && memcmp(c->rbuf, "-NOTLEADER", 10) == 0) {
+        not_leader(L, c, n);
+        return n;
     }
     reply_done(L, c, c->rbuf[0] == '+', c->rbuf, n);
     return n;
@@ -159,6 +224,11 @@ static void on_readable(load_t *L, conn_t *c)
 {
     switch (recv_all(c->fd, c->rbuf, RBUF_BYTES, &c->rlen)) {
     case RECV_CLOSED:
+        if (L->follow) {
+            L->reconnects++;
+            move_to(c, next_port(L, c), RETRY_S);
+            return;
+        }
         fprintf(stderr, "put_load: the server closed a connection\n");
         exit(1);
     case RECV_FULL:
@@ -176,8 +246,8 @@ static void on_readable(load_t *L, conn_t *c)
             return;
         }
         size_t used = L->proto == PROTO_ORDO ? ordo_reply(L, c) : etcd_reply(L, c);
-        if (used == 0)
-            return;
+        if (used == 0 || c->fd < 0)
+            return; /* incomplete, or moved (-f): its buffer is gone */
         memmove(c->rbuf, c->rbuf + used, c->rlen - used);
         c->rlen -= used;
     }
@@ -185,8 +255,8 @@ static void on_readable(load_t *L, conn_t *c)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: put_load ordo|etcd PORT [-c conns] [-d seconds] [-k keys] "
-                    "[-v value_bytes] [-p path]\n");
+    fprintf(stderr, "usage: put_load ordo|etcd PORT[,PORT...] [-c conns] [-d seconds] [-k keys] "
+                    "[-v value_bytes] [-p path] [-f]\n");
     exit(2);
 }
 
@@ -201,8 +271,23 @@ int main(int argc, char **argv)
         L.proto = PROTO_ETCD;
     else
         usage();
-    L.port = atoi(argv[2]);
-    for (int i = 3; i + 1 < argc; i += 2) {
+    for (const char *q = argv[2]; *q != '\0'; q++) {
+        int port = atoi(q);
+        if (L.ports_n == PORTS_MAX || port < 1 || port > 65535)
+            usage();
+        L.ports[L.ports_n++] = port;
+        q = strchr(q, ',');
+        if (q == NULL)
+            break;
+    }
+    for (int i = 3; i < argc; i += 2) {
+        if (strcmp(argv[i], "-f") == 0) {
+            L.follow = true;
+            i--;
+            continue;
+        }
+        if (i + 1 >= argc)
+            usage();
         const char *v = argv[i + 1];
         if (strcmp(argv[i], "-c") == 0)
             L.conns_n = atoi(v);
@@ -217,7 +302,7 @@ int main(int argc, char **argv)
         else
             usage();
     }
-    if (L.port < 1 || L.port > 65535 || L.conns_n < 1 || L.conns_n > CONNS_MAX || L.keys < 1 ||
+    if (L.ports_n < 1 || (L.ports_n > 1 && !L.follow) || (L.follow && L.proto != PROTO_ORDO) || L.conns_n < 1 || L.conns_n > CONNS_MAX || L.keys < 1 ||
         L.value_bytes < 1 || L.value_bytes >= (int)sizeof L.value || L.seconds <= 0 ||
         strlen(L.path) > 200 || L.path[0] != '/')
         usage();
@@ -229,9 +314,13 @@ int main(int argc, char **argv)
     if (L.conns == NULL || pfd == NULL)
         die("calloc");
     for (int i = 0; i < L.conns_n; i++) {
-        L.conns[i].fd = connect_to(L.port);
-        set_nonblock(L.conns[i].fd);
-        pfd[i].fd = L.conns[i].fd;
+        conn_t *c = &L.conns[i];
+        c->port = L.ports[0];
+        c->fd = L.follow ? try_connect(c->port) : connect_to(c->port);
+        if (c->fd >= 0)
+            set_nonblock(c->fd);
+        else
+            move_to(c, next_port(&L, c), 0);
     }
 
     L.measuring = true;
@@ -239,10 +328,22 @@ int main(int argc, char **argv)
     while ((t = now_s()) < end) {
         for (int i = 0; i < L.conns_n; i++) {
             conn_t *c = &L.conns[i];
-            if (!c->busy)
-                queue_put(&L, c);
-            flush(c);
-            pfd[i].events = POLLIN | (c->woff < c->wlen ? POLLOUT : 0);
+            if (c->fd < 0 && t >= c->retry_at) {
+                c->fd = try_connect(c->port);
+                if (c->fd >= 0) {
+                    set_nonblock(c->fd);
+                } else {
+                    L.reconnects++;
+                    move_to(c, next_port(&L, c), RETRY_S);
+                }
+            }
+            if (c->fd >= 0) {
+                if (!c->busy)
+                    queue_put(&L, c);
+                flush(&L, c);
+            }
+            pfd[i].fd = c->fd; /* poll() skips a negative fd */
+            pfd[i].events = POLLIN | (c->fd >= 0 && c->woff < c->wlen ? POLLOUT : 0);
         }
         int n = poll_turn(pfd, L.conns_n, end, t);
         if (n < 0)
@@ -251,18 +352,23 @@ int main(int argc, char **argv)
             if (pfd[i].revents == 0)
                 continue;
             n--;
-            if (pfd[i].revents & (POLLIN | POLLERR | POLLHUP))
+            if ((pfd[i].revents & (POLLIN | POLLERR | POLLHUP)) && L.conns[i].fd >= 0)
                 on_readable(&L, &L.conns[i]);
         }
     }
     L.measuring = false;
     double elapsed = t - t0, cpu = cpu_s() - cpu0;
 
-    printf("puts=%llu seconds=%.3f puts_per_s=%.0f conns=%d errors=%llu tool_cpu=%.2f\n",
+    printf("puts=%llu seconds=%.3f puts_per_s=%.0f conns=%d errors=%llu tool_cpu=%.2f",
            (unsigned long long)L.puts, elapsed, (double)L.puts / elapsed, L.conns_n,
            (unsigned long long)L.errors, cpu / elapsed);
+    if (L.follow)
+        printf(" redirects=%llu reconnects=%llu", (unsigned long long)L.redirects,
+               (unsigned long long)L.reconnects);
+    printf("\n");
     for (int i = 0; i < L.conns_n; i++)
-        close(L.conns[i].fd);
+        if (L.conns[i].fd >= 0)
+            close(L.conns[i].fd);
     free(L.conns);
     free(pfd);
     return L.errors > 0 ? 1 : 0;
