@@ -85,6 +85,7 @@ bench: build
 	bench/lock.sh
 	bench/queue.sh
 	bench/http.sh
+	bench/cluster.sh
 
 install: build
 	cmake --install build

@@ -1,0 +1,391 @@
+#!/usr/bin/env bash
+# bench/cluster.sh -- replicated durable writes and failover: a 3-member
+# ordod cluster against a 3-member etcd cluster, on loopback, in one run.
+#
+# Started by the script, each on free loopback ports with its data under
+# the bench temp dir: ordod members 1..3 (--node-id, --cluster, --fsync
+# always, --http-port 0, raft on client port + OFFSET), etcd members
+# m1..m3 (Debian's etcd-server 3.4, defaults), and one single-member ordod
+# --fsync always (no --cluster), for the ">= 0.5x single member" goal.
+#
+# 1. Writes/s. Per round, build/put_load (bench/put_load.c; the client of
+#    bench/durable.sh): CLIENTS connections (default 16), one put in
+#    flight each, DURATION seconds, sent to the leader:
+#      - ordod cluster: RESP SET to the leader found with CLUSTER INFO
+#        (put_load -f also follows -NOTLEADER if leadership moves);
+#      - etcd cluster: HTTP/1.1 POST /v3/kv/put (gRPC gateway) to the
+#        leader found with /v3/maintenance/status (any member would
+#        forward; the leader spares the hop, as for ordod);
+#      - the single ordod: RESP SET.
+#    The order of ordod and etcd flips every round; the single member runs
+#    last. Medians (min..max) over R rounds.
+# 2. Failover. KILLS times per system (order flipping): wait until the
+#    cluster is healthy (every member answers, one leader agreed on, every
+#    member applied what the leader committed), then build/failover_probe
+#    (bench/failover_probe.c) connects to the two survivors, SIGKILLs the
+#    leader and writes to both survivors (several lanes each, a write
+#    abandoned after 200 ms, retried 5 ms after an error such as
+#    -NOTLEADER) until one acknowledges; the time from the kill to that
+#    acknowledgement is the figure. The killed member is then restarted on
+#    its data and the cluster waited for again. Medians over the kills.
+#
+# Fairness notes, printed with the results:
+#   - Both sides acknowledge a put only once a majority (2 of 3) has it
+#     in its log on disk: ordod members run --fsync always; etcd fsyncs its
+#     WAL before acknowledging (3.4 has no switch to turn that off).
+#   - etcd is driven through its HTTP/JSON gateway (the same client shape
+#     as ordod), which costs etcd some CPU a gRPC client would not.
+#   - Failover is bounded below by each side's election timeout: ordod's
+#     default (--cluster-election-timeout-ms, printed) against etcd's
+#     defaults (--heartbeat-interval 100, --election-timeout 1000). Neither
+#     is tuned here.
+#   - All seven processes and the load tools share the machine's cores.
+#
+# The last two lines are the headline ratios:
+#   cluster ordod/etcd put ratio: X     (median writes/s, ordod / etcd)
+#   failover ordod/etcd ratio: Y        (median failover ms, ordod / etcd)
+#
+# Env: R (rounds, 3), DURATION (seconds per put_load run, 10), CLIENTS
+#      (put_load connections, 16), KILLS (leader kills per system, 5),
+#      OFFSET (ordod raft port = client port + OFFSET, 6000, so both stay
+#      below the ephemeral range), ONLY=ordod|etcd (run one side only; the
+#      ratios then print nan).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+bench_init cluster
+
+R="${R:-3}"
+DURATION="${DURATION:-10}"
+CLIENTS="${CLIENTS:-16}"
+KILLS="${KILLS:-5}"
+OFFSET="${OFFSET:-6000}"
+ONLY="${ONLY:-}"
+LOAD="$ROOT/build/put_load"
+PROBE="$ROOT/build/failover_probe"
+HEALTHY_S=60 # the longest we wait for a cluster to be healthy
+for t in "$LOAD" "$PROBE"; do
+    [ -x "$t" ] || { echo "bench: $t is missing; run make first" >&2; exit 1; }
+done
+case "$ONLY" in "" | ordod | etcd) ;; *) echo "bench: ONLY is ordod or etcd" >&2; exit 2 ;; esac
+want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
+
+if want ordod && ! "$ORDOD" --help 2>&1 | grep -q -- '--cluster'; then
+    echo "bench: $ORDOD has no cluster mode (--cluster); build a newer ordod" >&2
+    exit 1
+fi
+
+# ---- ports ------------------------------------------------------------------
+
+TAKEN=" "
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && [[ "$TAKEN" != *" $1 "* ]]; }
+
+# pick_port [OFF]: a free port p (and p+OFF free too when OFF is given),
+# not handed out before in this run. Drawn from 20000..25999 so that p+OFF
+# (OFF <= 6000) stays below the kernel's ephemeral range (see lib.sh).
+pick_port() {
+    local off="${1:-}" p
+    for _ in $(seq 1 500); do
+        p=$((20000 + RANDOM % 6000))
+        port_free "$p" || continue
+        if [ -n "$off" ]; then
+            port_free $((p + off)) || continue
+            TAKEN+="$((p + off)) "
+        fi
+        TAKEN+="$p "
+        echo "$p"
+        return 0
+    done
+    echo "bench: no free port found" >&2
+    return 1
+}
+
+# ---- ordod cluster ------------------------------------------------------------
+
+IDS="1 2 3"
+declare -A OPORT OPID OSTARTS
+OLIST=""
+for id in $IDS; do
+    OPORT[$id]="$(pick_port "$OFFSET")"
+    OSTARTS[$id]=0
+    OLIST+="${OLIST:+,}$id=127.0.0.1:${OPORT[$id]}"
+done
+
+# ordo_start ID: start (or restart, on its data) member ID.
+ordo_start() {
+    local id="$1" log
+    OSTARTS[$id]=$((OSTARTS[$id] + 1))
+    log="$BENCH_TMP/ordo$id.${OSTARTS[$id]}.log"
+    mkdir -p "$BENCH_TMP/ordo$id"
+    bench_spawn "$log" "$ORDOD" --bind 127.0.0.1 --port "${OPORT[$id]}" --http-port 0 \
+        --dir "$BENCH_TMP/ordo$id" --fsync always \
+        --node-id "$id" --cluster "$OLIST" --cluster-port-offset "$OFFSET"
+    OPID[$id]="$LAST_PID"
+    bench_wait_port "${OPID[$id]}" "${OPORT[$id]}" || { echo "bench: ordod member $id did not start" >&2; cat "$log" >&2; exit 1; }
+}
+
+# ordo_ci PORT: CLUSTER INFO of the member on PORT as name=value words.
+ordo_ci() { redis-cli -p "$1" CLUSTER INFO 2>/dev/null | tr -d '\r' | tr ':' '=' | tr '\n' ' '; }
+
+field() { tr ' ' '\n' <<<"$2" | awk -F= -v k="$1" '$1 == k { print $2; exit }'; }
+
+# ordo_healthy: true when every member answers, all name the same leader
+# (state ok), and every member has applied what the leader has committed.
+# Sets OLEADER (the leader's id).
+ordo_healthy() {
+    local id lead="" commit applied
+    declare -A ci
+    for id in $IDS; do
+        ci[$id]="$(ordo_ci "${OPORT[$id]}")"
+        [ "$(field cluster_state "${ci[$id]}")" = ok ] || return 1
+        [ -n "$lead" ] || lead="$(field cluster_leader_id "${ci[$id]}")"
+        [ "$(field cluster_leader_id "${ci[$id]}")" = "$lead" ] || return 1
+    done
+    [ -n "$lead" ] && [ "$lead" != 0 ] && [ -n "${OPORT[$lead]:-}" ] || return 1
+    commit="$(field cluster_commit_index "${ci[$lead]}")"
+    for id in $IDS; do
+        applied="$(field cluster_applied_index "${ci[$id]}")"
+        [ -n "$applied" ] && [ -n "$commit" ] && [ "$applied" -ge "$commit" ] || return 1
+    done
+    OLEADER="$lead"
+}
+
+ordo_wait_healthy() {
+    for _ in $(seq 1 $((HEALTHY_S * 10))); do
+        ordo_healthy && return 0
+        sleep 0.1
+    done
+    echo "bench: the ordod cluster did not become healthy within ${HEALTHY_S}s" >&2
+    for id in $IDS; do echo "member $id (port ${OPORT[$id]}): $(ordo_ci "${OPORT[$id]}")" >&2; done
+    tail -n 20 "$BENCH_TMP"/ordo*.log >&2
+    exit 1
+}
+
+start_ordo_cluster() {
+    local id
+    for id in $IDS; do ordo_start "$id"; done
+    ordo_wait_healthy
+    for id in $IDS; do
+        if ! redis-cli -p "${OPORT[$id]}" INFO persistence | grep -q '^fsync:always'; then
+            echo "bench: ordod member $id does not report fsync:always" >&2
+            exit 1
+        fi
+    done
+}
+
+# ---- etcd cluster -------------------------------------------------------------
+
+declare -A EPORT EPEER EPID ESTARTS
+EIC=""
+for id in $IDS; do
+    EPORT[$id]="$(pick_port)"
+    EPEER[$id]="$(pick_port)"
+    ESTARTS[$id]=0
+    EIC+="${EIC:+,}m$id=http://127.0.0.1:${EPEER[$id]}"
+done
+
+etcd_start() {
+    local id="$1" log
+    ESTARTS[$id]=$((ESTARTS[$id] + 1))
+    log="$BENCH_TMP/etcd$id.${ESTARTS[$id]}.log"
+    bench_spawn "$log" etcd --name "m$id" --data-dir "$BENCH_TMP/etcd$id" \
+        --initial-cluster "$EIC" \
+        --listen-peer-urls "http://127.0.0.1:${EPEER[$id]}" \
+        --initial-advertise-peer-urls "http://127.0.0.1:${EPEER[$id]}" \
+        --listen-client-urls "http://127.0.0.1:${EPORT[$id]}" \
+        --advertise-client-urls "http://127.0.0.1:${EPORT[$id]}" \
+        --listen-metrics-urls "" --log-level warn
+    EPID[$id]="$LAST_PID"
+    bench_wait_port "${EPID[$id]}" "${EPORT[$id]}" || { echo "bench: etcd member m$id did not start" >&2; cat "$log" >&2; exit 1; }
+}
+
+# etcd_status PORT: "member_id leader raftIndex raftAppliedIndex" of the
+# member on PORT (from the gateway's /v3/maintenance/status), or nothing.
+etcd_status() {
+    curl -s -m 1 -X POST -d '{}' "http://127.0.0.1:$1/v3/maintenance/status" 2>/dev/null |
+        awk '{
+            n = split("member_id leader raftIndex raftAppliedIndex", k, " ")
+            for (i = 1; i <= n; i++) {
+                if (match($0, "\"" k[i] "\":\"?[0-9]+")) {
+                    s = substr($0, RSTART, RLENGTH); sub(/.*:"?/, "", s); v[i] = s
+                } else { exit }
+            }
+            print v[1], v[2], v[3], v[4]
+        }'
+}
+
+# etcd_healthy: as ordo_healthy. Sets ELEADER (the leader's member number).
+etcd_healthy() {
+    local id lead="" commit=""
+    declare -A mid ld idx app
+    for id in $IDS; do
+        read -r "mid[$id]" "ld[$id]" "idx[$id]" "app[$id]" <<<"$(etcd_status "${EPORT[$id]}")"
+        [ -n "${app[$id]}" ] && [ "${ld[$id]}" != 0 ] || return 1
+        [ -n "$lead" ] || lead="${ld[$id]}"
+        [ "${ld[$id]}" = "$lead" ] || return 1
+    done
+    for id in $IDS; do
+        [ "${mid[$id]}" = "$lead" ] && { ELEADER="$id"; commit="${idx[$id]}"; }
+    done
+    [ -n "$commit" ] || return 1
+    for id in $IDS; do [ "${app[$id]}" -ge "$commit" ] || return 1; done
+}
+
+etcd_wait_healthy() {
+    for _ in $(seq 1 $((HEALTHY_S * 10))); do
+        etcd_healthy && return 0
+        sleep 0.1
+    done
+    echo "bench: the etcd cluster did not become healthy within ${HEALTHY_S}s" >&2
+    for id in $IDS; do echo "m$id (port ${EPORT[$id]}): $(etcd_status "${EPORT[$id]}")" >&2; done
+    tail -n 20 "$BENCH_TMP"/etcd*.log >&2
+    exit 1
+}
+
+start_etcd_cluster() {
+    local id
+    for id in $IDS; do etcd_start "$id"; done
+    etcd_wait_healthy
+    if ! curl -sf -o /dev/null -X POST -d '{"key":"cHJvYmU=","value":"MQ=="}' \
+        "http://127.0.0.1:${EPORT[$ELEADER]}/v3/kv/put"; then
+        echo "bench: etcd's gateway does not accept POST /v3/kv/put" >&2
+        exit 1
+    fi
+}
+
+# ---- runs -------------------------------------------------------------------
+
+declare -A res # res[SYSTEM]: per-run figures (writes/s, or failover ms)
+
+# others_of ID: the client ports (ordod or etcd, per $2) of the other members.
+others_of() {
+    local id o out=""
+    for o in $IDS; do
+        [ "$o" = "$1" ] && continue
+        if [ "$2" = ordod ]; then out+="${out:+,}${OPORT[$o]}"; else out+="${out:+,}${EPORT[$o]}"; fi
+    done
+    echo "$out"
+}
+
+# put SYSTEM: one put_load run against ordod3, etcd3 or ordod1.
+put() {
+    local sys="$1" line v
+    case "$sys" in
+    ordod3)
+        ordo_wait_healthy
+        line="$(timeout $((DURATION + 60)) "$LOAD" ordo "${OPORT[$OLEADER]},$(others_of "$OLEADER" ordod)" \
+            -c "$CLIENTS" -d "$DURATION" -f || true)"
+        line="leader $OLEADER: $line"
+        ;;
+    etcd3)
+        etcd_wait_healthy
+        line="$(timeout $((DURATION + 60)) "$LOAD" etcd "${EPORT[$ELEADER]}" -c "$CLIENTS" -d "$DURATION" \
+            -p /v3/kv/put || true)"
+        line="leader m$ELEADER: $line"
+        ;;
+    ordod1)
+        line="$(timeout $((DURATION + 60)) "$LOAD" ordo "$ORDO_PORT" -c "$CLIENTS" -d "$DURATION" || true)"
+        ;;
+    esac
+    v="$(field puts_per_s "${line#*: }")"
+    if [ -z "$v" ]; then
+        echo "bench: put_load against $sys gave no figure: $line" >&2
+        exit 1
+    fi
+    res[$sys]+="$v "
+    printf '  round %d put %-6s %s\n' "$r" "$sys" "$line"
+}
+
+# failover SYSTEM: kill the leader of ordod or etcd, time the first
+# acknowledged write, restart the member, wait until healthy again.
+failover() {
+    local sys="$1" id pid line v
+    if [ "$sys" = ordod ]; then
+        ordo_wait_healthy
+        id="$OLEADER" pid="${OPID[$OLEADER]}"
+        disown "$pid" # no "Killed" notice from bash; still reaped, and killed on exit if alive
+        line="$(timeout 60 "$PROBE" ordo "$pid" "$(others_of "$id" ordod)" || true)"
+    else
+        etcd_wait_healthy
+        id="$ELEADER" pid="${EPID[$ELEADER]}"
+        disown "$pid"
+        line="$(timeout 60 "$PROBE" etcd "$pid" "$(others_of "$id" etcd)" -p /v3/kv/put || true)"
+    fi
+    bench_stop "$pid" # reaps it (the probe killed it) and forgets its PID
+    v="$(field failover_ms "$line")"
+    printf '  kill %d %-5s leader %s (pid %s): %s\n' "$k" "$sys" "$id" "$pid" "$line"
+    if [ -z "$v" ] || [ "$v" = nan ]; then
+        echo "bench: no write acknowledged by the $sys survivors after the leader was killed" >&2
+        exit 1
+    fi
+    res[$sys-failover]+="$v "
+    if [ "$sys" = ordod ]; then
+        ordo_start "$id"
+        ordo_wait_healthy
+    else
+        etcd_start "$id"
+        etcd_wait_healthy
+    fi
+}
+
+T0=$SECONDS
+if want ordod; then start_ordo_cluster; fi
+if want etcd; then start_etcd_cluster; fi
+# Last, once every port above is bound (bench_free_port knows no TAKEN).
+if want ordod; then bench_start_ordod single --fsync always; fi
+
+etimeout="$("$ORDOD" --help 2>&1 | awk '$1 == "--cluster-election-timeout-ms" { sub(/.*\(default: /, ""); sub(/[;)].*/, ""); print }')"
+echo "cluster: rounds=$R; put_load: $CLIENTS connections x 1 put in flight, ${DURATION}s, 16-byte values, 100000 keys, to the leader"
+echo "cluster: ordod 3 members on loopback (--fsync always, raft on client port + $OFFSET), election timeout: ${etimeout:-?} ms (its default)"
+echo "cluster: ordod 1 member (no --cluster), --fsync always"
+echo "cluster: etcd $(etcd --version | awk '/etcd Version/ {print $3}') 3 members on loopback, defaults (heartbeat 100 ms, election timeout 1000 ms, WAL fsync before a reply),"
+echo "cluster: driven through its HTTP/JSON gateway (POST /v3/kv/put), which costs it some CPU a gRPC client would not"
+echo "cluster: failover: SIGKILL the leader, time to the first write a survivor acknowledges (build/failover_probe), $KILLS kills each"
+echo "cluster: all data dirs on $(df -P "$BENCH_TMP" | awk 'NR == 2 { print $1 }') ($(findmnt -n -o FSTYPE -T "$BENCH_TMP" 2>/dev/null || stat -f -c %T "$BENCH_TMP"))"
+
+SYSTEMS="${ONLY:-ordod etcd}"
+# in_order N: the systems, flipped on even N.
+in_order() {
+    if [ $(($1 % 2)) -eq 1 ]; then echo "$SYSTEMS"; else tr ' ' '\n' <<<"$SYSTEMS" | tac | tr '\n' ' '; fi
+}
+for r in $(seq 1 "$R"); do
+    for s in $(in_order "$r"); do
+        if [ "$s" = ordod ]; then put ordod3; else put etcd3; fi
+    done
+    if want ordod; then put ordod1; fi
+done
+for k in $(seq 1 "$KILLS"); do
+    for s in $(in_order "$k"); do failover "$s"; done
+done
+
+# median1 V...: median with one decimal (bench_stats rounds to integers).
+median1() {
+    [ $# -gt 0 ] || { echo nan; return; }
+    printf '%s\n' "$@" | sort -g | awk '
+        { v[NR] = $1 }
+        END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.1f\n", m }'
+}
+# shellcheck disable=SC2086
+stats() { if [ -n "${res[$1]:-}" ]; then bench_stats ${res[$1]}; else echo "nan nan nan"; fi; }
+# ratio A B: bench_ratio, nan when a side did not run.
+ratio() { if [ "$1" = nan ] || [ "$2" = nan ]; then echo nan; else bench_ratio "$1" "$2"; fi; }
+
+echo
+echo "run took $((SECONDS - T0)) s"
+printf '%-34s %s\n' "" "median (min..max)"
+read -r o3 o3min o3max <<<"$(stats ordod3)"
+read -r e3 e3min e3max <<<"$(stats etcd3)"
+read -r o1 o1min o1max <<<"$(stats ordod1)"
+printf '%-34s %s\n' "put c=$CLIENTS, ordod 3 members (w/s)" "$o3 ($o3min..$o3max)"
+printf '%-34s %s\n' "put c=$CLIENTS, etcd 3 members (w/s)" "$e3 ($e3min..$e3max)"
+printf '%-34s %s\n' "put c=$CLIENTS, ordod 1 member (w/s)" "$o1 ($o1min..$o1max)"
+# shellcheck disable=SC2086
+of="$(median1 ${res[ordod-failover]:-})"
+# shellcheck disable=SC2086
+ef="$(median1 ${res[etcd-failover]:-})"
+# shellcheck disable=SC2086
+printf '%-34s %s\n' "failover, ordod (ms)" "$of (each: $(xargs <<<"${res[ordod-failover]:-}"))"
+# shellcheck disable=SC2086
+printf '%-34s %s\n' "failover, etcd (ms)" "$ef (each: $(xargs <<<"${res[etcd-failover]:-}"))"
+echo "ordod 3 members / 1 member: $(ratio "$o3" "$o1") (goal >= 0.5)"
+echo "cluster ordod/etcd put ratio: $(ratio "$o3" "$e3")"
+echo "failover ordod/etcd ratio: $(ratio "$of" "$ef")"
