@@ -3,6 +3,8 @@
 #
 #   make                   build libordo (and ordod) under build/
 #   make run               build and start ordod with its default configuration
+#   make cluster           build and start a 3-member cluster on loopback (ports 7001-7003,
+#                          data in ./data/cluster/<id>/; Ctrl-C stops it; scripts/cluster.sh)
 #   make test              every test: unit, integration, sanitizers
 #   make integration       integration tests: a real ordod driven over the wire
 #   make crash             short crash runs: SIGKILL ordod under KV writers and queue clients, check
@@ -10,14 +12,15 @@
 #   make asan / make tsan  unit tests under ASan+UBSan (and integration) / TSan
 #   make bench-primitives  in-process primitive benchmarks
 #   make fuzz              fuzz the RESP parser (FUZZ_SECONDS=60)
-#   make bench             server benchmarks against Redis, etcd, beanstalkd (bench/*.sh)
+#   make bench             server benchmarks against Redis, etcd, beanstalkd (bench/*.sh;
+#                          bench/cluster.sh: a 3-member cluster against 3-member etcd)
 #   make install           install libordo, headers, ordo.pc (PREFIX=/usr/local)
 
 PREFIX ?= /usr/local
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all build run test unit integration crash asan tsan bench-primitives bench fuzz install clean deps-build deps-test
+.PHONY: all build run cluster test unit integration crash asan tsan bench-primitives bench fuzz install clean deps-build deps-test
 
 all: build
 
@@ -32,6 +35,11 @@ build: deps-build
 
 run: build
 	@mkdir -p data && exec build/ordod --dir ./data
+
+# Three members on 127.0.0.1: client ports 7001-7003, raft 17001-17003,
+# HTTP 7381-7383, data and logs under ./data/cluster/.
+cluster: build
+	@exec scripts/cluster.sh
 
 unit: build
 	cd build && ctest --output-on-failure -j $(JOBS) -L unit

@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# scripts/cluster.sh -- `make cluster`: a three-member ordod cluster on
+# loopback, in the foreground, until Ctrl-C (or SIGTERM).
+#
+#   member  client (RESP)    raft (client + 10000)  HTTP     data                 log
+#   1       127.0.0.1:7001   127.0.0.1:17001        :7381    data/cluster/1/      data/cluster/1.log
+#   2       127.0.0.1:7002   127.0.0.1:17002        :7382    data/cluster/2/      data/cluster/2.log
+#   3       127.0.0.1:7003   127.0.0.1:17003        :7383    data/cluster/3/      data/cluster/3.log
+#
+# The first start forms the cluster; later starts recover each member from
+# its directory (rm -rf data/cluster to begin afresh). Once a leader is
+# known it prints how to connect, then one line whenever the leader changes
+# or a member exits, nothing else (each member's output goes to its log).
+# Ctrl-C or SIGTERM stops the three members it started, by PID, and waits
+# for them.
+#
+# Env: ORDOD (default build/ordod), CLUSTER_DIR (default ./data/cluster),
+#      ORDO_CLUSTER_ARGS (more options for every member, e.g.
+#      "--fsync everysec").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ORDOD="${ORDOD:-build/ordod}"
+DIR="${CLUSTER_DIR:-./data/cluster}"
+IDS=(1 2 3)
+OFFSET=10000 # ordod's default --cluster-port-offset
+read -r -a EXTRA <<<"${ORDO_CLUSTER_ARGS:-}"
+
+[ -x "$ORDOD" ] || { echo "cluster: $ORDOD is missing; run make first" >&2; exit 1; }
+if ! "$ORDOD" --help 2>&1 | grep -q -- '--cluster'; then
+    echo "cluster: $ORDOD has no cluster mode (--cluster)" >&2
+    exit 1
+fi
+
+client_port() { echo $((7000 + $1)); }
+http_port() { echo $((7380 + $1)); }
+
+LIST=""
+for id in "${IDS[@]}"; do LIST+="${LIST:+,}$id=127.0.0.1:$(client_port "$id")"; done
+
+# Every port must be free before anything starts.
+for id in "${IDS[@]}"; do
+    for p in "$(client_port "$id")" $(($(client_port "$id") + OFFSET)) "$(http_port "$id")"; do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+            echo "cluster: port $p on 127.0.0.1 is in use (another 'make cluster'?); nothing started" >&2
+            exit 1
+        fi
+    done
+done
+
+declare -A PID
+stop_all() {
+    local id pid
+    trap - INT TERM EXIT
+    for id in "${!PID[@]}"; do kill "${PID[$id]}" 2>/dev/null || true; done
+    for id in "${!PID[@]}"; do
+        pid="${PID[$id]}"
+        for _ in $(seq 1 50); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -9 "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    [ ${#PID[@]} -gt 0 ] && echo "cluster: stopped"
+    PID=()
+}
+trap stop_all EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# member_cmd ID: set CMD to the command line of member ID.
+member_cmd() {
+    local id="$1"
+    CMD=("$ORDOD" --bind 127.0.0.1 --port "$(client_port "$id")" --http-port "$(http_port "$id")"
+        --dir "$DIR/$id" --node-id "$id" --cluster "$LIST" "${EXTRA[@]}")
+}
+
+mkdir -p "$DIR"
+for id in "${IDS[@]}"; do
+    mkdir -p "$DIR/$id"
+    member_cmd "$id"
+    "${CMD[@]}" >>"$DIR/$id.log" 2>&1 &
+    PID[$id]=$!
+done
+
+# cluster_info PORT: CLUSTER INFO of the member on PORT, as name:value
+# lines (over /dev/tcp, so that redis-cli is not needed); nothing if it
+# does not answer within a second.
+cluster_info() {
+    (
+        exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 0
+        # shellcheck disable=SC2016
+        printf '*2\r\n$7\r\nCLUSTER\r\n$4\r\nINFO\r\n' >&3
+        IFS= read -r -t 1 head <&3 || exit 0
+        head="${head%$'\r'}"
+        [ "${head:0:1}" = '$' ] || exit 0
+        IFS= read -r -t 1 -N "${head:1}" body <&3 || exit 0
+        printf '%s\n' "${body//$'\r'/}"
+    ) 2>/dev/null
+}
+info_field() { awk -F: -v k="$1" '$1 == k { print $2; exit }'; }
+
+# leader: "ID TERM" of the leader most members that answer name, or nothing.
+# Every member's port is asked, ours or restarted by hand.
+leader() {
+    local id info l t
+    for id in "${IDS[@]}"; do
+        info="$(cluster_info "$(client_port "$id")")"
+        l="$(info_field cluster_leader_id <<<"$info")"
+        t="$(info_field cluster_term <<<"$info")"
+        [ -n "$l" ] && [ "$l" != 0 ] && echo "$l $t"
+    done | sort | uniq -c | sort -rn | awk 'NR == 1 { print $2, $3 }'
+}
+
+echo "cluster: starting 3 members (logs: $DIR/<id>.log) ..."
+lead=""
+for _ in $(seq 1 300); do
+    for id in "${IDS[@]}"; do
+        if ! kill -0 "${PID[$id]}" 2>/dev/null; then
+            echo "cluster: member $id exited at start; the end of $DIR/$id.log:" >&2
+            tail -n 15 "$DIR/$id.log" >&2
+            exit 1
+        fi
+    done
+    lead="$(leader)"
+    [ -n "$lead" ] && break
+    sleep 0.1
+done
+[ -n "$lead" ] || { echo "cluster: no leader after 30 s; see $DIR/*.log" >&2; exit 1; }
+read -r lid lterm <<<"$lead"
+
+echo
+printf '  %-7s %-16s %-16s %-22s %-22s %s\n' member client raft dashboard data pid
+for id in "${IDS[@]}"; do
+    printf '  %-7s %-16s %-16s %-22s %-22s %s\n' "$id" "127.0.0.1:$(client_port "$id")" \
+        "127.0.0.1:$(($(client_port "$id") + OFFSET))" "http://127.0.0.1:$(http_port "$id")/" "$DIR/$id/" "${PID[$id]}"
+done
+cat <<EOF
+
+leader: member $lid (127.0.0.1:$(client_port "$lid")), term $lterm
+
+  redis-cli -p $(client_port "$lid")                    the leader: every command
+  redis-cli -p 7001 CLUSTER INFO        any member: cluster_leader_id, cluster_role, indexes
+  redis-cli -p 7001 CLUSTER MEMBERS     ids, addresses, roles
+  redis-cli -p $(client_port "$lid") CLUSTER TRANSFER    hand leadership to another member (on the leader)
+A follower answers data commands with -NOTLEADER 127.0.0.1:<leader's port>.
+
+Ctrl-C stops all three.
+EOF
+
+# Watch: a line when the leader changes or a member exits; nothing else.
+while :; do
+    sleep 1 &
+    wait $! || true
+    for id in "${!PID[@]}"; do
+        if ! kill -0 "${PID[$id]}" 2>/dev/null; then
+            st=0
+            wait "${PID[$id]}" 2>/dev/null || st=$?
+            unset "PID[$id]"
+            member_cmd "$id"
+            echo "cluster: $(date +%T) member $id exited (status $st; $DIR/$id.log). To start it again, in another shell:"
+            echo "  $(printf '%q ' "${CMD[@]}")"
+        fi
+    done
+    [ ${#PID[@]} -gt 0 ] || { echo "cluster: every member has exited"; exit 1; }
+    now="$(leader)"
+    if [ "$now" != "$lead" ]; then
+        if [ -n "$now" ]; then
+            read -r lid lterm <<<"$now"
+            echo "cluster: $(date +%T) leader: member $lid (127.0.0.1:$(client_port "$lid")), term $lterm"
+        else
+            echo "cluster: $(date +%T) no leader known (a majority of members must be up)"
+        fi
+        lead="$now"
+    fi
+done
