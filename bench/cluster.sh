@@ -24,7 +24,7 @@
 #    member applied what the leader committed), then build/failover_probe
 #    (bench/failover_probe.c) connects to the two survivors, SIGKILLs the
 #    leader and writes to both survivors (several lanes each, a write
-#    abandoned after 200 ms, retried 5 ms after an error such as
+#    abandoned after 200 ms, retried 10 ms after an error such as
 #    -NOTLEADER) until one acknowledges; the time from the kill to that
 #    acknowledgement is the figure. The killed member is then restarted on
 #    its data and the cluster waited for again. Medians over the kills.

@@ -14,7 +14,7 @@
  * Per member, -l lanes (default 4), each its own connection with one write
  * in flight: a write is sent; an acknowledgement ends the run; an error
  * reply (ordod's -NOTLEADER, an etcd error status) or a closed or refused
- * connection is tried again on that member after -r ms (default 5); a write
+ * connection is tried again on that member after -r ms (default 10); a write
  * unanswered after -t ms (default 200: the member may have forwarded it to
  * the dead leader, where it would wait for etcd's request timeout) is
  * abandoned: its connection is closed and a new one sends a new write at
@@ -23,7 +23,7 @@
  * that does not know the new leader can do no better than this; trying the
  * members in parallel rather than in turn keeps the figure from depending
  * on the order tried. So the figure is late by at most about -t/lanes (50
- * ms by default) when writes hang, and -r when they are refused; an
+ * ms by default) when writes hang, and about -r when they are refused; an
  * abandoned write may still be applied later, which changes nothing here
  * (the key is the tool's own).
  *
@@ -167,7 +167,7 @@ int main(int argc, char **argv)
 {
     member_t *ms = calloc(MEMBERS_MAX * LANES_MAX, sizeof *ms);
     int ports[MEMBERS_MAX], n_ports = 0, lanes = 4, n_ms;
-    double attempt_s = 0.2, retry_s = 0.005, max_s = 30;
+    double attempt_s = 0.2, retry_s = 0.01, max_s = 30;
     if (ms == NULL)
         die("calloc");
     if (argc < 4)
