@@ -69,7 +69,10 @@ done
 case "$ONLY" in "" | ordod | etcd) ;; *) echo "bench: ONLY is ordod or etcd" >&2; exit 2 ;; esac
 want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
 
-if want ordod && ! "$ORDOD" --help 2>&1 | grep -q -- '--cluster'; then
+# (grep -q reads the help whole: in a pipe it may stop early, and ordod,
+# cut off mid-write, would fail the pipe.)
+ORDOD_HELP="$("$ORDOD" --help 2>&1 || true)"
+if want ordod && ! grep -q -- '--cluster' <<<"$ORDOD_HELP"; then
     echo "bench: $ORDOD has no cluster mode (--cluster); build a newer ordod" >&2
     exit 1
 fi
@@ -333,7 +336,7 @@ if want etcd; then start_etcd_cluster; fi
 # Last, once every port above is bound (bench_free_port knows no TAKEN).
 if want ordod; then bench_start_ordod single --fsync always; fi
 
-etimeout="$("$ORDOD" --help 2>&1 | awk '$1 == "--cluster-election-timeout-ms" { sub(/.*\(default: /, ""); sub(/[;)].*/, ""); print }')"
+etimeout="$(awk '$1 == "--cluster-election-timeout-ms" { sub(/.*\(default: /, ""); sub(/[;)].*/, ""); print }' <<<"$ORDOD_HELP")"
 echo "cluster: rounds=$R; put_load: $CLIENTS connections x 1 put in flight, ${DURATION}s, 16-byte values, 100000 keys, to the leader"
 echo "cluster: ordod 3 members on loopback (--fsync always, raft on client port + $OFFSET), election timeout: ${etimeout:-?} ms (its default)"
 echo "cluster: ordod 1 member (no --cluster), --fsync always"

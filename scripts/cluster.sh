@@ -16,7 +16,9 @@
 #
 # Env: ORDOD (default build/ordod), CLUSTER_DIR (default ./data/cluster),
 #      ORDO_CLUSTER_ARGS (more options for every member, e.g.
-#      "--fsync everysec").
+#      "--fsync everysec"), CLUSTER_PORT_BASE (default 7000: client ports
+#      BASE+1..3, raft BASE+10001..3, HTTP BASE+381..3; another base runs a
+#      second cluster beside the first).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,13 +29,17 @@ OFFSET=10000 # ordod's default --cluster-port-offset
 read -r -a EXTRA <<<"${ORDO_CLUSTER_ARGS:-}"
 
 [ -x "$ORDOD" ] || { echo "cluster: $ORDOD is missing; run make first" >&2; exit 1; }
-if ! "$ORDOD" --help 2>&1 | grep -q -- '--cluster'; then
+# (grep -q reads the help whole: in a pipe it may stop early, and ordod,
+# cut off mid-write, would fail the pipe.)
+ORDOD_HELP="$("$ORDOD" --help 2>&1 || true)"
+if ! grep -q -- '--cluster' <<<"$ORDOD_HELP"; then
     echo "cluster: $ORDOD has no cluster mode (--cluster)" >&2
     exit 1
 fi
 
-client_port() { echo $((7000 + $1)); }
-http_port() { echo $((7380 + $1)); }
+BASE="${CLUSTER_PORT_BASE:-7000}"
+client_port() { echo $((BASE + $1)); }
+http_port() { echo $((BASE + 380 + $1)); }
 
 LIST=""
 for id in "${IDS[@]}"; do LIST+="${LIST:+,}$id=127.0.0.1:$(client_port "$id")"; done
@@ -68,6 +74,16 @@ stop_all() {
 trap stop_all EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+
+# shell_words ARG...: the arguments as one shell command line.
+shell_words() {
+    local a out=""
+    for a in "$@"; do
+        [[ "$a" =~ ^[A-Za-z0-9_./:=,@+-]+$ ]] || a="$(printf '%q' "$a")"
+        out+="${out:+ }$a"
+    done
+    echo "$out"
+}
 
 # member_cmd ID: set CMD to the command line of member ID.
 member_cmd() {
@@ -109,7 +125,7 @@ leader() {
         info="$(cluster_info "$(client_port "$id")")"
         l="$(info_field cluster_leader_id <<<"$info")"
         t="$(info_field cluster_term <<<"$info")"
-        [ -n "$l" ] && [ "$l" != 0 ] && echo "$l $t"
+        if [ -n "$l" ] && [ "$l" != 0 ]; then echo "$l $t"; fi
     done | sort | uniq -c | sort -rn | awk 'NR == 1 { print $2, $3 }'
 }
 
@@ -136,18 +152,16 @@ for id in "${IDS[@]}"; do
     printf '  %-7s %-16s %-16s %-22s %-22s %s\n' "$id" "127.0.0.1:$(client_port "$id")" \
         "127.0.0.1:$(($(client_port "$id") + OFFSET))" "http://127.0.0.1:$(http_port "$id")/" "$DIR/$id/" "${PID[$id]}"
 done
-cat <<EOF
-
-leader: member $lid (127.0.0.1:$(client_port "$lid")), term $lterm
-
-  redis-cli -p $(client_port "$lid")                    the leader: every command
-  redis-cli -p 7001 CLUSTER INFO        any member: cluster_leader_id, cluster_role, indexes
-  redis-cli -p 7001 CLUSTER MEMBERS     ids, addresses, roles
-  redis-cli -p $(client_port "$lid") CLUSTER TRANSFER    hand leadership to another member (on the leader)
-A follower answers data commands with -NOTLEADER 127.0.0.1:<leader's port>.
-
-Ctrl-C stops all three.
-EOF
+echo
+echo "leader: member $lid (127.0.0.1:$(client_port "$lid")), term $lterm"
+echo
+printf '  %-36s %s\n' "redis-cli -p $(client_port "$lid")" "the leader: every command" \
+    "redis-cli -p $(client_port 1) CLUSTER INFO" "any member: cluster_leader_id, cluster_role, indexes" \
+    "redis-cli -p $(client_port 1) CLUSTER MEMBERS" "ids, addresses, roles" \
+    "redis-cli -p $(client_port "$lid") CLUSTER TRANSFER" "on the leader: hand leadership to another member"
+echo "A follower answers data commands with -NOTLEADER 127.0.0.1:<the leader's port>."
+echo
+echo "Ctrl-C stops all three."
 
 # Watch: a line when the leader changes or a member exits; nothing else.
 while :; do
@@ -160,7 +174,7 @@ while :; do
             unset "PID[$id]"
             member_cmd "$id"
             echo "cluster: $(date +%T) member $id exited (status $st; $DIR/$id.log). To start it again, in another shell:"
-            echo "  $(printf '%q ' "${CMD[@]}")"
+            echo "  $(shell_words "${CMD[@]}")"
         fi
     done
     [ ${#PID[@]} -gt 0 ] || { echo "cluster: every member has exited"; exit 1; }
