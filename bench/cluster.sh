@@ -82,11 +82,12 @@ fi
 TAKEN=" "
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && [[ "$TAKEN" != *" $1 "* ]]; }
 
-# pick_port [OFF]: a free port p (and p+OFF free too when OFF is given),
-# not handed out before in this run. Drawn from 20000..25999 so that p+OFF
-# (OFF <= 6000) stays below the kernel's ephemeral range (see lib.sh).
+# pick_port VAR [OFF]: set VAR to a free port p (with p+OFF free too when
+# OFF is given), not handed out before in this run (the servers bind them
+# later). Drawn from 20000..25999 so that p+OFF (OFF <= 6000) stays below
+# the kernel's ephemeral range (see lib.sh). Not in $(...): TAKEN must grow.
 pick_port() {
-    local off="${1:-}" p
+    local var="$1" off="${2:-}" p
     for _ in $(seq 1 500); do
         p=$((20000 + RANDOM % 6000))
         port_free "$p" || continue
@@ -95,7 +96,7 @@ pick_port() {
             TAKEN+="$((p + off)) "
         fi
         TAKEN+="$p "
-        echo "$p"
+        printf -v "$var" '%s' "$p"
         return 0
     done
     echo "bench: no free port found" >&2
@@ -108,7 +109,7 @@ IDS="1 2 3"
 declare -A OPORT OPID OSTARTS
 OLIST=""
 for id in $IDS; do
-    OPORT[$id]="$(pick_port "$OFFSET")"
+    pick_port "OPORT[$id]" "$OFFSET"
     OSTARTS[$id]=0
     OLIST+="${OLIST:+,}$id=127.0.0.1:${OPORT[$id]}"
 done
@@ -180,8 +181,8 @@ start_ordo_cluster() {
 declare -A EPORT EPEER EPID ESTARTS
 EIC=""
 for id in $IDS; do
-    EPORT[$id]="$(pick_port)"
-    EPEER[$id]="$(pick_port)"
+    pick_port "EPORT[$id]"
+    pick_port "EPEER[$id]"
     ESTARTS[$id]=0
     EIC+="${EIC:+,}m$id=http://127.0.0.1:${EPEER[$id]}"
 done
