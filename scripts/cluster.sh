@@ -11,8 +11,8 @@
 # its directory (rm -rf data/cluster to begin afresh). Once a leader is
 # known it prints how to connect, then one line whenever the leader changes
 # or a member exits, nothing else (each member's output goes to its log).
-# Ctrl-C or SIGTERM stops the three members it started, by PID, and waits
-# for them.
+# Ctrl-C or SIGTERM stops the three members it started, by PID (SIGTERM,
+# then SIGKILL for any still there after 5 s), waits for them and exits 0.
 #
 # Env: ORDOD (default build/ordod), CLUSTER_DIR (default ./data/cluster),
 #      ORDO_CLUSTER_ARGS (more options for every member, e.g.
@@ -56,24 +56,31 @@ done
 
 declare -A PID
 stop_all() {
-    local id pid
+    local id pid alive
     trap - INT TERM EXIT
     for id in "${!PID[@]}"; do kill "${PID[$id]}" 2>/dev/null || true; done
+    # Up to 5 s for all of them to exit cleanly, then SIGKILL what is left.
+    for _ in $(seq 1 50); do
+        alive=0
+        for id in "${!PID[@]}"; do
+            if kill -0 "${PID[$id]}" 2>/dev/null; then alive=1; fi
+        done
+        [ "$alive" = 1 ] || break
+        sleep 0.1
+    done
     for id in "${!PID[@]}"; do
         pid="${PID[$id]}"
-        for _ in $(seq 1 50); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -9 "$pid" 2>/dev/null || true
+        if kill -0 "$pid" 2>/dev/null; then
+            echo "cluster: member $id (pid $pid) did not exit within 5 s of SIGTERM; SIGKILL" >&2
+            kill -9 "$pid" 2>/dev/null || true
+        fi
         wait "$pid" 2>/dev/null || true
     done
     [ ${#PID[@]} -gt 0 ] && echo "cluster: stopped"
     PID=()
 }
 trap stop_all EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap 'exit 0' INT TERM # a requested stop, as ordod exits 0 on SIGINT/SIGTERM
 
 # shell_words ARG...: the arguments as one shell command line.
 shell_words() {
@@ -173,7 +180,7 @@ while :; do
             wait "${PID[$id]}" 2>/dev/null || st=$?
             unset "PID[$id]"
             member_cmd "$id"
-            echo "cluster: $(date +%T) member $id exited (status $st; $DIR/$id.log). To start it again, in another shell:"
+            echo "cluster: $(date +%T) member $id exited (status $st; $DIR/$id.log). To start it again, in another shell, in $PWD:"
             echo "  $(shell_words "${CMD[@]}")"
         fi
     done
