@@ -145,6 +145,8 @@ ordo_healthy() {
         [ "$(field cluster_leader_id "${ci[$id]}")" = "$lead" ] || return 1
     done
     [ -n "$lead" ] && [ "$lead" != 0 ] && [ -n "${OPORT[$lead]:-}" ] || return 1
+    # A leader serves once its first barrier commits (cluster_serving, where reported).
+    case "$(field cluster_serving "${ci[$lead]}")" in "" | 1) ;; *) return 1 ;; esac
     commit="$(field cluster_commit_index "${ci[$lead]}")"
     for id in $IDS; do
         applied="$(field cluster_applied_index "${ci[$id]}")"
