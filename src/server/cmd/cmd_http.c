@@ -15,7 +15,9 @@
 
 #include "cmd.h"
 #include "net/net.h"
+#include "log/raft_log.h"
 #include "writer/apply.h"
+#include "writer/cluster.h"
 #include "writer/block.h"
 #include "writer/coord_wait.h"
 #include "core/coord.h"
@@ -82,7 +84,9 @@ void cmd_http_json_field(ordo_buf_t *b, const char *name, const char *s, size_t 
 const char *cmd_http_unhealthy(conn_t *c)
 {
     const char *why = server_readonly(c->srv);
-    return why != NULL ? why : NULL;
+    if (why == NULL && !cluster_leads(c->srv))
+        why = "not the cluster's leader (see CLUSTER INFO)";
+    return why;
 }
 
 /* A label value, escaped as the text format asks (\\, \", \n). */
@@ -219,6 +223,21 @@ void cmd_http_metrics(conn_t *c, ordo_buf_t *b)
     metric(b, "ordo_revision", "gauge", "current revision", (double)core_rev(s->core));
     metric(b, "ordo_durable_revision", "gauge", "revision the log has committed", (double)s->durable_rev);
     metric(b, "ordo_readonly", "gauge", "1 while the log cannot be written", server_readonly(s) ? 1 : 0);
+    if (cluster_enabled(s)) {
+        raft_log_info_t ci;
+        raft_log_info(s->log, &ci);
+        metric(b, "ordo_cluster_leader", "gauge", "1 while this member leads and serves", ci.leading ? 1 : 0);
+        metric(b, "ordo_cluster_leader_id", "gauge", "the leader's member id (0: none known)", (double)ci.leader_id);
+        metric(b, "ordo_cluster_term", "gauge", "raft term", (double)ci.term);
+        metric(b, "ordo_cluster_members", "gauge", "members in the configuration", (double)ci.members);
+        metric(b, "ordo_cluster_commit_index", "gauge", "raft commit index", (double)ci.commit_index);
+        metric(b, "ordo_cluster_applied_index", "gauge", "raft index applied here", (double)ci.applied_index);
+        metric(b, "ordo_cluster_entries_proposed_total", "counter", "raft entries this member proposed",
+               (double)ci.entries_proposed);
+        metric(b, "ordo_cluster_barriers_proposed_total", "counter", "raft barriers this member proposed (reads)",
+               (double)ci.barriers_proposed);
+        metric(b, "ordo_cluster_snapshots_total", "counter", "raft snapshots taken here", (double)ci.snapshots_taken);
+    }
     metric_head(b, "ordo_memory_bytes", "gauge", "stored data by area, and connection buffers");
     ordo_buf_printf(b, "ordo_memory_bytes{area=\"kv\"} %zu\n", kv.bytes);
     ordo_buf_printf(b, "ordo_memory_bytes{area=\"queues\"} %zu\n", queue_set_bytes(core_queues(s->core)));
