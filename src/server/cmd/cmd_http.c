@@ -397,6 +397,26 @@ static void status_clients(server_t *s, ordo_buf_t *b)
     }
 }
 
+/* Cluster mode: this member's view of the cluster and its members. */
+static void status_cluster(server_t *s, ordo_buf_t *b)
+{
+    raft_log_info_t ci;
+    raft_log_info(s->log, &ci);
+    ordo_buf_printf(b, ",\"cluster\":{\"node_id\":%lld,\"leader_id\":%llu,\"role\":\"%s\",\"term\":%llu,"
+                       "\"commit_index\":%llu,\"applied_index\":%llu,\"members\":[",
+                    (long long)s->cfg.node_id, (unsigned long long)ci.leader_id, ci.role, (unsigned long long)ci.term,
+                    (unsigned long long)ci.commit_index, (unsigned long long)ci.applied_index);
+    uint64_t id;
+    char client[256];
+    const char *role;
+    for (int i = 0; raft_log_member(s->log, i, &id, client, sizeof client, &role); i++) {
+        ordo_buf_printf(b, "%s{\"id\":%llu,", i ? "," : "", (unsigned long long)id);
+        cmd_http_json_field(b, "addr", client, strlen(client));
+        ordo_buf_printf(b, ",\"role\":\"%s\"}", role);
+    }
+    ordo_buf_puts(b, "]}");
+}
+
 void cmd_http_status(conn_t *c, ordo_buf_t *b)
 {
     server_t *s = c->srv;
@@ -432,7 +452,10 @@ void cmd_http_status(conn_t *c, ordo_buf_t *b)
     ordo_buf_append(b, locks.data ? locks.data : "", locks.len);
     ordo_buf_puts(b, "],\"elections\":[");
     ordo_buf_append(b, elections.data ? elections.data : "", elections.len);
-    ordo_buf_puts(b, "]}\n");
+    ordo_buf_puts(b, "]");
+    if (cluster_enabled(s))
+        status_cluster(s, b);
+    ordo_buf_puts(b, "}\n");
     ordo_buf_free(&locks);
     ordo_buf_free(&elections);
 }
