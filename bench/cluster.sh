@@ -31,8 +31,10 @@
 #
 # Fairness notes, printed with the results:
 #   - Both sides acknowledge a put only once a majority (2 of 3) has it
-#     in its log on disk: ordod members run --fsync always; etcd fsyncs its
-#     WAL before acknowledging (3.4 has no switch to turn that off).
+#     in its log on disk: ordod members (run with --fsync always) keep
+#     their log in C raft's storage, which syncs an entry before it counts
+#     towards a commit; etcd fsyncs its WAL likewise (3.4 has no switch to
+#     turn that off). The single ordod syncs its own log (--fsync always).
 #   - etcd is driven through its HTTP/JSON gateway (the same client shape
 #     as ordod), which costs etcd some CPU a gRPC client would not.
 #   - Failover is bounded below by each side's election timeout: ordod's
