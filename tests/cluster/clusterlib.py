@@ -1,0 +1,538 @@
+"""The cluster harness: N ordod members on loopback (tests/cluster/README.md).
+
+Owns:
+  - Member: one ordod of a cluster (its node id, client port, data
+    directory, log file, command line); start, SIGKILL, SIGTERM, restart
+    with the same arguments; CLUSTER INFO parsed to a dict;
+  - Cluster: the members started together (3 or 5), bootstrapped from one
+    --cluster list; waiting until ready, finding the leader, partitions
+    (DEBUG PARTITION) and healing, waiting until every member applied the
+    same index and comparing DEBUG DIGEST, adding a member that joins;
+    stop() ends every process it started, bounded in time;
+  - ClusterClient: a client that follows -NOTLEADER host:port and
+    reconnects after connection errors, reporting what it knows of a
+    command's fate (ok / err / doubt / fail);
+  - Sampler: a thread that polls CLUSTER INFO on every member, for the
+    one-leader-per-term checker;
+  - poll: a bounded wait for a condition.
+
+Invariants: only PIDs this harness started are ever signalled; every wait
+has a deadline; a member counts as started only once the server answering
+on its port reports its PID. Ports: a member's client port and its raft
+port (client port + the cluster's --cluster-port-offset) are both checked
+free, and are picked below the kernel's ephemeral range (32768 up on
+Linux), so outgoing connections of other processes cannot take a killed
+member's ports while it is down.
+"""
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+
+from resp import Closed, Conn, RespError  # noqa: E402
+
+ORDOD = os.path.join(ROOT, os.environ.get("ORDOD", "build/ordod"))
+
+HOST = "127.0.0.1"
+PORT_OFFSET = 10000            # --cluster-port-offset: the contract's default
+CLIENT_PORT_RANGE = (12000, 22500)   # + PORT_OFFSET stays below 32768 (the ephemeral range)
+ELECTION_TIMEOUT_MS = 500      # --cluster-election-timeout-ms: the contract's default
+START_DEADLINE_S = 30.0        # a process answering PING as itself
+READY_DEADLINE_S = 30.0        # cluster_state:ok on every member, one leader agreed
+LEADER_DEADLINE_S = 20.0       # a new leader after a kill or a partition
+SYNC_DEADLINE_S = 60.0         # every member applied the leader's commit index
+STOP_DEADLINE_S = 10.0         # SIGTERM to exit, then SIGKILL
+START_ATTEMPTS = 4             # a bootstrap that lost a port race is retried on new ports
+ADMIN_TIMEOUT_S = 5.0          # socket timeout of the harness's own calls
+CLIENT_TIMEOUT_S = 5.0         # a ClusterClient's socket timeout
+NOLEADER_PAUSE_S = 0.02        # pause after -NOTLEADER ? or a refused connect (a poll interval)
+
+
+def poll(pred, what, deadline_s=LEADER_DEADLINE_S, every_s=0.02):
+    """pred()'s first true value, tried every every_s seconds until
+    deadline_s runs out; then an AssertionError naming what was awaited."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() >= deadline:
+            raise AssertionError("timed out after %.0fs waiting for %s" % (deadline_s, what))
+        time.sleep(every_s)  # poll interval of a bounded wait, not synchronisation
+
+
+def _bindable(port):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((HOST, port))
+            return True
+        except OSError:
+            return False
+
+
+def pick_ports(n, offset=PORT_OFFSET, avoid=(), rng=random):
+    """n client ports p with p and p+offset free (and not in avoid)."""
+    out = []
+    taken = set(avoid)
+    for _ in range(20000):
+        p = rng.randrange(*CLIENT_PORT_RANGE)
+        if p in taken or p + offset in taken or p - offset in taken:
+            continue
+        if _bindable(p) and _bindable(p + offset):
+            out.append(p)
+            taken.update((p, p + offset))
+            if len(out) == n:
+                return out
+    raise AssertionError("no %d free port pairs (offset %d)" % (n, offset))
+
+
+def parse_info(text):
+    """CLUSTER INFO's text (bytes) -> {name: value (int when it is one)}."""
+    out = {}
+    for line in text.decode(errors="replace").splitlines():
+        if ":" in line and not line.startswith("#"):
+            k, v = line.split(":", 1)
+            v = v.strip()
+            out[k.strip()] = int(v) if v.lstrip("-").isdigit() else v
+    return out
+
+
+def tail(path, n=6000):
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - n))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+# ---- one member ----------------------------------------------------------------
+
+class Member:
+    def __init__(self, node_id, port, base_dir, offset, extra=()):
+        self.id, self.port, self.offset = node_id, port, offset
+        self.dir = os.path.join(base_dir, "node%d" % node_id)
+        self.log_path = os.path.join(base_dir, "node%d.log" % node_id)
+        self.extra = list(extra)
+        self.cluster_spec = None    # the --cluster list it starts with
+        self.proc = None
+        self.expect_exit = True     # False while it runs: an exit we did not cause is a crash
+        self.crashes = []           # exits we did not cause: (return code, log tail)
+
+    @property
+    def addr(self):
+        return "%s:%d" % (HOST, self.port)
+
+    def argv(self):
+        return [ORDOD, "--node-id", str(self.id), "--cluster", self.cluster_spec, "--dir", self.dir,
+                "--port", str(self.port), "--bind", HOST, "--http-port", "0",
+                "--cluster-port-offset", str(self.offset),
+                "--cluster-election-timeout-ms", str(ELECTION_TIMEOUT_MS),
+                "--debug-cluster-faults", "yes"] + self.extra
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self):
+        """Start (or restart: the same arguments, the same --dir); returns
+        once the process answers PING as itself, False if it exited because
+        its port was taken."""
+        assert not self.alive()
+        os.makedirs(self.dir, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            log.write(b"--- clusterlib: starting node %d on port %d (%s)\n"
+                      % (self.id, self.port, time.strftime("%H:%M:%S").encode()))
+            log.flush()
+            self.proc = subprocess.Popen(self.argv(), stdout=log, stderr=log)
+        self.expect_exit = False
+        return self._wait_answering()
+
+    def _wait_answering(self):
+        deadline = time.monotonic() + START_DEADLINE_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.expect_exit = True
+                if "address already in use" in tail(self.log_path, 600).lower():
+                    return False
+                raise AssertionError("node %d exited %s during start:\n%s"
+                                     % (self.id, self.proc.returncode, tail(self.log_path)))
+            try:
+                with Conn(self.port, timeout=ADMIN_TIMEOUT_S) as c:
+                    info = c.call("INFO", "server")
+                    if isinstance(info, bytes) and b"process_id:%d\r\n" % self.proc.pid in info:
+                        return True
+            except (OSError, Closed):
+                pass
+            time.sleep(0.01)  # poll interval while the port opens (bounded by the deadline)
+        self.kill()
+        raise AssertionError("node %d did not answer within %ss:\n%s" % (self.id, START_DEADLINE_S, tail(self.log_path)))
+
+    def check_crash(self):
+        """Record an exit we did not cause (once)."""
+        if self.proc is not None and not self.expect_exit and self.proc.poll() is not None:
+            self.expect_exit = True
+            self.crashes.append((self.proc.returncode, tail(self.log_path)))
+
+    def kill(self):
+        """SIGKILL exactly the process we started; waits for it."""
+        self.check_crash()
+        self.expect_exit = True
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        if self.proc is not None:
+            self.proc.wait(timeout=STOP_DEADLINE_S)
+
+    def stop(self):
+        """SIGTERM, bounded; SIGKILL if it does not exit in time. Returns
+        the exit code ("hung" if it had to be killed, None if not running)."""
+        self.check_crash()
+        if self.proc is None or self.proc.poll() is not None:
+            return None
+        self.expect_exit = True
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=STOP_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=STOP_DEADLINE_S)
+            return "hung"
+
+    def restart(self):
+        if not self.start():
+            raise AssertionError("node %d: port %d was taken while it was down" % (self.id, self.port))
+
+    def conn(self, timeout=ADMIN_TIMEOUT_S):
+        return Conn(self.port, timeout=timeout)
+
+    def call(self, *args, timeout=ADMIN_TIMEOUT_S):
+        """One command on a new connection; the reply (RespError returned)."""
+        with self.conn(timeout) as c:
+            return c.call(*args)
+
+    def info(self):
+        """CLUSTER INFO as a dict, or None if the member does not answer."""
+        if not self.alive():
+            return None
+        try:
+            r = self.call("CLUSTER", "INFO")
+        except (OSError, Closed):
+            return None
+        return parse_info(r) if isinstance(r, bytes) else None
+
+    def digest(self):
+        r = self.call("DEBUG", "DIGEST")
+        assert isinstance(r, bytes), "node %d: DEBUG DIGEST -> %r" % (self.id, r)
+        return r
+
+
+# ---- a cluster -----------------------------------------------------------------
+
+class Cluster:
+    """n members started together: ids 1..n, one --cluster list."""
+
+    def __init__(self, base_dir, n, extra=(), rng=None):
+        self.base_dir, self.n, self.extra = base_dir, n, list(extra)
+        self.rng = rng or random.Random()
+        self.offset = PORT_OFFSET
+        self.members = {}    # id -> Member, including members added later
+        self.everyone = []   # every Member ever created (stop() ends them all)
+
+    # -- start / stop
+
+    def spec(self, members):
+        return ",".join("%d=%s" % (m.id, m.addr) for m in members)
+
+    def start(self):
+        """Start every member, then wait until ready. A start that lost a
+        port race starts the whole cluster again on new ports and new
+        directories (nothing was bootstrapped with the old list)."""
+        for attempt in range(START_ATTEMPTS):
+            base = os.path.join(self.base_dir, "try%d" % attempt)
+            ports = pick_ports(self.n, self.offset, rng=self.rng)
+            members = [Member(i + 1, p, base, self.offset, self.extra) for i, p in enumerate(ports)]
+            spec = self.spec(members)
+            self.members = {}
+            ok = True
+            for m in members:
+                m.cluster_spec = spec
+                self.members[m.id] = m
+                self.everyone.append(m)
+            for m in members:
+                if not m.start():
+                    ok = False
+                    break
+            if ok:
+                self.wait_ready()
+                return self
+            for m in members:
+                m.stop()
+        raise AssertionError("could not start %d members on free ports in %d attempts" % (self.n, START_ATTEMPTS))
+
+    def stop(self):
+        """End every process this cluster started (SIGTERM, bounded, then
+        SIGKILL). Returns problems: members that crashed on their own, or
+        did not exit 0 on SIGTERM."""
+        problems = []
+        for m in self.everyone:
+            m.check_crash()
+            for rc, log in m.crashes:
+                problems.append("node %d (port %d) exited by itself with %s; log tail:\n%s" % (m.id, m.port, rc, log))
+        for m in self.everyone:
+            rc = m.stop()
+            if rc not in (None, 0):
+                problems.append("node %d (port %d) exited %r on SIGTERM; log tail:\n%s"
+                                % (m.id, m.port, rc, tail(m.log_path)))
+        return problems
+
+    def live(self):
+        return [m for m in self.members.values() if m.alive()]
+
+    def others(self, member):
+        return [m for m in self.members.values() if m.id != member.id]
+
+    def check_crashes(self):
+        """Fail at once if a member died on its own."""
+        for m in self.everyone:
+            m.check_crash()
+            if m.crashes:
+                rc, log = m.crashes[0]
+                raise AssertionError("node %d exited by itself with %s:\n%s" % (m.id, rc, log))
+
+    # -- leadership
+
+    def infos(self, members=None):
+        return {m.id: m.info() for m in (members if members is not None else self.live())}
+
+    def _agreed_leader(self, members, min_term=0, exclude=()):
+        """The member that says it leads, at the highest term claimed, and
+        that a majority of the cluster's voters name at that term; else None."""
+        infos = {i: inf for i, inf in self.infos(members).items() if inf}
+        claims = [(inf.get("cluster_term", 0), i) for i, inf in infos.items()
+                  if inf.get("cluster_role") == "leader" and inf.get("cluster_leader_id") == i
+                  and i not in exclude and inf.get("cluster_term", 0) >= min_term]
+        if not claims:
+            return None
+        term, lid = max(claims)
+        votes = sum(1 for inf in infos.values()
+                    if inf.get("cluster_term") == term and inf.get("cluster_leader_id") == lid)
+        voters = infos[lid].get("cluster_members", len(self.members))
+        if votes * 2 > voters:
+            return self.members[lid]
+        return None
+
+    def leader(self, members=None, min_term=0, exclude=(), deadline_s=LEADER_DEADLINE_S):
+        """The leader a majority agrees on (polled with a deadline); among
+        members (default: the live ones), with a term >= min_term, not one
+        of the ids in exclude."""
+        def find():
+            self.check_crashes()
+            return self._agreed_leader(members if members is not None else self.live(), min_term, exclude)
+        return poll(find, "a leader agreed by a majority (min term %d, not %s)" % (min_term, list(exclude)),
+                    deadline_s)
+
+    def wait_ready(self, deadline_s=READY_DEADLINE_S):
+        """Every live member says cluster_state:ok and names the same
+        leader, which a majority agrees on. Returns the leader."""
+        def ready():
+            self.check_crashes()
+            infos = self.infos()
+            if not all(inf and inf.get("cluster_state") == "ok" for inf in infos.values()):
+                return None
+            if len({inf.get("cluster_leader_id") for inf in infos.values()}) != 1:
+                return None
+            return self._agreed_leader(self.live())
+        return poll(ready, "cluster_state:ok on %s" % sorted(m.id for m in self.live()), deadline_s)
+
+    def term(self, member):
+        inf = member.info()
+        return inf.get("cluster_term", 0) if inf else 0
+
+    def kill_leader(self):
+        """SIGKILL the current leader; wait for another to be elected;
+        returns (old leader, new leader). The old one stays down."""
+        old = self.leader()
+        old_term = self.term(old)
+        old.kill()
+        new = self.leader(min_term=old_term + 1, exclude=(old.id,))
+        return old, new
+
+    # -- faults
+
+    def partition(self, side, rest):
+        """Cut the members in side from those in rest (both directions),
+        calling DEBUG PARTITION on every one of them."""
+        for m in side:
+            r = m.call("DEBUG", "PARTITION", *[o.id for o in rest])
+            assert r == "OK", "node %d: DEBUG PARTITION -> %r" % (m.id, r)
+        for m in rest:
+            r = m.call("DEBUG", "PARTITION", *[o.id for o in side])
+            assert r == "OK", "node %d: DEBUG PARTITION -> %r" % (m.id, r)
+
+    def heal(self):
+        for m in self.live():
+            r = m.call("DEBUG", "PARTITION")
+            assert r == "OK", "node %d: DEBUG PARTITION (heal) -> %r" % (m.id, r)
+
+    # -- convergence
+
+    def wait_synced(self, members=None, deadline_s=SYNC_DEADLINE_S):
+        """Poll until every member (default: the live ones) has the same
+        cluster_applied_index, equal to the leader's commit index, and that
+        holds across reading every DEBUG DIGEST. Returns {id: digest}."""
+        members = members if members is not None else self.live()
+
+        def synced():
+            self.check_crashes()
+            infos = self.infos(members)
+            if not all(infos.values()):
+                return None
+            applied = {inf["cluster_applied_index"] for inf in infos.values()}
+            commit = max(inf["cluster_commit_index"] for inf in infos.values()
+                         if inf.get("cluster_role") == "leader") if any(
+                inf.get("cluster_role") == "leader" for inf in infos.values()) else None
+            if len(applied) != 1 or commit is None or applied != {commit}:
+                return None
+            digests = {m.id: m.digest() for m in members}
+            again = self.infos(members)
+            if not all(again.values()) or {inf["cluster_applied_index"] for inf in again.values()} != applied:
+                return None
+            return digests
+        return poll(synced, "the same cluster_applied_index on %s" % sorted(m.id for m in members), deadline_s,
+                    every_s=0.05)
+
+    # -- membership
+
+    def new_member(self, node_id):
+        """A member that is not started: a free port pair, its --cluster
+        list naming the current members and itself (it joins)."""
+        used = [p for m in self.everyone for p in (m.port, m.port + m.offset)]
+        port = pick_ports(1, self.offset, avoid=used, rng=self.rng)[0]
+        m = Member(node_id, port, os.path.dirname(next(iter(self.members.values())).dir), self.offset, self.extra)
+        m.cluster_spec = self.spec(list(self.members.values()) + [m])
+        self.everyone.append(m)
+        return m
+
+
+# ---- a client ------------------------------------------------------------------
+
+class ClusterClient:
+    """One connection at a time to some member of members (default: all of
+    the cluster's); follows -NOTLEADER host:port, tries another member on
+    -NOTLEADER ? or a refused connect, and reconnects after a connection
+    error. call() reports the fate of a command as (status, reply):
+
+      ("ok", reply)    a reply that is not an error (the command took effect)
+      ("err", error)   an error reply other than -NOTLEADER
+      ("doubt", None)  it was sent at least once and no reply came (the
+                       connection died, or the deadline ran out): it may
+                       or may not have taken effect
+      ("fail", None)   never sent to a member that could take it (only
+                       -NOTLEADER or refused connections until the deadline)
+
+    With retry=True a command whose connection died is sent again (for
+    idempotent commands or unique values); its status is then that of the
+    last attempt, and .doubted says an earlier one may have applied too.
+    """
+
+    def __init__(self, members, timeout=CLIENT_TIMEOUT_S, rng=None):
+        self.ports = [m.port for m in members]
+        self.timeout = timeout
+        self.rng = rng or random.Random()
+        self.conn = None
+        self.port = self.rng.choice(self.ports)
+        self.doubted = False
+        self.last_port = None   # the member that gave the last reply
+
+    def close(self):
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def _next_port(self):
+        self.close()
+        self.port = self.rng.choice([p for p in self.ports if p != self.port] or self.ports)
+
+    def call(self, *args, deadline_s=20.0, retry=True):
+        deadline = time.monotonic() + deadline_s
+        sent = False
+        self.doubted = False
+        while time.monotonic() < deadline:
+            if self.conn is None:
+                try:
+                    self.conn = Conn(self.port, timeout=self.timeout)
+                except OSError:
+                    self._next_port()
+                    time.sleep(NOLEADER_PAUSE_S)  # the member is down: try another after a pause
+                    continue
+            try:
+                self.conn.send(*args)
+            except OSError:
+                self.close()   # nothing was written that the server could act on... or was it:
+                sent = True    # a partial send is possible, so count it as sent
+                self.doubted = True
+                if not retry:
+                    return "doubt", None
+                continue
+            sent = True
+            try:
+                r = self.conn.read()
+            except (OSError, Closed):
+                self.close()
+                self.doubted = True
+                if not retry:
+                    return "doubt", None
+                continue
+            if isinstance(r, RespError) and r.code == "NOTLEADER":
+                where = r.msg.split(" ", 1)[1].strip() if " " in r.msg else "?"
+                self.close()
+                if where != "?" and ":" in where:
+                    self.port = int(where.rsplit(":", 1)[1])
+                else:
+                    self._next_port()
+                    time.sleep(NOLEADER_PAUSE_S)  # no leader known yet: an election is under way
+                if sent and not self.doubted:
+                    sent = False   # -NOTLEADER: this attempt did not take effect
+                continue
+            self.last_port = self.port
+            if isinstance(r, RespError):
+                return "err", r
+            return "ok", r
+        self.close()
+        return ("doubt" if sent or self.doubted else "fail"), None
+
+
+# ---- sampling CLUSTER INFO -----------------------------------------------------
+
+class Sampler(threading.Thread):
+    """Polls CLUSTER INFO on every member of the cluster (the live ones, as
+    they come and go) until stopped; .samples is a list of dicts
+    {t, node, term, role, leader} for the two-leaders checker."""
+
+    def __init__(self, cluster, every_s=0.02):
+        super().__init__(daemon=True)
+        self.cluster, self.every_s = cluster, every_s
+        self.samples = []
+        self.halt = threading.Event()
+
+    def run(self):
+        while not self.halt.is_set():
+            for m in list(self.cluster.members.values()):
+                inf = m.info()
+                if inf and "cluster_term" in inf:
+                    self.samples.append({"t": time.monotonic(), "node": m.id, "term": inf["cluster_term"],
+                                         "role": inf.get("cluster_role"), "leader": inf.get("cluster_leader_id")})
+            self.halt.wait(self.every_s)  # sampling interval
+
+    def stop(self):
+        self.halt.set()
+        self.join(timeout=STOP_DEADLINE_S)
+        return self.samples
