@@ -1,0 +1,136 @@
+"""Failover under load: the leader is SIGKILLed several times in a row (and
+restarted each time) while clients that follow -NOTLEADER keep working;
+the checkers (checkers.py) then judge what the clients were told:
+
+  - KV writers: no acknowledged write lost, no revision reused with
+    another value, one leader per term (CLUSTER INFO sampled throughout);
+  - readers beside writers on five members: no stale read;
+  - a keyed queue: per-key order and no message acked twice;
+  - a lock: fencing tokens strictly increase.
+
+After each run every member must reach the same applied index with the
+same DEBUG DIGEST."""
+import checkers
+from clusterlib import Sampler
+from workloads import (QUEUE, QUEUE_LEASE_MS, Recorder, Workers, kill_rounds, kv_observations, kv_reader,
+                       kv_writer, lock_client, q_consumer, q_len, q_producer, read_final)
+from clusterlib import poll
+
+KILLS = 3
+WRITERS = 4
+KEYS_PER_WRITER = 4
+
+
+def _digests_equal(cl):
+    digests = cl.wait_synced()
+    assert len(set(digests.values())) == 1, "DEBUG DIGEST differs: %r" % digests
+
+
+def _acked(rec):
+    return rec.count("write", lambda w: w["status"] == "ok")
+
+
+def test_leader_kills_lose_no_acked_write(make_cluster):
+    cl = make_cluster(3)
+    rec = Recorder()
+    keys = [["k%d-%d" % (t, i) for i in range(KEYS_PER_WRITER)] for t in range(WRITERS)]
+    sampler = Sampler(cl)
+    sampler.start()
+    work = Workers()
+    for t in range(WRITERS):
+        work.spawn(kv_writer, cl, t, keys[t], rec)
+    try:
+        killed = kill_rounds(cl, KILLS, lambda: _acked(rec), need=40)
+    finally:
+        work.stop()
+        samples = sampler.stop()
+    all_keys = [k for ks in keys for k in ks]
+    final = read_final(cl, all_keys)
+    writes = rec.get("write")
+    lost = checkers.lost_acks(writes, final)
+    reused = checkers.reused_revisions(kv_observations(rec, final))
+    two = checkers.two_leaders(samples)
+    errs = [w for w in writes if w["status"] == "err"]
+    print("killed=%s writes=%d acked=%d doubt=%d err=%d samples=%d lost=%d reused=%d two_leaders=%d"
+          % (killed, len(writes), _acked(rec), sum(w["status"] == "doubt" for w in writes), len(errs),
+             len(samples), lost, reused, two))
+    assert (lost, reused, two) == (0, 0, 0)
+    assert not errs, "error replies to writes: %r" % [w["reply"] for w in errs[:5]]
+    _digests_equal(cl)
+
+
+def test_linearizable_reads_across_kills(make_cluster):
+    cl = make_cluster(5)
+    rec = Recorder()
+    keys = [["r%d-%d" % (t, i) for i in range(2)] for t in range(3)]
+    all_keys = [k for ks in keys for k in ks]
+    sampler = Sampler(cl)
+    sampler.start()
+    work = Workers()
+    for t in range(3):
+        work.spawn(kv_writer, cl, t, keys[t], rec)
+    for t in range(2):
+        work.spawn(kv_reader, cl, all_keys, rec, t)
+    try:
+        killed = kill_rounds(cl, 2, lambda: min(_acked(rec), rec.count("read")), need=30,
+                             what="acknowledged writes and reads")
+    finally:
+        work.stop()
+        samples = sampler.stop()
+    final = read_final(cl, all_keys)
+    stale = checkers.stale_reads(rec.get("write"), rec.get("read"))
+    reused = checkers.reused_revisions(kv_observations(rec, final))
+    lost = checkers.lost_acks(rec.get("write"), final)
+    two = checkers.two_leaders(samples)
+    print("killed=%s writes=%d reads=%d stale=%d reused=%d lost=%d two_leaders=%d"
+          % (killed, len(rec.get("write")), len(rec.get("read")), stale, reused, lost, two))
+    assert (stale, reused, lost, two) == (0, 0, 0, 0)
+    _digests_equal(cl)
+
+
+def test_queue_order_and_acks_across_failover(make_cluster):
+    cl = make_cluster(3)
+    rec = Recorder()
+    st = cl.leader().call("Q.CONFIG", QUEUE, "LEASE", QUEUE_LEASE_MS)
+    assert st == "OK", st
+    producers, consumers = Workers(), Workers()
+    keys = [["qk%d-%d" % (p, i) for i in range(3)] for p in range(2)]
+    per_key = 40
+    for p in range(2):
+        producers.spawn(q_producer, cl, keys[p], per_key, rec, p)
+    for c in range(3):
+        consumers.spawn(q_consumer, cl, rec, 10 + c)
+    try:
+        killed = kill_rounds(cl, 2, lambda: rec.count("ack", lambda a: a["reply"] == 1), need=20,
+                             what="successful acks")
+        # the producers finish their pushes; the consumers drain the queue
+        poll(lambda: rec.count("push") == 6 * per_key, "every push acknowledged", 60)
+        poll(lambda: q_len(cl) == [0, 0, 0], "the queue drained", 60, every_s=0.1)
+    finally:
+        producers.stop()
+        consumers.stop()
+    pushes, deliveries, acks = rec.get("push"), rec.get("delivery"), rec.get("ack")
+    order = checkers.queue_order_violations(pushes, deliveries)
+    double = checkers.double_acks(acks)
+    lost = checkers.queue_lost(pushes, acks, deliveries)
+    print("killed=%s pushes=%d deliveries=%d acks=%d order=%d double_acks=%d lost=%d"
+          % (killed, len(pushes), len(deliveries), len(acks), order, double, lost))
+    assert (order, double, lost) == (0, 0, 0)
+    _digests_equal(cl)
+
+
+def test_lock_tokens_increase_across_failover(make_cluster):
+    cl = make_cluster(3)
+    rec = Recorder()
+    work = Workers()
+    for c in range(3):
+        work.spawn(lock_client, cl, rec, c)
+    try:
+        killed = kill_rounds(cl, 2, lambda: rec.count("grant"), need=10, what="lock grants")
+    finally:
+        work.stop()
+    grants = rec.get("grant")
+    bad = checkers.lock_token_violations(grants)
+    print("killed=%s grants=%d token_violations=%d" % (killed, len(grants), bad))
+    assert bad == 0
+    _digests_equal(cl)

@@ -1,0 +1,100 @@
+"""A partition (DEBUG PARTITION): the leader is cut from the two others.
+The minority side (the old leader) must acknowledge no write sent to it
+while cut off, and must not answer a read from stale state; the majority
+elects a new leader and takes writes; after healing the old leader rejoins
+as a follower and every member converges to the same DEBUG DIGEST."""
+import threading
+import time
+
+import checkers
+from clusterlib import ClusterClient, poll
+from resp import Closed, Conn, RespError
+from workloads import kv_get
+
+MINORITY_TIMEOUT_S = 1.5      # a write to the cut-off member: its reply, or give up
+ATTEMPT_PAUSE_S = 0.05        # between attempts on the minority (a rate, not synchronisation)
+
+
+def _minority_client(member, attempts, reads, halt):
+    """Writes (and reads) sent to member only, never redirected: records
+    each write attempt's fate and each read that returned a value."""
+    n = 0
+    c = None
+    while not halt.is_set():
+        t0 = time.monotonic()
+        status = "doubt"
+        try:
+            if c is None:
+                c = Conn(member.port, timeout=MINORITY_TIMEOUT_S)
+            r = c.call("KV.PUT", "minority", "m%d" % n)
+            status = "err" if isinstance(r, RespError) else "ok"
+            t1 = time.monotonic()
+            g = c.call("KV.GET", "majority")
+            if not isinstance(g, RespError):
+                reads.append({"key": "majority", "value": g[0].decode() if g else None,
+                              "rev": g[2] if g else 0, "t0": t1, "t1": time.monotonic()})
+        except (OSError, Closed):
+            if c is not None:
+                c.close()
+            c = None
+        attempts.append({"node": member.id, "status": status, "t0": t0, "value": "m%d" % n})
+        n += 1
+        halt.wait(ATTEMPT_PAUSE_S)
+    if c is not None:
+        c.close()
+
+
+def test_partitioned_leader_takes_no_writes(make_cluster):
+    cl = make_cluster(3)
+    old = cl.wait_ready()
+    rest = cl.others(old)
+    old_term = cl.term(old)
+    assert old.call("KV.PUT", "majority", "before") > 0
+    cl.partition([old], rest)
+    t_cut = time.monotonic()
+
+    attempts, reads, halt = [], [], threading.Event()
+    th = threading.Thread(target=_minority_client, args=(old, attempts, reads, halt), daemon=True)
+    th.start()
+    try:
+        new = cl.leader(members=rest, min_term=old_term + 1)
+        assert new.id != old.id
+        cc = ClusterClient(rest)
+        writes = []
+        for i in range(20):
+            t0 = time.monotonic()
+            st, r = cc.call("KV.PUT", "majority", "v%d" % i)
+            writes.append({"key": "majority", "value": "v%d" % i, "status": st, "rev": r if st == "ok" else None,
+                           "t0": t0, "t1": time.monotonic()})
+        cc.close()
+        assert all(w["status"] == "ok" for w in writes), writes
+        # the minority keeps trying for a while after the majority moved on
+        base = len(attempts)
+        poll(lambda: len(attempts) >= base + 5, "5 more write attempts on the cut-off member", 30)
+    finally:
+        halt.set()
+        th.join(timeout=30)
+    assert not th.is_alive()
+    t_heal = time.monotonic()
+    cl.heal()
+
+    acks = checkers.minority_acks(attempts, {old.id}, t_cut, t_heal)
+    stale = checkers.stale_reads(writes, reads)
+    print("old=%d new=%d attempts=%d minority_acks=%d minority_reads=%d stale=%d"
+          % (old.id, new.id, len(attempts), acks, len(reads), stale))
+    assert acks == 0, [a for a in attempts if a["status"] == "ok"]
+    assert stale == 0
+
+    # the old leader rejoins as a follower of the new one
+    leader = cl.wait_ready()
+    assert leader.id != old.id or cl.term(leader) > old_term
+    poll(lambda: (old.info() or {}).get("cluster_role") == "follower" or leader.id == old.id,
+         "node %d back as a follower" % old.id)
+    digests = cl.wait_synced()
+    assert len(set(digests.values())) == 1, digests
+    cc = ClusterClient(list(cl.members.values()))
+    st, v, _ = kv_get(cc, "majority")
+    assert (st, v) == ("ok", "v19")
+    st, v, _ = kv_get(cc, "minority")     # nothing the minority was sent was ever committed
+    cc.close()
+    assert (st, v) == ("ok", None), v
