@@ -40,7 +40,7 @@ def test_leader_kills_lose_no_acked_write(make_cluster):
     for t in range(WRITERS):
         work.spawn(kv_writer, cl, t, keys[t], rec)
     try:
-        killed = kill_rounds(cl, KILLS, lambda: _acked(rec), need=40)
+        killed = kill_rounds(cl, KILLS, lambda: _acked(rec), need=40, workers=[work])
     finally:
         work.stop()
         samples = sampler.stop()
@@ -73,7 +73,7 @@ def test_linearizable_reads_across_kills(make_cluster):
         work.spawn(kv_reader, cl, all_keys, rec, t)
     try:
         killed = kill_rounds(cl, 2, lambda: min(_acked(rec), rec.count("read")), need=30,
-                             what="acknowledged writes and reads")
+                             what="acknowledged writes and reads", workers=[work])
     finally:
         work.stop()
         samples = sampler.stop()
@@ -102,10 +102,18 @@ def test_queue_order_and_acks_across_failover(make_cluster):
         consumers.spawn(q_consumer, cl, rec, 10 + c)
     try:
         killed = kill_rounds(cl, 2, lambda: rec.count("ack", lambda a: a["reply"] == 1), need=20,
-                             what="successful acks")
+                             what="successful acks", workers=[producers, consumers])
         # the producers finish their pushes; the consumers drain the queue
-        poll(lambda: rec.count("push") == 6 * per_key, "every push acknowledged", 60)
-        poll(lambda: q_len(cl) == [0, 0, 0], "the queue drained", 60, every_s=0.1)
+        def pushed():
+            producers.check()
+            consumers.check()
+            return rec.count("push") == 6 * per_key
+
+        def drained():
+            consumers.check()
+            return q_len(cl) == [0, 0, 0]
+        poll(pushed, "every push acknowledged", 60)
+        poll(drained, "the queue drained", 60, every_s=0.1)
     finally:
         producers.stop()
         consumers.stop()
@@ -126,7 +134,7 @@ def test_lock_tokens_increase_across_failover(make_cluster):
     for c in range(3):
         work.spawn(lock_client, cl, rec, c)
     try:
-        killed = kill_rounds(cl, 2, lambda: rec.count("grant"), need=10, what="lock grants")
+        killed = kill_rounds(cl, 2, lambda: rec.count("grant"), need=10, what="lock grants", workers=[work])
     finally:
         work.stop()
     grants = rec.get("grant")

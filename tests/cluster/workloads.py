@@ -62,6 +62,10 @@ class Workers:
         self.threads.append(th)
         th.start()
 
+    def check(self):
+        """Fail now if a worker raised."""
+        assert not self.errors, "worker errors: %s" % self.errors
+
     def stop(self):
         self.halt.set()
         deadline = time.monotonic() + JOIN_DEADLINE_S
@@ -114,7 +118,7 @@ def kv_get(cc, key, deadline_s=WRITE_DEADLINE_S):
     return st, v, r[2]
 
 
-def kv_reader(cluster, keys, rec, halt, seed=0):
+def kv_reader(cluster, keys, rec, seed, halt):
     """KV.GET of random keys; records every successful read."""
     rng = random.Random(seed)
     cc = ClusterClient(list(cluster.members.values()), rng=rng)
@@ -156,24 +160,28 @@ def kv_observations(rec, final):
 
 # ---- failover rounds --------------------------------------------------------------
 
-def kill_rounds(cluster, kills, progress, need, what="acknowledged writes"):
+def kill_rounds(cluster, kills, progress, need, what="acknowledged writes", workers=()):
     """kills times: wait until progress() grew by need (the workload goes on
     under the current leader), SIGKILL the leader, wait for a new one,
     restart the old one and wait until every member is ready again.
-    Returns the ids killed, in order."""
+    Returns the ids killed, in order. A worker of workers that raised
+    fails the run at once."""
+    def grown(base):
+        for w in workers:
+            w.check()
+        return progress() >= base + need
+
     killed = []
     for _ in range(kills):
         base = progress()
-        poll(lambda: progress() >= base + need, "%d more %s (have %d)" % (need, what, progress()),
-             PROGRESS_DEADLINE_S)
+        poll(lambda: grown(base), "%d more %s (have %d)" % (need, what, base), PROGRESS_DEADLINE_S)
         old, new = cluster.kill_leader()
         assert new.id != old.id
         killed.append(old.id)
         old.restart()
         cluster.wait_ready()
     base = progress()
-    poll(lambda: progress() >= base + need, "%d more %s after the last restart" % (need, what),
-         PROGRESS_DEADLINE_S)
+    poll(lambda: grown(base), "%d more %s after the last restart" % (need, what), PROGRESS_DEADLINE_S)
     return killed
 
 
@@ -183,7 +191,7 @@ QUEUE = "cq"
 QUEUE_LEASE_MS = 2000          # a delivery lost with a dead leader comes back after this
 
 
-def q_producer(cluster, keys, per_key, rec, halt, seed=0):
+def q_producer(cluster, keys, per_key, rec, seed, halt):
     """Pushes "<key>:<seq>" with dedup ID "<key>:<seq>", keys round robin,
     seq 0.. per key up to per_key; a push is repeated (same ID) until it is
     acknowledged, then the key's next seq goes."""
@@ -205,7 +213,7 @@ def q_producer(cluster, keys, per_key, rec, halt, seed=0):
         cc.close()
 
 
-def q_consumer(cluster, rec, halt, seed=0):
+def q_consumer(cluster, rec, seed, halt):
     """Q.PULL COUNT 1 BLOCK LEASE, then Q.ACK with the token; neither is
     repeated when its connection dies (a pull in doubt comes back after the
     lease; an ack in doubt too, if it did not apply)."""
@@ -246,7 +254,7 @@ LOCK = "clk"
 LOCK_TTL_MS = 1500             # a holder lost with a dead leader frees the lock after this
 
 
-def lock_client(cluster, rec, halt, seed=0):
+def lock_client(cluster, rec, seed, halt):
     """LOCK.ACQUIRE WAIT, a fenced KV.PUT, LOCK.RELEASE; records grants."""
     cc = ClusterClient(list(cluster.members.values()), rng=random.Random(seed))
     try:
