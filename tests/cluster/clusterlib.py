@@ -523,14 +523,35 @@ class Sampler(threading.Thread):
         self.samples = []
         self.halt = threading.Event()
 
+    def _sample(self, conns, m):
+        """One CLUSTER INFO of m on its kept connection (reconnecting)."""
+        if not m.alive():
+            return None
+        try:
+            if m.id not in conns:
+                conns[m.id] = m.conn()
+            r = conns[m.id].call("CLUSTER", "INFO")
+        except (OSError, Closed):
+            c = conns.pop(m.id, None)
+            if c is not None:
+                c.close()
+            return None
+        return parse_info(r) if isinstance(r, bytes) else None
+
     def run(self):
-        while not self.halt.is_set():
-            for m in list(self.cluster.members.values()):
-                inf = m.info()
-                if inf and "cluster_term" in inf:
-                    self.samples.append({"t": time.monotonic(), "node": m.id, "term": inf["cluster_term"],
-                                         "role": inf.get("cluster_role"), "leader": inf.get("cluster_leader_id")})
-            self.halt.wait(self.every_s)  # sampling interval
+        conns = {}
+        try:
+            while not self.halt.is_set():
+                for m in list(self.cluster.members.values()):
+                    inf = self._sample(conns, m)
+                    if inf and "cluster_term" in inf:
+                        self.samples.append({"t": time.monotonic(), "node": m.id, "term": inf["cluster_term"],
+                                             "role": inf.get("cluster_role"),
+                                             "leader": inf.get("cluster_leader_id")})
+                self.halt.wait(self.every_s)  # sampling interval
+        finally:
+            for c in conns.values():
+                c.close()
 
     def stop(self):
         self.halt.set()
