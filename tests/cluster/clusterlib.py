@@ -94,6 +94,19 @@ def pick_ports(n, offset=PORT_OFFSET, avoid=(), rng=random):
     raise AssertionError("no %d free port pairs (offset %d)" % (n, offset))
 
 
+_options = None
+
+
+def ordod_has_option(name):
+    """Whether `ordod --help` lists --name (options the contract leaves
+    open, such as --cluster-join, are passed only when the binary has them)."""
+    global _options
+    if _options is None:
+        p = subprocess.run([ORDOD, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30)
+        _options = p.stdout.decode(errors="replace")
+    return ("--%s " % name) in _options
+
+
 def parse_info(text):
     """CLUSTER INFO's text (bytes) -> {name: value (int when it is one)}."""
     out = {}
@@ -318,6 +331,7 @@ class Cluster:
         infos = {i: inf for i, inf in self.infos(members).items() if inf}
         claims = [(inf.get("cluster_term", 0), i) for i, inf in infos.items()
                   if inf.get("cluster_role") == "leader" and inf.get("cluster_leader_id") == i
+                  and inf.get("cluster_serving", 1) == 1   # a leader that serves clients (when reported)
                   and i not in exclude and inf.get("cluster_term", 0) >= min_term]
         if not claims:
             return None
@@ -413,10 +427,12 @@ class Cluster:
 
     def new_member(self, node_id):
         """A member that is not started: a free port pair, its --cluster
-        list naming the current members and itself (it joins)."""
+        list naming the current members and itself (it joins; with
+        --cluster-join yes when the binary has that option)."""
         used = [p for m in self.everyone for p in (m.port, m.port + m.offset)]
         port = pick_ports(1, self.offset, avoid=used, rng=self.rng)[0]
-        m = Member(node_id, port, os.path.dirname(next(iter(self.members.values())).dir), self.offset, self.extra)
+        extra = self.extra + (["--cluster-join", "yes"] if ordod_has_option("cluster-join") else [])
+        m = Member(node_id, port, os.path.dirname(next(iter(self.members.values())).dir), self.offset, extra)
         m.cluster_spec = self.spec(list(self.members.values()) + [m])
         self.everyone.append(m)
         return m
