@@ -204,20 +204,31 @@ class Member:
         if self.proc is not None:
             self.proc.wait(timeout=STOP_DEADLINE_S)
 
-    def stop(self):
-        """SIGTERM, bounded; SIGKILL if it does not exit in time. Returns
-        the exit code ("hung" if it had to be killed, None if not running)."""
+    def sigterm(self):
+        """Send SIGTERM (to exactly our process); False if it was not running."""
         self.check_crash()
         if self.proc is None or self.proc.poll() is not None:
-            return None
+            return False
         self.expect_exit = True
         self.proc.send_signal(signal.SIGTERM)
+        return True
+
+    def reap(self, deadline):
+        """Wait for the exit after sigterm() until deadline (monotonic), then
+        SIGKILL. Returns the exit code, or "hung" if it had to be killed."""
         try:
-            return self.proc.wait(timeout=STOP_DEADLINE_S)
+            return self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(timeout=STOP_DEADLINE_S)
             return "hung"
+
+    def stop(self):
+        """SIGTERM, bounded; SIGKILL if it does not exit in time. Returns
+        the exit code ("hung" if it had to be killed, None if not running)."""
+        if not self.sigterm():
+            return None
+        return self.reap(time.monotonic() + STOP_DEADLINE_S)
 
     def restart(self):
         if not self.start():
@@ -299,9 +310,11 @@ class Cluster:
             m.check_crash()
             for rc, log in m.crashes:
                 problems.append("node %d (port %d) exited by itself with %s; log tail:\n%s" % (m.id, m.port, rc, log))
-        for m in self.everyone:
-            rc = m.stop()
-            if rc not in (None, 0):
+        running = [m for m in self.everyone if m.sigterm()]   # all at once: one member's exit may wait on none other
+        deadline = time.monotonic() + STOP_DEADLINE_S
+        for m in running:
+            rc = m.reap(deadline)
+            if rc != 0:
                 problems.append("node %d (port %d) exited %r on SIGTERM; log tail:\n%s"
                                 % (m.id, m.port, rc, tail(m.log_path)))
         return problems
