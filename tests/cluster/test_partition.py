@@ -1,13 +1,14 @@
 """A partition (DEBUG PARTITION): the leader is cut from the two others.
 The minority side (the old leader) must acknowledge no write sent to it
 while cut off, and must not answer a read from stale state; the majority
-elects a new leader and takes writes; after healing the old leader rejoins
+elects a new leader and takes writes; CLUSTER INFO sampled throughout
+shows one leader per term; after healing the old leader rejoins
 as a follower and every member converges to the same DEBUG DIGEST."""
 import threading
 import time
 
 import checkers
-from clusterlib import ClusterClient, poll
+from clusterlib import ClusterClient, Sampler, poll
 from resp import Closed, Conn, RespError
 from workloads import kv_get
 
@@ -51,6 +52,8 @@ def test_partitioned_leader_takes_no_writes(make_cluster):
     cl = make_cluster(3)
     old = cl.wait_ready()
     rest = cl.others(old)
+    sampler = Sampler(cl)
+    sampler.start()
     old_term = cl.term(old)
     assert old.call("KV.PUT", "majority", "before") > 0
     cl.partition([old], rest)
@@ -80,16 +83,18 @@ def test_partitioned_leader_takes_no_writes(make_cluster):
     assert not th.is_alive()
     t_heal = time.monotonic()
     cl.heal()
+    leader = cl.wait_ready()
+    two = checkers.two_leaders(sampler.stop())
 
     acks = checkers.minority_acks(attempts, {old.id}, t_cut, t_heal)
     stale = checkers.stale_reads(writes, reads)
-    print("old=%d new=%d attempts=%d minority_acks=%d minority_reads=%d stale=%d"
-          % (old.id, new.id, len(attempts), acks, len(reads), stale))
+    print("old=%d new=%d attempts=%d minority_acks=%d minority_reads=%d stale=%d two_leaders=%d"
+          % (old.id, new.id, len(attempts), acks, len(reads), stale, two))
     assert acks == 0, [a for a in attempts if a["status"] == "ok"]
     assert stale == 0
+    assert two == 0
 
     # the old leader rejoins as a follower of the new one
-    leader = cl.wait_ready()
     assert leader.id != old.id or cl.term(leader) > old_term
     poll(lambda: (old.info() or {}).get("cluster_role") == "follower" or leader.id == old.id,
          "node %d back as a follower" % old.id)
