@@ -105,11 +105,13 @@ def test_queue_order_and_acks_across_failover(make_cluster):
                              what="successful acks", workers=[producers, consumers])
         # the producers finish their pushes; the consumers drain the queue
         def pushed():
+            cl.check_crashes()
             producers.check()
             consumers.check()
             return rec.count("push") == 6 * per_key
 
         def drained():
+            cl.check_crashes()
             consumers.check()
             return q_len(cl) == [0, 0, 0]
         poll(pushed, "every push acknowledged", 60)

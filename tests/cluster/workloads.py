@@ -167,6 +167,7 @@ def kill_rounds(cluster, kills, progress, need, what="acknowledged writes", work
     Returns the ids killed, in order. A worker of workers that raised
     fails the run at once."""
     def grown(base):
+        cluster.check_crashes()
         for w in workers:
             w.check()
         return progress() >= base + need
