@@ -36,6 +36,15 @@ typedef struct ordo_config_s {
     int64_t snapshot_log_bytes;      /* take a snapshot when the log on disk passes this */
     int64_t history_revs;            /* automatic compaction keeps this many revisions */
     int64_t watch_progress_ms;       /* idle watches get a progress event this often */
+    /* cluster (log/raft_log.c, writer/cluster.c); node_id 0: a single server */
+    int64_t node_id;                 /* this member's id in --cluster */
+    char cluster[4096];              /* ID=HOST:PORT[,...]: every member's client address */
+    int64_t cluster_port_offset;     /* raft traffic on the client port + this */
+    int64_t cluster_election_timeout_ms; /* a follower that hears no leader this long (plus up to as much again, at random) stands */
+    int64_t cluster_snapshot_entries; /* raft entries between snapshots */
+    int64_t cluster_snapshot_trailing; /* entries kept after a snapshot, for followers a little behind */
+    int64_t cluster_join;            /* a first start waits to be added (CLUSTER ADD) instead of bootstrapping */
+    int64_t debug_cluster_faults;    /* tests only: DEBUG PARTITION */
     /* limits */
     int64_t max_clients;
     int64_t http_port;               /* HTTP listener on bind (net/http.c); 0: off */

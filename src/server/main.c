@@ -89,6 +89,7 @@ int main(int argc, char **argv)
     }
     if (exit_now)
         return 0;
+    s->cluster.argv = argv; /* a cluster member may restart in place (writer/cluster.h) */
     signal(SIGPIPE, SIG_IGN);
     mallopt(M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD_BYTES);
     if (make_dir(s->cfg.dir, &dir_created) != 0) {

@@ -114,6 +114,14 @@ struct server_s {
     uint64_t snaps_failed;           /* snapshots that failed (INFO persistence) */
     char snap_last_error[512];       /* why the last one failed; "" once one succeeds */
     uint64_t recovered_records, recovery_ms, snapshot_loaded_rev;
+    /* cluster mode (writer/cluster.c) */
+    struct {
+        bool leading;                /* this member leads and serves */
+        char **argv;                 /* to restart in place with */
+        struct waiter_s *change_waiter; /* the client waiting for CLUSTER ADD/REMOVE/TRANSFER */
+        ordo_list_t change_list;     /* its wait list */
+        uint64_t terms_led, last_snapshot_ms, last_snapshot_bytes;
+    } cluster;
 };
 
 /* server_readonly() -- why writes are refused (the log failed: persist.c

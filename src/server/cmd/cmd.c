@@ -17,6 +17,7 @@
  * the cost of one heap peek per command.
  */
 #include "cmd.h"
+#include "writer/cluster.h"
 #include "core/coord.h"
 #include "writer/apply.h"
 #include "writer/coord_wait.h"
@@ -97,6 +98,7 @@ int cmd_init(server_t *s)
     cmd_coord_register(s);
     cmd_queue_register(s);
     cmd_txn_register(s);
+    cmd_cluster_register(s);
     return 0;
 }
 
@@ -223,6 +225,13 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
     if ((d->arity > 0 && cmd->argc != (size_t)d->arity) ||
         (d->arity < 0 && cmd->argc < (size_t)-d->arity)) {
         reply_errf(&x, "ERR wrong number of arguments for '%s' command", d->name);
+        cmd_txn_refused(c);
+        return;
+    }
+    /* Cluster mode: only the leader answers from the state. */
+    if (!(d->flags & CMD_NOSTATE) && !cluster_leads(s)) {
+        char leader[256];
+        reply_errf(&x, "NOTLEADER %s", cluster_leader(s, leader, sizeof leader));
         cmd_txn_refused(c);
         return;
     }

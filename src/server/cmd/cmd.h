@@ -63,6 +63,7 @@ void cmd_watch_register(server_t *s);
 void cmd_coord_register(server_t *s);
 void cmd_queue_register(server_t *s);
 void cmd_txn_register(server_t *s);
+void cmd_cluster_register(server_t *s);
 
 /* Transactions (cmd_txn.c). cmd_txn_queue() -- if c is in MULTI, queue d
  * (or refuse it) and answer; returns false if d must run now.

@@ -23,6 +23,7 @@
 
 #include "base/bytes.h"
 #include "base/crc32c.h"
+#include "base/siphash.h"
 #include "core/coord.h"
 #include "wal.h"
 
@@ -51,9 +52,39 @@ static void add_bytes(ordo_buf_t *b, const void *p, size_t n)
         ordo_buf_append(b, p, n);
 }
 
-/* Write the whole buffer, folding it into the running checksum. */
+/* One entry is encoded: count it, and in digest mode fold its bytes into
+ * the digest. The digest is a sum of per-entry hashes, so it does not
+ * depend on the order tables are walked in; an entry of a queue ('M', 'U',
+ * 'R') is hashed with its queue's entry, so moving one to another queue
+ * changes it. */
+static void entry_end(snap_writer_t *w)
+{
+    w->entries++;
+    if (!w->digest_on)
+        return;
+    static const uint8_t key[ORDO_SIPHASH_KEY_LEN] = "ordo-state-hash";
+    assert(w->entry_at < w->buf.len);
+    const char *e = w->buf.data + w->entry_at;
+    uint64_t h = ordo_siphash(key, e, w->buf.len - w->entry_at);
+    if (e[0] == 'Q')
+        w->digest_queue = h;
+    else if (e[0] == 'M' || e[0] == 'U' || e[0] == 'R')
+        h = (h ^ w->digest_queue) * 0x9E3779B97F4A7C15ull;
+    w->digest += h;
+    w->entry_at = w->buf.len;
+}
+
+/* Write the whole buffer, folding it into the running checksum. In memory
+ * mode (no file) the bytes stay in w->buf; in digest mode they go. */
 static int flush_buf(snap_writer_t *w, char *err, size_t elen)
 {
+    if (w->mem) {
+        if (w->digest_on) {
+            w->buf.len = 0;
+            w->entry_at = 0;
+        }
+        return 0;
+    }
     w->crc = ordo_crc32c(w->crc, w->buf.data, w->buf.len);
     size_t off = 0;
     while (off < w->buf.len) {
@@ -85,7 +116,7 @@ static void encode_coord(void *arg, const coord_item_t *it)
     add_bytes(&w->buf, it->value, it->value ? it->vlen : 0);
     add_u8(&w->buf, it->handover == NULL ? 0 : it->handover_lapsed ? 2 : 1); /* 2: lapsed, not handed over */
     add_bytes(&w->buf, it->handover, it->handover ? it->hlen : 0);
-    w->entries++;
+    entry_end(w);
 }
 
 static void encode_qmsg(void *arg, const queue_snap_msg_t *m)
@@ -102,7 +133,7 @@ static void encode_qmsg(void *arg, const queue_snap_msg_t *m)
     add_u64(&w->buf, m->token);
     add_u64(&w->buf, m->since_ms);
     add_u64(&w->buf, m->deadline_ms);
-    w->entries++;
+    entry_end(w);
 }
 
 static void encode_qdedup(void *arg, const char *dedup_id, size_t dlen, uint64_t msg_id, uint64_t end_ms)
@@ -112,7 +143,7 @@ static void encode_qdedup(void *arg, const char *dedup_id, size_t dlen, uint64_t
     add_bytes(&w->buf, dedup_id, dlen);
     add_u64(&w->buf, msg_id);
     add_u64(&w->buf, end_ms);
-    w->entries++;
+    entry_end(w);
 }
 
 static void encode_qresult(void *arg, uint64_t id, const queue_result_t *r)
@@ -125,7 +156,7 @@ static void encode_qresult(void *arg, uint64_t id, const queue_result_t *r)
     add_bytes(&w->buf, r->result, r->result ? r->rlen : 0);
     add_u64(&w->buf, r->expire_ms);
     add_u64(&w->buf, r->dl_id);
-    w->entries++;
+    entry_end(w);
 }
 
 static void encode_queue(void *arg, queue_t *q)
@@ -142,19 +173,40 @@ static void encode_queue(void *arg, queue_t *q)
     add_bytes(&w->buf, name, nlen);
     add_bytes(&w->buf, blob, sizeof blob);
     add_bytes(&w->buf, cfg.deadletter, cfg.deadletter ? cfg.dl_len : 0);
-    w->entries++;
+    entry_end(w);
     queue_foreach_msg(q, encode_qmsg, w);
     queue_foreach_dedup(q, encode_qdedup, w);
     queue_foreach_result(q, encode_qresult, w);
 }
 
-int snap_writer_begin(snap_writer_t *w, const char *dir, const core_t *core, uint64_t now_ms, char *err,
-                      size_t elen)
+/* The header and the coordination and queue state, captured at once. */
+static void begin_common(snap_writer_t *w, const core_t *core, uint64_t now_ms)
+{
+    char *p = ordo_buf_reserve(&w->buf, SNAP_HEADER_BYTES);
+    memcpy(p, SNAP_MAGIC, 8);
+    put_u32(p + 8, SNAP_FORMAT);
+    put_u64(p + 12, w->rev);
+    put_u64(p + 20, w->point);
+    put_u64(p + 28, now_ms);
+    w->buf.len += SNAP_HEADER_BYTES;
+    w->entry_at = w->buf.len; /* the digest leaves the header (its time) out */
+    coord_snapshot(core_coord(core), encode_coord, w);
+    queue_set_foreach(core_queues(core), encode_queue, w);
+}
+
+static void init_writer(snap_writer_t *w, const core_t *core)
 {
     memset(w, 0, sizeof *w);
+    w->fd = -1;
     w->rev = core_rev(core);
     w->point = kv_oldest_rev(core_kv(core));
     w->log_after = w->point > 0 ? w->point - 1 : 0;
+}
+
+int snap_writer_begin(snap_writer_t *w, const char *dir, const core_t *core, uint64_t now_ms, char *err,
+                      size_t elen)
+{
+    init_writer(w, core);
     snprintf(w->dir, sizeof w->dir, "%s", dir);
     snprintf(w->tmp_path, sizeof w->tmp_path, "%s/%s", dir, SNAP_TMP_FILE);
     snprintf(w->path, sizeof w->path, "%s/%s", dir, SNAP_FILE);
@@ -163,16 +215,44 @@ int snap_writer_begin(snap_writer_t *w, const char *dir, const core_t *core, uin
         snprintf(err, elen, "create %s: %s", w->tmp_path, strerror(errno));
         return -1;
     }
-    char *p = ordo_buf_reserve(&w->buf, SNAP_HEADER_BYTES);
-    memcpy(p, SNAP_MAGIC, 8);
-    put_u32(p + 8, SNAP_FORMAT);
-    put_u64(p + 12, w->rev);
-    put_u64(p + 20, w->point);
-    put_u64(p + 28, now_ms);
-    w->buf.len += SNAP_HEADER_BYTES;
-    coord_snapshot(core_coord(core), encode_coord, w);
-    queue_set_foreach(core_queues(core), encode_queue, w);
+    begin_common(w, core, now_ms);
     return 0;
+}
+
+/* The whole snapshot in one pass, into memory (mem) or into the digest. */
+static int encode_all(snap_writer_t *w, const core_t *core, uint64_t now_ms, bool digest)
+{
+    init_writer(w, core);
+    w->mem = true;
+    w->digest_on = digest;
+    begin_common(w, core, now_ms);
+    int rc;
+    char err[256];
+    while ((rc = snap_writer_step(w, core, SIZE_MAX, err, sizeof err)) == 0)
+        ;
+    return rc;
+}
+
+int snap_encode_mem(const core_t *core, uint64_t now_ms, ordo_buf_t *out)
+{
+    snap_writer_t w;
+    int rc = encode_all(&w, core, now_ms, false);
+    assert(rc == 1); /* nothing to fail in memory: the history is whole on the loop thread */
+    *out = w.buf;
+    w.buf = (ordo_buf_t)ORDO_BUF_INIT;
+    snap_writer_abort(&w);
+    return rc == 1 ? 0 : -1;
+}
+
+uint64_t snap_digest(const core_t *core)
+{
+    snap_writer_t w;
+    int rc = encode_all(&w, core, 0, true);
+    assert(rc == 1);
+    (void)rc;
+    uint64_t d = w.digest ^ core_rev(core);
+    snap_writer_abort(&w);
+    return d;
 }
 
 static void remember_key(snap_writer_t *w, const char *key, size_t klen)
@@ -194,7 +274,7 @@ static void encode_base(void *arg, const char *key, size_t klen, const kv_versio
         add_u64(&w->buf, v->mod_rev);
         add_u64(&w->buf, v->version);
         add_u64(&w->buf, v->lease);
-        w->entries++;
+        entry_end(w);
     }
     remember_key(w, key, klen);
 }
@@ -220,7 +300,7 @@ static int encode_changes(snap_writer_t *w, const core_t *core, size_t max)
         add_bytes(&w->buf, v->value, v->deleted ? 0 : v->vlen);
         add_u64(&w->buf, v->lease);
         add_u64(&w->buf, v->mod_rev);
-        w->entries++;
+        entry_end(w);
         w->log_after = v->mod_rev;
     }
     return 0;
@@ -239,7 +319,7 @@ static int encode_deadline(void *arg, const kv_version_t *v)
         add_u8(&x->w->buf, 'X');
         add_bytes(&x->w->buf, v->key, v->klen);
         add_u64(&x->w->buf, d);
-        x->w->entries++;
+        entry_end(x->w);
     }
     remember_key(x->w, v->key, v->klen);
     return 0;
@@ -250,6 +330,15 @@ static int write_trailer(snap_writer_t *w, char *err, size_t elen)
     assert(w->phase == 3 && !w->finished);
     add_u8(&w->buf, 'E');
     add_u64(&w->buf, w->entries);
+    if (w->mem) {
+        if (!w->digest_on) {
+            char crc[4];
+            put_u32(crc, ordo_crc32c(0, w->buf.data, w->buf.len));
+            ordo_buf_append(&w->buf, crc, 4);
+        }
+        w->finished = true;
+        return 1;
+    }
     if (flush_buf(w, err, elen) < 0)
         return -1;
     char crc[4];
@@ -518,27 +607,20 @@ static int load_entry(core_t *core, rd_t *r, unsigned tag, bool *bases_done, uin
     }
 }
 
-int snap_load(core_t *core, const char *dir, uint64_t *rev_out, uint64_t *entries_out, char *err, size_t elen)
+int snap_load_mem(core_t *core, const void *data, size_t len, const char *what, uint64_t *rev_out,
+                  uint64_t *entries_out, char *err, size_t elen)
 {
-    char path[1100];
-    snprintf(path, sizeof path, "%s/%s", dir, SNAP_FILE);
+    const unsigned char *p = data;
     *rev_out = 0;
     *entries_out = 0;
-    err[0] = '\0';
-    size_t len = 0;
-    char *data = read_file(path, &len, err, elen);
-    if (data == NULL)
-        return err[0] ? -1 : 0; /* no snapshot: start from the log alone */
-    const unsigned char *p = (const unsigned char *)data;
-    int rc = -1;
     if (len < SNAP_HEADER_BYTES + SNAP_TRAILER_BYTES || memcmp(p, SNAP_MAGIC, 8) != 0 ||
         (get_u32(p + 8) != SNAP_FORMAT && get_u32(p + 8) != SNAP_FORMAT_V2)) {
-        snprintf(err, elen, "%s: not an ordo snapshot of format %d (bad header)", path, SNAP_FORMAT);
-        goto out;
+        snprintf(err, elen, "%s: not an ordo snapshot of format %d (bad header)", what, SNAP_FORMAT);
+        return -1;
     }
     if (ordo_crc32c(0, p, len - 4) != get_u32(p + len - 4)) {
-        snprintf(err, elen, "%s: checksum mismatch: the snapshot is damaged", path);
-        goto out;
+        snprintf(err, elen, "%s: checksum mismatch: the snapshot is damaged", what);
+        return -1;
     }
     uint64_t rev = get_u64(p + 12), point = get_u64(p + 20), n = 0;
     rd_t r = {p + SNAP_HEADER_BYTES, p + len - 4, false};
@@ -552,24 +634,37 @@ int snap_load(core_t *core, const char *dir, uint64_t *rev_out, uint64_t *entrie
         int bad = load_entry(core, &r, tag, &bases_done, point, &cur_q);
         assert(r.p <= r.end);
         if (bad != 0) {
-            snprintf(err, elen, "%s: malformed or inconsistent entry at offset %zu", path, (size_t)(at - p));
-            goto out;
+            snprintf(err, elen, "%s: malformed or inconsistent entry at offset %zu", what, (size_t)(at - p));
+            return -1;
         }
         n++;
     }
     if (r.bad || rd_u64(&r) != n || r.p != r.end) {
-        snprintf(err, elen, "%s: malformed trailer", path);
-        goto out;
+        snprintf(err, elen, "%s: malformed trailer", what);
+        return -1;
     }
     if ((!bases_done && core_load_bases_done(core, point) != 0) || core_load_done(core, rev) != 0) {
-        snprintf(err, elen, "%s: cannot load at revision %llu", path, (unsigned long long)rev);
-        goto out;
+        snprintf(err, elen, "%s: cannot load at revision %llu", what, (unsigned long long)rev);
+        return -1;
     }
     assert(core_rev(core) == rev);
     *rev_out = rev;
     *entries_out = n;
-    rc = 0;
-out:
+    return 0;
+}
+
+int snap_load(core_t *core, const char *dir, uint64_t *rev_out, uint64_t *entries_out, char *err, size_t elen)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/%s", dir, SNAP_FILE);
+    *rev_out = 0;
+    *entries_out = 0;
+    err[0] = '\0';
+    size_t len = 0;
+    char *data = read_file(path, &len, err, elen);
+    if (data == NULL)
+        return err[0] ? -1 : 0; /* no snapshot: start from the log alone */
+    int rc = snap_load_mem(core, data, len, path, rev_out, entries_out, err, elen);
     free(data);
     return rc;
 }

@@ -73,6 +73,10 @@ typedef struct snap_writer_s {
     ordo_buf_t after;      /* last key written: the next slice starts after it */
     bool have_after;
     bool finished;         /* every key encoded and the trailer written */
+    bool mem;              /* no file: the snapshot stays in buf (snap_encode_mem, snap_digest) */
+    bool digest_on;        /* snap_digest: entries are hashed into digest, then dropped */
+    size_t entry_at;       /* digest: where the entry being encoded starts in buf */
+    uint64_t digest, digest_queue;
     char tmp_path[1100];
     char path[1100];
     char dir[1024];
@@ -101,5 +105,22 @@ void snap_writer_abort(snap_writer_t *w);
  * snapshot's revision (0 and nothing loaded if there is no snapshot).
  * Returns 0, or -1 if the file is damaged (message names it). */
 int snap_load(core_t *core, const char *dir, uint64_t *rev_out, uint64_t *entries_out, char *err, size_t elen);
+
+/* snap_load_mem() -- the same from a snapshot's bytes in memory (a raft
+ * member sent one); what names it in messages. */
+int snap_load_mem(core_t *core, const void *data, size_t len, const char *what, uint64_t *rev_out,
+                  uint64_t *entries_out, char *err, size_t elen);
+
+/* snap_encode_mem() -- the whole snapshot of the core as it is now, in one
+ * pass on the calling thread, into *out (the caller frees it): a raft
+ * snapshot. Its cost is the file's: O(state) with the loop waiting.
+ * Returns 0. */
+int snap_encode_mem(const core_t *core, uint64_t now_ms, ordo_buf_t *out);
+
+/* snap_digest() -- a 64-bit digest of the state a snapshot would hold
+ * (history, coordination, queues, deadlines; not the time it was taken),
+ * independent of the order tables are walked in: members that applied the
+ * same entries have the same digest (DEBUG DIGEST). O(state). */
+uint64_t snap_digest(const core_t *core);
 
 #endif /* ORDO_SNAPSHOT_H */

@@ -379,8 +379,11 @@ static size_t sendable_bytes(conn_t *c)
         c->nmarks = 0;
         return c->out.len;
     }
-    uint64_t rev = writer_rev(s), durable = s->durable_rev;
+    uint64_t durable = s->durable_rev;
     size_t last_end = c->nmarks ? c->marks[c->nmarks - 1].end : 0;
+    /* The mark is taken only for new output: in cluster mode taking one
+     * asks for a raft barrier (writer_rev()). */
+    uint64_t rev = c->out.len > last_end ? writer_rev(s) : 0;
     if (c->out.len > last_end && rev > durable) {
         if (c->nmarks == CONN_MARKS_MAX || (c->nmarks > 0 && c->marks[c->nmarks - 1].rev == rev)) {
             c->marks[c->nmarks - 1].end = c->out.len;

@@ -5,6 +5,7 @@
  * served. Also the memory figure max-memory-bytes bounds. See apply.h.
  */
 #include "apply.h"
+#include "cluster.h"
 
 #include <assert.h>
 
@@ -15,7 +16,13 @@
 #include "coord_wait.h"
 #include "persist.h"
 
-uint64_t writer_rev(const server_t *s) { return core_rev(s->core); }
+uint64_t writer_rev(const server_t *s)
+{
+    /* In cluster mode a raft position, and taking one asks the log for a
+     * barrier if the turn proposes nothing (log/raft_log.h): the one
+     * mutation behind this const. */
+    return cluster_enabled(s) ? cluster_mark((server_t *)s) : core_rev(s->core);
+}
 
 size_t writer_data_bytes(const server_t *s)
 {

@@ -99,7 +99,7 @@ static void unlink_waiter(server_t *s, waiter_t *w)
 
 const char *block_kind_name(int kind)
 {
-    static const char *const names[BLOCK_KINDS] = {"pull", "push", "call", "result", "lock", "elect"};
+    static const char *const names[BLOCK_KINDS] = {"pull", "push", "call", "result", "lock", "elect", "cluster"};
     return kind >= 0 && kind < BLOCK_KINDS ? names[kind] : "unknown";
 }
 

@@ -43,6 +43,7 @@ enum block_kind {
     BLOCK_RESULT,     /* Q.RESULT BLOCK: the message's fate */
     BLOCK_LOCK,       /* LOCK.ACQUIRE WAIT: the lock */
     BLOCK_ELECT,      /* ELECT.CAMPAIGN (WAIT): leadership */
+    BLOCK_CLUSTER,    /* CLUSTER ADD/REMOVE/TRANSFER: raft's answer */
     BLOCK_KINDS
 };
 /* "pull", "push", ...: the INFO field suffix of a kind. */

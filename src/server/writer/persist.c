@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "block.h"
+#include "cluster.h"
 #include "core/record.h"
 #include "log/log_wal.h"
 #include "net/conn.h"
@@ -296,6 +297,13 @@ static int fault_setup(server_t *s, wal_io_t *io, char *err, size_t elen)
 
 int persist_open(server_t *s, char *err, size_t elen)
 {
+    if (cluster_enabled(s)) {
+        if (s->cfg.debug_wal_fault[0] != '\0' || s->cfg.debug_wal_stall[0] != '\0') {
+            snprintf(err, elen, "debug-wal-fault and debug-wal-stall test the local log, not cluster mode");
+            return -1;
+        }
+        return cluster_open(s, err, elen);
+    }
     log_wal_options_t opt = {
         .dir = s->cfg.dir,
         .wal = {
@@ -333,6 +341,17 @@ int persist_recover(server_t *s, char *err, size_t elen)
     s->durable_async.data = s;
     uv_idle_init(s->loop, &s->snap_idle);
     s->snap_idle.data = s;
+    if (cluster_enabled(s)) {
+        /* Raft restores its snapshot now; committed entries follow as the
+         * leader reports them (writer/cluster.c). */
+        if (cluster_start(s, err, elen) != 0)
+            goto fail;
+        s->durable_rev = log_poll(s->log);
+        s->recovery_ms = server_mono_ms() - t0;
+        fprintf(stderr, "ordod: cluster member %lld started at revision %llu\n", (long long)s->cfg.node_id,
+                (unsigned long long)core_rev(s->core));
+        return 0;
+    }
     if (log_load_snapshot(s->log, s->core, &snap_rev, &entries, err, elen) != 0)
         goto fail;
     s->snapshot_loaded_rev = snap_rev;
@@ -465,7 +484,7 @@ int64_t persist_snapshot(server_t *s, char *err, size_t elen)
 
 void persist_cron(server_t *s)
 {
-    if (s->snap_running || s->log == NULL || s->readonly[0] != '\0')
+    if (s->snap_running || s->log == NULL || s->readonly[0] != '\0' || cluster_enabled(s))
         return;
     log_stats_t st;
     log_stats(s->log, &st);

@@ -617,6 +617,14 @@ void qwait_start(server_t *s)
         arm_at(s, t.due_ms); /* deadlines recovered from the log */
 }
 
+void qwait_rearm(server_t *s)
+{
+    queue_t *q;
+    queue_timer_t t;
+    if (queue_set_next_timer(core_queues(s->core), &q, &t))
+        arm_at(s, t.due_ms);
+}
+
 void qwait_close_handles(server_t *s)
 {
     writer_timer_close(&s->writer.queues->timer);

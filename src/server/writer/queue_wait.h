@@ -27,6 +27,9 @@
  * after the loop ends. */
 void qwait_init(server_t *s);
 void qwait_start(server_t *s);
+/* qwait_rearm() -- arm the queue timer for the earliest deadline in the
+ * state (a new cluster leader takes the deadlines over). */
+void qwait_rearm(server_t *s);
 void qwait_close_handles(server_t *s);
 void qwait_destroy(server_t *s);
 

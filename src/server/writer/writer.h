@@ -26,7 +26,7 @@ typedef struct server_s server_t;
 /* Parked connections (block.c). Invariant: blocked_clients is the number
  * of parked waiters and the sum of blocked_by_kind; the heap holds exactly
  * the parked waiters that have a deadline. */
-#define WRITER_BLOCK_KINDS 6 /* enum block_kind (block.h) */
+#define WRITER_BLOCK_KINDS 7 /* enum block_kind (block.h) */
 typedef struct block_state_s {
     ordo_heap_t wait_heap;           /* waiters with a deadline, earliest first */
     writer_timer_t timer;            /* at the earliest deadline (0: at once, read-only) */

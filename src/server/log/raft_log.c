@@ -1,0 +1,897 @@
+/*
+ * raft_log.c -- the log seam over C raft; the design is in raft_log.h.
+ *
+ * Owns: the raft instance, its libuv I/O and transport, the data
+ * directory's lock, the entry being built (appended since the last flush),
+ * the FIFO of this leader's entries in flight, the positions (proposed,
+ * committed), and the role last seen. Loop thread only: C raft runs on
+ * ordod's loop, and hooks.wake is called from the loop too.
+ *
+ * Invariants:
+ *   - positions are handed out in proposal order and committed in that
+ *     order (raft applies entries and barriers in log order), so
+ *     committed_pos only grows, and committed_pos <= proposed_pos;
+ *   - the FIFO holds exactly this member's entries proposed and not yet
+ *     delivered by raft, oldest first; it is empty unless the member led
+ *     in this process's life;
+ *   - a follower applies only entries that are not its own (the FIFO is
+ *     empty, or the entry is the FIFO's head and is skipped).
+ */
+#include "raft_log.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/bytes.h"
+#include "base/siphash.h"
+#include "raft_transport.h"
+
+#define ENTRY_MAGIC "ORDB"
+#define ENTRY_HEADER_BYTES 8u
+
+typedef struct inflight_s {
+    uint64_t pos;
+    uint64_t hash;
+    size_t len;
+} inflight_t;
+
+typedef struct raft_log_s raft_log_t;
+
+typedef struct req_s {
+    union {
+        struct raft_apply apply;
+        struct raft_barrier barrier;
+        struct raft_change change;
+        struct raft_transfer transfer;
+    } u;
+    raft_log_t *rl;
+    uint64_t pos;
+    bool lead_barrier;        /* the barrier a new leader waits for */
+    uint64_t promote_id;      /* CLUSTER ADD: after the add, make it a voter */
+} req_t;
+
+struct raft_log_s {
+    log_t base;
+    raft_log_options_t opt;
+    raft_log_fsm_t fsm_hooks;
+    struct raft raft;
+    struct raft_io io;
+    struct raft_uv_transport transport;
+    struct raft_fsm fsm;
+    bool io_inited, transport_inited, raft_inited, started;
+    int dir_fd;                   /* flocked while the log lives */
+    char raftdir[1100];
+    /* the entry being built: ENTRY header, then batches */
+    ordo_buf_t building;
+    uint32_t building_records;
+    /* in flight (leader) */
+    inflight_t *fifo;
+    size_t fhead, fcount, fcap;
+    uint64_t inflight_bytes;
+    uint64_t proposed_pos, committed_pos;
+    bool need_barrier;
+    bool leading;
+    bool was_leader;              /* raft_state() was LEADER at the last look */
+    bool diverged;
+    bool snap_wanted;
+    bool change_running;
+    uv_check_t watch;
+    char failed[256];
+    uint64_t entries_proposed, barriers_proposed, snapshots_taken, snapshots_restored;
+    uint64_t records_written, bytes_proposed;
+};
+
+static const uint8_t hash_key[ORDO_SIPHASH_KEY_LEN] = "ordo-raft-entry";
+
+/* ---- members ---------------------------------------------------------------- */
+
+static int split_hostport(const char *s, size_t n, char *host, size_t hlen, long *port)
+{
+    const char *colon = memrchr(s, ':', n);
+    if (colon == NULL || colon == s || (size_t)(colon - s) >= hlen)
+        return -1;
+    memcpy(host, s, (size_t)(colon - s));
+    host[colon - s] = '\0';
+    char digits[8];
+    size_t dl = n - (size_t)(colon + 1 - s);
+    if (dl == 0 || dl >= sizeof digits)
+        return -1;
+    memcpy(digits, colon + 1, dl);
+    digits[dl] = '\0';
+    if (strspn(digits, "0123456789") != dl)
+        return -1;
+    *port = strtol(digits, NULL, 10);
+    return *port >= 1 && *port <= 65535 ? 0 : -1;
+}
+
+static int member_of(const char *client, size_t n, uint16_t offset, raft_log_member_t *m, char *err, size_t elen)
+{
+    char host[200];
+    long port;
+    if (split_hostport(client, n, host, sizeof host, &port) != 0) {
+        snprintf(err, elen, "'%.*s' is not HOST:PORT", (int)n, client);
+        return -1;
+    }
+    if (port + offset > 65535) {
+        snprintf(err, elen, "port %ld plus cluster-port-offset %u is past 65535", port, (unsigned)offset);
+        return -1;
+    }
+    snprintf(m->client, sizeof m->client, "%s:%ld", host, port);
+    snprintf(m->raft, sizeof m->raft, "%s:%ld", host, port + offset);
+    return 0;
+}
+
+int raft_cluster_parse(const char *spec, uint16_t port_offset, raft_log_member_t *members, int max, char *err,
+                       size_t elen)
+{
+    int n = 0;
+    const char *p = spec;
+    while (*p != '\0') {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        if (eq == NULL || eq == p) {
+            snprintf(err, elen, "cluster: '%.*s' is not ID=HOST:PORT", (int)len, p);
+            return -1;
+        }
+        if (n == max) {
+            snprintf(err, elen, "cluster: more than %d members", max);
+            return -1;
+        }
+        char idtext[24];
+        size_t il = (size_t)(eq - p);
+        if (il >= sizeof idtext || strspn(p, "0123456789") != il) {
+            snprintf(err, elen, "cluster: member id '%.*s' is not a positive integer", (int)il, p);
+            return -1;
+        }
+        memcpy(idtext, p, il);
+        idtext[il] = '\0';
+        members[n].id = strtoull(idtext, NULL, 10);
+        if (members[n].id == 0) {
+            snprintf(err, elen, "cluster: member id 0 is not allowed");
+            return -1;
+        }
+        for (int i = 0; i < n; i++)
+            if (members[i].id == members[n].id) {
+                snprintf(err, elen, "cluster: member id %llu appears twice", (unsigned long long)members[n].id);
+                return -1;
+            }
+        char why[300];
+        if (member_of(eq + 1, len - il - 1, port_offset, &members[n], why, sizeof why) != 0) {
+            snprintf(err, elen, "cluster: %s", why);
+            return -1;
+        }
+        n++;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    if (n == 0)
+        snprintf(err, elen, "cluster: no members");
+    return n > 0 ? n : -1;
+}
+
+/* The client address of a raft address: the port less the offset. */
+static void client_of(const raft_log_t *rl, const char *raftaddr, char *out, size_t olen)
+{
+    char host[200];
+    long port;
+    if (raftaddr == NULL || split_hostport(raftaddr, strlen(raftaddr), host, sizeof host, &port) != 0 ||
+        port <= rl->opt.port_offset) {
+        snprintf(out, olen, "%s", raftaddr ? raftaddr : "");
+        return;
+    }
+    snprintf(out, olen, "%s:%ld", host, port - rl->opt.port_offset);
+}
+
+/* ---- the FIFO of entries in flight ------------------------------------------ */
+
+static void fifo_push(raft_log_t *rl, inflight_t e)
+{
+    if (rl->fcount == rl->fcap) {
+        size_t ncap = rl->fcap ? rl->fcap * 2 : 64;
+        inflight_t *n = ordo_xmalloc(ncap * sizeof *n);
+        for (size_t i = 0; i < rl->fcount; i++)
+            n[i] = rl->fifo[(rl->fhead + i) % rl->fcap];
+        free(rl->fifo);
+        rl->fifo = n;
+        rl->fcap = ncap;
+        rl->fhead = 0;
+    }
+    rl->fifo[(rl->fhead + rl->fcount) % rl->fcap] = e;
+    rl->fcount++;
+}
+
+static inflight_t *fifo_head(raft_log_t *rl) { return rl->fcount ? &rl->fifo[rl->fhead] : NULL; }
+
+static void fifo_pop(raft_log_t *rl)
+{
+    assert(rl->fcount > 0);
+    rl->fhead = (rl->fhead + 1) % rl->fcap;
+    rl->fcount--;
+}
+
+/* ---- committing ----------------------------------------------------------------- */
+
+static void wake(raft_log_t *rl) { rl->base.hooks.wake(rl->base.hooks.arg); }
+
+static void committed(raft_log_t *rl, uint64_t pos)
+{
+    if (pos > rl->committed_pos)
+        rl->committed_pos = pos;
+    wake(rl);
+}
+
+/* raft delivers a committed entry, on every member. */
+static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
+{
+    raft_log_t *rl = fsm->data;
+    *result = NULL;
+    if (rl->diverged)
+        return 0; /* the state is rebuilt from raft's files (the restart) */
+    inflight_t *head = fifo_head(rl);
+    if (head != NULL) {
+        if (head->len == buf->len && head->hash == ordo_siphash(hash_key, buf->base, buf->len)) {
+            /* This leader's own entry: applied when it was proposed. */
+            uint64_t pos = head->pos;
+            rl->inflight_bytes -= head->len;
+            fifo_pop(rl);
+            committed(rl, pos);
+            return 0;
+        }
+        /* Another leader's entry where ours was: ours were cut. */
+        fprintf(stderr, "ordod: cluster: an entry of another leader replaced this member's own; rebuilding "
+                        "the state from the log\n");
+        rl->diverged = true;
+        rl->leading = false;
+        rl->fsm_hooks.role(rl->fsm_hooks.arg, false, true);
+        return 0;
+    }
+    const char *p = buf->base;
+    if (buf->len < ENTRY_HEADER_BYTES || memcmp(p, ENTRY_MAGIC, 4) != 0) {
+        fprintf(stderr, "ordod: cluster: a committed entry is not an ordo entry (%zu bytes); stopping\n", buf->len);
+        abort();
+    }
+    /* The entries, then up to 7 bytes of padding (propose_entry). */
+    uint32_t nrec = get_u32(p + 4);
+    size_t pos = ENTRY_HEADER_BYTES;
+    for (uint32_t i = 0; i < nrec; i++) {
+        if (buf->len - pos < LOG_ENTRY_HEADER_BYTES || get_u32(p + pos) > buf->len - pos - LOG_ENTRY_HEADER_BYTES) {
+            fprintf(stderr, "ordod: cluster: a committed entry is malformed; stopping\n");
+            abort();
+        }
+        size_t len = get_u32(p + pos);
+        uint64_t rev = get_u64(p + pos + 8);
+        const void *rec = p + pos + LOG_ENTRY_HEADER_BYTES;
+        pos += LOG_ENTRY_HEADER_BYTES + len;
+        if (rl->base.hooks.deliver(rl->base.hooks.arg, rev, rec, len) != 0) {
+            fprintf(stderr, "ordod: cluster: the committed record of revision %llu does not apply here; "
+                            "stopping rather than diverge\n", (unsigned long long)rev);
+            abort();
+        }
+    }
+    wake(rl);
+    return 0;
+}
+
+static int fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n_bufs)
+{
+    raft_log_t *rl = fsm->data;
+    if (rl->fcount > 0 || rl->building_records > 0) {
+        /* The state is ahead of the log: wait for the entries in flight
+         * (log_backlogged() holds new input meanwhile). */
+        rl->snap_wanted = true;
+        return RAFT_BUSY;
+    }
+    ordo_buf_t out = ORDO_BUF_INIT;
+    rl->fsm_hooks.snapshot(rl->fsm_hooks.arg, &out);
+    *bufs = raft_malloc(sizeof **bufs);
+    void *data = raft_malloc(out.len);
+    if (*bufs == NULL || data == NULL) {
+        raft_free(*bufs);
+        raft_free(data);
+        ordo_buf_free(&out);
+        return RAFT_NOMEM;
+    }
+    memcpy(data, out.data, out.len);
+    (*bufs)[0].base = data;
+    (*bufs)[0].len = out.len;
+    *n_bufs = 1;
+    ordo_buf_free(&out);
+    rl->snapshots_taken++;
+    if (rl->snap_wanted) {
+        rl->snap_wanted = false;
+        wake(rl); /* no longer backlogged */
+    }
+    return 0;
+}
+
+static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
+{
+    raft_log_t *rl = fsm->data;
+    int rc = rl->fsm_hooks.restore(rl->fsm_hooks.arg, buf->base, buf->len);
+    raft_free(buf->base);
+    if (rc != 0)
+        return RAFT_CORRUPT;
+    rl->snapshots_restored++;
+    return 0;
+}
+
+/* ---- proposals ------------------------------------------------------------------ */
+
+static void apply_done(struct raft_apply *req, int status, void *result)
+{
+    (void)status; /* commit is seen in fsm_apply; a failure, in the role watch */
+    (void)result;
+    free(req->data);
+}
+
+static void barrier_done(struct raft_barrier *req, int status)
+{
+    req_t *r = req->data;
+    raft_log_t *rl = r->rl;
+    if (status == 0) {
+        committed(rl, r->pos);
+        if (r->lead_barrier && raft_state(&rl->raft) == RAFT_LEADER && !rl->diverged) {
+            rl->leading = true;
+            fprintf(stderr, "ordod: cluster: leading (term %llu)\n",
+                    (unsigned long long)raft_current_term(&rl->raft));
+            rl->fsm_hooks.role(rl->fsm_hooks.arg, true, false);
+        }
+    }
+    free(r);
+}
+
+static int propose_barrier(raft_log_t *rl, bool lead)
+{
+    req_t *r = ordo_xcalloc(1, sizeof *r);
+    r->rl = rl;
+    r->pos = ++rl->proposed_pos;
+    r->lead_barrier = lead;
+    r->u.barrier.data = r;
+    int rv = raft_barrier(&rl->raft, &r->u.barrier, barrier_done);
+    if (rv != 0) {
+        free(r);
+        return -1;
+    }
+    rl->barriers_proposed++;
+    return 0;
+}
+
+static int propose_entry(raft_log_t *rl)
+{
+    assert(rl->building_records > 0);
+    put_u32(rl->building.data + 4, rl->building_records);
+    /* raft_uv takes entries whose length is a multiple of 8: pad (the
+     * reader stops after the header's count of records). */
+    while (rl->building.len % 8 != 0)
+        ordo_buf_append(&rl->building, "", 1);
+    size_t len = rl->building.len;
+    void *data = raft_malloc(len);
+    if (data == NULL)
+        return -1;
+    memcpy(data, rl->building.data, len);
+    struct raft_buffer buf = {.base = data, .len = len};
+    req_t *r = ordo_xcalloc(1, sizeof *r);
+    r->rl = rl;
+    r->u.apply.data = r;
+    inflight_t e = {.pos = rl->proposed_pos + 1, .hash = ordo_siphash(hash_key, data, len), .len = len};
+    int rv = raft_apply(&rl->raft, &r->u.apply, &buf, 1, apply_done);
+    if (rv != 0) {
+        /* raft_apply() frees the entry's buffer when it fails (0.22.1). */
+        fprintf(stderr, "ordod: cluster: raft_apply: %s (%s)\n", raft_strerror(rv), raft_errmsg(&rl->raft));
+        free(r);
+        return -1;
+    }
+    rl->proposed_pos++;
+    fifo_push(rl, e);
+    rl->inflight_bytes += len;
+    rl->entries_proposed++;
+    rl->records_written += rl->building_records;
+    rl->bytes_proposed += len;
+    rl->building.len = 0;
+    rl->building_records = 0;
+    return 0;
+}
+
+/* ---- the role watch ------------------------------------------------------------- */
+
+static void on_watch(uv_check_t *h)
+{
+    raft_log_t *rl = h->data;
+    if (!rl->started || rl->diverged)
+        return;
+    bool leader = raft_state(&rl->raft) == RAFT_LEADER;
+    if (leader && !rl->was_leader) {
+        rl->was_leader = true;
+        if (propose_barrier(rl, true) != 0)
+            fprintf(stderr, "ordod: cluster: cannot propose the new leader's barrier: %s\n", raft_errmsg(&rl->raft));
+    } else if (!leader && rl->was_leader) {
+        rl->was_leader = false;
+        bool had_lead = rl->leading;
+        rl->leading = false;
+        bool diverged = rl->fcount > 0 || rl->building_records > 0;
+        if (diverged)
+            rl->diverged = true;
+        fprintf(stderr, "ordod: cluster: no longer the leader (term %llu)%s\n",
+                (unsigned long long)raft_current_term(&rl->raft),
+                diverged ? "; entries in flight: rebuilding the state from the log" : "");
+        if (had_lead || diverged)
+            rl->fsm_hooks.role(rl->fsm_hooks.arg, false, diverged);
+        /* Output that waited for positions never to be committed: the
+         * server closes those connections (its role hook). */
+    }
+}
+
+/* ---- the seam ------------------------------------------------------------------- */
+
+static int rl_load_snapshot(log_t *l, core_t *core, uint64_t *rev_out, uint64_t *entries_out, char *err, size_t elen)
+{
+    (void)l, (void)core, (void)err, (void)elen;
+    *rev_out = 0; /* raft restores its snapshot itself, at raft_log_start() */
+    *entries_out = 0;
+    return 0;
+}
+
+static int rl_replay(log_t *l, uint64_t after_rev, log_record_fn fn, void *arg, char *err, size_t elen)
+{
+    (void)l, (void)after_rev, (void)fn, (void)arg, (void)err, (void)elen;
+    return 0; /* committed entries come from raft as the leader reports them */
+}
+
+static int rl_append(log_t *l, const log_batch_t *b)
+{
+    raft_log_t *rl = (raft_log_t *)l;
+    if (rl->failed[0] != '\0')
+        return -1;
+    if (b->records == 0)
+        return 0;
+    if (rl->building.len == 0) {
+        ordo_buf_append(&rl->building, ENTRY_MAGIC, 4);
+        ordo_buf_append(&rl->building, "\0\0\0\0", 4);
+    }
+    ordo_buf_append(&rl->building, b->buf.data, b->buf.len);
+    rl->building_records += b->records;
+    return 0;
+}
+
+static int rl_flush(log_t *l)
+{
+    raft_log_t *rl = (raft_log_t *)l;
+    if (rl->building_records > 0) {
+        if (propose_entry(rl) != 0) {
+            /* Not the leader any more (or out of memory): these records
+             * were applied here and will never be committed. */
+            rl->building.len = 0;
+            rl->building_records = 0;
+            if (!rl->diverged) {
+                rl->diverged = true;
+                rl->leading = false;
+                fprintf(stderr, "ordod: cluster: cannot propose (%s); rebuilding the state from the log\n",
+                        raft_errmsg(&rl->raft));
+                rl->fsm_hooks.role(rl->fsm_hooks.arg, false, true);
+            }
+            return 0;
+        }
+        rl->need_barrier = false;
+    } else if (rl->need_barrier) {
+        rl->need_barrier = false;
+        if (rl->leading)
+            propose_barrier(rl, false);
+    }
+    return 0;
+}
+
+static uint64_t rl_poll(log_t *l) { return ((raft_log_t *)l)->committed_pos; }
+
+uint64_t raft_log_mark(log_t *l)
+{
+    raft_log_t *rl = (raft_log_t *)l;
+    if (!rl->leading)
+        return rl->committed_pos; /* a follower answers nothing that depends on state */
+    rl->need_barrier = true;
+    return rl->proposed_pos + 1;
+}
+
+static const char *rl_failed(const log_t *l)
+{
+    const raft_log_t *rl = (const raft_log_t *)l;
+    return rl->failed[0] ? rl->failed : NULL;
+}
+
+static bool rl_backlogged(log_t *l)
+{
+    raft_log_t *rl = (raft_log_t *)l;
+    return rl->snap_wanted || rl->inflight_bytes + rl->building.len > rl->opt.pending_bytes_max;
+}
+
+static int rl_snapshot_begin(log_t *l, const core_t *core, uint64_t now_ms, log_snapshot_t *out, char *err,
+                             size_t elen)
+{
+    (void)l, (void)core, (void)now_ms, (void)out;
+    snprintf(err, elen, "in cluster mode raft takes snapshots (every cluster-snapshot-entries entries)");
+    return -1;
+}
+
+static int rl_snapshot_slice(log_t *l, const core_t *core, size_t max_keys, char *err, size_t elen)
+{
+    (void)l, (void)core, (void)max_keys, (void)err, (void)elen;
+    return -1;
+}
+
+static int rl_snapshot_commit(log_t *l, char *err, size_t elen)
+{
+    (void)l, (void)err, (void)elen;
+    return -1;
+}
+
+static void rl_snapshot_end(log_t *l, bool ok, log_snapshot_t *out)
+{
+    (void)l, (void)ok;
+    memset(out, 0, sizeof *out);
+}
+
+static void rl_stats(const log_t *l, log_stats_t *out)
+{
+    const raft_log_t *rl = (const raft_log_t *)l;
+    memset(out, 0, sizeof *out);
+    out->records_written = rl->records_written;
+    out->batches = rl->entries_proposed;
+    out->pending_bytes = rl->inflight_bytes + rl->building.len;
+}
+
+static void on_closed(struct raft *r)
+{
+    raft_log_t *rl = r->data;
+    raft_uv_close(&rl->io);
+    raft_transport_free(&rl->transport);
+    rl->raft_inited = false;
+}
+
+static void on_watch_closed(uv_handle_t *h) { (void)h; }
+
+static void rl_close(log_t *l)
+{
+    raft_log_t *rl = (raft_log_t *)l;
+    if (rl->started) {
+        uv_close((uv_handle_t *)&rl->watch, on_watch_closed);
+        raft_close(&rl->raft, on_closed);
+        /* The loop runs the close to its end before ordod exits. */
+        uv_run(rl->opt.loop, UV_RUN_DEFAULT);
+    } else {
+        if (rl->raft_inited) {
+            raft_close(&rl->raft, on_closed);
+            uv_run(rl->opt.loop, UV_RUN_DEFAULT);
+        } else {
+            if (rl->io_inited)
+                raft_uv_close(&rl->io);
+            if (rl->transport_inited)
+                raft_transport_free(&rl->transport);
+        }
+    }
+    if (rl->dir_fd >= 0)
+        close(rl->dir_fd);
+    ordo_buf_free(&rl->building);
+    free(rl->fifo);
+    free(rl);
+}
+
+static const log_ops_t raft_ops = {
+    .load_snapshot = rl_load_snapshot,
+    .replay = rl_replay,
+    .append = rl_append,
+    .flush = rl_flush,
+    .poll = rl_poll,
+    .failed = rl_failed,
+    .backlogged = rl_backlogged,
+    .snapshot_begin = rl_snapshot_begin,
+    .snapshot_slice = rl_snapshot_slice,
+    .snapshot_commit = rl_snapshot_commit,
+    .snapshot_end = rl_snapshot_end,
+    .stats = rl_stats,
+    .close = rl_close,
+};
+
+/* Does raft's directory hold anything yet (a first start bootstraps)? */
+static bool dir_empty(const char *dir)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/metadata1", dir);
+    struct stat st;
+    if (stat(path, &st) == 0)
+        return false;
+    snprintf(path, sizeof path, "%s/metadata2", dir);
+    return stat(path, &st) != 0;
+}
+
+log_t *raft_log_open(const raft_log_options_t *opt, const log_hooks_t *hooks, const raft_log_fsm_t *fsmh, char *err,
+                     size_t elen)
+{
+    raft_log_t *rl = ordo_xcalloc(1, sizeof *rl);
+    rl->base.ops = &raft_ops;
+    rl->base.apply = LOG_APPLY_AT_PROPOSE; /* the leader's writer applies at propose; see raft_log.h */
+    rl->base.hooks = *hooks;
+    rl->base.record_bytes_max = opt->record_bytes_max;
+    rl->opt = *opt;
+    rl->fsm_hooks = *fsmh;
+    rl->dir_fd = -1;
+    const raft_log_member_t *me = NULL;
+    for (int i = 0; i < opt->nmembers; i++)
+        if (opt->members[i].id == opt->id)
+            me = &opt->members[i];
+    if (me == NULL) {
+        snprintf(err, elen, "node-id %llu is not in --cluster", (unsigned long long)opt->id);
+        goto fail;
+    }
+    rl->dir_fd = open(opt->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (rl->dir_fd < 0) {
+        snprintf(err, elen, "cannot open data directory %s: %s", opt->dir, strerror(errno));
+        goto fail;
+    }
+    if (flock(rl->dir_fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EWOULDBLOCK)
+            snprintf(err, elen, "data directory %s is in use by another process", opt->dir);
+        else
+            snprintf(err, elen, "cannot lock data directory %s: %s", opt->dir, strerror(errno));
+        goto fail;
+    }
+    snprintf(rl->raftdir, sizeof rl->raftdir, "%s/raft", opt->dir);
+    if (mkdir(rl->raftdir, 0755) != 0 && errno != EEXIST) {
+        snprintf(err, elen, "cannot create %s: %s", rl->raftdir, strerror(errno));
+        goto fail;
+    }
+    bool fresh = dir_empty(rl->raftdir);
+    int rv = raft_transport_init(&rl->transport, opt->loop);
+    if (rv != 0) {
+        snprintf(err, elen, "raft transport: %s", raft_strerror(rv));
+        goto fail;
+    }
+    rl->transport_inited = true;
+    rv = raft_uv_init(&rl->io, opt->loop, rl->raftdir, &rl->transport);
+    if (rv != 0) {
+        snprintf(err, elen, "raft storage in %s: %s", rl->raftdir, rl->io.errmsg);
+        goto fail;
+    }
+    rl->io_inited = true;
+    rl->fsm.version = 1;
+    rl->fsm.data = rl;
+    rl->fsm.apply = fsm_apply;
+    rl->fsm.snapshot = fsm_snapshot;
+    rl->fsm.restore = fsm_restore;
+    rv = raft_init(&rl->raft, &rl->io, &rl->fsm, opt->id, me->raft);
+    if (rv != 0) {
+        snprintf(err, elen, "raft: %s", raft_errmsg(&rl->raft));
+        goto fail;
+    }
+    rl->raft_inited = true;
+    rl->raft.data = rl;
+    raft_set_election_timeout(&rl->raft, opt->election_timeout_ms);
+    raft_set_heartbeat_timeout(&rl->raft, opt->election_timeout_ms / 10 ? opt->election_timeout_ms / 10 : 1);
+    raft_set_pre_vote(&rl->raft, true);
+    raft_set_snapshot_threshold(&rl->raft, opt->snapshot_entries);
+    raft_set_snapshot_trailing(&rl->raft, opt->snapshot_trailing);
+    raft_uv_set_connect_retry_delay(&rl->io, 50);
+    if (fresh && opt->nmembers_bootstrap > 0) {
+        struct raft_configuration conf;
+        raft_configuration_init(&conf);
+        for (int i = 0; i < opt->nmembers; i++)
+            if (raft_configuration_add(&conf, opt->members[i].id, opt->members[i].raft, RAFT_VOTER) != 0) {
+                raft_configuration_close(&conf);
+                snprintf(err, elen, "raft: cannot build the configuration");
+                goto fail;
+            }
+        rv = raft_bootstrap(&rl->raft, &conf);
+        raft_configuration_close(&conf);
+        if (rv != 0 && rv != RAFT_CANTBOOTSTRAP) {
+            snprintf(err, elen, "raft bootstrap: %s", raft_errmsg(&rl->raft));
+            goto fail;
+        }
+        fprintf(stderr, "ordod: cluster: bootstrapped a %d-member cluster in %s\n", opt->nmembers, rl->raftdir);
+    }
+    return &rl->base;
+fail:
+    rl_close(&rl->base);
+    return NULL;
+}
+
+int raft_log_start(log_t *l, char *err, size_t elen)
+{
+    raft_log_t *rl = (raft_log_t *)l;
+    uv_check_init(rl->opt.loop, &rl->watch);
+    rl->watch.data = rl;
+    uv_check_start(&rl->watch, on_watch);
+    uv_unref((uv_handle_t *)&rl->watch);
+    rl->started = true;
+    int rv = raft_start(&rl->raft);
+    if (rv != 0) {
+        snprintf(err, elen, "raft start: %s (%s)", raft_strerror(rv), raft_errmsg(&rl->raft));
+        return -1;
+    }
+    return 0;
+}
+
+void raft_log_info(log_t *l, raft_log_info_t *out)
+{
+    raft_log_t *rl = (raft_log_t *)l;
+    memset(out, 0, sizeof *out);
+    int st = rl->started ? raft_state(&rl->raft) : RAFT_UNAVAILABLE;
+    out->role = st == RAFT_LEADER ? "leader" : st == RAFT_FOLLOWER ? "follower"
+                : st == RAFT_CANDIDATE ? "candidate" : "unavailable";
+    out->leading = rl->leading;
+    if (rl->started) {
+        raft_id id = 0;
+        const char *addr = NULL;
+        raft_leader(&rl->raft, &id, &addr);
+        out->leader_id = id;
+        if (id != 0)
+            client_of(rl, addr, out->leader_client, sizeof out->leader_client);
+        out->term = raft_current_term(&rl->raft);
+        out->commit_index = raft_commit_index(&rl->raft);
+        out->applied_index = raft_last_applied(&rl->raft);
+        out->last_index = raft_last_index(&rl->raft);
+        out->members = (int)rl->raft.configuration.n;
+    }
+    out->entries_proposed = rl->entries_proposed;
+    out->barriers_proposed = rl->barriers_proposed;
+    out->snapshots_taken = rl->snapshots_taken;
+    out->snapshots_restored = rl->snapshots_restored;
+    out->inflight_entries = rl->fcount;
+    out->inflight_bytes = rl->inflight_bytes;
+}
+
+bool raft_log_member(log_t *l, int i, uint64_t *id, char *client, size_t clen, const char **role)
+{
+    raft_log_t *rl = (raft_log_t *)l;
+    if (!rl->started || i < 0 || (unsigned)i >= rl->raft.configuration.n)
+        return false;
+    const struct raft_server *sv = &rl->raft.configuration.servers[i];
+    *id = sv->id;
+    client_of(rl, sv->address, client, clen);
+    raft_id lid = 0;
+    const char *laddr = NULL;
+    raft_leader(&rl->raft, &lid, &laddr);
+    *role = sv->id == lid ? "leader" : sv->role == RAFT_VOTER ? "voter" : sv->role == RAFT_STANDBY ? "standby" : "spare";
+    return true;
+}
+
+/* ---- membership ------------------------------------------------------------------ */
+
+static void change_finished(raft_log_t *rl, int status)
+{
+    rl->change_running = false;
+    rl->fsm_hooks.change_done(rl->fsm_hooks.arg, status, status ? raft_strerror(status) : NULL);
+}
+
+static void assign_done(struct raft_change *req, int status)
+{
+    req_t *r = req->data;
+    raft_log_t *rl = r->rl;
+    free(r);
+    change_finished(rl, status);
+}
+
+static void add_done(struct raft_change *req, int status)
+{
+    req_t *r = req->data;
+    raft_log_t *rl = r->rl;
+    if (status != 0) {
+        free(r);
+        change_finished(rl, status);
+        return;
+    }
+    /* Added as a spare: now a voter (raft catches it up first). */
+    memset(&r->u, 0, sizeof r->u);
+    r->u.change.data = r;
+    int rv = raft_assign(&rl->raft, &r->u.change, r->promote_id, RAFT_VOTER, assign_done);
+    if (rv != 0) {
+        free(r);
+        change_finished(rl, rv);
+    }
+}
+
+static int change_check(raft_log_t *rl, char *err, size_t elen)
+{
+    if (!rl->leading) {
+        snprintf(err, elen, "not the leader");
+        return -1;
+    }
+    if (rl->change_running) {
+        snprintf(err, elen, "another membership change or transfer is running");
+        return -1;
+    }
+    return 0;
+}
+
+int raft_log_add(log_t *l, uint64_t id, const char *client, char *err, size_t elen)
+{
+    raft_log_t *rl = (raft_log_t *)l;
+    if (change_check(rl, err, elen) != 0)
+        return -1;
+    raft_log_member_t m;
+    if (id == 0 || member_of(client, strlen(client), rl->opt.port_offset, &m, err, elen) != 0) {
+        if (id == 0)
+            snprintf(err, elen, "member id 0 is not allowed");
+        return -1;
+    }
+    req_t *r = ordo_xcalloc(1, sizeof *r);
+    r->rl = rl;
+    r->promote_id = id;
+    r->u.change.data = r;
+    int rv = raft_add(&rl->raft, &r->u.change, id, m.raft, add_done);
+    if (rv != 0) {
+        free(r);
+        snprintf(err, elen, "%s", raft_errmsg(&rl->raft));
+        return -1;
+    }
+    rl->change_running = true;
+    return 0;
+}
+
+static void remove_done(struct raft_change *req, int status)
+{
+    req_t *r = req->data;
+    raft_log_t *rl = r->rl;
+    free(r);
+    change_finished(rl, status);
+}
+
+int raft_log_remove(log_t *l, uint64_t id, char *err, size_t elen)
+{
+    raft_log_t *rl = (raft_log_t *)l;
+    if (change_check(rl, err, elen) != 0)
+        return -1;
+    req_t *r = ordo_xcalloc(1, sizeof *r);
+    r->rl = rl;
+    r->u.change.data = r;
+    int rv = raft_remove(&rl->raft, &r->u.change, id, remove_done);
+    if (rv != 0) {
+        free(r);
+        snprintf(err, elen, "%s", raft_errmsg(&rl->raft));
+        return -1;
+    }
+    rl->change_running = true;
+    return 0;
+}
+
+static void transfer_done(struct raft_transfer *req)
+{
+    req_t *r = req->data;
+    raft_log_t *rl = r->rl;
+    raft_id target = req->id;
+    free(r);
+    raft_id lid = 0;
+    const char *laddr = NULL;
+    raft_leader(&rl->raft, &lid, &laddr);
+    change_finished(rl, target != 0 && lid == target ? 0 : RAFT_NOTLEADER);
+}
+
+int raft_log_transfer(log_t *l, uint64_t id, char *err, size_t elen)
+{
+    raft_log_t *rl = (raft_log_t *)l;
+    if (change_check(rl, err, elen) != 0)
+        return -1;
+    req_t *r = ordo_xcalloc(1, sizeof *r);
+    r->rl = rl;
+    r->u.transfer.data = r;
+    int rv = raft_transfer(&rl->raft, &r->u.transfer, id, transfer_done);
+    if (rv != 0) {
+        free(r);
+        snprintf(err, elen, "%s", raft_errmsg(&rl->raft));
+        return -1;
+    }
+    rl->change_running = true;
+    return 0;
+}
+
+int raft_log_partition(log_t *l, const uint64_t *ids, int n)
+{
+    raft_log_t *rl = (raft_log_t *)l;
+    return raft_transport_partition(&rl->transport, ids, n);
+}

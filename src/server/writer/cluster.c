@@ -1,0 +1,260 @@
+/*
+ * cluster.c -- the writer in cluster mode; see cluster.h.
+ *
+ * Owns: s->cluster (server.h): whether this member leads and serves, the
+ * connection waiting for a membership change, the arguments to restart
+ * with. Loop thread only.
+ */
+#include "cluster.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "apply.h"
+#include "block.h"
+#include "coord_wait.h"
+#include "core/record.h"
+#include "expire.h"
+#include "log/raft_log.h"
+#include "log/snapshot.h"
+#include "net/conn.h"
+#include "persist.h"
+#include "queue_wait.h"
+#include "turn.h"
+
+/* ---- what the raft log calls --------------------------------------------------- */
+
+/* A committed entry's record, on a member that did not apply it at
+ * propose: the same apply as recovery, checked against the revision the
+ * leader reached with it. */
+static int deliver_one(void *arg, uint64_t rev, const void *bytes, size_t len)
+{
+    server_t *s = arg;
+    record_t rec;
+    if (record_decode(bytes, len, &rec) != 0) {
+        fprintf(stderr, "ordod: cluster: the record of revision %llu does not decode\n", (unsigned long long)rev);
+        return -1;
+    }
+    apply_result_t res;
+    core_apply(s->core, &rec, &res);
+    if (core_rev(s->core) != rev) {
+        fprintf(stderr, "ordod: cluster: the record of revision %llu applies to revision %llu here\n",
+                (unsigned long long)rev, (unsigned long long)core_rev(s->core));
+        return -1;
+    }
+    return 0;
+}
+
+static void fsm_snapshot(void *arg, ordo_buf_t *out)
+{
+    server_t *s = arg;
+    uint64_t t0 = server_mono_ms();
+    snap_encode_mem(s->core, server_now_ms(), out);
+    s->cluster.last_snapshot_ms = server_mono_ms() - t0;
+    s->cluster.last_snapshot_bytes = out->len;
+}
+
+static int fsm_restore(void *arg, const void *data, size_t len)
+{
+    server_t *s = arg;
+    core_t *fresh = core_create((uint64_t)s->cfg.history_revs);
+    uint64_t rev = 0, entries = 0;
+    char err[512];
+    if (fresh == NULL || snap_load_mem(fresh, data, len, "raft snapshot", &rev, &entries, err, sizeof err) != 0) {
+        fprintf(stderr, "ordod: cluster: cannot restore a snapshot: %s\n", fresh ? err : "out of memory");
+        if (fresh)
+            core_destroy(fresh);
+        return -1;
+    }
+    /* Nothing refers into the old core on a member that does not lead:
+     * no client is parked and no watch is open (they get -NOTLEADER). */
+    core_destroy(s->core);
+    s->core = fresh;
+    s->snapshot_loaded_rev = rev;
+    fprintf(stderr, "ordod: cluster: state restored from a snapshot at revision %llu (%llu entries)\n",
+            (unsigned long long)rev, (unsigned long long)entries);
+    return 0;
+}
+
+/* Restart in place: the state holds records the cluster may never commit. */
+static void restart_in_place(server_t *s)
+{
+    fprintf(stderr, "ordod: cluster: restarting in place to rebuild the state from the log\n");
+    fflush(stderr);
+    execv("/proc/self/exe", s->cluster.argv);
+    fprintf(stderr, "ordod: cluster: cannot restart (%s); exiting\n", strerror(errno));
+    _exit(1);
+}
+
+/* Close the connections whose outcome this member can no longer give. */
+static void drop_clients(server_t *s)
+{
+    conn_close_held(s);
+    for (conn_t *c = conn_first(&s->net.conns); c != NULL; c = conn_next(c))
+        if (!c->closing && ((c->waiter != NULL && c->waiter != s->cluster.change_waiter) || c->nwatches > 0 ||
+                            c->txn != NULL))
+            conn_close(c);
+}
+
+static void on_role(void *arg, bool leading, bool diverged)
+{
+    server_t *s = arg;
+    if (diverged)
+        restart_in_place(s);
+    if (leading) {
+        s->cluster.leading = true;
+        s->cluster.terms_led++;
+        /* The deadlines are replicated state: take them over where the
+         * last leader left them, on a clock that never goes behind the
+         * last record. */
+        server_clock_resume(s, core_last_time_ms(s->core));
+        server_tick(s);
+        expire_schedule(s);
+        coord_wait_schedule(s);
+        qwait_rearm(s);
+        return;
+    }
+    s->cluster.leading = false;
+    drop_clients(s);
+}
+
+static void on_change_done(void *arg, int status, const char *msg)
+{
+    server_t *s = arg;
+    waiter_t *w = s->cluster.change_waiter;
+    s->cluster.change_waiter = NULL;
+    if (w == NULL)
+        return; /* its connection went away */
+    if (status == 0)
+        resp_add_simple(&w->conn->out, "OK");
+    else
+        resp_add_errorf(&w->conn->out, "ERR cluster change failed: %s", msg ? msg : "unknown");
+    block_done(s, w);
+}
+
+static void change_cancel(waiter_t *w)
+{
+    server_t *s = w->data;
+    if (s->cluster.change_waiter == w)
+        s->cluster.change_waiter = NULL;
+}
+
+static void change_timeout(waiter_t *w)
+{
+    /* Only when the server turns read-only (no deadline is set). */
+    change_cancel(w);
+    resp_add_error(&w->conn->out, "ERR the cluster change's outcome is unknown here: see CLUSTER INFO");
+}
+
+/* ---- opening ------------------------------------------------------------------ */
+
+static void on_wake(void *arg)
+{
+    server_t *s = arg;
+    uv_async_send(&s->durable_async);
+}
+
+int cluster_open(server_t *s, char *err, size_t elen)
+{
+    raft_log_options_t opt = {
+        .dir = s->cfg.dir,
+        .loop = s->loop,
+        .id = (uint64_t)s->cfg.node_id,
+        .port_offset = (uint16_t)s->cfg.cluster_port_offset,
+        .election_timeout_ms = (unsigned)s->cfg.cluster_election_timeout_ms,
+        .snapshot_entries = (unsigned)s->cfg.cluster_snapshot_entries,
+        .snapshot_trailing = (unsigned)s->cfg.cluster_snapshot_trailing,
+        .pending_bytes_max = (uint64_t)s->cfg.wal_pending_max_bytes,
+        .record_bytes_max = (uint32_t)(RECORD_HEADER_BYTES + 3 * s->cfg.max_name_bytes + s->cfg.max_value_bytes),
+    };
+    if (s->cfg.cluster[0] == '\0') {
+        snprintf(err, elen, "--node-id needs --cluster (every member as ID=HOST:PORT)");
+        return -1;
+    }
+    opt.nmembers = raft_cluster_parse(s->cfg.cluster, opt.port_offset, opt.members, RAFT_LOG_MAX_MEMBERS, err, elen);
+    if (opt.nmembers < 0)
+        return -1;
+    if (s->cfg.cluster_join)
+        opt.nmembers_bootstrap = 0;
+    else
+        opt.nmembers_bootstrap = opt.nmembers;
+    log_hooks_t hooks = {.wake = on_wake, .deliver = deliver_one, .arg = s};
+    raft_log_fsm_t fsm = {.snapshot = fsm_snapshot, .restore = fsm_restore, .role = on_role,
+                          .change_done = on_change_done, .arg = s};
+    s->log = raft_log_open(&opt, &hooks, &fsm, err, elen);
+    return s->log != NULL ? 0 : -1;
+}
+
+int cluster_start(server_t *s, char *err, size_t elen)
+{
+    core_replay_begin(s->core);
+    int rc = raft_log_start(s->log, err, elen);
+    core_replay_end(s->core);
+    return rc;
+}
+
+/* ---- what the other layers ask ---------------------------------------------- */
+
+bool cluster_leads(const server_t *s) { return !cluster_enabled(s) || s->cluster.leading; }
+
+const char *cluster_leader(server_t *s, char *buf, size_t blen)
+{
+    raft_log_info_t in;
+    raft_log_info(s->log, &in);
+    if (in.leader_id == 0 || in.leader_client[0] == '\0' || (in.leader_id == (uint64_t)s->cfg.node_id && !in.leading))
+        return "?";
+    snprintf(buf, blen, "%s", in.leader_client);
+    return buf;
+}
+
+uint64_t cluster_mark(server_t *s)
+{
+    return cluster_enabled(s) && s->log != NULL ? raft_log_mark(s->log) : core_rev(s->core);
+}
+
+void cluster_info(server_t *s, ordo_buf_t *b)
+{
+    raft_log_info_t in;
+    raft_log_info(s->log, &in);
+    ordo_buf_printf(b,
+                    "cluster_enabled:1\r\ncluster_state:%s\r\ncluster_node_id:%lld\r\ncluster_leader_id:%llu\r\n"
+                    "cluster_leader:%s\r\ncluster_role:%s\r\ncluster_serving:%d\r\ncluster_term:%llu\r\n"
+                    "cluster_members:%d\r\ncluster_commit_index:%llu\r\ncluster_applied_index:%llu\r\n"
+                    "cluster_last_index:%llu\r\ncluster_revision:%llu\r\ncluster_entries_proposed:%llu\r\n"
+                    "cluster_barriers_proposed:%llu\r\ncluster_inflight_entries:%llu\r\ncluster_inflight_bytes:%llu\r\n"
+                    "cluster_snapshots_taken:%llu\r\ncluster_snapshots_restored:%llu\r\n"
+                    "cluster_last_snapshot_ms:%llu\r\ncluster_last_snapshot_bytes:%llu\r\ncluster_terms_led:%llu\r\n",
+                    in.leader_id != 0 ? "ok" : "fail", (long long)s->cfg.node_id,
+                    (unsigned long long)in.leader_id, in.leader_client[0] ? in.leader_client : "?", in.role,
+                    in.leading ? 1 : 0, (unsigned long long)in.term, in.members,
+                    (unsigned long long)in.commit_index, (unsigned long long)in.applied_index,
+                    (unsigned long long)in.last_index, (unsigned long long)core_rev(s->core),
+                    (unsigned long long)in.entries_proposed, (unsigned long long)in.barriers_proposed,
+                    (unsigned long long)in.inflight_entries, (unsigned long long)in.inflight_bytes,
+                    (unsigned long long)in.snapshots_taken, (unsigned long long)in.snapshots_restored,
+                    (unsigned long long)s->cluster.last_snapshot_ms,
+                    (unsigned long long)s->cluster.last_snapshot_bytes, (unsigned long long)s->cluster.terms_led);
+}
+
+int cluster_change(server_t *s, conn_t *c, int op, uint64_t id, const char *addr, char *err, size_t elen)
+{
+    if (s->cluster.change_waiter != NULL) {
+        snprintf(err, elen, "another membership change or transfer is running");
+        return -1;
+    }
+    int rc = op == CLUSTER_OP_ADD      ? raft_log_add(s->log, id, addr, err, elen)
+             : op == CLUSTER_OP_REMOVE ? raft_log_remove(s->log, id, err, elen)
+                                       : raft_log_transfer(s->log, id, err, elen);
+    if (rc != 0)
+        return -1;
+    /* The reply comes when raft finishes: the connection waits parked. */
+    waiter_t *w = block_wait(s, c, &s->cluster.change_list, 0, BLOCK_CLUSTER);
+    w->on_timeout = change_timeout;
+    w->on_cancel = change_cancel;
+    w->data = s;
+    s->cluster.change_waiter = w;
+    return 0;
+}
