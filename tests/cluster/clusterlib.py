@@ -37,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 
-from resp import Closed, Conn, RespError  # noqa: E402
+from resp import Closed, Conn, RespError, encode  # noqa: E402
 
 ORDOD = os.path.join(ROOT, os.environ.get("ORDOD", "build/ordod"))
 
@@ -49,7 +49,8 @@ START_DEADLINE_S = 30.0        # a process answering PING as itself
 READY_DEADLINE_S = 30.0        # cluster_state:ok on every member, one leader agreed
 LEADER_DEADLINE_S = 20.0       # a new leader after a kill or a partition
 SYNC_DEADLINE_S = 60.0         # every member applied the leader's commit index
-STOP_DEADLINE_S = 10.0         # SIGTERM to exit, then SIGKILL
+SYNC_POLL_S = 3 * ELECTION_TIMEOUT_MS / 10 / 1000.0   # three heartbeats (a tenth of the election timeout)
+STOP_DEADLINE_S = 5.0          # SIGTERM to exit, then SIGKILL (a clean exit takes well under a second)
 START_ATTEMPTS = 4             # a bootstrap that lost a port race is retried on new ports
 ADMIN_TIMEOUT_S = 5.0          # socket timeout of the harness's own calls
 CLIENT_TIMEOUT_S = 5.0         # a ClusterClient's socket timeout
@@ -58,14 +59,17 @@ NOLEADER_PAUSE_S = 0.02        # pause after -NOTLEADER ? or a refused connect (
 
 def poll(pred, what, deadline_s=LEADER_DEADLINE_S, every_s=0.02):
     """pred()'s first true value, tried every every_s seconds until
-    deadline_s runs out; then an AssertionError naming what was awaited."""
+    deadline_s runs out; then an AssertionError naming what was awaited
+    (what: a string, or a function giving one -- it may describe the last
+    state seen)."""
     deadline = time.monotonic() + deadline_s
     while True:
         v = pred()
         if v:
             return v
         if time.monotonic() >= deadline:
-            raise AssertionError("timed out after %.0fs waiting for %s" % (deadline_s, what))
+            raise AssertionError("timed out after %.0fs waiting for %s"
+                                 % (deadline_s, what() if callable(what) else what))
         time.sleep(every_s)  # poll interval of a bounded wait, not synchronisation
 
 
@@ -116,6 +120,17 @@ def parse_info(text):
             v = v.strip()
             out[k.strip()] = int(v) if v.lstrip("-").isdigit() else v
     return out
+
+
+BRIEF_FIELDS = ("cluster_state", "cluster_role", "cluster_serving", "cluster_term", "cluster_leader_id",
+                "cluster_members", "cluster_commit_index", "cluster_applied_index", "cluster_last_index")
+
+
+def _brief(infos):
+    """{id: CLUSTER INFO} -> a short text of the fields that matter to the waits."""
+    return "; ".join("node %d: %s" % (i, "no answer" if not inf else
+                                      " ".join("%s=%s" % (f[8:], inf[f]) for f in BRIEF_FIELDS if f in inf))
+                     for i, inf in sorted(infos.items()))
 
 
 def tail(path, n=6000):
@@ -252,6 +267,25 @@ class Member:
             return None
         return parse_info(r) if isinstance(r, bytes) else None
 
+    def applied_digest(self):
+        """(CLUSTER INFO, DEBUG DIGEST) read in one loop turn (pipelined,
+        with a second CLUSTER INFO that must show the same applied index),
+        or None if the member does not answer or moved meanwhile."""
+        if not self.alive():
+            return None
+        try:
+            with self.conn() as c:
+                c.send_raw(encode("CLUSTER", "INFO") + encode("DEBUG", "DIGEST") + encode("CLUSTER", "INFO"))
+                before, digest, after = c.read(), c.read(), c.read()
+        except (OSError, Closed):
+            return None
+        if not (isinstance(before, bytes) and isinstance(digest, bytes) and isinstance(after, bytes)):
+            return None
+        before, after = parse_info(before), parse_info(after)
+        if before.get("cluster_applied_index") != after.get("cluster_applied_index"):
+            return None
+        return before, digest
+
     def digest(self):
         r = self.call("DEBUG", "DIGEST")
         assert isinstance(r, bytes), "node %d: DEBUG DIGEST -> %r" % (self.id, r)
@@ -363,21 +397,25 @@ class Cluster:
         def find():
             self.check_crashes()
             return self._agreed_leader(members if members is not None else self.live(), min_term, exclude)
-        return poll(find, "a leader agreed by a majority (min term %d, not %s)" % (min_term, list(exclude)),
-                    deadline_s)
+        return poll(find, lambda: "a leader agreed by a majority (min term %d, not %s); now: %s"
+                    % (min_term, list(exclude), _brief(self.infos(members))), deadline_s)
 
     def wait_ready(self, deadline_s=READY_DEADLINE_S):
         """Every live member says cluster_state:ok and names the same
         leader, which a majority agrees on. Returns the leader."""
+        last = {}
+
         def ready():
             self.check_crashes()
             infos = self.infos()
+            last["infos"] = infos
             if not all(inf and inf.get("cluster_state") == "ok" for inf in infos.values()):
                 return None
             if len({inf.get("cluster_leader_id") for inf in infos.values()}) != 1:
                 return None
             return self._agreed_leader(self.live())
-        return poll(ready, "cluster_state:ok on %s" % sorted(m.id for m in self.live()), deadline_s)
+        return poll(ready, lambda: "cluster_state:ok on %s and one leader; last seen: %s"
+                    % (sorted(m.id for m in self.live()), _brief(last.get("infos", {}))), deadline_s)
 
     def term(self, member):
         inf = member.info()
@@ -412,29 +450,39 @@ class Cluster:
     # -- convergence
 
     def wait_synced(self, members=None, deadline_s=SYNC_DEADLINE_S):
-        """Poll until every member (default: the live ones) has the same
-        cluster_applied_index, equal to the leader's commit index, and that
-        holds across reading every DEBUG DIGEST. Returns {id: digest}."""
+        """Poll until every member (default: the live ones) has applied the
+        same index, equal to the leader's commit index, and read each one's
+        DEBUG DIGEST at that index. Returns {id: digest}.
+
+        Every command a leader serves (even PING or CLUSTER INFO) may append
+        a raft entry (a read barrier), so observing the leader moves its
+        index: each member is asked CLUSTER INFO, DEBUG DIGEST, CLUSTER INFO
+        pipelined (one loop turn: the digest belongs to the index both
+        report), followers before the leader (a leader's reply is computed
+        before the barrier it proposes), and the polls are spaced by a few
+        heartbeats so the followers learn that the last barrier committed."""
         members = members if members is not None else self.live()
+        last = {"leader": None}
 
         def synced():
             self.check_crashes()
-            infos = self.infos(members)
-            if not all(infos.values()):
+            order = sorted(members, key=lambda m: m.id == last["leader"])
+            seen = {}
+            for m in order:
+                seen[m.id] = m.applied_digest()
+            last["infos"] = {i: (r[0] if r else None) for i, r in seen.items()}
+            leaders = [i for i, r in seen.items() if r and r[0].get("cluster_role") == "leader"]
+            if leaders:
+                last["leader"] = leaders[0]
+            if not all(seen.values()) or len(leaders) != 1:
                 return None
-            applied = {inf["cluster_applied_index"] for inf in infos.values()}
-            commit = max(inf["cluster_commit_index"] for inf in infos.values()
-                         if inf.get("cluster_role") == "leader") if any(
-                inf.get("cluster_role") == "leader" for inf in infos.values()) else None
-            if len(applied) != 1 or commit is None or applied != {commit}:
+            applied = {r[0]["cluster_applied_index"] for r in seen.values()}
+            if len(applied) != 1 or applied != {seen[leaders[0]][0]["cluster_commit_index"]}:
                 return None
-            digests = {m.id: m.digest() for m in members}
-            again = self.infos(members)
-            if not all(again.values()) or {inf["cluster_applied_index"] for inf in again.values()} != applied:
-                return None
-            return digests
-        return poll(synced, "the same cluster_applied_index on %s" % sorted(m.id for m in members), deadline_s,
-                    every_s=0.05)
+            return {i: r[1] for i, r in seen.items()}
+        return poll(synced, lambda: "the same cluster_applied_index on %s; last seen: %s"
+                    % (sorted(m.id for m in members), _brief(last.get("infos", {}))), deadline_s,
+                    every_s=SYNC_POLL_S)
 
     # -- membership
 
