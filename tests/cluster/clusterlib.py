@@ -432,20 +432,33 @@ class Cluster:
 
     # -- faults
 
+    def _debug_partition(self, m, ids):
+        """DEBUG PARTITION ids on m until it answers +OK. It sets m's list
+        (a repeat is harmless); a leader may hold the reply behind a barrier
+        that the cut stops from committing and then close the connection as
+        it steps down, so a closed connection is retried (bounded)."""
+        def once():
+            try:
+                r = m.call("DEBUG", "PARTITION", *ids)
+            except (OSError, Closed):
+                return None
+            if isinstance(r, RespError):
+                raise AssertionError("node %d: DEBUG PARTITION %s -> %r" % (m.id, ids, r))
+            assert r == "OK", "node %d: DEBUG PARTITION -> %r" % (m.id, r)
+            return True
+        poll(once, "node %d to answer DEBUG PARTITION %s" % (m.id, list(ids)), LEADER_DEADLINE_S, every_s=0.05)
+
     def partition(self, side, rest):
         """Cut the members in side from those in rest (both directions),
         calling DEBUG PARTITION on every one of them."""
         for m in side:
-            r = m.call("DEBUG", "PARTITION", *[o.id for o in rest])
-            assert r == "OK", "node %d: DEBUG PARTITION -> %r" % (m.id, r)
+            self._debug_partition(m, [o.id for o in rest])
         for m in rest:
-            r = m.call("DEBUG", "PARTITION", *[o.id for o in side])
-            assert r == "OK", "node %d: DEBUG PARTITION -> %r" % (m.id, r)
+            self._debug_partition(m, [o.id for o in side])
 
     def heal(self):
         for m in self.live():
-            r = m.call("DEBUG", "PARTITION")
-            assert r == "OK", "node %d: DEBUG PARTITION (heal) -> %r" % (m.id, r)
+            self._debug_partition(m, [])
 
     # -- convergence
 

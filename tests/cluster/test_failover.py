@@ -17,6 +17,7 @@ from workloads import (QUEUE, QUEUE_LEASE_MS, Recorder, Workers, kill_rounds, kv
 from clusterlib import poll
 
 KILLS = 3
+QUEUE_PER_KEY_MAX = 2000   # pushes per key at most (the producers run until the kills are done)
 WRITERS = 4
 KEYS_PER_WRITER = 4
 
@@ -95,26 +96,19 @@ def test_queue_order_and_acks_across_failover(make_cluster):
     assert st == "OK", st
     producers, consumers = Workers(), Workers()
     keys = [["qk%d-%d" % (p, i) for i in range(3)] for p in range(2)]
-    per_key = 40
     for p in range(2):
-        producers.spawn(q_producer, cl, keys[p], per_key, rec, p)
+        producers.spawn(q_producer, cl, keys[p], QUEUE_PER_KEY_MAX, rec, p)
     for c in range(3):
         consumers.spawn(q_consumer, cl, rec, 10 + c)
     try:
         killed = kill_rounds(cl, 2, lambda: rec.count("ack", lambda a: a["reply"] == 1), need=20,
                              what="successful acks", workers=[producers, consumers])
-        # the producers finish their pushes; the consumers drain the queue
-        def pushed():
-            cl.check_crashes()
-            producers.check()
-            consumers.check()
-            return rec.count("push") == 6 * per_key
+        producers.stop()   # a push cut short here is in doubt: the checkers only count acknowledged ones
 
         def drained():
             cl.check_crashes()
             consumers.check()
             return q_len(cl) == [0, 0, 0]
-        poll(pushed, "every push acknowledged", 60)
         poll(drained, "the queue drained", 60, every_s=0.1)
     finally:
         producers.stop()

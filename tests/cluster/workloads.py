@@ -67,6 +67,7 @@ class Workers:
         assert not self.errors, "worker errors: %s" % self.errors
 
     def stop(self):
+        """Idempotent."""
         self.halt.set()
         deadline = time.monotonic() + JOIN_DEADLINE_S
         for th in self.threads:
