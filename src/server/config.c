@@ -72,7 +72,7 @@ static const option_def_t options[] = {
             "cluster mode: every member as ID=HOST:PORT[,ID=HOST:PORT...] (HOST:PORT: its client address)"),
     INT_OPT("cluster-port-offset", cluster_port_offset, "10000", 1, 65535,
             "cluster mode: members talk raft on their client port plus this"),
-    INT_OPT("cluster-election-timeout-ms", cluster_election_timeout_ms, "500", 50, 60000,
+    INT_OPT("cluster-election-timeout-ms", cluster_election_timeout_ms, "300", 50, 60000,
             "cluster mode: a follower that hears no leader for this long (plus a random part up to as long again) "
             "starts an election; the leader's heartbeat is a tenth of it"),
     INT_OPT("cluster-snapshot-entries", cluster_snapshot_entries, "8192", 16, 100000000,

@@ -45,10 +45,19 @@ def start_and_ping(tmp_path, name, value):
     SIGTERM: True if all of that worked and it exited 0."""
     for _ in range(5):  # a port lost to another process is retried
         port = free_port()
+        extra = []
+        if name == "node-id" and value != 0:
+            # A member id needs a cluster to be in: a one-member one, whose
+            # raft port (client port + offset) is another free port above.
+            raft = free_port()
+            while raft <= port:
+                raft = free_port()
+            extra = ["--cluster", "%d=127.0.0.1:%d" % (value, port), "--cluster-port-offset", str(raft - port)]
         err = tmp_path / ("stderr-%d" % port)
         with open(err, "wb") as f:
             p = subprocess.Popen([ORDOD, "--port", str(port), "--dir", str(tmp_path / ("d%d" % port)),
-                                  "--fsync", "no", "--http-port", "0", "--" + name, str(value)], stdout=f, stderr=f)
+                                  "--fsync", "no", "--http-port", "0", "--" + name, str(value)] + extra,
+                                 stdout=f, stderr=f)
         deadline = time.monotonic() + 20
         pong = False
         while time.monotonic() < deadline and p.poll() is None and not pong:

@@ -15,7 +15,9 @@
 
 #include "cmd.h"
 #include "net/net.h"
+#include "log/raft_log.h"
 #include "writer/apply.h"
+#include "writer/cluster.h"
 #include "writer/block.h"
 #include "writer/coord_wait.h"
 #include "core/coord.h"
@@ -82,7 +84,9 @@ void cmd_http_json_field(ordo_buf_t *b, const char *name, const char *s, size_t 
 const char *cmd_http_unhealthy(conn_t *c)
 {
     const char *why = server_readonly(c->srv);
-    return why != NULL ? why : NULL;
+    if (why == NULL && !cluster_leads(c->srv))
+        why = "not the cluster's leader (see CLUSTER INFO)";
+    return why;
 }
 
 /* A label value, escaped as the text format asks (\\, \", \n). */
@@ -219,6 +223,21 @@ void cmd_http_metrics(conn_t *c, ordo_buf_t *b)
     metric(b, "ordo_revision", "gauge", "current revision", (double)core_rev(s->core));
     metric(b, "ordo_durable_revision", "gauge", "revision the log has committed", (double)s->durable_rev);
     metric(b, "ordo_readonly", "gauge", "1 while the log cannot be written", server_readonly(s) ? 1 : 0);
+    if (cluster_enabled(s)) {
+        raft_log_info_t ci;
+        raft_log_info(s->log, &ci);
+        metric(b, "ordo_cluster_leader", "gauge", "1 while this member leads and serves", ci.leading ? 1 : 0);
+        metric(b, "ordo_cluster_leader_id", "gauge", "the leader's member id (0: none known)", (double)ci.leader_id);
+        metric(b, "ordo_cluster_term", "gauge", "raft term", (double)ci.term);
+        metric(b, "ordo_cluster_members", "gauge", "members in the configuration", (double)ci.members);
+        metric(b, "ordo_cluster_commit_index", "gauge", "raft commit index", (double)ci.commit_index);
+        metric(b, "ordo_cluster_applied_index", "gauge", "raft index applied here", (double)ci.applied_index);
+        metric(b, "ordo_cluster_entries_proposed_total", "counter", "raft entries this member proposed",
+               (double)ci.entries_proposed);
+        metric(b, "ordo_cluster_barriers_proposed_total", "counter", "raft barriers this member proposed (reads)",
+               (double)ci.barriers_proposed);
+        metric(b, "ordo_cluster_snapshots_total", "counter", "raft snapshots taken here", (double)ci.snapshots_taken);
+    }
     metric_head(b, "ordo_memory_bytes", "gauge", "stored data by area, and connection buffers");
     ordo_buf_printf(b, "ordo_memory_bytes{area=\"kv\"} %zu\n", kv.bytes);
     ordo_buf_printf(b, "ordo_memory_bytes{area=\"queues\"} %zu\n", queue_set_bytes(core_queues(s->core)));
@@ -378,6 +397,26 @@ static void status_clients(server_t *s, ordo_buf_t *b)
     }
 }
 
+/* Cluster mode: this member's view of the cluster and its members. */
+static void status_cluster(server_t *s, ordo_buf_t *b)
+{
+    raft_log_info_t ci;
+    raft_log_info(s->log, &ci);
+    ordo_buf_printf(b, ",\"cluster\":{\"node_id\":%lld,\"leader_id\":%llu,\"role\":\"%s\",\"term\":%llu,"
+                       "\"commit_index\":%llu,\"applied_index\":%llu,\"members\":[",
+                    (long long)s->cfg.node_id, (unsigned long long)ci.leader_id, ci.role, (unsigned long long)ci.term,
+                    (unsigned long long)ci.commit_index, (unsigned long long)ci.applied_index);
+    uint64_t id;
+    char client[256];
+    const char *role;
+    for (int i = 0; raft_log_member(s->log, i, &id, client, sizeof client, &role); i++) {
+        ordo_buf_printf(b, "%s{\"id\":%llu,", i ? "," : "", (unsigned long long)id);
+        cmd_http_json_field(b, "addr", client, strlen(client));
+        ordo_buf_printf(b, ",\"role\":\"%s\"}", role);
+    }
+    ordo_buf_puts(b, "]}");
+}
+
 void cmd_http_status(conn_t *c, ordo_buf_t *b)
 {
     server_t *s = c->srv;
@@ -413,7 +452,10 @@ void cmd_http_status(conn_t *c, ordo_buf_t *b)
     ordo_buf_append(b, locks.data ? locks.data : "", locks.len);
     ordo_buf_puts(b, "],\"elections\":[");
     ordo_buf_append(b, elections.data ? elections.data : "", elections.len);
-    ordo_buf_puts(b, "]}\n");
+    ordo_buf_puts(b, "]");
+    if (cluster_enabled(s))
+        status_cluster(s, b);
+    ordo_buf_puts(b, "}\n");
     ordo_buf_free(&locks);
     ordo_buf_free(&elections);
 }

@@ -65,7 +65,7 @@ struct raft_log_s {
     struct raft_io io;
     struct raft_uv_transport transport;
     struct raft_fsm fsm;
-    bool io_inited, transport_inited, raft_inited, started;
+    bool io_inited, transport_inited, raft_inited, started, stopping;
     int dir_fd;                   /* flocked while the log lives */
     char raftdir[1100];
     /* the entry being built: ENTRY header, then batches */
@@ -557,14 +557,24 @@ static void on_closed(struct raft *r)
 
 static void on_watch_closed(uv_handle_t *h) { (void)h; }
 
+void raft_log_stop(log_t *l)
+{
+    raft_log_t *rl = (raft_log_t *)l;
+    if (!rl->started || rl->stopping)
+        return;
+    rl->stopping = true;
+    uv_close((uv_handle_t *)&rl->watch, on_watch_closed);
+    raft_close(&rl->raft, on_closed);
+}
+
 static void rl_close(log_t *l)
 {
     raft_log_t *rl = (raft_log_t *)l;
     if (rl->started) {
-        uv_close((uv_handle_t *)&rl->watch, on_watch_closed);
-        raft_close(&rl->raft, on_closed);
+        raft_log_stop(l);
         /* The loop runs the close to its end before ordod exits. */
-        uv_run(rl->opt.loop, UV_RUN_DEFAULT);
+        while (rl->raft_inited)
+            uv_run(rl->opt.loop, UV_RUN_ONCE);
     } else {
         if (rl->raft_inited) {
             raft_close(&rl->raft, on_closed);

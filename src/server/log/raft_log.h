@@ -106,6 +106,10 @@ log_t *raft_log_open(const raft_log_options_t *opt, const log_hooks_t *hooks, co
  * fsm->restore now; committed entries follow as the leader reports them. */
 int raft_log_start(log_t *l, char *err, size_t elen);
 
+/* raft_log_stop() -- start closing raft (shutdown): its handles close, so
+ * the loop can end; log_close() finishes. */
+void raft_log_stop(log_t *l);
+
 /* raft_log_mark() -- the position output produced now must wait for. */
 uint64_t raft_log_mark(log_t *l);
 

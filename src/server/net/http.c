@@ -257,7 +257,7 @@ static int error_status(const rv_t *v)
     if (err_is(v, "NOAUTH") || err_is(v, "WRONGPASS")) return 401;
     if (err_is(v, "LIMIT")) return 413;
     if (err_is(v, "BUSY")) return 429;
-    if (err_is(v, "READONLY") || err_is(v, "DENIED")) return 503;
+    if (err_is(v, "READONLY") || err_is(v, "DENIED") || err_is(v, "NOTLEADER")) return 503;
     if (err_is(v, "TIMEOUT")) return 504;
     if (err_is(v, "ERR") || err_is(v, "COMPACTED") || err_is(v, "NOTHOLDER")) return 400;
     return 500;

@@ -115,6 +115,14 @@ static void count_apply(server_t *s, uint64_t ns)
 
 bool writer_apply(server_t *s, record_t *rec, apply_result_t *res)
 {
+    /* A cluster member that does not lead applies only what raft delivers:
+     * a record made here would put its state ahead of the cluster's. Every
+     * caller is gated before (cmd_dispatch, the timers); this is the net. */
+    if (!cluster_leads(s)) {
+        memset(res, 0, sizeof *res);
+        res->status = AP_NOOP;
+        return false;
+    }
     rec->time_ms = s->now_ms;
     if (s->writer.txn != NULL)
         return txn_apply(s, s->writer.txn, rec, res);

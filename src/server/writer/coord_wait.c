@@ -61,6 +61,7 @@
 
 #include "apply.h"
 #include "block.h"
+#include "cluster.h"
 #include "core/coord.h"
 #include "net/conn.h"
 #include "turn.h"
@@ -555,7 +556,7 @@ void coord_wait_expire_due(server_t *s)
 {
     char stackname[256];
     coord_due_t d;
-    while (server_readonly(s) == NULL && s->now_ms > 0 && coord_due(core_coord(s->core), s->now_ms - 1, &d)) {
+    while (server_readonly(s) == NULL && cluster_leads(s) && s->now_ms > 0 && coord_due(core_coord(s->core), s->now_ms - 1, &d)) {
         char *name = d.nlen <= sizeof stackname ? stackname : ordo_xmalloc(d.nlen);
         if (d.nlen > 0)
             memcpy(name, d.name, d.nlen); /* apply frees what d.name points into */

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "apply.h"
+#include "cluster.h"
 #include "net/conn.h"
 #include "turn.h"
 
@@ -33,6 +34,8 @@ void expire_due(server_t *s)
 {
     if (server_readonly(s) != NULL)
         return; /* the expiry could not be logged; keys stay until writes work */
+    if (!cluster_leads(s))
+        return; /* only a cluster's leader expires keys (it re-arms this when it starts to lead) */
     char stackkey[256];
     uint64_t next;
     while ((next = core_next_expiry(s->core)) != 0 && next < s->now_ms) {

@@ -36,6 +36,7 @@
 
 #include "block.h"
 #include "cluster.h"
+#include "log/raft_log.h"
 #include "core/record.h"
 #include "log/log_wal.h"
 #include "net/conn.h"
@@ -527,6 +528,8 @@ void persist_info(server_t *s, ordo_buf_t *b)
 
 void persist_close_handles(server_t *s)
 {
+    if (cluster_enabled(s) && s->log != NULL)
+        raft_log_stop(s->log);
     uv_idle_stop(&s->snap_idle);
     uv_close((uv_handle_t *)&s->snap_idle, NULL);
     uv_close((uv_handle_t *)&s->durable_async, NULL);

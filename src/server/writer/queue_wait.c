@@ -50,6 +50,7 @@
 
 #include "apply.h"
 #include "block.h"
+#include "cluster.h"
 #include "net/conn.h"
 #include "turn.h"
 
@@ -582,6 +583,8 @@ static void on_queue_timer(writer_timer_t *t)
 {
     server_t *s = t->data;
     uint64_t now = server_tick(s);
+    if (!cluster_leads(s))
+        return; /* only a cluster's leader makes records; it re-arms this when it starts to lead */
     qwait_gc(s);
     bool all = run_due(s, NULL);
     queue_t *q;

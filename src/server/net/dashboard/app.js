@@ -119,6 +119,13 @@ function draw(s) {
   });
   fill($("locks"), s.locks, (tr, l) => { cell(tr, name(l, "name"), "key"); cell(tr, l.token); cell(tr, ms(l.remaining_ms)); });
   fill($("elections"), s.elections, (tr, e) => { cell(tr, name(e, "name"), "key"); cell(tr, e.term); cell(tr, name(e, "value"), "key"); });
+  $("clustersec").hidden = !s.cluster;
+  if (s.cluster) {
+    const c = s.cluster;
+    $("clusterline").textContent = "member " + c.node_id + " (" + c.role + "), term " + c.term + ", leader " +
+      (c.leader_id || "unknown") + ", commit index " + c.commit_index + ", applied " + c.applied_index;
+    fill($("members"), c.members, (tr, m) => { cell(tr, m.id); cell(tr, name(m, "addr"), "key"); cell(tr, m.role); });
+  }
 }
 
 async function poll() {
