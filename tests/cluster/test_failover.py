@@ -15,6 +15,7 @@ from clusterlib import Sampler
 from workloads import (QUEUE, QUEUE_LEASE_MS, Recorder, Workers, kill_rounds, kv_observations, kv_reader,
                        kv_writer, lock_client, q_consumer, q_len, q_producer, read_final)
 from clusterlib import poll
+from resp import Closed, RespError
 
 KILLS = 3
 QUEUE_PER_KEY_MAX = 2000   # pushes per key at most (the producers run until the kills are done)
@@ -138,3 +139,38 @@ def test_lock_tokens_increase_across_failover(make_cluster):
     print("killed=%s grants=%d token_violations=%d" % (killed, len(grants), bad))
     assert bad == 0
     _digests_equal(cl)
+
+
+def _blocked(member):
+    text = member.call("INFO", "clients")
+    for line in text.decode().splitlines():
+        if line.startswith("blocked_clients:"):
+            return int(line.split(":", 1)[1])
+    raise AssertionError("INFO clients has no blocked_clients: %r" % text)
+
+
+def test_blocked_clients_hear_of_leader_change(make_cluster):
+    """Clients parked on the leader (Q.PULL BLOCK 0, LOCK.ACQUIRE WAIT on a
+    held lock) when leadership moves (CLUSTER TRANSFER) get -NOTLEADER or
+    a closed connection, never a reply as if nothing had happened."""
+    cl = make_cluster(3)
+    leader = cl.wait_ready()
+    tok = leader.call("LOCK.ACQUIRE", "bl", 60000)
+    assert isinstance(tok, int), tok
+    pull, wait = leader.conn(timeout=20), leader.conn(timeout=20)
+    try:
+        pull.send("Q.PULL", "bq", "BLOCK", 0)
+        wait.send("LOCK.ACQUIRE", "bl", 60000, "WAIT", 60000)
+        poll(lambda: _blocked(leader) >= 2, "both clients parked on node %d" % leader.id)
+        target = cl.others(leader)[0]
+        assert leader.call("CLUSTER", "TRANSFER", target.id, timeout=30) == "OK"
+        for what, c in (("Q.PULL BLOCK 0", pull), ("LOCK.ACQUIRE WAIT", wait)):
+            try:
+                r = c.read()
+            except (OSError, Closed):
+                continue   # closed: allowed
+            assert isinstance(r, RespError) and r.code == "NOTLEADER", "%s parked on the old leader got %r" % (what, r)
+    finally:
+        pull.close()
+        wait.close()
+    assert cl.leader().id == target.id

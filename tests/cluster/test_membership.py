@@ -22,7 +22,7 @@ def test_add_then_remove_member(make_cluster):
     assert (st, r) == ("ok", "OK"), r
     cl.members[4] = m4
     leader = cl.leader()
-    poll(lambda: 4 in _members(leader), "node 4 in the leader's CLUSTER MEMBERS")
+    poll(lambda: _members(leader).get(4, [0, 0, 0, 0])[3] == 1, "node 4 a voter in the leader's CLUSTER MEMBERS")
     cl.wait_ready()
     poll(lambda: all((m.info() or {}).get("cluster_members") == 4 for m in cl.members.values()),
          "cluster_members:4 everywhere")

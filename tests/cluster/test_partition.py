@@ -1,4 +1,5 @@
-"""A partition (DEBUG PARTITION): the leader is cut from the two others.
+"""A partition (DEBUG PARTITION): the leader is cut from the two others (of
+three), or the leader and one follower from the three others (of five).
 The minority side (the old leader) must acknowledge no write sent to it
 while cut off, and must not answer a read from stale state; the majority
 elects a new leader and takes writes; CLUSTER INFO sampled throughout
@@ -6,6 +7,8 @@ shows one leader per term; after healing the old leader rejoins
 as a follower and every member converges to the same DEBUG DIGEST."""
 import threading
 import time
+
+import pytest
 
 import checkers
 from clusterlib import ClusterClient, Sampler, poll
@@ -29,7 +32,7 @@ def _minority_client(member, attempts, reads, halt):
                 if c is None:
                     c = Conn(member.port, timeout=MINORITY_TIMEOUT_S)
                 if op == "write":
-                    r = c.call("KV.PUT", "minority", "m%d" % n)
+                    r = c.call("KV.PUT", "minority", "m%d-%d" % (member.id, n))
                     status = "err" if isinstance(r, RespError) else "ok"
                 else:
                     g = c.call("KV.GET", "majority")
@@ -41,27 +44,34 @@ def _minority_client(member, attempts, reads, halt):
                     c.close()
                 c = None
             if op == "write":
-                attempts.append({"node": member.id, "status": status, "t0": t0, "value": "m%d" % n})
+                attempts.append({"node": member.id, "status": status, "t0": t0, "value": "m%d-%d" % (member.id, n)})
         n += 1
         halt.wait(ATTEMPT_PAUSE_S)
     if c is not None:
         c.close()
 
 
-def test_partitioned_leader_takes_no_writes(make_cluster):
-    cl = make_cluster(3)
+@pytest.mark.parametrize("n", [3, 5])
+def test_partitioned_leader_takes_no_writes(make_cluster, n):
+    """n=3: the leader alone is cut off; n=5: the leader and one follower
+    (a minority of two, which still talk to each other) are cut from three."""
+    cl = make_cluster(n)
     old = cl.wait_ready()
-    rest = cl.others(old)
+    buddy = cl.others(old)[:n // 2 - 1]          # minority members besides the old leader
+    side = [old] + buddy
+    rest = [m for m in cl.others(old) if m not in buddy]
     sampler = Sampler(cl)
     sampler.start()
     old_term = cl.term(old)
     assert old.call("KV.PUT", "majority", "before") > 0
-    cl.partition([old], rest)
+    cl.partition(side, rest)
     t_cut = time.monotonic()
 
     attempts, reads, halt = [], [], threading.Event()
-    th = threading.Thread(target=_minority_client, args=(old, attempts, reads, halt), daemon=True)
-    th.start()
+    threads = [threading.Thread(target=_minority_client, args=(m, attempts, reads, halt), daemon=True)
+               for m in side]
+    for th in threads:
+        th.start()
     try:
         new = cl.leader(members=rest, min_term=old_term + 1)
         assert new.id != old.id
@@ -76,17 +86,19 @@ def test_partitioned_leader_takes_no_writes(make_cluster):
         assert all(w["status"] == "ok" for w in writes), writes
         # the minority keeps trying for a while after the majority moved on
         base = len(attempts)
-        poll(lambda: cl.check_crashes() or len(attempts) >= base + 3, "3 more write attempts on the cut-off member", 30)
+        poll(lambda: cl.check_crashes() or len(attempts) >= base + 3 * len(side),
+             "%d more write attempts on the cut-off side" % (3 * len(side)), 30)
     finally:
         halt.set()
-        th.join(timeout=30)
-    assert not th.is_alive()
+        for th in threads:
+            th.join(timeout=30)
+    assert not any(th.is_alive() for th in threads)
     t_heal = time.monotonic()
     cl.heal()
     leader = cl.wait_ready()
     two = checkers.two_leaders(sampler.stop())
 
-    acks = checkers.minority_acks(attempts, {old.id}, t_cut, t_heal)
+    acks = checkers.minority_acks(attempts, {m.id for m in side}, t_cut, t_heal)
     stale = checkers.stale_reads(writes, reads)
     print("old=%d new=%d attempts=%d minority_acks=%d minority_reads=%d stale=%d two_leaders=%d"
           % (old.id, new.id, len(attempts), acks, len(reads), stale, two))
