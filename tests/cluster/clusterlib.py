@@ -421,14 +421,20 @@ class Cluster:
         inf = member.info()
         return inf.get("cluster_term", 0) if inf else 0
 
-    def kill_leader(self):
-        """SIGKILL the current leader; wait for another to be elected;
-        returns (old leader, new leader). The old one stays down."""
+    def kill_leader(self, followers=0):
+        """SIGKILL the current leader (and, at the same moment, that many
+        random followers: a majority must stay up); wait for another leader
+        to be elected; returns (old leader, new leader, [followers killed]).
+        The killed ones stay down."""
         old = self.leader()
         old_term = self.term(old)
+        assert 2 * (len(self.live()) - 1 - followers) > len(self.members), "that would kill a majority"
+        also = self.rng.sample(self.others(old), followers)
         old.kill()
+        for m in also:
+            m.kill()
         new = self.leader(min_term=old_term + 1, exclude=(old.id,))
-        return old, new
+        return old, new, also
 
     # -- faults
 

@@ -17,7 +17,7 @@ from workloads import (QUEUE, QUEUE_LEASE_MS, Recorder, Workers, kill_rounds, kv
 from clusterlib import poll
 from resp import Closed, RespError
 
-KILLS = 3
+KILLS = 5
 QUEUE_PER_KEY_MAX = 2000   # pushes per key at most (the producers run until the kills are done)
 WRITERS = 4
 KEYS_PER_WRITER = 4
@@ -74,8 +74,8 @@ def test_linearizable_reads_across_kills(make_cluster):
     for t in range(2):
         work.spawn(kv_reader, cl, all_keys, rec, t)
     try:
-        killed = kill_rounds(cl, 2, lambda: min(_acked(rec), rec.count("read")), need=30,
-                             what="acknowledged writes and reads", workers=[work])
+        killed = kill_rounds(cl, 3, lambda: min(_acked(rec), rec.count("read")), need=30,
+                             what="acknowledged writes and reads", workers=[work], followers=1)
     finally:
         work.stop()
         samples = sampler.stop()

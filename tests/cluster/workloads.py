@@ -161,12 +161,13 @@ def kv_observations(rec, final):
 
 # ---- failover rounds --------------------------------------------------------------
 
-def kill_rounds(cluster, kills, progress, need, what="acknowledged writes", workers=()):
+def kill_rounds(cluster, kills, progress, need, what="acknowledged writes", workers=(), followers=0):
     """kills times: wait until progress() grew by need (the workload goes on
-    under the current leader), SIGKILL the leader, wait for a new one,
-    restart the old one and wait until every member is ready again.
-    Returns the ids killed, in order. A worker of workers that raised
-    fails the run at once."""
+    under the current leader), SIGKILL the leader (and as many random
+    followers as followers, at the same moment), wait for a new leader,
+    restart the killed ones and wait until every member is ready again.
+    Returns the leader ids killed, in order. A worker of workers that
+    raised fails the run at once."""
     def grown(base):
         cluster.check_crashes()
         for w in workers:
@@ -177,10 +178,11 @@ def kill_rounds(cluster, kills, progress, need, what="acknowledged writes", work
     for _ in range(kills):
         base = progress()
         poll(lambda: grown(base), "%d more %s (have %d)" % (need, what, base), PROGRESS_DEADLINE_S)
-        old, new = cluster.kill_leader()
+        old, new, also = cluster.kill_leader(followers)
         assert new.id != old.id
         killed.append(old.id)
-        old.restart()
+        for m in [old] + also:
+            m.restart()
         cluster.wait_ready()
     base = progress()
     poll(lambda: grown(base), "%d more %s after the last restart" % (need, what), PROGRESS_DEADLINE_S)
