@@ -15,38 +15,54 @@ from clusterlib import ClusterClient, Sampler, poll
 from resp import Closed, Conn, RespError
 from workloads import kv_get
 
-MINORITY_TIMEOUT_S = 1.5      # a write to the cut-off member: its reply, or give up
-ATTEMPT_PAUSE_S = 0.05        # between attempts on the minority (a rate, not synchronisation)
+MINORITY_TIMEOUT_S = 1.5      # a request to a cut-off member: its reply, or give up
+WRITE_PAUSE_S = 0.05          # between write attempts on the minority (a rate, not synchronisation)
+READ_PAUSE_S = 0.005          # between reads on the minority: tight, to hit the window before it steps down
 
 
-def _minority_client(member, attempts, reads, halt):
-    """Writes and reads sent to member only, never redirected: records
-    each write attempt's fate, and each read that returned a value."""
+def _minority_writer(member, attempts, halt):
+    """KV.PUTs sent to member only, never redirected: records each
+    attempt's fate (ok / err / doubt)."""
     n = 0
     c = None
     while not halt.is_set():
-        for op in ("write", "read"):
-            t0 = time.monotonic()
-            status = "doubt"
-            try:
-                if c is None:
-                    c = Conn(member.port, timeout=MINORITY_TIMEOUT_S)
-                if op == "write":
-                    r = c.call("KV.PUT", "minority", "m%d-%d" % (member.id, n))
-                    status = "err" if isinstance(r, RespError) else "ok"
-                else:
-                    g = c.call("KV.GET", "majority")
-                    if not isinstance(g, RespError):
-                        reads.append({"key": "majority", "value": g[0].decode() if g else None,
-                                      "rev": g[2] if g else 0, "t0": t0, "t1": time.monotonic()})
-            except (OSError, Closed):
-                if c is not None:
-                    c.close()
-                c = None
-            if op == "write":
-                attempts.append({"node": member.id, "status": status, "t0": t0, "value": "m%d-%d" % (member.id, n)})
+        t0 = time.monotonic()
+        status = "doubt"
+        value = "m%d-%d" % (member.id, n)
+        try:
+            if c is None:
+                c = Conn(member.port, timeout=MINORITY_TIMEOUT_S)
+            r = c.call("KV.PUT", "minority", value)
+            status = "err" if isinstance(r, RespError) else "ok"
+        except (OSError, Closed):
+            if c is not None:
+                c.close()
+            c = None
+        attempts.append({"node": member.id, "status": status, "t0": t0, "value": value})
         n += 1
-        halt.wait(ATTEMPT_PAUSE_S)
+        halt.wait(WRITE_PAUSE_S)
+    if c is not None:
+        c.close()
+
+
+def _minority_reader(member, reads, halt):
+    """KV.GET of the majority's key sent to member only: records each read
+    that returned a value (or nil)."""
+    c = None
+    while not halt.is_set():
+        t0 = time.monotonic()
+        try:
+            if c is None:
+                c = Conn(member.port, timeout=MINORITY_TIMEOUT_S)
+            g = c.call("KV.GET", "majority")
+            if not isinstance(g, RespError):
+                reads.append({"key": "majority", "value": g[0].decode() if g else None,
+                              "rev": g[2] if g else 0, "t0": t0, "t1": time.monotonic(), "node": member.id})
+        except (OSError, Closed):
+            if c is not None:
+                c.close()
+            c = None
+        halt.wait(READ_PAUSE_S)
     if c is not None:
         c.close()
 
@@ -63,20 +79,22 @@ def test_partitioned_leader_takes_no_writes(make_cluster, n):
     sampler = Sampler(cl)
     sampler.start()
     old_term = cl.term(old)
-    assert old.call("KV.PUT", "majority", "before") > 0
+    t0 = time.monotonic()
+    r0 = old.call("KV.PUT", "majority", "before")
+    assert isinstance(r0, int) and r0 > 0, r0
+    before = {"key": "majority", "value": "before", "status": "ok", "rev": r0, "t0": t0, "t1": time.monotonic()}
     cl.partition(side, rest)
     t_cut = time.monotonic()
 
     attempts, reads, halt = [], [], threading.Event()
-    threads = [threading.Thread(target=_minority_client, args=(m, attempts, reads, halt), daemon=True)
-               for m in side]
+    threads = [threading.Thread(target=_minority_writer, args=(m, attempts, halt), daemon=True) for m in side]
+    threads += [threading.Thread(target=_minority_reader, args=(m, reads, halt), daemon=True) for m in side]
     for th in threads:
         th.start()
     try:
-        new = cl.leader(members=rest, min_term=old_term + 1)
-        assert new.id != old.id
+        # the majority's writes start at once: they go through as soon as it has a leader
         cc = ClusterClient(rest)
-        writes = []
+        writes = [before]
         for i in range(20):
             t0 = time.monotonic()
             st, r = cc.call("KV.PUT", "majority", "v%d" % i)
@@ -84,6 +102,8 @@ def test_partitioned_leader_takes_no_writes(make_cluster, n):
                            "t0": t0, "t1": time.monotonic()})
         cc.close()
         assert all(w["status"] == "ok" for w in writes), writes
+        new = cl.leader(members=rest, min_term=old_term + 1)
+        assert new.id != old.id
         # the minority keeps trying for a while after the majority moved on
         base = len(attempts)
         poll(lambda: cl.check_crashes() or len(attempts) >= base + 3 * len(side),
