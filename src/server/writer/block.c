@@ -196,6 +196,24 @@ void block_list_timeout_all(server_t *s, wait_list_t *list)
 
 void block_readonly(server_t *s) { arm_timer(s); }
 
+void block_notleader(server_t *s, const char *leader)
+{
+    for (conn_t *c = conn_first(&s->net.conns); c != NULL && s->writer.block.blocked_clients > 0; c = conn_next(c)) {
+        waiter_t *w = c->waiter;
+        if (w == NULL || w->kind == BLOCK_CLUSTER)
+            continue;
+        s->stats.errors_total++;
+        resp_add_errorf(&c->out, "NOTLEADER %s", leader);
+        unlink_waiter(s, w);
+        if (w->on_cancel)
+            w->on_cancel(w); /* releases the handler's data, as for a disconnect */
+        free(w);
+        conn_resume(c);
+        conn_mark_dirty(c);
+    }
+    arm_timer(s);
+}
+
 void block_init(server_t *s)
 {
     ordo_heap_init(&s->writer.block.wait_heap, waiter_less, WAIT_HEAP_CAP_MIN, ORDO_HEAP_KEEP);

@@ -104,6 +104,12 @@ void block_readonly(server_t *s);
 
 /* block_init() (writer_start()) / block_close_handles() (at shutdown) --
  * the wait heap and the deadline timer (s->writer.block, writer.h). */
+/* block_notleader() -- this cluster member stopped leading: every parked
+ * waiter but a CLUSTER change's is answered "-NOTLEADER <leader>" now
+ * (what it waits for will happen on the new leader, if at all). Not from
+ * inside an apply. */
+void block_notleader(server_t *s, const char *leader);
+
 void block_init(server_t *s);
 void block_close_handles(server_t *s);
 

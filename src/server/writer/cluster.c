@@ -89,13 +89,17 @@ static void restart_in_place(server_t *s)
     _exit(1);
 }
 
-/* Close the connections whose outcome this member can no longer give. */
+/* Leadership ended with nothing in flight: connections whose output
+ * waits for a position that may never commit are closed (their outcome is
+ * unknown here); parked clients are answered -NOTLEADER; watchers are
+ * closed (they resume, FROM their last revision, on the new leader). */
 static void drop_clients(server_t *s)
 {
     conn_close_held(s);
+    char buf[256];
+    block_notleader(s, cluster_leader(s, buf, sizeof buf));
     for (conn_t *c = conn_first(&s->net.conns); c != NULL; c = conn_next(c))
-        if (!c->closing && ((c->waiter != NULL && c->waiter != s->cluster.change_waiter) || c->nwatches > 0 ||
-                            c->txn != NULL))
+        if (!c->closing && c->nwatches > 0)
             conn_close(c);
 }
 

@@ -9,9 +9,9 @@
  *   - not leading: nothing is applied but what raft delivers; timers make
  *     no records (a new leader re-arms them from the replicated
  *     deadlines); commands that touch state answer -NOTLEADER.
- * On losing leadership, connections whose output waits for a position,
- * parked clients and watchers are closed (their outcome is not known
- * here; clients reconnect and follow -NOTLEADER). If the state holds
+ * On losing leadership, connections whose output waits for a position
+ * and watchers are closed (their outcome is not known here; clients
+ * reconnect and follow -NOTLEADER); parked clients get -NOTLEADER. If the state holds
  * records the cluster may never commit (diverged), the process restarts
  * in place (execv of itself, same pid and arguments) and rebuilds its
  * state from raft's files: simpler and surer than undoing records.
