@@ -4,7 +4,8 @@ answer PING, CLUSTER ... and DEBUG DIGEST; the shape of CLUSTER INFO and
 CLUSTER MEMBERS."""
 import redis
 
-from resp import RespError
+from clusterlib import poll
+from resp import Closed, RespError
 
 INFO_FIELDS = ("cluster_state", "cluster_node_id", "cluster_leader_id", "cluster_term", "cluster_members",
                "cluster_commit_index", "cluster_applied_index", "cluster_role", "cluster_revision")
@@ -75,3 +76,26 @@ def test_follower_redirects_to_leader(make_cluster):
     assert leader.call("GET", "k") == b"v"
     digests = cl.wait_synced()
     assert len(set(digests.values())) == 1, digests
+
+
+def test_no_majority_no_leader(make_cluster):
+    """With both followers SIGKILLed the last member stops leading:
+    cluster_state:fail, cluster_leader_id:0, and a write is answered
+    -NOTLEADER ? (or its connection closed), never +OK. With the two back
+    a leader is elected and writes go through."""
+    cl = make_cluster(3)
+    leader = cl.wait_ready()
+    for f in cl.others(leader):
+        f.kill()
+    poll(lambda: (leader.info() or {}).get("cluster_state") == "fail", "node %d to say cluster_state:fail" % leader.id)
+    inf = leader.info()
+    assert inf["cluster_leader_id"] == 0 and inf["cluster_role"] != "leader", inf
+    try:
+        r = leader.call("SET", "k", "v")
+        assert r == RespError("NOTLEADER ?"), r
+    except (OSError, Closed):
+        pass   # closed: allowed (the fate of a held reply is unknown)
+    for f in cl.others(leader):
+        f.restart()
+    new = cl.wait_ready()
+    assert new.call("SET", "k", "v2") == "OK"
