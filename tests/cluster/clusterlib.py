@@ -20,8 +20,8 @@ Invariants: only PIDs this harness started are ever signalled; every wait
 has a deadline; a member counts as started only once the server answering
 on its port reports its PID. Ports: a member's client port and its raft
 port (client port + the cluster's --cluster-port-offset) are both checked
-free, and are picked below the kernel's ephemeral range (32768 up on
-Linux), so outgoing connections of other processes cannot take a killed
+free, and are picked below the kernel's ephemeral range (Linux's default
+32768..60999), so outgoing connections of other processes cannot take a killed
 member's ports while it is down.
 """
 import os
@@ -521,8 +521,7 @@ class Cluster:
 # ---- a client ------------------------------------------------------------------
 
 class ClusterClient:
-    """One connection at a time to some member of members (default: all of
-    the cluster's); follows -NOTLEADER host:port, tries another member on
+    """One connection at a time to some member of members; follows -NOTLEADER host:port, tries another member on
     -NOTLEADER ? or a refused connect, and reconnects after a connection
     error. call() reports the fate of a command as (status, reply):
 
@@ -561,6 +560,7 @@ class ClusterClient:
         deadline = time.monotonic() + deadline_s
         sent = False
         self.doubted = False
+        redirects = 0
         while time.monotonic() < deadline:
             if self.conn is None:
                 try:
@@ -572,8 +572,8 @@ class ClusterClient:
             try:
                 self.conn.send(*args)
             except OSError:
-                self.close()   # nothing was written that the server could act on... or was it:
-                sent = True    # a partial send is possible, so count it as sent
+                self.close()
+                sent = True    # part of it may have been written and read: in doubt
                 self.doubted = True
                 if not retry:
                     return "doubt", None
@@ -590,8 +590,11 @@ class ClusterClient:
             if isinstance(r, RespError) and r.code == "NOTLEADER":
                 where = r.msg.split(" ", 1)[1].strip() if " " in r.msg else "?"
                 self.close()
+                redirects += 1
                 if where != "?" and ":" in where:
                     self.port = int(where.rsplit(":", 1)[1])
+                    if redirects > 2:
+                        time.sleep(NOLEADER_PAUSE_S)  # members disagree on the leader: it is changing
                 else:
                     self._next_port()
                     time.sleep(NOLEADER_PAUSE_S)  # no leader known yet: an election is under way
