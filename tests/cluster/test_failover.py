@@ -12,8 +12,8 @@ After each run every member must reach the same applied index with the
 same DEBUG DIGEST."""
 import checkers
 from clusterlib import Sampler
-from workloads import (QUEUE, QUEUE_LEASE_MS, Recorder, Workers, kill_rounds, kv_observations, kv_reader,
-                       kv_writer, lock_client, q_consumer, q_len, q_producer, read_final)
+from workloads import (QUEUE, QUEUE_LEASE_MS, Gate, Recorder, Workers, kill_rounds, kv_observations, kv_reader,
+                       kv_writer, lock_client, q_consumer, q_len, q_producer, read_final, sweep_reads)
 from clusterlib import poll
 from resp import Closed, RespError
 
@@ -36,20 +36,31 @@ def test_leader_kills_lose_no_acked_write(make_cluster):
     cl = make_cluster(3)
     rec = Recorder()
     keys = [["k%d-%d" % (t, i) for i in range(KEYS_PER_WRITER)] for t in range(WRITERS)]
+    all_keys = [k for ks in keys for k in ks]
     sampler = Sampler(cl)
     sampler.start()
     work = Workers()
+    gate = Gate(WRITERS)
     for t in range(WRITERS):
-        work.spawn(kv_writer, cl, t, keys[t], rec)
+        work.spawn(lambda *a: kv_writer(*a, gate=gate), cl, t, keys[t], rec)
+
+    def sweep():
+        # the writers hold still (no write in flight) while every key is read
+        gate.pause()
+        try:
+            sweep_reads(cl, all_keys, rec)
+        finally:
+            gate.resume()
     try:
-        killed = kill_rounds(cl, KILLS, lambda: _acked(rec), need=40, workers=[work])
+        killed = kill_rounds(cl, KILLS, lambda: _acked(rec), need=40, workers=[work], after_kill=sweep)
     finally:
         work.stop()
         samples = sampler.stop()
-    all_keys = [k for ks in keys for k in ks]
     final = read_final(cl, all_keys)
     writes = rec.get("write")
-    lost = checkers.lost_acks(writes, final)
+    # lost: in the final state, or (a lost write may be overwritten later)
+    # in a sweep of every key right after each new leader took over
+    lost = checkers.lost_acks(writes, final) + checkers.stale_reads(writes, rec.get("sweep"))
     reused = checkers.reused_revisions(kv_observations(rec, final))
     two = checkers.two_leaders(samples)
     errs = [w for w in writes if w["status"] == "err"]

@@ -2,7 +2,8 @@
 record (the histories tests/cluster/checkers.py reads; the record shapes
 are documented there).
 
-Owns: Recorder (thread-safe lists of records), the KV writers and readers,
+Owns: Recorder (thread-safe lists of records), Gate (writers held between
+requests), the KV writers and readers, sweep_reads,
 the queue producers and consumers, the lock clients, Workers (threads
 started together and stopped, bounded), read_final, and kill_rounds (the
 leader SIGKILLed and restarted, round after round, once the workload made
@@ -77,16 +78,55 @@ class Workers:
         assert not self.errors, "worker errors: %s" % self.errors
 
 
+class Gate:
+    """Lets a test hold its writers between requests: pause() returns once
+    every one of n workers is parked at its checkpoint (none has a request
+    in flight), resume() lets them go on."""
+
+    def __init__(self, n):
+        self.n = n
+        self.cv = threading.Condition()
+        self.paused = False
+        self.parked = 0
+
+    def checkpoint(self, halt):
+        """Called by a worker between two requests."""
+        with self.cv:
+            if not self.paused:
+                return
+            self.parked += 1
+            self.cv.notify_all()
+            while self.paused and not halt.is_set():
+                self.cv.wait(0.1)   # bounded wait on the condition (halt is an Event, not this condition)
+            self.parked -= 1
+
+    def pause(self, deadline_s=PROGRESS_DEADLINE_S):
+        with self.cv:
+            self.paused = True
+            ok = self.cv.wait_for(lambda: self.parked == self.n, timeout=deadline_s)
+        assert ok, "%d of %d writers parked within %ss" % (self.parked, self.n, deadline_s)
+
+    def resume(self):
+        with self.cv:
+            self.paused = False
+            self.cv.notify_all()
+
+
 # ---- KV -------------------------------------------------------------------------
 
-def kv_writer(cluster, tid, keys, rec, halt):
+def kv_writer(cluster, tid, keys, rec, halt, gate=None):
     """Round robin over its own keys: KV.PUT (the revision comes back) and
     SET alternately, each value unique. A write whose connection died is
-    sent again (same value) until a reply or WRITE_DEADLINE_S."""
+    sent again (same value) until a reply or WRITE_DEADLINE_S. Between
+    writes it stops at gate's checkpoint (if any)."""
     cc = ClusterClient(list(cluster.members.values()), rng=random.Random(tid))
     n = 0
     try:
         while not halt.is_set():
+            if gate is not None:
+                gate.checkpoint(halt)
+                if halt.is_set():
+                    break
             key = keys[n % len(keys)]
             value = "w%d-%d" % (tid, n)
             use_put = (n // len(keys)) % 2 == 0
@@ -150,24 +190,41 @@ def read_final(cluster, keys):
     return out
 
 
+def sweep_reads(cluster, keys, rec, kind="sweep"):
+    """KV.GET of every key through the leader, each recorded as a read of
+    kind kind (right after a failover: an acknowledged write that the new
+    leader lacks shows as a stale read)."""
+    cc = ClusterClient(list(cluster.members.values()))
+    try:
+        for k in keys:
+            t0 = time.monotonic()
+            st, v, rev = kv_get(cc, k)
+            if st == "ok":
+                rec.add(kind, {"key": k, "value": v, "rev": rev, "t0": t0, "t1": time.monotonic()})
+    finally:
+        cc.close()
+
+
 def kv_observations(rec, final):
     """(rev, key, value) triples for reused_revisions: acked KV.PUTs, reads,
     the final state."""
     obs = [(w["rev"], w["key"], w["value"]) for w in rec.get("write") if w["status"] == "ok" and w["rev"]]
-    obs += [(r["rev"], r["key"], r["value"]) for r in rec.get("read") if r["value"] is not None]
+    obs += [(r["rev"], r["key"], r["value"]) for r in rec.get("read") + rec.get("sweep") if r["value"] is not None]
     obs += [(rev, k, v) for k, (v, rev) in final.items()]
     return obs
 
 
 # ---- failover rounds --------------------------------------------------------------
 
-def kill_rounds(cluster, kills, progress, need, what="acknowledged writes", workers=(), followers=0):
+def kill_rounds(cluster, kills, progress, need, what="acknowledged writes", workers=(), followers=0,
+                after_kill=None):
     """kills times: wait until progress() grew by need (the workload goes on
     under the current leader), SIGKILL the leader (and as many random
     followers as followers, at the same moment), wait for a new leader,
     restart the killed ones and wait until every member is ready again.
-    Returns the leader ids killed, in order. A worker of workers that
-    raised fails the run at once."""
+    after_kill(), if given, runs once each new leader is elected (before
+    the killed ones restart). Returns the leader ids killed, in order. A
+    worker of workers that raised fails the run at once."""
     def grown(base):
         cluster.check_crashes()
         for w in workers:
@@ -181,6 +238,8 @@ def kill_rounds(cluster, kills, progress, need, what="acknowledged writes", work
         old, new, also = cluster.kill_leader(followers)
         assert new.id != old.id
         killed.append(old.id)
+        if after_kill is not None:
+            after_kill()
         for m in [old] + also:
             m.restart()
         cluster.wait_ready()
