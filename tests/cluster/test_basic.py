@@ -1,7 +1,8 @@
 """Cluster basics: three members start and agree on one leader; followers
 redirect with -NOTLEADER host:port (the leader's client address) and still
-answer PING, CLUSTER ... and DEBUG DIGEST; the shape of CLUSTER INFO and
-CLUSTER MEMBERS."""
+answer PING, HELLO, INFO, CLUSTER ..., COMMAND, DEBUG DIGEST and QUIT; the
+shape of CLUSTER INFO and CLUSTER MEMBERS; without a majority there is no
+leader (-NOTLEADER ?)."""
 import redis
 
 from clusterlib import poll
@@ -64,6 +65,10 @@ def test_follower_redirects_to_leader(make_cluster):
                 assert c.call(*cmd) == want, "node %d: %r" % (f.id, cmd)
             assert isinstance(c.call("CLUSTER", "INFO"), bytes)
             assert isinstance(c.call("INFO", "server"), bytes)
+            assert not isinstance(c.call("HELLO"), RespError)
+            assert isinstance(c.call("COMMAND", "COUNT"), int)
+            assert isinstance(c.call("DEBUG", "DIGEST"), bytes)
+            assert c.call("QUIT") == "OK"
         # an ordinary Redis client sees the error and its text
         r = redis.Redis(host="127.0.0.1", port=f.port, socket_timeout=5)
         try:
