@@ -9,13 +9,16 @@ the checkers (checkers.py) then judge what the clients were told:
   - a lock: fencing tokens strictly increase.
 
 After each run every member must reach the same applied index with the
-same DEBUG DIGEST."""
+same DEBUG DIGEST. Also here: clients parked on a leader that hands over
+hear of it; a key's expiry (PX) set on one leader happens on the next.
+"""
+import time
+
 import checkers
-from clusterlib import Sampler
+from clusterlib import ClusterClient, Sampler, poll
+from resp import Closed, RespError
 from workloads import (QUEUE, QUEUE_LEASE_MS, Gate, Recorder, Workers, kill_rounds, kv_observations, kv_reader,
                        kv_writer, lock_client, q_consumer, q_len, q_producer, read_final, sweep_reads)
-from clusterlib import poll
-from resp import Closed, RespError
 
 KILLS = 5
 QUEUE_PER_KEY_MAX = 2000   # pushes per key at most (the producers run until the kills are done)
@@ -185,3 +188,34 @@ def test_blocked_clients_hear_of_leader_change(make_cluster):
         pull.close()
         wait.close()
     assert cl.leader().id == target.id
+
+
+EXPIRY_MS = 3000
+CLOCK_TOLERANCE_S = 0.015   # the client's and the server's clocks round differently
+
+
+def test_key_expiry_across_failover(make_cluster):
+    """A key set with PX on one leader expires on the next one: not before
+    its deadline, and not never (the new leader takes the timers over)."""
+    cl = make_cluster(3)
+    leader = cl.wait_ready()
+    t0 = time.monotonic()      # before the SET: its deadline is no earlier than t0 + EXPIRY_MS
+    assert leader.call("SET", "ttl-key", "v", "PX", EXPIRY_MS) == "OK"
+    assert leader.call("SET", "plain-key", "v") == "OK"
+    cl.kill_leader()
+    cc = ClusterClient(list(cl.members.values()))
+    try:
+        def gone():
+            st, r = cc.call("GET", "ttl-key")
+            t_end = time.monotonic()   # the server answered no later than this
+            assert st == "ok", (st, r)
+            assert r in (b"v", None), r
+            if r is None:
+                return t_end
+            return None
+        t_end = poll(gone, "ttl-key to expire on the new leader", EXPIRY_MS / 1000.0 + 20, every_s=0.05)
+        assert t_end - t0 >= EXPIRY_MS / 1000.0 - CLOCK_TOLERANCE_S, "expired %.3fs early" % (
+            EXPIRY_MS / 1000.0 - (t_end - t0))
+        assert cc.call("GET", "plain-key") == ("ok", b"v")
+    finally:
+        cc.close()
