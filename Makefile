@@ -5,10 +5,12 @@
 #   make run               build and start ordod with its default configuration
 #   make cluster           build and start a 3-member cluster on loopback (ports 7001-7003,
 #                          data in ./data/cluster/<id>/; Ctrl-C stops it; scripts/cluster.sh)
-#   make test              every test: unit, integration, sanitizers
+#   make test              every test: unit, integration, crash, cluster, sanitizers
 #   make integration       integration tests: a real ordod driven over the wire
 #   make crash             short crash runs: SIGKILL ordod under KV writers and queue clients, check
 #                          (long: scripts/crash-long.sh, scripts/crash-queue-long.sh)
+#   make cluster-test      cluster mode: 3 and 5 members, leader kills, partitions, catch-up,
+#                          membership; checkers over what the clients saw (tests/cluster/README.md)
 #   make asan / make tsan  unit tests under ASan+UBSan (and integration) / TSan
 #   make bench-primitives  in-process primitive benchmarks
 #   make fuzz              fuzz the RESP parser (FUZZ_SECONDS=60)
@@ -20,7 +22,7 @@ PREFIX ?= /usr/local
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all build run cluster test unit integration crash asan tsan bench-primitives bench fuzz install clean deps-build deps-test
+.PHONY: all build run cluster test unit integration crash cluster-test asan tsan bench-primitives bench fuzz install clean deps-build deps-test
 
 all: build
 
@@ -53,6 +55,10 @@ integration: build deps-test
 crash: build deps-test
 	ORDOD=build/ordod /usr/bin/python3 -m pytest -q tests/crash
 
+# Cluster mode: members on loopback, SIGKILLed leaders, DEBUG PARTITION; tests/cluster/README.md.
+cluster-test: build deps-test
+	ORDOD=build/ordod /usr/bin/python3 -m pytest -q tests/cluster
+
 asan: deps-build
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DORDO_SANITIZE=address,undefined >/dev/null
 	@cmake --build build-asan -j $(JOBS)
@@ -71,6 +77,7 @@ test: deps-test
 	@$(MAKE) --no-print-directory unit
 	@$(MAKE) --no-print-directory integration
 	@$(MAKE) --no-print-directory crash
+	@$(MAKE) --no-print-directory cluster-test
 	@$(MAKE) --no-print-directory asan
 	@$(MAKE) --no-print-directory tsan
 

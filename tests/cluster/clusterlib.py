@@ -1,0 +1,658 @@
+"""The cluster harness: N ordod members on loopback (tests/cluster/README.md).
+
+Owns:
+  - Member: one ordod of a cluster (its node id, client port, data
+    directory, log file, command line); start, SIGKILL, SIGTERM, restart
+    with the same arguments; CLUSTER INFO parsed to a dict;
+  - Cluster: the members started together (3 or 5), bootstrapped from one
+    --cluster list; waiting until ready, finding the leader, partitions
+    (DEBUG PARTITION) and healing, waiting until every member applied the
+    same index and comparing DEBUG DIGEST, adding a member that joins;
+    stop() ends every process it started, bounded in time;
+  - ClusterClient: a client that follows -NOTLEADER host:port and
+    reconnects after connection errors, reporting what it knows of a
+    command's fate (ok / err / doubt / fail);
+  - Sampler: a thread that polls CLUSTER INFO on every member, for the
+    one-leader-per-term checker;
+  - poll: a bounded wait for a condition.
+
+Invariants: only PIDs this harness started are ever signalled; every wait
+has a deadline; a member counts as started only once the server answering
+on its port reports its PID. Ports: a member's client port and its raft
+port (client port + the cluster's --cluster-port-offset) are both checked
+free, and are picked below the kernel's ephemeral range (Linux's default
+32768..60999), so outgoing connections of other processes cannot take a killed
+member's ports while it is down.
+"""
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+
+from resp import Closed, Conn, RespError, encode  # noqa: E402
+
+ORDOD = os.path.join(ROOT, os.environ.get("ORDOD", "build/ordod"))
+
+HOST = "127.0.0.1"
+PORT_OFFSET = 10000            # --cluster-port-offset: the contract's default
+CLIENT_PORT_RANGE = (12000, 22500)   # + PORT_OFFSET stays below 32768 (the ephemeral range)
+ELECTION_TIMEOUT_MS = 500      # --cluster-election-timeout-ms: the contract's default
+START_DEADLINE_S = 30.0        # a process answering PING as itself
+READY_DEADLINE_S = 30.0        # cluster_state:ok on every member, one leader agreed
+LEADER_DEADLINE_S = 20.0       # a new leader after a kill or a partition
+SYNC_DEADLINE_S = 60.0         # every member applied the leader's commit index
+SYNC_POLL_S = 3 * ELECTION_TIMEOUT_MS / 10 / 1000.0   # three heartbeats (a tenth of the election timeout)
+STOP_DEADLINE_S = 5.0          # SIGTERM to exit, then SIGKILL (a clean exit takes well under a second)
+START_ATTEMPTS = 4             # a bootstrap that lost a port race is retried on new ports
+ADMIN_TIMEOUT_S = 5.0          # socket timeout of the harness's own calls
+CLIENT_TIMEOUT_S = 5.0         # a ClusterClient's socket timeout
+NOLEADER_PAUSE_S = 0.02        # pause after -NOTLEADER ? or a refused connect (a poll interval)
+
+
+def poll(pred, what, deadline_s=LEADER_DEADLINE_S, every_s=0.02):
+    """pred()'s first true value, tried every every_s seconds until
+    deadline_s runs out; then an AssertionError naming what was awaited
+    (what: a string, or a function giving one -- it may describe the last
+    state seen)."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() >= deadline:
+            raise AssertionError("timed out after %.0fs waiting for %s"
+                                 % (deadline_s, what() if callable(what) else what))
+        time.sleep(every_s)  # poll interval of a bounded wait, not synchronisation
+
+
+def _bindable(port):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((HOST, port))
+            return True
+        except OSError:
+            return False
+
+
+def pick_ports(n, offset=PORT_OFFSET, avoid=(), rng=random):
+    """n client ports p with p and p+offset free (and not in avoid)."""
+    out = []
+    taken = set(avoid)
+    for _ in range(20000):
+        p = rng.randrange(*CLIENT_PORT_RANGE)
+        if p in taken or p + offset in taken or p - offset in taken:
+            continue
+        if _bindable(p) and _bindable(p + offset):
+            out.append(p)
+            taken.update((p, p + offset))
+            if len(out) == n:
+                return out
+    raise AssertionError("no %d free port pairs (offset %d)" % (n, offset))
+
+
+_options = None
+
+
+def ordod_has_option(name):
+    """Whether `ordod --help` lists --name (options the contract leaves
+    open, such as --cluster-join, are passed only when the binary has them)."""
+    global _options
+    if _options is None:
+        p = subprocess.run([ORDOD, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30)
+        _options = p.stdout.decode(errors="replace")
+    return ("--%s " % name) in _options
+
+
+def parse_info(text):
+    """CLUSTER INFO's text (bytes) -> {name: value (int when it is one)}."""
+    out = {}
+    for line in text.decode(errors="replace").splitlines():
+        if ":" in line and not line.startswith("#"):
+            k, v = line.split(":", 1)
+            v = v.strip()
+            out[k.strip()] = int(v) if v.lstrip("-").isdigit() else v
+    return out
+
+
+BRIEF_FIELDS = ("cluster_state", "cluster_role", "cluster_serving", "cluster_term", "cluster_leader_id",
+                "cluster_members", "cluster_commit_index", "cluster_applied_index", "cluster_last_index")
+
+
+def _brief(infos):
+    """{id: CLUSTER INFO} -> a short text of the fields that matter to the waits."""
+    return "; ".join("node %d: %s" % (i, "no answer" if not inf else
+                                      " ".join("%s=%s" % (f[8:], inf[f]) for f in BRIEF_FIELDS if f in inf))
+                     for i, inf in sorted(infos.items()))
+
+
+def tail(path, n=6000):
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - n))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+# ---- one member ----------------------------------------------------------------
+
+class Member:
+    def __init__(self, node_id, port, base_dir, offset, extra=()):
+        self.id, self.port, self.offset = node_id, port, offset
+        self.dir = os.path.join(base_dir, "node%d" % node_id)
+        self.log_path = os.path.join(base_dir, "node%d.log" % node_id)
+        self.extra = list(extra)
+        self.cluster_spec = None    # the --cluster list it starts with
+        self.proc = None
+        self.expect_exit = True     # False while it runs: an exit we did not cause is a crash
+        self.crashes = []           # exits we did not cause: (return code, log tail)
+
+    @property
+    def addr(self):
+        return "%s:%d" % (HOST, self.port)
+
+    def argv(self):
+        return [ORDOD, "--node-id", str(self.id), "--cluster", self.cluster_spec, "--dir", self.dir,
+                "--port", str(self.port), "--bind", HOST, "--http-port", "0",
+                "--cluster-port-offset", str(self.offset),
+                "--cluster-election-timeout-ms", str(ELECTION_TIMEOUT_MS),
+                "--debug-cluster-faults", "yes"] + self.extra
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self):
+        """Start (or restart: the same arguments, the same --dir); returns
+        once the process answers PING as itself, False if it exited because
+        its port was taken."""
+        assert not self.alive()
+        os.makedirs(self.dir, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            log.write(b"--- clusterlib: starting node %d on port %d (%s)\n"
+                      % (self.id, self.port, time.strftime("%H:%M:%S").encode()))
+            log.flush()
+            self.proc = subprocess.Popen(self.argv(), stdout=log, stderr=log)
+        self.expect_exit = False
+        return self._wait_answering()
+
+    def _wait_answering(self):
+        deadline = time.monotonic() + START_DEADLINE_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.expect_exit = True
+                if "address already in use" in tail(self.log_path, 600).lower():
+                    return False
+                raise AssertionError("node %d exited %s during start:\n%s"
+                                     % (self.id, self.proc.returncode, tail(self.log_path)))
+            try:
+                with Conn(self.port, timeout=ADMIN_TIMEOUT_S) as c:
+                    info = c.call("INFO", "server")
+                    if isinstance(info, bytes) and b"process_id:%d\r\n" % self.proc.pid in info:
+                        return True
+            except (OSError, Closed):
+                pass
+            time.sleep(0.01)  # poll interval while the port opens (bounded by the deadline)
+        self.kill()
+        raise AssertionError("node %d did not answer within %ss:\n%s" % (self.id, START_DEADLINE_S, tail(self.log_path)))
+
+    def check_crash(self):
+        """Record an exit we did not cause (once)."""
+        if self.proc is not None and not self.expect_exit and self.proc.poll() is not None:
+            self.expect_exit = True
+            self.crashes.append((self.proc.returncode, tail(self.log_path)))
+
+    def kill(self):
+        """SIGKILL exactly the process we started; waits for it."""
+        self.check_crash()
+        self.expect_exit = True
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        if self.proc is not None:
+            self.proc.wait(timeout=STOP_DEADLINE_S)
+
+    def sigterm(self):
+        """Send SIGTERM (to exactly our process); False if it was not running."""
+        self.check_crash()
+        if self.proc is None or self.proc.poll() is not None:
+            return False
+        self.expect_exit = True
+        self.proc.send_signal(signal.SIGTERM)
+        return True
+
+    def reap(self, deadline):
+        """Wait for the exit after sigterm() until deadline (monotonic), then
+        SIGKILL. Returns the exit code, or "hung" if it had to be killed."""
+        try:
+            return self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=STOP_DEADLINE_S)
+            return "hung"
+
+    def stop(self):
+        """SIGTERM, bounded; SIGKILL if it does not exit in time. Returns
+        the exit code ("hung" if it had to be killed, None if not running)."""
+        if not self.sigterm():
+            return None
+        return self.reap(time.monotonic() + STOP_DEADLINE_S)
+
+    def restart(self):
+        if not self.start():
+            raise AssertionError("node %d: port %d was taken while it was down" % (self.id, self.port))
+
+    def conn(self, timeout=ADMIN_TIMEOUT_S):
+        return Conn(self.port, timeout=timeout)
+
+    def call(self, *args, timeout=ADMIN_TIMEOUT_S):
+        """One command on a new connection; the reply (RespError returned)."""
+        with self.conn(timeout) as c:
+            return c.call(*args)
+
+    def info(self):
+        """CLUSTER INFO as a dict, or None if the member does not answer."""
+        if not self.alive():
+            return None
+        try:
+            r = self.call("CLUSTER", "INFO")
+        except (OSError, Closed):
+            return None
+        return parse_info(r) if isinstance(r, bytes) else None
+
+    def applied_digest(self):
+        """(CLUSTER INFO, DEBUG DIGEST) read in one loop turn (pipelined,
+        with a second CLUSTER INFO that must show the same applied index),
+        or None if the member does not answer or moved meanwhile."""
+        if not self.alive():
+            return None
+        try:
+            with self.conn() as c:
+                c.send_raw(encode("CLUSTER", "INFO") + encode("DEBUG", "DIGEST") + encode("CLUSTER", "INFO"))
+                before, digest, after = c.read(), c.read(), c.read()
+        except (OSError, Closed):
+            return None
+        if not (isinstance(before, bytes) and isinstance(digest, bytes) and isinstance(after, bytes)):
+            return None
+        before, after = parse_info(before), parse_info(after)
+        if before.get("cluster_applied_index") != after.get("cluster_applied_index"):
+            return None
+        return before, digest
+
+    def digest(self):
+        r = self.call("DEBUG", "DIGEST")
+        assert isinstance(r, bytes), "node %d: DEBUG DIGEST -> %r" % (self.id, r)
+        return r
+
+
+# ---- a cluster -----------------------------------------------------------------
+
+class Cluster:
+    """n members started together: ids 1..n, one --cluster list."""
+
+    def __init__(self, base_dir, n, extra=(), rng=None):
+        self.base_dir, self.n, self.extra = base_dir, n, list(extra)
+        self.rng = rng or random.Random()
+        self.offset = PORT_OFFSET
+        self.members = {}    # id -> Member, including members added later
+        self.everyone = []   # every Member ever created (stop() ends them all)
+
+    # -- start / stop
+
+    def spec(self, members):
+        return ",".join("%d=%s" % (m.id, m.addr) for m in members)
+
+    def start(self):
+        """Start every member, then wait until ready. A start that lost a
+        port race starts the whole cluster again on new ports and new
+        directories (nothing was bootstrapped with the old list)."""
+        for attempt in range(START_ATTEMPTS):
+            base = os.path.join(self.base_dir, "try%d" % attempt)
+            ports = pick_ports(self.n, self.offset, rng=self.rng)
+            members = [Member(i + 1, p, base, self.offset, self.extra) for i, p in enumerate(ports)]
+            spec = self.spec(members)
+            self.members = {}
+            ok = True
+            for m in members:
+                m.cluster_spec = spec
+                self.members[m.id] = m
+                self.everyone.append(m)
+            for m in members:
+                if not m.start():
+                    ok = False
+                    break
+            if ok:
+                self.wait_ready()
+                return self
+            for m in members:
+                m.stop()
+        raise AssertionError("could not start %d members on free ports in %d attempts" % (self.n, START_ATTEMPTS))
+
+    def stop(self):
+        """End every process this cluster started (SIGTERM, bounded, then
+        SIGKILL). Returns problems: members that crashed on their own, or
+        did not exit 0 on SIGTERM."""
+        problems = []
+        for m in self.everyone:
+            m.check_crash()
+            for rc, log in m.crashes:
+                problems.append("node %d (port %d) exited by itself with %s; log tail:\n%s" % (m.id, m.port, rc, log))
+        running = [m for m in self.everyone if m.sigterm()]   # all at once: one member's exit may wait on none other
+        deadline = time.monotonic() + STOP_DEADLINE_S
+        for m in running:
+            rc = m.reap(deadline)
+            if rc != 0:
+                problems.append("node %d (port %d) exited %r on SIGTERM; log tail:\n%s"
+                                % (m.id, m.port, rc, tail(m.log_path)))
+        return problems
+
+    def live(self):
+        return [m for m in self.members.values() if m.alive()]
+
+    def others(self, member):
+        return [m for m in self.members.values() if m.id != member.id]
+
+    def check_crashes(self):
+        """Fail at once if a member died on its own."""
+        for m in self.everyone:
+            m.check_crash()
+            if m.crashes:
+                rc, log = m.crashes[0]
+                raise AssertionError("node %d exited by itself with %s:\n%s" % (m.id, rc, log))
+
+    # -- leadership
+
+    def infos(self, members=None):
+        return {m.id: m.info() for m in (members if members is not None else self.live())}
+
+    def _agreed_leader(self, members, min_term=0, exclude=()):
+        """The member that says it leads, at the highest term claimed, and
+        that a majority of the cluster's voters name at that term; else None."""
+        infos = {i: inf for i, inf in self.infos(members).items() if inf}
+        claims = [(inf.get("cluster_term", 0), i) for i, inf in infos.items()
+                  if inf.get("cluster_role") == "leader" and inf.get("cluster_leader_id") == i
+                  and inf.get("cluster_serving", 1) == 1   # a leader that serves clients (when reported)
+                  and i not in exclude and inf.get("cluster_term", 0) >= min_term]
+        if not claims:
+            return None
+        term, lid = max(claims)
+        votes = sum(1 for inf in infos.values()
+                    if inf.get("cluster_term") == term and inf.get("cluster_leader_id") == lid)
+        voters = infos[lid].get("cluster_members", len(self.members))
+        if votes * 2 > voters:
+            return self.members[lid]
+        return None
+
+    def leader(self, members=None, min_term=0, exclude=(), deadline_s=LEADER_DEADLINE_S):
+        """The leader a majority agrees on (polled with a deadline); among
+        members (default: the live ones), with a term >= min_term, not one
+        of the ids in exclude."""
+        def find():
+            self.check_crashes()
+            return self._agreed_leader(members if members is not None else self.live(), min_term, exclude)
+        return poll(find, lambda: "a leader agreed by a majority (min term %d, not %s); now: %s"
+                    % (min_term, list(exclude), _brief(self.infos(members))), deadline_s)
+
+    def wait_ready(self, deadline_s=READY_DEADLINE_S):
+        """Every live member says cluster_state:ok and names the same
+        leader, which a majority agrees on. Returns the leader."""
+        last = {}
+
+        def ready():
+            self.check_crashes()
+            infos = self.infos()
+            last["infos"] = infos
+            if not all(inf and inf.get("cluster_state") == "ok" for inf in infos.values()):
+                return None
+            if len({inf.get("cluster_leader_id") for inf in infos.values()}) != 1:
+                return None
+            return self._agreed_leader(self.live())
+        return poll(ready, lambda: "cluster_state:ok on %s and one leader; last seen: %s"
+                    % (sorted(m.id for m in self.live()), _brief(last.get("infos", {}))), deadline_s)
+
+    def term(self, member):
+        inf = member.info()
+        return inf.get("cluster_term", 0) if inf else 0
+
+    def kill_leader(self, followers=0):
+        """SIGKILL the current leader (and, at the same moment, that many
+        random followers: a majority must stay up); wait for another leader
+        to be elected; returns (old leader, new leader, [followers killed]).
+        The killed ones stay down."""
+        old = self.leader()
+        old_term = self.term(old)
+        assert 2 * (len(self.live()) - 1 - followers) > len(self.members), "that would kill a majority"
+        also = self.rng.sample(self.others(old), followers)
+        old.kill()
+        for m in also:
+            m.kill()
+        new = self.leader(min_term=old_term + 1, exclude=(old.id,))
+        return old, new, also
+
+    # -- faults
+
+    def _debug_partition(self, m, ids):
+        """DEBUG PARTITION ids on m until it answers +OK. It sets m's list
+        (a repeat is harmless); a leader may hold the reply behind a barrier
+        that the cut stops from committing and then close the connection as
+        it steps down, so a closed connection is retried (bounded)."""
+        def once():
+            try:
+                r = m.call("DEBUG", "PARTITION", *ids)
+            except (OSError, Closed):
+                return None
+            if isinstance(r, RespError):
+                raise AssertionError("node %d: DEBUG PARTITION %s -> %r" % (m.id, ids, r))
+            assert r == "OK", "node %d: DEBUG PARTITION -> %r" % (m.id, r)
+            return True
+        poll(once, "node %d to answer DEBUG PARTITION %s" % (m.id, list(ids)), LEADER_DEADLINE_S, every_s=0.05)
+
+    def partition(self, side, rest):
+        """Cut the members in side from those in rest (both directions),
+        calling DEBUG PARTITION on every one of them."""
+        for m in side:
+            self._debug_partition(m, [o.id for o in rest])
+        for m in rest:
+            self._debug_partition(m, [o.id for o in side])
+
+    def heal(self):
+        for m in self.live():
+            self._debug_partition(m, [])
+
+    # -- convergence
+
+    def wait_synced(self, members=None, deadline_s=SYNC_DEADLINE_S):
+        """Poll until every member (default: the live ones) has applied the
+        same index, equal to the leader's commit index, and read each one's
+        DEBUG DIGEST at that index. Returns {id: digest}.
+
+        Every command a leader serves (even PING or CLUSTER INFO) may append
+        a raft entry (a read barrier), so observing the leader moves its
+        index: each member is asked CLUSTER INFO, DEBUG DIGEST, CLUSTER INFO
+        pipelined (one loop turn: the digest belongs to the index both
+        report), followers before the leader (a leader's reply is computed
+        before the barrier it proposes), and the polls are spaced by a few
+        heartbeats so the followers learn that the last barrier committed."""
+        members = members if members is not None else self.live()
+        last = {"leader": None}
+
+        def synced():
+            self.check_crashes()
+            order = sorted(members, key=lambda m: m.id == last["leader"])
+            seen = {}
+            for m in order:
+                seen[m.id] = m.applied_digest()
+            last["infos"] = {i: (r[0] if r else None) for i, r in seen.items()}
+            leaders = [i for i, r in seen.items() if r and r[0].get("cluster_role") == "leader"]
+            if leaders:
+                last["leader"] = leaders[0]
+            if not all(seen.values()) or len(leaders) != 1:
+                return None
+            applied = {r[0]["cluster_applied_index"] for r in seen.values()}
+            if len(applied) != 1 or applied != {seen[leaders[0]][0]["cluster_commit_index"]}:
+                return None
+            return {i: r[1] for i, r in seen.items()}
+        return poll(synced, lambda: "the same cluster_applied_index on %s; last seen: %s"
+                    % (sorted(m.id for m in members), _brief(last.get("infos", {}))), deadline_s,
+                    every_s=SYNC_POLL_S)
+
+    # -- membership
+
+    def new_member(self, node_id):
+        """A member that is not started: a free port pair, its --cluster
+        list naming the current members and itself (it joins; with
+        --cluster-join yes when the binary has that option)."""
+        used = [p for m in self.everyone for p in (m.port, m.port + m.offset)]
+        port = pick_ports(1, self.offset, avoid=used, rng=self.rng)[0]
+        extra = self.extra + (["--cluster-join", "yes"] if ordod_has_option("cluster-join") else [])
+        m = Member(node_id, port, os.path.dirname(next(iter(self.members.values())).dir), self.offset, extra)
+        m.cluster_spec = self.spec(list(self.members.values()) + [m])
+        self.everyone.append(m)
+        return m
+
+
+# ---- a client ------------------------------------------------------------------
+
+class ClusterClient:
+    """One connection at a time to some member of members; follows -NOTLEADER host:port, tries another member on
+    -NOTLEADER ? or a refused connect, and reconnects after a connection
+    error. call() reports the fate of a command as (status, reply):
+
+      ("ok", reply)    a reply that is not an error (the command took effect)
+      ("err", error)   an error reply other than -NOTLEADER
+      ("doubt", None)  it was sent at least once and no reply came (the
+                       connection died, or the deadline ran out): it may
+                       or may not have taken effect
+      ("fail", None)   never sent to a member that could take it (only
+                       -NOTLEADER or refused connections until the deadline)
+
+    With retry=True a command whose connection died is sent again (for
+    idempotent commands or unique values); its status is then that of the
+    last attempt, and .doubted says an earlier one may have applied too.
+    """
+
+    def __init__(self, members, timeout=CLIENT_TIMEOUT_S, rng=None):
+        self.ports = [m.port for m in members]
+        self.timeout = timeout
+        self.rng = rng or random.Random()
+        self.conn = None
+        self.port = self.rng.choice(self.ports)
+        self.doubted = False
+        self.last_port = None   # the member that gave the last reply
+
+    def close(self):
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def _next_port(self):
+        self.close()
+        self.port = self.rng.choice([p for p in self.ports if p != self.port] or self.ports)
+
+    def call(self, *args, deadline_s=20.0, retry=True):
+        deadline = time.monotonic() + deadline_s
+        sent = False
+        self.doubted = False
+        redirects = 0
+        while time.monotonic() < deadline:
+            if self.conn is None:
+                try:
+                    self.conn = Conn(self.port, timeout=self.timeout)
+                except OSError:
+                    self._next_port()
+                    time.sleep(NOLEADER_PAUSE_S)  # the member is down: try another after a pause
+                    continue
+            try:
+                self.conn.send(*args)
+            except OSError:
+                self.close()
+                sent = True    # part of it may have been written and read: in doubt
+                self.doubted = True
+                if not retry:
+                    return "doubt", None
+                continue
+            sent = True
+            try:
+                r = self.conn.read()
+            except (OSError, Closed):
+                self.close()
+                self.doubted = True
+                if not retry:
+                    return "doubt", None
+                continue
+            if isinstance(r, RespError) and r.code == "NOTLEADER":
+                where = r.msg.split(" ", 1)[1].strip() if " " in r.msg else "?"
+                self.close()
+                redirects += 1
+                if where != "?" and ":" in where:
+                    self.port = int(where.rsplit(":", 1)[1])
+                    if redirects > 2:
+                        time.sleep(NOLEADER_PAUSE_S)  # members disagree on the leader: it is changing
+                else:
+                    self._next_port()
+                    time.sleep(NOLEADER_PAUSE_S)  # no leader known yet: an election is under way
+                if sent and not self.doubted:
+                    sent = False   # -NOTLEADER: this attempt did not take effect
+                continue
+            self.last_port = self.port
+            if isinstance(r, RespError):
+                return "err", r
+            return "ok", r
+        self.close()
+        return ("doubt" if sent or self.doubted else "fail"), None
+
+
+# ---- sampling CLUSTER INFO -----------------------------------------------------
+
+class Sampler(threading.Thread):
+    """Polls CLUSTER INFO on every member of the cluster (the live ones, as
+    they come and go) until stopped; .samples is a list of dicts
+    {t, node, term, role, leader} for the two-leaders checker."""
+
+    def __init__(self, cluster, every_s=0.02):
+        super().__init__(daemon=True)
+        self.cluster, self.every_s = cluster, every_s
+        self.samples = []
+        self.halt = threading.Event()
+
+    def _sample(self, conns, m):
+        """One CLUSTER INFO of m on its kept connection (reconnecting)."""
+        if not m.alive():
+            return None
+        try:
+            if m.id not in conns:
+                conns[m.id] = m.conn()
+            r = conns[m.id].call("CLUSTER", "INFO")
+        except (OSError, Closed):
+            c = conns.pop(m.id, None)
+            if c is not None:
+                c.close()
+            return None
+        return parse_info(r) if isinstance(r, bytes) else None
+
+    def run(self):
+        conns = {}
+        try:
+            while not self.halt.is_set():
+                for m in list(self.cluster.members.values()):
+                    inf = self._sample(conns, m)
+                    if inf and "cluster_term" in inf:
+                        self.samples.append({"t": time.monotonic(), "node": m.id, "term": inf["cluster_term"],
+                                             "role": inf.get("cluster_role"),
+                                             "leader": inf.get("cluster_leader_id")})
+                self.halt.wait(self.every_s)  # sampling interval
+        finally:
+            for c in conns.values():
+                c.close()
+
+    def stop(self):
+        self.halt.set()
+        self.join(timeout=STOP_DEADLINE_S)
+        return self.samples

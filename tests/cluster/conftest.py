@@ -1,0 +1,62 @@
+"""Fixtures of the cluster suite: make_cluster(n) starts a cluster of n
+ordod members (tests/cluster/clusterlib.py) under the test's tmp dir; every
+process it started is stopped at teardown (SIGTERM, bounded, then SIGKILL),
+and a member that crashed on its own or did not exit 0 on SIGTERM fails the
+test. A watchdog SIGKILLs the test's members if it runs past
+TEST_DEADLINE_S, so a client stuck on a silent member errors out and the
+test fails instead of hanging the suite. A failing test's report carries
+the tail of every member's log.
+"""
+import os
+import sys
+import threading
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import clusterlib  # noqa: E402
+
+LOG_TAIL_BYTES = 12000
+TEST_DEADLINE_S = 180.0   # no test needs this long; past it its members are SIGKILLed
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed:
+        for cl in getattr(item, "_ordod_clusters", []):
+            for m in cl.everyone:
+                rep.sections.append(("node %d :%d log (%s)" % (m.id, m.port, m.log_path),
+                                     clusterlib.tail(m.log_path, LOG_TAIL_BYTES)))
+
+
+@pytest.fixture
+def make_cluster(request, tmp_path):
+    """make_cluster(n=3, extra=()) -> a started, ready Cluster."""
+    clusters = []
+    request.node._ordod_clusters = clusters
+    fired = []
+
+    def watchdog():
+        fired.append(True)
+        for cl in clusters:
+            for m in cl.everyone:
+                m.kill()
+
+    timer = threading.Timer(TEST_DEADLINE_S, watchdog)
+    timer.daemon = True
+    timer.start()
+
+    def make(n=3, extra=()):
+        cl = clusterlib.Cluster(str(tmp_path / ("c%d" % len(clusters))), n, extra)
+        clusters.append(cl)
+        return cl.start()
+
+    yield make
+    timer.cancel()
+    problems = ["the test ran past %.0fs: its members were SIGKILLed" % TEST_DEADLINE_S] if fired else []
+    for cl in clusters:
+        problems += cl.stop()
+    assert not problems, "\n".join(problems)

@@ -1,0 +1,221 @@
+"""Failover under load: the leader is SIGKILLed several times in a row (and
+restarted each time) while clients that follow -NOTLEADER keep working;
+the checkers (checkers.py) then judge what the clients were told:
+
+  - KV writers: no acknowledged write lost, no revision reused with
+    another value, one leader per term (CLUSTER INFO sampled throughout);
+  - readers beside writers on five members: no stale read;
+  - a keyed queue: per-key order and no message acked twice;
+  - a lock: fencing tokens strictly increase.
+
+After each run every member must reach the same applied index with the
+same DEBUG DIGEST. Also here: clients parked on a leader that hands over
+hear of it; a key's expiry (PX) set on one leader happens on the next.
+"""
+import time
+
+import checkers
+from clusterlib import ClusterClient, Sampler, poll
+from resp import Closed, RespError
+from workloads import (QUEUE, QUEUE_LEASE_MS, Gate, Recorder, Workers, kill_rounds, kv_observations, kv_reader,
+                       kv_writer, lock_client, q_consumer, q_len, q_producer, read_final, sweep_reads)
+
+KILLS = 5
+QUEUE_PER_KEY_MAX = 2000   # pushes per key at most (the producers run until the kills are done)
+WRITERS = 4
+KEYS_PER_WRITER = 4
+
+
+def _digests_equal(cl):
+    digests = cl.wait_synced()
+    assert len(set(digests.values())) == 1, "DEBUG DIGEST differs: %r" % digests
+
+
+def _acked(rec):
+    return rec.count("write", lambda w: w["status"] == "ok")
+
+
+def test_leader_kills_lose_no_acked_write(make_cluster):
+    cl = make_cluster(3)
+    rec = Recorder()
+    keys = [["k%d-%d" % (t, i) for i in range(KEYS_PER_WRITER)] for t in range(WRITERS)]
+    all_keys = [k for ks in keys for k in ks]
+    sampler = Sampler(cl)
+    sampler.start()
+    work = Workers()
+    gate = Gate(WRITERS)
+    for t in range(WRITERS):
+        work.spawn(lambda *a: kv_writer(*a, gate=gate), cl, t, keys[t], rec)
+
+    def sweep():
+        # the writers hold still (no write in flight) while every key is read
+        gate.pause()
+        try:
+            sweep_reads(cl, all_keys, rec)
+        finally:
+            gate.resume()
+    try:
+        killed = kill_rounds(cl, KILLS, lambda: _acked(rec), need=40, workers=[work], after_kill=sweep)
+    finally:
+        work.stop()
+        samples = sampler.stop()
+    final = read_final(cl, all_keys)
+    writes = rec.get("write")
+    # lost: in the final state, or (a lost write may be overwritten later)
+    # in a sweep of every key right after each new leader took over
+    lost = checkers.lost_acks(writes, final) + checkers.stale_reads(writes, rec.get("sweep"))
+    reused = checkers.reused_revisions(kv_observations(rec, final))
+    two = checkers.two_leaders(samples)
+    errs = [w for w in writes if w["status"] == "err"]
+    print("killed=%s writes=%d acked=%d doubt=%d err=%d samples=%d lost=%d reused=%d two_leaders=%d"
+          % (killed, len(writes), _acked(rec), sum(w["status"] == "doubt" for w in writes), len(errs),
+             len(samples), lost, reused, two))
+    assert (lost, reused, two) == (0, 0, 0)
+    assert not errs, "error replies to writes: %r" % [w["reply"] for w in errs[:5]]
+    _digests_equal(cl)
+
+
+def test_linearizable_reads_across_kills(make_cluster):
+    cl = make_cluster(5)
+    rec = Recorder()
+    keys = [["r%d-%d" % (t, i) for i in range(2)] for t in range(3)]
+    all_keys = [k for ks in keys for k in ks]
+    sampler = Sampler(cl)
+    sampler.start()
+    work = Workers()
+    for t in range(3):
+        work.spawn(kv_writer, cl, t, keys[t], rec)
+    for t in range(2):
+        work.spawn(kv_reader, cl, all_keys, rec, t)
+    try:
+        killed = kill_rounds(cl, 3, lambda: min(_acked(rec), rec.count("read")), need=30,
+                             what="acknowledged writes and reads", workers=[work], followers=1)
+    finally:
+        work.stop()
+        samples = sampler.stop()
+    final = read_final(cl, all_keys)
+    stale = checkers.stale_reads(rec.get("write"), rec.get("read"))
+    reused = checkers.reused_revisions(kv_observations(rec, final))
+    lost = checkers.lost_acks(rec.get("write"), final)
+    two = checkers.two_leaders(samples)
+    print("killed=%s writes=%d reads=%d stale=%d reused=%d lost=%d two_leaders=%d"
+          % (killed, len(rec.get("write")), len(rec.get("read")), stale, reused, lost, two))
+    assert (stale, reused, lost, two) == (0, 0, 0, 0)
+    _digests_equal(cl)
+
+
+def test_queue_order_and_acks_across_failover(make_cluster):
+    cl = make_cluster(3)
+    rec = Recorder()
+    st = cl.leader().call("Q.CONFIG", QUEUE, "LEASE", QUEUE_LEASE_MS)
+    assert st == "OK", st
+    producers, consumers = Workers(), Workers()
+    keys = [["qk%d-%d" % (p, i) for i in range(3)] for p in range(2)]
+    for p in range(2):
+        producers.spawn(q_producer, cl, keys[p], QUEUE_PER_KEY_MAX, rec, p)
+    for c in range(3):
+        consumers.spawn(q_consumer, cl, rec, 10 + c)
+    try:
+        killed = kill_rounds(cl, 2, lambda: rec.count("ack", lambda a: a["reply"] == 1), need=20,
+                             what="successful acks", workers=[producers, consumers])
+        producers.stop()   # a push cut short here is in doubt: the checkers only count acknowledged ones
+
+        def drained():
+            cl.check_crashes()
+            consumers.check()
+            return q_len(cl) == [0, 0, 0]
+        poll(drained, "the queue drained", 60, every_s=0.1)
+    finally:
+        producers.stop()
+        consumers.stop()
+    pushes, deliveries, acks = rec.get("push"), rec.get("delivery"), rec.get("ack")
+    order = checkers.queue_order_violations(pushes, deliveries)
+    double = checkers.double_acks(acks)
+    lost = checkers.queue_lost(pushes, acks, deliveries)
+    print("killed=%s pushes=%d deliveries=%d acks=%d order=%d double_acks=%d lost=%d"
+          % (killed, len(pushes), len(deliveries), len(acks), order, double, lost))
+    assert (order, double, lost) == (0, 0, 0)
+    _digests_equal(cl)
+
+
+def test_lock_tokens_increase_across_failover(make_cluster):
+    cl = make_cluster(3)
+    rec = Recorder()
+    work = Workers()
+    for c in range(3):
+        work.spawn(lock_client, cl, rec, c)
+    try:
+        killed = kill_rounds(cl, 2, lambda: rec.count("grant"), need=10, what="lock grants", workers=[work])
+    finally:
+        work.stop()
+    grants = rec.get("grant")
+    bad = checkers.lock_token_violations(grants)
+    print("killed=%s grants=%d token_violations=%d" % (killed, len(grants), bad))
+    assert bad == 0
+    _digests_equal(cl)
+
+
+def _blocked(member):
+    text = member.call("INFO", "clients")
+    for line in text.decode().splitlines():
+        if line.startswith("blocked_clients:"):
+            return int(line.split(":", 1)[1])
+    raise AssertionError("INFO clients has no blocked_clients: %r" % text)
+
+
+def test_blocked_clients_hear_of_leader_change(make_cluster):
+    """Clients parked on the leader (Q.PULL BLOCK 0, LOCK.ACQUIRE WAIT on a
+    held lock) when leadership moves (CLUSTER TRANSFER) get -NOTLEADER or
+    a closed connection, never a reply as if nothing had happened."""
+    cl = make_cluster(3)
+    leader = cl.wait_ready()
+    tok = leader.call("LOCK.ACQUIRE", "bl", 60000)
+    assert isinstance(tok, int), tok
+    pull, wait = leader.conn(timeout=20), leader.conn(timeout=20)
+    try:
+        pull.send("Q.PULL", "bq", "BLOCK", 0)
+        wait.send("LOCK.ACQUIRE", "bl", 60000, "WAIT", 60000)
+        poll(lambda: _blocked(leader) >= 2, "both clients parked on node %d" % leader.id)
+        target = cl.others(leader)[0]
+        assert leader.call("CLUSTER", "TRANSFER", target.id, timeout=30) == "OK"
+        for what, c in (("Q.PULL BLOCK 0", pull), ("LOCK.ACQUIRE WAIT", wait)):
+            try:
+                r = c.read()
+            except (OSError, Closed):
+                continue   # closed: allowed
+            assert isinstance(r, RespError) and r.code == "NOTLEADER", "%s parked on the old leader got %r" % (what, r)
+    finally:
+        pull.close()
+        wait.close()
+    assert cl.leader().id == target.id
+
+
+EXPIRY_MS = 3000
+CLOCK_TOLERANCE_S = 0.015   # the client's and the server's clocks round differently
+
+
+def test_key_expiry_across_failover(make_cluster):
+    """A key set with PX on one leader expires on the next one: not before
+    its deadline, and not never (the new leader takes the timers over)."""
+    cl = make_cluster(3)
+    leader = cl.wait_ready()
+    t0 = time.monotonic()      # before the SET: its deadline is no earlier than t0 + EXPIRY_MS
+    assert leader.call("SET", "ttl-key", "v", "PX", EXPIRY_MS) == "OK"
+    assert leader.call("SET", "plain-key", "v") == "OK"
+    cl.kill_leader()
+    cc = ClusterClient(list(cl.members.values()))
+    try:
+        def gone():
+            st, r = cc.call("GET", "ttl-key")
+            t_end = time.monotonic()   # the server answered no later than this
+            assert st == "ok", (st, r)
+            assert r in (b"v", None), r
+            if r is None:
+                return t_end
+            return None
+        t_end = poll(gone, "ttl-key to expire on the new leader", EXPIRY_MS / 1000.0 + 20, every_s=0.05)
+        assert t_end - t0 >= EXPIRY_MS / 1000.0 - CLOCK_TOLERANCE_S, "expired %.3fs early" % (
+            EXPIRY_MS / 1000.0 - (t_end - t0))
+        assert cc.call("GET", "plain-key") == ("ok", b"v")
+    finally:
+        cc.close()
