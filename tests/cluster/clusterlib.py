@@ -151,7 +151,7 @@ class Member:
         self.dir = os.path.join(base_dir, "node%d" % node_id)
         self.log_path = os.path.join(base_dir, "node%d.log" % node_id)
         self.extra = list(extra)
-        self.cluster_spec = None    # the --cluster list it starts with
+        self.cluster_spec = None    # the --cluster list it starts with (None: a single server)
         self.proc = None
         self.expect_exit = True     # False while it runs: an exit we did not cause is a crash
         self.crashes = []           # exits we did not cause: (return code, log tail)
@@ -161,6 +161,8 @@ class Member:
         return "%s:%d" % (HOST, self.port)
 
     def argv(self):
+        if self.cluster_spec is None:   # a single server (no cluster mode), to compare with
+            return [ORDOD, "--dir", self.dir, "--port", str(self.port), "--bind", HOST, "--http-port", "0"] + self.extra
         return [ORDOD, "--node-id", str(self.id), "--cluster", self.cluster_spec, "--dir", self.dir,
                 "--port", str(self.port), "--bind", HOST, "--http-port", "0",
                 "--cluster-port-offset", str(self.offset),

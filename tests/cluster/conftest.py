@@ -1,5 +1,6 @@
 """Fixtures of the cluster suite: make_cluster(n) starts a cluster of n
-ordod members (tests/cluster/clusterlib.py) under the test's tmp dir; every
+ordod members (tests/cluster/clusterlib.py) under the test's tmp dir
+(single_ordod: one ordod without cluster mode, to compare with); every
 process it started is stopped at teardown (SIGTERM, bounded, then SIGKILL),
 and a member that crashed on its own or did not exit 0 on SIGTERM fails the
 test. A watchdog SIGKILLs the test's members if it runs past
@@ -30,6 +31,18 @@ def pytest_runtest_makereport(item, call):
             for m in cl.everyone:
                 rep.sections.append(("node %d :%d log (%s)" % (m.id, m.port, m.log_path),
                                      clusterlib.tail(m.log_path, LOG_TAIL_BYTES)))
+
+
+@pytest.fixture
+def single_ordod(tmp_path):
+    """One ordod without cluster mode (a Member with no --cluster list),
+    stopped at teardown; it must exit 0."""
+    port = clusterlib.pick_ports(1)[0]
+    m = clusterlib.Member(0, port, str(tmp_path / "single"), clusterlib.PORT_OFFSET)
+    assert m.start(), "port %d was taken" % port
+    yield m
+    rc = m.stop()
+    assert not m.crashes and rc == 0, "single ordod exited %r:\n%s" % (rc, clusterlib.tail(m.log_path))
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ shape of CLUSTER INFO and CLUSTER MEMBERS; without a majority there is no
 leader (-NOTLEADER ?)."""
 import redis
 
-from clusterlib import poll
+from clusterlib import parse_info, poll
 from resp import Closed, RespError
 
 INFO_FIELDS = ("cluster_state", "cluster_node_id", "cluster_leader_id", "cluster_term", "cluster_members",
@@ -104,3 +104,20 @@ def test_no_majority_no_leader(make_cluster):
         f.restart()
     new = cl.wait_ready()
     assert new.call("SET", "k", "v2") == "OK"
+
+
+def test_cluster_commands_on_a_single_server(single_ordod):
+    """Without --cluster: CLUSTER INFO says cluster_enabled:0 and
+    cluster_state:ok; MEMBERS, ADD, REMOVE, TRANSFER are errors; DEBUG
+    DIGEST works; DEBUG PARTITION needs --debug-cluster-faults yes."""
+    m = single_ordod
+    info = parse_info(m.call("CLUSTER", "INFO"))
+    assert info.get("cluster_enabled") == 0 and info.get("cluster_state") == "ok", info
+    for cmd in (("CLUSTER", "MEMBERS"), ("CLUSTER", "ADD", 2, "127.0.0.1:1"), ("CLUSTER", "REMOVE", 2),
+                ("CLUSTER", "TRANSFER")):
+        r = m.call(*cmd)
+        assert isinstance(r, RespError) and r.msg.startswith("ERR this server is not in cluster mode"), \
+            "%r -> %r" % (cmd, r)
+    assert isinstance(m.call("DEBUG", "DIGEST"), bytes)
+    r = m.call("DEBUG", "PARTITION", 2)
+    assert isinstance(r, RespError) and r.code == "ERR", r
