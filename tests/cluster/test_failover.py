@@ -6,7 +6,7 @@ the checkers (checkers.py) then judge what the clients were told:
     another value, one leader per term (CLUSTER INFO sampled throughout);
   - readers beside writers on five members: no stale read;
   - a keyed queue: per-key order and no message acked twice;
-  - a lock: fencing tokens strictly increase.
+  - a lock and an election: fencing tokens and terms strictly increase.
 
 After each run every member must reach the same applied index with the
 same DEBUG DIGEST. Also here: clients parked on a leader that hands over
@@ -18,7 +18,7 @@ import checkers
 from clusterlib import ClusterClient, Sampler, poll
 from resp import Closed, RespError
 from workloads import (QUEUE, QUEUE_LEASE_MS, Gate, Recorder, Workers, kill_rounds, kv_observations, kv_reader,
-                       kv_writer, lock_client, q_consumer, q_len, q_producer, read_final, sweep_reads)
+                       kv_writer, elect_client, lock_client, q_consumer, q_len, q_producer, read_final, sweep_reads)
 
 KILLS = 5
 QUEUE_PER_KEY_MAX = 2000   # pushes per key at most (the producers run until the kills are done)
@@ -144,14 +144,19 @@ def test_lock_tokens_increase_across_failover(make_cluster):
     work = Workers()
     for c in range(3):
         work.spawn(lock_client, cl, rec, c)
+    for c in range(2):
+        work.spawn(elect_client, cl, rec, 20 + c)
     try:
-        killed = kill_rounds(cl, 2, lambda: rec.count("grant"), need=10, what="lock grants", workers=[work])
+        killed = kill_rounds(cl, 2, lambda: min(rec.count("grant"), rec.count("term")), need=10,
+                             what="lock grants and election terms", workers=[work])
     finally:
         work.stop()
-    grants = rec.get("grant")
+    grants, terms = rec.get("grant"), rec.get("term")
     bad = checkers.lock_token_violations(grants)
-    print("killed=%s grants=%d token_violations=%d" % (killed, len(grants), bad))
-    assert bad == 0
+    bad_terms = checkers.lock_token_violations(terms)
+    print("killed=%s grants=%d token_violations=%d terms=%d term_violations=%d"
+          % (killed, len(grants), bad, len(terms), bad_terms))
+    assert (bad, bad_terms) == (0, 0)
     _digests_equal(cl)
 
 

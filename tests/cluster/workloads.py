@@ -4,7 +4,7 @@ are documented there).
 
 Owns: Recorder (thread-safe lists of records), Gate (writers held between
 requests), the KV writers and readers, sweep_reads,
-the queue producers and consumers, the lock clients, Workers (threads
+the queue producers and consumers, the lock and election clients, Workers (threads
 started together and stopped, bounded), read_final, and kill_rounds (the
 leader SIGKILLed and restarted, round after round, once the workload made
 progress since the previous round).
@@ -335,5 +335,28 @@ def lock_client(cluster, rec, seed, halt):
             if st == "err" and not (isinstance(r, RespError) and r.code == "NOTHOLDER"):
                 raise AssertionError("fenced KV.PUT -> %r" % r)
             cc.call("LOCK.RELEASE", LOCK, tok, retry=False)
+    finally:
+        cc.close()
+
+
+ELECTION = "cel"
+
+
+def elect_client(cluster, rec, seed, halt):
+    """ELECT.CAMPAIGN WAIT, then ELECT.RESIGN; records each term won (as a
+    grant of kind "term": terms are fencing tokens too)."""
+    cc = ClusterClient(list(cluster.members.values()), rng=random.Random(seed))
+    try:
+        while not halt.is_set():
+            t0 = time.monotonic()
+            st, term = cc.call("ELECT.CAMPAIGN", ELECTION, "c%d" % seed, LOCK_TTL_MS, "WAIT", 1000, retry=False,
+                               deadline_s=WRITE_DEADLINE_S)
+            t1 = time.monotonic()
+            if st == "err":
+                raise AssertionError("ELECT.CAMPAIGN -> %r" % term)
+            if st != "ok" or term is None:
+                continue
+            rec.add("term", {"token": term, "t0": t0, "t1": t1})
+            cc.call("ELECT.RESIGN", ELECTION, term, retry=False)
     finally:
         cc.close()
