@@ -25,11 +25,14 @@ Times are time.monotonic() of the one test process that recorded them
   ack     {"id", "token", "status", "reply"}: Q.ACK; reply 1/0 when "ok"
   grant   {"token", "t0", "t1"}: a LOCK.ACQUIRE that returned a token
   attempt {"node", "status", "t0"}: a write sent to one member only
+  event   {"rev", "kind", "key", "value"}: one KV.WATCH event, in the order
+          received, across the watcher's reconnects (each resumes FROM the
+          last revision it received)
 """
 from collections import defaultdict
 
 __all__ = ["lost_acks", "reused_revisions", "stale_reads", "two_leaders", "queue_order_violations",
-           "queue_lost", "double_acks", "lock_token_violations", "minority_acks"]
+           "queue_lost", "double_acks", "lock_token_violations", "minority_acks", "watch_violations"]
 
 
 def lost_acks(writes, final):
@@ -201,3 +204,31 @@ def minority_acks(attempts, minority, t_cut, t_heal):
     (t0 < t_heal), that got a success reply. Counts them."""
     return sum(1 for a in attempts
                if a["node"] in minority and t_cut <= a["t0"] < t_heal and a["status"] == "ok")
+
+
+def watch_violations(writes, events):
+    """A watch resumed across failovers: events whose revision is not above
+    the one before (a duplicate or going back), and acknowledged writes the
+    events lack: a KV.PUT's revision missing or carrying another key or
+    value, a SET's value never seen for its key. Only writes acknowledged
+    at or below the last event's revision count (the caller waits until
+    the watch caught up). Counts both."""
+    bad = 0
+    last = 0
+    by_rev = {}
+    seen = set()
+    for e in events:
+        if e["rev"] <= last:
+            bad += 1
+        last = max(last, e["rev"])
+        by_rev.setdefault(e["rev"], (e["key"], e["value"]))
+        seen.add((e["key"], e["value"]))
+    for w in writes:
+        if w["status"] != "ok":
+            continue
+        if w["rev"] is not None:
+            if w["rev"] <= last and by_rev.get(w["rev"]) != (w["key"], w["value"]):
+                bad += 1
+        elif (w["key"], w["value"]) not in seen:
+            bad += 1
+    return bad

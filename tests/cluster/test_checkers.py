@@ -6,7 +6,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from checkers import (double_acks, lock_token_violations, lost_acks, minority_acks,  # noqa: E402
-                      queue_lost, queue_order_violations, reused_revisions, stale_reads, two_leaders)
+                      queue_lost, queue_order_violations, reused_revisions, stale_reads, two_leaders,
+                      watch_violations)
 
 
 def w(key, value, status="ok", rev=None, t0=0.0, t1=0.0):
@@ -160,3 +161,21 @@ def test_minority_acks():
     assert minority_acks(hist, {1}, 1.0, 5.0) == 0   # before the cut, after the heal, majority side
     assert minority_acks(hist + [a(1, "ok", 3)], {1}, 1.0, 5.0) == 1
     assert minority_acks(hist + [a(1, "ok", 1.0), a(1, "ok", 4.9)], {1}, 1.0, 5.0) == 2
+
+
+# ---- a watch across failovers ---------------------------------------------------
+
+def ev(rev, key, value, kind="put"):
+    return {"rev": rev, "kind": kind, "key": key, "value": value}
+
+
+def test_watch_violations():
+    ws = [w("a", "a1", rev=5), w("b", "b1", rev=6), w("a", "a2"), w("b", "b2", "doubt")]
+    evs = [ev(5, "a", "a1"), ev(6, "b", "b1"), ev(7, "a", "a2"), ev(9, "x", "other")]
+    assert watch_violations(ws, evs) == 0
+    assert watch_violations(ws + [w("c", "c1", rev=20)], evs) == 0     # beyond the last event: not yet due
+    assert watch_violations(ws, [evs[0], evs[2], evs[3]]) == 1        # a gap: rev 6 missing
+    assert watch_violations(ws, evs[:2] + [ev(6, "b", "b1")] + evs[2:]) == 1   # a duplicate
+    assert watch_violations(ws, [evs[1], evs[0], evs[2], evs[3]]) == 1         # going back
+    assert watch_violations(ws, [evs[0], ev(6, "b", "zz"), evs[2], evs[3]]) == 1   # another value at 6
+    assert watch_violations(ws, evs[:2] + [evs[3]]) == 1              # the SET's value never seen

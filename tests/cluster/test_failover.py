@@ -6,7 +6,9 @@ the checkers (checkers.py) then judge what the clients were told:
     another value, one leader per term (CLUSTER INFO sampled throughout);
   - readers beside writers on five members: no stale read;
   - a keyed queue: per-key order and no message acked twice;
-  - a lock and an election: fencing tokens and terms strictly increase.
+  - a lock and an election: fencing tokens and terms strictly increase;
+  - a watch resumed FROM its last revision on each new leader: no gap, no
+    duplicate.
 
 After each run every member must reach the same applied index with the
 same DEBUG DIGEST. Also here: clients parked on a leader that hands over
@@ -18,7 +20,8 @@ import checkers
 from clusterlib import ClusterClient, Sampler, poll
 from resp import Closed, RespError
 from workloads import (QUEUE, QUEUE_LEASE_MS, Gate, Recorder, Workers, kill_rounds, kv_observations, kv_reader,
-                       kv_writer, elect_client, lock_client, q_consumer, q_len, q_producer, read_final, sweep_reads)
+                       kv_watcher, kv_writer, elect_client, lock_client, q_consumer, q_len, q_producer, read_final,
+                       sweep_reads, watch_last)
 
 KILLS = 5
 QUEUE_PER_KEY_MAX = 2000   # pushes per key at most (the producers run until the kills are done)
@@ -224,3 +227,32 @@ def test_key_expiry_across_failover(make_cluster):
         assert cc.call("GET", "plain-key") == ("ok", b"v")
     finally:
         cc.close()
+
+
+def test_watch_resumes_across_failover(make_cluster):
+    cl = make_cluster(3)
+    rec = Recorder()
+    writers, watcher = Workers(), Workers()
+    keys = [["wk%d-%d" % (t, i) for i in range(3)] for t in range(2)]
+    watcher.spawn(kv_watcher, cl, "wk", rec)
+    for t in range(2):
+        writers.spawn(kv_writer, cl, t, keys[t], rec)
+    try:
+        killed = kill_rounds(cl, 2, lambda: _acked(rec), need=30, workers=[writers, watcher])
+        writers.stop()
+        top = max([w["rev"] for w in rec.get("write") if w["status"] == "ok" and w["rev"]] + [0])
+
+        def caught_up():
+            cl.check_crashes()
+            watcher.check()
+            return watch_last(rec) >= top
+        poll(caught_up, lambda: "the watch to reach revision %d (at %d)" % (top, watch_last(rec)), 30)
+    finally:
+        writers.stop()
+        watcher.stop()
+    events, starts = rec.get("event"), rec.get("watch_start")
+    bad = checkers.watch_violations(rec.get("write"), events)
+    print("killed=%s writes=%d events=%d watch_starts=%d watch_violations=%d"
+          % (killed, _acked(rec), len(events), len(starts), bad))
+    assert bad == 0
+    assert len(starts) >= 3, "the watch was resumed %d times over 2 kills" % (len(starts) - 1)

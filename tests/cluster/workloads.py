@@ -4,7 +4,8 @@ are documented there).
 
 Owns: Recorder (thread-safe lists of records), Gate (writers held between
 requests), the KV writers and readers, sweep_reads,
-the queue producers and consumers, the lock and election clients, Workers (threads
+the queue producers and consumers, the lock and election clients, a
+watcher that follows the leader, Workers (threads
 started together and stopped, bounded), read_final, and kill_rounds (the
 leader SIGKILLed and restarted, round after round, once the workload made
 progress since the previous round).
@@ -17,8 +18,8 @@ import random
 import threading
 import time
 
-from clusterlib import ClusterClient, poll
-from resp import RespError
+from clusterlib import NOLEADER_PAUSE_S, ClusterClient, poll
+from resp import Closed, Conn, RespError
 
 JOIN_DEADLINE_S = 30.0        # a worker thread ends after stop is set
 WRITE_DEADLINE_S = 15.0       # a write is retried (redirects, reconnects) for this long
@@ -360,3 +361,58 @@ def elect_client(cluster, rec, seed, halt):
             cc.call("ELECT.RESIGN", ELECTION, term, retry=False)
     finally:
         cc.close()
+
+
+# ---- a watch that follows the leader ----------------------------------------------
+
+WATCH_READ_TIMEOUT_S = 1.0     # an idle (or half-read) watch connection is dropped and resumed after this
+
+
+def kv_watcher(cluster, prefix, rec, halt):
+    """KV.WATCH prefix PREFIX FROM <last revision received> on the leader
+    (following -NOTLEADER); when the connection dies (the leader was
+    killed), times out, or the watch is cancelled, it resumes FROM the last
+    revision on whichever member leads. Records each event ("event") and
+    each (re)start ("watch_start")."""
+    ports = [m.port for m in cluster.members.values()]
+    rng = random.Random(7)
+    port = ports[0]
+    last = 0
+    while not halt.is_set():
+        try:
+            c = Conn(port, timeout=WATCH_READ_TIMEOUT_S)
+        except OSError:
+            port = rng.choice(ports)
+            halt.wait(NOLEADER_PAUSE_S)   # that member is down: try another after a pause
+            continue
+        try:
+            c.send("KV.WATCH", prefix, "PREFIX", "FROM", last)
+            r = c.read()
+            if isinstance(r, RespError):
+                where = r.msg.split(" ", 1)[1] if r.code == "NOTLEADER" and " " in r.msg else "?"
+                if r.code != "NOTLEADER":
+                    raise AssertionError("KV.WATCH FROM %d -> %r" % (last, r))
+                port = int(where.rsplit(":", 1)[1]) if ":" in where else rng.choice(ports)
+                halt.wait(NOLEADER_PAUSE_S)
+                continue
+            rec.add("watch_start", {"from": last, "port": port, "t": time.monotonic()})
+            while not halt.is_set():
+                e = c.read()
+                if not isinstance(e, list) or not e:
+                    continue
+                if e[0] == b"watch":
+                    rev, kind, key, value = e[2], e[3], e[4], e[5]
+                    rec.add("event", {"rev": rev, "kind": kind.decode(), "key": key.decode(),
+                                      "value": value.decode() if value is not None else None})
+                    last = rev
+                elif e[0] == b"watch-cancelled":
+                    break
+        except (OSError, Closed):
+            pass   # killed, closed by a deposed leader, or a read timed out: resume FROM last
+        finally:
+            c.close()
+
+
+def watch_last(rec):
+    evs = rec.get("event")
+    return evs[-1]["rev"] if evs else 0
