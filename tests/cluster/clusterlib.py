@@ -44,6 +44,7 @@ ORDOD = os.path.join(ROOT, os.environ.get("ORDOD", "build/ordod"))
 HOST = "127.0.0.1"
 PORT_OFFSET = 10000            # --cluster-port-offset: the contract's default
 CLIENT_PORT_RANGE = (12000, 22500)   # + PORT_OFFSET stays below 32768 (the ephemeral range)
+RESERVED_PORTS = range(17000, 17100)  # make cluster's raft ports (7001.. + 10000): left to it
 ELECTION_TIMEOUT_MS = 500      # --cluster-election-timeout-ms: the contract's default
 START_DEADLINE_S = 30.0        # a process answering PING as itself
 READY_DEADLINE_S = 30.0        # cluster_state:ok on every member, one leader agreed
@@ -88,7 +89,7 @@ def pick_ports(n, offset=PORT_OFFSET, avoid=(), rng=random):
     taken = set(avoid)
     for _ in range(20000):
         p = rng.randrange(*CLIENT_PORT_RANGE)
-        if p in taken or p + offset in taken or p - offset in taken:
+        if p in taken or p + offset in taken or p - offset in taken or p in RESERVED_PORTS:
             continue
         if _bindable(p) and _bindable(p + offset):
             out.append(p)
