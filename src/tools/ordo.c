@@ -508,7 +508,12 @@ static int cmd_status(ordo_client_t *c)
         return fail(c, "status", rc);
     printf("# ordo at %s:%d\nrevision:%" PRId64 "\noldest_revision:%" PRId64 "\n", ordo_client_host(c),
            ordo_client_port(c), cur, oldest);
-    return show(c, "status", NULL, "INFO", NULL);
+    if (show(c, "status", NULL, "INFO", NULL))
+        return 1;
+    /* cluster_enabled:0 on a single server; in cluster mode the member's
+     * role, term, leader and indexes (the tool follows -NOTLEADER, so this
+     * is the leader's view). */
+    return show(c, "status", NULL, "CLUSTER", "INFO", NULL);
 }
 
 int main(int argc, char **argv)
