@@ -38,6 +38,7 @@
 
 typedef struct inflight_s {
     uint64_t pos;
+    uint64_t last_rev;        /* the revision its last record reaches */
     uint64_t hash;
     size_t len;
 } inflight_t;
@@ -71,6 +72,8 @@ struct raft_log_s {
     /* the entry being built: ENTRY header, then batches */
     ordo_buf_t building;
     uint32_t building_records;
+    uint64_t building_last_rev;
+    uint64_t committed_rev;       /* the revision the committed entries reach */
     /* in flight (leader) */
     inflight_t *fifo;
     size_t fhead, fcount, fcap;
@@ -241,6 +244,7 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
         if (head->len == buf->len && head->hash == ordo_siphash(hash_key, buf->base, buf->len)) {
             /* This leader's own entry: applied when it was proposed. */
             uint64_t pos = head->pos;
+            rl->committed_rev = head->last_rev;
             rl->inflight_bytes -= head->len;
             fifo_pop(rl);
             committed(rl, pos);
@@ -271,6 +275,7 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
         uint64_t rev = get_u64(p + pos + 8);
         const void *rec = p + pos + LOG_ENTRY_HEADER_BYTES;
         pos += LOG_ENTRY_HEADER_BYTES + len;
+        rl->committed_rev = rev;
         if (rl->base.hooks.deliver(rl->base.hooks.arg, rev, rec, len) != 0) {
             fprintf(stderr, "ordod: cluster: the committed record of revision %llu does not apply here; "
                             "stopping rather than diverge\n", (unsigned long long)rev);
@@ -382,7 +387,7 @@ static int propose_entry(raft_log_t *rl)
     req_t *r = ordo_xcalloc(1, sizeof *r);
     r->rl = rl;
     r->u.apply.data = r;
-    inflight_t e = {.pos = rl->proposed_pos + 1, .hash = ordo_siphash(hash_key, data, len), .len = len};
+    inflight_t e = {.pos = rl->proposed_pos + 1, .last_rev = rl->building_last_rev, .hash = ordo_siphash(hash_key, data, len), .len = len};
     int rv = raft_apply(&rl->raft, &r->u.apply, &buf, 1, apply_done);
     if (rv != 0) {
         /* raft_apply() frees the entry's buffer when it fails (0.22.1). */
@@ -473,6 +478,7 @@ static int rl_append(log_t *l, const log_batch_t *b)
     }
     ordo_buf_append(&rl->building, b->buf.data, b->buf.len);
     rl->building_records += b->records;
+    rl->building_last_rev = b->last_rev;
     return 0;
 }
 
@@ -504,6 +510,8 @@ static int rl_flush(log_t *l)
 }
 
 static uint64_t rl_poll(log_t *l) { return ((raft_log_t *)l)->committed_pos; }
+
+uint64_t raft_log_committed_rev(log_t *l) { return ((raft_log_t *)l)->committed_rev; }
 
 uint64_t raft_log_mark(log_t *l)
 {

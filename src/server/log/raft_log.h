@@ -110,6 +110,10 @@ int raft_log_start(log_t *l, char *err, size_t elen);
  * the loop can end; log_close() finishes. */
 void raft_log_stop(log_t *l);
 
+/* raft_log_committed_rev() -- the revision the committed entries reach
+ * (what a single server calls its durable revision). */
+uint64_t raft_log_committed_rev(log_t *l);
+
 /* raft_log_mark() -- the position output produced now must wait for. */
 uint64_t raft_log_mark(log_t *l);
 

@@ -400,7 +400,13 @@ int persist_record(server_t *s, const record_t *rec, uint64_t rev)
     return 0;
 }
 
-uint64_t persist_durable(const server_t *s) { return s->durable_rev; }
+uint64_t persist_durable(const server_t *s)
+{
+    /* In cluster mode s->durable_rev is a raft position (raft_log.h). */
+    if (cluster_enabled(s) && s->log != NULL)
+        return raft_log_committed_rev(s->log);
+    return s->durable_rev;
+}
 
 void persist_kick(server_t *s)
 {
@@ -512,7 +518,7 @@ void persist_info(server_t *s, ordo_buf_t *b)
                     "wal_backpressure_ms:%llu\r\nsnapshots_failed:%llu\r\nlast_snapshot_status:%s\r\n"
                     "last_snapshot_error:%s\r\n\r\n",
                     s->cfg.fsync == FSYNC_ALWAYS ? "always" : s->cfg.fsync == FSYNC_EVERYSEC ? "everysec" : "no",
-                    (unsigned long long)s->durable_rev, s->readonly[0] ? "yes" : "no", s->readonly,
+                    (unsigned long long)persist_durable(s), s->readonly[0] ? "yes" : "no", s->readonly,
                     (unsigned long long)st.bytes, st.files,
                     (unsigned long long)st.records_written, (unsigned long long)st.batches,
                     (unsigned long long)st.syncs, (unsigned long long)st.inline_batches, s->snap_running ? 1 : 0, (unsigned long long)s->last_snap_rev,
