@@ -11,7 +11,7 @@
 #                          (long: scripts/crash-long.sh, scripts/crash-queue-long.sh)
 #   make cluster-test      cluster mode: 3 and 5 members, leader kills, partitions, catch-up,
 #                          membership; checkers over what the clients saw (tests/cluster/README.md)
-#   make asan / make tsan  unit tests under ASan+UBSan (and integration) / TSan
+#   make asan / make tsan  unit tests under ASan+UBSan (and integration, cluster) / TSan
 #   make bench-primitives  in-process primitive benchmarks
 #   make fuzz              fuzz the RESP parser (FUZZ_SECONDS=60)
 #   make bench             server benchmarks against Redis, etcd, beanstalkd (bench/*.sh;
@@ -66,6 +66,8 @@ asan: deps-build
 	  ctest --output-on-failure -j $(JOBS) -L unit
 	ORDOD=build-asan/ordod ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  /usr/bin/python3 -m pytest -q tests/integration
+	ORDOD=build-asan/ordod ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan-libraft.supp /usr/bin/python3 -m pytest -q tests/cluster
 
 tsan: deps-build
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DORDO_SANITIZE=thread >/dev/null

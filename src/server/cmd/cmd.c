@@ -258,7 +258,13 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
     uint64_t due = coord_next_deadline(core_coord(s->core));
     if (due != 0 && due < s->now_ms)
         coord_wait_expire_due(s);
+    /* A reply that reads no state, after output already judged (or after
+     * another such reply), needs no durability mark (net.c): in cluster
+     * mode PING or CLUSTER INFO then costs the leader no raft barrier. */
+    bool clean = c->out.len == c->checked_len || c->out.len == c->nostate_end;
     d->fn(&x);
+    if ((d->flags & CMD_NOSTATE) && clean && c->waiter == NULL)
+        c->nostate_end = c->out.len;
 }
 
 /* ---- helpers ---------------------------------------------------------------- */

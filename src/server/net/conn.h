@@ -109,6 +109,12 @@ struct conn_s {
      * durable, or are covered at the next flush. */
     struct { size_t end; uint64_t rev; } marks[CONN_MARKS_MAX];
     int nmarks;
+    /* out[0..checked_len) was judged at the last flush (marked, or free to
+     * go); if out[checked_len..nostate_end) holds only replies of commands
+     * that read no state (cmd_dispatch, CMD_NOSTATE: PING, INFO, CLUSTER
+     * ...) and nostate_end is out's end, that tail needs no mark. In
+     * cluster mode a mark costs a raft barrier. */
+    size_t checked_len, nostate_end;
     ordo_list_node_t held_ln;  /* in net.held: output waits on durable_rev */
     struct waiter_s *waiter;   /* non-NULL while a blocking command waits */
     ordo_list_node_t resume_ln; /* in net.resumed: run its pending input */

@@ -381,10 +381,13 @@ static size_t sendable_bytes(conn_t *c)
     }
     uint64_t durable = s->durable_rev;
     size_t last_end = c->nmarks ? c->marks[c->nmarks - 1].end : 0;
-    /* The mark is taken only for new output: in cluster mode taking one
-     * asks for a raft barrier (writer_rev()). */
-    uint64_t rev = c->out.len > last_end ? writer_rev(s) : 0;
-    if (c->out.len > last_end && rev > durable) {
+    /* The mark is taken only for new output that may depend on state: in
+     * cluster mode taking one asks for a raft barrier (writer_rev()). */
+    bool stateless_tail = c->nostate_end == c->out.len && c->nostate_end > c->checked_len && c->shared.n == 0;
+    bool fresh = c->out.len > last_end && !stateless_tail;
+    c->checked_len = c->out.len;
+    uint64_t rev = fresh ? writer_rev(s) : 0;
+    if (fresh && rev > durable) {
         if (c->nmarks == CONN_MARKS_MAX || (c->nmarks > 0 && c->marks[c->nmarks - 1].rev == rev)) {
             c->marks[c->nmarks - 1].end = c->out.len;
             c->marks[c->nmarks - 1].rev = rev;
@@ -419,6 +422,8 @@ static void consume_out(conn_t *c, size_t n)
     assert(n <= c->out.len && (c->nmarks == 0 || n < c->marks[0].end)); /* held bytes are never sent */
     ordo_buf_consume(&c->out, n);
     c->out_consumed += n;
+    c->checked_len = c->checked_len > n ? c->checked_len - n : 0;
+    c->nostate_end = c->nostate_end > n ? c->nostate_end - n : 0;
     for (int i = 0; i < c->nmarks; i++)
         c->marks[i].end -= n;
     for (uint32_t i = 0; i < c->shared.n; i++) {
