@@ -6,6 +6,7 @@ runs with raft snapshots every few entries (when the binary has
 --cluster-snapshot-entries), so the follower is sent a snapshot rather
 than the entries it missed."""
 from clusterlib import ordod_has_option
+from watchlib import WatchConn
 
 
 
@@ -57,6 +58,20 @@ def test_killed_follower_catches_up_from_snapshot(make_cluster):
     digests = cl.wait_synced()
     print("follower %d: %s" % (follower.id, {k: v for k, v in follower.info().items() if "snapshot" in k}))
     assert len(set(digests.values())) == 1, digests
+
+    # The restored member leads next: what waits on its state must still be
+    # woken (a core replaced by a snapshot once forgot whom to tell).
+    assert follower.info().get("cluster_snapshots_restored", 0) >= 1
+    assert leader.call("CLUSTER", "TRANSFER", follower.id, timeout=30) == "OK"
+    assert cl.leader(exclude=(leader.id,)).id == follower.id
+    w = WatchConn(follower.port, timeout=15)
+    try:
+        w.watch("after-restore")
+        assert follower.call("KV.PUT", "after-restore", "seen") is not None
+        ev = w.next_event(timeout=10)
+        assert b"seen" in repr(ev).encode(), ev
+    finally:
+        w.close()
 
 
 def test_whole_cluster_restart_keeps_state(make_cluster):

@@ -245,6 +245,15 @@ void core_set_change_cb(core_t *c, core_change_cb cb, void *arg)
     c->change_arg = arg;
 }
 
+void core_copy_callbacks(core_t *dst, const core_t *src)
+{
+    dst->change_cb = src->change_cb;
+    dst->change_arg = src->change_arg;
+    dst->coord_cb = src->coord_cb;
+    dst->coord_arg = src->coord_arg;
+    queue_set_copy_event_cb(dst->queues, src->queues);
+}
+
 void core_set_compact_pin(core_t *c, uint64_t pin) { c->compact_pin = pin; }
 
 uint64_t core_compact_pin(const core_t *c) { return c->compact_pin; }

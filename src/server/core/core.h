@@ -440,6 +440,10 @@ void core_set_coord_cb(core_t *c, core_coord_cb cb, void *arg);
 /* core_set_queue_cb() -- the queues' message events (queue.h), called
  * inside the apply of the record that makes them (Q.WATCH). */
 void core_set_queue_cb(core_t *c, queue_event_cb cb, void *arg);
+/* core_copy_callbacks() -- dst calls the change, coordination and queue
+ * callbacks src calls (a core that replaces another: a cluster member
+ * restoring a snapshot). */
+void core_copy_callbacks(core_t *dst, const core_t *src);
 
 /* The coordination state (leases, locks, elections), for reads. */
 struct coord_s;

@@ -628,6 +628,12 @@ void queue_set_event_cb(queue_set_t *s, queue_event_cb cb, void *arg)
     s->event_arg = arg;
 }
 
+void queue_set_copy_event_cb(queue_set_t *dst, const queue_set_t *src)
+{
+    dst->event_cb = src->event_cb;
+    dst->event_arg = src->event_arg;
+}
+
 queue_set_t *queue_set_create(void)
 {
     queue_set_t *s = ordo_xcalloc(1, sizeof *s);

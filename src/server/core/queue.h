@@ -146,6 +146,8 @@ void queue_set_destroy(queue_set_t *s);
 /* queue_set_event_cb() -- call cb(arg, event) at each message transition
  * (NULL: none). */
 void queue_set_event_cb(queue_set_t *s, queue_event_cb cb, void *arg);
+/* queue_set_copy_event_cb() -- dst tells whom src tells. */
+void queue_set_copy_event_cb(queue_set_t *dst, const queue_set_t *src);
 
 /* queue_get() -- the queue called name, or NULL. O(1). */
 queue_t *queue_get(const queue_set_t *s, const void *name, size_t len);

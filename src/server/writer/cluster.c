@@ -63,6 +63,12 @@ static int fsm_restore(void *arg, const void *data, size_t len)
     core_t *fresh = core_create((uint64_t)s->cfg.history_revs);
     uint64_t rev = 0, entries = 0;
     char err[512];
+    /* The new core tells the writer and the watches what the old one did
+     * (set at start-up: cmd_watch.c, coord_wait.c); without them a member
+     * restored from a snapshot would, once it leads, serve no watch, lock
+     * waiter or parked puller. */
+    if (fresh != NULL)
+        core_copy_callbacks(fresh, s->core);
     if (fresh == NULL || snap_load_mem(fresh, data, len, "raft snapshot", &rev, &entries, err, sizeof err) != 0) {
         fprintf(stderr, "ordod: cluster: cannot restore a snapshot: %s\n", fresh ? err : "out of memory");
         if (fresh)
