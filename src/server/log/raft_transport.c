@@ -61,6 +61,42 @@ static bool is_blocked(const wrap_t *w, raft_id id)
     return false;
 }
 
+static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+    return memcmp(a, b, sizeof *a) == 0;
+}
+
+/* Is the remembered stream still the connection it was (its descriptor
+ * may have been closed by raft and reused)? */
+static bool still_open(const known_stream_t *k)
+{
+    struct sockaddr_storage local, peer;
+    socklen_t l1 = sizeof local, l2 = sizeof peer;
+    memset(&local, 0, sizeof local);
+    memset(&peer, 0, sizeof peer);
+    return getsockname(k->fd, (struct sockaddr *)&local, &l1) == 0 &&
+           getpeername(k->fd, (struct sockaddr *)&peer, &l2) == 0 && same_addr(&local, &k->local) &&
+           same_addr(&peer, &k->peer);
+}
+
+/* Forget the streams that are gone (so reconnects do not grow the list),
+ * and cut those to or from a blocked member. */
+static void sweep(wrap_t *w)
+{
+    size_t keep = 0;
+    for (size_t i = 0; i < w->nstreams; i++) {
+        known_stream_t *k = &w->streams[i];
+        if (!still_open(k))
+            continue;
+        if (is_blocked(w, k->id)) {
+            shutdown(k->fd, SHUT_RDWR);
+            continue;
+        }
+        w->streams[keep++] = *k;
+    }
+    w->nstreams = keep;
+}
+
 /* Remember a stream handed to raft, and make its writes leave at once. */
 static void adopt(wrap_t *w, raft_id id, struct uv_stream_s *stream)
 {
@@ -72,6 +108,8 @@ static void adopt(wrap_t *w, raft_id id, struct uv_stream_s *stream)
     socklen_t l1 = sizeof k.local, l2 = sizeof k.peer;
     if (getsockname(fd, (struct sockaddr *)&k.local, &l1) != 0 || getpeername(fd, (struct sockaddr *)&k.peer, &l2) != 0)
         return;
+    if (w->nstreams == w->cap)
+        sweep(w);
     if (w->nstreams == w->cap) {
         w->cap = w->cap ? w->cap * 2 : 8;
         w->streams = ordo_xrealloc(w->streams, w->cap * sizeof *w->streams);
@@ -194,11 +232,6 @@ void raft_transport_free(struct raft_uv_transport *t)
     t->impl = NULL;
 }
 
-static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
-{
-    return memcmp(a, b, sizeof *a) == 0;
-}
-
 int raft_transport_partition(struct raft_uv_transport *t, const uint64_t *ids, int n)
 {
     wrap_t *w = t->impl;
@@ -207,25 +240,6 @@ int raft_transport_partition(struct raft_uv_transport *t, const uint64_t *ids, i
     w->nblocked = n;
     for (int i = 0; i < n; i++)
         w->blocked[i] = ids[i];
-    /* Cut what is open to or from a blocked member; forget what is gone. */
-    size_t keep = 0;
-    for (size_t i = 0; i < w->nstreams; i++) {
-        known_stream_t *k = &w->streams[i];
-        struct sockaddr_storage local, peer;
-        socklen_t l1 = sizeof local, l2 = sizeof peer;
-        memset(&local, 0, sizeof local);
-        memset(&peer, 0, sizeof peer);
-        bool alive = getsockname(k->fd, (struct sockaddr *)&local, &l1) == 0 &&
-                     getpeername(k->fd, (struct sockaddr *)&peer, &l2) == 0 && same_addr(&local, &k->local) &&
-                     same_addr(&peer, &k->peer);
-        if (!alive)
-            continue;
-        if (is_blocked(w, k->id)) {
-            shutdown(k->fd, SHUT_RDWR);
-            continue;
-        }
-        w->streams[keep++] = *k;
-    }
-    w->nstreams = keep;
+    sweep(w); /* cut what is open to or from a blocked member */
     return 0;
 }
