@@ -303,6 +303,15 @@ void core_replay_end(core_t *c)
     kv_index_settle(c->kv);
 }
 
+void core_foreach_expiry(const core_t *c, void (*fn)(void *arg, const char *key, size_t klen, uint64_t deadline_ms),
+                         void *arg)
+{
+    for (size_t i = 0; i < ordo_heap_len(&c->heap); i++) {
+        const exp_t *e = (const exp_t *)(const void *)((const char *)c->heap.v[i] - offsetof(exp_t, hn));
+        fn(arg, e->key, e->klen, e->deadline_ms);
+    }
+}
+
 uint64_t core_expiry_of(const core_t *c, const void *key, size_t klen)
 {
     if (ordo_heap_len(&c->heap) == 0)

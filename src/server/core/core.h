@@ -425,6 +425,10 @@ uint64_t core_last_time_ms(const core_t *c);
  * For ages shown to people (the oldest waiting message), never for state. */
 uint64_t core_time_of_rev(const core_t *c, uint64_t rev);
 
+/* core_foreach_expiry() -- every key deadline, in no order: O(keys with
+ * a deadline), where walking the keys would be O(keys). */
+void core_foreach_expiry(const core_t *c, void (*fn)(void *arg, const char *key, size_t klen, uint64_t deadline_ms),
+                         void *arg);
 /* core_expiry_of() -- a key's expiry deadline in ms since the epoch, or 0. */
 uint64_t core_expiry_of(const core_t *c, const void *key, size_t klen);
 /* core_next_expiry() -- the earliest expiry deadline, or 0 if none. */

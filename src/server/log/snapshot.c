@@ -325,6 +325,15 @@ static int encode_deadline(void *arg, const kv_version_t *v)
     return 0;
 }
 
+static void encode_expiry(void *arg, const char *key, size_t klen, uint64_t deadline_ms)
+{
+    snap_writer_t *w = arg;
+    add_u8(&w->buf, 'X');
+    add_bytes(&w->buf, key, klen);
+    add_u64(&w->buf, deadline_ms);
+    entry_end(w);
+}
+
 static int write_trailer(snap_writer_t *w, char *err, size_t elen)
 {
     assert(w->phase == 3 && !w->finished);
@@ -380,6 +389,13 @@ int snap_writer_step(snap_writer_t *w, const core_t *core, size_t max_keys, char
             w->phase = 2;
         break;
     default: {
+        if (w->mem) {
+            /* All at once (nothing changes between slices): walk the
+             * deadlines, not every key. */
+            core_foreach_expiry(core, encode_expiry, w);
+            w->phase = 3;
+            break;
+        }
         dl_ctx_t x = {w, core};
         n = kv_range(core_kv(core), "", 0, w->have_after ? after.data : NULL, after.len, 0, max_keys,
                      encode_deadline, &x);
