@@ -2,9 +2,10 @@
  * log.h -- the log seam: the one interface between the writer and the log.
  *
  * The writer (writer/persist.c) drives a log_t through this interface only;
- * what lies behind it is an implementation: today the local write-ahead
- * log and snapshot file (log_wal.c, over wal.c and snapshot.c); in cluster
- * mode a raft log (log/raft*). The writer never names either.
+ * what lies behind it is an implementation: the local write-ahead log and
+ * snapshot file (log_wal.c, over wal.c and snapshot.c), or in cluster mode
+ * the raft log (raft_log.c, over C raft). Only persist_open() and
+ * writer/cluster.c name them.
  *
  * What a log does for the writer:
  *   - open: take the data directory for this process (a lock), nothing
@@ -35,7 +36,7 @@
  *     refuses leaves the state ahead of the log, so the server turns
  *     read-only (persist.h).
  *
- *   LOG_APPLY_ON_DELIVER (raft). Applying waits for commit: the writer
+ *   LOG_APPLY_ON_DELIVER (the first sketch for raft; not used). Applying waits for commit: the writer
  *     proposes the record (appends it, with revision 0 in the batch: the
  *     log, not the core, decides its revision, the entry's index) without
  *     applying it, and the log calls hooks.deliver on the loop thread, from
@@ -47,13 +48,15 @@
  *     reply, not read-only. Replies then need no durability marks
  *     (log_poll() never returns less than what was delivered).
  *
- * Both keep the same snapshot file and the same replay: a member that
+ * Both keep the same snapshot format and the same replay: a member that
  * restarts loads its snapshot and replays its committed entries after it;
  * a raft follower that is sent the leader's snapshot loads it the same way.
  *
- * The writer today implements the first only (persist_open() refuses a log
- * with LOG_APPLY_ON_DELIVER); raft adds the propose/deliver path in the
- * writer, using this same interface.
+ * AS BUILT: the writer implements LOG_APPLY_AT_PROPOSE only (persist_open()
+ * refuses the other). The raft log is AT_PROPOSE on its leader and calls
+ * hooks.deliver on followers for the entries they did not propose, with
+ * replies waiting for raft positions rather than revisions (raft_log.h
+ * says why: every command builds its reply from what it applied).
  *
  * Threads: everything is called on the loop thread, except hooks.wake,
  * which the log calls from any thread (it must only hand the news over),

@@ -2,7 +2,8 @@
  * persist.c -- recovery, the log stream, the durable revision, snapshots;
  * see persist.h for the contract. Everything it asks of the log goes
  * through the log seam (log/log.h); only persist_open() names the
- * implementation (log_wal_open(): the local WAL) and fills its options.
+ * implementation (log_wal_open(): the local WAL; in cluster mode it hands
+ * over to writer/cluster.c, which opens the raft log) and fills its options.
  * The log's thread-to-loop wake-up (uv_async) is here: log/ has no libuv.
  *
  * Recovery: the snapshot (if any) is loaded at its revision R, then every
