@@ -37,8 +37,9 @@
  *     read-only (persist.h).
  *
  *   LOG_APPLY_ON_DELIVER (the first sketch for raft; not used). Applying
- *     waits for commit: the writer proposes the record (appends it, with revision 0 in the batch: the
- *     log, not the core, decides its revision, the entry's index) without
+ *     waits for commit: the writer proposes the record (appends it, with
+ *     revision 0 in the batch: the log, not the core, decides its
+ *     revision, the entry's index) without
  *     applying it, and the log calls hooks.deliver on the loop thread, from
  *     log_poll(), once for every committed entry in log order, on every
  *     member alike; the writer
