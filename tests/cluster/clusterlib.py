@@ -300,8 +300,9 @@ class Member:
 class Cluster:
     """n members started together: ids 1..n, one --cluster list."""
 
-    def __init__(self, base_dir, n, extra=(), rng=None):
+    def __init__(self, base_dir, n, extra=(), rng=None, http=False):
         self.base_dir, self.n, self.extra = base_dir, n, list(extra)
+        self.http = http     # give each member an HTTP port of its own (m.http_port)
         self.rng = rng or random.Random()
         self.offset = PORT_OFFSET
         self.members = {}    # id -> Member, including members added later
@@ -320,6 +321,10 @@ class Cluster:
             base = os.path.join(self.base_dir, "try%d" % attempt)
             ports = pick_ports(self.n, self.offset, rng=self.rng)
             members = [Member(i + 1, p, base, self.offset, self.extra) for i, p in enumerate(ports)]
+            if self.http:   # later options override the --http-port 0 of argv()
+                for m, hp in zip(members, pick_ports(self.n, self.offset, avoid=ports, rng=self.rng)):
+                    m.http_port = hp
+                    m.extra = m.extra + ["--http-port", str(hp)]
             spec = self.spec(members)
             self.members = {}
             ok = True

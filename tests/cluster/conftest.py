@@ -62,8 +62,8 @@ def make_cluster(request, tmp_path):
     timer.daemon = True
     timer.start()
 
-    def make(n=3, extra=()):
-        cl = clusterlib.Cluster(str(tmp_path / ("c%d" % len(clusters))), n, extra)
+    def make(n=3, extra=(), http=False):
+        cl = clusterlib.Cluster(str(tmp_path / ("c%d" % len(clusters))), n, extra, http=http)
         clusters.append(cl)
         return cl.start()
 

@@ -1,0 +1,58 @@
+"""HTTP in cluster mode (docs/http.md): /healthz is 200 on the serving
+leader and 503 on a follower; a command sent to a follower over HTTP is a
+503 naming the leader; /metrics parses (prometheus_client) and carries the
+ordo_cluster_* series with this member's view; /v1/status lists the
+members, the same on every member."""
+import http.client
+import json
+
+from prometheus_client.parser import text_string_to_metric_families
+
+
+def get(member, method, path, body=None):
+    c = http.client.HTTPConnection("127.0.0.1", member.http_port, timeout=10)
+    try:
+        c.request(method, path, body=body)
+        r = c.getresponse()
+        return r.status, r.read()
+    finally:
+        c.close()
+
+
+def samples(member):
+    status, body = get(member, "GET", "/metrics")
+    assert status == 200
+    out = {}
+    for fam in text_string_to_metric_families(body.decode()):
+        for s in fam.samples:
+            if not s.labels:
+                out[s.name] = s.value
+    return out
+
+
+def test_http_knows_the_role(make_cluster):
+    cl = make_cluster(3, http=True)
+    leader = cl.wait_ready()
+    follower = cl.others(leader)[0]
+
+    assert get(leader, "GET", "/healthz")[0] == 200
+    status, body = get(follower, "GET", "/healthz")
+    assert status == 503 and b"leader" in body, (status, body)
+
+    assert get(leader, "PUT", "/v1/kv/h", b"v")[0] == 200
+    status, body = get(follower, "PUT", "/v1/kv/h", b"w")
+    assert status == 503 and body.startswith(b"NOTLEADER 127.0.0.1:%d" % leader.port), (status, body)
+
+    ml, mf = samples(leader), samples(follower)
+    assert ml["ordo_cluster_leader"] == 1 and mf["ordo_cluster_leader"] == 0
+    assert ml["ordo_cluster_leader_id"] == mf["ordo_cluster_leader_id"] == leader.id
+    assert ml["ordo_cluster_members"] == 3
+    assert ml["ordo_cluster_entries_proposed_total"] >= 1
+
+    for m in (leader, follower):
+        status, body = get(m, "GET", "/v1/status")
+        assert status == 200
+        c = json.loads(body)["cluster"]
+        assert c["node_id"] == m.id and c["leader_id"] == leader.id
+        assert sorted(x["id"] for x in c["members"]) == [1, 2, 3]
+        assert [x["role"] for x in c["members"] if x["id"] == leader.id] == ["leader"]
