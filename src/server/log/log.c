@@ -2,11 +2,18 @@
  * log.c -- the batch of log.h: entries back to back in one buffer, shared
  * by every log implementation. Invariant: b->buf holds exactly b->records
  * whole entries (LOG_ENTRY_HEADER_BYTES + len each) between calls, with
- * non-decreasing revisions, the last of them b->last_rev.
+ * non-decreasing revisions, the last of them b->last_rev. Also the data
+ * directory's lock, which every implementation takes first.
  */
 #include "log.h"
 
 #include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "base/bytes.h"
 
@@ -68,4 +75,22 @@ void log_batch_free(log_batch_t *b)
     ordo_buf_free(&b->buf);
     b->records = 0;
     b->last_rev = 0;
+}
+
+int log_lock_dir(const char *dir, char *err, size_t elen)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, elen, "cannot open data directory %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EWOULDBLOCK)
+            snprintf(err, elen, "data directory %s is in use by another process", dir);
+        else
+            snprintf(err, elen, "cannot lock data directory %s: %s", dir, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
 }

@@ -111,6 +111,12 @@ bool log_batch_next(const log_batch_t *b, size_t *pos, uint64_t *rev, const void
 void log_batch_clear(log_batch_t *b);
 void log_batch_free(log_batch_t *b);
 
+/* log_lock_dir() -- open dir and flock it, so a second process on the same
+ * directory is refused before it reads anything: the first thing every
+ * log's open does. Returns the descriptor (close it to release; it is
+ * close-on-exec), or -1 with a message naming the directory. */
+int log_lock_dir(const char *dir, char *err, size_t elen);
+
 /* ---- what the log calls ---------------------------------------------------- */
 
 /* One record: its revision (the entry's index, for raft) and bytes, valid

@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include "log/snapshot.h"
@@ -262,22 +261,10 @@ log_t *log_wal_open(const log_wal_options_t *opt, const log_hooks_t *hooks, char
     lw->snap.fd = -1;
     /* The lock comes first: two processes on one directory would each
      * append to the log and write snapshots over the other's. */
-    lw->dir_fd = open(lw->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    lw->dir_fd = log_lock_dir(lw->dir, err, elen);
     if (lw->dir_fd < 0) {
-        snprintf(err, elen, "cannot open data directory %s: %s", lw->dir, strerror(errno));
-        goto fail;
-    }
-    if (flock(lw->dir_fd, LOCK_EX | LOCK_NB) != 0) {
-        if (errno == EWOULDBLOCK)
-            snprintf(err, elen, "data directory %s is in use by another process", lw->dir);
-        else
-            snprintf(err, elen, "cannot lock data directory %s: %s", lw->dir, strerror(errno));
-        goto fail;
+        free(lw);
+        return NULL;
     }
     return &lw->base;
-fail:
-    if (lw->dir_fd >= 0)
-        close(lw->dir_fd);
-    free(lw);
-    return NULL;
 }

@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -662,18 +661,9 @@ log_t *raft_log_open(const raft_log_options_t *opt, const log_hooks_t *hooks, co
         snprintf(err, elen, "node-id %llu is not in --cluster", (unsigned long long)opt->id);
         goto fail;
     }
-    rl->dir_fd = open(opt->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (rl->dir_fd < 0) {
-        snprintf(err, elen, "cannot open data directory %s: %s", opt->dir, strerror(errno));
+    rl->dir_fd = log_lock_dir(opt->dir, err, elen);
+    if (rl->dir_fd < 0)
         goto fail;
-    }
-    if (flock(rl->dir_fd, LOCK_EX | LOCK_NB) != 0) {
-        if (errno == EWOULDBLOCK)
-            snprintf(err, elen, "data directory %s is in use by another process", opt->dir);
-        else
-            snprintf(err, elen, "cannot lock data directory %s: %s", opt->dir, strerror(errno));
-        goto fail;
-    }
     snprintf(rl->raftdir, sizeof rl->raftdir, "%s/raft", opt->dir);
     if (mkdir(rl->raftdir, 0755) != 0 && errno != EEXIST) {
         snprintf(err, elen, "cannot create %s: %s", rl->raftdir, strerror(errno));
