@@ -63,13 +63,13 @@ static void cmd_cluster(cmd_ctx_t *x)
             cluster_members(x);
         return;
     }
-    int op;
+    enum raft_log_change op;
     if (arg_is(x, 1, "ADD") && x->argc == 4)
-        op = CLUSTER_OP_ADD;
+        op = RAFT_LOG_ADD;
     else if (arg_is(x, 1, "REMOVE") && x->argc == 3)
-        op = CLUSTER_OP_REMOVE;
+        op = RAFT_LOG_REMOVE;
     else if (arg_is(x, 1, "TRANSFER") && (x->argc == 2 || x->argc == 3))
-        op = CLUSTER_OP_TRANSFER;
+        op = RAFT_LOG_TRANSFER;
     else {
         reply_err(x, "ERR CLUSTER INFO | MEMBERS | ADD id host:port | REMOVE id | TRANSFER [id]");
         return;
@@ -84,7 +84,7 @@ static void cmd_cluster(cmd_ctx_t *x)
     if (x->argc >= 3 && !arg_u64(x, 2, &id))
         return;
     char addr[256] = "";
-    if (op == CLUSTER_OP_ADD)
+    if (op == RAFT_LOG_ADD)
         snprintf(addr, sizeof addr, "%.*s", (int)(x->argv[3].len < 255 ? x->argv[3].len : 255), x->argv[3].ptr);
     if (cluster_change(s, x->conn, op, id, addr, err, sizeof err) != 0)
         reply_errf(x, "ERR %s", err);

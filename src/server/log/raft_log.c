@@ -262,18 +262,18 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
         fprintf(stderr, "ordod: cluster: a committed entry is not an ordo entry (%zu bytes); stopping\n", buf->len);
         abort();
     }
-    /* The entries, then up to 7 bytes of padding (propose_entry). */
-    uint32_t nrec = get_u32(p + 4);
-    size_t pos = ENTRY_HEADER_BYTES;
-    for (uint32_t i = 0; i < nrec; i++) {
-        if (buf->len - pos < LOG_ENTRY_HEADER_BYTES || get_u32(p + pos) > buf->len - pos - LOG_ENTRY_HEADER_BYTES) {
-            fprintf(stderr, "ordod: cluster: a committed entry is malformed; stopping\n");
-            abort();
-        }
-        size_t len = get_u32(p + pos);
-        uint64_t rev = get_u64(p + pos + 8);
-        const void *rec = p + pos + LOG_ENTRY_HEADER_BYTES;
-        pos += LOG_ENTRY_HEADER_BYTES + len;
+    /* The batch, then up to 7 bytes of padding (propose_entry). */
+    size_t blen = get_u32(p + 4);
+    if (blen > buf->len - ENTRY_HEADER_BYTES) {
+        fprintf(stderr, "ordod: cluster: a committed entry is malformed; stopping\n");
+        abort();
+    }
+    log_batch_t b = {.buf = {.data = (char *)p + ENTRY_HEADER_BYTES, .len = blen}};
+    size_t pos = 0;
+    uint64_t rev;
+    const void *rec;
+    size_t len;
+    while (log_batch_next(&b, &pos, &rev, &rec, &len)) {
         rl->committed_rev = rev;
         if (rl->base.hooks.deliver(rl->base.hooks.arg, rev, rec, len) != 0) {
             fprintf(stderr, "ordod: cluster: the committed record of revision %llu does not apply here; "
@@ -372,9 +372,9 @@ static int propose_barrier(raft_log_t *rl, bool lead)
 static int propose_entry(raft_log_t *rl)
 {
     assert(rl->building_records > 0);
-    put_u32(rl->building.data + 4, rl->building_records);
+    put_u32(rl->building.data + 4, (uint32_t)(rl->building.len - ENTRY_HEADER_BYTES));
     /* raft_uv takes entries whose length is a multiple of 8: pad (the
-     * reader stops after the header's count of records). */
+     * header gives the batch's length, so the reader stops before). */
     while (rl->building.len % 8 != 0)
         ordo_buf_append(&rl->building, "", 1);
     size_t len = rl->building.len;
@@ -573,7 +573,7 @@ static void on_closed(struct raft *r)
     raft_log_t *rl = r->data;
     raft_uv_close(&rl->io);
     raft_transport_free(&rl->transport);
-    rl->raft_inited = false;
+    rl->raft_inited = rl->io_inited = rl->transport_inited = false;
 }
 
 static void on_watch_closed(uv_handle_t *h) { (void)h; }
@@ -591,22 +591,20 @@ void raft_log_stop(log_t *l)
 static void rl_close(log_t *l)
 {
     raft_log_t *rl = (raft_log_t *)l;
-    if (rl->started) {
-        raft_log_stop(l);
-        /* The loop runs the close to its end before ordod exits. */
+    if (rl->raft_inited) {
+        if (rl->started)
+            raft_log_stop(l); /* a no-op if shutdown started it */
+        else
+            raft_close(&rl->raft, on_closed);
+        /* The loop runs the close to its end (on_closed) before ordod exits. */
         while (rl->raft_inited)
             uv_run(rl->opt.loop, UV_RUN_ONCE);
-    } else {
-        if (rl->raft_inited) {
-            raft_close(&rl->raft, on_closed);
-            uv_run(rl->opt.loop, UV_RUN_DEFAULT);
-        } else {
-            if (rl->io_inited)
-                raft_uv_close(&rl->io);
-            if (rl->transport_inited)
-                raft_transport_free(&rl->transport);
-        }
     }
+    /* What raft_init() never took over (a failed open). */
+    if (rl->io_inited)
+        raft_uv_close(&rl->io);
+    if (rl->transport_inited)
+        raft_transport_free(&rl->transport);
     if (rl->dir_fd >= 0)
         close(rl->dir_fd);
     ordo_buf_free(&rl->building);
@@ -791,7 +789,8 @@ static void change_finished(raft_log_t *rl, int status)
     rl->fsm_hooks.change_done(rl->fsm_hooks.arg, status, status ? raft_strerror(status) : NULL);
 }
 
-static void assign_done(struct raft_change *req, int status)
+/* The end of a change that has nothing more to do (an assign, a remove). */
+static void change_done(struct raft_change *req, int status)
 {
     req_t *r = req->data;
     raft_log_t *rl = r->rl;
@@ -811,75 +810,11 @@ static void add_done(struct raft_change *req, int status)
     /* Added as a spare: now a voter (raft catches it up first). */
     memset(&r->u, 0, sizeof r->u);
     r->u.change.data = r;
-    int rv = raft_assign(&rl->raft, &r->u.change, r->promote_id, RAFT_VOTER, assign_done);
+    int rv = raft_assign(&rl->raft, &r->u.change, r->promote_id, RAFT_VOTER, change_done);
     if (rv != 0) {
         free(r);
         change_finished(rl, rv);
     }
-}
-
-static int change_check(raft_log_t *rl, char *err, size_t elen)
-{
-    if (!rl->leading) {
-        snprintf(err, elen, "not the leader");
-        return -1;
-    }
-    if (rl->change_running) {
-        snprintf(err, elen, "another membership change or transfer is running");
-        return -1;
-    }
-    return 0;
-}
-
-int raft_log_add(log_t *l, uint64_t id, const char *client, char *err, size_t elen)
-{
-    raft_log_t *rl = (raft_log_t *)l;
-    if (change_check(rl, err, elen) != 0)
-        return -1;
-    raft_log_member_t m;
-    if (id == 0 || member_of(client, strlen(client), rl->opt.port_offset, &m, err, elen) != 0) {
-        if (id == 0)
-            snprintf(err, elen, "member id 0 is not allowed");
-        return -1;
-    }
-    req_t *r = ordo_xcalloc(1, sizeof *r);
-    r->rl = rl;
-    r->promote_id = id;
-    r->u.change.data = r;
-    int rv = raft_add(&rl->raft, &r->u.change, id, m.raft, add_done);
-    if (rv != 0) {
-        free(r);
-        snprintf(err, elen, "%s", raft_errmsg(&rl->raft));
-        return -1;
-    }
-    rl->change_running = true;
-    return 0;
-}
-
-static void remove_done(struct raft_change *req, int status)
-{
-    req_t *r = req->data;
-    raft_log_t *rl = r->rl;
-    free(r);
-    change_finished(rl, status);
-}
-
-int raft_log_remove(log_t *l, uint64_t id, char *err, size_t elen)
-{
-    raft_log_t *rl = (raft_log_t *)l;
-    if (change_check(rl, err, elen) != 0)
-        return -1;
-    req_t *r = ordo_xcalloc(1, sizeof *r);
-    r->rl = rl;
-    r->u.change.data = r;
-    int rv = raft_remove(&rl->raft, &r->u.change, id, remove_done);
-    if (rv != 0) {
-        free(r);
-        snprintf(err, elen, "%s", raft_errmsg(&rl->raft));
-        return -1;
-    }
-    rl->change_running = true;
-    return 0;
 }
 
 static void transfer_done(struct raft_transfer *req)
@@ -894,15 +829,38 @@ static void transfer_done(struct raft_transfer *req)
     change_finished(rl, target != 0 && lid == target ? 0 : RAFT_NOTLEADER);
 }
 
-int raft_log_transfer(log_t *l, uint64_t id, char *err, size_t elen)
+int raft_log_change(log_t *l, enum raft_log_change op, uint64_t id, const char *client, char *err, size_t elen)
 {
     raft_log_t *rl = (raft_log_t *)l;
-    if (change_check(rl, err, elen) != 0)
+    if (!rl->leading) {
+        snprintf(err, elen, "not the leader");
         return -1;
+    }
+    if (rl->change_running) {
+        snprintf(err, elen, "another membership change or transfer is running");
+        return -1;
+    }
+    raft_log_member_t m;
+    if (op == RAFT_LOG_ADD) {
+        if (id == 0) {
+            snprintf(err, elen, "member id 0 is not allowed");
+            return -1;
+        }
+        if (member_of(client, strlen(client), rl->opt.port_offset, &m, err, elen) != 0)
+            return -1;
+    }
     req_t *r = ordo_xcalloc(1, sizeof *r);
     r->rl = rl;
-    r->u.transfer.data = r;
-    int rv = raft_transfer(&rl->raft, &r->u.transfer, id, transfer_done);
+    r->promote_id = id;
+    int rv;
+    if (op == RAFT_LOG_TRANSFER) {
+        r->u.transfer.data = r;
+        rv = raft_transfer(&rl->raft, &r->u.transfer, id, transfer_done);
+    } else {
+        r->u.change.data = r;
+        rv = op == RAFT_LOG_ADD ? raft_add(&rl->raft, &r->u.change, id, m.raft, add_done)
+                                : raft_remove(&rl->raft, &r->u.change, id, change_done);
+    }
     if (rv != 0) {
         free(r);
         snprintf(err, elen, "%s", raft_errmsg(&rl->raft));

@@ -7,7 +7,8 @@
  * batch the writer appended since the last flush, in one buffer (C raft's
  * multi-buffer entries are unreliable):
  *
- *     "ORDB" | records u32 | then the batch's entries (log.h: len u32 | 0 u32 | rev u64 | record)
+ *     "ORDB" | batch length u32 | the batch (log.h: len u32 | 0 u32 | rev u64 | record,
+ *     back to back) | zero bytes up to a multiple of 8 (raft_uv takes no other length)
  *
  * WHO APPLIES WHAT, deliberately unlike log.h's first sketch of
  * LOG_APPLY_ON_DELIVER: the leader's writer applies at propose, exactly as
@@ -134,11 +135,13 @@ void raft_log_info(log_t *l, raft_log_info_t *out);
  * false past the last. role: "leader", "voter", "standby", "spare". */
 bool raft_log_member(log_t *l, int i, uint64_t *id, char *client, size_t clen, const char **role);
 
-/* Membership and leadership: start the change; fsm->change_done reports
- * its end. Return 0, or -1 with a message (nothing started). */
-int raft_log_add(log_t *l, uint64_t id, const char *client, char *err, size_t elen);
-int raft_log_remove(log_t *l, uint64_t id, char *err, size_t elen);
-int raft_log_transfer(log_t *l, uint64_t id, char *err, size_t elen);
+/* raft_log_change() -- membership and leadership, on the leader: ADD id
+ * (client: its client address; it joins as a spare, then becomes a voter
+ * once caught up), REMOVE id, TRANSFER to id (0: raft picks). Starts the
+ * change; fsm->change_done reports its end, one change at a time.
+ * Returns 0, or -1 with a message (nothing started). */
+enum raft_log_change { RAFT_LOG_ADD, RAFT_LOG_REMOVE, RAFT_LOG_TRANSFER };
+int raft_log_change(log_t *l, enum raft_log_change op, uint64_t id, const char *client, char *err, size_t elen);
 
 /* raft_log_partition() -- the test seam (raft_transport.h). */
 int raft_log_partition(log_t *l, const uint64_t *ids, int n);

@@ -306,6 +306,15 @@ static int encode_changes(snap_writer_t *w, const core_t *core, size_t max)
     return 0;
 }
 
+static void encode_expiry(void *arg, const char *key, size_t klen, uint64_t deadline_ms)
+{
+    snap_writer_t *w = arg;
+    add_u8(&w->buf, 'X');
+    add_bytes(&w->buf, key, klen);
+    add_u64(&w->buf, deadline_ms);
+    entry_end(w);
+}
+
 typedef struct dl_ctx_s {
     snap_writer_t *w;
     const core_t *core;
@@ -315,23 +324,10 @@ static int encode_deadline(void *arg, const kv_version_t *v)
 {
     dl_ctx_t *x = arg;
     uint64_t d = core_expiry_of(x->core, v->key, v->klen);
-    if (d != 0) {
-        add_u8(&x->w->buf, 'X');
-        add_bytes(&x->w->buf, v->key, v->klen);
-        add_u64(&x->w->buf, d);
-        entry_end(x->w);
-    }
+    if (d != 0)
+        encode_expiry(x->w, v->key, v->klen, d);
     remember_key(x->w, v->key, v->klen);
     return 0;
-}
-
-static void encode_expiry(void *arg, const char *key, size_t klen, uint64_t deadline_ms)
-{
-    snap_writer_t *w = arg;
-    add_u8(&w->buf, 'X');
-    add_bytes(&w->buf, key, klen);
-    add_u64(&w->buf, deadline_ms);
-    entry_end(w);
 }
 
 static int write_trailer(snap_writer_t *w, char *err, size_t elen)

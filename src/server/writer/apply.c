@@ -21,7 +21,7 @@ uint64_t writer_rev(const server_t *s)
     /* In cluster mode a raft position, and taking one asks the log for a
      * barrier if the turn proposes nothing (log/raft_log.h): the one
      * mutation behind this const. */
-    return cluster_enabled(s) ? cluster_mark((server_t *)s) : core_rev(s->core);
+    return cluster_mark((server_t *)s);
 }
 
 size_t writer_data_bytes(const server_t *s)

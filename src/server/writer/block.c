@@ -158,13 +158,12 @@ static void time_out(server_t *s, waiter_t *w)
     block_done(s, w);
 }
 
-/* The server is read-only: answer w -READONLY now (see the header). */
-static void fail_readonly(server_t *s, waiter_t *w)
+/* w was just answered with an error in its connection's output: unpark it
+ * and release the handler's data, as for a disconnect. */
+static void end_answered(server_t *s, waiter_t *w)
 {
     conn_t *c = w->conn;
     s->stats.errors_total++;
-    resp_add_errorf(&c->out, "READONLY the log cannot be written, so what this command waits for cannot happen: %s",
-                    server_readonly(s));
     unlink_waiter(s, w);
     if (w->on_cancel)
         w->on_cancel(w); /* releases the handler's data, as for a disconnect */
@@ -173,14 +172,26 @@ static void fail_readonly(server_t *s, waiter_t *w)
     conn_mark_dirty(c);
 }
 
+/* Answer every parked waiter "-<prefix><why>" now (but a CLUSTER change's
+ * if keep_cluster): what they wait for cannot happen here. */
+static void answer_all(server_t *s, const char *prefix, const char *why, bool keep_cluster)
+{
+    for (conn_t *c = conn_first(&s->net.conns); c != NULL && s->writer.block.blocked_clients > 0; c = conn_next(c)) {
+        waiter_t *w = c->waiter;
+        if (w == NULL || (keep_cluster && w->kind == BLOCK_CLUSTER))
+            continue;
+        resp_add_errorf(&c->out, "%s%s", prefix, why);
+        end_answered(s, w);
+    }
+}
+
 static void on_wait_timer(writer_timer_t *t)
 {
     server_t *s = t->data;
     uint64_t now = server_tick(s);
-    if (server_readonly(s) != NULL)
-        for (conn_t *c = conn_first(&s->net.conns); c != NULL && s->writer.block.blocked_clients > 0; c = conn_next(c))
-            if (c->waiter != NULL)
-                fail_readonly(s, c->waiter);
+    if (server_readonly(s) != NULL) /* see the header */
+        answer_all(s, "READONLY the log cannot be written, so what this command waits for cannot happen: ",
+                   server_readonly(s), false);
     for (waiter_t *w = first_waiter(s); w != NULL && w->deadline_ms < now; w = first_waiter(s))
         time_out(s, w);
     arm_timer(s);
@@ -198,19 +209,7 @@ void block_readonly(server_t *s) { arm_timer(s); }
 
 void block_notleader(server_t *s, const char *leader)
 {
-    for (conn_t *c = conn_first(&s->net.conns); c != NULL && s->writer.block.blocked_clients > 0; c = conn_next(c)) {
-        waiter_t *w = c->waiter;
-        if (w == NULL || w->kind == BLOCK_CLUSTER)
-            continue;
-        s->stats.errors_total++;
-        resp_add_errorf(&c->out, "NOTLEADER %s", leader);
-        unlink_waiter(s, w);
-        if (w->on_cancel)
-            w->on_cancel(w); /* releases the handler's data, as for a disconnect */
-        free(w);
-        conn_resume(c);
-        conn_mark_dirty(c);
-    }
+    answer_all(s, "NOTLEADER ", leader, true);
     arm_timer(s);
 }
 

@@ -32,20 +32,11 @@
  * leader reached with it. */
 static int deliver_one(void *arg, uint64_t rev, const void *bytes, size_t len)
 {
-    server_t *s = arg;
-    record_t rec;
-    if (record_decode(bytes, len, &rec) != 0) {
-        fprintf(stderr, "ordod: cluster: the record of revision %llu does not decode\n", (unsigned long long)rev);
-        return -1;
-    }
-    apply_result_t res;
-    core_apply(s->core, &rec, &res);
-    if (core_rev(s->core) != rev) {
-        fprintf(stderr, "ordod: cluster: the record of revision %llu applies to revision %llu here\n",
-                (unsigned long long)rev, (unsigned long long)core_rev(s->core));
-        return -1;
-    }
-    return 0;
+    char err[256];
+    if (persist_apply_stored(arg, rev, bytes, len, err, sizeof err) == 0)
+        return 0;
+    fprintf(stderr, "ordod: cluster: a committed entry does not apply here: %s\n", err);
+    return -1;
 }
 
 static void fsm_snapshot(void *arg, ordo_buf_t *out)
@@ -161,13 +152,7 @@ static void change_timeout(waiter_t *w)
 
 /* ---- opening ------------------------------------------------------------------ */
 
-static void on_wake(void *arg)
-{
-    server_t *s = arg;
-    uv_async_send(&s->durable_async);
-}
-
-int cluster_open(server_t *s, char *err, size_t elen)
+int cluster_open(server_t *s, const log_hooks_t *wake, char *err, size_t elen)
 {
     raft_log_options_t opt = {
         .dir = s->cfg.dir,
@@ -191,7 +176,8 @@ int cluster_open(server_t *s, char *err, size_t elen)
         opt.nmembers_bootstrap = 0;
     else
         opt.nmembers_bootstrap = opt.nmembers;
-    log_hooks_t hooks = {.wake = on_wake, .deliver = deliver_one, .arg = s};
+    log_hooks_t hooks = *wake;
+    hooks.deliver = deliver_one;
     raft_log_fsm_t fsm = {.snapshot = fsm_snapshot, .restore = fsm_restore, .role = on_role,
                           .change_done = on_change_done, .arg = s};
     s->log = raft_log_open(&opt, &hooks, &fsm, err, elen);
@@ -249,16 +235,13 @@ void cluster_info(server_t *s, ordo_buf_t *b)
                     (unsigned long long)s->cluster.last_snapshot_bytes, (unsigned long long)s->cluster.terms_led);
 }
 
-int cluster_change(server_t *s, conn_t *c, int op, uint64_t id, const char *addr, char *err, size_t elen)
+int cluster_change(server_t *s, conn_t *c, enum raft_log_change op, uint64_t id, const char *addr, char *err, size_t elen)
 {
     if (s->cluster.change_waiter != NULL) {
         snprintf(err, elen, "another membership change or transfer is running");
         return -1;
     }
-    int rc = op == CLUSTER_OP_ADD      ? raft_log_add(s->log, id, addr, err, elen)
-             : op == CLUSTER_OP_REMOVE ? raft_log_remove(s->log, id, err, elen)
-                                       : raft_log_transfer(s->log, id, err, elen);
-    if (rc != 0)
+    if (raft_log_change(s->log, op, id, addr, err, elen) != 0)
         return -1;
     /* The reply comes when raft finishes: the connection waits parked. */
     waiter_t *w = block_wait(s, c, &s->cluster.change_list, 0, BLOCK_CLUSTER);

@@ -21,14 +21,16 @@
 
 #include <stdbool.h>
 
+#include "log/raft_log.h"
 #include "server.h"
 
 /* cluster_enabled() -- started with --node-id (and --cluster). */
 static inline bool cluster_enabled(const server_t *s) { return s->cfg.node_id != 0; }
 
-/* cluster_open() -- open the raft log into s->log. Returns 0, or -1 with a
+/* cluster_open() -- open the raft log into s->log, with persist.c's wake
+ * hook (the deliver hook is this file's). Returns 0, or -1 with a
  * message. */
-int cluster_open(server_t *s, char *err, size_t elen);
+int cluster_open(server_t *s, const log_hooks_t *wake, char *err, size_t elen);
 /* cluster_start() -- after the writer is set up: start raft. */
 int cluster_start(server_t *s, char *err, size_t elen);
 
@@ -46,7 +48,7 @@ uint64_t cluster_mark(server_t *s);
 void cluster_info(server_t *s, ordo_buf_t *b);
 /* Start a change for c, which waits parked (block.h, kind cluster) for
  * its reply. Returns 0, or -1 with a message (nothing started). */
-int cluster_change(server_t *s, conn_t *c, int op, uint64_t id, const char *addr, char *err, size_t elen);
-enum { CLUSTER_OP_ADD, CLUSTER_OP_REMOVE, CLUSTER_OP_TRANSFER };
+int cluster_change(server_t *s, conn_t *c, enum raft_log_change op, uint64_t id, const char *addr, char *err,
+                   size_t elen);
 
 #endif /* ORDO_WRITER_CLUSTER_H */

@@ -151,28 +151,34 @@ typedef struct replay_ctx_s {
     bool old_format_told; /* the one line saying older-format records were read */
 } replay_ctx_t;
 
+int persist_apply_stored(server_t *s, uint64_t rev, const void *bytes, size_t len, char *err, size_t elen)
+{
+    record_t rec;
+    if (record_decode(bytes, len, &rec) != 0) {
+        snprintf(err, elen, "log record at revision %llu is not a valid record", (unsigned long long)rev);
+        return -1;
+    }
+    apply_result_t res;
+    core_apply(s->core, &rec, &res);
+    if (core_rev(s->core) != rev) {
+        snprintf(err, elen, "log record of revision %llu replays to revision %llu: the log does not follow the snapshot",
+                 (unsigned long long)rev, (unsigned long long)core_rev(s->core));
+        return -1;
+    }
+    return 0;
+}
+
 static int replay_one(void *arg, uint64_t rev, const void *bytes, size_t len)
 {
     replay_ctx_t *x = arg;
-    record_t rec;
-    if (record_decode(bytes, len, &rec) != 0) {
-        snprintf(x->err, x->elen, "log record at revision %llu is not a valid record", (unsigned long long)rev);
-        return -1;
-    }
     if (record_format(bytes, len) != RECORD_FORMAT && !x->old_format_told) {
         fprintf(stderr, "ordod: the log holds records of an older format (%d, first at revision %llu); they were "
                         "read, and new records are written in format %d\n",
                 record_format(bytes, len), (unsigned long long)rev, RECORD_FORMAT);
         x->old_format_told = true;
     }
-    apply_result_t res;
-    core_apply(x->s->core, &rec, &res);
-    if (core_rev(x->s->core) != rev) {
-        snprintf(x->err, x->elen,
-                 "log record of revision %llu replays to revision %llu: the log does not follow the snapshot",
-                 (unsigned long long)rev, (unsigned long long)core_rev(x->s->core));
+    if (persist_apply_stored(x->s, rev, bytes, len, x->err, x->elen) != 0)
         return -1;
-    }
     x->s->recovered_records++;
     return 0;
 }
@@ -304,7 +310,8 @@ int persist_open(server_t *s, char *err, size_t elen)
             snprintf(err, elen, "debug-wal-fault and debug-wal-stall test the local log, not cluster mode");
             return -1;
         }
-        return cluster_open(s, err, elen);
+        log_hooks_t wake = {.wake = on_log_wake, .arg = s};
+        return cluster_open(s, &wake, err, elen);
     }
     log_wal_options_t opt = {
         .dir = s->cfg.dir,

@@ -46,6 +46,12 @@ int persist_open(server_t *s, char *err, size_t elen);
  * run the loop before persist_close()). */
 int persist_recover(server_t *s, char *err, size_t elen);
 
+/* persist_apply_stored() -- apply a record read back from a log (recovery,
+ * or a committed entry a cluster member did not make itself) with the
+ * same code, checking the state reaches the revision it was stored with.
+ * Returns 0, or -1 with a message (not a record; another revision). */
+int persist_apply_stored(server_t *s, uint64_t rev, const void *bytes, size_t len, char *err, size_t elen);
+
 /* persist_record() -- add an applied record (its state change reached
  * revision rev) to this turn's batch. Returns 0, or -1 if the log has
  * failed or the record is larger than it takes (the server is read-only

@@ -614,10 +614,7 @@ bool qwait_catch_up(server_t *s, const char *name, size_t nlen)
 void qwait_start(server_t *s)
 {
     writer_timer_init(&s->writer.queues->timer, s->loop, s, on_queue_timer, s);
-    queue_t *q;
-    queue_timer_t t;
-    if (queue_set_next_timer(core_queues(s->core), &q, &t))
-        arm_at(s, t.due_ms); /* deadlines recovered from the log */
+    qwait_rearm(s); /* deadlines recovered from the log */
 }
 
 void qwait_rearm(server_t *s)
