@@ -126,7 +126,7 @@ static void send_write(member_t *m, double now, double retry_s)
  * *ok tells whether it acknowledges the write. */
 static size_t reply_len(member_t *m, bool *ok)
 {
-    const char *p = m->rbuf, *e = m->rbuf + m->rlen;
+    const char *p = m->rbuf;
     if (proto == PROTO_ORDO) {
         const char *nl = memchr(p, '\n', m->rlen);
         if (nl == NULL)
@@ -134,26 +134,8 @@ static size_t reply_len(member_t *m, bool *ok)
         *ok = p[0] == '+';
         return (size_t)(nl + 1 - p);
     }
-    const char *h = memmem(p, m->rlen, "\r\n\r\n", 4);
-    if (h == NULL)
-        return 0;
-    const char *body = h + 4, *end;
-    const char *cl = memmem(p, (size_t)(h - p), "Content-Length:", 15);
-    if (cl != NULL) {
-        long n = strtol(cl + 15, NULL, 10);
-        if (e - body < n)
-            return 0;
-        end = body + n;
-    } else if (memmem(p, (size_t)(h - p), "chunked", 7) != NULL) {
-        const char *z = memmem(body, (size_t)(e - body), "\r\n0\r\n\r\n", 7);
-        if (z == NULL)
-            return 0;
-        end = z + 7;
-    } else {
-        end = e; /* no length: take what came (the server closes after it) */
-    }
-    *ok = (size_t)(h - p) >= 12 && memcmp(p, "HTTP/1.1 200", 12) == 0;
-    return (size_t)(end - p);
+    long n = http_reply_len(p, m->rlen, ok);
+    return n < 0 ? m->rlen : (size_t)n; /* no length: take what came (the server closes after it) */
 }
 
 static void usage(void)

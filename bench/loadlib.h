@@ -23,6 +23,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,6 +193,30 @@ static inline int http_post_format(char *out, size_t cap, const char *path, cons
                      "Content-Length: %zu\r\n\r\n%s",
                      path, version, strlen(body), body);
     return n >= 0 && (size_t)n < cap ? n : -1;
+}
+
+/* http_reply_len() -- the length of the HTTP/1.1 response at the start of
+ * p[0..n) (framed by Content-Length or chunked), 0 while it is incomplete,
+ * -1 if it has neither (then it ends when the server closes). *ok: status
+ * 200. */
+static inline long http_reply_len(const char *p, size_t n, bool *ok)
+{
+    const char *e = p + n;
+    const char *h = memmem(p, n, "\r\n\r\n", 4);
+    if (h == NULL)
+        return 0;
+    *ok = (size_t)(h - p) >= 12 && memcmp(p, "HTTP/1.1 200", 12) == 0;
+    const char *body = h + 4;
+    const char *cl = memmem(p, (size_t)(h - p), "Content-Length:", 15);
+    if (cl != NULL) {
+        long len = strtol(cl + 15, NULL, 10);
+        return e - body < len ? 0 : (long)(body + len - p);
+    }
+    if (memmem(p, (size_t)(h - p), "chunked", 7) != NULL) {
+        const char *z = memmem(body, (size_t)(e - body), "\r\n0\r\n\r\n", 7);
+        return z == NULL ? 0 : (long)(z + 7 - p);
+    }
+    return -1;
 }
 
 #endif /* ORDO_BENCH_LOADLIB_H */

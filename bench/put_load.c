@@ -195,29 +195,16 @@ static size_t ordo_reply(load_t *L, conn_t *c)
 
 static size_t etcd_reply(load_t *L, conn_t *c)
 {
-    const char *p = c->rbuf, *e = c->rbuf + c->rlen;
-    const char *h = memmem(p, c->rlen, "\r\n\r\n", 4);
-    if (h == NULL)
-        return 0;
-    const char *body = h + 4, *end;
-    const char *cl = memmem(p, (size_t)(h - p), "Content-Length:", 15);
-    if (cl != NULL) {
-        long n = strtol(cl + 15, NULL, 10);
-        if (e - body < n)
-            return 0;
-        end = body + n;
-    } else if (memmem(p, (size_t)(h - p), "chunked", 7) != NULL) {
-        const char *z = memmem(body, (size_t)(e - body), "\r\n0\r\n\r\n", 7);
-        if (z == NULL)
-            return 0;
-        end = z + 7;
-    } else {
-        fprintf(stderr, "put_load: etcd reply without a length: %.*s\n", (int)(h - p), p);
+    bool ok = false;
+    long n = http_reply_len(c->rbuf, c->rlen, &ok);
+    if (n < 0) {
+        const char *h = memmem(c->rbuf, c->rlen, "\r\n\r\n", 4);
+        fprintf(stderr, "put_load: etcd reply without a length: %.*s\n", (int)(h - c->rbuf), c->rbuf);
         exit(1);
     }
-    bool ok = (size_t)(h - p) >= 12 && memcmp(p, "HTTP/1.1 200", 12) == 0;
-    reply_done(L, c, ok, p, (size_t)(end - p));
-    return (size_t)(end - p);
+    if (n > 0)
+        reply_done(L, c, ok, c->rbuf, (size_t)n);
+    return (size_t)n;
 }
 
 static void on_readable(load_t *L, conn_t *c)
