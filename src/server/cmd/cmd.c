@@ -17,9 +17,9 @@
  * the cost of one heap peek per command.
  */
 #include "cmd.h"
-#include "writer/cluster.h"
 #include "core/coord.h"
 #include "writer/apply.h"
+#include "writer/cluster.h"
 #include "writer/coord_wait.h"
 #include "writer/expire.h"
 #include "writer/queue_wait.h"
