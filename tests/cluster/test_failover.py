@@ -229,6 +229,55 @@ def test_key_expiry_across_failover(make_cluster):
         cc.close()
 
 
+DEADLINE_MS = 300
+
+
+def test_deadlines_passing_without_a_leader(make_cluster):
+    """A member that does not lead while replicated deadlines pass (a lock's
+    and an election's TTL, a key's PX, a delivery's lease) keeps answering,
+    and the next leader ends them all. (With libuv 1.44 a timer re-armed
+    from its own callback for a deadline already past ran again at once,
+    forever: the member answered nothing and could not even be stopped.)"""
+    cl = make_cluster(3)
+    leader = cl.wait_ready()
+    t0 = time.monotonic()      # before the writes: every deadline below is after t0 + DEADLINE_MS
+    lock_tok = leader.call("LOCK.ACQUIRE", "dl-lock", DEADLINE_MS)
+    assert isinstance(lock_tok, int), lock_tok
+    term = leader.call("ELECT.CAMPAIGN", "dl-elect", "a", DEADLINE_MS)
+    assert isinstance(term, int), term
+    assert leader.call("SET", "dl-key", "v", "PX", DEADLINE_MS) == "OK"
+    assert isinstance(leader.call("Q.PUSH", "dlq", "k", "m"), int)
+    pulled = leader.call("Q.PULL", "dlq", "LEASE", DEADLINE_MS)
+    assert len(pulled) == 1, pulled
+    cl.wait_synced()
+    survivor = cl.others(leader)[0]
+    down = [m for m in cl.members.values() if m is not survivor]
+    for m in down:
+        m.kill()
+    # The survivor cannot lead alone; it must answer while every deadline
+    # passes on its clock, and well after.
+    answered = 0
+    while time.monotonic() < t0 + 3 * DEADLINE_MS / 1000.0:
+        assert survivor.call("PING", timeout=2.0) == "PONG"
+        answered += 1
+    assert answered > 0
+    for m in down:
+        m.restart()
+    cl.leader()
+    cc = ClusterClient(list(cl.members.values()))
+    try:
+        st, tok = cc.call("LOCK.ACQUIRE", "dl-lock", 10000, "WAIT", 20000)
+        assert st == "ok" and tok > lock_tok, (st, tok, lock_tok)
+        st, t2 = cc.call("ELECT.CAMPAIGN", "dl-elect", "b", 10000, "WAIT", 20000)
+        assert st == "ok" and t2 > term, (st, t2, term)
+        assert cc.call("GET", "dl-key") == ("ok", None)
+        st, again = cc.call("Q.PULL", "dlq", "BLOCK", 20000)
+        assert st == "ok" and len(again) == 1 and again[0][0] == pulled[0][0] and again[0][3] == 2, (st, again)
+    finally:
+        cc.close()
+    _digests_equal(cl)
+
+
 def test_watch_resumes_across_failover(make_cluster):
     cl = make_cluster(3)
     rec = Recorder()

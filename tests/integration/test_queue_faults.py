@@ -221,3 +221,23 @@ def test_parked_clients_answered_readonly_when_log_fails(ordod_factory):
         for w in conns:
             err(w.call("Q.LEN", "other"), "READONLY")
             w.close()
+
+
+def test_readonly_server_answers_while_holdings_pass_their_deadline(ordod_factory):
+    """A read-only server ends no lock, election or lease (it could not log
+    the record), and it keeps answering while their deadlines pass. (Its
+    coordination timer used to re-arm itself for the passed deadline with
+    no delay, and libuv 1.44 then ran it again at once, forever.)"""
+    ttl_ms = 200
+    srv = ordod_factory("--debug-wal-fault", "append-eio:3")
+    with srv.raw(timeout=5.0) as c:
+        t0 = time.monotonic()
+        assert c.call("LOCK.ACQUIRE", "L", ttl_ms) > 0
+        assert c.call("ELECT.CAMPAIGN", "E", "a", ttl_ms) > 0
+        err(c.call("KV.PUT", "x", "y"), "READONLY")
+        answered = 0
+        while time.monotonic() < t0 + 3 * ttl_ms / 1000.0:
+            assert c.call("PING") == "PONG"   # a read timeout (5 s) fails the test
+            answered += 1
+        assert answered > 0
+        assert srv.info("persistence")["readonly"] == "yes"

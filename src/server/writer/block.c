@@ -53,7 +53,7 @@ static void on_wait_timer(writer_timer_t *t);
 static void arm_timer(server_t *s)
 {
     if (server_readonly(s) != NULL && s->writer.block.blocked_clients > 0) {
-        writer_timer_arm(&s->writer.block.timer, 0); /* at once */
+        writer_timer_arm(&s->writer.block.timer, 0); /* at once (the next turn) */
         return;
     }
     const waiter_t *first = first_waiter(s);

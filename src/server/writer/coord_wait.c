@@ -541,7 +541,9 @@ void coord_wait_schedule(server_t *s)
 {
     coord_waits_t *cc = s->writer.coord;
     uint64_t next = coord_next_deadline(core_coord(s->core));
-    if (next == 0)
+    /* Only a writable leader ends holdings: a read-only server never will,
+     * and cluster.c re-arms this when a member starts to lead. */
+    if (next == 0 || !cluster_leads(s) || server_readonly(s) != NULL)
         writer_timer_stop(&cc->timer);
     else
         writer_timer_arm_earlier(&cc->timer, next); /* one that fires sooner re-arms then */

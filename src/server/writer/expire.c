@@ -56,7 +56,7 @@ void expire_due(server_t *s)
 void expire_schedule(server_t *s)
 {
     uint64_t next = core_next_expiry(s->core);
-    if (next == 0)
+    if (next == 0 || !cluster_leads(s)) /* only a leader expires keys; cluster.c re-arms this when it leads */
         writer_timer_stop(&s->writer.expire_timer);
     else
         writer_timer_arm_earlier(&s->writer.expire_timer, next); /* a later one re-arms when it fires */

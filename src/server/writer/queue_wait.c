@@ -278,8 +278,8 @@ bool qwait_apply(server_t *s, record_t *rec, apply_result_t *res)
 
 static void arm_at(server_t *s, uint64_t due_ms)
 {
-    if (s->stopping)
-        return;
+    if (s->stopping || !cluster_leads(s))
+        return; /* only a leader makes queue records; cluster.c re-arms this when it leads */
     /* A deadline is due once now_ms passes it (queue.h), as timer.h fires. */
     writer_timer_arm_earlier(&s->writer.queues->timer, due_ms);
 }

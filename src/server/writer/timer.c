@@ -42,8 +42,11 @@ void writer_timer_arm(writer_timer_t *t, uint64_t at_ms)
      * timer fire that much before its deadline. */
     uv_update_time(t->uv.loop);
     /* Due once the clock passes at_ms, never at it: + 1 (written so that
-     * at_ms + 1 cannot wrap). */
-    uv_timer_start(&t->uv, on_uv_timer, at_ms >= now ? at_ms - now + 1 : 0, 0);
+     * at_ms + 1 cannot wrap). A deadline already past waits 1 ms, not 0:
+     * libuv 1.44 (Debian 12) runs its due timers in a loop that never
+     * re-reads the clock, so a timer re-armed with 0 from its own callback
+     * runs again at once, forever, and nothing else on the loop runs. */
+    uv_timer_start(&t->uv, on_uv_timer, at_ms >= now ? at_ms - now + 1 : 1, 0);
 }
 
 void writer_timer_arm_earlier(writer_timer_t *t, uint64_t at_ms)

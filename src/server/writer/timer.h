@@ -5,9 +5,12 @@
  *
  * Deadlines are absolute wall-clock ms (server_now_ms()), and a deadline
  * fires once the clock is *past* it: a timer armed at d fires when
- * now > d, i.e. after d + 1 - now ms (at once if that is already so). The
- * writer's records then treat "due" as deadline < now_ms, and nothing ends
- * early in real time.
+ * now > d, i.e. after d + 1 - now ms (after 1 ms if that is already so,
+ * never 0: see timer.c). The writer's records then treat "due" as
+ * deadline < now_ms, and nothing ends early in real time. A part whose
+ * deadlines nobody can act on now (a member that does not lead, a
+ * read-only server) stops its timer rather than re-arm it for a deadline
+ * already past.
  *
  * Ownership: the timer is a member of the part that uses it (its owner
  * struct); writer_timer_init() after recovery, writer_timer_close() at
