@@ -287,7 +287,11 @@ def test_watch_resumes_across_failover(make_cluster):
     for t in range(2):
         writers.spawn(kv_writer, cl, t, keys[t], rec)
     try:
-        killed = kill_rounds(cl, 2, lambda: _acked(rec), need=30, workers=[writers, watcher])
+        # Progress counts events as well as acks: each round then waits
+        # until the watch runs on the current leader (started before the
+        # first kill, resumed after each), not only until writes go on.
+        killed = kill_rounds(cl, 2, lambda: min(_acked(rec), len(rec.get("event"))), need=30,
+                             what="acknowledged writes and watch events", workers=[writers, watcher])
         writers.stop()
         top = max([w["rev"] for w in rec.get("write") if w["status"] == "ok" and w["rev"]] + [0])
 
