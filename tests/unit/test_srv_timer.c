@@ -1,9 +1,10 @@
 /*
  * test_srv_timer.c -- the writer's deadline timer (writer/timer.h) on a
  * real libuv loop: a deadline fires only once the writer's clock is past it,
- * a deadline already past fires at once, arm_earlier keeps an earlier
- * arming, stop and close disarm, and arming a closed or never initialised
- * timer does nothing.
+ * a deadline already past fires at once, a timer re-armed for a past
+ * deadline from its own callback lets the loop turn in between, arm_earlier
+ * keeps an earlier arming, stop and close disarm, and arming a closed or
+ * never initialised timer does nothing.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -95,6 +96,59 @@ static void test_past_deadline_fires_at_once(void **state)
     close_loop(&loop, &t);
 }
 
+/* A timer re-armed for a passed deadline from its own callback (what a
+ * part does whose deadline nobody ended yet) must not run again within the
+ * same loop turn: libuv 1.44 would call it forever, and nothing else on the
+ * loop -- sockets, signals -- would ever run. A check handle counts loop
+ * turns; the callback gives up after SPIN_LIMIT firings in one turn. */
+enum { SPIN_LIMIT = 1000, REARMS = 5 };
+
+typedef struct {
+    int fired;
+    int in_this_turn;       /* firings since the check handle last ran */
+    int most_in_a_turn;
+    int turns;
+} spin_probe_t;
+
+static void on_turn(uv_check_t *h)
+{
+    spin_probe_t *p = h->data;
+    p->turns++;
+    p->in_this_turn = 0;
+}
+
+static void on_fire_rearm_past(writer_timer_t *t)
+{
+    spin_probe_t *p = t->data;
+    p->fired++;
+    if (++p->in_this_turn > p->most_in_a_turn)
+        p->most_in_a_turn = p->in_this_turn;
+    if (p->fired < REARMS && p->in_this_turn < SPIN_LIMIT)
+        writer_timer_arm(t, 1); /* long past */
+}
+
+static void test_rearmed_past_deadline_lets_the_loop_turn(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    spin_probe_t p = {0};
+    writer_timer_t t = {0};
+    writer_timer_init(&t, &loop, test_clock(), on_fire_rearm_past, &p);
+    uv_check_t turn;
+    uv_check_init(&loop, &turn);
+    turn.data = &p;
+    uv_check_start(&turn, on_turn);
+    uv_unref((uv_handle_t *)&turn); /* the timer alone keeps the loop running */
+    writer_timer_arm(&t, 1);
+    run_until_idle(&loop);
+    assert_int_equal(p.fired, REARMS);
+    assert_int_equal(p.most_in_a_turn, 1);
+    assert_true(p.turns >= REARMS);
+    uv_close((uv_handle_t *)&turn, NULL);
+    close_loop(&loop, &t);
+}
+
 static void test_arm_earlier_and_stop(void **state)
 {
     (void)state;
@@ -146,6 +200,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fires_once_past_the_deadline),
         cmocka_unit_test(test_past_deadline_fires_at_once),
+        cmocka_unit_test(test_rearmed_past_deadline_lets_the_loop_turn),
         cmocka_unit_test(test_arm_earlier_and_stop),
         cmocka_unit_test(test_closed_or_uninitialised_is_a_no_op),
     };
