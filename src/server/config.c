@@ -119,12 +119,13 @@ static const option_def_t options[] = {
              "bytes of one reply gathering many values: MGET and KV.RANGE past it answer -LIMIT; Q.PULL COUNT and "
              "Q.PEEK return fewer messages"),
     /* A transaction is one log record and its queued arguments are held
-     * until EXEC: 16 MiB keeps the record far below the log's 64 MiB
-     * record limit (each argument also counts 96 bytes for the record
-     * header it may become, so the bound holds at the top of the range). */
+     * until EXEC. Each argument also counts 96 bytes for the record header
+     * it may become, and a queued Q.PULL its deliveries (cmd_txn.c), so
+     * the record stays within max-multi-bytes + 84: the log's record limit
+     * is at least that (persist_record_bytes_max()). */
     INT_OPT("max-multi-commands", max_multi_commands, "10000", 1, 1000000, "commands one MULTI may queue"),
     SIZE_OPT("max-multi-bytes", max_multi_bytes, "16m", 1024, 32 * MiB,
-             "bytes one MULTI may queue (arguments plus 96 per argument)"),
+             "bytes one MULTI may queue (arguments plus 96 per argument, plus a Q.PULL's deliveries)"),
     INT_OPT("max-watches-per-client", max_watches_per_client, "1024", 1, 1000000,
             "watches and observations one connection may hold"),
     /* Q.WATCH FROM replays from this history; 4 MiB holds some tens of

@@ -192,6 +192,45 @@ def test_huge_transaction_past_the_default_limit(r):
     assert r.dbsize() == 10000
 
 
+def test_transaction_of_large_values_up_to_max_multi_bytes(ordod_factory):
+    """A transaction the limits admit is one record the log takes: two 5 MB
+    values (10 MB, past one value's max-value-bytes of 8 MB, within
+    max-multi-bytes' 16 MB) commit, the server stays writable, and both are
+    there after a SIGKILL and a restart. (The log's record limit used to be
+    one command's, so this EXEC made the server read-only.)"""
+    s = ordod_factory()
+    r = s.client()
+    a, b = b"a" * 5000000, b"b" * 5000000
+    p = r.pipeline(transaction=True)
+    p.set("big-a", a).set("big-b", b)
+    assert p.execute() == [True, True]
+    assert r.set("after", "1") is True
+    s.proc.send_signal(signal.SIGKILL)
+    s.proc.wait()
+    s.spawn()
+    r = s.client()
+    assert r.get("big-a") == a and r.get("big-b") == b and r.get("after") == b"1"
+
+
+def test_pulls_count_their_deliveries_against_max_multi_bytes(ordod_factory):
+    """Q.PULL COUNT n makes up to n records, each naming the queue: a MULTI
+    counts them when the pull is queued, so pulls that would make a record
+    past the log's limit are refused with -LIMIT and the server stays
+    writable."""
+    s = ordod_factory("--max-multi-bytes", "1m")
+    c = s.raw()
+    q = "q" * 4000                       # 1000 deliveries x (4000 + 96) bytes: about 4 MB
+    assert c.call("Q.PUSH", q, "k", "m") > 0
+    assert c.call("MULTI") == "OK"
+    assert "max-multi-bytes" in err(c.call("Q.PULL", q, "COUNT", 1000), "LIMIT")
+    assert "EXECABORT" in err(c.call("EXEC"), "")
+    assert c.call("MULTI") == "OK"
+    assert c.call("Q.PULL", q, "COUNT", 10) == "QUEUED"   # about 40 KB: admitted
+    got = c.call("EXEC")
+    assert len(got) == 1 and len(got[0]) == 1 and got[0][0][2] == b"m", got
+    assert c.call("SET", "after", "1") == "OK"
+
+
 def test_events_in_order_at_consecutive_revisions(server):
     w = server.raw()
     w.call("HELLO", 3)

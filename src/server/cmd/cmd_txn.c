@@ -134,6 +134,31 @@ static void run(cmd_ctx_t *x, const cmd_def_t *d, size_t argc, const resp_arg_t 
     d->fn(&y);
 }
 
+/* Bytes of records a queued command may make beyond what its arguments
+ * count: Q.PULL makes one Q_DELIVER record (the queue's name and a header)
+ * per message, up to COUNT (at most 1000: the syntax check refuses more).
+ * Counted at queue time like arguments, so max-multi-bytes keeps bounding
+ * the REC_TXN record below the log's record limit; without it a MULTI of
+ * pulls on a long queue name made a record the log refused, and the server
+ * read-only. */
+static size_t extra_record_bytes(const cmd_ctx_t *x, const cmd_def_t *d)
+{
+    if (strcasecmp(d->name, "Q.PULL") != 0 || x->argc < 2)
+        return 0;
+    size_t count = 1;
+    for (size_t i = 2; i + 1 < x->argc; i++) {
+        if (!arg_is(x, i, "COUNT"))
+            continue;
+        const resp_arg_t *a = &x->argv[i + 1];
+        count = 0;
+        for (size_t j = 0; j < a->len && count <= 1000; j++)
+            count = a->ptr[j] >= '0' && a->ptr[j] <= '9' ? count * 10 + (size_t)(a->ptr[j] - '0') : 1001;
+        if (count > 1000)
+            count = 1000;
+    }
+    return count * (x->argv[1].len + TXN_ARG_OVERHEAD_BYTES);
+}
+
 /* At queue time: does write d answer an error before it makes a record (a
  * syntax error)? If so it is written into x->out. */
 static bool syntax_error(cmd_ctx_t *x, const cmd_def_t *d)
@@ -187,6 +212,7 @@ bool cmd_txn_queue(cmd_ctx_t *x, const cmd_def_t *d)
     size_t bytes = 0;
     for (size_t i = 0; i < x->argc; i++)
         bytes += x->argv[i].len + TXN_ARG_OVERHEAD_BYTES;
+    bytes += extra_record_bytes(x, d);
     if (blocking_form(x, d)) {
         reply_errf(x, "ERR %s blocks or streams, which a transaction cannot: use it outside MULTI", d->name);
     } else if (t->ncmds + 1 > (size_t)s->cfg.max_multi_commands) {

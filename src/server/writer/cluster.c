@@ -163,7 +163,7 @@ int cluster_open(server_t *s, const log_hooks_t *wake, char *err, size_t elen)
         .snapshot_entries = (unsigned)s->cfg.cluster_snapshot_entries,
         .snapshot_trailing = (unsigned)s->cfg.cluster_snapshot_trailing,
         .pending_bytes_max = (uint64_t)s->cfg.wal_pending_max_bytes,
-        .record_bytes_max = (uint32_t)(RECORD_HEADER_BYTES + 3 * s->cfg.max_name_bytes + s->cfg.max_value_bytes),
+        .record_bytes_max = persist_record_bytes_max(s),
     };
     if (s->cfg.cluster[0] == '\0') {
         snprintf(err, elen, "--node-id needs --cluster (every member as ID=HOST:PORT)");

@@ -303,6 +303,15 @@ static int fault_setup(server_t *s, wal_io_t *io, char *err, size_t elen)
     return 0;
 }
 
+uint32_t persist_record_bytes_max(const server_t *s)
+{
+    /* At most 84 + 3 x 64 MiB + 512 MiB (config.c's ranges): below the
+     * WAL's 1 GiB limit, and a uint32_t. */
+    uint64_t command = RECORD_HEADER_BYTES + 3 * (uint64_t)s->cfg.max_name_bytes + (uint64_t)s->cfg.max_value_bytes;
+    uint64_t txn = RECORD_HEADER_BYTES + (uint64_t)s->cfg.max_multi_bytes;
+    return (uint32_t)(command > txn ? command : txn);
+}
+
 int persist_open(server_t *s, char *err, size_t elen)
 {
     if (cluster_enabled(s)) {
@@ -321,7 +330,7 @@ int persist_open(server_t *s, char *err, size_t elen)
             .segment_bytes = (uint64_t)s->cfg.wal_segment_bytes,
             .sync_batch_max = (uint32_t)s->cfg.fsync_batch_max,
             .sync_interval_ms = (uint32_t)s->cfg.fsync_interval_ms,
-            .record_bytes_max = (uint32_t)(RECORD_HEADER_BYTES + 3 * s->cfg.max_name_bytes + s->cfg.max_value_bytes),
+            .record_bytes_max = persist_record_bytes_max(s),
             .pending_bytes_max = (uint64_t)s->cfg.wal_pending_max_bytes,
             .repair = s->cfg.wal_repair != 0,
             .sync_inline_max = (uint32_t)s->cfg.fsync_inline_max,

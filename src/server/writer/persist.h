@@ -35,6 +35,13 @@
 
 #include "server.h"
 
+/* persist_record_bytes_max() -- the longest record the writer can make
+ * under the configured limits, which either log must take: one command's
+ * (its names and value) or one transaction's (max-multi-bytes counts a
+ * record header per queued argument, cmd_txn.c). A log sized below it
+ * would turn a valid EXEC into a refused record and the server read-only. */
+uint32_t persist_record_bytes_max(const server_t *s);
+
 /* persist_open() -- open the log on the data directory (which must exist):
  * take its lock, read nothing, so a busy directory is refused at once.
  * Returns 0, or -1 with a message in err; persist_close() either way. */
