@@ -369,6 +369,35 @@ static void check_marks(const conn_t *c)
 /* Mark the output appended since the last mark with the revision it may
  * depend on (the current one), unless that revision is already durable.
  * Returns how many bytes of out may be sent now. */
+/* Mark the output produced since the last look with the revision (in
+ * cluster mode, the raft position) it must wait for. The mark is taken
+ * only for new output that may depend on state: in cluster mode taking one
+ * asks for a raft barrier (writer_rev()). */
+static void take_mark(conn_t *c, uint64_t durable)
+{
+    size_t last_end = c->nmarks ? c->marks[c->nmarks - 1].end : 0;
+    bool stateless_tail = c->nostate_end == c->out.len && c->nostate_end > c->checked_len && c->shared.n == 0;
+    bool fresh = c->out.len > last_end && !stateless_tail;
+    c->checked_len = c->out.len;
+    uint64_t rev = fresh ? writer_rev(c->srv) : 0;
+    if (fresh && rev > durable) {
+        if (c->nmarks == CONN_MARKS_MAX || (c->nmarks > 0 && c->marks[c->nmarks - 1].rev == rev)) {
+            c->marks[c->nmarks - 1].end = c->out.len;
+            c->marks[c->nmarks - 1].rev = rev;
+        } else {
+            c->marks[c->nmarks].end = c->out.len;
+            c->marks[c->nmarks].rev = rev;
+            c->nmarks++;
+        }
+    }
+}
+
+static void hold(conn_t *c)
+{
+    if (!ordo_list_linked(&c->held_ln, NULL) && !c->closing)
+        ordo_list_push_front(&c->srv->net.held, &c->held_ln);
+}
+
 static size_t sendable_bytes(conn_t *c)
 {
     server_t *s = c->srv;
@@ -380,23 +409,7 @@ static size_t sendable_bytes(conn_t *c)
         return c->out.len;
     }
     uint64_t durable = s->durable_rev;
-    size_t last_end = c->nmarks ? c->marks[c->nmarks - 1].end : 0;
-    /* The mark is taken only for new output that may depend on state: in
-     * cluster mode taking one asks for a raft barrier (writer_rev()). */
-    bool stateless_tail = c->nostate_end == c->out.len && c->nostate_end > c->checked_len && c->shared.n == 0;
-    bool fresh = c->out.len > last_end && !stateless_tail;
-    c->checked_len = c->out.len;
-    uint64_t rev = fresh ? writer_rev(s) : 0;
-    if (fresh && rev > durable) {
-        if (c->nmarks == CONN_MARKS_MAX || (c->nmarks > 0 && c->marks[c->nmarks - 1].rev == rev)) {
-            c->marks[c->nmarks - 1].end = c->out.len;
-            c->marks[c->nmarks - 1].rev = rev;
-        } else {
-            c->marks[c->nmarks].end = c->out.len;
-            c->marks[c->nmarks].rev = rev;
-            c->nmarks++;
-        }
-    }
+    take_mark(c, durable);
     if (c->nmarks == 0)
         return c->out.len;
     int done = 0;
@@ -411,8 +424,7 @@ static size_t sendable_bytes(conn_t *c)
     c->nmarks -= done;
     check_marks(c);
     assert(ok < c->marks[0].end); /* what is sent now ends before the first held byte */
-    if (!ordo_list_linked(&c->held_ln, NULL) && !c->closing)
-        ordo_list_push_front(&s->net.held, &c->held_ln);
+    hold(c);
     return ok;
 }
 
@@ -511,8 +523,24 @@ static int compose(const ordo_buf_t *b, const conn_shared_list_t *l, size_t upto
 
 void conn_flush(conn_t *c)
 {
-    if (c->closing || c->writing)
+    if (c->closing)
         return;
+    if (c->writing) {
+        /* The rest goes when the write completes (on_write). Its mark is
+         * taken now, at the end of the turn that produced it, as for any
+         * output: taken then, on a cluster member that had lost leadership
+         * meanwhile, it would wait for nothing, and a read's reply would go
+         * out without the barrier that confirms the leadership. Waiting,
+         * the connection stays on net.held, where a lost leadership finds
+         * it (conn_close_held()). HTTP output is marked once it is made
+         * into responses (http_before_flush()), so only after the write. */
+        if (c->http == NULL && server_readonly(c->srv) == NULL) {
+            take_mark(c, c->srv->durable_rev);
+            if (c->nmarks > 0 && c->marks[c->nmarks - 1].rev > c->srv->durable_rev)
+                hold(c);
+        }
+        return;
+    }
     if (c->http != NULL)
         http_before_flush(c); /* its RESP replies become HTTP responses */
     if (c->out.len == 0 && c->shared.n == 0) {
