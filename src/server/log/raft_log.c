@@ -84,6 +84,10 @@ struct raft_log_s {
     bool diverged;
     bool snap_wanted;
     bool change_running;
+    bool transferring;            /* a CLUSTER TRANSFER runs: raft takes no entry, this member serves nothing */
+    bool transfer_pending;        /* ... to start at the turn's flush (rl_flush), for transfer_target */
+    uint64_t transfer_target;
+    int transfer_attempts;        /* raft_transfer() calls given up so far (TRANSFER_ATTEMPTS) */
     uv_check_t watch;
     char failed[256];
     uint64_t entries_proposed, barriers_proposed, snapshots_taken, snapshots_restored;
@@ -357,7 +361,7 @@ static int propose_barrier(raft_log_t *rl, bool lead)
 {
     req_t *r = ordo_xcalloc(1, sizeof *r);
     r->rl = rl;
-    r->pos = ++rl->proposed_pos;
+    r->pos = rl->proposed_pos + 1; /* taken only once raft has the barrier */
     r->lead_barrier = lead;
     r->u.barrier.data = r;
     int rv = raft_barrier(&rl->raft, &r->u.barrier, barrier_done);
@@ -365,6 +369,7 @@ static int propose_barrier(raft_log_t *rl, bool lead)
         free(r);
         return -1;
     }
+    rl->proposed_pos++;
     rl->barriers_proposed++;
     return 0;
 }
@@ -425,15 +430,20 @@ static void on_watch(uv_check_t *h)
     if (!rl->started || rl->diverged)
         return;
     bool leader = raft_state(&rl->raft) == RAFT_LEADER;
-    if (leader && !rl->was_leader) {
+    if (leader && !rl->was_leader && !rl->transferring) {
         rl->was_leader = true;
         set_threshold(rl, true);
-        if (propose_barrier(rl, true) != 0)
+        if (propose_barrier(rl, true) != 0) {
+            /* Tried again at the next look (the loop's next turn). */
             fprintf(stderr, "ordod: cluster: cannot propose the new leader's barrier: %s\n", raft_errmsg(&rl->raft));
+            rl->was_leader = false;
+        }
     } else if (!leader && rl->was_leader) {
         rl->was_leader = false;
         set_threshold(rl, false);
-        bool had_lead = rl->leading;
+        /* After a transfer this member stopped serving already (it answered
+         * its parked clients then); its held output is dropped now. */
+        bool had_lead = rl->leading || rl->transferring;
         rl->leading = false;
         bool diverged = rl->fcount > 0 || rl->building_records > 0;
         if (diverged)
@@ -481,6 +491,8 @@ static int rl_append(log_t *l, const log_batch_t *b)
     return 0;
 }
 
+static void start_transfer(raft_log_t *rl, raft_id target); /* membership, below */
+
 static int rl_flush(log_t *l)
 {
     raft_log_t *rl = (raft_log_t *)l;
@@ -500,10 +512,17 @@ static int rl_flush(log_t *l)
             return 0;
         }
         rl->need_barrier = false;
-    } else if (rl->need_barrier) {
+    } else if (rl->need_barrier && rl->leading) {
+        /* Refused (out of memory): output waits for it, so it is tried
+         * again at the next flush. */
+        if (propose_barrier(rl, false) == 0)
+            rl->need_barrier = false;
+    } else {
         rl->need_barrier = false;
-        if (rl->leading)
-            propose_barrier(rl, false);
+    }
+    if (rl->transfer_pending) {
+        rl->transfer_pending = false;
+        start_transfer(rl, rl->transfer_target);
     }
     return 0;
 }
@@ -783,6 +802,16 @@ bool raft_log_member(log_t *l, int i, uint64_t *id, char *client, size_t clen, c
 
 /* ---- membership ------------------------------------------------------------------ */
 
+static bool is_other_voter(const raft_log_t *rl, uint64_t id)
+{
+    for (unsigned i = 0; i < rl->raft.configuration.n; i++) {
+        const struct raft_server *sv = &rl->raft.configuration.servers[i];
+        if (sv->id == id)
+            return sv->role == RAFT_VOTER && id != rl->opt.id;
+    }
+    return false;
+}
+
 static void change_finished(raft_log_t *rl, int status)
 {
     rl->change_running = false;
@@ -817,16 +846,63 @@ static void add_done(struct raft_change *req, int status)
     }
 }
 
+/* A transfer is started again this many times in all when raft gives it
+ * up while this member still leads. libraft 0.22.1 sends TimeoutNow as
+ * soon as the target acknowledges any append while a transfer waits for it
+ * to catch up, so under writes the target, still persisting the last
+ * entries, ignores it, and raft gives the transfer up after an election
+ * timeout. Started again, with nothing proposed since (this member stopped
+ * serving), raft finds the target caught up and sends TimeoutNow at once. */
+#define TRANSFER_ATTEMPTS 3
+
+static bool still_leads(raft_log_t *rl)
+{
+    return raft_state(&rl->raft) == RAFT_LEADER && rl->was_leader && !rl->diverged;
+}
+
+/* The transfer's end: done if target leads now; else, if this member still
+ * leads, it leads again, from a new barrier, as a new leader does (on_watch
+ * at the next look). */
+static void transfer_end(raft_log_t *rl, raft_id target, int failed)
+{
+    rl->transferring = false;
+    raft_id lid = 0;
+    const char *laddr = NULL;
+    raft_leader(&rl->raft, &lid, &laddr);
+    if (still_leads(rl)) {
+        fprintf(stderr, "ordod: cluster: the transfer did not happen; leading again\n");
+        rl->was_leader = false;
+    }
+    change_finished(rl, failed ? failed : target != 0 && lid == target ? 0 : RAFT_NOTLEADER);
+}
+
+static void transfer_done(struct raft_transfer *req);
+
+/* raft_transfer(); on a refusal the transfer ends with its code. */
+static void start_transfer(raft_log_t *rl, raft_id target)
+{
+    req_t *r = ordo_xcalloc(1, sizeof *r);
+    r->rl = rl;
+    r->u.transfer.data = r;
+    int rv = raft_transfer(&rl->raft, &r->u.transfer, target, transfer_done);
+    if (rv != 0) {
+        free(r);
+        fprintf(stderr, "ordod: cluster: raft_transfer: %s\n", raft_strerror(rv));
+        transfer_end(rl, target, rv);
+    }
+}
+
 static void transfer_done(struct raft_transfer *req)
 {
     req_t *r = req->data;
     raft_log_t *rl = r->rl;
     raft_id target = req->id;
     free(r);
-    raft_id lid = 0;
-    const char *laddr = NULL;
-    raft_leader(&rl->raft, &lid, &laddr);
-    change_finished(rl, target != 0 && lid == target ? 0 : RAFT_NOTLEADER);
+    if (still_leads(rl) && target != 0 && ++rl->transfer_attempts < TRANSFER_ATTEMPTS) {
+        start_transfer(rl, target); /* given up while the target caught up: again */
+        return;
+    }
+    transfer_end(rl, target, 0);
 }
 
 int raft_log_change(log_t *l, enum raft_log_change op, uint64_t id, const char *client, char *err, size_t elen)
@@ -849,18 +925,32 @@ int raft_log_change(log_t *l, enum raft_log_change op, uint64_t id, const char *
         if (member_of(client, strlen(client), rl->opt.port_offset, &m, err, elen) != 0)
             return -1;
     }
+    if (op == RAFT_LOG_TRANSFER) {
+        if (id != 0 && !is_other_voter(rl, id)) {
+            snprintf(err, elen, "member %llu is not another voter of this cluster", (unsigned long long)id);
+            return -1;
+        }
+        /* Until a transfer ends raft takes no entry and no barrier (0.22.1
+         * refuses them while a transferee is set), so nothing could be
+         * answered: this member stops serving now (the caller drops its
+         * clients as a deposed leader's; raft_log.h), and they go to the
+         * next one. The transfer itself starts at this turn's flush, after
+         * the turn's records are proposed (rl_flush); what is in flight
+         * still commits. */
+        rl->change_running = true;
+        rl->transferring = true;
+        rl->transfer_pending = true;
+        rl->transfer_target = id;
+        rl->transfer_attempts = 0;
+        rl->leading = false;
+        return 0;
+    }
     req_t *r = ordo_xcalloc(1, sizeof *r);
     r->rl = rl;
     r->promote_id = id;
-    int rv;
-    if (op == RAFT_LOG_TRANSFER) {
-        r->u.transfer.data = r;
-        rv = raft_transfer(&rl->raft, &r->u.transfer, id, transfer_done);
-    } else {
-        r->u.change.data = r;
-        rv = op == RAFT_LOG_ADD ? raft_add(&rl->raft, &r->u.change, id, m.raft, add_done)
+    r->u.change.data = r;
+    int rv = op == RAFT_LOG_ADD ? raft_add(&rl->raft, &r->u.change, id, m.raft, add_done)
                                 : raft_remove(&rl->raft, &r->u.change, id, change_done);
-    }
     if (rv != 0) {
         free(r);
         snprintf(err, elen, "%s", raft_errmsg(&rl->raft));

@@ -139,7 +139,14 @@ bool raft_log_member(log_t *l, int i, uint64_t *id, char *client, size_t clen, c
  * (client: its client address; it joins as a spare, then becomes a voter
  * once caught up), REMOVE id, TRANSFER to id (0: raft picks). Starts the
  * change; fsm->change_done reports its end, one change at a time.
- * Returns 0, or -1 with a message (nothing started). */
+ * Returns 0, or -1 with a message (nothing started).
+ *
+ * A started TRANSFER ends this member's serving at once: raft takes no
+ * entry or barrier until the transfer ends, so raft_log_mark() and the
+ * info's `leading` say so now, and the caller drops its clients as a
+ * deposed leader's (the role hook is not called for it). If the transfer
+ * does not happen, this member leads again once a new barrier commits
+ * (the role hook, leading). */
 enum raft_log_change { RAFT_LOG_ADD, RAFT_LOG_REMOVE, RAFT_LOG_TRANSFER };
 int raft_log_change(log_t *l, enum raft_log_change op, uint64_t id, const char *client, char *err, size_t elen);
 

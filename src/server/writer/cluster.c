@@ -100,6 +100,13 @@ static void drop_clients(server_t *s)
             conn_close(c);
 }
 
+/* This member leads no more, or is handing leadership over. */
+static void stop_serving(server_t *s)
+{
+    s->cluster.leading = false;
+    drop_clients(s);
+}
+
 static void on_role(void *arg, bool leading, bool diverged)
 {
     server_t *s = arg;
@@ -118,8 +125,7 @@ static void on_role(void *arg, bool leading, bool diverged)
         qwait_rearm(s);
         return;
     }
-    s->cluster.leading = false;
-    drop_clients(s);
+    stop_serving(s);
 }
 
 static void on_change_done(void *arg, int status, const char *msg)
@@ -249,5 +255,11 @@ int cluster_change(server_t *s, conn_t *c, enum raft_log_change op, uint64_t id,
     w->on_cancel = change_cancel;
     w->data = s;
     s->cluster.change_waiter = w;
+    /* A transfer: raft takes nothing more here until it ends, so the
+     * other clients are answered -NOTLEADER now (the caller, parked, waits
+     * for the outcome). If it does not happen, the raft log leads again
+     * from a new barrier (on_role). */
+    if (op == RAFT_LOG_TRANSFER)
+        stop_serving(s);
     return 0;
 }
