@@ -50,18 +50,25 @@ def test_add_then_remove_member(make_cluster):
     assert len(set(digests.values())) == 1, digests
 
 
+def _transfer(cl, leader):
+    """CLUSTER TRANSFER from leader to another member: +OK, and that member
+    is the leader a majority agrees on, at a higher term. Returns it."""
+    target = cl.others(leader)[0]
+    term = cl.term(leader)
+    r = leader.call("CLUSTER", "TRANSFER", target.id, timeout=30)
+    assert r == "OK", "CLUSTER TRANSFER %d -> %r" % (target.id, r)
+    new = cl.leader(min_term=term + 1)
+    assert new.id == target.id, "transfer to %d, leader is %d" % (target.id, new.id)
+    return new
+
+
 def test_transfer_to_named_member(make_cluster):
     cl = make_cluster(3)
     leader = cl.wait_ready()
     for _ in range(2):
-        target = cl.others(leader)[0]
-        term = cl.term(leader)
-        r = leader.call("CLUSTER", "TRANSFER", target.id, timeout=30)
-        assert r == "OK", "CLUSTER TRANSFER %d -> %r" % (target.id, r)
-        new = cl.leader(min_term=term + 1)
-        assert new.id == target.id, "transfer to %d, leader is %d" % (target.id, new.id)
-        assert cl.wait_ready().id == target.id
-        assert new.call("SET", "t", str(target.id)) == "OK"
+        new = _transfer(cl, leader)
+        assert cl.wait_ready().id == new.id
+        assert new.call("SET", "t", str(new.id)) == "OK"
         leader = new
     # a transfer to an id that is not a member is refused
     r = leader.call("CLUSTER", "TRANSFER", 99)
@@ -92,13 +99,7 @@ def test_transfer_under_writes(make_cluster):
         for _ in range(3):
             base = acked()
             poll(lambda: acked() >= base + 50, "50 more acknowledged writes", 30)
-            target = cl.others(leader)[0]
-            term = cl.term(leader)
-            r = leader.call("CLUSTER", "TRANSFER", target.id, timeout=30)
-            assert r == "OK", "CLUSTER TRANSFER %d -> %r" % (target.id, r)
-            new = cl.leader(min_term=term + 1)
-            assert new.id == target.id, "transfer to %d, leader is %d" % (target.id, new.id)
-            leader = new
+            leader = _transfer(cl, leader)
         base = acked()
         poll(lambda: acked() >= base + 50, "50 more acknowledged writes after the transfers", 30)
     finally:
