@@ -36,7 +36,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "crash"))
 
+import crashlib  # noqa: E402
 from resp import Closed, Conn, RespError, encode  # noqa: E402
 
 ORDOD = os.path.join(ROOT, os.environ.get("ORDOD", "build/ordod"))
@@ -135,13 +137,8 @@ def _brief(infos):
 
 
 def tail(path, n=6000):
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            f.seek(max(0, f.tell() - n))
-            return f.read().decode(errors="replace")
-    except OSError:
-        return ""
+    """The last n bytes of a member's log (crashlib's reader)."""
+    return crashlib.tail(path, n)
 
 
 # ---- one member ----------------------------------------------------------------
