@@ -157,16 +157,28 @@ ordo_healthy() {
     OLEADER="$lead"
 }
 
-ordo_wait_healthy() {
+# wait_healthy WHAT HEALTHY DESCRIBE LOGS: returns once the function
+# HEALTHY succeeds, polled for HEALTHY_S seconds; else prints the function
+# DESCRIBE's account of each member and the tail of the logs LOGS (a glob
+# under the bench temp dir), and exits.
+wait_healthy() {
+    local what="$1" healthy="$2" describe="$3" logs="$4"
     for _ in $(seq 1 $((HEALTHY_S * 10))); do
-        ordo_healthy && return 0
+        "$healthy" && return 0
         sleep 0.1
     done
-    echo "bench: the ordod cluster did not become healthy within ${HEALTHY_S}s" >&2
-    for id in $IDS; do echo "member $id (port ${OPORT[$id]}): $(ordo_ci "${OPORT[$id]}")" >&2; done
-    tail -n 20 "$BENCH_TMP"/ordo*.log >&2
+    echo "bench: the $what cluster did not become healthy within ${HEALTHY_S}s" >&2
+    "$describe" >&2
+    # shellcheck disable=SC2086 # $logs is a glob
+    tail -n 20 "$BENCH_TMP"/$logs >&2
     exit 1
 }
+
+ordo_describe() {
+    for id in $IDS; do echo "member $id (port ${OPORT[$id]}): $(ordo_ci "${OPORT[$id]}")"; done
+}
+
+ordo_wait_healthy() { wait_healthy ordod ordo_healthy ordo_describe 'ordo*.log'; }
 
 start_ordo_cluster() {
     local id
@@ -238,16 +250,11 @@ etcd_healthy() {
     for id in $IDS; do [ "${app[$id]}" -ge "$commit" ] || return 1; done
 }
 
-etcd_wait_healthy() {
-    for _ in $(seq 1 $((HEALTHY_S * 10))); do
-        etcd_healthy && return 0
-        sleep 0.1
-    done
-    echo "bench: the etcd cluster did not become healthy within ${HEALTHY_S}s" >&2
-    for id in $IDS; do echo "m$id (port ${EPORT[$id]}): $(etcd_status "${EPORT[$id]}")" >&2; done
-    tail -n 20 "$BENCH_TMP"/etcd*.log >&2
-    exit 1
+etcd_describe() {
+    for id in $IDS; do echo "m$id (port ${EPORT[$id]}): $(etcd_status "${EPORT[$id]}")"; done
 }
+
+etcd_wait_healthy() { wait_healthy etcd etcd_healthy etcd_describe 'etcd*.log'; }
 
 start_etcd_cluster() {
     local id
