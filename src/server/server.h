@@ -116,7 +116,6 @@ struct server_s {
     uint64_t recovered_records, recovery_ms, snapshot_loaded_rev;
     /* cluster mode (writer/cluster.c) */
     struct {
-        bool leading;                /* this member leads and serves */
         char **argv;                 /* to restart in place with */
         struct waiter_s *change_waiter; /* the client waiting for CLUSTER ADD/REMOVE/TRANSFER */
         ordo_list_t change_list;     /* its wait list */

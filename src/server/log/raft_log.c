@@ -785,6 +785,8 @@ void raft_log_info(log_t *l, raft_log_info_t *out)
     out->inflight_bytes = rl->inflight_bytes;
 }
 
+bool raft_log_leading(const log_t *l) { return ((const raft_log_t *)l)->leading; }
+
 bool raft_log_member(log_t *l, int i, uint64_t *id, char *client, size_t clen, const char **role)
 {
     raft_log_t *rl = (raft_log_t *)l;

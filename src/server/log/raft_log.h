@@ -131,6 +131,10 @@ typedef struct raft_log_info_s {
 
 void raft_log_info(log_t *l, raft_log_info_t *out);
 
+/* raft_log_leading() -- the info's `leading`, alone: this member leads and
+ * serves (the role hook reports each change of it). */
+bool raft_log_leading(const log_t *l);
+
 /* raft_log_member() -- the i-th member of the current configuration:
  * false past the last. role: "leader", "voter", "standby", "spare". */
 bool raft_log_member(log_t *l, int i, uint64_t *id, char *client, size_t clen, const char **role);

@@ -7,6 +7,7 @@
  */
 #include "cluster.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,10 +101,11 @@ static void drop_clients(server_t *s)
             conn_close(c);
 }
 
-/* This member leads no more, or is handing leadership over. */
+/* This member leads no more, or is handing leadership over (the raft log
+ * says so already: cluster_leads() is false). */
 static void stop_serving(server_t *s)
 {
-    s->cluster.leading = false;
+    assert(!cluster_leads(s));
     drop_clients(s);
 }
 
@@ -113,7 +115,6 @@ static void on_role(void *arg, bool leading, bool diverged)
     if (diverged)
         restart_in_place(s);
     if (leading) {
-        s->cluster.leading = true;
         s->cluster.terms_led++;
         /* The deadlines are replicated state: take them over where the
          * last leader left them, on a clock that never goes behind the
@@ -200,7 +201,7 @@ int cluster_start(server_t *s, char *err, size_t elen)
 
 /* ---- what the other layers ask ---------------------------------------------- */
 
-bool cluster_leads(const server_t *s) { return !cluster_enabled(s) || s->cluster.leading; }
+bool cluster_leads(const server_t *s) { return !cluster_enabled(s) || (s->log != NULL && raft_log_leading(s->log)); }
 
 const char *cluster_leader(server_t *s, char *buf, size_t blen)
 {
