@@ -230,8 +230,7 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
     }
     /* Cluster mode: only the leader answers from the state. */
     if (!(d->flags & CMD_NOSTATE) && !cluster_leads(s)) {
-        char leader[256];
-        reply_errf(&x, "NOTLEADER %s", cluster_leader(s, leader, sizeof leader));
+        reply_notleader(&x);
         cmd_txn_refused(c);
         return;
     }
@@ -452,6 +451,12 @@ void reply_errf(cmd_ctx_t *x, const char *fmt, ...)
 }
 
 void reply_syntax(cmd_ctx_t *x) { reply_err(x, "ERR syntax error"); }
+
+void reply_notleader(cmd_ctx_t *x)
+{
+    char leader[256];
+    reply_errf(x, "NOTLEADER %s", cluster_leader(x->srv, leader, sizeof leader));
+}
 
 /* Can the record make the stored data larger? Deletions, releases and
  * keepalives are allowed past max-memory-bytes: they are how to get back. */

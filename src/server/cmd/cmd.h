@@ -158,6 +158,8 @@ void reply_notholder_lock(cmd_ctx_t *x, const cmd_fence_t *f);
 void reply_ok(cmd_ctx_t *x);
 void reply_err(cmd_ctx_t *x, const char *msg);
 void reply_errf(cmd_ctx_t *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* -NOTLEADER host:port (the leader's client address), or -NOTLEADER ? */
+void reply_notleader(cmd_ctx_t *x);
 void reply_syntax(cmd_ctx_t *x);
 
 /* cmd_write() -- a command's record: refused with -READONLY once the log

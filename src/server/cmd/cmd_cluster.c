@@ -77,8 +77,7 @@ static void cmd_cluster(cmd_ctx_t *x)
     if (!need_cluster(x))
         return;
     if (!cluster_leads(s)) {
-        char buf[256];
-        reply_errf(x, "NOTLEADER %s", cluster_leader(s, buf, sizeof buf));
+        reply_notleader(x);
         return;
     }
     if (x->argc >= 3 && !arg_u64(x, 2, &id))
