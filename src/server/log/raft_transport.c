@@ -25,7 +25,6 @@
 #include <sys/socket.h>
 
 #include "base/buf.h"
-#include "base/bytes.h"
 
 #define MAX_BLOCKED 16
 
@@ -137,11 +136,11 @@ static void on_connect(struct raft_uv_connect *req, struct uv_stream_s *stream, 
     struct raft_uv_connect *outer = c->outer;
     raft_id id = c->id;
     free(c);
-    if (status == 0 && w != NULL && is_blocked(w, id)) {
+    if (status == 0 && is_blocked(w, id)) {
         uv_close((uv_handle_t *)stream, close_free);
         stream = NULL;
         status = RAFT_NOCONNECTION;
-    } else if (status == 0 && w != NULL) {
+    } else if (status == 0) {
         adopt(w, id, stream);
     }
     outer->cb(outer, stream, status);
