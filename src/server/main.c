@@ -118,6 +118,11 @@ int main(int argc, char **argv)
     }
     if (watch_registry_init(&s->watches) != 0)
         goto fail_core;
+    /* Before anything can apply a record: replay and a cluster's delivery
+     * may tell observers and waiters already. */
+    s->hooks = (server_hooks_t){.run_resumed = conn_run_resumed, .flush = conn_flush_dirty,
+                                .net_cron = net_cron, .cmd_cron = cmd_cron, .answer = cmd_answer,
+                                .park = cmd_park, .resume = cmd_resume, .drop_unsure = net_drop_unsure};
     writer_init(s);
     if (cmd_init(s) != 0)
         goto fail_writer;
@@ -129,8 +134,6 @@ int main(int argc, char **argv)
     /* Record times never go back, across restarts too: if the wall clock
      * is behind the last record, the writer's clock continues from it. */
     server_clock_resume(s, core_last_time_ms(s->core));
-    s->hooks = (server_hooks_t){.run_resumed = conn_run_resumed, .flush = conn_flush_dirty,
-                                .net_cron = net_cron, .cmd_cron = cmd_cron};
     writer_start(s);
     uv_signal_init(s->loop, &s->sigint);
     uv_signal_init(s->loop, &s->sigterm);

@@ -62,19 +62,36 @@ typedef struct server_stats_s {
     uint64_t auth_fail_logged_ms;     /* when the last one was logged (rate limit), 0: never */
     uint64_t auth_fail_unlogged;      /* failures since then, not logged */
     uint64_t errors_by_code[16];      /* error replies of the command layer by code (cmd.c's table) */
-    uint64_t applies;                 /* records applied (writer_apply) */
+    uint64_t applies;                 /* records applied (writer_submit) */
     uint64_t apply_ns_sum;            /* their total time in core_apply */
     uint64_t apply_hist[16];          /* applies per bucket of writer/apply.h's bounds, not cumulative */
 } server_stats_t;
 
 /* What the writer asks of the layers above it (net, cmd), installed by
- * main.c before the loop runs: the writer never calls up itself
- * (writer/turn.h). */
+ * main.c before the loop runs: the writer never calls up itself, by name
+ * (scripts/check-layers.sh reads the calls). A client is an opaque
+ * pointer to the writer (a connection, to net and cmd). */
+struct conn_s;
+struct waiter_s;
+struct outcome_s;
 typedef struct server_hooks_s {
     void (*run_resumed)(server_t *s); /* run the input of connections whose wait ended */
     void (*flush)(server_t *s);       /* send what was written into connections */
     void (*net_cron)(server_t *s);    /* periodic: allocator trims, output limits */
     void (*cmd_cron)(server_t *s);    /* periodic: watch progress */
+    /* The writer's one exit (writer/outcome.h): tell client o, the answer
+     * to its parked command or an event it observes (a closing client
+     * ignores it). */
+    void (*answer)(server_t *s, struct conn_s *client, const struct outcome_s *o);
+    /* client's command parked as w: its later pipelined commands wait. */
+    void (*park)(struct conn_s *client, struct waiter_s *w);
+    /* client's wait ended (answered): it runs its pipeline at the end of
+     * the loop turn. */
+    void (*resume)(struct conn_s *client);
+    /* This cluster member stopped leading: close every connection whose
+     * output waits for a position that may never commit, and every
+     * watcher (they resume on the new leader). */
+    void (*drop_unsure)(server_t *s);
 } server_hooks_t;
 
 struct server_s {

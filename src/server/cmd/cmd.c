@@ -262,6 +262,7 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
      * mode PING or CLUSTER INFO then costs the leader no raft barrier. */
     bool clean = c->out.len == c->checked_len || c->out.len == c->nostate_end;
     d->fn(&x);
+    writer_settle(s); /* the parked clients its records unblocked */
     if ((d->flags & CMD_NOSTATE) && clean && c->waiter == NULL)
         c->nostate_end = c->out.len;
 }
@@ -458,44 +459,11 @@ void reply_notleader(cmd_ctx_t *x)
     reply_errf(x, "NOTLEADER %s", cluster_leader(x->srv, leader, sizeof leader));
 }
 
-/* Can the record make the stored data larger? Deletions, releases and
- * keepalives are allowed past max-memory-bytes: they are how to get back. */
-static bool grows(const server_t *s, const record_t *rec)
-{
-    switch (rec->type) {
-    case REC_Q_CONFIG: /* creating a queue grows; changing one (a shorter RESULTTTL...) must work */
-        return queue_get(core_queues(s->core), rec->q_config.queue, rec->q_config.qlen) == NULL;
-    case REC_DEL: case REC_COMPACT: case REC_LEASE_KEEPALIVE: case REC_LEASE_REVOKE: case REC_LOCK_RELEASE:
-    case REC_LOCK_EXTEND: case REC_ELECT_KEEPALIVE: case REC_ELECT_RESIGN:
-    case REC_KEY_TTL: /* EXPIRE is a way to free memory */
-        return false;
-    default:
-        /* Queue records other than pushes free memory or move bookkeeping:
-         * an ack must work when the store is full. */
-        return record_family(rec->type) != REC_FAM_QUEUE || rec->type == REC_Q_PUSH;
-    }
-}
-
 bool cmd_write(cmd_ctx_t *x, record_t *rec, apply_result_t *res)
 {
-    server_t *s = x->srv;
-    if (server_readonly(s) != NULL) {
-        reply_errf(x, "READONLY the log cannot be written, so writes are refused: %s", server_readonly(s));
-        return false;
-    }
-    /* Inside EXEC's apply pass the limit was judged by its check pass,
-     * before anything applied: judging it again half-way would split the
-     * transaction. */
-    bool in_exec = s->writer.txn != NULL && s->writer.txn->mode == WTXN_APPLY;
-    if (!in_exec && grows(s, rec) && writer_memory_refused(s, x->out))
-        return false;
-    if (!writer_apply(s, rec, res)) {
-        /* Applied in memory, but the log refused the record: never OK. */
-        reply_errf(x, "READONLY the log cannot be written, so writes are refused: %s", server_readonly(s));
-        return false;
-    }
-    if ((rec->type == REC_PUT && rec->put.expire_at_ms != 0) ||
-        (rec->type == REC_KEY_TTL && rec->key_ttl.expire_at_ms != 0))
-        expire_schedule(s);
-    return true;
+    char why[WRITER_REFUSAL_MAX];
+    if (writer_submit(x->srv, rec, WRITER_CLIENT, res, why, sizeof why) == WRITER_APPLIED)
+        return true;
+    reply_err(x, why); /* a refusal, or applied in memory but never stored: never OK */
+    return false;
 }

@@ -114,6 +114,19 @@ void cmd_http_status(conn_t *c, ordo_buf_t *out);
 /* "name":"s" when s[0..n) is UTF-8, else "name_b64":"<base64>" (docs/http.md). */
 void cmd_http_json_field(ordo_buf_t *b, const char *name, const char *s, size_t n);
 
+/* Outcomes as RESP (cmd_outcome.c; writer/outcome.h). cmd_render()
+ * writes o into out for protocol proto (an error counts in errors_total,
+ * an event in watch_events_total); cmd_render_message() one delivered
+ * message. cmd_answer(), cmd_park() and cmd_resume() are the server's
+ * answer, park and resume hooks (server.h). */
+struct outcome_s;
+struct waiter_s;
+void cmd_render(server_t *s, ordo_buf_t *out, int proto, const struct outcome_s *o);
+void cmd_render_message(ordo_buf_t *out, const queue_delivery_t *d);
+void cmd_answer(server_t *s, conn_t *c, const struct outcome_s *o);
+void cmd_park(conn_t *c, struct waiter_s *w);
+void cmd_resume(conn_t *c);
+
 /* ---- helpers for handlers ---------------------------------------------- */
 
 /* Argument i equals word (ASCII case-insensitive)? */
@@ -162,9 +175,9 @@ void reply_errf(cmd_ctx_t *x, const char *fmt, ...) __attribute__((format(printf
 void reply_notleader(cmd_ctx_t *x);
 void reply_syntax(cmd_ctx_t *x);
 
-/* cmd_write() -- a command's record: refused with -READONLY once the log
- * failed, with -LIMIT when max-memory-bytes is passed and the record would
- * grow the data (returns false, reply written); otherwise applied through
- * writer_apply() (writer/apply.h), the one door into the core. */
+/* cmd_write() -- a command's record through the writer's one door,
+ * writer_submit() (writer/apply.h): true if applied (res says how); else
+ * the door's refusal (-NOTLEADER, -READONLY, -LIMIT past max-memory-bytes,
+ * or -READONLY for a record the log refused) is the reply, and false. */
 bool cmd_write(cmd_ctx_t *x, record_t *rec, apply_result_t *res);
 #endif /* ORDO_CMD_H */

@@ -15,6 +15,7 @@
 
 #include "cmd.h"
 #include "core/coord.h"
+#include "writer/apply.h"
 #include "writer/coord_wait.h"
 
 /* The longest TTL and the longest WAIT a command accepts: one year. Longer
@@ -37,11 +38,29 @@ static bool arg_ms(cmd_ctx_t *x, size_t i, bool zero_ok, const char *what, uint6
     return true;
 }
 
-static void reply_lease_gone(cmd_ctx_t *x, uint64_t lease) { coord_wait_reply_lease_gone(x->srv, x->out, lease); }
+static void reply_lease_gone(cmd_ctx_t *x, uint64_t lease)
+{
+    char text[WRITER_REFUSAL_MAX];
+    coord_wait_lease_gone_text(text, sizeof text, lease);
+    reply_err(x, text);
+}
 
 static void reply_campaign(cmd_ctx_t *x, bool handover, uint64_t term, const char *hv, size_t hlen, bool lapsed)
 {
-    coord_wait_reply_campaign(x->out, x->proto, handover, term, hv, hlen, lapsed);
+    outcome_t o = {.kind = OUTCOME_CAMPAIGN,
+                   .campaign = {.term = term, .handover = handover, .lapsed = lapsed, .value = hv, .vlen = hlen}};
+    cmd_render(x->srv, x->out, x->proto, &o);
+}
+
+/* Park the connection on a lock or an election, or answer the refusal. */
+static void park(cmd_ctx_t *x, int kind, uint64_t wait_ms, uint64_t ttl, uint64_t lease, bool handover,
+                 const char *value, size_t vlen)
+{
+    char refusal[WRITER_REFUSAL_MAX];
+    const resp_arg_t *name = &x->argv[1];
+    if (!coord_wait_park(x->srv, x->conn, kind, name->ptr, name->len, wait_ms, ttl, lease, handover, value, vlen,
+                         refusal, sizeof refusal))
+        reply_err(x, refusal);
 }
 
 static const coord_t *cst(cmd_ctx_t *x) { return core_coord(x->srv->core); }
@@ -161,7 +180,7 @@ static void cmd_lock_acquire(cmd_ctx_t *x)
         resp_add_null(x->out, x->proto);
         return;
     }
-    coord_wait_park(x->srv, x->conn, COORD_WAIT_LOCK, name->ptr, name->len, wait_ms, ttl, lease, false, NULL, 0);
+    park(x, COORD_WAIT_LOCK, wait_ms, ttl, lease, false, NULL, 0);
 }
 
 static bool lock_args(cmd_ctx_t *x, uint64_t *token)
@@ -267,9 +286,7 @@ static void cmd_elect_campaign(cmd_ctx_t *x)
         resp_add_null(x->out, x->proto);
         return;
     }
-    coord_wait_park(x->srv, x->conn, COORD_WAIT_ELECT, name->ptr, name->len, wait_ms, ttl, lease, handover,
-                    x->argv[2].ptr,
-                    x->argv[2].len);
+    park(x, COORD_WAIT_ELECT, wait_ms, ttl, lease, handover, x->argv[2].ptr, x->argv[2].len);
 }
 
 static void cmd_elect_leader(cmd_ctx_t *x)
@@ -342,12 +359,15 @@ static void cmd_elect_observe(cmd_ctx_t *x)
         return;
     }
     const resp_arg_t *name = &x->argv[1];
-    resp_add_uint(x->out, coord_wait_observe(s, c, name->ptr, name->len));
-    coord_leader_t ld;
-    if (coord_elect_leader(cst(x), name->ptr, name->len, s->now_ms, &ld))
-        coord_wait_push_leader(c, name->ptr, name->len, ld.term, ld.value, ld.vlen);
-    else
-        coord_wait_push_leader(c, name->ptr, name->len, 0, NULL, 0);
+    resp_add_uint(x->out, coord_wait_observe(s, c, &c->observers, name->ptr, name->len));
+    c->nwatches++;
+    coord_leader_t ld = {0};
+    if (!coord_elect_leader(cst(x), name->ptr, name->len, s->now_ms, &ld))
+        ld = (coord_leader_t){0}; /* vacant */
+    outcome_t o = {.kind = OUTCOME_LEADER,
+                   .leader = {.name = name->ptr, .nlen = name->len, .term = ld.term, .value = ld.value,
+                              .vlen = ld.vlen}};
+    cmd_render(s, x->out, x->proto, &o);
 }
 
 /* ---- registration ---------------------------------------------------------------------- */

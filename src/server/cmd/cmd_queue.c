@@ -2,13 +2,14 @@
  * cmd_queue.c -- the Q.* commands: keyed work queues over the wire.
  *
  * Every change to a queue is a record (core.h, REC_Q_*) that enters through
- * cmd_write() / writer_apply(), so it is logged and replayed; queue.h is the
+ * the writer's door (cmd_write(), writer_submit()), so it is logged and replayed; queue.h is the
  * state machine those records drive. This file decides *which* records to
  * make for a client's command, and speaks RESP about queues.
  *
  * The wait lists of blocked commands, serving them (with the records that
  * makes) and the queue timer are the writer's: writer/queue_wait.h.
  */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,7 +110,8 @@ static bool reply_fate_now(cmd_ctx_t *x, uint64_t id)
     int fate = q != NULL ? queue_result(q, id, &r) : QUEUE_FATE_NONE;
     if (fate == QUEUE_FATE_NONE)
         return false;
-    qwait_add_fate(x->srv, x->conn, id, fate, &r);
+    outcome_t o = {.kind = OUTCOME_FATE, .fate = {.id = id, .fate = fate, .result = &r}};
+    cmd_render(x->srv, x->out, x->proto, &o);
     return true;
 }
 
@@ -183,6 +185,14 @@ static bool onfull_block(server_t *s, const char *name, size_t nlen)
     return cfg.onfull == QUEUE_ONFULL_BLOCK;
 }
 
+/* -LIMIT: the key has MAXPERKEY messages waiting. */
+static void reply_limit(cmd_ctx_t *x)
+{
+    char text[WRITER_REFUSAL_MAX];
+    qwait_limit_text(x->srv, QNAME(x), text, sizeof text);
+    reply_err(x, text);
+}
+
 static void reply_full(cmd_ctx_t *x)
 {
     const queue_t *q = queue_get(core_queues(x->srv->core), QNAME(x));
@@ -231,7 +241,7 @@ static void cmd_qpush(cmd_ctx_t *x)
         resp_add_uint(x->out, (uint64_t)res.value);
         break;
     case AP_QLIMIT:
-        qwait_reply_limit(x->srv, x->out, QNAME(x));
+        reply_limit(x);
         return;
     default: /* AP_QFULL; inside EXEC nothing parks (core_check() refuses it first) */
         if (onfull_block(x->srv, QNAME(x)) && x->srv->writer.txn == NULL)
@@ -239,10 +249,6 @@ static void cmd_qpush(cmd_ctx_t *x)
         else
             reply_full(x);
         return;
-    }
-    if (res.status == AP_OK) {
-        qwait_note_timer(x->srv, QNAME(x));
-        qwait_serve(x->srv, QNAME(x));
     }
 }
 
@@ -254,7 +260,7 @@ static void cmd_qcall(cmd_ctx_t *x)
     if (!push_write(x, true, &a, &rec, &res))
         return;
     if (res.status == AP_QLIMIT) {
-        qwait_reply_limit(x->srv, x->out, QNAME(x));
+        reply_limit(x);
         return;
     }
     if (res.status == AP_QFULL) {
@@ -268,15 +274,31 @@ static void cmd_qcall(cmd_ctx_t *x)
     /* A repeat (ID inside the window) replays the first call's fate. */
     if (res.status == AP_NOOP && reply_fate_now(x, id))
         return;
-    /* Park before serving: a NOACK puller may finish it at once. */
+    /* Parked before the queue's pullers are served (the settle after this
+     * command): a NOACK puller may finish it at once. */
     qwait_park_result(x->srv, x->conn, QNAME(x), id, a.timeout_ms, a.has_timeout, true);
-    if (res.status == AP_OK) {
-        qwait_note_timer(x->srv, QNAME(x));
-        qwait_serve(x->srv, QNAME(x));
-    }
 }
 
 /* ---- pull, ack, nack, extend -------------------------------------------------------- */
+
+static void render_message(void *arg, const queue_delivery_t *d) { cmd_render_message(arg, d); }
+
+/* Deliver up to count messages and answer them, or nothing if none was
+ * delivered or the log refused a delivery (refused() answers then).
+ * The messages are rendered aside until their count is known: nothing
+ * enters the connection's output while a record may still fail (a failed
+ * log closes connections with output, persist.c). Returns how many. */
+static size_t pull_now(cmd_ctx_t *x, uint32_t count, uint64_t lease_ms, bool noack)
+{
+    ordo_buf_t msgs = {0};
+    size_t n = qwait_deliver(x->srv, QNAME(x), count, lease_ms, noack, render_message, &msgs);
+    if (n > 0 && server_readonly(x->srv) == NULL) {
+        resp_add_array(x->out, n);
+        ordo_buf_append(x->out, msgs.data, msgs.len);
+    }
+    ordo_buf_free(&msgs);
+    return n;
+}
 
 static void cmd_qpull(cmd_ctx_t *x)
 {
@@ -310,17 +332,11 @@ static void cmd_qpull(cmd_ctx_t *x)
     if (!writable(x))
         return;
     qwait_catch_up(x->srv, QNAME(x));
-    ordo_buf_t *tmp = qwait_scratch(x->srv);
-    tmp->len = 0;
-    size_t n = qwait_deliver(x->srv, QNAME(x), count, lease_ms, noack, tmp);
+    size_t n = pull_now(x, count, lease_ms, noack);
     if (refused(x))
         return;
-    if (n > 0) {
-        resp_add_array(x->out, n);
-        ordo_buf_append(x->out, tmp->data, tmp->len);
-        qwait_serve(x->srv, QNAME(x)); /* deliveries made room for parked pushers */
-        return;
-    }
+    if (n > 0)
+        return; /* deliveries made room: parked pushers are served at the settle */
     if (!block) {
         resp_add_array(x->out, 0);
         return;
@@ -342,7 +358,8 @@ static bool id_token(cmd_ctx_t *x, uint64_t *id, uint64_t *token)
 static bool apply_answer(cmd_ctx_t *x, record_t *rec, bool valid, apply_result_t *res)
 {
     qwait_catch_up(x->srv, QNAME(x));
-    bool ok = valid && qwait_apply(x->srv, rec, res);
+    bool ok = valid && writer_submit(x->srv, rec, WRITER_CLIENT, res, NULL, 0) == WRITER_APPLIED &&
+              res->status == AP_OK;
     if (refused(x))
         return false;
     resp_add_int(x->out, ok);
@@ -367,11 +384,8 @@ static void cmd_qack(cmd_ctx_t *x)
         return;
     }
     apply_result_t res;
-    if (!writable(x) || !apply_answer(x, &rec, token != 0, &res))
-        return;
-    qwait_complete_id(x->srv, QNAME(x), id, QUEUE_FATE_DONE);
-    qwait_note_timer(x->srv, QNAME(x));
-    qwait_serve(x->srv, QNAME(x));
+    if (writable(x))
+        apply_answer(x, &rec, token != 0, &res); /* the door answers the message's callers */
 }
 
 static void cmd_qnack(cmd_ctx_t *x)
@@ -390,11 +404,8 @@ static void cmd_qnack(cmd_ctx_t *x)
                     .q_nack = {.queue = x->argv[1].ptr, .qlen = (uint32_t)x->argv[1].len, .msg_id = id, .token = token,
                                .delay_ms = delay_ms}};
     apply_result_t res;
-    if (!writable(x) || !apply_answer(x, &rec, token != 0, &res))
-        return;
-    qwait_after_retry(x->srv, QNAME(x), &res);
-    qwait_note_timer(x->srv, QNAME(x));
-    qwait_serve(x->srv, QNAME(x));
+    if (writable(x))
+        apply_answer(x, &rec, token != 0, &res); /* a dead letter answers the callers at the door */
 }
 
 static void cmd_qextend(cmd_ctx_t *x)
@@ -410,8 +421,8 @@ static void cmd_qextend(cmd_ctx_t *x)
                     .q_extend = {.queue = x->argv[1].ptr, .qlen = (uint32_t)x->argv[1].len, .msg_id = id,
                                  .token = token, .ttl_ms = ms}};
     apply_result_t res;
-    if (writable(x) && apply_answer(x, &rec, token != 0, &res))
-        qwait_note_timer(x->srv, QNAME(x));
+    if (writable(x))
+        apply_answer(x, &rec, token != 0, &res);
 }
 
 static void cmd_qresult(cmd_ctx_t *x)
@@ -528,8 +539,7 @@ static void cmd_qconfig(cmd_ctx_t *x)
         reply_err(x, "ERR the configuration was refused");
         return;
     }
-    reply_ok(x);
-    qwait_serve(x->srv, QNAME(x)); /* a larger MAXLEN makes room */
+    reply_ok(x); /* a larger MAXLEN makes room: parked pushers are served at the settle */
 }
 
 static void cmd_qunpark(cmd_ctx_t *x)
@@ -540,8 +550,7 @@ static void cmd_qunpark(cmd_ctx_t *x)
                     .q_unpark = {.queue = x->argv[1].ptr, .qlen = (uint32_t)x->argv[1].len, .key = x->argv[2].ptr,
                                  .klen = (uint32_t)x->argv[2].len}};
     apply_result_t res;
-    if (apply_answer(x, &rec, true, &res))
-        qwait_serve(x->srv, QNAME(x));
+    apply_answer(x, &rec, true, &res);
 }
 
 static void cmd_qdrop(cmd_ctx_t *x)
@@ -554,9 +563,7 @@ static void cmd_qdrop(cmd_ctx_t *x)
     bool ok = qwait_apply(x->srv, &rec, &res);
     if (refused(x))
         return;
-    resp_add_int(x->out, ok);
-    if (ok)
-        qwait_dropped(x->srv, QNAME(x));
+    resp_add_int(x->out, ok); /* the door answered its callers and pushers -NOTFOUND */
 }
 
 /* ---- reads -------------------------------------------------------------------------- */
@@ -692,7 +699,7 @@ static void cmd_qpeek(cmd_ctx_t *x)
     }
     resp_add_array(x->out, shown);
     for (size_t i = 0; i < shown; i++)
-        qwait_add_msg(x->out, &m[i]);
+        cmd_render_message(x->out, &m[i]);
     free(m);
 }
 
@@ -774,7 +781,8 @@ static void cmd_qwatch(cmd_ctx_t *x)
         return;
     }
     const resp_arg_t *q = &x->argv[1];
-    uint64_t id = coord_wait_qwatch(s, c, q->ptr, q->len, key ? key->ptr : NULL, key ? key->len : 0);
+    uint64_t id = coord_wait_qwatch(s, c, &c->observers, q->ptr, q->len, key ? key->ptr : NULL, key ? key->len : 0);
+    c->nwatches++;
     resp_add_uint(x->out, id);
     if (has_from)
         coord_wait_qwatch_catchup(s, c, id, q->ptr, q->len, key ? key->ptr : NULL, key ? key->len : 0, from);

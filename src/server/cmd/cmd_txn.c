@@ -11,8 +11,8 @@
  * form, a limit) makes the EXEC answer -EXECABORT.
  *
  * How a command is queued without being applied: command handlers make
- * records and hand them to writer_apply() (through cmd_write() or the
- * queue helpers), and writer_apply() is the one place that knows whether a
+ * records and hand them to the writer's door, writer_submit() (through
+ * cmd_write() or the queue helpers), which is the one place that knows whether a
  * transaction runs (writer/apply.h, "Transactions"). So handlers stay as
  * they are, and EXEC runs them twice:
  *   1. check: every queued write handler runs with the writer in
@@ -132,6 +132,7 @@ static void run(cmd_ctx_t *x, const cmd_def_t *d, size_t argc, const resp_arg_t 
 {
     cmd_ctx_t y = {x->srv, x->conn, out, x->proto, argc, argv};
     d->fn(&y);
+    writer_settle(y.srv); /* as dispatch does after each command */
 }
 
 /* Bytes of records a queued command may make beyond what its arguments

@@ -191,6 +191,11 @@ void cmd_conn_drained(conn_t *c)
 
 void cmd_conn_closed(conn_t *c)
 {
+    /* Its parked command is dropped without an answer, its observers go. */
+    size_t observers = c->observers.len;
+    writer_client_gone(c->srv, c->waiter, &c->observers);
+    c->waiter = NULL;
+    c->nwatches -= observers;
     cmd_txn_conn_closed(c);
     while (c->watches != NULL)
         watch_free(c, c->watches);
@@ -423,7 +428,9 @@ static void cmd_kv_unwatch(cmd_ctx_t *x)
             n++;
         }
     }
-    n += (int64_t)coord_wait_unobserve(c, id);
+    size_t gone = coord_wait_unobserve(c->srv, &c->observers, id);
+    c->nwatches -= gone;
+    n += (int64_t)gone;
     resp_add_int(x->out, n);
 }
 

@@ -191,6 +191,14 @@ void conn_close_held(server_t *s)
         conn_close(CONN_OF(n, held_ln));
 }
 
+void net_drop_unsure(server_t *s)
+{
+    conn_close_held(s);
+    for (conn_t *c = conn_first(&s->net.conns); c != NULL; c = conn_next(c))
+        if (!c->closing && c->nwatches > 0)
+            conn_close(c);
+}
+
 static void unresume(conn_t *c)
 {
     if (ordo_list_linked(&c->resume_ln, NULL))
@@ -242,7 +250,6 @@ void conn_close(conn_t *c)
     undirty(c);
     unhold(c);
     unresume(c);
-    writer_conn_closed(c->srv, c);
     cmd_conn_closed(c);
     if (c->srv->cfg.verbose)
         fprintf(stderr, "ordod: client %llu (%s) closed\n", (unsigned long long)c->id, c->addr);

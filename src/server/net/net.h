@@ -52,5 +52,10 @@ size_t net_client_memory(const server_t *s);
  * memory behind however the heap is fragmented; then apply the output
  * limits to every connection above output-soft-bytes. */
 void net_cron(server_t *s);
+/* net_drop_unsure() -- the server's drop_unsure hook (server.h): this
+ * cluster member stopped leading, so every connection whose output waits
+ * for a log position that may never commit, and every watcher, is closed
+ * (clients reconnect and resume on the new leader). */
+void net_drop_unsure(server_t *s);
 
 #endif /* ORDO_NET_H */

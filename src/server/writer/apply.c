@@ -1,20 +1,23 @@
 /*
  * apply.c -- the one door through which every record (a command's, a
- * timer's, a served waiter's) enters the core: stamp it with the writer's
- * clock, apply it, hand it to the log, then let the waiters it freed be
- * served. Also the memory figure max-memory-bytes bounds. See apply.h.
+ * timer's, a served waiter's) enters the core: check, stamp, apply, hand
+ * to the log, then the family's after-apply step from one table. Also the
+ * memory figure max-memory-bytes bounds. See apply.h.
  */
 #include "apply.h"
 #include "cluster.h"
 
 #include <assert.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #include "base/bytes.h"
 #include "core/record.h"
 #include "coord_wait.h"
+#include "expire.h"
 #include "persist.h"
+#include "queue_wait.h"
 
 uint64_t writer_rev(const server_t *s)
 {
@@ -31,18 +34,18 @@ size_t writer_data_bytes(const server_t *s)
     return st.bytes + queue_set_bytes(core_queues(s->core)) + coord_wait_bytes(s);
 }
 
-bool writer_memory_refused(server_t *s, ordo_buf_t *out)
+bool writer_memory_refused(server_t *s, char *buf, size_t blen)
 {
     if (s->cfg.max_memory_bytes <= 0)
         return false;
     size_t bytes = writer_data_bytes(s);
     if (bytes <= (size_t)s->cfg.max_memory_bytes)
         return false;
-    s->stats.errors_total++;
-    resp_add_errorf(out, "LIMIT stored data is %zu bytes, above max-memory-bytes (%lld); "
-                         "delete, compact, consume queued messages or release leases, locks and "
-                         "leaderships to write again",
-                    bytes, (long long)s->cfg.max_memory_bytes);
+    snprintf(buf, blen,
+             "LIMIT stored data is %zu bytes, above max-memory-bytes (%lld); "
+             "delete, compact, consume queued messages or release leases, locks and "
+             "leaderships to write again",
+             bytes, (long long)s->cfg.max_memory_bytes);
     return true;
 }
 
@@ -75,7 +78,7 @@ bool writer_txn_end(server_t *s, writer_txn_t *t)
 }
 
 /* A record inside a transaction (apply.h, "Transactions"). */
-static bool txn_apply(server_t *s, writer_txn_t *t, record_t *rec, apply_result_t *res)
+static void txn_apply(server_t *s, writer_txn_t *t, record_t *rec, apply_result_t *res)
 {
     if (t->mode == WTXN_CHECK) {
         if (!core_check(s->core, &t->check, rec, res) && !t->failed) {
@@ -83,7 +86,7 @@ static bool txn_apply(server_t *s, writer_txn_t *t, record_t *rec, apply_result_
             t->fail_status = res->status;
             t->fail_cur_rev = res->cur_rev;
         }
-        return true;
+        return;
     }
     core_apply(s->core, rec, res);
     if (res->status == AP_OK) {
@@ -94,7 +97,6 @@ static bool txn_apply(server_t *s, writer_txn_t *t, record_t *rec, apply_result_
         put_u32(t->recs.data + at, (uint32_t)(t->recs.len - at - 4));
         t->count++;
     }
-    return true;
 }
 
 const uint64_t writer_apply_bucket_ns[WRITER_APPLY_BUCKETS] = {1000,   2500,   5000,    10000,  25000,
@@ -113,28 +115,121 @@ static void count_apply(server_t *s, uint64_t ns)
     s->stats.apply_hist[b]++;
 }
 
-bool writer_apply(server_t *s, record_t *rec, apply_result_t *res)
+/* Can the record make the stored data larger? Deletions, releases and
+ * keepalives are allowed past max-memory-bytes: they are how to get back. */
+static bool grows(const server_t *s, const record_t *rec)
 {
-    /* A cluster member that does not lead applies only what raft delivers:
-     * a record made here would put its state ahead of the cluster's. Every
-     * caller is gated before (cmd_dispatch, the timers); this is the net. */
-    if (!cluster_leads(s)) {
-        memset(res, 0, sizeof *res);
-        res->status = AP_NOOP;
+    switch (rec->type) {
+    case REC_Q_CONFIG: /* creating a queue grows; changing one (a shorter RESULTTTL...) must work */
+        return queue_get(core_queues(s->core), rec->q_config.queue, rec->q_config.qlen) == NULL;
+    case REC_DEL: case REC_COMPACT: case REC_LEASE_KEEPALIVE: case REC_LEASE_REVOKE: case REC_LOCK_RELEASE:
+    case REC_LOCK_EXTEND: case REC_ELECT_KEEPALIVE: case REC_ELECT_RESIGN:
+    case REC_KEY_TTL: /* EXPIRE is a way to free memory */
         return false;
+    default:
+        /* Queue records other than pushes free memory or move bookkeeping:
+         * an ack must work when the store is full. */
+        return record_family(rec->type) != REC_FAM_QUEUE || rec->type == REC_Q_PUSH;
     }
+}
+
+/* ---- after apply: one step per family ------------------------------------------ */
+
+/* KV: a key given a deadline may be the next to expire. */
+static void after_kv(server_t *s, const record_t *rec, const apply_result_t *res)
+{
+    if (res->status != AP_OK)
+        return;
+    if ((rec->type == REC_PUT && rec->put.expire_at_ms != 0) ||
+        (rec->type == REC_KEY_TTL && rec->key_ttl.expire_at_ms != 0))
+        expire_schedule(s);
+}
+
+static void after_queue(server_t *s, const record_t *rec, const apply_result_t *res)
+{
+    if (res->status == AP_OK)
+        qwait_after_apply(s, rec, res);
+}
+
+static void after_none(server_t *s, const record_t *rec, const apply_result_t *res)
+{
+    (void)s;
+    (void)rec;
+    (void)res;
+}
+
+typedef void (*after_fn)(server_t *s, const record_t *rec, const apply_result_t *res);
+
+/* By enum record_family; every family's record is followed by the
+ * coordination step too (coord_wait_after_apply(): it serves what a
+ * record freed and re-arms the coordination timer). */
+static const after_fn after_apply[] = {
+    [REC_FAM_NONE] = after_none, [REC_FAM_KV] = after_kv, [REC_FAM_COORD] = after_none,
+    [REC_FAM_QUEUE] = after_queue, [REC_FAM_TXN] = after_none,
+};
+
+static void run_after(server_t *s, const record_t *rec, const apply_result_t *res)
+{
+    int fam = record_family(rec->type);
+    assert(fam >= 0 && (size_t)fam < sizeof after_apply / sizeof after_apply[0]);
+    after_apply[fam](s, rec, res);
+    coord_wait_after_apply(s, rec); /* serve lock waiters and candidates: records of their own */
+}
+
+void writer_settle(server_t *s) { qwait_settle(s); }
+
+/* ---- the door ------------------------------------------------------------------ */
+
+static int refuse(int verdict, apply_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    res->status = AP_NOOP;
+    return verdict;
+}
+
+int writer_submit(server_t *s, record_t *rec, int origin, apply_result_t *res, char *why, size_t wlen)
+{
+    char none[WRITER_REFUSAL_MAX];
+    if (why == NULL) {
+        why = none;
+        wlen = sizeof none;
+    }
+    /* A cluster member that does not lead applies only what raft delivers:
+     * a record made here would put its state ahead of the cluster's. */
+    if (!cluster_leads(s)) {
+        char leader[256];
+        snprintf(why, wlen, "NOTLEADER %s", cluster_leader(s, leader, sizeof leader));
+        return refuse(WRITER_NOTLEADER, res);
+    }
+    if (server_readonly(s) != NULL) {
+        snprintf(why, wlen, "READONLY the log cannot be written, so writes are refused: %s", server_readonly(s));
+        return refuse(WRITER_READONLY, res);
+    }
+    /* Inside EXEC's apply pass the limit was judged by its check pass,
+     * before anything applied: judging it again half-way would split the
+     * transaction. */
+    bool in_exec = s->writer.txn != NULL && s->writer.txn->mode == WTXN_APPLY;
+    if (origin == WRITER_CLIENT && !in_exec && grows(s, rec) && writer_memory_refused(s, why, wlen))
+        return refuse(WRITER_MEMORY, res);
     rec->time_ms = s->now_ms;
-    if (s->writer.txn != NULL)
-        return txn_apply(s, s->writer.txn, rec, res);
+    if (s->writer.txn != NULL) {
+        txn_apply(s, s->writer.txn, rec, res);
+        if (s->writer.txn->mode == WTXN_APPLY && res->status == AP_OK) {
+            int fam = record_family(rec->type);
+            after_apply[fam](s, rec, res); /* coordination waits for the transaction's end */
+        }
+        return WRITER_APPLIED;
+    }
     uint64_t t0 = uv_hrtime();
     core_apply(s->core, rec, res);
     count_apply(s, uv_hrtime() - t0);
     /* Only records that changed something are logged: a failed condition
      * leaves no trace, and replay reaches the same state without it. */
-    bool stored = true;
-    if (res->status == AP_OK && s->log != NULL)
-        stored = persist_record(s, rec, core_rev(s->core)) == 0;
-    if (stored)
-        coord_wait_after_apply(s, rec); /* serve lock waiters and candidates: records of their own */
-    return stored;
+    if (res->status == AP_OK && s->log != NULL && persist_record(s, rec, core_rev(s->core)) != 0) {
+        snprintf(why, wlen, "READONLY the log cannot be written, so writes are refused: %s",
+                 server_readonly(s) ? server_readonly(s) : "the log refused the record");
+        return WRITER_UNSTORED; /* applied in memory only: never acknowledged, nobody served */
+    }
+    run_after(s, rec, res);
+    return WRITER_APPLIED;
 }

@@ -1,8 +1,24 @@
 /*
- * apply.h -- the writer's door into the core: every record, a command's or
- * one the writer makes itself (an expiry, a delivery to a parked puller, a
- * lock grant), is applied here, logged, and followed by serving the
- * waiters it freed. Loop thread only.
+ * apply.h -- the writer's one door into the core: every record, a
+ * command's or one the writer makes itself (an expiry, a delivery to a
+ * parked puller, a lock grant), a transaction's and (in cluster mode) the
+ * leader's alike, enters through writer_submit(). The door checks, once
+ * and in this order, that the member leads, that the log has not failed,
+ * and, for a client's record that grows the data, max-memory-bytes; then
+ * it stamps the record with the writer's clock, applies it, hands it to
+ * the log, and runs its family's after-apply step from one table:
+ *
+ *   KV      a key given a deadline re-arms the expiry timer
+ *   queue   completions (an ack, a NOACK delivery, a dead letter answer
+ *           the callers of the message), the queue timer, and the queue
+ *           marked for serving its parked clients at the next settle
+ *   all     lock waiters and candidates the record freed are served, and
+ *           the coordination timer re-armed (coord_wait_after_apply())
+ *
+ * Serving a queue's parked clients waits for writer_settle(), which the
+ * command layer calls after each command (and EXEC after each of its
+ * commands) and the writer's timers at the end of their turn: a Q.CALL
+ * parks before the pullers it feeds are served. Loop thread only.
  */
 #ifndef ORDO_WRITER_APPLY_H
 #define ORDO_WRITER_APPLY_H
@@ -13,13 +29,33 @@
 
 #include "server.h"
 
-/* writer_apply() -- stamp rec with the writer's clock and apply it: the one
- * door through which every record (commands' and timers') enters the core.
- * Returns false if the record changed the state but the log refused it
- * (the server is now read-only): its effect must not be acknowledged. */
-bool writer_apply(server_t *s, record_t *rec, apply_result_t *res);
+/* Who made a record: a client's command (refused past max-memory-bytes if
+ * it grows the data) or the writer itself (a timer's, a served waiter's,
+ * an ack's: never refused for memory; a parked pusher is judged when
+ * served, queue_wait.c). */
+enum writer_origin { WRITER_CLIENT = 0, WRITER_SELF = 1 };
 
-/* Transactions (MULTI/EXEC). While s->writer.txn is set, writer_apply()
+/* What the door did with a record. */
+enum writer_verdict {
+    WRITER_APPLIED = 0,   /* applied (res says how) and handed to the log */
+    WRITER_NOTLEADER,     /* not applied: this cluster member does not lead */
+    WRITER_READONLY,      /* not applied: the log failed earlier */
+    WRITER_MEMORY,        /* not applied: past max-memory-bytes */
+    WRITER_UNSTORED,      /* applied in memory, but the log refused it: read-only from now
+                           * on, and its effect must never be acknowledged */
+};
+
+/* writer_submit() -- the one door (see above). Returns the verdict; on
+ * anything but WRITER_APPLIED, why (if not NULL, wlen bytes) holds the
+ * refusal's text, "CODE message" (NOTLEADER: the leader's address). res
+ * is zeroed with status AP_NOOP when nothing was applied. */
+int writer_submit(server_t *s, record_t *rec, int origin, apply_result_t *res, char *why, size_t wlen);
+
+/* writer_settle() -- serve the queues whose parked clients records since
+ * the last settle may have unblocked (see above). Cheap when none. */
+void writer_settle(server_t *s);
+
+/* Transactions (MULTI/EXEC). While s->writer.txn is set, writer_submit()
  * does not log record by record:
  *   WTXN_CHECK: nothing is applied; each record is judged by core_check()
  *     (core.h) after the ones before it, and comes back with res->status
@@ -31,7 +67,7 @@ bool writer_apply(server_t *s, record_t *rec, apply_result_t *res);
  *     something are collected (their byte form) instead of logged;
  *     writer_txn_end() logs them as one REC_TXN record, so a crash keeps
  *     all of them or none, and only then serves the waiters they freed.
- * Either way writer_apply() returns true. */
+ * Either way the verdict is WRITER_APPLIED. */
 enum writer_txn_mode { WTXN_CHECK = 1, WTXN_APPLY = 2 };
 typedef struct writer_txn_s {
     int mode;
@@ -64,10 +100,12 @@ uint64_t writer_rev(const server_t *s);
  * coordination (coord_wait_bytes(): leases, attachments, locks, elections,
  * values, hand-overs, parked lock and election waiters). O(1). */
 size_t writer_data_bytes(const server_t *s);
+/* The longest refusal text the writer makes (an error outcome's). */
+#define WRITER_REFUSAL_MAX 512
 /* writer_memory_refused() -- if max-memory-bytes is set and stored data is
- * above it, write the -LIMIT error into out and return true: a write that
- * grows the data is refused (cmd_write() for commands; blocked pushers
- * served later get it too). */
-bool writer_memory_refused(server_t *s, ordo_buf_t *out);
+ * above it, write the -LIMIT text ("LIMIT ...") into buf (blen bytes) and
+ * return true: a write that grows the data is refused (the door for
+ * commands; blocked pushers served later get it too). */
+bool writer_memory_refused(server_t *s, char *buf, size_t blen);
 
 #endif /* ORDO_WRITER_APPLY_H */

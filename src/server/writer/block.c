@@ -5,8 +5,10 @@
  * knows its slot), served by one timer set to the earliest deadline, so a
  * thousand blocked clients cost one timer and O(log n) per park or wake.
  *
- * Invariant: a waiter is in exactly one wait list and, iff it has a
- * deadline, in the heap; conn->waiter points back to it while parked.
+ * Invariant: a parked waiter is in exactly one wait list, in the list of
+ * all waiters, and, iff it has a deadline, in the heap. The client is
+ * never looked into: hooks.park, hooks.answer and hooks.resume (server.h)
+ * tell the layers above what happened to it.
  *
  * Read-only. Once the log has failed (server_readonly()) no record is made any
  * more, so nothing a waiter waits for (a delivery, room, a message's fate,
@@ -24,9 +26,9 @@
 #include "block.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 
-#include "net/conn.h"
 #include "turn.h"
 
 _Static_assert(WRITER_BLOCK_KINDS == BLOCK_KINDS, "writer.h sizes blocked_by_kind for every block kind");
@@ -77,7 +79,8 @@ static void list_append(waiter_t *w, wait_list_t *list)
 /* The invariant of the header comment, for one parked waiter. */
 static void check_parked(const server_t *s, const waiter_t *w)
 {
-    assert(w->conn->waiter == w);
+    assert(w->srv == s && w->client != NULL);
+    assert(ordo_list_linked(&w->all_ln, &s->writer.block.all));
     assert(ordo_list_linked(&w->ln, w->list)); /* on its list, and (list.h) on no other */
     assert(ordo_heap_linked(&w->hn) == (w->deadline_ms != 0));
     assert(w->kind >= 0 && w->kind < BLOCK_KINDS && s->writer.block.blocked_by_kind[w->kind] > 0);
@@ -92,7 +95,7 @@ static void unlink_waiter(server_t *s, waiter_t *w)
     list_remove(w);
     if (ordo_heap_linked(&w->hn))
         ordo_heap_remove(&s->writer.block.wait_heap, &w->hn);
-    w->conn->waiter = NULL;
+    ordo_list_remove(&s->writer.block.all, &w->all_ln);
     s->writer.block.blocked_clients--;
     s->writer.block.blocked_by_kind[w->kind]--;
 }
@@ -103,48 +106,60 @@ const char *block_kind_name(int kind)
     return kind >= 0 && kind < BLOCK_KINDS ? names[kind] : "unknown";
 }
 
-waiter_t *block_wait(server_t *s, conn_t *conn, wait_list_t *list, uint64_t deadline_ms, int kind)
+waiter_t *block_wait(server_t *s, struct conn_s *client, wait_list_t *list, uint64_t deadline_ms, int kind)
 {
-    assert(conn->waiter == NULL); /* one blocking command at a time per connection */
+    assert(client != NULL);
     assert(kind >= 0 && kind < BLOCK_KINDS && list != NULL);
     waiter_t *w = ordo_xcalloc(1, sizeof *w);
-    w->conn = conn;
+    w->srv = s;
+    w->client = client;
     w->deadline_ms = deadline_ms;
     w->kind = kind;
     s->writer.block.blocked_by_kind[kind]++;
     ordo_heap_node_init(&w->hn);
     list_append(w, list);
-    conn->waiter = w;
+    ordo_list_push_back(&s->writer.block.all, &w->all_ln);
     s->writer.block.blocked_clients++;
     if (deadline_ms != 0)
         ordo_heap_xpush(&s->writer.block.wait_heap, &w->hn);
     check_parked(s, w);
+    s->hooks.park(client, w); /* one blocking command at a time per client: the hook asserts it */
     arm_timer(s);
     return w;
 }
 
-void block_done(server_t *s, waiter_t *w)
+/* Unlink and free w, then resume its client. */
+static void end_wait(server_t *s, waiter_t *w)
 {
-    conn_t *c = w->conn;
+    struct conn_s *client = w->client;
     unlink_waiter(s, w);
     free(w);
     arm_timer(s);
-    conn_resume(c);
-    conn_mark_dirty(c);
+    s->hooks.resume(client);
+}
+
+void block_answer(server_t *s, waiter_t *w, const outcome_t *o)
+{
+    check_parked(s, w);
+    s->hooks.answer(s, w->client, o);
+    end_wait(s, w);
+}
+
+void block_answer_error(server_t *s, waiter_t *w, const char *text)
+{
+    outcome_t o = {.kind = OUTCOME_ERROR, .error.text = text};
+    block_answer(s, w, &o);
 }
 
 void block_move(waiter_t *w, wait_list_t *to)
 {
-    assert(w->conn->waiter == w && to != w->list);
+    assert(to != w->list);
     list_remove(w);
     list_append(w, to);
 }
 
-void block_conn_closed(server_t *s, conn_t *conn)
+void block_cancel(server_t *s, waiter_t *w)
 {
-    waiter_t *w = conn->waiter;
-    if (w == NULL)
-        return;
     unlink_waiter(s, w);
     if (w->on_cancel)
         w->on_cancel(w);
@@ -152,37 +167,42 @@ void block_conn_closed(server_t *s, conn_t *conn)
     arm_timer(s);
 }
 
+/* The longest timeout text a family writes (a message id and a time). */
+#define BLOCK_TIMEOUT_TEXT_MAX 256
+
 static void time_out(server_t *s, waiter_t *w)
 {
-    w->on_timeout(w); /* writes the reply */
-    block_done(s, w);
+    char text[BLOCK_TIMEOUT_TEXT_MAX];
+    outcome_t o = {0};
+    w->on_timeout(w, &o, text, sizeof text); /* releases the family's data */
+    assert(o.kind != 0);
+    block_answer(s, w, &o);
 }
 
-/* w was just answered with an error in its connection's output: unpark it
- * and release the handler's data, as for a disconnect. */
-static void end_answered(server_t *s, waiter_t *w)
-{
-    conn_t *c = w->conn;
-    s->stats.errors_total++;
-    unlink_waiter(s, w);
-    if (w->on_cancel)
-        w->on_cancel(w); /* releases the handler's data, as for a disconnect */
-    free(w);
-    conn_resume(c);
-    conn_mark_dirty(c);
-}
-
-/* Answer every parked waiter "-<prefix><why>" now (but a CLUSTER change's
- * if keep_cluster): what they wait for cannot happen here. */
+/* Answer every parked waiter the error "<prefix><why>" now (but a CLUSTER
+ * change's if keep_cluster): what they wait for cannot happen here. Each
+ * releases its family's data as for a disconnect. */
 static void answer_all(server_t *s, const char *prefix, const char *why, bool keep_cluster)
 {
-    for (conn_t *c = conn_first(&s->net.conns); c != NULL && s->writer.block.blocked_clients > 0; c = conn_next(c)) {
-        waiter_t *w = c->waiter;
-        if (w == NULL || (keep_cluster && w->kind == BLOCK_CLUSTER))
+    char text[512];
+    snprintf(text, sizeof text, "%s%s", prefix, why);
+    outcome_t o = {.kind = OUTCOME_ERROR, .error.text = text};
+    ordo_list_node_t *n = s->writer.block.all.head;
+    while (n != NULL) {
+        waiter_t *w = ORDO_LIST_ENTRY(n, waiter_t, all_ln);
+        n = n->next;
+        if (keep_cluster && w->kind == BLOCK_CLUSTER)
             continue;
-        resp_add_errorf(&c->out, "%s%s", prefix, why);
-        end_answered(s, w);
+        check_parked(s, w);
+        s->hooks.answer(s, w->client, &o);
+        struct conn_s *client = w->client;
+        unlink_waiter(s, w);
+        if (w->on_cancel)
+            w->on_cancel(w); /* releases the handler's data, as for a disconnect */
+        free(w);
+        s->hooks.resume(client);
     }
+    arm_timer(s);
 }
 
 static void on_wait_timer(writer_timer_t *t)
@@ -197,12 +217,6 @@ static void on_wait_timer(writer_timer_t *t)
     arm_timer(s);
     turn_run_resumed(s);
     turn_flush(s);
-}
-
-void block_list_timeout_all(server_t *s, wait_list_t *list)
-{
-    while (wait_list_first(list) != NULL)
-        time_out(s, wait_list_first(list));
 }
 
 void block_readonly(server_t *s) { arm_timer(s); }

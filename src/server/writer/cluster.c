@@ -21,7 +21,6 @@
 #include "expire.h"
 #include "log/raft_log.h"
 #include "log/snapshot.h"
-#include "net/conn.h"
 #include "persist.h"
 #include "queue_wait.h"
 #include "turn.h"
@@ -93,12 +92,9 @@ static void restart_in_place(server_t *s)
  * closed (they resume, FROM their last revision, on the new leader). */
 static void drop_clients(server_t *s)
 {
-    conn_close_held(s);
     char buf[256];
     block_notleader(s, cluster_leader(s, buf, sizeof buf));
-    for (conn_t *c = conn_first(&s->net.conns); c != NULL; c = conn_next(c))
-        if (!c->closing && c->nwatches > 0)
-            conn_close(c);
+    s->hooks.drop_unsure(s);
 }
 
 /* This member leads no more, or is handing leadership over (the raft log
@@ -136,11 +132,13 @@ static void on_change_done(void *arg, int status, const char *msg)
     s->cluster.change_waiter = NULL;
     if (w == NULL)
         return; /* its connection went away */
-    if (status == 0)
-        resp_add_simple(&w->conn->out, "OK");
-    else
-        resp_add_errorf(&w->conn->out, "ERR cluster change failed: %s", msg ? msg : "unknown");
-    block_done(s, w);
+    if (status == 0) {
+        block_answer(s, w, &(outcome_t){.kind = OUTCOME_OK});
+        return;
+    }
+    char text[WRITER_REFUSAL_MAX];
+    snprintf(text, sizeof text, "ERR cluster change failed: %s", msg ? msg : "unknown");
+    block_answer_error(s, w, text);
 }
 
 static void change_cancel(waiter_t *w)
@@ -150,11 +148,12 @@ static void change_cancel(waiter_t *w)
         s->cluster.change_waiter = NULL;
 }
 
-static void change_timeout(waiter_t *w)
+static void change_timeout(waiter_t *w, outcome_t *o, char *buf, size_t blen)
 {
     /* Only when the server turns read-only (no deadline is set). */
     change_cancel(w);
-    resp_add_error(&w->conn->out, "ERR the cluster change's outcome is unknown here: see CLUSTER INFO");
+    snprintf(buf, blen, "ERR the cluster change's outcome is unknown here: see CLUSTER INFO");
+    *o = (outcome_t){.kind = OUTCOME_ERROR, .error.text = buf};
 }
 
 /* ---- opening ------------------------------------------------------------------ */
@@ -242,7 +241,7 @@ void cluster_info(server_t *s, ordo_buf_t *b)
                     (unsigned long long)s->cluster.last_snapshot_bytes, (unsigned long long)s->cluster.terms_led);
 }
 
-int cluster_change(server_t *s, conn_t *c, enum raft_log_change op, uint64_t id, const char *addr, char *err, size_t elen)
+int cluster_change(server_t *s, struct conn_s *c, enum raft_log_change op, uint64_t id, const char *addr, char *err, size_t elen)
 {
     if (s->cluster.change_waiter != NULL) {
         snprintf(err, elen, "another membership change or transfer is running");

@@ -48,7 +48,7 @@ uint64_t cluster_mark(server_t *s);
 void cluster_info(server_t *s, ordo_buf_t *b);
 /* Start a change for c, which waits parked (block.h, kind cluster) for
  * its reply. Returns 0, or -1 with a message (nothing started). */
-int cluster_change(server_t *s, conn_t *c, enum raft_log_change op, uint64_t id, const char *addr, char *err,
+int cluster_change(server_t *s, struct conn_s *c, enum raft_log_change op, uint64_t id, const char *addr, char *err,
                    size_t elen);
 
 #endif /* ORDO_WRITER_CLUSTER_H */

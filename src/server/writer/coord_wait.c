@@ -4,9 +4,10 @@
  * the ELECT.OBSERVE observers (and the Q.WATCH observers of queues, which
  * share their bookkeeping: a watch id, the connection's list, KV.UNWATCH),
  * and the timer that ends holdings on time.
- * cmd_coord.c parses the commands, makes the clients' records and speaks
- * RESP; what happens later, when a record or a deadline frees something,
- * happens here.
+ * cmd_coord.c parses the commands, makes the clients' records and renders
+ * their outcomes; what happens later, when a record or a deadline frees
+ * something, happens here, and is told to the client as an outcome
+ * (outcome.h) through the server's answer hook: never RESP.
  *
  * Waiters. LOCK.ACQUIRE WAIT and ELECT.CAMPAIGN park their connection
  * (block.h) on a FIFO wait list, one per lock name and one per election
@@ -15,7 +16,7 @@
  * without trying. When the core reports COORD_EV_LOCK_FREE or
  * COORD_EV_VACANT, the callback only notes the wait list as pending: no
  * record may be applied inside another record's apply or inside the event
- * callback. coord_wait_after_apply(), which writer_apply() calls once each
+ * callback. coord_wait_after_apply(), which the door calls once each
  * record's apply has returned, then serves the pending lists: for each,
  * one acquire / campaign record for the first waiter. So one release
  * wakes exactly one waiter (no herd); the grant is a record of its own, at
@@ -35,9 +36,11 @@
  * newcomer that would park past the limit gets -LIMIT instead.
  *
  * Observers. ELECT.OBSERVE registers an observer on an election name; the
- * LEADER / VACANT events are pushed to every observer as they are applied
- * (writing into a connection's output is not applying a record, so this
- * happens inside the callback). Observers count as watches: against
+ * LEADER / VACANT events are given to every observer as they are applied
+ * (telling a client is not applying a record, so this happens inside the
+ * callback). Each observer is also on its client's list, which the
+ * command layer owns and hands in (coord_wait_observe(),
+ * coord_wait_unobserve()); it counts them as watches: against
  * max-watches-per-client, for RESP2 watch mode, and KV.UNWATCH removes them.
  *
  * Time. Deadlines (leases, locks, leaderships) are coord state; the writer
@@ -55,6 +58,7 @@
  */
 #include "coord_wait.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,7 +67,6 @@
 #include "block.h"
 #include "cluster.h"
 #include "core/coord.h"
-#include "net/conn.h"
 #include "turn.h"
 
 #define CONTAINER_OF(p, type, member) ((type *)(void *)((char *)(p) - offsetof(type, member)))
@@ -96,10 +99,11 @@ typedef struct obs_group_s obs_group_t;
  * and key, if has_key, filters the events by message key). */
 typedef struct observer_s {
     uint64_t id;               /* from the watch id counter: KV.UNWATCH id */
-    conn_t *conn;
+    struct conn_s *client;     /* opaque: handed to hooks.answer */
+    ordo_list_t *client_list;  /* the client's list of observers (the command layer's) */
     obs_group_t *group;
     ordo_list_node_t gln;      /* in group->observers */
-    ordo_list_node_t cln;      /* in conn->observers */
+    ordo_list_node_t cln;      /* in *client_list */
     bool queue;
     bool has_key;
     size_t klen;
@@ -210,52 +214,32 @@ static void wait_data_free(server_t *s, waiter_t *w)
     w->data = NULL;
 }
 
-static void on_wait_timeout(waiter_t *w)
-{
-    server_t *s = w->conn->srv;
-    resp_add_null(&w->conn->out, w->conn->proto);
-    wait_data_free(s, w);
-    waitq_maybe_empty(s->writer.coord, waitq_of(w));
-}
-
 static void on_wait_cancel(waiter_t *w)
 {
-    server_t *s = w->conn->srv;
+    server_t *s = w->srv;
     wait_data_free(s, w);
     waitq_maybe_empty(s->writer.coord, waitq_of(w));
 }
 
-void coord_wait_reply_campaign(ordo_buf_t *out, int proto, bool handover, uint64_t term, const char *hv,
-                               size_t hlen, bool lapsed)
+static void on_wait_timeout(waiter_t *w, outcome_t *o, char *buf, size_t blen)
 {
-    if (!handover) {
-        resp_add_uint(out, term);
-        return;
-    }
-    /* A lapsed term's last value is marked by a third element, 0 (not
-     * handed over); a resign's hand-over, or none, keeps the two. */
-    resp_add_array(out, lapsed ? 3 : 2);
-    resp_add_uint(out, term);
-    if (hv == NULL)
-        resp_add_null(out, proto);
-    else
-        resp_add_bulk(out, hv, hlen);
-    if (lapsed)
-        resp_add_int(out, 0);
+    (void)buf;
+    (void)blen;
+    *o = (outcome_t){.kind = OUTCOME_NIL};
+    on_wait_cancel(w);
 }
 
-void coord_wait_reply_lease_gone(server_t *s, ordo_buf_t *out, uint64_t lease)
+void coord_wait_lease_gone_text(char *buf, size_t blen, uint64_t lease)
 {
-    s->stats.errors_total++;
-    resp_add_errorf(out, "NOTFOUND lease %llu does not exist or has expired", (unsigned long long)lease);
+    snprintf(buf, blen, "NOTFOUND lease %llu does not exist or has expired", (unsigned long long)lease);
 }
 
-/* Finish waiter w, whose reply has been written. */
-static void finish(server_t *s, waiter_t *w)
+/* Give waiter w its outcome. */
+static void finish(server_t *s, waiter_t *w, const outcome_t *o)
 {
     wait_data_free(s, w);
     waitq_maybe_empty(s->writer.coord, waitq_of(w));
-    block_done(s, w);
+    block_answer(s, w, o);
 }
 
 /* The lock / election of q became free: try its waiters in order until one
@@ -265,7 +249,6 @@ static void serve_one(server_t *s, waitq_t *q)
     while (wait_list_first(&q->list) != NULL && server_readonly(s) == NULL) {
         waiter_t *w = wait_list_first(&q->list);
         coord_wait_t *d = w->data;
-        conn_t *c = w->conn;
         record_t rec;
         apply_result_t res;
         if (q->kind == COORD_WAIT_LOCK) {
@@ -277,21 +260,24 @@ static void serve_one(server_t *s, waitq_t *q)
                              .elect = {.name = q->name, .nlen = (uint32_t)q->nlen, .ttl_ms = d->ttl_ms,
                                        .lease_id = d->lease, .val = d->value, .vlen = (uint32_t)d->vlen}};
         }
-        if (!writer_apply(s, &rec, &res))
-            return; /* the log refused the grant: nobody may hold that token */
+        if (writer_submit(s, &rec, WRITER_SELF, &res, NULL, 0) != WRITER_APPLIED)
+            return; /* refused, or the log refused the grant: nobody may hold that token */
         if (res.status == AP_BUSY)
             return; /* still held: the waiter keeps its place */
         if (res.status == AP_NOTFOUND) {
-            coord_wait_reply_lease_gone(s, &c->out, d->lease);
-            finish(s, w);
+            char text[WRITER_REFUSAL_MAX];
+            coord_wait_lease_gone_text(text, sizeof text, d->lease);
+            finish(s, w, &(outcome_t){.kind = OUTCOME_ERROR, .error.text = text});
             continue; /* its lease ended while it waited: the next one */
         }
+        outcome_t o;
         if (q->kind == COORD_WAIT_LOCK)
-            resp_add_uint(&c->out, (uint64_t)res.value);
+            o = (outcome_t){.kind = OUTCOME_UINT, .uint = (uint64_t)res.value};
         else
-            coord_wait_reply_campaign(&c->out, c->proto, d->handover, (uint64_t)res.value, res.data, res.dlen,
-                                      res.data_lapsed);
-        finish(s, w);
+            o = (outcome_t){.kind = OUTCOME_CAMPAIGN,
+                            .campaign = {.term = (uint64_t)res.value, .handover = d->handover,
+                                         .lapsed = res.data_lapsed, .value = res.data, .vlen = res.dlen}};
+        finish(s, w, &o);
         return;
     }
 }
@@ -322,32 +308,18 @@ static void note_free(coord_waits_t *cc, int kind, const char *name, size_t nlen
 
 /* ---- observers -------------------------------------------------------------------- */
 
-/* ["leader", name, term, value] (term 0 and nil: vacant). */
-void coord_wait_push_leader(conn_t *c, const char *name, size_t nlen, uint64_t term, const char *value, size_t vlen)
+static void notify_observers(server_t *s, const coord_event_t *ev, uint64_t term)
 {
-    resp_add_push(&c->out, c->proto, 4);
-    resp_add_bulk_str(&c->out, "leader");
-    resp_add_bulk(&c->out, name, nlen);
-    resp_add_uint(&c->out, term);
-    if (term == 0)
-        resp_add_null(&c->out, c->proto);
-    else
-        resp_add_bulk(&c->out, value, vlen);
-    c->srv->stats.watch_events_total++;
-}
-
-static void notify_observers(coord_waits_t *cc, const coord_event_t *ev, uint64_t term)
-{
-    ordo_htab_t *t = &cc->observed;
+    ordo_htab_t *t = &s->writer.coord->observed;
     obs_group_t *g = (obs_group_t *)ordo_htab_find(t, ordo_htab_hash(t, ev->name, ev->nlen), ev->name, ev->nlen);
     if (g == NULL)
         return;
+    outcome_t out = {.kind = OUTCOME_LEADER,
+                     .leader = {.name = ev->name, .nlen = ev->nlen, .term = term, .value = ev->value,
+                                .vlen = ev->vlen}};
     ORDO_LIST_FOREACH(n, &g->observers) {
         observer_t *o = ORDO_LIST_ENTRY(n, observer_t, gln);
-        if (o->conn->closing)
-            continue;
-        coord_wait_push_leader(o->conn, ev->name, ev->nlen, term, ev->value, ev->vlen);
-        conn_mark_dirty(o->conn);
+        s->hooks.answer(s, o->client, &out);
     }
 }
 
@@ -361,10 +333,10 @@ static void on_coord_event(void *arg, const coord_event_t *ev)
         note_free(cc, COORD_WAIT_LOCK, ev->name, ev->nlen);
         break;
     case COORD_EV_LEADER:
-        notify_observers(cc, ev, ev->id);
+        notify_observers(s, ev, ev->id);
         break;
     case COORD_EV_VACANT:
-        notify_observers(cc, ev, 0);
+        notify_observers(s, ev, 0);
         note_free(cc, COORD_WAIT_ELECT, ev->name, ev->nlen);
         break;
     default:
@@ -380,19 +352,12 @@ static void observer_free(server_t *s, observer_t *o)
         ordo_htab_remove(o->queue ? &s->writer.coord->qwatched : &s->writer.coord->observed, &g->node);
         free(g);
     }
-    conn_t *c = o->conn;
-    ordo_list_remove(&c->observers, &o->cln);
-    c->nwatches--;
+    ordo_list_remove(o->client_list, &o->cln);
     free(o->key);
     free(o);
 }
 
 /* ---- Q.WATCH: a queue's message events ------------------------------------------------ */
-
-static const char *const qev_names[] = {
-    [QUEUE_EV_PUSHED] = "pushed", [QUEUE_EV_DELIVERED] = "delivered", [QUEUE_EV_ACKED] = "acked",
-    [QUEUE_EV_NACKED] = "nacked", [QUEUE_EV_DEADLETTERED] = "deadlettered", [QUEUE_EV_PARKED] = "parked",
-};
 
 /* One retained queue event: queue, key and data bytes follow the struct. */
 typedef struct qhist_s {
@@ -454,38 +419,10 @@ static void qhist_clear(coord_waits_t *cc)
     cc->qhist_bytes = 0;
 }
 
-/* ["qwatch", id, rev, event, queue, key, msg_id, detail]: detail is the
- * payload (pushed), the attempt (delivered), the result or nil (acked),
- * the dead-letter queue's message id or 0 (deadlettered), nil otherwise. */
-static void push_qevent(conn_t *c, uint64_t id, uint64_t rev, const queue_event_t *ev)
+static void push_qevent(server_t *s, struct conn_s *c, uint64_t id, uint64_t rev, const queue_event_t *ev)
 {
-    ordo_buf_t *out = &c->out;
-    resp_add_push(out, c->proto, 8);
-    resp_add_bulk_str(out, "qwatch");
-    resp_add_uint(out, id);
-    resp_add_uint(out, rev);
-    resp_add_bulk_str(out, qev_names[ev->type]);
-    resp_add_bulk(out, ev->queue, ev->qlen);
-    resp_add_bulk(out, ev->key, ev->klen);
-    resp_add_uint(out, ev->id);
-    switch (ev->type) {
-    case QUEUE_EV_PUSHED:
-        resp_add_bulk(out, ev->data, ev->dlen);
-        break;
-    case QUEUE_EV_DELIVERED: case QUEUE_EV_DEADLETTERED:
-        resp_add_uint(out, ev->n);
-        break;
-    case QUEUE_EV_ACKED:
-        if (ev->data != NULL)
-            resp_add_bulk(out, ev->data, ev->dlen);
-        else
-            resp_add_null(out, c->proto);
-        break;
-    default:
-        resp_add_null(out, c->proto);
-        break;
-    }
-    c->srv->stats.watch_events_total++;
+    outcome_t o = {.kind = OUTCOME_QEVENT, .qevent = {.watch_id = id, .rev = rev, .ev = ev}};
+    s->hooks.answer(s, c, &o);
 }
 
 /* The queue registry's event callback, inside an apply: the event belongs
@@ -504,27 +441,25 @@ static void on_queue_event(void *arg, const queue_event_t *ev)
         return;
     ORDO_LIST_FOREACH(n, &g->observers) {
         observer_t *o = ORDO_LIST_ENTRY(n, observer_t, gln);
-        if (o->conn->closing || (o->has_key && (o->klen != ev->klen || memcmp(o->key, ev->key, o->klen) != 0)))
+        if (o->has_key && (o->klen != ev->klen || memcmp(o->key, ev->key, o->klen) != 0))
             continue;
-        push_qevent(o->conn, o->id, rev, ev);
-        conn_mark_dirty(o->conn);
+        push_qevent(s, o->client, o->id, rev, ev);
     }
 }
 
-size_t coord_wait_unobserve(conn_t *c, uint64_t id)
+size_t coord_wait_unobserve(server_t *s, ordo_list_t *observers, uint64_t id)
 {
     size_t n = 0;
-    ORDO_LIST_FOREACH_SAFE(ln, next, &c->observers) {
+    ORDO_LIST_FOREACH_SAFE(ln, next, observers) {
         observer_t *o = ORDO_LIST_ENTRY(ln, observer_t, cln);
+        assert(o->client_list == observers);
         if (id == 0 || o->id == id) {
-            observer_free(c->srv, o);
+            observer_free(s, o);
             n++;
         }
     }
     return n;
 }
-
-void coord_wait_conn_closed(conn_t *c) { coord_wait_unobserve(c, 0); }
 
 /* ---- the expiry timer ---------------------------------------------------------------- */
 
@@ -565,7 +500,7 @@ void coord_wait_expire_due(server_t *s)
         record_t rec = {.type = REC_COORD_EXPIRE,
                         .coord_expire = {.kind = (uint8_t)d.kind, .id = d.id, .name = name, .nlen = (uint32_t)d.nlen}};
         apply_result_t res;
-        writer_apply(s, &rec, &res);
+        writer_submit(s, &rec, WRITER_SELF, &res, NULL, 0);
         if (name != stackname)
             free(name);
         if (res.status != AP_OK)
@@ -588,19 +523,19 @@ void coord_wait_after_apply(server_t *s, const record_t *rec)
 /* Park the current connection on q with the request's arguments; or, if
  * the server is read-only (nothing could grant it) or past
  * max-memory-bytes (the request would grow it), refuse as a write would. */
-void coord_wait_park(server_t *s, conn_t *c, int kind, const char *name, size_t nlen, uint64_t wait_ms,
-                     uint64_t ttl_ms, uint64_t lease, bool handover, const char *value, size_t vlen)
+bool coord_wait_park(server_t *s, struct conn_s *c, int kind, const char *name, size_t nlen, uint64_t wait_ms,
+                     uint64_t ttl_ms, uint64_t lease, bool handover, const char *value, size_t vlen, char *refusal,
+                     size_t rlen)
 {
     waitq_t *q = waitq_get(s->writer.coord, kind, name, nlen);
     if (server_readonly(s) != NULL) {
-        s->stats.errors_total++;
-        resp_add_errorf(&c->out, "READONLY the log cannot be written, so writes are refused: %s", server_readonly(s));
+        snprintf(refusal, rlen, "READONLY the log cannot be written, so writes are refused: %s", server_readonly(s));
         waitq_maybe_empty(s->writer.coord, q);
-        return;
+        return false;
     }
-    if (writer_memory_refused(s, &c->out)) {
+    if (writer_memory_refused(s, refusal, rlen)) {
         waitq_maybe_empty(s->writer.coord, q);
-        return;
+        return false;
     }
     coord_wait_t *d = ordo_xcalloc(1, sizeof *d + (vlen ? vlen : 1));
     /* Charged per waiter: its request and the list it waits on with the
@@ -621,6 +556,7 @@ void coord_wait_park(server_t *s, conn_t *c, int kind, const char *name, size_t 
     w->on_timeout = on_wait_timeout;
     w->on_cancel = on_wait_cancel;
     w->data = d;
+    return true;
 }
 
 
@@ -634,7 +570,8 @@ size_t coord_wait_len(server_t *s, int kind, const char *name, size_t nlen)
     return q ? q->list.len : 0;
 }
 
-static uint64_t observe(server_t *s, ordo_htab_t *t, conn_t *c, const char *name, size_t nlen, observer_t **out)
+static uint64_t observe(server_t *s, ordo_htab_t *t, struct conn_s *c, ordo_list_t *list, const char *name,
+                        size_t nlen, observer_t **out)
 {
     uint64_t h = ordo_htab_hash(t, name, nlen);
     obs_group_t *g = (obs_group_t *)ordo_htab_find(t, h, name, nlen);
@@ -646,24 +583,24 @@ static uint64_t observe(server_t *s, ordo_htab_t *t, conn_t *c, const char *name
     }
     observer_t *o = ordo_xcalloc(1, sizeof *o);
     o->id = ++s->next_watch_id;
-    o->conn = c;
+    o->client = c;
+    o->client_list = list;
     o->group = g;
     ordo_list_push_front(&g->observers, &o->gln);
-    ordo_list_push_front(&c->observers, &o->cln);
-    c->nwatches++;
+    ordo_list_push_front(list, &o->cln);
     if (out != NULL)
         *out = o;
     return o->id;
 }
 
-uint64_t coord_wait_observe(server_t *s, conn_t *c, const char *name, size_t nlen)
+uint64_t coord_wait_observe(server_t *s, struct conn_s *c, ordo_list_t *list, const char *name, size_t nlen)
 {
-    return observe(s, &s->writer.coord->observed, c, name, nlen, NULL);
+    return observe(s, &s->writer.coord->observed, c, list, name, nlen, NULL);
 }
 
 uint64_t coord_wait_qwatch_floor(const server_t *s) { return s->writer.coord->qhist_floor; }
 
-size_t coord_wait_qwatch_catchup(server_t *s, conn_t *c, uint64_t id, const char *queue, size_t qlen,
+size_t coord_wait_qwatch_catchup(server_t *s, struct conn_s *c, uint64_t id, const char *queue, size_t qlen,
                                  const char *key, size_t klen, uint64_t from)
 {
     coord_waits_t *cc = s->writer.coord;
@@ -676,16 +613,17 @@ size_t coord_wait_qwatch_catchup(server_t *s, conn_t *c, uint64_t id, const char
             continue;
         queue_event_t ev;
         qhist_event(h, &ev);
-        push_qevent(c, id, h->rev, &ev);
+        push_qevent(s, c, id, h->rev, &ev);
         n++;
     }
     return n;
 }
 
-uint64_t coord_wait_qwatch(server_t *s, conn_t *c, const char *queue, size_t qlen, const char *key, size_t klen)
+uint64_t coord_wait_qwatch(server_t *s, struct conn_s *c, ordo_list_t *list, const char *queue, size_t qlen,
+                           const char *key, size_t klen)
 {
     observer_t *o;
-    uint64_t id = observe(s, &s->writer.coord->qwatched, c, queue, qlen, &o);
+    uint64_t id = observe(s, &s->writer.coord->qwatched, c, list, queue, qlen, &o);
     o->queue = true;
     if (key != NULL) {
         o->has_key = true;

@@ -15,7 +15,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/list.h"
 #include "server.h"
+#include "writer/outcome.h"
 
 /* What a parked request waits for. */
 enum { COORD_WAIT_LOCK = 0, COORD_WAIT_ELECT = 1 };
@@ -33,7 +35,7 @@ void coord_wait_destroy(server_t *s);
  * plus parked LOCK.ACQUIRE / ELECT.CAMPAIGN requests and their wait lists
  * (INFO used_memory_coord). O(1). */
 size_t coord_wait_bytes(const server_t *s);
-/* coord_wait_after_apply() -- writer_apply() calls it after every record:
+/* coord_wait_after_apply() -- the door (apply.h) calls it after every record:
  * serves lock waiters and candidates whose lock / election the record
  * freed (each with a record of its own), re-arms the deadline timer. */
 void coord_wait_after_apply(server_t *s, const record_t *rec);
@@ -46,28 +48,28 @@ void coord_wait_schedule(server_t *s);
 void coord_wait_sweep(server_t *s);
 /* coord_wait_len() -- requests parked on lock / election name. */
 size_t coord_wait_len(server_t *s, int kind, const char *name, size_t nlen);
-/* coord_wait_park() -- park c on lock / election name (kind) with the
- * request's arguments, wait_ms 0: no deadline; or, if the server is
- * read-only or past max-memory-bytes, write the refusal into c's output. */
-void coord_wait_park(server_t *s, conn_t *c, int kind, const char *name, size_t nlen, uint64_t wait_ms,
-                     uint64_t ttl_ms, uint64_t lease, bool handover, const char *value, size_t vlen);
+/* coord_wait_park() -- park client c on lock / election name (kind) with
+ * the request's arguments, wait_ms 0: no deadline; it is told the grant
+ * (OUTCOME_UINT, OUTCOME_CAMPAIGN), nil at its deadline, or -NOTFOUND if
+ * its lease ended. Returns false, with the refusal's text ("CODE ...") in
+ * refusal, if the server is read-only or past max-memory-bytes. */
+bool coord_wait_park(server_t *s, struct conn_s *c, int kind, const char *name, size_t nlen, uint64_t wait_ms,
+                     uint64_t ttl_ms, uint64_t lease, bool handover, const char *value, size_t vlen, char *refusal,
+                     size_t rlen);
+/* coord_wait_lease_gone_text() -- the -NOTFOUND text for an ended lease. */
+void coord_wait_lease_gone_text(char *buf, size_t blen, uint64_t lease);
 
-/* Replies the writer and the handlers share: a won campaign (the term, or
- * [term, handed-over value], or [term, lapsed term's last value, 0] when
- * lapsed); -NOTFOUND for an ended lease. */
-void coord_wait_reply_campaign(ordo_buf_t *out, int proto, bool handover, uint64_t term, const char *hv,
-                               size_t hlen, bool lapsed);
-void coord_wait_reply_lease_gone(server_t *s, ordo_buf_t *out, uint64_t lease);
-
-/* coord_wait_observe() -- add an ELECT.OBSERVE observer of name on c
- * (counted in c->nwatches); returns its id. coord_wait_push_leader()
- * writes ["leader", name, term, value] (term 0: vacant, value nil) to c. */
-uint64_t coord_wait_observe(server_t *s, conn_t *c, const char *name, size_t nlen);
-/* coord_wait_qwatch() -- add a Q.WATCH observer of queue on c (counted in
- * c->nwatches, removed as ELECT.OBSERVE's are); key NULL: every key, else
- * only that message key's events. Returns its id. Events are pushed as
- * ["qwatch", id, rev, event, queue, key, msg_id, detail] (coord_wait.c). */
-uint64_t coord_wait_qwatch(server_t *s, conn_t *c, const char *queue, size_t qlen, const char *key, size_t klen);
+/* coord_wait_observe() -- add an ELECT.OBSERVE observer of name for
+ * client c, also linked on list (the client's observers, owned by the
+ * caller, who counts them); returns its id. Events reach c as
+ * OUTCOME_LEADER through hooks.answer. */
+uint64_t coord_wait_observe(server_t *s, struct conn_s *c, ordo_list_t *list, const char *name, size_t nlen);
+/* coord_wait_qwatch() -- add a Q.WATCH observer of queue for client c (on
+ * list, removed as ELECT.OBSERVE's are); key NULL: every key, else only
+ * that message key's events. Returns its id. Events reach c as
+ * OUTCOME_QEVENT. */
+uint64_t coord_wait_qwatch(server_t *s, struct conn_s *c, ordo_list_t *list, const char *queue, size_t qlen,
+                           const char *key, size_t klen);
 /* The queue event history (queue-watch-history-bytes, oldest dropped
  * first) holds every event with a revision above coord_wait_qwatch_floor()
  * (the revision at start, or of the last event dropped).
@@ -75,12 +77,10 @@ uint64_t coord_wait_qwatch(server_t *s, conn_t *c, const char *queue, size_t qle
  * events of queue (of key, if not NULL) after revision from (>= the floor);
  * returns how many. */
 uint64_t coord_wait_qwatch_floor(const server_t *s);
-size_t coord_wait_qwatch_catchup(server_t *s, conn_t *c, uint64_t id, const char *queue, size_t qlen,
+size_t coord_wait_qwatch_catchup(server_t *s, struct conn_s *c, uint64_t id, const char *queue, size_t qlen,
                                  const char *key, size_t klen, uint64_t from);
-void coord_wait_push_leader(conn_t *c, const char *name, size_t nlen, uint64_t term, const char *value, size_t vlen);
-/* ELECT.OBSERVE observers of c: remove the one with id (0: all); returns
- * how many. coord_wait_conn_closed() removes them all. */
-size_t coord_wait_unobserve(conn_t *c, uint64_t id);
-void coord_wait_conn_closed(conn_t *c);
+/* coord_wait_unobserve() -- of the observers on list (a client's), remove
+ * the one with id (0: all); returns how many. */
+size_t coord_wait_unobserve(server_t *s, ordo_list_t *list, uint64_t id);
 
 #endif /* ORDO_COORD_WAIT_H */

@@ -15,7 +15,6 @@
 
 #include "apply.h"
 #include "cluster.h"
-#include "net/conn.h"
 #include "turn.h"
 
 static void on_expire_timer(writer_timer_t *t)
@@ -45,7 +44,7 @@ void expire_due(server_t *s)
         memcpy(key, k, klen); /* apply frees the expiry entry k points into */
         record_t rec = {.type = REC_EXPIRE, .expire = {.key = key, .klen = (uint32_t)klen}};
         apply_result_t res;
-        writer_apply(s, &rec, &res);
+        writer_submit(s, &rec, WRITER_SELF, &res, NULL, 0);
         s->stats.expired_keys_total += (uint64_t)res.value;
         if (key != stackkey)
             free(key);

@@ -11,16 +11,19 @@
  * ONFULL block waits twice without resuming in between: among the pushers
  * until its push fits, then (block_move(), same deadline: TIMEOUT bounds
  * the whole call) among the callers of the message it pushed. A record
- * never serves a waiter from inside its apply. After a write returns,
- * qwait_serve() looks at the queue: while a pusher is parked and a push now fits, it applies that push; while
- * a puller is parked and a message is deliverable, it applies deliver
- * records for the first puller (the writer decides who gets which delivery,
- * and the log says so), writes the reply and completes the waiter; it
- * loops until neither makes progress. A message's completion (an ack, a
- * NOACK delivery, a dead letter) answers the callers parked on its id.
- * Invariant: after every write, a parked puller means nothing is
- * deliverable and a parked pusher means the queue is full, so a newcomer
- * never overtakes a waiter.
+ * never serves a waiter from inside its apply: the door's after-apply step
+ * (qwait_after_apply()) marks the queue, and the settle that follows the
+ * command (writer_settle(): after each command, each command of an EXEC,
+ * each timer turn, and a catch-up) runs qwait_serve(): while a pusher is
+ * parked and a push now fits, it applies that push; while a puller is
+ * parked and a message is deliverable, it applies deliver records for the
+ * first puller (the writer decides who gets which delivery, and the log
+ * says so) and gives it the messages as its outcome (outcome.h); it loops
+ * until neither makes progress. A message's completion (an ack, a NOACK
+ * delivery, a dead letter) answers the callers parked on its id at once,
+ * from the after-apply step. Invariant: after every command, a parked
+ * puller means nothing is deliverable and a parked pusher means the queue
+ * is full, so a newcomer never overtakes a waiter.
  *
  * Wait lists live as long as someone waits. A waiter leaves its list inside
  * block.c (done, timed out, cancelled), sometimes while its list is still in
@@ -31,15 +34,16 @@
  * Timers. queue.h keeps each queue's deadlines (leases, delays, dedup
  * windows, result retention). One timer (timer.h) fires at the earliest;
  * its callback logs one record per due deadline (REC_Q_REDELIVER, PROMOTE,
- * DEDUP_END, RESULT_END) stamped with the writer's clock and serves
- * waiters the record made ready. After a write that may move a deadline
+ * DEDUP_END, RESULT_END) through the door, then settles: the waiters the
+ * records made ready are served. After a write that may move a deadline
  * earlier, qwait_note_timer() re-arms it (O(1): only the written queue's
  * earliest deadline is looked at; a timer that fires early finds nothing
  * due and re-arms from the whole set, O(queues)). Before a command touches
  * a queue, its due deadlines are applied first (qwait_catch_up()), as
  * cmd_dispatch expires keys first: the command sees one consistent state,
  * and a push or deliver never promotes delayed messages without a record
- * saying so.
+ * saying so; the catch-up settles before the command goes on, so what its
+ * deadlines readied goes to the parked first.
  */
 #include "queue_wait.h"
 
@@ -49,10 +53,15 @@
 #include <string.h>
 
 #include "apply.h"
+#include "base/bytes.h"
 #include "block.h"
 #include "cluster.h"
-#include "net/conn.h"
 #include "turn.h"
+
+/* What a delivered message counts against max-reply-bytes besides its key
+ * and payload: its framing (five elements, three of them numbers of up to
+ * 20 digits), rounded up; Q.PEEK counts the same. */
+#define QWAIT_DELIVERY_OVERHEAD 96
 
 /* Due queue deadlines applied per timer turn before the loop goes back to
  * I/O (the timer re-arms at once if more are due). */
@@ -86,7 +95,9 @@ typedef struct qwaits_s {
     ordo_htab_t waits;        /* queue name -> qwait_t */
     qwait_t *gc;              /* maybe empty */
     idwait_t *idgc;
-    ordo_buf_t scratch;       /* a pull's messages before their count is known */
+    ordo_buf_t scratch;       /* a parked pull's messages before its answer */
+    ordo_buf_t to_serve;      /* names of queues to serve at the next settle: u32 length, bytes */
+    size_t last_mark;         /* offset in to_serve of the last name marked */
     writer_timer_t timer;     /* at the earliest queue deadline, from qwait_start() */
 } qwaits_t;
 
@@ -195,54 +206,58 @@ void qwait_gc(server_t *s)
     }
 }
 
-/* The waiter's reply is written: complete it and mark its lists. */
-static void finish(server_t *s, waiter_t *w)
+/* Give the waiter its outcome: release its data, mark its lists, answer. */
+static void finish(server_t *s, waiter_t *w, const outcome_t *o)
 {
     qwaiter_t *d = w->data;
-    block_done(s, w);
     gc_mark(s, d);
     free(d);
+    w->data = NULL;
+    block_answer(s, w, o);
+}
+
+static void finish_error(server_t *s, waiter_t *w, const char *text)
+{
+    outcome_t o = {.kind = OUTCOME_ERROR, .error.text = text};
+    finish(s, w, &o);
 }
 
 static void on_cancel(waiter_t *w)
 {
     qwaiter_t *d = w->data;
-    gc_mark(w->conn->srv, d);
+    gc_mark(w->srv, d);
     free(d);
+    w->data = NULL;
 }
 
-static void on_timeout(waiter_t *w)
+static void on_timeout(waiter_t *w, outcome_t *o, char *buf, size_t blen)
 {
     qwaiter_t *d = w->data;
-    server_t *s = w->conn->srv;
-    ordo_buf_t *out = &w->conn->out;
     switch (d->kind) {
     case QW_PULL:
-        resp_add_array(out, 0);
+        *o = (outcome_t){.kind = OUTCOME_MESSAGES};
         break;
     case QW_PUSH:
-        s->stats.errors_total++;
-        resp_add_errorf(out, "TIMEOUT queue still full after %llu ms (ONFULL block); nothing was pushed",
-                        (unsigned long long)d->timeout_ms);
+        snprintf(buf, blen, "TIMEOUT queue still full after %llu ms (ONFULL block); nothing was pushed",
+                 (unsigned long long)d->timeout_ms);
+        *o = (outcome_t){.kind = OUTCOME_ERROR, .error.text = buf};
         break;
     default:
         if (!d->call) {
-            resp_add_null(out, w->conn->proto);
+            *o = (outcome_t){.kind = OUTCOME_NIL};
             break;
         }
-        s->stats.errors_total++;
-        resp_add_errorf(out, "TIMEOUT message %llu not done after %llu ms; it stays queued (Q.RESULT fetches it)",
-                        (unsigned long long)d->id, (unsigned long long)d->timeout_ms);
+        snprintf(buf, blen, "TIMEOUT message %llu not done after %llu ms; it stays queued (Q.RESULT fetches it)",
+                 (unsigned long long)d->id, (unsigned long long)d->timeout_ms);
+        *o = (outcome_t){.kind = OUTCOME_ERROR, .error.text = buf};
         break;
     }
-    /* block.c completes the waiter after this returns; d goes with it, and
-     * its lists are collected later. */
-    gc_mark(s, d);
-    w->data = NULL;
-    free(d);
+    /* block.c answers the waiter after this returns; its lists are
+     * collected later. */
+    on_cancel(w);
 }
 
-static waiter_t *park(server_t *s, conn_t *c, wait_list_t *list, uint64_t timeout_ms, bool has_timeout,
+static waiter_t *park(server_t *s, struct conn_s *c, wait_list_t *list, uint64_t timeout_ms, bool has_timeout,
                       qwaiter_t *d)
 {
     d->timeout_ms = timeout_ms;
@@ -260,19 +275,83 @@ static waiter_t *park(server_t *s, conn_t *c, wait_list_t *list, uint64_t timeou
 /* ---- records ------------------------------------------------------------------ */
 
 /* Apply a record the writer decided (not a client's: no memory limit; a
- * parked pusher's push is checked by serve_pushers()), unless the log has
- * failed. Returns true if it changed something. */
+ * parked pusher's push is checked by serve_pushers()) through the door.
+ * Returns true if it changed something and the log took it: a record the
+ * log refused changed memory only, and nobody may be told it did. */
 bool qwait_apply(server_t *s, record_t *rec, apply_result_t *res)
 {
-    if (server_readonly(s) != NULL) {
-        memset(res, 0, sizeof *res);
-        res->status = AP_NOOP;
-        return false;
+    return writer_submit(s, rec, WRITER_SELF, res, NULL, 0) == WRITER_APPLIED && res->status == AP_OK;
+}
+
+/* Mark queue name for serving at the next settle, if anyone is parked on
+ * it (nobody can park on it in between: a pull or push parks only when
+ * the state after the record leaves it nothing to do). */
+static void mark_serve(server_t *s, const char *name, size_t nlen)
+{
+    qwaits_t *qc = s->writer.queues;
+    if (qw_get(s, name, nlen, false) == NULL)
+        return;
+    ordo_buf_t *b = &qc->to_serve;
+    if (b->len > 0 && get_u32(b->data + qc->last_mark) == nlen &&
+        memcmp(b->data + qc->last_mark + 4, name, nlen) == 0)
+        return; /* marked just before */
+    qc->last_mark = b->len;
+    ordo_buf_reserve(b, 4 + nlen);
+    put_u32(b->data + b->len, (uint32_t)nlen);
+    memcpy(b->data + b->len + 4, name, nlen);
+    b->len += 4 + nlen;
+}
+
+void qwait_after_apply(server_t *s, const record_t *rec, const apply_result_t *res)
+{
+    assert(res->status == AP_OK);
+    uint32_t nlen;
+    const char *name = record_queue(rec, &nlen);
+    assert(name != NULL);
+    switch (rec->type) {
+    case REC_Q_DELIVER:
+        if (rec->flags & REC_F_NOACK)
+            qwait_complete_id(s, name, nlen, res->qd.id, QUEUE_FATE_NONE);
+        break;
+    case REC_Q_ACK:
+        qwait_complete_id(s, name, nlen, rec->q_ack.msg_id, QUEUE_FATE_DONE);
+        break;
+    case REC_Q_NACK: case REC_Q_REDELIVER:
+        qwait_after_retry(s, name, nlen, res);
+        break;
+    case REC_Q_DROP:
+        qwait_dropped(s, name, nlen);
+        return;
+    case REC_Q_DEDUP_END: case REC_Q_RESULT_END:
+        return;
+    default:
+        break;
     }
-    /* A record the log refused changed memory only: it is no success, and
-     * nobody may be told it is (the server is read-only from now on). */
-    bool stored = writer_apply(s, rec, res);
-    return stored && res->status == AP_OK;
+    if (rec->type != REC_Q_REDELIVER && rec->type != REC_Q_PROMOTE)
+        qwait_note_timer(s, name, nlen); /* the timer's own records re-arm it when its turn ends */
+    if (rec->type != REC_Q_EXTEND)
+        mark_serve(s, name, nlen);
+}
+
+void qwait_settle(server_t *s)
+{
+    qwaits_t *qc = s->writer.queues;
+    while (qc->to_serve.len > 0) {
+        /* Serving marks again (its records): take the marks made so far. */
+        ordo_buf_t marks = qc->to_serve;
+        qc->to_serve = (ordo_buf_t){0};
+        for (size_t off = 0; off < marks.len;) {
+            uint32_t nlen = get_u32(marks.data + off);
+            qwait_serve(s, marks.data + off + 4, nlen);
+            off += 4 + nlen;
+        }
+        if (qc->to_serve.data == NULL) {
+            marks.len = 0;
+            qc->to_serve = marks; /* keep the buffer */
+        } else {
+            ordo_buf_free(&marks);
+        }
+    }
 }
 
 
@@ -293,29 +372,10 @@ void qwait_note_timer(server_t *s, const char *name, size_t nlen)
         arm_at(s, t.due_ms);
 }
 
-void qwait_add_msg(ordo_buf_t *out, const queue_delivery_t *d)
+static void answer_fate(server_t *s, waiter_t *w, uint64_t id, int fate, const queue_result_t *r)
 {
-    resp_add_array(out, 5);
-    resp_add_uint(out, d->id);
-    resp_add_bulk(out, d->key, d->klen);
-    resp_add_bulk(out, d->payload, d->plen);
-    resp_add_uint(out, d->attempt);
-    resp_add_uint(out, d->token);
-}
-
-/* Write a message's fate to one waiter's connection. fate: QUEUE_FATE_DONE
- * (the kept result, or nil if none was kept), QUEUE_FATE_DEADLETTER, or
- * QUEUE_FATE_NONE (done without a result: nil). */
-void qwait_add_fate(server_t *s, conn_t *c, uint64_t id, int fate, const queue_result_t *r)
-{
-    if (fate == QUEUE_FATE_DEADLETTER) {
-        s->stats.errors_total++;
-        resp_add_errorf(&c->out, "DEADLETTER message %llu exhausted its attempts", (unsigned long long)id);
-    } else if (fate == QUEUE_FATE_DONE && r != NULL && r->fate == QUEUE_FATE_DONE) {
-        resp_add_bulk(&c->out, r->result, r->rlen);
-    } else {
-        resp_add_null(&c->out, c->proto);
-    }
+    outcome_t o = {.kind = OUTCOME_FATE, .fate = {.id = id, .fate = fate, .result = r}};
+    finish(s, w, &o);
 }
 
 /* Message id of queue name is finished: answer everyone parked on it. */
@@ -329,22 +389,20 @@ void qwait_complete_id(server_t *s, const char *name, size_t nlen, uint64_t id, 
     queue_result_t r = {0};
     if (q != NULL && fate == QUEUE_FATE_DONE)
         queue_result(q, id, &r);
-    while (wait_list_first(&iw->list) != NULL) {
-        waiter_t *w = wait_list_first(&iw->list);
-        qwait_add_fate(s, w->conn, id, fate, &r);
-        finish(s, w);
-    }
+    while (wait_list_first(&iw->list) != NULL)
+        answer_fate(s, wait_list_first(&iw->list), id, fate, &r);
 }
 
-/* Deliver up to count messages (one record each) into out; returns how many. */
+/* Deliver up to count messages (one record each), handing each to each();
+ * returns how many. */
 size_t qwait_deliver(server_t *s, const char *name, size_t nlen, uint32_t count, uint64_t lease_ms, bool noack,
-                      ordo_buf_t *out)
+                     qwait_sink_fn each, void *arg)
 {
-    size_t n = 0, start = out->len;
+    size_t n = 0, bytes = 0;
     for (; n < count; n++) {
         /* max-reply-bytes: past it, no further delivery (a message is never
          * split, and the first one is always delivered). */
-        if (n > 0 && out->len - start >= (size_t)s->cfg.max_reply_bytes)
+        if (n > 0 && bytes >= (size_t)s->cfg.max_reply_bytes)
             break;
         record_t rec = {.type = REC_Q_DELIVER,
                         .flags = noack ? REC_F_NOACK : 0,
@@ -352,12 +410,9 @@ size_t qwait_deliver(server_t *s, const char *name, size_t nlen, uint32_t count,
         apply_result_t res;
         if (!qwait_apply(s, &rec, &res))
             break;
-        qwait_add_msg(out, &res.qd);
-        if (noack)
-            qwait_complete_id(s, name, nlen, res.qd.id, QUEUE_FATE_NONE);
+        bytes += res.qd.klen + res.qd.plen + QWAIT_DELIVERY_OVERHEAD;
+        each(arg, &res.qd); /* a NOACK delivery has answered its callers (qwait_after_apply()) */
     }
-    if (n > 0)
-        qwait_note_timer(s, name, nlen);
     return n;
 }
 
@@ -378,14 +433,13 @@ static void push_record(record_t *rec, const char *name, size_t nlen, const qwai
     rec->flags = d->coalesce ? REC_F_COALESCE : 0;
 }
 
-void qwait_reply_limit(server_t *s, ordo_buf_t *out, const char *name, size_t nlen)
+void qwait_limit_text(server_t *s, const char *name, size_t nlen, char *buf, size_t blen)
 {
     const queue_t *q = queue_get(core_queues(s->core), name, nlen);
     queue_config_t cfg = {0};
     if (q != NULL)
         queue_config(q, &cfg);
-    s->stats.errors_total++;
-    resp_add_errorf(out, "LIMIT the key has MAXPERKEY (%u) messages waiting", cfg.maxperkey);
+    snprintf(buf, blen, "LIMIT the key has MAXPERKEY (%u) messages waiting", cfg.maxperkey);
 }
 
 /* A Q.CALL parked for room got its push in (res: AP_OK, or AP_NOOP for a
@@ -402,8 +456,8 @@ static void call_pushed(server_t *s, qwait_t *qw, waiter_t *w, const apply_resul
         queue_result_t r = {0};
         int fate = q != NULL ? queue_result(q, id, &r) : QUEUE_FATE_NONE;
         if (fate != QUEUE_FATE_NONE) {
-            qwait_add_fate(s, w->conn, id, fate, &r);
-            return; /* the caller finishes it */
+            answer_fate(s, w, id, fate, &r);
+            return;
         }
     }
     d->kind = QW_RESULT;
@@ -436,8 +490,9 @@ static bool serve_pushers(server_t *s, qwait_t *qw)
         qwaiter_t *d = w->data;
         record_t rec;
         apply_result_t res;
-        if (has_room(s, qw) && writer_memory_refused(s, &w->conn->out)) {
-            finish(s, w); /* room, but refused as the push would be if it came now */
+        char text[WRITER_REFUSAL_MAX];
+        if (has_room(s, qw) && writer_memory_refused(s, text, sizeof text)) {
+            finish_error(s, w, text); /* room, but refused as the push would be if it came now */
             progress = true;
             continue;
         }
@@ -446,37 +501,67 @@ static bool serve_pushers(server_t *s, qwait_t *qw)
         if (res.status == AP_QFULL || server_readonly(s) != NULL)
             break;
         progress = true;
-        if (res.status == AP_QLIMIT)
-            qwait_reply_limit(s, &w->conn->out, qw->name, qw->nlen);
-        else if (d->call)
-            call_pushed(s, qw, w, &res);
-        else
-            resp_add_uint(&w->conn->out, (uint64_t)res.value);
-        if (w->list == &qw->pushers)
-            finish(s, w);
+        if (res.status == AP_QLIMIT) {
+            qwait_limit_text(s, qw->name, qw->nlen, text, sizeof text);
+            finish_error(s, w, text);
+        } else if (d->call) {
+            call_pushed(s, qw, w, &res); /* answered, or now waits among the callers */
+        } else {
+            outcome_t o = {.kind = OUTCOME_UINT, .uint = (uint64_t)res.value};
+            finish(s, w, &o);
+        }
     }
-    if (progress)
-        qwait_note_timer(s, qw->name, qw->nlen);
     return progress;
+}
+
+/* A parked pull's deliveries, kept until its answer: the messages'
+ * bytes are copied into the scratch buffer (a later record may free what
+ * a delivery points at), their descriptions into msgs. */
+typedef struct pulled_s {
+    ordo_buf_t *bytes;
+    queue_delivery_t *msgs;
+    size_t n, cap;
+} pulled_t;
+
+static void keep_delivery(void *arg, const queue_delivery_t *d)
+{
+    pulled_t *p = arg;
+    if (p->n == p->cap) {
+        p->cap = p->cap ? 2 * p->cap : 8;
+        p->msgs = ordo_xrealloc(p->msgs, p->cap * sizeof *p->msgs);
+    }
+    queue_delivery_t *m = &p->msgs[p->n++];
+    *m = *d;
+    /* Offsets now, pointers once the buffer stops moving. */
+    m->key = (const char *)(uintptr_t)p->bytes->len;
+    ordo_buf_append(p->bytes, d->key, d->klen);
+    m->payload = (const char *)(uintptr_t)p->bytes->len;
+    ordo_buf_append(p->bytes, d->payload, d->plen);
 }
 
 /* Parked pullers, first come first served, while messages are deliverable. */
 static bool serve_pullers(server_t *s, qwait_t *qw)
 {
     bool progress = false;
-    ordo_buf_t *tmp = &s->writer.queues->scratch;
+    pulled_t p = {.bytes = &s->writer.queues->scratch};
     while (wait_list_first(&qw->pullers) != NULL) {
         waiter_t *w = wait_list_first(&qw->pullers);
         qwaiter_t *d = w->data;
-        tmp->len = 0;
-        size_t n = qwait_deliver(s, qw->name, qw->nlen, d->count, d->lease_ms, d->noack, tmp);
+        p.bytes->len = 0;
+        p.n = 0;
+        size_t n = qwait_deliver(s, qw->name, qw->nlen, d->count, d->lease_ms, d->noack, keep_delivery, &p);
         if (n == 0 || server_readonly(s) != NULL)
             break; /* nothing, or deliveries the log refused: the puller keeps waiting */
-        resp_add_array(&w->conn->out, n);
-        ordo_buf_append(&w->conn->out, tmp->data, tmp->len);
-        finish(s, w);
+        assert(n == p.n);
+        for (size_t i = 0; i < n; i++) {
+            p.msgs[i].key = (const char *)p.bytes->data + (uintptr_t)p.msgs[i].key;
+            p.msgs[i].payload = (const char *)p.bytes->data + (uintptr_t)p.msgs[i].payload;
+        }
+        outcome_t o = {.kind = OUTCOME_MESSAGES, .messages = {.v = p.msgs, .n = n}};
+        finish(s, w, &o);
         progress = true;
     }
+    free(p.msgs);
     return progress;
 }
 
@@ -505,10 +590,7 @@ void qwait_after_retry(server_t *s, const char *name, size_t nlen, const apply_r
     if (res->qr.dlq != NULL) {
         size_t dlen;
         const char *dn = queue_name(res->qr.dlq, &dlen);
-        char *copy = ordo_xmalloc(dlen ? dlen : 1);
-        memcpy(copy, dn, dlen);
-        qwait_serve(s, copy, dlen);
-        free(copy);
+        mark_serve(s, dn, dlen);
     }
 }
 
@@ -546,11 +628,7 @@ static bool fire(server_t *s, const queue_t *q, const queue_timer_t *t)
         break;
     }
     apply_result_t res;
-    bool ok = qwait_apply(s, &rec, &res);
-    if (ok && rec.type == REC_Q_REDELIVER)
-        qwait_after_retry(s, name, nlen, &res);
-    if (ok && (rec.type == REC_Q_REDELIVER || rec.type == REC_Q_PROMOTE))
-        qwait_serve(s, name, nlen);
+    bool ok = qwait_apply(s, &rec, &res); /* the door answers and marks what it readied */
     if (name != stack)
         free(name);
     return ok;
@@ -593,6 +671,7 @@ static void on_queue_timer(writer_timer_t *t)
         arm_at(s, now + 1);
     else if (server_readonly(s) == NULL && queue_set_next_timer(core_queues(s->core), &q, &next))
         arm_at(s, next.due_ms);
+    writer_settle(s);
     turn_run_resumed(s);
     turn_flush(s);
 }
@@ -608,6 +687,9 @@ bool qwait_catch_up(server_t *s, const char *name, size_t nlen)
     if (q == NULL || server_readonly(s) != NULL || !queue_next_timer(q, &t) || t.due_ms >= s->now_ms)
         return true;
     run_due(s, q);
+    /* What the deadlines readied goes to the parked first: the command
+     * that comes after them must not overtake a waiter. */
+    writer_settle(s);
     return server_readonly(s) == NULL;
 }
 
@@ -653,6 +735,7 @@ void qwait_destroy(server_t *s)
     ordo_htab_foreach(&qc->waits, free_qw, NULL);
     ordo_htab_destroy(&qc->waits);
     ordo_buf_free(&qc->scratch);
+    ordo_buf_free(&qc->to_serve);
     free(qc);
     s->writer.queues = NULL;
 }
@@ -668,7 +751,7 @@ static qwaiter_t *waiter_data(int kind, qwait_t *qw, size_t extra)
 }
 
 /* Park c until message id of queue name is done. */
-void qwait_park_result(server_t *s, conn_t *c, const char *name, size_t nlen, uint64_t id, uint64_t timeout_ms,
+void qwait_park_result(server_t *s, struct conn_s *c, const char *name, size_t nlen, uint64_t id, uint64_t timeout_ms,
                        bool has_timeout, bool call)
 {
     qwait_t *qw = qw_get(s, name, nlen, true);
@@ -681,7 +764,7 @@ void qwait_park_result(server_t *s, conn_t *c, const char *name, size_t nlen, ui
 
 /* A full queue under ONFULL block: wait, with a copy of the push; a call
  * then waits for its result (call_pushed()). */
-void qwait_park_push(server_t *s, conn_t *c, const record_t *rec, bool coalesce, uint64_t delay_ms,
+void qwait_park_push(server_t *s, struct conn_s *c, const record_t *rec, bool coalesce, uint64_t delay_ms,
                      uint64_t timeout_ms, bool has_timeout, bool call)
 {
     const rec_q_push_t *p = &rec->q_push;
@@ -704,7 +787,7 @@ void qwait_park_push(server_t *s, conn_t *c, const record_t *rec, bool coalesce,
     park(s, c, &qw->pushers, timeout_ms, has_timeout, d);
 }
 
-void qwait_park_pull(server_t *s, conn_t *c, const char *name, size_t nlen, uint32_t count, uint64_t lease_ms,
+void qwait_park_pull(server_t *s, struct conn_s *c, const char *name, size_t nlen, uint32_t count, uint64_t lease_ms,
                      bool noack, uint64_t block_ms)
 {
     qwait_t *qw = qw_get(s, name, nlen, true);
@@ -719,12 +802,8 @@ static void drop_ids(ordo_hnode_t *n, void *arg)
 {
     server_t *s = arg;
     idwait_t *iw = (idwait_t *)n;
-    while (wait_list_first(&iw->list) != NULL) {
-        waiter_t *w = wait_list_first(&iw->list);
-        s->stats.errors_total++;
-        resp_add_errorf(&w->conn->out, "NOTFOUND the queue was dropped");
-        finish(s, w);
-    }
+    while (wait_list_first(&iw->list) != NULL)
+        finish_error(s, wait_list_first(&iw->list), "NOTFOUND the queue was dropped");
 }
 
 void qwait_dropped(server_t *s, const char *name, size_t nlen)
@@ -735,12 +814,8 @@ void qwait_dropped(server_t *s, const char *name, size_t nlen)
     /* Callers and blocked pushers were waiting on what is gone; pullers
      * wait on the name and get whatever a later push brings. */
     ordo_htab_foreach(&qw->ids, drop_ids, s);
-    while (wait_list_first(&qw->pushers) != NULL) {
-        waiter_t *w = wait_list_first(&qw->pushers);
-        s->stats.errors_total++;
-        resp_add_errorf(&w->conn->out, "NOTFOUND the queue was dropped; nothing was pushed");
-        finish(s, w);
-    }
+    while (wait_list_first(&qw->pushers) != NULL)
+        finish_error(s, wait_list_first(&qw->pushers), "NOTFOUND the queue was dropped; nothing was pushed");
 }
 
 void qwait_blocked(server_t *s, const char *name, size_t nlen, size_t *pullers, size_t *pushers)
@@ -749,8 +824,6 @@ void qwait_blocked(server_t *s, const char *name, size_t nlen, size_t *pullers, 
     *pullers = qw ? qw->pullers.len : 0;
     *pushers = qw ? qw->pushers.len : 0;
 }
-
-ordo_buf_t *qwait_scratch(server_t *s) { return &s->writer.queues->scratch; }
 
 void qwait_init(server_t *s)
 {

@@ -6,8 +6,9 @@
  * dedup windows, result retention). See queue_wait.c for the design.
  *
  * cmd_queue.c parses the Q.* commands, makes the client's records and
- * speaks RESP about them; after each write it calls qwait_note_timer()
- * and qwait_serve() here, and parks with the qwait_park_*() calls.
+ * renders their outcomes; after each write it calls qwait_note_timer()
+ * and qwait_serve() here, and parks with the qwait_park_*() calls. What a
+ * parked client is told later is an outcome (outcome.h), never RESP.
  *
  * Owner: s->writer.queues (qwait_init() .. qwait_destroy()); the loop
  * thread only.
@@ -20,6 +21,7 @@
 #include <stdint.h>
 
 #include "server.h"
+#include "writer/outcome.h"
 
 /* qwait_init() -- the empty wait lists (before recovery); qwait_start()
  * -- after recovery: the timer, armed for the recovered deadlines;
@@ -34,9 +36,19 @@ void qwait_close_handles(server_t *s);
 void qwait_destroy(server_t *s);
 
 /* qwait_apply() -- apply a record the writer decided (not a client's: no
- * memory limit), unless the log has failed. Returns true if it changed
- * something and the log stored it. */
+ * memory limit) through the door, unless the log has failed. Returns true
+ * if it changed something and the log stored it. */
 bool qwait_apply(server_t *s, record_t *rec, apply_result_t *res);
+/* qwait_after_apply() -- the queue family's after-apply step (the door's
+ * table, apply.h), for a queue record that applied (AP_OK): answer the
+ * callers a completion finished (an ack, a NOACK delivery, a dead letter),
+ * answer a dropped queue's callers and pushers, re-arm the queue timer,
+ * and mark the queue (and a dead-letter queue) for serving at the next
+ * settle. */
+void qwait_after_apply(server_t *s, const record_t *rec, const apply_result_t *res);
+/* qwait_settle() -- serve every queue marked since the last settle, until
+ * serving marks none (writer_settle()). */
+void qwait_settle(server_t *s);
 
 /* qwait_catch_up() -- before a command uses queue name: apply its due
  * deadlines first. Returns false if the log refused one of their records
@@ -56,33 +68,29 @@ void qwait_complete_id(server_t *s, const char *name, size_t nlen, uint64_t id, 
  * dead-letter queue's pullers. */
 void qwait_after_retry(server_t *s, const char *name, size_t nlen, const apply_result_t *res);
 /* qwait_deliver() -- apply up to count deliver records (fewer once the
- * messages written reach max-reply-bytes), writing each
- * message into out; returns how many. */
+ * messages delivered, with their framing, reach max-reply-bytes), handing
+ * each delivered message to each(arg, d) right after its record (d is
+ * valid during the call only); returns how many. */
+typedef void (*qwait_sink_fn)(void *arg, const queue_delivery_t *d);
 size_t qwait_deliver(server_t *s, const char *name, size_t nlen, uint32_t count, uint64_t lease_ms, bool noack,
-                     ordo_buf_t *out);
+                     qwait_sink_fn each, void *arg);
 /* qwait_gc() -- free the wait lists that were left empty. */
 void qwait_gc(server_t *s);
-/* qwait_scratch() -- a buffer for a pull's messages before their count is
- * known; valid until the next qwait_* call. */
-ordo_buf_t *qwait_scratch(server_t *s);
+/* qwait_limit_text() -- the -LIMIT text for a push over queue name's
+ * MAXPERKEY, into buf of blen bytes (a handler's and a parked pusher's). */
+void qwait_limit_text(server_t *s, const char *name, size_t nlen, char *buf, size_t blen);
 
-/* Replies the writer and the handlers share: a message's fate on c (see
- * queue_wait.c), -LIMIT for MAXPERKEY into out, and one delivered message
- * ([id, key, payload, attempt, token]). */
-void qwait_add_msg(ordo_buf_t *out, const queue_delivery_t *d);
-void qwait_add_fate(server_t *s, conn_t *c, uint64_t id, int fate, const queue_result_t *r);
-void qwait_reply_limit(server_t *s, ordo_buf_t *out, const char *name, size_t nlen);
-
-/* Park connection c (its reply is written when served or timed out):
+/* Park client c (an opaque pointer; its outcome is given when served or
+ * timed out):
  * until message id is done (call: Q.CALL's -TIMEOUT, else nil); until the
  * push rec fits (a copy of it is kept); until count messages can be
  * delivered. has_timeout false or timeout 0: no deadline (for a pull,
  * block_ms 0 waits for ever as BLOCK 0 does). */
-void qwait_park_result(server_t *s, conn_t *c, const char *name, size_t nlen, uint64_t id, uint64_t timeout_ms,
+void qwait_park_result(server_t *s, struct conn_s *c, const char *name, size_t nlen, uint64_t id, uint64_t timeout_ms,
                        bool has_timeout, bool call);
-void qwait_park_push(server_t *s, conn_t *c, const record_t *rec, bool coalesce, uint64_t delay_ms,
+void qwait_park_push(server_t *s, struct conn_s *c, const record_t *rec, bool coalesce, uint64_t delay_ms,
                      uint64_t timeout_ms, bool has_timeout, bool call);
-void qwait_park_pull(server_t *s, conn_t *c, const char *name, size_t nlen, uint32_t count, uint64_t lease_ms,
+void qwait_park_pull(server_t *s, struct conn_s *c, const char *name, size_t nlen, uint32_t count, uint64_t lease_ms,
                      bool noack, uint64_t block_ms);
 /* qwait_dropped() -- queue name was dropped: its callers and pushers get
  * -NOTFOUND; its pullers keep waiting on the name. */

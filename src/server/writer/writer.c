@@ -34,10 +34,11 @@ void writer_close_handles(server_t *s)
     qwait_close_handles(s);
 }
 
-void writer_conn_closed(server_t *s, conn_t *c)
+void writer_client_gone(server_t *s, waiter_t *w, ordo_list_t *observers)
 {
-    block_conn_closed(s, c);
-    coord_wait_conn_closed(c);
+    if (w != NULL)
+        block_cancel(s, w);
+    coord_wait_unobserve(s, observers, 0);
 }
 
 void writer_destroy(server_t *s)

@@ -19,16 +19,18 @@
 #include <uv.h>
 
 #include "base/heap.h"
+#include "base/list.h"
 #include "writer/timer.h"
 
 typedef struct server_s server_t;
 
-/* Parked connections (block.c). Invariant: blocked_clients is the number
- * of parked waiters and the sum of blocked_by_kind; the heap holds exactly
- * the parked waiters that have a deadline. */
+/* Parked clients (block.c). Invariant: blocked_clients is the number of
+ * parked waiters, the length of `all` and the sum of blocked_by_kind; the
+ * heap holds exactly the parked waiters that have a deadline. */
 #define WRITER_BLOCK_KINDS 7 /* enum block_kind (block.h) */
 typedef struct block_state_s {
     ordo_heap_t wait_heap;           /* waiters with a deadline, earliest first */
+    ordo_list_t all;                 /* every parked waiter (waiter_t.all_ln), oldest first */
     writer_timer_t timer;            /* at the earliest deadline (0: at once, read-only) */
     size_t blocked_clients;          /* parked waiters (INFO clients) */
     size_t blocked_by_kind[WRITER_BLOCK_KINDS];
@@ -53,10 +55,11 @@ void writer_start(server_t *s);
 void writer_close_handles(server_t *s);
 void writer_destroy(server_t *s);
 
-/* writer_conn_closed() -- connection c is closing (net.c, before the
- * command layer drops its watches): its parked command, if any, is
- * dropped without a reply, and its ELECT.OBSERVE observers removed. */
-struct conn_s;
-void writer_conn_closed(server_t *s, struct conn_s *c);
+/* writer_client_gone() -- a client went away (the command layer, when
+ * its connection closes): its parked command w, if not NULL, is dropped
+ * without an answer, and the ELECT.OBSERVE / Q.WATCH observers on its
+ * list `observers` are removed. */
+struct waiter_s;
+void writer_client_gone(server_t *s, struct waiter_s *w, ordo_list_t *observers);
 
 #endif /* ORDO_WRITER_H */
