@@ -16,13 +16,15 @@
 #   make fuzz              fuzz the RESP parser (FUZZ_SECONDS=60)
 #   make bench             server benchmarks against Redis, etcd, beanstalkd (bench/*.sh;
 #                          bench/cluster.sh: a 3-member cluster against 3-member etcd)
+#   make bench-instr       ordod's user-space instructions per SET and per GET, counted by
+#                          callgrind (bench/instr.sh; ORDOD=path measures another build)
 #   make install           install libordo, headers, ordo.pc (PREFIX=/usr/local)
 
 PREFIX ?= /usr/local
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all build run cluster test unit integration crash cluster-test asan tsan bench-primitives bench fuzz install clean deps-build deps-test
+.PHONY: all build run cluster test unit integration crash cluster-test asan tsan bench-primitives bench bench-instr fuzz install clean deps-build deps-test
 
 all: build
 
@@ -103,6 +105,11 @@ bench: build
 	bench/queue.sh
 	bench/http.sh
 	bench/cluster.sh
+
+# Instructions per SET and GET under callgrind: not a timing, so it is not
+# in `make bench`; it compares builds on a loaded machine too.
+bench-instr: build
+	bench/instr.sh
 
 install: build
 	cmake --install build

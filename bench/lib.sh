@@ -7,6 +7,9 @@
 
 BENCH_PIDS=()
 BENCH_TMP=""
+# A command bench_start_ordod puts before ordod (bench/instr.sh: valgrind and
+# its options); empty for every other benchmark.
+BENCH_WRAP=()
 
 bench_cleanup() {
     local pid
@@ -116,9 +119,9 @@ bench_ratio() {
     awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f\n", a / b; else print "nan" }'
 }
 
-# bench_start_ordod NAME [FLAG...]: start ordod on a free port with its data
-# in $BENCH_TMP/NAME and its log in $BENCH_TMP/NAME.log; wait until it
-# listens. Sets ORDO_PORT and ORDO_PID.
+# bench_start_ordod NAME [FLAG...]: start ordod (behind BENCH_WRAP, if set)
+# on a free port with its data in $BENCH_TMP/NAME and its log in
+# $BENCH_TMP/NAME.log; wait until it listens. Sets ORDO_PORT and ORDO_PID.
 bench_start_ordod() {
     local name="$1"
     shift
@@ -128,7 +131,7 @@ bench_start_ordod() {
     # ORDOD may name an older build, to compare.
     local http=()
     "$ORDOD" --help 2>/dev/null | grep -q -- '--http-port' && http=(--http-port 0)
-    bench_spawn "$BENCH_TMP/$name.log" "$ORDOD" --bind 127.0.0.1 --port "$ORDO_PORT" \
+    bench_spawn "$BENCH_TMP/$name.log" "${BENCH_WRAP[@]}" "$ORDOD" --bind 127.0.0.1 --port "$ORDO_PORT" \
         "${http[@]}" --dir "$BENCH_TMP/$name" "$@"
     ORDO_PID="$LAST_PID"
     bench_wait_port "$ORDO_PID" "$ORDO_PORT" || { cat "$BENCH_TMP/$name.log" >&2; exit 1; }
