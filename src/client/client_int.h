@@ -105,6 +105,13 @@ static inline ordo_client_opts_t client_sliced(ordo_client_opts_t o)
     return o;
 }
 
+/* errors.c: what the server's error replies mean (see its head).
+ * client_take_redirect() -- parse "NOTLEADER host:port" into c->host and
+ * c->port; 0 if the leader is unknown ("?") or the text is malformed.
+ * client_is_auth_error() -- 1 if a handshake reply refuses the password. */
+int client_take_redirect(ordo_client_t *c, const char *err);
+int client_is_auth_error(const ordo_reply_t *r);
+
 /* client_txn_ack() (txn.c) -- the consumer runner's exactly-once step:
  * append `Q.ACK queue id token [RESULT]` to t and execute it. ORDO_OK
  * (applied), ORDO_ESTALE (the ack's token was stale: nothing applied), or

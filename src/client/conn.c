@@ -397,13 +397,6 @@ static int handshake_call(ordo_client_t *c, int argc, const char *const *argv, o
     return rc;
 }
 
-static int is_auth_error(const ordo_reply_t *r)
-{
-    return r->type == ORDO_REPLY_ERROR &&
-           (strncmp(r->str, "WRONGPASS", 9) == 0 || strncmp(r->str, "NOAUTH", 6) == 0 ||
-            strstr(r->str, "password") != NULL);
-}
-
 static int handshake(ordo_client_t *c)
 {
     ordo_reply_t *r = NULL;
@@ -417,7 +410,7 @@ static int handshake(ordo_client_t *c)
             c->proto = 3;
             return ORDO_OK;
         }
-        if (is_auth_error(r)) {
+        if (client_is_auth_error(r)) {
             rc = client_seterr(c, ORDO_EAUTH, "%s", r->str);
             ordo_reply_free(r);
             client_drop(c);
@@ -520,32 +513,6 @@ int ordo_client_get_reply(ordo_client_t *c, int timeout_ms, ordo_reply_t **reply
     return rc;
 }
 
-/* parse "NOTLEADER host:port" into c->host/c->port; 0 if the leader is
- * unknown ("?") or the text is malformed. */
-static int take_redirect(ordo_client_t *c, const char *err)
-{
-    const char *a = err + strlen("NOTLEADER");
-    while (*a == ' ')
-        a++;
-    const char *colon = strrchr(a, ':');
-    if (*a == '?' || colon == NULL || colon == a || (size_t)(colon - a) >= CLIENT_HOST_MAX)
-        return 0;
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (port <= 0 || port > 65535 || (*end != '\0' && *end != ' '))
-        return 0;
-    const char *h = a;
-    size_t hl = (size_t)(colon - a);
-    if (h[0] == '[' && h[hl - 1] == ']') { /* [v6]:port */
-        h++;
-        hl -= 2;
-    }
-    memcpy(c->host, h, hl);
-    c->host[hl] = '\0';
-    c->port = (int)port;
-    return 1;
-}
-
 int ordo_client_command(ordo_client_t *c, int timeout_ms, int argc, const char *const *argv,
                         const size_t *lens, ordo_reply_t **reply)
 {
@@ -567,7 +534,7 @@ int ordo_client_command(ordo_client_t *c, int timeout_ms, int argc, const char *
             return ORDO_OK;
         if (hop >= c->redirects_max)
             return ORDO_OK; /* the caller sees -NOTLEADER (ORDO_ENOTLEADER) */
-        if (!take_redirect(c, r->str)) {
+        if (!client_take_redirect(c, r->str)) {
             /* No leader known yet: ask the configured address again later. */
             snprintf(c->host, sizeof c->host, "%s", c->seed_host);
             c->port = c->seed_port;
@@ -637,29 +604,4 @@ int ordo_client_next_push(ordo_client_t *c, int timeout_ms, ordo_reply_t **push)
             return rc;
         }
     }
-}
-
-int ordo_client_reply_error(ordo_client_t *c, const ordo_reply_t *r)
-{
-    c->err_rev = 0;
-    if (r->type != ORDO_REPLY_ERROR)
-        return ORDO_OK;
-    client_seterr(c, 0, "%s", r->str);
-    static const struct { const char *word; int code; } map[] = {
-        { "CONFLICT", ORDO_ECONFLICT }, { "NOTHOLDER", ORDO_ENOTHOLDER },
-        { "NOTFOUND", ORDO_ENOTFOUND }, { "TIMEOUT", ORDO_ETIMEDOUT },
-        { "BUSY", ORDO_EFULL },         { "COMPACTED", ORDO_ECOMPACTED },
-        { "LIMIT", ORDO_ELIMIT },       { "DEADLETTER", ORDO_EDEADLETTER },
-        { "NOAUTH", ORDO_EAUTH },       { "WRONGPASS", ORDO_EAUTH },
-        { "READONLY", ORDO_EREADONLY }, { "NOTLEADER", ORDO_ENOTLEADER },
-    };
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
-        size_t n = strlen(map[i].word);
-        if (strncmp(r->str, map[i].word, n) == 0 && (r->str[n] == ' ' || r->str[n] == '\0')) {
-            if (map[i].code == ORDO_ECONFLICT || map[i].code == ORDO_ECOMPACTED)
-                c->err_rev = strtoll(r->str + n, NULL, 10);
-            return map[i].code;
-        }
-    }
-    return ORDO_ESERVER;
 }
