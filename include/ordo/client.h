@@ -30,7 +30,9 @@
  *     the command, so ordo_client_command() connects to host:port and sends
  *     it again, at most opts.redirects_max times per call. `-NOTLEADER ?`
  *     (no leader known yet) is retried after a backoff, within the
- *     reconnect budget. Later reconnects go to the last leader, then back
+ *     reconnect budget. The address may be `[v6 address]:port`; one that
+ *     does not parse (a port outside 1..65535, an overlong host) is taken
+ *     as `?`. The asynchronous client (ordo/client_uv.h) reads it alike. Later reconnects go to the last leader, then back
  *     to the configured address if the leader is unreachable.
  *
  * Ownership and lifetimes

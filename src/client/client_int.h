@@ -105,11 +105,26 @@ static inline ordo_client_opts_t client_sliced(ordo_client_opts_t o)
     return o;
 }
 
-/* errors.c: what the server's error replies mean (see its head).
- * client_take_redirect() -- parse "NOTLEADER host:port" into c->host and
- * c->port; 0 if the leader is unknown ("?") or the text is malformed.
- * client_is_auth_error() -- 1 if a handshake reply refuses the password. */
-int client_take_redirect(ordo_client_t *c, const char *err);
+/* errors.c: what the server's error replies mean (see its head). */
+
+/* The largest TCP port. */
+#define CLIENT_PORT_MAX 65535
+
+/* client_parse_notleader() outcomes. */
+enum {
+    CLIENT_REDIRECT_TO = 1,      /* host and port name the leader */
+    CLIENT_REDIRECT_UNKNOWN = 0, /* "NOTLEADER ?": no leader known yet */
+    CLIENT_REDIRECT_BAD = -1,    /* not a NOTLEADER line, or a malformed one */
+};
+
+/* client_parse_notleader() -- read the error text err ("NOTLEADER
+ * host:port", "NOTLEADER [v6]:port" or "NOTLEADER ?"). On
+ * CLIENT_REDIRECT_TO, host (host_cap bytes, output) holds the leader's host
+ * without brackets and *port (output) its port; on any other outcome
+ * neither is written. */
+int client_parse_notleader(const char *err, char *host, size_t host_cap, int *port);
+/* client_is_auth_error() -- 1 if a handshake reply refuses the password
+ * (-WRONGPASS, -NOAUTH, or an error that names the password), else 0. */
 int client_is_auth_error(const ordo_reply_t *r);
 
 /* client_txn_ack() (txn.c) -- the consumer runner's exactly-once step:

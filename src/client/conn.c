@@ -534,7 +534,7 @@ int ordo_client_command(ordo_client_t *c, int timeout_ms, int argc, const char *
             return ORDO_OK;
         if (hop >= c->redirects_max)
             return ORDO_OK; /* the caller sees -NOTLEADER (ORDO_ENOTLEADER) */
-        if (!client_take_redirect(c, r->str)) {
+        if (client_parse_notleader(r->str, c->host, sizeof c->host, &c->port) != CLIENT_REDIRECT_TO) {
             /* No leader known yet: ask the configured address again later. */
             snprintf(c->host, sizeof c->host, "%s", c->seed_host);
             c->port = c->seed_port;

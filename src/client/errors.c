@@ -5,42 +5,59 @@
  * whether a handshake reply refuses the password, and the map from an
  * error reply's first word to an ORDO_E* code.
  *
+ * The redirect's address is `host:port`, `[v6 address]:port`, or `?` while
+ * no leader is known (docs/protocol.md, "Errors"); anything else -- a port
+ * outside 1..65535, not a number, a host longer than the client keeps --
+ * is refused, so a garbled line never sends a client somewhere wrong.
+ *
  * These are pure functions of the reply text: they neither read nor change
  * a connection, so both clients and the unit tests call them alike.
  */
 #include "client_int.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* parse "NOTLEADER host:port" into c->host/c->port; 0 if the leader is
- * unknown ("?") or the text is malformed. */
-int client_take_redirect(ordo_client_t *c, const char *err)
+int client_parse_notleader(const char *err, char *host, size_t host_cap, int *port)
 {
-    const char *a = err + strlen("NOTLEADER");
+    assert(err != NULL && host != NULL && port != NULL);
+    assert(host_cap > 0);
+    size_t word = strlen("NOTLEADER");
+    if (strncmp(err, "NOTLEADER", word) != 0 || (err[word] != ' ' && err[word] != '\0'))
+        return CLIENT_REDIRECT_BAD;
+    const char *a = err + word;
     while (*a == ' ')
         a++;
+    if (*a == '?')
+        return CLIENT_REDIRECT_UNKNOWN;
     const char *colon = strrchr(a, ':');
-    if (*a == '?' || colon == NULL || colon == a || (size_t)(colon - a) >= CLIENT_HOST_MAX)
-        return 0;
+    if (colon == NULL || colon == a || (size_t)(colon - a) >= host_cap)
+        return CLIENT_REDIRECT_BAD;
+    const char *digits = colon + 1;
+    if (*digits < '0' || *digits > '9')
+        return CLIENT_REDIRECT_BAD; /* strtol would take a sign or spaces */
     char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (port <= 0 || port > 65535 || (*end != '\0' && *end != ' '))
-        return 0;
+    long p = strtol(digits, &end, 10);
+    if (p <= 0 || p > CLIENT_PORT_MAX || (*end != '\0' && *end != ' '))
+        return CLIENT_REDIRECT_BAD;
     const char *h = a;
     size_t hl = (size_t)(colon - a);
-    if (h[0] == '[' && h[hl - 1] == ']') { /* [v6]:port */
+    if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') { /* [v6]:port */
         h++;
         hl -= 2;
     }
-    memcpy(c->host, h, hl);
-    c->host[hl] = '\0';
-    c->port = (int)port;
-    return 1;
+    if (hl == 0)
+        return CLIENT_REDIRECT_BAD;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    *port = (int)p;
+    return CLIENT_REDIRECT_TO;
 }
 
 int client_is_auth_error(const ordo_reply_t *r)
 {
+    assert(r != NULL);
     return r->type == ORDO_REPLY_ERROR &&
            (strncmp(r->str, "WRONGPASS", 9) == 0 || strncmp(r->str, "NOAUTH", 6) == 0 ||
             strstr(r->str, "password") != NULL);

@@ -333,15 +333,9 @@ static void ready(ordo_aclient_t *c)
         flush(c);
 }
 
-static int is_auth_error(const ordo_reply_t *r)
-{
-    return r->type == ORDO_REPLY_ERROR && (strncmp(r->str, "WRONGPASS", 9) == 0 ||
-                                           strncmp(r->str, "NOAUTH", 6) == 0 || strstr(r->str, "password"));
-}
-
 static void handshake_reply(ordo_aclient_t *c, const ordo_reply_t *r)
 {
-    if (is_auth_error(r)) {
+    if (client_is_auth_error(r)) {
         /* A refused password will not get better by retrying fast:
          * queued commands learn it now; the client keeps retrying slowly. */
         c->attempt = 30;
@@ -375,15 +369,8 @@ static void take_reply(ordo_aclient_t *c, const ordo_reply_t *r)
         return;
     }
     if (r->type == ORDO_REPLY_ERROR && strncmp(r->str, "NOTLEADER", 9) == 0 && m->hops < c->redirects_max) {
-        const char *a = r->str + 9;
-        while (*a == ' ')
-            a++;
-        const char *colon = strrchr(a, ':');
-        if (*a != '?' && colon && colon > a && (size_t)(colon - a) < CLIENT_HOST_MAX) {
-            memcpy(c->host, a, (size_t)(colon - a));
-            c->host[colon - a] = '\0';
-            c->port = atoi(colon + 1);
-        } else {
+        if (client_parse_notleader(r->str, c->host, sizeof c->host, &c->port) != CLIENT_REDIRECT_TO) {
+            /* No leader known (or a garbled line): ask the seed again. */
             snprintf(c->host, sizeof c->host, "%s", c->seed_host);
             c->port = c->seed_port;
         }
