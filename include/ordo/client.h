@@ -57,15 +57,17 @@
  * ORDO_EFULL, ORDO_ESTOPPED) or from the ORDO_E* list below;
  * ordo_client_strerror() names them all, and ordo_client_errstr() holds the
  * text of the last error on that client (the server's error line, or the
- * system error). Typed calls map the server's error codes to these:
+ * system error). Every path (typed calls, transactions, the producer, the
+ * consumer runner, ordo_client_reply_error()) maps the server's error codes
+ * (docs/protocol.md, "Errors") with one table:
  *   -CONFLICT -> ORDO_ECONFLICT   -NOTHOLDER -> ORDO_ENOTHOLDER
  *   -NOTFOUND -> ORDO_ENOTFOUND   -TIMEOUT   -> ORDO_ETIMEDOUT
- *   -BUSY     -> ORDO_EFULL       -COMPACTED -> ORDO_ECOMPACTED
+ *   -BUSY     -> ORDO_EBUSY       -COMPACTED -> ORDO_ECOMPACTED
  *   -LIMIT    -> ORDO_ELIMIT      -DEADLETTER-> ORDO_EDEADLETTER
- *   -NOAUTH, -WRONGPASS -> ORDO_EAUTH          -READONLY -> ORDO_EREADONLY
+ *   -NOAUTH, -WRONGPASS, -DENIED -> ORDO_EAUTH -READONLY -> ORDO_EREADONLY
  *   -NOTLEADER (after redirects ran out) -> ORDO_ENOTLEADER
- *   (-EXECABORT and the other EXEC outcomes: see ordo_txn_exec())
- *   any other error reply -> ORDO_ESERVER.
+ *   -ERR, -NOPROTO, -EXECABORT -> ORDO_ESERVER (the EXEC outcomes: see
+ *   ordo_txn_exec()), and so is any error code not in that table.
  * The revision carried by -CONFLICT and -COMPACTED is available from
  * ordo_client_err_rev().
  */
@@ -315,7 +317,7 @@ typedef struct ordo_msg {
 
 void ordo_msgs_free(ordo_msg_t *msgs, size_t n);
 
-/* ordo_q_push() -- *id_out = the message id. ORDO_EFULL (-BUSY),
+/* ordo_q_push() -- *id_out = the message id. ORDO_EBUSY (-BUSY),
  * ORDO_ELIMIT, ORDO_ETIMEDOUT. */
 int ordo_q_push(ordo_client_t *c, const char *queue, const void *key, size_t key_len,
                 const void *payload, size_t payload_len, const ordo_push_opts_t *o,
@@ -335,7 +337,7 @@ int ordo_q_extend(ordo_client_t *c, const char *queue, int64_t id, int64_t token
                   int64_t ms);
 /* ordo_q_call() -- push and wait for the consumer's result. timeout_ms 0:
  * no limit. *result malloc'd (free()); NULL with *result_len 0 if the
- * consumer acked without one. ORDO_ETIMEDOUT, ORDO_EDEADLETTER, ORDO_EFULL. */
+ * consumer acked without one. ORDO_ETIMEDOUT, ORDO_EDEADLETTER, ORDO_EBUSY. */
 int ordo_q_call(ordo_client_t *c, const char *queue, const void *key, size_t key_len,
                 const void *payload, size_t payload_len, int64_t timeout_ms,
                 const char *dedup_id, char **result, size_t *result_len);

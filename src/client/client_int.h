@@ -123,6 +123,19 @@ enum {
  * without brackets and *port (output) its port; on any other outcome
  * neither is written. */
 int client_parse_notleader(const char *err, char *host, size_t host_cap, int *port);
+/* client_error_map -- every error code of docs/protocol.md and its
+ * ORDO_E* code (client_error_map_len rows). */
+typedef struct client_error_map {
+    const char *word;
+    int code;
+} client_error_map_t;
+extern const client_error_map_t client_error_map[];
+extern const size_t client_error_map_len;
+/* client_error_code() -- the ORDO_E* code of an error reply's text (its
+ * first word, looked up in client_error_map; ORDO_ESERVER for any other).
+ * *rev (output, may be NULL): the revision a CONFLICT or COMPACTED
+ * carries, else 0. */
+int client_error_code(const char *text, int64_t *rev);
 /* client_is_auth_error() -- 1 if a handshake reply refuses the password
  * (-WRONGPASS, -NOAUTH, or an error that names the password), else 0. */
 int client_is_auth_error(const ordo_reply_t *r);

@@ -530,7 +530,7 @@ int ordo_client_command(ordo_client_t *c, int timeout_ms, int argc, const char *
         if ((rc = ordo_client_get_reply(c, timeout_ms, reply)) != ORDO_OK)
             return rc;
         ordo_reply_t *r = *reply;
-        if (r->type != ORDO_REPLY_ERROR || strncmp(r->str, "NOTLEADER", 9) != 0)
+        if (r->type != ORDO_REPLY_ERROR || client_error_code(r->str, NULL) != ORDO_ENOTLEADER)
             return ORDO_OK;
         if (hop >= c->redirects_max)
             return ORDO_OK; /* the caller sees -NOTLEADER (ORDO_ENOTLEADER) */

@@ -3,7 +3,8 @@
  * one place for the blocking client (conn.c, calls.c, txn.c) and the
  * asynchronous one (uv/aclient.c): the `-NOTLEADER host:port` redirect,
  * whether a handshake reply refuses the password, and the map from an
- * error reply's first word to an ORDO_E* code.
+ * error reply's first word to an ORDO_E* code (one table for every path:
+ * typed calls, transactions, the producer, the redirect loops).
  *
  * The redirect's address is `host:port`, `[v6 address]:port`, or `?` while
  * no leader is known (docs/protocol.md, "Errors"); anything else -- a port
@@ -58,32 +59,53 @@ int client_parse_notleader(const char *err, char *host, size_t host_cap, int *po
 int client_is_auth_error(const ordo_reply_t *r)
 {
     assert(r != NULL);
+    /* "ERR AUTH <password> called without any password configured": a
+     * password given to a server that has none is refused for good too. */
     return r->type == ORDO_REPLY_ERROR &&
-           (strncmp(r->str, "WRONGPASS", 9) == 0 || strncmp(r->str, "NOAUTH", 6) == 0 ||
-            strstr(r->str, "password") != NULL);
+           (client_error_code(r->str, NULL) == ORDO_EAUTH || strstr(r->str, "password") != NULL);
+}
+
+/* The first word of every error code in docs/protocol.md ("Errors"), and
+ * what it means to a caller. ERR, EXECABORT and NOPROTO say "refused" and
+ * nothing more specific (EXECABORT's reason is the refused command's own
+ * error, which ordo_txn_exec() maps). DENIED is protected mode refusing a
+ * client that has no password to give: a password is the cure, so it is
+ * an authentication failure, as the handshake already took it. */
+const client_error_map_t client_error_map[] = {
+    { "ERR", ORDO_ESERVER },          { "CONFLICT", ORDO_ECONFLICT },
+    { "EXECABORT", ORDO_ESERVER },    { "COMPACTED", ORDO_ECOMPACTED },
+    { "LIMIT", ORDO_ELIMIT },         { "NOTFOUND", ORDO_ENOTFOUND },
+    { "NOTHOLDER", ORDO_ENOTHOLDER }, { "BUSY", ORDO_EBUSY },
+    { "TIMEOUT", ORDO_ETIMEDOUT },    { "DEADLETTER", ORDO_EDEADLETTER },
+    { "NOAUTH", ORDO_EAUTH },         { "WRONGPASS", ORDO_EAUTH },
+    { "NOPROTO", ORDO_ESERVER },      { "DENIED", ORDO_EAUTH },
+    { "NOTLEADER", ORDO_ENOTLEADER }, { "READONLY", ORDO_EREADONLY },
+};
+const size_t client_error_map_len = sizeof client_error_map / sizeof client_error_map[0];
+
+int client_error_code(const char *text, int64_t *rev)
+{
+    assert(text != NULL);
+    if (rev)
+        *rev = 0;
+    size_t n = strcspn(text, " ");
+    for (size_t i = 0; i < client_error_map_len; i++) {
+        const client_error_map_t *e = &client_error_map[i];
+        if (strlen(e->word) != n || memcmp(text, e->word, n) != 0)
+            continue;
+        if (rev && (e->code == ORDO_ECONFLICT || e->code == ORDO_ECOMPACTED))
+            *rev = strtoll(text + n, NULL, 10);
+        return e->code;
+    }
+    return ORDO_ESERVER;
 }
 
 int ordo_client_reply_error(ordo_client_t *c, const ordo_reply_t *r)
 {
+    assert(c != NULL && r != NULL);
     c->err_rev = 0;
     if (r->type != ORDO_REPLY_ERROR)
         return ORDO_OK;
     client_seterr(c, 0, "%s", r->str);
-    static const struct { const char *word; int code; } map[] = {
-        { "CONFLICT", ORDO_ECONFLICT }, { "NOTHOLDER", ORDO_ENOTHOLDER },
-        { "NOTFOUND", ORDO_ENOTFOUND }, { "TIMEOUT", ORDO_ETIMEDOUT },
-        { "BUSY", ORDO_EFULL },         { "COMPACTED", ORDO_ECOMPACTED },
-        { "LIMIT", ORDO_ELIMIT },       { "DEADLETTER", ORDO_EDEADLETTER },
-        { "NOAUTH", ORDO_EAUTH },       { "WRONGPASS", ORDO_EAUTH },
-        { "READONLY", ORDO_EREADONLY }, { "NOTLEADER", ORDO_ENOTLEADER },
-    };
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
-        size_t n = strlen(map[i].word);
-        if (strncmp(r->str, map[i].word, n) == 0 && (r->str[n] == ' ' || r->str[n] == '\0')) {
-            if (map[i].code == ORDO_ECONFLICT || map[i].code == ORDO_ECOMPACTED)
-                c->err_rev = strtoll(r->str + n, NULL, 10);
-            return map[i].code;
-        }
-    }
-    return ORDO_ESERVER;
+    return client_error_code(r->str, &c->err_rev);
 }

@@ -231,7 +231,7 @@ static void test_error_mapping(void **st)
     e.str = (char *)"BUSYX";
     assert_int_equal(ordo_client_reply_error(c, &e), ORDO_ESERVER);
     e.str = (char *)"BUSY queue full";
-    assert_int_equal(ordo_client_reply_error(c, &e), ORDO_EFULL);
+    assert_int_equal(ordo_client_reply_error(c, &e), ORDO_EBUSY);
     ordo_client_free(c);
 }
 

@@ -2,8 +2,9 @@
  * test_client_errors.c -- what the client reads in the server's error
  * replies (src/client/errors.c), shared by the blocking and the
  * asynchronous client: the -NOTLEADER redirect in every form the protocol
- * allows and the malformed ones it must refuse, and the password-refusal
- * test of the handshake.
+ * allows and the malformed ones it must refuse, the password-refusal
+ * test of the handshake, and the one map from the server's error codes
+ * (docs/protocol.md, "Errors") to ORDO_E* codes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -117,10 +118,95 @@ static void test_auth_error(void **st)
     assert_true(client_is_auth_error(&e));
     e.str = (char *)"ERR AUTH <password> called without any password configured";
     assert_true(client_is_auth_error(&e));
+    e.str = (char *)"DENIED ordod is in protected mode";
+    assert_true(client_is_auth_error(&e));
     e.str = (char *)"ERR unknown command 'HELLO'";
     assert_false(client_is_auth_error(&e));
     ordo_reply_t s = { .type = ORDO_REPLY_STATUS, .str = (char *)"WRONGPASS" };
     assert_false(client_is_auth_error(&s));
+}
+
+/* docs/protocol.md's table of error codes, row by row, with the code each
+ * must map to. A row added there and to the client's map without a line
+ * here fails test_error_map_is_covered. */
+static const struct {
+    const char *line;
+    int code;
+} protocol_errors[] = {
+    { "ERR syntax error", ORDO_ESERVER },
+    { "CONFLICT 17", ORDO_ECONFLICT },
+    { "EXECABORT Transaction discarded because of previous errors.", ORDO_ESERVER },
+    { "COMPACTED 5", ORDO_ECOMPACTED },
+    { "LIMIT max-value-bytes", ORDO_ELIMIT },
+    { "NOTFOUND lease 9", ORDO_ENOTFOUND },
+    { "NOTHOLDER token 3 does not hold lock 'l' now", ORDO_ENOTHOLDER },
+    { "BUSY queue q is full", ORDO_EBUSY },
+    { "TIMEOUT message 4 still queued", ORDO_ETIMEDOUT },
+    { "DEADLETTER message 4", ORDO_EDEADLETTER },
+    { "NOAUTH Authentication required.", ORDO_EAUTH },
+    { "WRONGPASS invalid username-password pair", ORDO_EAUTH },
+    { "NOPROTO unsupported protocol version", ORDO_ESERVER },
+    { "DENIED ordod is in protected mode", ORDO_EAUTH },
+    { "NOTLEADER 127.0.0.1:7001", ORDO_ENOTLEADER },
+    { "READONLY the log cannot be written", ORDO_EREADONLY },
+};
+#define PROTOCOL_ERRORS (sizeof protocol_errors / sizeof protocol_errors[0])
+
+static void test_error_map(void **st)
+{
+    (void)st;
+    for (size_t i = 0; i < PROTOCOL_ERRORS; i++)
+        assert_int_equal(client_error_code(protocol_errors[i].line, NULL), protocol_errors[i].code);
+    /* -BUSY is "the queue is full, it refused": ORDO_EBUSY, not the
+     * in-process ORDO_EFULL of a caller that chose not to wait. */
+    assert_int_equal(client_error_code("BUSY", NULL), ORDO_EBUSY);
+    /* The whole first word, not a prefix. */
+    assert_int_equal(client_error_code("BUSYX", NULL), ORDO_ESERVER);
+    assert_int_equal(client_error_code("NOTLEADERS h:1", NULL), ORDO_ESERVER);
+    assert_int_equal(client_error_code("", NULL), ORDO_ESERVER);
+    assert_int_equal(client_error_code("WHATEVER else", NULL), ORDO_ESERVER);
+    /* Revisions of CONFLICT and COMPACTED; 0 for the others. */
+    int64_t rev = -1;
+    assert_int_equal(client_error_code("CONFLICT 42", &rev), ORDO_ECONFLICT);
+    assert_int_equal(rev, 42);
+    assert_int_equal(client_error_code("COMPACTED 7", &rev), ORDO_ECOMPACTED);
+    assert_int_equal(rev, 7);
+    assert_int_equal(client_error_code("LIMIT 99", &rev), ORDO_ELIMIT);
+    assert_int_equal(rev, 0);
+}
+
+static void test_error_map_is_covered(void **st)
+{
+    (void)st;
+    assert_int_equal(client_error_map_len, PROTOCOL_ERRORS);
+    for (size_t i = 0; i < client_error_map_len; i++) {
+        const char *w = client_error_map[i].word;
+        size_t found = 0;
+        for (size_t k = 0; k < PROTOCOL_ERRORS; k++) {
+            size_t n = strcspn(protocol_errors[k].line, " ");
+            if (strlen(w) == n && memcmp(w, protocol_errors[k].line, n) == 0) {
+                assert_int_equal(client_error_map[i].code, protocol_errors[k].code);
+                found++;
+            }
+        }
+        assert_int_equal(found, 1);
+    }
+}
+
+/* ordo_client_reply_error() is the map plus the client's error fields. */
+static void test_reply_error(void **st)
+{
+    (void)st;
+    ordo_client_t *c = ordo_client_new(NULL);
+    assert_non_null(c);
+    ordo_reply_t e = { .type = ORDO_REPLY_ERROR, .str = (char *)"COMPACTED 12", .len = 12 };
+    assert_int_equal(ordo_client_reply_error(c, &e), ORDO_ECOMPACTED);
+    assert_int_equal(ordo_client_err_rev(c), 12);
+    assert_string_equal(ordo_client_errstr(c), "COMPACTED 12");
+    ordo_reply_t ok = { .type = ORDO_REPLY_INTEGER, .integer = 1 };
+    assert_int_equal(ordo_client_reply_error(c, &ok), ORDO_OK);
+    assert_int_equal(ordo_client_err_rev(c), 0);
+    ordo_client_free(c);
 }
 
 int main(void)
@@ -132,6 +218,9 @@ int main(void)
         cmocka_unit_test(test_redirect_bad_port),
         cmocka_unit_test(test_redirect_overlong_host),
         cmocka_unit_test(test_auth_error),
+        cmocka_unit_test(test_error_map),
+        cmocka_unit_test(test_error_map_is_covered),
+        cmocka_unit_test(test_reply_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -368,7 +368,8 @@ static void take_reply(ordo_aclient_t *c, const ordo_reply_t *r)
         conn_reset(c, ORDO_EPROTO);
         return;
     }
-    if (r->type == ORDO_REPLY_ERROR && strncmp(r->str, "NOTLEADER", 9) == 0 && m->hops < c->redirects_max) {
+    if (r->type == ORDO_REPLY_ERROR && client_error_code(r->str, NULL) == ORDO_ENOTLEADER &&
+        m->hops < c->redirects_max) {
         if (client_parse_notleader(r->str, c->host, sizeof c->host, &c->port) != CLIENT_REDIRECT_TO) {
             /* No leader known (or a garbled line): ask the seed again. */
             snprintf(c->host, sizeof c->host, "%s", c->seed_host);
