@@ -30,7 +30,7 @@ static void on_watch_reply(ordo_aclient_t *c, int status, const ordo_reply_t *r,
     (void)c;
     (void)arg;
     if (status != ORDO_OK || r->type == ORDO_REPLY_ERROR)
-        fprintf(stderr, "async_watch: KV.WATCH: %s %s\n", ordo_client_strerror(status),
+        fprintf(stderr, "async_watch: KV.WATCH: %s %s\n", ordo_strerror(status),
                 r && r->str ? r->str : "");
     /* ECONN: the connect callback will watch again */
 }

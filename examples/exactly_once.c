@@ -90,7 +90,7 @@ int main(int argc, char **argv)
     ordo_consumer_t *k;
     int rc = ordo_consumer_start(&o, &k);
     if (rc != ORDO_OK) {
-        fprintf(stderr, "consumer: %s\n", ordo_client_strerror(rc));
+        fprintf(stderr, "consumer: %s\n", ordo_strerror(rc));
         return 1;
     }
     printf("ready\n");

@@ -44,7 +44,7 @@ int main(int argc, char **argv)
     ordo_lock_holder_t *h;
     int rc = ordo_lock_hold(&co, LOCK, ttl, WAIT_MS, &h);
     if (rc != ORDO_OK)
-        return fprintf(stderr, "fenced_counter: lock: %s\n", ordo_client_strerror(rc)), 1;
+        return fprintf(stderr, "fenced_counter: lock: %s\n", ordo_strerror(rc)), 1;
     int64_t token = ordo_lock_holder_token(h);
     ordo_client_t *c = ordo_client_new(&co);
     int status = 0;
@@ -65,14 +65,14 @@ int main(int argc, char **argv)
         ordo_kv_cond_t cond = { .ifrev = -1, .fence_lock = LOCK, .fence_token = token };
         rc = ordo_kv_put(c, KEY, strlen(KEY), buf, strlen(buf), &cond, NULL);
         if (rc != ORDO_OK) {
-            printf("LOST at round %ld: %s\n", i, ordo_client_strerror(rc));
+            printf("LOST at round %ld: %s\n", i, ordo_strerror(rc));
             status = 3;
         }
     }
     ordo_client_free(c);
     rc = ordo_lock_unhold(h);
     if (rc != ORDO_OK && status == 0) {
-        printf("LOST at release: %s\n", ordo_client_strerror(rc));
+        printf("LOST at release: %s\n", ordo_strerror(rc));
         status = 3;
     }
     if (status == 0)

@@ -126,6 +126,6 @@ int main(int argc, char **argv)
     int rc = ordo_career_run(&o, NULL);
     ordo_client_free(a.c);
     if (rc != ORDO_OK)
-        fprintf(stderr, "leader: %s\n", ordo_client_strerror(rc));
+        fprintf(stderr, "leader: %s\n", ordo_strerror(rc));
     return a.violation ? 3 : rc == ORDO_OK ? 0 : 1;
 }

@@ -54,9 +54,9 @@
  *
  * Errors: every function returns ORDO_OK (0), or a negative code from
  * ordo/common.h (ORDO_EINVAL, ORDO_ENOMEM, ORDO_ETIMEDOUT, ORDO_ENOTFOUND,
- * ORDO_EFULL, ORDO_ESTOPPED) or from the ORDO_E* list below;
- * ordo_client_strerror() names them all, and ordo_client_errstr() holds the
- * text of the last error on that client (the server's error line, or the
+ * ORDO_EFULL, ORDO_EBUSY, ORDO_ESTOPPED) or from the ORDO_E* list below;
+ * ordo_strerror() (ordo/common.h) names them all, and
+ * ordo_client_errstr() holds the text of the last error on that client (the server's error line, or the
  * system error). Every path (typed calls, transactions, the producer, the
  * consumer runner, ordo_client_reply_error()) maps the server's error codes
  * (docs/protocol.md, "Errors") with one table:
@@ -150,9 +150,6 @@ typedef struct ordo_reply {
 } ordo_reply_t;
 
 void ordo_reply_free(ordo_reply_t *r);
-
-/* ordo_client_strerror() -- static name of any code this header returns. */
-const char *ordo_client_strerror(int err);
 
 /* ordo_client_new() -- a client; does not connect (the first call does).
  * Returns NULL only when out of memory. opts may be NULL (all defaults). */

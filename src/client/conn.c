@@ -101,36 +101,6 @@ int client_seterr(ordo_client_t *c, int code, const char *fmt, ...)
     return code;
 }
 
-const char *ordo_client_strerror(int err)
-{
-    switch (err) {
-    case ORDO_OK: return "ok";
-    case ORDO_EINVAL: return "invalid argument";
-    case ORDO_ENOMEM: return "out of memory";
-    case ORDO_EFULL: return "full";
-    case ORDO_ETIMEDOUT: return "timed out";
-    case ORDO_ECANCELED: return "cancelled";
-    case ORDO_ESTOPPED: return "stopped";
-    case ORDO_EHANDLER: return "handler failed";
-    case ORDO_ENOTFOUND: return "not found";
-    case ORDO_EBUSY: return "busy";
-    case ORDO_ESYS: return "system call failed";
-    case ORDO_ECONN: return "connection failed";
-    case ORDO_EPROTO: return "protocol error";
-    case ORDO_ESERVER: return "server error";
-    case ORDO_ECONFLICT: return "conflict";
-    case ORDO_ENOTHOLDER: return "not holder";
-    case ORDO_ECOMPACTED: return "compacted";
-    case ORDO_ELIMIT: return "limit";
-    case ORDO_EDEADLETTER: return "dead letter";
-    case ORDO_EAUTH: return "authentication failed";
-    case ORDO_EREADONLY: return "read-only";
-    case ORDO_ENOTLEADER: return "not leader";
-    case ORDO_ESTALE: return "stale token";
-    default: return "unknown error";
-    }
-}
-
 ordo_client_t *ordo_client_new(const ordo_client_opts_t *opts)
 {
     ordo_client_opts_t o = { 0 };

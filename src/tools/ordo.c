@@ -62,7 +62,7 @@ static int usage(void)
 static int fail(ordo_client_t *c, const char *what, int rc)
 {
     const char *detail = c ? ordo_client_errstr(c) : "";
-    fprintf(stderr, "ordo %s: %s%s%s\n", what, ordo_client_strerror(rc), *detail ? ": " : "", detail);
+    fprintf(stderr, "ordo %s: %s%s%s\n", what, ordo_strerror(rc), *detail ? ": " : "", detail);
     return 1;
 }
 

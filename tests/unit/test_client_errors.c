@@ -4,7 +4,8 @@
  * asynchronous client: the -NOTLEADER redirect in every form the protocol
  * allows and the malformed ones it must refuse, the password-refusal
  * test of the handshake, and the one map from the server's error codes
- * (docs/protocol.md, "Errors") to ORDO_E* codes.
+ * (docs/protocol.md, "Errors") to ORDO_E* codes; and ordo_strerror(),
+ * the one function that names every code.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -209,6 +210,40 @@ static void test_reply_error(void **st)
     ordo_client_free(c);
 }
 
+/* Every code libordo returns: ordo/common.h's, then ordo/client.h's. */
+static const int all_codes[] = {
+    ORDO_OK,         ORDO_EINVAL,      ORDO_ENOMEM,     ORDO_EFULL,       ORDO_ETIMEDOUT,
+    ORDO_ECANCELED,  ORDO_ESTOPPED,    ORDO_EHANDLER,   ORDO_ENOTFOUND,   ORDO_EDECLINED,
+    ORDO_EBUSY,      ORDO_ESYS,        ORDO_ECONN,      ORDO_EPROTO,      ORDO_ESERVER,
+    ORDO_ECONFLICT,  ORDO_ENOTHOLDER,  ORDO_ECOMPACTED, ORDO_ELIMIT,      ORDO_EDEADLETTER,
+    ORDO_EAUTH,      ORDO_EREADONLY,   ORDO_ENOTLEADER, ORDO_ESTALE,
+};
+#define ALL_CODES (sizeof all_codes / sizeof all_codes[0])
+
+static void test_strerror_names_every_code(void **st)
+{
+    (void)st;
+    const char *unknown = ordo_strerror(1);
+    assert_string_equal(unknown, "unknown error");
+    for (size_t i = 0; i < ALL_CODES; i++) {
+        const char *n = ordo_strerror(all_codes[i]);
+        assert_non_null(n);
+        assert_true(n[0] != '\0');
+        assert_string_not_equal(n, unknown);
+        for (size_t k = 0; k < i; k++)
+            assert_string_not_equal(n, ordo_strerror(all_codes[k]));
+    }
+    /* And no code outside that list has a name: a new code must be added
+     * to all_codes (and so checked for a distinct name) to get one. */
+    for (int e = -1000; e <= 0; e++) {
+        size_t listed = 0;
+        for (size_t i = 0; i < ALL_CODES; i++)
+            listed += all_codes[i] == e;
+        if (!listed)
+            assert_string_equal(ordo_strerror(e), unknown);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -221,6 +256,7 @@ int main(void)
         cmocka_unit_test(test_error_map),
         cmocka_unit_test(test_error_map_is_covered),
         cmocka_unit_test(test_reply_error),
+        cmocka_unit_test(test_strerror_names_every_code),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
