@@ -89,7 +89,9 @@ int main(int argc, char **argv)
         return fprintf(stderr, "usage: cart [-p PORT] add USER ITEM [LIMIT] | show USER\n"), 2;
     char key[300];
     snprintf(key, sizeof key, "cart/%s", argv[1]);
-    ordo_client_t *c = ordo_client_new(&co);
+    ordo_client_t *c;
+    if (ordo_client_new(&c, &co) != ORDO_OK)
+        return 1;
     int rc = 2;
     if (strcmp(argv[0], "add") == 0 && argc >= 3) {
         rc = add(c, key, argv[2], argc > 3 ? (size_t)atol(argv[3]) : 10);

@@ -55,7 +55,7 @@ int main(int argc, char **argv)
         return 2;
     o.conn.reconnect_timeout_ms = ORDO_WAIT_FOREVER;
     ordo_producer_t *p;
-    int rc = ordo_producer_new(&o, &p);
+    int rc = ordo_producer_new(&p, &o);
     if (rc != ORDO_OK) {
         fprintf(stderr, "producer: %s\n", ordo_strerror(rc));
         return 1;
@@ -75,6 +75,7 @@ int main(int argc, char **argv)
             usleep((useconds_t)pace_us);
     }
     size_t left = ordo_producer_close(p, ORDO_WAIT_FOREVER);
+    ordo_producer_free(p);
     printf("recovered %ld\n", recovered);
     printf(left ? "unreported %zu\n" : "done\n", left);
     return left ? 1 : 0;

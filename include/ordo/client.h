@@ -35,16 +35,35 @@
  *     as `?`. The asynchronous client (ordo/client_uv.h) reads it alike. Later reconnects go to the last leader, then back
  *     to the configured address if the leader is unreachable.
  *
+ * Objects: one shape for every object of this header and of
+ * ordo/client_uv.h (ordo_client_t, ordo_txn_t, ordo_producer_t,
+ * ordo_consumer_t, ordo_lock_holder_t, ordo_aclient_t):
+ *   int  ordo_X_new(ordo_X_t **out, <what it needs>, const ordo_X_opts_t *opts);
+ *   void ordo_X_free(ordo_X_t *x);
+ *   - _new() returns ORDO_OK with *out, or an error with *out NULL (never
+ *     a half-built object). It copies every string of the options, so the
+ *     caller's options may go away after it returns; opts NULL means all
+ *     defaults where the object has defaults.
+ *   - _free() accepts NULL, stops whatever the object runs (threads,
+ *     keepers, connections), waits for it, and frees everything the object
+ *     owns. It returns nothing: an object whose ending has an outcome the
+ *     caller may want (the producer's unreported messages, a lock that
+ *     lapsed, a consumer's final counts) has a step for it before _free()
+ *     -- ordo_producer_close(), ordo_lock_holder_release(),
+ *     ordo_consumer_stop() + ordo_consumer_wait() + ordo_consumer_stats()
+ *     -- which leaves the object valid for queries until _free().
+ *   - Results a call fills for the caller are freed with the matching
+ *     function: ordo_reply_free() (NULL is fine), ordo_msgs_free(msgs, n),
+ *     ordo_kv_clear() for an ordo_kv_t the caller owns, free() where a
+ *     call says so.
+ *
  * Ownership and lifetimes
- *   - ordo_client_new() copies every string of the options; the caller's
- *     options may go away after it returns. ordo_client_free() closes the
- *     socket and frees every queued push.
+ *   - ordo_client_free() closes the socket and frees every queued push.
  *   - A reply (ordo_reply_t) returned to the caller is owned by the caller
  *     and freed with ordo_reply_free(); all its strings and children go with
  *     it. Strings in replies are binary-safe and also NUL-terminated.
  *   - Typed results (ordo_kv_t, ordo_msg_t arrays, hand-over values, call
- *     results) are malloc'd for the caller and freed with the matching
- *     ordo_*_free() (or free() where the call says so).
+ *     results) are malloc'd for the caller and freed as "Objects" says.
  *   - Argument strings are only read during the call.
  *
  * Threads: an ordo_client_t is not thread-safe. One thread at a time uses a
@@ -152,8 +171,9 @@ typedef struct ordo_reply {
 void ordo_reply_free(ordo_reply_t *r);
 
 /* ordo_client_new() -- a client; does not connect (the first call does).
- * Returns NULL only when out of memory. opts may be NULL (all defaults). */
-ordo_client_t *ordo_client_new(const ordo_client_opts_t *opts);
+ * ORDO_OK with *out, or ORDO_ENOMEM. opts may be NULL (all defaults). */
+int ordo_client_new(ordo_client_t **out, const ordo_client_opts_t *opts);
+/* ordo_client_free() -- close and free; NULL is fine. */
 void ordo_client_free(ordo_client_t *c);
 
 /* ordo_client_connect() -- connect now (with retries within the reconnect
@@ -387,7 +407,7 @@ int ordo_elect_leader(ordo_client_t *c, const char *name, int64_t *term,
  * none of them (docs/protocol.md, "Transactions").
  *
  * Ownership and lifetimes: the caller owns the builder (ordo_txn_new /
- * ordo_txn_free). Every adder copies its arguments, so they may go away
+ * ordo_txn_free, as "Objects" above). Every adder copies its arguments, so they may go away
  * when it returns. ordo_txn_exec() does not consume the builder: it can be
  * executed again (after a WATCH conflict, say) or emptied with
  * ordo_txn_reset() and reused.
@@ -400,8 +420,8 @@ int ordo_elect_leader(ordo_client_t *c, const char *name, int64_t *term,
  * ====================================================================== */
 typedef struct ordo_txn ordo_txn_t;
 
-/* NULL only when out of memory. */
-ordo_txn_t *ordo_txn_new(void);
+/* ORDO_OK with *out (an empty builder), or ORDO_ENOMEM. */
+int ordo_txn_new(ordo_txn_t **out);
 void ordo_txn_free(ordo_txn_t *t);          /* NULL is fine */
 void ordo_txn_reset(ordo_txn_t *t);         /* drop every command, keep the builder */
 size_t ordo_txn_count(const ordo_txn_t *t); /* commands added */
@@ -521,8 +541,9 @@ int ordo_watch_run(const ordo_watch_opts_t *o, const volatile int *stop);
  *
  * Stop: ordo_consumer_stop() (any thread, also from a handler) asks every
  * worker to finish the message it is handling (ack or nack as usual) and
- * pull no more; ordo_consumer_join() waits for that, within
- * pull_block_ms plus the longest handler, then frees the runner.
+ * pull no more; ordo_consumer_wait() waits for that, within
+ * pull_block_ms plus the longest handler; ordo_consumer_free() does both
+ * (if not done yet) and frees the runner.
  * ======================================================================= */
 #define ORDO_CONSUMER_LEASE_MS_DEFAULT 30000
 #define ORDO_CONSUMER_PULL_BLOCK_MS_DEFAULT 1000  /* stop latency when idle */
@@ -557,7 +578,7 @@ typedef struct ordo_consumer_opts {
      *   applied: counted as acked;
      *   the ack's token was stale (the lease ran out and the message went
      *     to another consumer, which does the work): nothing applied,
-     *     counted as stale (ordo_consumer_stale), not retried;
+     *     counted as stale (ordo_consumer_stats_t.stale), not retried;
      *   another guard of the handler's writes failed (an IFREV), or a
      *     command was refused: nothing applied, the message is nacked
      *     (nack_delay_ms) so the handler runs again on fresh reads;
@@ -570,23 +591,28 @@ typedef struct ordo_consumer_opts {
 
 typedef struct ordo_consumer ordo_consumer_t;
 
-/* ORDO_OK with *out, ORDO_EINVAL, ORDO_ENOMEM, ORDO_ESYS. Connections are
- * made by the workers (and retried), so an unreachable server is not an
- * error here. */
-int ordo_consumer_start(const ordo_consumer_opts_t *o, ordo_consumer_t **out);
+/* Counts of a runner's outcomes. acked / nacked: acks and nacks the server
+ * accepted. stale: acks (plain or in a transaction) the server refused
+ * because the delivery was no longer current. */
+typedef struct ordo_consumer_stats {
+    uint64_t acked, nacked, stale;
+} ordo_consumer_stats_t;
+
+/* ordo_consumer_new() -- start the workers and the keeper. ORDO_OK with
+ * *out, ORDO_EINVAL, ORDO_ENOMEM, ORDO_ESYS. Connections are made by the
+ * workers (and retried), so an unreachable server is not an error here. */
+int ordo_consumer_new(ordo_consumer_t **out, const ordo_consumer_opts_t *o);
 void ordo_consumer_stop(ordo_consumer_t *c);
-/* ordo_consumer_join() -- waits for the workers to end (they end only after
- * ordo_consumer_stop(), or when the server refuses the password) and frees
- * the runner. *acked / *nacked (may be NULL): counts of acks and nacks the
- * server accepted. Call once, not from a handler. */
-void ordo_consumer_join(ordo_consumer_t *c, uint64_t *acked, uint64_t *nacked);
-/* ordo_consumer_stale() -- acks (plain or in a transaction) the server
- * refused because the delivery was no longer current, so far. Any thread,
- * before ordo_consumer_join(). */
-uint64_t ordo_consumer_stale(ordo_consumer_t *c);
-/* ordo_consumer_join_stale() -- ordo_consumer_join() that also reports the
- * final stale count (*stale may be NULL). */
-void ordo_consumer_join_stale(ordo_consumer_t *c, uint64_t *acked, uint64_t *nacked, uint64_t *stale);
+/* ordo_consumer_wait() -- wait for the workers to end (they end only after
+ * ordo_consumer_stop(), or when the server refuses the password) and stop
+ * the keeper. Not from a handler. Calling it again returns at once. */
+void ordo_consumer_wait(ordo_consumer_t *c);
+/* ordo_consumer_stats() -- the counts so far (any thread); final once
+ * ordo_consumer_wait() has returned. */
+void ordo_consumer_stats(const ordo_consumer_t *c, ordo_consumer_stats_t *out);
+/* ordo_consumer_free() -- stop, wait, free; NULL is fine. Not from a
+ * handler. */
+void ordo_consumer_free(ordo_consumer_t *c);
 
 /* ======================================================================
  * The producer: messages buffered in memory, sent in batches, reported one
@@ -632,8 +658,8 @@ void ordo_consumer_join_stale(ordo_consumer_t *c, uint64_t *acked, uint64_t *nac
  * use a spill file at a time (an flock() makes sure: ORDO_EBUSY). The file
  * is rewritten to its unreported messages when it passes spill_max_bytes.
  *
- * Threads: send/flush may be called from any threads at once; close once,
- * after they return. report() must not call ordo_producer_send() with a
+ * Threads: send/flush may be called from any threads at once; close and
+ * free after they return. report() must not call ordo_producer_send() with a
  * timeout other than 0, nor flush or close.
  * ====================================================================== */
 #define ORDO_PRODUCER_LINGER_MS_DEFAULT 5        /* as librdkafka's linger.ms */
@@ -676,7 +702,7 @@ typedef struct ordo_producer ordo_producer_t;
  * thread); ORDO_EBUSY (spill file in use); ORDO_EPROTO (spill file is not
  * one, or another queue's). Recovered messages are in the buffer on
  * return (they count against buffer_max). */
-int ordo_producer_new(const ordo_producer_opts_t *o, ordo_producer_t **out);
+int ordo_producer_new(ordo_producer_t **out, const ordo_producer_opts_t *o);
 /* ordo_producer_send() -- accept a message. timeout_ms: ORDO_WAIT_FOREVER
  * blocks while the buffer is full, 0 fails at once (ORDO_EFULL), n waits
  * at most n ms (ORDO_ETIMEDOUT). *seq (may be NULL): its sequence number.
@@ -685,7 +711,8 @@ int ordo_producer_new(const ordo_producer_opts_t *o, ordo_producer_t **out);
 int ordo_producer_send(ordo_producer_t *p, const void *key, size_t key_len, const void *payload,
                        size_t payload_len, void *opaque, int timeout_ms, uint64_t *seq);
 /* ordo_producer_flush() -- wait until every message accepted before the
- * call is reported. ORDO_OK or ORDO_ETIMEDOUT. */
+ * call is reported. ORDO_OK, ORDO_ETIMEDOUT, or ORDO_ESTOPPED (closed with
+ * messages unreported). */
 int ordo_producer_flush(ordo_producer_t *p, int timeout_ms);
 /* The sequence number the next accepted message will get (after a
  * recovery: one past the last message the spill file holds), so an
@@ -693,11 +720,16 @@ int ordo_producer_flush(ordo_producer_t *p, int timeout_ms);
 uint64_t ordo_producer_next_seq(ordo_producer_t *p);
 /* Number of accepted, unreported messages. */
 size_t ordo_producer_buffered(ordo_producer_t *p);
-/* ordo_producer_close() -- flush for at most timeout_ms, stop the sender
- * and free. Messages still unreported stay in the spill file (if any) for
- * the next run; without one they are lost, and the return value says how
- * many (0 when all were reported). */
+/* ordo_producer_close() -- flush for at most timeout_ms, then stop the
+ * sender (sends fail with ORDO_ESTOPPED from then on). Messages still
+ * unreported stay in the spill file (if any) for the next run; without one
+ * they are lost, and the return value says how many (0 when all were
+ * reported). The producer stays valid for queries until
+ * ordo_producer_free(); closing again returns the same count at once. */
 size_t ordo_producer_close(ordo_producer_t *p, int timeout_ms);
+/* ordo_producer_free() -- close (timeout 0) if not closed yet, and free;
+ * NULL is fine. */
+void ordo_producer_free(ordo_producer_t *p);
 
 /* ======================================================================
  * The leader career: campaign, inaugurate, execute(term) while leading,
@@ -742,21 +774,27 @@ int ordo_career_run(const ordo_career_opts_t *o, const volatile int *stop);
 
 /* ======================================================================
  * Held locks: LOCK.ACQUIRE with a bounded wait, then automatic LOCK.EXTEND
- * every ttl_ms/3 on a keeper thread until ordo_lock_unhold().
+ * every ttl_ms/3 on a keeper thread until ordo_lock_holder_release().
  * ordo_lock_holder_valid() is 1 while the lock is surely held (same local
  * deadline rule as the career); check it before each protected act, and
  * pass ordo_lock_holder_token() as the fencing token (KV.PUT ... FENCE).
- * ordo_lock_hold(): ORDO_OK, ORDO_ETIMEDOUT (not acquired within wait_ms),
- * or a connection error. ordo_lock_unhold() releases and frees: ORDO_OK,
- * or ORDO_ESTALE if the lock had been lost (the work was unprotected).
+ * ordo_lock_holder_new(): ORDO_OK, ORDO_EINVAL, ORDO_ETIMEDOUT (not
+ * acquired within wait_ms), or a connection error; conn may be NULL.
+ * ordo_lock_holder_release() stops the keeper and releases: ORDO_OK,
+ * ORDO_ESTALE if the lock had been lost (the work was unprotected), a
+ * connection error, or ORDO_ESTOPPED if already released; the holder stays
+ * valid (valid() is 0, token() unchanged) until ordo_lock_holder_free(),
+ * which releases a lock still held (ignoring the outcome) and frees; NULL
+ * is fine.
  * ====================================================================== */
 typedef struct ordo_lock_holder ordo_lock_holder_t;
 
-int ordo_lock_hold(const ordo_client_opts_t *conn, const char *name, int64_t ttl_ms, int64_t wait_ms,
-                   ordo_lock_holder_t **out);
+int ordo_lock_holder_new(ordo_lock_holder_t **out, const ordo_client_opts_t *conn, const char *name,
+                         int64_t ttl_ms, int64_t wait_ms);
 int64_t ordo_lock_holder_token(const ordo_lock_holder_t *h);
 int ordo_lock_holder_valid(ordo_lock_holder_t *h);
-int ordo_lock_unhold(ordo_lock_holder_t *h);
+int ordo_lock_holder_release(ordo_lock_holder_t *h);
+void ordo_lock_holder_free(ordo_lock_holder_t *h);
 
 #ifdef __cplusplus
 }

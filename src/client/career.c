@@ -1,6 +1,10 @@
 /*
  * career.c -- the leader career (ordo_career_run) and held locks
- * (ordo_lock_hold), both a holding kept alive by a keeper (keeper.h).
+ * (ordo_lock_holder_*), both a holding kept alive by a keeper (keeper.h).
+ *
+ * Held locks: ordo_lock_holder_new() acquires and starts the keeper;
+ * ordo_lock_holder_release() stops it and releases; ordo_lock_holder_free()
+ * releases a lock still held, then frees.
  *
  * Career: campaign (ELECT.CAMPAIGN ... WAIT HANDOVER, in slices of
  * ORDO_CAREER_CAMPAIGN_SLICE_MS so a stop is seen), inaugurate with the
@@ -15,6 +19,7 @@
 #include "client_int.h"
 #include "keeper.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -45,8 +50,8 @@ int ordo_career_run(const ordo_career_opts_t *o, const volatile int *stop)
         return ORDO_EINVAL;
     int64_t ttl = o->ttl_ms > 0 ? o->ttl_ms : ORDO_CAREER_TTL_MS_DEFAULT;
     ordo_client_opts_t co = client_sliced(o->conn);
-    ordo_client_t *c = ordo_client_new(&co);
-    if (c == NULL)
+    ordo_client_t *c;
+    if (ordo_client_new(&c, &co) != ORDO_OK)
         return ORDO_ENOMEM;
     int rc = ORDO_OK;
     while (!(stop && *stop)) {
@@ -102,11 +107,15 @@ int ordo_career_run(const ordo_career_opts_t *o, const volatile int *stop)
 
 /* ---- held locks ------------------------------------------------------------- */
 
+/* A holder is holding from ordo_lock_holder_new() until
+ * ordo_lock_holder_release() (or free); `released` says the keeper is
+ * stopped and the lock given back, so nothing may touch k after it. */
 struct ordo_lock_holder {
     keeper_t k;
     ordo_client_t *c;
     char *name;
     int64_t token, ttl_ms;
+    int released;
 };
 
 static int renew_lock(ordo_client_t *c, void *arg)
@@ -115,9 +124,10 @@ static int renew_lock(ordo_client_t *c, void *arg)
     return ordo_lock_extend(c, h->name, h->token, h->ttl_ms);
 }
 
-int ordo_lock_hold(const ordo_client_opts_t *conn, const char *name, int64_t ttl_ms, int64_t wait_ms,
-                   ordo_lock_holder_t **out)
+int ordo_lock_holder_new(ordo_lock_holder_t **out, const ordo_client_opts_t *conn, const char *name,
+                         int64_t ttl_ms, int64_t wait_ms)
 {
+    assert(out != NULL);
     *out = NULL;
     if (name == NULL || ttl_ms <= 0 || wait_ms < 0)
         return ORDO_EINVAL;
@@ -127,8 +137,7 @@ int ordo_lock_hold(const ordo_client_opts_t *conn, const char *name, int64_t ttl
     int rc = ORDO_ENOMEM;
     h->name = strdup(name);
     h->ttl_ms = ttl_ms;
-    h->c = ordo_client_new(conn);
-    if (h->name == NULL || h->c == NULL)
+    if (h->name == NULL || (rc = ordo_client_new(&h->c, conn)) != ORDO_OK)
         goto fail;
     int64_t sent = client_now_ms();
     if ((rc = ordo_lock_acquire(h->c, name, ttl_ms, wait_ms, 0, &h->token)) != ORDO_OK)
@@ -149,23 +158,37 @@ fail:
 
 int64_t ordo_lock_holder_token(const ordo_lock_holder_t *h)
 {
+    assert(h != NULL);
     return h->token;
 }
 
 int ordo_lock_holder_valid(ordo_lock_holder_t *h)
 {
-    return keeper_valid(&h->k);
+    assert(h != NULL);
+    return !h->released && keeper_valid(&h->k);
 }
 
-int ordo_lock_unhold(ordo_lock_holder_t *h)
+int ordo_lock_holder_release(ordo_lock_holder_t *h)
 {
+    assert(h != NULL);
+    if (h->released)
+        return ORDO_ESTOPPED;
     int valid = keeper_valid(&h->k);
     keeper_stop(&h->k);
+    h->released = 1;
     int rc = ordo_lock_release(h->c, h->name, h->token);
     if (rc == ORDO_OK && !valid)
         rc = ORDO_ESTALE; /* released, but it had lapsed locally: work was at risk */
+    return rc;
+}
+
+void ordo_lock_holder_free(ordo_lock_holder_t *h)
+{
+    if (h == NULL)
+        return;
+    if (!h->released)
+        (void)ordo_lock_holder_release(h);
     ordo_client_free(h->c);
     free(h->name);
     free(h);
-    return rc;
 }

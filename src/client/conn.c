@@ -17,6 +17,7 @@
  */
 #include "client_int.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -101,14 +102,16 @@ int client_seterr(ordo_client_t *c, int code, const char *fmt, ...)
     return code;
 }
 
-ordo_client_t *ordo_client_new(const ordo_client_opts_t *opts)
+int ordo_client_new(ordo_client_t **out, const ordo_client_opts_t *opts)
 {
+    assert(out != NULL);
+    *out = NULL;
     ordo_client_opts_t o = { 0 };
     if (opts)
         o = *opts;
     ordo_client_t *c = calloc(1, sizeof *c);
     if (c == NULL)
-        return NULL;
+        return ORDO_ENOMEM;
     if (o.password) {
         c->password = strdup(o.password);
         if (c->password == NULL)
@@ -123,10 +126,11 @@ ordo_client_t *ordo_client_new(const ordo_client_opts_t *opts)
     if (c->rng == 0)
         c->rng = 1;
     cresp_init(&c->parser);
-    return c;
+    *out = c;
+    return ORDO_OK;
 fail_password:
     free(c);
-    return NULL;
+    return ORDO_ENOMEM;
 }
 
 static void client_drop(ordo_client_t *c)

@@ -46,15 +46,15 @@ int keeper_start(keeper_t *k, const ordo_client_opts_t *conn, int64_t ttl_ms, in
         co.call_timeout_ms = (int)(ttl_ms / 3 > 0 ? ttl_ms / 3 : 1);
     if (co.reconnect_timeout_ms == 0 || co.reconnect_timeout_ms > ttl_ms / 3)
         co.reconnect_timeout_ms = (int)(ttl_ms / 3 > 0 ? ttl_ms / 3 : 1);
-    k->c = ordo_client_new(&co);
-    if (k->c == NULL)
-        return ORDO_ENOMEM;
+    int rc = ordo_client_new(&k->c, &co);
+    if (rc != ORDO_OK)
+        return rc;
     /* A holding won by a command that waited server-side (a queued
      * campaign or lock waiter) began at an unknown moment after
      * valid_until_ms - ttl was sent; renew once now, so the deadline counts
      * from a send that surely followed the grant. */
     int64_t sent = client_now_ms();
-    int rc = renew(k->c, arg);
+    rc = renew(k->c, arg);
     if (rc == ORDO_OK && sent + ttl_ms > k->valid_until_ms)
         k->valid_until_ms = sent + ttl_ms;
     else if (rc == ORDO_ESTALE || rc == ORDO_ENOTHOLDER || rc == ORDO_ENOTFOUND)

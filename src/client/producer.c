@@ -67,6 +67,7 @@ struct ordo_producer {
 
     pthread_t th;
     int started;
+    int joined;      /* ordo_producer_close() has stopped and joined the sender */
 };
 
 /* ---- spill file ------------------------------------------------------------ */
@@ -354,7 +355,8 @@ static void *sender_main(void *arg)
     co.host = p->host;
     co.password = p->password;
     co = client_sliced(co);
-    ordo_client_t *c = ordo_client_new(&co);
+    ordo_client_t *c = NULL;
+    (void)ordo_client_new(&c, &co); /* NULL: out of memory, the loop below does not run */
     size_t cap = (size_t)p->o.batch_max;
     pmsg_t **batch = calloc(cap, sizeof *batch);
     int64_t *ids = calloc(cap, sizeof *ids);
@@ -454,8 +456,9 @@ static void producer_free(ordo_producer_t *p)
     free(p);
 }
 
-int ordo_producer_new(const ordo_producer_opts_t *o, ordo_producer_t **out)
+int ordo_producer_new(ordo_producer_t **out, const ordo_producer_opts_t *o)
 {
+    assert(out != NULL);
     *out = NULL;
     if (o == NULL || o->queue == NULL || o->batch_max < 0 || o->buffer_max < 0 ||
         strlen(o->queue) > 256 || (o->producer_id && strlen(o->producer_id) > ORDO_PRODUCER_ID_MAX))
@@ -577,6 +580,10 @@ int ordo_producer_flush(ordo_producer_t *p, int timeout_ms)
     p->flush_waiters++;
     pthread_cond_signal(&p->sender_cv);
     while (p->reported_seq < target) {
+        if (p->stop) {
+            rc = ORDO_ESTOPPED; /* closed: nothing will be reported any more */
+            break;
+        }
         if (deadline >= 0 && client_now_ms() >= deadline) {
             rc = ORDO_ETIMEDOUT;
             break;
@@ -606,16 +613,27 @@ size_t ordo_producer_buffered(ordo_producer_t *p)
 
 size_t ordo_producer_close(ordo_producer_t *p, int timeout_ms)
 {
-    (void)ordo_producer_flush(p, timeout_ms);
-    pthread_mutex_lock(&p->mu);
-    p->closing = 1;
-    p->stop = 1;
-    pthread_cond_broadcast(&p->sender_cv);
-    pthread_cond_broadcast(&p->space_cv);
-    pthread_mutex_unlock(&p->mu);
-    if (p->started)
-        pthread_join(p->th, NULL);
-    size_t left = p->count;
+    assert(p != NULL);
+    if (!p->joined) {
+        (void)ordo_producer_flush(p, timeout_ms);
+        pthread_mutex_lock(&p->mu);
+        p->closing = 1;
+        p->stop = 1;
+        pthread_cond_broadcast(&p->sender_cv);
+        pthread_cond_broadcast(&p->space_cv);
+        pthread_cond_broadcast(&p->flushed_cv);
+        pthread_mutex_unlock(&p->mu);
+        if (p->started)
+            pthread_join(p->th, NULL);
+        p->joined = 1;
+    }
+    return p->count; /* the sender is gone: nothing changes count now */
+}
+
+void ordo_producer_free(ordo_producer_t *p)
+{
+    if (p == NULL)
+        return;
+    (void)ordo_producer_close(p, 0);
     producer_free(p);
-    return left;
 }

@@ -12,6 +12,7 @@
  */
 #include "client_int.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,9 +32,11 @@ struct ordo_txn {
     size_t n, cap;
 };
 
-ordo_txn_t *ordo_txn_new(void)
+int ordo_txn_new(ordo_txn_t **out)
 {
-    return calloc(1, sizeof(ordo_txn_t));
+    assert(out != NULL);
+    *out = calloc(1, sizeof(ordo_txn_t));
+    return *out ? ORDO_OK : ORDO_ENOMEM;
 }
 
 void ordo_txn_reset(ordo_txn_t *t)

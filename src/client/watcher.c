@@ -102,8 +102,8 @@ int ordo_watch_run(const ordo_watch_opts_t *o, const volatile int *stop)
     if (o == NULL || o->fn == NULL || o->key == NULL)
         return ORDO_EINVAL;
     ordo_client_opts_t co = client_sliced(o->conn);
-    ordo_client_t *c = ordo_client_new(&co);
-    if (c == NULL)
+    ordo_client_t *c;
+    if (ordo_client_new(&c, &co) != ORDO_OK)
         return ORDO_ENOMEM;
     watch_state_t w = { .o = o };
     int rc = ORDO_OK;

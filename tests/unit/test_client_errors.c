@@ -198,8 +198,8 @@ static void test_error_map_is_covered(void **st)
 static void test_reply_error(void **st)
 {
     (void)st;
-    ordo_client_t *c = ordo_client_new(NULL);
-    assert_non_null(c);
+    ordo_client_t *c;
+    assert_int_equal(ordo_client_new(&c, NULL), ORDO_OK);
     ordo_reply_t e = { .type = ORDO_REPLY_ERROR, .str = (char *)"COMPACTED 12", .len = 12 };
     assert_int_equal(ordo_client_reply_error(c, &e), ORDO_ECOMPACTED);
     assert_int_equal(ordo_client_err_rev(c), 12);

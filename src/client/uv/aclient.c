@@ -22,6 +22,7 @@
 
 #include "client/client_int.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -567,8 +568,9 @@ static void on_tick(uv_timer_t *t)
 
 /* ---- public ------------------------------------------------------------------- */
 
-int ordo_aclient_new(uv_loop_t *loop, const ordo_client_opts_t *opts, ordo_aclient_t **out)
+int ordo_aclient_new(ordo_aclient_t **out, uv_loop_t *loop, const ordo_client_opts_t *opts)
 {
+    assert(out != NULL && loop != NULL);
     *out = NULL;
     ordo_client_opts_t o = { 0 };
     if (opts)
@@ -646,13 +648,18 @@ int ordo_aclient_command(ordo_aclient_t *c, int timeout_ms, int argc, const char
     return ORDO_OK;
 }
 
-void ordo_aclient_close(ordo_aclient_t *c, void (*closed_cb)(void *), void *arg)
+void ordo_aclient_on_closed(ordo_aclient_t *c, void (*cb)(void *arg), void *arg)
 {
-    if (c->closing)
+    assert(c != NULL);
+    c->closed_cb = cb;
+    c->closed_arg = arg;
+}
+
+void ordo_aclient_free(ordo_aclient_t *c)
+{
+    if (c == NULL || c->closing)
         return;
     c->closing = 1;
-    c->closed_cb = closed_cb;
-    c->closed_arg = arg;
     fail_all(c, &c->inflight, ORDO_ECANCELED);
     fail_all(c, &c->redirected, ORDO_ECANCELED);
     fail_all(c, &c->unsent, ORDO_ECANCELED);
