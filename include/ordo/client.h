@@ -206,9 +206,16 @@ int ordo_client_port(const ordo_client_t *c);
 int ordo_client_command(ordo_client_t *c, int timeout_ms, int argc,
                         const char *const *argv, const size_t *lens,
                         ordo_reply_t **reply);
-/* ordo_client_commandf() -- as ordo_client_command() for text arguments:
- * a NULL-terminated list of NUL-terminated strings. */
-int ordo_client_commandf(ordo_client_t *c, int timeout_ms, ordo_reply_t **reply, ...);
+/* ordo_client_command_strs() -- as ordo_client_command() for text
+ * arguments: the variable arguments are NUL-terminated strings, one per
+ * command argument, ended by a NULL (nothing is formatted or split:
+ * ordo_client_command_strs(c, 0, &r, "GET", key, NULL)). At most 64
+ * arguments (ORDO_EINVAL beyond). */
+int ordo_client_command_strs(ordo_client_t *c, int timeout_ms, ordo_reply_t **reply, ...)
+#if defined(__GNUC__)
+    __attribute__((sentinel))
+#endif
+    ;
 
 /* Pipelining. ordo_client_append() queues a command (connecting first if
  * needed, so ORDO_ECONN is possible); ordo_client_get_reply() sends all

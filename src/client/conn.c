@@ -32,8 +32,9 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ordo_client_commandf() takes at most this many arguments. */
-#define CLIENT_COMMANDF_ARGS_MAX 64
+/* ordo_client_command_strs() takes at most this many arguments: more than
+ * any ordod command has, and a stack array of pointers. */
+#define CLIENT_COMMAND_STRS_MAX 64
 
 int64_t client_now_ms(void)
 {
@@ -520,15 +521,15 @@ int ordo_client_command(ordo_client_t *c, int timeout_ms, int argc, const char *
     }
 }
 
-int ordo_client_commandf(ordo_client_t *c, int timeout_ms, ordo_reply_t **reply, ...)
+int ordo_client_command_strs(ordo_client_t *c, int timeout_ms, ordo_reply_t **reply, ...)
 {
-    const char *argv[CLIENT_COMMANDF_ARGS_MAX];
+    const char *argv[CLIENT_COMMAND_STRS_MAX];
     int argc = 0;
     va_list ap;
     va_start(ap, reply);
     const char *a;
     while ((a = va_arg(ap, const char *)) != NULL) {
-        if (argc == CLIENT_COMMANDF_ARGS_MAX) {
+        if (argc == CLIENT_COMMAND_STRS_MAX) {
             va_end(ap);
             *reply = NULL;
             return ORDO_EINVAL;

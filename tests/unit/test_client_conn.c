@@ -42,7 +42,7 @@ static void test_hello_push_and_pipeline(void **st)
     fake_start(&f, script_basic, NULL);
     ordo_client_t *c = client_for(&f, 2000);
     ordo_reply_t *r;
-    assert_int_equal(ordo_client_commandf(c, 0, &r, "GET", "foo", NULL), ORDO_OK);
+    assert_int_equal(ordo_client_command_strs(c, 0, &r, "GET", "foo", NULL), ORDO_OK);
     assert_int_equal(ordo_client_proto(c), 3);
     assert_int_equal(r->type, ORDO_REPLY_STRING);
     assert_string_equal(r->str, "bar");
@@ -77,10 +77,10 @@ static void test_call_timeout_drops_and_reconnects(void **st)
     fake_start(&f, script_basic, NULL);
     ordo_client_t *c = client_for(&f, 100);
     ordo_reply_t *r;
-    assert_int_equal(ordo_client_commandf(c, 0, &r, "WAIT", NULL), ORDO_ETIMEDOUT);
+    assert_int_equal(ordo_client_command_strs(c, 0, &r, "WAIT", NULL), ORDO_ETIMEDOUT);
     assert_null(r);
     assert_int_equal(ordo_client_proto(c), 0); /* dropped: the stream is unknown */
-    assert_int_equal(ordo_client_commandf(c, 0, &r, "PING", NULL), ORDO_OK);
+    assert_int_equal(ordo_client_command_strs(c, 0, &r, "PING", NULL), ORDO_OK);
     assert_string_equal(r->str, "PONG");
     ordo_reply_free(r);
     assert_int_equal(ordo_client_epoch(c), 2);
@@ -96,14 +96,14 @@ static void test_reconnect_with_backoff(void **st)
     fake_start(&f, script_flaky, NULL);
     ordo_client_t *c = client_for(&f, 2000);
     ordo_reply_t *r;
-    assert_int_equal(ordo_client_commandf(c, 0, &r, "PING", NULL), ORDO_OK);
+    assert_int_equal(ordo_client_command_strs(c, 0, &r, "PING", NULL), ORDO_OK);
     ordo_reply_free(r);
     assert_int_equal(atomic_load(&f.accepted), 4);
     assert_int_equal(ordo_client_epoch(c), 1);
     /* A connection that breaks with a command outstanding: ECONN, not a
      * silent resend; the next call reconnects. */
-    assert_int_equal(ordo_client_commandf(c, 0, &r, "QUIT", NULL), ORDO_ECONN);
-    assert_int_equal(ordo_client_commandf(c, 0, &r, "PING", NULL), ORDO_OK);
+    assert_int_equal(ordo_client_command_strs(c, 0, &r, "QUIT", NULL), ORDO_ECONN);
+    assert_int_equal(ordo_client_command_strs(c, 0, &r, "PING", NULL), ORDO_OK);
     ordo_reply_free(r);
     assert_int_equal(ordo_client_epoch(c), 2);
     ordo_client_free(c);
@@ -140,7 +140,7 @@ static void test_notleader_redirect(void **st)
     atomic_store(&follower.other_port, leader.port);
     ordo_client_t *c = client_for(&follower, 2000);
     ordo_reply_t *r;
-    assert_int_equal(ordo_client_commandf(c, 0, &r, "KV.PUT", "k", "v", NULL), ORDO_OK);
+    assert_int_equal(ordo_client_command_strs(c, 0, &r, "KV.PUT", "k", "v", NULL), ORDO_OK);
     assert_int_equal(r->type, ORDO_REPLY_INTEGER);
     assert_int_equal(r->integer, 42);
     ordo_reply_free(r);
@@ -150,7 +150,7 @@ static void test_notleader_redirect(void **st)
     /* A follower that never knows a leader: the error, after the hops. */
     atomic_store(&follower.other_port, 0);
     c = client_for(&follower, 2000);
-    assert_int_equal(ordo_client_commandf(c, 0, &r, "KV.PUT", "k", "v", NULL), ORDO_OK);
+    assert_int_equal(ordo_client_command_strs(c, 0, &r, "KV.PUT", "k", "v", NULL), ORDO_OK);
     assert_int_equal(ordo_client_reply_error(c, r), ORDO_ENOTLEADER);
     ordo_reply_free(r);
     ordo_client_free(c);
@@ -180,12 +180,12 @@ static void test_auth(void **st)
     fake_start(&f, script_auth, "secret");
     ordo_client_t *c = client_for(&f, 2000);
     ordo_reply_t *r;
-    assert_int_equal(ordo_client_commandf(c, 0, &r, "PING", NULL), ORDO_OK);
+    assert_int_equal(ordo_client_command_strs(c, 0, &r, "PING", NULL), ORDO_OK);
     ordo_reply_free(r);
     ordo_client_free(c);
     ordo_client_opts_t o = { .port = f.port, .password = "wrong" };
     assert_int_equal(ordo_client_new(&c, &o), ORDO_OK);
-    assert_int_equal(ordo_client_commandf(c, 0, &r, "PING", NULL), ORDO_EAUTH);
+    assert_int_equal(ordo_client_command_strs(c, 0, &r, "PING", NULL), ORDO_EAUTH);
     assert_int_equal(atomic_load(&f.accepted), 2); /* a refused password is not retried */
     ordo_client_free(c);
     fake_stop(&f);
@@ -212,7 +212,7 @@ static void test_resp2_fallback(void **st)
     fake_start(&f, script_resp2, "pw");
     ordo_client_t *c = client_for(&f, 2000);
     ordo_reply_t *r;
-    assert_int_equal(ordo_client_commandf(c, 0, &r, "PING", NULL), ORDO_OK);
+    assert_int_equal(ordo_client_command_strs(c, 0, &r, "PING", NULL), ORDO_OK);
     assert_string_equal(r->str, "PONG");
     assert_int_equal(ordo_client_proto(c), 2);
     assert_int_equal(atomic_load(&f.commands), 3); /* HELLO, AUTH, PING */

@@ -221,7 +221,7 @@ static void test_exec_mapping(void **st)
     /* The connection is still in step: one connection served it all. */
     assert_int_equal(ordo_client_pending(c), 0);
     ordo_reply_t *r;
-    assert_int_equal(ordo_client_commandf(c, 0, &r, "PING", NULL), ORDO_OK);
+    assert_int_equal(ordo_client_command_strs(c, 0, &r, "PING", NULL), ORDO_OK);
     assert_string_equal(r->str, "PONG");
     ordo_reply_free(r);
     assert_int_equal(atomic_load(&f.accepted), 1);
