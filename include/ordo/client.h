@@ -66,6 +66,11 @@
  *     results) are malloc'd for the caller and freed as "Objects" says.
  *   - Argument strings are only read during the call.
  *
+ * Stop flags: the long-running calls (ordo_watch_run(), ordo_career_run())
+ * take a `const atomic_bool *stop` that another thread or a signal handler
+ * sets with atomic_store(&flag, true); they read it with atomic_load().
+ * (From C++, <stdatomic.h> needs C++23.)
+ *
  * Threads: an ordo_client_t is not thread-safe. One thread at a time uses a
  * client; different clients are independent and may be used from different
  * threads (the producer, consumer runner and career in this header each own
@@ -93,6 +98,8 @@
 #ifndef ORDO_CLIENT_H
 #define ORDO_CLIENT_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -494,8 +501,8 @@ int ordo_txn_exec(ordo_client_t *c, ordo_txn_t *t, int nwatch, const char *const
  * The watcher: a callback per event, resuming after reconnects.
  *
  * ordo_watch_run() runs in the caller's thread until the callback returns
- * nonzero, *stop becomes nonzero (checked at least every
- * ORDO_WATCH_POLL_MS), or an error that reconnecting cannot cure
+ * nonzero, *stop becomes true (checked at least every ORDO_WATCH_POLL_MS;
+ * stop may be NULL), or an error that reconnecting cannot cure
  * (ORDO_EAUTH, ORDO_EINVAL, ORDO_ENOMEM). It owns its connection.
  *   - Start: from_set (or from_rev > 0): every change after from_rev;
  *     snapshot: the current keys first; else: changes after the current
@@ -528,7 +535,7 @@ typedef struct ordo_watch_opts {
     void *arg;
 } ordo_watch_opts_t;
 
-int ordo_watch_run(const ordo_watch_opts_t *o, const volatile int *stop);
+int ordo_watch_run(const ordo_watch_opts_t *o, const atomic_bool *stop);
 
 /* ======================================================================
  * The consumer runner: N workers, each with its own connection, pull one
@@ -753,7 +760,8 @@ void ordo_producer_free(ordo_producer_t *p);
  *   - execute returns 0: called again; nonzero: the career ends: hand_over
  *     (may be NULL) gives the value for the next leader (malloc'd, freed
  *     here; NULL for none) and the leader resigns with it.
- *   - *stop set: the same clean hand-over after the current execute.
+ *   - *stop set (stop may be NULL): the same clean hand-over after the
+ *     current execute.
  *   - inaugurate returns nonzero: resign at once, without a value, and end.
  *   - term lost: lost(term) (may be NULL) is called and the career
  *     campaigns again.
@@ -777,7 +785,7 @@ typedef struct ordo_career_opts {
     void *arg;
 } ordo_career_opts_t;
 
-int ordo_career_run(const ordo_career_opts_t *o, const volatile int *stop);
+int ordo_career_run(const ordo_career_opts_t *o, const atomic_bool *stop);
 
 /* ======================================================================
  * Held locks: LOCK.ACQUIRE with a bounded wait, then automatic LOCK.EXTEND

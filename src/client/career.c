@@ -44,7 +44,7 @@ static void pause_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-int ordo_career_run(const ordo_career_opts_t *o, const volatile int *stop)
+int ordo_career_run(const ordo_career_opts_t *o, const atomic_bool *stop)
 {
     if (o == NULL || o->election == NULL || o->execute == NULL)
         return ORDO_EINVAL;
@@ -54,7 +54,7 @@ int ordo_career_run(const ordo_career_opts_t *o, const volatile int *stop)
     if (ordo_client_new(&c, &co) != ORDO_OK)
         return ORDO_ENOMEM;
     int rc = ORDO_OK;
-    while (!(stop && *stop)) {
+    while (!client_stopped(stop)) {
         int64_t term;
         char *ho;
         size_t ho_len;
@@ -79,7 +79,7 @@ int ordo_career_run(const ordo_career_opts_t *o, const volatile int *stop)
         int go = o->inaugurate ? o->inaugurate(o->arg, term, ho, ho_len) == 0 : 1;
         free(ho);
         int done = !go;
-        while (go && !(stop && *stop) && keeper_valid(&k)) {
+        while (go && !client_stopped(stop) && keeper_valid(&k)) {
             if (o->execute(o->arg, term) != 0) {
                 done = 1;
                 break;
@@ -98,7 +98,7 @@ int ordo_career_run(const ordo_career_opts_t *o, const volatile int *stop)
         free(v);
         if (rc == ORDO_ESTALE)
             rc = ORDO_OK; /* it had just expired: nothing to hand over to */
-        if (done || (stop && *stop))
+        if (done || client_stopped(stop))
             break;
     }
     ordo_client_free(c);

@@ -12,6 +12,8 @@
 #define ORDO_CLIENT_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "cresp.h"
@@ -139,6 +141,14 @@ int client_error_code(const char *text, int64_t *rev);
 /* client_is_auth_error() -- 1 if a handshake reply refuses the password
  * (-WRONGPASS, -NOAUTH, or an error that names the password), else 0. */
 int client_is_auth_error(const ordo_reply_t *r);
+
+/* client_stopped() -- has the caller's stop flag (may be NULL: never) been
+ * set? Stop flags are set from other threads or signal handlers, so they
+ * are atomics read with an explicit load. */
+static inline bool client_stopped(const atomic_bool *stop)
+{
+    return stop != NULL && atomic_load(stop);
+}
 
 /* client_txn_ack() (txn.c) -- the consumer runner's exactly-once step:
  * append `Q.ACK queue id token [RESULT]` to t and execute it. ORDO_OK

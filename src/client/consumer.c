@@ -47,8 +47,8 @@ struct ordo_consumer {
     ordo_consumer_opts_t o;
     char *queue;
     char *host, *password;
-    atomic_int stopping;
-    atomic_int keeper_stop;   /* set once every worker has ended */
+    atomic_bool stopping;     /* ordo_consumer_stop(): pull no more */
+    atomic_bool keeper_stop;  /* set once every worker has ended */
     atomic_uint_fast64_t acked, nacked, stale;
 
     pthread_mutex_t mu;
@@ -242,7 +242,7 @@ fail_alloc:
 void ordo_consumer_stop(ordo_consumer_t *k)
 {
     assert(k != NULL);
-    atomic_store(&k->stopping, 1);
+    atomic_store(&k->stopping, true);
 }
 
 void ordo_consumer_stats(const ordo_consumer_t *k, ordo_consumer_stats_t *out)
@@ -261,7 +261,7 @@ void ordo_consumer_wait(ordo_consumer_t *k)
     for (int i = 0; i < k->started; i++)
         pthread_join(k->workers[i].th, NULL);
     /* Handlers still running kept their leases until here. */
-    atomic_store(&k->keeper_stop, 1);
+    atomic_store(&k->keeper_stop, true);
     pthread_mutex_lock(&k->mu);
     pthread_cond_signal(&k->keeper_cv);
     pthread_mutex_unlock(&k->mu);

@@ -13,7 +13,7 @@ static void *keeper_main(void *arg)
     int64_t every = k->ttl_ms / 3 > 0 ? k->ttl_ms / 3 : 1;
     pthread_mutex_lock(&k->mu);
     int64_t next = client_now_ms() + every;
-    while (!k->stop && !k->lost) {
+    while (!atomic_load(&k->stop) && !k->lost) {
         if (client_now_ms() < next) {
             client_cond_wait_until(&k->cv, &k->mu, next);
             continue;
@@ -81,7 +81,7 @@ int keeper_valid(keeper_t *k)
 void keeper_stop(keeper_t *k)
 {
     pthread_mutex_lock(&k->mu);
-    k->stop = 1;
+    atomic_store(&k->stop, true);
     pthread_cond_signal(&k->cv);
     pthread_mutex_unlock(&k->mu);
     pthread_join(k->th, NULL);

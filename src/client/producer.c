@@ -58,7 +58,12 @@ struct ordo_producer {
     pmsg_t *head, *tail;
     size_t count;
     uint64_t next_seq, reported_seq;
-    int flush_waiters, closing, stop;
+    int flush_waiters;
+    /* Set together by ordo_producer_close(), under mu (so a waiter that
+     * checked them cannot miss the broadcast), and read from other
+     * threads: atomics with explicit loads and stores. closing: send()
+     * accepts no more; stop: the sender ends. */
+    atomic_bool closing, stop;
 
     int spill_fd;
     int64_t spill_bytes;
@@ -363,7 +368,7 @@ static void *sender_main(void *arg)
     int *errs = calloc(cap, sizeof *errs);
     int retry_ms = 0;
     pthread_mutex_lock(&p->mu);
-    while (c && batch && ids && errs && !p->stop) {
+    while (c && batch && ids && errs && !atomic_load(&p->stop)) {
         int64_t now = client_now_ms();
         if (p->spill_fd >= 0 && p->unsynced && now >= p->last_sync_ms + p->o.spill_sync_every_ms)
             spill_sync(p);
@@ -376,7 +381,7 @@ static void *sender_main(void *arg)
             continue;
         }
         int64_t due = p->head->accepted_ms + (p->o.linger_ms > 0 ? p->o.linger_ms : 0);
-        if (p->count < cap && !p->flush_waiters && !p->closing && now < due) {
+        if (p->count < cap && !p->flush_waiters && !atomic_load(&p->closing) && now < due) {
             client_cond_wait_until(&p->sender_cv, &p->mu, due < sync_at ? due : sync_at);
             continue;
         }
@@ -533,7 +538,7 @@ int ordo_producer_send(ordo_producer_t *p, const void *key, size_t key_len, cons
     int64_t deadline = timeout_ms == ORDO_WAIT_FOREVER ? -1 : client_now_ms() + timeout_ms;
     int rc = ORDO_OK;
     pthread_mutex_lock(&p->mu);
-    while (!p->closing && p->count >= (size_t)p->o.buffer_max) {
+    while (!atomic_load(&p->closing) && p->count >= (size_t)p->o.buffer_max) {
         if (timeout_ms == 0) {
             rc = ORDO_EFULL;
             goto out;
@@ -544,7 +549,7 @@ int ordo_producer_send(ordo_producer_t *p, const void *key, size_t key_len, cons
         }
         deadline_wait(&p->space_cv, &p->mu, deadline);
     }
-    if (p->closing) {
+    if (atomic_load(&p->closing)) {
         rc = ORDO_ESTOPPED;
         goto out;
     }
@@ -580,7 +585,7 @@ int ordo_producer_flush(ordo_producer_t *p, int timeout_ms)
     p->flush_waiters++;
     pthread_cond_signal(&p->sender_cv);
     while (p->reported_seq < target) {
-        if (p->stop) {
+        if (atomic_load(&p->stop)) {
             rc = ORDO_ESTOPPED; /* closed: nothing will be reported any more */
             break;
         }
@@ -617,8 +622,8 @@ size_t ordo_producer_close(ordo_producer_t *p, int timeout_ms)
     if (!p->joined) {
         (void)ordo_producer_flush(p, timeout_ms);
         pthread_mutex_lock(&p->mu);
-        p->closing = 1;
-        p->stop = 1;
+        atomic_store(&p->closing, true);
+        atomic_store(&p->stop, true);
         pthread_cond_broadcast(&p->sender_cv);
         pthread_cond_broadcast(&p->space_cv);
         pthread_cond_broadcast(&p->flushed_cv);

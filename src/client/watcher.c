@@ -97,7 +97,7 @@ static int deliver(watch_state_t *w, const ordo_watch_event_t *ev)
     return w->o->fn(w->o->arg, ev) != 0 ? 1 : 0;
 }
 
-int ordo_watch_run(const ordo_watch_opts_t *o, const volatile int *stop)
+int ordo_watch_run(const ordo_watch_opts_t *o, const atomic_bool *stop)
 {
     if (o == NULL || o->fn == NULL || o->key == NULL)
         return ORDO_EINVAL;
@@ -107,7 +107,7 @@ int ordo_watch_run(const ordo_watch_opts_t *o, const volatile int *stop)
         return ORDO_ENOMEM;
     watch_state_t w = { .o = o };
     int rc = ORDO_OK;
-    while (!(stop && *stop)) {
+    while (!client_stopped(stop)) {
         rc = start(c, &w);
         if (rc == 1) {
             rc = ORDO_OK;
@@ -122,7 +122,7 @@ int ordo_watch_run(const ordo_watch_opts_t *o, const volatile int *stop)
             continue;
         }
         int again = 0;
-        while (!again && !(stop && *stop)) {
+        while (!again && !client_stopped(stop)) {
             ordo_reply_t *p;
             rc = ordo_client_next_push(c, ORDO_WATCH_POLL_MS, &p);
             if (rc == ORDO_ETIMEDOUT)
