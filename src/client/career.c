@@ -33,6 +33,7 @@ typedef struct term_ref {
 
 static int renew_term(ordo_client_t *c, void *arg)
 {
+    assert(arg != NULL);
     term_ref_t *t = arg;
     int64_t left;
     return ordo_elect_keepalive(c, t->name, t->term, &left);
@@ -120,6 +121,7 @@ struct ordo_lock_holder {
 
 static int renew_lock(ordo_client_t *c, void *arg)
 {
+    assert(arg != NULL);
     ordo_lock_holder_t *h = arg;
     return ordo_lock_extend(c, h->name, h->token, h->ttl_ms);
 }

@@ -84,6 +84,7 @@ static uint64_t rng_next(uint64_t *s)
 
 int client_backoff_ms(uint64_t *rng, int attempt, int min_ms, int max_ms)
 {
+    assert(rng != NULL && *rng != 0 && attempt >= 0);
     int64_t cap = min_ms;
     for (int i = 0; i < attempt && cap < max_ms; i++)
         cap *= 2;
@@ -96,6 +97,7 @@ int client_backoff_ms(uint64_t *rng, int attempt, int min_ms, int max_ms)
 
 int client_seterr(ordo_client_t *c, int code, const char *fmt, ...)
 {
+    assert(c != NULL && fmt != NULL);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(c->errstr, sizeof c->errstr, fmt, ap);
@@ -136,6 +138,7 @@ fail_password:
 
 static void client_drop(ordo_client_t *c)
 {
+    assert(c != NULL);
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
@@ -189,6 +192,7 @@ static int remaining_ms(int64_t deadline)
 /* Reads whatever is there into c->in. ORDO_OK, ORDO_ECONN (closed). */
 static int read_some(ordo_client_t *c)
 {
+    assert(c->fd >= 0 && c->in.len <= c->in.cap);
     if (cresp_buf_reserve(&c->in, CLIENT_READ_CHUNK) != 0)
         return ORDO_ENOMEM;
     for (;;) {
@@ -212,6 +216,7 @@ static int read_some(ordo_client_t *c)
  * something happened, ORDO_ETIMEDOUT, ORDO_ECONN. */
 static int wait_io(ordo_client_t *c, int64_t deadline, int want_read)
 {
+    assert(c->fd >= 0);
     struct pollfd pfd = { .fd = c->fd, .events = 0 };
     if (want_read)
         pfd.events |= POLLIN;
@@ -241,6 +246,8 @@ static int wait_io(ordo_client_t *c, int64_t deadline, int want_read)
 
 static int enqueue_push(ordo_client_t *c, ordo_reply_t *r)
 {
+    assert(r != NULL && r->type == ORDO_REPLY_PUSH);
+    assert((c->push_head == NULL) == (c->push_tail == NULL));
     push_node_t *n = malloc(sizeof *n);
     if (n == NULL) {
         ordo_reply_free(r);
@@ -260,6 +267,7 @@ static int enqueue_push(ordo_client_t *c, ordo_reply_t *r)
  * bytes are needed, or a negative error. */
 static int parse_buffered(ordo_client_t *c, ordo_reply_t **out)
 {
+    assert(c->fd >= 0 && c->in.len > 0 && out != NULL);
     size_t used = 0;
     int rc = cresp_parse(&c->parser, c->in.data, c->in.len, &used, out);
     cresp_buf_consume(&c->in, used);
@@ -276,6 +284,7 @@ static int parse_buffered(ordo_client_t *c, ordo_reply_t **out)
  * c->out as it waits. Any error drops the connection. */
 static int read_reply(ordo_client_t *c, int64_t deadline, ordo_reply_t **out)
 {
+    assert(c->fd >= 0 && out != NULL);
     int rc;
     for (;;) {
         ordo_reply_t *r = NULL;
@@ -301,6 +310,7 @@ drop:
 
 static int flush_out(ordo_client_t *c, int64_t deadline)
 {
+    assert(c->fd >= 0);
     while (c->out.len) {
         int rc = wait_io(c, deadline, 1);
         if (rc != ORDO_OK) {
@@ -315,6 +325,7 @@ static int flush_out(ordo_client_t *c, int64_t deadline)
 
 static int connect_once(ordo_client_t *c, const char *host, int port)
 {
+    assert(c->fd < 0 && host != NULL && port > 0);
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res, *ai;
     char portstr[16];
     snprintf(portstr, sizeof portstr, "%d", port);
@@ -363,6 +374,7 @@ static int connect_once(ordo_client_t *c, const char *host, int port)
 /* handshake_call() -- one command on a fresh connection, raw reply. */
 static int handshake_call(ordo_client_t *c, int argc, const char *const *argv, ordo_reply_t **r)
 {
+    assert(c->fd >= 0 && c->pending == 0 && c->out.len == 0);
     if (cresp_encode(&c->out, argc, argv, NULL) != 0)
         return ORDO_ENOMEM;
     int64_t deadline = client_now_ms() + c->call_timeout_ms;
@@ -374,6 +386,7 @@ static int handshake_call(ordo_client_t *c, int argc, const char *const *argv, o
 
 static int handshake(ordo_client_t *c)
 {
+    assert(c->fd >= 0 && c->proto == 0);
     ordo_reply_t *r = NULL;
     int rc;
     if (!c->resp2_only) {
@@ -414,6 +427,7 @@ static int handshake(ordo_client_t *c)
  * authentication failure is final. */
 static int connect_retry(ordo_client_t *c)
 {
+    assert(c->fd < 0);
     int64_t deadline = c->reconnect_timeout_ms < 0 ? -1 : client_now_ms() + c->reconnect_timeout_ms;
     for (int attempt = 0;; attempt++) {
         int rc = connect_once(c, c->host, c->port);
@@ -463,6 +477,7 @@ static int64_t call_deadline(const ordo_client_t *c, int timeout_ms)
 
 int ordo_client_append(ordo_client_t *c, int argc, const char *const *argv, const size_t *lens)
 {
+    assert(c != NULL);
     if (argc <= 0)
         return ORDO_EINVAL;
     int rc = ordo_client_connect(c);
@@ -476,6 +491,7 @@ int ordo_client_append(ordo_client_t *c, int argc, const char *const *argv, cons
 
 int ordo_client_get_reply(ordo_client_t *c, int timeout_ms, ordo_reply_t **reply)
 {
+    assert(c != NULL && reply != NULL);
     *reply = NULL;
     if (c->pending == 0)
         return ORDO_EINVAL;
@@ -491,6 +507,7 @@ int ordo_client_get_reply(ordo_client_t *c, int timeout_ms, ordo_reply_t **reply
 int ordo_client_command(ordo_client_t *c, int timeout_ms, int argc, const char *const *argv,
                         const size_t *lens, ordo_reply_t **reply)
 {
+    assert(c != NULL && reply != NULL);
     *reply = NULL;
     int rc;
     while (c->pending) { /* replies to earlier appends nobody asked for */
@@ -542,6 +559,7 @@ int ordo_client_command_strs(ordo_client_t *c, int timeout_ms, ordo_reply_t **re
 
 int ordo_client_next_push(ordo_client_t *c, int timeout_ms, ordo_reply_t **push)
 {
+    assert(c != NULL && push != NULL);
     *push = NULL;
     if (c->pending)
         return ORDO_EINVAL;

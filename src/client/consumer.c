@@ -69,7 +69,10 @@ static void pause_ms(int ms)
 
 static void run_one(struct ordo_consumer *k, ordo_client_t *c, int index, const ordo_msg_t *m)
 {
+    assert(k != NULL && c != NULL && m != NULL);
+    assert(index >= 0 && index < k->o.concurrency);
     pthread_mutex_lock(&k->mu);
+    assert(!k->slots[index].busy); /* a slot belongs to one worker */
     k->slots[index] = (slot_t){ .busy = 1, .id = m->id, .token = m->token };
     pthread_mutex_unlock(&k->mu);
 
@@ -127,6 +130,7 @@ static ordo_client_t *own_client(struct ordo_consumer *k)
 
 static void *worker_main(void *arg)
 {
+    assert(arg != NULL);
     worker_t *wk = arg;
     struct ordo_consumer *k = wk->owner;
     ordo_client_t *c = own_client(k);
@@ -152,6 +156,7 @@ static void *worker_main(void *arg)
 
 static void *keeper_main(void *arg)
 {
+    assert(arg != NULL);
     struct ordo_consumer *k = arg;
     ordo_client_t *c = own_client(k);
     if (c == NULL)

@@ -7,6 +7,8 @@
 
 #include "client_int.h"
 
+#include <assert.h>
+
 static void *keeper_main(void *arg)
 {
     keeper_t *k = arg;
@@ -39,6 +41,7 @@ static void *keeper_main(void *arg)
 int keeper_start(keeper_t *k, const ordo_client_opts_t *conn, int64_t ttl_ms, int64_t valid_until_ms,
                  keeper_renew_fn renew, void *arg)
 {
+    assert(k != NULL && conn != NULL && renew != NULL && ttl_ms > 0);
     *k = (keeper_t){ .ttl_ms = ttl_ms, .valid_until_ms = valid_until_ms, .renew = renew, .arg = arg };
     ordo_client_opts_t co = *conn;
     /* A renewal must give up well before the deadline it protects. */
@@ -72,6 +75,7 @@ int keeper_start(keeper_t *k, const ordo_client_opts_t *conn, int64_t ttl_ms, in
 
 int keeper_valid(keeper_t *k)
 {
+    assert(k != NULL && k->c != NULL);
     pthread_mutex_lock(&k->mu);
     int ok = !k->lost && client_now_ms() < k->valid_until_ms;
     pthread_mutex_unlock(&k->mu);
@@ -80,6 +84,7 @@ int keeper_valid(keeper_t *k)
 
 void keeper_stop(keeper_t *k)
 {
+    assert(k != NULL && k->c != NULL);
     pthread_mutex_lock(&k->mu);
     atomic_store(&k->stop, true);
     pthread_cond_signal(&k->cv);

@@ -79,6 +79,7 @@ struct ordo_producer {
 
 static int spill_write(ordo_producer_t *p, const char *rec, size_t n)
 {
+    assert(p->spill_fd >= 0 && rec != NULL && n > 0);
     size_t off = 0;
     while (off < n) {
         ssize_t k = write(p->spill_fd, rec + off, n - off);
@@ -124,6 +125,7 @@ static void le32(char *o, uint32_t v)
 /* Append an 'M' record for m. 0 or -1. */
 static int spill_msg(ordo_producer_t *p, const pmsg_t *m)
 {
+    assert(p->spill_fd >= 0 && m != NULL);
     size_t body = 17 + (size_t)m->key_len + m->payload_len;
     char *rec = malloc(8 + body);
     if (rec == NULL)
@@ -164,6 +166,7 @@ static void spill_sync(ordo_producer_t *p)
  * messages (under mu). On any failure the old file stays in use. */
 static void spill_rewrite(ordo_producer_t *p)
 {
+    assert(p->spill_path != NULL && p->spill_fd >= 0);
     size_t plen = strlen(p->spill_path);
     char *tmp = malloc(plen + 5);
     if (tmp == NULL)
@@ -202,6 +205,8 @@ out_free:
  * before the sender starts). */
 static void append_msg(ordo_producer_t *p, pmsg_t *m)
 {
+    assert(m != NULL && m->next == NULL);
+    assert((p->head == NULL) == (p->tail == NULL) && (p->head == NULL) == (p->count == 0));
     if (p->tail)
         p->tail->next = m;
     else
@@ -322,6 +327,7 @@ static int transient(int err)
 static size_t send_batch(ordo_producer_t *p, ordo_client_t *c, pmsg_t **batch, size_t n, int64_t *ids,
                          int *errs)
 {
+    assert(c != NULL && n > 0 && n <= (size_t)p->o.batch_max);
     size_t appended = 0, done = 0;
     int cut = 0;
     for (; appended < n; appended++) {
@@ -393,6 +399,7 @@ static void *sender_main(void *arg)
         size_t done = send_batch(p, c, batch, n, ids, errs);
 
         pthread_mutex_lock(&p->mu);
+        assert(done <= n && done <= p->count);
         for (size_t i = 0; i < done; i++) {
             assert(p->head == batch[i]);
             p->head = p->head->next;
@@ -526,6 +533,7 @@ static void deadline_wait(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadl
 int ordo_producer_send(ordo_producer_t *p, const void *key, size_t key_len, const void *payload,
                        size_t payload_len, void *opaque, int timeout_ms, uint64_t *seq)
 {
+    assert(p != NULL);
     if (key_len > ORDO_PRODUCER_MSG_MAX || payload_len > ORDO_PRODUCER_MSG_MAX)
         return ORDO_ELIMIT;
     pmsg_t *m = malloc(sizeof *m + key_len + payload_len);
@@ -578,6 +586,7 @@ out:
 
 int ordo_producer_flush(ordo_producer_t *p, int timeout_ms)
 {
+    assert(p != NULL);
     int64_t deadline = timeout_ms == ORDO_WAIT_FOREVER ? -1 : client_now_ms() + timeout_ms;
     int rc = ORDO_OK;
     pthread_mutex_lock(&p->mu);

@@ -13,6 +13,7 @@
  */
 #include "client_int.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -31,6 +32,7 @@ typedef struct watch_state {
 /* start() -- (re)issue the watch. ORDO_OK, or an error. */
 static int start(ordo_client_t *c, watch_state_t *w)
 {
+    assert(c != NULL && w != NULL && w->o != NULL);
     unsigned flags = w->o->prefix ? ORDO_WATCH_PREFIX : 0;
     int64_t id;
     int rc;
@@ -68,6 +70,7 @@ static int start(ordo_client_t *c, watch_state_t *w)
 /* deliver() -- 1 if the callback asked to stop, -1 to re-watch, 0 else. */
 static int deliver(watch_state_t *w, const ordo_watch_event_t *ev)
 {
+    assert(w != NULL && w->o != NULL && ev != NULL);
     switch (ev->kind) {
     case ORDO_WATCH_PUT:
     case ORDO_WATCH_DEL:

@@ -113,6 +113,7 @@ static void budget_check(ordo_aclient_t *c)
 
 static void list_push(alist_t *l, acmd_t *m)
 {
+    assert(m != NULL && (l->head == NULL) == (l->tail == NULL));
     m->next = NULL;
     if (l->tail)
         l->tail->next = m;
@@ -136,6 +137,7 @@ static acmd_t *list_pop(alist_t *l)
 /* a then b, as one list in a */
 static void list_join(alist_t *a, alist_t *b)
 {
+    assert(a != b);
     if (b->head == NULL)
         return;
     if (a->tail)
@@ -148,6 +150,7 @@ static void list_join(alist_t *a, alist_t *b)
 
 static void finish(ordo_aclient_t *c, acmd_t *m, int status, const ordo_reply_t *r)
 {
+    assert(m != NULL && m->cb != NULL && m->next == NULL);
     m->cb(c, status, r, m->arg);
     free(m->data);
     free(m);
@@ -175,6 +178,7 @@ static void fail_all_queued(ordo_aclient_t *c, int status)
 
 static void maybe_free(ordo_aclient_t *c)
 {
+    assert(c->handles_open >= 0);
     if (!c->closing || c->handles_open > 0)
         return;
     void (*cb)(void *) = c->closed_cb;
@@ -190,6 +194,7 @@ static void maybe_free(ordo_aclient_t *c)
 static void on_handle_closed(uv_handle_t *h)
 {
     ordo_aclient_t *c = h->data;
+    assert(c != NULL && c->handles_open > 0);
     c->handles_open--;
     if (h == (uv_handle_t *)&c->tcp && !c->closing) {
         c->state = ST_IDLE;
@@ -227,6 +232,8 @@ static void on_write(uv_write_t *req, int status)
 /* Write bytes on the current connection (takes ownership of data). */
 static int write_bytes(ordo_aclient_t *c, char *data, size_t len)
 {
+    assert(c->state == ST_HANDSHAKE || c->state == ST_READY);
+    assert(data != NULL && len > 0);
     awrite_t *w = malloc(sizeof *w);
     if (w == NULL) {
         free(data);
@@ -321,6 +328,7 @@ static void connect_failed(ordo_aclient_t *c, int status)
 
 static void ready(ordo_aclient_t *c)
 {
+    assert(c->state == ST_HANDSHAKE && c->inflight.head == NULL);
     c->state = ST_READY;
     c->attempt = 0;
     c->budget_deadline_ms = client_now_ms() + (c->reconnect_timeout_ms >= 0 ? c->reconnect_timeout_ms : 0);
@@ -336,6 +344,7 @@ static void ready(ordo_aclient_t *c)
 
 static void handshake_reply(ordo_aclient_t *c, const ordo_reply_t *r)
 {
+    assert(c->state == ST_HANDSHAKE && (c->hs_stage == 1 || c->hs_stage == 2));
     if (client_is_auth_error(r)) {
         /* A refused password will not get better by retrying fast:
          * queued commands learn it now; the client keeps retrying slowly. */
@@ -364,6 +373,7 @@ static void handshake_reply(ordo_aclient_t *c, const ordo_reply_t *r)
 
 static void take_reply(ordo_aclient_t *c, const ordo_reply_t *r)
 {
+    assert(c->state == ST_READY && r != NULL);
     acmd_t *m = list_pop(&c->inflight);
     if (m == NULL) {
         conn_reset(c, ORDO_EPROTO);
