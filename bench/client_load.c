@@ -76,7 +76,7 @@ static int produce(const cfg_t *c, const char *queue, int report_time)
                                .buffer_max = (int)(c->n < 1000000 ? (c->n > 1000 ? c->n : 1000) : 1000000) };
     o.conn.port = c->port;
     ordo_producer_t *p;
-    if (ordo_producer_new(&o, &p) != ORDO_OK)
+    if (ordo_producer_new(&p, &o) != ORDO_OK)
         return 1;
     char *payload = malloc((size_t)c->bytes + 1);
     memset(payload, 'x', (size_t)c->bytes);
@@ -86,6 +86,7 @@ static int produce(const cfg_t *c, const char *queue, int report_time)
     ordo_producer_flush(p, ORDO_WAIT_FOREVER);
     double t = now_s() - t0;
     ordo_producer_close(p, ORDO_WAIT_FOREVER);
+    ordo_producer_free(p);
     free(payload);
     if (report_time)
         printf("msgs_per_s=%.0f n=%ld\n", c->n / t, c->n);
@@ -95,7 +96,9 @@ static int produce(const cfg_t *c, const char *queue, int report_time)
 static int produce1(const cfg_t *c, const char *queue)
 {
     ordo_client_opts_t co = { .port = c->port };
-    ordo_client_t *cl = ordo_client_new(&co);
+    ordo_client_t *cl;
+    if (ordo_client_new(&cl, &co) != ORDO_OK)
+        return 1;
     char *payload = malloc((size_t)c->bytes + 1);
     memset(payload, 'x', (size_t)c->bytes);
     double t0 = now_s();
@@ -144,7 +147,7 @@ static int consume(const cfg_t *c, const char *queue)
     o.conn.port = c->port;
     ordo_consumer_t *r;
     double t0 = now_s();
-    if (ordo_consumer_start(&o, &r) != ORDO_OK)
+    if (ordo_consumer_new(&r, &o) != ORDO_OK)
         return 1;
     pthread_mutex_lock(&k.mu);
     while (atomic_load(&k.acked) < k.want)
@@ -153,9 +156,11 @@ static int consume(const cfg_t *c, const char *queue)
     /* every handler has run; the last acks are one round trip away */
     double t = now_s() - t0;
     ordo_consumer_stop(r);
-    uint64_t acked;
-    ordo_consumer_join(r, &acked, NULL);
-    printf("acked_per_s=%.0f n=%ld acked=%" PRIu64 "\n", c->n / t, c->n, acked);
+    ordo_consumer_wait(r);
+    ordo_consumer_stats_t stats;
+    ordo_consumer_stats(r, &stats);
+    ordo_consumer_free(r);
+    printf("acked_per_s=%.0f n=%ld acked=%" PRIu64 "\n", c->n / t, c->n, stats.acked);
     return 0;
 }
 
@@ -165,7 +170,7 @@ static int memory(const cfg_t *c)
     ordo_producer_opts_t o = { .queue = "mem", .buffer_max = (int)c->n + 1 };
     o.conn.port = 1;
     ordo_producer_t *p;
-    if (ordo_producer_new(&o, &p) != ORDO_OK)
+    if (ordo_producer_new(&p, &o) != ORDO_OK)
         return 1;
     char *payload = malloc((size_t)c->bytes + 1);
     memset(payload, 'x', (size_t)c->bytes);
@@ -174,7 +179,7 @@ static int memory(const cfg_t *c)
         return 1;
     long after = rss_bytes();
     printf("bytes_per_msg=%.1f n=%ld payload=%ld\n", (double)(after - before) / c->n, c->n, c->bytes);
-    ordo_producer_close(p, 0);
+    ordo_producer_free(p);
     free(payload);
     return 0;
 }

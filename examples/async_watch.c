@@ -30,7 +30,7 @@ static void on_watch_reply(ordo_aclient_t *c, int status, const ordo_reply_t *r,
     (void)c;
     (void)arg;
     if (status != ORDO_OK || r->type == ORDO_REPLY_ERROR)
-        fprintf(stderr, "async_watch: KV.WATCH: %s %s\n", ordo_client_strerror(status),
+        fprintf(stderr, "async_watch: KV.WATCH: %s %s\n", ordo_strerror(status),
                 r && r->str ? r->str : "");
     /* ECONN: the connect callback will watch again */
 }
@@ -63,7 +63,7 @@ static void on_push(ordo_aclient_t *c, const ordo_reply_t *p, void *arg)
         printf("%" PRId64 " del %.*s\n", ev.rev, (int)ev.key_len, ev.key);
     fflush(stdout);
     if (a->want > 0 && ++a->seen >= a->want)
-        ordo_aclient_close(c, NULL, NULL);
+        ordo_aclient_free(c);
 }
 
 int main(int argc, char **argv)
@@ -84,7 +84,7 @@ int main(int argc, char **argv)
         return fprintf(stderr, "usage: async_watch -p PORT -x PREFIX -f FROM [-n EVENTS]\n"), 2;
     uv_loop_t loop;
     uv_loop_init(&loop);
-    if (ordo_aclient_new(&loop, &o, &a.c) != ORDO_OK)
+    if (ordo_aclient_new(&a.c, &loop, &o) != ORDO_OK)
         return 1;
     ordo_aclient_on_connect(a.c, on_connect, &a);
     ordo_aclient_on_push(a.c, on_push, &a);

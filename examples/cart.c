@@ -40,7 +40,7 @@ static int add(ordo_client_t *c, const char *key, const char *item, size_t limit
         ordo_kv_t kv;
         int rc = ordo_kv_get(c, key, strlen(key), 0, &kv);
         if (rc != ORDO_OK && rc != ORDO_ENOTFOUND)
-            return fprintf(stderr, "cart: get: %s\n", ordo_client_strerror(rc)), 1;
+            return fprintf(stderr, "cart: get: %s\n", ordo_strerror(rc)), 1;
         size_t n = rc == ORDO_OK ? count_items(kv.value, kv.value_len) : 0;
         if (n >= limit) {
             printf("full %zu\n", n);
@@ -65,7 +65,7 @@ static int add(ordo_client_t *c, const char *key, const char *item, size_t limit
             return 0;
         }
         if (rc != ORDO_ECONFLICT)
-            return fprintf(stderr, "cart: put: %s\n", ordo_client_strerror(rc)), 1;
+            return fprintf(stderr, "cart: put: %s\n", ordo_strerror(rc)), 1;
     }
     fprintf(stderr, "cart: too much contention\n");
     return 1;
@@ -89,7 +89,9 @@ int main(int argc, char **argv)
         return fprintf(stderr, "usage: cart [-p PORT] add USER ITEM [LIMIT] | show USER\n"), 2;
     char key[300];
     snprintf(key, sizeof key, "cart/%s", argv[1]);
-    ordo_client_t *c = ordo_client_new(&co);
+    ordo_client_t *c;
+    if (ordo_client_new(&c, &co) != ORDO_OK)
+        return 1;
     int rc = 2;
     if (strcmp(argv[0], "add") == 0 && argc >= 3) {
         rc = add(c, key, argv[2], argc > 3 ? (size_t)atol(argv[3]) : 10);

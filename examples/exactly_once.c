@@ -88,9 +88,9 @@ int main(int argc, char **argv)
     o.arg = &a;
     o.nack_delay_ms = -1;
     ordo_consumer_t *k;
-    int rc = ordo_consumer_start(&o, &k);
+    int rc = ordo_consumer_new(&k, &o);
     if (rc != ORDO_OK) {
-        fprintf(stderr, "consumer: %s\n", ordo_client_strerror(rc));
+        fprintf(stderr, "consumer: %s\n", ordo_strerror(rc));
         return 1;
     }
     printf("ready\n");
@@ -110,8 +110,10 @@ int main(int argc, char **argv)
     pthread_cond_broadcast(&a.cv);
     pthread_mutex_unlock(&a.mu);
     ordo_consumer_stop(k);
-    uint64_t acked, nacked, stale;
-    ordo_consumer_join_stale(k, &acked, &nacked, &stale);
-    printf("acked %" PRIu64 " nacked %" PRIu64 " stale %" PRIu64 "\n", acked, nacked, stale);
+    ordo_consumer_wait(k);
+    ordo_consumer_stats_t stats;
+    ordo_consumer_stats(k, &stats);
+    ordo_consumer_free(k);
+    printf("acked %" PRIu64 " nacked %" PRIu64 " stale %" PRIu64 "\n", stats.acked, stats.nacked, stats.stale);
     return 0;
 }

@@ -1,5 +1,5 @@
 /*
- * fenced_counter.c -- a lock held while working (ordo_lock_hold): wait
+ * fenced_counter.c -- a lock held while working (ordo_lock_holder_*): wait
  * for the lock, keep it alive automatically, fence every write with its
  * token.
  *
@@ -42,11 +42,15 @@ int main(int argc, char **argv)
         }
     }
     ordo_lock_holder_t *h;
-    int rc = ordo_lock_hold(&co, LOCK, ttl, WAIT_MS, &h);
+    int rc = ordo_lock_holder_new(&h, &co, LOCK, ttl, WAIT_MS);
     if (rc != ORDO_OK)
-        return fprintf(stderr, "fenced_counter: lock: %s\n", ordo_client_strerror(rc)), 1;
+        return fprintf(stderr, "fenced_counter: lock: %s\n", ordo_strerror(rc)), 1;
     int64_t token = ordo_lock_holder_token(h);
-    ordo_client_t *c = ordo_client_new(&co);
+    ordo_client_t *c;
+    if (ordo_client_new(&c, &co) != ORDO_OK) {
+        ordo_lock_holder_free(h);
+        return 1;
+    }
     int status = 0;
     for (long i = 0; i < rounds && status == 0; i++) {
         ordo_kv_t kv;
@@ -65,14 +69,15 @@ int main(int argc, char **argv)
         ordo_kv_cond_t cond = { .ifrev = -1, .fence_lock = LOCK, .fence_token = token };
         rc = ordo_kv_put(c, KEY, strlen(KEY), buf, strlen(buf), &cond, NULL);
         if (rc != ORDO_OK) {
-            printf("LOST at round %ld: %s\n", i, ordo_client_strerror(rc));
+            printf("LOST at round %ld: %s\n", i, ordo_strerror(rc));
             status = 3;
         }
     }
     ordo_client_free(c);
-    rc = ordo_lock_unhold(h);
+    rc = ordo_lock_holder_release(h);
+    ordo_lock_holder_free(h);
     if (rc != ORDO_OK && status == 0) {
-        printf("LOST at release: %s\n", ordo_client_strerror(rc));
+        printf("LOST at release: %s\n", ordo_strerror(rc));
         status = 3;
     }
     if (status == 0)

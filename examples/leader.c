@@ -122,10 +122,11 @@ int main(int argc, char **argv)
     o.value = a.id;
     o.value_len = strlen(a.id);
     o.arg = &a;
-    a.c = ordo_client_new(&o.conn);
+    if (ordo_client_new(&a.c, &o.conn) != ORDO_OK)
+        return 1;
     int rc = ordo_career_run(&o, NULL);
     ordo_client_free(a.c);
     if (rc != ORDO_OK)
-        fprintf(stderr, "leader: %s\n", ordo_client_strerror(rc));
+        fprintf(stderr, "leader: %s\n", ordo_strerror(rc));
     return a.violation ? 3 : rc == ORDO_OK ? 0 : 1;
 }

@@ -28,7 +28,7 @@ static void on_report(void *arg, const ordo_delivery_t *d)
     long *recovered = arg;
     *recovered += d->recovered;
     if (d->err != ORDO_OK) {
-        printf("failed %" PRIu64 " %s\n", d->seq - 1, ordo_client_strerror(d->err));
+        printf("failed %" PRIu64 " %s\n", d->seq - 1, ordo_strerror(d->err));
         fflush(stdout);
     }
 }
@@ -55,9 +55,9 @@ int main(int argc, char **argv)
         return 2;
     o.conn.reconnect_timeout_ms = ORDO_WAIT_FOREVER;
     ordo_producer_t *p;
-    int rc = ordo_producer_new(&o, &p);
+    int rc = ordo_producer_new(&p, &o);
     if (rc != ORDO_OK) {
-        fprintf(stderr, "producer: %s\n", ordo_client_strerror(rc));
+        fprintf(stderr, "producer: %s\n", ordo_strerror(rc));
         return 1;
     }
     for (long i = (long)ordo_producer_next_seq(p) - 1; i < count; i++) {
@@ -66,7 +66,7 @@ int main(int argc, char **argv)
         snprintf(payload, sizeof payload, "%ld", i);
         rc = ordo_producer_send(p, key, strlen(key), payload, strlen(payload), NULL, ORDO_WAIT_FOREVER, NULL);
         if (rc != ORDO_OK) {
-            fprintf(stderr, "producer: send: %s\n", ordo_client_strerror(rc));
+            fprintf(stderr, "producer: send: %s\n", ordo_strerror(rc));
             return 1;
         }
         printf("accepted %ld\n", i);
@@ -75,6 +75,7 @@ int main(int argc, char **argv)
             usleep((useconds_t)pace_us);
     }
     size_t left = ordo_producer_close(p, ORDO_WAIT_FOREVER);
+    ordo_producer_free(p);
     printf("recovered %ld\n", recovered);
     printf(left ? "unreported %zu\n" : "done\n", left);
     return left ? 1 : 0;

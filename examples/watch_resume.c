@@ -65,6 +65,6 @@ int main(int argc, char **argv)
     o.conn.reconnect_timeout_ms = ORDO_WAIT_FOREVER;
     int rc = ordo_watch_run(&o, NULL);
     if (rc != ORDO_OK)
-        fprintf(stderr, "watch_resume: %s\n", ordo_client_strerror(rc));
+        fprintf(stderr, "watch_resume: %s\n", ordo_strerror(rc));
     return rc == ORDO_OK ? 0 : 1;
 }

@@ -30,20 +30,46 @@
  *     the command, so ordo_client_command() connects to host:port and sends
  *     it again, at most opts.redirects_max times per call. `-NOTLEADER ?`
  *     (no leader known yet) is retried after a backoff, within the
- *     reconnect budget. Later reconnects go to the last leader, then back
+ *     reconnect budget. The address may be `[v6 address]:port`; one that
+ *     does not parse (a port outside 1..65535, an overlong host) is taken
+ *     as `?`. The asynchronous client (ordo/client_uv.h) reads it alike. Later reconnects go to the last leader, then back
  *     to the configured address if the leader is unreachable.
  *
+ * Objects: one shape for every object of this header and of
+ * ordo/client_uv.h (ordo_client_t, ordo_txn_t, ordo_producer_t,
+ * ordo_consumer_t, ordo_lock_holder_t, ordo_aclient_t):
+ *   int  ordo_X_new(ordo_X_t **out, <what it needs>, const ordo_X_opts_t *opts);
+ *   void ordo_X_free(ordo_X_t *x);
+ *   - _new() returns ORDO_OK with *out, or an error with *out NULL (never
+ *     a half-built object). It copies every string of the options, so the
+ *     caller's options may go away after it returns; opts NULL means all
+ *     defaults where the object has defaults.
+ *   - _free() accepts NULL, stops whatever the object runs (threads,
+ *     keepers, connections), waits for it, and frees everything the object
+ *     owns. It returns nothing: an object whose ending has an outcome the
+ *     caller may want (the producer's unreported messages, a lock that
+ *     lapsed, a consumer's final counts) has a step for it before _free()
+ *     -- ordo_producer_close(), ordo_lock_holder_release(),
+ *     ordo_consumer_stop() + ordo_consumer_wait() + ordo_consumer_stats()
+ *     -- which leaves the object valid for queries until _free().
+ *   - Results a call fills for the caller are freed with the matching
+ *     function: ordo_reply_free() (NULL is fine), ordo_msgs_free(msgs, n),
+ *     ordo_kv_clear() for an ordo_kv_t the caller owns, free() where a
+ *     call says so.
+ *
  * Ownership and lifetimes
- *   - ordo_client_new() copies every string of the options; the caller's
- *     options may go away after it returns. ordo_client_free() closes the
- *     socket and frees every queued push.
+ *   - ordo_client_free() closes the socket and frees every queued push.
  *   - A reply (ordo_reply_t) returned to the caller is owned by the caller
  *     and freed with ordo_reply_free(); all its strings and children go with
  *     it. Strings in replies are binary-safe and also NUL-terminated.
  *   - Typed results (ordo_kv_t, ordo_msg_t arrays, hand-over values, call
- *     results) are malloc'd for the caller and freed with the matching
- *     ordo_*_free() (or free() where the call says so).
+ *     results) are malloc'd for the caller and freed as "Objects" says.
  *   - Argument strings are only read during the call.
+ *
+ * Stop flags: the long-running calls (ordo_watch_run(), ordo_career_run())
+ * take a `const atomic_bool *stop` that another thread or a signal handler
+ * sets with atomic_store(&flag, true); they read it with atomic_load().
+ * (From C++, <stdatomic.h> needs C++23.)
  *
  * Threads: an ordo_client_t is not thread-safe. One thread at a time uses a
  * client; different clients are independent and may be used from different
@@ -52,24 +78,28 @@
  *
  * Errors: every function returns ORDO_OK (0), or a negative code from
  * ordo/common.h (ORDO_EINVAL, ORDO_ENOMEM, ORDO_ETIMEDOUT, ORDO_ENOTFOUND,
- * ORDO_EFULL, ORDO_ESTOPPED) or from the ORDO_E* list below;
- * ordo_client_strerror() names them all, and ordo_client_errstr() holds the
- * text of the last error on that client (the server's error line, or the
- * system error). Typed calls map the server's error codes to these:
+ * ORDO_EFULL, ORDO_EBUSY, ORDO_ESTOPPED) or from the ORDO_E* list below;
+ * ordo_strerror() (ordo/common.h) names them all, and
+ * ordo_client_errstr() holds the text of the last error on that client (the server's error line, or the
+ * system error). Every path (typed calls, transactions, the producer, the
+ * consumer runner, ordo_client_reply_error()) maps the server's error codes
+ * (docs/protocol.md, "Errors") with one table:
  *   -CONFLICT -> ORDO_ECONFLICT   -NOTHOLDER -> ORDO_ENOTHOLDER
  *   -NOTFOUND -> ORDO_ENOTFOUND   -TIMEOUT   -> ORDO_ETIMEDOUT
- *   -BUSY     -> ORDO_EFULL       -COMPACTED -> ORDO_ECOMPACTED
+ *   -BUSY     -> ORDO_EBUSY       -COMPACTED -> ORDO_ECOMPACTED
  *   -LIMIT    -> ORDO_ELIMIT      -DEADLETTER-> ORDO_EDEADLETTER
- *   -NOAUTH, -WRONGPASS -> ORDO_EAUTH          -READONLY -> ORDO_EREADONLY
+ *   -NOAUTH, -WRONGPASS, -DENIED -> ORDO_EAUTH -READONLY -> ORDO_EREADONLY
  *   -NOTLEADER (after redirects ran out) -> ORDO_ENOTLEADER
- *   (-EXECABORT and the other EXEC outcomes: see ordo_txn_exec())
- *   any other error reply -> ORDO_ESERVER.
+ *   -ERR, -NOPROTO, -EXECABORT -> ORDO_ESERVER (the EXEC outcomes: see
+ *   ordo_txn_exec()), and so is any error code not in that table.
  * The revision carried by -CONFLICT and -COMPACTED is available from
  * ordo_client_err_rev().
  */
 #ifndef ORDO_CLIENT_H
 #define ORDO_CLIENT_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -147,12 +177,10 @@ typedef struct ordo_reply {
 
 void ordo_reply_free(ordo_reply_t *r);
 
-/* ordo_client_strerror() -- static name of any code this header returns. */
-const char *ordo_client_strerror(int err);
-
 /* ordo_client_new() -- a client; does not connect (the first call does).
- * Returns NULL only when out of memory. opts may be NULL (all defaults). */
-ordo_client_t *ordo_client_new(const ordo_client_opts_t *opts);
+ * ORDO_OK with *out, or ORDO_ENOMEM. opts may be NULL (all defaults). */
+int ordo_client_new(ordo_client_t **out, const ordo_client_opts_t *opts);
+/* ordo_client_free() -- close and free; NULL is fine. */
 void ordo_client_free(ordo_client_t *c);
 
 /* ordo_client_connect() -- connect now (with retries within the reconnect
@@ -185,9 +213,16 @@ int ordo_client_port(const ordo_client_t *c);
 int ordo_client_command(ordo_client_t *c, int timeout_ms, int argc,
                         const char *const *argv, const size_t *lens,
                         ordo_reply_t **reply);
-/* ordo_client_commandf() -- as ordo_client_command() for text arguments:
- * a NULL-terminated list of NUL-terminated strings. */
-int ordo_client_commandf(ordo_client_t *c, int timeout_ms, ordo_reply_t **reply, ...);
+/* ordo_client_command_strs() -- as ordo_client_command() for text
+ * arguments: the variable arguments are NUL-terminated strings, one per
+ * command argument, ended by a NULL (nothing is formatted or split:
+ * ordo_client_command_strs(c, 0, &r, "GET", key, NULL)). At most 64
+ * arguments (ORDO_EINVAL beyond). */
+int ordo_client_command_strs(ordo_client_t *c, int timeout_ms, ordo_reply_t **reply, ...)
+#if defined(__GNUC__)
+    __attribute__((sentinel))
+#endif
+    ;
 
 /* Pipelining. ordo_client_append() queues a command (connecting first if
  * needed, so ORDO_ECONN is possible); ordo_client_get_reply() sends all
@@ -313,7 +348,7 @@ typedef struct ordo_msg {
 
 void ordo_msgs_free(ordo_msg_t *msgs, size_t n);
 
-/* ordo_q_push() -- *id_out = the message id. ORDO_EFULL (-BUSY),
+/* ordo_q_push() -- *id_out = the message id. ORDO_EBUSY (-BUSY),
  * ORDO_ELIMIT, ORDO_ETIMEDOUT. */
 int ordo_q_push(ordo_client_t *c, const char *queue, const void *key, size_t key_len,
                 const void *payload, size_t payload_len, const ordo_push_opts_t *o,
@@ -333,7 +368,7 @@ int ordo_q_extend(ordo_client_t *c, const char *queue, int64_t id, int64_t token
                   int64_t ms);
 /* ordo_q_call() -- push and wait for the consumer's result. timeout_ms 0:
  * no limit. *result malloc'd (free()); NULL with *result_len 0 if the
- * consumer acked without one. ORDO_ETIMEDOUT, ORDO_EDEADLETTER, ORDO_EFULL. */
+ * consumer acked without one. ORDO_ETIMEDOUT, ORDO_EDEADLETTER, ORDO_EBUSY. */
 int ordo_q_call(ordo_client_t *c, const char *queue, const void *key, size_t key_len,
                 const void *payload, size_t payload_len, int64_t timeout_ms,
                 const char *dedup_id, char **result, size_t *result_len);
@@ -386,7 +421,7 @@ int ordo_elect_leader(ordo_client_t *c, const char *name, int64_t *term,
  * none of them (docs/protocol.md, "Transactions").
  *
  * Ownership and lifetimes: the caller owns the builder (ordo_txn_new /
- * ordo_txn_free). Every adder copies its arguments, so they may go away
+ * ordo_txn_free, as "Objects" above). Every adder copies its arguments, so they may go away
  * when it returns. ordo_txn_exec() does not consume the builder: it can be
  * executed again (after a WATCH conflict, say) or emptied with
  * ordo_txn_reset() and reused.
@@ -399,8 +434,8 @@ int ordo_elect_leader(ordo_client_t *c, const char *name, int64_t *term,
  * ====================================================================== */
 typedef struct ordo_txn ordo_txn_t;
 
-/* NULL only when out of memory. */
-ordo_txn_t *ordo_txn_new(void);
+/* ORDO_OK with *out (an empty builder), or ORDO_ENOMEM. */
+int ordo_txn_new(ordo_txn_t **out);
 void ordo_txn_free(ordo_txn_t *t);          /* NULL is fine */
 void ordo_txn_reset(ordo_txn_t *t);         /* drop every command, keep the builder */
 size_t ordo_txn_count(const ordo_txn_t *t); /* commands added */
@@ -466,8 +501,8 @@ int ordo_txn_exec(ordo_client_t *c, ordo_txn_t *t, int nwatch, const char *const
  * The watcher: a callback per event, resuming after reconnects.
  *
  * ordo_watch_run() runs in the caller's thread until the callback returns
- * nonzero, *stop becomes nonzero (checked at least every
- * ORDO_WATCH_POLL_MS), or an error that reconnecting cannot cure
+ * nonzero, *stop becomes true (checked at least every ORDO_WATCH_POLL_MS;
+ * stop may be NULL), or an error that reconnecting cannot cure
  * (ORDO_EAUTH, ORDO_EINVAL, ORDO_ENOMEM). It owns its connection.
  *   - Start: from_set (or from_rev > 0): every change after from_rev;
  *     snapshot: the current keys first; else: changes after the current
@@ -500,7 +535,7 @@ typedef struct ordo_watch_opts {
     void *arg;
 } ordo_watch_opts_t;
 
-int ordo_watch_run(const ordo_watch_opts_t *o, const volatile int *stop);
+int ordo_watch_run(const ordo_watch_opts_t *o, const atomic_bool *stop);
 
 /* ======================================================================
  * The consumer runner: N workers, each with its own connection, pull one
@@ -520,8 +555,9 @@ int ordo_watch_run(const ordo_watch_opts_t *o, const volatile int *stop);
  *
  * Stop: ordo_consumer_stop() (any thread, also from a handler) asks every
  * worker to finish the message it is handling (ack or nack as usual) and
- * pull no more; ordo_consumer_join() waits for that, within
- * pull_block_ms plus the longest handler, then frees the runner.
+ * pull no more; ordo_consumer_wait() waits for that, within
+ * pull_block_ms plus the longest handler; ordo_consumer_free() does both
+ * (if not done yet) and frees the runner.
  * ======================================================================= */
 #define ORDO_CONSUMER_LEASE_MS_DEFAULT 30000
 #define ORDO_CONSUMER_PULL_BLOCK_MS_DEFAULT 1000  /* stop latency when idle */
@@ -556,7 +592,7 @@ typedef struct ordo_consumer_opts {
      *   applied: counted as acked;
      *   the ack's token was stale (the lease ran out and the message went
      *     to another consumer, which does the work): nothing applied,
-     *     counted as stale (ordo_consumer_stale), not retried;
+     *     counted as stale (ordo_consumer_stats_t.stale), not retried;
      *   another guard of the handler's writes failed (an IFREV), or a
      *     command was refused: nothing applied, the message is nacked
      *     (nack_delay_ms) so the handler runs again on fresh reads;
@@ -569,23 +605,28 @@ typedef struct ordo_consumer_opts {
 
 typedef struct ordo_consumer ordo_consumer_t;
 
-/* ORDO_OK with *out, ORDO_EINVAL, ORDO_ENOMEM, ORDO_ESYS. Connections are
- * made by the workers (and retried), so an unreachable server is not an
- * error here. */
-int ordo_consumer_start(const ordo_consumer_opts_t *o, ordo_consumer_t **out);
+/* Counts of a runner's outcomes. acked / nacked: acks and nacks the server
+ * accepted. stale: acks (plain or in a transaction) the server refused
+ * because the delivery was no longer current. */
+typedef struct ordo_consumer_stats {
+    uint64_t acked, nacked, stale;
+} ordo_consumer_stats_t;
+
+/* ordo_consumer_new() -- start the workers and the keeper. ORDO_OK with
+ * *out, ORDO_EINVAL, ORDO_ENOMEM, ORDO_ESYS. Connections are made by the
+ * workers (and retried), so an unreachable server is not an error here. */
+int ordo_consumer_new(ordo_consumer_t **out, const ordo_consumer_opts_t *o);
 void ordo_consumer_stop(ordo_consumer_t *c);
-/* ordo_consumer_join() -- waits for the workers to end (they end only after
- * ordo_consumer_stop(), or when the server refuses the password) and frees
- * the runner. *acked / *nacked (may be NULL): counts of acks and nacks the
- * server accepted. Call once, not from a handler. */
-void ordo_consumer_join(ordo_consumer_t *c, uint64_t *acked, uint64_t *nacked);
-/* ordo_consumer_stale() -- acks (plain or in a transaction) the server
- * refused because the delivery was no longer current, so far. Any thread,
- * before ordo_consumer_join(). */
-uint64_t ordo_consumer_stale(ordo_consumer_t *c);
-/* ordo_consumer_join_stale() -- ordo_consumer_join() that also reports the
- * final stale count (*stale may be NULL). */
-void ordo_consumer_join_stale(ordo_consumer_t *c, uint64_t *acked, uint64_t *nacked, uint64_t *stale);
+/* ordo_consumer_wait() -- wait for the workers to end (they end only after
+ * ordo_consumer_stop(), or when the server refuses the password) and stop
+ * the keeper. Not from a handler. Calling it again returns at once. */
+void ordo_consumer_wait(ordo_consumer_t *c);
+/* ordo_consumer_stats() -- the counts so far (any thread); final once
+ * ordo_consumer_wait() has returned. */
+void ordo_consumer_stats(const ordo_consumer_t *c, ordo_consumer_stats_t *out);
+/* ordo_consumer_free() -- stop, wait, free; NULL is fine. Not from a
+ * handler. */
+void ordo_consumer_free(ordo_consumer_t *c);
 
 /* ======================================================================
  * The producer: messages buffered in memory, sent in batches, reported one
@@ -631,8 +672,8 @@ void ordo_consumer_join_stale(ordo_consumer_t *c, uint64_t *acked, uint64_t *nac
  * use a spill file at a time (an flock() makes sure: ORDO_EBUSY). The file
  * is rewritten to its unreported messages when it passes spill_max_bytes.
  *
- * Threads: send/flush may be called from any threads at once; close once,
- * after they return. report() must not call ordo_producer_send() with a
+ * Threads: send/flush may be called from any threads at once; close and
+ * free after they return. report() must not call ordo_producer_send() with a
  * timeout other than 0, nor flush or close.
  * ====================================================================== */
 #define ORDO_PRODUCER_LINGER_MS_DEFAULT 5        /* as librdkafka's linger.ms */
@@ -675,7 +716,7 @@ typedef struct ordo_producer ordo_producer_t;
  * thread); ORDO_EBUSY (spill file in use); ORDO_EPROTO (spill file is not
  * one, or another queue's). Recovered messages are in the buffer on
  * return (they count against buffer_max). */
-int ordo_producer_new(const ordo_producer_opts_t *o, ordo_producer_t **out);
+int ordo_producer_new(ordo_producer_t **out, const ordo_producer_opts_t *o);
 /* ordo_producer_send() -- accept a message. timeout_ms: ORDO_WAIT_FOREVER
  * blocks while the buffer is full, 0 fails at once (ORDO_EFULL), n waits
  * at most n ms (ORDO_ETIMEDOUT). *seq (may be NULL): its sequence number.
@@ -684,7 +725,8 @@ int ordo_producer_new(const ordo_producer_opts_t *o, ordo_producer_t **out);
 int ordo_producer_send(ordo_producer_t *p, const void *key, size_t key_len, const void *payload,
                        size_t payload_len, void *opaque, int timeout_ms, uint64_t *seq);
 /* ordo_producer_flush() -- wait until every message accepted before the
- * call is reported. ORDO_OK or ORDO_ETIMEDOUT. */
+ * call is reported. ORDO_OK, ORDO_ETIMEDOUT, or ORDO_ESTOPPED (closed with
+ * messages unreported). */
 int ordo_producer_flush(ordo_producer_t *p, int timeout_ms);
 /* The sequence number the next accepted message will get (after a
  * recovery: one past the last message the spill file holds), so an
@@ -692,11 +734,16 @@ int ordo_producer_flush(ordo_producer_t *p, int timeout_ms);
 uint64_t ordo_producer_next_seq(ordo_producer_t *p);
 /* Number of accepted, unreported messages. */
 size_t ordo_producer_buffered(ordo_producer_t *p);
-/* ordo_producer_close() -- flush for at most timeout_ms, stop the sender
- * and free. Messages still unreported stay in the spill file (if any) for
- * the next run; without one they are lost, and the return value says how
- * many (0 when all were reported). */
+/* ordo_producer_close() -- flush for at most timeout_ms, then stop the
+ * sender (sends fail with ORDO_ESTOPPED from then on). Messages still
+ * unreported stay in the spill file (if any) for the next run; without one
+ * they are lost, and the return value says how many (0 when all were
+ * reported). The producer stays valid for queries until
+ * ordo_producer_free(); closing again returns the same count at once. */
 size_t ordo_producer_close(ordo_producer_t *p, int timeout_ms);
+/* ordo_producer_free() -- close (timeout 0) if not closed yet, and free;
+ * NULL is fine. */
+void ordo_producer_free(ordo_producer_t *p);
 
 /* ======================================================================
  * The leader career: campaign, inaugurate, execute(term) while leading,
@@ -713,7 +760,8 @@ size_t ordo_producer_close(ordo_producer_t *p, int timeout_ms);
  *   - execute returns 0: called again; nonzero: the career ends: hand_over
  *     (may be NULL) gives the value for the next leader (malloc'd, freed
  *     here; NULL for none) and the leader resigns with it.
- *   - *stop set: the same clean hand-over after the current execute.
+ *   - *stop set (stop may be NULL): the same clean hand-over after the
+ *     current execute.
  *   - inaugurate returns nonzero: resign at once, without a value, and end.
  *   - term lost: lost(term) (may be NULL) is called and the career
  *     campaigns again.
@@ -737,25 +785,31 @@ typedef struct ordo_career_opts {
     void *arg;
 } ordo_career_opts_t;
 
-int ordo_career_run(const ordo_career_opts_t *o, const volatile int *stop);
+int ordo_career_run(const ordo_career_opts_t *o, const atomic_bool *stop);
 
 /* ======================================================================
  * Held locks: LOCK.ACQUIRE with a bounded wait, then automatic LOCK.EXTEND
- * every ttl_ms/3 on a keeper thread until ordo_lock_unhold().
+ * every ttl_ms/3 on a keeper thread until ordo_lock_holder_release().
  * ordo_lock_holder_valid() is 1 while the lock is surely held (same local
  * deadline rule as the career); check it before each protected act, and
  * pass ordo_lock_holder_token() as the fencing token (KV.PUT ... FENCE).
- * ordo_lock_hold(): ORDO_OK, ORDO_ETIMEDOUT (not acquired within wait_ms),
- * or a connection error. ordo_lock_unhold() releases and frees: ORDO_OK,
- * or ORDO_ESTALE if the lock had been lost (the work was unprotected).
+ * ordo_lock_holder_new(): ORDO_OK, ORDO_EINVAL, ORDO_ETIMEDOUT (not
+ * acquired within wait_ms), or a connection error; conn may be NULL.
+ * ordo_lock_holder_release() stops the keeper and releases: ORDO_OK,
+ * ORDO_ESTALE if the lock had been lost (the work was unprotected), a
+ * connection error, or ORDO_ESTOPPED if already released; the holder stays
+ * valid (valid() is 0, token() unchanged) until ordo_lock_holder_free(),
+ * which releases a lock still held (ignoring the outcome) and frees; NULL
+ * is fine.
  * ====================================================================== */
 typedef struct ordo_lock_holder ordo_lock_holder_t;
 
-int ordo_lock_hold(const ordo_client_opts_t *conn, const char *name, int64_t ttl_ms, int64_t wait_ms,
-                   ordo_lock_holder_t **out);
+int ordo_lock_holder_new(ordo_lock_holder_t **out, const ordo_client_opts_t *conn, const char *name,
+                         int64_t ttl_ms, int64_t wait_ms);
 int64_t ordo_lock_holder_token(const ordo_lock_holder_t *h);
 int ordo_lock_holder_valid(ordo_lock_holder_t *h);
-int ordo_lock_unhold(ordo_lock_holder_t *h);
+int ordo_lock_holder_release(ordo_lock_holder_t *h);
+void ordo_lock_holder_free(ordo_lock_holder_t *h);
 
 #ifdef __cplusplus
 }

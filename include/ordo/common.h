@@ -33,8 +33,9 @@ enum {
     ORDO_ESYS = -11,      /* a system call failed (thread creation, clock) */
 };
 
-/* ordo_strerror() -- a static, human-readable name for an ORDO_E* code.
- * Returns "unknown error" for any other value. Never NULL. Thread-safe. */
+/* ordo_strerror() -- a static, human-readable name for an ORDO_E* code,
+ * these and the client's (ordo/client.h) alike. Returns "unknown error"
+ * for any other value. Never NULL. Thread-safe. */
 const char *ordo_strerror(int err);
 
 /* Timeout conventions shared by every blocking call:

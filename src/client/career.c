@@ -1,6 +1,10 @@
 /*
  * career.c -- the leader career (ordo_career_run) and held locks
- * (ordo_lock_hold), both a holding kept alive by a keeper (keeper.h).
+ * (ordo_lock_holder_*), both a holding kept alive by a keeper (keeper.h).
+ *
+ * Held locks: ordo_lock_holder_new() acquires and starts the keeper;
+ * ordo_lock_holder_release() stops it and releases; ordo_lock_holder_free()
+ * releases a lock still held, then frees.
  *
  * Career: campaign (ELECT.CAMPAIGN ... WAIT HANDOVER, in slices of
  * ORDO_CAREER_CAMPAIGN_SLICE_MS so a stop is seen), inaugurate with the
@@ -15,6 +19,7 @@
 #include "client_int.h"
 #include "keeper.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -28,6 +33,7 @@ typedef struct term_ref {
 
 static int renew_term(ordo_client_t *c, void *arg)
 {
+    assert(arg != NULL);
     term_ref_t *t = arg;
     int64_t left;
     return ordo_elect_keepalive(c, t->name, t->term, &left);
@@ -39,17 +45,17 @@ static void pause_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-int ordo_career_run(const ordo_career_opts_t *o, const volatile int *stop)
+int ordo_career_run(const ordo_career_opts_t *o, const atomic_bool *stop)
 {
     if (o == NULL || o->election == NULL || o->execute == NULL)
         return ORDO_EINVAL;
     int64_t ttl = o->ttl_ms > 0 ? o->ttl_ms : ORDO_CAREER_TTL_MS_DEFAULT;
     ordo_client_opts_t co = client_sliced(o->conn);
-    ordo_client_t *c = ordo_client_new(&co);
-    if (c == NULL)
+    ordo_client_t *c;
+    if (ordo_client_new(&c, &co) != ORDO_OK)
         return ORDO_ENOMEM;
     int rc = ORDO_OK;
-    while (!(stop && *stop)) {
+    while (!client_stopped(stop)) {
         int64_t term;
         char *ho;
         size_t ho_len;
@@ -74,7 +80,7 @@ int ordo_career_run(const ordo_career_opts_t *o, const volatile int *stop)
         int go = o->inaugurate ? o->inaugurate(o->arg, term, ho, ho_len) == 0 : 1;
         free(ho);
         int done = !go;
-        while (go && !(stop && *stop) && keeper_valid(&k)) {
+        while (go && !client_stopped(stop) && keeper_valid(&k)) {
             if (o->execute(o->arg, term) != 0) {
                 done = 1;
                 break;
@@ -93,7 +99,7 @@ int ordo_career_run(const ordo_career_opts_t *o, const volatile int *stop)
         free(v);
         if (rc == ORDO_ESTALE)
             rc = ORDO_OK; /* it had just expired: nothing to hand over to */
-        if (done || (stop && *stop))
+        if (done || client_stopped(stop))
             break;
     }
     ordo_client_free(c);
@@ -102,22 +108,28 @@ int ordo_career_run(const ordo_career_opts_t *o, const volatile int *stop)
 
 /* ---- held locks ------------------------------------------------------------- */
 
+/* A holder is holding from ordo_lock_holder_new() until
+ * ordo_lock_holder_release() (or free); `released` says the keeper is
+ * stopped and the lock given back, so nothing may touch k after it. */
 struct ordo_lock_holder {
     keeper_t k;
     ordo_client_t *c;
     char *name;
     int64_t token, ttl_ms;
+    int released;
 };
 
 static int renew_lock(ordo_client_t *c, void *arg)
 {
+    assert(arg != NULL);
     ordo_lock_holder_t *h = arg;
     return ordo_lock_extend(c, h->name, h->token, h->ttl_ms);
 }
 
-int ordo_lock_hold(const ordo_client_opts_t *conn, const char *name, int64_t ttl_ms, int64_t wait_ms,
-                   ordo_lock_holder_t **out)
+int ordo_lock_holder_new(ordo_lock_holder_t **out, const ordo_client_opts_t *conn, const char *name,
+                         int64_t ttl_ms, int64_t wait_ms)
 {
+    assert(out != NULL);
     *out = NULL;
     if (name == NULL || ttl_ms <= 0 || wait_ms < 0)
         return ORDO_EINVAL;
@@ -127,8 +139,7 @@ int ordo_lock_hold(const ordo_client_opts_t *conn, const char *name, int64_t ttl
     int rc = ORDO_ENOMEM;
     h->name = strdup(name);
     h->ttl_ms = ttl_ms;
-    h->c = ordo_client_new(conn);
-    if (h->name == NULL || h->c == NULL)
+    if (h->name == NULL || (rc = ordo_client_new(&h->c, conn)) != ORDO_OK)
         goto fail;
     int64_t sent = client_now_ms();
     if ((rc = ordo_lock_acquire(h->c, name, ttl_ms, wait_ms, 0, &h->token)) != ORDO_OK)
@@ -149,23 +160,37 @@ fail:
 
 int64_t ordo_lock_holder_token(const ordo_lock_holder_t *h)
 {
+    assert(h != NULL);
     return h->token;
 }
 
 int ordo_lock_holder_valid(ordo_lock_holder_t *h)
 {
-    return keeper_valid(&h->k);
+    assert(h != NULL);
+    return !h->released && keeper_valid(&h->k);
 }
 
-int ordo_lock_unhold(ordo_lock_holder_t *h)
+int ordo_lock_holder_release(ordo_lock_holder_t *h)
 {
+    assert(h != NULL);
+    if (h->released)
+        return ORDO_ESTOPPED;
     int valid = keeper_valid(&h->k);
     keeper_stop(&h->k);
+    h->released = 1;
     int rc = ordo_lock_release(h->c, h->name, h->token);
     if (rc == ORDO_OK && !valid)
         rc = ORDO_ESTALE; /* released, but it had lapsed locally: work was at risk */
+    return rc;
+}
+
+void ordo_lock_holder_free(ordo_lock_holder_t *h)
+{
+    if (h == NULL)
+        return;
+    if (!h->released)
+        (void)ordo_lock_holder_release(h);
     ordo_client_free(h->c);
     free(h->name);
     free(h);
-    return rc;
 }

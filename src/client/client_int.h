@@ -12,6 +12,8 @@
 #define ORDO_CLIENT_INT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "cresp.h"
@@ -103,6 +105,49 @@ static inline ordo_client_opts_t client_sliced(ordo_client_opts_t o)
     if (o.reconnect_timeout_ms <= 0 || o.reconnect_timeout_ms > CLIENT_CONNECT_SLICE_MS)
         o.reconnect_timeout_ms = CLIENT_CONNECT_SLICE_MS;
     return o;
+}
+
+/* errors.c: what the server's error replies mean (see its head). */
+
+/* The largest TCP port. */
+#define CLIENT_PORT_MAX 65535
+
+/* client_parse_notleader() outcomes. */
+enum {
+    CLIENT_REDIRECT_TO = 1,      /* host and port name the leader */
+    CLIENT_REDIRECT_UNKNOWN = 0, /* "NOTLEADER ?": no leader known yet */
+    CLIENT_REDIRECT_BAD = -1,    /* not a NOTLEADER line, or a malformed one */
+};
+
+/* client_parse_notleader() -- read the error text err ("NOTLEADER
+ * host:port", "NOTLEADER [v6]:port" or "NOTLEADER ?"). On
+ * CLIENT_REDIRECT_TO, host (host_cap bytes, output) holds the leader's host
+ * without brackets and *port (output) its port; on any other outcome
+ * neither is written. */
+int client_parse_notleader(const char *err, char *host, size_t host_cap, int *port);
+/* client_error_map -- every error code of docs/protocol.md and its
+ * ORDO_E* code (client_error_map_len rows). */
+typedef struct client_error_map {
+    const char *word;
+    int code;
+} client_error_map_t;
+extern const client_error_map_t client_error_map[];
+extern const size_t client_error_map_len;
+/* client_error_code() -- the ORDO_E* code of an error reply's text (its
+ * first word, looked up in client_error_map; ORDO_ESERVER for any other).
+ * *rev (output, may be NULL): the revision a CONFLICT or COMPACTED
+ * carries, else 0. */
+int client_error_code(const char *text, int64_t *rev);
+/* client_is_auth_error() -- 1 if a handshake reply refuses the password
+ * (-WRONGPASS, -NOAUTH, or an error that names the password), else 0. */
+int client_is_auth_error(const ordo_reply_t *r);
+
+/* client_stopped() -- has the caller's stop flag (may be NULL: never) been
+ * set? Stop flags are set from other threads or signal handlers, so they
+ * are atomics read with an explicit load. */
+static inline bool client_stopped(const atomic_bool *stop)
+{
+    return stop != NULL && atomic_load(stop);
 }
 
 /* client_txn_ack() (txn.c) -- the consumer runner's exactly-once step:

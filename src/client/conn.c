@@ -17,6 +17,7 @@
  */
 #include "client_int.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -31,8 +32,9 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ordo_client_commandf() takes at most this many arguments. */
-#define CLIENT_COMMANDF_ARGS_MAX 64
+/* ordo_client_command_strs() takes at most this many arguments: more than
+ * any ordod command has, and a stack array of pointers. */
+#define CLIENT_COMMAND_STRS_MAX 64
 
 int64_t client_now_ms(void)
 {
@@ -82,6 +84,7 @@ static uint64_t rng_next(uint64_t *s)
 
 int client_backoff_ms(uint64_t *rng, int attempt, int min_ms, int max_ms)
 {
+    assert(rng != NULL && *rng != 0 && attempt >= 0);
     int64_t cap = min_ms;
     for (int i = 0; i < attempt && cap < max_ms; i++)
         cap *= 2;
@@ -94,6 +97,7 @@ int client_backoff_ms(uint64_t *rng, int attempt, int min_ms, int max_ms)
 
 int client_seterr(ordo_client_t *c, int code, const char *fmt, ...)
 {
+    assert(c != NULL && fmt != NULL);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(c->errstr, sizeof c->errstr, fmt, ap);
@@ -101,44 +105,16 @@ int client_seterr(ordo_client_t *c, int code, const char *fmt, ...)
     return code;
 }
 
-const char *ordo_client_strerror(int err)
+int ordo_client_new(ordo_client_t **out, const ordo_client_opts_t *opts)
 {
-    switch (err) {
-    case ORDO_OK: return "ok";
-    case ORDO_EINVAL: return "invalid argument";
-    case ORDO_ENOMEM: return "out of memory";
-    case ORDO_EFULL: return "full";
-    case ORDO_ETIMEDOUT: return "timed out";
-    case ORDO_ECANCELED: return "cancelled";
-    case ORDO_ESTOPPED: return "stopped";
-    case ORDO_EHANDLER: return "handler failed";
-    case ORDO_ENOTFOUND: return "not found";
-    case ORDO_EBUSY: return "busy";
-    case ORDO_ESYS: return "system call failed";
-    case ORDO_ECONN: return "connection failed";
-    case ORDO_EPROTO: return "protocol error";
-    case ORDO_ESERVER: return "server error";
-    case ORDO_ECONFLICT: return "conflict";
-    case ORDO_ENOTHOLDER: return "not holder";
-    case ORDO_ECOMPACTED: return "compacted";
-    case ORDO_ELIMIT: return "limit";
-    case ORDO_EDEADLETTER: return "dead letter";
-    case ORDO_EAUTH: return "authentication failed";
-    case ORDO_EREADONLY: return "read-only";
-    case ORDO_ENOTLEADER: return "not leader";
-    case ORDO_ESTALE: return "stale token";
-    default: return "unknown error";
-    }
-}
-
-ordo_client_t *ordo_client_new(const ordo_client_opts_t *opts)
-{
+    assert(out != NULL);
+    *out = NULL;
     ordo_client_opts_t o = { 0 };
     if (opts)
         o = *opts;
     ordo_client_t *c = calloc(1, sizeof *c);
     if (c == NULL)
-        return NULL;
+        return ORDO_ENOMEM;
     if (o.password) {
         c->password = strdup(o.password);
         if (c->password == NULL)
@@ -153,14 +129,16 @@ ordo_client_t *ordo_client_new(const ordo_client_opts_t *opts)
     if (c->rng == 0)
         c->rng = 1;
     cresp_init(&c->parser);
-    return c;
+    *out = c;
+    return ORDO_OK;
 fail_password:
     free(c);
-    return NULL;
+    return ORDO_ENOMEM;
 }
 
 static void client_drop(ordo_client_t *c)
 {
+    assert(c != NULL);
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
@@ -214,6 +192,7 @@ static int remaining_ms(int64_t deadline)
 /* Reads whatever is there into c->in. ORDO_OK, ORDO_ECONN (closed). */
 static int read_some(ordo_client_t *c)
 {
+    assert(c->fd >= 0 && c->in.len <= c->in.cap);
     if (cresp_buf_reserve(&c->in, CLIENT_READ_CHUNK) != 0)
         return ORDO_ENOMEM;
     for (;;) {
@@ -237,6 +216,7 @@ static int read_some(ordo_client_t *c)
  * something happened, ORDO_ETIMEDOUT, ORDO_ECONN. */
 static int wait_io(ordo_client_t *c, int64_t deadline, int want_read)
 {
+    assert(c->fd >= 0);
     struct pollfd pfd = { .fd = c->fd, .events = 0 };
     if (want_read)
         pfd.events |= POLLIN;
@@ -266,6 +246,8 @@ static int wait_io(ordo_client_t *c, int64_t deadline, int want_read)
 
 static int enqueue_push(ordo_client_t *c, ordo_reply_t *r)
 {
+    assert(r != NULL && r->type == ORDO_REPLY_PUSH);
+    assert((c->push_head == NULL) == (c->push_tail == NULL));
     push_node_t *n = malloc(sizeof *n);
     if (n == NULL) {
         ordo_reply_free(r);
@@ -285,6 +267,7 @@ static int enqueue_push(ordo_client_t *c, ordo_reply_t *r)
  * bytes are needed, or a negative error. */
 static int parse_buffered(ordo_client_t *c, ordo_reply_t **out)
 {
+    assert(c->fd >= 0 && c->in.len > 0 && out != NULL);
     size_t used = 0;
     int rc = cresp_parse(&c->parser, c->in.data, c->in.len, &used, out);
     cresp_buf_consume(&c->in, used);
@@ -301,6 +284,7 @@ static int parse_buffered(ordo_client_t *c, ordo_reply_t **out)
  * c->out as it waits. Any error drops the connection. */
 static int read_reply(ordo_client_t *c, int64_t deadline, ordo_reply_t **out)
 {
+    assert(c->fd >= 0 && out != NULL);
     int rc;
     for (;;) {
         ordo_reply_t *r = NULL;
@@ -326,6 +310,7 @@ drop:
 
 static int flush_out(ordo_client_t *c, int64_t deadline)
 {
+    assert(c->fd >= 0);
     while (c->out.len) {
         int rc = wait_io(c, deadline, 1);
         if (rc != ORDO_OK) {
@@ -340,6 +325,7 @@ static int flush_out(ordo_client_t *c, int64_t deadline)
 
 static int connect_once(ordo_client_t *c, const char *host, int port)
 {
+    assert(c->fd < 0 && host != NULL && port > 0);
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res, *ai;
     char portstr[16];
     snprintf(portstr, sizeof portstr, "%d", port);
@@ -388,6 +374,7 @@ static int connect_once(ordo_client_t *c, const char *host, int port)
 /* handshake_call() -- one command on a fresh connection, raw reply. */
 static int handshake_call(ordo_client_t *c, int argc, const char *const *argv, ordo_reply_t **r)
 {
+    assert(c->fd >= 0 && c->pending == 0 && c->out.len == 0);
     if (cresp_encode(&c->out, argc, argv, NULL) != 0)
         return ORDO_ENOMEM;
     int64_t deadline = client_now_ms() + c->call_timeout_ms;
@@ -397,15 +384,9 @@ static int handshake_call(ordo_client_t *c, int argc, const char *const *argv, o
     return rc;
 }
 
-static int is_auth_error(const ordo_reply_t *r)
-{
-    return r->type == ORDO_REPLY_ERROR &&
-           (strncmp(r->str, "WRONGPASS", 9) == 0 || strncmp(r->str, "NOAUTH", 6) == 0 ||
-            strstr(r->str, "password") != NULL);
-}
-
 static int handshake(ordo_client_t *c)
 {
+    assert(c->fd >= 0 && c->proto == 0);
     ordo_reply_t *r = NULL;
     int rc;
     if (!c->resp2_only) {
@@ -417,7 +398,7 @@ static int handshake(ordo_client_t *c)
             c->proto = 3;
             return ORDO_OK;
         }
-        if (is_auth_error(r)) {
+        if (client_is_auth_error(r)) {
             rc = client_seterr(c, ORDO_EAUTH, "%s", r->str);
             ordo_reply_free(r);
             client_drop(c);
@@ -446,6 +427,7 @@ static int handshake(ordo_client_t *c)
  * authentication failure is final. */
 static int connect_retry(ordo_client_t *c)
 {
+    assert(c->fd < 0);
     int64_t deadline = c->reconnect_timeout_ms < 0 ? -1 : client_now_ms() + c->reconnect_timeout_ms;
     for (int attempt = 0;; attempt++) {
         int rc = connect_once(c, c->host, c->port);
@@ -495,6 +477,7 @@ static int64_t call_deadline(const ordo_client_t *c, int timeout_ms)
 
 int ordo_client_append(ordo_client_t *c, int argc, const char *const *argv, const size_t *lens)
 {
+    assert(c != NULL);
     if (argc <= 0)
         return ORDO_EINVAL;
     int rc = ordo_client_connect(c);
@@ -508,6 +491,7 @@ int ordo_client_append(ordo_client_t *c, int argc, const char *const *argv, cons
 
 int ordo_client_get_reply(ordo_client_t *c, int timeout_ms, ordo_reply_t **reply)
 {
+    assert(c != NULL && reply != NULL);
     *reply = NULL;
     if (c->pending == 0)
         return ORDO_EINVAL;
@@ -520,35 +504,10 @@ int ordo_client_get_reply(ordo_client_t *c, int timeout_ms, ordo_reply_t **reply
     return rc;
 }
 
-/* parse "NOTLEADER host:port" into c->host/c->port; 0 if the leader is
- * unknown ("?") or the text is malformed. */
-static int take_redirect(ordo_client_t *c, const char *err)
-{
-    const char *a = err + strlen("NOTLEADER");
-    while (*a == ' ')
-        a++;
-    const char *colon = strrchr(a, ':');
-    if (*a == '?' || colon == NULL || colon == a || (size_t)(colon - a) >= CLIENT_HOST_MAX)
-        return 0;
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (port <= 0 || port > 65535 || (*end != '\0' && *end != ' '))
-        return 0;
-    const char *h = a;
-    size_t hl = (size_t)(colon - a);
-    if (h[0] == '[' && h[hl - 1] == ']') { /* [v6]:port */
-        h++;
-        hl -= 2;
-    }
-    memcpy(c->host, h, hl);
-    c->host[hl] = '\0';
-    c->port = (int)port;
-    return 1;
-}
-
 int ordo_client_command(ordo_client_t *c, int timeout_ms, int argc, const char *const *argv,
                         const size_t *lens, ordo_reply_t **reply)
 {
+    assert(c != NULL && reply != NULL);
     *reply = NULL;
     int rc;
     while (c->pending) { /* replies to earlier appends nobody asked for */
@@ -563,11 +522,11 @@ int ordo_client_command(ordo_client_t *c, int timeout_ms, int argc, const char *
         if ((rc = ordo_client_get_reply(c, timeout_ms, reply)) != ORDO_OK)
             return rc;
         ordo_reply_t *r = *reply;
-        if (r->type != ORDO_REPLY_ERROR || strncmp(r->str, "NOTLEADER", 9) != 0)
+        if (r->type != ORDO_REPLY_ERROR || client_error_code(r->str, NULL) != ORDO_ENOTLEADER)
             return ORDO_OK;
         if (hop >= c->redirects_max)
             return ORDO_OK; /* the caller sees -NOTLEADER (ORDO_ENOTLEADER) */
-        if (!take_redirect(c, r->str)) {
+        if (client_parse_notleader(r->str, c->host, sizeof c->host, &c->port) != CLIENT_REDIRECT_TO) {
             /* No leader known yet: ask the configured address again later. */
             snprintf(c->host, sizeof c->host, "%s", c->seed_host);
             c->port = c->seed_port;
@@ -579,15 +538,15 @@ int ordo_client_command(ordo_client_t *c, int timeout_ms, int argc, const char *
     }
 }
 
-int ordo_client_commandf(ordo_client_t *c, int timeout_ms, ordo_reply_t **reply, ...)
+int ordo_client_command_strs(ordo_client_t *c, int timeout_ms, ordo_reply_t **reply, ...)
 {
-    const char *argv[CLIENT_COMMANDF_ARGS_MAX];
+    const char *argv[CLIENT_COMMAND_STRS_MAX];
     int argc = 0;
     va_list ap;
     va_start(ap, reply);
     const char *a;
     while ((a = va_arg(ap, const char *)) != NULL) {
-        if (argc == CLIENT_COMMANDF_ARGS_MAX) {
+        if (argc == CLIENT_COMMAND_STRS_MAX) {
             va_end(ap);
             *reply = NULL;
             return ORDO_EINVAL;
@@ -600,6 +559,7 @@ int ordo_client_commandf(ordo_client_t *c, int timeout_ms, ordo_reply_t **reply,
 
 int ordo_client_next_push(ordo_client_t *c, int timeout_ms, ordo_reply_t **push)
 {
+    assert(c != NULL && push != NULL);
     *push = NULL;
     if (c->pending)
         return ORDO_EINVAL;
@@ -637,29 +597,4 @@ int ordo_client_next_push(ordo_client_t *c, int timeout_ms, ordo_reply_t **push)
             return rc;
         }
     }
-}
-
-int ordo_client_reply_error(ordo_client_t *c, const ordo_reply_t *r)
-{
-    c->err_rev = 0;
-    if (r->type != ORDO_REPLY_ERROR)
-        return ORDO_OK;
-    client_seterr(c, 0, "%s", r->str);
-    static const struct { const char *word; int code; } map[] = {
-        { "CONFLICT", ORDO_ECONFLICT }, { "NOTHOLDER", ORDO_ENOTHOLDER },
-        { "NOTFOUND", ORDO_ENOTFOUND }, { "TIMEOUT", ORDO_ETIMEDOUT },
-        { "BUSY", ORDO_EFULL },         { "COMPACTED", ORDO_ECOMPACTED },
-        { "LIMIT", ORDO_ELIMIT },       { "DEADLETTER", ORDO_EDEADLETTER },
-        { "NOAUTH", ORDO_EAUTH },       { "WRONGPASS", ORDO_EAUTH },
-        { "READONLY", ORDO_EREADONLY }, { "NOTLEADER", ORDO_ENOTLEADER },
-    };
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
-        size_t n = strlen(map[i].word);
-        if (strncmp(r->str, map[i].word, n) == 0 && (r->str[n] == ' ' || r->str[n] == '\0')) {
-            if (map[i].code == ORDO_ECONFLICT || map[i].code == ORDO_ECOMPACTED)
-                c->err_rev = strtoll(r->str + n, NULL, 10);
-            return map[i].code;
-        }
-    }
-    return ORDO_ESERVER;
 }

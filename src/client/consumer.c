@@ -21,6 +21,7 @@
  */
 #include "client_int.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -46,8 +47,8 @@ struct ordo_consumer {
     ordo_consumer_opts_t o;
     char *queue;
     char *host, *password;
-    atomic_int stopping;
-    atomic_int keeper_stop;   /* set once every worker has ended */
+    atomic_bool stopping;     /* ordo_consumer_stop(): pull no more */
+    atomic_bool keeper_stop;  /* set once every worker has ended */
     atomic_uint_fast64_t acked, nacked, stale;
 
     pthread_mutex_t mu;
@@ -57,6 +58,7 @@ struct ordo_consumer {
     pthread_t keeper;
     worker_t *workers;
     int started;
+    int joined;               /* ordo_consumer_wait() has joined every thread */
 };
 
 static void pause_ms(int ms)
@@ -67,7 +69,10 @@ static void pause_ms(int ms)
 
 static void run_one(struct ordo_consumer *k, ordo_client_t *c, int index, const ordo_msg_t *m)
 {
+    assert(k != NULL && c != NULL && m != NULL);
+    assert(index >= 0 && index < k->o.concurrency);
     pthread_mutex_lock(&k->mu);
+    assert(!k->slots[index].busy); /* a slot belongs to one worker */
     k->slots[index] = (slot_t){ .busy = 1, .id = m->id, .token = m->token };
     pthread_mutex_unlock(&k->mu);
 
@@ -76,8 +81,7 @@ static void run_one(struct ordo_consumer *k, ordo_client_t *c, int index, const 
     ordo_txn_t *txn = NULL;
     int hr;
     if (k->o.txn_handler) {
-        txn = ordo_txn_new();
-        hr = txn ? k->o.txn_handler(k->o.arg, c, m, txn, &result, &result_len) : -1;
+        hr = ordo_txn_new(&txn) == ORDO_OK ? k->o.txn_handler(k->o.arg, c, m, txn, &result, &result_len) : -1;
     } else {
         hr = k->o.handler(k->o.arg, m, &result, &result_len);
     }
@@ -120,11 +124,13 @@ static ordo_client_t *own_client(struct ordo_consumer *k)
     co.host = k->host;
     co.password = k->password;
     co = client_sliced(co);
-    return ordo_client_new(&co);
+    ordo_client_t *c;
+    return ordo_client_new(&c, &co) == ORDO_OK ? c : NULL;
 }
 
 static void *worker_main(void *arg)
 {
+    assert(arg != NULL);
     worker_t *wk = arg;
     struct ordo_consumer *k = wk->owner;
     ordo_client_t *c = own_client(k);
@@ -150,6 +156,7 @@ static void *worker_main(void *arg)
 
 static void *keeper_main(void *arg)
 {
+    assert(arg != NULL);
     struct ordo_consumer *k = arg;
     ordo_client_t *c = own_client(k);
     if (c == NULL)
@@ -187,8 +194,9 @@ static void consumer_free(struct ordo_consumer *k)
     free(k);
 }
 
-int ordo_consumer_start(const ordo_consumer_opts_t *o, ordo_consumer_t **out)
+int ordo_consumer_new(ordo_consumer_t **out, const ordo_consumer_opts_t *o)
 {
+    assert(out != NULL);
     *out = NULL;
     if (o == NULL || o->queue == NULL || (o->handler == NULL) == (o->txn_handler == NULL) || o->concurrency < 0 ||
         o->concurrency > ORDO_CONSUMER_CONCURRENCY_MAX)
@@ -229,8 +237,7 @@ int ordo_consumer_start(const ordo_consumer_opts_t *o, ordo_consumer_t **out)
     *out = k;
     return ORDO_OK;
 fail_threads:
-    ordo_consumer_stop(k);
-    ordo_consumer_join(k, NULL, NULL);
+    ordo_consumer_free(k);
     return rc;
 fail_alloc:
     consumer_free(k);
@@ -239,35 +246,40 @@ fail_alloc:
 
 void ordo_consumer_stop(ordo_consumer_t *k)
 {
-    atomic_store(&k->stopping, 1);
+    assert(k != NULL);
+    atomic_store(&k->stopping, true);
 }
 
-uint64_t ordo_consumer_stale(ordo_consumer_t *k)
+void ordo_consumer_stats(const ordo_consumer_t *k, ordo_consumer_stats_t *out)
 {
-    return atomic_load(&k->stale);
+    assert(k != NULL && out != NULL);
+    out->acked = atomic_load(&k->acked);
+    out->nacked = atomic_load(&k->nacked);
+    out->stale = atomic_load(&k->stale);
 }
 
-void ordo_consumer_join(ordo_consumer_t *k, uint64_t *acked, uint64_t *nacked)
+void ordo_consumer_wait(ordo_consumer_t *k)
 {
-    ordo_consumer_join_stale(k, acked, nacked, NULL);
-}
-
-void ordo_consumer_join_stale(ordo_consumer_t *k, uint64_t *acked, uint64_t *nacked, uint64_t *stale)
-{
+    assert(k != NULL);
+    if (k->joined)
+        return;
     for (int i = 0; i < k->started; i++)
         pthread_join(k->workers[i].th, NULL);
     /* Handlers still running kept their leases until here. */
-    atomic_store(&k->keeper_stop, 1);
+    atomic_store(&k->keeper_stop, true);
     pthread_mutex_lock(&k->mu);
     pthread_cond_signal(&k->keeper_cv);
     pthread_mutex_unlock(&k->mu);
     if (k->keeper_started)
         pthread_join(k->keeper, NULL);
-    if (acked)
-        *acked = atomic_load(&k->acked);
-    if (nacked)
-        *nacked = atomic_load(&k->nacked);
-    if (stale)
-        *stale = atomic_load(&k->stale);
+    k->joined = 1;
+}
+
+void ordo_consumer_free(ordo_consumer_t *k)
+{
+    if (k == NULL)
+        return;
+    ordo_consumer_stop(k);
+    ordo_consumer_wait(k);
     consumer_free(k);
 }

@@ -11,6 +11,7 @@
  */
 #include "cresp.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,7 @@ void cresp_init(cresp_parser_t *p)
 
 void cresp_reset(cresp_parser_t *p)
 {
+    assert(p != NULL && p->depth >= 0 && p->depth <= CRESP_DEPTH_MAX);
     for (int i = 0; i < p->depth; i++)
         ordo_reply_free(p->stack[i].agg);
     p->depth = 0;
@@ -103,6 +105,8 @@ static int fail(cresp_parser_t *p, const char *why)
  * an aggregate (or was a finished attribute, dropped), CRESP_NOMEM. */
 static int attach(cresp_parser_t *p, ordo_reply_t *el, int is_attr, ordo_reply_t **out)
 {
+    assert(p->depth >= 0 && p->depth <= CRESP_DEPTH_MAX);
+    assert(el != NULL && out != NULL);
     for (;;) {
         if (is_attr) {
             ordo_reply_free(el);
@@ -113,6 +117,7 @@ static int attach(cresp_parser_t *p, ordo_reply_t *el, int is_attr, ordo_reply_t
             return CRESP_DONE;
         }
         cresp_frame_t *f = &p->stack[p->depth - 1];
+        assert((int64_t)f->agg->n < f->want && f->agg->n <= f->cap);
         if (f->agg->n == f->cap) {
             size_t cap = f->cap ? f->cap * 2 : 16;
             if ((int64_t)cap > f->want)
@@ -137,6 +142,9 @@ static int attach(cresp_parser_t *p, ordo_reply_t *el, int is_attr, ordo_reply_t
 int cresp_parse(cresp_parser_t *p, const char *buf, size_t len, size_t *used,
                 ordo_reply_t **out)
 {
+    assert(p != NULL && used != NULL && out != NULL);
+    assert(buf != NULL || len == 0);
+    assert(p->depth >= 0 && p->depth <= CRESP_DEPTH_MAX);
     size_t pos = 0;
     *out = NULL;
     for (;;) {
@@ -272,6 +280,7 @@ int cresp_parse(cresp_parser_t *p, const char *buf, size_t len, size_t *used,
 
 int cresp_buf_reserve(cresp_buf_t *b, size_t extra)
 {
+    assert(b != NULL && b->len <= b->cap);
     if (b->cap - b->len >= extra)
         return 0;
     size_t cap = b->cap ? b->cap : 4096;
@@ -297,6 +306,7 @@ int cresp_buf_append(cresp_buf_t *b, const void *p, size_t n)
 
 void cresp_buf_consume(cresp_buf_t *b, size_t n)
 {
+    assert(b != NULL && n <= b->len);
     if (n >= b->len) {
         b->len = 0;
         return;
@@ -320,6 +330,7 @@ static int put_header(cresp_buf_t *b, char t, size_t n)
 
 int cresp_encode(cresp_buf_t *b, int argc, const char *const *argv, const size_t *lens)
 {
+    assert(b != NULL && argc >= 0 && (argv != NULL || argc == 0));
     size_t mark = b->len;
     if (put_header(b, '*', (size_t)argc) != 0)
         goto undo;

@@ -7,13 +7,15 @@
 
 #include "client_int.h"
 
+#include <assert.h>
+
 static void *keeper_main(void *arg)
 {
     keeper_t *k = arg;
     int64_t every = k->ttl_ms / 3 > 0 ? k->ttl_ms / 3 : 1;
     pthread_mutex_lock(&k->mu);
     int64_t next = client_now_ms() + every;
-    while (!k->stop && !k->lost) {
+    while (!atomic_load(&k->stop) && !k->lost) {
         if (client_now_ms() < next) {
             client_cond_wait_until(&k->cv, &k->mu, next);
             continue;
@@ -39,6 +41,7 @@ static void *keeper_main(void *arg)
 int keeper_start(keeper_t *k, const ordo_client_opts_t *conn, int64_t ttl_ms, int64_t valid_until_ms,
                  keeper_renew_fn renew, void *arg)
 {
+    assert(k != NULL && conn != NULL && renew != NULL && ttl_ms > 0);
     *k = (keeper_t){ .ttl_ms = ttl_ms, .valid_until_ms = valid_until_ms, .renew = renew, .arg = arg };
     ordo_client_opts_t co = *conn;
     /* A renewal must give up well before the deadline it protects. */
@@ -46,15 +49,15 @@ int keeper_start(keeper_t *k, const ordo_client_opts_t *conn, int64_t ttl_ms, in
         co.call_timeout_ms = (int)(ttl_ms / 3 > 0 ? ttl_ms / 3 : 1);
     if (co.reconnect_timeout_ms == 0 || co.reconnect_timeout_ms > ttl_ms / 3)
         co.reconnect_timeout_ms = (int)(ttl_ms / 3 > 0 ? ttl_ms / 3 : 1);
-    k->c = ordo_client_new(&co);
-    if (k->c == NULL)
-        return ORDO_ENOMEM;
+    int rc = ordo_client_new(&k->c, &co);
+    if (rc != ORDO_OK)
+        return rc;
     /* A holding won by a command that waited server-side (a queued
      * campaign or lock waiter) began at an unknown moment after
      * valid_until_ms - ttl was sent; renew once now, so the deadline counts
      * from a send that surely followed the grant. */
     int64_t sent = client_now_ms();
-    int rc = renew(k->c, arg);
+    rc = renew(k->c, arg);
     if (rc == ORDO_OK && sent + ttl_ms > k->valid_until_ms)
         k->valid_until_ms = sent + ttl_ms;
     else if (rc == ORDO_ESTALE || rc == ORDO_ENOTHOLDER || rc == ORDO_ENOTFOUND)
@@ -72,6 +75,7 @@ int keeper_start(keeper_t *k, const ordo_client_opts_t *conn, int64_t ttl_ms, in
 
 int keeper_valid(keeper_t *k)
 {
+    assert(k != NULL && k->c != NULL);
     pthread_mutex_lock(&k->mu);
     int ok = !k->lost && client_now_ms() < k->valid_until_ms;
     pthread_mutex_unlock(&k->mu);
@@ -80,8 +84,9 @@ int keeper_valid(keeper_t *k)
 
 void keeper_stop(keeper_t *k)
 {
+    assert(k != NULL && k->c != NULL);
     pthread_mutex_lock(&k->mu);
-    k->stop = 1;
+    atomic_store(&k->stop, true);
     pthread_cond_signal(&k->cv);
     pthread_mutex_unlock(&k->mu);
     pthread_join(k->th, NULL);

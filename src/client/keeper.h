@@ -14,6 +14,8 @@
 #define ORDO_CLIENT_KEEPER_H
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "ordo/client.h"
@@ -26,7 +28,8 @@ typedef struct keeper {
     pthread_t th;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int stop, lost;
+    atomic_bool stop;         /* keeper_stop(): end the thread */
+    int lost;                 /* under mu */
     int64_t valid_until_ms;   /* CLOCK_MONOTONIC */
     int64_t ttl_ms;
     ordo_client_t *c;

@@ -58,7 +58,12 @@ struct ordo_producer {
     pmsg_t *head, *tail;
     size_t count;
     uint64_t next_seq, reported_seq;
-    int flush_waiters, closing, stop;
+    int flush_waiters;
+    /* Set together by ordo_producer_close(), under mu (so a waiter that
+     * checked them cannot miss the broadcast), and read from other
+     * threads: atomics with explicit loads and stores. closing: send()
+     * accepts no more; stop: the sender ends. */
+    atomic_bool closing, stop;
 
     int spill_fd;
     int64_t spill_bytes;
@@ -67,12 +72,14 @@ struct ordo_producer {
 
     pthread_t th;
     int started;
+    int joined;      /* ordo_producer_close() has stopped and joined the sender */
 };
 
 /* ---- spill file ------------------------------------------------------------ */
 
 static int spill_write(ordo_producer_t *p, const char *rec, size_t n)
 {
+    assert(p->spill_fd >= 0 && rec != NULL && n > 0);
     size_t off = 0;
     while (off < n) {
         ssize_t k = write(p->spill_fd, rec + off, n - off);
@@ -118,6 +125,7 @@ static void le32(char *o, uint32_t v)
 /* Append an 'M' record for m. 0 or -1. */
 static int spill_msg(ordo_producer_t *p, const pmsg_t *m)
 {
+    assert(p->spill_fd >= 0 && m != NULL);
     size_t body = 17 + (size_t)m->key_len + m->payload_len;
     char *rec = malloc(8 + body);
     if (rec == NULL)
@@ -158,6 +166,7 @@ static void spill_sync(ordo_producer_t *p)
  * messages (under mu). On any failure the old file stays in use. */
 static void spill_rewrite(ordo_producer_t *p)
 {
+    assert(p->spill_path != NULL && p->spill_fd >= 0);
     size_t plen = strlen(p->spill_path);
     char *tmp = malloc(plen + 5);
     if (tmp == NULL)
@@ -196,6 +205,8 @@ out_free:
  * before the sender starts). */
 static void append_msg(ordo_producer_t *p, pmsg_t *m)
 {
+    assert(m != NULL && m->next == NULL);
+    assert((p->head == NULL) == (p->tail == NULL) && (p->head == NULL) == (p->count == 0));
     if (p->tail)
         p->tail->next = m;
     else
@@ -316,6 +327,7 @@ static int transient(int err)
 static size_t send_batch(ordo_producer_t *p, ordo_client_t *c, pmsg_t **batch, size_t n, int64_t *ids,
                          int *errs)
 {
+    assert(c != NULL && n > 0 && n <= (size_t)p->o.batch_max);
     size_t appended = 0, done = 0;
     int cut = 0;
     for (; appended < n; appended++) {
@@ -354,14 +366,15 @@ static void *sender_main(void *arg)
     co.host = p->host;
     co.password = p->password;
     co = client_sliced(co);
-    ordo_client_t *c = ordo_client_new(&co);
+    ordo_client_t *c = NULL;
+    (void)ordo_client_new(&c, &co); /* NULL: out of memory, the loop below does not run */
     size_t cap = (size_t)p->o.batch_max;
     pmsg_t **batch = calloc(cap, sizeof *batch);
     int64_t *ids = calloc(cap, sizeof *ids);
     int *errs = calloc(cap, sizeof *errs);
     int retry_ms = 0;
     pthread_mutex_lock(&p->mu);
-    while (c && batch && ids && errs && !p->stop) {
+    while (c && batch && ids && errs && !atomic_load(&p->stop)) {
         int64_t now = client_now_ms();
         if (p->spill_fd >= 0 && p->unsynced && now >= p->last_sync_ms + p->o.spill_sync_every_ms)
             spill_sync(p);
@@ -374,7 +387,7 @@ static void *sender_main(void *arg)
             continue;
         }
         int64_t due = p->head->accepted_ms + (p->o.linger_ms > 0 ? p->o.linger_ms : 0);
-        if (p->count < cap && !p->flush_waiters && !p->closing && now < due) {
+        if (p->count < cap && !p->flush_waiters && !atomic_load(&p->closing) && now < due) {
             client_cond_wait_until(&p->sender_cv, &p->mu, due < sync_at ? due : sync_at);
             continue;
         }
@@ -386,6 +399,7 @@ static void *sender_main(void *arg)
         size_t done = send_batch(p, c, batch, n, ids, errs);
 
         pthread_mutex_lock(&p->mu);
+        assert(done <= n && done <= p->count);
         for (size_t i = 0; i < done; i++) {
             assert(p->head == batch[i]);
             p->head = p->head->next;
@@ -454,8 +468,9 @@ static void producer_free(ordo_producer_t *p)
     free(p);
 }
 
-int ordo_producer_new(const ordo_producer_opts_t *o, ordo_producer_t **out)
+int ordo_producer_new(ordo_producer_t **out, const ordo_producer_opts_t *o)
 {
+    assert(out != NULL);
     *out = NULL;
     if (o == NULL || o->queue == NULL || o->batch_max < 0 || o->buffer_max < 0 ||
         strlen(o->queue) > 256 || (o->producer_id && strlen(o->producer_id) > ORDO_PRODUCER_ID_MAX))
@@ -518,6 +533,7 @@ static void deadline_wait(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadl
 int ordo_producer_send(ordo_producer_t *p, const void *key, size_t key_len, const void *payload,
                        size_t payload_len, void *opaque, int timeout_ms, uint64_t *seq)
 {
+    assert(p != NULL);
     if (key_len > ORDO_PRODUCER_MSG_MAX || payload_len > ORDO_PRODUCER_MSG_MAX)
         return ORDO_ELIMIT;
     pmsg_t *m = malloc(sizeof *m + key_len + payload_len);
@@ -530,7 +546,7 @@ int ordo_producer_send(ordo_producer_t *p, const void *key, size_t key_len, cons
     int64_t deadline = timeout_ms == ORDO_WAIT_FOREVER ? -1 : client_now_ms() + timeout_ms;
     int rc = ORDO_OK;
     pthread_mutex_lock(&p->mu);
-    while (!p->closing && p->count >= (size_t)p->o.buffer_max) {
+    while (!atomic_load(&p->closing) && p->count >= (size_t)p->o.buffer_max) {
         if (timeout_ms == 0) {
             rc = ORDO_EFULL;
             goto out;
@@ -541,7 +557,7 @@ int ordo_producer_send(ordo_producer_t *p, const void *key, size_t key_len, cons
         }
         deadline_wait(&p->space_cv, &p->mu, deadline);
     }
-    if (p->closing) {
+    if (atomic_load(&p->closing)) {
         rc = ORDO_ESTOPPED;
         goto out;
     }
@@ -570,6 +586,7 @@ out:
 
 int ordo_producer_flush(ordo_producer_t *p, int timeout_ms)
 {
+    assert(p != NULL);
     int64_t deadline = timeout_ms == ORDO_WAIT_FOREVER ? -1 : client_now_ms() + timeout_ms;
     int rc = ORDO_OK;
     pthread_mutex_lock(&p->mu);
@@ -577,6 +594,10 @@ int ordo_producer_flush(ordo_producer_t *p, int timeout_ms)
     p->flush_waiters++;
     pthread_cond_signal(&p->sender_cv);
     while (p->reported_seq < target) {
+        if (atomic_load(&p->stop)) {
+            rc = ORDO_ESTOPPED; /* closed: nothing will be reported any more */
+            break;
+        }
         if (deadline >= 0 && client_now_ms() >= deadline) {
             rc = ORDO_ETIMEDOUT;
             break;
@@ -606,16 +627,27 @@ size_t ordo_producer_buffered(ordo_producer_t *p)
 
 size_t ordo_producer_close(ordo_producer_t *p, int timeout_ms)
 {
-    (void)ordo_producer_flush(p, timeout_ms);
-    pthread_mutex_lock(&p->mu);
-    p->closing = 1;
-    p->stop = 1;
-    pthread_cond_broadcast(&p->sender_cv);
-    pthread_cond_broadcast(&p->space_cv);
-    pthread_mutex_unlock(&p->mu);
-    if (p->started)
-        pthread_join(p->th, NULL);
-    size_t left = p->count;
+    assert(p != NULL);
+    if (!p->joined) {
+        (void)ordo_producer_flush(p, timeout_ms);
+        pthread_mutex_lock(&p->mu);
+        atomic_store(&p->closing, true);
+        atomic_store(&p->stop, true);
+        pthread_cond_broadcast(&p->sender_cv);
+        pthread_cond_broadcast(&p->space_cv);
+        pthread_cond_broadcast(&p->flushed_cv);
+        pthread_mutex_unlock(&p->mu);
+        if (p->started)
+            pthread_join(p->th, NULL);
+        p->joined = 1;
+    }
+    return p->count; /* the sender is gone: nothing changes count now */
+}
+
+void ordo_producer_free(ordo_producer_t *p)
+{
+    if (p == NULL)
+        return;
+    (void)ordo_producer_close(p, 0);
     producer_free(p);
-    return left;
 }

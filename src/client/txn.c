@@ -12,6 +12,7 @@
  */
 #include "client_int.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,13 +32,16 @@ struct ordo_txn {
     size_t n, cap;
 };
 
-ordo_txn_t *ordo_txn_new(void)
+int ordo_txn_new(ordo_txn_t **out)
 {
-    return calloc(1, sizeof(ordo_txn_t));
+    assert(out != NULL);
+    *out = calloc(1, sizeof(ordo_txn_t));
+    return *out ? ORDO_OK : ORDO_ENOMEM;
 }
 
 void ordo_txn_reset(ordo_txn_t *t)
 {
+    assert(t != NULL && t->n <= t->cap);
     for (size_t i = 0; i < t->n; i++)
         free(t->cmds[i]);
     t->n = 0;
@@ -54,6 +58,7 @@ void ordo_txn_free(ordo_txn_t *t)
 
 size_t ordo_txn_count(const ordo_txn_t *t)
 {
+    assert(t != NULL);
     return t->n;
 }
 
@@ -105,6 +110,7 @@ typedef struct targs {
 
 static void tb(targs_t *a, const void *p, size_t n)
 {
+    assert(a->argc >= 0 && a->argc < TXN_TYPED_ARGS_MAX);
     a->argv[a->argc] = p;
     a->lens[a->argc++] = n;
 }
@@ -116,6 +122,7 @@ static void ts(targs_t *a, const char *s)
 
 static void ti(targs_t *a, int64_t v)
 {
+    assert(a->argc >= 0 && a->argc < TXN_TYPED_ARGS_MAX);
     int n = snprintf(a->nums[a->argc], sizeof a->nums[0], "%" PRId64, v);
     tb(a, a->nums[a->argc], (size_t)n);
 }
@@ -225,6 +232,7 @@ int ordo_txn_q_ack(ordo_txn_t *t, const char *queue, int64_t id, int64_t token,
 /* Parse "CONFLICT <i> ..." for i; 0 if absent. */
 static size_t conflict_index(const char *s)
 {
+    assert(s != NULL && strncmp(s, "CONFLICT", strlen("CONFLICT")) == 0);
     const char *p = s + strlen("CONFLICT");
     char *end;
     long long i = strtoll(p, &end, 10);
@@ -305,6 +313,7 @@ int ordo_txn_exec(ordo_client_t *c, ordo_txn_t *t, int nwatch, const char *const
         }
     }
 
+    assert(execr != NULL); /* the loop read every reply, EXEC's last */
     if (execr->type == ORDO_REPLY_ARRAY) {
         ordo_reply_free(refusal);
         c->errstr[0] = '\0';
@@ -351,6 +360,7 @@ int ordo_txn_exec(ordo_client_t *c, ordo_txn_t *t, int nwatch, const char *const
 int client_txn_ack(ordo_client_t *c, ordo_txn_t *t, const char *queue, const ordo_msg_t *m,
                    const char *result, size_t result_len)
 {
+    assert(c != NULL && t != NULL && queue != NULL && m != NULL);
     int rc = ordo_txn_q_ack(t, queue, m->id, m->token, result, result_len, result != NULL);
     if (rc != ORDO_OK)
         return rc;

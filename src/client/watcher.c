@@ -13,6 +13,7 @@
  */
 #include "client_int.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -31,6 +32,7 @@ typedef struct watch_state {
 /* start() -- (re)issue the watch. ORDO_OK, or an error. */
 static int start(ordo_client_t *c, watch_state_t *w)
 {
+    assert(c != NULL && w != NULL && w->o != NULL);
     unsigned flags = w->o->prefix ? ORDO_WATCH_PREFIX : 0;
     int64_t id;
     int rc;
@@ -68,6 +70,7 @@ static int start(ordo_client_t *c, watch_state_t *w)
 /* deliver() -- 1 if the callback asked to stop, -1 to re-watch, 0 else. */
 static int deliver(watch_state_t *w, const ordo_watch_event_t *ev)
 {
+    assert(w != NULL && w->o != NULL && ev != NULL);
     switch (ev->kind) {
     case ORDO_WATCH_PUT:
     case ORDO_WATCH_DEL:
@@ -97,17 +100,17 @@ static int deliver(watch_state_t *w, const ordo_watch_event_t *ev)
     return w->o->fn(w->o->arg, ev) != 0 ? 1 : 0;
 }
 
-int ordo_watch_run(const ordo_watch_opts_t *o, const volatile int *stop)
+int ordo_watch_run(const ordo_watch_opts_t *o, const atomic_bool *stop)
 {
     if (o == NULL || o->fn == NULL || o->key == NULL)
         return ORDO_EINVAL;
     ordo_client_opts_t co = client_sliced(o->conn);
-    ordo_client_t *c = ordo_client_new(&co);
-    if (c == NULL)
+    ordo_client_t *c;
+    if (ordo_client_new(&c, &co) != ORDO_OK)
         return ORDO_ENOMEM;
     watch_state_t w = { .o = o };
     int rc = ORDO_OK;
-    while (!(stop && *stop)) {
+    while (!client_stopped(stop)) {
         rc = start(c, &w);
         if (rc == 1) {
             rc = ORDO_OK;
@@ -122,7 +125,7 @@ int ordo_watch_run(const ordo_watch_opts_t *o, const volatile int *stop)
             continue;
         }
         int again = 0;
-        while (!again && !(stop && *stop)) {
+        while (!again && !client_stopped(stop)) {
             ordo_reply_t *p;
             rc = ordo_client_next_push(c, ORDO_WATCH_POLL_MS, &p);
             if (rc == ORDO_ETIMEDOUT)

@@ -1,6 +1,9 @@
 /*
- * error.c -- names for libordo's error codes (ordo/common.h).
+ * error.c -- names for every error code libordo returns: those of
+ * ordo/common.h and the client's own (ordo/client.h), in one function so
+ * a caller never has to know which part of the library a code came from.
  */
+#include "ordo/client.h"
 #include "ordo/common.h"
 
 const char *ordo_strerror(int err)
@@ -18,6 +21,18 @@ const char *ordo_strerror(int err)
     case ORDO_EDECLINED: return "declined";
     case ORDO_EBUSY: return "busy";
     case ORDO_ESYS: return "system call failed";
+    case ORDO_ECONN: return "connection failed";
+    case ORDO_EPROTO: return "protocol error";
+    case ORDO_ESERVER: return "server error";
+    case ORDO_ECONFLICT: return "conflict";
+    case ORDO_ENOTHOLDER: return "not holder";
+    case ORDO_ECOMPACTED: return "compacted";
+    case ORDO_ELIMIT: return "limit";
+    case ORDO_EDEADLETTER: return "dead letter";
+    case ORDO_EAUTH: return "authentication failed";
+    case ORDO_EREADONLY: return "read-only";
+    case ORDO_ENOTLEADER: return "not leader";
+    case ORDO_ESTALE: return "stale token";
     default: return "unknown error";
     }
 }

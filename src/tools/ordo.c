@@ -62,7 +62,7 @@ static int usage(void)
 static int fail(ordo_client_t *c, const char *what, int rc)
 {
     const char *detail = c ? ordo_client_errstr(c) : "";
-    fprintf(stderr, "ordo %s: %s%s%s\n", what, ordo_client_strerror(rc), *detail ? ": " : "", detail);
+    fprintf(stderr, "ordo %s: %s%s%s\n", what, ordo_strerror(rc), *detail ? ": " : "", detail);
     return 1;
 }
 
@@ -406,15 +406,17 @@ static int cmd_consume(ordo_client_opts_t *co, int argc, char **argv)
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     ordo_consumer_t *k;
-    int rc = ordo_consumer_start(&o, &k);
+    int rc = ordo_consumer_new(&k, &o);
     if (rc != ORDO_OK)
         return fail(NULL, "consume", rc);
     int sig;
     sigwait(&set, &sig);
     ordo_consumer_stop(k);
-    uint64_t acked, nacked;
-    ordo_consumer_join(k, &acked, &nacked);
-    fprintf(stderr, "ordo consume: stopped (%" PRIu64 " acked, %" PRIu64 " nacked)\n", acked, nacked);
+    ordo_consumer_wait(k);
+    ordo_consumer_stats_t stats;
+    ordo_consumer_stats(k, &stats);
+    ordo_consumer_free(k);
+    fprintf(stderr, "ordo consume: stopped (%" PRIu64 " acked, %" PRIu64 " nacked)\n", stats.acked, stats.nacked);
     return 0;
 }
 
@@ -542,8 +544,8 @@ int main(int argc, char **argv)
         return cmd_watch(&co, rest, args);
     if (strcmp(cmd, "consume") == 0)
         return cmd_consume(&co, rest, args);
-    ordo_client_t *c = ordo_client_new(&co);
-    if (c == NULL)
+    ordo_client_t *c;
+    if (ordo_client_new(&c, &co) != ORDO_OK)
         return fail(NULL, cmd, ORDO_ENOMEM);
     int rc;
     if (strcmp(cmd, "call") == 0)

@@ -1,4 +1,4 @@
-"""Held locks (examples/fenced_counter.c on ordo_lock_hold): three
+"""Held locks (examples/fenced_counter.c on ordo_lock_holder_new): three
 processes wait for one lock in turn, each holding it for several TTLs
 only through automatic extension, and fence every write with the token.
 The counter ends at exactly 3 x ROUNDS, no write is refused, and the

@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -30,7 +31,7 @@ struct fake {
     int lfd;
     int port;
     pthread_t th;
-    atomic_int stop;
+    atomic_bool stop;
     atomic_int accepted;
     atomic_int commands;
     script_fn script;
@@ -121,7 +122,7 @@ static void fake_start(fake_t *f, script_fn s, const char *password)
 
 static void fake_stop(fake_t *f)
 {
-    atomic_store(&f->stop, 1);
+    atomic_store(&f->stop, true);
     pthread_join(f->th, NULL);
     close(f->lfd);
 }

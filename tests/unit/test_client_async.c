@@ -79,7 +79,7 @@ static ordo_aclient_t *aclient_for(uv_loop_t *loop, const fake_t *f, got_t *g)
 {
     ordo_client_opts_t o = { .port = f->port, .call_timeout_ms = 2000, .backoff_min_ms = 1, .backoff_max_ms = 20 };
     ordo_aclient_t *c;
-    assert_int_equal(ordo_aclient_new(loop, &o, &c), ORDO_OK);
+    assert_int_equal(ordo_aclient_new(&c, loop, &o), ORDO_OK);
     ordo_aclient_on_push(c, on_push, g);
     ordo_aclient_on_connect(c, on_connect, g);
     return c;
@@ -87,7 +87,8 @@ static ordo_aclient_t *aclient_for(uv_loop_t *loop, const fake_t *f, got_t *g)
 
 static void close_and_drain(uv_loop_t *loop, ordo_aclient_t *c, got_t *g)
 {
-    ordo_aclient_close(c, on_closed, g);
+    ordo_aclient_on_closed(c, on_closed, g);
+    ordo_aclient_free(c);
     run_until(loop, &g->closed, 1);
     assert_int_equal(uv_run(loop, UV_RUN_NOWAIT), 0); /* no handle left behind */
     uv_loop_close(loop);
@@ -161,9 +162,11 @@ static void test_async_timeout_and_close_cancels(void **st)
     assert_int_equal(ordo_aclient_command(c, 0, 1, PING, NULL, on_reply, &g), ORDO_OK);
     run_until(&loop, &g.n, 2);
     assert_int_equal(g.status[1], ORDO_OK);
-    /* a stalled command, then close: cancelled */
+    ordo_aclient_free(NULL);
+    /* a stalled command, then free: cancelled */
     assert_int_equal(ordo_aclient_command(c, ORDO_WAIT_FOREVER, 1, wait, NULL, on_reply, &g), ORDO_OK);
-    ordo_aclient_close(c, on_closed, &g);
+    ordo_aclient_on_closed(c, on_closed, &g);
+    ordo_aclient_free(c);
     assert_int_equal(g.n, 3);
     assert_int_equal(g.status[2], ORDO_ECANCELED);
     run_until(&loop, &g.closed, 1);

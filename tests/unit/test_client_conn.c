@@ -28,7 +28,8 @@ static ordo_client_t *client_for(const fake_t *f, int call_timeout_ms)
     ordo_client_opts_t o = { .port = f->port, .call_timeout_ms = call_timeout_ms,
                              .reconnect_timeout_ms = 5000, .backoff_min_ms = 1, .backoff_max_ms = 20,
                              .password = f->password };
-    ordo_client_t *c = ordo_client_new(&o);
+    ordo_client_t *c;
+    assert_int_equal(ordo_client_new(&c, &o), ORDO_OK);
     assert_non_null(c);
     return c;
 }
@@ -41,7 +42,7 @@ static void test_hello_push_and_pipeline(void **st)
     fake_start(&f, script_basic, NULL);
     ordo_client_t *c = client_for(&f, 2000);
     ordo_reply_t *r;
-    assert_int_equal(ordo_client_commandf(c, 0, &r, "GET", "foo", NULL), ORDO_OK);
+    assert_int_equal(ordo_client_command_strs(c, 0, &r, "GET", "foo", NULL), ORDO_OK);
     assert_int_equal(ordo_client_proto(c), 3);
     assert_int_equal(r->type, ORDO_REPLY_STRING);
     assert_string_equal(r->str, "bar");
@@ -76,10 +77,10 @@ static void test_call_timeout_drops_and_reconnects(void **st)
     fake_start(&f, script_basic, NULL);
     ordo_client_t *c = client_for(&f, 100);
     ordo_reply_t *r;
-    assert_int_equal(ordo_client_commandf(c, 0, &r, "WAIT", NULL), ORDO_ETIMEDOUT);
+    assert_int_equal(ordo_client_command_strs(c, 0, &r, "WAIT", NULL), ORDO_ETIMEDOUT);
     assert_null(r);
     assert_int_equal(ordo_client_proto(c), 0); /* dropped: the stream is unknown */
-    assert_int_equal(ordo_client_commandf(c, 0, &r, "PING", NULL), ORDO_OK);
+    assert_int_equal(ordo_client_command_strs(c, 0, &r, "PING", NULL), ORDO_OK);
     assert_string_equal(r->str, "PONG");
     ordo_reply_free(r);
     assert_int_equal(ordo_client_epoch(c), 2);
@@ -95,14 +96,14 @@ static void test_reconnect_with_backoff(void **st)
     fake_start(&f, script_flaky, NULL);
     ordo_client_t *c = client_for(&f, 2000);
     ordo_reply_t *r;
-    assert_int_equal(ordo_client_commandf(c, 0, &r, "PING", NULL), ORDO_OK);
+    assert_int_equal(ordo_client_command_strs(c, 0, &r, "PING", NULL), ORDO_OK);
     ordo_reply_free(r);
     assert_int_equal(atomic_load(&f.accepted), 4);
     assert_int_equal(ordo_client_epoch(c), 1);
     /* A connection that breaks with a command outstanding: ECONN, not a
      * silent resend; the next call reconnects. */
-    assert_int_equal(ordo_client_commandf(c, 0, &r, "QUIT", NULL), ORDO_ECONN);
-    assert_int_equal(ordo_client_commandf(c, 0, &r, "PING", NULL), ORDO_OK);
+    assert_int_equal(ordo_client_command_strs(c, 0, &r, "QUIT", NULL), ORDO_ECONN);
+    assert_int_equal(ordo_client_command_strs(c, 0, &r, "PING", NULL), ORDO_OK);
     ordo_reply_free(r);
     assert_int_equal(ordo_client_epoch(c), 2);
     ordo_client_free(c);
@@ -139,7 +140,7 @@ static void test_notleader_redirect(void **st)
     atomic_store(&follower.other_port, leader.port);
     ordo_client_t *c = client_for(&follower, 2000);
     ordo_reply_t *r;
-    assert_int_equal(ordo_client_commandf(c, 0, &r, "KV.PUT", "k", "v", NULL), ORDO_OK);
+    assert_int_equal(ordo_client_command_strs(c, 0, &r, "KV.PUT", "k", "v", NULL), ORDO_OK);
     assert_int_equal(r->type, ORDO_REPLY_INTEGER);
     assert_int_equal(r->integer, 42);
     ordo_reply_free(r);
@@ -149,7 +150,7 @@ static void test_notleader_redirect(void **st)
     /* A follower that never knows a leader: the error, after the hops. */
     atomic_store(&follower.other_port, 0);
     c = client_for(&follower, 2000);
-    assert_int_equal(ordo_client_commandf(c, 0, &r, "KV.PUT", "k", "v", NULL), ORDO_OK);
+    assert_int_equal(ordo_client_command_strs(c, 0, &r, "KV.PUT", "k", "v", NULL), ORDO_OK);
     assert_int_equal(ordo_client_reply_error(c, r), ORDO_ENOTLEADER);
     ordo_reply_free(r);
     ordo_client_free(c);
@@ -179,12 +180,12 @@ static void test_auth(void **st)
     fake_start(&f, script_auth, "secret");
     ordo_client_t *c = client_for(&f, 2000);
     ordo_reply_t *r;
-    assert_int_equal(ordo_client_commandf(c, 0, &r, "PING", NULL), ORDO_OK);
+    assert_int_equal(ordo_client_command_strs(c, 0, &r, "PING", NULL), ORDO_OK);
     ordo_reply_free(r);
     ordo_client_free(c);
     ordo_client_opts_t o = { .port = f.port, .password = "wrong" };
-    c = ordo_client_new(&o);
-    assert_int_equal(ordo_client_commandf(c, 0, &r, "PING", NULL), ORDO_EAUTH);
+    assert_int_equal(ordo_client_new(&c, &o), ORDO_OK);
+    assert_int_equal(ordo_client_command_strs(c, 0, &r, "PING", NULL), ORDO_EAUTH);
     assert_int_equal(atomic_load(&f.accepted), 2); /* a refused password is not retried */
     ordo_client_free(c);
     fake_stop(&f);
@@ -211,7 +212,7 @@ static void test_resp2_fallback(void **st)
     fake_start(&f, script_resp2, "pw");
     ordo_client_t *c = client_for(&f, 2000);
     ordo_reply_t *r;
-    assert_int_equal(ordo_client_commandf(c, 0, &r, "PING", NULL), ORDO_OK);
+    assert_int_equal(ordo_client_command_strs(c, 0, &r, "PING", NULL), ORDO_OK);
     assert_string_equal(r->str, "PONG");
     assert_int_equal(ordo_client_proto(c), 2);
     assert_int_equal(atomic_load(&f.commands), 3); /* HELLO, AUTH, PING */
@@ -223,7 +224,8 @@ static void test_resp2_fallback(void **st)
 static void test_error_mapping(void **st)
 {
     (void)st;
-    ordo_client_t *c = ordo_client_new(NULL);
+    ordo_client_t *c;
+    assert_int_equal(ordo_client_new(&c, NULL), ORDO_OK);
     ordo_reply_t e = { .type = ORDO_REPLY_ERROR, .str = (char *)"CONFLICT 17", .len = 11 };
     assert_int_equal(ordo_client_reply_error(c, &e), ORDO_ECONFLICT);
     assert_int_equal(ordo_client_err_rev(c), 17);
@@ -231,8 +233,53 @@ static void test_error_mapping(void **st)
     e.str = (char *)"BUSYX";
     assert_int_equal(ordo_client_reply_error(c, &e), ORDO_ESERVER);
     e.str = (char *)"BUSY queue full";
-    assert_int_equal(ordo_client_reply_error(c, &e), ORDO_EFULL);
+    assert_int_equal(ordo_client_reply_error(c, &e), ORDO_EBUSY);
     ordo_client_free(c);
+}
+
+static int never_called(void *arg, const ordo_msg_t *m, char **result, size_t *result_len)
+{
+    (void)arg, (void)m, (void)result, (void)result_len;
+    fail();
+    return 0;
+}
+
+/* Every object has the same shape: _new(&out, ...) sets *out on ORDO_OK
+ * and NULL on an error; _free() takes NULL. */
+static void test_object_shape(void **st)
+{
+    (void)st;
+    ordo_client_free(NULL);
+    ordo_txn_free(NULL);
+    ordo_producer_free(NULL);
+    ordo_consumer_free(NULL);
+    ordo_lock_holder_free(NULL);
+
+    ordo_txn_t *t = (ordo_txn_t *)1;
+    assert_int_equal(ordo_txn_new(&t), ORDO_OK);
+    assert_non_null(t);
+    ordo_txn_free(t);
+
+    ordo_consumer_t *k = (ordo_consumer_t *)1;
+    ordo_consumer_opts_t co = { .queue = NULL, .handler = never_called };
+    assert_int_equal(ordo_consumer_new(&k, &co), ORDO_EINVAL);
+    assert_null(k);
+    /* A runner with no server (port 1): free stops and joins it. */
+    co.queue = "q";
+    co.conn.port = 1;
+    co.conn.backoff_max_ms = 10;
+    assert_int_equal(ordo_consumer_new(&k, &co), ORDO_OK);
+    assert_non_null(k);
+    ordo_consumer_free(k);
+
+    ordo_producer_t *p = (ordo_producer_t *)1;
+    ordo_producer_opts_t po = { .queue = NULL };
+    assert_int_equal(ordo_producer_new(&p, &po), ORDO_EINVAL);
+    assert_null(p);
+
+    ordo_lock_holder_t *h = (ordo_lock_holder_t *)1;
+    assert_int_equal(ordo_lock_holder_new(&h, NULL, "l", 0, 0), ORDO_EINVAL);
+    assert_null(h);
 }
 
 int main(void)
@@ -246,6 +293,7 @@ int main(void)
         cmocka_unit_test(test_auth),
         cmocka_unit_test(test_resp2_fallback),
         cmocka_unit_test(test_error_mapping),
+        cmocka_unit_test(test_object_shape),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

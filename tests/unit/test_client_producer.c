@@ -76,7 +76,7 @@ static void test_batch_cut_is_resent_with_same_ids(void **st)
     o.conn.backoff_min_ms = 1;
     o.conn.backoff_max_ms = 5;
     ordo_producer_t *p;
-    assert_int_equal(ordo_producer_new(&o, &p), ORDO_OK);
+    assert_int_equal(ordo_producer_new(&p, &o), ORDO_OK);
     for (int i = 0; i < MSGS; i++) {
         char key[8];
         snprintf(key, sizeof key, "k%d", i % 3);
@@ -84,6 +84,7 @@ static void test_batch_cut_is_resent_with_same_ids(void **st)
     }
     assert_int_equal(ordo_producer_flush(p, 10000), ORDO_OK);
     assert_int_equal(ordo_producer_close(p, 0), 0);
+    ordo_producer_free(p);
     fake_stop(&f);
 
     /* one batch on connection 1, cut after the third push was read */
@@ -112,7 +113,7 @@ static void test_full_buffer_fails_or_times_out(void **st)
     ordo_producer_opts_t o = { .queue = "q", .buffer_max = 2 };
     o.conn.port = 1;
     ordo_producer_t *p;
-    assert_int_equal(ordo_producer_new(&o, &p), ORDO_OK);
+    assert_int_equal(ordo_producer_new(&p, &o), ORDO_OK);
     assert_int_equal(ordo_producer_send(p, "a", 1, "x", 1, NULL, 0, NULL), ORDO_OK);
     assert_int_equal(ordo_producer_send(p, "a", 1, "x", 1, NULL, 0, NULL), ORDO_OK);
     assert_int_equal(ordo_producer_send(p, "a", 1, "x", 1, NULL, 0, NULL), ORDO_EFULL);
@@ -120,6 +121,14 @@ static void test_full_buffer_fails_or_times_out(void **st)
     assert_int_equal(ordo_producer_buffered(p), 2);
     assert_int_equal(ordo_producer_flush(p, 20), ORDO_ETIMEDOUT);
     assert_int_equal(ordo_producer_close(p, 0), 2); /* no spill file: two lost, and said so */
+    /* Closed, not freed: sends are refused, queries still answer, and a
+     * second close says the same. */
+    assert_int_equal(ordo_producer_send(p, "a", 1, "x", 1, NULL, 0, NULL), ORDO_ESTOPPED);
+    assert_int_equal(ordo_producer_buffered(p), 2);
+    assert_int_equal(ordo_producer_flush(p, 0), ORDO_ESTOPPED);
+    assert_int_equal(ordo_producer_close(p, 0), 2);
+    ordo_producer_free(p);
+    ordo_producer_free(NULL);
 }
 
 int main(void)

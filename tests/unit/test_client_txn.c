@@ -93,7 +93,8 @@ static ordo_client_t *client_for(const fake_t *f)
 {
     ordo_client_opts_t o = { .port = f->port, .call_timeout_ms = 5000, .reconnect_timeout_ms = 5000,
                              .backoff_min_ms = 1, .backoff_max_ms = 20 };
-    ordo_client_t *c = ordo_client_new(&o);
+    ordo_client_t *c;
+    assert_int_equal(ordo_client_new(&c, &o), ORDO_OK);
     assert_non_null(c);
     return c;
 }
@@ -104,7 +105,8 @@ static void test_builder_copies_and_pipeline(void **st)
     fake_t f;
     fake_start(&f, script_txn, NULL);
     ordo_client_t *c = client_for(&f);
-    ordo_txn_t *t = ordo_txn_new();
+    ordo_txn_t *t;
+    assert_int_equal(ordo_txn_new(&t), ORDO_OK);
     assert_non_null(t);
 
     char key[8] = "k1", val[8] = "v1";
@@ -163,7 +165,8 @@ static void test_exec_mapping(void **st)
     fake_t f;
     fake_start(&f, script_txn, NULL);
     ordo_client_t *c = client_for(&f);
-    ordo_txn_t *t = ordo_txn_new();
+    ordo_txn_t *t;
+    assert_int_equal(ordo_txn_new(&t), ORDO_OK);
     assert_int_equal(ordo_txn_incrby(t, "n", 1, 1), ORDO_OK);
     assert_int_equal(ordo_txn_q_ack(t, "q", 7, 9, NULL, 0, 0), ORDO_OK);
     ordo_reply_t *rep = (ordo_reply_t *)1;
@@ -189,7 +192,8 @@ static void test_exec_mapping(void **st)
     assert_int_equal(ordo_client_err_rev(c), 0);
 
     /* The runner's step: a stale ack (the last command) is ORDO_ESTALE. */
-    ordo_txn_t *t2 = ordo_txn_new();
+    ordo_txn_t *t2;
+    assert_int_equal(ordo_txn_new(&t2), ORDO_OK);
     assert_int_equal(ordo_txn_incrby(t2, "n", 1, 1), ORDO_OK);
     ordo_msg_t m = { .id = 7, .token = 9 };
     assert_int_equal(client_txn_ack(c, t2, "q", &m, NULL, 0), ORDO_ESTALE);
@@ -217,7 +221,7 @@ static void test_exec_mapping(void **st)
     /* The connection is still in step: one connection served it all. */
     assert_int_equal(ordo_client_pending(c), 0);
     ordo_reply_t *r;
-    assert_int_equal(ordo_client_commandf(c, 0, &r, "PING", NULL), ORDO_OK);
+    assert_int_equal(ordo_client_command_strs(c, 0, &r, "PING", NULL), ORDO_OK);
     assert_string_equal(r->str, "PONG");
     ordo_reply_free(r);
     assert_int_equal(atomic_load(&f.accepted), 1);

@@ -22,6 +22,7 @@
 
 #include "client/client_int.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,6 +113,7 @@ static void budget_check(ordo_aclient_t *c)
 
 static void list_push(alist_t *l, acmd_t *m)
 {
+    assert(m != NULL && (l->head == NULL) == (l->tail == NULL));
     m->next = NULL;
     if (l->tail)
         l->tail->next = m;
@@ -135,6 +137,7 @@ static acmd_t *list_pop(alist_t *l)
 /* a then b, as one list in a */
 static void list_join(alist_t *a, alist_t *b)
 {
+    assert(a != b);
     if (b->head == NULL)
         return;
     if (a->tail)
@@ -147,6 +150,7 @@ static void list_join(alist_t *a, alist_t *b)
 
 static void finish(ordo_aclient_t *c, acmd_t *m, int status, const ordo_reply_t *r)
 {
+    assert(m != NULL && m->cb != NULL && m->next == NULL);
     m->cb(c, status, r, m->arg);
     free(m->data);
     free(m);
@@ -174,6 +178,7 @@ static void fail_all_queued(ordo_aclient_t *c, int status)
 
 static void maybe_free(ordo_aclient_t *c)
 {
+    assert(c->handles_open >= 0);
     if (!c->closing || c->handles_open > 0)
         return;
     void (*cb)(void *) = c->closed_cb;
@@ -189,6 +194,7 @@ static void maybe_free(ordo_aclient_t *c)
 static void on_handle_closed(uv_handle_t *h)
 {
     ordo_aclient_t *c = h->data;
+    assert(c != NULL && c->handles_open > 0);
     c->handles_open--;
     if (h == (uv_handle_t *)&c->tcp && !c->closing) {
         c->state = ST_IDLE;
@@ -226,6 +232,8 @@ static void on_write(uv_write_t *req, int status)
 /* Write bytes on the current connection (takes ownership of data). */
 static int write_bytes(ordo_aclient_t *c, char *data, size_t len)
 {
+    assert(c->state == ST_HANDSHAKE || c->state == ST_READY);
+    assert(data != NULL && len > 0);
     awrite_t *w = malloc(sizeof *w);
     if (w == NULL) {
         free(data);
@@ -320,6 +328,7 @@ static void connect_failed(ordo_aclient_t *c, int status)
 
 static void ready(ordo_aclient_t *c)
 {
+    assert(c->state == ST_HANDSHAKE && c->inflight.head == NULL);
     c->state = ST_READY;
     c->attempt = 0;
     c->budget_deadline_ms = client_now_ms() + (c->reconnect_timeout_ms >= 0 ? c->reconnect_timeout_ms : 0);
@@ -333,15 +342,10 @@ static void ready(ordo_aclient_t *c)
         flush(c);
 }
 
-static int is_auth_error(const ordo_reply_t *r)
-{
-    return r->type == ORDO_REPLY_ERROR && (strncmp(r->str, "WRONGPASS", 9) == 0 ||
-                                           strncmp(r->str, "NOAUTH", 6) == 0 || strstr(r->str, "password"));
-}
-
 static void handshake_reply(ordo_aclient_t *c, const ordo_reply_t *r)
 {
-    if (is_auth_error(r)) {
+    assert(c->state == ST_HANDSHAKE && (c->hs_stage == 1 || c->hs_stage == 2));
+    if (client_is_auth_error(r)) {
         /* A refused password will not get better by retrying fast:
          * queued commands learn it now; the client keeps retrying slowly. */
         c->attempt = 30;
@@ -369,21 +373,16 @@ static void handshake_reply(ordo_aclient_t *c, const ordo_reply_t *r)
 
 static void take_reply(ordo_aclient_t *c, const ordo_reply_t *r)
 {
+    assert(c->state == ST_READY && r != NULL);
     acmd_t *m = list_pop(&c->inflight);
     if (m == NULL) {
         conn_reset(c, ORDO_EPROTO);
         return;
     }
-    if (r->type == ORDO_REPLY_ERROR && strncmp(r->str, "NOTLEADER", 9) == 0 && m->hops < c->redirects_max) {
-        const char *a = r->str + 9;
-        while (*a == ' ')
-            a++;
-        const char *colon = strrchr(a, ':');
-        if (*a != '?' && colon && colon > a && (size_t)(colon - a) < CLIENT_HOST_MAX) {
-            memcpy(c->host, a, (size_t)(colon - a));
-            c->host[colon - a] = '\0';
-            c->port = atoi(colon + 1);
-        } else {
+    if (r->type == ORDO_REPLY_ERROR && client_error_code(r->str, NULL) == ORDO_ENOTLEADER &&
+        m->hops < c->redirects_max) {
+        if (client_parse_notleader(r->str, c->host, sizeof c->host, &c->port) != CLIENT_REDIRECT_TO) {
+            /* No leader known (or a garbled line): ask the seed again. */
             snprintf(c->host, sizeof c->host, "%s", c->seed_host);
             c->port = c->seed_port;
         }
@@ -579,8 +578,9 @@ static void on_tick(uv_timer_t *t)
 
 /* ---- public ------------------------------------------------------------------- */
 
-int ordo_aclient_new(uv_loop_t *loop, const ordo_client_opts_t *opts, ordo_aclient_t **out)
+int ordo_aclient_new(ordo_aclient_t **out, uv_loop_t *loop, const ordo_client_opts_t *opts)
 {
+    assert(out != NULL && loop != NULL);
     *out = NULL;
     ordo_client_opts_t o = { 0 };
     if (opts)
@@ -658,13 +658,18 @@ int ordo_aclient_command(ordo_aclient_t *c, int timeout_ms, int argc, const char
     return ORDO_OK;
 }
 
-void ordo_aclient_close(ordo_aclient_t *c, void (*closed_cb)(void *), void *arg)
+void ordo_aclient_on_closed(ordo_aclient_t *c, void (*cb)(void *arg), void *arg)
 {
-    if (c->closing)
+    assert(c != NULL);
+    c->closed_cb = cb;
+    c->closed_arg = arg;
+}
+
+void ordo_aclient_free(ordo_aclient_t *c)
+{
+    if (c == NULL || c->closing)
         return;
     c->closing = 1;
-    c->closed_cb = closed_cb;
-    c->closed_arg = arg;
     fail_all(c, &c->inflight, ORDO_ECANCELED);
     fail_all(c, &c->redirected, ORDO_ECANCELED);
     fail_all(c, &c->unsent, ORDO_ECANCELED);
