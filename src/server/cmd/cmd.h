@@ -50,8 +50,10 @@ typedef struct cmd_def_s {
                                * "connection", "server") or ordo's ("ordo-kv", "ordo-queue", ...) */
 } cmd_def_t;
 
-/* cmd_init() -- build the command table. Returns 0 or -1. */
+/* cmd_init() -- build the command table (registry.c). Returns 0 or -1.
+ * cmd_table_init() -- an empty table (table.c); cmd_destroy() frees it. */
 int cmd_init(server_t *s);
+int cmd_table_init(server_t *s);
 void cmd_destroy(server_t *s);
 
 /* Per-family registration (cmd_server.c, cmd_kv.c, cmd_watch.c,
