@@ -64,6 +64,10 @@ writer          | core log base uv                                 | base/ core/
 cmd             | writer core log base net/resp.* server/config.*  | -
     Commands parse arguments, make records and speak RESP: timers and wait
     lists are the writer's (no libuv here), connections are net's.
+cmd/registry.*  | cmd writer core log base net/resp.* server/config.* | -
+    The table of families and dispatch, the top of cmd/: it names every
+    family, so no family calls it (they read the command table through
+    cmd/table.c, below them), or the families would form a circle again.
 net/resp.*      | base                                             | base/
     RESP's byte form: parsing and encoding over buffers, no connection,
     so the command layer can write replies without calling up into net.

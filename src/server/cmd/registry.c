@@ -1,6 +1,16 @@
 /*
- * registry.c -- the command families and dispatch: cmd_init() builds the
- * command table from every family, and cmd_dispatch() runs a request.
+ * registry.c -- the command families and dispatch: the top of cmd/.
+ *
+ * It owns the table of families (each family file exports its cmd_def_t
+ * array and its length; this is the one place that names them all),
+ * cmd_init(), which builds the command table (table.c) from them, and
+ * cmd_dispatch(), which runs a request. Nothing below calls up into it:
+ * the families read the command table through table.c (COMMAND,
+ * /metrics), and a transaction keeps the definitions it queued, so EXEC
+ * runs them without a second lookup.
+ *
+ * The families are added in the table's order; a name defined twice
+ * aborts start-up (table.c).
  *
  * Dispatch checks, in order: the command exists; the connection is
  * authenticated (or the command is allowed before AUTH); the arity; a RESP2
@@ -23,20 +33,39 @@
 #include "writer/coord_wait.h"
 #include "writer/expire.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <stdio.h>
+
+/* A family: its definitions, their number (a const in the family's file,
+ * so read through a pointer), and what it sets up besides its commands. */
+typedef struct cmd_family_s {
+    const cmd_def_t *defs;
+    const size_t *ndefs;
+    void (*init)(server_t *s);    /* NULL: nothing */
+} cmd_family_t;
+
+static const cmd_family_t families[] = {
+    {cmd_server_defs, &cmd_server_ndefs, NULL},
+    {cmd_kv_defs, &cmd_kv_ndefs, NULL},
+    {cmd_watch_defs, &cmd_watch_ndefs, cmd_watch_init},
+    {cmd_coord_defs, &cmd_coord_ndefs, NULL},
+    {cmd_queue_defs, &cmd_queue_ndefs, NULL},
+    {cmd_txn_defs, &cmd_txn_ndefs, NULL},
+    {cmd_cluster_defs, &cmd_cluster_ndefs, NULL},
+};
 
 int cmd_init(server_t *s)
 {
     if (cmd_table_init(s) != 0)
         return -1;
-    cmd_server_register(s);
-    cmd_kv_register(s);
-    cmd_watch_register(s);
-    cmd_coord_register(s);
-    cmd_queue_register(s);
-    cmd_txn_register(s);
-    cmd_cluster_register(s);
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) {
+        const cmd_family_t *f = &families[i];
+        assert(*f->ndefs > 0);
+        cmd_table_add(s, f->defs, *f->ndefs);
+        if (f->init != NULL)
+            f->init(s);
+    }
     return 0;
 }
 void cmd_limits(const conn_t *c, resp_limits_t *lim)

@@ -2,11 +2,11 @@
  * table.c -- the command table: the commands by lower-case name (s->commands),
  * looked up for every request, listed for COMMAND, and counted for /metrics.
  *
- * It knows no family: cmd_register() adds a family's definitions, and the
+ * It knows no family: cmd_table_add() adds a family's definitions, and the
  * families that read the table (COMMAND, /metrics) call down into it.
  * Invariant: every entry's name is its definition's name in lower case, at
- * most CMD_NAME_MAX bytes, and its docs' syntax is well-formed (start-up
- * aborts otherwise).
+ * most CMD_NAME_MAX bytes, no two entries share a name, and every
+ * definition's docs syntax is well-formed (start-up aborts otherwise).
  */
 #include "cmd.h"
 
@@ -51,7 +51,7 @@ static bool entry_eq(const ordo_hnode_t *n, const void *key, size_t len)
     return e->nlen == len && memcmp(e->name, key, len) == 0;
 }
 
-void cmd_register(server_t *s, const cmd_def_t *defs, size_t n)
+void cmd_table_add(server_t *s, const cmd_def_t *defs, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         cmd_entry_t *e = ordo_xcalloc(1, sizeof *e);
@@ -67,10 +67,14 @@ void cmd_register(server_t *s, const cmd_def_t *defs, size_t n)
         }
         for (size_t j = 0; j < e->nlen; j++)
             e->name[j] = (char)tolower((unsigned char)defs[i].name[j]);
-        ordo_htab_insert(&s->commands, &e->node, name_hash(e->name, e->nlen));
+        uint64_t h = name_hash(e->name, e->nlen);
+        if (ordo_htab_find(&s->commands, h, e->name, e->nlen) != NULL) {
+            fprintf(stderr, "ordod: command %s defined twice\n", defs[i].name);
+            abort();
+        }
+        ordo_htab_insert(&s->commands, &e->node, h);
     }
 }
-
 
 int cmd_table_init(server_t *s) { return ordo_htab_init(&s->commands, entry_eq); }
 
