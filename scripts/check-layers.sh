@@ -1,86 +1,99 @@
 #!/usr/bin/env bash
 # scripts/check-layers.sh -- the layers stay layers (docs/architecture.md).
 #
-# Reads every #include and every uv_* call in src/ and counts the lines that
-# break a rule; prints each one and exits 1 if there is any. Run by
-# `make test` (through ctest, label unit), so a change that crosses a layer
-# fails the suite instead of slowly turning the folders back into one.
+#   scripts/check-layers.sh [--graph] [BUILD_DIR]
 #
-# The rules (an arrow only points down):
-#   base/   includes only base/ and the C library: no ordo knowledge.
-#   lib/    includes base/, lib/ and include/ordo/; nothing of the server.
-#   core/   includes base/ and core/ only: no libuv, no connections, no
-#           RESP, no log, no writer.
-#   log/    includes base/, core/ and log/ only, and no <uv.h>; the raft
-#           log (log/raft*) alone may use libuv: it runs on ordod's loop.
-#   cmd/    calls no uv_* function (it parses, makes records, speaks RESP;
-#           timers and wait lists belong to writer/).
-#   writer/ includes nothing from cmd/, and from net/ only conn.h (the
-#           connection record it parks and releases); what it must ask of
-#           net or cmd goes through hooks the server installs.
-#   net/    includes nothing from core/ or log/, and not server.h (whose
-#           parts are the core's): net -> cmd -> writer is the way down.
-#   client/ and tools/ include nothing from src/server/ or src/lib/.
+# Judges what the code calls, not only what it includes: it reads the
+# symbols every object file CMake built references (nm) and finds the unit
+# that defines each, so a call up a layer fails even when the header that
+# declares it came in through a lower one. It also checks the #include
+# lines of src/ (cheap, and they catch a header's dependency before any code
+# uses it). Each break prints one line,
+#
+#   layers: <file.o> (<unit>) calls <symbol> defined in <unit2> (<file2.o>)
+#
+# and the script exits 1. Run by ctest (test `layers`, label unit) with the
+# build tree as its argument, so a change that crosses a layer fails the
+# suite. BUILD_DIR defaults to $ORDO_BUILD_DIR, else build/. --graph prints
+# the graph of units instead: edges with counts, and the symbols of every
+# edge that breaks a rule. scripts/layers.py holds the mechanics.
+#
+# The allow-list, scripts/layers-allow.txt, names the calls that break a
+# rule today (`unit symbol` a line) while the code moves to the rules; it
+# only shrinks. An entry that no longer excuses any call is itself a
+# finding: delete the line, so the list cannot rot.
+#
+# The rules. A unit is a folder (src/server/ left out), a file pattern in a
+# folder ("log/raft*"; the most specific unit wins), or `server`: the files
+# directly in src/server/. A unit may call itself and the units it lists;
+# listing a folder covers its file-pattern units when seen from another
+# folder (a folder and its own file-pattern units list each other where
+# they call each other); `uv` is libuv. A unit may include ("-": not
+# checked) the headers it lists, as the #include writes them ("base/" is a
+# folder, "server.h" one header), and always its own folder's; <uv.h> only
+# if it may call uv. The tree of calls is
+#   net -> cmd -> writer -> {core, log} -> base
+# (log may use core's records); an arrow points only down, and skips a
+# floor only where the table says so.
+RULES=$(cat <<'EOF'
+unit            | calls                                            | includes
+base            | -                                                | base/
+    The bottom: buffers, hashes, lists. No ordo knowledge, so libordo, the
+    client and the server all build on it.
+lib             | base                                             | base/ lib/ ordo/
+    libordo: the in-process primitives know nothing of the server.
+client          | base                                             | base/ client/ ordo/
+    The client ships in libordo and needs nothing of lib/ or the server.
+client/uv       | client base uv                                   | base/ client/ ordo/
+    The asynchronous client runs on the caller's libuv loop.
+tools           | client lib base                                  | base/ client/ ordo/
+    The ordo tool is a client like any other (libordo's ordo_strerror()
+    names every error code, the client's included).
+core            | base                                             | base/ core/
+    The state machine is a function of the log: no loop, no connections,
+    no RESP, no log, no writer.
+log             | core base                                        | base/ core/ log/
+    The log stores records (core's byte form) and never drives the
+    writer: it reports through the hooks the writer gave it.
+log/raft*       | log core base uv                                 | base/ core/ log/
+    The raft log runs on ordod's loop, so it alone of log/ uses libuv.
+writer          | core log base uv                                 | base/ core/ log/ writer/ ordo/ net/conn.h server.h config.h
+    The single writer applies records and drives the log. It never
+    writes RESP or looks into a connection: what it tells a client is an
+    outcome (writer/outcome.h), and what it needs of net or cmd (answer,
+    park and resume a client, flush, drop unsure connections) goes through
+    hooks main.c installs.
+cmd             | writer core log base net/resp.* server/config.*  | -
+    Commands parse arguments, make records and speak RESP: timers and wait
+    lists are the writer's (no libuv here), connections are net's.
+cmd/registry.*  | cmd writer core log base net/resp.* server/config.* | -
+    The table of families and dispatch, the top of cmd/: it names every
+    family, so no family calls it (they read the command table through
+    cmd/table.c, below them), or the families would form a circle again.
+net/resp.*      | base                                             | base/
+    RESP's byte form: parsing and encoding over buffers, no connection,
+    so the command layer can write replies without calling up into net.
+net             | net/resp.* cmd writer base uv                    | base/ net/ cmd/ writer/ ordo/ config.h
+    net moves bytes and hands requests to cmd. It may skip cmd to ask the
+    writer for what decides when bytes move (durability marks,
+    back-pressure, the per-turn tick, a closed connection's waits), but
+    never the core or the log (so not server.h either).
+server/config.* | base                                             | -
+    Options: parsed by main.c, read through s->cfg, listed and changed by
+    CONFIG in cmd/; they call nothing of ordod.
+server          | *                                                | -
+    main.c owns every part: it starts them, installs their hooks and stops
+    them.
+EOF
+)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+root=$(cd "$(dirname "$0")/.." && pwd)
 
-bad=0
-fail() { echo "layers: $1" >&2; bad=$((bad + 1)); }
+graph=()
+if [ "${1:-}" = "--graph" ]; then graph=(--graph); shift; fi
+build=${1:-${ORDO_BUILD_DIR:-$root/build}}
+build=$(cd "$build" 2>/dev/null && pwd || echo "$build")
+cd "$root"
 
-# includes FILE: the quoted includes of FILE, one per line ("core/kv.h").
-includes() { sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$1"; }
-# sys_includes FILE: the angle-bracket includes ("uv.h").
-sys_includes() { sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*<\([^>]*\)>.*/\1/p' "$1"; }
-
-# allow FILE PATTERN: every quoted include of FILE that names a folder must
-# match the extended regex PATTERN; bare names are the file's own folder.
-allow() {
-    local f=$1 pat=$2 inc
-    while IFS= read -r inc; do
-        case "$inc" in */*) ;; *) continue ;; esac
-        [[ "$inc" =~ $pat ]] || fail "$f includes \"$inc\""
-    done < <(includes "$f")
-}
-no_uv_h() {
-    if sys_includes "$1" | grep -qx 'uv.h'; then fail "$1 includes <uv.h>"; fi
-}
-# files DIR: the C sources and headers under DIR, if it exists.
-files() { [ -d "$1" ] && find "$1" -name '*.[ch]' | sort || true; }
-
-for f in $(files src/base); do
-    allow "$f" '^base/'; no_uv_h "$f"
-done
-for f in $(files src/lib); do
-    allow "$f" '^(base|lib|ordo)/'; no_uv_h "$f"
-done
-for f in $(files src/server/core); do
-    allow "$f" '^(base|core)/'; no_uv_h "$f"
-done
-for f in $(files src/server/log); do
-    allow "$f" '^(base|core|log)/'
-    case "$(basename "$f")" in raft*) ;; *) no_uv_h "$f" ;; esac
-done
-for f in $(files src/server/cmd); do
-    # A uv_ call: an identifier uv_something followed by "(", outside comments
-    # (comment lines start with " *" or "/*" in this code base).
-    while IFS= read -r line; do
-        fail "$f:$line: cmd/ calls libuv"
-    done < <(grep -nE '(^|[^A-Za-z0-9_])uv_[a-z_]+[[:space:]]*\(' "$f" \
-             | grep -vE '^[0-9]+:[[:space:]]*(/?\*|//)' || true)
-done
-for f in $(files src/server/writer); do
-    allow "$f" '^(base|core|log|writer|ordo)/|^net/conn\.h$|^server\.h$|^config\.h$'
-done
-for f in $(files src/server/net); do
-    allow "$f" '^(base|net|cmd|writer|ordo)/|^config\.h$'
-    if includes "$f" | grep -qx 'server.h'; then fail "$f includes \"server.h\""; fi
-done
-for f in $(files src/client) $(files src/tools); do
-    allow "$f" '^(base|client|ordo)/'
-done
-
-if [ "$bad" -ne 0 ]; then
-    echo "layers: $bad violation(s); see the rules at the top of $0" >&2
-    exit 1
-fi
-echo "layers: ok"
+exec python3 scripts/layers.py --root . --build "$build" --rules "$RULES" \
+    --allow scripts/layers-allow.txt "${graph[@]}"

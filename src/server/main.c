@@ -121,8 +121,8 @@ int main(int argc, char **argv)
     /* Before anything can apply a record: replay and a cluster's delivery
      * may tell observers and waiters already. */
     s->hooks = (server_hooks_t){.run_resumed = conn_run_resumed, .flush = conn_flush_dirty,
-                                .net_cron = net_cron, .cmd_cron = cmd_cron, .answer = cmd_answer,
-                                .park = cmd_park, .resume = cmd_resume, .drop_unsure = net_drop_unsure};
+                                .net_cron = net_cron, .cmd_cron = cmd_cron, .answer = net_answer,
+                                .park = net_park, .resume = net_resume, .drop_unsure = net_drop_unsure};
     writer_init(s);
     if (cmd_init(s) != 0)
         goto fail_writer;

@@ -8,7 +8,7 @@
  *   writer   (writer_t)    parked clients, wait lists, timers, the per-turn
  *                          hook and cron (writer/writer.h)
  *   core, watches          the state machine and the watch registry (core/)
- *   commands               the command table (cmd/cmd.c)
+ *   commands               the command table (cmd/table.c)
  *   durability fields      the log, the durable revision, snapshots,
  *                          read-only (writer/persist.c)
  *   hooks                  what the writer asks of net and cmd (main.c

@@ -1,7 +1,9 @@
 /*
  * cmd.h -- the command layer: the command table, dispatch, and the hooks the
  * net layer calls. This is the only layer that speaks RESP replies; it turns
- * requests into records for the core and results into replies.
+ * requests into records for the core and results into replies. From the
+ * top: registry.c (the families, dispatch), the families (cmd_*.c), then
+ * table.c (the command table) and cmd.c (the handlers' helpers).
  *
  * Each command is a cmd_def_t: name, arity (Redis's convention: n > 0 means
  * exactly n arguments including the name, n < 0 means at least -n), flags,
@@ -50,20 +52,35 @@ typedef struct cmd_def_s {
                                * "connection", "server") or ordo's ("ordo-kv", "ordo-queue", ...) */
 } cmd_def_t;
 
-/* cmd_init() -- build the command table. Returns 0 or -1. */
+/* cmd_init() -- build the command table from every family (registry.c).
+ * Returns 0 or -1. cmd_destroy() frees it. */
 int cmd_init(server_t *s);
 void cmd_destroy(server_t *s);
 
-/* Per-family registration (cmd_server.c, cmd_kv.c, cmd_watch.c,
- * cmd_coord.c, cmd_queue.c). */
-void cmd_register(server_t *s, const cmd_def_t *defs, size_t n);
-void cmd_server_register(server_t *s);
-void cmd_kv_register(server_t *s);
-void cmd_watch_register(server_t *s);
-void cmd_coord_register(server_t *s);
-void cmd_queue_register(server_t *s);
-void cmd_txn_register(server_t *s);
-void cmd_cluster_register(server_t *s);
+/* The command table (table.c), which knows no family: cmd_table_init()
+ * makes it empty (0 or -1), cmd_table_add() adds n definitions, which must
+ * outlive the table (start-up aborts on a name too long for it or on
+ * malformed docs). */
+int cmd_table_init(server_t *s);
+void cmd_table_add(server_t *s, const cmd_def_t *defs, size_t n);
+
+/* Each family's commands, and their number; registry.c alone names the
+ * families. cmd_watch_init() -- send the core's changes to the watches. */
+extern const cmd_def_t cmd_server_defs[];
+extern const size_t cmd_server_ndefs;
+extern const cmd_def_t cmd_kv_defs[];
+extern const size_t cmd_kv_ndefs;
+extern const cmd_def_t cmd_watch_defs[];
+extern const size_t cmd_watch_ndefs;
+extern const cmd_def_t cmd_coord_defs[];
+extern const size_t cmd_coord_ndefs;
+extern const cmd_def_t cmd_queue_defs[];
+extern const size_t cmd_queue_ndefs;
+extern const cmd_def_t cmd_txn_defs[];
+extern const size_t cmd_txn_ndefs;
+extern const cmd_def_t cmd_cluster_defs[];
+extern const size_t cmd_cluster_ndefs;
+void cmd_watch_init(server_t *s);
 
 /* Transactions (cmd_txn.c). cmd_txn_queue() -- if c is in MULTI, queue d
  * (or refuse it) and answer; returns false if d must run now.
@@ -86,7 +103,7 @@ void cmd_foreach_calls(server_t *s, void (*fn)(void *arg, const char *name, uint
 void cmd_foreach_error_code(server_t *s, void (*fn)(void *arg, const char *code, uint64_t n), void *arg);
 
 /* Docs (cmd_docs.c). cmd_docs_check(): is the syntax, if any, well-formed?
- * cmd_register() aborts start-up if not. (A command without docs runs; the
+ * cmd_table_add() aborts start-up if not. (A command without docs runs; the
  * integration test requires docs for every command.) cmd_docs_entry() writes the name and the
  * COMMAND DOCS map of d; cmd_docs_name() the lower-case name;
  * cmd_docs_first_key() returns 1 if the first argument is a key (*multiple:
@@ -117,15 +134,10 @@ void cmd_http_json_field(ordo_buf_t *b, const char *name, const char *s, size_t 
 /* Outcomes as RESP (cmd_outcome.c; writer/outcome.h). cmd_render()
  * writes o into out for protocol proto (an error counts in errors_total,
  * an event in watch_events_total); cmd_render_message() one delivered
- * message. cmd_answer(), cmd_park() and cmd_resume() are the server's
- * answer, park and resume hooks (server.h). */
+ * message. */
 struct outcome_s;
-struct waiter_s;
 void cmd_render(server_t *s, ordo_buf_t *out, int proto, const struct outcome_s *o);
 void cmd_render_message(ordo_buf_t *out, const queue_delivery_t *d);
-void cmd_answer(server_t *s, conn_t *c, const struct outcome_s *o);
-void cmd_park(conn_t *c, struct waiter_s *w);
-void cmd_resume(conn_t *c);
 
 /* ---- helpers for handlers ---------------------------------------------- */
 

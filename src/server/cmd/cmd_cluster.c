@@ -120,7 +120,7 @@ static void cmd_debug(cmd_ctx_t *x)
     reply_err(x, "ERR DEBUG DIGEST | PARTITION [id ...]");
 }
 
-static const cmd_def_t cluster_cmds[] = {
+const cmd_def_t cmd_cluster_defs[] = {
     {"CLUSTER", -2, CMD_NOSTATE, cmd_cluster,
      "Cluster mode: INFO (name:value lines), MEMBERS ([id, host:port, role, voter] each), ADD a member, "
      "REMOVE one, TRANSFER leadership; ADD, REMOVE and TRANSFER answer once done",
@@ -131,4 +131,4 @@ static const cmd_def_t cluster_cmds[] = {
      "DIGEST | PARTITION [id ...]", "server"},
 };
 
-void cmd_cluster_register(server_t *s) { cmd_register(s, cluster_cmds, sizeof cluster_cmds / sizeof cluster_cmds[0]); }
+const size_t cmd_cluster_ndefs = sizeof cmd_cluster_defs / sizeof cmd_cluster_defs[0];

@@ -372,7 +372,7 @@ static void cmd_elect_observe(cmd_ctx_t *x)
 
 /* ---- registration ---------------------------------------------------------------------- */
 
-static const cmd_def_t coord_cmds[] = {
+const cmd_def_t cmd_coord_defs[] = {
     {"LEASE.GRANT", 2, CMD_WRITE, cmd_lease_grant, "Grant a lease; its id", "ttl", "ordo-lease"},
     {"LEASE.KEEPALIVE", 2, CMD_WRITE, cmd_lease_keepalive, "Renew a lease; the remaining ms", "id", "ordo-lease"},
     {"LEASE.REVOKE", 2, CMD_WRITE, cmd_lease_revoke,
@@ -406,7 +406,4 @@ static const cmd_def_t coord_cmds[] = {
      "name", "ordo-elect"},
 };
 
-void cmd_coord_register(server_t *s)
-{
-    cmd_register(s, coord_cmds, sizeof coord_cmds / sizeof coord_cmds[0]);
-}
+const size_t cmd_coord_ndefs = sizeof cmd_coord_defs / sizeof cmd_coord_defs[0];

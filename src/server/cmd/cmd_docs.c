@@ -19,7 +19,7 @@
  *   x [x ...]   x repeated (flag "multiple"); "[x ...]" alone: optional, repeated
  *
  * Invariants: a syntax string is checked when the command is registered
- * (cmd_docs_check(); cmd_register() aborts start-up on a malformed one), so
+ * (cmd_docs_check(); cmd_table_add() aborts start-up on a malformed one), so
  * parsing at COMMAND DOCS time cannot fail; a parse uses at most
  * DOC_NODES_MAX nodes, on the stack. A command registered without docs
  * still runs (its COMMAND DOCS fields are empty), and

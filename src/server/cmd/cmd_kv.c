@@ -489,7 +489,7 @@ static void cmd_kv_compact(cmd_ctx_t *x)
         reply_ok(x);
 }
 
-static const cmd_def_t kv_cmds[] = {
+const cmd_def_t cmd_kv_defs[] = {
     {"GET", 2, 0, cmd_get, "Get the value of a key", "key", "string"},
     {"SET", -3, CMD_WRITE, cmd_set,
      "Set the value of a key, optionally with an expiry; a new revision",
@@ -524,4 +524,4 @@ static const cmd_def_t kv_cmds[] = {
     {"KV.COMPACT", 2, CMD_WRITE, cmd_kv_compact, "Drop the history before a revision", "rev", "ordo-kv"},
 };
 
-void cmd_kv_register(server_t *s) { cmd_register(s, kv_cmds, sizeof kv_cmds / sizeof kv_cmds[0]); }
+const size_t cmd_kv_ndefs = sizeof cmd_kv_defs / sizeof cmd_kv_defs[0];

@@ -1,8 +1,8 @@
 /*
  * cmd_outcome.c -- outcomes as RESP: the one place where what the writer
- * tells a client (writer/outcome.h) becomes bytes, and the three hooks
- * through which the writer reaches a connection without knowing it
- * (server.h: answer, park, resume; main.c installs them).
+ * tells a client (writer/outcome.h) becomes bytes. The writer's answer
+ * hook (server.h) is net's (net.c: net_answer()), which renders here into
+ * the connection's output.
  *
  * Handlers render their immediate replies of the same shapes here too
  * (a pull's messages, a message's fate, a won campaign, an observer's
@@ -155,34 +155,4 @@ void cmd_render(server_t *s, ordo_buf_t *out, int proto, const outcome_t *o)
         assert(!"an outcome of no known kind");
         break;
     }
-}
-
-/* hooks.answer: an event goes out at the end of the turn (another
- * client's command made it); a parked client's answer is flushed when
- * hooks.resume follows. */
-void cmd_answer(server_t *s, conn_t *c, const outcome_t *o)
-{
-    assert(c->srv == s);
-    if (c->closing)
-        return;
-    cmd_render(s, &c->out, c->proto, o);
-    if (o->kind == OUTCOME_LEADER || o->kind == OUTCOME_QEVENT)
-        conn_mark_dirty(c);
-}
-
-/* hooks.park: one blocking command at a time per connection; its later
- * pipelined commands stay in its input until it resumes (net.c). */
-void cmd_park(conn_t *c, struct waiter_s *w)
-{
-    assert(c->waiter == NULL && w != NULL);
-    c->waiter = w;
-}
-
-/* hooks.resume */
-void cmd_resume(conn_t *c)
-{
-    assert(c->waiter != NULL);
-    c->waiter = NULL;
-    conn_resume(c);
-    conn_mark_dirty(c);
 }

@@ -790,7 +790,7 @@ static void cmd_qwatch(cmd_ctx_t *x)
 
 /* ---- registration -------------------------------------------------------------------- */
 
-static const cmd_def_t queue_cmds[] = {
+const cmd_def_t cmd_queue_defs[] = {
     {"Q.PUSH", -4, CMD_WRITE, cmd_qpush,
      "Push a message for a key; the message id",
      "queue key payload [ID dedup-id] [COALESCE] [DELAY ms] [TIMEOUT ms] [FENCE lock token|FENCE ELECTION name term|FENCE DELIVERY queue id token]", "ordo-queue"},
@@ -833,7 +833,4 @@ static const cmd_def_t queue_cmds[] = {
     {"Q.TOPKEYS", -2, 0, cmd_qtopkeys, "The keys with the most waiting messages", "queue [COUNT n]", "ordo-queue"},
 };
 
-void cmd_queue_register(server_t *s)
-{
-    cmd_register(s, queue_cmds, sizeof queue_cmds / sizeof queue_cmds[0]);
-}
+const size_t cmd_queue_ndefs = sizeof cmd_queue_defs / sizeof cmd_queue_defs[0];

@@ -516,7 +516,7 @@ static void cmd_noscript(cmd_ctx_t *x)
                (int)(x->argv[0].len > 32 ? 32 : x->argv[0].len), x->argv[0].ptr);
 }
 
-static const cmd_def_t server_cmds[] = {
+const cmd_def_t cmd_server_defs[] = {
     {"PING", -1, CMD_NOAUTH | CMD_WATCHMODE | CMD_NOSTATE, cmd_ping,
      "Ping the server: PONG, or the message",
      "[message]", "connection"},
@@ -565,4 +565,4 @@ static const cmd_def_t server_cmds[] = {
     {"TIME", 1, CMD_NOSTATE, cmd_time, "The server's time: [unix seconds, microseconds]", "", "server"},
 };
 
-void cmd_server_register(server_t *s) { cmd_register(s, server_cmds, sizeof server_cmds / sizeof server_cmds[0]); }
+const size_t cmd_server_ndefs = sizeof cmd_server_defs / sizeof cmd_server_defs[0];

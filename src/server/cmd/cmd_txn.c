@@ -403,7 +403,7 @@ static void cmd_exec(cmd_ctx_t *x)
     ordo_buf_free(&body);
 }
 
-static const cmd_def_t txn_cmds[] = {
+const cmd_def_t cmd_txn_defs[] = {
     {"MULTI", 1, 0, cmd_multi, "Start a transaction: later commands answer QUEUED until EXEC or DISCARD", "",
      "transactions"},
     {"EXEC", 1, CMD_WRITE, cmd_exec,
@@ -416,4 +416,4 @@ static const cmd_def_t txn_cmds[] = {
     {"UNWATCH", 1, 0, cmd_unwatch, "Forget every watched key", "", "transactions"},
 };
 
-void cmd_txn_register(server_t *s) { cmd_register(s, txn_cmds, sizeof txn_cmds / sizeof txn_cmds[0]); }
+const size_t cmd_txn_ndefs = sizeof cmd_txn_defs / sizeof cmd_txn_defs[0];

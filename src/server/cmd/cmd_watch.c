@@ -460,7 +460,7 @@ void cmd_cron(server_t *s)
     conn_flush_dirty(s);
 }
 
-static const cmd_def_t watch_cmds[] = {
+const cmd_def_t cmd_watch_defs[] = {
     {"KV.WATCH", -2, CMD_WATCHMODE, cmd_kv_watch,
      "Watch a key or prefix: the watch id, then an event per change, resumable from a revision",
      "key [PREFIX] [FROM rev [RESYNC]|SNAPSHOT] [PREVVAL]", "ordo-kv"},
@@ -469,8 +469,6 @@ static const cmd_def_t watch_cmds[] = {
      "[id]", "ordo-kv"},
 };
 
-void cmd_watch_register(server_t *s)
-{
-    cmd_register(s, watch_cmds, sizeof watch_cmds / sizeof watch_cmds[0]);
-    core_set_change_cb(s->core, on_change, s);
-}
+const size_t cmd_watch_ndefs = sizeof cmd_watch_defs / sizeof cmd_watch_defs[0];
+
+void cmd_watch_init(server_t *s) { core_set_change_cb(s->core, on_change, s); }

@@ -34,6 +34,7 @@
 #include "net.h"
 #include "http.h"
 #include "writer/apply.h"
+#include "writer/outcome.h"
 #include "writer/persist.h"
 
 size_t conn_pending(const conn_t *c)
@@ -189,6 +190,36 @@ void conn_close_held(server_t *s)
     ordo_list_node_t *n;
     while ((n = ordo_list_pop_front(&s->net.held)) != NULL)
         conn_close(CONN_OF(n, held_ln));
+}
+
+/* hooks.answer: an event goes out at the end of the turn (another
+ * client's command made it); a parked client's answer is flushed when
+ * hooks.resume follows. */
+void net_answer(server_t *s, conn_t *c, const struct outcome_s *o)
+{
+    assert(c->srv == s);
+    if (c->closing)
+        return;
+    cmd_render(s, &c->out, c->proto, o);
+    if (o->kind == OUTCOME_LEADER || o->kind == OUTCOME_QEVENT)
+        conn_mark_dirty(c);
+}
+
+/* hooks.park: one blocking command at a time per connection; its later
+ * pipelined commands stay in its input until it resumes. */
+void net_park(conn_t *c, struct waiter_s *w)
+{
+    assert(c->waiter == NULL && w != NULL);
+    c->waiter = w;
+}
+
+/* hooks.resume */
+void net_resume(conn_t *c)
+{
+    assert(c->waiter != NULL);
+    c->waiter = NULL;
+    conn_resume(c);
+    conn_mark_dirty(c);
 }
 
 void net_drop_unsure(server_t *s)

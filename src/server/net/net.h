@@ -57,5 +57,14 @@ void net_cron(server_t *s);
  * for a log position that may never commit, and every watcher, is closed
  * (clients reconnect and resume on the new leader). */
 void net_drop_unsure(server_t *s);
+/* The writer's answer, park and resume hooks (server.h): render an
+ * outcome (writer/outcome.h) into the connection's output (through cmd);
+ * mark the connection parked (its pipeline waits); resume it. */
+struct conn_s;
+struct outcome_s;
+struct waiter_s;
+void net_answer(server_t *s, struct conn_s *c, const struct outcome_s *o);
+void net_park(struct conn_s *c, struct waiter_s *w);
+void net_resume(struct conn_s *c);
 
 #endif /* ORDO_NET_H */

@@ -1,0 +1,162 @@
+/*
+ * registry.c -- the command families and dispatch: the top of cmd/.
+ *
+ * It owns the table of families (each family file exports its cmd_def_t
+ * array and its length; this is the one place that names them all),
+ * cmd_init(), which builds the command table (table.c) from them, and
+ * cmd_dispatch(), which runs a request. Nothing below calls up into it:
+ * the families read the command table through table.c (COMMAND,
+ * /metrics), and a transaction keeps the definitions it queued, so EXEC
+ * runs them without a second lookup.
+ *
+ * The families are added in the table's order; a name defined twice
+ * aborts start-up (table.c).
+ *
+ * Dispatch checks, in order: the command exists; the connection is
+ * authenticated (or the command is allowed before AUTH); the arity; a RESP2
+ * connection with watches runs only watch-mode commands (its stream carries
+ * events, so ordinary replies could not be told apart). Only then does the
+ * handler run. A command that writes makes one record and goes through
+ * cmd_write(), the single place where records enter the core.
+ *
+ * Before a handler runs, keys whose deadline has passed are expired (the
+ * same REC_EXPIRE record the expiry timer applies, just sooner). The timer
+ * alone is not enough: it runs on the loop's monotonic clock, so a command
+ * can arrive after a deadline and before the timer, and then GET would hide
+ * the key (visible()) while KV.RANGE, DBSIZE or KV.GET REV <current> still
+ * showed it. Expiring first gives every command one consistent state, at
+ * the cost of one heap peek per command.
+ */
+#include "cmd.h"
+#include "core/coord.h"
+#include "writer/apply.h"
+#include "writer/cluster.h"
+#include "writer/coord_wait.h"
+#include "writer/expire.h"
+
+#include <assert.h>
+#include <ctype.h>
+#include <stdio.h>
+
+/* A family: its definitions, their number (a const in the family's file,
+ * so read through a pointer), and what it sets up besides its commands. */
+typedef struct cmd_family_s {
+    const cmd_def_t *defs;
+    const size_t *ndefs;
+    void (*init)(server_t *s);    /* NULL: nothing */
+} cmd_family_t;
+
+static const cmd_family_t families[] = {
+    {cmd_server_defs, &cmd_server_ndefs, NULL},
+    {cmd_kv_defs, &cmd_kv_ndefs, NULL},
+    {cmd_watch_defs, &cmd_watch_ndefs, cmd_watch_init},
+    {cmd_coord_defs, &cmd_coord_ndefs, NULL},
+    {cmd_queue_defs, &cmd_queue_ndefs, NULL},
+    {cmd_txn_defs, &cmd_txn_ndefs, NULL},
+    {cmd_cluster_defs, &cmd_cluster_ndefs, NULL},
+};
+
+int cmd_init(server_t *s)
+{
+    if (cmd_table_init(s) != 0)
+        return -1;
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) {
+        const cmd_family_t *f = &families[i];
+        assert(*f->ndefs > 0);
+        cmd_table_add(s, f->defs, *f->ndefs);
+        if (f->init != NULL)
+            f->init(s);
+    }
+    return 0;
+}
+void cmd_limits(const conn_t *c, resp_limits_t *lim)
+{
+    const ordo_config_t *cfg = &c->srv->cfg;
+    lim->inline_max = (size_t)cfg->max_inline_bytes;
+    if (c->authed) {
+        lim->args_max = (size_t)cfg->max_args;
+        lim->bulk_max = (size_t)cfg->max_bulk_bytes;
+    } else {
+        lim->args_max = (size_t)cfg->max_args_unauth;
+        lim->bulk_max = (size_t)cfg->max_bulk_bytes_unauth;
+    }
+}
+
+/* Quote at most 64 bytes of a client's word for an error message, so junk
+ * cannot inject CR/LF or flood the reply. */
+static void quote_word(char *dst, size_t dlen, const resp_arg_t *a)
+{
+    size_t j = 0, n = a->len < 64 ? a->len : 64;
+    for (size_t i = 0; i < n && j + 5 < dlen; i++) {
+        unsigned char ch = (unsigned char)a->ptr[i];
+        if (isprint(ch) && ch != '\'')
+            dst[j++] = (char)ch;
+        else
+            j += (size_t)snprintf(dst + j, dlen - j, "\\x%02x", ch);
+    }
+    dst[j] = '\0';
+}
+
+void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
+{
+    server_t *s = c->srv;
+    cmd_ctx_t x = {s, c, &c->out, c->proto, cmd->argc, cmd->argv};
+    s->stats.commands_total++;
+    c->commands++;
+    c->last_cmd_ms = s->now_ms;
+    const cmd_def_t *d = cmd_find(s, &cmd->argv[0]);
+    char word[300];
+    if (d == NULL) {
+        quote_word(word, sizeof word, &cmd->argv[0]);
+        reply_errf(&x, "ERR unknown command '%s'", word);
+        cmd_txn_refused(c);
+        return;
+    }
+    if (!c->authed && !(d->flags & CMD_NOAUTH)) {
+        reply_err(&x, "NOAUTH Authentication required.");
+        return;
+    }
+    if ((d->arity > 0 && cmd->argc != (size_t)d->arity) ||
+        (d->arity < 0 && cmd->argc < (size_t)-d->arity)) {
+        reply_errf(&x, "ERR wrong number of arguments for '%s' command", d->name);
+        cmd_txn_refused(c);
+        return;
+    }
+    /* Cluster mode: only the leader answers from the state. */
+    if (!(d->flags & CMD_NOSTATE) && !cluster_leads(s)) {
+        reply_notleader(&x);
+        cmd_txn_refused(c);
+        return;
+    }
+    if (c->proto == 2 && c->nwatches > 0 && !(d->flags & CMD_WATCHMODE)) {
+        reply_errf(&x, "ERR Can't execute '%s': only KV.WATCH / KV.UNWATCH / ELECT.OBSERVE / PING / "
+                       "QUIT are allowed while a RESP2 connection has watches (use HELLO 3 to mix)",
+                   d->name);
+        return;
+    }
+    /* The log failed after revisions were applied in memory that it never
+     * stored: a crash would take them back, so nothing that reads the
+     * state is answered any more (DESIGN.md: no client sees state a crash
+     * could take back). Writes get the same -READONLY. */
+    if (server_readonly(s) != NULL && !(d->flags & CMD_NOSTATE) && core_rev(s->core) > s->durable_rev) {
+        reply_errf(&x, "READONLY the log cannot be written, so writes (and reads of state it could not store) "
+                       "are refused: %s", server_readonly(s));
+        return;
+    }
+    if (c->txn != NULL && cmd_txn_queue(&x, d))
+        return; /* inside MULTI: queued (or refused) */
+    uint64_t next = core_next_expiry(s->core);
+    if (next != 0 && next <= s->now_ms)
+        expire_due(s);
+    uint64_t due = coord_next_deadline(core_coord(s->core));
+    if (due != 0 && due < s->now_ms)
+        coord_wait_expire_due(s);
+    /* A reply that reads no state, after output already judged (or after
+     * another such reply), needs no durability mark (net.c): in cluster
+     * mode PING or CLUSTER INFO then costs the leader no raft barrier. */
+    bool clean = c->out.len == c->checked_len || c->out.len == c->nostate_end;
+    d->fn(&x);
+    writer_settle(s); /* the parked clients its records unblocked */
+    if ((d->flags & CMD_NOSTATE) && clean && c->waiter == NULL)
+        c->nostate_end = c->out.len;
+}
