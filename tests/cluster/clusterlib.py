@@ -35,7 +35,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))   # watchlib
+sys.path.insert(0, os.path.join(ROOT, "tests", "pylib"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "crash"))
 
 import crashlib  # noqa: E402

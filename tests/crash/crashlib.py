@@ -1,7 +1,7 @@
 """What the crash tests share (crash_test.py, txn_crash_test.py, queue_crash_test.py, and
 their pytest wrappers test_crash_short.py, test_queue_crash_short.py):
 
-  - the RESP client: tests/integration/resp.py, imported from there (Conn,
+  - the RESP client: tests/pylib/resp.py, imported from there (Conn,
     Closed, RespError); a dead server shows as Closed or OSError;
   - Ordod: the one ordod a run starts, restarts, SIGKILLs and SIGTERMs on
     its data directory (--fsync always, 127.0.0.1, a free port each start);
@@ -30,7 +30,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "pylib"))
 
 from resp import Closed, Conn, RespError  # noqa: E402
 

@@ -16,12 +16,15 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 
 import pytest
 import redis
 
-from resp import Closed, Conn
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+
+from resp import Closed, Conn  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 ORDOD = os.path.join(ROOT, os.environ.get("ORDOD", "build/ordod"))

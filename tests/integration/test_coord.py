@@ -17,7 +17,7 @@ import pytest
 from resp import Conn, Push, RespError
 from watchlib import WatchConn
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+PYLIB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib")   # resp.py, for PAUSED_HOLDER
 
 
 def err(v, code):
@@ -331,7 +331,7 @@ def test_fencing_sigstopped_holder(server):
     stale_accepted = 0
     tokens = []
     for _ in range(3):
-        p = subprocess.Popen([sys.executable, "-c", PAUSED_HOLDER, str(server.port), HERE],
+        p = subprocess.Popen([sys.executable, "-c", PAUSED_HOLDER, str(server.port), PYLIB],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         try:
             t1 = int(p.stdout.readline())
