@@ -36,7 +36,9 @@ from resp import Closed, Conn
 
 HOST = "127.0.0.1"
 POLL_DEADLINE_S = 20.0     # poll's default: every awaited state comes in well under a second
-POLL_EVERY_S = 0.01        # poll's default interval: short against the waits, light on 2 cores
+POLL_EVERY_S = 0.02        # poll's default interval: short against the waits, light on 2 cores and
+                           # on a cluster leader, where every command polled appends a raft entry
+READY_EVERY_S = 0.005      # readiness probes: restart_to_ping_ms (tests/crash) is measured with them
 START_DEADLINE_S = 30.0    # start to ready; generous for sanitizer builds on a loaded machine
 STOP_DEADLINE_S = 20.0     # SIGTERM to exit before SIGKILL (a sanitizer build's exit report takes time)
 KILL_DEADLINE_S = 30.0     # SIGKILL to reaped: the kernel's part only
@@ -179,7 +181,7 @@ class Ordod:
                 return None
         try:
             state = poll(ready, lambda: "%s (pid %d) to answer on port %d" % (self.name, self.proc.pid, self.port),
-                         START_DEADLINE_S)
+                         START_DEADLINE_S, every_s=READY_EVERY_S)
         except AssertionError as e:
             self.kill()   # a failed start leaves no process behind
             raise AssertionError("%s; log %s:\n%s" % (e, self.log_path, self.log_tail())) from None
