@@ -55,7 +55,8 @@ class PingOrdod(Ordod):
         raft = free_port()
         while raft <= self.port:
             raft = free_port()
-        return ["--cluster", "%d=127.0.0.1:%d" % (self.node_id, self.port), "--cluster-port-offset", str(raft - self.port)]
+        return ["--cluster", "%d=127.0.0.1:%d" % (self.node_id, self.port),
+                "--cluster-port-offset", str(raft - self.port)]
 
     def is_ours(self, conn):
         return conn.call("PING") == "PONG"
