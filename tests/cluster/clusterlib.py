@@ -1,9 +1,10 @@
 """The cluster harness: N ordod members on loopback (tests/cluster/README.md).
 
 Owns:
-  - Member: one ordod of a cluster (its node id, client port, data
-    directory, log file, command line); start, SIGKILL, SIGTERM, restart
-    with the same arguments; CLUSTER INFO parsed to a dict;
+  - Member: one ordod of a cluster, an Ordod of tests/pylib/ordoproc.py
+    (which starts, SIGKILLs, SIGTERMs and restarts it with the same
+    arguments, and notes exits we did not cause): its node id, client
+    port and cluster options; CLUSTER INFO parsed to a dict;
   - Cluster: the members started together (3 or 5), bootstrapped from one
     --cluster list; waiting until ready, finding the leader, partitions
     (DEBUG PARTITION) and healing, waiting until every member applied the
@@ -13,8 +14,8 @@ Owns:
     reconnects after connection errors, reporting what it knows of a
     command's fate (ok / err / doubt / fail);
   - Sampler: a thread that polls CLUSTER INFO on every member, for the
-    one-leader-per-term checker;
-  - poll: a bounded wait for a condition.
+    one-leader-per-term checker.
+Every wait is ordoproc's poll (re-exported here for the tests).
 
 Invariants: only PIDs this harness started are ever signalled; every wait
 has a deadline; a member counts as started only once the server answering
@@ -26,7 +27,6 @@ member's ports while it is down.
 """
 import os
 import random
-import signal
 import socket
 import subprocess
 import sys
@@ -35,20 +35,18 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "crash"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))   # watchlib
+sys.path.insert(0, os.path.join(ROOT, "tests", "pylib"))
 
-import crashlib  # noqa: E402
+from ordoproc import HOST, Ordod, poll  # noqa: E402,F401  (poll: for the tests and workloads)
 from resp import Closed, Conn, RespError, encode  # noqa: E402
 
 ORDOD = os.path.join(ROOT, os.environ.get("ORDOD", "build/ordod"))
 
-HOST = "127.0.0.1"
 PORT_OFFSET = 10000            # --cluster-port-offset: the contract's default
 CLIENT_PORT_RANGE = (12000, 22500)   # + PORT_OFFSET stays below 32768 (the ephemeral range)
 RESERVED_PORTS = range(17000, 17100)  # make cluster's raft ports (7001.. + 10000): left to it
 ELECTION_TIMEOUT_MS = 500      # --cluster-election-timeout-ms: the contract's default
-START_DEADLINE_S = 30.0        # a process answering PING as itself
 READY_DEADLINE_S = 30.0        # cluster_state:ok on every member, one leader agreed
 LEADER_DEADLINE_S = 20.0       # a new leader after a kill or a partition
 SYNC_DEADLINE_S = 60.0         # every member applied the leader's commit index
@@ -58,22 +56,6 @@ START_ATTEMPTS = 4             # a bootstrap that lost a port race is retried on
 ADMIN_TIMEOUT_S = 5.0          # socket timeout of the harness's own calls
 CLIENT_TIMEOUT_S = 5.0         # a ClusterClient's socket timeout
 NOLEADER_PAUSE_S = 0.02        # pause after -NOTLEADER ? or a refused connect (a poll interval)
-
-
-def poll(pred, what, deadline_s=LEADER_DEADLINE_S, every_s=0.02):
-    """pred()'s first true value, tried every every_s seconds until
-    deadline_s runs out; then an AssertionError naming what was awaited
-    (what: a string, or a function giving one -- it may describe the last
-    state seen)."""
-    deadline = time.monotonic() + deadline_s
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() >= deadline:
-            raise AssertionError("timed out after %.0fs waiting for %s"
-                                 % (deadline_s, what() if callable(what) else what))
-        time.sleep(every_s)  # poll interval of a bounded wait, not synchronisation
 
 
 def _bindable(port):
@@ -136,118 +118,32 @@ def _brief(infos):
                      for i, inf in sorted(infos.items()))
 
 
-def tail(path, n=6000):
-    """The last n bytes of a member's log (crashlib's reader)."""
-    return crashlib.tail(path, n)
-
-
 # ---- one member ----------------------------------------------------------------
 
-class Member:
-    def __init__(self, node_id, port, base_dir, offset, extra=()):
+class Member(Ordod):
+    """One ordod of a cluster (ordoproc's Ordod: start_on its port, kill,
+    stop, restart in place, crashes, log_tail): ids 1..N, its --dir
+    node<id>/ and log node<id>.log under base_dir; with cluster_spec None a
+    single server without cluster mode, to compare with."""
+
+    def __init__(self, node_id, port, base_dir, offset, extra=(), http_port=0):
+        super().__init__(ORDOD, os.path.join(base_dir, "node%d" % node_id),
+                         os.path.join(base_dir, "node%d.log" % node_id), extra, http_port=http_port,
+                         name="node %d" % node_id, stop_deadline_s=STOP_DEADLINE_S)
         self.id, self.port, self.offset = node_id, port, offset
-        self.dir = os.path.join(base_dir, "node%d" % node_id)
-        self.log_path = os.path.join(base_dir, "node%d.log" % node_id)
-        self.extra = list(extra)
         self.cluster_spec = None    # the --cluster list it starts with (None: a single server)
-        self.proc = None
-        self.expect_exit = True     # False while it runs: an exit we did not cause is a crash
-        self.crashes = []           # exits we did not cause: (return code, log tail)
 
     @property
     def addr(self):
         return "%s:%d" % (HOST, self.port)
 
-    def argv(self):
-        if self.cluster_spec is None:   # a single server (no cluster mode), to compare with
-            return [ORDOD, "--dir", self.dir, "--port", str(self.port), "--bind", HOST, "--http-port", "0"] + self.extra
-        return [ORDOD, "--node-id", str(self.id), "--cluster", self.cluster_spec, "--dir", self.dir,
-                "--port", str(self.port), "--bind", HOST, "--http-port", "0",
+    def options(self):
+        if self.cluster_spec is None:
+            return ["--bind", HOST]
+        return ["--bind", HOST, "--node-id", str(self.id), "--cluster", self.cluster_spec,
                 "--cluster-port-offset", str(self.offset),
                 "--cluster-election-timeout-ms", str(ELECTION_TIMEOUT_MS),
-                "--debug-cluster-faults", "yes"] + self.extra
-
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
-
-    def start(self):
-        """Start (or restart: the same arguments, the same --dir); returns
-        once the process answers PING as itself, False if it exited because
-        its port was taken."""
-        assert not self.alive()
-        os.makedirs(self.dir, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            log.write(b"--- clusterlib: starting node %d on port %d (%s)\n"
-                      % (self.id, self.port, time.strftime("%H:%M:%S").encode()))
-            log.flush()
-            self.proc = subprocess.Popen(self.argv(), stdout=log, stderr=log)
-        self.expect_exit = False
-        return self._wait_answering()
-
-    def _wait_answering(self):
-        deadline = time.monotonic() + START_DEADLINE_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                self.expect_exit = True
-                if "address already in use" in tail(self.log_path, 600).lower():
-                    return False
-                raise AssertionError("node %d exited %s during start:\n%s"
-                                     % (self.id, self.proc.returncode, tail(self.log_path)))
-            try:
-                with Conn(self.port, timeout=ADMIN_TIMEOUT_S) as c:
-                    info = c.call("INFO", "server")
-                    if isinstance(info, bytes) and b"process_id:%d\r\n" % self.proc.pid in info:
-                        return True
-            except (OSError, Closed):
-                pass
-            time.sleep(0.01)  # poll interval while the port opens (bounded by the deadline)
-        self.kill()
-        raise AssertionError("node %d did not answer within %ss:\n%s" % (self.id, START_DEADLINE_S, tail(self.log_path)))
-
-    def check_crash(self):
-        """Record an exit we did not cause (once)."""
-        if self.proc is not None and not self.expect_exit and self.proc.poll() is not None:
-            self.expect_exit = True
-            self.crashes.append((self.proc.returncode, tail(self.log_path)))
-
-    def kill(self):
-        """SIGKILL exactly the process we started; waits for it."""
-        self.check_crash()
-        self.expect_exit = True
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        if self.proc is not None:
-            self.proc.wait(timeout=STOP_DEADLINE_S)
-
-    def sigterm(self):
-        """Send SIGTERM (to exactly our process); False if it was not running."""
-        self.check_crash()
-        if self.proc is None or self.proc.poll() is not None:
-            return False
-        self.expect_exit = True
-        self.proc.send_signal(signal.SIGTERM)
-        return True
-
-    def reap(self, deadline):
-        """Wait for the exit after sigterm() until deadline (monotonic), then
-        SIGKILL. Returns the exit code, or "hung" if it had to be killed."""
-        try:
-            return self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(timeout=STOP_DEADLINE_S)
-            return "hung"
-
-    def stop(self):
-        """SIGTERM, bounded; SIGKILL if it does not exit in time. Returns
-        the exit code ("hung" if it had to be killed, None if not running)."""
-        if not self.sigterm():
-            return None
-        return self.reap(time.monotonic() + STOP_DEADLINE_S)
-
-    def restart(self):
-        if not self.start():
-            raise AssertionError("node %d: port %d was taken while it was down" % (self.id, self.port))
+                "--debug-cluster-faults", "yes"]
 
     def conn(self, timeout=ADMIN_TIMEOUT_S):
         return Conn(self.port, timeout=timeout)
@@ -259,7 +155,7 @@ class Member:
 
     def info(self):
         """CLUSTER INFO as a dict, or None if the member does not answer."""
-        if not self.alive():
+        if not self.running():
             return None
         try:
             r = self.call("CLUSTER", "INFO")
@@ -271,7 +167,7 @@ class Member:
         """(CLUSTER INFO, DEBUG DIGEST) read in one loop turn (pipelined,
         with a second CLUSTER INFO that must show the same applied index),
         or None if the member does not answer or moved meanwhile."""
-        if not self.alive():
+        if not self.running():
             return None
         try:
             with self.conn() as c:
@@ -318,10 +214,9 @@ class Cluster:
             base = os.path.join(self.base_dir, "try%d" % attempt)
             ports = pick_ports(self.n, self.offset, rng=self.rng)
             members = [Member(i + 1, p, base, self.offset, self.extra) for i, p in enumerate(ports)]
-            if self.http:   # later options override the --http-port 0 of argv()
+            if self.http:
                 for m, hp in zip(members, pick_ports(self.n, self.offset, avoid=ports, rng=self.rng)):
                     m.http_port = hp
-                    m.extra = m.extra + ["--http-port", str(hp)]
             spec = self.spec(members)
             self.members = {}
             ok = True
@@ -330,7 +225,7 @@ class Cluster:
                 self.members[m.id] = m
                 self.everyone.append(m)
             for m in members:
-                if not m.start():
+                if not m.start_on(m.port):
                     ok = False
                     break
             if ok:
@@ -355,11 +250,11 @@ class Cluster:
             rc = m.reap(deadline)
             if rc != 0:
                 problems.append("node %d (port %d) exited %r on SIGTERM; log tail:\n%s"
-                                % (m.id, m.port, rc, tail(m.log_path)))
+                                % (m.id, m.port, rc, m.log_tail()))
         return problems
 
     def live(self):
-        return [m for m in self.members.values() if m.alive()]
+        return [m for m in self.members.values() if m.running()]
 
     def others(self, member):
         return [m for m in self.members.values() if m.id != member.id]
@@ -629,7 +524,7 @@ class Sampler(threading.Thread):
 
     def _sample(self, conns, m):
         """One CLUSTER INFO of m on its kept connection (reconnecting)."""
-        if not m.alive():
+        if not m.running():
             return None
         try:
             if m.id not in conns:

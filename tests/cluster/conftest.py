@@ -30,7 +30,7 @@ def pytest_runtest_makereport(item, call):
         for cl in getattr(item, "_ordod_clusters", []):
             for m in cl.everyone:
                 rep.sections.append(("node %d :%d log (%s)" % (m.id, m.port, m.log_path),
-                                     clusterlib.tail(m.log_path, LOG_TAIL_BYTES)))
+                                     m.log_tail(LOG_TAIL_BYTES)))
 
 
 @pytest.fixture
@@ -39,10 +39,10 @@ def single_ordod(tmp_path):
     stopped at teardown; it must exit 0."""
     port = clusterlib.pick_ports(1)[0]
     m = clusterlib.Member(0, port, str(tmp_path / "single"), clusterlib.PORT_OFFSET)
-    assert m.start(), "port %d was taken" % port
+    assert m.start_on(port), "port %d was taken" % port
     yield m
     rc = m.stop()
-    assert not m.crashes and rc == 0, "single ordod exited %r:\n%s" % (rc, clusterlib.tail(m.log_path))
+    assert not m.crashes and rc == 0, "single ordod exited %r:\n%s" % (rc, m.log_tail())
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ leader, also under writes (the old leader hands over without restarting,
 no acknowledged write is lost); a transfer that cannot happen (its target
 is down) fails and the leader serves again."""
 import checkers
-from clusterlib import ClusterClient, poll, tail
+from clusterlib import ClusterClient, poll
 from workloads import Recorder, Workers, kv_writer, read_final
 
 
@@ -20,7 +20,7 @@ def test_add_then_remove_member(make_cluster):
     leader = cl.wait_ready()
     assert leader.call("SET", "before-add", "1") == "OK"
     m4 = cl.new_member(4)
-    assert m4.start()
+    assert m4.start_on(m4.port)
     cc = ClusterClient(list(cl.members.values()))
     st, r = cc.call("CLUSTER", "ADD", 4, m4.addr, deadline_s=30)
     assert (st, r) == ("ok", "OK"), r
@@ -76,7 +76,7 @@ def test_transfer_to_named_member(make_cluster):
 
 
 def _restarts(m):
-    return tail(m.log_path, 1 << 20).count("restarting in place")
+    return m.log_tail(1 << 20).count("restarting in place")
 
 
 def test_transfer_under_writes(make_cluster):

@@ -192,7 +192,7 @@ def run(args):
         c.close()
         if args.verbose:
             print("kill %d: revision %d, acked %d so far" % (kill_no, cur, stats.acked), flush=True)
-    rc = srv.term()
+    rc = srv.stop()
     elapsed = time.monotonic() - t_begin
     print("crash test: kills=%d acked_writes=%d in_doubt=%d (applied %d) lost=%d phantom=%d regressions=%d "
           "chain_errors=%d final_revision=%d elapsed=%.1fs %s clean_exit=%s"

@@ -1,27 +1,27 @@
 """What the crash tests share (crash_test.py, txn_crash_test.py, queue_crash_test.py, and
 their pytest wrappers test_crash_short.py, test_queue_crash_short.py):
 
-  - the RESP client: tests/integration/resp.py, imported from there (Conn,
+  - the RESP client: tests/pylib/resp.py, imported from there (Conn,
     Closed, RespError); a dead server shows as Closed or OSError;
-  - Ordod: the one ordod a run starts, restarts, SIGKILLs and SIGTERMs on
-    its data directory (--fsync always, 127.0.0.1, a free port each start);
+  - new_run: the run's temporary directory and the one ordod it starts,
+    restarts, SIGKILLs and SIGTERMs on its data directory (an Ordod of
+    tests/pylib/ordoproc.py: --fsync always, 127.0.0.1, a free port each
+    start, its log in the run's directory);
   - the command line both scripts share (--kills, --seconds, --ordod,
     --seed, --keep, --verbose, ordod options after --) and the end of a run
     (keep the data directory when it failed or was asked to, else remove it);
   - kill_round: one round of writer threads ended by a SIGKILL;
   - run_script: a script run as a subprocess, for the short runs under pytest.
 
-Invariants: only the PID this process started is ever signalled; a start
-returns only once the server that answers PING on the port reports that
-PID (another process may take a free port before ordod binds it: such a
-start is retried on a new port); every wait has a deadline.
+Invariants (Ordod's): only the PID this process started is ever
+signalled; a start returns only once the server that answers on the port
+reports that PID (a port lost to another process before ordod bound it is
+retried on a new one); every wait has a deadline.
 """
 import argparse
 import os
 import random
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,16 +30,16 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "pylib"))
 
+from ordoproc import Ordod  # noqa: E402
 from resp import Closed, Conn, RespError  # noqa: E402
 
-__all__ = ["Closed", "Conn", "RespError", "Ordod", "client", "free_port", "tail", "parse_args", "new_run",
+__all__ = ["Closed", "Conn", "RespError", "client", "parse_args", "new_run",
            "kill_round", "restart_summary", "finish", "run_script"]
 
-START_DEADLINE_S = 30.0
-START_ATTEMPTS = 5
 CLIENT_TIMEOUT_S = 10.0   # a crash-test client's socket timeout
+STOP_DEADLINE_S = 30.0    # the final SIGTERM to exit (recovery state written out under --fsync always)
 # ordod options when none are given: small log segments and snapshot
 # threshold, so kills also land in segment rolls and snapshots
 DEFAULT_EXTRA = ["--wal-segment-bytes", "64k", "--snapshot-log-bytes", "128k", "--history-revs", "500"]
@@ -47,79 +47,9 @@ DEFAULT_EXTRA = ["--wal-segment-bytes", "64k", "--snapshot-log-bytes", "128k", "
 
 # ---- the server -------------------------------------------------------------
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def client(port, timeout=CLIENT_TIMEOUT_S):
     """A new RESP connection to 127.0.0.1:port."""
     return Conn(port, timeout=timeout)
-
-
-class Ordod:
-    def __init__(self, binary, data_dir, log_path, extra):
-        self.binary, self.dir, self.log_path, self.extra = binary, data_dir, log_path, extra
-        self.proc = None
-        self.port = None
-
-    def start(self):
-        """Start ordod on a free port; returns the seconds to its first PONG.
-        The port is free when chosen but released before ordod binds it: a
-        start that lost it to another process ("address already in use") is
-        retried on a new port."""
-        t0 = time.monotonic()
-        for _ in range(START_ATTEMPTS):
-            self.port = free_port()
-            log = open(self.log_path, "ab")
-            log.write(b"--- crash_test: starting on port %d\n" % self.port)
-            log.flush()
-            self.proc = subprocess.Popen([self.binary, "--port", str(self.port), "--dir", self.dir,
-                                          "--fsync", "always"] + self.extra, stdout=log, stderr=log)
-            log.close()
-            if self._wait_ready(t0):
-                return time.monotonic() - t0
-        raise SystemExit("ordod could not bind a free port in %d attempts; see %s" % (START_ATTEMPTS, self.log_path))
-
-    def _wait_ready(self, t0):
-        """True once it answers PING as this process; False if the port was taken."""
-        deadline = t0 + START_DEADLINE_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                if "address already in use" in tail(self.log_path, 300).lower():
-                    return False
-                raise SystemExit("ordod exited %s during start; see %s:\n%s"
-                                 % (self.proc.returncode, self.log_path, tail(self.log_path)))
-            try:
-                c = client(self.port, timeout=5.0)
-                ok = c.call("PING") == "PONG"
-                info = c.call("INFO", "server") if ok else None
-                c.close()
-                if ok and isinstance(info, bytes) and b"process_id:%d\r\n" % self.proc.pid in info:
-                    return True
-            except (OSError, Closed):
-                pass
-            time.sleep(0.005)  # poll interval while the port opens (bounded by the deadline)
-        raise SystemExit("ordod not ready within %ss" % START_DEADLINE_S)
-
-    def kill(self):
-        self.proc.send_signal(signal.SIGKILL)  # exactly the process we started
-        self.proc.wait(timeout=30)
-
-    def term(self):
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=30)
-
-
-def tail(path, n=4000):
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            f.seek(max(0, f.tell() - n))
-            return f.read().decode(errors="replace")
-    except OSError:
-        return ""
 
 
 # ---- a run ------------------------------------------------------------------
@@ -147,9 +77,13 @@ def parse_args(doc, add_own):
 
 
 def new_run(prefix, args):
-    """A fresh temporary directory and the Ordod that will use it: (base, Ordod)."""
+    """A fresh temporary directory and the Ordod that will use it: (base,
+    Ordod). Its start() picks a new free port each time and returns the
+    seconds to ready; kill() is the SIGKILL of a round, stop() the final
+    SIGTERM."""
     base = tempfile.mkdtemp(prefix=prefix)
-    return base, Ordod(args.ordod, os.path.join(base, "data"), os.path.join(base, "ordod.log"), args.extra)
+    return base, Ordod(args.ordod, os.path.join(base, "data"), os.path.join(base, "ordod.log"),
+                       ["--fsync", "always"] + args.extra, name="crash_test ordod", stop_deadline_s=STOP_DEADLINE_S)
 
 
 def kill_round(srv, rng, round_s, writer, kill_no, shares, stats):

@@ -52,6 +52,7 @@ import time
 
 import crashlib
 from crashlib import Closed, RespError, client
+from ordoproc import poll
 
 Q, DLQ = "work", "work-dl"
 MAXATTEMPTS = 4
@@ -511,12 +512,12 @@ def run(args):
         drain.set()
         for t in prods:
             t.join(30)
-        drained = False
-        while time.monotonic() - t_drain < DRAIN_DEADLINE_S:
-            if all_done(ordod.port, h):
-                drained = True
-                break
-            time.sleep(0.05)  # polling server state while consumers drain
+        try:
+            poll(lambda: all_done(ordod.port, h), "the consumers to drain both queues", DRAIN_DEADLINE_S,
+                 every_s=0.05)
+            drained = True
+        except AssertionError:   # reported below: stuck
+            drained = False
         drain_s = time.monotonic() - t_drain
     finally:
         stop.set()
@@ -529,7 +530,7 @@ def run(args):
     c.close()
     results = fetch_results(ordod.port, h)
     check(h, results, qlen, stats)
-    rc = ordod.term()
+    rc = ordod.stop()
     elapsed = time.monotonic() - t_begin
 
     pushed = sum(1 for m in h.msgs.values() if m.state == "acked")

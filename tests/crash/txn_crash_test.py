@@ -121,7 +121,7 @@ def run(args):
             for p in ps:
                 check(p, c, stats)
         c.close()
-    rc = srv.term()
+    rc = srv.stop()
     print("txn crash test: kills=%d acked_execs=%d in_doubt=%d torn=%d lost=%d phantom=%d elapsed=%.1fs %s "
           "clean_exit=%s" % (args.kills, stats.acked, stats.doubt, stats.torn, stats.lost, stats.phantom,
                              time.monotonic() - t_begin, crashlib.restart_summary(starts), rc == 0))

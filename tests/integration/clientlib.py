@@ -3,6 +3,8 @@
 The programs under test are the `ordo` tool and the examples, found next
 to $ORDOD (build/ by default). Their stdout is read line by line on a
 thread so a test can wait for a line with a deadline instead of sleeping.
+The ordod they talk to is the suite's (conftest.py); its SIGKILL and
+restart are the server's kill() and restart().
 """
 import os
 import queue
@@ -109,18 +111,3 @@ class Proc:
             os.killpg(self.p.pid, sig)
         return self.finish()
 
-
-def kill9_restart(srv):
-    """SIGKILL exactly this ordod, then start it again on the same port and
-    data directory; returns once it answers."""
-    os.kill(srv.pid, signal.SIGKILL)
-    srv.proc.wait(timeout=30)
-    srv.spawn(srv.port)
-
-
-def wait_until(cond, timeout=DEADLINE_S, what="condition"):
-    """Poll cond() until true (a condition, not a fixed sleep)."""
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "%s not met within %ss" % (what, timeout)
-        time.sleep(0.01)

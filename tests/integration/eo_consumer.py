@@ -7,9 +7,12 @@ holder counts it instead.
 
 usage: eo_consumer.py port queue
 """
+import os
 import sys
 
-from resp import Conn, RespError
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+
+from resp import Conn, RespError  # noqa: E402
 
 
 def main():

@@ -7,7 +7,8 @@ Never two executing in one term, never an old term executing after a
 newer one (each execute checks a compare-and-set witness key)."""
 import collections
 
-from clientlib import Proc, prog, wait_until
+from clientlib import DEADLINE_S, Proc, prog
+from ordoproc import poll
 
 TTL_MS = 1000
 
@@ -25,7 +26,7 @@ def test_careers_race_one_killed_hand_over_reaches_next(server):
     b = leader(server, "B", 1000000)
     procs = [a, b]
     try:
-        wait_until(lambda: inaugurated(a) or inaugurated(b), what="a leader")
+        poll(lambda: inaugurated(a) or inaugurated(b), "a leader", DEADLINE_S)
         first, second = (a, b) if inaugurated(a) else (b, a)
         first.wait_line(lambda l: l.startswith("execute ") and l.endswith(" 5"))
         first.kill()                                 # crash mid-term

@@ -5,10 +5,8 @@ every message the producer accepted is delivered exactly once, nothing is
 delivered that was never sent, and each key's messages come in the order
 they were sent -- 0 violations."""
 import collections
-import os
-import signal
 
-from clientlib import Proc, kill9_restart, prog
+from clientlib import Proc, prog
 
 COUNT = 6000
 KEYS = 13
@@ -61,12 +59,14 @@ def test_producer_survives_server_kill_and_own_crash(server, tmp_path):
     spill = tmp_path / "producer.spill"
     p1 = producer(server, spill)
     p1.wait_line(lambda l: l == "accepted 1000")
-    kill9_restart(server)                        # server crash mid-stream
+    server.kill()                                # server crash mid-stream
+    server.restart()
     p1.wait_line(lambda l: l == "accepted 3000")
     p1.kill()                                    # producer crash mid-stream
     acc = accepted(p1.lines)
     assert "done" not in p1.lines
-    kill9_restart(server)                        # and the server again, while no producer runs
+    server.kill()                                # and the server again, while no producer runs
+    server.restart()
     p2 = producer(server, spill)                 # resumes from the spill file
     p2.wait_line(lambda l: l == "done")
     assert p2.finish() == 0, p2.stderr()
@@ -87,11 +87,10 @@ def test_producer_buffers_while_server_is_down(ordod_factory, tmp_path):
     p.wait_line(lambda l: l == "accepted 10")
     # SIGKILL the server and keep it down until the producer has accepted
     # everything: the buffer (and spill file) hold it all.
-    os.kill(srv.pid, signal.SIGKILL)
-    srv.proc.wait(timeout=30)
+    srv.kill()
     p.wait_line(lambda l: l == "accepted 499")
     assert "done" not in p.lines
-    srv.spawn(srv.port)
+    srv.restart()
     p.wait_line(lambda l: l == "done")
     assert p.finish() == 0
     per_key = drain(srv)

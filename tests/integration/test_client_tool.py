@@ -4,7 +4,8 @@ codes; and the cart example's limit under concurrent adders."""
 import os
 import subprocess
 
-from clientlib import Proc, ordo, prog, wait_until
+from clientlib import DEADLINE_S, Proc, ordo, prog
+from ordoproc import poll
 
 
 def test_push_call_status_and_errors(server):
@@ -81,7 +82,7 @@ def test_consumer_killed_mid_message_is_redelivered(server, tmp_path):
     caller = subprocess.Popen([prog("ordo"), "-p", str(server.port), "call", "q", "k", "x", "--timeout", "30000"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        wait_until(mark.exists, what="first handler started")
+        poll(mark.exists, "first handler started", DEADLINE_S)
         a.kill()  # SIGKILL the consumer and its handler: its lease runs out
         b = Proc([prog("ordo"), "-p", server.port, "consume", "q", "--", "sh", "-c", 'echo "again $ORDO_ATTEMPT"'])
         try:
@@ -101,8 +102,8 @@ def test_watch_lines_and_quoting(server):
     try:
         with server.raw() as c:
             # The watch has started once a write after it shows up.
-            wait_until(lambda: c.call("KV.PUT", "w/probe", "1") and any(" w/probe " in l for l in w.lines)
-                       or _drain(w), what="watch started")
+            poll(lambda: c.call("KV.PUT", "w/probe", "1") and any(" w/probe " in l for l in w.lines)
+                 or _drain(w), "watch started", DEADLINE_S)
             r1 = c.call("KV.PUT", "w/a b", "two words\n")
             r2 = c.call("KV.DEL", "w/a b")
         w.wait_line(lambda l: l.startswith("%d del" % r2))

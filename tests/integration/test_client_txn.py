@@ -6,11 +6,12 @@ message is redelivered to a second consumer, which counts it; the first
 is resumed and its transaction is refused whole (stale token). Every
 counter ends equal to the number of messages pushed for its key: none
 lost, none doubled. Synchronisation is by output lines and server state
-(wait_until polls a condition), bounded by clientlib.DEADLINE_S."""
+(ordoproc.poll polls a condition), bounded by clientlib.DEADLINE_S."""
 import signal
 import subprocess
 
-from clientlib import Proc, prog, wait_until
+from clientlib import DEADLINE_S, Proc, prog
+from ordoproc import poll
 
 KEYS = 5
 PER_KEY = 20
@@ -48,15 +49,15 @@ def test_stalled_consumer_counts_once(server):
         # B counts everything, the held message included once its lease ends.
         b = Proc([prog("example_exactly_once")] + base + ["-c", 2, "-l", 5000], stdin=subprocess.PIPE)
         b.wait_line(lambda l: l == "ready")
-        wait_until(lambda: counters(server) == [PER_KEY] * KEYS, what="every message counted by B")
+        poll(lambda: counters(server) == [PER_KEY] * KEYS, "every message counted by B", DEADLINE_S)
 
         # A resumes and tries to apply the message it held: refused whole.
         aborted0 = int(server.info("stats").get("transactions_aborted", 0))
         a.p.send_signal(signal.SIGCONT)
         a.p.stdin.write(b"go\n")
         a.p.stdin.flush()
-        wait_until(lambda: int(server.info("stats").get("transactions_aborted", 0)) > aborted0,
-                   what="A's transaction refused")
+        poll(lambda: int(server.info("stats").get("transactions_aborted", 0)) > aborted0,
+             "A's transaction refused", DEADLINE_S)
         a.p.stdin.close()
         sa = stats(a)
         assert a.finish() == 0, a.stderr()

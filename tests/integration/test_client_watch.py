@@ -3,7 +3,8 @@ sees every change once, in revision order, while ordod is killed with
 SIGKILL and restarted between writes -- no gap, no duplicate. And a
 watcher whose resume point was compacted away gets a reset and a
 snapshot (examples/watch_resume.c)."""
-from clientlib import Proc, kill9_restart, prog, wait_until
+from clientlib import DEADLINE_S, Proc, prog
+from ordoproc import poll
 
 PHASES = 3
 PER_PHASE = 200
@@ -31,7 +32,8 @@ def test_watch_survives_server_restarts(server):
             last = expected[-1]
             w.wait_line(lambda l: l == last)
             if phase < PHASES - 1:
-                kill9_restart(server)
+                server.kill()
+                server.restart()
         assert w.lines == expected
     finally:
         w.kill()
@@ -47,7 +49,7 @@ def test_watch_resets_when_history_is_compacted(ordod_factory):
     try:
         w.wait_line(lambda l: l == "reset")
         after = lambda: w.poll()[w.lines.index("reset") + 1:]
-        wait_until(lambda: len(after()) >= 5, what="the snapshot")
+        poll(lambda: len(after()) >= 5, "the snapshot", DEADLINE_S)
         snap = after()[:5]
         assert {l.split()[2]: l.split()[3] for l in snap} == current
         with srv.raw() as c:
@@ -75,7 +77,8 @@ def test_async_watcher_resumes_across_restart(server):
             last = expected[-1]
             w.wait_line(lambda l: l == last)
             if phase == 0:
-                kill9_restart(server)
+                server.kill()
+                server.restart()
         assert w.finish() == 0, w.stderr()
         assert w.lines == expected
     finally:

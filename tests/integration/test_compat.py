@@ -15,6 +15,7 @@ import redis
 import time
 
 
+from ordoproc import poll
 from resp import RespError
 
 REDIS_CLI = "/usr/bin/redis-cli"
@@ -157,15 +158,13 @@ def test_redis_cli_hints(server, tmp_path):
 # ---- TTL, PTTL, EXPIRE, PEXPIRE, PERSIST ------------------------------------
 
 def restart(srv):
+    """SIGTERM srv (it must exit 0) and start it again on a new port."""
     assert srv.stop() == 0
-    srv._err = open(srv.stderr_path, "ab")
-    srv.spawn()
+    srv.start()
 
 
 def wait_gone(r, key):
-    deadline = time.monotonic() + 20
-    while r.exists(key):
-        assert time.monotonic() < deadline, "key %s never expired" % key
+    poll(lambda: not r.exists(key), "key %s to expire" % key)
 
 
 def test_ttl_replies(server, r):
@@ -245,9 +244,7 @@ def test_expire_is_a_record(server):
     assert r.ttl("c") == -1 and r.ttl("d") == -1 and r.ttl("s") > 0
     assert r.execute_command("KV.REV")[0] == rev0
     r.execute_command("SNAPSHOT")
-    deadline = time.monotonic() + 20
-    while server.info("persistence").get("snapshot_in_progress") != "0":
-        assert time.monotonic() < deadline
+    poll(lambda: server.info("persistence").get("snapshot_in_progress") == "0", "the snapshot to finish")
     r.persist("a")
     r.close()
     restart(server)
@@ -288,15 +285,6 @@ def test_info_sections(server, r):
 
 
 # ---- elections: LEASE, and the last value of a term that ended unhanded ------
-
-def wait_for(pred, what, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        assert time.monotonic() < deadline, "%s not reached" % what
-
 
 def test_campaign_lease(server):
     with server.raw() as c:
@@ -341,10 +329,10 @@ def test_expired_term_value_reaches_next_leader(server):
         assert b.call("ELECT.RESIGN", "E", t2) == 1
         t3 = b.call("ELECT.CAMPAIGN", "E", "c", 100)
         assert b.call("ELECT.PROCLAIM", "E", t3, "c-state") == 1
-        wait_for(lambda: b.call("ELECT.LEADER", "E") is None, "term expiry")
+        poll(lambda: b.call("ELECT.LEADER", "E") is None, "term expiry")
         # a campaign without HANDOVER consumes it unseen
         t4 = b.call("ELECT.CAMPAIGN", "E", "d", 100)
-        wait_for(lambda: b.call("ELECT.LEADER", "E") is None, "term expiry")
+        poll(lambda: b.call("ELECT.LEADER", "E") is None, "term expiry")
         assert b.call("ELECT.CAMPAIGN", "E", "e", 60000, "HANDOVER")[1:] == [b"d", 0]
         assert t4 > t3
 
@@ -355,13 +343,13 @@ def test_lapsed_handover_survives_restart(server):
         for name in ("L", "S"):
             t = c.call("ELECT.CAMPAIGN", name, "v-" + name, 50)
             assert c.call("ELECT.PROCLAIM", name, t, "last-" + name) == 1
-        wait_for(lambda: c.call("ELECT.LEADER", "L") is None and c.call("ELECT.LEADER", "S") is None, "expiry")
+        poll(lambda: c.call("ELECT.LEADER", "L") is None and c.call("ELECT.LEADER", "S") is None, "expiry")
         assert c.call("ELECT.RESIGN", "R", c.call("ELECT.CAMPAIGN", "R", "r", 60000), "HANDOVER", "given") == 1
     restart(server)  # from the log
     with server.raw() as c:
         assert c.call("ELECT.CAMPAIGN", "L", "x", 60000, "HANDOVER")[1:] == [b"last-L", 0]
         assert c.call("SNAPSHOT") > 0
-        wait_for(lambda: server.info("persistence")["snapshot_in_progress"] == "0", "snapshot")
+        poll(lambda: server.info("persistence")["snapshot_in_progress"] == "0", "snapshot")
     restart(server)  # from the snapshot
     assert int(server.info("persistence")["snapshot_loaded_revision"]) > 0
     with server.raw() as c:

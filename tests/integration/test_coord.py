@@ -14,10 +14,11 @@ import time
 
 import pytest
 
+from ordoproc import poll
 from resp import Conn, Push, RespError
 from watchlib import WatchConn
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+PYLIB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib")   # resp.py, for PAUSED_HOLDER
 
 
 def err(v, code):
@@ -45,16 +46,9 @@ def run_threads(body, n):
     return errors
 
 
-def wait_for(pred, timeout=30.0, what="condition"):
-    """Poll a server-side state with a deadline (not a sleep as sync: the
-    state is read from the server each time)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.002)
-    raise AssertionError("%s not reached within %ss" % (what, timeout))
+# The deadline of a wait (ordoproc.poll) for a server-side state: waiters
+# parked, leases and terms run out (the longest TTLs here are seconds).
+WAIT_S = 30.0
 
 
 def blocked(c, kind=None):
@@ -120,7 +114,7 @@ def test_lease_expiry_ends_everything(server):
         assert c.call("LOCK.INFO", "le-lock")[0] == tok
         # ttl 0 needs a lease
         err(c.call("LOCK.ACQUIRE", "le-lock2", 0), "ERR")
-        wait_for(lambda: c.call("GET", "le/k") is None, what="lease expiry")
+        poll(lambda: c.call("GET", "le/k") is None, "lease expiry", WAIT_S)
         assert c.call("LOCK.INFO", "le-lock") == [None, 0, 0]
         err(c.call("LEASE.TTL", lid), "NOTFOUND")
         err(c.call("LOCK.ACQUIRE", "le-lock", 100, "LEASE", lid), "NOTFOUND")
@@ -199,8 +193,8 @@ def test_lock_commands(server):
         assert t2 > t1
         # expiry: lapsed at the deadline (no longer honoured), then freed by
         # its expire record
-        assert wait_for(lambda: c.call("LOCK.CHECK", "L", t2) == 0, what="lock lapse")
-        assert wait_for(lambda: c.call("LOCK.INFO", "L")[0] is None, what="lock expiry")
+        assert poll(lambda: c.call("LOCK.CHECK", "L", t2) == 0, "lock lapse", WAIT_S)
+        assert poll(lambda: c.call("LOCK.INFO", "L")[0] is None, "lock expiry", WAIT_S)
         t3 = c.call("LOCK.ACQUIRE", "L", 1000)
         assert t3 > t2
         # argument errors
@@ -248,7 +242,7 @@ def test_lock_waiters_fifo_one_wakeup(server):
         waiters = []
         for i in range(n):
             waiters.append(_park(server.port, "F"))
-            wait_for(lambda: c.call("LOCK.INFO", "F")[2] == i + 1, what="waiter %d parked" % i)
+            poll(lambda: c.call("LOCK.INFO", "F")[2] == i + 1, "waiter %d parked" % i, WAIT_S)
         prev = tok
         for i in range(n):
             assert c.call("LOCK.RELEASE", "F", prev) == 1
@@ -274,13 +268,13 @@ def test_lock_waiter_disconnect_leaves_queue(server):
     with server.raw() as c:
         tok = c.call("LOCK.ACQUIRE", "D", 60000)
         a = _park(server.port, "D")
-        wait_for(lambda: c.call("LOCK.INFO", "D")[2] == 1)
+        poll(lambda: c.call("LOCK.INFO", "D")[2] == 1, "1 waiter on D", WAIT_S)
         b = _park(server.port, "D")
-        wait_for(lambda: c.call("LOCK.INFO", "D")[2] == 2)
+        poll(lambda: c.call("LOCK.INFO", "D")[2] == 2, "2 waiters on D", WAIT_S)
         d = _park(server.port, "D")
-        wait_for(lambda: c.call("LOCK.INFO", "D")[2] == 3)
+        poll(lambda: c.call("LOCK.INFO", "D")[2] == 3, "3 waiters on D", WAIT_S)
         b.close()
-        wait_for(lambda: c.call("LOCK.INFO", "D")[2] == 2, what="disconnected waiter removed")
+        poll(lambda: c.call("LOCK.INFO", "D")[2] == 2, "disconnected waiter removed", WAIT_S)
         assert c.call("LOCK.RELEASE", "D", tok) == 1
         ta = a.read()
         assert isinstance(ta, int)
@@ -300,9 +294,9 @@ def test_lock_waiter_with_ended_lease_is_skipped(server):
         lid = c.call("LEASE.GRANT", 60000)
         a = Conn(server.port, timeout=30)
         a.send("LOCK.ACQUIRE", "S", 0, "WAIT", 30000, "LEASE", lid)
-        wait_for(lambda: c.call("LOCK.INFO", "S")[2] == 1)
+        poll(lambda: c.call("LOCK.INFO", "S")[2] == 1, "1 waiter on S", WAIT_S)
         b = _park(server.port, "S")
-        wait_for(lambda: c.call("LOCK.INFO", "S")[2] == 2)
+        poll(lambda: c.call("LOCK.INFO", "S")[2] == 2, "2 waiters on S", WAIT_S)
         assert c.call("LEASE.REVOKE", lid) == 1
         assert c.call("LOCK.RELEASE", "S", tok) == 1
         err(a.read(), "NOTFOUND")
@@ -331,7 +325,7 @@ def test_fencing_sigstopped_holder(server):
     stale_accepted = 0
     tokens = []
     for _ in range(3):
-        p = subprocess.Popen([sys.executable, "-c", PAUSED_HOLDER, str(server.port), HERE],
+        p = subprocess.Popen([sys.executable, "-c", PAUSED_HOLDER, str(server.port), PYLIB],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         try:
             t1 = int(p.stdout.readline())
@@ -403,20 +397,16 @@ def test_fencing_concurrent_checker(server):
         assert int(c.call("GET", "cf-res")) == vals[-1]
 
 
-def _restart(ordod_factory, request, srv, how, data_dir):
+def _restart(ordod_factory, srv, how, data_dir):
     if how == "kill":
-        os.kill(srv.pid, signal.SIGKILL)
-        srv.proc.wait(timeout=20)
-        srv._err.close()
-        request.node._ordod_servers.remove(srv)
+        srv.kill()
     else:
         assert srv.stop() == 0
-        request.node._ordod_servers.remove(srv)
     return ordod_factory("--dir", data_dir, "--fsync", "always")
 
 
 @pytest.mark.parametrize("how", ["term", "kill"])
-def test_tokens_across_restart(ordod_factory, request, tmp_path, how):
+def test_tokens_across_restart(ordod_factory, tmp_path, how):
     data_dir = str(tmp_path / "coord-data")
     srv = ordod_factory("--dir", data_dir, "--fsync", "always")
     before = []
@@ -431,7 +421,7 @@ def test_tokens_across_restart(ordod_factory, request, tmp_path, how):
         before.append(term)
         lid = c.call("LEASE.GRANT", 600000)
         c.call("KV.PUT", "rk", "v", "LEASE", lid)
-    srv = _restart(ordod_factory, request, srv, how, data_dir)
+    srv = _restart(ordod_factory, srv, how, data_dir)
     with srv.raw() as c:
         # holdings survive: the same holder, the same term, the same lease
         assert c.call("LOCK.INFO", "R")[0] == held
@@ -478,7 +468,7 @@ def test_elect_commands(server):
         # a term that expires
         assert c.call("ELECT.RESIGN", "E", t3) == 1
         t4 = c.call("ELECT.CAMPAIGN", "E", "v4", 40)
-        wait_for(lambda: c.call("ELECT.LEADER", "E") is None, what="term expiry")
+        poll(lambda: c.call("ELECT.LEADER", "E") is None, "term expiry", WAIT_S)
         err(c.call("ELECT.KEEPALIVE", "E", t4), "NOTHOLDER")
         assert c.call("ELECT.PROCLAIM", "E", t4, "late") == 0
         # argument errors
@@ -503,7 +493,7 @@ def test_elect_campaign_waits_without_wait(server):
         b.send("ELECT.CAMPAIGN", "EW", "b", 60000)
         # resign only once b is parked: otherwise its campaign could find
         # the election vacant and the wait would never be exercised
-        wait_for(lambda: blocked(c, "elect") == 1, what="candidate parked")
+        poll(lambda: blocked(c, "elect") == 1, "candidate parked", WAIT_S)
         assert c.call("ELECT.RESIGN", "EW", t1) == 1
         t2 = b.read()
         assert t2 > t1
@@ -645,10 +635,10 @@ def coord_memory(srv):
 
 
 def restart_kill(srv):
-    """SIGKILL srv and start it again on its data directory."""
-    os.kill(srv.pid, signal.SIGKILL)
-    srv.proc.wait(timeout=30)
-    srv.spawn(srv.port)
+    """SIGKILL srv and start it again on its data directory (on its port
+    unless another process took it meanwhile)."""
+    srv.kill()
+    srv.start(srv.port)
 
 
 def test_coord_memory_counts_towards_max_memory(ordod_factory):
@@ -672,14 +662,14 @@ def test_coord_memory_counts_towards_max_memory(ordod_factory):
         # a parked candidate counts while it waits, and not after
         w = srv.raw()
         w.send("ELECT.CAMPAIGN", "E", "w" * 3000, 60000, "WAIT", 60000)
-        wait_for(lambda: blocked(c, "elect") == 1, what="candidate parked")
+        poll(lambda: blocked(c, "elect") == 1, "candidate parked", WAIT_S)
         assert coord_memory(srv)["used_memory_coord"] > m3 + 3000
         w.close()
-        wait_for(lambda: blocked(c) == 0, what="candidate gone")
+        poll(lambda: blocked(c) == 0, "candidate gone", WAIT_S)
         # a lock waiter parked before the limit keeps its place
         lw = srv.raw()
         lw.send("LOCK.ACQUIRE", "lock-" + "n" * 500, 1000, "WAIT", 60000)
-        wait_for(lambda: blocked(c, "lock") == 1, what="lock waiter parked")
+        poll(lambda: blocked(c, "lock") == 1, "lock waiter parked", WAIT_S)
         # fill with leaderships until the limit refuses one
         terms = []
         for i in range(200):
@@ -713,7 +703,7 @@ def test_coord_memory_counts_towards_max_memory(ordod_factory):
         # room again: growing writes work
         assert isinstance(c.call("LEASE.GRANT", 60000), int)
         lw.close()
-        wait_for(lambda: blocked(c) == 0, what="lock waiter gone")
+        poll(lambda: blocked(c) == 0, "lock waiter gone", WAIT_S)
         # churn that ends where it started leaves the total where it was
         before = coord_memory(srv)["used_memory_coord"]
         for i in range(20):
@@ -728,7 +718,7 @@ def test_coord_memory_counts_towards_max_memory(ordod_factory):
     assert coord_memory(srv) == state
     with srv.raw() as c:
         assert c.call("SNAPSHOT") > 0
-        wait_for(lambda: srv.info("persistence")["snapshot_in_progress"] == "0", what="snapshot")
+        poll(lambda: srv.info("persistence")["snapshot_in_progress"] == "0", "snapshot", WAIT_S)
     restart_kill(srv)
     assert int(srv.info("persistence")["snapshot_loaded_revision"]) > 0  # this time from the snapshot
     assert coord_memory(srv) == state

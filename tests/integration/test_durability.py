@@ -11,14 +11,14 @@ len u32 | crc u32 | rev u64 | payload) to find record boundaries.
 """
 import os
 import shutil
-import signal
 import struct
 import subprocess
 import time
 
 import pytest
 
-from conftest import ORDOD, poll
+from conftest import ORDOD
+from ordoproc import poll
 from resp import Closed, Conn, RespError
 from watchlib import WatchConn
 
@@ -29,7 +29,7 @@ FRAME = 16
 # ---- helpers ----------------------------------------------------------------
 
 @pytest.fixture
-def durable(ordod_factory, request, tmp_path):
+def durable(ordod_factory):
     """start(data_dir, *flags) -> Server under fsync always on data_dir;
     kill(srv) SIGKILLs it; term(srv) SIGTERMs it and asserts exit 0."""
     class D:
@@ -37,15 +37,11 @@ def durable(ordod_factory, request, tmp_path):
             return ordod_factory("--dir", str(data_dir), "--fsync", "always", *flags)
 
         def kill(self, srv):
-            os.kill(srv.pid, signal.SIGKILL)
-            srv.proc.wait(timeout=10)
-            srv._err.close()
-            request.node._ordod_servers.remove(srv)
+            srv.kill()
 
         def term(self, srv):
             rc = srv.stop()
-            request.node._ordod_servers.remove(srv)
-            assert rc == 0, "ordod exited %r:\n%s" % (rc, srv.stderr()[-5000:])
+            assert rc == 0, "ordod exited %r:\n%s" % (rc, srv.log_tail(5000))
 
     return D()
 
@@ -346,7 +342,7 @@ def test_torn_tail_zeroed_sector(durable, tmp_path):
         whole = sum(1 for (_o, end, _r) in fr if end <= sector)
         assert 0 < whole < n
         srv = durable.start(case)
-        assert "torn tail" in srv.stderr()
+        assert "torn tail" in srv.log_text()
         with srv.raw() as c:
             assert c.call("KV.REV")[0] == whole
             assert read_numbered(c, n) == numbered_prefix(n, whole)
@@ -437,7 +433,7 @@ def test_missing_last_segment_is_refused(durable, tmp_path):
     assert os.path.basename(segs[-1]) in err and "missing" in err and "--wal-repair yes" in err, err
     assert ("revision %d" % last_revs[-2]) in err, err
     srv = durable.start(d, "--wal-repair", "yes")
-    assert "going on from revision %d" % last_revs[-2] in srv.stderr()
+    assert "going on from revision %d" % last_revs[-2] in srv.log_text()
     assert dump(srv)[0][0] == last_revs[-2]
     durable.term(srv)
     srv = durable.start(d)  # repaired: starts without the option
@@ -508,7 +504,7 @@ def test_wal_repair_cuts_a_corrupt_log_and_keeps_the_cut_bytes(durable, tmp_path
 
     srv = durable.start(d, "--wal-repair", "yes")
     last_good = fr[9][2]
-    log = srv.stderr()
+    log = srv.log_text()
     assert ("cut %s at byte offset %d, %d bytes" % (seg, off, len(bad) - off)) in log, log
     assert ("ends at revision %d" % last_good) in log, log
     saved = "%s.cut-at-%d" % (seg, off)
@@ -567,7 +563,7 @@ def test_io_fault_makes_readonly_and_loses_no_ack(durable, tmp_path, fault, reas
     # Reads of state the log may not hold are refused too, never answered.
     got = call(srv, "GET", sorted(acked)[0])
     assert isinstance(got, RespError) and got.code == "READONLY", got
-    assert "readonly" in srv.stderr().lower() or "READONLY" in srv.stderr()
+    assert "readonly" in srv.log_text().lower() or "READONLY" in srv.log_text()
     durable.term(srv)
 
     srv2 = durable.start(d)  # no fault
@@ -678,7 +674,7 @@ def test_stalled_disk_bounds_pending_log_bytes_and_loses_no_ack(durable, tmp_pat
 
     t = threading.Thread(target=sender, daemon=True)
     t.start()
-    poll(lambda: "not reading clients" in srv.stderr(), "back-pressure to engage")
+    poll(lambda: "not reading clients" in srv.log_text(), "back-pressure to engage")
     # The client goes on sending into the socket buffers while ordod reads
     # nothing: well past what the limit lets the log hold.
     poll(lambda: sent[0] >= 8 * BP_LIMIT, "the client to send past the limit")

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 
-from conftest import poll
+from ordoproc import poll
 from resp import RespError
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -5,8 +5,6 @@ prometheus_client, and the limits (malformed, oversized, slow, too many,
 idle). Clients: http.client from the standard library and raw sockets."""
 import http.client
 import json
-import os
-import signal
 import socket
 import subprocess
 import threading
@@ -16,6 +14,8 @@ import urllib.parse
 import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
+
+from ordoproc import poll
 
 DEADLINE_S = 20.0
 
@@ -53,16 +53,6 @@ def raw_exchange(srv, data, timeout=DEADLINE_S):
             out += chunk
     finally:
         s.close()
-
-
-def wait_for(pred, what):
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.01)  # poll interval
-    raise AssertionError("timed out waiting for " + what)
 
 
 # ---- health, auth, KV with ETags ----------------------------------------------
@@ -214,7 +204,7 @@ def test_dead_letter_is_502(server, r):
     t = threading.Thread(target=lambda: got.update(r=req(server, "POST", "/v1/queues/poison/keys/k/call", b"x")))
     t.start()
     c = server.client()
-    msgs = wait_for(lambda: c.execute_command("Q.PULL", "poison", "BLOCK", 200), "the call's message")
+    msgs = poll(lambda: c.execute_command("Q.PULL", "poison", "BLOCK", 200), "the call's message", DEADLINE_S)
     mid, _, _, _, token = msgs[0]
     assert c.execute_command("Q.NACK", "poison", mid, token) == 1
     t.join(DEADLINE_S)
@@ -297,7 +287,7 @@ def test_http_max_clients_503(ordod_factory):
     out = raw_exchange(srv, b"")  # refused at accept: the 503 comes unasked, then the close
     assert out.startswith(b"HTTP/1.1 503 ") and b"http-max-clients" in out
     held[0].close()
-    wait_for(lambda: req(srv, "GET", "/healthz")[0] == 200, "room for a new HTTP client")
+    poll(lambda: req(srv, "GET", "/healthz")[0] == 200, "room for a new HTTP client", DEADLINE_S)
     held[1].close()
 
 
@@ -457,9 +447,8 @@ def test_sse_resume_across_restart_no_gap_no_duplicate(server):
     missed = [c.execute_command("KV.PUT", "s/%d" % i, "w%d" % i) for i in range(3, 6)]
     missed.append(c.execute_command("KV.DEL", "s/0"))
     c.close()
-    os.kill(server.pid, signal.SIGTERM)
-    assert server.proc.wait(timeout=DEADLINE_S) == 0
-    server.spawn(server.port)
+    assert server.stop() == 0
+    server.start(server.port)   # its port again, unless another process took it
     w = Sse(server, "/v1/watch?prefix=s%2F", last_event_id=last)
     c = server.client()
     after = c.execute_command("KV.PUT", "s/9", "new")
@@ -536,12 +525,11 @@ def test_metrics_oldest_ready_age_grows_and_ends_when_pulled(server, r):
         fams = {f.name: f for f in text_string_to_metric_families(req(server, "GET", "/metrics")[2].decode())}
         return {s.labels["queue"]: s.value for s in fams["ordo_queue_oldest_ready_age_seconds"].samples}["aging"]
 
-    deadline = time.monotonic() + 20
-    seen = age()
-    while seen < 1.5:
-        assert time.monotonic() < deadline, "the age never reached 1.5 s (last %r)" % seen
-        time.sleep(0.1)  # the quantity measured is time itself
-        seen = age()
+    def aged():
+        a = age()
+        return a if a >= 1.5 else None
+    # every 0.1 s: the quantity measured is time itself
+    seen = poll(aged, "the age to reach 1.5 s", 20, every_s=0.1)
     assert seen < 20 + 1  # at most a second of sampling above the real age
     got = r.execute_command("Q.PULL", "aging")
     assert got and got[0][1] == b"k1"

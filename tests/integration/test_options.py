@@ -3,14 +3,12 @@ prints for it (issue 14, item 8): a value the option check accepts must not
 stop the server later with another module's message. And a value one past
 an end is refused with a message naming the option."""
 import re
-import signal
 import subprocess
-import time
 
 import pytest
 
-from conftest import ORDOD, free_port
-from resp import Closed, Conn
+from conftest import ORDOD
+from ordoproc import Ordod, free_port
 
 RANGE = re.compile(r"^\s+--([a-z-]+)\s.*\(default: [^;]*; range (\S+)\.\.(\S+)\)$")
 # Options whose ends the loopback harness cannot use: the harness owns the port.
@@ -39,42 +37,40 @@ def test_help_prints_ranges():
     assert {"max-value-bytes", "max-name-bytes", "history-revs", "max-clients"} <= names
 
 
-def start_and_ping(tmp_path, name, value):
-    """Start ordod with --name value (the conftest harness needs INFO, which
-    max-args 1 refuses, so this polls PING alone), answer PING, stop with
-    SIGTERM: True if all of that worked and it exited 0."""
-    for _ in range(5):  # a port lost to another process is retried
-        port = free_port()
-        extra = []
-        if name == "node-id" and value != 0:
-            # A member id needs a cluster to be in: a one-member one, whose
-            # raft port (client port + offset) is another free port above.
+class PingOrdod(Ordod):
+    """ordod with --name value. Ready once it answers PING (max-args 1
+    refuses the INFO that Ordod's readiness asks); a --node-id other than
+    0 needs a cluster to be in: a one-member one, whose raft port (client
+    port + offset) is another free port above the client port."""
+
+    def __init__(self, tmp_path, name, value):
+        tag = "%s-%s" % (name, value)
+        super().__init__(ORDOD, tmp_path / ("d-" + tag), tmp_path / ("ordod-%s.log" % tag),
+                         ["--fsync", "no", "--" + name, value], http_port=0, name="ordod --%s %s" % (name, value))
+        self.node_id = value if name == "node-id" and value != 0 else None
+
+    def options(self):
+        if self.node_id is None:
+            return []
+        raft = free_port()
+        while raft <= self.port:
             raft = free_port()
-            while raft <= port:
-                raft = free_port()
-            extra = ["--cluster", "%d=127.0.0.1:%d" % (value, port), "--cluster-port-offset", str(raft - port)]
-        err = tmp_path / ("stderr-%d" % port)
-        with open(err, "wb") as f:
-            p = subprocess.Popen([ORDOD, "--port", str(port), "--dir", str(tmp_path / ("d%d" % port)),
-                                  "--fsync", "no", "--http-port", "0", "--" + name, str(value)] + extra,
-                                 stdout=f, stderr=f)
-        deadline = time.monotonic() + 20
-        pong = False
-        while time.monotonic() < deadline and p.poll() is None and not pong:
-            try:
-                with Conn(port, timeout=5.0) as c:
-                    pong = c.call("PING") == "PONG"
-            except (OSError, Closed):
-                time.sleep(0.01)  # poll interval while the port opens
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-        rc = p.wait(timeout=20)
-        text = err.read_text(errors="replace")
-        if "address already in use" in text.lower():
-            continue
-        assert pong and rc == 0, "--%s %s: rc %s\n%s" % (name, value, rc, text)
-        return
-    raise AssertionError("no free port in 5 attempts")
+        return ["--cluster", "%d=127.0.0.1:%d" % (self.node_id, self.port),
+                "--cluster-port-offset", str(raft - self.port)]
+
+    def is_ours(self, conn):
+        return conn.call("PING") == "PONG"
+
+
+def start_and_ping(tmp_path, name, value):
+    """Start ordod with --name value, answer PING, stop with SIGTERM: it
+    must exit 0."""
+    srv = PingOrdod(tmp_path, name, value)
+    try:
+        srv.start()
+    finally:
+        rc = srv.stop()
+    assert rc == 0, "--%s %s: rc %s\n%s" % (name, value, rc, srv.log_tail())
 
 
 @pytest.mark.parametrize("name,lo,hi", ranges())

@@ -4,11 +4,11 @@ and the server keeps serving everyone else."""
 import os
 import socket
 import subprocess
-import time
 
 import pytest
 
 from conftest import ORDOD
+from ordoproc import poll
 from resp import Conn, RespError, encode
 
 
@@ -158,10 +158,7 @@ def test_large_pipelined_replies_are_bounded(server):
             got += 1
 
 
-def wait_for(cond, what, timeout=30):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, what
+WAIT_S = 30.0   # the deadline of a wait for the server's counters (floods of clients on a loaded machine)
 
 
 def test_claimed_bulk_costs_what_arrives(ordod_factory):
@@ -175,12 +172,12 @@ def test_claimed_bulk_costs_what_arrives(ordod_factory):
         c = Conn(srv.port)
         c.send_raw(b"*1\r\n$1000000\r\n0123456789")
         conns.append(c)
-    wait_for(lambda: int(srv.info("clients")["connected_clients"]) == 51, "clients connected")
+    poll(lambda: int(srv.info("clients")["connected_clients"]) == 51, "clients connected", WAIT_S)
     held = int(srv.info("memory")["mem_clients"]) - base
     assert held < 50 * 64 * 1024, held
     for c in conns:
         c.close()
-    wait_for(lambda: int(srv.info("clients")["connected_clients"]) == 1, "clients gone")
+    poll(lambda: int(srv.info("clients")["connected_clients"]) == 1, "clients gone", WAIT_S)
     assert int(srv.info("memory")["mem_clients"]) <= base + 4096
 
 
@@ -200,7 +197,8 @@ def test_pipelined_large_replies_wait_for_the_client_to_read(ordod_factory):
     c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)  # the kernel holds little for us
     c.connect(("127.0.0.1", srv.port))
     c.sendall(b"GET big\r\n" * n)
-    wait_for(lambda: int(srv.info("stats")["total_commands_processed"]) >= base_cmds + 3, "the first GETs ran")
+    poll(lambda: int(srv.info("stats")["total_commands_processed"]) >= base_cmds + 3, "the first GETs ran",
+         WAIT_S)
     peak = 0
     for _ in range(20):  # every INFO is a later loop turn: the pipeline had its chance to run on
         peak = max(peak, int(srv.info("memory")["mem_clients"]) - base_mem)
@@ -238,16 +236,16 @@ def test_rss_bounded_after_flood(ordod_factory):
             pass
         c.close()
     assert srv.alive()
-    wait_for(lambda: int(srv.info("clients")["connected_clients"]) == 1, "clients gone")
+    poll(lambda: int(srv.info("clients")["connected_clients"]) == 1, "clients gone", WAIT_S)
     assert int(srv.info("memory")["mem_clients"]) <= base + 4096
     # ~50 MB went into half-sent bulks; none of it may stay resident. Under
     # ASan the allocator's quarantine (256 MB by default) keeps freed memory
     # mapped on purpose, so there only the accounting above is checked.
     if "ASAN_OPTIONS" not in os.environ:
-        wait_for(lambda: int(srv.info("stats")["total_connections_received"]) >= 300, "all accepted")
-        wait_for(lambda: int(srv.info("memory")["used_memory_rss"]) < rss0 + 16 * 1024 * 1024,
-                 "resident memory back near its start")
-        wait_for(lambda: int(srv.info("memory")["allocator_trims"]) >= 1, "a trim after the flood")
+        poll(lambda: int(srv.info("stats")["total_connections_received"]) >= 300, "all accepted", WAIT_S)
+        poll(lambda: int(srv.info("memory")["used_memory_rss"]) < rss0 + 16 * 1024 * 1024,
+             "resident memory back near its start", WAIT_S)
+        poll(lambda: int(srv.info("memory")["allocator_trims"]) >= 1, "a trim after the flood", WAIT_S)
 
 
 def test_unix_socket(ordod_factory, tmp_path):

@@ -10,7 +10,6 @@ the queue's promises from what the clients saw.
 Synchronisation is by the protocol (BLOCK replies) or by polling server
 state with a deadline; sleeps only stand in for consumer work.
 """
-import os
 import random
 import signal
 import threading
@@ -18,17 +17,13 @@ import time
 
 import pytest
 
-from conftest import poll
+from ordoproc import poll
 from resp import Conn, RespError
 
 DEADLINE_S = 20.0
 # A delay the test must observe as not yet over after two more round trips:
 # long enough for a loaded (ASan, 2-core) machine, short enough to wait out.
 NACK_DELAY_MS = 1000
-
-
-def wait_until(fn, timeout=DEADLINE_S, what="condition"):
-    return poll(fn, what, timeout, every_s=0.005)
 
 
 def blocked(c, kind=None):
@@ -58,10 +53,14 @@ def err(r, code):
 
 def restart(srv, sig):
     """Stop srv with sig and start it again on its data dir (on the same
-    port unless another process took it meanwhile; srv.port says which)."""
-    os.kill(srv.pid, sig)
-    srv.proc.wait(timeout=DEADLINE_S)
-    srv.spawn(srv.port)
+    port unless another process took it meanwhile; srv.port says which).
+    SIGKILL is a crash; SIGTERM a clean stop (SIGKILL if it hangs)."""
+    if sig == signal.SIGKILL:
+        srv.kill()
+    else:
+        assert sig == signal.SIGTERM, sig
+        srv.stop()
+    srv.start(srv.port)
 
 
 @pytest.fixture
@@ -180,7 +179,7 @@ def test_pull_block_is_served_by_a_push(server, c):
     c.call("Q.CONFIG", "q")
     with server.raw() as w:
         w.send("Q.PULL", "q", "BLOCK", 0)
-        wait_until(lambda: info(c, "q")["blocked_pullers"] == 1, what="puller parked")
+        poll(lambda: info(c, "q")["blocked_pullers"] == 1, "puller parked")
         mid = c.call("Q.PUSH", "q", "k", "hello")
         m = w.read()
         assert m[0][:4] == [mid, b"k", b"hello", 1]
@@ -189,9 +188,9 @@ def test_pull_block_is_served_by_a_push(server, c):
     # a puller that disconnects leaves the wait list
     w2 = server.raw()
     w2.send("Q.PULL", "q", "BLOCK", 0)
-    wait_until(lambda: info(c, "q")["blocked_pullers"] == 1)
+    poll(lambda: info(c, "q")["blocked_pullers"] == 1, "puller parked")
     w2.close()
-    wait_until(lambda: info(c, "q")["blocked_pullers"] == 0, what="puller removed")
+    poll(lambda: info(c, "q")["blocked_pullers"] == 0, "puller removed")
     c.call("Q.PUSH", "q", "k2", "x")
     assert c.call("Q.LEN", "q") == [1, 1, 0]  # nobody took it
 
@@ -201,7 +200,7 @@ def test_pullers_are_served_first_come_first_served(server, c):
     ws = [server.raw() for _ in range(3)]
     for i, w in enumerate(ws):
         w.send("Q.PULL", "q", "BLOCK", 60000)
-        wait_until(lambda: info(c, "q")["blocked_pullers"] == i + 1)
+        poll(lambda: info(c, "q")["blocked_pullers"] == i + 1, "puller %d parked" % (i + 1))
     ids = [c.call("Q.PUSH", "q", "k%d" % i, "p%d" % i) for i in range(3)]
     assert [w.read()[0][0] for w in ws] == ids
     for w in ws:
@@ -324,7 +323,7 @@ def test_dedup_id(c):
     assert info(c, "q")["deduped"] == 1
     c.call("Q.CONFIG", "q2", "DEDUP", 100)
     b = c.call("Q.PUSH", "q2", "k", "p", "ID", "x")
-    wait_until(lambda: info(c, "q2")["dedup_entries"] == 0, what="dedup window end")
+    poll(lambda: info(c, "q2")["dedup_entries"] == 0, "dedup window end")
     assert c.call("Q.PUSH", "q2", "k", "p", "ID", "x") != b
 
 
@@ -339,14 +338,14 @@ def test_maxlen_reject_block_and_maxperkey(server, c):
     err(c.call("Q.PUSH", "q", "c", "3", "TIMEOUT", 50), "TIMEOUT")
     with server.raw() as p:
         p.send("Q.PUSH", "q", "c", "3")
-        wait_until(lambda: info(c, "q")["blocked_pushers"] == 1, what="pusher parked")
+        poll(lambda: info(c, "q")["blocked_pushers"] == 1, "pusher parked")
         m = c.call("Q.PULL", "q")  # a delivery makes room
         cid = p.read()
         assert isinstance(cid, int) and cid > m[0][0]
     assert c.call("Q.LEN", "q") == [2, 1, 0]
     with server.raw() as p:  # a larger MAXLEN makes room too
         p.send("Q.PUSH", "q", "d", "4")
-        wait_until(lambda: info(c, "q")["blocked_pushers"] == 1)
+        poll(lambda: info(c, "q")["blocked_pushers"] == 1, "pusher parked")
         assert c.call("Q.CONFIG", "q", "MAXLEN", 10) == "OK"
         assert isinstance(p.read(), int)
     c.call("Q.CONFIG", "q", "MAXPERKEY", 1)
@@ -373,7 +372,7 @@ def consumer(port, q, n, result=lambda p: b"re:" + p):
 
 def test_call_round_trip(server, c):
     t = consumer(server.port, "rpc", 3)
-    wait_until(lambda: blocked(c, "pull") == 1, what="consumer parked")  # the call wakes a parked puller
+    poll(lambda: blocked(c, "pull") == 1, "consumer parked")  # the call wakes a parked puller
     assert c.call("Q.CALL", "rpc", "k", "ping") == b"re:ping"
     assert c.call("Q.CALL", "rpc", "k", "again", "TIMEOUT", 10000) == b"re:again"
     assert c.call("Q.CALL", "rpc", "j", "x", "ID", "req-1") == b"re:x"
@@ -386,10 +385,10 @@ def test_call_round_trip(server, c):
 def test_call_repeat_waits_for_the_first(server, c):
     with server.raw() as a, server.raw() as b:
         a.send("Q.CALL", "rpc", "k", "work", "ID", "same")
-        wait_until(lambda: c.call("Q.LEN", "rpc") == [1, 0, 0])
+        poll(lambda: c.call("Q.LEN", "rpc") == [1, 0, 0], "the first call queued")
         b.send("Q.CALL", "rpc", "k", "work", "ID", "same")
         m = c.call("Q.PULL", "rpc", "BLOCK", 30000)[0]
-        wait_until(lambda: info(c, "rpc")["deduped"] == 1)
+        poll(lambda: info(c, "rpc")["deduped"] == 1, "the repeat deduplicated")
         assert c.call("Q.ACK", "rpc", m[0], m[4], "RESULT", "once") == 1
         assert a.read() == b"once" and b.read() == b"once"
     assert info(c, "rpc")["pushed"] == 1
@@ -418,7 +417,7 @@ def test_call_waits_for_room_under_onfull_block(server, c):
     # a consumer frees room: the call's push goes in, then it gets its result
     with server.raw() as p:
         p.send("Q.CALL", "q", "c", "work", "TIMEOUT", 20000)
-        wait_until(lambda: info(c, "q")["blocked_pushers"] == 1, what="call parked for room")
+        poll(lambda: info(c, "q")["blocked_pushers"] == 1, "call parked for room")
         assert c.call("Q.LEN", "q") == [1, 0, 0]
         m = c.call("Q.PULL", "q")[0]  # a delivery makes room
         assert m[0] == a
@@ -438,9 +437,9 @@ def test_call_waits_for_room_under_onfull_block(server, c):
     # a caller that disconnects while waiting for room pushes nothing
     gone = server.raw()
     gone.send("Q.CALL", "q", "g", "orphan")
-    wait_until(lambda: info(c, "q")["blocked_pushers"] == 1, what="call parked for room")
+    poll(lambda: info(c, "q")["blocked_pushers"] == 1, "call parked for room")
     gone.close()
-    wait_until(lambda: info(c, "q")["blocked_pushers"] == 0, what="caller gone from the line")
+    poll(lambda: info(c, "q")["blocked_pushers"] == 0, "caller gone from the line")
     m = c.call("Q.PULL", "q")[0]  # room now, and nobody waits for it
     assert m[0] == x
     assert c.call("Q.LEN", "q") == [0, 1, 0] and info(c, "q")["pushed"] == pushed
@@ -451,9 +450,9 @@ def test_call_waits_for_room_under_onfull_block(server, c):
     with server.raw(timeout=10.0) as p:
         t0 = time.monotonic()
         p.send("Q.CALL", "q", "s", "slow", "TIMEOUT", timeout_ms)
-        wait_until(lambda: info(c, "q")["blocked_pushers"] == 1, what="call parked for room")
+        poll(lambda: info(c, "q")["blocked_pushers"] == 1, "call parked for room")
         # let most of the TIMEOUT go by in the line before room appears
-        wait_until(lambda: time.monotonic() - t0 >= 0.6 * timeout_ms / 1000, what="time in the line")
+        poll(lambda: time.monotonic() - t0 >= 0.6 * timeout_ms / 1000, "time in the line")
         c.call("Q.PULL", "q")
         r = err(p.read(), "TIMEOUT")
         elapsed = time.monotonic() - t0
@@ -467,7 +466,7 @@ def test_result_block(server, c):
     assert c.call("Q.RESULT", "q", mid, "BLOCK", 30) is None
     with server.raw() as w:
         w.send("Q.RESULT", "q", mid, "BLOCK", 10000)
-        wait_until(lambda: blocked(c, "result") == 1, what="Q.RESULT parked")  # else the ack may come first
+        poll(lambda: blocked(c, "result") == 1, "Q.RESULT parked")  # else the ack may come first
         m = c.call("Q.PULL", "q")[0]
         c.call("Q.ACK", "q", mid, m[4], "RESULT", "r")
         assert w.read() == b"r"
@@ -477,12 +476,12 @@ def test_call_noack_and_drop(server, c):
     t = threading.Thread(target=lambda: Conn(server.port).call("Q.PULL", "rpc", "NOACK", "BLOCK", 10000),
                          daemon=True)
     t.start()
-    wait_until(lambda: blocked(c, "pull") == 1, what="NOACK puller parked")  # the call's push wakes it
+    poll(lambda: blocked(c, "pull") == 1, "NOACK puller parked")  # the call's push wakes it
     assert c.call("Q.CALL", "rpc", "k", "fire", "TIMEOUT", 10000) is None  # done at delivery, no result
     t.join(DEADLINE_S)
     with server.raw() as w:
         w.send("Q.CALL", "rpc", "k", "lost")
-        wait_until(lambda: c.call("Q.LEN", "rpc") == [1, 0, 0])
+        poll(lambda: c.call("Q.LEN", "rpc") == [1, 0, 0], "the call queued")
         assert c.call("Q.DROP", "rpc") == 1
         err(w.read(), "NOTFOUND")
 
@@ -517,7 +516,7 @@ def test_state_survives_restart(ordod_factory, sig, snapshot):
         c.call("Q.NACK", "q", waiting, ms[waiting][4])
         if snapshot:
             assert c.call("SNAPSHOT") > 0
-            wait_until(lambda: srv.info("persistence")["snapshot_in_progress"] == "0", what="snapshot")
+            poll(lambda: srv.info("persistence")["snapshot_in_progress"] == "0", "snapshot")
             c.call("Q.PUSH", "q", "after", "snap")  # and a log after it
         rev_before = c.call("KV.REV")[0]
     restart(srv, sig)
@@ -653,7 +652,7 @@ def test_checker_concurrent_producers_and_misbehaving_consumers(server):
             return len(acked | dead) >= total
 
     try:
-        wait_until(settled, timeout=90, what="every pushed message acked or dead-lettered")
+        poll(settled, "every pushed message acked or dead-lettered", 90)
     finally:
         stop.set()
         for t in threads:
@@ -737,7 +736,7 @@ def test_info_blocked_clients_by_kind(server, c):
         w = server.raw()
         w.send(*cmd)
         conns.append(w)
-        wait_until(lambda: blocked(c, kind) == 1, what=kind + " parked")
+        poll(lambda: blocked(c, kind) == 1, kind + " parked")
         assert blocked(c) == n
     # answered: the lock waiter gets the lock, and is no longer counted
     assert c.call("LOCK.RELEASE", "L", tok) == 1
@@ -746,6 +745,6 @@ def test_info_blocked_clients_by_kind(server, c):
     # gone: a closed connection's waiter is dropped
     for w in conns:
         w.close()
-    wait_until(lambda: blocked(c) == 0, what="every waiter dropped")
+    poll(lambda: blocked(c) == 0, "every waiter dropped")
     assert all(blocked(c, k) == 0 for k in kinds)
     assert c.call("ELECT.RESIGN", "E", term) == 1

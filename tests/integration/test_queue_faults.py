@@ -12,13 +12,14 @@ import time
 
 import pytest
 
-from test_queue import blocked, err, info, restart, wait_until
+from ordoproc import poll
+from test_queue import blocked, err, info, restart
 
 
 def restarted(ordod_factory, srv):
     """srv stopped (exit 0), then a server on its data directory without the fault."""
     rc = srv.stop()
-    assert rc == 0, srv.stderr()[-5000:]
+    assert rc == 0, srv.log_tail(5000)
     return ordod_factory("--dir", str(srv.dir))
 
 
@@ -95,7 +96,7 @@ def test_queue_memory_counts_towards_max_memory(ordod_factory):
         c.call("Q.CONFIG", "small", "MAXLEN", 1, "ONFULL", "block")
         c.call("Q.PUSH", "small", "k", "first")
         p.send("Q.PUSH", "small", "k", "second")
-        wait_until(lambda: info(c, "small")["blocked_pushers"] == 1, what="pusher parked")
+        poll(lambda: info(c, "small")["blocked_pushers"] == 1, "pusher parked")
         # pushes fill memory until the limit refuses them (dedup entries and
         # results kept for a second, so consuming frees them soon)
         c.call("Q.CONFIG", "big", "DEDUP", 1000, "RESULTTTL", 1000)
@@ -140,8 +141,8 @@ def test_queue_memory_counts_towards_max_memory(ordod_factory):
                 break
             for m in got:
                 assert c.call("Q.ACK", "big", m[0], m[4]) == 1
-        wait_until(lambda: info(c, "big")["results"] == 0 and info(c, "big")["dedup_entries"] == 0,
-                   what="results and dedup entries gone")
+        poll(lambda: info(c, "big")["results"] == 0 and info(c, "big")["dedup_entries"] == 0,
+             "results and dedup entries gone")
         m = check_accounting(srv, c)
         assert m["used_memory"] < MAX_MEMORY, m
         assert isinstance(c.call("Q.PUSH", "big", "x", "y"), int)
@@ -166,7 +167,7 @@ def test_queue_memory_is_counted_after_recovery(ordod_factory, snapshot):
         c.call("Q.NACK", "q", got[1][0], got[1][4])  # dead-lettered: dlq exists now
         if snapshot:
             assert c.call("SNAPSHOT") >= 0
-            wait_until(lambda: srv.info("persistence")["snapshot_in_progress"] == "0", what="snapshot")
+            poll(lambda: srv.info("persistence")["snapshot_in_progress"] == "0", "snapshot")
         before = check_accounting(srv, c)
         assert before["used_memory_queues"] > 0
     restart(srv, signal.SIGTERM)
@@ -206,7 +207,7 @@ def test_parked_clients_answered_readonly_when_log_fails(ordod_factory):
             w = srv.raw(timeout=10.0)
             w.send(*cmd)
             conns.append(w)
-            wait_until(lambda: blocked(c, kind) == 1, what=kind + " parked")
+            poll(lambda: blocked(c, kind) == 1, kind + " parked")
         assert blocked(c) == len(parked)
         # the next record is refused: the server turns read-only
         err(c.call("KV.PUT", "x", "y"), "READONLY")

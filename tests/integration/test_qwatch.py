@@ -4,7 +4,7 @@ uses; KEY filter; FROM over the retained history, rebuilt by replay after
 a restart."""
 import pytest
 
-from conftest import poll
+from ordoproc import poll
 from resp import RespError
 from watchlib import WatchConn
 
@@ -180,8 +180,7 @@ def test_history_is_bounded(ordod_factory, tmp_path):
     w.close()
     # a restart rebuilds the history from the log (bounded the same way)
     assert srv.stop() == 0
-    srv._err = open(srv.stderr_path, "ab")
-    srv.spawn()
+    srv.start()
     w = WatchConn(srv.port, proto=3)
     qwatch(w, "q", "FROM", ids[-1] - 1)
     assert [e[6] for e in w.events_until(lambda e: e[6] == ids[-1], timeout=10)] == [ids[-1]]

@@ -112,7 +112,7 @@ def check_state(c):
     assert c.call("Q.RESULT", "q", 10) == b"r1"
 
 
-def test_format2_data_directory_starts_with_all_its_data(ordod_factory, request, tmp_path):
+def test_format2_data_directory_starts_with_all_its_data(ordod_factory, tmp_path):
     data = tmp_path / "old"
     os.makedirs(data / "wal")
     now = int(time.time() * 1000)
@@ -126,13 +126,12 @@ def test_format2_data_directory_starts_with_all_its_data(ordod_factory, request,
         assert 8 in info, info
         # New records go in the new format after the old ones.
         assert c.call("KV.PUT", "after", "new") == 16
-    err = srv.stderr()
+    err = srv.log_text()
     assert err.count("older format") == 1, err[-3000:]
 
     # Started again: the old records and the new one, read together.
     rc = srv.stop()
-    request.node._ordod_servers.remove(srv)
-    assert rc == 0, srv.stderr()[-3000:]
+    assert rc == 0, srv.log_tail(3000)
     srv = ordod_factory("--dir", str(data), "--fsync", "always")
     with srv.raw() as c:
         assert c.call("KV.REV")[0] == 16

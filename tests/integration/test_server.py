@@ -5,6 +5,7 @@ import time
 import pytest
 import redis
 
+from ordoproc import poll
 from resp import Closed, Conn, Push, RespError
 
 
@@ -242,9 +243,7 @@ def test_max_clients(ordod_factory):
     # Wait until the server has seen the readiness probe's connection close:
     # this connection must be the only one it counts.
     first = srv.raw()
-    deadline = time.monotonic() + 20
-    while b"connected_clients:1\r\n" not in first.call("INFO", "clients"):
-        assert time.monotonic() < deadline
+    poll(lambda: b"connected_clients:1\r\n" in first.call("INFO", "clients"), "connected_clients:1")
     conns = [first, srv.raw(), srv.raw()]
     for c in conns:
         assert c.call("PING") == "PONG"
@@ -253,18 +252,17 @@ def test_max_clients(ordod_factory):
         assert len(rs) == 1 and rs[0].code == "ERR" and "max-clients" in rs[0].msg
     conns.pop().close()
     # the slot frees once the server has seen the close: poll with a deadline
-    deadline = time.monotonic() + 20
-    while True:
+    def ping_on_a_new_connection():
         c = srv.raw()
         try:
             r = c.call("PING")
         except (Closed, ConnectionResetError, BrokenPipeError):
             r = None  # refused (and closed) before the PING was read
         if r == "PONG":
-            conns.append(c)
-            break
+            return c
         c.close()
-        assert time.monotonic() < deadline, "closed client's slot never freed"
+        return None
+    conns.append(poll(ping_on_a_new_connection, "the closed client's slot to free"))
     for c in conns:
         c.close()
 
@@ -297,5 +295,5 @@ def test_failed_hello_leaves_no_side_effect(ordod_factory):
         assert c.call("CLIENT", "GETNAME") is None
         stats = c.call("INFO", "stats").decode()
     assert "auth_failures:21\r\n" in stats
-    logged = [l for l in srv.stderr().splitlines() if "authentication failed" in l]
+    logged = [l for l in srv.log_text().splitlines() if "authentication failed" in l]
     assert 1 <= len(logged) < 21

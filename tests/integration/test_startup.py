@@ -14,7 +14,8 @@ import os
 import socket
 import subprocess
 
-from conftest import ORDOD, poll
+from conftest import ORDOD
+from ordoproc import poll
 from resp import Conn
 
 RUN_DEADLINE_S = 20.0

@@ -6,12 +6,11 @@ WATCH answers nil after a change, redis-py's pipeline() works unmodified,
 and the misuse cases (nested MULTI, EXEC/DISCARD without MULTI, blocking
 forms, limits, a connection closing mid-MULTI) answer as documented.
 """
-import signal
-import time
 
 import pytest
 import redis
 
+from ordoproc import poll
 from resp import RespError
 
 
@@ -169,9 +168,8 @@ def test_close_mid_multi_and_restart(ordod_factory):
     p = r.pipeline()
     p.set("a", "1").set("b", "1").incr("a")
     assert p.execute() == [True, True, 2]
-    s.proc.send_signal(signal.SIGKILL)
-    s.proc.wait()
-    s.spawn()
+    s.kill()
+    s.start()
     r = s.client()
     assert r.get("half") is None
     assert r.get("a") == b"2" and r.get("b") == b"1"
@@ -205,9 +203,8 @@ def test_transaction_of_large_values_up_to_max_multi_bytes(ordod_factory):
     p.set("big-a", a).set("big-b", b)
     assert p.execute() == [True, True]
     assert r.set("after", "1") is True
-    s.proc.send_signal(signal.SIGKILL)
-    s.proc.wait()
-    s.spawn()
+    s.kill()
+    s.start()
     r = s.client()
     assert r.get("big-a") == a and r.get("big-b") == b and r.get("after") == b"1"
 
@@ -283,18 +280,15 @@ def test_transactions_across_a_snapshot_and_replay(ordod_factory):
         p.set("sa%d" % i, i).incr("ctr").execute_command("Q.PUSH", "sq", "k%d" % i, "p")
         p.execute()
     assert r.execute_command("SNAPSHOT") > 0
-    end = time.monotonic() + 20
-    while time.monotonic() < end and int(s.info("persistence")["snapshot_in_progress"]):
-        time.sleep(0.01)  # polling interval while the snapshot is written
+    poll(lambda: not int(s.info("persistence")["snapshot_in_progress"]), "the snapshot written")
     assert not int(s.info("persistence")["snapshot_in_progress"])
     for i in range(20, 30):
         p = r.pipeline()
         p.set("sa%d" % i, i).incr("ctr").execute_command("Q.PUSH", "sq", "k%d" % i, "p")
         p.execute()
     rev = r.execute_command("KV.REV")
-    s.proc.send_signal(signal.SIGKILL)
-    s.proc.wait()
-    s.spawn()
+    s.kill()
+    s.start()
     r = s.client()
     assert r.execute_command("KV.REV") == rev
     assert r.get("ctr") == b"30"

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from ordoproc import poll
 from resp import Conn, Push, RespError, encode
 from watchlib import WatchConn, WriteLog, check_watch
 
@@ -427,9 +428,7 @@ def test_watches_freed_on_disconnect(server):
     assert int(server.info("clients")["watches"]) == 5
     for w in ws:
         w.close()
-    deadline = time.monotonic() + 20
-    while int(server.info("clients")["watches"]) != 0:
-        assert time.monotonic() < deadline
+    poll(lambda: int(server.info("clients")["watches"]) == 0, "no watches left")
     with server.raw() as c:
         c.call("SET", "k", "v")  # no watch left to deliver to
 
@@ -579,16 +578,13 @@ def test_many_idle_watchers_of_a_large_value_share_its_bytes(ordod_factory):
         watchers.append(w)
     r = srv.client()
     assert r.set("big", value) is True
-    deadline = time.monotonic() + 30
-    while int(srv.info("stats")["watch_events"]) < base_events + 50:
-        assert time.monotonic() < deadline, "events not encoded"
+    poll(lambda: int(srv.info("stats")["watch_events"]) >= base_events + 50, "the events encoded", 30)
     held = int(srv.info("memory")["mem_clients"]) - base_mem - 50 * 2048  # connection structures
     assert held < 3 * len(value), held  # one copy shared, not fifty
     for w in watchers:
         e = w.next_event(timeout=30)
         assert e[0] == b"watch" and e[3] == b"put" and e[4] == b"big" and e[5] == value
         w.close()
-    deadline = time.monotonic() + 30
-    while int(srv.info("clients")["connected_clients"]) > 2:  # r, and INFO's own connection
-        assert time.monotonic() < deadline, "watchers gone"
+    # r, and INFO's own connection
+    poll(lambda: int(srv.info("clients")["connected_clients"]) <= 2, "the watchers gone", 30)
     assert int(srv.info("memory")["mem_clients"]) < base_mem + len(value) // 4

@@ -7,8 +7,8 @@ bytes, errors to RespError (returned, not raised), nil to None, arrays and
 sets to lists, maps to dicts, push frames to Push (a list subclass), so a
 test can tell a push from an ordinary reply.
 
-Used by the integration tests and, through tests/crash/crashlib.py, by the
-crash tests (where a dead server shows as Closed or OSError).
+Used by the integration, crash and cluster suites and by ordoproc.py's
+readiness check (a dead server shows as Closed or OSError).
 """
 import socket
 import time
