@@ -9,8 +9,8 @@
  *                          hook and cron (writer/writer.h)
  *   core, watches          the state machine and the watch registry (core/)
  *   commands               the command table (cmd/cmd.c)
- *   durability fields      the log, the durable revision, snapshots,
- *                          read-only (writer/persist.c)
+ *   persist  (persist_t)   the log, what it committed, back-pressure,
+ *                          snapshots, read-only (writer/persist.h)
  *   hooks                  what the writer asks of net and cmd (main.c
  *                          installs them)
  *
@@ -38,6 +38,7 @@
 #include "writer/writer.h"
 #include "core/watch.h"
 #include "log/log.h"
+#include "writer/persist.h"
 
 #define ORDO_VERSION "0.1.0"
 
@@ -95,25 +96,7 @@ struct server_s {
     server_stats_t stats;
     server_hooks_t hooks;
     bool stopping;
-    /* durability (persist.c) */
-    log_t *log;                      /* the log seam (log/log.h): the local WAL today */
-    log_batch_t log_batch;           /* this turn's records, handed to the log by persist_kick() */
-    uint64_t durable_rev;            /* replies depending on revisions above it wait */
-    uv_async_t durable_async;        /* the log thread's wake-up */
-    char readonly[512];              /* non-empty: the log failed, writes are refused */
-    void *wal_fault;                 /* debug-wal-fault/-stall state, NULL unless testing */
-    bool wal_paused;                 /* back-pressure: clients are not read (persist.h) */
-    uint64_t backpressure_events, backpressure_ms, backpressure_since_ms;
-    bool snap_running;
-    uint64_t snap_rev;               /* the revision of the snapshot being written */
-    uv_idle_t snap_idle;             /* writes the snapshot a slice per loop turn */
-    uv_work_t snap_work;             /* syncs and renames it off the loop thread */
-    int snap_result;
-    char snap_err[512];
-    uint64_t last_snap_rev, last_snap_ms, snaps_total;
-    uint64_t snaps_failed;           /* snapshots that failed (INFO persistence) */
-    char snap_last_error[512];       /* why the last one failed; "" once one succeeds */
-    uint64_t recovered_records, recovery_ms, snapshot_loaded_rev;
+    persist_t persist;               /* durability: the log, what it committed, snapshots (writer/persist.h) */
     /* cluster mode (writer/cluster.c) */
     struct {
         char **argv;                 /* to restart in place with */
@@ -128,7 +111,7 @@ struct server_s {
  * accepts writes. */
 static inline const char *server_readonly(const server_t *s)
 {
-    return s->readonly[0] != '\0' ? s->readonly : NULL;
+    return s->persist.readonly[0] != '\0' ? s->persist.readonly : NULL;
 }
 
 /* Wall clock in ms since the epoch: TIME, and times shown to people. Never

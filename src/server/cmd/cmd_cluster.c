@@ -31,10 +31,10 @@ static void cluster_members(cmd_ctx_t *x)
     char client[256];
     const char *role;
     int n = 0;
-    while (raft_log_member(s->log, n, &id, client, sizeof client, &role))
+    while (raft_log_member(s->persist.log, n, &id, client, sizeof client, &role))
         n++;
     resp_add_array(x->out, (size_t)n);
-    for (int i = 0; i < n && raft_log_member(s->log, i, &id, client, sizeof client, &role); i++) {
+    for (int i = 0; i < n && raft_log_member(s->persist.log, i, &id, client, sizeof client, &role); i++) {
         resp_add_array(x->out, 4);
         resp_add_uint(x->out, id);
         resp_add_bulk_str(x->out, client);
@@ -113,7 +113,7 @@ static void cmd_debug(cmd_ctx_t *x)
         for (size_t i = 2; i < x->argc; i++)
             if (!arg_u64(x, i, &ids[i - 2]))
                 return;
-        raft_log_partition(s->log, ids, (int)(x->argc - 2));
+        raft_log_partition(s->persist.log, ids, (int)(x->argc - 2));
         resp_add_simple(x->out, "OK");
         return;
     }

@@ -8,7 +8,7 @@
  * are consumed. An incomplete command waits for need_bytes so a large bulk
  * is parsed once, not once per read. Reading stops for one connection
  * while its unsent output is large (CONN_PAUSE_READ_BYTES), and for every
- * connection while the log is behind the disk (s->wal_paused, persist.h);
+ * connection while the log is behind the disk (s->persist.paused, persist.h);
  * start_reading() never starts one during the latter.
  *
  * Writes: replies of one read batch go out in one write. uv_try_write sends
@@ -408,7 +408,7 @@ static size_t sendable_bytes(conn_t *c)
         c->nmarks = 0;
         return c->out.len;
     }
-    uint64_t durable = s->durable_rev;
+    uint64_t durable = s->persist.durable_rev;
     take_mark(c, durable);
     if (c->nmarks == 0)
         return c->out.len;
@@ -535,8 +535,8 @@ void conn_flush(conn_t *c)
          * it (conn_close_held()). HTTP output is marked once it is made
          * into responses (http_before_flush()), so only after the write. */
         if (c->http == NULL && server_readonly(c->srv) == NULL) {
-            take_mark(c, c->srv->durable_rev);
-            if (c->nmarks > 0 && c->marks[c->nmarks - 1].rev > c->srv->durable_rev)
+            take_mark(c, c->srv->persist.durable_rev);
+            if (c->nmarks > 0 && c->marks[c->nmarks - 1].rev > c->srv->persist.durable_rev)
                 hold(c);
         }
         return;
@@ -616,7 +616,7 @@ void conn_flush(conn_t *c)
 
 static void start_reading(conn_t *c)
 {
-    if (c->srv->wal_paused)
+    if (c->srv->persist.paused)
         return; /* back-pressure: net_resume_reading() starts it */
     if (uv_read_start(&c->h.stream, on_alloc, on_read) == 0)
         c->reading = true;
@@ -684,7 +684,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         return;
     /* The log is behind the disk by more than wal-pending-max-bytes: read
      * no client until it catches up. */
-    if (!c->srv->wal_paused && persist_backlogged(c->srv))
+    if (!c->srv->persist.paused && persist_backlogged(c->srv))
         net_pause_reading(c->srv);
     /* A blocked connection keeps being read (so a disconnect is seen), but
      * its pipelined commands wait; past a bound, stop reading it too. */

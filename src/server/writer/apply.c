@@ -64,7 +64,7 @@ bool writer_txn_end(server_t *s, writer_txn_t *t)
     if (t->mode == WTXN_APPLY && t->count > 0) {
         record_t rec = {.type = REC_TXN, .time_ms = s->now_ms,
                         .txn = {.count = t->count, .recs = t->recs.data, .len = (uint32_t)t->recs.len}};
-        if (s->log != NULL)
+        if (s->persist.log != NULL)
             stored = persist_record(s, &rec, core_rev(s->core)) == 0;
         if (stored)
             coord_wait_after_apply(s, &rec);
@@ -132,7 +132,7 @@ bool writer_apply(server_t *s, record_t *rec, apply_result_t *res)
     /* Only records that changed something are logged: a failed condition
      * leaves no trace, and replay reaches the same state without it. */
     bool stored = true;
-    if (res->status == AP_OK && s->log != NULL)
+    if (res->status == AP_OK && s->persist.log != NULL)
         stored = persist_record(s, rec, core_rev(s->core)) == 0;
     if (stored)
         coord_wait_after_apply(s, rec); /* serve lock waiters and candidates: records of their own */

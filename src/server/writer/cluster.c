@@ -71,7 +71,7 @@ static int fsm_restore(void *arg, const void *data, size_t len)
      * no client is parked and no watch is open (they get -NOTLEADER). */
     core_destroy(s->core);
     s->core = fresh;
-    s->snapshot_loaded_rev = rev;
+    s->persist.snapshot_loaded_rev = rev;
     fprintf(stderr, "ordod: cluster: state restored from a snapshot at revision %llu (%llu entries)\n",
             (unsigned long long)rev, (unsigned long long)entries);
     return 0;
@@ -187,26 +187,29 @@ int cluster_open(server_t *s, const log_hooks_t *wake, char *err, size_t elen)
     hooks.deliver = deliver_one;
     raft_log_fsm_t fsm = {.snapshot = fsm_snapshot, .restore = fsm_restore, .role = on_role,
                           .change_done = on_change_done, .arg = s};
-    s->log = raft_log_open(&opt, &hooks, &fsm, err, elen);
-    return s->log != NULL ? 0 : -1;
+    s->persist.log = raft_log_open(&opt, &hooks, &fsm, err, elen);
+    return s->persist.log != NULL ? 0 : -1;
 }
 
 int cluster_start(server_t *s, char *err, size_t elen)
 {
     core_replay_begin(s->core);
-    int rc = raft_log_start(s->log, err, elen);
+    int rc = raft_log_start(s->persist.log, err, elen);
     core_replay_end(s->core);
     return rc;
 }
 
 /* ---- what the other layers ask ---------------------------------------------- */
 
-bool cluster_leads(const server_t *s) { return !cluster_enabled(s) || (s->log != NULL && raft_log_leading(s->log)); }
+bool cluster_leads(const server_t *s)
+{
+    return !cluster_enabled(s) || (s->persist.log != NULL && raft_log_leading(s->persist.log));
+}
 
 const char *cluster_leader(server_t *s, char *buf, size_t blen)
 {
     raft_log_info_t in;
-    raft_log_info(s->log, &in);
+    raft_log_info(s->persist.log, &in);
     if (in.leader_id == 0 || in.leader_client[0] == '\0' || (in.leader_id == (uint64_t)s->cfg.node_id && !in.leading))
         return "?";
     snprintf(buf, blen, "%s", in.leader_client);
@@ -215,13 +218,13 @@ const char *cluster_leader(server_t *s, char *buf, size_t blen)
 
 uint64_t cluster_mark(server_t *s)
 {
-    return cluster_enabled(s) && s->log != NULL ? raft_log_mark(s->log) : core_rev(s->core);
+    return cluster_enabled(s) && s->persist.log != NULL ? raft_log_mark(s->persist.log) : core_rev(s->core);
 }
 
 void cluster_info(server_t *s, ordo_buf_t *b)
 {
     raft_log_info_t in;
-    raft_log_info(s->log, &in);
+    raft_log_info(s->persist.log, &in);
     ordo_buf_printf(b,
                     "cluster_enabled:1\r\ncluster_state:%s\r\ncluster_node_id:%lld\r\ncluster_leader_id:%llu\r\n"
                     "cluster_leader:%s\r\ncluster_role:%s\r\ncluster_serving:%d\r\ncluster_term:%llu\r\n"
@@ -248,7 +251,7 @@ int cluster_change(server_t *s, conn_t *c, enum raft_log_change op, uint64_t id,
         snprintf(err, elen, "another membership change or transfer is running");
         return -1;
     }
-    if (raft_log_change(s->log, op, id, addr, err, elen) != 0)
+    if (raft_log_change(s->persist.log, op, id, addr, err, elen) != 0)
         return -1;
     /* The reply comes when raft finishes: the connection waits parked. */
     waiter_t *w = block_wait(s, c, &s->cluster.change_list, 0, BLOCK_CLUSTER);

@@ -33,7 +33,41 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server.h"
+#include <uv.h>
+
+#include "base/buf.h"
+#include "core/core.h"
+#include "log/log.h"
+
+typedef struct server_s server_t;
+
+/* The snapshot being written, and the last ones' outcome (INFO). */
+typedef struct persist_snap_s {
+    bool running;
+    uint64_t rev;                    /* the revision of the snapshot being written */
+    uv_idle_t idle;                  /* writes the snapshot a slice per loop turn */
+    uv_work_t work;                  /* syncs and renames it off the loop thread */
+    int result;
+    char err[512];
+    uint64_t last_rev, last_ms, taken;
+    uint64_t failed;                 /* snapshots that failed (INFO persistence) */
+    char last_error[512];            /* why the last one failed; "" once one succeeds */
+} persist_snap_t;
+
+/* The server's durability (s->persist): owned by persist.c, loop thread
+ * only. */
+typedef struct persist_s {
+    log_t *log;                      /* the log seam (log/log.h): the local WAL, or the raft log */
+    log_batch_t batch;               /* this turn's records, handed to the log by persist_kick() */
+    uint64_t durable_rev;            /* replies depending on revisions above it wait */
+    uv_async_t wake;                 /* the log thread's wake-up */
+    char readonly[512];              /* non-empty: the log failed, writes are refused */
+    void *fault;                     /* debug-wal-fault/-stall state, NULL unless testing */
+    bool paused;                     /* back-pressure: clients are not read (persist.h) */
+    uint64_t backpressure_events, backpressure_ms, backpressure_since_ms;
+    persist_snap_t snap;
+    uint64_t recovered_records, recovery_ms, snapshot_loaded_rev;
+} persist_t;
 
 /* persist_record_bytes_max() -- the longest record the writer can make
  * under the configured limits, which either log must take: one command's
