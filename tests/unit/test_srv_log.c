@@ -133,7 +133,6 @@ static log_t *open_and_recover(const char *dir, core_t *core, seen_t *seen)
     char err[512];
     log_t *l = open_log(dir, seen, err, sizeof err);
     assert_non_null(l);
-    assert_int_equal(l->apply, LOG_APPLY_AT_PROPOSE);
     assert_null(l->hooks.deliver);
     uint64_t snap_rev = 99, entries = 99;
     assert_int_equal(log_load_snapshot(l, core, &snap_rev, &entries, err, sizeof err), 0);

@@ -12,7 +12,7 @@
  * its commit returned.
  *
  * Committed = published durable by the WAL under its policy; the writer
- * applies at propose (LOG_APPLY_AT_PROPOSE), so nothing is delivered.
+ * applies at propose and makes every record, so nothing is delivered.
  * Appending a batch is one wal_append() per record (each a memcpy under
  * the WAL's mutex, as before the seam; the WAL runs with defer_wake, so
  * nothing is written yet); log_flush() is wal_kick(), which may write the
@@ -248,7 +248,6 @@ log_t *log_wal_open(const log_wal_options_t *opt, const log_hooks_t *hooks, char
     }
     log_wal_t *lw = ordo_xcalloc(1, sizeof *lw);
     lw->base.ops = &log_wal_ops;
-    lw->base.apply = LOG_APPLY_AT_PROPOSE;
     lw->base.hooks = *hooks;
     snprintf(lw->dir, sizeof lw->dir, "%s", opt->dir);
     snprintf(lw->waldir, sizeof lw->waldir, "%s/wal", opt->dir);

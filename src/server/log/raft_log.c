@@ -664,7 +664,6 @@ log_t *raft_log_open(const raft_log_options_t *opt, const log_hooks_t *hooks, co
 {
     raft_log_t *rl = ordo_xcalloc(1, sizeof *rl);
     rl->base.ops = &raft_ops;
-    rl->base.apply = LOG_APPLY_AT_PROPOSE; /* the leader's writer applies at propose; see raft_log.h */
     rl->base.hooks = *hooks;
     rl->base.record_bytes_max = opt->record_bytes_max;
     rl->opt = *opt;

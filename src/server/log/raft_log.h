@@ -10,8 +10,10 @@
  *     "ORDB" | batch length u32 | the batch (log.h: len u32 | 0 u32 | rev u64 | record,
  *     back to back) | zero bytes up to a multiple of 8 (raft_uv takes no other length)
  *
- * WHO APPLIES WHAT, deliberately unlike log.h's first sketch of
- * LOG_APPLY_ON_DELIVER: the leader's writer applies at propose, exactly as
+ * WHO APPLIES WHAT, deliberately unlike the first sketch (a leader that
+ * proposes without applying, and applies on delivery like every member,
+ * which would have parked every command until its entry came back): the
+ * leader's writer applies at propose, exactly as
  * on a single server (the command layer builds every reply from what it
  * applied), and proposes the turn's records as one entry; its replies are
  * held until that entry is committed. Followers apply committed entries
