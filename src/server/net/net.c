@@ -372,14 +372,14 @@ static void check_marks(const conn_t *c)
 /* Mark the output produced since the last look with the revision (in
  * cluster mode, the raft position) it must wait for. The mark is taken
  * only for new output that may depend on state: in cluster mode taking one
- * asks for a raft barrier (writer_rev()). */
+ * asks for a raft barrier (writer_output_mark()). */
 static void take_mark(conn_t *c, uint64_t durable)
 {
     size_t last_end = c->nmarks ? c->marks[c->nmarks - 1].end : 0;
     bool stateless_tail = c->nostate_end == c->out.len && c->nostate_end > c->checked_len && c->shared.n == 0;
     bool fresh = c->out.len > last_end && !stateless_tail;
     c->checked_len = c->out.len;
-    uint64_t rev = fresh ? writer_rev(c->srv) : 0;
+    uint64_t rev = fresh ? writer_output_mark(c->srv) : 0;
     if (fresh && rev > durable) {
         if (c->nmarks == CONN_MARKS_MAX || (c->nmarks > 0 && c->marks[c->nmarks - 1].rev == rev)) {
             c->marks[c->nmarks - 1].end = c->out.len;

@@ -16,13 +16,7 @@
 #include "coord_wait.h"
 #include "persist.h"
 
-uint64_t writer_rev(const server_t *s)
-{
-    /* In cluster mode a raft position, and taking one asks the log for a
-     * barrier if the turn proposes nothing (log/raft_log.h): the one
-     * mutation behind this const. */
-    return cluster_mark((server_t *)s);
-}
+uint64_t writer_output_mark(server_t *s) { return cluster_mark(s); }
 
 size_t writer_data_bytes(const server_t *s)
 {
