@@ -222,7 +222,7 @@ void cmd_http_metrics(conn_t *c, ordo_buf_t *b)
     metric(b, "ordo_expired_keys_total", "counter", "keys expired", (double)st->expired_keys_total);
     metric(b, "ordo_auth_failures_total", "counter", "failed authentications", (double)st->auth_failures);
     metric(b, "ordo_revision", "gauge", "current revision", (double)core_rev(s->core));
-    metric(b, "ordo_durable_revision", "gauge", "revision the log has committed", (double)persist_durable(s));
+    metric(b, "ordo_durable_revision", "gauge", "revision the log has committed", (double)persist_durable_rev(s));
     metric(b, "ordo_readonly", "gauge", "1 while the log cannot be written", server_readonly(s) ? 1 : 0);
     if (cluster_enabled(s)) {
         raft_log_info_t ci;
@@ -428,7 +428,7 @@ void cmd_http_status(conn_t *c, ordo_buf_t *b)
     kv_stats(core_kv(s->core), &kv);
     ordo_buf_printf(b, "{\"version\":\"%s\",\"now_ms\":%llu,\"revision\":%llu,\"durable_revision\":%llu,",
                     ORDO_VERSION, (unsigned long long)s->now_ms, (unsigned long long)core_rev(s->core),
-                    (unsigned long long)persist_durable(s));
+                    (unsigned long long)persist_durable_rev(s));
     const char *ro = server_readonly(s);
     if (ro != NULL) {
         cmd_http_json_field(b, "readonly", ro, strlen(ro));

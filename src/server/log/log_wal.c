@@ -121,10 +121,20 @@ static int lw_flush(log_t *l)
     return lw->wal != NULL && wal_kick(lw->wal) > 0 ? 1 : 0;
 }
 
-static uint64_t lw_poll(log_t *l)
+/* A position of the WAL is the revision of its record: committed means
+ * durable (log.h). */
+static uint64_t lw_committed_rev(const log_t *l)
 {
-    log_wal_t *lw = lw_of(l);
+    const log_wal_t *lw = lw_of_c(l);
     return lw->wal != NULL ? wal_durable_rev(lw->wal) : 0;
+}
+
+static log_pos_t lw_poll(log_t *l) { return LOG_POS(lw_committed_rev(l)); }
+
+static log_pos_t lw_mark(log_t *l, uint64_t rev)
+{
+    (void)l;
+    return LOG_POS(rev);
 }
 
 static const char *lw_failed(const log_t *l)
@@ -230,6 +240,8 @@ static const log_ops_t log_wal_ops = {
     .append = lw_append,
     .flush = lw_flush,
     .poll = lw_poll,
+    .committed_rev = lw_committed_rev,
+    .mark = lw_mark,
     .failed = lw_failed,
     .backlogged = lw_backlogged,
     .snapshot_begin = lw_snapshot_begin,

@@ -36,7 +36,7 @@
 #define ENTRY_HEADER_BYTES 8u
 
 typedef struct inflight_s {
-    uint64_t pos;
+    log_pos_t pos;
     uint64_t last_rev;        /* the revision its last record reaches */
     uint64_t hash;
     size_t len;
@@ -52,7 +52,7 @@ typedef struct req_s {
         struct raft_transfer transfer;
     } u;
     raft_log_t *rl;
-    uint64_t pos;
+    log_pos_t pos;
     bool lead_barrier;        /* the barrier a new leader waits for */
     uint64_t promote_id;      /* CLUSTER ADD: after the add, make it a voter */
 } req_t;
@@ -77,7 +77,7 @@ struct raft_log_s {
     inflight_t *fifo;
     size_t fhead, fcount, fcap;
     uint64_t inflight_bytes;
-    uint64_t proposed_pos, committed_pos;
+    log_pos_t proposed_pos, committed_pos; /* the last proposal's, the last committed one's */
     bool need_barrier;
     bool leading;
     bool was_leader;              /* raft_state() was LEADER at the last look */
@@ -228,9 +228,10 @@ static void fifo_pop(raft_log_t *rl)
 
 static void wake(raft_log_t *rl) { rl->base.hooks.wake(rl->base.hooks.arg); }
 
-static void committed(raft_log_t *rl, uint64_t pos)
+static void committed(raft_log_t *rl, log_pos_t pos)
 {
-    if (pos > rl->committed_pos)
+    assert(!log_pos_before(rl->proposed_pos, pos));
+    if (log_pos_before(rl->committed_pos, pos))
         rl->committed_pos = pos;
     wake(rl);
 }
@@ -246,7 +247,7 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
     if (head != NULL) {
         if (head->len == buf->len && head->hash == ordo_siphash(hash_key, buf->base, buf->len)) {
             /* This leader's own entry: applied when it was proposed. */
-            uint64_t pos = head->pos;
+            log_pos_t pos = head->pos;
             rl->committed_rev = head->last_rev;
             rl->inflight_bytes -= head->len;
             fifo_pop(rl);
@@ -361,7 +362,7 @@ static int propose_barrier(raft_log_t *rl, bool lead)
 {
     req_t *r = ordo_xcalloc(1, sizeof *r);
     r->rl = rl;
-    r->pos = rl->proposed_pos + 1; /* taken only once raft has the barrier */
+    r->pos = LOG_POS(rl->proposed_pos.v + 1); /* taken only once raft has the barrier */
     r->lead_barrier = lead;
     r->u.barrier.data = r;
     int rv = raft_barrier(&rl->raft, &r->u.barrier, barrier_done);
@@ -369,7 +370,7 @@ static int propose_barrier(raft_log_t *rl, bool lead)
         free(r);
         return -1;
     }
-    rl->proposed_pos++;
+    rl->proposed_pos.v++;
     rl->barriers_proposed++;
     return 0;
 }
@@ -391,7 +392,8 @@ static int propose_entry(raft_log_t *rl)
     req_t *r = ordo_xcalloc(1, sizeof *r);
     r->rl = rl;
     r->u.apply.data = r;
-    inflight_t e = {.pos = rl->proposed_pos + 1, .last_rev = rl->building_last_rev, .hash = ordo_siphash(hash_key, data, len), .len = len};
+    inflight_t e = {.pos = LOG_POS(rl->proposed_pos.v + 1), .last_rev = rl->building_last_rev,
+                    .hash = ordo_siphash(hash_key, data, len), .len = len};
     int rv = raft_apply(&rl->raft, &r->u.apply, &buf, 1, apply_done);
     if (rv != 0) {
         /* raft_apply() frees the entry's buffer when it fails (0.22.1). */
@@ -399,7 +401,7 @@ static int propose_entry(raft_log_t *rl)
         free(r);
         return -1;
     }
-    rl->proposed_pos++;
+    rl->proposed_pos.v++;
     fifo_push(rl, e);
     rl->inflight_bytes += len;
     rl->entries_proposed++;
@@ -527,17 +529,20 @@ static int rl_flush(log_t *l)
     return 0;
 }
 
-static uint64_t rl_poll(log_t *l) { return ((raft_log_t *)l)->committed_pos; }
+static log_pos_t rl_poll(log_t *l) { return ((raft_log_t *)l)->committed_pos; }
 
-uint64_t raft_log_committed_rev(log_t *l) { return ((raft_log_t *)l)->committed_rev; }
+static uint64_t rl_committed_rev(const log_t *l) { return ((const raft_log_t *)l)->committed_rev; }
 
-uint64_t raft_log_mark(log_t *l)
+/* The position the end of this turn proposes (an entry, or else a
+ * barrier); rev is not needed: raft's positions are not revisions. */
+static log_pos_t rl_mark(log_t *l, uint64_t rev)
 {
+    (void)rev;
     raft_log_t *rl = (raft_log_t *)l;
     if (!rl->leading)
         return rl->committed_pos; /* a follower answers nothing that depends on state */
     rl->need_barrier = true;
-    return rl->proposed_pos + 1;
+    return LOG_POS(rl->proposed_pos.v + 1);
 }
 
 static const char *rl_failed(const log_t *l)
@@ -637,6 +642,8 @@ static const log_ops_t raft_ops = {
     .append = rl_append,
     .flush = rl_flush,
     .poll = rl_poll,
+    .committed_rev = rl_committed_rev,
+    .mark = rl_mark,
     .failed = rl_failed,
     .backlogged = rl_backlogged,
     .snapshot_begin = rl_snapshot_begin,

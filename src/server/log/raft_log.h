@@ -27,14 +27,15 @@
  * says so (hooks.role with diverged), and the server restarts in place to
  * rebuild its state from raft's files (writer/cluster.c).
  *
- * MARKS: output waits for a position, not a revision. Every proposal (an
- * entry, or a barrier) takes the next position; raft_log_mark() hands
- * out the position the end of this turn will propose, and asks for a
- * barrier if the turn has no records. Output is released when its
+ * MARKS: output waits for a position (log_pos_t), not a revision. Every
+ * proposal (an entry, or a barrier) takes the next position; log_mark()
+ * hands out the position the end of this turn will propose, and asks for
+ * a barrier if the turn has no records. Output is released when its
  * position is committed. A read is thus answered only after a majority
  * confirmed, after the read arrived, that this member still leads: a
  * deposed leader never answers from stale state (a barrier per loop turn
- * that read, not per read). log_poll() returns the committed position.
+ * that read, not per read). log_poll() returns the committed position;
+ * log_committed_rev() the revision the committed entries reach.
  *
  * A new leader proposes a barrier and serves nothing until it is
  * committed: then every entry of earlier terms is applied.
@@ -113,13 +114,6 @@ int raft_log_start(log_t *l, char *err, size_t elen);
  * the loop can end; log_close() finishes. */
 void raft_log_stop(log_t *l);
 
-/* raft_log_committed_rev() -- the revision the committed entries reach
- * (what a single server calls its durable revision). */
-uint64_t raft_log_committed_rev(log_t *l);
-
-/* raft_log_mark() -- the position output produced now must wait for. */
-uint64_t raft_log_mark(log_t *l);
-
 typedef struct raft_log_info_s {
     const char *role;                /* "leader", "follower", "candidate", "unavailable" */
     bool leading;                    /* leader, and serving */
@@ -148,7 +142,7 @@ bool raft_log_member(log_t *l, int i, uint64_t *id, char *client, size_t clen, c
  * Returns 0, or -1 with a message (nothing started).
  *
  * A started TRANSFER ends this member's serving at once: raft takes no
- * entry or barrier until the transfer ends, so raft_log_mark() and the
+ * entry or barrier until the transfer ends, so log_mark() and the
  * info's `leading` say so now, and the caller drops its clients as a
  * deposed leader's (the role hook is not called for it). If the transfer
  * does not happen, this member leads again once a new barrier commits

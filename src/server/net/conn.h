@@ -32,6 +32,7 @@
 #include "base/buf.h"
 #include "base/list.h"
 #include "net/resp.h"
+#include "writer/persist.h" /* log_pos_t, the marks' positions */
 
 /* The owner and the parts a connection points at, by name only: net/ sees
  * none of their fields' types (check-layers.sh). */
@@ -103,11 +104,12 @@ struct conn_s {
     uint64_t last_cmd_ms;
     uint64_t soft_since_ms;    /* when pending output first passed the soft limit, 0 if below */
     uint64_t commands;
-    /* Durability marks: out[0..marks[i].end) may be sent once the durable
-     * revision reaches marks[i].rev. Revisions and ends increase along the
-     * array; bytes after the last mark were appended while everything was
-     * durable, or are covered at the next flush. */
-    struct { size_t end; uint64_t rev; } marks[CONN_MARKS_MAX];
+    /* Durability marks: out[0..marks[i].end) may be sent once the log has
+     * committed position marks[i].pos (writer/persist.h). Positions and
+     * ends increase along the array; bytes after the last mark were
+     * appended while everything was committed, or are covered at the next
+     * flush. */
+    struct { size_t end; log_pos_t pos; } marks[CONN_MARKS_MAX];
     int nmarks;
     /* out[0..checked_len) was judged at the last flush (marked, or free to
      * go); if out[checked_len..nostate_end) holds only replies of commands
@@ -115,7 +117,7 @@ struct conn_s {
      * ...) and nostate_end is out's end, that tail needs no mark. In
      * cluster mode a mark costs a raft barrier. */
     size_t checked_len, nostate_end;
-    ordo_list_node_t held_ln;  /* in net.held: output waits on durable_rev */
+    ordo_list_node_t held_ln;  /* in net.held: output waits for a position the log has not committed */
     struct waiter_s *waiter;   /* non-NULL while a blocking command waits */
     ordo_list_node_t resume_ln; /* in net.resumed: run its pending input */
     ordo_list_node_t dirty_ln; /* in net.dirty: has events to flush */

@@ -348,7 +348,7 @@ static void on_write(uv_write_t *req, int status)
         conn_flush(c);
 }
 
-/* The durability marks' invariant (conn.h): ends and revisions strictly
+/* The durability marks' invariant (conn.h): ends and positions strictly
  * increase along the array, and every end is within out. */
 /* Re-checks what sendable_bytes() and consume_out() maintain: debug
  * builds only (the sanitizer suites run them), as it walks the marks on
@@ -359,36 +359,39 @@ static void check_marks(const conn_t *c)
     assert(c->nmarks >= 0 && c->nmarks <= CONN_MARKS_MAX);
     for (int i = 0; i < c->nmarks; i++) {
         assert(c->marks[i].end <= c->out.len);
-        assert(i == 0 || (c->marks[i - 1].end < c->marks[i].end && c->marks[i - 1].rev < c->marks[i].rev));
+        assert(i == 0 || (c->marks[i - 1].end < c->marks[i].end && log_pos_before(c->marks[i - 1].pos, c->marks[i].pos)));
     }
 #else
     (void)c;
 #endif
 }
 
-/* Mark the output appended since the last mark with the revision it may
- * depend on (the current one), unless that revision is already durable.
- * Returns how many bytes of out may be sent now. */
-/* Mark the output produced since the last look with the revision (in
- * cluster mode, the raft position) it must wait for. The mark is taken
- * only for new output that may depend on state: in cluster mode taking one
- * asks for a raft barrier (writer_output_mark()). */
-static void take_mark(conn_t *c, uint64_t durable)
+/* Mark the output produced since the last look with the log position it
+ * must wait for, unless that position is committed already. The mark is
+ * taken only for new output that may depend on state: in cluster mode
+ * taking one asks for a raft barrier (writer_output_mark()). */
+static void take_mark(conn_t *c, log_pos_t committed)
 {
     size_t last_end = c->nmarks ? c->marks[c->nmarks - 1].end : 0;
     bool stateless_tail = c->nostate_end == c->out.len && c->nostate_end > c->checked_len && c->shared.n == 0;
     bool fresh = c->out.len > last_end && !stateless_tail;
     c->checked_len = c->out.len;
-    uint64_t rev = fresh ? writer_output_mark(c->srv) : 0;
-    if (fresh && rev > durable) {
-        if (c->nmarks == CONN_MARKS_MAX || (c->nmarks > 0 && c->marks[c->nmarks - 1].rev == rev)) {
-            c->marks[c->nmarks - 1].end = c->out.len;
-            c->marks[c->nmarks - 1].rev = rev;
-        } else {
-            c->marks[c->nmarks].end = c->out.len;
-            c->marks[c->nmarks].rev = rev;
-            c->nmarks++;
-        }
+    if (!fresh)
+        return;
+    log_pos_t pos = writer_output_mark(c->srv);
+    if (!log_pos_before(committed, pos))
+        return;
+    /* Full, or not past the last mark (a member that stopped leading
+     * hands out its committed position): the last mark covers it, and
+     * never moves back. */
+    if (c->nmarks > 0 && (c->nmarks == CONN_MARKS_MAX || !log_pos_before(c->marks[c->nmarks - 1].pos, pos))) {
+        c->marks[c->nmarks - 1].end = c->out.len;
+        if (log_pos_before(c->marks[c->nmarks - 1].pos, pos))
+            c->marks[c->nmarks - 1].pos = pos;
+    } else {
+        c->marks[c->nmarks].end = c->out.len;
+        c->marks[c->nmarks].pos = pos;
+        c->nmarks++;
     }
 }
 
@@ -408,16 +411,16 @@ static size_t sendable_bytes(conn_t *c)
         c->nmarks = 0;
         return c->out.len;
     }
-    uint64_t durable = s->persist.durable_rev;
-    take_mark(c, durable);
+    log_pos_t committed = persist_committed(s);
+    take_mark(c, committed);
     if (c->nmarks == 0)
         return c->out.len;
     int done = 0;
-    while (done < c->nmarks && c->marks[done].rev <= durable)
+    while (done < c->nmarks && !log_pos_before(committed, c->marks[done].pos))
         done++;
     if (done == c->nmarks) {
         c->nmarks = 0;
-        return c->out.len; /* every mark is durable, and so is the tail */
+        return c->out.len; /* every mark is committed, and so is the tail */
     }
     size_t ok = done ? c->marks[done - 1].end : 0;
     memmove(c->marks, c->marks + done, (size_t)(c->nmarks - done) * sizeof c->marks[0]);
@@ -535,8 +538,9 @@ void conn_flush(conn_t *c)
          * it (conn_close_held()). HTTP output is marked once it is made
          * into responses (http_before_flush()), so only after the write. */
         if (c->http == NULL && server_readonly(c->srv) == NULL) {
-            take_mark(c, c->srv->persist.durable_rev);
-            if (c->nmarks > 0 && c->marks[c->nmarks - 1].rev > c->srv->persist.durable_rev)
+            log_pos_t committed = persist_committed(c->srv);
+            take_mark(c, committed);
+            if (c->nmarks > 0 && log_pos_before(committed, c->marks[c->nmarks - 1].pos))
                 hold(c);
         }
         return;

@@ -16,7 +16,11 @@
 #include "coord_wait.h"
 #include "persist.h"
 
-uint64_t writer_output_mark(server_t *s) { return cluster_mark(s); }
+log_pos_t writer_output_mark(server_t *s)
+{
+    uint64_t rev = core_rev(s->core);
+    return s->persist.log != NULL ? log_mark(s->persist.log, rev) : LOG_POS(rev);
+}
 
 size_t writer_data_bytes(const server_t *s)
 {

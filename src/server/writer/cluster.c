@@ -216,11 +216,6 @@ const char *cluster_leader(server_t *s, char *buf, size_t blen)
     return buf;
 }
 
-uint64_t cluster_mark(server_t *s)
-{
-    return cluster_enabled(s) && s->persist.log != NULL ? raft_log_mark(s->persist.log) : core_rev(s->core);
-}
-
 void cluster_info(server_t *s, ordo_buf_t *b)
 {
     raft_log_info_t in;

@@ -40,10 +40,6 @@ bool cluster_leads(const server_t *s);
 /* cluster_leader() -- the leader's client address, or "?" if none known. */
 const char *cluster_leader(server_t *s, char *buf, size_t blen);
 
-/* cluster_mark() -- the position (cluster) or revision output produced now
- * waits for. */
-uint64_t cluster_mark(server_t *s);
-
 /* The command layer's CLUSTER and DEBUG: see raft_log.h for the calls. */
 void cluster_info(server_t *s, ordo_buf_t *b);
 /* Start a change for c, which waits parked (block.h, kind cluster) for

@@ -235,7 +235,8 @@ static void backpressure_end(server_t *s)
 static void log_progress(server_t *s)
 {
     const char *failed = log_failed(s->persist.log);
-    s->persist.durable_rev = log_poll(s->persist.log);
+    s->persist.committed = log_poll(s->persist.log);
+    s->persist.committed_rev = log_committed_rev(s->persist.log);
     if (failed != NULL) {
         /* Release what did become durable first, then refuse the rest. */
         conn_release_held(s);
@@ -356,7 +357,8 @@ int persist_recover(server_t *s, char *err, size_t elen)
          * leader reports them (writer/cluster.c). */
         if (cluster_start(s, err, elen) != 0)
             goto fail;
-        s->persist.durable_rev = log_poll(s->persist.log);
+        s->persist.committed = log_poll(s->persist.log);
+        s->persist.committed_rev = log_committed_rev(s->persist.log);
         s->persist.recovery_ms = server_mono_ms() - t0;
         fprintf(stderr, "ordod: cluster member %lld started at revision %llu\n", (long long)s->cfg.node_id,
                 (unsigned long long)core_rev(s->core));
@@ -371,7 +373,9 @@ int persist_recover(server_t *s, char *err, size_t elen)
     core_replay_end(s->core);
     if (rc != 0)
         goto fail;
-    s->persist.durable_rev = core_rev(s->core);
+    /* Everything replayed is committed; the WAL's positions are revisions. */
+    s->persist.committed = LOG_POS(core_rev(s->core));
+    s->persist.committed_rev = core_rev(s->core);
     s->persist.recovery_ms = server_mono_ms() - t0;
     fprintf(stderr, "ordod: recovered to revision %llu (%llu log records) in %llu ms\n",
             (unsigned long long)core_rev(s->core), (unsigned long long)s->persist.recovered_records,
@@ -409,13 +413,9 @@ int persist_record(server_t *s, const record_t *rec, uint64_t rev)
     return 0;
 }
 
-uint64_t persist_durable(const server_t *s)
-{
-    /* In cluster mode s->persist.durable_rev is a raft position (raft_log.h). */
-    if (cluster_enabled(s) && s->persist.log != NULL)
-        return raft_log_committed_rev(s->persist.log);
-    return s->persist.durable_rev;
-}
+log_pos_t persist_committed(const server_t *s) { return s->persist.committed; }
+
+uint64_t persist_durable_rev(const server_t *s) { return s->persist.committed_rev; }
 
 void persist_kick(server_t *s)
 {
@@ -527,7 +527,7 @@ void persist_info(server_t *s, ordo_buf_t *b)
                     "wal_backpressure_ms:%llu\r\nsnapshots_failed:%llu\r\nlast_snapshot_status:%s\r\n"
                     "last_snapshot_error:%s\r\n\r\n",
                     s->cfg.fsync == FSYNC_ALWAYS ? "always" : s->cfg.fsync == FSYNC_EVERYSEC ? "everysec" : "no",
-                    (unsigned long long)persist_durable(s), s->persist.readonly[0] ? "yes" : "no", s->persist.readonly,
+                    (unsigned long long)persist_durable_rev(s), s->persist.readonly[0] ? "yes" : "no", s->persist.readonly,
                     (unsigned long long)st.bytes, st.files,
                     (unsigned long long)st.records_written, (unsigned long long)st.batches,
                     (unsigned long long)st.syncs, (unsigned long long)st.inline_batches, s->persist.snap.running ? 1 : 0, (unsigned long long)s->persist.snap.last_rev,

@@ -6,16 +6,16 @@
  * log/log_wal.h); it owns the loop's side of it (the wake-up from the log's
  * thread, the snapshot's idle and worker handles) and never speaks RESP.
  *
- * The rule (DESIGN.md): no reply before its record is durable. Every record
+ * The rule: no reply before its record is committed. Every record
  * that changes state is appended to the log as it is applied, tagged with
  * the revision the state reached (one batch per loop turn, handed over by
- * persist_kick()). Under `fsync always` each connection's
- * output is marked with the revision it depends on (net.c) and is sent
- * only once s->durable_rev reaches it; the log wakes the loop when it
- * committed more and persist moves s->durable_rev on the loop thread (at
- * once, in persist_kick(), when the loop thread synced a small batch
- * itself: fsync-inline-max). Under `everysec` and
- * `no`, replies are not held (durable_rev follows the applied revision).
+ * persist_kick()). Each connection's output is marked with the log
+ * position it waits for (net.c, writer_output_mark()) and is sent only
+ * once s->persist.committed reaches it; the log wakes the loop when it
+ * committed more and persist moves s->persist.committed on the loop
+ * thread (at once, in persist_kick(), when the loop thread synced a small
+ * batch itself: fsync-inline-max). Committed means synced under `fsync
+ * always`, written to the kernel under `everysec` and `no`.
  *
  * Back-pressure: while more than wal-pending-max-bytes of records wait
  * for the disk, s->wal_paused is set and no client is read (net.c); the
@@ -59,7 +59,8 @@ typedef struct persist_snap_s {
 typedef struct persist_s {
     log_t *log;                      /* the log seam (log/log.h): the local WAL, or the raft log */
     log_batch_t batch;               /* this turn's records, handed to the log by persist_kick() */
-    uint64_t durable_rev;            /* replies depending on revisions above it wait */
+    log_pos_t committed;             /* the log's committed position: output marked above it waits */
+    uint64_t committed_rev;          /* the highest revision whose record is committed */
     uv_async_t wake;                 /* the log thread's wake-up */
     char readonly[512];              /* non-empty: the log failed, writes are refused */
     void *fault;                     /* debug-wal-fault/-stall state, NULL unless testing */
@@ -112,8 +113,15 @@ void persist_kick(server_t *s);
  * catches up, persist clears it and calls net_resume_reading(). */
 bool persist_backlogged(server_t *s);
 
-/* persist_durable() -- the revision replies may depend on now. */
-uint64_t persist_durable(const server_t *s);
+/* persist_committed() -- the committed position, as of the log's last
+ * wake-up: output marked with positions up to it may go (net.c). */
+log_pos_t persist_committed(const server_t *s);
+
+/* persist_durable_rev() -- the highest revision whose record is
+ * committed: on a single server the WAL's durable revision, in cluster
+ * mode the revision the committed entries reach. What the command layer
+ * compares revisions with; never a position. */
+uint64_t persist_durable_rev(const server_t *s);
 
 /* persist_snapshot() -- start a snapshot unless one is running. Returns the
  * revision it covers, 0 if there is nothing to snapshot yet, or -1 with a
