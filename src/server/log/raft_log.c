@@ -325,11 +325,15 @@ static int fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsign
 static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 {
     raft_log_t *rl = fsm->data;
-    int rc = rl->fsm_hooks.restore(rl->fsm_hooks.arg, buf->base, buf->len);
+    uint64_t rev = 0;
+    int rc = rl->fsm_hooks.restore(rl->fsm_hooks.arg, buf->base, buf->len, &rev);
     raft_free(buf->base);
     if (rc != 0)
         return RAFT_CORRUPT;
+    /* Everything a snapshot holds was committed. */
+    rl->committed_rev = rev;
     rl->snapshots_restored++;
+    wake(rl);
     return 0;
 }
 

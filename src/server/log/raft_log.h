@@ -71,8 +71,9 @@ typedef struct raft_log_member_s {
 typedef struct raft_log_fsm_s {
     /* Encode the state (all of it committed) as a snapshot into out. */
     void (*snapshot)(void *arg, ordo_buf_t *out);
-    /* Replace the state with this snapshot. Returns 0, or -1 (fatal). */
-    int (*restore)(void *arg, const void *data, size_t len);
+    /* Replace the state with this snapshot; *rev_out is the revision it
+     * holds. Returns 0, or -1 (fatal). */
+    int (*restore)(void *arg, const void *data, size_t len, uint64_t *rev_out);
     /* Leadership changed: leading (a barrier of this term is committed,
      * the member may serve), or not; diverged: the state holds records
      * that may never be committed and must be rebuilt. */

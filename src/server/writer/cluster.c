@@ -49,7 +49,7 @@ static void fsm_snapshot(void *arg, ordo_buf_t *out)
     s->cluster.last_snapshot_bytes = out->len;
 }
 
-static int fsm_restore(void *arg, const void *data, size_t len)
+static int fsm_restore(void *arg, const void *data, size_t len, uint64_t *rev_out)
 {
     server_t *s = arg;
     core_t *fresh = core_create((uint64_t)s->cfg.history_revs);
@@ -72,6 +72,7 @@ static int fsm_restore(void *arg, const void *data, size_t len)
     core_destroy(s->core);
     s->core = fresh;
     s->persist.snapshot_loaded_rev = rev;
+    *rev_out = rev;
     fprintf(stderr, "ordod: cluster: state restored from a snapshot at revision %llu (%llu entries)\n",
             (unsigned long long)rev, (unsigned long long)entries);
     return 0;
