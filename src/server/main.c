@@ -129,7 +129,7 @@ int main(int argc, char **argv)
     /* Record times never go back, across restarts too: if the wall clock
      * is behind the last record, the writer's clock continues from it. */
     server_clock_resume(s, core_last_time_ms(s->core));
-    s->hooks = (server_hooks_t){.run_resumed = conn_run_resumed, .flush = conn_flush_dirty,
+    s->hooks = (server_hooks_t){.run_resumed = conn_run_resumed, .flush = net_flush,
                                 .net_cron = net_cron, .cmd_cron = cmd_cron};
     writer_start(s);
     uv_signal_init(s->loop, &s->sigint);

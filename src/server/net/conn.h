@@ -154,12 +154,13 @@ void conn_resume(conn_t *c);
 /* conn_run_resumed() -- run every resumed connection's pending input. */
 void conn_run_resumed(server_t *s);
 
-/* conn_release_held() -- the durable revision advanced: flush every
- * connection whose output was waiting for it. */
-void conn_release_held(server_t *s);
-/* conn_close_held() -- the log failed: close every connection whose output
- * was waiting for a revision it will never store. */
+/* conn_close_held() -- close every connection whose output waits for a
+ * log position (a cluster member that stopped leading: those positions
+ * may never be committed). */
 void conn_close_held(server_t *s);
+/* conn_output_unmarked() -- c holds output made since its last flush,
+ * which no durability mark covers yet (persist.c, when the log fails). */
+bool conn_output_unmarked(const conn_t *c);
 
 /* conn_flush() -- start sending out if nothing is in flight. */
 void conn_flush(conn_t *c);
@@ -174,10 +175,10 @@ size_t conn_pending(const conn_t *c);
  * connection was closed for passing them. */
 bool conn_check_output(conn_t *c);
 
-/* net_pause_reading() -- back-pressure (s->wal_paused set): stop reading
- * every client. net_resume_reading() -- read again every client no other
- * reason keeps paused. Called by persist (writer/persist.h). */
-void net_pause_reading(server_t *s);
-void net_resume_reading(server_t *s);
+/* net_flush() -- the writer's per-turn flush hook (s->hooks.flush): flush
+ * every connection marked dirty, send held output the log has committed
+ * since (closing what waits for positions a failed log will never
+ * commit), and read clients again once back-pressure ended. */
+void net_flush(server_t *s);
 
 #endif /* ORDO_CONN_H */

@@ -29,6 +29,7 @@
 #include "persist.h"
 #include "server.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,22 +192,23 @@ static void on_log_wake(void *arg)
     uv_async_send(&s->persist.wake); /* thread-safe; coalesces */
 }
 
-/* The log failed: refuse writes, and close every connection whose output
- * waits on revisions the log will never hold. That is every connection with
- * unsent output, held or not: output appended before the failure and not
- * yet marked (a connection busy writing marks it only at its next flush)
- * may depend on those revisions too. From here on nothing that depends on
- * the unstored revisions is produced (cmd_dispatch refuses such commands),
- * so output is no longer held (net.c). */
+/* The log failed: refuse writes. Output marked before now waits for its
+ * position, and net sends what the log committed and closes the rest at
+ * the turn's flush (net_flush()). Output made since a connection's last
+ * flush carries no mark yet and may depend on records the log will never
+ * hold, and from here on output made cannot be told from it: those
+ * connections are closed now, the one moment the line between the two is
+ * known. From here on nothing that depends on the unstored revisions is
+ * produced (cmd_dispatch refuses such commands), so new output needs no
+ * mark (net.c). */
 static void enter_readonly(server_t *s, const char *why)
 {
     if (s->persist.readonly[0] != '\0')
         return;
     snprintf(s->persist.readonly, sizeof s->persist.readonly, "%s", why);
     fprintf(stderr, "ordod: the log cannot be written, refusing writes (READONLY): %s\n", why);
-    conn_close_held(s);
     for (conn_t *c = conn_first(&s->net.conns); c != NULL; c = conn_next(c))
-        if (!c->closing && (c->out.len > 0 || c->shared.n > 0))
+        if (!c->closing && conn_output_unmarked(c))
             conn_close(c);
     block_readonly(s); /* parked clients: -READONLY at the next loop turn */
 }
@@ -219,7 +221,7 @@ static uint64_t pending_bytes(const server_t *s)
 }
 
 /* Back-pressure ends: the log caught up (or failed, and holds nothing
- * more). Clients are read again. */
+ * more). Net reads clients again at the turn's flush (persist_paused()). */
 static void backpressure_end(server_t *s)
 {
     s->persist.paused = false;
@@ -227,27 +229,31 @@ static void backpressure_end(server_t *s)
     if (s->cfg.verbose)
         fprintf(stderr, "ordod: the log caught up (%llu bytes pending): reading clients again\n",
                 (unsigned long long)pending_bytes(s));
-    net_resume_reading(s);
 }
 
-/* On the loop, after the log's wake-up (or a batch committed inline): move
- * the durable revision and release the replies waiting for it. */
-static void log_progress(server_t *s)
+/* On the loop, after the log's wake-up (or a batch committed inline):
+ * record the committed position and revision, and whether the log failed
+ * or caught up. Nothing is sent from here: the turn's flush, which runs
+ * after this in the same loop iteration (the wake-up is a uv_async, run
+ * in the poll phase; the flush hook is the check phase's, which follows
+ * it), releases what the new position allows. Returns true if anything
+ * changed for output (the position moved, or the log failed). */
+static bool log_progress(server_t *s)
 {
     const char *failed = log_failed(s->persist.log);
+    log_pos_t before = s->persist.committed;
     s->persist.committed = log_poll(s->persist.log);
     s->persist.committed_rev = log_committed_rev(s->persist.log);
+    assert(!log_pos_before(s->persist.committed, before)); /* positions only grow */
     if (failed != NULL) {
-        /* Release what did become durable first, then refuse the rest. */
-        conn_release_held(s);
         enter_readonly(s, failed);
         if (s->persist.paused)
             backpressure_end(s);
-        return;
+        return true;
     }
-    conn_release_held(s);
     if (s->persist.paused && !log_backlogged(s->persist.log))
         backpressure_end(s);
+    return log_pos_before(before, s->persist.committed);
 }
 
 static void on_durable_async(uv_async_t *h) { log_progress(h->data); }
@@ -417,16 +423,17 @@ log_pos_t persist_committed(const server_t *s) { return s->persist.committed; }
 
 uint64_t persist_durable_rev(const server_t *s) { return s->persist.committed_rev; }
 
-void persist_kick(server_t *s)
+bool persist_kick(server_t *s)
 {
     if (s->persist.log == NULL)
-        return;
+        return false;
     hand_over(s);
-    /* A batch the log committed on this thread: release its replies in this
-     * turn, as the log's wake-up would in the next. */
-    if (log_flush(s->persist.log) > 0)
-        log_progress(s);
+    /* A batch the log committed on this thread: no wake-up comes for it,
+     * so its position is recorded now, and the caller flushes again. */
+    return log_flush(s->persist.log) > 0 && log_progress(s);
 }
+
+bool persist_paused(const server_t *s) { return s->persist.paused; }
 
 /* ---- snapshots ------------------------------------------------------------------ */
 

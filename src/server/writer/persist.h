@@ -100,18 +100,24 @@ int persist_apply_stored(server_t *s, uint64_t rev, const void *bytes, size_t le
  * now). */
 int persist_record(server_t *s, const record_t *rec, uint64_t rev);
 
-/* persist_kick() -- end of a loop turn: hand the records not yet handed
- * over to the log and flush it (log_flush: the turn's records are written
- * as one batch); if the log committed them on this thread, release their
- * replies now. */
-void persist_kick(server_t *s);
+/* persist_kick() -- end of a loop turn, after the turn's flush: hand the
+ * records not yet handed over to the log and flush it (log_flush: the
+ * turn's records are written as one batch). Returns true if the log
+ * committed them on this thread and the committed position moved (or the
+ * log failed): then the caller flushes again, so their replies go in
+ * this turn (no wake-up comes for them). */
+bool persist_kick(server_t *s);
 
 /* persist_backlogged() -- after taking in client input: hand the records
  * it made to the log (so they count), then true while the log's pending
- * bytes exceed wal-pending-max-bytes. On the change to true
- * it sets s->wal_paused (the caller stops reading clients); once the log
- * catches up, persist clears it and calls net_resume_reading(). */
+ * bytes exceed wal-pending-max-bytes. On the change to true it sets
+ * s->persist.paused (the caller stops reading clients); the log's wake-up
+ * clears it once the log caught up. */
 bool persist_backlogged(server_t *s);
+
+/* persist_paused() -- back-pressure holds: no client may be read. Net
+ * asks at every flush, and reads clients again once it is false. */
+bool persist_paused(const server_t *s);
 
 /* persist_committed() -- the committed position, as of the log's last
  * wake-up: output marked with positions up to it may go (net.c). */
