@@ -21,6 +21,8 @@
 #   net/    includes nothing from core/ or log/, and not server.h (whose
 #           parts are the core's): net -> cmd -> writer is the way down.
 #   client/ and tools/ include nothing from src/server/ or src/lib/.
+#   The log seam is closed: only log/ and writer/cluster.c include
+#   log/raft_log.h; everything else asks log.h or writer/cluster.h.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -77,6 +79,10 @@ for f in $(files src/server/net); do
 done
 for f in $(files src/client) $(files src/tools); do
     allow "$f" '^(base|client|ordo)/'
+done
+for f in $(files src/server); do
+    case "$f" in src/server/log/*|src/server/writer/cluster.c) continue ;; esac
+    if includes "$f" | grep -qx 'log/raft_log.h'; then fail "$f includes \"log/raft_log.h\""; fi
 done
 
 if [ "$bad" -ne 0 ]; then

@@ -20,6 +20,7 @@
  */
 #include "log_wal.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -44,11 +45,13 @@ static const log_ops_t log_wal_ops;
 
 static log_wal_t *lw_of(log_t *l)
 {
+    assert(l->ops == &log_wal_ops);
     return (log_wal_t *)l;
 }
 
 static const log_wal_t *lw_of_c(const log_t *l)
 {
+    assert(l->ops == &log_wal_ops);
     return (const log_wal_t *)l;
 }
 

@@ -96,6 +96,22 @@ struct raft_log_s {
 
 static const uint8_t hash_key[ORDO_SIPHASH_KEY_LEN] = "ordo-raft-entry";
 
+static const log_ops_t raft_ops;
+
+/* The raft log behind a log_t. raft_log.h's calls take a log_t, which
+ * could be another log: each checks it is this one before the cast. */
+static raft_log_t *rl_of(log_t *l)
+{
+    assert(l != NULL && l->ops == &raft_ops);
+    return (raft_log_t *)l;
+}
+
+static const raft_log_t *rl_of_c(const log_t *l)
+{
+    assert(l != NULL && l->ops == &raft_ops);
+    return (const raft_log_t *)l;
+}
+
 /* ---- members ---------------------------------------------------------------- */
 
 static int split_hostport(const char *s, size_t n, char *host, size_t hlen, long *port)
@@ -482,7 +498,7 @@ static int rl_replay(log_t *l, uint64_t after_rev, log_record_fn fn, void *arg, 
 
 static int rl_append(log_t *l, const log_batch_t *b)
 {
-    raft_log_t *rl = (raft_log_t *)l;
+    raft_log_t *rl = rl_of(l);
     if (rl->failed[0] != '\0')
         return -1;
     if (b->records == 0)
@@ -501,7 +517,7 @@ static void start_transfer(raft_log_t *rl, raft_id target); /* membership, below
 
 static int rl_flush(log_t *l)
 {
-    raft_log_t *rl = (raft_log_t *)l;
+    raft_log_t *rl = rl_of(l);
     if (rl->building_records > 0) {
         if (propose_entry(rl) != 0) {
             /* Not the leader any more (or out of memory): these records
@@ -533,16 +549,16 @@ static int rl_flush(log_t *l)
     return 0;
 }
 
-static log_pos_t rl_poll(log_t *l) { return ((raft_log_t *)l)->committed_pos; }
+static log_pos_t rl_poll(log_t *l) { return rl_of(l)->committed_pos; }
 
-static uint64_t rl_committed_rev(const log_t *l) { return ((const raft_log_t *)l)->committed_rev; }
+static uint64_t rl_committed_rev(const log_t *l) { return rl_of_c(l)->committed_rev; }
 
 /* The position the end of this turn proposes (an entry, or else a
  * barrier); rev is not needed: raft's positions are not revisions. */
 static log_pos_t rl_mark(log_t *l, uint64_t rev)
 {
     (void)rev;
-    raft_log_t *rl = (raft_log_t *)l;
+    raft_log_t *rl = rl_of(l);
     if (!rl->leading)
         return rl->committed_pos; /* a follower answers nothing that depends on state */
     rl->need_barrier = true;
@@ -551,13 +567,13 @@ static log_pos_t rl_mark(log_t *l, uint64_t rev)
 
 static const char *rl_failed(const log_t *l)
 {
-    const raft_log_t *rl = (const raft_log_t *)l;
+    const raft_log_t *rl = rl_of_c(l);
     return rl->failed[0] ? rl->failed : NULL;
 }
 
 static bool rl_backlogged(log_t *l)
 {
-    raft_log_t *rl = (raft_log_t *)l;
+    raft_log_t *rl = rl_of(l);
     return rl->snap_wanted || rl->inflight_bytes + rl->building.len > rl->opt.pending_bytes_max;
 }
 
@@ -589,7 +605,7 @@ static void rl_snapshot_end(log_t *l, bool ok, log_snapshot_t *out)
 
 static void rl_stats(const log_t *l, log_stats_t *out)
 {
-    const raft_log_t *rl = (const raft_log_t *)l;
+    const raft_log_t *rl = rl_of_c(l);
     memset(out, 0, sizeof *out);
     out->records_written = rl->records_written;
     out->batches = rl->entries_proposed;
@@ -608,7 +624,7 @@ static void on_watch_closed(uv_handle_t *h) { (void)h; }
 
 void raft_log_stop(log_t *l)
 {
-    raft_log_t *rl = (raft_log_t *)l;
+    raft_log_t *rl = rl_of(l);
     if (!rl->started || rl->stopping)
         return;
     rl->stopping = true;
@@ -618,7 +634,7 @@ void raft_log_stop(log_t *l)
 
 static void rl_close(log_t *l)
 {
-    raft_log_t *rl = (raft_log_t *)l;
+    raft_log_t *rl = rl_of(l);
     if (rl->raft_inited) {
         if (rl->started)
             raft_log_stop(l); /* a no-op if shutdown started it */
@@ -752,7 +768,7 @@ fail:
 
 int raft_log_start(log_t *l, char *err, size_t elen)
 {
-    raft_log_t *rl = (raft_log_t *)l;
+    raft_log_t *rl = rl_of(l);
     uv_check_init(rl->opt.loop, &rl->watch);
     rl->watch.data = rl;
     uv_check_start(&rl->watch, on_watch);
@@ -768,7 +784,7 @@ int raft_log_start(log_t *l, char *err, size_t elen)
 
 void raft_log_info(log_t *l, raft_log_info_t *out)
 {
-    raft_log_t *rl = (raft_log_t *)l;
+    raft_log_t *rl = rl_of(l);
     memset(out, 0, sizeof *out);
     int st = rl->started ? raft_state(&rl->raft) : RAFT_UNAVAILABLE;
     out->role = st == RAFT_LEADER ? "leader" : st == RAFT_FOLLOWER ? "follower"
@@ -795,11 +811,11 @@ void raft_log_info(log_t *l, raft_log_info_t *out)
     out->inflight_bytes = rl->inflight_bytes;
 }
 
-bool raft_log_leading(const log_t *l) { return ((const raft_log_t *)l)->leading; }
+bool raft_log_leading(const log_t *l) { return rl_of_c(l)->leading; }
 
 bool raft_log_member(log_t *l, int i, uint64_t *id, char *client, size_t clen, const char **role)
 {
-    raft_log_t *rl = (raft_log_t *)l;
+    raft_log_t *rl = rl_of(l);
     if (!rl->started || i < 0 || (unsigned)i >= rl->raft.configuration.n)
         return false;
     const struct raft_server *sv = &rl->raft.configuration.servers[i];
@@ -919,7 +935,7 @@ static void transfer_done(struct raft_transfer *req)
 
 int raft_log_change(log_t *l, enum raft_log_change op, uint64_t id, const char *client, char *err, size_t elen)
 {
-    raft_log_t *rl = (raft_log_t *)l;
+    raft_log_t *rl = rl_of(l);
     if (!rl->leading) {
         snprintf(err, elen, "not the leader");
         return -1;
@@ -974,6 +990,6 @@ int raft_log_change(log_t *l, enum raft_log_change op, uint64_t id, const char *
 
 int raft_log_partition(log_t *l, const uint64_t *ids, int n)
 {
-    raft_log_t *rl = (raft_log_t *)l;
+    raft_log_t *rl = rl_of(l);
     return raft_transport_partition(&rl->transport, ids, n);
 }

@@ -241,13 +241,40 @@ void cluster_info(server_t *s, ordo_buf_t *b)
                     (unsigned long long)s->cluster.last_snapshot_bytes, (unsigned long long)s->cluster.terms_led);
 }
 
-int cluster_change(server_t *s, conn_t *c, enum raft_log_change op, uint64_t id, const char *addr, char *err, size_t elen)
+void cluster_status(server_t *s, cluster_status_t *out)
 {
+    raft_log_info_t in;
+    raft_log_info(s->persist.log, &in);
+    *out = (cluster_status_t){.role = in.role, .serving = in.leading, .leader_id = in.leader_id, .term = in.term,
+                              .commit_index = in.commit_index, .applied_index = in.applied_index,
+                              .members = in.members, .entries_proposed = in.entries_proposed,
+                              .barriers_proposed = in.barriers_proposed, .snapshots_taken = in.snapshots_taken};
+}
+
+bool cluster_member(server_t *s, int i, cluster_member_t *out)
+{
+    return raft_log_member(s->persist.log, i, &out->id, out->addr, sizeof out->addr, &out->role);
+}
+
+int cluster_partition(server_t *s, const uint64_t *ids, int n) { return raft_log_partition(s->persist.log, ids, n); }
+
+void cluster_stop(server_t *s)
+{
+    if (s->persist.log != NULL)
+        raft_log_stop(s->persist.log);
+}
+
+int cluster_change(server_t *s, conn_t *c, enum cluster_change op, uint64_t id, const char *addr, char *err,
+                   size_t elen)
+{
+    static const enum raft_log_change raft_op[] = {
+        [CLUSTER_ADD] = RAFT_LOG_ADD, [CLUSTER_REMOVE] = RAFT_LOG_REMOVE, [CLUSTER_TRANSFER] = RAFT_LOG_TRANSFER};
+    assert((size_t)op < sizeof raft_op / sizeof raft_op[0]);
     if (s->cluster.change_waiter != NULL) {
         snprintf(err, elen, "another membership change or transfer is running");
         return -1;
     }
-    if (raft_log_change(s->persist.log, op, id, addr, err, elen) != 0)
+    if (raft_log_change(s->persist.log, raft_op[op], id, addr, err, elen) != 0)
         return -1;
     /* The reply comes when raft finishes: the connection waits parked. */
     waiter_t *w = block_wait(s, c, &s->cluster.change_list, 0, BLOCK_CLUSTER);
@@ -259,7 +286,7 @@ int cluster_change(server_t *s, conn_t *c, enum raft_log_change op, uint64_t id,
      * other clients are answered -NOTLEADER now (the caller, parked, waits
      * for the outcome). If it does not happen, the raft log leads again
      * from a new barrier (on_role). */
-    if (op == RAFT_LOG_TRANSFER)
+    if (op == CLUSTER_TRANSFER)
         stop_serving(s);
     return 0;
 }

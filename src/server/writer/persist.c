@@ -39,7 +39,6 @@
 
 #include "block.h"
 #include "cluster.h"
-#include "log/raft_log.h"
 #include "core/record.h"
 #include "log/log_wal.h"
 #include "net/conn.h"
@@ -550,8 +549,8 @@ void persist_info(server_t *s, ordo_buf_t *b)
 
 void persist_close_handles(server_t *s)
 {
-    if (cluster_enabled(s) && s->persist.log != NULL)
-        raft_log_stop(s->persist.log);
+    if (cluster_enabled(s))
+        cluster_stop(s);
     uv_idle_stop(&s->persist.snap.idle);
     uv_close((uv_handle_t *)&s->persist.snap.idle, NULL);
     uv_close((uv_handle_t *)&s->persist.wake, NULL);
