@@ -15,7 +15,10 @@
  *     delivered by raft, oldest first; it is empty unless the member led
  *     in this process's life;
  *   - a follower applies only entries that are not its own (the FIFO is
- *     empty, or the entry is the FIFO's head and is skipped).
+ *     empty, or the entry is the FIFO's head and is skipped);
+ *   - once failed (fail(): a proposal raft could not store, a committed
+ *     entry that does not apply) nothing more is applied and the member
+ *     never serves: leading stays false.
  */
 #include "raft_log.h"
 
@@ -89,7 +92,8 @@ struct raft_log_s {
     uint64_t transfer_target;
     int transfer_attempts;        /* raft_transfer() calls given up so far (TRANSFER_ATTEMPTS) */
     uv_check_t watch;
-    char failed[256];
+    char failed[256];             /* non-empty: the log failed for good (fail()) */
+    bool handing_off;             /* failed, and a transfer of leadership away runs */
     uint64_t entries_proposed, barriers_proposed, snapshots_taken, snapshots_restored;
     uint64_t records_written, bytes_proposed;
 };
@@ -252,6 +256,25 @@ static void committed(raft_log_t *rl, log_pos_t pos)
     wake(rl);
 }
 
+/* The log failed for good (log_failed()): raft could not store this
+ * member's proposal, or a committed entry does not apply here. The
+ * server turns read-only with the reason, as a single server whose WAL
+ * failed; this member applies nothing more and never serves again in
+ * this process (its state may lack committed records, or hold records
+ * raft never stored): an operator restarts it once the cause is fixed. */
+static void fail(raft_log_t *rl, const char *why)
+{
+    if (rl->failed[0] != '\0')
+        return;
+    snprintf(rl->failed, sizeof rl->failed, "%s", why);
+    fprintf(stderr, "ordod: cluster: the log failed: %s\n", why);
+    bool was_leading = rl->leading;
+    rl->leading = false;
+    if (was_leading)
+        rl->fsm_hooks.role(rl->fsm_hooks.arg, false, false);
+    wake(rl);
+}
+
 /* raft delivers a committed entry, on every member. */
 static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
 {
@@ -259,6 +282,8 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
     *result = NULL;
     if (rl->diverged)
         return 0; /* the state is rebuilt from raft's files (the restart) */
+    if (rl->failed[0] != '\0')
+        return 0; /* the state stops where the log failed (fail()) */
     inflight_t *head = fifo_head(rl);
     if (head != NULL) {
         if (head->len == buf->len && head->hash == ordo_siphash(hash_key, buf->base, buf->len)) {
@@ -279,15 +304,17 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
         return 0;
     }
     const char *p = buf->base;
+    char why[200];
     if (buf->len < ENTRY_HEADER_BYTES || memcmp(p, ENTRY_MAGIC, 4) != 0) {
-        fprintf(stderr, "ordod: cluster: a committed entry is not an ordo entry (%zu bytes); stopping\n", buf->len);
-        abort();
+        snprintf(why, sizeof why, "a committed entry is not an ordo entry (%zu bytes)", buf->len);
+        fail(rl, why);
+        return 0;
     }
     /* The batch, then up to 7 bytes of padding (propose_entry). */
     size_t blen = get_u32(p + 4);
     if (blen > buf->len - ENTRY_HEADER_BYTES) {
-        fprintf(stderr, "ordod: cluster: a committed entry is malformed; stopping\n");
-        abort();
+        fail(rl, "a committed entry is malformed (its batch is longer than the entry)");
+        return 0;
     }
     log_batch_t b = {.buf = {.data = (char *)p + ENTRY_HEADER_BYTES, .len = blen}};
     size_t pos = 0;
@@ -295,12 +322,15 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
     const void *rec;
     size_t len;
     while (log_batch_next(&b, &pos, &rev, &rec, &len)) {
-        rl->committed_rev = rev;
         if (rl->base.hooks.deliver(rl->base.hooks.arg, rev, rec, len) != 0) {
-            fprintf(stderr, "ordod: cluster: the committed record of revision %llu does not apply here; "
-                            "stopping rather than diverge\n", (unsigned long long)rev);
-            abort();
+            /* Stop here rather than diverge: committed_rev stays the last
+             * record that applied. */
+            snprintf(why, sizeof why, "the committed record of revision %llu does not apply here",
+                     (unsigned long long)rev);
+            fail(rl, why);
+            return 0;
         }
+        rl->committed_rev = rev;
     }
     wake(rl);
     return 0;
@@ -355,20 +385,41 @@ static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 
 /* ---- proposals ------------------------------------------------------------------ */
 
+/* A proposal's status that says raft could not store it here (a disk
+ * error, no space, no memory), as opposed to this member no longer
+ * leading (the role watch sees that) or raft closing. */
+static bool store_failed(int status)
+{
+    return status != 0 && status != RAFT_NOTLEADER && status != RAFT_LEADERSHIPLOST && status != RAFT_SHUTDOWN &&
+           status != RAFT_CANCELED;
+}
+
+static void fail_store(raft_log_t *rl, const char *what, int status)
+{
+    char why[256];
+    snprintf(why, sizeof why, "raft could not store %s: %s (%s)", what, raft_strerror(status), raft_errmsg(&rl->raft));
+    fail(rl, why);
+}
+
 static void apply_done(struct raft_apply *req, int status, void *result)
 {
-    (void)status; /* commit is seen in fsm_apply; a failure, in the role watch */
+    /* A commit is seen in fsm_apply; leadership lost, in the role watch. */
     (void)result;
-    free(req->data);
+    req_t *r = req->data;
+    if (store_failed(status))
+        fail_store(r->rl, "an entry", status);
+    free(r);
 }
 
 static void barrier_done(struct raft_barrier *req, int status)
 {
     req_t *r = req->data;
     raft_log_t *rl = r->rl;
+    if (store_failed(status))
+        fail_store(rl, "a barrier", status);
     if (status == 0) {
         committed(rl, r->pos);
-        if (r->lead_barrier && raft_state(&rl->raft) == RAFT_LEADER && !rl->diverged) {
+        if (r->lead_barrier && raft_state(&rl->raft) == RAFT_LEADER && !rl->diverged && rl->failed[0] == '\0') {
             rl->leading = true;
             fprintf(stderr, "ordod: cluster: leading (term %llu)\n",
                     (unsigned long long)raft_current_term(&rl->raft));
@@ -446,12 +497,41 @@ static void set_threshold(raft_log_t *rl, bool leader)
     raft_set_snapshot_threshold(&rl->raft, (unsigned)(n > UINT32_MAX ? UINT32_MAX : n));
 }
 
+static void handoff_done(struct raft_transfer *req)
+{
+    req_t *r = req->data;
+    r->rl->handing_off = false;
+    free(r);
+}
+
+/* A failed member (fail()) that raft elects serves nothing: it hands
+ * leadership to another at once (raft picks; tried again at the next look
+ * if raft refuses). */
+static void hand_off(raft_log_t *rl)
+{
+    if (rl->handing_off || rl->transferring)
+        return;
+    req_t *r = ordo_xcalloc(1, sizeof *r);
+    r->rl = rl;
+    r->u.transfer.data = r;
+    if (raft_transfer(&rl->raft, &r->u.transfer, 0, handoff_done) != 0) {
+        free(r);
+        return;
+    }
+    rl->handing_off = true;
+}
+
 static void on_watch(uv_check_t *h)
 {
     raft_log_t *rl = h->data;
     if (!rl->started || rl->diverged)
         return;
     bool leader = raft_state(&rl->raft) == RAFT_LEADER;
+    if (rl->failed[0] != '\0') {
+        if (leader)
+            hand_off(rl);
+        return;
+    }
     if (leader && !rl->was_leader && !rl->transferring) {
         rl->was_leader = true;
         set_threshold(rl, true);
@@ -574,6 +654,8 @@ static const char *rl_failed(const log_t *l)
 static bool rl_backlogged(log_t *l)
 {
     raft_log_t *rl = rl_of(l);
+    if (rl->failed[0] != '\0')
+        return false; /* nothing more will be committed: clients are read, to be refused */
     return rl->snap_wanted || rl->inflight_bytes + rl->building.len > rl->opt.pending_bytes_max;
 }
 

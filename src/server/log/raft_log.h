@@ -40,6 +40,13 @@
  * A new leader proposes a barrier and serves nothing until it is
  * committed: then every entry of earlier terms is applied.
  *
+ * FAILURE: if raft cannot store a proposal of this member (its callback
+ * reports a disk error, no space, no memory), or a committed entry does
+ * not apply here, log_failed() says why from then on: the server turns
+ * read-only as a single server does, this member applies nothing more,
+ * serves nothing (if raft elects it, it hands leadership away), and is
+ * not restarted in place; an operator restarts it.
+ *
  * SNAPSHOTS: raft asks for one every cluster-snapshot-entries entries;
  * the state is encoded in ordod's snapshot format (snapshot.h) on the
  * loop thread (C raft 0.22 takes it synchronously; measured in

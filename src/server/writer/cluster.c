@@ -113,7 +113,10 @@ static void stop_serving(server_t *s)
 static void on_role(void *arg, bool leading, bool diverged)
 {
     server_t *s = arg;
-    if (diverged)
+    /* A failed log (an entry raft could not store) stays failed and
+     * read-only, as a single server's: the state is not rebuilt, and this
+     * member serves nothing (raft_log.c hands leadership away). */
+    if (diverged && log_failed(s->persist.log) == NULL)
         restart_in_place(s);
     if (leading) {
         s->cluster.terms_led++;

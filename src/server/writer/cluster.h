@@ -14,7 +14,10 @@
  * reconnect and follow -NOTLEADER); parked clients get -NOTLEADER. If the state holds
  * records the cluster may never commit (diverged), the process restarts
  * in place (execv of itself, same pid and arguments) and rebuilds its
- * state from raft's files: simpler and surer than undoing records.
+ * state from raft's files: simpler and surer than undoing records. Not
+ * when the log failed (raft_log.h, FAILURE): the member stays up,
+ * read-only with the reason, serving nothing, until an operator restarts
+ * it.
  */
 #ifndef ORDO_WRITER_CLUSTER_H
 #define ORDO_WRITER_CLUSTER_H
