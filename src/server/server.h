@@ -13,6 +13,17 @@
  *                          snapshots, read-only (writer/persist.h)
  *   hooks                  what the writer asks of net and cmd (main.c
  *                          installs them)
+ *   cluster                cluster mode's part of the writer
+ *                          (writer/cluster.h)
+ *
+ * The writer and the layers above it: the writer never calls cmd/, and
+ * reaches net/ only through net/conn.h's calls on one connection (flush it
+ * at the end of the turn, run its input again, close it); what it must ask
+ * of net or cmd as a whole (run resumed input, flush -- which also
+ * releases held output and resumes reading --, their cron) goes through
+ * the hooks, which turn.c calls. Net and cmd read what the writer recorded
+ * (persist_committed(), server_readonly(), persist_paused()) when they
+ * run.
  *
  * Threads: the event-loop thread is the core thread. It runs the network
  * layer, the command layer, the writer and the core, each in its own
@@ -68,12 +79,12 @@ typedef struct server_stats_s {
     uint64_t apply_hist[16];          /* applies per bucket of writer/apply.h's bounds, not cumulative */
 } server_stats_t;
 
-/* What the writer asks of the layers above it (net, cmd), installed by
- * main.c before the loop runs: the writer never calls up itself
- * (writer/turn.h). */
+/* What the writer asks of the layers above it (net, cmd) as a whole,
+ * installed by main.c before the loop runs (see the head of this file). */
 typedef struct server_hooks_s {
     void (*run_resumed)(server_t *s); /* run the input of connections whose wait ended */
-    void (*flush)(server_t *s);       /* send what was written into connections */
+    void (*flush)(server_t *s);       /* send what was written into connections and held output the log
+                                       * committed since; read clients again after back-pressure */
     void (*net_cron)(server_t *s);    /* periodic: allocator trims, output limits */
     void (*cmd_cron)(server_t *s);    /* periodic: watch progress */
 } server_hooks_t;

@@ -1,6 +1,6 @@
 /*
- * persist.c -- recovery, the log stream, the durable revision, snapshots;
- * see persist.h for the contract. Everything it asks of the log goes
+ * persist.c -- recovery, the log stream, what the log committed,
+ * back-pressure, read-only, snapshots; see persist.h for the contract. Everything it asks of the log goes
  * through the log seam (log/log.h); only persist_open() names the
  * implementation (log_wal_open(): the local WAL; in cluster mode it hands
  * over to writer/cluster.c, which opens the raft log) and fills its options.

@@ -1,30 +1,42 @@
 /*
  * persist.h -- ordod's durability: recovery at start-up, the record stream
- * into the log, the durable revision that releases replies, and snapshots.
- * It joins the core (records) and the log, which it drives only through
- * the log seam (log/log.h; today the local WAL and snapshot file,
- * log/log_wal.h); it owns the loop's side of it (the wake-up from the log's
- * thread, the snapshot's idle and worker handles) and never speaks RESP.
+ * into the log, what the log has committed, back-pressure, read-only, and
+ * snapshots. It joins the core (records) and the log, which it drives only
+ * through the log seam (log/log.h): persist_open() opens the local WAL
+ * (log/log_wal.h), or in cluster mode has writer/cluster.c open the raft
+ * log. It owns s->persist (persist_t, below) and the loop's side of the
+ * log (the wake-up from the log's thread, the snapshot's idle and worker
+ * handles); it never speaks RESP.
  *
- * The rule: no reply before its record is committed. Every record
- * that changes state is appended to the log as it is applied, tagged with
- * the revision the state reached (one batch per loop turn, handed over by
+ * The rule: no reply before its record is committed. Every record that
+ * changes state is appended to the log as it is applied, tagged with the
+ * revision the state reached (one batch per loop turn, handed over by
  * persist_kick()). Each connection's output is marked with the log
- * position it waits for (net.c, writer_output_mark()) and is sent only
- * once s->persist.committed reaches it; the log wakes the loop when it
- * committed more and persist moves s->persist.committed on the loop
- * thread (at once, in persist_kick(), when the loop thread synced a small
- * batch itself: fsync-inline-max). Committed means synced under `fsync
- * always`, written to the kernel under `everysec` and `no`.
+ * position it waits for (net.c, writer_output_mark()). When the log wakes
+ * the loop, persist only records what it committed: the position
+ * (persist_committed()) and the highest committed revision
+ * (persist_durable_rev(), the one the command layer compares revisions
+ * with). It calls nothing: the turn's flush, later in the same loop
+ * iteration, is where net sends what the new position allows
+ * (net_flush()). Committed means synced under `fsync always`, written to
+ * the kernel under `everysec` and `no`; in cluster mode, committed by a
+ * majority.
  *
  * Back-pressure: while more than wal-pending-max-bytes of records wait
- * for the disk, s->wal_paused is set and no client is read (net.c); the
- * log's wake-up clears it once they no longer do. Nothing accepted is
- * dropped: the commands already read run, their records queue.
+ * for the log, s->persist.paused is set (persist_paused()) and net reads
+ * no client; the log's wake-up clears it once they no longer do, and net
+ * reads clients again at that turn's flush. Nothing accepted is dropped:
+ * the commands already read run, their records queue.
  *
- * If the log fails, s->readonly says why: writes are refused with
- * -READONLY, and output that waits for revisions the log never stored is
- * never sent (those connections are closed).
+ * If the log fails, server_readonly() says why, for good: writes, and
+ * reads of state the log may not hold, are refused with -READONLY; output
+ * that waits for positions the log never committed is never sent (net
+ * closes those connections), and output not yet marked when it failed is
+ * dropped with its connection (persist.c, enter_readonly()).
+ *
+ * What persist calls outside the writer: net's per-connection calls of
+ * net/conn.h, only when the log fails (close the connections above). The
+ * rest goes up through the hooks main.c installs (server.h).
  */
 #ifndef ORDO_PERSIST_H
 #define ORDO_PERSIST_H
