@@ -388,7 +388,8 @@ static void check_marks(const conn_t *c)
     assert(c->nmarks >= 0 && c->nmarks <= CONN_MARKS_MAX);
     for (int i = 0; i < c->nmarks; i++) {
         assert(c->marks[i].end <= c->out.len);
-        assert(i == 0 || (c->marks[i - 1].end < c->marks[i].end && log_pos_before(c->marks[i - 1].pos, c->marks[i].pos)));
+        assert(i == 0 ||
+               (c->marks[i - 1].end < c->marks[i].end && log_pos_before(c->marks[i - 1].pos, c->marks[i].pos)));
     }
 #else
     (void)c;

@@ -1,9 +1,10 @@
 /*
  * persist.c -- recovery, the log stream, what the log committed,
- * back-pressure, read-only, snapshots; see persist.h for the contract. Everything it asks of the log goes
- * through the log seam (log/log.h); only persist_open() names the
- * implementation (log_wal_open(): the local WAL; in cluster mode it hands
- * over to writer/cluster.c, which opens the raft log) and fills its options.
+ * back-pressure, read-only, snapshots; see persist.h for the contract.
+ * Everything it asks of the log goes through the log seam (log/log.h);
+ * only persist_open() names the implementation (log_wal_open(): the local
+ * WAL; in cluster mode it hands over to writer/cluster.c, which opens the
+ * raft log) and fills its options.
  * The log's thread-to-loop wake-up (uv_async) is here: log/ has no libuv.
  *
  * Recovery: the snapshot (if any) is loaded at its revision R, then every
@@ -18,13 +19,13 @@
  * committed (synced and renamed) on libuv's thread pool; then the log
  * drops the files it covers (log_snapshot_end).
  *
- * The record stream: persist_record() encodes each applied record straight
- * into s->persist.batch; the batch is handed to the log (log_append) after each
- * read of client input (persist_backlogged(), so back-pressure counts it)
- * and at the end of the loop turn (persist_kick(), which then calls
- * log_flush(): the turn's records are one write). A failed log or an oversized
- * record is seen at persist_record() already, so the command that made it
- * learns it was not stored, as before the seam.
+ * The record stream: persist_record() encodes each applied record
+ * straight into s->persist.batch; the batch is handed to the log
+ * (log_append) after each read of client input (persist_backlogged(), so
+ * back-pressure counts it) and at the end of the loop turn (persist_kick(),
+ * which then calls log_flush(): the turn's records are one write). A
+ * failed log or an oversized record is seen at persist_record() already,
+ * so the command that made it learns it was not stored.
  */
 #include "persist.h"
 #include "server.h"
@@ -447,7 +448,8 @@ static void snap_done(server_t *s, int ok)
         fprintf(stderr, "ordod: snapshot at revision %llu failed: %s\n", (unsigned long long)s->persist.snap.rev,
                 s->persist.snap.err);
         s->persist.snap.failed++;
-        snprintf(s->persist.snap.last_error, sizeof s->persist.snap.last_error, "%s", s->persist.snap.err[0] ? s->persist.snap.err : "unknown");
+        snprintf(s->persist.snap.last_error, sizeof s->persist.snap.last_error, "%s",
+                 s->persist.snap.err[0] ? s->persist.snap.err : "unknown");
         return;
     }
     s->persist.snap.last_error[0] = '\0';
@@ -474,7 +476,8 @@ static void snap_commit_after(uv_work_t *req, int status)
 static void snap_step(uv_idle_t *h)
 {
     server_t *s = h->data;
-    int rc = log_snapshot_slice(s->persist.log, s->core, SNAP_SLICE_KEYS, s->persist.snap.err, sizeof s->persist.snap.err);
+    int rc = log_snapshot_slice(s->persist.log, s->core, SNAP_SLICE_KEYS, s->persist.snap.err,
+                                sizeof s->persist.snap.err);
     if (rc == 0)
         return;
     uv_idle_stop(&s->persist.snap.idle);
