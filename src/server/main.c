@@ -120,9 +120,10 @@ int main(int argc, char **argv)
         goto fail_core;
     /* Before anything can apply a record: replay and a cluster's delivery
      * may tell observers and waiters already. */
-    s->hooks = (server_hooks_t){.run_resumed = conn_run_resumed, .flush = conn_flush_dirty,
+    s->hooks = (server_hooks_t){.run_resumed = conn_run_resumed, .flush = net_flush,
                                 .net_cron = net_cron, .cmd_cron = cmd_cron, .answer = net_answer,
-                                .park = net_park, .resume = net_resume, .drop_unsure = net_drop_unsure};
+                                .park = net_park, .resume = net_resume, .drop_unsure = net_drop_unsure,
+                                .drop_unmarked = net_drop_unmarked};
     writer_init(s);
     if (cmd_init(s) != 0)
         goto fail_writer;

@@ -9,10 +9,21 @@
  *                          hook and cron (writer/writer.h)
  *   core, watches          the state machine and the watch registry (core/)
  *   commands               the command table (cmd/table.c)
- *   durability fields      the log, the durable revision, snapshots,
- *                          read-only (writer/persist.c)
+ *   persist  (persist_t)   the log, what it committed, back-pressure,
+ *                          snapshots, read-only (writer/persist.h)
  *   hooks                  what the writer asks of net and cmd (main.c
  *                          installs them)
+ *   cluster                cluster mode's part of the writer
+ *                          (writer/cluster.h)
+ *
+ * The writer and the layers above it: the writer never calls cmd/, and
+ * reaches net/ only through net/conn.h's calls on one connection (flush it
+ * at the end of the turn, run its input again, close it); what it must ask
+ * of net or cmd as a whole (run resumed input, flush -- which also
+ * releases held output and resumes reading --, their cron) goes through
+ * the hooks, which turn.c calls. Net and cmd read what the writer recorded
+ * (persist_committed(), server_readonly(), persist_paused()) when they
+ * run.
  *
  * Threads: the event-loop thread is the core thread. It runs the network
  * layer, the command layer, the writer and the core, each in its own
@@ -38,6 +49,7 @@
 #include "writer/writer.h"
 #include "core/watch.h"
 #include "log/log.h"
+#include "writer/persist.h"
 
 #define ORDO_VERSION "0.1.0"
 
@@ -76,7 +88,8 @@ struct waiter_s;
 struct outcome_s;
 typedef struct server_hooks_s {
     void (*run_resumed)(server_t *s); /* run the input of connections whose wait ended */
-    void (*flush)(server_t *s);       /* send what was written into connections */
+    void (*flush)(server_t *s);       /* send what was written into connections and held output the log
+                                       * committed since; read clients again after back-pressure */
     void (*net_cron)(server_t *s);    /* periodic: allocator trims, output limits */
     void (*cmd_cron)(server_t *s);    /* periodic: watch progress */
     /* The writer's one exit (writer/outcome.h): tell client o, the answer
@@ -92,6 +105,10 @@ typedef struct server_hooks_s {
      * output waits for a position that may never commit, and every
      * watcher (they resume on the new leader). */
     void (*drop_unsure)(server_t *s);
+    /* The log just failed: close every connection whose output was made
+     * since it was last judged (it may depend on the unstored revisions;
+     * persist.c, enter_readonly()). */
+    void (*drop_unmarked)(server_t *s);
 } server_hooks_t;
 
 struct server_s {
@@ -112,25 +129,7 @@ struct server_s {
     server_stats_t stats;
     server_hooks_t hooks;
     bool stopping;
-    /* durability (persist.c) */
-    log_t *log;                      /* the log seam (log/log.h): the local WAL today */
-    log_batch_t log_batch;           /* this turn's records, handed to the log by persist_kick() */
-    uint64_t durable_rev;            /* replies depending on revisions above it wait */
-    uv_async_t durable_async;        /* the log thread's wake-up */
-    char readonly[512];              /* non-empty: the log failed, writes are refused */
-    void *wal_fault;                 /* debug-wal-fault/-stall state, NULL unless testing */
-    bool wal_paused;                 /* back-pressure: clients are not read (persist.h) */
-    uint64_t backpressure_events, backpressure_ms, backpressure_since_ms;
-    bool snap_running;
-    uint64_t snap_rev;               /* the revision of the snapshot being written */
-    uv_idle_t snap_idle;             /* writes the snapshot a slice per loop turn */
-    uv_work_t snap_work;             /* syncs and renames it off the loop thread */
-    int snap_result;
-    char snap_err[512];
-    uint64_t last_snap_rev, last_snap_ms, snaps_total;
-    uint64_t snaps_failed;           /* snapshots that failed (INFO persistence) */
-    char snap_last_error[512];       /* why the last one failed; "" once one succeeds */
-    uint64_t recovered_records, recovery_ms, snapshot_loaded_rev;
+    persist_t persist;               /* durability: the log, what it committed, snapshots (writer/persist.h) */
     /* cluster mode (writer/cluster.c) */
     struct {
         char **argv;                 /* to restart in place with */
@@ -145,7 +144,7 @@ struct server_s {
  * accepts writes. */
 static inline const char *server_readonly(const server_t *s)
 {
-    return s->readonly[0] != '\0' ? s->readonly : NULL;
+    return s->persist.readonly[0] != '\0' ? s->persist.readonly : NULL;
 }
 
 /* Wall clock in ms since the epoch: TIME, and times shown to people. Never

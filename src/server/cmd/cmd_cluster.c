@@ -1,7 +1,7 @@
 /*
  * cmd_cluster.c -- CLUSTER INFO / MEMBERS / ADD / REMOVE / TRANSFER and
  * DEBUG DIGEST / PARTITION: argument parsing and RESP; the work is the
- * writer's (writer/cluster.h) and the raft log's (log/raft_log.h).
+ * writer's (writer/cluster.h).
  *
  * Served on every member (CMD_NOSTATE: they answer about the member, not
  * from the replicated state; DEBUG DIGEST reads this member's state as it
@@ -12,7 +12,6 @@
 #include <strings.h>
 
 #include "cmd.h"
-#include "log/raft_log.h"
 #include "log/snapshot.h"
 #include "writer/cluster.h"
 
@@ -27,19 +26,17 @@ static bool need_cluster(cmd_ctx_t *x)
 static void cluster_members(cmd_ctx_t *x)
 {
     server_t *s = x->srv;
-    uint64_t id;
-    char client[256];
-    const char *role;
+    cluster_member_t m;
     int n = 0;
-    while (raft_log_member(s->log, n, &id, client, sizeof client, &role))
+    while (cluster_member(s, n, &m))
         n++;
     resp_add_array(x->out, (size_t)n);
-    for (int i = 0; i < n && raft_log_member(s->log, i, &id, client, sizeof client, &role); i++) {
+    for (int i = 0; i < n && cluster_member(s, i, &m); i++) {
         resp_add_array(x->out, 4);
-        resp_add_uint(x->out, id);
-        resp_add_bulk_str(x->out, client);
-        resp_add_bulk_str(x->out, strcmp(role, "leader") == 0 ? "leader" : "follower");
-        resp_add_int(x->out, strcmp(role, "leader") == 0 || strcmp(role, "voter") == 0 ? 1 : 0);
+        resp_add_uint(x->out, m.id);
+        resp_add_bulk_str(x->out, m.addr);
+        resp_add_bulk_str(x->out, strcmp(m.role, "leader") == 0 ? "leader" : "follower");
+        resp_add_int(x->out, strcmp(m.role, "leader") == 0 || strcmp(m.role, "voter") == 0 ? 1 : 0);
     }
 }
 
@@ -63,13 +60,13 @@ static void cmd_cluster(cmd_ctx_t *x)
             cluster_members(x);
         return;
     }
-    enum raft_log_change op;
+    enum cluster_change op;
     if (arg_is(x, 1, "ADD") && x->argc == 4)
-        op = RAFT_LOG_ADD;
+        op = CLUSTER_ADD;
     else if (arg_is(x, 1, "REMOVE") && x->argc == 3)
-        op = RAFT_LOG_REMOVE;
+        op = CLUSTER_REMOVE;
     else if (arg_is(x, 1, "TRANSFER") && (x->argc == 2 || x->argc == 3))
-        op = RAFT_LOG_TRANSFER;
+        op = CLUSTER_TRANSFER;
     else {
         reply_err(x, "ERR CLUSTER INFO | MEMBERS | ADD id host:port | REMOVE id | TRANSFER [id]");
         return;
@@ -83,7 +80,7 @@ static void cmd_cluster(cmd_ctx_t *x)
     if (x->argc >= 3 && !arg_u64(x, 2, &id))
         return;
     char addr[256] = "";
-    if (op == RAFT_LOG_ADD)
+    if (op == CLUSTER_ADD)
         snprintf(addr, sizeof addr, "%.*s", (int)(x->argv[3].len < 255 ? x->argv[3].len : 255), x->argv[3].ptr);
     if (cluster_change(s, x->conn, op, id, addr, err, sizeof err) != 0)
         reply_errf(x, "ERR %s", err);
@@ -113,7 +110,7 @@ static void cmd_debug(cmd_ctx_t *x)
         for (size_t i = 2; i < x->argc; i++)
             if (!arg_u64(x, i, &ids[i - 2]))
                 return;
-        raft_log_partition(s->log, ids, (int)(x->argc - 2));
+        cluster_partition(s, ids, (int)(x->argc - 2));
         resp_add_simple(x->out, "OK");
         return;
     }

@@ -15,7 +15,6 @@
 
 #include "cmd.h"
 #include "net/net.h"
-#include "log/raft_log.h"
 #include "writer/apply.h"
 #include "writer/cluster.h"
 #include "writer/persist.h"
@@ -222,12 +221,12 @@ void cmd_http_metrics(conn_t *c, ordo_buf_t *b)
     metric(b, "ordo_expired_keys_total", "counter", "keys expired", (double)st->expired_keys_total);
     metric(b, "ordo_auth_failures_total", "counter", "failed authentications", (double)st->auth_failures);
     metric(b, "ordo_revision", "gauge", "current revision", (double)core_rev(s->core));
-    metric(b, "ordo_durable_revision", "gauge", "revision the log has committed", (double)persist_durable(s));
+    metric(b, "ordo_durable_revision", "gauge", "revision the log has committed", (double)persist_durable_rev(s));
     metric(b, "ordo_readonly", "gauge", "1 while the log cannot be written", server_readonly(s) ? 1 : 0);
     if (cluster_enabled(s)) {
-        raft_log_info_t ci;
-        raft_log_info(s->log, &ci);
-        metric(b, "ordo_cluster_leader", "gauge", "1 while this member leads and serves", ci.leading ? 1 : 0);
+        cluster_status_t ci;
+        cluster_status(s, &ci);
+        metric(b, "ordo_cluster_leader", "gauge", "1 while this member leads and serves", ci.serving ? 1 : 0);
         metric(b, "ordo_cluster_leader_id", "gauge", "the leader's member id (0: none known)", (double)ci.leader_id);
         metric(b, "ordo_cluster_term", "gauge", "raft term", (double)ci.term);
         metric(b, "ordo_cluster_members", "gauge", "members in the configuration", (double)ci.members);
@@ -246,8 +245,8 @@ void cmd_http_metrics(conn_t *c, ordo_buf_t *b)
     ordo_buf_printf(b, "ordo_memory_bytes{area=\"clients\"} %zu\n", net_client_memory(s));
     metric(b, "ordo_kv_keys", "gauge", "live keys", (double)kv.keys);
     log_stats_t ls = {0};
-    if (s->log != NULL)
-        log_stats(s->log, &ls);
+    if (s->persist.log != NULL)
+        log_stats(s->persist.log, &ls);
     metric(b, "ordo_log_records_total", "counter", "records written to the log", (double)ls.records_written);
     metric(b, "ordo_log_batches_total", "counter", "batches written to the log", (double)ls.batches);
     metric(b, "ordo_log_syncs_total", "counter", "syncs of the log", (double)ls.syncs);
@@ -401,19 +400,17 @@ static void status_clients(server_t *s, ordo_buf_t *b)
 /* Cluster mode: this member's view of the cluster and its members. */
 static void status_cluster(server_t *s, ordo_buf_t *b)
 {
-    raft_log_info_t ci;
-    raft_log_info(s->log, &ci);
+    cluster_status_t ci;
+    cluster_status(s, &ci);
     ordo_buf_printf(b, ",\"cluster\":{\"node_id\":%lld,\"leader_id\":%llu,\"role\":\"%s\",\"term\":%llu,"
                        "\"commit_index\":%llu,\"applied_index\":%llu,\"members\":[",
                     (long long)s->cfg.node_id, (unsigned long long)ci.leader_id, ci.role, (unsigned long long)ci.term,
                     (unsigned long long)ci.commit_index, (unsigned long long)ci.applied_index);
-    uint64_t id;
-    char client[256];
-    const char *role;
-    for (int i = 0; raft_log_member(s->log, i, &id, client, sizeof client, &role); i++) {
-        ordo_buf_printf(b, "%s{\"id\":%llu,", i ? "," : "", (unsigned long long)id);
-        cmd_http_json_field(b, "addr", client, strlen(client));
-        ordo_buf_printf(b, ",\"role\":\"%s\"}", role);
+    cluster_member_t m;
+    for (int i = 0; cluster_member(s, i, &m); i++) {
+        ordo_buf_printf(b, "%s{\"id\":%llu,", i ? "," : "", (unsigned long long)m.id);
+        cmd_http_json_field(b, "addr", m.addr, strlen(m.addr));
+        ordo_buf_printf(b, ",\"role\":\"%s\"}", m.role);
     }
     ordo_buf_puts(b, "]}");
 }
@@ -422,13 +419,13 @@ void cmd_http_status(conn_t *c, ordo_buf_t *b)
 {
     server_t *s = c->srv;
     log_stats_t ls = {0};
-    if (s->log != NULL)
-        log_stats(s->log, &ls);
+    if (s->persist.log != NULL)
+        log_stats(s->persist.log, &ls);
     kv_stats_t kv;
     kv_stats(core_kv(s->core), &kv);
     ordo_buf_printf(b, "{\"version\":\"%s\",\"now_ms\":%llu,\"revision\":%llu,\"durable_revision\":%llu,",
                     ORDO_VERSION, (unsigned long long)s->now_ms, (unsigned long long)core_rev(s->core),
-                    (unsigned long long)persist_durable(s));
+                    (unsigned long long)persist_durable_rev(s));
     const char *ro = server_readonly(s);
     if (ro != NULL) {
         cmd_http_json_field(b, "readonly", ro, strlen(ro));

@@ -148,7 +148,7 @@ static bool catch_up(conn_t *c, watch_t *w)
     /* Once the log has failed, revisions above the durable one exist only in
      * memory: a watcher must never see them. */
     server_t *srv = c->srv;
-    uint64_t limit = server_readonly(srv) != NULL ? srv->durable_rev : UINT64_MAX;
+    uint64_t limit = server_readonly(srv) != NULL ? persist_durable_rev(srv) : UINT64_MAX;
     kv_change_t ch;
     while (conn_pending(c) < WATCH_BEHIND_BYTES) {
         int rc = kv_log_next(kv, &cur, &ch);
@@ -318,8 +318,8 @@ static void send_snapshot(conn_t *c, watch_t *w)
 {
     server_t *srv = c->srv;
     uint64_t rev = core_rev(srv->core);
-    if (server_readonly(srv) != NULL && rev > srv->durable_rev)
-        rev = srv->durable_rev;
+    if (server_readonly(srv) != NULL && rev > persist_durable_rev(srv))
+        rev = persist_durable_rev(srv);
     w->snap_rev = rev;
     w->state = WATCH_SNAPSHOT;
     snap_step(c, w);
@@ -445,8 +445,8 @@ void cmd_cron(server_t *s)
     uint64_t interval = (uint64_t)s->cfg.watch_progress_ms;
     s->next_progress_ms = now + interval / 4;
     uint64_t rev = core_rev(s->core);
-    if (server_readonly(s) != NULL && rev > s->durable_rev)
-        rev = s->durable_rev; /* the log failed: never name a revision it did not store */
+    if (server_readonly(s) != NULL && rev > persist_durable_rev(s))
+        rev = persist_durable_rev(s); /* the log failed: never name a revision it did not store */
     for (conn_t *c = conn_first(&s->net.conns); c != NULL; c = conn_next(c)) {
         for (watch_t *w = c->watches; w != NULL && !c->closing; w = w->onext) {
             if (w->state != WATCH_LIVE || now - w->last_sent_ms < interval)

@@ -138,7 +138,7 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
      * stored: a crash would take them back, so nothing that reads the
      * state is answered any more (DESIGN.md: no client sees state a crash
      * could take back). Writes get the same -READONLY. */
-    if (server_readonly(s) != NULL && !(d->flags & CMD_NOSTATE) && core_rev(s->core) > s->durable_rev) {
+    if (server_readonly(s) != NULL && !(d->flags & CMD_NOSTATE) && core_rev(s->core) > persist_durable_rev(s)) {
         reply_errf(&x, "READONLY the log cannot be written, so writes (and reads of state it could not store) "
                        "are refused: %s", server_readonly(s));
         return;

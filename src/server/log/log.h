@@ -18,46 +18,38 @@
  *     each tagged with the revision the state reaches with it, and flush
  *     at the end of the loop turn: the log starts committing everything
  *     appended since the last flush as one unit (one write, one sync);
- *   - tell when a revision is committed: the log calls hooks.wake from any
- *     thread; the writer turns that into a loop wake-up (uv_async_send, in
- *     writer/persist.c: no libuv in log/ except raft), then asks
- *     log_poll() on the loop thread for the committed revision;
+ *   - hand out the position output made now waits for (log_mark()), and
+ *     tell when a position is committed: the log calls hooks.wake from
+ *     any thread; the writer turns that into a loop wake-up
+ *     (uv_async_send, in writer/persist.c: no libuv in log/ except raft),
+ *     then asks log_poll() on the loop thread for the committed position
+ *     and log_committed_rev() for the revision its records reach;
  *   - snapshots: begin / slice / commit / end, the file format one for
  *     every implementation (snapshot.h), so a raft member can ship it;
  *   - stats for INFO, and close.
  *
- * WHEN THE WRITER APPLIES: the one difference between the implementations,
- * stated by log_t.apply.
+ * WHO APPLIES: the writer, at propose, with either log. It applies a
+ * record at once (the core reaches revision R), appends it tagged R and
+ * builds the reply from what it applied; the reply is held (net.c's
+ * durability marks) until the log has committed its position. A record
+ * the log refuses leaves the state ahead of the log, so the server turns
+ * read-only (persist.h). Records the member did not make itself (a raft
+ * follower's: its leader made them) come back through hooks.deliver once
+ * committed, and are applied with the same code as replay; the WAL never
+ * delivers. Both keep the same snapshot format and the same replay: a
+ * member that restarts loads its snapshot and replays its committed
+ * entries after it; a raft follower that is sent the leader's snapshot
+ * loads it the same way. (Applying only on delivery was the first sketch
+ * for raft; raft_log.h says why it was not built.)
  *
- *   LOG_APPLY_AT_PROPOSE (the WAL). The writer applies a record at once (the
- *     core reaches revision R), appends it tagged R, and answers; the answer
- *     is held (net.c's durability marks) until log_poll() returns >= R.
- *     Nothing is ever delivered back: deliver is NULL. A record the log
- *     refuses leaves the state ahead of the log, so the server turns
- *     read-only (persist.h).
- *
- *   LOG_APPLY_ON_DELIVER (the first sketch for raft; not used). Applying
- *     waits for commit: the writer proposes the record (appends it, with
- *     revision 0 in the batch: the log, not the core, decides its
- *     revision, the entry's index) without
- *     applying it, and the log calls hooks.deliver on the loop thread, from
- *     log_poll(), once for every committed entry in log order, on every
- *     member alike; the writer
- *     applies it there with the same apply code as replay, and the reply
- *     of a proposal is made when its entry is delivered. A record that is
- *     never committed was never applied, so a refused proposal is an error
- *     reply, not read-only. Replies then need no durability marks
- *     (log_poll() never returns less than what was delivered).
- *
- * Both keep the same snapshot format and the same replay: a member that
- * restarts loads its snapshot and replays its committed entries after it;
- * a raft follower that is sent the leader's snapshot loads it the same way.
- *
- * AS BUILT: the writer implements LOG_APPLY_AT_PROPOSE only (persist_open()
- * refuses the other). The raft log is AT_PROPOSE on its leader and calls
- * hooks.deliver on followers for the entries they did not propose, with
- * replies waiting for raft positions rather than revisions (raft_log.h
- * says why: every command builds its reply from what it applied).
+ * POSITIONS AND REVISIONS: a position (log_pos_t) is where something
+ * stands in what the log commits, in commit order; a revision (uint64_t)
+ * is the state's. The WAL's positions are its records' revisions; raft's
+ * count its proposals (entries, each a turn's records, and barriers), so
+ * there one position holds many revisions and many positions none.
+ * Output waits for positions; the command layer, which speaks revisions,
+ * asks log_committed_rev(). log_pos_t is a struct so that the compiler
+ * keeps the two apart.
  *
  * Threads: everything is called on the loop thread, except hooks.wake,
  * which the log calls from any thread (it must only hand the news over),
@@ -75,8 +67,15 @@
 
 typedef struct log_s log_t;
 
-/* When the writer applies a record; see above. */
-enum log_apply { LOG_APPLY_AT_PROPOSE = 0, LOG_APPLY_ON_DELIVER = 1 };
+/* A position in the log (see above). Positions only grow. */
+typedef struct log_pos_s {
+    uint64_t v;
+} log_pos_t;
+
+#define LOG_POS(n) ((log_pos_t){.v = (n)})
+
+/* log_pos_before() -- a comes before b. */
+static inline bool log_pos_before(log_pos_t a, log_pos_t b) { return a.v < b.v; }
 
 /* ---- batches ---------------------------------------------------------------
  * A batch is one buffer holding entries back to back, each
@@ -129,8 +128,8 @@ typedef struct log_hooks_s {
      * no longer backlogged. Must be cheap and thread-safe; the writer wakes
      * its loop, which calls log_poll(). */
     void (*wake)(void *arg);
-    /* LOG_APPLY_ON_DELIVER only (NULL otherwise): a committed entry to
-     * apply, called from log_poll() on the loop thread, in log order. */
+    /* A committed record this member did not make (a raft follower's),
+     * to apply: on the loop thread, in log order. NULL for the WAL. */
     log_record_fn deliver;
     void *arg;
 } log_hooks_t;
@@ -166,7 +165,9 @@ typedef struct log_ops_s {
     int (*replay)(log_t *l, uint64_t after_rev, log_record_fn fn, void *arg, char *err, size_t elen);
     int (*append)(log_t *l, const log_batch_t *b);
     int (*flush)(log_t *l);
-    uint64_t (*poll)(log_t *l);
+    log_pos_t (*poll)(log_t *l);
+    uint64_t (*committed_rev)(const log_t *l);
+    log_pos_t (*mark)(log_t *l, uint64_t rev);
     const char *(*failed)(const log_t *l);
     bool (*backlogged)(log_t *l);
     int (*snapshot_begin)(log_t *l, const core_t *core, uint64_t now_ms, log_snapshot_t *out, char *err,
@@ -181,7 +182,6 @@ typedef struct log_ops_s {
 /* Every implementation's handle starts with this. */
 struct log_s {
     const log_ops_t *ops;
-    enum log_apply apply;
     size_t record_bytes_max;      /* the longest record log_append() takes */
     log_hooks_t hooks;
 };
@@ -216,10 +216,18 @@ static inline int log_append(log_t *l, const log_batch_t *b) { return l->ops->ap
  * nothing to flush). */
 static inline int log_flush(log_t *l) { return l->ops->flush(l); }
 
-/* log_poll() -- after a wake: deliver what is committed (ON_DELIVER) and
- * return the committed revision: replies that depend on revisions up to
- * it may go. */
-static inline uint64_t log_poll(log_t *l) { return l->ops->poll(l); }
+/* log_poll() -- after a wake: the committed position: output marked with
+ * positions up to it may go. */
+static inline log_pos_t log_poll(log_t *l) { return l->ops->poll(l); }
+
+/* log_committed_rev() -- the highest revision whose record is committed
+ * (what a single server calls its durable revision). */
+static inline uint64_t log_committed_rev(const log_t *l) { return l->ops->committed_rev(l); }
+
+/* log_mark() -- the position output made now must wait for, the state
+ * having reached revision rev. Not a getter: raft's asks for a barrier
+ * at this turn's flush if the turn proposes nothing (raft_log.h). */
+static inline log_pos_t log_mark(log_t *l, uint64_t rev) { return l->ops->mark(l, rev); }
 
 /* log_failed() -- NULL while healthy, else why the log cannot be written;
  * for good (valid until log_close()). */

@@ -12,7 +12,7 @@
  * its commit returned.
  *
  * Committed = published durable by the WAL under its policy; the writer
- * applies at propose (LOG_APPLY_AT_PROPOSE), so nothing is delivered.
+ * applies at propose and makes every record, so nothing is delivered.
  * Appending a batch is one wal_append() per record (each a memcpy under
  * the WAL's mutex, as before the seam; the WAL runs with defer_wake, so
  * nothing is written yet); log_flush() is wal_kick(), which may write the
@@ -20,6 +20,7 @@
  */
 #include "log_wal.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -44,11 +45,13 @@ static const log_ops_t log_wal_ops;
 
 static log_wal_t *lw_of(log_t *l)
 {
+    assert(l->ops == &log_wal_ops);
     return (log_wal_t *)l;
 }
 
 static const log_wal_t *lw_of_c(const log_t *l)
 {
+    assert(l->ops == &log_wal_ops);
     return (const log_wal_t *)l;
 }
 
@@ -121,10 +124,20 @@ static int lw_flush(log_t *l)
     return lw->wal != NULL && wal_kick(lw->wal) > 0 ? 1 : 0;
 }
 
-static uint64_t lw_poll(log_t *l)
+/* A position of the WAL is the revision of its record: committed means
+ * durable (log.h). */
+static uint64_t lw_committed_rev(const log_t *l)
 {
-    log_wal_t *lw = lw_of(l);
+    const log_wal_t *lw = lw_of_c(l);
     return lw->wal != NULL ? wal_durable_rev(lw->wal) : 0;
+}
+
+static log_pos_t lw_poll(log_t *l) { return LOG_POS(lw_committed_rev(l)); }
+
+static log_pos_t lw_mark(log_t *l, uint64_t rev)
+{
+    (void)l;
+    return LOG_POS(rev);
 }
 
 static const char *lw_failed(const log_t *l)
@@ -230,6 +243,8 @@ static const log_ops_t log_wal_ops = {
     .append = lw_append,
     .flush = lw_flush,
     .poll = lw_poll,
+    .committed_rev = lw_committed_rev,
+    .mark = lw_mark,
     .failed = lw_failed,
     .backlogged = lw_backlogged,
     .snapshot_begin = lw_snapshot_begin,
@@ -248,7 +263,6 @@ log_t *log_wal_open(const log_wal_options_t *opt, const log_hooks_t *hooks, char
     }
     log_wal_t *lw = ordo_xcalloc(1, sizeof *lw);
     lw->base.ops = &log_wal_ops;
-    lw->base.apply = LOG_APPLY_AT_PROPOSE;
     lw->base.hooks = *hooks;
     snprintf(lw->dir, sizeof lw->dir, "%s", opt->dir);
     snprintf(lw->waldir, sizeof lw->waldir, "%s/wal", opt->dir);

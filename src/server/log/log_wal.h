@@ -2,7 +2,7 @@
  * log_wal.h -- the local log: the log seam (log.h) implemented by the
  * write-ahead log (wal.h) in <dir>/wal and the snapshot file (snapshot.h)
  * in <dir>. Committed means durable under the fsync policy; the writer
- * applies at propose (LOG_APPLY_AT_PROPOSE).
+ * applies at propose (log.h).
  *
  * The data directory is locked (flock) by log_wal_open(), before anything
  * in it is read: a second server on a busy directory is refused at once,

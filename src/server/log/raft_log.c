@@ -15,7 +15,10 @@
  *     delivered by raft, oldest first; it is empty unless the member led
  *     in this process's life;
  *   - a follower applies only entries that are not its own (the FIFO is
- *     empty, or the entry is the FIFO's head and is skipped).
+ *     empty, or the entry is the FIFO's head and is skipped);
+ *   - once failed (fail(): a proposal raft could not store, a committed
+ *     entry that does not apply) nothing more is applied and the member
+ *     never serves: leading stays false.
  */
 #include "raft_log.h"
 
@@ -36,7 +39,7 @@
 #define ENTRY_HEADER_BYTES 8u
 
 typedef struct inflight_s {
-    uint64_t pos;
+    log_pos_t pos;
     uint64_t last_rev;        /* the revision its last record reaches */
     uint64_t hash;
     size_t len;
@@ -52,7 +55,7 @@ typedef struct req_s {
         struct raft_transfer transfer;
     } u;
     raft_log_t *rl;
-    uint64_t pos;
+    log_pos_t pos;
     bool lead_barrier;        /* the barrier a new leader waits for */
     uint64_t promote_id;      /* CLUSTER ADD: after the add, make it a voter */
 } req_t;
@@ -77,7 +80,7 @@ struct raft_log_s {
     inflight_t *fifo;
     size_t fhead, fcount, fcap;
     uint64_t inflight_bytes;
-    uint64_t proposed_pos, committed_pos;
+    log_pos_t proposed_pos, committed_pos; /* the last proposal's, the last committed one's */
     bool need_barrier;
     bool leading;
     bool was_leader;              /* raft_state() was LEADER at the last look */
@@ -89,12 +92,29 @@ struct raft_log_s {
     uint64_t transfer_target;
     int transfer_attempts;        /* raft_transfer() calls given up so far (TRANSFER_ATTEMPTS) */
     uv_check_t watch;
-    char failed[256];
+    char failed[256];             /* non-empty: the log failed for good (fail()) */
+    bool handing_off;             /* failed, and a transfer of leadership away runs */
     uint64_t entries_proposed, barriers_proposed, snapshots_taken, snapshots_restored;
     uint64_t records_written, bytes_proposed;
 };
 
 static const uint8_t hash_key[ORDO_SIPHASH_KEY_LEN] = "ordo-raft-entry";
+
+static const log_ops_t raft_ops;
+
+/* The raft log behind a log_t. raft_log.h's calls take a log_t, which
+ * could be another log: each checks it is this one before the cast. */
+static raft_log_t *rl_of(log_t *l)
+{
+    assert(l != NULL && l->ops == &raft_ops);
+    return (raft_log_t *)l;
+}
+
+static const raft_log_t *rl_of_c(const log_t *l)
+{
+    assert(l != NULL && l->ops == &raft_ops);
+    return (const raft_log_t *)l;
+}
 
 /* ---- members ---------------------------------------------------------------- */
 
@@ -228,10 +248,30 @@ static void fifo_pop(raft_log_t *rl)
 
 static void wake(raft_log_t *rl) { rl->base.hooks.wake(rl->base.hooks.arg); }
 
-static void committed(raft_log_t *rl, uint64_t pos)
+static void committed(raft_log_t *rl, log_pos_t pos)
 {
-    if (pos > rl->committed_pos)
+    assert(!log_pos_before(rl->proposed_pos, pos));
+    if (log_pos_before(rl->committed_pos, pos))
         rl->committed_pos = pos;
+    wake(rl);
+}
+
+/* The log failed for good (log_failed()): raft could not store this
+ * member's proposal, or a committed entry does not apply here. The
+ * server turns read-only with the reason, as a single server whose WAL
+ * failed; this member applies nothing more and never serves again in
+ * this process (its state may lack committed records, or hold records
+ * raft never stored): an operator restarts it once the cause is fixed. */
+static void fail(raft_log_t *rl, const char *why)
+{
+    if (rl->failed[0] != '\0')
+        return;
+    snprintf(rl->failed, sizeof rl->failed, "%s", why);
+    fprintf(stderr, "ordod: cluster: the log failed: %s\n", why);
+    bool was_leading = rl->leading;
+    rl->leading = false;
+    if (was_leading)
+        rl->fsm_hooks.role(rl->fsm_hooks.arg, false, false);
     wake(rl);
 }
 
@@ -242,11 +282,13 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
     *result = NULL;
     if (rl->diverged)
         return 0; /* the state is rebuilt from raft's files (the restart) */
+    if (rl->failed[0] != '\0')
+        return 0; /* the state stops where the log failed (fail()) */
     inflight_t *head = fifo_head(rl);
     if (head != NULL) {
         if (head->len == buf->len && head->hash == ordo_siphash(hash_key, buf->base, buf->len)) {
             /* This leader's own entry: applied when it was proposed. */
-            uint64_t pos = head->pos;
+            log_pos_t pos = head->pos;
             rl->committed_rev = head->last_rev;
             rl->inflight_bytes -= head->len;
             fifo_pop(rl);
@@ -262,15 +304,17 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
         return 0;
     }
     const char *p = buf->base;
+    char why[200];
     if (buf->len < ENTRY_HEADER_BYTES || memcmp(p, ENTRY_MAGIC, 4) != 0) {
-        fprintf(stderr, "ordod: cluster: a committed entry is not an ordo entry (%zu bytes); stopping\n", buf->len);
-        abort();
+        snprintf(why, sizeof why, "a committed entry is not an ordo entry (%zu bytes)", buf->len);
+        fail(rl, why);
+        return 0;
     }
     /* The batch, then up to 7 bytes of padding (propose_entry). */
     size_t blen = get_u32(p + 4);
     if (blen > buf->len - ENTRY_HEADER_BYTES) {
-        fprintf(stderr, "ordod: cluster: a committed entry is malformed; stopping\n");
-        abort();
+        fail(rl, "a committed entry is malformed (its batch is longer than the entry)");
+        return 0;
     }
     log_batch_t b = {.buf = {.data = (char *)p + ENTRY_HEADER_BYTES, .len = blen}};
     size_t pos = 0;
@@ -278,12 +322,15 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
     const void *rec;
     size_t len;
     while (log_batch_next(&b, &pos, &rev, &rec, &len)) {
-        rl->committed_rev = rev;
         if (rl->base.hooks.deliver(rl->base.hooks.arg, rev, rec, len) != 0) {
-            fprintf(stderr, "ordod: cluster: the committed record of revision %llu does not apply here; "
-                            "stopping rather than diverge\n", (unsigned long long)rev);
-            abort();
+            /* Stop here rather than diverge: committed_rev stays the last
+             * record that applied. */
+            snprintf(why, sizeof why, "the committed record of revision %llu does not apply here",
+                     (unsigned long long)rev);
+            fail(rl, why);
+            return 0;
         }
+        rl->committed_rev = rev;
     }
     wake(rl);
     return 0;
@@ -324,30 +371,55 @@ static int fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsign
 static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 {
     raft_log_t *rl = fsm->data;
-    int rc = rl->fsm_hooks.restore(rl->fsm_hooks.arg, buf->base, buf->len);
+    uint64_t rev = 0;
+    int rc = rl->fsm_hooks.restore(rl->fsm_hooks.arg, buf->base, buf->len, &rev);
     raft_free(buf->base);
     if (rc != 0)
         return RAFT_CORRUPT;
+    /* Everything a snapshot holds was committed. */
+    rl->committed_rev = rev;
     rl->snapshots_restored++;
+    wake(rl);
     return 0;
 }
 
 /* ---- proposals ------------------------------------------------------------------ */
 
+/* A proposal's status that says raft could not store it here (a disk
+ * error, no space, no memory), as opposed to this member no longer
+ * leading (the role watch sees that) or raft closing. */
+static bool store_failed(int status)
+{
+    return status != 0 && status != RAFT_NOTLEADER && status != RAFT_LEADERSHIPLOST && status != RAFT_SHUTDOWN &&
+           status != RAFT_CANCELED;
+}
+
+static void fail_store(raft_log_t *rl, const char *what, int status)
+{
+    char why[256];
+    snprintf(why, sizeof why, "raft could not store %s: %s (%s)", what, raft_strerror(status), raft_errmsg(&rl->raft));
+    fail(rl, why);
+}
+
 static void apply_done(struct raft_apply *req, int status, void *result)
 {
-    (void)status; /* commit is seen in fsm_apply; a failure, in the role watch */
+    /* A commit is seen in fsm_apply; leadership lost, in the role watch. */
     (void)result;
-    free(req->data);
+    req_t *r = req->data;
+    if (store_failed(status))
+        fail_store(r->rl, "an entry", status);
+    free(r);
 }
 
 static void barrier_done(struct raft_barrier *req, int status)
 {
     req_t *r = req->data;
     raft_log_t *rl = r->rl;
+    if (store_failed(status))
+        fail_store(rl, "a barrier", status);
     if (status == 0) {
         committed(rl, r->pos);
-        if (r->lead_barrier && raft_state(&rl->raft) == RAFT_LEADER && !rl->diverged) {
+        if (r->lead_barrier && raft_state(&rl->raft) == RAFT_LEADER && !rl->diverged && rl->failed[0] == '\0') {
             rl->leading = true;
             fprintf(stderr, "ordod: cluster: leading (term %llu)\n",
                     (unsigned long long)raft_current_term(&rl->raft));
@@ -361,7 +433,7 @@ static int propose_barrier(raft_log_t *rl, bool lead)
 {
     req_t *r = ordo_xcalloc(1, sizeof *r);
     r->rl = rl;
-    r->pos = rl->proposed_pos + 1; /* taken only once raft has the barrier */
+    r->pos = LOG_POS(rl->proposed_pos.v + 1); /* taken only once raft has the barrier */
     r->lead_barrier = lead;
     r->u.barrier.data = r;
     int rv = raft_barrier(&rl->raft, &r->u.barrier, barrier_done);
@@ -369,7 +441,7 @@ static int propose_barrier(raft_log_t *rl, bool lead)
         free(r);
         return -1;
     }
-    rl->proposed_pos++;
+    rl->proposed_pos.v++;
     rl->barriers_proposed++;
     return 0;
 }
@@ -391,7 +463,8 @@ static int propose_entry(raft_log_t *rl)
     req_t *r = ordo_xcalloc(1, sizeof *r);
     r->rl = rl;
     r->u.apply.data = r;
-    inflight_t e = {.pos = rl->proposed_pos + 1, .last_rev = rl->building_last_rev, .hash = ordo_siphash(hash_key, data, len), .len = len};
+    inflight_t e = {.pos = LOG_POS(rl->proposed_pos.v + 1), .last_rev = rl->building_last_rev,
+                    .hash = ordo_siphash(hash_key, data, len), .len = len};
     int rv = raft_apply(&rl->raft, &r->u.apply, &buf, 1, apply_done);
     if (rv != 0) {
         /* raft_apply() frees the entry's buffer when it fails (0.22.1). */
@@ -399,7 +472,7 @@ static int propose_entry(raft_log_t *rl)
         free(r);
         return -1;
     }
-    rl->proposed_pos++;
+    rl->proposed_pos.v++;
     fifo_push(rl, e);
     rl->inflight_bytes += len;
     rl->entries_proposed++;
@@ -424,12 +497,41 @@ static void set_threshold(raft_log_t *rl, bool leader)
     raft_set_snapshot_threshold(&rl->raft, (unsigned)(n > UINT32_MAX ? UINT32_MAX : n));
 }
 
+static void handoff_done(struct raft_transfer *req)
+{
+    req_t *r = req->data;
+    r->rl->handing_off = false;
+    free(r);
+}
+
+/* A failed member (fail()) that raft elects serves nothing: it hands
+ * leadership to another at once (raft picks; tried again at the next look
+ * if raft refuses). */
+static void hand_off(raft_log_t *rl)
+{
+    if (rl->handing_off || rl->transferring)
+        return;
+    req_t *r = ordo_xcalloc(1, sizeof *r);
+    r->rl = rl;
+    r->u.transfer.data = r;
+    if (raft_transfer(&rl->raft, &r->u.transfer, 0, handoff_done) != 0) {
+        free(r);
+        return;
+    }
+    rl->handing_off = true;
+}
+
 static void on_watch(uv_check_t *h)
 {
     raft_log_t *rl = h->data;
     if (!rl->started || rl->diverged)
         return;
     bool leader = raft_state(&rl->raft) == RAFT_LEADER;
+    if (rl->failed[0] != '\0') {
+        if (leader)
+            hand_off(rl);
+        return;
+    }
     if (leader && !rl->was_leader && !rl->transferring) {
         rl->was_leader = true;
         set_threshold(rl, true);
@@ -476,7 +578,7 @@ static int rl_replay(log_t *l, uint64_t after_rev, log_record_fn fn, void *arg, 
 
 static int rl_append(log_t *l, const log_batch_t *b)
 {
-    raft_log_t *rl = (raft_log_t *)l;
+    raft_log_t *rl = rl_of(l);
     if (rl->failed[0] != '\0')
         return -1;
     if (b->records == 0)
@@ -495,7 +597,7 @@ static void start_transfer(raft_log_t *rl, raft_id target); /* membership, below
 
 static int rl_flush(log_t *l)
 {
-    raft_log_t *rl = (raft_log_t *)l;
+    raft_log_t *rl = rl_of(l);
     if (rl->building_records > 0) {
         if (propose_entry(rl) != 0) {
             /* Not the leader any more (or out of memory): these records
@@ -527,28 +629,33 @@ static int rl_flush(log_t *l)
     return 0;
 }
 
-static uint64_t rl_poll(log_t *l) { return ((raft_log_t *)l)->committed_pos; }
+static log_pos_t rl_poll(log_t *l) { return rl_of(l)->committed_pos; }
 
-uint64_t raft_log_committed_rev(log_t *l) { return ((raft_log_t *)l)->committed_rev; }
+static uint64_t rl_committed_rev(const log_t *l) { return rl_of_c(l)->committed_rev; }
 
-uint64_t raft_log_mark(log_t *l)
+/* The position the end of this turn proposes (an entry, or else a
+ * barrier); rev is not needed: raft's positions are not revisions. */
+static log_pos_t rl_mark(log_t *l, uint64_t rev)
 {
-    raft_log_t *rl = (raft_log_t *)l;
+    (void)rev;
+    raft_log_t *rl = rl_of(l);
     if (!rl->leading)
         return rl->committed_pos; /* a follower answers nothing that depends on state */
     rl->need_barrier = true;
-    return rl->proposed_pos + 1;
+    return LOG_POS(rl->proposed_pos.v + 1);
 }
 
 static const char *rl_failed(const log_t *l)
 {
-    const raft_log_t *rl = (const raft_log_t *)l;
+    const raft_log_t *rl = rl_of_c(l);
     return rl->failed[0] ? rl->failed : NULL;
 }
 
 static bool rl_backlogged(log_t *l)
 {
-    raft_log_t *rl = (raft_log_t *)l;
+    raft_log_t *rl = rl_of(l);
+    if (rl->failed[0] != '\0')
+        return false; /* nothing more will be committed: clients are read, to be refused */
     return rl->snap_wanted || rl->inflight_bytes + rl->building.len > rl->opt.pending_bytes_max;
 }
 
@@ -580,7 +687,7 @@ static void rl_snapshot_end(log_t *l, bool ok, log_snapshot_t *out)
 
 static void rl_stats(const log_t *l, log_stats_t *out)
 {
-    const raft_log_t *rl = (const raft_log_t *)l;
+    const raft_log_t *rl = rl_of_c(l);
     memset(out, 0, sizeof *out);
     out->records_written = rl->records_written;
     out->batches = rl->entries_proposed;
@@ -599,7 +706,7 @@ static void on_watch_closed(uv_handle_t *h) { (void)h; }
 
 void raft_log_stop(log_t *l)
 {
-    raft_log_t *rl = (raft_log_t *)l;
+    raft_log_t *rl = rl_of(l);
     if (!rl->started || rl->stopping)
         return;
     rl->stopping = true;
@@ -609,7 +716,7 @@ void raft_log_stop(log_t *l)
 
 static void rl_close(log_t *l)
 {
-    raft_log_t *rl = (raft_log_t *)l;
+    raft_log_t *rl = rl_of(l);
     if (rl->raft_inited) {
         if (rl->started)
             raft_log_stop(l); /* a no-op if shutdown started it */
@@ -637,6 +744,8 @@ static const log_ops_t raft_ops = {
     .append = rl_append,
     .flush = rl_flush,
     .poll = rl_poll,
+    .committed_rev = rl_committed_rev,
+    .mark = rl_mark,
     .failed = rl_failed,
     .backlogged = rl_backlogged,
     .snapshot_begin = rl_snapshot_begin,
@@ -664,7 +773,6 @@ log_t *raft_log_open(const raft_log_options_t *opt, const log_hooks_t *hooks, co
 {
     raft_log_t *rl = ordo_xcalloc(1, sizeof *rl);
     rl->base.ops = &raft_ops;
-    rl->base.apply = LOG_APPLY_AT_PROPOSE; /* the leader's writer applies at propose; see raft_log.h */
     rl->base.hooks = *hooks;
     rl->base.record_bytes_max = opt->record_bytes_max;
     rl->opt = *opt;
@@ -742,7 +850,7 @@ fail:
 
 int raft_log_start(log_t *l, char *err, size_t elen)
 {
-    raft_log_t *rl = (raft_log_t *)l;
+    raft_log_t *rl = rl_of(l);
     uv_check_init(rl->opt.loop, &rl->watch);
     rl->watch.data = rl;
     uv_check_start(&rl->watch, on_watch);
@@ -758,7 +866,7 @@ int raft_log_start(log_t *l, char *err, size_t elen)
 
 void raft_log_info(log_t *l, raft_log_info_t *out)
 {
-    raft_log_t *rl = (raft_log_t *)l;
+    raft_log_t *rl = rl_of(l);
     memset(out, 0, sizeof *out);
     int st = rl->started ? raft_state(&rl->raft) : RAFT_UNAVAILABLE;
     out->role = st == RAFT_LEADER ? "leader" : st == RAFT_FOLLOWER ? "follower"
@@ -785,11 +893,11 @@ void raft_log_info(log_t *l, raft_log_info_t *out)
     out->inflight_bytes = rl->inflight_bytes;
 }
 
-bool raft_log_leading(const log_t *l) { return ((const raft_log_t *)l)->leading; }
+bool raft_log_leading(const log_t *l) { return rl_of_c(l)->leading; }
 
 bool raft_log_member(log_t *l, int i, uint64_t *id, char *client, size_t clen, const char **role)
 {
-    raft_log_t *rl = (raft_log_t *)l;
+    raft_log_t *rl = rl_of(l);
     if (!rl->started || i < 0 || (unsigned)i >= rl->raft.configuration.n)
         return false;
     const struct raft_server *sv = &rl->raft.configuration.servers[i];
@@ -909,7 +1017,7 @@ static void transfer_done(struct raft_transfer *req)
 
 int raft_log_change(log_t *l, enum raft_log_change op, uint64_t id, const char *client, char *err, size_t elen)
 {
-    raft_log_t *rl = (raft_log_t *)l;
+    raft_log_t *rl = rl_of(l);
     if (!rl->leading) {
         snprintf(err, elen, "not the leader");
         return -1;
@@ -964,6 +1072,6 @@ int raft_log_change(log_t *l, enum raft_log_change op, uint64_t id, const char *
 
 int raft_log_partition(log_t *l, const uint64_t *ids, int n)
 {
-    raft_log_t *rl = (raft_log_t *)l;
+    raft_log_t *rl = rl_of(l);
     return raft_transport_partition(&rl->transport, ids, n);
 }

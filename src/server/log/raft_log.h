@@ -10,8 +10,10 @@
  *     "ORDB" | batch length u32 | the batch (log.h: len u32 | 0 u32 | rev u64 | record,
  *     back to back) | zero bytes up to a multiple of 8 (raft_uv takes no other length)
  *
- * WHO APPLIES WHAT, deliberately unlike log.h's first sketch of
- * LOG_APPLY_ON_DELIVER: the leader's writer applies at propose, exactly as
+ * WHO APPLIES WHAT, deliberately unlike the first sketch (a leader that
+ * proposes without applying, and applies on delivery like every member,
+ * which would have parked every command until its entry came back): the
+ * leader's writer applies at propose, exactly as
  * on a single server (the command layer builds every reply from what it
  * applied), and proposes the turn's records as one entry; its replies are
  * held until that entry is committed. Followers apply committed entries
@@ -25,17 +27,25 @@
  * says so (hooks.role with diverged), and the server restarts in place to
  * rebuild its state from raft's files (writer/cluster.c).
  *
- * MARKS: output waits for a position, not a revision. Every proposal (an
- * entry, or a barrier) takes the next position; raft_log_mark() hands
- * out the position the end of this turn will propose, and asks for a
- * barrier if the turn has no records. Output is released when its
+ * MARKS: output waits for a position (log_pos_t), not a revision. Every
+ * proposal (an entry, or a barrier) takes the next position; log_mark()
+ * hands out the position the end of this turn will propose, and asks for
+ * a barrier if the turn has no records. Output is released when its
  * position is committed. A read is thus answered only after a majority
  * confirmed, after the read arrived, that this member still leads: a
  * deposed leader never answers from stale state (a barrier per loop turn
- * that read, not per read). log_poll() returns the committed position.
+ * that read, not per read). log_poll() returns the committed position;
+ * log_committed_rev() the revision the committed entries reach.
  *
  * A new leader proposes a barrier and serves nothing until it is
  * committed: then every entry of earlier terms is applied.
+ *
+ * FAILURE: if raft cannot store a proposal of this member (its callback
+ * reports a disk error, no space, no memory), or a committed entry does
+ * not apply here, log_failed() says why from then on: the server turns
+ * read-only as a single server does, this member applies nothing more,
+ * serves nothing (if raft elects it, it hands leadership away), and is
+ * not restarted in place; an operator restarts it.
  *
  * SNAPSHOTS: raft asks for one every cluster-snapshot-entries entries;
  * the state is encoded in ordod's snapshot format (snapshot.h) on the
@@ -68,8 +78,9 @@ typedef struct raft_log_member_s {
 typedef struct raft_log_fsm_s {
     /* Encode the state (all of it committed) as a snapshot into out. */
     void (*snapshot)(void *arg, ordo_buf_t *out);
-    /* Replace the state with this snapshot. Returns 0, or -1 (fatal). */
-    int (*restore)(void *arg, const void *data, size_t len);
+    /* Replace the state with this snapshot; *rev_out is the revision it
+     * holds. Returns 0, or -1 (fatal). */
+    int (*restore)(void *arg, const void *data, size_t len, uint64_t *rev_out);
     /* Leadership changed: leading (a barrier of this term is committed,
      * the member may serve), or not; diverged: the state holds records
      * that may never be committed and must be rebuilt. */
@@ -111,13 +122,6 @@ int raft_log_start(log_t *l, char *err, size_t elen);
  * the loop can end; log_close() finishes. */
 void raft_log_stop(log_t *l);
 
-/* raft_log_committed_rev() -- the revision the committed entries reach
- * (what a single server calls its durable revision). */
-uint64_t raft_log_committed_rev(log_t *l);
-
-/* raft_log_mark() -- the position output produced now must wait for. */
-uint64_t raft_log_mark(log_t *l);
-
 typedef struct raft_log_info_s {
     const char *role;                /* "leader", "follower", "candidate", "unavailable" */
     bool leading;                    /* leader, and serving */
@@ -146,7 +150,7 @@ bool raft_log_member(log_t *l, int i, uint64_t *id, char *client, size_t clen, c
  * Returns 0, or -1 with a message (nothing started).
  *
  * A started TRANSFER ends this member's serving at once: raft takes no
- * entry or barrier until the transfer ends, so raft_log_mark() and the
+ * entry or barrier until the transfer ends, so log_mark() and the
  * info's `leading` say so now, and the caller drops its clients as a
  * deposed leader's (the role hook is not called for it). If the transfer
  * does not happen, this member leads again once a new barrier commits

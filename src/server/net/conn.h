@@ -32,6 +32,7 @@
 #include "base/buf.h"
 #include "base/list.h"
 #include "net/resp.h"
+#include "writer/persist.h" /* log_pos_t, the marks' positions */
 
 /* The owner and the parts a connection points at, by name only: net/ sees
  * none of their fields' types (check-layers.sh). */
@@ -103,11 +104,12 @@ struct conn_s {
     uint64_t last_cmd_ms;
     uint64_t soft_since_ms;    /* when pending output first passed the soft limit, 0 if below */
     uint64_t commands;
-    /* Durability marks: out[0..marks[i].end) may be sent once the durable
-     * revision reaches marks[i].rev. Revisions and ends increase along the
-     * array; bytes after the last mark were appended while everything was
-     * durable, or are covered at the next flush. */
-    struct { size_t end; uint64_t rev; } marks[CONN_MARKS_MAX];
+    /* Durability marks: out[0..marks[i].end) may be sent once the log has
+     * committed position marks[i].pos (writer/persist.h). Positions and
+     * ends increase along the array; bytes after the last mark were
+     * appended while everything was committed, or are covered at the next
+     * flush. */
+    struct { size_t end; log_pos_t pos; } marks[CONN_MARKS_MAX];
     int nmarks;
     /* out[0..checked_len) was judged at the last flush (marked, or free to
      * go); if out[checked_len..nostate_end) holds only replies of commands
@@ -115,7 +117,7 @@ struct conn_s {
      * ...) and nostate_end is out's end, that tail needs no mark. In
      * cluster mode a mark costs a raft barrier. */
     size_t checked_len, nostate_end;
-    ordo_list_node_t held_ln;  /* in net.held: output waits on durable_rev */
+    ordo_list_node_t held_ln;  /* in net.held: output waits for a position the log has not committed */
     struct waiter_s *waiter;   /* non-NULL while a blocking command waits */
     ordo_list_node_t resume_ln; /* in net.resumed: run its pending input */
     ordo_list_node_t dirty_ln; /* in net.dirty: has events to flush */
@@ -152,12 +154,13 @@ void conn_resume(conn_t *c);
 /* conn_run_resumed() -- run every resumed connection's pending input. */
 void conn_run_resumed(server_t *s);
 
-/* conn_release_held() -- the durable revision advanced: flush every
- * connection whose output was waiting for it. */
-void conn_release_held(server_t *s);
-/* conn_close_held() -- the log failed: close every connection whose output
- * was waiting for a revision it will never store. */
+/* conn_close_held() -- close every connection whose output waits for a
+ * log position (a cluster member that stopped leading: those positions
+ * may never be committed). */
 void conn_close_held(server_t *s);
+/* conn_output_unmarked() -- c holds output made since its last flush,
+ * which no durability mark covers yet (persist.c, when the log fails). */
+bool conn_output_unmarked(const conn_t *c);
 
 /* conn_flush() -- start sending out if nothing is in flight. */
 void conn_flush(conn_t *c);
@@ -172,10 +175,10 @@ size_t conn_pending(const conn_t *c);
  * connection was closed for passing them. */
 bool conn_check_output(conn_t *c);
 
-/* net_pause_reading() -- back-pressure (s->wal_paused set): stop reading
- * every client. net_resume_reading() -- read again every client no other
- * reason keeps paused. Called by persist (writer/persist.h). */
-void net_pause_reading(server_t *s);
-void net_resume_reading(server_t *s);
+/* net_flush() -- the writer's per-turn flush hook (s->hooks.flush): flush
+ * every connection marked dirty, send held output the log has committed
+ * since (closing what waits for positions a failed log will never
+ * commit), and read clients again once back-pressure ended. */
+void net_flush(server_t *s);
 
 #endif /* ORDO_CONN_H */

@@ -8,8 +8,15 @@
  * are consumed. An incomplete command waits for need_bytes so a large bulk
  * is parsed once, not once per read. Reading stops for one connection
  * while its unsent output is large (CONN_PAUSE_READ_BYTES), and for every
- * connection while the log is behind the disk (s->wal_paused, persist.h);
+ * connection while the log is behind the disk (persist_backlogged(): then
+ * net.reading_paused, until persist_paused() says the log caught up);
  * start_reading() never starts one during the latter.
+ *
+ * Held output (durability marks, conn.h): each flush marks the output a
+ * connection made since the last one with the log position it waits for
+ * (writer_output_mark()) and sends what the committed position
+ * (persist_committed()) allows; the rest waits on net.held, which every
+ * per-turn flush (net_flush(), the writer's flush hook) looks at again.
  *
  * Writes: replies of one read batch go out in one write. uv_try_write sends
  * what the socket takes at once without allocating a request; only the rest
@@ -172,24 +179,52 @@ static void unhold(conn_t *c)
         ordo_list_remove(c->held_ln.list, &c->held_ln); /* net.held, or a list taken from it */
 }
 
-/* Flushing a connection may hold it again (output past the new durable
- * revision): those wait for the next release, so the list is taken whole
- * first and only the connections in it are flushed. */
-void conn_release_held(server_t *s)
+static void hold(conn_t *c);
+
+/* Output held for a log position goes once the log has committed it: the
+ * writer only records the committed position (persist_committed()), and
+ * every per-turn flush compares it with each held connection's first
+ * mark. Flushing a connection may hold it again (output past the new
+ * position): the list is taken whole first and only the connections in it
+ * are looked at. Once the log has failed nothing more will be committed:
+ * a connection still waiting after what was committed is sent is closed
+ * (its outcome is unknown to its client). */
+static void release_held(server_t *s)
 {
+    if (ordo_list_empty(&s->net.held))
+        return;
+    log_pos_t committed = persist_committed(s);
+    bool failed = server_readonly(s) != NULL;
     ordo_list_t list = {0};
     ordo_list_node_t *n;
     while ((n = ordo_list_pop_front(&s->net.held)) != NULL)
         ordo_list_push_back(&list, n);
-    while ((n = ordo_list_pop_front(&list)) != NULL)
-        conn_flush(CONN_OF(n, held_ln));
+    while ((n = ordo_list_pop_front(&list)) != NULL) {
+        conn_t *c = CONN_OF(n, held_ln);
+        if (!failed && c->nmarks > 0 && log_pos_before(committed, c->marks[0].pos)) {
+            hold(c); /* nothing of it is committed yet */
+            continue;
+        }
+        conn_flush(c);
+        if (failed && ordo_list_linked(&c->held_ln, NULL))
+            conn_close(c);
+    }
 }
+
+bool conn_output_unmarked(const conn_t *c) { return c->out.len > c->checked_len; }
 
 void conn_close_held(server_t *s)
 {
     ordo_list_node_t *n;
     while ((n = ordo_list_pop_front(&s->net.held)) != NULL)
         conn_close(CONN_OF(n, held_ln));
+}
+
+void net_drop_unmarked(server_t *s)
+{
+    for (conn_t *c = conn_first(&s->net.conns); c != NULL; c = conn_next(c))
+        if (!c->closing && conn_output_unmarked(c))
+            conn_close(c);
 }
 
 /* hooks.answer: an event goes out at the end of the turn (another
@@ -238,6 +273,7 @@ static void unresume(conn_t *c)
 
 static void process_input(conn_t *c);
 static void start_reading(conn_t *c);
+static void pause_reading_all(server_t *s);
 
 static void on_resume_idle(uv_idle_t *h) { (void)h; /* only keeps the loop from sleeping */ }
 
@@ -386,7 +422,7 @@ static void on_write(uv_write_t *req, int status)
         conn_flush(c);
 }
 
-/* The durability marks' invariant (conn.h): ends and revisions strictly
+/* The durability marks' invariant (conn.h): ends and positions strictly
  * increase along the array, and every end is within out. */
 /* Re-checks what sendable_bytes() and consume_out() maintain: debug
  * builds only (the sanitizer suites run them), as it walks the marks on
@@ -397,36 +433,40 @@ static void check_marks(const conn_t *c)
     assert(c->nmarks >= 0 && c->nmarks <= CONN_MARKS_MAX);
     for (int i = 0; i < c->nmarks; i++) {
         assert(c->marks[i].end <= c->out.len);
-        assert(i == 0 || (c->marks[i - 1].end < c->marks[i].end && c->marks[i - 1].rev < c->marks[i].rev));
+        assert(i == 0 ||
+               (c->marks[i - 1].end < c->marks[i].end && log_pos_before(c->marks[i - 1].pos, c->marks[i].pos)));
     }
 #else
     (void)c;
 #endif
 }
 
-/* Mark the output appended since the last mark with the revision it may
- * depend on (the current one), unless that revision is already durable.
- * Returns how many bytes of out may be sent now. */
-/* Mark the output produced since the last look with the revision (in
- * cluster mode, the raft position) it must wait for. The mark is taken
- * only for new output that may depend on state: in cluster mode taking one
- * asks for a raft barrier (writer_rev()). */
-static void take_mark(conn_t *c, uint64_t durable)
+/* Mark the output produced since the last look with the log position it
+ * must wait for, unless that position is committed already. The mark is
+ * taken only for new output that may depend on state: in cluster mode
+ * taking one asks for a raft barrier (writer_output_mark()). */
+static void take_mark(conn_t *c, log_pos_t committed)
 {
     size_t last_end = c->nmarks ? c->marks[c->nmarks - 1].end : 0;
     bool stateless_tail = c->nostate_end == c->out.len && c->nostate_end > c->checked_len && c->shared.n == 0;
     bool fresh = c->out.len > last_end && !stateless_tail;
     c->checked_len = c->out.len;
-    uint64_t rev = fresh ? writer_rev(c->srv) : 0;
-    if (fresh && rev > durable) {
-        if (c->nmarks == CONN_MARKS_MAX || (c->nmarks > 0 && c->marks[c->nmarks - 1].rev == rev)) {
-            c->marks[c->nmarks - 1].end = c->out.len;
-            c->marks[c->nmarks - 1].rev = rev;
-        } else {
-            c->marks[c->nmarks].end = c->out.len;
-            c->marks[c->nmarks].rev = rev;
-            c->nmarks++;
-        }
+    if (!fresh)
+        return;
+    log_pos_t pos = writer_output_mark(c->srv);
+    if (!log_pos_before(committed, pos))
+        return;
+    /* Full, or not past the last mark (a member that stopped leading
+     * hands out its committed position): the last mark covers it, and
+     * never moves back. */
+    if (c->nmarks > 0 && (c->nmarks == CONN_MARKS_MAX || !log_pos_before(c->marks[c->nmarks - 1].pos, pos))) {
+        c->marks[c->nmarks - 1].end = c->out.len;
+        if (log_pos_before(c->marks[c->nmarks - 1].pos, pos))
+            c->marks[c->nmarks - 1].pos = pos;
+    } else {
+        c->marks[c->nmarks].end = c->out.len;
+        c->marks[c->nmarks].pos = pos;
+        c->nmarks++;
     }
 }
 
@@ -439,23 +479,26 @@ static void hold(conn_t *c)
 static size_t sendable_bytes(conn_t *c)
 {
     server_t *s = c->srv;
+    log_pos_t committed = persist_committed(s);
     if (server_readonly(s) != NULL) {
-        /* The log failed: output pending then was dropped with its
+        /* The log failed: output not yet marked then was dropped with its
          * connection (persist.c), and what is produced since depends on no
-         * unstored revision, so nothing waits (it would wait forever). */
-        c->nmarks = 0;
-        return c->out.len;
+         * unstored revision, so it needs no mark (one would never be
+         * committed). Marks taken before still hold their output:
+         * release_held() closes the connection once the committed part is
+         * sent. */
+        c->checked_len = c->out.len;
+    } else {
+        take_mark(c, committed);
     }
-    uint64_t durable = s->durable_rev;
-    take_mark(c, durable);
     if (c->nmarks == 0)
         return c->out.len;
     int done = 0;
-    while (done < c->nmarks && c->marks[done].rev <= durable)
+    while (done < c->nmarks && !log_pos_before(committed, c->marks[done].pos))
         done++;
     if (done == c->nmarks) {
         c->nmarks = 0;
-        return c->out.len; /* every mark is durable, and so is the tail */
+        return c->out.len; /* every mark is committed, and so is the tail */
     }
     size_t ok = done ? c->marks[done - 1].end : 0;
     memmove(c->marks, c->marks + done, (size_t)(c->nmarks - done) * sizeof c->marks[0]);
@@ -573,8 +616,9 @@ void conn_flush(conn_t *c)
          * it (conn_close_held()). HTTP output is marked once it is made
          * into responses (http_before_flush()), so only after the write. */
         if (c->http == NULL && server_readonly(c->srv) == NULL) {
-            take_mark(c, c->srv->durable_rev);
-            if (c->nmarks > 0 && c->marks[c->nmarks - 1].rev > c->srv->durable_rev)
+            log_pos_t committed = persist_committed(c->srv);
+            take_mark(c, committed);
+            if (c->nmarks > 0 && log_pos_before(committed, c->marks[c->nmarks - 1].pos))
                 hold(c);
         }
         return;
@@ -654,8 +698,8 @@ void conn_flush(conn_t *c)
 
 static void start_reading(conn_t *c)
 {
-    if (c->srv->wal_paused)
-        return; /* back-pressure: net_resume_reading() starts it */
+    if (c->srv->net.reading_paused)
+        return; /* back-pressure: resume_reading_all() starts it */
     if (uv_read_start(&c->h.stream, on_alloc, on_read) == 0)
         c->reading = true;
 }
@@ -722,8 +766,8 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         return;
     /* The log is behind the disk by more than wal-pending-max-bytes: read
      * no client until it catches up. */
-    if (!c->srv->wal_paused && persist_backlogged(c->srv))
-        net_pause_reading(c->srv);
+    if (!c->srv->net.reading_paused && persist_backlogged(c->srv))
+        pause_reading_all(c->srv);
     /* A blocked connection keeps being read (so a disconnect is seen), but
      * its pipelined commands wait; past a bound, stop reading it too. */
     if (c->reading && input_held(c)) {
@@ -733,8 +777,9 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     conn_flush(c);
 }
 
-void net_pause_reading(server_t *s)
+static void pause_reading_all(server_t *s)
 {
+    s->net.reading_paused = true;
     for (conn_t *c = conn_first(&s->net.conns); c != NULL; c = conn_next(c))
         if (c->reading && !c->closing) {
             uv_read_stop(&c->h.stream);
@@ -742,10 +787,22 @@ void net_pause_reading(server_t *s)
         }
 }
 
-void net_resume_reading(server_t *s)
+/* Back-pressure ends when persist says so (persist_paused(), cleared by
+ * the log's wake-up): the per-turn flush looks. */
+static void resume_reading_all(server_t *s)
 {
+    if (!s->net.reading_paused || persist_paused(s))
+        return;
+    s->net.reading_paused = false;
     for (conn_t *c = conn_first(&s->net.conns); c != NULL; c = conn_next(c))
         resume_reading(c);
+}
+
+void net_flush(server_t *s)
+{
+    conn_flush_dirty(s);
+    release_held(s);
+    resume_reading_all(s);
 }
 
 /* Loopback peers: 127.0.0.0/8, ::1, and Unix sockets. */

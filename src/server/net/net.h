@@ -21,7 +21,7 @@ typedef struct server_s server_t;
  * conns from accept until its handle is closed; besides, it is in dirty
  * while it has events to flush at the end of the turn, in resumed while
  * its pending input waits to run, and in held while its output waits for
- * the durable revision (each at most once: list.h asserts it). */
+ * a position the log has not committed (each at most once: list.h asserts it). */
 typedef struct net_s {
     uv_tcp_t tcp;
     bool tcp_on;
@@ -33,7 +33,8 @@ typedef struct net_s {
     ordo_list_t resumed;             /* input to run at the end of the turn (conn_t.resume_ln) */
     uv_idle_t resume_idle;           /* active while resumed is not empty: the loop must not sleep */
     bool resume_idle_on;             /* initialised (net_listen) and not closed */
-    ordo_list_t held;                /* output waiting on durable_rev (conn_t.held_ln) */
+    ordo_list_t held;                /* output waiting for a log position (conn_t.held_ln) */
+    bool reading_paused;             /* back-pressure: no client is read (persist_backlogged()) */
     size_t released_bytes;           /* large connection buffers freed since the last trim */
     uint64_t next_client_id;
     struct http_listener_s *http;    /* the HTTP listener (net/http.c), NULL if off */
@@ -57,6 +58,10 @@ void net_cron(server_t *s);
  * for a log position that may never commit, and every watcher, is closed
  * (clients reconnect and resume on the new leader). */
 void net_drop_unsure(server_t *s);
+/* net_drop_unmarked() -- the server's drop_unmarked hook (server.h): the
+ * log failed, so every connection with output not yet judged against the
+ * committed position is closed (persist.c says why). */
+void net_drop_unmarked(server_t *s);
 /* The writer's answer, park and resume hooks (server.h): render an
  * outcome (writer/outcome.h) into the connection's output (through cmd);
  * mark the connection parked (its pipeline waits); resume it. */

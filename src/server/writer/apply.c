@@ -19,12 +19,10 @@
 #include "persist.h"
 #include "queue_wait.h"
 
-uint64_t writer_rev(const server_t *s)
+log_pos_t writer_output_mark(server_t *s)
 {
-    /* In cluster mode a raft position, and taking one asks the log for a
-     * barrier if the turn proposes nothing (log/raft_log.h): the one
-     * mutation behind this const. */
-    return cluster_mark((server_t *)s);
+    uint64_t rev = core_rev(s->core);
+    return s->persist.log != NULL ? log_mark(s->persist.log, rev) : LOG_POS(rev);
 }
 
 size_t writer_data_bytes(const server_t *s)
@@ -67,7 +65,7 @@ bool writer_txn_end(server_t *s, writer_txn_t *t)
     if (t->mode == WTXN_APPLY && t->count > 0) {
         record_t rec = {.type = REC_TXN, .time_ms = s->now_ms,
                         .txn = {.count = t->count, .recs = t->recs.data, .len = (uint32_t)t->recs.len}};
-        if (s->log != NULL)
+        if (s->persist.log != NULL)
             stored = persist_record(s, &rec, core_rev(s->core)) == 0;
         if (stored)
             coord_wait_after_apply(s, &rec);
@@ -225,7 +223,7 @@ int writer_submit(server_t *s, record_t *rec, int origin, apply_result_t *res, c
     count_apply(s, uv_hrtime() - t0);
     /* Only records that changed something are logged: a failed condition
      * leaves no trace, and replay reaches the same state without it. */
-    if (res->status == AP_OK && s->log != NULL && persist_record(s, rec, core_rev(s->core)) != 0) {
+    if (res->status == AP_OK && s->persist.log != NULL && persist_record(s, rec, core_rev(s->core)) != 0) {
         snprintf(why, wlen, "READONLY the log cannot be written, so writes are refused: %s",
                  server_readonly(s) ? server_readonly(s) : "the log refused the record");
         return WRITER_UNSTORED; /* applied in memory only: never acknowledged, nobody served */

@@ -90,9 +90,14 @@ bool writer_txn_end(server_t *s, writer_txn_t *t);
 #define WRITER_APPLY_BUCKETS 9
 extern const uint64_t writer_apply_bucket_ns[WRITER_APPLY_BUCKETS];
 
-/* writer_rev() -- the revision the applied state has reached: what output
- * written now may depend on (net.c marks it, and sends it once durable). */
-uint64_t writer_rev(const server_t *s);
+/* writer_output_mark() -- the mark output written now must wait for
+ * (net.c takes one per flush and sends the output once the log has
+ * committed it; log_mark()): on a single server the position of the
+ * revision the applied state has reached; in cluster mode the raft
+ * position the end of this turn proposes. Not a getter: in cluster mode, on a turn that proposes no
+ * entry, it makes the turn propose a raft barrier (log/raft_log.h), so
+ * call it only for output that may depend on state. */
+log_pos_t writer_output_mark(server_t *s);
 
 /* writer_data_bytes() -- the stored data max-memory-bytes bounds: the
  * versioned store (keys, values, history) plus the queues (messages,

@@ -48,7 +48,7 @@ static void fsm_snapshot(void *arg, ordo_buf_t *out)
     s->cluster.last_snapshot_bytes = out->len;
 }
 
-static int fsm_restore(void *arg, const void *data, size_t len)
+static int fsm_restore(void *arg, const void *data, size_t len, uint64_t *rev_out)
 {
     server_t *s = arg;
     core_t *fresh = core_create((uint64_t)s->cfg.history_revs);
@@ -70,7 +70,8 @@ static int fsm_restore(void *arg, const void *data, size_t len)
      * no client is parked and no watch is open (they get -NOTLEADER). */
     core_destroy(s->core);
     s->core = fresh;
-    s->snapshot_loaded_rev = rev;
+    s->persist.snapshot_loaded_rev = rev;
+    *rev_out = rev;
     fprintf(stderr, "ordod: cluster: state restored from a snapshot at revision %llu (%llu entries)\n",
             (unsigned long long)rev, (unsigned long long)entries);
     return 0;
@@ -108,7 +109,10 @@ static void stop_serving(server_t *s)
 static void on_role(void *arg, bool leading, bool diverged)
 {
     server_t *s = arg;
-    if (diverged)
+    /* A failed log (an entry raft could not store) stays failed and
+     * read-only, as a single server's: the state is not rebuilt, and this
+     * member serves nothing (raft_log.c hands leadership away). */
+    if (diverged && log_failed(s->persist.log) == NULL)
         restart_in_place(s);
     if (leading) {
         s->cluster.terms_led++;
@@ -186,41 +190,39 @@ int cluster_open(server_t *s, const log_hooks_t *wake, char *err, size_t elen)
     hooks.deliver = deliver_one;
     raft_log_fsm_t fsm = {.snapshot = fsm_snapshot, .restore = fsm_restore, .role = on_role,
                           .change_done = on_change_done, .arg = s};
-    s->log = raft_log_open(&opt, &hooks, &fsm, err, elen);
-    return s->log != NULL ? 0 : -1;
+    s->persist.log = raft_log_open(&opt, &hooks, &fsm, err, elen);
+    return s->persist.log != NULL ? 0 : -1;
 }
 
 int cluster_start(server_t *s, char *err, size_t elen)
 {
     core_replay_begin(s->core);
-    int rc = raft_log_start(s->log, err, elen);
+    int rc = raft_log_start(s->persist.log, err, elen);
     core_replay_end(s->core);
     return rc;
 }
 
 /* ---- what the other layers ask ---------------------------------------------- */
 
-bool cluster_leads(const server_t *s) { return !cluster_enabled(s) || (s->log != NULL && raft_log_leading(s->log)); }
+bool cluster_leads(const server_t *s)
+{
+    return !cluster_enabled(s) || (s->persist.log != NULL && raft_log_leading(s->persist.log));
+}
 
 const char *cluster_leader(server_t *s, char *buf, size_t blen)
 {
     raft_log_info_t in;
-    raft_log_info(s->log, &in);
+    raft_log_info(s->persist.log, &in);
     if (in.leader_id == 0 || in.leader_client[0] == '\0' || (in.leader_id == (uint64_t)s->cfg.node_id && !in.leading))
         return "?";
     snprintf(buf, blen, "%s", in.leader_client);
     return buf;
 }
 
-uint64_t cluster_mark(server_t *s)
-{
-    return cluster_enabled(s) && s->log != NULL ? raft_log_mark(s->log) : core_rev(s->core);
-}
-
 void cluster_info(server_t *s, ordo_buf_t *b)
 {
     raft_log_info_t in;
-    raft_log_info(s->log, &in);
+    raft_log_info(s->persist.log, &in);
     ordo_buf_printf(b,
                     "cluster_enabled:1\r\ncluster_state:%s\r\ncluster_node_id:%lld\r\ncluster_leader_id:%llu\r\n"
                     "cluster_leader:%s\r\ncluster_role:%s\r\ncluster_serving:%d\r\ncluster_term:%llu\r\n"
@@ -241,13 +243,40 @@ void cluster_info(server_t *s, ordo_buf_t *b)
                     (unsigned long long)s->cluster.last_snapshot_bytes, (unsigned long long)s->cluster.terms_led);
 }
 
-int cluster_change(server_t *s, struct conn_s *c, enum raft_log_change op, uint64_t id, const char *addr, char *err, size_t elen)
+void cluster_status(server_t *s, cluster_status_t *out)
 {
+    raft_log_info_t in;
+    raft_log_info(s->persist.log, &in);
+    *out = (cluster_status_t){.role = in.role, .serving = in.leading, .leader_id = in.leader_id, .term = in.term,
+                              .commit_index = in.commit_index, .applied_index = in.applied_index,
+                              .members = in.members, .entries_proposed = in.entries_proposed,
+                              .barriers_proposed = in.barriers_proposed, .snapshots_taken = in.snapshots_taken};
+}
+
+bool cluster_member(server_t *s, int i, cluster_member_t *out)
+{
+    return raft_log_member(s->persist.log, i, &out->id, out->addr, sizeof out->addr, &out->role);
+}
+
+int cluster_partition(server_t *s, const uint64_t *ids, int n) { return raft_log_partition(s->persist.log, ids, n); }
+
+void cluster_stop(server_t *s)
+{
+    if (s->persist.log != NULL)
+        raft_log_stop(s->persist.log);
+}
+
+int cluster_change(server_t *s, conn_t *c, enum cluster_change op, uint64_t id, const char *addr, char *err,
+                   size_t elen)
+{
+    static const enum raft_log_change raft_op[] = {
+        [CLUSTER_ADD] = RAFT_LOG_ADD, [CLUSTER_REMOVE] = RAFT_LOG_REMOVE, [CLUSTER_TRANSFER] = RAFT_LOG_TRANSFER};
+    assert((size_t)op < sizeof raft_op / sizeof raft_op[0]);
     if (s->cluster.change_waiter != NULL) {
         snprintf(err, elen, "another membership change or transfer is running");
         return -1;
     }
-    if (raft_log_change(s->log, op, id, addr, err, elen) != 0)
+    if (raft_log_change(s->persist.log, raft_op[op], id, addr, err, elen) != 0)
         return -1;
     /* The reply comes when raft finishes: the connection waits parked. */
     waiter_t *w = block_wait(s, c, &s->cluster.change_list, 0, BLOCK_CLUSTER);
@@ -259,7 +288,7 @@ int cluster_change(server_t *s, struct conn_s *c, enum raft_log_change op, uint6
      * other clients are answered -NOTLEADER now (the caller, parked, waits
      * for the outcome). If it does not happen, the raft log leads again
      * from a new barrier (on_role). */
-    if (op == RAFT_LOG_TRANSFER)
+    if (op == CLUSTER_TRANSFER)
         stop_serving(s);
     return 0;
 }

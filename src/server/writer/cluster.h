@@ -14,14 +14,17 @@
  * reconnect and follow -NOTLEADER); parked clients get -NOTLEADER. If the state holds
  * records the cluster may never commit (diverged), the process restarts
  * in place (execv of itself, same pid and arguments) and rebuilds its
- * state from raft's files: simpler and surer than undoing records.
+ * state from raft's files: simpler and surer than undoing records. Not
+ * when the log failed (raft_log.h, FAILURE): the member stays up,
+ * read-only with the reason, serving nothing, until an operator restarts
+ * it.
  */
 #ifndef ORDO_WRITER_CLUSTER_H
 #define ORDO_WRITER_CLUSTER_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
-#include "log/raft_log.h"
 #include "server.h"
 
 /* cluster_enabled() -- started with --node-id (and --cluster). */
@@ -40,15 +43,49 @@ bool cluster_leads(const server_t *s);
 /* cluster_leader() -- the leader's client address, or "?" if none known. */
 const char *cluster_leader(server_t *s, char *buf, size_t blen);
 
-/* cluster_mark() -- the position (cluster) or revision output produced now
- * waits for. */
-uint64_t cluster_mark(server_t *s);
+/* ---- what the command layer asks (CLUSTER, DEBUG, /metrics, /v1/status) ----
+ * In ordo's terms: nothing above writer/ names the raft log. Cluster mode
+ * only (cluster_enabled()). */
 
-/* The command layer's CLUSTER and DEBUG: see raft_log.h for the calls. */
+/* This member's view of the cluster. */
+typedef struct cluster_status_s {
+    const char *role;                /* "leader", "follower", "candidate", "unavailable" */
+    bool serving;                    /* leads, and serves (cluster_leads()) */
+    uint64_t leader_id;              /* 0: none known */
+    uint64_t term;
+    uint64_t commit_index, applied_index; /* raft's indexes: committed, applied here */
+    int members;                     /* in the configuration */
+    uint64_t entries_proposed, barriers_proposed, snapshots_taken;
+} cluster_status_t;
+void cluster_status(server_t *s, cluster_status_t *out);
+
+/* One member of the configuration. */
+typedef struct cluster_member_s {
+    uint64_t id;
+    char addr[256];                  /* the address clients use */
+    const char *role;                /* "leader", "voter", "standby", "spare" */
+} cluster_member_t;
+/* cluster_member() -- the i-th member (from 0): false past the last. */
+bool cluster_member(server_t *s, int i, cluster_member_t *out);
+
+/* cluster_info() -- CLUSTER INFO's name:value lines. */
 void cluster_info(server_t *s, ordo_buf_t *b);
-/* Start a change for c, which waits parked (block.h, kind cluster) for
- * its reply. Returns 0, or -1 with a message (nothing started). */
-int cluster_change(server_t *s, struct conn_s *c, enum raft_log_change op, uint64_t id, const char *addr, char *err,
+
+/* Membership and leadership changes (CLUSTER ADD / REMOVE / TRANSFER). */
+enum cluster_change { CLUSTER_ADD, CLUSTER_REMOVE, CLUSTER_TRANSFER };
+/* cluster_change() -- start a change for c, which waits parked (block.h,
+ * kind cluster) for its reply: ADD id (addr: its client address; a spare
+ * first, a voter once caught up), REMOVE id, TRANSFER to id (0: raft
+ * picks). Returns 0, or -1 with a message (nothing started). */
+int cluster_change(server_t *s, struct conn_s *c, enum cluster_change op, uint64_t id, const char *addr, char *err,
                    size_t elen);
+
+/* cluster_partition() -- the test seam of DEBUG PARTITION: exchange raft
+ * messages only with these members (none: heal). Returns 0, or -1. */
+int cluster_partition(server_t *s, const uint64_t *ids, int n);
+
+/* cluster_stop() -- shutdown: start closing raft's handles, so the loop
+ * can end (persist_close() closes the log after). */
+void cluster_stop(server_t *s);
 
 #endif /* ORDO_WRITER_CLUSTER_H */

@@ -657,8 +657,8 @@ void coord_wait_start(server_t *s)
      * holds every event after the snapshot's revision that still fits:
      * a Q.WATCH FROM taken before a restart resumes across it. Events up
      * to the snapshot were not replayed. */
-    if (cc->qhist_floor < s->snapshot_loaded_rev)
-        cc->qhist_floor = s->snapshot_loaded_rev;
+    if (cc->qhist_floor < s->persist.snapshot_loaded_rev)
+        cc->qhist_floor = s->persist.snapshot_loaded_rev;
     while (!ordo_list_empty(&cc->qhist) && ORDO_LIST_ENTRY(cc->qhist.head, qhist_t, ln)->rev <= cc->qhist_floor)
         qhist_drop_oldest(cc);
     writer_timer_init(&cc->timer, s->loop, s, on_coord_timer, s);

@@ -1,9 +1,10 @@
 /*
- * persist.c -- recovery, the log stream, the durable revision, snapshots;
- * see persist.h for the contract. Everything it asks of the log goes
- * through the log seam (log/log.h); only persist_open() names the
- * implementation (log_wal_open(): the local WAL; in cluster mode it hands
- * over to writer/cluster.c, which opens the raft log) and fills its options.
+ * persist.c -- recovery, the log stream, what the log committed,
+ * back-pressure, read-only, snapshots; see persist.h for the contract.
+ * Everything it asks of the log goes through the log seam (log/log.h);
+ * only persist_open() names the implementation (log_wal_open(): the local
+ * WAL; in cluster mode it hands over to writer/cluster.c, which opens the
+ * raft log) and fills its options.
  * The log's thread-to-loop wake-up (uv_async) is here: log/ has no libuv.
  *
  * Recovery: the snapshot (if any) is loaded at its revision R, then every
@@ -18,16 +19,18 @@
  * committed (synced and renamed) on libuv's thread pool; then the log
  * drops the files it covers (log_snapshot_end).
  *
- * The record stream: persist_record() encodes each applied record straight
- * into s->log_batch; the batch is handed to the log (log_append) after each
- * read of client input (persist_backlogged(), so back-pressure counts it)
- * and at the end of the loop turn (persist_kick(), which then calls
- * log_flush(): the turn's records are one write). A failed log or an oversized
- * record is seen at persist_record() already, so the command that made it
- * learns it was not stored, as before the seam.
+ * The record stream: persist_record() encodes each applied record
+ * straight into s->persist.batch; the batch is handed to the log
+ * (log_append) after each read of client input (persist_backlogged(), so
+ * back-pressure counts it) and at the end of the loop turn (persist_kick(),
+ * which then calls log_flush(): the turn's records are one write). A
+ * failed log or an oversized record is seen at persist_record() already,
+ * so the command that made it learns it was not stored.
  */
 #include "persist.h"
+#include "server.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,10 +40,8 @@
 
 #include "block.h"
 #include "cluster.h"
-#include "log/raft_log.h"
 #include "core/record.h"
 #include "log/log_wal.h"
-#include "net/conn.h"
 
 /* Keys encoded per loop turn while a snapshot is written: small enough that
  * commands between slices wait well under a millisecond. */
@@ -179,7 +180,7 @@ static int replay_one(void *arg, uint64_t rev, const void *bytes, size_t len)
     }
     if (persist_apply_stored(x->s, rev, bytes, len, x->err, x->elen) != 0)
         return -1;
-    x->s->recovered_records++;
+    x->s->persist.recovered_records++;
     return 0;
 }
 
@@ -187,65 +188,69 @@ static int replay_one(void *arg, uint64_t rev, const void *bytes, size_t len)
 static void on_log_wake(void *arg)
 {
     server_t *s = arg;
-    uv_async_send(&s->durable_async); /* thread-safe; coalesces */
+    uv_async_send(&s->persist.wake); /* thread-safe; coalesces */
 }
 
-/* The log failed: refuse writes, and close every connection whose output
- * waits on revisions the log will never hold. That is every connection with
- * unsent output, held or not: output appended before the failure and not
- * yet marked (a connection busy writing marks it only at its next flush)
- * may depend on those revisions too. From here on nothing that depends on
- * the unstored revisions is produced (cmd_dispatch refuses such commands),
- * so output is no longer held (net.c). */
+/* The log failed: refuse writes. Output marked before now waits for its
+ * position, and net sends what the log committed and closes the rest at
+ * the turn's flush (net_flush()). Output made since a connection's last
+ * flush carries no mark yet and may depend on records the log will never
+ * hold, and from here on output made cannot be told from it: those
+ * connections are closed now, the one moment the line between the two is
+ * known. From here on nothing that depends on the unstored revisions is
+ * produced (cmd_dispatch refuses such commands), so new output needs no
+ * mark (net.c). */
 static void enter_readonly(server_t *s, const char *why)
 {
-    if (s->readonly[0] != '\0')
+    if (s->persist.readonly[0] != '\0')
         return;
-    snprintf(s->readonly, sizeof s->readonly, "%s", why);
+    snprintf(s->persist.readonly, sizeof s->persist.readonly, "%s", why);
     fprintf(stderr, "ordod: the log cannot be written, refusing writes (READONLY): %s\n", why);
-    conn_close_held(s);
-    for (conn_t *c = conn_first(&s->net.conns); c != NULL; c = conn_next(c))
-        if (!c->closing && (c->out.len > 0 || c->shared.n > 0))
-            conn_close(c);
+    s->hooks.drop_unmarked(s);
     block_readonly(s); /* parked clients: -READONLY at the next loop turn */
 }
 
 static uint64_t pending_bytes(const server_t *s)
 {
     log_stats_t st;
-    log_stats(s->log, &st);
+    log_stats(s->persist.log, &st);
     return st.pending_bytes;
 }
 
 /* Back-pressure ends: the log caught up (or failed, and holds nothing
- * more). Clients are read again. */
+ * more). Net reads clients again at the turn's flush (persist_paused()). */
 static void backpressure_end(server_t *s)
 {
-    s->wal_paused = false;
-    s->backpressure_ms += server_mono_ms() - s->backpressure_since_ms;
+    s->persist.paused = false;
+    s->persist.backpressure_ms += server_mono_ms() - s->persist.backpressure_since_ms;
     if (s->cfg.verbose)
         fprintf(stderr, "ordod: the log caught up (%llu bytes pending): reading clients again\n",
                 (unsigned long long)pending_bytes(s));
-    net_resume_reading(s);
 }
 
-/* On the loop, after the log's wake-up (or a batch committed inline): move
- * the durable revision and release the replies waiting for it. */
-static void log_progress(server_t *s)
+/* On the loop, after the log's wake-up (or a batch committed inline):
+ * record the committed position and revision, and whether the log failed
+ * or caught up. Nothing is sent from here: the turn's flush, which runs
+ * after this in the same loop iteration (the wake-up is a uv_async, run
+ * in the poll phase; the flush hook is the check phase's, which follows
+ * it), releases what the new position allows. Returns true if anything
+ * changed for output (the position moved, or the log failed). */
+static bool log_progress(server_t *s)
 {
-    const char *failed = log_failed(s->log);
-    s->durable_rev = log_poll(s->log);
+    const char *failed = log_failed(s->persist.log);
+    log_pos_t before = s->persist.committed;
+    s->persist.committed = log_poll(s->persist.log);
+    s->persist.committed_rev = log_committed_rev(s->persist.log);
+    assert(!log_pos_before(s->persist.committed, before)); /* positions only grow */
     if (failed != NULL) {
-        /* Release what did become durable first, then refuse the rest. */
-        conn_release_held(s);
         enter_readonly(s, failed);
-        if (s->wal_paused)
+        if (s->persist.paused)
             backpressure_end(s);
-        return;
+        return true;
     }
-    conn_release_held(s);
-    if (s->wal_paused && !log_backlogged(s->log))
+    if (s->persist.paused && !log_backlogged(s->persist.log))
         backpressure_end(s);
+    return log_pos_before(before, s->persist.committed);
 }
 
 static void on_durable_async(uv_async_t *h) { log_progress(h->data); }
@@ -253,30 +258,30 @@ static void on_durable_async(uv_async_t *h) { log_progress(h->data); }
 /* Hand the records made since the last hand-over to the log. */
 static void hand_over(server_t *s)
 {
-    if (s->log_batch.records == 0)
+    if (s->persist.batch.records == 0)
         return;
-    int rc = log_append(s->log, &s->log_batch);
-    log_batch_clear(&s->log_batch);
+    int rc = log_append(s->persist.log, &s->persist.batch);
+    log_batch_clear(&s->persist.batch);
     if (rc < 0) {
-        const char *why = log_failed(s->log);
+        const char *why = log_failed(s->persist.log);
         enter_readonly(s, why != NULL ? why : "the log refused a batch");
     }
 }
 
 bool persist_backlogged(server_t *s)
 {
-    if (s->wal_paused)
+    if (s->persist.paused)
         return true;
-    if (s->log == NULL)
+    if (s->persist.log == NULL)
         return false;
     /* What this read made counts against the limit: the log must hold it
      * to say (and to wake the loop once it no longer is backlogged). */
     hand_over(s);
-    if (!log_backlogged(s->log))
+    if (!log_backlogged(s->persist.log))
         return false;
-    s->wal_paused = true;
-    s->backpressure_events++;
-    s->backpressure_since_ms = server_mono_ms();
+    s->persist.paused = true;
+    s->persist.backpressure_events++;
+    s->persist.backpressure_since_ms = server_mono_ms();
     if (s->cfg.verbose)
         fprintf(stderr, "ordod: %llu bytes of log records wait for the disk (wal-pending-max-bytes): "
                 "not reading clients until it catches up\n", (unsigned long long)pending_bytes(s));
@@ -289,7 +294,7 @@ static int fault_setup(server_t *s, wal_io_t *io, char *err, size_t elen)
     if (s->cfg.debug_wal_fault[0] == '\0' && s->cfg.debug_wal_stall[0] == '\0')
         return 0;
     fault_t *fault = ordo_xcalloc(1, sizeof *fault); /* freed by persist_close */
-    s->wal_fault = fault;
+    s->persist.fault = fault;
     if (s->cfg.debug_wal_fault[0] != '\0' && parse_fault(s->cfg.debug_wal_fault, fault, err, elen) != 0)
         return -1;
     snprintf(fault->stall, sizeof fault->stall, "%s", s->cfg.debug_wal_stall);
@@ -339,51 +344,45 @@ int persist_open(server_t *s, char *err, size_t elen)
     if (fault_setup(s, &opt.wal.io, err, elen) != 0)
         return -1;
     log_hooks_t hooks = {.wake = on_log_wake, .deliver = NULL, .arg = s};
-    s->log = log_wal_open(&opt, &hooks, err, elen);
-    if (s->log == NULL)
-        return -1;
-    /* The writer applies at propose (cmd_apply, then persist_record); a
-     * log that delivers committed entries to apply needs the writer's
-     * propose/deliver path first (log.h). */
-    if (s->log->apply != LOG_APPLY_AT_PROPOSE) {
-        snprintf(err, elen, "this log applies on delivery, which the writer does not do yet");
-        return -1;
-    }
-    return 0;
+    s->persist.log = log_wal_open(&opt, &hooks, err, elen);
+    return s->persist.log != NULL ? 0 : -1;
 }
 
 int persist_recover(server_t *s, char *err, size_t elen)
 {
     uint64_t t0 = server_mono_ms(), snap_rev = 0, entries = 0;
-    uv_async_init(s->loop, &s->durable_async, on_durable_async);
-    s->durable_async.data = s;
-    uv_idle_init(s->loop, &s->snap_idle);
-    s->snap_idle.data = s;
+    uv_async_init(s->loop, &s->persist.wake, on_durable_async);
+    s->persist.wake.data = s;
+    uv_idle_init(s->loop, &s->persist.snap.idle);
+    s->persist.snap.idle.data = s;
     if (cluster_enabled(s)) {
         /* Raft restores its snapshot now; committed entries follow as the
          * leader reports them (writer/cluster.c). */
         if (cluster_start(s, err, elen) != 0)
             goto fail;
-        s->durable_rev = log_poll(s->log);
-        s->recovery_ms = server_mono_ms() - t0;
+        s->persist.committed = log_poll(s->persist.log);
+        s->persist.committed_rev = log_committed_rev(s->persist.log);
+        s->persist.recovery_ms = server_mono_ms() - t0;
         fprintf(stderr, "ordod: cluster member %lld started at revision %llu\n", (long long)s->cfg.node_id,
                 (unsigned long long)core_rev(s->core));
         return 0;
     }
-    if (log_load_snapshot(s->log, s->core, &snap_rev, &entries, err, elen) != 0)
+    if (log_load_snapshot(s->persist.log, s->core, &snap_rev, &entries, err, elen) != 0)
         goto fail;
-    s->snapshot_loaded_rev = snap_rev;
+    s->persist.snapshot_loaded_rev = snap_rev;
     replay_ctx_t x = {.s = s, .err = err, .elen = elen};
     core_replay_begin(s->core);
-    int rc = log_replay(s->log, snap_rev, replay_one, &x, err, elen);
+    int rc = log_replay(s->persist.log, snap_rev, replay_one, &x, err, elen);
     core_replay_end(s->core);
     if (rc != 0)
         goto fail;
-    s->durable_rev = core_rev(s->core);
-    s->recovery_ms = server_mono_ms() - t0;
+    /* Everything replayed is committed; the WAL's positions are revisions. */
+    s->persist.committed = LOG_POS(core_rev(s->core));
+    s->persist.committed_rev = core_rev(s->core);
+    s->persist.recovery_ms = server_mono_ms() - t0;
     fprintf(stderr, "ordod: recovered to revision %llu (%llu log records) in %llu ms\n",
-            (unsigned long long)core_rev(s->core), (unsigned long long)s->recovered_records,
-            (unsigned long long)s->recovery_ms);
+            (unsigned long long)core_rev(s->core), (unsigned long long)s->persist.recovered_records,
+            (unsigned long long)s->persist.recovery_ms);
     return 0;
 fail:
     persist_close_handles(s);
@@ -392,24 +391,24 @@ fail:
 
 int persist_record(server_t *s, const record_t *rec, uint64_t rev)
 {
-    fault_t *f = s->wal_fault;
+    fault_t *f = s->persist.fault;
     if (f != NULL && f->armed && f->where == FAULT_APPEND && ++f->calls > f->after) {
         enter_readonly(s, "debug-wal-fault: the log refused a record (Input/output error)");
         return -1;
     }
-    const char *failed = log_failed(s->log);
+    const char *failed = log_failed(s->persist.log);
     if (failed != NULL) {
         enter_readonly(s, failed);
         return -1;
     }
-    size_t at = log_batch_begin(&s->log_batch, rev);
-    record_encode(rec, &s->log_batch.buf);
-    if (s->log_batch.buf.len - at - LOG_ENTRY_HEADER_BYTES > s->log->record_bytes_max) {
-        log_batch_cancel(&s->log_batch, at);
+    size_t at = log_batch_begin(&s->persist.batch, rev);
+    record_encode(rec, &s->persist.batch.buf);
+    if (s->persist.batch.buf.len - at - LOG_ENTRY_HEADER_BYTES > s->persist.log->record_bytes_max) {
+        log_batch_cancel(&s->persist.batch, at);
         enter_readonly(s, "record larger than the log accepts");
         return -1;
     }
-    log_batch_end(&s->log_batch, at);
+    log_batch_end(&s->persist.batch, at);
     /* Under every policy replies wait for the log to commit the record:
      * after its fdatasync under always, after its write (to the kernel)
      * under everysec and no, so a crash of the process loses nothing
@@ -417,45 +416,43 @@ int persist_record(server_t *s, const record_t *rec, uint64_t rev)
     return 0;
 }
 
-uint64_t persist_durable(const server_t *s)
+log_pos_t persist_committed(const server_t *s) { return s->persist.committed; }
+
+uint64_t persist_durable_rev(const server_t *s) { return s->persist.committed_rev; }
+
+bool persist_kick(server_t *s)
 {
-    /* In cluster mode s->durable_rev is a raft position (raft_log.h). */
-    if (cluster_enabled(s) && s->log != NULL)
-        return raft_log_committed_rev(s->log);
-    return s->durable_rev;
+    if (s->persist.log == NULL)
+        return false;
+    hand_over(s);
+    /* A batch the log committed on this thread: no wake-up comes for it,
+     * so its position is recorded now, and the caller flushes again. */
+    return log_flush(s->persist.log) > 0 && log_progress(s);
 }
 
-void persist_kick(server_t *s)
-{
-    if (s->log == NULL)
-        return;
-    hand_over(s);
-    /* A batch the log committed on this thread: release its replies in this
-     * turn, as the log's wake-up would in the next. */
-    if (log_flush(s->log) > 0)
-        log_progress(s);
-}
+bool persist_paused(const server_t *s) { return s->persist.paused; }
 
 /* ---- snapshots ------------------------------------------------------------------ */
 
 static void snap_done(server_t *s, int ok)
 {
-    uv_idle_stop(&s->snap_idle);
+    uv_idle_stop(&s->persist.snap.idle);
     core_set_compact_pin(s->core, 0);
-    s->snap_running = false;
+    s->persist.snap.running = false;
     log_snapshot_t done;
-    log_snapshot_end(s->log, ok, &done);
+    log_snapshot_end(s->persist.log, ok, &done);
     if (!ok) {
-        fprintf(stderr, "ordod: snapshot at revision %llu failed: %s\n", (unsigned long long)s->snap_rev,
-                s->snap_err);
-        s->snaps_failed++;
-        snprintf(s->snap_last_error, sizeof s->snap_last_error, "%s", s->snap_err[0] ? s->snap_err : "unknown");
+        fprintf(stderr, "ordod: snapshot at revision %llu failed: %s\n", (unsigned long long)s->persist.snap.rev,
+                s->persist.snap.err);
+        s->persist.snap.failed++;
+        snprintf(s->persist.snap.last_error, sizeof s->persist.snap.last_error, "%s",
+                 s->persist.snap.err[0] ? s->persist.snap.err : "unknown");
         return;
     }
-    s->snap_last_error[0] = '\0';
-    s->last_snap_rev = done.rev;
-    s->last_snap_ms = server_now_ms();
-    s->snaps_total++;
+    s->persist.snap.last_error[0] = '\0';
+    s->persist.snap.last_rev = done.rev;
+    s->persist.snap.last_ms = server_now_ms();
+    s->persist.snap.taken++;
     if (s->cfg.verbose)
         fprintf(stderr, "ordod: snapshot at revision %llu written (%llu keys); %d log files removed\n",
                 (unsigned long long)done.rev, (unsigned long long)done.entries, done.log_files_removed);
@@ -464,54 +461,55 @@ static void snap_done(server_t *s, int ok)
 static void snap_commit_work(uv_work_t *req)
 {
     server_t *s = req->data;
-    s->snap_result = log_snapshot_commit(s->log, s->snap_err, sizeof s->snap_err);
+    s->persist.snap.result = log_snapshot_commit(s->persist.log, s->persist.snap.err, sizeof s->persist.snap.err);
 }
 
 static void snap_commit_after(uv_work_t *req, int status)
 {
     server_t *s = req->data;
-    snap_done(s, status == 0 && s->snap_result == 0);
+    snap_done(s, status == 0 && s->persist.snap.result == 0);
 }
 
 static void snap_step(uv_idle_t *h)
 {
     server_t *s = h->data;
-    int rc = log_snapshot_slice(s->log, s->core, SNAP_SLICE_KEYS, s->snap_err, sizeof s->snap_err);
+    int rc = log_snapshot_slice(s->persist.log, s->core, SNAP_SLICE_KEYS, s->persist.snap.err,
+                                sizeof s->persist.snap.err);
     if (rc == 0)
         return;
-    uv_idle_stop(&s->snap_idle);
+    uv_idle_stop(&s->persist.snap.idle);
     if (rc < 0) {
         snap_done(s, 0);
         return;
     }
-    s->snap_work.data = s;
-    uv_queue_work(s->loop, &s->snap_work, snap_commit_work, snap_commit_after);
+    s->persist.snap.work.data = s;
+    uv_queue_work(s->loop, &s->persist.snap.work, snap_commit_work, snap_commit_after);
 }
 
 int64_t persist_snapshot(server_t *s, char *err, size_t elen)
 {
-    if (s->snap_running)
-        return (int64_t)s->snap_rev;
+    if (s->persist.snap.running)
+        return (int64_t)s->persist.snap.rev;
     uint64_t rev = core_rev(s->core);
-    if (rev == 0 || rev <= s->last_snap_rev)
+    if (rev == 0 || rev <= s->persist.snap.last_rev)
         return 0;
     log_snapshot_t snap;
-    if (log_snapshot_begin(s->log, s->core, s->now_ms, &snap, err, elen) != 0)
+    if (log_snapshot_begin(s->persist.log, s->core, s->now_ms, &snap, err, elen) != 0)
         return -1;
     /* The history the snapshot is copying must stay until it is copied. */
     core_set_compact_pin(s->core, snap.point);
-    s->snap_rev = snap.rev;
-    s->snap_running = true;
-    uv_idle_start(&s->snap_idle, snap_step);
+    s->persist.snap.rev = snap.rev;
+    s->persist.snap.running = true;
+    uv_idle_start(&s->persist.snap.idle, snap_step);
     return (int64_t)rev;
 }
 
 void persist_cron(server_t *s)
 {
-    if (s->snap_running || s->log == NULL || s->readonly[0] != '\0' || cluster_enabled(s))
+    if (s->persist.snap.running || s->persist.log == NULL || s->persist.readonly[0] != '\0' || cluster_enabled(s))
         return;
     log_stats_t st;
-    log_stats(s->log, &st);
+    log_stats(s->persist.log, &st);
     if (st.bytes < (uint64_t)s->cfg.snapshot_log_bytes)
         return;
     char err[256];
@@ -523,8 +521,8 @@ void persist_info(server_t *s, ordo_buf_t *b)
 {
     log_stats_t st;
     memset(&st, 0, sizeof st);
-    if (s->log != NULL)
-        log_stats(s->log, &st);
+    if (s->persist.log != NULL)
+        log_stats(s->persist.log, &st);
     ordo_buf_printf(b,
                     "# Persistence\r\nfsync:%s\r\ndurable_revision:%llu\r\nreadonly:%s\r\nreadonly_reason:%s\r\n"
                     "wal_bytes:%llu\r\nwal_segments:%u\r\nwal_records_written:%llu\r\nwal_batches:%llu\r\n"
@@ -535,45 +533,45 @@ void persist_info(server_t *s, ordo_buf_t *b)
                     "wal_backpressure_ms:%llu\r\nsnapshots_failed:%llu\r\nlast_snapshot_status:%s\r\n"
                     "last_snapshot_error:%s\r\n\r\n",
                     s->cfg.fsync == FSYNC_ALWAYS ? "always" : s->cfg.fsync == FSYNC_EVERYSEC ? "everysec" : "no",
-                    (unsigned long long)persist_durable(s), s->readonly[0] ? "yes" : "no", s->readonly,
+                    (unsigned long long)persist_durable_rev(s), s->persist.readonly[0] ? "yes" : "no", s->persist.readonly,
                     (unsigned long long)st.bytes, st.files,
                     (unsigned long long)st.records_written, (unsigned long long)st.batches,
-                    (unsigned long long)st.syncs, (unsigned long long)st.inline_batches, s->snap_running ? 1 : 0, (unsigned long long)s->last_snap_rev,
-                    (unsigned long long)s->snaps_total, (unsigned long long)s->recovered_records,
-                    (unsigned long long)s->recovery_ms, (unsigned long long)s->snapshot_loaded_rev,
+                    (unsigned long long)st.syncs, (unsigned long long)st.inline_batches, s->persist.snap.running ? 1 : 0, (unsigned long long)s->persist.snap.last_rev,
+                    (unsigned long long)s->persist.snap.taken, (unsigned long long)s->persist.recovered_records,
+                    (unsigned long long)s->persist.recovery_ms, (unsigned long long)s->persist.snapshot_loaded_rev,
                     (unsigned long long)st.pending_bytes, (unsigned long long)st.pending_bytes_peak,
-                    (unsigned long long)s->cfg.wal_pending_max_bytes, s->wal_paused ? 1 : 0,
-                    (unsigned long long)s->backpressure_events,
-                    (unsigned long long)(s->backpressure_ms +
-                                         (s->wal_paused ? server_mono_ms() - s->backpressure_since_ms : 0)),
-                    (unsigned long long)s->snaps_failed, s->snap_last_error[0] ? "failed" : "ok", s->snap_last_error);
+                    (unsigned long long)s->cfg.wal_pending_max_bytes, s->persist.paused ? 1 : 0,
+                    (unsigned long long)s->persist.backpressure_events,
+                    (unsigned long long)(s->persist.backpressure_ms +
+                                         (s->persist.paused ? server_mono_ms() - s->persist.backpressure_since_ms : 0)),
+                    (unsigned long long)s->persist.snap.failed, s->persist.snap.last_error[0] ? "failed" : "ok", s->persist.snap.last_error);
 }
 
 void persist_close_handles(server_t *s)
 {
-    if (cluster_enabled(s) && s->log != NULL)
-        raft_log_stop(s->log);
-    uv_idle_stop(&s->snap_idle);
-    uv_close((uv_handle_t *)&s->snap_idle, NULL);
-    uv_close((uv_handle_t *)&s->durable_async, NULL);
+    if (cluster_enabled(s))
+        cluster_stop(s);
+    uv_idle_stop(&s->persist.snap.idle);
+    uv_close((uv_handle_t *)&s->persist.snap.idle, NULL);
+    uv_close((uv_handle_t *)&s->persist.wake, NULL);
 }
 
 void persist_close(server_t *s)
 {
-    if (s->snap_running) {
+    if (s->persist.snap.running) {
         core_set_compact_pin(s->core, 0);
-        s->snap_running = false;
+        s->persist.snap.running = false;
         /* A commit on the thread pool finishes before uv_run returns. */
     }
-    if (s->log != NULL) {
+    if (s->persist.log != NULL) {
         /* Records of the last turn (made while closing) join the log, which
          * commits them before it closes, as before the seam. */
-        if (s->readonly[0] == '\0')
+        if (s->persist.readonly[0] == '\0')
             hand_over(s);
-        log_close(s->log);
+        log_close(s->persist.log);
     }
-    s->log = NULL;
-    log_batch_free(&s->log_batch);
-    free(s->wal_fault);
-    s->wal_fault = NULL;
+    s->persist.log = NULL;
+    log_batch_free(&s->persist.batch);
+    free(s->persist.fault);
+    s->persist.fault = NULL;
 }

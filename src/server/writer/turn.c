@@ -69,7 +69,11 @@ static void on_check(uv_check_t *h)
     server_t *s = h->data;
     turn_run_resumed(s);
     turn_flush(s);
-    persist_kick(s);
+    /* The flush marked the turn's output (a raft barrier if it proposes no
+     * entry), so the log is flushed after it; if the log committed the
+     * batch on this thread, flush again to send what that released. */
+    if (persist_kick(s))
+        turn_flush(s);
 }
 
 static void on_cron(uv_timer_t *t)

@@ -2,16 +2,19 @@
  * turn.h -- the writer's rhythm: the per-turn hook and cron.
  *
  * The per-turn hook (a uv_check, after every loop turn's I/O) runs the
- * input of connections whose wait ended, flushes every connection the
- * turn wrote events into, and hands the turn's records to the log as one
- * batch (persist_kick()). Cron (every TURN_CRON_INTERVAL_MS) reads the
- * clock, lets persist start a snapshot, then runs the net layer's and the
- * command layer's periodic work through the hooks.
+ * input of connections whose wait ended, flushes (every connection the
+ * turn wrote events into, and held output the log committed since), and
+ * hands the turn's records to the log as one batch (persist_kick()),
+ * flushing again if the log committed them on the loop thread. Cron
+ * (every TURN_CRON_INTERVAL_MS) reads the clock, lets persist start a
+ * snapshot, then runs the net layer's and the command layer's periodic
+ * work through the hooks.
  *
- * The writer never calls up into net/ or cmd/ itself (check-layers.sh):
- * what it must ask of them -- run resumed input, flush, their cron -- goes
- * through the hooks main.c installs in s->hooks (server.h) before the loop
- * runs. turn_run_resumed() and turn_flush() are how the writer's other
+ * The writer never calls cmd/, and net/ only through net/conn.h's
+ * per-connection calls (check-layers.sh): what it must ask of them as a
+ * whole -- run resumed input, flush, their cron -- goes through the hooks
+ * main.c installs in s->hooks (server.h) before the loop runs.
+ * turn_run_resumed() and turn_flush() are how the writer's other
  * callbacks (timers) end.
  *
  * Owner: the server (s->writer.flusher, s->writer.cron); loop thread only.
