@@ -164,6 +164,9 @@ bool conn_output_unmarked(const conn_t *c);
 
 /* conn_flush() -- start sending out if nothing is in flight. */
 void conn_flush(conn_t *c);
+/* conn_shared_push() -- (net's) splice blob b, whose reference the list
+ * takes, into l at position at (not before its last blob's). */
+void conn_shared_push(conn_shared_list_t *l, size_t at, ordo_blob_t *b);
 /* conn_add_shared() -- append blob b to c's output (taking a reference):
  * what conn_flush() sends next after the bytes already in out. */
 void conn_add_shared(conn_t *c, ordo_blob_t *b);

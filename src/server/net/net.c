@@ -44,23 +44,7 @@
 #include "writer/outcome.h"
 #include "writer/persist.h"
 
-size_t conn_pending(const conn_t *c)
-{
-    return c->out.len + c->wbuf.len + c->shared.bytes + c->wshared.bytes;
-}
-
 /* ---- shared blobs in the output (conn.h) ---------------------------------- */
-
-static void shared_push(conn_shared_list_t *l, size_t at, ordo_blob_t *b)
-{
-    assert(l->n == 0 || l->v[l->n - 1].at <= at);
-    if (l->n == l->cap) {
-        l->cap = l->cap ? 2 * l->cap : 4;
-        l->v = ordo_xrealloc(l->v, l->cap * sizeof *l->v);
-    }
-    l->v[l->n++] = (conn_shared_t){.at = at, .off = 0, .blob = b};
-    l->bytes += b->len;
-}
 
 static void shared_pop_front(conn_shared_list_t *l)
 {
@@ -86,28 +70,6 @@ static void shared_free(conn_shared_list_t *l)
     l->cap = 0;
 }
 
-/* What c's references to blobs cost, each blob's bytes split between
- * the connections that share it. */
-static size_t shared_memory(const conn_shared_list_t *l)
-{
-    size_t n = l->cap * sizeof *l->v;
-    for (uint32_t i = 0; i < l->n; i++)
-        n += l->v[i].blob->len / l->v[i].blob->refs;
-    return n;
-}
-
-void conn_add_shared(conn_t *c, ordo_blob_t *b)
-{
-    assert(b->len > 0 && !c->closing);
-    if (c->http != NULL) {
-        /* HTTP rewrites the RESP it finds in out into its own framing
-         * (http_before_flush), so its connections take a copy. */
-        ordo_buf_append(&c->out, b->data, b->len);
-        return;
-    }
-    shared_push(&c->shared, c->out.len, ordo_blob_ref(b));
-}
-
 /* Empty b, freeing its memory if it grew past keep; large frees are counted
  * toward the next trim (net_cron). */
 static void buf_drop(server_t *s, ordo_buf_t *b, size_t keep)
@@ -115,15 +77,6 @@ static void buf_drop(server_t *s, ordo_buf_t *b, size_t keep)
     if (b->cap > keep && b->cap >= NET_TRIM_COUNT_BYTES)
         s->net.released_bytes += b->cap;
     ordo_buf_reset(b, keep);
-}
-
-size_t net_client_memory(const server_t *s)
-{
-    size_t n = 0;
-    for (const conn_t *c = conn_first(&s->net.conns); c != NULL; c = conn_next(c))
-        n += sizeof *c + c->in.cap + c->out.cap + c->wbuf.cap + shared_memory(&c->shared) +
-             shared_memory(&c->wshared);
-    return n;
 }
 
 void net_cron(server_t *s)
@@ -158,13 +111,6 @@ static void on_close(uv_handle_t *h)
 }
 
 #define CONN_OF(n, member) ORDO_LIST_ENTRY(n, conn_t, member)
-
-void conn_mark_dirty(conn_t *c)
-{
-    if (ordo_list_linked(&c->dirty_ln, NULL) || c->closing)
-        return;
-    ordo_list_push_front(&c->srv->net.dirty, &c->dirty_ln);
-}
 
 void conn_flush_dirty(server_t *s)
 {
@@ -674,7 +620,7 @@ void conn_flush(conn_t *c)
         ordo_buf_append(&c->wbuf, c->out.data, upto);
         for (uint32_t i = 0; i < nblobs; i++) {
             const conn_shared_t *sh = &c->shared.v[i];
-            shared_push(&c->wshared, sh->at, sh->blob); /* the reference moves */
+            conn_shared_push(&c->wshared, sh->at, sh->blob); /* the reference moves */
             c->wshared.v[c->wshared.n - 1].off = sh->off;
             c->wshared.bytes -= sh->off;
             c->shared.bytes -= sh->blob->len - sh->off;
