@@ -24,7 +24,8 @@
 # finding: delete the line, so the list cannot rot.
 #
 # The rules. A unit is a folder (src/server/ left out), a file pattern in a
-# folder ("log/raft*"; the most specific unit wins), or `server`: the files
+# folder ("log/raft*"; "net/conn.[c]" is conn.c alone; the most specific
+# unit wins), or `server`: the files
 # directly in src/server/. A unit may call itself and the units it lists;
 # listing a folder covers its file-pattern units when seen from another
 # folder (a folder and its own file-pattern units list each other where
@@ -63,17 +64,23 @@ writer          | core log base uv                                 | base/ core/
     outcome (writer/outcome.h), and what it needs of net or cmd (answer,
     park and resume a client, flush, drop unsure connections) goes through
     hooks main.c installs.
-cmd             | writer core log base net/resp.* server/config.*  | -
+cmd             | writer core log base net/resp.* net/conn.[c] server/config.* | -
     Commands parse arguments, make records and speak RESP: timers and wait
-    lists are the writer's (no libuv here), connections are net's.
-cmd/registry.*  | cmd writer core log base net/resp.* server/config.* | -
+    lists are the writer's (no libuv here); of a connection they use only
+    its bookkeeping (net/conn.c), never its I/O.
+cmd/registry.*  | cmd writer core log base net/resp.* net/conn.[c] server/config.* | -
     The table of families and dispatch, the top of cmd/: it names every
     family, so no family calls it (they read the command table through
     cmd/table.c, below them), or the families would form a circle again.
 net/resp.*      | base                                             | base/
     RESP's byte form: parsing and encoding over buffers, no connection,
     so the command layer can write replies without calling up into net.
-net             | net/resp.* cmd writer base uv                    | base/ net/ cmd/ writer/ ordo/ config.h
+net/conn.[c]    | base                                             | base/ net/ server.h
+    A connection's bookkeeping: its pending output, the shared blobs in
+    it, the dirty list, the memory connections hold. No I/O, so cmd/ may
+    queue output into a connection; it reaches the owner only for net's
+    lists (server.h).
+net             | net/resp.* net/conn.[c] cmd writer base uv         | base/ net/ cmd/ writer/ ordo/ config.h
     net moves bytes and hands requests to cmd. It may skip cmd to ask the
     writer for what decides when bytes move (durability marks,
     back-pressure, the per-turn tick, a closed connection's waits), but

@@ -454,10 +454,9 @@ void cmd_cron(server_t *s)
             w->last_rev = rev;
             w->last_sent_ms = now;
             add_marker(c, "watch-progress", w->id, rev);
-            conn_mark_dirty(c);
+            conn_mark_dirty(c); /* flushed at the end of this loop turn (the per-turn hook) */
         }
     }
-    conn_flush_dirty(s);
 }
 
 const cmd_def_t cmd_watch_defs[] = {
