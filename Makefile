@@ -5,7 +5,7 @@
 #   make run               build and start ordod with its default configuration
 #   make cluster           build and start a 3-member cluster on loopback (ports 7001-7003,
 #                          data in ./data/cluster/<id>/; Ctrl-C stops it; scripts/cluster.sh)
-#   make test              every test: unit, integration, crash, cluster, sanitizers
+#   make test              every test: unit, fuzz smoke, integration, crash, cluster, sanitizers
 #   make integration       integration tests: a real ordod driven over the wire
 #   make crash             short crash runs: SIGKILL ordod under KV writers and queue clients, check
 #                          (long: scripts/crash-long.sh, scripts/crash-queue-long.sh)
@@ -13,7 +13,10 @@
 #                          membership; checkers over what the clients saw (tests/cluster/README.md)
 #   make asan / make tsan  unit tests under ASan+UBSan (and integration, cluster) / TSan
 #   make bench-primitives  in-process primitive benchmarks
-#   make fuzz              fuzz the RESP parser (FUZZ_SECONDS=60)
+#   make fuzz              fuzz every decoder (tests/fuzz/: RESP, records, WAL, raft entries,
+#                          snapshots, HTTP, the client's RESP) FUZZ_SECONDS=60 each;
+#                          FUZZ_TARGET=name for one (scripts/fuzz.sh)
+#   make fuzz-smoke        each fuzz target for a few seconds (ctest label fuzz; part of make test)
 #   make bench             server benchmarks against Redis, etcd, beanstalkd (bench/*.sh;
 #                          bench/cluster.sh: a 3-member cluster against 3-member etcd)
 #   make bench-instr       ordod's user-space instructions per SET and per GET, counted by
@@ -24,7 +27,7 @@ PREFIX ?= /usr/local
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all build run cluster test unit integration crash cluster-test asan tsan bench-primitives bench bench-instr fuzz install clean deps-build deps-test
+.PHONY: all build run cluster test unit integration crash cluster-test asan tsan bench-primitives bench bench-instr fuzz fuzz-smoke install clean deps-build deps-test
 
 all: build
 
@@ -79,6 +82,7 @@ tsan: deps-build
 
 test: deps-test
 	@$(MAKE) --no-print-directory unit
+	@$(MAKE) --no-print-directory fuzz-smoke
 	@$(MAKE) --no-print-directory integration
 	@$(MAKE) --no-print-directory crash
 	@$(MAKE) --no-print-directory cluster-test
@@ -91,10 +95,17 @@ bench-primitives: build
 	build/bench_coalesce
 	build/bench_suq
 
-# RESP parser fuzzing with libFuzzer; FUZZ_SECONDS=600 make fuzz for longer.
+# libFuzzer on every decoder of untrusted bytes (scripts/fuzz.sh names the
+# targets); FUZZ_SECONDS=600 make fuzz for longer, FUZZ_TARGET=http for one.
 FUZZ_SECONDS ?= 60
+FUZZ_TARGET ?=
 fuzz:
-	scripts/fuzz.sh $(FUZZ_SECONDS)
+	FUZZ_TARGET='$(FUZZ_TARGET)' scripts/fuzz.sh $(FUZZ_SECONDS)
+
+# Each target for a few seconds from its seeds: fails on any crash, leak,
+# UB or failed check; skipped only without libFuzzer (ctest label fuzz).
+fuzz-smoke: build
+	cd build && ctest --output-on-failure -L fuzz
 
 bench: build
 	bench/kv.sh

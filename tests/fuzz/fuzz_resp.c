@@ -24,7 +24,7 @@
  *     the fast path once before the general parser) plus HEADER_SCAN_MAX
  *     per call (a header cut short is re-read).
  *
- * Build and run: scripts/fuzz.sh [seconds].
+ * Build and run: scripts/fuzz.sh (FUZZ_TARGET=resp).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -32,17 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "net/resp.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                         \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "fuzz_resp: check failed: %s (line %d)\n", #cond, __LINE__); \
-            abort();                                                        \
-        }                                                                   \
-    } while (0)
 
 /* Small limits so the fuzzer reaches every limit branch quickly. */
 static const resp_limits_t limits = {.args_max = 8, .bulk_max = 64, .inline_max = 128};
@@ -176,4 +167,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (step != 0)
         CHECK(run(data, size, step, vary, honor_need) == whole);
     return 0;
+}
+
+/* Seeds: byte 0 selects how the stream is chunked (see above), then the
+ * stream. */
+#define SEED(name, lit) fuzz_seed(name, lit, sizeof lit - 1)
+
+void fuzz_seeds(void)
+{
+    SEED("ping", "\x00*1\r\n$4\r\nPING\r\n");
+    SEED("set", "\x03*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nvalue\r\n");
+    SEED("pipeline", "\x01*2\r\n$3\r\nGET\r\n$1\r\na\r\n*0\r\n*-1\r\nPING\r\n\r\n");
+    SEED("inline", "\x05set k \"a b\\x41\\n\" 'it\\'s'\r\n");
+    SEED("binary", "\x02*1\r\n$5\r\na\x00\r\nb\r\n");
+    SEED("error", "\x00*1\r\n*1\r\n$1\r\na\r\n");
+    SEED("trickle", "\x01*8\r\n$1\r\na\r\n$1\r\nb\r\n$0\r\n\r\n$2\r\ncd\r\n$1\r\ne\r\n$1\r\nf\r\n"
+                    "$1\r\ng\r\n$1\r\nh\r\n");
+    SEED("varied", "\x37*2\r\n$3\r\nGET\r\n$10\r\n0123456789\r\nPING\r\n*1\r\n$4\r\nPING\r\n");
 }

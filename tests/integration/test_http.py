@@ -198,6 +198,24 @@ def test_call_timeout_gives_location_then_result(server):
     assert req(server, "GET", h["location"])[2] == b"WORK"
 
 
+def test_results_wait_after_a_long_queue_name(server):
+    """GET .../results/<id>?wait= whose path fills the buffer it is
+    decoded into (64 bytes first), so decoding ?wait= regrows it: the
+    queue and id still name the message. (They once pointed into the
+    buffer before it moved: a use after free, found by tests/fuzz.) The
+    decoded path is "v1" "queues" <name> "results" <id>; names of 40 to
+    60 bytes bring it to 64 bytes whatever the id's digits."""
+    for n in range(40, 61):
+        name = "q%d-" % n
+        name += "x" * (n - len(name))
+        st, _, body = req(server, "POST", "/v1/queues/%s/keys/k" % name, body=b"w%d" % n)
+        assert st == 202
+        mid = json.loads(body)["id"]
+        assert consume(server, name, 1, lambda p: p.upper()) == 1
+        st, _, body = req(server, "GET", "/v1/queues/%s/results/%d?wait=15000" % (name, mid))
+        assert (st, body) == (200, b"W%d" % n), n
+
+
 def test_dead_letter_is_502(server, r):
     r.execute_command("Q.CONFIG", "poison", "MAXATTEMPTS", 1)
     got = {}

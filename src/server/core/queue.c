@@ -1588,17 +1588,22 @@ void queue_foreach_result(const queue_t *q, void (*fn)(void *arg, uint64_t id, c
     ordo_htab_foreach((ordo_htab_t *)(uintptr_t)&q->results, foreach_result_cb, &a);
 }
 
-void queue_load_msg(queue_t *q, const queue_snap_msg_t *s)
+int queue_load_msg(queue_t *q, const queue_snap_msg_t *s)
 {
     settle(q);
     if (s->state == QUEUE_MSG_DELAYED) {
         queue_push_t p = {.key = s->key, .klen = s->klen, .payload = s->payload, .plen = s->plen};
         push_delayed(q, &p, s->id, s->deadline_ms);
         queue_account(q);
-        return;
+        return 0;
     }
     qkey_t *k = key_get(q, s->key, s->klen);
     bool first = k->head == NULL;
+    /* Only a key's oldest message can be in flight (K1): a snapshot that
+     * says otherwise is damaged, and is refused before anything changes
+     * (the key has a message, so key_get() made nothing). */
+    if (s->state == QUEUE_MSG_INFLIGHT && !first)
+        return -1;
     /* Mark the key before linking, so key_append() leaves it out of the
      * ready heap when it is in flight or parked (K3). */
     if (first && s->state == QUEUE_MSG_INFLIGHT)
@@ -1611,7 +1616,6 @@ void queue_load_msg(queue_t *q, const queue_snap_msg_t *s)
     m->attempt = s->attempt;
     key_append(q, k, m);
     if (s->state == QUEUE_MSG_INFLIGHT) {
-        assert(first);
         k->nwait--;
         q->nwaiting--;
         qflight_t *f = q_alloc(q, sizeof *f);
@@ -1623,6 +1627,7 @@ void queue_load_msg(queue_t *q, const queue_snap_msg_t *s)
         ordo_heap_xpush(&q->leases, &f->hn);
     }
     queue_account(q);
+    return 0;
 }
 
 void queue_load_dedup(queue_t *q, const void *dedup_id, size_t dlen, uint64_t msg_id, uint64_t end_ms)

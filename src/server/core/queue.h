@@ -472,8 +472,10 @@ void queue_foreach_dedup(const queue_t *q,
 void queue_foreach_result(const queue_t *q,
                           void (*fn)(void *arg, uint64_t id, const queue_result_t *r), void *arg);
 
-/* Load what the iterations gave, in their order, into an empty queue. */
-void queue_load_msg(queue_t *q, const queue_snap_msg_t *m);
+/* Load what the iterations gave, in their order, into an empty queue.
+ * queue_load_msg() returns 0, or -1 (nothing loaded) for a message no
+ * iteration gives: in flight behind another message of its key. */
+int queue_load_msg(queue_t *q, const queue_snap_msg_t *m);
 void queue_load_dedup(queue_t *q, const void *dedup_id, size_t dlen, uint64_t msg_id, uint64_t end_ms);
 void queue_load_result(queue_t *q, uint64_t id, const queue_result_t *r);
 

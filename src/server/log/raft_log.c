@@ -275,6 +275,35 @@ static void fail(raft_log_t *rl, const char *why)
     wake(rl);
 }
 
+int raft_entry_batch(const void *entry, size_t len, log_batch_t *out)
+{
+    const char *p = entry;
+    memset(out, 0, sizeof *out);
+    if (len < ENTRY_HEADER_BYTES || memcmp(p, ENTRY_MAGIC, 4) != 0)
+        return RAFT_ENTRY_FOREIGN;
+    /* The batch, then up to 7 bytes of padding (propose_entry). */
+    size_t blen = get_u32(p + 4);
+    if (blen > len - ENTRY_HEADER_BYTES)
+        return RAFT_ENTRY_MALFORMED;
+    const char *b = p + ENTRY_HEADER_BYTES;
+    /* Every entry of the batch whole, so log_batch_next() (which asserts
+     * it) can walk it. */
+    uint32_t records = 0;
+    uint64_t last_rev = 0;
+    for (size_t pos = 0; pos < blen; records++) {
+        if (blen - pos < LOG_ENTRY_HEADER_BYTES || get_u32(b + pos) > blen - pos - LOG_ENTRY_HEADER_BYTES)
+            return RAFT_ENTRY_MALFORMED;
+        last_rev = get_u64(b + pos + 8);
+        pos += LOG_ENTRY_HEADER_BYTES + (size_t)get_u32(b + pos);
+    }
+    out->buf.data = (char *)b;
+    out->buf.len = blen;
+    out->buf.cap = blen;
+    out->records = records;
+    out->last_rev = last_rev;
+    return 0;
+}
+
 /* raft delivers a committed entry, on every member. */
 static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
 {
@@ -303,20 +332,18 @@ static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void *
         rl->fsm_hooks.role(rl->fsm_hooks.arg, false, true);
         return 0;
     }
-    const char *p = buf->base;
+    log_batch_t b;
     char why[200];
-    if (buf->len < ENTRY_HEADER_BYTES || memcmp(p, ENTRY_MAGIC, 4) != 0) {
+    int rc = raft_entry_batch(buf->base, buf->len, &b);
+    if (rc == RAFT_ENTRY_FOREIGN) {
         snprintf(why, sizeof why, "a committed entry is not an ordo entry (%zu bytes)", buf->len);
         fail(rl, why);
         return 0;
     }
-    /* The batch, then up to 7 bytes of padding (propose_entry). */
-    size_t blen = get_u32(p + 4);
-    if (blen > buf->len - ENTRY_HEADER_BYTES) {
-        fail(rl, "a committed entry is malformed (its batch is longer than the entry)");
+    if (rc != 0) {
+        fail(rl, "a committed entry is malformed (a record runs past its batch)");
         return 0;
     }
-    log_batch_t b = {.buf = {.data = (char *)p + ENTRY_HEADER_BYTES, .len = blen}};
     size_t pos = 0;
     uint64_t rev;
     const void *rec;

@@ -161,4 +161,15 @@ int raft_log_change(log_t *l, enum raft_log_change op, uint64_t id, const char *
 /* raft_log_partition() -- the test seam (raft_transport.h). */
 int raft_log_partition(log_t *l, const uint64_t *ids, int n);
 
+/* raft_entry_batch() -- how a committed entry's bytes (the format above)
+ * become records: *out is set to the entry's batch, to walk with
+ * log_batch_next(). out->buf points into entry (borrowed: never append to
+ * it or free it). Every record's frame is checked to lie inside the batch;
+ * the records themselves are not decoded. Pure: the raft log calls it for
+ * every entry it applies, and the fuzzer (tests/fuzz/fuzz_raft_entry.c)
+ * with any bytes. Returns 0, RAFT_ENTRY_FOREIGN (no "ORDB" header: not an
+ * ordo entry) or RAFT_ENTRY_MALFORMED (the batch or a frame overruns). */
+enum { RAFT_ENTRY_FOREIGN = -1, RAFT_ENTRY_MALFORMED = -2 };
+int raft_entry_batch(const void *entry, size_t len, log_batch_t *out);
+
 #endif /* ORDO_RAFT_LOG_H */

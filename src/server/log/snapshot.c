@@ -536,8 +536,7 @@ static int load_queue_entry(core_t *core, rd_t *r, unsigned tag, queue_t **cur)
         m.deadline_ms = rd_u64(r);
         if (r->bad || m.state < QUEUE_MSG_WAITING || m.state > QUEUE_MSG_DELAYED || attempt > UINT32_MAX)
             return -1;
-        queue_load_msg(*cur, &m);
-        return 0;
+        return queue_load_msg(*cur, &m);
     }
     if (tag == 'U') {
         const char *id = rd_bytes(r, &dlen);

@@ -735,19 +735,20 @@ static void handle_request(conn_t *c)
             respond_text(c, 405, "GET only");
             return;
         }
+        /* The query first: decoding it onto scratch may move scratch, and
+         * the arguments below point into it. */
+        bool has_wait = query_param(h, query, qlen, "wait", &sp);
+        if (has_wait && !span_u64(h, sp, &n64)) {
+            respond_text(c, 400, "wait must be a number of milliseconds");
+            return;
+        }
         ARG_LIT("Q.RESULT");
         ARG_SEG(2);
         ARG_SEG(4);
-        if (query_param(h, query, qlen, "wait", &sp)) {
-            if (!span_u64(h, sp, &n64)) {
-                respond_text(c, 400, "wait must be a number of milliseconds");
-                return;
-            }
-            if (n64 > 0) {
-                snprintf(nums[0], sizeof nums[0], "%" PRIu64, n64);
-                ARG_LIT("BLOCK");
-                ARG_LIT(nums[0]);
-            }
+        if (has_wait && n64 > 0) {
+            snprintf(nums[0], sizeof nums[0], "%" PRIu64, n64);
+            ARG_LIT("BLOCK");
+            ARG_LIT(nums[0]);
         }
         dispatch(c, R_RESULT, argv, argc);
         return;
