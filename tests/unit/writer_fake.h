@@ -104,7 +104,14 @@ static int fake_flush(log_t *l)
     return 1; /* committed on this thread, at once */
 }
 
-static uint64_t fake_poll(log_t *l) { return ((fake_log_t *)l)->committed; }
+static log_pos_t fake_poll(log_t *l) { return (log_pos_t){((fake_log_t *)l)->committed}; }
+static uint64_t fake_committed_rev(const log_t *l) { return ((const fake_log_t *)l)->committed; }
+/* Positions are revisions here, as in the local log. */
+static log_pos_t fake_mark(log_t *l, uint64_t rev)
+{
+    (void)l;
+    return (log_pos_t){rev};
+}
 static const char *fake_failed(const log_t *l) { return ((const fake_log_t *)l)->failed; }
 static bool fake_backlogged(log_t *l)
 {
@@ -150,7 +157,7 @@ static void fake_close(log_t *l) { (void)l; }
 
 static const log_ops_t fake_log_ops = {
     .load_snapshot = fake_load_snapshot, .replay = fake_replay, .append = fake_append, .flush = fake_flush,
-    .poll = fake_poll, .failed = fake_failed, .backlogged = fake_backlogged,
+    .poll = fake_poll, .committed_rev = fake_committed_rev, .mark = fake_mark, .failed = fake_failed, .backlogged = fake_backlogged,
     .snapshot_begin = fake_snapshot_begin, .snapshot_slice = fake_snapshot_slice,
     .snapshot_commit = fake_snapshot_commit, .snapshot_end = fake_snapshot_end, .stats = fake_stats,
     .close = fake_close,
@@ -305,12 +312,13 @@ static inline fix_t *fix_new(bool with_log)
     s->core = core_create((uint64_t)s->cfg.history_revs);
     assert_non_null(s->core);
     if (with_log) {
-        f->log.base = (log_t){.ops = &fake_log_ops, .apply = LOG_APPLY_AT_PROPOSE, .record_bytes_max = 1u << 20};
-        s->log = &f->log.base;
+        f->log.base = (log_t){.ops = &fake_log_ops, .record_bytes_max = 1u << 20};
+        s->persist.log = &f->log.base;
     }
     s->hooks = (server_hooks_t){.run_resumed = hook_none, .flush = hook_none, .net_cron = hook_none,
                                 .cmd_cron = hook_none, .answer = hook_answer, .park = hook_park,
-                                .resume = hook_resume, .drop_unsure = hook_none};
+                                .resume = hook_resume, .drop_unsure = hook_none,
+                                .drop_unmarked = hook_none};
     writer_init(s);
     server_tick(s);
     server_clock_resume(s, core_last_time_ms(s->core));
@@ -329,7 +337,7 @@ static inline void fix_free(fix_t *f)
     assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
     writer_destroy(s);
     core_destroy(s->core);
-    log_batch_free(&s->log_batch);
+    log_batch_free(&s->persist.batch);
     assert_int_equal(uv_loop_close(&f->loop), 0);
     g_fix = NULL;
     free(f);

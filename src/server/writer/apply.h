@@ -66,7 +66,13 @@ void writer_settle(server_t *s);
  *   WTXN_APPLY: each record is applied as usual, and those that changed
  *     something are collected (their byte form) instead of logged;
  *     writer_txn_end() logs them as one REC_TXN record, so a crash keeps
- *     all of them or none, and only then serves the waiters they freed.
+ *     all of them or none, and only then serves the lock waiters and
+ *     candidates they freed. The queue family's step runs per record, as
+ *     outside a transaction, and the settle after each of EXEC's commands
+ *     serves parked queue clients with records that join the same REC_TXN:
+ *     their answers are written before it is logged, and like every reply
+ *     they leave only once it is committed; if the log refuses it, the
+ *     connections holding them are closed unsent (the drop_unmarked hook).
  * Either way the verdict is WRITER_APPLIED. */
 enum writer_txn_mode { WTXN_CHECK = 1, WTXN_APPLY = 2 };
 typedef struct writer_txn_s {
