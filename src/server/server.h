@@ -9,6 +9,7 @@
  *                          hook and cron (writer/writer.h)
  *   core, watches          the state machine and the watch registry (core/)
  *   commands               the command table (cmd/table.c)
+ *   stats                  the counters INFO and /metrics show
  *   persist  (persist_t)   the log, what it committed, back-pressure,
  *                          snapshots, read-only (writer/persist.h)
  *   hooks                  what the writer asks of net and cmd (main.c
@@ -16,14 +17,16 @@
  *   cluster                cluster mode's part of the writer
  *                          (writer/cluster.h)
  *
- * The writer and the layers above it: the writer never calls cmd/, and
- * reaches net/ only through net/conn.h's calls on one connection (flush it
- * at the end of the turn, run its input again, close it); what it must ask
- * of net or cmd as a whole (run resumed input, flush -- which also
- * releases held output and resumes reading --, their cron) goes through
- * the hooks, which turn.c calls. Net and cmd read what the writer recorded
- * (persist_committed(), server_readonly(), persist_paused()) when they
- * run.
+ * The writer and the layers above it: the writer calls nothing of cmd/
+ * or net/ (scripts/check-layers.sh holds that). What it must ask of them
+ * goes through the hooks below: for one client, park it, answer it
+ * (an outcome, writer/outcome.h) and resume it (block.c, coord_wait.c);
+ * as a whole, run resumed input, flush -- which also releases held
+ * output and resumes reading -- and their cron (turn.c), drop the
+ * connections a deposed leader cannot vouch for (cluster.c) and those
+ * whose output was made after the log failed (persist.c). Net and cmd
+ * read what the writer recorded (persist_committed(), server_readonly(),
+ * persist_paused()) when they run.
  *
  * Threads: the event-loop thread is the core thread. It runs the network
  * layer, the command layer, the writer and the core, each in its own

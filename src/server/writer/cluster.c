@@ -1,9 +1,19 @@
 /*
  * cluster.c -- the writer in cluster mode; see cluster.h.
  *
- * Owns: s->cluster (server.h): whether this member leads and serves, the
- * connection waiting for a membership change, the arguments to restart
- * with. Loop thread only.
+ * Owns: s->cluster (server.h): the arguments to restart in place with,
+ * the one client parked for a membership change or a transfer (and its
+ * wait list), and what INFO shows of this member (terms led, the last
+ * snapshot's encoding time and size). Whether this member leads is not
+ * kept here: cluster_leads() asks the raft log every time, so the two
+ * cannot disagree.
+ *
+ * What the raft log calls lands here: a committed record this member did
+ * not apply is applied by persist_apply_stored(), as in recovery; a
+ * snapshot is encoded or restored in memory; a new role either re-arms
+ * the timers from the replicated deadlines (leading) or answers the
+ * parked clients -NOTLEADER and has net drop the connections it cannot
+ * vouch for (hooks.drop_unsure). Loop thread only.
  */
 #include "cluster.h"
 

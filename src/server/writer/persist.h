@@ -34,9 +34,10 @@
  * closes those connections), and output not yet marked when it failed is
  * dropped with its connection (persist.c, enter_readonly()).
  *
- * What persist calls outside the writer: net's per-connection calls of
- * net/conn.h, only when the log fails (close the connections above). The
- * rest goes up through the hooks main.c installs (server.h).
+ * Outside the writer, persist calls only the core (records, replay) and
+ * the log (through the seam, and log_wal_open()); closing the connections
+ * above when the log fails is net's, through the drop_unmarked hook
+ * main.c installs (server.h).
  */
 #ifndef ORDO_PERSIST_H
 #define ORDO_PERSIST_H

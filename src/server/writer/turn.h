@@ -10,10 +10,10 @@
  * snapshot, then runs the net layer's and the command layer's periodic
  * work through the hooks.
  *
- * The writer never calls cmd/, and net/ only through net/conn.h's
- * per-connection calls (check-layers.sh): what it must ask of them as a
- * whole -- run resumed input, flush, their cron -- goes through the hooks
- * main.c installs in s->hooks (server.h) before the loop runs.
+ * The writer calls nothing of cmd/ or net/ (check-layers.sh): what it
+ * must ask of them as a whole -- run resumed input, flush, their cron --
+ * goes through the hooks main.c installs in s->hooks (server.h) before
+ * the loop runs.
  * turn_run_resumed() and turn_flush() are how the writer's other
  * callbacks (timers) end.
  *
