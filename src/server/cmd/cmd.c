@@ -1,6 +1,9 @@
 /*
  * cmd.c -- the helpers every handler uses: arguments, replies, fences and
- * cmd_write(), the single place where a command's record enters the core.
+ * cmd_write(), a command's way to the writer's one door (writer_submit(),
+ * writer/apply.h): it submits the record and, when the door refuses it or
+ * the log cannot store it, answers the reason, so a handler that gets
+ * false just returns.
  */
 #include "cmd.h"
 #include "core/coord.h"

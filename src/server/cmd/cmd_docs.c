@@ -36,7 +36,7 @@
 
 /* The most argument nodes one syntax string may describe. The longest
  * today (Q.CONFIG) needs about 20; 64 leaves room and keeps a parse on the
- * stack. A longer syntax fails docs_check() at start-up. */
+ * stack. A longer syntax fails cmd_docs_check() at start-up. */
 #define DOC_NODES_MAX 64
 
 enum node_kind { N_ARG, N_PURE, N_ONEOF, N_BLOCK };

@@ -1,6 +1,6 @@
 /*
  * cmd_txn.c -- MULTI, EXEC, DISCARD, WATCH, UNWATCH: transactions made all
- * or nothing (PROTOCOL.md, "Transactions"; docs/protocol.md).
+ * or nothing (docs/protocol.md, "Transactions").
  *
  * A connection's transaction state (txn_t, conn->txn) holds its watched
  * keys, each with the revision of its newest version (kv_last_change():

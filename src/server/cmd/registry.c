@@ -16,16 +16,24 @@
  * authenticated (or the command is allowed before AUTH); the arity; a RESP2
  * connection with watches runs only watch-mode commands (its stream carries
  * events, so ordinary replies could not be told apart). Only then does the
- * handler run. A command that writes makes one record and goes through
- * cmd_write(), the single place where records enter the core.
+ * handler run. Between arity and watch mode, a cluster member that does
+ * not lead answers -NOTLEADER to every command that reads or writes the
+ * state (CMD_NOSTATE ones excepted); after watch mode, a server whose log
+ * failed answers -READONLY to those that would read state the log may not
+ * hold, and a connection inside MULTI has the command queued
+ * (cmd_txn_queue()) instead of run. A command that writes hands its
+ * records to the writer's one door, writer_submit() (writer/apply.h;
+ * through cmd_write() or the queue helpers), and after the handler
+ * writer_settle() serves the parked clients its records unblocked.
  *
  * Before a handler runs, keys whose deadline has passed are expired (the
- * same REC_EXPIRE record the expiry timer applies, just sooner). The timer
- * alone is not enough: it runs on the loop's monotonic clock, so a command
- * can arrive after a deadline and before the timer, and then GET would hide
+ * same REC_EXPIRE record the expiry timer applies, just sooner), and so
+ * are leases, locks and leaderships (coord_wait_expire_due()). The timer
+ * alone is not enough: it fires in a later loop callback, so a command can
+ * arrive after a deadline and before the timer, and then GET would hide
  * the key (visible()) while KV.RANGE, DBSIZE or KV.GET REV <current> still
  * showed it. Expiring first gives every command one consistent state, at
- * the cost of one heap peek per command.
+ * the cost of two peeks at the earliest deadline per command.
  */
 #include "cmd.h"
 #include "core/coord.h"
@@ -136,7 +144,7 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
     }
     /* The log failed after revisions were applied in memory that it never
      * stored: a crash would take them back, so nothing that reads the
-     * state is answered any more (DESIGN.md: no client sees state a crash
+     * state is answered any more (docs/protocol.md: no client sees state a crash
      * could take back). Writes get the same -READONLY. */
     if (server_readonly(s) != NULL && !(d->flags & CMD_NOSTATE) && core_rev(s->core) > persist_durable_rev(s)) {
         reply_errf(&x, "READONLY the log cannot be written, so writes (and reads of state it could not store) "
