@@ -7,8 +7,8 @@
  * never allocates revisions (the core passes in the revision it would assign,
  * and spends it only when the outcome says it was used), never speaks RESP,
  * never waits. Waiters (LOCK.ACQUIRE WAIT, ELECT.CAMPAIGN WAIT) and observers
- * (ELECT.OBSERVE) live in the command layer, which learns from the events
- * below when a lock became free or leadership changed. Not thread-safe: the
+ * (ELECT.OBSERVE) live in the writer (writer/coord_wait.c), which learns
+ * from the events below when a lock became free or leadership changed. Not thread-safe: the
  * core thread is its only user.
  *
  * Model
@@ -51,8 +51,9 @@
  *
  * Events
  * ------
- * Every change the command layer must react to is reported through the
- * event callback (coord_set_event_cb), synchronously, inside the mutating
+ * Every change the core or the writer must react to is reported through
+ * the event callback (coord_set_event_cb(): the core's, which hands it on
+ * to the writer's, core_set_coord_cb()), synchronously, inside the mutating
  * call, in this deterministic order:
  *   - COORD_EV_LOCK_FREE when a lock becomes free (release, expire, lease
  *     end): wake its first waiter by applying an acquire record for it;

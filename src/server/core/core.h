@@ -2,11 +2,12 @@
  * core.h -- the state machine: the global revision, the versioned store,
  * key expiry, and the one way to change them: apply a record.
  *
- * DESIGN.md's rule lives here. Every mutation is a record_t that carries
- * everything its effect depends on, including the wall-clock time the writer
- * assigned to it (time_ms); core_apply() never reads a clock, a random
- * source or a connection, so applying the same records in the same order
- * always reaches the same state and the same results. The outcome of a
+ * The rule the server is built around (docs/architecture.md, "The one
+ * rule") lives here. Every mutation is a record_t that carries everything
+ * its effect depends on, including the time the writer assigned to it
+ * (time_ms, the writer's clock: writer/turn.c); core_apply() never reads
+ * a clock, a random source or a connection, so applying the same records
+ * in the same order always reaches the same state and the same results. The outcome of a
  * record -- a failed IFREV, a SET NX on an existing key, INCR of a
  * non-number -- is computed by apply, deterministically.
  *

@@ -14,13 +14,14 @@
  * delivery tokens and dead-letter ids are revisions the caller passes in),
  * never speaks RESP, never blocks. Applying the same calls with the same
  * arguments gives the same state and the same results. Blocking (Q.PULL
- * BLOCK, Q.CALL, ONFULL block) belongs to the command layer: it parks the
- * connection and retries when an apply reports room or a completion.
+ * BLOCK, Q.CALL, ONFULL block) belongs to the writer (writer/queue_wait.c):
+ * it parks the client and, when an apply reports room or a completion,
+ * serves it with records of its own.
  *
- * Timers are records (DESIGN.md): the writer reads the deadlines below
- * (queue_next_timer() and friends), and when one is due it logs a record whose
- * apply calls queue_redeliver(), queue_promote(), queue_dedup_expire() or
- * queue_result_expire(). Each of these re-checks its condition against the
+ * Timers are records (docs/architecture.md, "The one rule"): the writer
+ * reads the deadlines below (queue_next_timer() and friends), and when one
+ * is due it logs a record whose apply calls queue_redeliver(),
+ * queue_promote(), queue_dedup_expire() or queue_result_expire(). Each of these re-checks its condition against the
  * record's time and the current state, so a record made stale by an apply in
  * between (an ack, an extend) changes nothing. A deadline d is due at a
  * time t when d < t (not <=): times are whole ms, so an operation stamped
@@ -48,10 +49,10 @@
 #define QUEUE_MAXLEN_MAX ((1u << 30) - 1)
 
 /* Defaults, each with its reason:
- * MAXLEN 1,000,000: a queue is bounded by default (DESIGN.md, "pending
- *   messages per queue"); a million 100-byte messages is ~200 MB, enough
- *   backlog for real bursts, and a producer that outruns its consumers for
- *   longer gets -BUSY instead of taking the server's memory.
+ * MAXLEN 1,000,000: a queue is bounded by default (docs/protocol.md,
+ *   "Defaults"); a million 100-byte messages is ~200 MB, enough backlog
+ *   for real bursts, and a producer that outruns its consumers for longer
+ *   gets -BUSY instead of taking the server's memory.
  * MAXPERKEY 0 (no cap): MAXLEN already bounds memory; a per-key cap is a
  *   fairness policy the user opts into.
  * ONFULL reject: a producer learns at once that the queue is full; blocking

@@ -63,7 +63,7 @@
  *
  * The slots are the fields of formats 1 and 2 below, in their order, so a
  * record of any format maps to the same typed record through one table
- * (record.c, slots_of()).
+ * (record.c, bind() and uses()).
  *
  * FORMATS 2 AND 1 (read only): every slot of every type, fixed size.
  *
