@@ -5,7 +5,9 @@
  * what lies behind it is an implementation: the local write-ahead log and
  * snapshot file (log_wal.c, over wal.c and snapshot.c), or in cluster mode
  * the raft log (raft_log.c, over C raft). Only persist_open() and
- * writer/cluster.c name them.
+ * writer/cluster.c name them. What every implementation shares is here
+ * too, in log.c: the batch (log_batch_t, below) and the data directory's
+ * lock (log_lock_dir()).
  *
  * What a log does for the writer:
  *   - open: take the data directory for this process (a lock), nothing

@@ -13,9 +13,10 @@
  *
  * Committed = published durable by the WAL under its policy; the writer
  * applies at propose and makes every record, so nothing is delivered.
- * Appending a batch is one wal_append() per record (each a memcpy under
- * the WAL's mutex, as before the seam; the WAL runs with defer_wake, so
- * nothing is written yet); log_flush() is wal_kick(), which may write the
+ * Appending a batch is one wal_append_frames() (its entries are already
+ * WAL frames with the checksum still zero: one memcpy under the WAL's
+ * mutex for the lot; the WAL runs with defer_wake, so nothing is written
+ * yet); log_flush() is wal_kick(), which may write the
  * records on the calling thread (sync_inline_max): it then returns 1.
  */
 #include "log_wal.h"

@@ -8,8 +8,8 @@
  * bytes we already have, no threads, no loop of its own). Each complete
  * request becomes one command -- the same one a RESP client would send --
  * given to cmd_dispatch(); the command writes its RESP reply into c->out
- * as for any client, and finish_reply() rewrites those bytes into an HTTP
- * response. There is no second path into the core.
+ * as for any client, and rewrite() (from http_before_flush()) turns those
+ * bytes into an HTTP response. There is no second path into the core.
  *
  * Invariants:
  *   - out[0 .. raw_at) is HTTP; out[raw_at ..) is RESP not yet rewritten
