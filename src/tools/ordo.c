@@ -1,5 +1,5 @@
 /*
- * ordo.c -- the `ordo` command-line tool (PROTOCOL.md Part 2), built on
+ * ordo.c -- the `ordo` command-line tool (docs/client.md, "The `ordo` tool"), built on
  * the client library only (ordo/client.h).
  *
  *   ordo [-h host] [-p port] [-a password] COMMAND ...
