@@ -6,8 +6,10 @@
  * dedup windows, result retention). See queue_wait.c for the design.
  *
  * cmd_queue.c parses the Q.* commands, makes the client's records and
- * renders their outcomes; after each write it calls qwait_note_timer()
- * and qwait_serve() here, and parks with the qwait_park_*() calls. What a
+ * renders their outcomes, and parks with the qwait_park_*() calls. It
+ * serves nobody and arms no timer: the door's after-apply step
+ * (qwait_after_apply(), writer/apply.h) marks the queue and re-arms the
+ * timer, and writer_settle(), after the command, serves the parked. What a
  * parked client is told later is an outcome (outcome.h), never RESP.
  *
  * Owner: s->writer.queues (qwait_init() .. qwait_destroy()); the loop
