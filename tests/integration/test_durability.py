@@ -749,3 +749,22 @@ def test_compaction_waits_for_a_snapshot_being_written(durable, tmp_path):
     durable.term(srv)
     srv = durable.start(d)  # the snapshot loads
     assert call(srv, "GET", "k05999") == b"v"
+
+
+def test_keys_due_after_the_log_failed_leave_the_server_answering(ordod_factory):
+    """The log refuses the first expiry of two due keys: the server turns
+    read-only and keeps answering. (The writer's door refuses every record
+    once the log failed, so a loop that went on expiring while keys were
+    due would spin for ever, the loop thread with it.)"""
+    srv = ordod_factory("--debug-wal-fault", "append-eio:3")
+    with srv.raw() as c, srv.raw() as other:
+        assert c.call("SET", "a", "1", "PX", "50") == "OK"
+        assert c.call("SET", "b", "1", "PX", "50") == "OK"
+        due = time.monotonic() + 0.2  # both deadlines passed, by the writer's clock too
+        poll(lambda: time.monotonic() >= due, "the keys' deadlines to pass")
+        c.settimeout(5.0)
+        other.settimeout(5.0)
+        r = c.call("GET", "x")  # expires the due keys first: the log refuses the first
+        assert isinstance(r, RespError) and r.code == "READONLY", r
+        assert other.call("PING") == "PONG"
+    assert srv.info("persistence")["readonly"] == "yes"

@@ -44,10 +44,13 @@ void expire_due(server_t *s)
         memcpy(key, k, klen); /* apply frees the expiry entry k points into */
         record_t rec = {.type = REC_EXPIRE, .expire = {.key = key, .klen = (uint32_t)klen}};
         apply_result_t res;
-        writer_submit(s, &rec, WRITER_SELF, &res, NULL, 0);
-        s->stats.expired_keys_total += (uint64_t)res.value;
+        int verdict = writer_submit(s, &rec, WRITER_SELF, &res, NULL, 0);
+        if (verdict == WRITER_APPLIED)
+            s->stats.expired_keys_total += (uint64_t)res.value;
         if (key != stackkey)
             free(key);
+        if (verdict != WRITER_APPLIED)
+            return; /* refused (the log failed, or leadership ended): the key stays, and so must the loop */
     }
     expire_schedule(s);
 }
