@@ -150,6 +150,13 @@ static inline const char *server_readonly(const server_t *s)
     return s->persist.readonly[0] != '\0' ? s->persist.readonly : NULL;
 }
 
+/* persist's getters (writer/persist.h says what each means), inline: net
+ * asks them at every flush. */
+static inline bool persist_paused(const server_t *s) { return s->persist.paused; }
+static inline log_pos_t persist_committed(const server_t *s) { return s->persist.committed; }
+static inline uint64_t persist_durable_rev(const server_t *s) { return s->persist.committed_rev; }
+static inline uint64_t persist_commits(const server_t *s) { return s->persist.commits; }
+
 /* Wall clock in ms since the epoch: TIME, and times shown to people. Never
  * a deadline: see server_tick(). */
 uint64_t server_now_ms(void);

@@ -114,6 +114,11 @@ void cmd_docs_name(ordo_buf_t *out, const cmd_def_t *d);
 int cmd_docs_first_key(const cmd_def_t *d, bool *multiple);
 /* cmd_find() -- the command named a (any case), or NULL. */
 const cmd_def_t *cmd_find(server_t *s, const resp_arg_t *a);
+/* cmd_find_hinted() -- cmd_find() for dispatch: *hint (NULL at first) is
+ * the table entry this connection named last, compared before the table
+ * is hashed (a pipeline repeats one command), and set to the one found. An
+ * entry lives as long as the table, so a hint never dangles. */
+const cmd_def_t *cmd_find_hinted(server_t *s, const resp_arg_t *a, const void **hint);
 
 /* Hooks for the net layer (and cmd_cron for the writer's cron, through
  * s->hooks.cmd_cron). */

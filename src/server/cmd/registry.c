@@ -105,6 +105,16 @@ static void quote_word(char *dst, size_t dlen, const resp_arg_t *a)
     dst[j] = '\0';
 }
 
+/* -ERR unknown command, the name quoted; inside MULTI, EXEC will abort.
+ * Apart from dispatch, so dispatch keeps no buffer for the quote. */
+static __attribute__((noinline)) void reply_unknown(cmd_ctx_t *x)
+{
+    char word[300];
+    quote_word(word, sizeof word, &x->argv[0]);
+    reply_errf(x, "ERR unknown command '%s'", word);
+    cmd_txn_refused(x->conn);
+}
+
 void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
 {
     server_t *s = c->srv;
@@ -112,12 +122,9 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
     s->stats.commands_total++;
     c->commands++;
     c->last_cmd_ms = s->now_ms;
-    const cmd_def_t *d = cmd_find(s, &cmd->argv[0]);
-    char word[300];
+    const cmd_def_t *d = cmd_find_hinted(s, &cmd->argv[0], &c->cmd_hint);
     if (d == NULL) {
-        quote_word(word, sizeof word, &cmd->argv[0]);
-        reply_errf(&x, "ERR unknown command '%s'", word);
-        cmd_txn_refused(c);
+        reply_unknown(&x);
         return;
     }
     if (!c->authed && !(d->flags & CMD_NOAUTH)) {

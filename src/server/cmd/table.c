@@ -20,6 +20,7 @@ typedef struct cmd_entry_s {
     const cmd_def_t *def;
     size_t nlen;
     char name[32];   /* lower case */
+    char upper[32];  /* upper case: a hinted lookup compares both (cmd_find_hinted()) */
     uint64_t calls;  /* times dispatched (looked up), for /metrics */
 } cmd_entry_t;
 
@@ -65,8 +66,10 @@ void cmd_table_add(server_t *s, const cmd_def_t *defs, size_t n)
             fprintf(stderr, "ordod: command %s: malformed syntax in its docs: %s\n", defs[i].name, defs[i].syntax);
             abort();
         }
-        for (size_t j = 0; j < e->nlen; j++)
+        for (size_t j = 0; j < e->nlen; j++) {
             e->name[j] = (char)tolower((unsigned char)defs[i].name[j]);
+            e->upper[j] = (char)toupper((unsigned char)defs[i].name[j]);
+        }
         uint64_t h = name_hash(e->name, e->nlen);
         if (ordo_htab_find(&s->commands, h, e->name, e->nlen) != NULL) {
             fprintf(stderr, "ordod: command %s defined twice\n", defs[i].name);
@@ -127,7 +130,7 @@ void cmd_foreach_calls(server_t *s, void (*fn)(void *arg, const char *name, uint
     ordo_htab_foreach(&s->commands, calls_entry, &f);
 }
 
-static const cmd_def_t *lookup(server_t *s, const resp_arg_t *a)
+static cmd_entry_t *lookup(server_t *s, const resp_arg_t *a)
 {
     char name[CMD_NAME_MAX + 1];
     if (a->len == 0 || a->len > CMD_NAME_MAX)
@@ -142,11 +145,37 @@ static const cmd_def_t *lookup(server_t *s, const resp_arg_t *a)
         h = name_hash_step(h, ch);
     }
     ORDO_DEBUG_ASSERT(h == name_hash(name, a->len));
-    cmd_entry_t *e = (cmd_entry_t *)ordo_htab_find(&s->commands, h, name, a->len);
+    return (cmd_entry_t *)ordo_htab_find(&s->commands, h, name, a->len);
+}
+
+const cmd_def_t *cmd_find(server_t *s, const resp_arg_t *a)
+{
+    cmd_entry_t *e = lookup(s, a);
     if (e == NULL)
         return NULL;
     e->calls++;
     return e->def;
 }
 
-const cmd_def_t *cmd_find(server_t *s, const resp_arg_t *a) { return lookup(s, a); }
+/* Is a e's name in any case (ASCII)? Each byte is its lower- or its
+ * upper-case form, which for a non-letter are the same byte. */
+static bool same_name(const cmd_entry_t *e, const resp_arg_t *a)
+{
+    for (size_t i = 0; i < a->len; i++)
+        if (a->ptr[i] != e->upper[i] && a->ptr[i] != e->name[i])
+            return false;
+    return true;
+}
+
+const cmd_def_t *cmd_find_hinted(server_t *s, const resp_arg_t *a, const void **hint)
+{
+    cmd_entry_t *e = (cmd_entry_t *)*hint;
+    if (e == NULL || e->nlen != a->len || !same_name(e, a)) {
+        e = lookup(s, a);
+        if (e == NULL)
+            return NULL;
+        *hint = e;
+    }
+    e->calls++;
+    return e->def;
+}

@@ -25,25 +25,6 @@
 
 /* ---- what each type is -------------------------------------------------- */
 
-int record_family(unsigned type)
-{
-    switch (type) {
-    case REC_PUT: case REC_DEL: case REC_INCR: case REC_EXPIRE: case REC_COMPACT: case REC_KEY_TTL:
-        return REC_FAM_KV;
-    case REC_LEASE_GRANT: case REC_LEASE_KEEPALIVE: case REC_LEASE_REVOKE: case REC_LOCK_ACQUIRE:
-    case REC_LOCK_RELEASE: case REC_LOCK_EXTEND: case REC_ELECT_CAMPAIGN: case REC_ELECT_PROCLAIM:
-    case REC_ELECT_KEEPALIVE: case REC_ELECT_RESIGN: case REC_COORD_EXPIRE:
-        return REC_FAM_COORD;
-    case REC_Q_PUSH: case REC_Q_DELIVER: case REC_Q_ACK: case REC_Q_NACK: case REC_Q_EXTEND:
-    case REC_Q_CONFIG: case REC_Q_DROP: case REC_Q_UNPARK: case REC_Q_REDELIVER: case REC_Q_PROMOTE:
-    case REC_Q_DEDUP_END: case REC_Q_RESULT_END:
-        return REC_FAM_QUEUE;
-    case REC_TXN:
-        return REC_FAM_TXN;
-    default:
-        return REC_FAM_NONE;
-    }
-}
 
 unsigned record_flags_allowed(unsigned type)
 {

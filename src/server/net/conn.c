@@ -1,6 +1,6 @@
 /*
  * conn.c -- the connection record's bookkeeping that the command layer
- * uses too: how much output a connection holds, the shared blobs spliced
+ * uses too (with conn.h's inline conn_pending()): the shared blobs spliced
  * into it, the dirty list of connections to flush at the end of the turn,
  * and the memory connections hold. No I/O and no libuv: sending is net.c's.
  * It sits below cmd/ (scripts/check-layers.sh), so a watch stream can
@@ -12,11 +12,6 @@
 #include "conn.h"
 #include "net.h"
 #include "server.h"
-
-size_t conn_pending(const conn_t *c)
-{
-    return c->out.len + c->wbuf.len + c->shared.bytes + c->wshared.bytes;
-}
 
 void conn_shared_push(conn_shared_list_t *l, size_t at, ordo_blob_t *b)
 {

@@ -104,6 +104,7 @@ struct conn_s {
     uint64_t last_cmd_ms;
     uint64_t soft_since_ms;    /* when pending output first passed the soft limit, 0 if below */
     uint64_t commands;
+    const void *cmd_hint;      /* the command table entry it named last (cmd_find_hinted()) */
     /* Durability marks: out[0..marks[i].end) may be sent once the log has
      * committed position marks[i].pos (writer/persist.h). Positions and
      * ends increase along the array; bytes after the last mark were
@@ -173,7 +174,10 @@ void conn_add_shared(conn_t *c, ordo_blob_t *b);
 /* conn_close() -- close now (pending output is dropped). */
 void conn_close(conn_t *c);
 /* conn_pending() -- bytes of unsent output. */
-size_t conn_pending(const conn_t *c);
+static inline size_t conn_pending(const conn_t *c)
+{
+    return c->out.len + c->wbuf.len + c->shared.bytes + c->wshared.bytes;
+}
 /* conn_check_output() -- apply the output limits; returns false if the
  * connection was closed for passing them. */
 bool conn_check_output(conn_t *c);

@@ -125,7 +125,7 @@ static void unhold(conn_t *c)
         ordo_list_remove(c->held_ln.list, &c->held_ln); /* net.held, or a list taken from it */
 }
 
-static void hold(conn_t *c);
+static inline void hold(conn_t *c);
 
 /* Output held for a log position goes once the log has committed it: the
  * writer only records the committed position (persist_committed()), and
@@ -135,12 +135,11 @@ static void hold(conn_t *c);
  * are looked at. Once the log has failed nothing more will be committed:
  * a connection still waiting after what was committed is sent is closed
  * (its outcome is unknown to its client). */
-static void release_held(server_t *s)
+static __attribute__((noinline)) void release_held(server_t *s)
 {
-    if (ordo_list_empty(&s->net.held))
-        return;
     log_pos_t committed = persist_committed(s);
     bool failed = server_readonly(s) != NULL;
+    s->net.held_seen = persist_commits(s);
     ordo_list_t list = {0};
     ordo_list_node_t *n;
     while ((n = ordo_list_pop_front(&s->net.held)) != NULL)
@@ -416,7 +415,7 @@ static void take_mark(conn_t *c, log_pos_t committed)
     }
 }
 
-static void hold(conn_t *c)
+static inline void hold(conn_t *c)
 {
     if (!ordo_list_linked(&c->held_ln, NULL) && !c->closing)
         ordo_list_push_front(&c->srv->net.held, &c->held_ln);
@@ -735,20 +734,27 @@ static void pause_reading_all(server_t *s)
 
 /* Back-pressure ends when persist says so (persist_paused(), cleared by
  * the log's wake-up): the per-turn flush looks. */
-static void resume_reading_all(server_t *s)
+static __attribute__((noinline)) void resume_reading_all(server_t *s)
 {
-    if (!s->net.reading_paused || persist_paused(s))
+    if (persist_paused(s))
         return;
     s->net.reading_paused = false;
     for (conn_t *c = conn_first(&s->net.conns); c != NULL; c = conn_next(c))
         resume_reading(c);
 }
 
+/* Each part runs only when it has something to do: the writer calls this
+ * once or twice per loop turn. Held output waits while the log commits
+ * nothing more: every held connection was held against a committed
+ * position no later than the one it had when held_seen was taken. */
 void net_flush(server_t *s)
 {
-    conn_flush_dirty(s);
-    release_held(s);
-    resume_reading_all(s);
+    if (!ordo_list_empty(&s->net.dirty))
+        conn_flush_dirty(s);
+    if (!ordo_list_empty(&s->net.held) && (s->net.held_seen != persist_commits(s) || server_readonly(s) != NULL))
+        release_held(s);
+    if (s->net.reading_paused)
+        resume_reading_all(s);
 }
 
 /* Loopback peers: 127.0.0.0/8, ::1, and Unix sockets. */

@@ -34,6 +34,7 @@ typedef struct net_s {
     uv_idle_t resume_idle;           /* active while resumed is not empty: the loop must not sleep */
     bool resume_idle_on;             /* initialised (net_listen) and not closed */
     ordo_list_t held;                /* output waiting for a log position (conn_t.held_ln) */
+    uint64_t held_seen;              /* persist_commits() when release_held() last looked at them */
     bool reading_paused;             /* back-pressure: no client is read (persist_backlogged()) */
     size_t released_bytes;           /* large connection buffers freed since the last trim */
     uint64_t next_client_id;

@@ -52,8 +52,14 @@ enum writer_verdict {
 int writer_submit(server_t *s, record_t *rec, int origin, apply_result_t *res, char *why, size_t wlen);
 
 /* writer_settle() -- serve the queues whose parked clients records since
- * the last settle may have unblocked (see above). Cheap when none. */
-void writer_settle(server_t *s);
+ * the last settle may have unblocked (see above). A flag test when none:
+ * it runs after every command. */
+void writer_settle_marked(server_t *s);
+static inline void writer_settle(server_t *s)
+{
+    if (s->writer.to_settle)
+        writer_settle_marked(s);
+}
 
 /* Transactions (MULTI/EXEC). While s->writer.txn is set, writer_submit()
  * does not log record by record:

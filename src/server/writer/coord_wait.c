@@ -295,15 +295,18 @@ static void serve_pending(server_t *s)
         waitq_maybe_empty(cc, q);
     }
     cc->serving = false;
+    s->writer.coord_pending = false;
     sweep(cc);
 }
 
-static void note_free(coord_waits_t *cc, int kind, const char *name, size_t nlen)
+static void note_free(server_t *s, int kind, const char *name, size_t nlen)
 {
+    coord_waits_t *cc = s->writer.coord;
     waitq_t *q = waitq_find(cc, kind, name, nlen);
     if (q == NULL || q->list.len == 0 || ordo_list_linked(&q->pending_ln, NULL))
         return;
     ordo_list_push_back(&cc->pending, &q->pending_ln);
+    s->writer.coord_pending = true;
 }
 
 /* ---- observers -------------------------------------------------------------------- */
@@ -327,17 +330,16 @@ static void notify_observers(server_t *s, const coord_event_t *ev, uint64_t term
 static void on_coord_event(void *arg, const coord_event_t *ev)
 {
     server_t *s = arg;
-    coord_waits_t *cc = s->writer.coord;
     switch (ev->type) {
     case COORD_EV_LOCK_FREE:
-        note_free(cc, COORD_WAIT_LOCK, ev->name, ev->nlen);
+        note_free(s, COORD_WAIT_LOCK, ev->name, ev->nlen);
         break;
     case COORD_EV_LEADER:
         notify_observers(s, ev, ev->id);
         break;
     case COORD_EV_VACANT:
         notify_observers(s, ev, 0);
-        note_free(cc, COORD_WAIT_ELECT, ev->name, ev->nlen);
+        note_free(s, COORD_WAIT_ELECT, ev->name, ev->nlen);
         break;
     default:
         break;
@@ -509,14 +511,14 @@ void coord_wait_expire_due(server_t *s)
     coord_wait_schedule(s);
 }
 
-void coord_wait_after_apply(server_t *s, const record_t *rec)
+void coord_wait_after_apply(server_t *s, bool schedule)
 {
     coord_waits_t *cc = s->writer.coord;
     if (cc == NULL)
         return;
     if (!ordo_list_empty(&cc->pending))
         serve_pending(s);
-    if (record_family(rec->type) != REC_FAM_KV) /* as before: coordination and queue records */
+    if (schedule)
         coord_wait_schedule(s);
 }
 

@@ -37,8 +37,10 @@ void coord_wait_destroy(server_t *s);
 size_t coord_wait_bytes(const server_t *s);
 /* coord_wait_after_apply() -- the door (apply.h) calls it after every record:
  * serves lock waiters and candidates whose lock / election the record
- * freed (each with a record of its own), re-arms the deadline timer. */
-void coord_wait_after_apply(server_t *s, const record_t *rec);
+ * freed (each with a record of its own); if schedule (a record that may
+ * move a coordination deadline: any but a KV record's), re-arms the
+ * deadline timer. */
+void coord_wait_after_apply(server_t *s, bool schedule);
 /* coord_wait_expire_due() -- apply an expire record for every lease, lock
  * and leadership whose deadline is < s->now_ms; re-arm the timer. */
 void coord_wait_expire_due(server_t *s);

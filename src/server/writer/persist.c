@@ -250,7 +250,10 @@ static bool log_progress(server_t *s)
     }
     if (s->persist.paused && !log_backlogged(s->persist.log))
         backpressure_end(s);
-    return log_pos_before(before, s->persist.committed);
+    if (!log_pos_before(before, s->persist.committed))
+        return false;
+    s->persist.commits++;
+    return true;
 }
 
 static void on_durable_async(uv_async_t *h) { log_progress(h->data); }
@@ -416,10 +419,6 @@ int persist_record(server_t *s, const record_t *rec, uint64_t rev)
     return 0;
 }
 
-log_pos_t persist_committed(const server_t *s) { return s->persist.committed; }
-
-uint64_t persist_durable_rev(const server_t *s) { return s->persist.committed_rev; }
-
 bool persist_kick(server_t *s)
 {
     if (s->persist.log == NULL)
@@ -429,8 +428,6 @@ bool persist_kick(server_t *s)
      * so its position is recorded now, and the caller flushes again. */
     return log_flush(s->persist.log) > 0 && log_progress(s);
 }
-
-bool persist_paused(const server_t *s) { return s->persist.paused; }
 
 /* ---- snapshots ------------------------------------------------------------------ */
 

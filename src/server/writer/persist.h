@@ -73,6 +73,7 @@ typedef struct persist_s {
     log_t *log;                      /* the log seam (log/log.h): the local WAL, or the raft log */
     log_batch_t batch;               /* this turn's records, handed to the log by persist_kick() */
     log_pos_t committed;             /* the log's committed position: output marked above it waits */
+    uint64_t commits;                /* how often committed moved: net compares it, not positions */
     uint64_t committed_rev;          /* the highest revision whose record is committed */
     uv_async_t wake;                 /* the log thread's wake-up */
     char readonly[512];              /* non-empty: the log failed, writes are refused */
@@ -130,17 +131,20 @@ bool persist_backlogged(server_t *s);
 
 /* persist_paused() -- back-pressure holds: no client may be read. Net
  * asks at every flush, and reads clients again once it is false. */
-bool persist_paused(const server_t *s);
+/* (inline, server.h) bool persist_paused(const server_t *s); */
 
 /* persist_committed() -- the committed position, as of the log's last
  * wake-up: output marked with positions up to it may go (net.c). */
-log_pos_t persist_committed(const server_t *s);
+/* (inline, server.h) log_pos_t persist_committed(const server_t *s); */
 
 /* persist_durable_rev() -- the highest revision whose record is
  * committed: on a single server the WAL's durable revision, in cluster
  * mode the revision the committed entries reach. What the command layer
  * compares revisions with; never a position. */
-uint64_t persist_durable_rev(const server_t *s);
+/* (inline, server.h) uint64_t persist_durable_rev(const server_t *s); */
+
+/* persist_commits() -- how often the committed position moved: output
+ * held at one count cannot go before it changes (net.c). (inline, server.h) */
 
 /* persist_snapshot() -- start a snapshot unless one is running. Returns the
  * revision it covers, 0 if there is nothing to snapshot yet, or -1 with a

@@ -295,6 +295,7 @@ static void mark_serve(server_t *s, const char *name, size_t nlen)
     if (b->len > 0 && get_u32(b->data + qc->last_mark) == nlen &&
         memcmp(b->data + qc->last_mark + 4, name, nlen) == 0)
         return; /* marked just before */
+    s->writer.to_settle = true;
     qc->last_mark = b->len;
     ordo_buf_reserve(b, 4 + nlen);
     put_u32(b->data + b->len, (uint32_t)nlen);
@@ -352,6 +353,7 @@ void qwait_settle(server_t *s)
             ordo_buf_free(&marks);
         }
     }
+    s->writer.to_settle = false;
 }
 
 
@@ -497,9 +499,8 @@ static bool serve_pushers(server_t *s, qwait_t *qw)
             continue;
         }
         push_record(&rec, qw->name, qw->nlen, d);
-        qwait_apply(s, &rec, &res);
-        if (res.status == AP_QFULL || server_readonly(s) != NULL)
-            break;
+        if (writer_submit(s, &rec, WRITER_SELF, &res, NULL, 0) != WRITER_APPLIED || res.status == AP_QFULL)
+            break; /* refused (read-only, not leading: block.c answers it), or still full */
         progress = true;
         if (res.status == AP_QLIMIT) {
             qwait_limit_text(s, qw->name, qw->nlen, text, sizeof text);

@@ -48,6 +48,8 @@ typedef struct writer_s {
     uv_check_t flusher;              /* turn.c: after each loop turn */
     uv_timer_t cron;                 /* turn.c: every TURN_CRON_INTERVAL_MS */
     struct writer_txn_s *txn;        /* apply.c: the transaction EXEC runs, NULL outside one */
+    bool to_settle;                  /* queue_wait.c: queues are marked for serving (writer_settle()) */
+    bool coord_pending;              /* coord_wait.c: a lock or election with waiters became free */
 } writer_t;
 
 void writer_init(server_t *s);
