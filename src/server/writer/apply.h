@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "server.h"
+#include "writer/cluster.h"
 
 /* Who made a record: a client's command (refused past max-memory-bytes if
  * it grows the data) or the writer itself (a timer's, a served waiter's,
@@ -50,6 +51,19 @@ enum writer_verdict {
  * refusal's text, "CODE message" (NOTLEADER: the leader's address). res
  * is zeroed with status AP_NOOP when nothing was applied. */
 int writer_submit(server_t *s, record_t *rec, int origin, apply_result_t *res, char *why, size_t wlen);
+
+/* writer_makes_records() -- may the writer make records of its own now:
+ * the member leads (always, on a single server), the log has not failed,
+ * the server is not stopping? The one gate of every timer that makes
+ * records (expiry, queue deadlines, lease, lock and leadership ends): one
+ * that may not is not armed, and one that fires anyway does nothing;
+ * cluster.c re-arms them all when a member starts to lead. The door
+ * (writer_submit()) asks the same of every record, with a verdict for
+ * each refusal. */
+static inline bool writer_makes_records(const server_t *s)
+{
+    return !s->stopping && server_readonly(s) == NULL && cluster_leads(s);
+}
 
 /* writer_settle() -- serve the queues whose parked clients records since
  * the last settle may have unblocked (see above). A flag test when none:

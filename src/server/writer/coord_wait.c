@@ -65,7 +65,6 @@
 
 #include "apply.h"
 #include "block.h"
-#include "cluster.h"
 #include "core/coord.h"
 #include "turn.h"
 
@@ -478,9 +477,9 @@ void coord_wait_schedule(server_t *s)
 {
     coord_waits_t *cc = s->writer.coord;
     uint64_t next = coord_next_deadline(core_coord(s->core));
-    /* Only a writable leader ends holdings: a read-only server never will,
-     * and cluster.c re-arms this when a member starts to lead. */
-    if (next == 0 || !cluster_leads(s) || server_readonly(s) != NULL)
+    /* Only a writer that makes records ends holdings (apply.h); cluster.c
+     * re-arms this when a member starts to lead. */
+    if (next == 0 || !writer_makes_records(s))
         writer_timer_stop(&cc->timer);
     else
         writer_timer_arm_earlier(&cc->timer, next); /* one that fires sooner re-arms then */
@@ -495,7 +494,7 @@ void coord_wait_expire_due(server_t *s)
 {
     char stackname[256];
     coord_due_t d;
-    while (server_readonly(s) == NULL && cluster_leads(s) && s->now_ms > 0 && coord_due(core_coord(s->core), s->now_ms - 1, &d)) {
+    while (writer_makes_records(s) && s->now_ms > 0 && coord_due(core_coord(s->core), s->now_ms - 1, &d)) {
         char *name = d.nlen <= sizeof stackname ? stackname : ordo_xmalloc(d.nlen);
         if (d.nlen > 0)
             memcpy(name, d.name, d.nlen); /* apply frees what d.name points into */

@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "apply.h"
-#include "cluster.h"
 #include "turn.h"
 
 static void on_expire_timer(writer_timer_t *t)
@@ -31,10 +30,8 @@ static void on_expire_timer(writer_timer_t *t)
  * TTL in real time (never early; see docs/protocol.md). */
 void expire_due(server_t *s)
 {
-    if (server_readonly(s) != NULL)
-        return; /* the expiry could not be logged; keys stay until writes work */
-    if (!cluster_leads(s))
-        return; /* only a cluster's leader expires keys (it re-arms this when it starts to lead) */
+    if (!writer_makes_records(s))
+        return; /* keys stay until writes work, or on the leader (apply.h) */
     char stackkey[256];
     uint64_t next;
     while ((next = core_next_expiry(s->core)) != 0 && next < s->now_ms) {
@@ -58,7 +55,7 @@ void expire_due(server_t *s)
 void expire_schedule(server_t *s)
 {
     uint64_t next = core_next_expiry(s->core);
-    if (next == 0 || !cluster_leads(s)) /* only a leader expires keys; cluster.c re-arms this when it leads */
+    if (next == 0 || !writer_makes_records(s)) /* apply.h: cluster.c re-arms this when it leads */
         writer_timer_stop(&s->writer.expire_timer);
     else
         writer_timer_arm_earlier(&s->writer.expire_timer, next); /* a later one re-arms when it fires */

@@ -55,7 +55,6 @@
 #include "apply.h"
 #include "base/bytes.h"
 #include "block.h"
-#include "cluster.h"
 #include "turn.h"
 
 /* What a delivered message counts against max-reply-bytes besides its key
@@ -359,8 +358,8 @@ void qwait_settle(server_t *s)
 
 static void arm_at(server_t *s, uint64_t due_ms)
 {
-    if (s->stopping || !cluster_leads(s))
-        return; /* only a leader makes queue records; cluster.c re-arms this when it leads */
+    if (!writer_makes_records(s))
+        return; /* apply.h: cluster.c re-arms this when it leads */
     /* A deadline is due once now_ms passes it (queue.h), as timer.h fires. */
     writer_timer_arm_earlier(&s->writer.queues->timer, due_ms);
 }
@@ -662,8 +661,8 @@ static void on_queue_timer(writer_timer_t *t)
 {
     server_t *s = t->data;
     uint64_t now = server_tick(s);
-    if (!cluster_leads(s))
-        return; /* only a cluster's leader makes records; it re-arms this when it starts to lead */
+    if (!writer_makes_records(s))
+        return; /* apply.h: cluster.c re-arms this when it starts to lead */
     qwait_gc(s);
     bool all = run_due(s, NULL);
     queue_t *q;
