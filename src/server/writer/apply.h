@@ -13,12 +13,15 @@
  *           the callers of the message), the queue timer, and the queue
  *           marked for serving its parked clients at the next settle
  *   all     lock waiters and candidates the record freed are served, and
- *           the coordination timer re-armed (coord_wait_after_apply())
+ *           (after any record but a KV one) the coordination timer is
+ *           re-armed (coord_wait_after_apply())
  *
  * Serving a queue's parked clients waits for writer_settle(), which the
  * command layer calls after each command (and EXEC after each of its
- * commands) and the writer's timers at the end of their turn: a Q.CALL
- * parks before the pullers it feeds are served. Loop thread only.
+ * commands), and the writer after its timers' records and after a
+ * command's catch-up of due queue deadlines: a Q.CALL parks before the
+ * pullers it feeds are served, and a newcomer never overtakes a parked
+ * client. Loop thread only.
  */
 #ifndef ORDO_WRITER_APPLY_H
 #define ORDO_WRITER_APPLY_H

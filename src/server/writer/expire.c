@@ -1,12 +1,15 @@
 /*
  * expire.c -- the writer's side of key expiry.
  *
- * Expiry: SET PX/EX stores an absolute deadline with the put. The expiry
- * timer fires at the earliest deadline and applies one REC_EXPIRE record
- * stamped with the time it fired; apply deletes every key due by then. A
- * read that finds a key past its deadline before that record ran answers as
- * if it were gone and asks the timer to run at once, so no client ever reads
- * an expired value.
+ * Expiry: SET PX/EX stores an absolute deadline (the writer's clock) with
+ * the put. The expiry timer fires once the earliest deadline has passed
+ * and applies one REC_EXPIRE record per due key, through the door, each
+ * naming its key; apply deletes the key if it is still live. Dispatch runs
+ * expire_due() before every command too (cmd/registry.c), so a command
+ * that comes between a deadline and the timer sees the key gone, and no
+ * client reads an expired value. Only a writer that makes records expires
+ * (writer_makes_records(), apply.h); a refused record ends the pass, and
+ * the key stays until writes work or this member leads.
  */
 #include "expire.h"
 

@@ -3,14 +3,16 @@
  * for a wall-clock deadline (key expiry, queue deadlines, coordination
  * deadlines, parked clients' timeouts).
  *
- * Deadlines are absolute wall-clock ms (server_now_ms()), and a deadline
- * fires once the clock is *past* it: a timer armed at d fires when
- * now > d, i.e. after d + 1 - now ms (after 1 ms if that is already so,
- * never 0: see timer.c). The writer's records then treat "due" as
+ * Deadlines are absolute ms on the writer's clock (server_clock_ms(),
+ * server.h: set from the wall clock at start, then advanced by the
+ * monotonic clock, so a step of the wall clock changes no deadline), and
+ * a deadline fires once that clock is *past* it: a timer armed at d fires
+ * when now > d, i.e. after d + 1 - now ms (after 1 ms if that is already
+ * so, never 0: see timer.c). The writer's records then treat "due" as
  * deadline < now_ms, and nothing ends early in real time. A part whose
- * deadlines nobody can act on now (a member that does not lead, a
- * read-only server) stops its timer rather than re-arm it for a deadline
- * already past.
+ * deadlines nobody can act on now (writer_makes_records() false: a member
+ * that does not lead, a read-only or stopping server; apply.h) stops its
+ * timer rather than re-arm it for a deadline already past.
  *
  * Ownership: the timer is a member of the part that uses it (its owner
  * struct); writer_timer_init() after recovery, writer_timer_close() at
