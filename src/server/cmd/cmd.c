@@ -12,6 +12,7 @@
 #include "writer/expire.h"
 #include "writer/queue_wait.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -48,6 +49,7 @@ static bool parse_i64_strict(const char *p, size_t n, int64_t *out)
 
 bool arg_i64(cmd_ctx_t *x, size_t i, int64_t *out)
 {
+    assert(i < x->argc && out != NULL);
     if (parse_i64_strict(x->argv[i].ptr, x->argv[i].len, out))
         return true;
     reply_err(x, "ERR value is not an integer or out of range");
@@ -56,6 +58,7 @@ bool arg_i64(cmd_ctx_t *x, size_t i, int64_t *out)
 
 bool arg_u64(cmd_ctx_t *x, size_t i, uint64_t *out)
 {
+    assert(i < x->argc && out != NULL);
     char buf[32];
     size_t n = x->argv[i].len;
     if (n > 0 && n < sizeof buf && x->argv[i].ptr[0] >= '0' && x->argv[i].ptr[0] <= '9') {
@@ -75,6 +78,7 @@ bool arg_u64(cmd_ctx_t *x, size_t i, uint64_t *out)
 
 bool arg_name_ok(cmd_ctx_t *x, size_t i)
 {
+    assert(i < x->argc);
     if (x->argv[i].len <= (size_t)x->srv->cfg.max_name_bytes)
         return true;
     reply_errf(x, "LIMIT name is %zu bytes, above max-name-bytes (%lld)", x->argv[i].len,
@@ -84,6 +88,7 @@ bool arg_name_ok(cmd_ctx_t *x, size_t i)
 
 bool arg_value_ok(cmd_ctx_t *x, size_t i)
 {
+    assert(i < x->argc);
     if (x->argv[i].len <= (size_t)x->srv->cfg.max_value_bytes)
         return true;
     reply_errf(x, "LIMIT value is %zu bytes, above max-value-bytes (%lld)", x->argv[i].len,
@@ -104,6 +109,7 @@ bool reply_fits(cmd_ctx_t *x, size_t bytes, const char *hint)
 
 size_t cmd_fence_parse(cmd_ctx_t *x, size_t i, cmd_fence_t *f)
 {
+    assert(arg_is(x, i, "FENCE")); /* the caller found the word */
     memset(f, 0, sizeof *f);
     if (arg_is(x, i + 1, "ELECTION") && i + 3 < x->argc) {
         if (!arg_name_ok(x, i + 2) || !arg_u64(x, i + 3, &f->token))
@@ -135,6 +141,7 @@ size_t cmd_fence_parse(cmd_ctx_t *x, size_t i, cmd_fence_t *f)
 
 bool cmd_fence_holds(cmd_ctx_t *x, const cmd_fence_t *f)
 {
+    assert(f->kind >= FENCE_NONE && f->kind <= FENCE_DELIVERY);
     server_t *s = x->srv;
     int n = f->nlen > 64 ? 64 : (int)f->nlen;
     if (f->kind == FENCE_ELECTION) {
@@ -189,6 +196,10 @@ void cmd_foreach_error_code(server_t *s, void (*fn)(void *arg, const char *code,
 
 void reply_err(cmd_ctx_t *x, const char *msg)
 {
+    /* An error is one line with its code first: a CR or LF would split
+     * the stream (the client's words are quoted before they get here). */
+    assert(msg != NULL && msg[0] != '\0' && msg[0] != ' ');
+    ORDO_DEBUG_ASSERT(strpbrk(msg, "\r\n") == NULL);
     x->srv->stats.errors_total++;
     count_error(x->srv, msg);
     resp_add_error(x->out, msg);
@@ -214,6 +225,8 @@ void reply_notleader(cmd_ctx_t *x)
 
 bool cmd_write(cmd_ctx_t *x, record_t *rec, apply_result_t *res)
 {
+    assert(rec != NULL && res != NULL);
+    ORDO_DEBUG_ASSERT(record_valid(rec)); /* handlers validate arguments before they make a record */
     char why[WRITER_REFUSAL_MAX];
     if (writer_submit(x->srv, rec, WRITER_CLIENT, res, why, sizeof why) == WRITER_APPLIED)
         return true;

@@ -117,6 +117,8 @@ static __attribute__((noinline)) void reply_unknown(cmd_ctx_t *x)
 
 void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
 {
+    assert(c != NULL && cmd != NULL && cmd->argc >= 1 && !c->closing);
+    assert(c->waiter == NULL); /* a parked connection runs no command (net.c) */
     server_t *s = c->srv;
     cmd_ctx_t x = {s, c, &c->out, c->proto, cmd->argc, cmd->argv};
     s->stats.commands_total++;
@@ -170,7 +172,14 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
      * another such reply), needs no durability mark (net.c): in cluster
      * mode PING or CLUSTER INFO then costs the leader no raft barrier. */
     bool clean = c->out.len == c->checked_len || c->out.len == c->nostate_end;
+#ifdef ORDO_DEBUG
+    size_t out_before = c->out.len, shared_before = c->shared.n;
+#endif
     d->fn(&x);
+    /* Every command answers, or parks (and is answered later), or closes
+     * its connection. */
+    ORDO_DEBUG_ASSERT(c->out.len != out_before || c->shared.n != shared_before || c->waiter != NULL ||
+                      c->closing || c->close_after_write);
     writer_settle(s); /* the parked clients its records unblocked */
     if ((d->flags & CMD_NOSTATE) && clean && c->waiter == NULL)
         c->nostate_end = c->out.len;
