@@ -86,10 +86,10 @@ static void test_incr(void **state)
     record_t r = {.type = REC_INCR, .incr = {.key = "n", .klen = 1, .by = 5}};
     core_apply(c, &r, &res);
     assert_int_equal(res.status, AP_OK);
-    assert_int_equal(res.value, 5);
+    assert_int_equal(res.kv.incr, 5);
     r.incr.by = -7;
     core_apply(c, &r, &res);
-    assert_int_equal(res.value, -2);
+    assert_int_equal(res.kv.incr, -2);
     record_t p = put("n", "9223372036854775807", 1);
     core_apply(c, &p, &res);
     r.incr.by = 1;
@@ -135,7 +135,7 @@ static void test_key_ttl(void **state)
     t.flags = REC_F_LT; /* no deadline is infinite: 5000 is earlier */
     core_apply(c, &t, &res);
     assert_int_equal(res.status, AP_OK);
-    assert_int_equal(res.value, 1);
+    assert_true(res.kv.changed);
     assert_int_equal(core_rev(c), rev + 1);
     assert_int_equal(core_expiry_of(c, "k", 1), 5000);
     assert_int_equal(kv_get(core_kv(c), "k", 1)->mod_rev, rev); /* no new version */
@@ -188,7 +188,7 @@ static void test_expiry_is_a_record(void **state)
     record_t e = {.type = REC_EXPIRE, .time_ms = 1200, .expire = {.key = "t2", .klen = 2}};
     core_apply(c, &e, &res);
     assert_int_equal(res.status, AP_OK);
-    assert_int_equal(res.value, 1);
+    assert_true(res.kv.changed);
     assert_null(kv_get(core_kv(c), "t2", 2));
     assert_non_null(kv_get(core_kv(c), "t1", 2));
     core_apply(c, &e, &res); /* already gone: nothing to do, no revision */
@@ -447,15 +447,15 @@ static void test_queue_records(void **state)
     p.q_push.dlen = 2;
     apply_both(a, b, &p, &res);
     assert_int_equal(res.status, AP_OK);
-    assert_int_equal(res.value, 1); /* the id is the revision */
+    assert_int_equal(res.queue.id, 1); /* the id is the revision */
     apply_both(a, b, &p, &res);     /* duplicate: no revision */
     assert_int_equal(res.status, AP_NOOP);
-    assert_int_equal(res.value, 1);
+    assert_int_equal(res.queue.id, 1);
     assert_int_equal(core_rev(a), 1);
     record_t d = qrec(REC_Q_DELIVER, 110);
     apply_both(a, b, &d, &res);
     assert_int_equal(res.status, AP_OK);
-    assert_int_equal(res.qd.token, 2);
+    assert_int_equal(res.queue.delivery.token, 2);
     apply_both(a, b, &d, &res); /* nothing ready */
     assert_int_equal(res.status, AP_NOOP);
     record_t e = qrec(REC_Q_EXTEND, 120);
@@ -470,10 +470,10 @@ static void test_queue_records(void **state)
     x.q_redeliver.token = 2;
     apply_both(a, b, &x, &res);
     assert_int_equal(res.status, AP_OK);
-    assert_int_equal(res.qr.kind, QUEUE_RETRY_READY);
+    assert_int_equal(res.queue.retry.kind, QUEUE_RETRY_READY);
     apply_both(a, b, &d, &res);
-    assert_int_equal(res.qd.attempt, 2);
-    assert_int_equal(res.qd.token, 5); /* extend and redelivery took 3 and 4 */
+    assert_int_equal(res.queue.delivery.attempt, 2);
+    assert_int_equal(res.queue.delivery.token, 5); /* extend and redelivery took 3 and 4 */
     record_t k = qrec(REC_Q_ACK, 130);
     k.q_ack.msg_id = 1;
     k.q_ack.token = 2; /* stale */

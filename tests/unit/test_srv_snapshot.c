@@ -75,7 +75,7 @@ static core_t *build_core(void)
     apply_result_t res;
     core_apply(c, &pull, &res);
     assert_int_equal(res.status, AP_OK);
-    uint64_t id = res.qd.id, token = res.qd.token;
+    uint64_t id = res.queue.delivery.id, token = res.queue.delivery.token;
     apply_ok(c, (record_t){.type = REC_Q_ACK, .time_ms = t, .flags = REC_F_RESULT,
                            .q_ack = {.queue = "q", .qlen = 1, .msg_id = id, .token = token, .result = "ok",
                                      .rlen = 2}});

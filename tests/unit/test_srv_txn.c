@@ -73,10 +73,10 @@ static void test_check_delivery_tokens(void **state)
     record_t push = {.type = REC_Q_PUSH, .time_ms = 1,
                      .q_push = {.queue = "q", .qlen = 1, .key = "k", .klen = 1, .payload = "p", .plen = 1}};
     core_apply(c, &push, &res);
-    uint64_t id = (uint64_t)res.value;
+    uint64_t id = res.queue.id;
     record_t dl = {.type = REC_Q_DELIVER, .time_ms = 1, .q_deliver = {.queue = "q", .qlen = 1, .lease_ms = 1000}};
     core_apply(c, &dl, &res);
-    uint64_t token = res.qd.token;
+    uint64_t token = res.queue.delivery.token;
     core_txn_check_t t;
     core_txn_check_init(c, &t);
     record_t ack = {.type = REC_Q_ACK, .time_ms = 2, .q_ack = {.queue = "q", .qlen = 1, .msg_id = id, .token = token + 1}};

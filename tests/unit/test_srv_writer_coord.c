@@ -25,7 +25,7 @@ static uint64_t acquire(fix_t *f, uint64_t lease)
     record_t rec = {.type = REC_LOCK_ACQUIRE, .lock = {.name = LOCK, .nlen = 1, .ttl_ms = 600000, .lease_id = lease}};
     apply_result_t res = submit(f, rec, WRITER_CLIENT, WRITER_APPLIED);
     assert_int_equal(res.status, AP_OK);
-    return (uint64_t)res.value;
+    return res.coord.granted;
 }
 
 static void release(fix_t *f, uint64_t token)
@@ -81,7 +81,7 @@ static void test_lock_waiter_lease_gone(void **state)
     record_t grant = {.type = REC_LEASE_GRANT, .lease = {.ttl_ms = 600000}};
     apply_result_t g = submit(f, grant, WRITER_CLIENT, WRITER_APPLIED);
     assert_int_equal(g.status, AP_OK);
-    uint64_t lease = (uint64_t)g.value;
+    uint64_t lease = g.coord.granted;
     uint64_t held = acquire(f, 0);
     park_lock(f, 0, lease);
     park_lock(f, 1, 0);
@@ -135,7 +135,7 @@ static void test_campaign_waiter_wins_on_resign(void **state)
                      .elect = {.name = ELECT, .nlen = 1, .ttl_ms = 600000, .val = "a", .vlen = 1}};
     apply_result_t res = submit(f, camp, WRITER_CLIENT, WRITER_APPLIED);
     assert_int_equal(res.status, AP_OK);
-    uint64_t term = (uint64_t)res.value;
+    uint64_t term = res.coord.granted;
     char refusal[WRITER_REFUSAL_MAX] = "";
     assert_true(coord_wait_park(&f->s, fix_client(f, 0), COORD_WAIT_ELECT, ELECT, 1, 0, 600000, 0, false, "b", 1,
                                 refusal, sizeof refusal));
@@ -159,7 +159,7 @@ static void test_observe_and_unobserve(void **state)
     record_t camp = {.type = REC_ELECT_CAMPAIGN,
                      .elect = {.name = ELECT, .nlen = 1, .ttl_ms = 600000, .val = "me", .vlen = 2}};
     apply_result_t res = submit(f, camp, WRITER_CLIENT, WRITER_APPLIED);
-    uint64_t term = (uint64_t)res.value;
+    uint64_t term = res.coord.granted;
     assert_int_equal(f->nanswers, 1);
     fix_answer_t *a = &f->answers[0];
     assert_ptr_equal(a->client, fix_client(f, 0));

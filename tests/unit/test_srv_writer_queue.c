@@ -23,8 +23,8 @@ static uint64_t push(fix_t *f, const char *key, const char *payload)
 {
     apply_result_t res = submit(f, rec_qpush(Q, key, payload), WRITER_CLIENT, WRITER_APPLIED);
     assert_int_equal(res.status, AP_OK);
-    assert_true(res.value > 0);
-    return (uint64_t)res.value;
+    assert_true(res.queue.id > 0);
+    return res.queue.id;
 }
 
 /* One delivery, as a Q.PULL that found a message applies it. */
@@ -127,10 +127,10 @@ static void test_call_result_on_ack(void **state)
     uint64_t id = push(f, "k", "work");
     qwait_park_result(&f->s, fix_client(f, 0), Q, QLEN, id, 0, false, true);
     apply_result_t d = deliver(f, false);
-    assert_int_equal(d.qd.id, id);
+    assert_int_equal(d.queue.delivery.id, id);
     assert_int_equal(f->nanswers, 0);
     record_t ack = {.type = REC_Q_ACK, .flags = REC_F_RESULT,
-                    .q_ack = {.queue = Q, .qlen = QLEN, .msg_id = id, .token = d.qd.token, .result = "done",
+                    .q_ack = {.queue = Q, .qlen = QLEN, .msg_id = id, .token = d.queue.delivery.token, .result = "done",
                               .rlen = 4}};
     assert_int_equal(submit(f, ack, WRITER_CLIENT, WRITER_APPLIED).status, AP_OK);
     assert_int_equal(f->nanswers, 1);
@@ -206,9 +206,9 @@ static void test_push_served_when_room(void **state)
     assert_true(a->uint > 0);
     /* The id is the message the parked push made: a pull gets it. */
     apply_result_t d = deliver(f, false);
-    assert_int_equal(d.qd.id, a->uint);
-    assert_int_equal(d.qd.plen, 6);
-    assert_memory_equal(d.qd.payload, "second", 6);
+    assert_int_equal(d.queue.delivery.id, a->uint);
+    assert_int_equal(d.queue.delivery.plen, 6);
+    assert_memory_equal(d.queue.delivery.payload, "second", 6);
     fix_free(f);
 }
 

@@ -79,7 +79,7 @@ static void cmd_lease_grant(cmd_ctx_t *x)
         return;
     apply_result_t res;
     if (cmd_write(x, &rec, &res))
-        resp_add_uint(x->out, (uint64_t)res.value);
+        resp_add_uint(x->out, res.coord.granted);
 }
 
 static void cmd_lease_keepalive(cmd_ctx_t *x)
@@ -91,7 +91,7 @@ static void cmd_lease_keepalive(cmd_ctx_t *x)
     if (!cmd_write(x, &rec, &res))
         return;
     if (res.status == AP_OK)
-        resp_add_uint(x->out, (uint64_t)res.value);
+        resp_add_uint(x->out, res.coord.remaining_ms);
     else
         reply_lease_gone(x, rec.lease.lease_id);
 }
@@ -167,7 +167,7 @@ static void cmd_lock_acquire(cmd_ctx_t *x)
         if (!cmd_write(x, &rec, &res))
             return;
         if (res.status == AP_OK) {
-            resp_add_uint(x->out, (uint64_t)res.value);
+            resp_add_uint(x->out, res.coord.granted);
             return;
         }
         if (res.status == AP_NOTFOUND) {
@@ -272,7 +272,8 @@ static void cmd_elect_campaign(cmd_ctx_t *x)
         if (!cmd_write(x, &rec, &res))
             return;
         if (res.status == AP_OK) {
-            reply_campaign(x, handover, (uint64_t)res.value, res.data, res.dlen, res.data_lapsed);
+            reply_campaign(x, handover, res.coord.granted, res.coord.handover, res.coord.hlen,
+                           res.coord.handover_lapsed);
             return;
         }
         if (res.status == AP_NOTFOUND) {
@@ -322,7 +323,7 @@ static void cmd_elect_keepalive(cmd_ctx_t *x)
     if (!cmd_write(x, &rec, &res))
         return;
     if (res.status == AP_OK)
-        resp_add_uint(x->out, (uint64_t)res.value);
+        resp_add_uint(x->out, res.coord.remaining_ms);
     else
         reply_notholder(x, "term", rec.elect.term);
 }

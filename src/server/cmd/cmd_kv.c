@@ -229,7 +229,7 @@ static void do_incr(cmd_ctx_t *x, int64_t by)
     else if (res.status == AP_OVERFLOW)
         reply_err(x, "ERR increment or decrement would overflow");
     else
-        resp_add_int(x->out, res.value);
+        resp_add_int(x->out, res.kv.incr);
 }
 
 static void cmd_incr(cmd_ctx_t *x) { do_incr(x, 1); }

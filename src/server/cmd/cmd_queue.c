@@ -238,7 +238,7 @@ static void cmd_qpush(cmd_ctx_t *x)
     switch (res.status) {
     case AP_OK:
     case AP_NOOP: /* a duplicate: the first push's id */
-        resp_add_uint(x->out, (uint64_t)res.value);
+        resp_add_uint(x->out, res.queue.id);
         break;
     case AP_QLIMIT:
         reply_limit(x);
@@ -270,7 +270,7 @@ static void cmd_qcall(cmd_ctx_t *x)
             reply_full(x);
         return;
     }
-    uint64_t id = (uint64_t)res.value;
+    uint64_t id = res.queue.id;
     /* A repeat (ID inside the window) replays the first call's fate. */
     if (res.status == AP_NOOP && reply_fate_now(x, id))
         return;

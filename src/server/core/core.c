@@ -481,7 +481,7 @@ static void apply_incr(core_t *c, const record_t *r, apply_result_t *res)
     c->rev++;
     res->status = AP_OK;
     res->rev = c->rev;
-    res->value = v;
+    res->kv.incr = v;
     after_change(c, &ch); /* INCR keeps the key's expiry, as in Redis */
 }
 
@@ -493,7 +493,7 @@ static void apply_expire(core_t *c, const record_t *r, apply_result_t *res)
     if (delete_key(c, r->expire.key, r->expire.klen)) {
         res->status = AP_OK;
         res->rev = c->rev;
-        res->value = 1;
+        res->kv.changed = true;
     } else {
         exp_clear(c, r->expire.key, r->expire.klen);
         res->status = AP_NOOP;
@@ -503,13 +503,12 @@ static void apply_expire(core_t *c, const record_t *r, apply_result_t *res)
 /* EXPIRE / PEXPIRE / PERSIST: change a live key's deadline if the
  * condition holds. It changes no value, so it makes no version and fires
  * no watch, but it takes a revision like every logged change (see "Revisions"
- * below: replay after a snapshot must not skip it). res->value: 1 if the
- * deadline changed (or the key was deleted by a past deadline), else 0. */
+ * below: replay after a snapshot must not skip it). res->kv.changed: the
+ * deadline changed (or the key was deleted by a past deadline). */
 static void apply_key_ttl(core_t *c, const record_t *r, apply_result_t *res)
 {
     const rec_key_ttl_t *t = &r->key_ttl;
     res->status = AP_NOOP;
-    res->value = 0;
     if (kv_get(c->kv, t->key, t->klen) == NULL)
         return;
     uint64_t cur = core_expiry_of(c, t->key, t->klen); /* 0: none, i.e. infinite */
@@ -531,7 +530,7 @@ static void apply_key_ttl(core_t *c, const record_t *r, apply_result_t *res)
     }
     res->status = AP_OK;
     res->rev = c->rev;
-    res->value = 1;
+    res->kv.changed = true;
 }
 
 static void apply_compact(core_t *c, const record_t *r, apply_result_t *res)
@@ -611,18 +610,18 @@ static void apply_lease(core_t *c, const record_t *r, apply_result_t *res)
     uint64_t rem = 0;
     switch (r->type) {
     case REC_LEASE_GRANT:
-        res->value = (int64_t)coord_lease_grant(c->coord, l->ttl_ms, r->time_ms, c->rev + 1);
+        res->coord.granted = coord_lease_grant(c->coord, l->ttl_ms, r->time_ms, c->rev + 1);
         took(c, res, true, AP_OK);
         break;
     case REC_LEASE_KEEPALIVE: {
         int st = coord_lease_keepalive(c->coord, l->lease_id, r->time_ms, &rem);
-        res->value = (int64_t)rem;
+        res->coord.remaining_ms = rem;
         took(c, res, st == COORD_OK, AP_NOTFOUND);
         break;
     }
     case REC_LEASE_REVOKE:
-        res->value = coord_lease_revoke(c->coord, l->lease_id); /* revisions spent by its events */
-        res->status = res->value ? AP_OK : AP_NOOP;
+        res->coord.done = coord_lease_revoke(c->coord, l->lease_id) == 1; /* revisions spent by its events */
+        res->status = res->coord.done ? AP_OK : AP_NOOP;
         res->rev = c->rev;
         break;
     default:
@@ -638,17 +637,17 @@ static void apply_lock(core_t *c, const record_t *r, apply_result_t *res)
     case REC_LOCK_ACQUIRE: {
         int st = coord_lock_acquire(c->coord, l->name, l->nlen, l->ttl_ms, l->lease_id, r->time_ms, c->rev + 1,
                                     &tok);
-        res->value = (int64_t)tok;
+        res->coord.granted = tok;
         took(c, res, st == COORD_OK, st == COORD_BUSY ? AP_BUSY : AP_NOTFOUND);
         break;
     }
     case REC_LOCK_RELEASE:
-        res->value = coord_lock_release(c->coord, l->name, l->nlen, l->token, r->time_ms);
-        took(c, res, res->value == 1, AP_NOOP);
+        res->coord.done = coord_lock_release(c->coord, l->name, l->nlen, l->token, r->time_ms) == 1;
+        took(c, res, res->coord.done, AP_NOOP);
         break;
     case REC_LOCK_EXTEND:
-        res->value = coord_lock_extend(c->coord, l->name, l->nlen, l->token, l->ttl_ms, r->time_ms);
-        took(c, res, res->value == 1, AP_NOOP);
+        res->coord.done = coord_lock_extend(c->coord, l->name, l->nlen, l->token, l->ttl_ms, r->time_ms) == 1;
+        took(c, res, res->coord.done, AP_NOOP);
         break;
     default:
         assert(!"not a lock record");
@@ -665,27 +664,27 @@ static void apply_elect(core_t *c, const record_t *r, apply_result_t *res)
     case REC_ELECT_CAMPAIGN:
         st = coord_elect_campaign(c->coord, e->name, e->nlen, e->val, e->vlen, e->ttl_ms, e->lease_id, r->time_ms,
                                   c->rev + 1, &ld);
-        res->value = (int64_t)ld.term;
+        res->coord.granted = ld.term;
         if (st == COORD_OK) {
-            res->data = ld.handover;
-            res->dlen = ld.hlen;
-            res->data_lapsed = ld.handover_lapsed;
+            res->coord.handover = ld.handover;
+            res->coord.hlen = ld.hlen;
+            res->coord.handover_lapsed = ld.handover_lapsed;
         }
         took(c, res, st == COORD_OK, st == COORD_BUSY ? AP_BUSY : AP_NOTFOUND);
         break;
     case REC_ELECT_PROCLAIM:
-        res->value = coord_elect_proclaim(c->coord, e->name, e->nlen, e->term, e->val, e->vlen, r->time_ms);
-        took(c, res, res->value == 1, AP_NOOP);
+        res->coord.done = coord_elect_proclaim(c->coord, e->name, e->nlen, e->term, e->val, e->vlen, r->time_ms) == 1;
+        took(c, res, res->coord.done, AP_NOOP);
         break;
     case REC_ELECT_KEEPALIVE:
         st = coord_elect_keepalive(c->coord, e->name, e->nlen, e->term, r->time_ms, &rem);
-        res->value = (int64_t)rem;
+        res->coord.remaining_ms = rem;
         took(c, res, st == COORD_OK, AP_NOTHOLDER);
         break;
     case REC_ELECT_RESIGN:
-        res->value = coord_elect_resign(c->coord, e->name, e->nlen, e->term,
-                                        (r->flags & REC_F_HANDOVER) ? e->val : NULL, e->vlen, r->time_ms);
-        took(c, res, res->value == 1, AP_NOOP);
+        res->coord.done = coord_elect_resign(c->coord, e->name, e->nlen, e->term,
+                                             (r->flags & REC_F_HANDOVER) ? e->val : NULL, e->vlen, r->time_ms) == 1;
+        took(c, res, res->coord.done, AP_NOOP);
         break;
     default:
         assert(!"not an election record");
@@ -697,18 +696,18 @@ static void apply_coord_expire(core_t *c, const record_t *r, apply_result_t *res
     const rec_coord_expire_t *x = &r->coord_expire;
     switch (x->kind) {
     case COORD_LEASE:
-        res->value = coord_lease_expire(c->coord, x->id, r->time_ms); /* events spend */
-        res->status = res->value ? AP_OK : AP_NOOP;
+        res->coord.done = coord_lease_expire(c->coord, x->id, r->time_ms) == 1; /* events spend */
+        res->status = res->coord.done ? AP_OK : AP_NOOP;
         res->rev = c->rev;
         return;
     case COORD_LOCK:
-        res->value = coord_lock_expire(c->coord, x->name, x->nlen, x->id, r->time_ms);
+        res->coord.done = coord_lock_expire(c->coord, x->name, x->nlen, x->id, r->time_ms) == 1;
         break;
     default:
-        res->value = coord_elect_expire(c->coord, x->name, x->nlen, x->id, r->time_ms);
+        res->coord.done = coord_elect_expire(c->coord, x->name, x->nlen, x->id, r->time_ms) == 1;
         break;
     }
-    took(c, res, res->value == 1, AP_NOOP);
+    took(c, res, res->coord.done, AP_NOOP);
 }
 
 /* ---- queues -------------------------------------------------------------------
@@ -761,8 +760,8 @@ static void apply_qpush(core_t *c, queue_t *q, const record_t *r, apply_result_t
                       .coalesce = (r->flags & REC_F_COALESCE) != 0, .delay_ms = m->delay_ms};
     uint64_t id = 0;
     int st = queue_push(q, &p, c->rev + 1, r->time_ms, &id);
-    res->qstatus = st;
-    res->value = (int64_t)id;
+    res->queue.push_status = st;
+    res->queue.id = id;
     if (st == QUEUE_OK || st == QUEUE_MERGED)
         took(c, res, true, AP_OK);
     else
@@ -799,7 +798,8 @@ static int apply_to_queue(core_t *c, queue_t *q, const record_t *r, apply_result
     uint64_t next = c->rev + 1;
     switch (r->type) {
     case REC_Q_DELIVER:
-        return queue_deliver(q, r->time_ms, r->q_deliver.lease_ms, next, (r->flags & REC_F_NOACK) != 0, &res->qd);
+        return queue_deliver(q, r->time_ms, r->q_deliver.lease_ms, next, (r->flags & REC_F_NOACK) != 0,
+                             &res->queue.delivery);
     case REC_Q_ACK: {
         const rec_q_ack_t *a = &r->q_ack;
         return queue_ack(q, a->msg_id, a->token, (r->flags & REC_F_RESULT) ? (a->result ? a->result : "") : NULL,
@@ -807,10 +807,10 @@ static int apply_to_queue(core_t *c, queue_t *q, const record_t *r, apply_result
     }
     case REC_Q_NACK: {
         const rec_q_nack_t *n = &r->q_nack;
-        return queue_nack(q, n->msg_id, n->token, n->delay_ms, r->time_ms, next, &res->qr);
+        return queue_nack(q, n->msg_id, n->token, n->delay_ms, r->time_ms, next, &res->queue.retry);
     }
     case REC_Q_REDELIVER:
-        return queue_redeliver(q, r->q_redeliver.msg_id, r->q_redeliver.token, r->time_ms, next, &res->qr);
+        return queue_redeliver(q, r->q_redeliver.msg_id, r->q_redeliver.token, r->time_ms, next, &res->queue.retry);
     case REC_Q_UNPARK:
         return queue_unpark(q, r->q_unpark.key, r->q_unpark.klen);
     case REC_Q_PROMOTE:
@@ -851,7 +851,7 @@ static void apply_queue_record(core_t *c, const record_t *r, const char *name, u
         return;
     }
     int ok = apply_to_queue(c, q, r, res);
-    res->value = ok;
+    res->queue.done = ok != 0;
     took(c, res, ok != 0, AP_NOOP);
 }
 
@@ -866,8 +866,8 @@ static void apply_queue(core_t *c, const record_t *r, apply_result_t *res)
     queue_t *q = r->type == REC_Q_DROP ? NULL : queue_get(c->queues, name, nlen);
     if (q != NULL)
         queue_account(q);
-    if ((r->type == REC_Q_NACK || r->type == REC_Q_REDELIVER) && res->qr.dlq != NULL)
-        queue_account(res->qr.dlq);
+    if ((r->type == REC_Q_NACK || r->type == REC_Q_REDELIVER) && res->queue.retry.dlq != NULL)
+        queue_account(res->queue.retry.dlq);
 }
 
 /* A transaction: its sub-records in order, each as if applied alone. The

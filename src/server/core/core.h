@@ -361,7 +361,7 @@ enum apply_status {
     AP_OVERFLOW = 4,    /* INCR would overflow */
     AP_COMPACTED = 5,   /* KV.COMPACT: the point is already past rev */
     AP_FUTURE = 6,      /* KV.COMPACT: rev is beyond the current revision */
-    AP_BUSY = 7,        /* lock held / election led: result.value is the holder's token/term */
+    AP_BUSY = 7,        /* lock held / election led: result.coord.granted is the holder's token/term */
     AP_NOTFOUND = 8,    /* the lease does not exist (or has lapsed) */
     AP_NOTHOLDER = 9,   /* the token/term does not hold (FENCE, ELECT.KEEPALIVE) */
     AP_QFULL = 10,      /* Q.PUSH: MAXLEN messages pending */
@@ -369,23 +369,48 @@ enum apply_status {
     AP_INVALID = 12,    /* Q.CONFIG: the configuration was refused */
 };
 
+/* What core_apply() (and core_check()) answer. status, rev and cur_rev
+ * hold for every record; the union holds what the record answers, by its
+ * type's family (record_family()): a reader looks only at its record's
+ * family, so reading another family's member is visibly wrong. REC_TXN and
+ * core_check() set no union member. core_apply() and core_check() zero the
+ * whole result first, so a member the record did not set reads as zero
+ * (false, NULL). Pointers are valid until the next apply. */
 typedef struct apply_result_s {
-    int status;
-    uint64_t rev;
-    uint64_t cur_rev;
-    int64_t value;      /* REC_INCR: the new value; REC_EXPIRE: 1 if the key was deleted;
-                           coord: 1/0 for release-like calls, remaining ms for keepalives,
-                           the id/token/term granted */
-    const char *data;   /* REC_ELECT_CAMPAIGN: the hand-over value, NULL if none (valid until the next apply) */
-    size_t dlen;
-    bool data_lapsed;   /* REC_ELECT_CAMPAIGN: data is a lapsed term's last value, not handed over */
-    /* Queue records. value: REC_Q_PUSH the message id (the first one for a
-     * duplicate: AP_NOOP), 1/0 for ack-like records. qstatus: REC_Q_PUSH's
-     * enum queue_status. qd: REC_Q_DELIVER's delivery (pointers valid until
-     * the next apply). qr: REC_Q_NACK / REC_Q_REDELIVER's outcome. */
-    int qstatus;
-    queue_delivery_t qd;
-    queue_retry_t qr;
+    int status;                  /* enum apply_status */
+    uint64_t rev;                /* AP_OK: the revision the state reached (most records
+                                    also set it, to the current one, on other outcomes) */
+    uint64_t cur_rev;            /* AP_CONFLICT: the key's mod_rev (0 if absent); AP_FUTURE:
+                                    the current revision; AP_COMPACTED: the oldest kept */
+    union {
+        struct {                 /* REC_FAM_KV */
+            int64_t incr;        /* REC_INCR, AP_OK: the new value */
+            bool changed;        /* AP_OK: REC_EXPIRE deleted a live key; REC_KEY_TTL changed
+                                    the deadline (or deleted the key past a new one) */
+        } kv;
+        struct {                 /* REC_FAM_COORD */
+            uint64_t granted;    /* REC_LEASE_GRANT: the lease id; REC_LOCK_ACQUIRE: the token
+                                    (AP_OK) or the holder's token (AP_BUSY); REC_ELECT_CAMPAIGN:
+                                    the term (AP_OK) or the leader's term (AP_BUSY) */
+            uint64_t remaining_ms; /* REC_LEASE_KEEPALIVE / REC_ELECT_KEEPALIVE, AP_OK: the TTL left */
+            bool done;           /* REC_LEASE_REVOKE, REC_LOCK_RELEASE, REC_LOCK_EXTEND,
+                                    REC_ELECT_PROCLAIM, REC_ELECT_RESIGN, REC_COORD_EXPIRE: the
+                                    record did its work (then status is AP_OK) */
+            const char *handover; /* REC_ELECT_CAMPAIGN, AP_OK: the value handed over, NULL if none */
+            size_t hlen;
+            bool handover_lapsed; /* ... and it is a lapsed term's last value, not handed over */
+        } coord;
+        struct {                 /* REC_FAM_QUEUE */
+            uint64_t id;         /* REC_Q_PUSH: the message id (AP_OK), the first push's for a
+                                    duplicate (AP_NOOP) */
+            int push_status;     /* REC_Q_PUSH: queue_push()'s enum queue_status */
+            bool done;           /* records for an existing queue (all but REC_Q_PUSH,
+                                    REC_Q_CONFIG, REC_Q_DROP): it changed something
+                                    (then status is AP_OK) */
+            queue_delivery_t delivery; /* REC_Q_DELIVER, AP_OK: the message delivered */
+            queue_retry_t retry; /* REC_Q_NACK / REC_Q_REDELIVER, AP_OK: what became of the message */
+        } queue;
+    };
 } apply_result_t;
 
 /* Coordination events (coord.h) after the core has handled them (keys of

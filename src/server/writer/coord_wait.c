@@ -271,11 +271,12 @@ static void serve_one(server_t *s, waitq_t *q)
         }
         outcome_t o;
         if (q->kind == COORD_WAIT_LOCK)
-            o = (outcome_t){.kind = OUTCOME_UINT, .uint = (uint64_t)res.value};
+            o = (outcome_t){.kind = OUTCOME_UINT, .uint = res.coord.granted};
         else
             o = (outcome_t){.kind = OUTCOME_CAMPAIGN,
-                            .campaign = {.term = (uint64_t)res.value, .handover = d->handover,
-                                         .lapsed = res.data_lapsed, .value = res.data, .vlen = res.dlen}};
+                            .campaign = {.term = res.coord.granted, .handover = d->handover,
+                                         .lapsed = res.coord.handover_lapsed, .value = res.coord.handover,
+                                         .vlen = res.coord.hlen}};
         finish(s, w, &o);
         return;
     }

@@ -46,7 +46,7 @@ void expire_due(server_t *s)
         apply_result_t res;
         int verdict = writer_submit(s, &rec, WRITER_SELF, &res, NULL, 0);
         if (verdict == WRITER_APPLIED)
-            s->stats.expired_keys_total += (uint64_t)res.value;
+            s->stats.expired_keys_total += res.kv.changed ? 1 : 0;
         if (key != stackkey)
             free(key);
         if (verdict != WRITER_APPLIED)

@@ -311,7 +311,7 @@ void qwait_after_apply(server_t *s, const record_t *rec, const apply_result_t *r
     switch (rec->type) {
     case REC_Q_DELIVER:
         if (rec->flags & REC_F_NOACK)
-            qwait_complete_id(s, name, nlen, res->qd.id, QUEUE_FATE_NONE);
+            qwait_complete_id(s, name, nlen, res->queue.delivery.id, QUEUE_FATE_NONE);
         break;
     case REC_Q_ACK:
         qwait_complete_id(s, name, nlen, rec->q_ack.msg_id, QUEUE_FATE_DONE);
@@ -411,8 +411,8 @@ size_t qwait_deliver(server_t *s, const char *name, size_t nlen, uint32_t count,
         apply_result_t res;
         if (!qwait_apply(s, &rec, &res))
             break;
-        bytes += res.qd.klen + res.qd.plen + QWAIT_DELIVERY_OVERHEAD;
-        each(arg, &res.qd); /* a NOACK delivery has answered its callers (qwait_after_apply()) */
+        bytes += res.queue.delivery.klen + res.queue.delivery.plen + QWAIT_DELIVERY_OVERHEAD;
+        each(arg, &res.queue.delivery); /* a NOACK delivery has answered its callers (qwait_after_apply()) */
     }
     return n;
 }
@@ -451,7 +451,7 @@ void qwait_limit_text(server_t *s, const char *name, size_t nlen, char *buf, siz
 static void call_pushed(server_t *s, qwait_t *qw, waiter_t *w, const apply_result_t *res)
 {
     qwaiter_t *d = w->data;
-    uint64_t id = (uint64_t)res->value;
+    uint64_t id = res->queue.id;
     if (res->status == AP_NOOP) {
         const queue_t *q = queue_get(core_queues(s->core), qw->name, qw->nlen);
         queue_result_t r = {0};
@@ -507,7 +507,7 @@ static bool serve_pushers(server_t *s, qwait_t *qw)
         } else if (d->call) {
             call_pushed(s, qw, w, &res); /* answered, or now waits among the callers */
         } else {
-            outcome_t o = {.kind = OUTCOME_UINT, .uint = (uint64_t)res.value};
+            outcome_t o = {.kind = OUTCOME_UINT, .uint = res.queue.id};
             finish(s, w, &o);
         }
     }
@@ -579,17 +579,17 @@ void qwait_serve(server_t *s, const char *name, size_t nlen)
     }
 }
 
-/* A nack or a lease expiry came back with res->qr: a dead letter finishes
+/* A nack or a lease expiry came back with res->queue.retry: a dead letter finishes
  * the message for its callers and may make the dead-letter queue's
  * pullers' day. */
 void qwait_after_retry(server_t *s, const char *name, size_t nlen, const apply_result_t *res)
 {
-    if (res->qr.kind != QUEUE_RETRY_DEADLETTER)
+    if (res->queue.retry.kind != QUEUE_RETRY_DEADLETTER)
         return;
-    qwait_complete_id(s, name, nlen, res->qr.id, QUEUE_FATE_DEADLETTER);
-    if (res->qr.dlq != NULL) {
+    qwait_complete_id(s, name, nlen, res->queue.retry.id, QUEUE_FATE_DEADLETTER);
+    if (res->queue.retry.dlq != NULL) {
         size_t dlen;
-        const char *dn = queue_name(res->qr.dlq, &dlen);
+        const char *dn = queue_name(res->queue.retry.dlq, &dlen);
         mark_serve(s, dn, dlen);
     }
 }
