@@ -556,7 +556,7 @@ static void apply_compact(core_t *c, const record_t *r, apply_result_t *res)
     int rc = kv_compact(c->kv, point);
     assert(rc == KV_OK);
     (void)rc;
-    c->rev++; /* logged, so it takes a revision like every change (see apply_coord) */
+    c->rev++; /* logged, so it takes a revision like every change (see "Revisions" below and apply_lease()) */
     res->status = AP_OK;
     res->rev = c->rev;
 }
