@@ -225,8 +225,7 @@ void reply_notleader(cmd_ctx_t *x)
 
 bool cmd_write(cmd_ctx_t *x, record_t *rec, apply_result_t *res)
 {
-    assert(rec != NULL && res != NULL);
-    ORDO_DEBUG_ASSERT(record_valid(rec)); /* handlers validate arguments before they make a record */
+    ORDO_DEBUG_ASSERT(rec != NULL && res != NULL && record_valid(rec)); /* handlers validate arguments before they make a record */
     char why[WRITER_REFUSAL_MAX];
     if (writer_submit(x->srv, rec, WRITER_CLIENT, res, why, sizeof why) == WRITER_APPLIED)
         return true;

@@ -117,8 +117,8 @@ static __attribute__((noinline)) void reply_unknown(cmd_ctx_t *x)
 
 void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
 {
-    assert(c != NULL && cmd != NULL && cmd->argc >= 1 && !c->closing);
-    assert(c->waiter == NULL); /* a parked connection runs no command (net.c) */
+    ORDO_DEBUG_ASSERT(c != NULL && cmd != NULL && cmd->argc >= 1 && !c->closing);
+    ORDO_DEBUG_ASSERT(c->waiter == NULL); /* a parked connection runs no command (net.c) */
     server_t *s = c->srv;
     cmd_ctx_t x = {s, c, &c->out, c->proto, cmd->argc, cmd->argv};
     s->stats.commands_total++;

@@ -186,6 +186,8 @@ struct log_s {
     const log_ops_t *ops;
     size_t record_bytes_max;      /* the longest record log_append() takes */
     log_hooks_t hooks;
+    bool marks_are_revs;          /* a revision's position is the revision (the local log):
+                                   * log_mark() needs no call, and ops->mark may be NULL */
 };
 
 /* log_load_snapshot() -- load the snapshot (if any) into a fresh core.
@@ -229,7 +231,10 @@ static inline uint64_t log_committed_rev(const log_t *l) { return l->ops->commit
 /* log_mark() -- the position output made now must wait for, the state
  * having reached revision rev. Not a getter: raft's asks for a barrier
  * at this turn's flush if the turn proposes nothing (raft_log.h). */
-static inline log_pos_t log_mark(log_t *l, uint64_t rev) { return l->ops->mark(l, rev); }
+static inline log_pos_t log_mark(log_t *l, uint64_t rev)
+{
+    return l->marks_are_revs ? LOG_POS(rev) : l->ops->mark(l, rev);
+}
 
 /* log_failed() -- NULL while healthy, else why the log cannot be written;
  * for good (valid until log_close()). */

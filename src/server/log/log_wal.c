@@ -264,6 +264,7 @@ log_t *log_wal_open(const log_wal_options_t *opt, const log_hooks_t *hooks, char
     }
     log_wal_t *lw = ordo_xcalloc(1, sizeof *lw);
     lw->base.ops = &log_wal_ops;
+    lw->base.marks_are_revs = true; /* positions are revisions here (lw_mark()) */
     lw->base.hooks = *hooks;
     snprintf(lw->dir, sizeof lw->dir, "%s", opt->dir);
     snprintf(lw->waldir, sizeof lw->waldir, "%s/wal", opt->dir);

@@ -240,7 +240,10 @@ static bool log_progress(server_t *s)
     const char *failed = log_failed(s->persist.log);
     log_pos_t before = s->persist.committed;
     s->persist.committed = log_poll(s->persist.log);
-    s->persist.committed_rev = log_committed_rev(s->persist.log);
+    /* Where positions are revisions, the committed position is the
+     * committed revision too. */
+    s->persist.committed_rev = s->persist.log->marks_are_revs ? s->persist.committed.v
+                                                              : log_committed_rev(s->persist.log);
     assert(!log_pos_before(s->persist.committed, before)); /* positions only grow */
     if (failed != NULL) {
         enter_readonly(s, failed);
