@@ -143,7 +143,6 @@ void cmd_http_json_field(ordo_buf_t *b, const char *name, const char *s, size_t 
 
 void conn_flush(conn_t *c) { (void)c; }
 void conn_close(conn_t *c) { c->closing = true; }
-size_t conn_pending(const conn_t *c) { return c->out.len; }
 
 static const unsigned char asset_index[] = "<html>ordo</html>";
 const http_asset_t http_assets[] = {
