@@ -20,6 +20,14 @@
  * sent once out[0..at) may be, and the durability marks (ends in out)
  * cover it when their end is >= at (an event's head bytes always precede
  * its blob, so a mark taken before the event ends below it).
+ *
+ * Waits and observers: `waiter` is set and cleared by net's park and
+ * resume hooks (net.c), and dropped when the connection closes
+ * (cmd_conn_closed()); while set, no further command of the connection
+ * runs. `observers` is the list the writer links this connection's
+ * ELECT.OBSERVE / Q.WATCH observers on (writer/coord_wait.h); the command
+ * layer counts them in `nwatches` and hands the list to the writer when
+ * the connection closes (cmd_conn_closed()).
  */
 #ifndef ORDO_CONN_H
 #define ORDO_CONN_H
@@ -125,7 +133,7 @@ struct conn_s {
     struct txn_s *txn;         /* MULTI/WATCH state (cmd/cmd_txn.c), NULL if none */
     struct watch_s *watches;   /* this connection's watches (onext list) */
     size_t nwatches;           /* watches + observers */
-    ordo_list_t observers;     /* ELECT.OBSERVE observers (writer/coord_wait.c) */
+    ordo_list_t observers;     /* ELECT.OBSERVE and Q.WATCH observers (writer/coord_wait.c links them) */
     ordo_list_node_t link;     /* in net.conns */
     struct http_conn_s *http;  /* non-NULL on an HTTP connection (net/http.c) */
     uint64_t out_consumed;     /* bytes taken from the front of out since accept: every path that

@@ -21,6 +21,15 @@
  * Writes: replies of one read batch go out in one write. uv_try_write sends
  * what the socket takes at once without allocating a request; only the rest
  * waits for a uv_write.
+ *
+ * The writer's hooks (server.h) that concern connections are here, so the
+ * writer names nothing of net: net_answer() renders an outcome into a
+ * connection (through cmd_render()), net_park() / net_resume() set and
+ * clear its waiter (a parked connection runs no further command),
+ * net_flush() is the per-turn flush, net_drop_unsure() and
+ * net_drop_unmarked() close what a deposed leader or a failed log cannot
+ * vouch for. The bookkeeping cmd/ also uses (pending output, shared blobs,
+ * the dirty list) is net/conn.c.
  */
 #include <arpa/inet.h>
 #include <assert.h>
