@@ -193,16 +193,10 @@ static void answer_all(server_t *s, const char *prefix, const char *why, bool ke
         n = n->next;
         if (keep_cluster && w->kind == BLOCK_CLUSTER)
             continue;
-        check_parked(s, w);
-        s->hooks.answer(s, w->client, &o);
-        struct conn_s *client = w->client;
-        unlink_waiter(s, w);
         if (w->on_cancel)
             w->on_cancel(w); /* releases the handler's data, as for a disconnect */
-        free(w);
-        s->hooks.resume(client);
+        block_answer(s, w, &o);
     }
-    arm_timer(s);
 }
 
 static void on_wait_timer(writer_timer_t *t)
