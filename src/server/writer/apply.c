@@ -173,11 +173,18 @@ static const after_fn after_apply[] = {
     [REC_FAM_QUEUE] = after_queue, [REC_FAM_TXN] = after_none,
 };
 
-static void run_after(server_t *s, const record_t *rec, const apply_result_t *res)
+/* Run the family's step of the table; returns the family. */
+static int family_step(server_t *s, const record_t *rec, const apply_result_t *res)
 {
     int fam = record_family(rec->type);
     assert(fam >= 0 && (size_t)fam < sizeof after_apply / sizeof after_apply[0]);
     after_apply[fam](s, rec, res);
+    return fam;
+}
+
+static void run_after(server_t *s, const record_t *rec, const apply_result_t *res)
+{
+    int fam = family_step(s, rec, res);
     /* Serve lock waiters and candidates (records of their own); a KV
      * record moves no coordination deadline, so unless it freed a lock
      * (a key's lease...) it has nothing to do there. */
@@ -211,13 +218,13 @@ static void say_readonly(server_t *s, char *why, size_t wlen)
                  server_readonly(s) != NULL ? server_readonly(s) : "the log refused the record");
 }
 
-/* A client's record that grows the data past max-memory-bytes. Inside
- * EXEC's apply pass the limit was judged by its check pass, before
- * anything applied: judging it again half-way would split the transaction. */
+/* A client's record that grows the data past max-memory-bytes (set: the
+ * door asks only then). Inside EXEC's apply pass the limit was judged by
+ * its check pass, before anything applied: judging it again half-way would
+ * split the transaction. */
 static bool memory_refused(server_t *s, const record_t *rec, char *why, size_t wlen)
 {
-    if (s->cfg.max_memory_bytes <= 0 || (s->writer.txn != NULL && s->writer.txn->mode == WTXN_APPLY) ||
-        !grows(s, rec))
+    if ((s->writer.txn != NULL && s->writer.txn->mode == WTXN_APPLY) || !grows(s, rec))
         return false;
     char none[WRITER_REFUSAL_MAX];
     return writer_memory_refused(s, why != NULL ? why : none, why != NULL ? wlen : sizeof none);
@@ -240,10 +247,8 @@ int writer_submit(server_t *s, record_t *rec, int origin, apply_result_t *res, c
     rec->time_ms = s->now_ms;
     if (s->writer.txn != NULL) {
         txn_apply(s, s->writer.txn, rec, res);
-        if (s->writer.txn->mode == WTXN_APPLY && res->status == AP_OK) {
-            int fam = record_family(rec->type);
-            after_apply[fam](s, rec, res); /* coordination waits for the transaction's end */
-        }
+        if (s->writer.txn->mode == WTXN_APPLY && res->status == AP_OK)
+            family_step(s, rec, res); /* coordination waits for the transaction's end */
         return WRITER_APPLIED;
     }
     uint64_t t0 = uv_hrtime();
