@@ -694,7 +694,7 @@ static void cmd_qpeek(cmd_ctx_t *x)
      * (the first is always shown). */
     size_t bytes = 0, shown = 0;
     while (shown < n && (shown == 0 || bytes < (size_t)x->srv->cfg.max_reply_bytes)) {
-        bytes += 96 + m[shown].klen + m[shown].plen;
+        bytes += QWAIT_MESSAGE_FRAMING_BYTES + m[shown].klen + m[shown].plen;
         shown++;
     }
     resp_add_array(x->out, shown);

@@ -57,11 +57,6 @@
 #include "block.h"
 #include "turn.h"
 
-/* What a delivered message counts against max-reply-bytes besides its key
- * and payload: its framing (five elements, three of them numbers of up to
- * 20 digits), rounded up; Q.PEEK counts the same. */
-#define QWAIT_DELIVERY_OVERHEAD 96
-
 /* Due queue deadlines applied per timer turn before the loop goes back to
  * I/O (the timer re-arms at once if more are due). */
 #define QCMD_TIMERS_PER_TURN 4096
@@ -411,7 +406,7 @@ size_t qwait_deliver(server_t *s, const char *name, size_t nlen, uint32_t count,
         apply_result_t res;
         if (!qwait_apply(s, &rec, &res))
             break;
-        bytes += res.queue.delivery.klen + res.queue.delivery.plen + QWAIT_DELIVERY_OVERHEAD;
+        bytes += res.queue.delivery.klen + res.queue.delivery.plen + QWAIT_MESSAGE_FRAMING_BYTES;
         each(arg, &res.queue.delivery); /* a NOACK delivery has answered its callers (qwait_after_apply()) */
     }
     return n;

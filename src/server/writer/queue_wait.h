@@ -74,6 +74,10 @@ void qwait_after_retry(server_t *s, const char *name, size_t nlen, const apply_r
  * each delivered message to each(arg, d) right after its record (d is
  * valid during the call only); returns how many. */
 typedef void (*qwait_sink_fn)(void *arg, const queue_delivery_t *d);
+/* What one message counts against max-reply-bytes besides its key and
+ * payload, in a Q.PULL (qwait_deliver()) and a Q.PEEK alike: its framing
+ * (five elements, three of them numbers of up to 20 digits), rounded up. */
+#define QWAIT_MESSAGE_FRAMING_BYTES 96
 size_t qwait_deliver(server_t *s, const char *name, size_t nlen, uint32_t count, uint64_t lease_ms, bool noack,
                      qwait_sink_fn each, void *arg);
 /* qwait_gc() -- free the wait lists that were left empty. */
