@@ -30,18 +30,10 @@ static void reply_readonly(cmd_ctx_t *x)
     reply_errf(x, "READONLY the log cannot be written, so writes are refused: %s", server_readonly(x->srv));
 }
 
-static bool writable(cmd_ctx_t *x)
-{
-    if (server_readonly(x->srv) == NULL)
-        return true;
-    reply_readonly(x);
-    return false;
-}
-
-/* After a write command that passed writable() applied its records: if
- * the log refused one of them (the server turned read-only meanwhile), the
- * change exists only in memory, so the command answers -READONLY, never 0
- * or an empty array as if nothing had happened. Returns true if it did. */
+/* After a write command tried its records: if the server is read-only
+ * (the door refused them, or the log refused one of them and the change
+ * exists only in memory), the command answers -READONLY, never 0 or an
+ * empty array as if nothing had happened. Returns true if it did. */
 static bool refused(cmd_ctx_t *x)
 {
     if (server_readonly(x->srv) == NULL)
@@ -329,8 +321,6 @@ static void cmd_qpull(cmd_ctx_t *x)
             return;
         }
     }
-    if (!writable(x))
-        return;
     qwait_catch_up(x->srv, QNAME(x));
     size_t n = pull_now(x, count, lease_ms, noack);
     if (refused(x))
@@ -384,8 +374,7 @@ static void cmd_qack(cmd_ctx_t *x)
         return;
     }
     apply_result_t res;
-    if (writable(x))
-        apply_answer(x, &rec, token != 0, &res); /* the door answers the message's callers */
+    apply_answer(x, &rec, token != 0, &res); /* the door answers the message's callers */
 }
 
 static void cmd_qnack(cmd_ctx_t *x)
@@ -404,8 +393,7 @@ static void cmd_qnack(cmd_ctx_t *x)
                     .q_nack = {.queue = x->argv[1].ptr, .qlen = (uint32_t)x->argv[1].len, .msg_id = id, .token = token,
                                .delay_ms = delay_ms}};
     apply_result_t res;
-    if (writable(x))
-        apply_answer(x, &rec, token != 0, &res); /* a dead letter answers the callers at the door */
+    apply_answer(x, &rec, token != 0, &res); /* a dead letter answers the callers at the door */
 }
 
 static void cmd_qextend(cmd_ctx_t *x)
@@ -421,8 +409,7 @@ static void cmd_qextend(cmd_ctx_t *x)
                     .q_extend = {.queue = x->argv[1].ptr, .qlen = (uint32_t)x->argv[1].len, .msg_id = id,
                                  .token = token, .ttl_ms = ms}};
     apply_result_t res;
-    if (writable(x))
-        apply_answer(x, &rec, token != 0, &res);
+    apply_answer(x, &rec, token != 0, &res);
 }
 
 static void cmd_qresult(cmd_ctx_t *x)
@@ -525,8 +512,6 @@ static void cmd_qconfig(cmd_ctx_t *x)
         if (!ok)
             return;
     }
-    if (!writable(x))
-        return;
     char blob[CORE_QCONFIG_BYTES];
     core_qconfig_encode(&cfg, blob);
     record_t rec = {.type = REC_Q_CONFIG,
@@ -544,7 +529,7 @@ static void cmd_qconfig(cmd_ctx_t *x)
 
 static void cmd_qunpark(cmd_ctx_t *x)
 {
-    if (!queue_arg_ok(x) || !arg_name_ok(x, 2) || !writable(x))
+    if (!queue_arg_ok(x) || !arg_name_ok(x, 2))
         return;
     record_t rec = {.type = REC_Q_UNPARK,
                     .q_unpark = {.queue = x->argv[1].ptr, .qlen = (uint32_t)x->argv[1].len, .key = x->argv[2].ptr,
@@ -555,7 +540,7 @@ static void cmd_qunpark(cmd_ctx_t *x)
 
 static void cmd_qdrop(cmd_ctx_t *x)
 {
-    if (!queue_arg_ok(x) || !writable(x))
+    if (!queue_arg_ok(x))
         return;
     qwait_gc(x->srv);
     record_t rec = {.type = REC_Q_DROP, .q = {.queue = x->argv[1].ptr, .qlen = (uint32_t)x->argv[1].len}};
