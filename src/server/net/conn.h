@@ -163,13 +163,6 @@ void conn_resume(conn_t *c);
 /* conn_run_resumed() -- run every resumed connection's pending input. */
 void conn_run_resumed(server_t *s);
 
-/* conn_close_held() -- close every connection whose output waits for a
- * log position (a cluster member that stopped leading: those positions
- * may never be committed). */
-void conn_close_held(server_t *s);
-/* conn_output_unmarked() -- c holds output made since its last flush,
- * which no durability mark covers yet (persist.c, when the log fails). */
-bool conn_output_unmarked(const conn_t *c);
 
 /* conn_flush() -- start sending out if nothing is in flight. */
 void conn_flush(conn_t *c);

@@ -165,9 +165,13 @@ static __attribute__((noinline)) void release_held(server_t *s)
     }
 }
 
-bool conn_output_unmarked(const conn_t *c) { return c->out.len > c->checked_len; }
+/* c holds output made since its last flush, not yet marked (it may depend
+ * on revisions a failed log never stored). */
+static bool conn_output_unmarked(const conn_t *c) { return c->out.len > c->checked_len; }
 
-void conn_close_held(server_t *s)
+/* Close every connection whose output waits for a log position (a deposed
+ * leader cannot say whether it will commit). */
+static void conn_close_held(server_t *s)
 {
     ordo_list_node_t *n;
     while ((n = ordo_list_pop_front(&s->net.held)) != NULL)
