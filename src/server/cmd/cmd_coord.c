@@ -362,7 +362,7 @@ static void cmd_elect_observe(cmd_ctx_t *x)
     const resp_arg_t *name = &x->argv[1];
     resp_add_uint(x->out, coord_wait_observe(s, c, &c->observers, name->ptr, name->len));
     c->nwatches++;
-    coord_leader_t ld = {0};
+    coord_leader_t ld;
     if (!coord_elect_leader(cst(x), name->ptr, name->len, s->now_ms, &ld))
         ld = (coord_leader_t){0}; /* vacant */
     outcome_t o = {.kind = OUTCOME_LEADER,
