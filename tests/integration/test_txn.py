@@ -294,3 +294,67 @@ def test_transactions_across_a_snapshot_and_replay(ordod_factory):
     assert r.get("ctr") == b"30"
     assert all(r.get("sa%d" % i) == str(i).encode() for i in range(30))
     assert r.execute_command("Q.LEN", "sq")[0] == 30
+
+
+def peak_rss_bytes(srv):
+    """The server's peak resident set (VmHWM): what a burst cost at its worst."""
+    with open("/proc/%d/status" % srv.pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM in /proc/%d/status" % srv.pid)
+
+
+def test_exec_reply_bounded_by_max_reply_bytes(server, r):
+    """MULTI, 100 x GET of an 8 MiB value, EXEC on a connection that does not
+    read: the reply would be 800 MiB, built whole before any output bound
+    applied (1.48 GB of RSS). It is refused before anything runs, with
+    -LIMIT, and the server's peak memory stays near one reply."""
+    big = b"v" * (8 << 20)
+    r.set("big", big)
+    r.set("other", "1")
+    base = peak_rss_bytes(server)
+    c = server.raw(timeout=60)
+    n = 100
+    c.send_raw(b"".join([b"*1\r\n$5\r\nMULTI\r\n", b"*3\r\n$3\r\nSET\r\n$5\r\nother\r\n$1\r\n2\r\n"] +
+                        [b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n"] * n + [b"*1\r\n$4\r\nEXEC\r\n"]))
+    poll(lambda: sum(int(v) for k, v in server.info("stats").items() if k.startswith("transactions_")) >= 1,
+         "the EXEC ran")
+    assert peak_rss_bytes(server) < base + (200 << 20), (base, peak_rss_bytes(server))
+    assert c.read() == "OK"
+    assert c.read() == "QUEUED"
+    for _ in range(n):
+        assert c.read() == "QUEUED"
+    e = err(c.read(), "LIMIT ")
+    assert "max-reply-bytes" in e and "nothing was applied" in e, e
+    assert r.get("other") == b"1"  # the write queued before the reads did not apply
+    assert server.alive()
+
+
+def test_exec_reply_of_own_writes_bounded(ordod_factory):
+    """Phase 1 measures reads against the state before the transaction, so
+    reads of a value the transaction itself writes are bounded as EXEC
+    builds its reply: the read that would carry it past max-reply-bytes
+    answers -LIMIT in its slot, the others (and every write) stand."""
+    srv = ordod_factory("--max-reply-bytes", "16m")
+    c = srv.raw(timeout=60)
+    big = b"w" * (8 << 20)
+    assert c.call("MULTI") == "OK"
+    assert c.call("SET", "k", big) == "QUEUED"
+    for _ in range(3):
+        assert c.call("GET", "k") == "QUEUED"
+    assert c.call("INCR", "n") == "QUEUED"
+    res = c.call("EXEC")
+    assert res[0] == "OK" and res[1] == big, res[0]
+    err(res[2], "LIMIT reply of command 3 ")
+    err(res[3], "LIMIT reply of command 4 ")
+    assert res[4] == 1
+    assert c.call("GET", "n") == b"1"
+    assert len(c.call("GET", "k")) == len(big)
+
+
+def test_qwatch_refused_in_multi(server):
+    c = server.raw()
+    assert c.call("MULTI") == "OK"
+    err(c.call("Q.WATCH", "q"), "ERR Q.WATCH blocks or streams")
+    err(c.call("EXEC"), "EXECABORT")

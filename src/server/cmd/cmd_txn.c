@@ -27,12 +27,20 @@
  *      collected, then logged as one REC_TXN record (writer_txn_end()).
  *      EXEC's reply is written after that record, so it is released only
  *      when the record is durable, like every write's.
+ * EXEC's reply is bounded by max-reply-bytes like any reply that gathers
+ * many values: phase 1 also runs the reads of stored state, measuring
+ * their replies (against the state before the transaction), and refuses
+ * the whole EXEC with -LIMIT if they pass it; phase 2 replaces, in its
+ * slot, a reply that would still carry the array past it (a read of what
+ * the transaction wrote) with -LIMIT. Neither phase holds more than the
+ * bound plus one command's reply.
  * At queue time a write handler also runs once in WTXN_CHECK: an error it
  * answers before making any record is a syntax error, answered at once.
  *
  * Invariant: conn->txn is NULL or owned by the connection; EXEC, DISCARD
  * and the connection's close free it (ending every watch).
  */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +76,9 @@ typedef struct txn_s {
  * it may become (RECORD_HEADER_BYTES) rounded up, so max-multi-bytes also
  * bounds the REC_TXN record below the log's record limit. */
 #define TXN_ARG_OVERHEAD_BYTES 96
+/* Room for the -LIMIT line that replaces one command's reply in EXEC's
+ * array when it would pass max-reply-bytes (refuse_reply()). */
+#define TXN_SLOT_ERROR_BYTES 160
 
 static txn_t *txn_of(conn_t *c)
 {
@@ -117,7 +128,7 @@ static bool blocking_form(const cmd_ctx_t *x, const cmd_def_t *d)
 {
     const char *n = d->name;
     if (!strcasecmp(n, "Q.CALL") || !strcasecmp(n, "ELECT.CAMPAIGN") || !strcasecmp(n, "KV.WATCH") ||
-        !strcasecmp(n, "ELECT.OBSERVE") || !strcasecmp(n, "KV.UNWATCH"))
+        !strcasecmp(n, "ELECT.OBSERVE") || !strcasecmp(n, "KV.UNWATCH") || !strcasecmp(n, "Q.WATCH"))
         return true;
     if (!strcasecmp(n, "Q.PULL") || !strcasecmp(n, "Q.RESULT"))
         return any_arg_is(x, 2, "BLOCK");
@@ -319,20 +330,46 @@ static const char *guard_reason(int status)
     }
 }
 
-/* Phase 1: run the queued writes in WTXN_CHECK. Returns 0 if every guard
- * holds, else the failing command's 1-based position, its reason in why. */
-static size_t check_all(cmd_ctx_t *x, txn_t *t, char *why, size_t wlen)
+/* A queued read phase 1 runs too, to measure its reply: a read of stored
+ * state. Not the CMD_NOSTATE commands (CLIENT, CONFIG, DEBUG ... may act
+ * on the connection or the server, which running twice would do twice;
+ * their replies are counted in phase 2) nor SNAPSHOT (it starts one). */
+static bool measured_read(const cmd_def_t *d)
+{
+    return !(d->flags & (CMD_WRITE | CMD_NOSTATE)) && strcasecmp(d->name, "SNAPSHOT") != 0;
+}
+
+/* Phase 1: run the queued writes in WTXN_CHECK, and the reads to measure
+ * their replies. Returns 0 if every guard holds and the replies measured
+ * fit max-reply-bytes, else the failing command's 1-based position, its
+ * reason in why (*too_big set if the replies passed the bound). The
+ * replies go to one scratch buffer emptied per command, and the
+ * measuring stops at the first reply that passes the bound: what phase 1
+ * costs is bounded like what phase 2 builds. */
+static size_t check_all(cmd_ctx_t *x, txn_t *t, char *why, size_t wlen, bool *too_big)
 {
     server_t *s = x->srv;
     writer_txn_t w;
     ordo_buf_t scratch = {0};
-    size_t failed = 0;
+    size_t failed = 0, reply_bytes = 0;
+    *too_big = false;
     writer_txn_begin(s, &w, WTXN_CHECK);
     for (size_t i = 0; i < t->ncmds && failed == 0; i++) {
-        if (!(t->cmds[i].def->flags & CMD_WRITE))
+        const cmd_def_t *d = t->cmds[i].def;
+        if (!(d->flags & CMD_WRITE) && !measured_read(d))
             continue;
         scratch.len = 0;
-        run(x, t->cmds[i].def, t->cmds[i].argc, t->cmds[i].argv, &scratch);
+        run(x, d, t->cmds[i].argc, t->cmds[i].argv, &scratch);
+        reply_bytes += scratch.len;
+        if (!(d->flags & CMD_WRITE)) {
+            if (reply_bytes > (size_t)s->cfg.max_reply_bytes) {
+                failed = i + 1;
+                *too_big = true;
+                snprintf(why, wlen, "the replies up to command %zu would be %zu bytes, above max-reply-bytes (%lld)",
+                         i + 1, reply_bytes, (long long)s->cfg.max_reply_bytes);
+            }
+            continue;
+        }
         if (w.failed) {
             failed = i + 1;
             if (w.fail_status == AP_CONFLICT)
@@ -350,6 +387,25 @@ static size_t check_all(cmd_ctx_t *x, txn_t *t, char *why, size_t wlen)
     writer_txn_end(s, &w);
     ordo_buf_free(&scratch);
     return failed;
+}
+
+/* Phase 2's bound: command i's reply, which made body pass
+ * max-reply-bytes, is replaced in its slot by -LIMIT. Phase 1 measured
+ * the reads against the state before the transaction, so only a read of
+ * what the transaction itself wrote (or a command phase 1 does not run:
+ * INFO, CLIENT LIST ...) gets here; the writes still apply, and their
+ * replies are small. The reply dropped is freed here, so body never holds
+ * more than the bound plus one reply. */
+static void refuse_reply(cmd_ctx_t *x, ordo_buf_t *body, size_t before, size_t i)
+{
+    size_t bytes = body->len - before;
+    body->len = before;
+    char line[TXN_SLOT_ERROR_BYTES - 2];
+    int n = snprintf(line, sizeof line,
+                     "LIMIT reply of command %zu (%zu bytes) would carry EXEC's reply past max-reply-bytes (%lld)", i,
+                     bytes, (long long)x->srv->cfg.max_reply_bytes);
+    assert(n > 0 && (size_t)n < sizeof line);
+    resp_add_error(body, line);
 }
 
 static void cmd_exec(cmd_ctx_t *x)
@@ -378,19 +434,28 @@ static void cmd_exec(cmd_ctx_t *x)
         if (t->cmds[i].argc >= 2 && !strncasecmp(t->cmds[i].def->name, "Q.", 2))
             qwait_catch_up(s, t->cmds[i].argv[1].ptr, t->cmds[i].argv[1].len);
     char why[400];
-    size_t failed = check_all(x, t, why, sizeof why);
+    bool too_big;
+    size_t failed = check_all(x, t, why, sizeof why, &too_big);
     if (failed != 0) {
         txn_reset(x->conn);
         s->stats.transactions_aborted++;
-        reply_errf(x, "CONFLICT %zu %s", failed, why);
+        if (too_big)
+            reply_errf(x, "LIMIT %s; nothing was applied", why);
+        else
+            reply_errf(x, "CONFLICT %zu %s", failed, why);
         return;
     }
     writer_txn_t w;
     ordo_buf_t body = {0};
     resp_add_array(&body, t->ncmds);
     writer_txn_begin(s, &w, WTXN_APPLY);
-    for (size_t i = 0; i < t->ncmds; i++)
+    for (size_t i = 0; i < t->ncmds; i++) {
+        size_t before = body.len;
         run(x, t->cmds[i].def, t->cmds[i].argc, t->cmds[i].argv, &body);
+        if (body.len > (size_t)s->cfg.max_reply_bytes)
+            refuse_reply(x, &body, before, i + 1);
+    }
+    assert(body.len <= (size_t)s->cfg.max_reply_bytes + TXN_SLOT_ERROR_BYTES * t->ncmds);
     bool stored = writer_txn_end(s, &w);
     txn_reset(x->conn);
     if (!stored) {
