@@ -265,6 +265,110 @@ def test_malformed_and_oversized_requests_close(server, data, status):
     assert req(server, "GET", "/healthz")[0] == 200 and server.alive()
 
 
+# ---- strict HTTP/1.1: what a proxy in front would read otherwise -------------------
+
+STRICT_S = 5.0  # each refusal comes at once: well before http-request-timeout-ms (10 s)
+
+
+@pytest.mark.parametrize("data,status,text", [
+    # a space before the colon: a proxy may not honour it, we did
+    (b"PUT /v1/kv/x HTTP/1.1\r\nTransfer-Encoding : chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", 400,
+     b"malformed header name"),
+    (b"GET /v1/kv/x HTTP/1.1\r\nFoo Bar: x\r\n\r\n", 400, b"malformed header name"),
+    # HTTP/0.9 was served the dashboard
+    (b"GET /\r\n\r\n", 400, b"HTTP/0.9"),
+    (b"GET / HTTP/2.0\r\n\r\n", 505, b"HTTP/1.1"),
+    # 10,000 empty headers: 40 KB raw, 10 KB of names and values
+    (b"GET /v1/kv/x HTTP/1.1\r\n" + b"X:\r\n" * 10000 + b"\r\n", 431, b"http-header-max-bytes"),
+    # a chunk size no body may have, refused before its bytes
+    (b"PUT /v1/kv/x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n7fffffffffffffff\r\n", 413, b"body"),
+    # a malformed escape is named, not taken for a missing parameter
+    (b"GET /v1/watch?key=%zz HTTP/1.1\r\n\r\n", 400, b"'%zz' in the query"),
+    (b"GET /v1/kv/a%4 HTTP/1.1\r\n\r\n", 400, b"'%4' in the path"),
+], ids=["space-before-colon", "space-in-name", "http-0.9", "http-2.0", "10000-empty-headers", "chunk-size",
+        "bad-escape-query", "bad-escape-path"])
+def test_strict_parsing_refuses_at_once(server, data, status, text):
+    out = refusal(server, data)
+    assert out.startswith(b"HTTP/1.1 %d " % status), out[:300]
+    assert text in out, out[:300]
+    assert req(server, "GET", "/healthz")[0] == 200
+
+
+def test_trailers_never_override_headers(server):
+    """A chunked PUT whose If-Match header is stale and whose trailer carries
+    the right ETag (a field after it, so it was committed): the header
+    stands (412), nothing is written."""
+    st, h, _ = req(server, "PUT", "/v1/kv/t", body=b"v1")
+    rev = int(h["etag"].strip('"'))
+    data = (b"PUT /v1/kv/t HTTP/1.1\r\nTransfer-Encoding: chunked\r\nIf-Match: \"%d\"\r\nConnection: close\r\n\r\n"
+            b"3\r\nnew\r\n0\r\nIf-Match: \"%d\"\r\nX-After: 1\r\n\r\n" % (rev + 100, rev))
+    out = raw_exchange(server, data, timeout=STRICT_S)
+    assert out.startswith(b"HTTP/1.1 412 "), out[:300]
+    assert req(server, "GET", "/v1/kv/t")[2] == b"v1"
+
+
+def refusal(srv, data, timeout=STRICT_S):
+    """Send data and read until the server closes: what it answered before
+    closing (it may close before reading all of data, and reset)."""
+    s = socket.create_connection(("127.0.0.1", srv.http_port), timeout=timeout)
+    out = b""
+    try:
+        try:
+            s.sendall(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except ConnectionResetError:
+                return out
+            if not chunk:
+                return out
+            out += chunk
+    finally:
+        s.close()
+
+
+def first_response(srv, data, timeout=STRICT_S):
+    """Send data, return the first response's status line and headers (the
+    connection may stay open)."""
+    s = socket.create_connection(("127.0.0.1", srv.http_port), timeout=timeout)
+    try:
+        s.sendall(data)
+        out = b""
+        while b"\r\n\r\n" not in out:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            out += chunk
+        return out
+    finally:
+        s.close()
+
+
+def test_authorization_decided_before_the_body(ordod_factory):
+    """With --requirepass, a PUT announcing 8 MiB with no token is answered
+    401 at once, before a body byte is read (it was read whole first, 8 MiB
+    held per connection), and Expect: 100-continue without a valid token
+    gets 401, never 100 Continue. A trailer cannot bring the token."""
+    srv = ordod_factory("--requirepass", "s3cret")
+    head = b"PUT /v1/kv/k HTTP/1.1\r\nHost: x\r\nContent-Length: 8388608\r\n"
+    out = first_response(srv, head + b"\r\n")
+    assert out.startswith(b"HTTP/1.1 401 ") and b"WWW-Authenticate: Bearer" in out, out[:300]
+    out = first_response(srv, head + b"Expect: 100-continue\r\nAuthorization: Bearer wrong\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 401 "), out[:300]
+    out = first_response(srv, head + b"Expect: 100-continue\r\nAuthorization: Bearer s3cret\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 100 Continue"), out[:300]
+    chunked = (b"PUT /v1/kv/k HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n"
+               b"Authorization: Bearer s3cret\r\n\r\n")
+    assert raw_exchange(srv, chunked, timeout=STRICT_S).startswith(b"HTTP/1.1 401 ")
+    # The open routes take no more body before a token than RESP takes before AUTH.
+    out = first_response(srv, b"POST /healthz HTTP/1.1\r\nContent-Length: 1048576\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 413 "), out[:300]
+    assert req(srv, "GET", "/healthz")[0] == 200
+    assert req(srv, "PUT", "/v1/kv/k", body=b"y" * 100000)[0] == 200
+
+
 def test_body_limit_while_streaming(ordod_factory):
     srv = ordod_factory("--http-body-max-bytes", "4096")
     data = b"PUT /v1/kv/x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + (b"400\r\n" + b"z" * 1024 + b"\r\n") * 8

@@ -22,11 +22,17 @@
  *   - A connection turned into an event stream (sse) reads nothing more;
  *     its RESP pushes become events.
  *
- * Limits (docs/operations.md): http-header-max-bytes (431),
- * http-body-max-bytes (413), http-max-clients (503), http-request-timeout-ms
+ *   - Authorization is decided when a request's headers are complete
+ *     (on_headers_complete()), before any body byte is read; trailers
+ *     never change a header.
+ *
+ * Limits (docs/operations.md): http-header-max-bytes (431, raw bytes,
+ * counted by the parser), http-body-max-bytes (413; max-bulk-bytes-unauth
+ * before a valid token), http-max-clients (503), http-request-timeout-ms
  * (408: a request begun must arrive whole, against slow clients), and
- * http-idle-ms (an idle keep-alive connection is closed). Each error
- * response closes the connection.
+ * http-idle-ms (an idle keep-alive connection is closed). Parsing is
+ * strict where http-parser is lenient (header names, versions: 400/505).
+ * Each error response closes the connection.
  */
 #include <assert.h>
 #include <http_parser.h>
@@ -63,8 +69,9 @@ struct http_conn_s {
     ordo_buf_t hdr[H_COUNT];
     bool has_hdr[H_COUNT];
     bool in_value;          /* the last header callback was a value */
-    size_t header_bytes;
-    int limit_status;       /* a limit stopped the parser: 431 or 413 */
+    int limit_status;       /* a callback stopped the parser: 400, 401, 413, 505 */
+    const char *limit_why;  /* ... and why (a 400's or 505's text), NULL for the limits' own */
+    size_t body_max;        /* body bytes this request may send: set when its headers are complete */
     bool begun;             /* bytes of a request arrived */
     uint64_t begun_ms;      /* when its first byte arrived */
     uint64_t last_ms;       /* when the last response was written (http-idle-ms) */
@@ -211,6 +218,7 @@ static const char *reason(int status)
     case 502: return "Bad Gateway";
     case 503: return "Service Unavailable";
     case 504: return "Gateway Timeout";
+    case 505: return "HTTP Version Not Supported";
     default: return "Unknown";
     }
 }
@@ -531,6 +539,16 @@ static bool pct_decode(ordo_buf_t *b, const char *s, size_t n, bool plus_space)
     return true;
 }
 
+/* The first malformed escape of s[0..n) (a '%' not followed by two hex
+ * digits), or NULL. */
+static const char *bad_escape(const char *s, size_t n)
+{
+    for (const char *p = memchr(s, '%', n); p != NULL; p = memchr(p + 1, '%', n - (size_t)(p + 1 - s)))
+        if ((size_t)(p - s) + 2 >= n || hexval(p[1]) < 0 || hexval(p[2]) < 0)
+            return p;
+    return NULL;
+}
+
 typedef struct {
     size_t off, len;
 } span_t;
@@ -607,6 +625,31 @@ static bool authorized(conn_t *c)
     return diff == 0;
 }
 
+static void respond_unauthorized(conn_t *c)
+{
+    static const char text[] = "Authorization: Bearer <password> required\n";
+    respond(c, 401, "text/plain; charset=utf-8", "WWW-Authenticate: Bearer realm=\"ordo\"\r\n", text,
+            sizeof text - 1);
+}
+
+/* The routes served without a token: /healthz (a load balancer's probe)
+ * and the dashboard's files (GET). Judged on the raw path, before the
+ * body, so a request spelling them with escapes needs a token. */
+static bool open_route(const struct http_conn_s *h, int method)
+{
+    const char *url = h->url.data ? h->url.data : "";
+    const char *q = memchr(url, '?', h->url.len);
+    size_t plen = q ? (size_t)(q - url) : h->url.len;
+    if (plen == 8 && memcmp(url, "/healthz", 8) == 0)
+        return true;
+    if (method != HTTP_GET)
+        return false;
+    for (size_t i = 0; i < http_assets_count; i++)
+        if (strlen(http_assets[i].path) == plen && memcmp(http_assets[i].path, url, plen) == 0)
+            return true;
+    return false;
+}
+
 #define SEGS_MAX 8
 
 /* Route the complete request in h (url, headers, body). */
@@ -626,6 +669,17 @@ static void handle_request(conn_t *c)
     size_t qlen = q ? ulen - plen - 1 : 0;
     if (plen == 0 || url[0] != '/') {
         respond_text(c, 400, "bad request target");
+        return;
+    }
+    /* Every escape is judged here, once, so an error names the bad one
+     * (a parameter that fails to decode is never taken for an absent one). */
+    const char *bad = bad_escape(url, ulen);
+    if (bad != NULL) {
+        char msg[128];
+        size_t shown = ulen - (size_t)(bad - url) < 3 ? ulen - (size_t)(bad - url) : 3;
+        snprintf(msg, sizeof msg, "malformed percent-encoding '%.*s' in the %s: %% must be followed by two hex digits",
+                 (int)shown, bad, bad < url + plen ? "path" : "query");
+        respond_text(c, 400, msg);
         return;
     }
     /* Split the path on '/' (before decoding: %2F is a byte of a name). */
@@ -670,9 +724,8 @@ static void handle_request(conn_t *c)
                 return;
             }
     }
-    if (!authorized(c)) {
-        respond(c, 401, "text/plain; charset=utf-8", "WWW-Authenticate: Bearer realm=\"ordo\"\r\n",
-                "Authorization: Bearer <password> required\n", 42);
+    if (!authorized(c)) { /* on_headers_complete() refused it already: kept as the rule's statement */
+        respond_unauthorized(c);
         return;
     }
     if (nseg == 1 && SEG(0, "metrics")) {
@@ -842,15 +895,40 @@ static void handle_request(conn_t *c)
 
 static struct http_conn_s *H(http_parser *p) { return ((conn_t *)p->data)->http; }
 
-static int add_header_bytes(http_parser *p, size_t n)
+/* Stop the parser with status (the response http_process_input() writes)
+ * and its text. */
+static int refuse(http_parser *p, int status, const char *why)
 {
     struct http_conn_s *h = H(p);
-    h->header_bytes += n;
-    if (h->header_bytes > (size_t)((conn_t *)p->data)->srv->cfg.http_header_max_bytes) {
-        h->limit_status = 431;
-        return -1;
+    h->limit_status = status;
+    h->limit_why = why;
+    return -1;
+}
+
+/* A field name is a token (RFC 9110, 5.6.2): no space, no control, none
+ * of the separators. http-parser, built lenient, lets "Foo Bar" and
+ * "Transfer-Encoding " (a space before the colon) through, which a proxy
+ * in front of us may read otherwise: such a request is refused. */
+static bool token_chars(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              (ch != 0 && strchr("!#$%&'*+-.^_`|~", ch) != NULL)))
+            return false;
     }
-    return 0;
+    return true;
+}
+
+/* Only HTTP/1.0 and HTTP/1.1 are served: an HTTP/0.9 request ("GET /",
+ * no version) has no headers to carry a token and expects no status
+ * line. Known from the first header on (the request line is then whole). */
+static int check_version(http_parser *p)
+{
+    if (p->http_major == 1)
+        return 0;
+    return p->http_major == 0 ? refuse(p, 400, "HTTP/0.9 is not served: send HTTP/1.1")
+                              : refuse(p, 505, "only HTTP/1.0 and HTTP/1.1 are served");
 }
 
 static void commit_header(struct http_conn_s *h)
@@ -876,23 +954,33 @@ static int on_message_begin(http_parser *p)
         h->hdr[i].len = 0;
     }
     h->in_value = false;
-    h->header_bytes = 0;
+    h->body_max = 0;
     return 0;
 }
 
+/* The request line and the headers count against http-header-max-bytes
+ * raw, every byte the parser reads before the body (CR, LF, colons and
+ * the names of headers we skip included): http-parser counts them
+ * (http_parser_set_max_header_size(), HPE_HEADER_OVERFLOW: 431), so the
+ * callbacks only store. */
 static int on_url(http_parser *p, const char *at, size_t n)
 {
-    if (add_header_bytes(p, n) != 0)
-        return -1;
     ordo_buf_append(&H(p)->url, at, n);
     return 0;
 }
 
+/* Trailer fields (after a chunked body) are read and dropped: a header
+ * decided when the headers were complete (Authorization above all) is
+ * never overridden by one that arrives after the body. */
 static int on_header_field(http_parser *p, const char *at, size_t n)
 {
     struct http_conn_s *h = H(p);
-    if (add_header_bytes(p, n) != 0)
+    if (check_version(p) != 0)
         return -1;
+    if (!token_chars(at, n))
+        return refuse(p, 400, "malformed header name (a space or a separator in it, or before the colon)");
+    if (p->flags & F_TRAILING)
+        return 0;
     if (h->in_value) {
         commit_header(h);
         h->in_value = false;
@@ -904,23 +992,33 @@ static int on_header_field(http_parser *p, const char *at, size_t n)
 static int on_header_value(http_parser *p, const char *at, size_t n)
 {
     struct http_conn_s *h = H(p);
-    if (add_header_bytes(p, n) != 0)
-        return -1;
+    if (p->flags & F_TRAILING)
+        return 0;
     h->in_value = true;
     ordo_buf_append(&h->value, at, n);
     return 0;
 }
 
+/* Authorization is decided here, when the headers are complete and
+ * before any body byte is read: a request that needs a token and has no
+ * valid one is answered 401 at once (and the connection closed, its body
+ * unread), never `100 Continue`. A request that needs none (open_route())
+ * without a valid token may send a body of max-bulk-bytes-unauth at most,
+ * RESP's bound before AUTH. */
 static int on_headers_complete(http_parser *p)
 {
     struct http_conn_s *h = H(p);
     commit_header(h);
     h->in_value = false;
     conn_t *c = p->data;
-    if ((p->flags & F_CONTENTLENGTH) && p->content_length > (uint64_t)c->srv->cfg.http_body_max_bytes) {
-        h->limit_status = 413;
+    if (check_version(p) != 0)
         return -1;
-    }
+    bool authed = authorized(c);
+    if (!authed && !open_route(h, p->method))
+        return refuse(p, 401, NULL);
+    h->body_max = (size_t)(authed ? c->srv->cfg.http_body_max_bytes : c->srv->cfg.max_bulk_bytes_unauth);
+    if ((p->flags & F_CONTENTLENGTH) && p->content_length > (uint64_t)h->body_max)
+        return refuse(p, 413, NULL);
     /* curl and others wait (a second) for this before sending a body. */
     if (h->has_hdr[H_EXPECT] && h->hdr[H_EXPECT].len == 12 && strncasecmp(h->hdr[H_EXPECT].data, "100-continue", 12) == 0) {
         ordo_buf_puts(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
@@ -929,14 +1027,21 @@ static int on_headers_complete(http_parser *p)
     return 0;
 }
 
+/* A chunk's size is known before its bytes: one that cannot fit what the
+ * request may still send is refused at once, not after the bytes came. */
+static int on_chunk_header(http_parser *p)
+{
+    struct http_conn_s *h = H(p);
+    if (p->content_length > (uint64_t)(h->body_max - h->body.len))
+        return refuse(p, 413, NULL);
+    return 0;
+}
+
 static int on_body(http_parser *p, const char *at, size_t n)
 {
     struct http_conn_s *h = H(p);
-    conn_t *c = p->data;
-    if (h->body.len + n > (size_t)c->srv->cfg.http_body_max_bytes) {
-        h->limit_status = 413;
-        return -1;
-    }
+    if (h->body.len + n > h->body_max)
+        return refuse(p, 413, NULL);
     ordo_buf_append(&h->body, at, n);
     return 0;
 }
@@ -954,6 +1059,7 @@ static const http_parser_settings settings = {
     .on_header_value = on_header_value,
     .on_headers_complete = on_headers_complete,
     .on_body = on_body,
+    .on_chunk_header = on_chunk_header,
     .on_message_complete = on_message_complete,
 };
 
@@ -982,12 +1088,16 @@ void http_process_input(conn_t *c)
         }
         if (e != HPE_OK) {
             int status = h->limit_status ? h->limit_status : e == HPE_HEADER_OVERFLOW ? 431 : 400;
-            char msg[160];
-            snprintf(msg, sizeof msg, "%s", status == 431   ? "request headers above http-header-max-bytes"
-                                            : status == 413 ? "request body above http-body-max-bytes"
-                                                            : http_errno_description(e));
             h->keep_alive = false;
-            respond_text(c, status, msg);
+            if (status == 401)
+                respond_unauthorized(c);
+            else
+                respond_text(c, status,
+                             h->limit_why        ? h->limit_why
+                             : status == 431     ? "request headers above http-header-max-bytes"
+                             : status == 413     ? "request body above http-body-max-bytes (or max-bulk-bytes-unauth "
+                                                   "before a valid token)"
+                                                 : http_errno_description(e));
             break;
         }
     }
@@ -1005,6 +1115,10 @@ int http_conn_init(conn_t *c)
     struct http_conn_s *h = ordo_xcalloc(1, sizeof *h);
     c->http = h;
     c->proto = 3; /* replies as RESP3: typed nils, pushes for watch events */
+    /* The parser's header limit is one for the process (http-parser keeps
+     * it in a static): set from the option at every accept, so a CONFIG
+     * SET applies to the next connection. */
+    http_parser_set_max_header_size((uint32_t)c->srv->cfg.http_header_max_bytes);
     http_parser_init(&h->p, HTTP_REQUEST);
     h->p.data = c;
     h->keep_alive = true;
