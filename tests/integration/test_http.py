@@ -3,10 +3,12 @@ RESP consumers, idempotency, timeouts with Location, percent-encoded binary
 keys, Server-Sent Events resuming across a restart, /metrics parsed by
 prometheus_client, and the limits (malformed, oversized, slow, too many,
 idle). Clients: http.client from the standard library and raw sockets."""
+import base64
 import http.client
 import json
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.parse
@@ -656,3 +658,145 @@ def test_metrics_oldest_ready_age_grows_and_ends_when_pulled(server, r):
     got = r.execute_command("Q.PULL", "aging")
     assert got and got[0][1] == b"k1"
     assert age() == 0
+
+
+# ---- SSE at scale: one encoding per event, linear catch-up, a loop that answers ----------
+
+PING_BOUND_S = 0.050  # a PING from another client answers within this while streams run
+
+
+PINGER = r"""
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+if len(sys.argv) > 2:
+    s.sendall(b"AUTH %s\r\n" % sys.argv[2].encode()); s.recv(100)
+worst, count = 0.0, 0
+sys.stdout.write("ready\n"); sys.stdout.flush()
+import select
+while not select.select([sys.stdin], [], [], 0)[0]:
+    t0 = time.monotonic()
+    s.sendall(b"PING\r\n")
+    got = b""
+    while not got.endswith(b"\r\n"):
+        got += s.recv(100)
+    assert got == b"+PONG\r\n", got
+    worst, count = max(worst, time.monotonic() - t0), count + 1
+print(worst, count)
+"""
+
+
+class Pinger:
+    """PINGs the server over RESP, one after the other, from a process of its
+    own (so this test's own work does not delay it), until stopped; stop()
+    returns the slowest round trip seen."""
+
+    def __init__(self, srv):
+        args = [sys.executable, "-c", PINGER, str(srv.port)] + ([srv.password] if srv.password else [])
+        self.p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.p.stdout.readline() == "ready\n"
+
+    def stop(self):
+        out, _ = self.p.communicate("stop\n", timeout=DEADLINE_S)
+        worst, count = out.split()
+        assert int(count) > 0
+        return float(worst)
+
+
+def peak_rss_bytes(srv):
+    with open("/proc/%d/status" % srv.pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+def silent_sse(srv, path):
+    """An event stream whose client reads its headers, then nothing more."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+    s.settimeout(DEADLINE_S)
+    s.connect(("127.0.0.1", srv.http_port))
+    s.sendall(b"GET %s HTTP/1.1\r\nHost: t\r\n\r\n" % path.encode())
+    head = b""
+    while b"ordo watch\n\n" not in head:
+        head += s.recv(1)  # byte by byte: leave every event unread
+    assert head.startswith(b"HTTP/1.1 200 "), head
+    return s
+
+
+def test_sse_binary_values_are_base64_not_escaped(server, r):
+    """Control bytes made each byte six (\\u0001): such a value is base64 now."""
+    w = Sse(server, "/v1/watch?key=bin")
+    value = b"\x01\x02" * 5000
+    rev = r.execute_command("KV.PUT", "bin", value)
+    ev = w.event()
+    assert ev["id"] == str(rev) and "value" not in ev["data"]
+    assert base64.b64decode(ev["data"]["value_b64"]) == value
+    r.execute_command("KV.PUT", "bin", "tab\there \"quoted\"\nline")
+    assert w.event()["data"]["value"] == "tab\there \"quoted\"\nline"
+    w.close()
+
+
+def test_sse_fan_out_shares_one_encoding(server, r):
+    """40 streams that never read, then one 8 MiB binary write: it was encoded
+    (six bytes per byte) and copied per stream, 1.93 GB and 19 s. Encoded
+    once and shared: memory is a few copies of the value."""
+    streams = [silent_sse(server, "/v1/watch?key=big") for _ in range(40)]
+    base = peak_rss_bytes(server)
+    value = bytes(range(256)) * (8 << 12)   # 8 MiB, not UTF-8
+    r.execute_command("KV.PUT", "big", value)
+    r.execute_command("KV.PUT", "big", value[::-1])
+    assert peak_rss_bytes(server) - base < (120 << 20), peak_rss_bytes(server) - base
+    # A stream that reads gets the whole event.
+    w = Sse(server, "/v1/watch?key=big")
+    rev = r.execute_command("KV.PUT", "big", value)
+    ev = w.event()
+    assert ev["id"] == str(rev) and base64.b64decode(ev["data"]["value_b64"]) == value
+    w.close()
+    for s in streams:
+        s.close()
+
+
+def test_sse_fan_out_keeps_the_loop_answering(server, r):
+    """One 1 MiB binary write to 40 streams (bench/watch.sh's fan-out, on a
+    smaller scale): a PING from another client answers within the bound
+    while the event is encoded and sent."""
+    streams = [silent_sse(server, "/v1/watch?key=fan") for _ in range(40)]
+    p = Pinger(server)
+    value = bytes(range(256)) * (1 << 12)   # 1 MiB, not UTF-8
+    for _ in range(3):
+        r.execute_command("KV.PUT", "fan", value)
+    worst = p.stop()
+    assert worst < PING_BOUND_S, worst
+    for s in streams:
+        s.close()
+
+
+def test_sse_catch_up_is_linear_and_the_loop_answers(ordod_factory):
+    """Last-Event-ID over 100,000 revisions: the output tail was copied for
+    every event converted (16.5 s during which a PING waited). Now the
+    stream catches up as it reads and a PING answers within the bound."""
+    server = ordod_factory("--history-revs", "200000")
+    r = server.client()
+    n = 100000
+    p = r.pipeline(transaction=False)
+    for i in range(n):
+        p.execute_command("KV.PUT", "c/%d" % (i % 1000), "v%d" % i)
+        if i % 5000 == 4999:
+            p.execute()
+    last = int(r.execute_command("KV.REV")[0])
+    pinger = Pinger(server)
+    w = Sse(server, "/v1/watch?prefix=c%2F", last_event_id=last - n)
+    seen = 0
+    while True:
+        ev = w.event()
+        if ev["event"] == "put":
+            seen += 1
+            if int(ev["id"]) == last:
+                break
+    worst = pinger.stop()
+    w.close()
+    r.close()
+    assert seen == n
+    assert worst < PING_BOUND_S, worst

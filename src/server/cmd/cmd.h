@@ -133,8 +133,16 @@ const char *cmd_http_unhealthy(conn_t *c);
 void cmd_http_metrics(conn_t *c, ordo_buf_t *out);
 /* The JSON of /v1/status (the dashboard's data), appended to out. */
 void cmd_http_status(conn_t *c, ordo_buf_t *out);
-/* "name":"s" when s[0..n) is UTF-8, else "name_b64":"<base64>" (docs/http.md). */
+/* "name":"s" when s[0..n) is UTF-8 with no control byte but \t, \n, \r,
+ * else "name_b64":"<base64>" (docs/http.md): at most twice n, plus quotes. */
 void cmd_http_json_field(ordo_buf_t *b, const char *name, const char *s, size_t n);
+/* Server-Sent Events of a watch (docs/http.md), appended to b, the same
+ * bytes for every watcher: a change (value NULL: a deletion), "id: rev"
+ * first when with_id; a marker (synced, progress, cancelled) with its
+ * revision. */
+void cmd_http_sse_change(ordo_buf_t *b, bool with_id, const char *key, size_t klen, const char *value, size_t vlen,
+                         uint64_t rev);
+void cmd_http_sse_marker(ordo_buf_t *b, const char *event, uint64_t rev, bool with_id);
 
 /* Outcomes as RESP (cmd_outcome.c; writer/outcome.h). cmd_render()
  * writes o into out for protocol proto (an error counts in errors_total,

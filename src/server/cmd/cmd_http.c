@@ -49,36 +49,84 @@ static bool utf8_valid(const unsigned char *s, size_t n)
     return true;
 }
 
+/* Bytes of the control characters a JSON string spells with a short
+ * escape (\t, \n, \r); every other control makes the string base64. */
+static bool json_short_control(unsigned char ch) { return ch == '\t' || ch == '\n' || ch == '\r'; }
+
+/* s[0..n) is carried as a JSON string: valid UTF-8 with no control but
+ * \t, \n, \r, so its escapes (those three, '"' and '\\') cost two bytes
+ * at most. Anything else is base64 (4/3 of its size): a value of control
+ * bytes spelled \u00XX would cost six bytes per byte. */
+static bool json_stringable(const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((s[i] < 0x20 && !json_short_control(s[i])) || s[i] == 0x7f)
+            return false;
+    return utf8_valid(s, n);
+}
+
 static void json_base64(ordo_buf_t *b, const unsigned char *s, size_t n)
 {
     static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    ordo_buf_append(b, "\"", 1);
+    char *o = ordo_buf_reserve(b, 2 + (n + 2) / 3 * 4), *start = o;
+    *o++ = '"';
     for (size_t i = 0; i < n; i += 3) {
         uint32_t v = (uint32_t)s[i] << 16 | (i + 1 < n ? (uint32_t)s[i + 1] << 8 : 0) | (i + 2 < n ? s[i + 2] : 0);
-        char o[4] = {t[v >> 18 & 63], t[v >> 12 & 63], i + 1 < n ? t[v >> 6 & 63] : '=', i + 2 < n ? t[v & 63] : '='};
-        ordo_buf_append(b, o, 4);
+        *o++ = t[v >> 18 & 63];
+        *o++ = t[v >> 12 & 63];
+        *o++ = i + 1 < n ? t[v >> 6 & 63] : '=';
+        *o++ = i + 2 < n ? t[v & 63] : '=';
     }
-    ordo_buf_append(b, "\"", 1);
+    *o++ = '"';
+    b->len += (size_t)(o - start);
 }
 
 void cmd_http_json_field(ordo_buf_t *b, const char *name, const char *s, size_t n)
 {
-    if (!utf8_valid((const unsigned char *)s, n)) {
+    const unsigned char *u = (const unsigned char *)s;
+    if (!json_stringable(u, n)) {
         ordo_buf_printf(b, "\"%s_b64\":", name);
-        json_base64(b, (const unsigned char *)s, n);
+        json_base64(b, u, n);
         return;
     }
-    ordo_buf_printf(b, "\"%s\":\"", name);
+    ordo_buf_printf(b, "\"%s\":", name);
+    char *o = ordo_buf_reserve(b, 2 + 2 * n), *start = o;
+    *o++ = '"';
     for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch == '"' || ch == '\\')
-            ordo_buf_printf(b, "\\%c", ch);
-        else if (ch < 0x20 || ch == 0x7f)
-            ordo_buf_printf(b, "\\u%04x", ch);
-        else
-            ordo_buf_append(b, &s[i], 1);
+        unsigned char ch = u[i];
+        if (ch == '"' || ch == '\\') {
+            *o++ = '\\';
+            *o++ = (char)ch;
+        } else if (json_short_control(ch)) {
+            *o++ = '\\';
+            *o++ = ch == '\t' ? 't' : ch == '\n' ? 'n' : 'r';
+        } else
+            *o++ = (char)ch;
     }
-    ordo_buf_append(b, "\"", 1);
+    *o++ = '"';
+    b->len += (size_t)(o - start);
+}
+
+void cmd_http_sse_change(ordo_buf_t *b, bool with_id, const char *key, size_t klen, const char *value, size_t vlen,
+                         uint64_t rev)
+{
+    if (with_id)
+        ordo_buf_printf(b, "id: %llu\n", (unsigned long long)rev);
+    ordo_buf_printf(b, "event: %s\ndata: {", value != NULL ? "put" : "del");
+    cmd_http_json_field(b, "key", key, klen);
+    if (value != NULL) {
+        ordo_buf_append(b, ",", 1);
+        cmd_http_json_field(b, "value", value, vlen);
+    } else
+        ordo_buf_puts(b, ",\"value\":null");
+    ordo_buf_printf(b, ",\"revision\":%llu}\n\n", (unsigned long long)rev);
+}
+
+void cmd_http_sse_marker(ordo_buf_t *b, const char *event, uint64_t rev, bool with_id)
+{
+    if (with_id)
+        ordo_buf_printf(b, "id: %llu\n", (unsigned long long)rev);
+    ordo_buf_printf(b, "event: %s\ndata: {\"revision\":%llu}\n\n", event, (unsigned long long)rev);
 }
 
 const char *cmd_http_unhealthy(conn_t *c)

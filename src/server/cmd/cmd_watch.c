@@ -32,6 +32,13 @@
  * never a queue of events that grows with the write rate. A watch created
  * with FROM starts in CATCHUP.
  *
+ * An HTTP event stream (conn->sse) is a watcher like the others, in the
+ * same states under the same bound, but its events are written as
+ * Server-Sent Events (cmd_http_sse_change()), the same bytes for all its
+ * watchers: a live change is encoded once for all streams and shared as
+ * one blob from WATCH_SHARE_MIN_BYTES on, and net/http.c passes them
+ * through.
+ *
  * Invariant: a watch's events are only ever written from one source at a
  * time: the store as of snap_rev in SNAPSHOT, live delivery in LIVE, the
  * log in CATCHUP; last_rev moves forward
@@ -95,14 +102,33 @@ static char *add_event_head(conn_t *c, const watch_t *w, size_t tail_len)
     return p + w->head_len;
 }
 
+/* An event stream's (c->sse) change, the same bytes for all its watchers:
+ * no id for a snapshot's keys (they come at their own older revisions;
+ * the stream's id moves at watch-synced). */
+static void add_sse_change(ordo_buf_t *out, bool with_id, const kv_version_t *cur)
+{
+    cmd_http_sse_change(out, with_id, cur->key, cur->klen, cur->deleted ? NULL : cur->value, cur->vlen,
+                        cur->mod_rev);
+}
+
 static void add_event(conn_t *c, const watch_t *w, const kv_version_t *cur, const kv_version_t *prev)
 {
+    if (c->sse) {
+        add_sse_change(&c->out, w->state != WATCH_SNAPSHOT, cur);
+        c->srv->stats.watch_events_total++;
+        return;
+    }
     add_event_head(c, w, 0);
     add_event_tail(&c->out, c->proto, w->prevval, cur, prev);
 }
 
+/* kind is "watch-synced" or "watch-progress". */
 static void add_marker(conn_t *c, const char *kind, uint64_t id, uint64_t rev)
 {
+    if (c->sse) {
+        cmd_http_sse_marker(&c->out, kind + strlen("watch-"), rev, true);
+        return;
+    }
     resp_add_push(&c->out, c->proto, 3);
     resp_add_bulk_str(&c->out, kind);
     resp_add_uint(&c->out, id);
@@ -126,6 +152,14 @@ static void watch_free(conn_t *c, watch_t *w)
 
 static void watch_cancel(conn_t *c, watch_t *w, const char *reason)
 {
+    if (c->sse) {
+        /* The stream ends; its client resumes from its Last-Event-ID. */
+        cmd_http_sse_marker(&c->out, "cancelled", w->last_rev, false);
+        c->close_after_write = true;
+        c->srv->stats.watch_cancelled_total++;
+        watch_free(c, w);
+        return;
+    }
     resp_add_push(&c->out, c->proto, 4);
     resp_add_bulk_str(&c->out, "watch-cancelled");
     resp_add_uint(&c->out, w->id);
@@ -208,23 +242,38 @@ typedef struct deliver_ctx_s {
     ordo_buf_t tail[2][2];       /* [proto == 3][prevval] */
     bool have[2][2];
     ordo_blob_t *blob[2][2];     /* the tail as a shared blob, once one watcher needed it */
+    ordo_buf_t sse;              /* the whole event of the event streams (c->sse) */
+    bool have_sse;
+    ordo_blob_t *sse_blob;
 } deliver_ctx_t;
 
-static void deliver_one(watch_t *w, void *arg)
+/* Deliver to an event stream: the event is encoded once per change, and
+ * from WATCH_SHARE_MIN_BYTES on shared as one blob by every stream, as
+ * RESP watchers share their tail. */
+static void deliver_sse(deliver_ctx_t *d, conn_t *c)
 {
-    deliver_ctx_t *d = arg;
-    const kv_change_t *ch = d->ch;
-    conn_t *c = w->owner;
-    if (w->state != WATCH_LIVE || c->closing)
-        return;
-    if (conn_pending(c) >= WATCH_BEHIND_BYTES) {
-        w->state = WATCH_CATCHUP; /* last_rev stays at what was delivered */
+    if (!d->have_sse) {
+        add_sse_change(&d->sse, true, d->ch->cur);
+        d->have_sse = true;
+    }
+    c->srv->stats.watch_events_total++;
+    if (d->sse.len < WATCH_SHARE_MIN_BYTES) {
+        ordo_buf_append(&c->out, d->sse.data, d->sse.len);
         return;
     }
+    if (d->sse_blob == NULL)
+        d->sse_blob = ordo_blob_new(d->sse.data, d->sse.len);
+    conn_add_shared(c, d->sse_blob);
+}
+
+/* Deliver to a RESP watcher: the tail of its (protocol, PREVVAL) variant,
+ * encoded once per change, behind its own head. */
+static void deliver_resp(deliver_ctx_t *d, conn_t *c, const watch_t *w)
+{
     int p3 = c->proto == 3, pv = w->prevval;
     ordo_buf_t *t = &d->tail[p3][pv];
     if (!d->have[p3][pv]) {
-        add_event_tail(t, c->proto, w->prevval, ch->cur, ch->prev);
+        add_event_tail(t, c->proto, w->prevval, d->ch->cur, d->ch->prev);
         d->have[p3][pv] = true;
     }
     if (t->len >= WATCH_SHARE_MIN_BYTES) {
@@ -237,7 +286,23 @@ static void deliver_one(watch_t *w, void *arg)
         memcpy(dst, t->data, t->len);
         c->out.len += t->len;
     }
-    w->last_rev = ch->cur->mod_rev;
+}
+
+static void deliver_one(watch_t *w, void *arg)
+{
+    deliver_ctx_t *d = arg;
+    conn_t *c = w->owner;
+    if (w->state != WATCH_LIVE || c->closing)
+        return;
+    if (conn_pending(c) >= WATCH_BEHIND_BYTES) {
+        w->state = WATCH_CATCHUP; /* last_rev stays at what was delivered */
+        return;
+    }
+    if (c->sse)
+        deliver_sse(d, c);
+    else
+        deliver_resp(d, c, w);
+    w->last_rev = d->ch->cur->mod_rev;
     w->last_sent_ms = c->srv->now_ms;
     conn_mark_dirty(c);
 }
@@ -253,6 +318,9 @@ static void on_change(void *arg, const kv_change_t *ch)
             if (d.blob[i][j] != NULL)
                 ordo_blob_unref(d.blob[i][j]); /* the watchers hold theirs */
         }
+    ordo_buf_free(&d.sse);
+    if (d.sse_blob != NULL)
+        ordo_blob_unref(d.sse_blob);
 }
 
 /* ---- snapshot ------------------------------------------------------------------ */

@@ -37,9 +37,10 @@ static size_t shared_memory(const conn_shared_list_t *l)
 void conn_add_shared(conn_t *c, ordo_blob_t *b)
 {
     assert(b->len > 0 && !c->closing);
-    if (c->http != NULL) {
+    if (c->http != NULL && !c->sse) {
         /* HTTP rewrites the RESP it finds in out into its own framing
-         * (http_before_flush), so its connections take a copy. */
+         * (http_before_flush), so its connections take a copy; an event
+         * stream's events are final bytes, shared as for RESP. */
         ordo_buf_append(&c->out, b->data, b->len);
         return;
     }

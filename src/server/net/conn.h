@@ -12,7 +12,9 @@
  * a pipelining client cannot queue unbounded replies.
  *
  * Shared blobs: a large watch event is one blob referenced by every
- * watcher's output (conn_add_shared()) instead of copied into each. A
+ * watcher's output (conn_add_shared()) instead of copied into each (on an
+ * HTTP connection only once it is an event stream, `sse`: before that its
+ * output is RESP that net/http.c rewrites). A
  * blob is spliced into the stream right before out[at], in out's current
  * coordinates (at moves down as out's front is sent); `shared` lists them
  * in stream order. The same holds for wbuf and `wshared` while a write is
@@ -76,6 +78,10 @@ struct http_conn_s;
 /* Durability marks kept per connection; when full, the newest mark
  * absorbs more output (those replies then wait for its later revision). */
 #define CONN_MARKS_MAX 8
+/* Socket send buffer of a TCP client (SO_SNDBUF; Linux doubles it): what
+ * the kernel holds of a connection's output beyond its pending output.
+ * A reader on a network drains it in a round trip's worth of its rate. */
+#define CONN_SNDBUF_BYTES (256 << 10)
 /* Read buffer offered to libuv per read. */
 #define CONN_READ_CHUNK (16u << 10)
 /* Freed buffers at least this large count toward the next malloc_trim, and
@@ -136,6 +142,9 @@ struct conn_s {
     ordo_list_t observers;     /* ELECT.OBSERVE and Q.WATCH observers (writer/coord_wait.c links them) */
     ordo_list_node_t link;     /* in net.conns */
     struct http_conn_s *http;  /* non-NULL on an HTTP connection (net/http.c) */
+    bool sse;                  /* an HTTP watch: its watch events are written as Server-Sent Events
+                                * (cmd/cmd_watch.c), final bytes net/http.c passes through, so
+                                * they may be shared blobs (set by net/http.c for a watch request) */
     uint64_t out_consumed;     /* bytes taken from the front of out since accept: every path that
                                 * removes bytes from out's front adds them here (http.c keeps
                                 * its offsets into out in these terms) */

@@ -183,12 +183,6 @@ static size_t rv_decode(const char *p, size_t len, rv_arena_t *a, rv_t *v)
     }
 }
 
-static bool rv_is(const rv_t *v, const char *s)
-{
-    size_t n = strlen(s);
-    return (v->type == '$' || v->type == '+') && v->len == n && memcmp(v->s, s, n) == 0;
-}
-
 /* An error's code ("CONFLICT" of "CONFLICT 12"), compared to code. */
 static bool err_is(const rv_t *v, const char *code)
 {
@@ -280,18 +274,16 @@ static void respond_error(conn_t *c, const rv_t *v)
     ordo_buf_free(&b);
 }
 
-/* ---- JSON ----------------------------------------------------------------- */
-
-/* JSON strings: cmd_http_json_field() (cmd/cmd_http.c). */
-#define json_field cmd_http_json_field
-
 /* ---- the reply of a command, as HTTP --------------------------------------- */
 
 static void dispatch(conn_t *c, int route, const resp_arg_t *argv, size_t argc);
 
-/* The SSE stream starts: headers without a length (the body is the stream). */
+/* The SSE stream starts: headers without a length (the body is the
+ * stream), then the events the watch layer writes (c->sse, set when the
+ * watch was asked for). */
 static void start_stream(conn_t *c)
 {
+    assert(c->sse);
     ordo_buf_puts(&c->out, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
                            "X-Accel-Buffering: no\r\n\r\n: ordo watch\n\n");
     mark_http(c);
@@ -379,7 +371,9 @@ static void answer(conn_t *c, const rv_t *v)
     case R_WATCH_SNAP:
         if (v->type == ':') {
             start_stream(c);
-        } else if (h->route == R_WATCH && err_is(v, "COMPACTED")) {
+            return;
+        }
+        if (h->route == R_WATCH && err_is(v, "COMPACTED")) {
             /* The history after Last-Event-ID is gone: the current keys,
              * then `synced` (the contract), through a SNAPSHOT watch. */
             resp_arg_t argv[4] = {{{"KV.WATCH"}, 8}, {{h->watch_key.data}, h->watch_key.len}};
@@ -388,7 +382,10 @@ static void answer(conn_t *c, const rv_t *v)
                 argv[argc++] = (resp_arg_t){{"PREFIX"}, 6};
             argv[argc++] = (resp_arg_t){{"SNAPSHOT"}, 8};
             dispatch(c, R_WATCH_SNAP, argv, argc);
-        } else if (v->type == '-')
+            return;
+        }
+        c->sse = false; /* no stream: the watch was refused */
+        if (v->type == '-')
             respond_error(c, v);
         else
             respond_text(c, 500, "unexpected reply");
@@ -398,50 +395,28 @@ static void answer(conn_t *c, const rv_t *v)
     }
 }
 
-/* The RESP pushes of a watch, as events: put/del with id = revision (not
- * for the snapshot's keys, which come at their own older revisions: the
- * id advances at `synced`), synced, progress; a cancelled watch ends the
- * stream (the client resumes from its Last-Event-ID). */
-static void add_event(conn_t *c, ordo_buf_t *b, const rv_t *v)
-{
-    struct http_conn_s *h = c->http;
-    if (v->type != '*' || v->len < 3 || v->el[0].type != '$')
-        return;
-    const rv_t *e = v->el;
-    if (rv_is(&e[0], "watch") && v->len >= 6) {
-        bool del = rv_is(&e[3], "del");
-        if (h->route != R_WATCH_SNAP)
-            ordo_buf_printf(b, "id: %" PRId64 "\n", e[2].i);
-        ordo_buf_printf(b, "event: %s\ndata: {", del ? "del" : "put");
-        json_field(b, "key", e[4].s, e[4].len);
-        if (e[5].type == '$') {
-            ordo_buf_append(b, ",", 1);
-            json_field(b, "value", e[5].s, e[5].len);
-        } else
-            ordo_buf_puts(b, ",\"value\":null");
-        ordo_buf_printf(b, ",\"revision\":%" PRId64 "}\n\n", e[2].i);
-    } else if (rv_is(&e[0], "watch-synced") || rv_is(&e[0], "watch-progress")) {
-        bool synced = rv_is(&e[0], "watch-synced");
-        if (synced)
-            h->route = R_WATCH; /* later events carry their ids */
-        ordo_buf_printf(b, "id: %" PRId64 "\nevent: %s\ndata: {\"revision\":%" PRId64 "}\n\n", e[2].i,
-                        synced ? "synced" : "progress", e[2].i);
-    } else if (rv_is(&e[0], "watch-cancelled")) {
-        ordo_buf_printf(b, "event: cancelled\ndata: {\"revision\":%" PRId64 "}\n\n", v->len > 2 ? e[2].i : 0);
-        c->close_after_write = true;
-    }
-}
-
-/* Rewrite the RESP at out[raw_at ..) into HTTP. */
+/* Rewrite the RESP at out[raw_at ..) into HTTP. An event stream's
+ * output is final already (the watch layer writes its events as SSE,
+ * c->sse): it passes through, so a catch-up of any length costs no copy
+ * here. A reply is taken out of out with what follows it (the events of a
+ * watch's catch-up, after KV.WATCH's reply): that is one copy per
+ * request, never per event. */
 static void rewrite(conn_t *c)
 {
     struct http_conn_s *h = c->http;
     for (;;) {
         size_t at = raw_at(c);
+        if (h->sse) {
+            mark_http(c);
+            return;
+        }
         if (at == c->out.len)
             return;
         if (h->awaiting && c->waiter != NULL)
             return; /* parked: nothing is its reply yet */
+        /* Blobs are shared into an event stream only (conn_add_shared()),
+         * which rewrites nothing: out may be cut and rebuilt below. */
+        assert(c->shared.n == 0 || c->shared.v[c->shared.n - 1].at <= at);
         rv_arena_t a = {.n = 0};
         rv_t v;
         size_t used = rv_decode(c->out.data + at, c->out.len - at, &a, &v);
@@ -462,10 +437,7 @@ static void rewrite(conn_t *c)
         c->out.len = at;
         a.n = 0;
         rv_decode(reply.data, reply.len, &a, &v);
-        if (h->sse) {
-            add_event(c, &c->out, &v);
-            mark_http(c);
-        } else if (h->awaiting) {
+        if (h->awaiting) {
             h->awaiting = false;
             answer(c, &v);
         } else {
@@ -874,6 +846,7 @@ static void handle_request(conn_t *c)
             ARG_LIT("FROM");
             ARG_LIT(nums[1]);
         }
+        c->sse = true; /* the watch's events are written as SSE from its first on */
         dispatch(c, R_WATCH, argv, argc);
         return;
     }

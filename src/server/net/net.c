@@ -836,8 +836,14 @@ static void on_connection(uv_stream_t *listener, int status)
     s->stats.connections_total++;
     if (is_unix)
         snprintf(c->addr, sizeof c->addr, "unix:%.58s", s->cfg.unixsocket);
-    else
+    else {
         uv_tcp_nodelay(&c->h.tcp, 1);
+        /* The kernel's share of a slow reader's output is bounded too:
+         * autotuned, a socket whose peer does not read took 4 MiB, which
+         * no output limit counted and each large fan-out copied. */
+        int sndbuf = CONN_SNDBUF_BYTES;
+        uv_send_buffer_size(&c->h.handle, &sndbuf);
+    }
     bool loopback = peer_is_loopback(c, is_unix);
     if (is_http && http_conn_init(c) != 0)
         return; /* refused (http-max-clients): 503 written, closing */
