@@ -246,3 +246,15 @@ def test_from_resumes_across_a_restart(ordod_factory, tmp_path):
     assert isinstance(e, RespError) and e.code == "COMPACTED", e
     assert isinstance(w.cmd("Q.WATCH", "jobs", "FROM", snap_rev), int)
     w.close()
+
+
+def test_from_a_future_revision_is_refused(server):
+    """It was accepted, and then delivered events at or below it; KV.WATCH
+    refuses it, and so does Q.WATCH now."""
+    w = WatchConn(server.port, proto=3)
+    with server.raw() as c:
+        c.call("Q.PUSH", "q", "k", "v")
+        cur = c.call("KV.REV")[0]
+        e = w.cmd("Q.WATCH", "q", "FROM", cur + 10)
+        assert e.code == "ERR" and "in the future" in str(e), e
+    w.close()

@@ -732,7 +732,8 @@ static void cmd_qtopkeys(cmd_ctx_t *x)
  * FROM rev first replays the retained events after rev (a bounded history,
  * queue-watch-history-bytes, from the server's start); a rev older than
  * the history answers -COMPACTED <floor>, and the client resyncs from
- * Q.PEEK / Q.KEYINFO and watches FROM the floor. */
+ * Q.PEEK / Q.KEYINFO and watches FROM the floor; a rev beyond the current
+ * revision answers -ERR (its events would be at or below it). */
 static void cmd_qwatch(cmd_ctx_t *x)
 {
     conn_t *c = x->conn;
@@ -754,6 +755,13 @@ static void cmd_qwatch(cmd_ctx_t *x)
     }
     if (!arg_name_ok(x, 1) || (key != NULL && !arg_name_ok(x, (size_t)(key - x->argv))))
         return;
+    /* A FROM beyond the current revision is refused, as KV.WATCH refuses
+     * it: the next events would be at or below it. */
+    if (has_from && from > core_rev(s->core)) {
+        reply_errf(x, "ERR revision %llu is in the future (current revision %llu)", (unsigned long long)from,
+                   (unsigned long long)core_rev(s->core));
+        return;
+    }
     uint64_t floor = coord_wait_qwatch_floor(s);
     if (has_from && from < floor) {
         reply_errf(x, "COMPACTED %llu queue events are kept only after this revision "
