@@ -297,3 +297,58 @@ def test_failed_hello_leaves_no_side_effect(ordod_factory):
     assert "auth_failures:21\r\n" in stats
     logged = [l for l in srv.log_text().splitlines() if "authentication failed" in l]
     assert 1 <= len(logged) < 21
+
+
+def srv_info_clients(srv):
+    with Conn(srv.port, timeout=5) as c:
+        info = c.call("INFO", "clients").decode()
+    return info.split("connected_clients:")[1].split()[0]
+
+
+class _LimitedOrdod(__import__("ordoproc").Ordod):
+    """An ordod started under `prlimit --nofile=N:N` (a hard limit it cannot raise)."""
+
+    def __init__(self, nofile, *a, **kw):
+        super().__init__(*a, **kw)
+        self.nofile = nofile
+
+    def argv(self):
+        return ["prlimit", "--nofile=%d:%d" % (self.nofile, self.nofile)] + super().argv()
+
+
+def test_descriptor_limit_refuses_with_an_error_and_a_log_line(tmp_path):
+    """At the descriptor limit libuv accepted and closed new connections with
+    no answer and nothing in the log. The server now keeps descriptors in
+    reserve: a client past what the limit leaves room for reads -ERR max
+    number of clients, and the log says so, once per second at most."""
+    import conftest
+    srv = _LimitedOrdod(128, conftest.ORDOD, tmp_path / "data", tmp_path / "ordod.log", ["--fsync", "no"])
+    srv.start()
+    conns = []
+    try:
+        refused = 0
+        for _ in range(150):
+            c = Conn(srv.port, timeout=5)
+            conns.append(c)
+            c.send("PING")
+            v = c.read()
+            if isinstance(v, RespError):
+                assert str(v).startswith("ERR max number of clients reached"), v
+                refused += 1
+            else:
+                assert v == "PONG"
+        assert refused >= 150 - 64, refused
+        assert "descriptor limit (128) leaves room for 64 clients" in srv.log_text()
+        poll(lambda: "refused" in srv.log_text(), "a log line about refused connections")
+        lines = [ln for ln in srv.log_text().splitlines() if "refused" in ln and "connection" in ln]
+        assert 1 <= len(lines) <= 10, lines   # rate limited, not one per connection
+        for c in conns:
+            c.close()
+        conns = []
+        poll(lambda: int(srv_info_clients(srv)) == 1, "the refused connections gone")
+        with Conn(srv.port, timeout=5) as c:
+            assert c.call("PING") == "PONG"
+    finally:
+        for c in conns:
+            c.close()
+        assert srv.stop() == 0

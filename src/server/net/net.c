@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -808,11 +809,61 @@ static void refuse(conn_t *c, const char *msg)
     conn_flush(c);
 }
 
+/* Descriptors kept for what is not a client: the log's segments and
+ * directory, a snapshot being written, the listeners, the loop's own
+ * (epoll, its wake-up pipes), the cluster's peers. */
+#define NET_RESERVED_FDS 64
+/* At most one line per this many ms says connections are being refused
+ * (with the count since the last line): a flood must not flood the log. */
+#define NET_REFUSED_LOG_MS 1000
+
+/* Log a refusal at accept, at most once per NET_REFUSED_LOG_MS. */
+static void log_refused(server_t *s, const char *why)
+{
+    uint64_t now = server_tick(s);
+    s->net.refused_unlogged++;
+    if (s->net.refused_log_ms != 0 && now - s->net.refused_log_ms < NET_REFUSED_LOG_MS)
+        return;
+    fprintf(stderr, "ordod: refused %llu connection(s): %s\n", (unsigned long long)s->net.refused_unlogged, why);
+    s->net.refused_unlogged = 0;
+    s->net.refused_log_ms = now;
+}
+
+/* Raise the soft descriptor limit toward the hard one, as far as
+ * max-clients needs, and note how many clients the result leaves room
+ * for: past it a client is refused with an error it can read, not closed
+ * by libuv unanswered for want of a descriptor (libuv accepts and closes
+ * when accept() fails with EMFILE, and tells nobody). */
+static void fd_budget(server_t *s)
+{
+    struct rlimit rl;
+    size_t want = (size_t)s->cfg.max_clients + NET_RESERVED_FDS;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        s->net.fd_clients_max = (size_t)s->cfg.max_clients;
+        return;
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+        struct rlimit up = rl;
+        up.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+            rl = up;
+    }
+    size_t room = rl.rlim_cur == RLIM_INFINITY ? want : (size_t)rl.rlim_cur;
+    s->net.fd_clients_max = room > NET_RESERVED_FDS ? room - NET_RESERVED_FDS : 1;
+    if (s->net.fd_clients_max < (size_t)s->cfg.max_clients)
+        fprintf(stderr,
+                "ordod: the descriptor limit (%zu) leaves room for %zu clients, below max-clients (%lld); "
+                "raise it (ulimit -n) to serve more\n",
+                room, s->net.fd_clients_max, (long long)s->cfg.max_clients);
+}
+
 static void on_connection(uv_stream_t *listener, int status)
 {
     server_t *s = listener->data;
-    if (status < 0)
+    if (status < 0) {
+        log_refused(s, uv_strerror(status)); /* accept failed: nothing to answer on */
         return;
+    }
     bool is_unix = listener == (uv_stream_t *)&s->net.unix_listener;
     bool is_http = http_is_listener(s, listener);
     conn_t *c = ordo_xcalloc(1, sizeof *c);
@@ -848,7 +899,13 @@ static void on_connection(uv_stream_t *listener, int status)
     if (is_http && http_conn_init(c) != 0)
         return; /* refused (http-max-clients): 503 written, closing */
     if (s->net.conns.len > (size_t)s->cfg.max_clients) {
+        log_refused(s, "max-clients reached");
         refuse(c, "ERR max number of clients reached (max-clients)");
+        return;
+    }
+    if (s->net.conns.len > s->net.fd_clients_max) {
+        log_refused(s, "the descriptor limit is reached (ulimit -n)");
+        refuse(c, "ERR max number of clients reached (the server's descriptor limit)");
         return;
     }
     if (s->cfg.protected_mode && s->cfg.requirepass[0] == '\0' && !loopback) {
@@ -911,6 +968,7 @@ static int unix_path_clear(const char *path, char *err, size_t elen)
 int net_listen(server_t *s, char *err, size_t elen)
 {
     int rc;
+    fd_budget(s);
     uv_idle_init(s->loop, &s->net.resume_idle);
     s->net.resume_idle_on = true;
     if (s->cfg.port != 0) {

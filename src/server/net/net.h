@@ -39,6 +39,9 @@ typedef struct net_s {
     size_t released_bytes;           /* large connection buffers freed since the last trim */
     uint64_t next_client_id;
     struct http_listener_s *http;    /* the HTTP listener (net/http.c), NULL if off */
+    size_t fd_clients_max;           /* connections the descriptor limit leaves room for (net_listen) */
+    uint64_t refused_log_ms;         /* when a refusal at accept was last logged (rate limit) */
+    uint64_t refused_unlogged;       /* refusals since, not logged yet */
 } net_t;
 
 /* net_listen() -- open the TCP listener (and the unix socket if
