@@ -24,17 +24,25 @@ After each restart, for every key (see check_key):
 The recovered state then becomes the baseline for the next round. The run
 fails (exit 1) if any count is non-zero.
 
+With --powerloss the kill is a power loss: ordod runs with
+tests/shim/powerloss.c preloaded, and before each restart the data
+directory is put back as the disk would have kept it (files as of their
+last fsync, directory entries as of the directory's fsync; powerloss.py),
+so the run tests what the log syncs, not only the order of its writes.
+
 Usage: crash_test.py [--kills N] [--seconds S] [--threads T] [--keys K]
-                     [--ordod PATH] [--seed X] [--keep]
+                     [--powerloss] [--ordod PATH] [--seed X] [--keep]
 The kills are spread over about S seconds: each round lasts a random time
 (uniform up to 2*S/N), which is the experiment, not synchronisation.
 """
+import os
 import random
 import sys
 import threading
 import time
 
 import crashlib
+import powerloss
 from crashlib import Closed, RespError, client
 
 
@@ -64,6 +72,7 @@ class Stats:
         self.phantom = 0
         self.chain = 0
         self.regressions = 0
+        self.unsynced_files = 0     # --powerloss: files named durably whose contents were never synced
         self.problems = []
 
     def note(self, kind, msg):
@@ -164,6 +173,12 @@ def check_key(k, got, stats):
 def run(args):
     rng = random.Random(args.seed)
     base, srv = crashlib.new_run("ordo-crash-", args)
+    shadow = os.path.join(base, "shadow")
+    if args.powerloss:
+        shim = os.path.join(os.path.dirname(args.ordod), powerloss.SHIM_NAME)
+        if not os.path.exists(shim):
+            raise SystemExit("missing %s: build the test shims (make)" % shim)
+        srv.env = powerloss.env(shim, srv.dir, shadow)
     stats = Stats()
     keys = [[Key(b"c%d:%d" % (t, i)) for i in range(args.keys)] for t in range(args.threads)]
     prev_rev = 0
@@ -176,6 +191,9 @@ def run(args):
         for ks in keys:
             for k in ks:
                 stats.doubt += sum(1 for w in k.writes if w[1] == "doubt")
+        if args.powerloss:
+            got = powerloss.rebuild(srv.dir, shadow)
+            stats.unsynced_files += got["empty"]
         starts.append(srv.start())
         c = client(srv.port)
         cur = c.call("KV.REV")[0]
@@ -194,9 +212,10 @@ def run(args):
             print("kill %d: revision %d, acked %d so far" % (kill_no, cur, stats.acked), flush=True)
     rc = srv.stop()
     elapsed = time.monotonic() - t_begin
-    print("crash test: kills=%d acked_writes=%d in_doubt=%d (applied %d) lost=%d phantom=%d regressions=%d "
+    print("crash test: kills=%d%s acked_writes=%d in_doubt=%d (applied %d) lost=%d phantom=%d regressions=%d "
           "chain_errors=%d final_revision=%d elapsed=%.1fs %s clean_exit=%s"
-          % (args.kills, stats.acked, stats.doubt, stats.doubt_applied, stats.lost, stats.phantom,
+          % (args.kills, " (power losses: %d files unsynced)" % stats.unsynced_files if args.powerloss else "",
+             stats.acked, stats.doubt, stats.doubt_applied, stats.lost, stats.phantom,
              stats.regressions, stats.chain, prev_rev, elapsed, crashlib.restart_summary(starts), rc == 0))
     bad = stats.lost or stats.phantom or stats.regressions or stats.chain or rc != 0 or stats.acked == 0
     return crashlib.finish(base, bad, stats.problems, args.keep)
@@ -206,6 +225,8 @@ def main():
     def own(ap):
         ap.add_argument("--threads", type=int, default=4)
         ap.add_argument("--keys", type=int, default=8, help="keys per thread")
+        ap.add_argument("--powerloss", action="store_true",
+                        help="each kill is a power loss: only what was synced survives (powerloss.py)")
 
     args = crashlib.parse_args(__doc__, own)
     print("crash test: seed %d, %d kills over ~%.0fs, %d threads x %d keys, %s"
