@@ -1600,12 +1600,43 @@ static wal_t *wal_new(const wal_options_t *opt, char *err, size_t err_len)
     return w;
 }
 
+/* fsync the directory holding path (a directory just made there): its
+ * entry is only durable once its parent is synced. */
+static int sync_parent(const char *path)
+{
+    char parent[4096];
+    int n = snprintf(parent, sizeof parent, "%s", path);
+    if (n <= 0 || (size_t)n >= sizeof parent)
+        return -1;
+    while (n > 1 && parent[n - 1] == '/')
+        parent[--n] = '\0';
+    char *slash = strrchr(parent, '/');
+    if (slash == NULL)
+        snprintf(parent, sizeof parent, ".");
+    else
+        slash[slash == parent ? 1 : 0] = '\0';
+    int fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
 /* Create (if missing), open and lock the directory: two processes
- * appending to one log would interleave garbage. */
+ * appending to one log would interleave garbage. A directory made here is
+ * synced into its parent before anything is written in it: a power loss
+ * after the first acknowledged write must not take the whole directory. */
 static int dir_open(wal_t *w, char *err, size_t err_len)
 {
     char eb[128];
-    if (mkdir(w->dir, 0755) != 0 && errno != EEXIST) {
+    if (mkdir(w->dir, 0755) == 0) {
+        if (sync_parent(w->dir) != 0) {
+            snprintf(err, err_len, "wal: cannot sync the directory holding %s: %s", w->dir,
+                     errstr(errno, eb, sizeof eb));
+            return -1;
+        }
+    } else if (errno != EEXIST) {
         snprintf(err, err_len, "wal: cannot create %s: %s", w->dir, errstr(errno, eb, sizeof eb));
         return -1;
     }
