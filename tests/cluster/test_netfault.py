@@ -1,0 +1,91 @@
+"""Network faults with real sockets: clients reach the leader through a
+fault-injecting TCP proxy (faultproxy.py) that delays what it relays,
+cuts connections after a request went through and before its reply came
+back, and holds everything for a while (a blackhole: the clients see
+silence until their timeouts). DEBUG PARTITION cuts raft traffic inside
+ordod; here the kernel's sockets carry the faults. Every write's fate is
+what its client saw: acknowledged, refused, or in doubt (a cut or a
+timeout). The checker (checkers.lost_acks) then reads the leader: no
+acknowledged write lost; every member converges to the same DEBUG
+DIGEST; and the faults did happen (cuts, in-doubt writes, held chunks)."""
+import threading
+import time
+
+import checkers
+from faultproxy import FaultProxy
+from resp import Closed, Conn, RespError
+from workloads import Recorder, kv_get
+from clusterlib import ClusterClient
+
+WRITERS = 3
+KEYS_PER_WRITER = 4
+CLIENT_TIMEOUT_S = 0.5     # a write through the proxy: its reply, or it is in doubt
+PHASE_S = 1.0              # how long each fault is applied (a rate of faults, not synchronisation)
+
+
+def _writer(tid, proxy, rec, halt):
+    keys = ["nf%d:%d" % (tid, i) for i in range(KEYS_PER_WRITER)]
+    c, n = None, 0
+    while not halt.is_set():
+        key, value = keys[n % len(keys)], "w%d-%d" % (tid, n)
+        n += 1
+        t0 = time.monotonic()
+        status, rev, reply = "doubt", None, None
+        try:
+            if c is None:
+                c = Conn(proxy.port, timeout=CLIENT_TIMEOUT_S)
+            reply = c.call("KV.PUT", key, value)
+            if isinstance(reply, int):
+                status, rev = "ok", reply
+            else:
+                status = "err"   # -NOTLEADER after an election on a loaded machine: not applied
+        except (OSError, Closed):
+            if c is not None:
+                c.close()
+            c = None
+        rec.add("write", {"key": key, "value": value, "status": status, "rev": rev, "t0": t0,
+                          "t1": time.monotonic(), "reply": reply})
+    if c is not None:
+        c.close()
+
+
+def test_writes_through_a_faulty_network_lose_nothing_acknowledged(make_cluster):
+    cl = make_cluster(3)
+    leader = cl.leader()
+    proxy = FaultProxy(leader.port, seed=22)
+    rec, halt = Recorder(), threading.Event()
+    threads = [threading.Thread(target=_writer, args=(t, proxy, rec, halt)) for t in range(WRITERS)]
+    for t in threads:
+        t.start()
+    try:
+        proxy.delay_s, proxy.jitter_s = 0.002, 0.01       # latency with jitter
+        time.sleep(PHASE_S)
+        proxy.cut_reply_p = 0.2                           # replies lost after the request went through
+        time.sleep(PHASE_S)
+        proxy.cut_reply_p, proxy.blackhole = 0.0, True    # silence: the clients time out
+        time.sleep(PHASE_S)
+        proxy.blackhole, proxy.delay_s, proxy.jitter_s = False, 0.0, 0.0
+        time.sleep(PHASE_S)                               # healed: writes go through again
+    finally:
+        halt.set()
+        for t in threads:
+            t.join(30)
+        proxy.close()
+    writes = rec.get("write")
+    cc = ClusterClient(list(cl.members.values()))
+    final = {}
+    for key in {w["key"] for w in writes}:
+        st, v, rev = kv_get(cc, key)
+        assert st == "ok", (key, st)
+        final[key] = (v, rev)
+    cc.close()
+    acked = sum(1 for w in writes if w["status"] == "ok")
+    doubt = sum(1 for w in writes if w["status"] == "doubt")
+    print("netfault: writes=%d acked=%d in_doubt=%d cuts=%d held=%d connections=%d"
+          % (len(writes), acked, doubt, proxy.cuts, proxy.held, proxy.connections))
+    assert checkers.lost_acks(writes, final) == 0
+    assert acked > 0 and doubt > 0 and proxy.cuts > 0 and proxy.held > 0
+    late = [w for w in writes if w["status"] == "ok" and w["t0"] > writes[-1]["t1"] - PHASE_S / 2]
+    assert late, "no write was acknowledged after the network healed"
+    digests = cl.wait_synced()
+    assert len(set(digests.values())) == 1, digests
