@@ -19,6 +19,8 @@
 #   make fuzz-smoke        each fuzz target for a few seconds (ctest label fuzz; part of make test)
 #   make bench             server benchmarks against Redis, etcd, beanstalkd (bench/*.sh;
 #                          bench/cluster.sh: a 3-member cluster against 3-member etcd)
+#   make soak              an hour of mixed load: RSS and latency each minute, the RSS trend at the end
+#                          (bench/soak.sh; SOAK_MINUTES=n for another length)
 #   make bench-instr       ordod's user-space instructions per SET and per GET, counted by
 #                          callgrind (bench/instr.sh; ORDOD=path measures another build)
 #   make install           install libordo, headers, ordo.pc (PREFIX=/usr/local)
@@ -27,7 +29,7 @@ PREFIX ?= /usr/local
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all build run cluster test unit integration crash cluster-test asan tsan bench-primitives bench bench-instr fuzz fuzz-smoke install clean deps-build deps-test
+.PHONY: all build run cluster test unit integration crash cluster-test asan tsan bench-primitives bench soak bench-instr fuzz fuzz-smoke install clean deps-build deps-test
 
 all: build
 
@@ -116,6 +118,11 @@ bench: build
 	bench/queue.sh
 	bench/http.sh
 	bench/cluster.sh
+
+# An hour of mixed load, memory and latency each minute, the memory trend
+# at the end (SOAK_MINUTES=60): not in `make bench`, it takes the hour.
+soak: build
+	bench/soak.sh
 
 # Instructions per SET and GET under callgrind: not a timing, so it is not
 # in `make bench`; it compares builds on a loaded machine too.
