@@ -42,9 +42,17 @@
 #     write: events/s is bounded by INFLIGHT * W / (sync + fan-out time), for
 #     etcd and ordod alike. Both get the same INFLIGHT.
 #
+# Then the fan-out of one large write, ordod alone: FANOUT_W watchers
+# (100), over RESP (KV.WATCH) and over HTTP (Server-Sent Events), one
+# write of FANOUT_BYTES (1 MiB, binary: base64 in the events' JSON); a
+# fresh ordod per run; bench/fanout.py prints the time until the last
+# watcher has the whole event and the server's peak RSS. The kinds
+# alternate within each of R rounds; medians and the SSE/RESP ratios.
+#
 # Env: W (watchers, 100), DURATION (seconds per run, 10), R (rounds, 3),
 #      INFLIGHT (16), KEYS (1000), VALUE_BYTES (16), THREADS (watcher
-#      threads in the load tool, 2).
+#      threads in the load tool, 2), FANOUT_W (100), FANOUT_BYTES
+#      (1048576), FANOUT_ONLY (1: the fan-out lines alone, no etcd).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 bench_init watch
@@ -98,6 +106,52 @@ run_etcd_grpc() {
 
 field() { tr ' ' '\n' <<<"$2" | awk -F= -v k="$1" '$1 == k { print $2 }'; }
 
+FANOUT_W="${FANOUT_W:-100}"
+FANOUT_BYTES="${FANOUT_BYTES:-1048576}"
+
+# fanout_one resp|sse: a fresh ordod (with an HTTP port), one fan-out,
+# fanout.py's key=value line.
+fanout_one() {
+    local http line
+    http="$(bench_free_port)"
+    bench_start_ordod "fanout-$1" --fsync always --http-port "$http"
+    bench_wait_port "$ORDO_PID" "$http" || exit 1
+    line="$(timeout 180 /usr/bin/python3 "$ROOT/bench/fanout.py" "$1" "$ORDO_PORT" "$http" "$ORDO_PID" \
+        -w "$FANOUT_W" -b "$FANOUT_BYTES")"
+    bench_stop "$ORDO_PID"
+    echo "$line"
+}
+
+fanout() {
+    local r kind line t_resp=() t_sse=() m_resp=() m_sse=()
+    echo "fan-out: one ${FANOUT_BYTES}-byte binary write to $FANOUT_W watchers, RESP (KV.WATCH) and SSE (GET /v1/watch),"
+    echo "fan-out: a fresh ordod --fsync always per run, $R rounds; time until the last watcher has the event, peak RSS"
+    for r in $(seq 1 "$R"); do
+        for kind in $([ $((r % 2)) -eq 1 ] && echo "resp sse" || echo "sse resp"); do
+            line="$(fanout_one "$kind")"
+            echo "  round $r $kind: $line"
+            if [ "$kind" = resp ]; then
+                t_resp+=("$(field last_watcher_ms "$line")"); m_resp+=("$(field peak_rss_mb "$line")")
+            else
+                t_sse+=("$(field last_watcher_ms "$line")"); m_sse+=("$(field peak_rss_mb "$line")")
+            fi
+        done
+    done
+    read -r trm _ _ <<<"$(bench_stats "${t_resp[@]}")"
+    read -r tsm _ _ <<<"$(bench_stats "${t_sse[@]}")"
+    read -r mrm _ _ <<<"$(bench_stats "${m_resp[@]}")"
+    read -r msm _ _ <<<"$(bench_stats "${m_sse[@]}")"
+    echo
+    echo "fan-out RESP: last watcher ${trm} ms, peak RSS ${mrm} MB"
+    echo "fan-out SSE:  last watcher ${tsm} ms, peak RSS ${msm} MB"
+    echo "ratio SSE/RESP: time $(bench_ratio "$tsm" "$trm"), peak RSS $(bench_ratio "$msm" "$mrm")"
+}
+
+if [ "${FANOUT_ONLY:-0}" = 1 ]; then
+    fanout
+    exit 0
+fi
+
 start_ordod
 start_etcd
 echo "watch: $W prefix watchers (one connection each), 1 writer with $INFLIGHT puts in flight,"
@@ -129,3 +183,7 @@ echo "events/s ordod:     $om ($omin..$omax)"
 echo "events/s etcd-grpc: $gm ($gmin..$gmax)"
 echo "events/s etcd-http: $hm ($hmin..$hmax)"
 echo "ratio ordod/etcd: $(bench_ratio "$om" "$gm")   (vs etcd-http: $(bench_ratio "$om" "$hm"))"
+echo
+bench_stop "$ORDO_PID"
+bench_stop "$ETCD_PID"
+fanout
