@@ -108,10 +108,13 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
     const char *r = replies[(h0 + hs->reply_shift + 7u * hs->calls++) % NREPLIES];
     if (cmd->argc >= 1 && cmd->argv[0].len == 8 && memcmp(cmd->argv[0].ptr, "KV.WATCH", 8) == 0 &&
         (hs->calls % 3) != 0) {
-        /* A watch that starts, then an event and a synced marker. */
+        /* A watch that starts, then an event and a synced marker: the
+         * watch layer writes them as SSE, the connection being a stream
+         * (c->sse, which http.c sets before it dispatches a watch). */
+        CHECK(c->sse);
         ordo_buf_puts(&c->out, ":1\r\n");
-        ordo_buf_puts(&c->out, ">6\r\n$5\r\nwatch\r\n:1\r\n:9\r\n$3\r\nput\r\n$1\r\nk\r\n$1\r\nv\r\n");
-        ordo_buf_puts(&c->out, ">3\r\n$12\r\nwatch-synced\r\n:1\r\n:9\r\n");
+        ordo_buf_puts(&c->out, "id: 9\nevent: put\ndata: {\"key\":\"k\",\"value\":\"v\",\"revision\":9}\n\n");
+        ordo_buf_puts(&c->out, "id: 9\nevent: synced\ndata: {\"revision\":9}\n\n");
         return;
     }
     ordo_buf_puts(&c->out, r);

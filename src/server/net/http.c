@@ -895,7 +895,8 @@ static bool token_chars(const char *s, size_t n)
 
 /* Only HTTP/1.0 and HTTP/1.1 are served: an HTTP/0.9 request ("GET /",
  * no version) has no headers to carry a token and expects no status
- * line. Known from the first header on (the request line is then whole). */
+ * line. Judged when the headers are complete, so the answer does not
+ * depend on how the request was split into reads. */
 static int check_version(http_parser *p)
 {
     if (p->http_major == 1)
@@ -948,8 +949,6 @@ static int on_url(http_parser *p, const char *at, size_t n)
 static int on_header_field(http_parser *p, const char *at, size_t n)
 {
     struct http_conn_s *h = H(p);
-    if (check_version(p) != 0)
-        return -1;
     if (!token_chars(at, n))
         return refuse(p, 400, "malformed header name (a space or a separator in it, or before the colon)");
     if (p->flags & F_TRAILING)
