@@ -23,6 +23,9 @@ def env(shim, data_dir, shadow_dir):
     os.makedirs(shadow_dir, exist_ok=True)
     e = dict(os.environ)
     e["LD_PRELOAD"] = shim
+    # Under ASan the runtime wants to come first; the shim is never
+    # instrumented, so the order does not matter (as for clockstep).
+    e["ASAN_OPTIONS"] = e.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"
     e["ORDO_POWERLOSS_DATA"] = os.path.abspath(data_dir)
     e["ORDO_POWERLOSS_SHADOW"] = os.path.abspath(shadow_dir)
     return e
