@@ -13,27 +13,48 @@
  *     ordo_client_get_reply() flushes what is queued and returns the replies
  *     one by one, in order. ordo_client_command() is append + get_reply.
  *   - Times out per call: every call has a deadline (opts.call_timeout_ms,
- *     or the timeout_ms the call is given). When a deadline passes with a
- *     reply outstanding the connection is closed, because a reply that
- *     arrived later would be taken for the next command's; the call returns
- *     ORDO_ETIMEDOUT and the command may or may not have run.
- *   - Reconnects by itself: a call on a closed connection first connects
- *     again, retrying with exponential backoff and full jitter (a uniform
- *     draw in [0, min(backoff_max_ms, backoff_min_ms * 2^attempt)]) until
- *     opts.reconnect_timeout_ms has passed. A connection that breaks while
- *     a command is outstanding is never resent behind the caller's back:
- *     the call returns ORDO_ECONN ("may or may not have run") and the next
- *     call reconnects. Server-side state of a connection (watches,
- *     observers) does not survive a reconnect; ordo_client_epoch() tells
- *     the caller a reconnect happened so it can set them up again.
+ *     or the timeout_ms the call is given) that bounds all of it --
+ *     connecting, following redirects, riding out an election, waiting
+ *     for the reply -- within a few milliseconds, however the server
+ *     behaves. When a deadline passes with a reply outstanding the
+ *     connection is closed, because a reply that arrived later would be
+ *     taken for the next command's; the call returns ORDO_ETIMEDOUT and the
+ *     command may or may not have run.
+ *   - Knows several addresses: opts.addrs ("h1:p1,h2:p2,...") or
+ *     opts.host:opts.port are the seeds; the first connection (and the
+ *     first after a failure) asks `CLUSTER MEMBERS` and adds the members
+ *     it lists. A connect that fails moves to the next address at once;
+ *     after a whole round fails, it retries with exponential backoff and
+ *     full jitter (a uniform draw in [0, min(backoff_max_ms, backoff_min_ms
+ *     * 2^round)]) until opts.reconnect_timeout_ms (or the call's deadline)
+ *     has passed; the error then names every address tried. A connection
+ *     that breaks while a command is outstanding is not resent behind the
+ *     caller's back (ORDO_ECONN: "may or may not have run"), except by the
+ *     typed calls the server makes safe to repeat (see "Safe retries" at
+ *     the typed calls). An idle connection the server closed is noticed
+ *     before a command is written to it. Server-side state of a connection
+ *     (watches, observers) does not survive a reconnect;
+ *     ordo_client_epoch() tells the caller a reconnect happened so it can
+ *     set them up again.
  *   - Follows `-NOTLEADER host:port` (cluster mode): a follower did not run
- *     the command, so ordo_client_command() connects to host:port and sends
- *     it again, at most opts.redirects_max times per call. `-NOTLEADER ?`
- *     (no leader known yet) is retried after a backoff, within the
- *     reconnect budget. The address may be `[v6 address]:port`; one that
- *     does not parse (a port outside 1..65535, an overlong host) is taken
- *     as `?`. The asynchronous client (ordo/client_uv.h) reads it alike. Later reconnects go to the last leader, then back
- *     to the configured address if the leader is unreachable.
+ *     the command, so ordo_client_command() sends it again to host:port --
+ *     only if that address is a member (configured, or listed by a
+ *     member's `CLUSTER MEMBERS`, which is asked when the address is new):
+ *     the password goes to no other address. `-NOTLEADER ?` (an election)
+ *     or an address that is no member: the next member is tried after a
+ *     backoff. Redirects are followed until the call's deadline, pausing
+ *     with backoff after opts.redirects_max hops; at the deadline the
+ *     caller gets the -NOTLEADER reply (ORDO_ENOTLEADER in typed calls).
+ *     On the pipelined path (ordo_client_get_reply()) the -NOTLEADER reply
+ *     is returned, and the next ordo_client_append() after the pipeline's
+ *     replies are read goes to the member it named. The address may be
+ *     `[v6 address]:port`; one that does not parse is taken as `?`. The
+ *     asynchronous client (ordo/client_uv.h) does the same. A redirect
+ *     never replaces the seeds.
+ *   - Bounded: one reply costs at most reply_bytes_max bytes and
+ *     reply_elems_max elements, and at most pushes_max push frames queue
+ *     unread (see the defaults below). A server that passes a bound gets
+ *     its connection closed and the call ORDO_EPROTO.
  *
  * Objects: one shape for every object of this header and of
  * ordo/client_uv.h (ordo_client_t, ordo_txn_t, ordo_producer_t,
@@ -134,13 +155,31 @@ enum {
 #define ORDO_CLIENT_RECONNECT_TIMEOUT_MS_DEFAULT 30000 /* keep retrying a connect this long */
 #define ORDO_CLIENT_BACKOFF_MIN_MS_DEFAULT 20         /* first retry within 20 ms */
 #define ORDO_CLIENT_BACKOFF_MAX_MS_DEFAULT 1000       /* never wait more than 1 s between tries */
-#define ORDO_CLIENT_REDIRECTS_MAX_DEFAULT 5           /* -NOTLEADER hops per call */
+#define ORDO_CLIENT_REDIRECTS_MAX_DEFAULT 5           /* -NOTLEADER hops per call before pausing */
+/* Bounds on what a server may make the client hold. One reply (a reply or
+ * a push frame) may cost at most reply_bytes_max of memory, counting every
+ * element's node (about 64 bytes) and its string bytes: 256 MiB is four
+ * times ordod's default max-reply-bytes (64m), room for an operator who
+ * raised it. At most reply_elems_max elements per reply: a Q.PULL COUNT of
+ * small messages filling 64 MiB is about 5 million elements. At most
+ * pushes_max push frames (watch events) queued unread, together within
+ * reply_bytes_max: they queue only while a reply is awaited, and a watcher
+ * reads them as they come. A server that passes a bound gets its
+ * connection closed; the call fails with ORDO_EPROTO, the errstr naming the
+ * bound. */
+#define ORDO_CLIENT_REPLY_BYTES_MAX_DEFAULT ((int64_t)256 * 1024 * 1024)
+#define ORDO_CLIENT_REPLY_ELEMS_MAX_DEFAULT ((int64_t)8 * 1024 * 1024)
+#define ORDO_CLIENT_PUSHES_MAX_DEFAULT 65536
+/* Addresses in opts.addrs, configured and learned together. */
+#define ORDO_CLIENT_ADDRS_MAX 16
 
 typedef struct ordo_client ordo_client_t;
 
 typedef struct ordo_client_opts {
-    const char *host;            /* NULL: "127.0.0.1" */
-    int port;                    /* 0: 7379 */
+    const char *host;            /* NULL: "127.0.0.1" (ignored when addrs is set) */
+    int port;                    /* 0: 7379 (ignored when addrs is set) */
+    const char *addrs;           /* NULL: host:port; else "h1:p1,h2:p2,..." (a host may
+                                    be [v6]), at most ORDO_CLIENT_ADDRS_MAX */
     const char *password;        /* NULL: no AUTH */
     int connect_timeout_ms;      /* 0: default */
     int call_timeout_ms;         /* 0: default; a blocking command adds its wait */
@@ -149,6 +188,9 @@ typedef struct ordo_client_opts {
     int backoff_max_ms;          /* 0: default */
     int redirects_max;           /* 0: default */
     int resp2;                   /* nonzero: do not send HELLO 3 */
+    int64_t reply_bytes_max;     /* 0: default */
+    int64_t reply_elems_max;     /* 0: default */
+    int pushes_max;              /* 0: default */
 } ordo_client_opts_t;
 
 /* Reply types: RESP2 and RESP3. Maps hold 2*n elements, key then value. */
@@ -180,6 +222,9 @@ void ordo_reply_free(ordo_reply_t *r);
 /* ordo_client_new() -- a client; does not connect (the first call does).
  * ORDO_OK with *out, or ORDO_ENOMEM. opts may be NULL (all defaults). */
 int ordo_client_new(ordo_client_t **out, const ordo_client_opts_t *opts);
+/* (ORDO_EINVAL too: an address of opts.addrs, opts.host or opts.port that
+ * does not parse -- a port outside 1..65535, a host of 256 bytes or more,
+ * an empty entry, more than ORDO_CLIENT_ADDRS_MAX addresses.) */
 /* ordo_client_free() -- close and free; NULL is fine. */
 void ordo_client_free(ordo_client_t *c);
 
@@ -200,6 +245,10 @@ int64_t ordo_client_err_rev(const ordo_client_t *c);
 /* Host and port the client talks to now (after -NOTLEADER redirects). */
 const char *ordo_client_host(const ordo_client_t *c);
 int ordo_client_port(const ordo_client_t *c);
+/* ordo_client_addrs() -- every address the client knows, configured then
+ * learned from `CLUSTER MEMBERS`, as "h1:p1,h2:p2" into out (cap bytes,
+ * NUL-terminated, truncated if need be). */
+void ordo_client_addrs(const ordo_client_t *c, char *out, size_t cap);
 
 /* ordo_client_command() -- send one command and wait for its reply:
  * argc arguments, argv[i] of lens[i] bytes (lens NULL: strlen each).
@@ -226,8 +275,10 @@ int ordo_client_command_strs(ordo_client_t *c, int timeout_ms, ordo_reply_t **re
 
 /* Pipelining. ordo_client_append() queues a command (connecting first if
  * needed, so ORDO_ECONN is possible); ordo_client_get_reply() sends all
- * queued commands and returns the oldest outstanding reply. -NOTLEADER is
- * not followed here (the caller sees the error reply). ordo_client_pending()
+ * queued commands and returns the oldest outstanding reply. A -NOTLEADER
+ * reply is returned to the caller (that command did not run), and the
+ * first append once the pipeline's replies are read goes to the member it
+ * named (or the next member): a pipeline is never resent to a follower. ordo_client_pending()
  * is the number of replies still expected. */
 int ordo_client_append(ordo_client_t *c, int argc, const char *const *argv,
                        const size_t *lens);

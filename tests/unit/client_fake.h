@@ -37,6 +37,11 @@ struct fake {
     script_fn script;
     atomic_int other_port;   /* for redirects */
     const char *password;
+    /* Nonzero: the script answers CLUSTER MEMBERS itself. Otherwise the
+     * fake answers it as a single server does (an error), uncounted, so
+     * scripts that predate the client's member discovery see only the
+     * commands they are about. */
+    int cluster_script;
 };
 
 static inline void say(int fd, const char *s)
@@ -89,6 +94,11 @@ static void *fake_main(void *arg)
                 cresp_buf_consume(&in, used);
                 if (rc != CRESP_DONE)
                     break;
+                if (!f->cluster_script && is(cmd, 0, "CLUSTER") && is(cmd, 1, "MEMBERS")) {
+                    say(fd, "-ERR this server is not in cluster mode\r\n");
+                    ordo_reply_free(cmd);
+                    continue;
+                }
                 atomic_fetch_add(&f->commands, 1);
                 if (f->script(f, fd, cmd, conn_no) != 0)
                     open = 0;
@@ -163,11 +173,22 @@ static inline int script_flaky(fake_t *f, int fd, const ordo_reply_t *cmd, int c
     return script_basic(f, fd, cmd, conn_no);
 }
 
+/* A follower: -NOTLEADER to the fake at other_port (or `?`). With
+ * cluster_script set, its CLUSTER MEMBERS lists itself and that leader. */
 static inline int script_follower(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
 {
     (void)conn_no;
     if (is(cmd, 0, "HELLO")) {
         say(fd, HELLO_REPLY);
+    } else if (is(cmd, 0, "CLUSTER") && is(cmd, 1, "MEMBERS")) {
+        char m[256];
+        snprintf(m, sizeof m,
+                 "*2\r\n*4\r\n:1\r\n$%zu\r\n127.0.0.1:%d\r\n$8\r\nfollower\r\n:1\r\n"
+                 "*4\r\n:2\r\n$%zu\r\n127.0.0.1:%d\r\n$6\r\nleader\r\n:1\r\n",
+                 strlen("127.0.0.1:") + (size_t)snprintf(NULL, 0, "%d", f->port), f->port,
+                 strlen("127.0.0.1:") + (size_t)snprintf(NULL, 0, "%d", atomic_load(&f->other_port)),
+                 atomic_load(&f->other_port));
+        say(fd, m);
     } else {
         char line[64];
         if (atomic_load(&f->other_port))

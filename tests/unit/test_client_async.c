@@ -182,6 +182,7 @@ static void test_async_notleader(void **st)
     fake_start(&leader, script_leader, NULL);
     fake_start(&follower, script_follower, NULL);
     atomic_store(&follower.other_port, leader.port);
+    follower.cluster_script = 1; /* it lists the leader: the redirect may be followed */
     uv_loop_t loop;
     uv_loop_init(&loop);
     got_t g = { 0 };
