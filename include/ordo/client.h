@@ -298,7 +298,19 @@ int ordo_client_reply_error(ordo_client_t *c, const ordo_reply_t *r);
 
 /* ======================================================================
  * Typed calls. Each sends one command with ordo_client_command() and maps
- * the reply. Keys, values, payloads are binary-safe (pointer + length);
+ * the reply.
+ *
+ * Safe retries: the calls whose command the server recognises when it
+ * comes twice -- ordo_q_push() with an id, ordo_q_ack(), ordo_q_nack(),
+ * ordo_q_extend() (guarded by the delivery token), ordo_lock_extend(),
+ * ordo_elect_keepalive() (guarded by the token or term), and
+ * ordo_kv_put() with a fence -- are sent again, within the call's
+ * deadline, when the connection breaks with them outstanding (a member
+ * killed, a leader change), instead of returning ORDO_ECONN. A repeat
+ * whose first attempt had applied answers as the server answers a repeat:
+ * the push's first id; for an ack or nack, ORDO_ESTALE (the token was
+ * spent by the first). Every other call returns ORDO_ECONN: it may or may
+ * not have run. Keys, values, payloads are binary-safe (pointer + length);
  * queue, lock and election names are NUL-terminated strings.
  * ====================================================================== */
 
@@ -553,8 +565,13 @@ int ordo_txn_exec(ordo_client_t *c, ordo_txn_t *t, int nwatch, const char *const
  *
  * ordo_watch_run() runs in the caller's thread until the callback returns
  * nonzero, *stop becomes true (checked at least every ORDO_WATCH_POLL_MS;
- * stop may be NULL), or an error that reconnecting cannot cure
- * (ORDO_EAUTH, ORDO_EINVAL, ORDO_ENOMEM). It owns its connection.
+ * stop may be NULL), or an error that reconnecting cannot cure: a refused
+ * password (ORDO_EAUTH), a watch the server refuses (ORDO_ESERVER: a
+ * revision in the future, a bad argument), a server that breaks the
+ * protocol or the client's bounds (ORDO_EPROTO), ORDO_EINVAL, ORDO_ENOMEM.
+ * It owns its connection. on_error (may be NULL) is told every error, with
+ * its text: final 0 for one that is retried (a lost server), 1 for the one
+ * that ends the run (the return value).
  *   - Start: from_set (or from_rev > 0): every change after from_rev;
  *     snapshot: the current keys first; else: changes after the current
  *     revision (read
@@ -574,6 +591,9 @@ int ordo_txn_exec(ordo_client_t *c, ordo_txn_t *t, int nwatch, const char *const
 #define ORDO_WATCH_POLL_MS 100
 
 typedef int (*ordo_watch_fn)(void *arg, const ordo_watch_event_t *ev);
+/* An error of the watch: its code, its text (valid during the call), and
+ * whether it ends the run. Called on the watcher's thread. */
+typedef void (*ordo_watch_error_fn)(void *arg, int err, const char *text, int final);
 
 typedef struct ordo_watch_opts {
     ordo_client_opts_t conn;
@@ -584,6 +604,7 @@ typedef struct ordo_watch_opts {
     int snapshot;
     ordo_watch_fn fn;
     void *arg;
+    ordo_watch_error_fn on_error; /* may be NULL; gets arg too */
 } ordo_watch_opts_t;
 
 int ordo_watch_run(const ordo_watch_opts_t *o, const atomic_bool *stop);
@@ -647,8 +668,10 @@ typedef struct ordo_consumer_opts {
      *   another guard of the handler's writes failed (an IFREV), or a
      *     command was refused: nothing applied, the message is nacked
      *     (nack_delay_ms) so the handler runs again on fresh reads;
-     *   the connection broke: applied or not as one piece; if not, the
-     *     lease runs out and the message is delivered again.
+     *   the connection broke or the leader changed: the same transaction
+     *     is sent again until answered (or the lease would have run out);
+     *     if the first had applied, the repeat's token is stale and
+     *     nothing applies twice.
      * A crash before EXEC leaves nothing applied. See docs/client.md,
      * "Exactly-once". */
     ordo_txn_handler_fn txn_handler;

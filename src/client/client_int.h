@@ -214,5 +214,9 @@ static inline bool client_stopped(const atomic_bool *stop)
  * ordo_txn_exec()'s other codes (ORDO_ECONFLICT: an earlier guard). */
 int client_txn_ack(ordo_client_t *c, ordo_txn_t *t, const char *queue, const ordo_msg_t *m,
                    const char *result, size_t result_len);
+/* client_txn_retry() -- execute again a transaction client_txn_ack() built
+ * (the ack already its last command), after an unanswered attempt: the
+ * ack's token makes a repeat of an applied one stale. Same returns. */
+int client_txn_retry(ordo_client_t *c, ordo_txn_t *t, const char *queue, const ordo_msg_t *m);
 
 #endif

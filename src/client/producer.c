@@ -37,6 +37,11 @@
 /* Retry pause after a failed batch: doubled up to the max. */
 #define PRODUCER_RETRY_MIN_MS 10
 #define PRODUCER_RETRY_MAX_MS 1000
+/* ... but after a leader change (-NOTLEADER, a broken connection) at most
+ * this long: the client already moved to another member, and a new leader
+ * is usually there within an election timeout, so waiting a whole second
+ * would double the time to the next acknowledged batch. */
+#define PRODUCER_FAILOVER_RETRY_MAX_MS 100
 
 typedef struct pmsg {
     struct pmsg *next;
@@ -50,7 +55,7 @@ typedef struct pmsg {
 
 struct ordo_producer {
     ordo_producer_opts_t o;
-    char *queue, *host, *password, *spill_path;
+    char *queue, *host, *addrs, *password, *spill_path;
     char pid[ORDO_PRODUCER_ID_MAX + 1];
 
     pthread_mutex_t mu;
@@ -323,10 +328,14 @@ static int transient(int err)
 }
 
 /* send_batch() -- push batch[0..n) as one pipeline. Fills res[] and
- * returns how many leading messages are finished (ok or final error). */
+ * returns how many leading messages are finished (ok or final error);
+ * *why (output) is the error that cut the batch short, if it was.
+ * A -NOTLEADER reply moves the client: the resend goes to the leader it
+ * named, never again to this follower (conn.c, ordo_client_get_reply()). */
 static size_t send_batch(ordo_producer_t *p, ordo_client_t *c, pmsg_t **batch, size_t n, int64_t *ids,
-                         int *errs)
+                         int *errs, int *why)
 {
+    *why = ORDO_OK;
     assert(c != NULL && n > 0 && n <= (size_t)p->o.batch_max);
     size_t appended = 0, done = 0;
     int cut = 0;
@@ -336,13 +345,17 @@ static size_t send_batch(ordo_producer_t *p, ordo_client_t *c, pmsg_t **batch, s
         int il = snprintf(idbuf, sizeof idbuf, "%s:%" PRIu64, p->pid, m->seq);
         const char *argv[] = { "Q.PUSH", p->queue, m->data, m->data + m->key_len, "ID", idbuf };
         size_t lens[] = { 6, strlen(p->queue), m->key_len, m->payload_len, 2, (size_t)il };
-        if (ordo_client_append(c, 6, argv, lens) != ORDO_OK)
+        if ((*why = ordo_client_append(c, 6, argv, lens)) != ORDO_OK)
             break;
     }
     for (size_t i = 0; i < appended; i++) {
         ordo_reply_t *r;
-        if (ordo_client_get_reply(c, 0, &r) != ORDO_OK)
+        int rc = ordo_client_get_reply(c, 0, &r);
+        if (rc != ORDO_OK) {
+            if (!cut)
+                *why = rc;
             break; /* connection gone: the rest is unknown, resent later */
+        }
         if (!cut) {
             int e = r->type == ORDO_REPLY_INTEGER ? ORDO_OK
                     : r->type == ORDO_REPLY_ERROR ? ordo_client_reply_error(c, r) : ORDO_EPROTO;
@@ -352,6 +365,7 @@ static size_t send_batch(ordo_producer_t *p, ordo_client_t *c, pmsg_t **batch, s
                 done = i + 1;
             } else {
                 cut = 1; /* resend from here, in order */
+                *why = e;
             }
         }
         ordo_reply_free(r);
@@ -364,6 +378,7 @@ static void *sender_main(void *arg)
     ordo_producer_t *p = arg;
     ordo_client_opts_t co = p->o.conn;
     co.host = p->host;
+    co.addrs = p->addrs;
     co.password = p->password;
     co = client_sliced(co);
     ordo_client_t *c = NULL;
@@ -396,7 +411,8 @@ static void *sender_main(void *arg)
             batch[n++] = m;
         pthread_mutex_unlock(&p->mu);
 
-        size_t done = send_batch(p, c, batch, n, ids, errs);
+        int why;
+        size_t done = send_batch(p, c, batch, n, ids, errs, &why);
 
         pthread_mutex_lock(&p->mu);
         assert(done <= n && done <= p->count);
@@ -431,9 +447,11 @@ static void *sender_main(void *arg)
             retry_ms = 0;
         }
         if (done < n) { /* a transient failure: pause, then resend the rest */
+            int max_ms = why == ORDO_ENOTLEADER || why == ORDO_ECONN ? PRODUCER_FAILOVER_RETRY_MAX_MS
+                                                                    : PRODUCER_RETRY_MAX_MS;
             retry_ms = retry_ms ? retry_ms * 2 : PRODUCER_RETRY_MIN_MS;
-            if (retry_ms > PRODUCER_RETRY_MAX_MS)
-                retry_ms = PRODUCER_RETRY_MAX_MS;
+            if (retry_ms > max_ms)
+                retry_ms = max_ms;
             client_cond_wait_until(&p->sender_cv, &p->mu, client_now_ms() + retry_ms);
         }
     }
@@ -463,6 +481,7 @@ static void producer_free(ordo_producer_t *p)
     pthread_mutex_destroy(&p->mu);
     free(p->queue);
     free(p->host);
+    free(p->addrs);
     free(p->password);
     free(p->spill_path);
     free(p);
@@ -474,6 +493,9 @@ int ordo_producer_new(ordo_producer_t **out, const ordo_producer_opts_t *o)
     *out = NULL;
     if (o == NULL || o->queue == NULL || o->batch_max < 0 || o->buffer_max < 0 ||
         strlen(o->queue) > 256 || (o->producer_id && strlen(o->producer_id) > ORDO_PRODUCER_ID_MAX))
+        return ORDO_EINVAL;
+    client_members_t check; /* the sender connects later: judge the addresses now */
+    if (client_members_init(&check, o->conn.addrs, o->conn.host, o->conn.port) != ORDO_OK)
         return ORDO_EINVAL;
     ordo_producer_t *p = calloc(1, sizeof *p);
     if (p == NULL)
@@ -500,9 +522,10 @@ int ordo_producer_new(ordo_producer_t **out, const ordo_producer_opts_t *o)
     int rc = ORDO_ENOMEM;
     p->queue = strdup(o->queue);
     p->host = o->conn.host ? strdup(o->conn.host) : NULL;
+    p->addrs = o->conn.addrs ? strdup(o->conn.addrs) : NULL;
     p->password = o->conn.password ? strdup(o->conn.password) : NULL;
     p->spill_path = o->spill_path ? strdup(o->spill_path) : NULL;
-    if (!p->queue || (o->conn.host && !p->host) || (o->conn.password && !p->password) ||
+    if (!p->queue || (o->conn.host && !p->host) || (o->conn.addrs && !p->addrs) || (o->conn.password && !p->password) ||
         (o->spill_path && !p->spill_path))
         goto fail;
     if (o->producer_id)
