@@ -691,9 +691,18 @@ int client_call(ordo_client_t *c, int timeout_ms, int argc, const char *const *a
         return ORDO_EINVAL;
     drain(c);
     int64_t deadline = call_deadline(c, timeout_ms);
+    ordo_reply_t *last = NULL; /* the last -NOTLEADER of this call */
     for (int hop = 0, retry = 0;;) {
         peer_gone(c);
         int rc = connect_until(c, deadline);
+        if (rc != ORDO_OK && last != NULL && rc != ORDO_EAUTH && rc != ORDO_ENOMEM) {
+            /* The deadline passed while looking for the leader: the
+             * command never ran, which is what -NOTLEADER says. */
+            *reply = last;
+            return ORDO_OK;
+        }
+        ordo_reply_free(last);
+        last = NULL;
         if (rc != ORDO_OK)
             return rc;
         if (cresp_encode(&c->out, argc, argv, lens) != 0)
@@ -725,7 +734,7 @@ int client_call(ordo_client_t *c, int timeout_ms, int argc, const char *const *a
         hop++;
         if (past(deadline))
             return ORDO_OK;
-        ordo_reply_free(*reply);
+        last = *reply;
         *reply = NULL;
     }
 }
