@@ -217,7 +217,8 @@ def test_results_wait_after_a_long_queue_name(server):
 
 
 def test_dead_letter_is_502(server, r):
-    r.execute_command("Q.CONFIG", "poison", "MAXATTEMPTS", 1)
+    # ONPOISON drop: without it, no DEADLETTER queue parks the key instead.
+    r.execute_command("Q.CONFIG", "poison", "MAXATTEMPTS", 1, "ONPOISON", "drop")
     got = {}
     t = threading.Thread(target=lambda: got.update(r=req(server, "POST", "/v1/queues/poison/keys/k/call", b"x")))
     t.start()

@@ -489,8 +489,10 @@ static void cmd_qconfig(cmd_ctx_t *x)
                 cfg.onpoison = QUEUE_ONPOISON_DEADLETTER;
             else if (arg_is(x, i, "park"))
                 cfg.onpoison = QUEUE_ONPOISON_PARK;
+            else if (arg_is(x, i, "drop"))
+                cfg.onpoison = QUEUE_ONPOISON_DROP;
             else
-                ok = false, reply_err(x, "ERR ONPOISON is deadletter or park");
+                ok = false, reply_err(x, "ERR ONPOISON is deadletter, park or drop");
         } else if (arg_is(x, i, "LEASE")) {
             ok = arg_ms(x, ++i, &cfg.lease_ms);
             if (ok && cfg.lease_ms == 0)
@@ -604,7 +606,9 @@ static void cmd_qinfo(cmd_ctx_t *x)
     resp_add_bulk_str(o, "onfull");
     resp_add_bulk_str(o, in.config.onfull == QUEUE_ONFULL_BLOCK ? "block" : "reject");
     resp_add_bulk_str(o, "onpoison");
-    resp_add_bulk_str(o, in.config.onpoison == QUEUE_ONPOISON_PARK ? "park" : "deadletter");
+    resp_add_bulk_str(o, in.config.onpoison == QUEUE_ONPOISON_PARK   ? "park"
+                         : in.config.onpoison == QUEUE_ONPOISON_DROP ? "drop"
+                                                                     : "deadletter");
     add_field_u(o, "maxattempts", in.config.maxattempts);
     add_field_u(o, "lease", in.config.lease_ms);
     add_field_u(o, "dedup", in.config.dedup_ms);
@@ -799,7 +803,7 @@ const cmd_def_t cmd_queue_defs[] = {
      "queue id [BLOCK ms]", "ordo-queue"},
     {"Q.CONFIG", -2, CMD_WRITE, cmd_qconfig,
      "Configure a queue; options not given keep their value",
-     "queue [MAXLEN n] [MAXPERKEY n] [ONFULL REJECT|BLOCK] [LEASE ms] [MAXATTEMPTS n] [DEADLETTER queue] [ONPOISON DEADLETTER|PARK] [DEDUP ms] [RESULTTTL ms]", "ordo-queue"},
+     "queue [MAXLEN n] [MAXPERKEY n] [ONFULL REJECT|BLOCK] [LEASE ms] [MAXATTEMPTS n] [DEADLETTER queue] [ONPOISON DEADLETTER|PARK|DROP] [DEDUP ms] [RESULTTTL ms]", "ordo-queue"},
     {"Q.UNPARK", 3, CMD_WRITE, cmd_qunpark, "Let a parked key's backlog flow again; 1/0", "queue key", "ordo-queue"},
     {"Q.DROP", 2, CMD_WRITE, cmd_qdrop, "Remove a queue and everything in it; 1/0", "queue", "ordo-queue"},
     {"Q.LEN", 2, 0, cmd_qlen, "A queue's waiting, in-flight and delayed message counts", "queue", "ordo-queue"},

@@ -11,9 +11,12 @@
  *   DELAYED ──due──> WAITING           slot, token 0) until the delay ends, then WAITING
  *
  *   attempts exhausted on the way back (nack or lease) ->
- *     ONPOISON deadletter: moved to the DEADLETTER queue as a new WAITING message
- *                          (or discarded without one); fate DEADLETTER kept RESULTTTL
+ *     ONPOISON deadletter: moved to the DEADLETTER queue as a new WAITING message;
+ *                          fate DEADLETTER kept RESULTTTL. Without a DEADLETTER
+ *                          queue: as park (never discarded by default)
  *     ONPOISON park:       stays WAITING at its key's head, the key PARKED until unpark
+ *     ONPOISON drop:       as deadletter, but discarded when there is no
+ *                          DEADLETTER queue (fate DEADLETTER kept RESULTTTL)
  *   COALESCE onto a key with a waiting message: no new message (merged into it)
  *   ID inside the dedup window: no new message (deduped onto the first)
  *
@@ -797,7 +800,7 @@ int queue_configure(queue_t *q, const queue_config_t *cfg)
 {
     if (cfg->maxlen < 1 || cfg->maxlen > QUEUE_MAXLEN_MAX || cfg->maxperkey > QUEUE_MAXLEN_MAX)
         return QUEUE_EINVAL;
-    if (cfg->lease_ms < 1 || cfg->onfull > QUEUE_ONFULL_BLOCK || cfg->onpoison > QUEUE_ONPOISON_PARK)
+    if (cfg->lease_ms < 1 || cfg->onfull > QUEUE_ONFULL_BLOCK || cfg->onpoison > QUEUE_ONPOISON_DROP)
         return QUEUE_EINVAL;
     if (cfg->deadletter != NULL &&
         (cfg->dl_len == 0 || (cfg->dl_len == q->nlen && memcmp(cfg->deadletter, q->name, q->nlen) == 0)))
@@ -1038,7 +1041,9 @@ static void give_back(queue_t *q, qflight_t *f, uint64_t delay_ms, uint64_t now_
         q->nwaiting++;
         qheap_push(&q->ready, k);
         out->kind = QUEUE_RETRY_READY;
-    } else if (q->cfg.onpoison == QUEUE_ONPOISON_PARK) {
+    } else if (q->cfg.onpoison == QUEUE_ONPOISON_PARK ||
+               (q->cfg.onpoison == QUEUE_ONPOISON_DEADLETTER && q->dl_name == NULL)) {
+        /* Nowhere to keep it but here: park the key rather than lose it. */
         k->nwait++;
         q->nwaiting++;
         k->parked = 1;

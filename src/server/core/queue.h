@@ -61,8 +61,9 @@
  *   short enough that a crashed consumer's key resumes within a minute.
  * MAXATTEMPTS 10: a message that failed ten deliveries is poison; unlimited
  *   attempts would block its key for ever (0 still means unlimited).
- * ONPOISON deadletter: the key moves on; nothing is lost (the dead-letter
- *   queue or, without one, the dead-letter fate kept in the results).
+ * ONPOISON deadletter: the key moves on when a dead-letter queue takes the
+ *   message; without one the key is parked (as ONPOISON park), so nothing
+ *   is ever discarded unless the queue was configured ONPOISON drop.
  * DEDUP 60,000 ms: covers client retries after timeouts and reconnects.
  * RESULTTTL 60,000 ms: long enough for a Q.CALL caller that timed out to come
  *   back with Q.RESULT, and for a Q.CALL ID repeat inside the default dedup
@@ -87,7 +88,12 @@ enum queue_status {
 };
 
 enum queue_onfull { QUEUE_ONFULL_REJECT = 0, QUEUE_ONFULL_BLOCK = 1 };
-enum queue_onpoison { QUEUE_ONPOISON_DEADLETTER = 0, QUEUE_ONPOISON_PARK = 1 };
+/* ONPOISON: deadletter moves an exhausted message to the DEADLETTER queue,
+ * or parks its key when none is configured (nothing is lost by default);
+ * park always parks; drop moves it to the DEADLETTER queue or, without
+ * one, discards it (its fate kept RESULTTTL): the only way a message is
+ * thrown away, and only for a queue configured so. */
+enum queue_onpoison { QUEUE_ONPOISON_DEADLETTER = 0, QUEUE_ONPOISON_PARK = 1, QUEUE_ONPOISON_DROP = 2 };
 
 typedef struct queue_set_s queue_set_t;
 typedef struct queue_s queue_t;
