@@ -3,7 +3,9 @@
  *
  *   leader -p PORT -e ELECTION -i ID -n ROUNDS [-t TTL_MS]
  *
- * Prints "inaugurate ID TERM HANDOVER" (HANDOVER "-" when none), then
+ * Prints "inaugurate ID TERM HANDOVER HOW" (HANDOVER "-" when none; HOW
+ * "handed" for a clean hand-over, "left" for a value a leader that died
+ * left behind, or none), then
  * "execute ID TERM N" per round; after ROUNDS rounds it hands over the value
  * "ID:ROUNDS", prints "handover ID TERM VALUE" and exits 0. Each round
  * checks and moves a witness key ("leader-witness", the highest term that
@@ -32,10 +34,11 @@ typedef struct app {
     int violation;
 } app_t;
 
-static int inaugurate(void *arg, int64_t term, const char *ho, size_t ho_len)
+static int inaugurate(void *arg, int64_t term, const char *ho, size_t ho_len, int handed_over)
 {
     app_t *a = arg;
-    printf("inaugurate %s %" PRId64 " %.*s\n", a->id, term, ho ? (int)ho_len : 1, ho ? ho : "-");
+    printf("inaugurate %s %" PRId64 " %.*s %s\n", a->id, term, ho ? (int)ho_len : 1, ho ? ho : "-",
+           handed_over ? "handed" : "left");
     fflush(stdout);
     a->done = 0;
     return 0;

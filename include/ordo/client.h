@@ -455,12 +455,15 @@ int ordo_lock_check(ordo_client_t *c, const char *name, int64_t token); /* OK or
 /* ordo_elect_campaign() -- wait_ms < 0: wait without limit. ORDO_OK with
  * *term and, if handover != NULL, the hand-over value (*handover malloc'd,
  * NULL if none; free()): the value the previous leader resigned with, or,
- * if its term ended by expiry, the last value it proclaimed (the server
- * marks it as not handed over; the state a successor resumes from either
- * way). ORDO_ETIMEDOUT if WAIT ran out. */
+ * if its term ended by expiry, the last value it proclaimed (the state a
+ * successor resumes from either way). *handed_over (output, may be NULL)
+ * tells them apart: 1 when the previous leader resigned with the value, 0
+ * when its term ended by expiry (it died or stalled: the value is its last
+ * proclamation) or there is no value. ORDO_ETIMEDOUT if WAIT ran out. */
 int ordo_elect_campaign(ordo_client_t *c, const char *name, const void *value,
                         size_t value_len, int64_t ttl_ms, int64_t wait_ms,
-                        int64_t *term, char **handover, size_t *handover_len);
+                        int64_t *term, char **handover, size_t *handover_len,
+                        int *handed_over);
 /* ORDO_ENOTHOLDER once the term is lost. */
 int ordo_elect_keepalive(ordo_client_t *c, const char *name, int64_t term,
                          int64_t *remaining_ms);
@@ -826,7 +829,10 @@ void ordo_producer_free(ordo_producer_t *p);
  * ordo_career_run() runs in the caller's thread. It campaigns for
  * `election` (ELECT.CAMPAIGN with HANDOVER, waiting in slices so *stop is
  * seen), and once leading calls inaugurate(term, hand-over value of the
- * previous leader or NULL), then execute(term) repeatedly. A keeper thread
+ * previous leader or NULL, handed_over), then execute(term) repeatedly.
+ * handed_over is 1 when the previous leader resigned with the value (a
+ * clean hand-over), 0 when its term ended by expiry -- it died or stalled,
+ * and the value is only the last it proclaimed -- or there is none. A keeper thread
  * (own connection) sends ELECT.KEEPALIVE every ttl_ms/3. execute is never
  * called after the term is lost -- a keepalive refused, or no keepalive
  * accepted for ttl_ms counted from when it was sent (so the local deadline
@@ -852,7 +858,8 @@ typedef struct ordo_career_opts {
     const char *election;
     const void *value; size_t value_len;   /* the candidate's value */
     int64_t ttl_ms;                        /* 0: default */
-    int (*inaugurate)(void *arg, int64_t term, const char *handover, size_t handover_len);
+    int (*inaugurate)(void *arg, int64_t term, const char *handover, size_t handover_len,
+                      int handed_over);
     int (*execute)(void *arg, int64_t term);
     char *(*hand_over)(void *arg, int64_t term, size_t *len);
     void (*lost)(void *arg, int64_t term);

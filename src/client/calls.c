@@ -573,12 +573,14 @@ int ordo_lock_check(ordo_client_t *c, const char *name, int64_t token)
 
 int ordo_elect_campaign(ordo_client_t *c, const char *name, const void *value, size_t value_len,
                         int64_t ttl_ms, int64_t wait_ms, int64_t *term, char **handover,
-                        size_t *handover_len)
+                        size_t *handover_len, int *handed_over)
 {
     if (handover) {
         *handover = NULL;
         *handover_len = 0;
     }
+    if (handed_over)
+        *handed_over = 0;
     cmd_t m = { 0 };
     sarg(&m, "ELECT.CAMPAIGN");
     sarg(&m, name);
@@ -609,6 +611,8 @@ int ordo_elect_campaign(ordo_client_t *c, const char *name, const void *value, s
             *handover = r->elem[1]->str;
             *handover_len = r->elem[1]->len;
             r->elem[1]->str = NULL;
+            if (handed_over) /* the third element (0) marks a term that expired */
+                *handed_over = r->n == 2;
         }
     } else {
         if (r->type != ORDO_REPLY_INTEGER)
