@@ -3,7 +3,8 @@
  * own crash, with a spill file (examples/, run by
  * tests/integration/test_client_producer.py).
  *
- *   producer_spill -p PORT -q QUEUE -f SPILL -n COUNT [-k KEYS] [-l LINGER_MS] [-w PACE_US]
+ *   producer_spill (-p PORT | -a H:P,H:P...) -q QUEUE -f SPILL -n COUNT [-k KEYS] [-l LINGER_MS]
+ *                  [-w PACE_US]
  *
  * Message i (0 <= i < COUNT) has key "k<i % KEYS>" and payload "<i>"; it
  * is the producer's sequence number i + 1, so a run restarted on the same
@@ -39,9 +40,10 @@ int main(int argc, char **argv)
     ordo_producer_opts_t o = { .report = on_report, .report_arg = &recovered };
     long count = 0, keys = 10, pace_us = 0;
     int opt;
-    while ((opt = getopt(argc, argv, "p:q:f:n:k:l:w:")) != -1) {
+    while ((opt = getopt(argc, argv, "p:a:q:f:n:k:l:w:")) != -1) {
         switch (opt) {
         case 'p': o.conn.port = atoi(optarg); break;
+        case 'a': o.conn.addrs = optarg; break; /* a cluster's members */
         case 'q': o.queue = optarg; break;
         case 'f': o.spill_path = optarg; break;
         case 'n': count = atol(optarg); break;
