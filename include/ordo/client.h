@@ -713,9 +713,15 @@ void ordo_consumer_free(ordo_consumer_t *c);
  * a sender thread (owning one connection) sends what is buffered as a
  * pipeline of Q.PUSH commands once linger_ms has passed since the oldest
  * unsent message was accepted or batch_max messages are waiting, whichever
- * comes first. There is no server-side batch command: a batch is one
- * write() of batch_max pushes and one read of their replies, and each push
- * is its own record on the server.
+ * comes first. A batch is one write() and one read: of a single Q.PUSH,
+ * or, for more than one message, of a transaction (MULTI, the pushes,
+ * EXEC), which the server applies as one record, whole or not at all. (A
+ * plain pipeline of pushes could be split by a leader change: a member
+ * that refused the first push as a follower could apply later ones as the
+ * new leader, putting the refused push, resent, behind later pushes of its
+ * key.) A batch also stays under 4 MiB of arguments; a transaction the
+ * server refuses because of one push is sent again as the pushes before
+ * it, down to that push alone.
  *
  * Idempotence and order: every message gets a sequence number and is
  * pushed with `ID <producer id>:<seq>`. A batch cut by a lost connection, a
@@ -723,11 +729,9 @@ void ordo_consumer_free(ordo_consumer_t *c);
  * the same order and with the same ids: the pushes the server had already
  * applied are recognised by their ids (inside the queue's DEDUP window,
  * 60 s by default) and answer their first id without enqueuing anything.
- * Within a connection the server applies pushes in order, so per-key order
- * holds across retries and reconnects. One exception: a queue configured
- * `ONFULL reject` may refuse a push (-BUSY) and accept a later one of the
- * same key in the same batch; configure `ONFULL block` (pushes wait for
- * room) when per-key order must hold through a full queue.
+ * Batches are applied whole and in order, so per-key order holds across
+ * retries, reconnects and leader changes; a full queue refuses a whole
+ * batch (-CONFLICT), and the producer then sends the pushes that fit.
  *
  * Delivery reports: report() is called once per accepted message, in
  * acceptance order, on the sender thread, with the message id the server
