@@ -1,7 +1,7 @@
 /*
  * leader.c -- a leader career that hands over (ordo_career_run).
  *
- *   leader -p PORT -e ELECTION -i ID -n ROUNDS [-t TTL_MS]
+ *   leader (-p PORT | -a H:P,H:P...) -e ELECTION -i ID -n ROUNDS [-t TTL_MS]
  *
  * Prints "inaugurate ID TERM HANDOVER HOW" (HANDOVER "-" when none; HOW
  * "handed" for a clean hand-over, "left" for a value a leader that died
@@ -110,9 +110,10 @@ int main(int argc, char **argv)
                              .lost = lost };
     app_t a = { .id = "x", .rounds = 10 };
     int opt;
-    while ((opt = getopt(argc, argv, "p:e:i:n:t:")) != -1) {
+    while ((opt = getopt(argc, argv, "p:a:e:i:n:t:")) != -1) {
         switch (opt) {
         case 'p': o.conn.port = atoi(optarg); break;
+        case 'a': o.conn.addrs = optarg; break; /* a cluster's members */
         case 'e': o.election = optarg; break;
         case 'i': a.id = optarg; break;
         case 'n': a.rounds = atol(optarg); break;
@@ -121,7 +122,7 @@ int main(int argc, char **argv)
         }
     }
     if (o.election == NULL)
-        return fprintf(stderr, "usage: leader -p PORT -e ELECTION -i ID -n ROUNDS [-t TTL_MS]\n"), 2;
+        return fprintf(stderr, "usage: leader (-p PORT | -a H:P,...) -e ELECTION -i ID -n ROUNDS [-t TTL_MS]\n"), 2;
     o.value = a.id;
     o.value_len = strlen(a.id);
     o.arg = &a;
