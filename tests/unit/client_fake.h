@@ -4,7 +4,7 @@
  * on a loopback port, serves one connection at a time, parses each request
  * with the client's own parser (requests are arrays of bulk strings) and
  * answers through a script function chosen by the test. The scripts shared
- * by both tests are here too.
+ * by several tests are here too, the hostile servers among them.
  */
 #ifndef ORDO_TEST_CLIENT_FAKE_H
 #define ORDO_TEST_CLIENT_FAKE_H
@@ -19,6 +19,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cresp.h"
@@ -206,6 +207,96 @@ static inline int script_leader(fake_t *f, int fd, const ordo_reply_t *cmd, int 
     (void)conn_no;
     say(fd, is(cmd, 0, "HELLO") ? HELLO_REPLY : ":42\r\n");
     return 0;
+}
+
+/* ---- hostile servers (test_client_hostile.c, test_client_async.c) ------------------ */
+
+/* say_forever() -- write chunk again and again until the peer hangs up
+ * or the fake stops. */
+static inline void say_forever(fake_t *f, int fd, const char *unit)
+{
+    char chunk[64 * 1024];
+    size_t ul = strlen(unit), n = 0;
+    while (n + ul <= sizeof chunk) {
+        memcpy(chunk + n, unit, ul);
+        n += ul;
+    }
+    while (!atomic_load(&f->stop)) {
+        ssize_t k = send(fd, chunk, n, MSG_NOSIGNAL);
+        if (k < 0)
+            return;
+    }
+}
+
+/* GET -> `*1073741824` then `:1` for ever. */
+static inline int script_endless_ints(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
+{
+    (void)conn_no;
+    if (is(cmd, 0, "HELLO")) {
+        say(fd, HELLO_REPLY);
+        return 0;
+    }
+    say(fd, "*1073741824\r\n");
+    say_forever(f, fd, ":1\r\n");
+    return -1;
+}
+
+/* GET -> `*1073741824` then `_` for ever. */
+static inline int script_endless_nulls(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
+{
+    (void)conn_no;
+    if (is(cmd, 0, "HELLO")) {
+        say(fd, HELLO_REPLY);
+        return 0;
+    }
+    say(fd, "*1073741824\r\n");
+    say_forever(f, fd, "_\r\n");
+    return -1;
+}
+
+/* GET -> a 512 MiB bulk string, announced, then its bytes for ever. */
+static inline int script_huge_bulk(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
+{
+    (void)conn_no;
+    if (is(cmd, 0, "HELLO")) {
+        say(fd, HELLO_REPLY);
+        return 0;
+    }
+    say(fd, "$536870912\r\n");
+    say_forever(f, fd, "xxxxxxxx");
+    return -1;
+}
+
+/* GET -> push frames for ever, never the reply. */
+static inline int script_push_flood(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
+{
+    (void)conn_no;
+    if (is(cmd, 0, "HELLO")) {
+        say(fd, HELLO_REPLY);
+        return 0;
+    }
+    say_forever(f, fd, ">2\r\n$5\r\nwatch\r\n:1\r\n");
+    return -1;
+}
+
+/* GET -> an endless aggregate, one byte every millisecond or so. */
+static inline int script_drip(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
+{
+    (void)conn_no;
+    if (is(cmd, 0, "HELLO")) {
+        say(fd, HELLO_REPLY);
+        return 0;
+    }
+    say(fd, "*1073741824\r\n");
+    const char *unit = ":1\r\n";
+    for (int i = 0; !atomic_load(&f->stop); i++) {
+        char one = unit[i % 4];
+        if (send(fd, &one, 1, MSG_NOSIGNAL) < 0)
+            break;
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
+    }
+    return -1;
 }
 
 #endif
