@@ -6,7 +6,7 @@
  * by whichever consumer's transaction holds the current delivery token;
  * the stalled one's transaction is refused whole (counted as stale).
  *
- *   exactly_once -p PORT [-a PASSWORD] -q QUEUE [-c CONCURRENCY]
+ *   exactly_once (-p PORT | -h H:P,H:P...) [-a PASSWORD] -q QUEUE [-c CONCURRENCY]
  *                [-l LEASE_MS] [-s]
  *
  * Prints "ready" once started. Reads commands on stdin: "go" releases a
@@ -65,16 +65,17 @@ int main(int argc, char **argv)
     ordo_consumer_opts_t o = { .concurrency = 1 };
     app_t a = { .stall = 0 };
     int opt;
-    while ((opt = getopt(argc, argv, "p:a:q:c:l:s")) != -1) {
+    while ((opt = getopt(argc, argv, "p:h:a:q:c:l:s")) != -1) {
         switch (opt) {
         case 'p': o.conn.port = atoi(optarg); break;
+        case 'h': o.conn.addrs = optarg; break; /* a cluster's members */
         case 'a': o.conn.password = optarg; break;
         case 'q': o.queue = optarg; break;
         case 'c': o.concurrency = atoi(optarg); break;
         case 'l': o.lease_ms = atoll(optarg); break;
         case 's': a.stall = 1; break;
         default:
-            fprintf(stderr, "usage: %s -p PORT [-a PASSWORD] -q QUEUE [-c N] [-l LEASE_MS] [-s]\n", argv[0]);
+            fprintf(stderr, "usage: %s (-p PORT | -h H:P,...) [-a PASSWORD] -q QUEUE [-c N] [-l LEASE_MS] [-s]\n", argv[0]);
             return 2;
         }
     }

@@ -1,9 +1,11 @@
 /*
  * leader.c -- a leader career that hands over (ordo_career_run).
  *
- *   leader -p PORT -e ELECTION -i ID -n ROUNDS [-t TTL_MS]
+ *   leader (-p PORT | -a H:P,H:P...) -e ELECTION -i ID -n ROUNDS [-t TTL_MS]
  *
- * Prints "inaugurate ID TERM HANDOVER" (HANDOVER "-" when none), then
+ * Prints "inaugurate ID TERM HANDOVER HOW" (HANDOVER "-" when none; HOW
+ * "handed" for a clean hand-over, "left" for a value a leader that died
+ * left behind, or none), then
  * "execute ID TERM N" per round; after ROUNDS rounds it hands over the value
  * "ID:ROUNDS", prints "handover ID TERM VALUE" and exits 0. Each round
  * checks and moves a witness key ("leader-witness", the highest term that
@@ -32,10 +34,11 @@ typedef struct app {
     int violation;
 } app_t;
 
-static int inaugurate(void *arg, int64_t term, const char *ho, size_t ho_len)
+static int inaugurate(void *arg, int64_t term, const char *ho, size_t ho_len, int handed_over)
 {
     app_t *a = arg;
-    printf("inaugurate %s %" PRId64 " %.*s\n", a->id, term, ho ? (int)ho_len : 1, ho ? ho : "-");
+    printf("inaugurate %s %" PRId64 " %.*s %s\n", a->id, term, ho ? (int)ho_len : 1, ho ? ho : "-",
+           handed_over ? "handed" : "left");
     fflush(stdout);
     a->done = 0;
     return 0;
@@ -107,9 +110,10 @@ int main(int argc, char **argv)
                              .lost = lost };
     app_t a = { .id = "x", .rounds = 10 };
     int opt;
-    while ((opt = getopt(argc, argv, "p:e:i:n:t:")) != -1) {
+    while ((opt = getopt(argc, argv, "p:a:e:i:n:t:")) != -1) {
         switch (opt) {
         case 'p': o.conn.port = atoi(optarg); break;
+        case 'a': o.conn.addrs = optarg; break; /* a cluster's members */
         case 'e': o.election = optarg; break;
         case 'i': a.id = optarg; break;
         case 'n': a.rounds = atol(optarg); break;
@@ -118,7 +122,7 @@ int main(int argc, char **argv)
         }
     }
     if (o.election == NULL)
-        return fprintf(stderr, "usage: leader -p PORT -e ELECTION -i ID -n ROUNDS [-t TTL_MS]\n"), 2;
+        return fprintf(stderr, "usage: leader (-p PORT | -a H:P,...) -e ELECTION -i ID -n ROUNDS [-t TTL_MS]\n"), 2;
     o.value = a.id;
     o.value_len = strlen(a.id);
     o.arg = &a;

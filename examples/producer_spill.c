@@ -3,7 +3,8 @@
  * own crash, with a spill file (examples/, run by
  * tests/integration/test_client_producer.py).
  *
- *   producer_spill -p PORT -q QUEUE -f SPILL -n COUNT [-k KEYS] [-l LINGER_MS] [-w PACE_US]
+ *   producer_spill (-p PORT | -a H:P,H:P...) -q QUEUE -f SPILL -n COUNT [-k KEYS] [-l LINGER_MS]
+ *                  [-w PACE_US] [-t]
  *
  * Message i (0 <= i < COUNT) has key "k<i % KEYS>" and payload "<i>"; it
  * is the producer's sequence number i + 1, so a run restarted on the same
@@ -13,7 +14,9 @@
  * message is reported. A report with an error prints "failed I ERR".
  * -w paces the sends (microseconds between two), standing for an
  * application that produces over time; "recovered N" counts the reports
- * of messages an earlier run accepted.
+ * of messages an earlier run accepted. -t prints "acked I MS" for each
+ * reported message, MS being CLOCK_MONOTONIC milliseconds (a test's
+ * clock: the time from a server's kill to the next acknowledgement).
  */
 #include "ordo/client.h"
 
@@ -21,12 +24,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+typedef struct app {
+    long recovered;
+    int times;             /* -t */
+} app_t;
 
 static void on_report(void *arg, const ordo_delivery_t *d)
 {
-    long *recovered = arg;
-    *recovered += d->recovered;
+    app_t *a = arg;
+    a->recovered += d->recovered;
+    if (a->times && d->err == ORDO_OK) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        printf("acked %" PRIu64 " %lld\n", d->seq - 1, (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+        fflush(stdout);
+    }
     if (d->err != ORDO_OK) {
         printf("failed %" PRIu64 " %s\n", d->seq - 1, ordo_strerror(d->err));
         fflush(stdout);
@@ -35,19 +50,21 @@ static void on_report(void *arg, const ordo_delivery_t *d)
 
 int main(int argc, char **argv)
 {
-    long recovered = 0;
-    ordo_producer_opts_t o = { .report = on_report, .report_arg = &recovered };
+    app_t a = { 0 };
+    ordo_producer_opts_t o = { .report = on_report, .report_arg = &a };
     long count = 0, keys = 10, pace_us = 0;
     int opt;
-    while ((opt = getopt(argc, argv, "p:q:f:n:k:l:w:")) != -1) {
+    while ((opt = getopt(argc, argv, "p:a:q:f:n:k:l:w:t")) != -1) {
         switch (opt) {
         case 'p': o.conn.port = atoi(optarg); break;
+        case 'a': o.conn.addrs = optarg; break; /* a cluster's members */
         case 'q': o.queue = optarg; break;
         case 'f': o.spill_path = optarg; break;
         case 'n': count = atol(optarg); break;
         case 'k': keys = atol(optarg); break;
         case 'l': o.linger_ms = atoi(optarg); break;
         case 'w': pace_us = atol(optarg); break;
+        case 't': a.times = 1; break;
         default: fprintf(stderr, "usage: producer_spill -p PORT -q QUEUE -f SPILL -n COUNT [-k KEYS] [-l MS]\n"); return 2;
         }
     }
@@ -76,7 +93,7 @@ int main(int argc, char **argv)
     }
     size_t left = ordo_producer_close(p, ORDO_WAIT_FOREVER);
     ordo_producer_free(p);
-    printf("recovered %ld\n", recovered);
+    printf("recovered %ld\n", a.recovered);
     printf(left ? "unreported %zu\n" : "done\n", left);
     return left ? 1 : 0;
 }

@@ -13,27 +13,48 @@
  *     ordo_client_get_reply() flushes what is queued and returns the replies
  *     one by one, in order. ordo_client_command() is append + get_reply.
  *   - Times out per call: every call has a deadline (opts.call_timeout_ms,
- *     or the timeout_ms the call is given). When a deadline passes with a
- *     reply outstanding the connection is closed, because a reply that
- *     arrived later would be taken for the next command's; the call returns
- *     ORDO_ETIMEDOUT and the command may or may not have run.
- *   - Reconnects by itself: a call on a closed connection first connects
- *     again, retrying with exponential backoff and full jitter (a uniform
- *     draw in [0, min(backoff_max_ms, backoff_min_ms * 2^attempt)]) until
- *     opts.reconnect_timeout_ms has passed. A connection that breaks while
- *     a command is outstanding is never resent behind the caller's back:
- *     the call returns ORDO_ECONN ("may or may not have run") and the next
- *     call reconnects. Server-side state of a connection (watches,
- *     observers) does not survive a reconnect; ordo_client_epoch() tells
- *     the caller a reconnect happened so it can set them up again.
+ *     or the timeout_ms the call is given) that bounds all of it --
+ *     connecting, following redirects, riding out an election, waiting
+ *     for the reply -- within a few milliseconds, however the server
+ *     behaves. When a deadline passes with a reply outstanding the
+ *     connection is closed, because a reply that arrived later would be
+ *     taken for the next command's; the call returns ORDO_ETIMEDOUT and the
+ *     command may or may not have run.
+ *   - Knows several addresses: opts.addrs ("h1:p1,h2:p2,...") or
+ *     opts.host:opts.port are the seeds; the first connection (and the
+ *     first after a failure) asks `CLUSTER MEMBERS` and adds the members
+ *     it lists. A connect that fails moves to the next address at once;
+ *     after a whole round fails, it retries with exponential backoff and
+ *     full jitter (a uniform draw in [0, min(backoff_max_ms, backoff_min_ms
+ *     * 2^round)]) until opts.reconnect_timeout_ms (or the call's deadline)
+ *     has passed; the error then names every address tried. A connection
+ *     that breaks while a command is outstanding is not resent behind the
+ *     caller's back (ORDO_ECONN: "may or may not have run"), except by the
+ *     typed calls the server makes safe to repeat (see "Safe retries" at
+ *     the typed calls). An idle connection the server closed is noticed
+ *     before a command is written to it. Server-side state of a connection
+ *     (watches, observers) does not survive a reconnect;
+ *     ordo_client_epoch() tells the caller a reconnect happened so it can
+ *     set them up again.
  *   - Follows `-NOTLEADER host:port` (cluster mode): a follower did not run
- *     the command, so ordo_client_command() connects to host:port and sends
- *     it again, at most opts.redirects_max times per call. `-NOTLEADER ?`
- *     (no leader known yet) is retried after a backoff, within the
- *     reconnect budget. The address may be `[v6 address]:port`; one that
- *     does not parse (a port outside 1..65535, an overlong host) is taken
- *     as `?`. The asynchronous client (ordo/client_uv.h) reads it alike. Later reconnects go to the last leader, then back
- *     to the configured address if the leader is unreachable.
+ *     the command, so ordo_client_command() sends it again to host:port --
+ *     only if that address is a member (configured, or listed by a
+ *     member's `CLUSTER MEMBERS`, which is asked when the address is new):
+ *     the password goes to no other address. `-NOTLEADER ?` (an election)
+ *     or an address that is no member: the next member is tried after a
+ *     backoff. Redirects are followed until the call's deadline, pausing
+ *     with backoff after opts.redirects_max hops; at the deadline the
+ *     caller gets the -NOTLEADER reply (ORDO_ENOTLEADER in typed calls).
+ *     On the pipelined path (ordo_client_get_reply()) the -NOTLEADER reply
+ *     is returned, and the next ordo_client_append() after the pipeline's
+ *     replies are read goes to the member it named. The address may be
+ *     `[v6 address]:port`; one that does not parse is taken as `?`. The
+ *     asynchronous client (ordo/client_uv.h) does the same. A redirect
+ *     never replaces the seeds.
+ *   - Bounded: one reply costs at most reply_bytes_max bytes and
+ *     reply_elems_max elements, and at most pushes_max push frames queue
+ *     unread (see the defaults below). A server that passes a bound gets
+ *     its connection closed and the call ORDO_EPROTO.
  *
  * Objects: one shape for every object of this header and of
  * ordo/client_uv.h (ordo_client_t, ordo_txn_t, ordo_producer_t,
@@ -134,13 +155,31 @@ enum {
 #define ORDO_CLIENT_RECONNECT_TIMEOUT_MS_DEFAULT 30000 /* keep retrying a connect this long */
 #define ORDO_CLIENT_BACKOFF_MIN_MS_DEFAULT 20         /* first retry within 20 ms */
 #define ORDO_CLIENT_BACKOFF_MAX_MS_DEFAULT 1000       /* never wait more than 1 s between tries */
-#define ORDO_CLIENT_REDIRECTS_MAX_DEFAULT 5           /* -NOTLEADER hops per call */
+#define ORDO_CLIENT_REDIRECTS_MAX_DEFAULT 5           /* -NOTLEADER hops per call before pausing */
+/* Bounds on what a server may make the client hold. One reply (a reply or
+ * a push frame) may cost at most reply_bytes_max of memory, counting every
+ * element's node (about 64 bytes) and its string bytes: 256 MiB is four
+ * times ordod's default max-reply-bytes (64m), room for an operator who
+ * raised it. At most reply_elems_max elements per reply: a Q.PULL COUNT of
+ * small messages filling 64 MiB is about 5 million elements. At most
+ * pushes_max push frames (watch events) queued unread, together within
+ * reply_bytes_max: they queue only while a reply is awaited, and a watcher
+ * reads them as they come. A server that passes a bound gets its
+ * connection closed; the call fails with ORDO_EPROTO, the errstr naming the
+ * bound. */
+#define ORDO_CLIENT_REPLY_BYTES_MAX_DEFAULT ((int64_t)256 * 1024 * 1024)
+#define ORDO_CLIENT_REPLY_ELEMS_MAX_DEFAULT ((int64_t)8 * 1024 * 1024)
+#define ORDO_CLIENT_PUSHES_MAX_DEFAULT 65536
+/* Addresses in opts.addrs, configured and learned together. */
+#define ORDO_CLIENT_ADDRS_MAX 16
 
 typedef struct ordo_client ordo_client_t;
 
 typedef struct ordo_client_opts {
-    const char *host;            /* NULL: "127.0.0.1" */
-    int port;                    /* 0: 7379 */
+    const char *host;            /* NULL: "127.0.0.1" (ignored when addrs is set) */
+    int port;                    /* 0: 7379 (ignored when addrs is set) */
+    const char *addrs;           /* NULL: host:port; else "h1:p1,h2:p2,..." (a host may
+                                    be [v6]), at most ORDO_CLIENT_ADDRS_MAX */
     const char *password;        /* NULL: no AUTH */
     int connect_timeout_ms;      /* 0: default */
     int call_timeout_ms;         /* 0: default; a blocking command adds its wait */
@@ -149,6 +188,9 @@ typedef struct ordo_client_opts {
     int backoff_max_ms;          /* 0: default */
     int redirects_max;           /* 0: default */
     int resp2;                   /* nonzero: do not send HELLO 3 */
+    int64_t reply_bytes_max;     /* 0: default */
+    int64_t reply_elems_max;     /* 0: default */
+    int pushes_max;              /* 0: default */
 } ordo_client_opts_t;
 
 /* Reply types: RESP2 and RESP3. Maps hold 2*n elements, key then value. */
@@ -180,6 +222,9 @@ void ordo_reply_free(ordo_reply_t *r);
 /* ordo_client_new() -- a client; does not connect (the first call does).
  * ORDO_OK with *out, or ORDO_ENOMEM. opts may be NULL (all defaults). */
 int ordo_client_new(ordo_client_t **out, const ordo_client_opts_t *opts);
+/* (ORDO_EINVAL too: an address of opts.addrs, opts.host or opts.port that
+ * does not parse -- a port outside 1..65535, a host of 256 bytes or more,
+ * an empty entry, more than ORDO_CLIENT_ADDRS_MAX addresses.) */
 /* ordo_client_free() -- close and free; NULL is fine. */
 void ordo_client_free(ordo_client_t *c);
 
@@ -200,6 +245,10 @@ int64_t ordo_client_err_rev(const ordo_client_t *c);
 /* Host and port the client talks to now (after -NOTLEADER redirects). */
 const char *ordo_client_host(const ordo_client_t *c);
 int ordo_client_port(const ordo_client_t *c);
+/* ordo_client_addrs() -- every address the client knows, configured then
+ * learned from `CLUSTER MEMBERS`, as "h1:p1,h2:p2" into out (cap bytes,
+ * NUL-terminated, truncated if need be). */
+void ordo_client_addrs(const ordo_client_t *c, char *out, size_t cap);
 
 /* ordo_client_command() -- send one command and wait for its reply:
  * argc arguments, argv[i] of lens[i] bytes (lens NULL: strlen each).
@@ -226,8 +275,10 @@ int ordo_client_command_strs(ordo_client_t *c, int timeout_ms, ordo_reply_t **re
 
 /* Pipelining. ordo_client_append() queues a command (connecting first if
  * needed, so ORDO_ECONN is possible); ordo_client_get_reply() sends all
- * queued commands and returns the oldest outstanding reply. -NOTLEADER is
- * not followed here (the caller sees the error reply). ordo_client_pending()
+ * queued commands and returns the oldest outstanding reply. A -NOTLEADER
+ * reply is returned to the caller (that command did not run), and the
+ * first append once the pipeline's replies are read goes to the member it
+ * named (or the next member): a pipeline is never resent to a follower. ordo_client_pending()
  * is the number of replies still expected. */
 int ordo_client_append(ordo_client_t *c, int argc, const char *const *argv,
                        const size_t *lens);
@@ -247,7 +298,19 @@ int ordo_client_reply_error(ordo_client_t *c, const ordo_reply_t *r);
 
 /* ======================================================================
  * Typed calls. Each sends one command with ordo_client_command() and maps
- * the reply. Keys, values, payloads are binary-safe (pointer + length);
+ * the reply.
+ *
+ * Safe retries: the calls whose command the server recognises when it
+ * comes twice -- ordo_q_push() with an id, ordo_q_ack(), ordo_q_nack(),
+ * ordo_q_extend() (guarded by the delivery token), ordo_lock_extend(),
+ * ordo_elect_keepalive() (guarded by the token or term), and
+ * ordo_kv_put() with a fence -- are sent again, within the call's
+ * deadline, when the connection breaks with them outstanding (a member
+ * killed, a leader change), instead of returning ORDO_ECONN. A repeat
+ * whose first attempt had applied answers as the server answers a repeat:
+ * the push's first id; for an ack or nack, ORDO_ESTALE (the token was
+ * spent by the first). Every other call returns ORDO_ECONN: it may or may
+ * not have run. Keys, values, payloads are binary-safe (pointer + length);
  * queue, lock and election names are NUL-terminated strings.
  * ====================================================================== */
 
@@ -392,12 +455,15 @@ int ordo_lock_check(ordo_client_t *c, const char *name, int64_t token); /* OK or
 /* ordo_elect_campaign() -- wait_ms < 0: wait without limit. ORDO_OK with
  * *term and, if handover != NULL, the hand-over value (*handover malloc'd,
  * NULL if none; free()): the value the previous leader resigned with, or,
- * if its term ended by expiry, the last value it proclaimed (the server
- * marks it as not handed over; the state a successor resumes from either
- * way). ORDO_ETIMEDOUT if WAIT ran out. */
+ * if its term ended by expiry, the last value it proclaimed (the state a
+ * successor resumes from either way). *handed_over (output, may be NULL)
+ * tells them apart: 1 when the previous leader resigned with the value, 0
+ * when its term ended by expiry (it died or stalled: the value is its last
+ * proclamation) or there is no value. ORDO_ETIMEDOUT if WAIT ran out. */
 int ordo_elect_campaign(ordo_client_t *c, const char *name, const void *value,
                         size_t value_len, int64_t ttl_ms, int64_t wait_ms,
-                        int64_t *term, char **handover, size_t *handover_len);
+                        int64_t *term, char **handover, size_t *handover_len,
+                        int *handed_over);
 /* ORDO_ENOTHOLDER once the term is lost. */
 int ordo_elect_keepalive(ordo_client_t *c, const char *name, int64_t term,
                          int64_t *remaining_ms);
@@ -502,8 +568,13 @@ int ordo_txn_exec(ordo_client_t *c, ordo_txn_t *t, int nwatch, const char *const
  *
  * ordo_watch_run() runs in the caller's thread until the callback returns
  * nonzero, *stop becomes true (checked at least every ORDO_WATCH_POLL_MS;
- * stop may be NULL), or an error that reconnecting cannot cure
- * (ORDO_EAUTH, ORDO_EINVAL, ORDO_ENOMEM). It owns its connection.
+ * stop may be NULL), or an error that reconnecting cannot cure: a refused
+ * password (ORDO_EAUTH), a watch the server refuses (ORDO_ESERVER: a
+ * revision in the future, a bad argument), a server that breaks the
+ * protocol or the client's bounds (ORDO_EPROTO), ORDO_EINVAL, ORDO_ENOMEM.
+ * It owns its connection. on_error (may be NULL) is told every error, with
+ * its text: final 0 for one that is retried (a lost server), 1 for the one
+ * that ends the run (the return value).
  *   - Start: from_set (or from_rev > 0): every change after from_rev;
  *     snapshot: the current keys first; else: changes after the current
  *     revision (read
@@ -523,6 +594,9 @@ int ordo_txn_exec(ordo_client_t *c, ordo_txn_t *t, int nwatch, const char *const
 #define ORDO_WATCH_POLL_MS 100
 
 typedef int (*ordo_watch_fn)(void *arg, const ordo_watch_event_t *ev);
+/* An error of the watch: its code, its text (valid during the call), and
+ * whether it ends the run. Called on the watcher's thread. */
+typedef void (*ordo_watch_error_fn)(void *arg, int err, const char *text, int final);
 
 typedef struct ordo_watch_opts {
     ordo_client_opts_t conn;
@@ -533,6 +607,7 @@ typedef struct ordo_watch_opts {
     int snapshot;
     ordo_watch_fn fn;
     void *arg;
+    ordo_watch_error_fn on_error; /* may be NULL; gets arg too */
 } ordo_watch_opts_t;
 
 int ordo_watch_run(const ordo_watch_opts_t *o, const atomic_bool *stop);
@@ -596,8 +671,10 @@ typedef struct ordo_consumer_opts {
      *   another guard of the handler's writes failed (an IFREV), or a
      *     command was refused: nothing applied, the message is nacked
      *     (nack_delay_ms) so the handler runs again on fresh reads;
-     *   the connection broke: applied or not as one piece; if not, the
-     *     lease runs out and the message is delivered again.
+     *   the connection broke or the leader changed: the same transaction
+     *     is sent again until answered (or the lease would have run out);
+     *     if the first had applied, the repeat's token is stale and
+     *     nothing applies twice.
      * A crash before EXEC leaves nothing applied. See docs/client.md,
      * "Exactly-once". */
     ordo_txn_handler_fn txn_handler;
@@ -636,9 +713,15 @@ void ordo_consumer_free(ordo_consumer_t *c);
  * a sender thread (owning one connection) sends what is buffered as a
  * pipeline of Q.PUSH commands once linger_ms has passed since the oldest
  * unsent message was accepted or batch_max messages are waiting, whichever
- * comes first. There is no server-side batch command: a batch is one
- * write() of batch_max pushes and one read of their replies, and each push
- * is its own record on the server.
+ * comes first. A batch is one write() and one read: of a single Q.PUSH,
+ * or, for more than one message, of a transaction (MULTI, the pushes,
+ * EXEC), which the server applies as one record, whole or not at all. (A
+ * plain pipeline of pushes could be split by a leader change: a member
+ * that refused the first push as a follower could apply later ones as the
+ * new leader, putting the refused push, resent, behind later pushes of its
+ * key.) A batch also stays under 4 MiB of arguments; a transaction the
+ * server refuses because of one push is sent again as the pushes before
+ * it, down to that push alone.
  *
  * Idempotence and order: every message gets a sequence number and is
  * pushed with `ID <producer id>:<seq>`. A batch cut by a lost connection, a
@@ -646,11 +729,9 @@ void ordo_consumer_free(ordo_consumer_t *c);
  * the same order and with the same ids: the pushes the server had already
  * applied are recognised by their ids (inside the queue's DEDUP window,
  * 60 s by default) and answer their first id without enqueuing anything.
- * Within a connection the server applies pushes in order, so per-key order
- * holds across retries and reconnects. One exception: a queue configured
- * `ONFULL reject` may refuse a push (-BUSY) and accept a later one of the
- * same key in the same batch; configure `ONFULL block` (pushes wait for
- * room) when per-key order must hold through a full queue.
+ * Batches are applied whole and in order, so per-key order holds across
+ * retries, reconnects and leader changes; a full queue refuses a whole
+ * batch (-CONFLICT), and the producer then sends the pushes that fit.
  *
  * Delivery reports: report() is called once per accepted message, in
  * acceptance order, on the sender thread, with the message id the server
@@ -752,7 +833,10 @@ void ordo_producer_free(ordo_producer_t *p);
  * ordo_career_run() runs in the caller's thread. It campaigns for
  * `election` (ELECT.CAMPAIGN with HANDOVER, waiting in slices so *stop is
  * seen), and once leading calls inaugurate(term, hand-over value of the
- * previous leader or NULL), then execute(term) repeatedly. A keeper thread
+ * previous leader or NULL, handed_over), then execute(term) repeatedly.
+ * handed_over is 1 when the previous leader resigned with the value (a
+ * clean hand-over), 0 when its term ended by expiry -- it died or stalled,
+ * and the value is only the last it proclaimed -- or there is none. A keeper thread
  * (own connection) sends ELECT.KEEPALIVE every ttl_ms/3. execute is never
  * called after the term is lost -- a keepalive refused, or no keepalive
  * accepted for ttl_ms counted from when it was sent (so the local deadline
@@ -778,7 +862,8 @@ typedef struct ordo_career_opts {
     const char *election;
     const void *value; size_t value_len;   /* the candidate's value */
     int64_t ttl_ms;                        /* 0: default */
-    int (*inaugurate)(void *arg, int64_t term, const char *handover, size_t handover_len);
+    int (*inaugurate)(void *arg, int64_t term, const char *handover, size_t handover_len,
+                      int handed_over);
     int (*execute)(void *arg, int64_t term);
     char *(*hand_over)(void *arg, int64_t term, size_t *len);
     void (*lost)(void *arg, int64_t term);

@@ -20,6 +20,8 @@
 #define CMD_ARGS_MAX 16
 
 typedef struct cmd {
+    int flags; /* client_call() flags: CLIENT_CALL_SAFE for a command the
+                  server recognises when repeated */
     int argc;
     const char *argv[CMD_ARGS_MAX];
     size_t lens[CMD_ARGS_MAX];
@@ -49,7 +51,7 @@ static void iarg(cmd_t *m, int64_t v)
 /* run() -- send; ORDO_OK with a non-error *r, or the mapped error (*r NULL). */
 static int run(ordo_client_t *c, cmd_t *m, int timeout_ms, ordo_reply_t **r)
 {
-    int rc = ordo_client_command(c, timeout_ms, m->argc, m->argv, m->lens, r);
+    int rc = client_call(c, timeout_ms, m->argc, m->argv, m->lens, m->flags, r);
     if (rc != ORDO_OK)
         return rc;
     rc = ordo_client_reply_error(c, *r);
@@ -198,6 +200,8 @@ int ordo_kv_put(ordo_client_t *c, const void *key, size_t key_len, const void *v
     arg(&m, key, key_len);
     arg(&m, val, val_len);
     cond_args(&m, cond, 1);
+    if (cond && cond->fence_lock)
+        m.flags = CLIENT_CALL_SAFE; /* fenced: writing the value twice is writing it */
     return run_int(c, &m, 0, rev_out);
 }
 
@@ -332,6 +336,7 @@ int ordo_q_push(ordo_client_t *c, const char *queue, const void *key, size_t key
     if (o && o->id) {
         sarg(&m, "ID");
         arg(&m, o->id, o->id_len);
+        m.flags = CLIENT_CALL_SAFE; /* a repeat answers the first push's id */
     }
     if (o && o->coalesce)
         sarg(&m, "COALESCE");
@@ -403,6 +408,7 @@ int ordo_q_pull(ordo_client_t *c, const char *queue, int count, int64_t block_ms
 /* "VERB queue id token": the head of every command about one delivery. */
 static void delivery_args(cmd_t *m, const char *verb, const char *queue, int64_t id, int64_t token)
 {
+    m->flags = CLIENT_CALL_SAFE; /* guarded by the delivery token */
     sarg(m, verb);
     sarg(m, queue);
     iarg(m, id);
@@ -548,6 +554,7 @@ int ordo_lock_release(ordo_client_t *c, const char *name, int64_t token)
 int ordo_lock_extend(ordo_client_t *c, const char *name, int64_t token, int64_t ttl_ms)
 {
     cmd_t m = { 0 };
+    m.flags = CLIENT_CALL_SAFE; /* guarded by the token; extending twice is extending */
     sarg(&m, "LOCK.EXTEND");
     sarg(&m, name);
     iarg(&m, token);
@@ -566,12 +573,14 @@ int ordo_lock_check(ordo_client_t *c, const char *name, int64_t token)
 
 int ordo_elect_campaign(ordo_client_t *c, const char *name, const void *value, size_t value_len,
                         int64_t ttl_ms, int64_t wait_ms, int64_t *term, char **handover,
-                        size_t *handover_len)
+                        size_t *handover_len, int *handed_over)
 {
     if (handover) {
         *handover = NULL;
         *handover_len = 0;
     }
+    if (handed_over)
+        *handed_over = 0;
     cmd_t m = { 0 };
     sarg(&m, "ELECT.CAMPAIGN");
     sarg(&m, name);
@@ -602,6 +611,8 @@ int ordo_elect_campaign(ordo_client_t *c, const char *name, const void *value, s
             *handover = r->elem[1]->str;
             *handover_len = r->elem[1]->len;
             r->elem[1]->str = NULL;
+            if (handed_over) /* the third element (0) marks a term that expired */
+                *handed_over = r->n == 2;
         }
     } else {
         if (r->type != ORDO_REPLY_INTEGER)
@@ -615,6 +626,7 @@ int ordo_elect_campaign(ordo_client_t *c, const char *name, const void *value, s
 int ordo_elect_keepalive(ordo_client_t *c, const char *name, int64_t term, int64_t *remaining_ms)
 {
     cmd_t m = { 0 };
+    m.flags = CLIENT_CALL_SAFE; /* guarded by the term */
     sarg(&m, "ELECT.KEEPALIVE");
     sarg(&m, name);
     iarg(&m, term);

@@ -59,9 +59,10 @@ int ordo_career_run(const ordo_career_opts_t *o, const atomic_bool *stop)
         int64_t term;
         char *ho;
         size_t ho_len;
+        int handed;
         int64_t sent = client_now_ms();
         rc = ordo_elect_campaign(c, o->election, o->value ? o->value : "", o->value ? o->value_len : 0, ttl,
-                                 ORDO_CAREER_CAMPAIGN_SLICE_MS, &term, &ho, &ho_len);
+                                 ORDO_CAREER_CAMPAIGN_SLICE_MS, &term, &ho, &ho_len, &handed);
         if (rc == ORDO_ETIMEDOUT)
             continue;
         if (rc == ORDO_EAUTH || rc == ORDO_EINVAL || rc == ORDO_ENOMEM || rc == ORDO_ESERVER)
@@ -77,7 +78,7 @@ int ordo_career_run(const ordo_career_opts_t *o, const atomic_bool *stop)
             (void)ordo_elect_resign(c, o->election, term, NULL, 0);
             break;
         }
-        int go = o->inaugurate ? o->inaugurate(o->arg, term, ho, ho_len) == 0 : 1;
+        int go = o->inaugurate ? o->inaugurate(o->arg, term, ho, ho_len, handed) == 0 : 1;
         free(ho);
         int done = !go;
         while (go && !client_stopped(stop) && keeper_valid(&k)) {

@@ -24,23 +24,66 @@
 /* Bytes read from the socket per recv(). */
 #define CLIENT_READ_CHUNK (64 * 1024)
 
+/* The addresses a client may talk to (members.c owns the rules). A
+ * cluster has 3 to 7 voters; 16 leaves room for learners and for a member
+ * listed under two names (a seed "localhost:p" and its "127.0.0.1:p"). */
+#define CLIENT_MEMBERS_MAX ORDO_CLIENT_ADDRS_MAX
+
+typedef struct client_member {
+    char host[CLIENT_HOST_MAX];
+    int port;
+} client_member_t;
+
+typedef struct client_members {
+    client_member_t m[CLIENT_MEMBERS_MAX];
+    int n;       /* known: seeds first, then learned */
+    int nseeds;  /* m[0..nseeds) are the configured seeds, never replaced */
+    int cur;     /* the member talked to now, or tried next */
+} client_members_t;
+
+/* client_members_init() -- the seeds from addrs ("h:p,h:p", when non-NULL
+ * and non-empty), else host:port (NULL/0: the defaults). ORDO_OK, or
+ * ORDO_EINVAL for an address that does not parse (port outside 1..65535,
+ * an empty or overlong host, more than CLIENT_MEMBERS_MAX). */
+int client_members_init(client_members_t *ms, const char *addrs, const char *host, int port);
+/* client_parse_addr() -- "host:port" or "[v6]:port" from s[0..n). 0 with
+ * host (host_cap bytes, output) and *port (output) set, or -1. */
+int client_parse_addr(const char *s, size_t n, char *host, size_t host_cap, int *port);
+/* client_members_find() -- the index of host:port, or -1. */
+int client_members_find(const client_members_t *ms, const char *host, int port);
+/* client_members_add() -- the index of host:port, added if new; -1 when
+ * the list is full. */
+int client_members_add(client_members_t *ms, const char *host, int port);
+/* client_members_next() -- move cur to the next member, round robin. */
+void client_members_next(client_members_t *ms);
+/* client_members_learn() -- add the members of a `CLUSTER MEMBERS` reply
+ * r ([id, "host:port", role, voter] each). Returns the index of the one
+ * whose role is "leader", or -1 (none, or r is not such a reply). */
+int client_members_learn(client_members_t *ms, const ordo_reply_t *r);
+/* client_members_format() -- "h:p,h:p" of every member into out (cap
+ * bytes, truncated if need be), for error texts and ORDO_ADDRS. */
+void client_members_format(const client_members_t *ms, char *out, size_t cap);
+
 typedef struct push_node {
     struct push_node *next;
     ordo_reply_t *push;
+    int64_t bytes; /* what it costs against reply_bytes_max */
 } push_node_t;
 
 struct ordo_client {
     /* configuration (copied) */
-    char seed_host[CLIENT_HOST_MAX];
-    int seed_port;
     char *password;
     int connect_timeout_ms, call_timeout_ms, reconnect_timeout_ms;
     int backoff_min_ms, backoff_max_ms, redirects_max;
     int resp2_only;
+    int64_t reply_bytes_max, reply_elems_max;
+    int pushes_max;
 
-    /* where we talk now (a redirect changes it) */
-    char host[CLIENT_HOST_MAX];
-    int port;
+    /* who we may talk to, and who now (members.cur) */
+    client_members_t members;
+    int learn;    /* ask CLUSTER MEMBERS after the next handshake */
+    int moved;    /* a pipelined reply said -NOTLEADER: reconnect once pending drains */
+    int move_to;  /* ... to this member (-1: the next one) */
 
     int fd;
     int proto;
@@ -51,6 +94,8 @@ struct ordo_client {
     cresp_buf_t in, out;
     size_t pending;
     push_node_t *push_head, *push_tail;
+    int npushes;          /* frames in the FIFO (at most pushes_max) */
+    int64_t push_bytes;   /* their cost (at most reply_bytes_max) */
 
     char errstr[CLIENT_ERRSTR_MAX];
     int64_t err_rev;
@@ -69,13 +114,12 @@ int64_t client_now_ms(void);
 void client_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms);
 void client_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms);
 
-/* CLIENT_OPTS_APPLY() -- the seed address, first address and tunables of a
- * client struct c (ordo_client_t or ordo_aclient_t: the same field names)
- * from opts o, with the defaults of ordo/client.h for what o leaves 0. */
+/* CLIENT_OPTS_APPLY() -- the tunables of a client struct c (ordo_client_t
+ * or ordo_aclient_t: the same field names) from opts o, with the defaults
+ * of ordo/client.h for what o leaves 0. The addresses are
+ * client_members_init()'s. */
 #define CLIENT_OPTS_APPLY(c, o)                                                                     \
     do {                                                                                            \
-        snprintf((c)->seed_host, sizeof (c)->seed_host, "%s", (o).host ? (o).host : "127.0.0.1");   \
-        (c)->seed_port = (o).port > 0 ? (o).port : ORDO_CLIENT_PORT_DEFAULT;                        \
         (c)->connect_timeout_ms = (o).connect_timeout_ms != 0 ? (o).connect_timeout_ms              \
                                                               : ORDO_CLIENT_CONNECT_TIMEOUT_MS_DEFAULT; \
         (c)->call_timeout_ms = (o).call_timeout_ms != 0 ? (o).call_timeout_ms                       \
@@ -90,8 +134,11 @@ void client_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t dea
         (c)->redirects_max = (o).redirects_max != 0 ? (o).redirects_max                             \
                                                     : ORDO_CLIENT_REDIRECTS_MAX_DEFAULT;            \
         (c)->resp2_only = (o).resp2;                                                                \
-        snprintf((c)->host, sizeof (c)->host, "%s", (c)->seed_host);                                \
-        (c)->port = (c)->seed_port;                                                                 \
+        (c)->reply_bytes_max = (o).reply_bytes_max > 0 ? (o).reply_bytes_max                        \
+                                                       : ORDO_CLIENT_REPLY_BYTES_MAX_DEFAULT;       \
+        (c)->reply_elems_max = (o).reply_elems_max > 0 ? (o).reply_elems_max                        \
+                                                       : ORDO_CLIENT_REPLY_ELEMS_MAX_DEFAULT;       \
+        (c)->pushes_max = (o).pushes_max > 0 ? (o).pushes_max : ORDO_CLIENT_PUSHES_MAX_DEFAULT;     \
     } while (0)
 
 /* Helpers that retry for ever in their own loop (producer sender, consumer
@@ -106,6 +153,17 @@ static inline ordo_client_opts_t client_sliced(ordo_client_opts_t o)
         o.reconnect_timeout_ms = CLIENT_CONNECT_SLICE_MS;
     return o;
 }
+
+/* client_call() flags. CLIENT_CALL_SAFE: the server recognises a repeat of
+ * this command (a push with an ID, an ack or EXEC guarded by a delivery
+ * token, a fenced or IFREV write), so a connection that breaks with it
+ * outstanding is not the caller's problem: it is sent again, within the
+ * call's deadline. */
+#define CLIENT_CALL_SAFE 1
+
+/* client_call() -- ordo_client_command() with flags (above). */
+int client_call(ordo_client_t *c, int timeout_ms, int argc, const char *const *argv,
+                const size_t *lens, int flags, ordo_reply_t **reply);
 
 /* errors.c: what the server's error replies mean (see its head). */
 
@@ -156,5 +214,9 @@ static inline bool client_stopped(const atomic_bool *stop)
  * ordo_txn_exec()'s other codes (ORDO_ECONFLICT: an earlier guard). */
 int client_txn_ack(ordo_client_t *c, ordo_txn_t *t, const char *queue, const ordo_msg_t *m,
                    const char *result, size_t result_len);
+/* client_txn_retry() -- execute again a transaction client_txn_ack() built
+ * (the ack already its last command), after an unanswered attempt: the
+ * ack's token makes a repeat of an applied one stale. Same returns. */
+int client_txn_retry(ordo_client_t *c, ordo_txn_t *t, const char *queue, const ordo_msg_t *m);
 
 #endif

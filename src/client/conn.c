@@ -2,18 +2,30 @@
  * conn.c -- the blocking connection of ordo/client.h: connect and
  * handshake (HELLO 3 / AUTH), pipelined writes and reads with a deadline
  * per call, push frames kept apart from replies, reconnection with
- * jittered exponential backoff, and -NOTLEADER redirects.
+ * jittered exponential backoff across the members it knows, and
+ * -NOTLEADER redirects.
  *
  * Every socket is non-blocking; waiting is poll() against a deadline in
  * CLOCK_MONOTONIC milliseconds (-1: none). Writing a long pipeline also
  * reads, so a server that stops reading until its replies are taken can
- * never deadlock with us.
+ * never deadlock with us. The deadline is checked on every turn of the
+ * read loop, not only when poll() waits, so a server that never stops
+ * sending cannot hold a call past it.
  *
- * Failure rule: any I/O error, protocol error or deadline with a reply
- * outstanding closes the connection (client_drop) -- the stream position
- * is unknown after it -- and the next call reconnects. Nothing already
- * written is ever sent again by this file, except after -NOTLEADER, which
- * says the command did not run.
+ * One call, one deadline: connecting (to any member, with backoff),
+ * following -NOTLEADER (to members only: members.c) and waiting for the
+ * reply all happen before the call's deadline; connecting is also bounded
+ * by the reconnect budget. A server is bounded in what it makes us hold:
+ * the parser's reply_bytes_max / reply_elems_max, and pushes_max frames
+ * queued (cresp.h, ordo/client.h).
+ *
+ * Failure rule: any I/O error, protocol error, passed bound or deadline
+ * with a reply outstanding closes the connection (client_drop) -- the
+ * stream position is unknown after it -- and the next call reconnects.
+ * Nothing already written is ever sent again by this file, except after
+ * -NOTLEADER, which says the command did not run, and for a call its
+ * caller marked safe to repeat (client_call(), CLIENT_CALL_SAFE: the
+ * server recognises the repeat).
  */
 #include "client_int.h"
 
@@ -115,6 +127,8 @@ int ordo_client_new(ordo_client_t **out, const ordo_client_opts_t *opts)
     ordo_client_t *c = calloc(1, sizeof *c);
     if (c == NULL)
         return ORDO_ENOMEM;
+    if (client_members_init(&c->members, o.addrs, o.host, o.port) != ORDO_OK)
+        goto fail_addrs;
     if (o.password) {
         c->password = strdup(o.password);
         if (c->password == NULL)
@@ -122,6 +136,8 @@ int ordo_client_new(ordo_client_t **out, const ordo_client_opts_t *opts)
     }
     CLIENT_OPTS_APPLY(c, o);
     c->fd = -1;
+    c->learn = 1;
+    c->move_to = -1;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     c->rng = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 40) ^
@@ -129,11 +145,15 @@ int ordo_client_new(ordo_client_t **out, const ordo_client_opts_t *opts)
     if (c->rng == 0)
         c->rng = 1;
     cresp_init(&c->parser);
+    cresp_set_limits(&c->parser, c->reply_bytes_max, c->reply_elems_max);
     *out = c;
     return ORDO_OK;
 fail_password:
     free(c);
     return ORDO_ENOMEM;
+fail_addrs:
+    free(c);
+    return ORDO_EINVAL;
 }
 
 static void client_drop(ordo_client_t *c)
@@ -165,6 +185,8 @@ void ordo_client_free(ordo_client_t *c)
         ordo_reply_free(n->push);
         free(n);
     }
+    c->npushes = 0;
+    c->push_bytes = 0;
     cresp_buf_free(&c->in);
     cresp_buf_free(&c->out);
     free(c->password);
@@ -175,8 +197,13 @@ uint64_t ordo_client_epoch(const ordo_client_t *c) { return c->epoch; }
 int ordo_client_proto(const ordo_client_t *c) { return c->fd >= 0 ? c->proto : 0; }
 const char *ordo_client_errstr(const ordo_client_t *c) { return c->errstr; }
 int64_t ordo_client_err_rev(const ordo_client_t *c) { return c->err_rev; }
-const char *ordo_client_host(const ordo_client_t *c) { return c->host; }
-int ordo_client_port(const ordo_client_t *c) { return c->port; }
+const char *ordo_client_host(const ordo_client_t *c) { return c->members.m[c->members.cur].host; }
+int ordo_client_port(const ordo_client_t *c) { return c->members.m[c->members.cur].port; }
+
+void ordo_client_addrs(const ordo_client_t *c, char *out, size_t cap)
+{
+    client_members_format(&c->members, out, cap);
+}
 size_t ordo_client_pending(const ordo_client_t *c) { return c->pending; }
 
 /* ---- low-level I/O ------------------------------------------------------- */
@@ -244,10 +271,22 @@ static int wait_io(ordo_client_t *c, int64_t deadline, int want_read)
     return ORDO_OK;
 }
 
-static int enqueue_push(ordo_client_t *c, ordo_reply_t *r)
+/* enqueue_push() -- keep a push frame (costing `bytes`) for
+ * ordo_client_next_push(). ORDO_EPROTO past pushes_max frames or
+ * reply_bytes_max bytes queued (the caller drops the connection: a push
+ * cannot be skipped without breaking a watch's promise), ORDO_ENOMEM. */
+static int enqueue_push(ordo_client_t *c, ordo_reply_t *r, int64_t bytes)
 {
     assert(r != NULL && r->type == ORDO_REPLY_PUSH);
     assert((c->push_head == NULL) == (c->push_tail == NULL));
+    assert(c->npushes <= c->pushes_max && c->push_bytes <= c->reply_bytes_max);
+    if (c->npushes == c->pushes_max || bytes > c->reply_bytes_max - c->push_bytes) {
+        ordo_reply_free(r);
+        return client_seterr(c, ORDO_EPROTO,
+                             "more than pushes_max (%d) push frames or reply_bytes_max (%lld bytes) "
+                             "queued unread",
+                             c->pushes_max, (long long)c->reply_bytes_max);
+    }
     push_node_t *n = malloc(sizeof *n);
     if (n == NULL) {
         ordo_reply_free(r);
@@ -255,11 +294,14 @@ static int enqueue_push(ordo_client_t *c, ordo_reply_t *r)
     }
     n->next = NULL;
     n->push = r;
+    n->bytes = bytes;
     if (c->push_tail)
         c->push_tail->next = n;
     else
         c->push_head = n;
     c->push_tail = n;
+    c->npushes++;
+    c->push_bytes += bytes;
     return ORDO_OK;
 }
 
@@ -293,12 +335,18 @@ static int read_reply(ordo_client_t *c, int64_t deadline, ordo_reply_t **out)
             goto drop;
         if (rc == 1) {
             if (r->type == ORDO_REPLY_PUSH) {
-                if ((rc = enqueue_push(c, r)) != ORDO_OK)
+                if ((rc = enqueue_push(c, r, c->parser.last_bytes)) != ORDO_OK)
                     goto drop;
                 continue;
             }
             *out = r;
             return ORDO_OK;
+        }
+        if (deadline >= 0 && client_now_ms() >= deadline) {
+            /* Checked here too: a server that keeps sending never lets
+             * poll() time out. */
+            rc = client_seterr(c, ORDO_ETIMEDOUT, "timed out waiting for the server");
+            goto drop;
         }
         if ((rc = wait_io(c, deadline, 1)) != ORDO_OK)
             goto drop;
@@ -323,7 +371,33 @@ static int flush_out(ordo_client_t *c, int64_t deadline)
 
 /* ---- connecting ---------------------------------------------------------- */
 
-static int connect_once(ordo_client_t *c, const char *host, int port)
+/* min_deadline() -- the earlier of two deadlines (-1: none). */
+static int64_t min_deadline(int64_t a, int64_t b)
+{
+    if (a < 0)
+        return b;
+    if (b < 0)
+        return a;
+    return a < b ? a : b;
+}
+
+static int past(int64_t deadline)
+{
+    return deadline >= 0 && client_now_ms() >= deadline;
+}
+
+/* pause_until() -- sleep ms, but never past deadline (-1: none). */
+static void pause_until(int ms, int64_t deadline)
+{
+    if (deadline >= 0) {
+        int left = remaining_ms(deadline);
+        if (ms > left)
+            ms = left;
+    }
+    sleep_ms(ms);
+}
+
+static int connect_once(ordo_client_t *c, const char *host, int port, int64_t deadline)
 {
     assert(c->fd < 0 && host != NULL && port > 0);
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res, *ai;
@@ -333,7 +407,7 @@ static int connect_once(ordo_client_t *c, const char *host, int port)
     if (g != 0)
         return client_seterr(c, ORDO_ECONN, "%s: %s", host, gai_strerror(g));
     int rc = client_seterr(c, ORDO_ECONN, "%s:%d: no address", host, port);
-    int64_t deadline = client_now_ms() + c->connect_timeout_ms;
+    deadline = min_deadline(client_now_ms() + c->connect_timeout_ms, deadline);
     for (ai = res; ai; ai = ai->ai_next) {
         int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
         if (fd < 0) {
@@ -372,26 +446,27 @@ static int connect_once(ordo_client_t *c, const char *host, int port)
 }
 
 /* handshake_call() -- one command on a fresh connection, raw reply. */
-static int handshake_call(ordo_client_t *c, int argc, const char *const *argv, ordo_reply_t **r)
+static int handshake_call(ordo_client_t *c, int argc, const char *const *argv, int64_t deadline,
+                          ordo_reply_t **r)
 {
     assert(c->fd >= 0 && c->pending == 0 && c->out.len == 0);
     if (cresp_encode(&c->out, argc, argv, NULL) != 0)
         return ORDO_ENOMEM;
-    int64_t deadline = client_now_ms() + c->call_timeout_ms;
+    deadline = min_deadline(client_now_ms() + c->call_timeout_ms, deadline);
     int rc = flush_out(c, deadline);
     if (rc == ORDO_OK)
         rc = read_reply(c, deadline, r);
     return rc;
 }
 
-static int handshake(ordo_client_t *c)
+static int handshake(ordo_client_t *c, int64_t deadline)
 {
     assert(c->fd >= 0 && c->proto == 0);
     ordo_reply_t *r = NULL;
     int rc;
     if (!c->resp2_only) {
         const char *hello[] = { "HELLO", "3", "AUTH", "default", c->password };
-        if ((rc = handshake_call(c, c->password ? 5 : 2, hello, &r)) != ORDO_OK)
+        if ((rc = handshake_call(c, c->password ? 5 : 2, hello, deadline, &r)) != ORDO_OK)
             return rc;
         if (r->type != ORDO_REPLY_ERROR) {
             ordo_reply_free(r);
@@ -409,7 +484,7 @@ static int handshake(ordo_client_t *c)
     c->proto = 2;
     if (c->password) {
         const char *auth[] = { "AUTH", c->password };
-        if ((rc = handshake_call(c, 2, auth, &r)) != ORDO_OK)
+        if ((rc = handshake_call(c, 2, auth, deadline, &r)) != ORDO_OK)
             return rc;
         if (r->type == ORDO_REPLY_ERROR) {
             rc = client_seterr(c, ORDO_EAUTH, "%s", r->str);
@@ -422,17 +497,41 @@ static int handshake(ordo_client_t *c)
     return ORDO_OK;
 }
 
-/* connect_retry() -- connect to the current target (the last leader or
- * the seed), retrying with backoff within the reconnect budget. An
- * authentication failure is final. */
-static int connect_retry(ordo_client_t *c)
+/* ask_members() -- `CLUSTER MEMBERS` on the connection (nothing pending)
+ * and learn what it lists. A server outside cluster mode answers an error,
+ * which teaches nothing. Returns ORDO_OK, or the error that dropped the
+ * connection. */
+static int ask_members(ordo_client_t *c, int64_t deadline)
+{
+    assert(c->fd >= 0 && c->pending == 0);
+    c->learn = 0;
+    const char *argv[] = { "CLUSTER", "MEMBERS" };
+    ordo_reply_t *r = NULL;
+    int rc = handshake_call(c, 2, argv, deadline, &r);
+    if (rc != ORDO_OK)
+        return rc;
+    (void)client_members_learn(&c->members, r);
+    ordo_reply_free(r);
+    return ORDO_OK;
+}
+
+/* connect_retry() -- connect to members.cur, and on failure to the next
+ * member at once; after a whole round of failures, pause with backoff.
+ * Bounded by the reconnect budget and by deadline (-1: none). An
+ * authentication failure is final. On failure the error text names every
+ * address tried. */
+static int connect_retry(ordo_client_t *c, int64_t deadline)
 {
     assert(c->fd < 0);
-    int64_t deadline = c->reconnect_timeout_ms < 0 ? -1 : client_now_ms() + c->reconnect_timeout_ms;
+    int64_t budget = c->reconnect_timeout_ms < 0 ? -1 : client_now_ms() + c->reconnect_timeout_ms;
+    deadline = min_deadline(budget, deadline);
     for (int attempt = 0;; attempt++) {
-        int rc = connect_once(c, c->host, c->port);
+        client_member_t *m = &c->members.m[c->members.cur];
+        int rc = connect_once(c, m->host, m->port, deadline);
         if (rc == ORDO_OK) {
-            rc = handshake(c);
+            rc = handshake(c, deadline);
+            if (rc == ORDO_OK && c->learn)
+                rc = ask_members(c, deadline);
             if (rc == ORDO_OK) {
                 c->epoch++;
                 return ORDO_OK;
@@ -441,29 +540,49 @@ static int connect_retry(ordo_client_t *c)
             if (rc == ORDO_EAUTH || rc == ORDO_ENOMEM)
                 return rc;
         }
-        /* A redirect target that does not answer may be a deposed leader:
-         * go back to the configured address. */
-        if (strcmp(c->host, c->seed_host) != 0 || c->port != c->seed_port) {
-            snprintf(c->host, sizeof c->host, "%s", c->seed_host);
-            c->port = c->seed_port;
+        /* A member that does not answer may be a deposed leader: the others
+         * know who leads now, and may know members we do not. */
+        c->learn = 1;
+        client_members_next(&c->members);
+        if (past(deadline)) {
+            char last[CLIENT_ERRSTR_MAX], tried[CLIENT_ERRSTR_MAX];
+            memcpy(last, c->errstr, sizeof last);
+            client_members_format(&c->members, tried, sizeof tried);
+            return client_seterr(c, ORDO_ECONN, "no server reachable at %.240s (last: %.200s)", tried, last);
         }
-        int wait = client_backoff_ms(&c->rng, attempt, c->backoff_min_ms, c->backoff_max_ms);
-        if (deadline >= 0) {
-            int left = remaining_ms(deadline);
-            if (left == 0)
-                return ORDO_ECONN;
-            if (wait > left)
-                wait = left;
-        }
-        sleep_ms(wait);
+        if ((attempt + 1) % c->members.n == 0)
+            pause_until(client_backoff_ms(&c->rng, (attempt + 1) / c->members.n - 1, c->backoff_min_ms,
+                                          c->backoff_max_ms),
+                        deadline);
     }
+}
+
+/* settle_move() -- once a pipelined -NOTLEADER's replies have all been
+ * read, leave that member for the one it named (or the next). */
+static void settle_move(ordo_client_t *c)
+{
+    if (!c->moved || c->pending != 0)
+        return;
+    client_drop(c);
+    if (c->move_to >= 0 && c->move_to < c->members.n)
+        c->members.cur = c->move_to;
+    else
+        client_members_next(&c->members);
+    c->moved = 0;
+    c->move_to = -1;
+}
+
+static int connect_until(ordo_client_t *c, int64_t deadline)
+{
+    settle_move(c);
+    if (c->fd >= 0)
+        return ORDO_OK;
+    return connect_retry(c, deadline);
 }
 
 int ordo_client_connect(ordo_client_t *c)
 {
-    if (c->fd >= 0)
-        return ORDO_OK;
-    return connect_retry(c);
+    return connect_until(c, -1);
 }
 
 /* ---- commands ------------------------------------------------------------ */
@@ -475,12 +594,37 @@ static int64_t call_deadline(const ordo_client_t *c, int timeout_ms)
     return client_now_ms() + (timeout_ms > 0 ? timeout_ms : c->call_timeout_ms);
 }
 
+static int is_notleader(const ordo_reply_t *r)
+{
+    return r->type == ORDO_REPLY_ERROR && client_error_code(r->str, NULL) == ORDO_ENOTLEADER;
+}
+
+/* redirect_target() -- the member a -NOTLEADER text names, or -1 (no
+ * leader known, or an address that is not a member). With ask set and the
+ * connection idle, an unknown address is looked up in this member's
+ * `CLUSTER MEMBERS` first. */
+static int redirect_target(ordo_client_t *c, const char *text, int ask, int64_t deadline)
+{
+    char host[CLIENT_HOST_MAX];
+    int port;
+    if (client_parse_notleader(text, host, sizeof host, &port) != CLIENT_REDIRECT_TO)
+        return -1;
+    int idx = client_members_find(&c->members, host, port);
+    if (idx < 0 && ask && c->fd >= 0 && c->pending == 0) {
+        (void)ask_members(c, deadline);
+        idx = client_members_find(&c->members, host, port);
+    }
+    if (idx < 0)
+        c->learn = 1; /* the next member asked may list it */
+    return idx == c->members.cur ? -1 : idx;
+}
+
 int ordo_client_append(ordo_client_t *c, int argc, const char *const *argv, const size_t *lens)
 {
     assert(c != NULL);
     if (argc <= 0)
         return ORDO_EINVAL;
-    int rc = ordo_client_connect(c);
+    int rc = connect_until(c, -1);
     if (rc != ORDO_OK)
         return rc;
     if (cresp_encode(&c->out, argc, argv, lens) != 0)
@@ -499,43 +643,106 @@ int ordo_client_get_reply(ordo_client_t *c, int timeout_ms, ordo_reply_t **reply
         return client_seterr(c, ORDO_ECONN, "not connected");
     int64_t deadline = call_deadline(c, timeout_ms);
     int rc = read_reply(c, deadline, reply);
-    if (rc == ORDO_OK)
+    if (rc != ORDO_OK)
+        return rc;
+    c->pending--;
+    if (is_notleader(*reply) && !c->moved) {
+        /* The command did not run; the ones after it on this connection
+         * will not either. The caller sees the reply; the next append goes
+         * to the member it names once this pipeline is read. */
+        c->moved = 1;
+        c->move_to = redirect_target(c, (*reply)->str, 0, deadline);
+    }
+    return ORDO_OK;
+}
+
+/* peer_gone() -- an idle connection the server has closed (a member that
+ * was killed or restarted while we had nothing to say) is dropped before a
+ * command is written to it, so the command goes to a live member instead
+ * of becoming "may or may not have run". Costs one poll() per call. */
+static void peer_gone(ordo_client_t *c)
+{
+    if (c->fd < 0 || c->pending != 0)
+        return;
+    struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
+    if (poll(&pfd, 1, 0) <= 0 || !(pfd.revents & (POLLIN | POLLHUP | POLLERR)))
+        return;
+    if (read_some(c) != ORDO_OK) /* closed; bytes read (a push) stay in c->in */
+        client_drop(c);
+}
+
+/* drain() -- read and drop the replies of earlier appends nobody asked for. */
+static void drain(ordo_client_t *c)
+{
+    while (c->pending) {
+        ordo_reply_t *r;
+        if (ordo_client_get_reply(c, 0, &r) != ORDO_OK)
+            break;
+        ordo_reply_free(r);
+    }
+}
+
+int client_call(ordo_client_t *c, int timeout_ms, int argc, const char *const *argv,
+                const size_t *lens, int flags, ordo_reply_t **reply)
+{
+    assert(c != NULL && reply != NULL);
+    *reply = NULL;
+    if (argc <= 0)
+        return ORDO_EINVAL;
+    drain(c);
+    int64_t deadline = call_deadline(c, timeout_ms);
+    ordo_reply_t *last = NULL; /* the last -NOTLEADER of this call */
+    for (int hop = 0, retry = 0;;) {
+        peer_gone(c);
+        int rc = connect_until(c, deadline);
+        if (rc != ORDO_OK && last != NULL && rc != ORDO_EAUTH && rc != ORDO_ENOMEM) {
+            /* The deadline passed while looking for the leader: the
+             * command never ran, which is what -NOTLEADER says. */
+            *reply = last;
+            return ORDO_OK;
+        }
+        ordo_reply_free(last);
+        last = NULL;
+        if (rc != ORDO_OK)
+            return rc;
+        if (cresp_encode(&c->out, argc, argv, lens) != 0)
+            return ORDO_ENOMEM;
+        c->pending++;
+        rc = read_reply(c, deadline, reply);
+        if (rc == ORDO_ECONN && (flags & CLIENT_CALL_SAFE) && !past(deadline)) {
+            /* The connection broke with the command outstanding: it may
+             * have run, and the caller said a repeat is recognised. */
+            pause_until(client_backoff_ms(&c->rng, retry++, c->backoff_min_ms, c->backoff_max_ms), deadline);
+            continue;
+        }
+        if (rc != ORDO_OK)
+            return rc;
         c->pending--;
-    return rc;
+        if (!is_notleader(*reply))
+            return ORDO_OK;
+        /* -NOTLEADER: it did not run here. Go where it says if that is a
+         * member, else to another member; pause once the hops run out,
+         * and give up (the caller sees -NOTLEADER) only at the deadline. */
+        int to = redirect_target(c, (*reply)->str, 1, deadline);
+        client_drop(c);
+        if (to >= 0)
+            c->members.cur = to;
+        else
+            client_members_next(&c->members);
+        if (to < 0 || hop >= c->redirects_max)
+            pause_until(client_backoff_ms(&c->rng, hop, c->backoff_min_ms, c->backoff_max_ms), deadline);
+        hop++;
+        if (past(deadline))
+            return ORDO_OK;
+        last = *reply;
+        *reply = NULL;
+    }
 }
 
 int ordo_client_command(ordo_client_t *c, int timeout_ms, int argc, const char *const *argv,
                         const size_t *lens, ordo_reply_t **reply)
 {
-    assert(c != NULL && reply != NULL);
-    *reply = NULL;
-    int rc;
-    while (c->pending) { /* replies to earlier appends nobody asked for */
-        ordo_reply_t *r;
-        if ((rc = ordo_client_get_reply(c, 0, &r)) != ORDO_OK)
-            break;
-        ordo_reply_free(r);
-    }
-    for (int hop = 0;; hop++) {
-        if ((rc = ordo_client_append(c, argc, argv, lens)) != ORDO_OK)
-            return rc;
-        if ((rc = ordo_client_get_reply(c, timeout_ms, reply)) != ORDO_OK)
-            return rc;
-        ordo_reply_t *r = *reply;
-        if (r->type != ORDO_REPLY_ERROR || client_error_code(r->str, NULL) != ORDO_ENOTLEADER)
-            return ORDO_OK;
-        if (hop >= c->redirects_max)
-            return ORDO_OK; /* the caller sees -NOTLEADER (ORDO_ENOTLEADER) */
-        if (client_parse_notleader(r->str, c->host, sizeof c->host, &c->port) != CLIENT_REDIRECT_TO) {
-            /* No leader known yet: ask the configured address again later. */
-            snprintf(c->host, sizeof c->host, "%s", c->seed_host);
-            c->port = c->seed_port;
-            sleep_ms(client_backoff_ms(&c->rng, hop, c->backoff_min_ms, c->backoff_max_ms));
-        }
-        ordo_reply_free(r);
-        *reply = NULL;
-        client_drop(c);
-    }
+    return client_call(c, timeout_ms, argc, argv, lens, 0, reply);
 }
 
 int ordo_client_command_strs(ordo_client_t *c, int timeout_ms, ordo_reply_t **reply, ...)
@@ -571,6 +778,8 @@ int ordo_client_next_push(ordo_client_t *c, int timeout_ms, ordo_reply_t **push)
             if (c->push_head == NULL)
                 c->push_tail = NULL;
             *push = n->push;
+            c->npushes--;
+            c->push_bytes -= n->bytes;
             free(n);
             return ORDO_OK;
         }
@@ -584,8 +793,10 @@ int ordo_client_next_push(ordo_client_t *c, int timeout_ms, ordo_reply_t **push)
                 client_drop(c);
                 return client_seterr(c, ORDO_EPROTO, "a reply arrived with no command outstanding");
             }
-            if ((rc = enqueue_push(c, r)) != ORDO_OK)
+            if ((rc = enqueue_push(c, r, c->parser.last_bytes)) != ORDO_OK) {
+                client_drop(c);
                 return rc;
+            }
             continue;
         }
         if (rc == 0)

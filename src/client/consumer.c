@@ -8,7 +8,8 @@
  * wakes every lease_ms/3 and sends Q.EXTEND for each registered delivery.
  *
  * Invariants: a slot of the in-flight table is owned by one worker and
- * is `busy` exactly while that worker's handler runs; the keeper only reads
+ * is `busy` exactly while that worker's handler runs and its ack or nack
+ * is being committed; the keeper only reads
  * slots under the lock and never blocks a worker for longer than a copy.
  * Acks and nacks carry the delivery's token, so a delivery that lost its
  * lease (the keeper was too late) cannot release the key's next message:
@@ -18,6 +19,14 @@
  * With opts.txn_handler the ack is the last command of a transaction
  * holding the handler's writes (client_txn_ack, txn.c): a stale token
  * aborts it all and counts as stale.
+ *
+ * Commit retries: an ack, nack or exactly-once EXEC that meets a broken
+ * connection or a leader change is sent again (commit()) until it gets an
+ * answer, the message's lease would have run out, or the runner stops.
+ * The delivery token makes a repeat harmless: if the first attempt
+ * applied, the repeat is refused as stale and changes nothing. So a
+ * server killed under the runner costs the in-flight message about one
+ * reconnect, not a whole lease.
  */
 #include "client_int.h"
 
@@ -31,6 +40,9 @@
 /* Pause after a failed pull (server unreachable past the client's own
  * reconnect budget) before trying again. */
 #define CONSUMER_RETRY_PAUSE_MS 100
+/* Longest pause between two commit attempts: the server's return is
+ * noticed within it (plus a reconnect). */
+#define CONSUMER_COMMIT_RETRY_MAX_MS 200
 
 typedef struct slot {
     int busy;
@@ -46,7 +58,7 @@ typedef struct worker {
 struct ordo_consumer {
     ordo_consumer_opts_t o;
     char *queue;
-    char *host, *password;
+    char *host, *addrs, *password;
     atomic_bool stopping;     /* ordo_consumer_stop(): pull no more */
     atomic_bool keeper_stop;  /* set once every worker has ended */
     atomic_uint_fast64_t acked, nacked, stale;
@@ -65,6 +77,40 @@ static void pause_ms(int ms)
 {
     struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
     nanosleep(&ts, NULL);
+}
+
+/* A commit outcome that says nothing about the message: the connection
+ * broke, the call timed out, or the leader changed. */
+static int unanswered(int rc)
+{
+    return rc == ORDO_ECONN || rc == ORDO_ETIMEDOUT || rc == ORDO_ENOTLEADER || rc == ORDO_EREADONLY;
+}
+
+enum { COMMIT_ACK, COMMIT_TXN, COMMIT_NACK };
+
+/* commit() -- ack, exactly-once EXEC or nack message m, again and again
+ * while unanswered() and before until_ms (and the runner is not
+ * stopping). Returns the last outcome. */
+static int commit(struct ordo_consumer *k, ordo_client_t *c, int what, const ordo_msg_t *m, ordo_txn_t *txn,
+                  const char *result, size_t result_len, int64_t until_ms)
+{
+    int rc;
+    for (int attempt = 0;; attempt++) {
+        if (what == COMMIT_TXN) {
+            rc = attempt == 0 ? client_txn_ack(c, txn, k->queue, m, result, result_len)
+                              : client_txn_retry(c, txn, k->queue, m);
+        } else if (what == COMMIT_ACK) {
+            rc = ordo_q_ack(c, k->queue, m->id, m->token, result, result_len, result != NULL);
+        } else {
+            rc = ordo_q_nack(c, k->queue, m->id, m->token, k->o.nack_delay_ms < 0 ? 0 : k->o.nack_delay_ms);
+        }
+        if (!unanswered(rc) || client_now_ms() >= until_ms || atomic_load(&k->stopping))
+            return rc;
+        int wait = CONSUMER_COMMIT_RETRY_MAX_MS;
+        for (int i = 0; i < 4 - attempt && wait > 25; i++)
+            wait /= 2; /* 25, 50, 100, then 200 ms */
+        pause_ms(wait);
+    }
 }
 
 static void run_one(struct ordo_consumer *k, ordo_client_t *c, int index, const ordo_msg_t *m)
@@ -86,19 +132,18 @@ static void run_one(struct ordo_consumer *k, ordo_client_t *c, int index, const 
         hr = k->o.handler(k->o.arg, m, &result, &result_len);
     }
 
-    pthread_mutex_lock(&k->mu);
-    k->slots[index].busy = 0;
-    pthread_mutex_unlock(&k->mu);
-
+    /* The slot stays busy while committing, so the keeper extends the
+     * lease of a commit that is being retried. */
+    int64_t until_ms = client_now_ms() + k->o.lease_ms;
     int rc = ORDO_OK;
     if (hr == 0 && txn) {
-        rc = client_txn_ack(c, txn, k->queue, m, result, result_len);
+        rc = commit(k, c, COMMIT_TXN, m, txn, result, result_len, until_ms);
         /* Refused before applying (a guard of the handler's, a command
          * refused): nack, so the handler runs again on fresh reads. */
-        if (rc != ORDO_OK && rc != ORDO_ESTALE && rc != ORDO_ECONN && rc != ORDO_ETIMEDOUT)
+        if (rc != ORDO_OK && rc != ORDO_ESTALE && !unanswered(rc))
             hr = 1;
     } else if (hr == 0) {
-        rc = ordo_q_ack(c, k->queue, m->id, m->token, result, result_len, result != NULL);
+        rc = commit(k, c, COMMIT_ACK, m, NULL, result, result_len, until_ms);
     }
     if (hr == 0) {
         if (rc == ORDO_OK)
@@ -106,10 +151,13 @@ static void run_one(struct ordo_consumer *k, ordo_client_t *c, int index, const 
         else if (rc == ORDO_ESTALE)
             atomic_fetch_add(&k->stale, 1);
     } else {
-        rc = ordo_q_nack(c, k->queue, m->id, m->token, k->o.nack_delay_ms < 0 ? 0 : k->o.nack_delay_ms);
+        rc = commit(k, c, COMMIT_NACK, m, NULL, NULL, 0, until_ms);
         if (rc == ORDO_OK)
             atomic_fetch_add(&k->nacked, 1);
     }
+    pthread_mutex_lock(&k->mu);
+    k->slots[index].busy = 0;
+    pthread_mutex_unlock(&k->mu);
     /* ORDO_ESTALE: the lease was lost and the message is someone else's
      * now; ORDO_ECONN: the server will redeliver when the lease ends. */
     free(result);
@@ -122,6 +170,7 @@ static ordo_client_t *own_client(struct ordo_consumer *k)
 {
     ordo_client_opts_t co = k->o.conn;
     co.host = k->host;
+    co.addrs = k->addrs;
     co.password = k->password;
     co = client_sliced(co);
     ordo_client_t *c;
@@ -188,6 +237,7 @@ static void consumer_free(struct ordo_consumer *k)
     free(k->slots);
     free(k->queue);
     free(k->host);
+    free(k->addrs);
     free(k->password);
     pthread_cond_destroy(&k->keeper_cv);
     pthread_mutex_destroy(&k->mu);
@@ -200,6 +250,9 @@ int ordo_consumer_new(ordo_consumer_t **out, const ordo_consumer_opts_t *o)
     *out = NULL;
     if (o == NULL || o->queue == NULL || (o->handler == NULL) == (o->txn_handler == NULL) || o->concurrency < 0 ||
         o->concurrency > ORDO_CONSUMER_CONCURRENCY_MAX)
+        return ORDO_EINVAL;
+    client_members_t check; /* the workers connect later: judge the addresses now */
+    if (client_members_init(&check, o->conn.addrs, o->conn.host, o->conn.port) != ORDO_OK)
         return ORDO_EINVAL;
     struct ordo_consumer *k = calloc(1, sizeof *k);
     if (k == NULL)
@@ -218,10 +271,11 @@ int ordo_consumer_new(ordo_consumer_t **out, const ordo_consumer_opts_t *o)
     int rc = ORDO_ENOMEM;
     k->queue = strdup(o->queue);
     k->host = o->conn.host ? strdup(o->conn.host) : NULL;
+    k->addrs = o->conn.addrs ? strdup(o->conn.addrs) : NULL;
     k->password = o->conn.password ? strdup(o->conn.password) : NULL;
     k->slots = calloc((size_t)k->o.concurrency, sizeof *k->slots);
     k->workers = calloc((size_t)k->o.concurrency, sizeof *k->workers);
-    if (!k->queue || (o->conn.host && !k->host) || (o->conn.password && !k->password) ||
+    if (!k->queue || (o->conn.host && !k->host) || (o->conn.addrs && !k->addrs) || (o->conn.password && !k->password) ||
         !k->slots || !k->workers)
         goto fail_alloc;
     rc = ORDO_ESYS;

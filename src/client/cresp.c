@@ -33,13 +33,42 @@ void cresp_init(cresp_parser_t *p)
     memset(p, 0, sizeof *p);
 }
 
+void cresp_set_limits(cresp_parser_t *p, int64_t bytes_max, int64_t elems_max)
+{
+    assert(p != NULL && bytes_max >= 0 && elems_max >= 0);
+    p->bytes_max = bytes_max;
+    p->elems_max = elems_max;
+}
+
 void cresp_reset(cresp_parser_t *p)
 {
     assert(p != NULL && p->depth >= 0 && p->depth <= CRESP_DEPTH_MAX);
     for (int i = 0; i < p->depth; i++)
         ordo_reply_free(p->stack[i].agg);
     p->depth = 0;
+    p->bytes = 0;
+    p->elems = 0;
 }
+
+/* over() -- would one more element of str_len string bytes pass the
+ * reply's bounds? 1 if so, else 0. Nothing is counted until the element
+ * is consumed (account()), so a torn element judged twice costs once. */
+static int over(const cresp_parser_t *p, int64_t str_len)
+{
+    assert(str_len >= 0 && p->bytes >= 0 && p->elems >= 0);
+    int64_t cost = CRESP_ELEM_COST + str_len + 1;
+    if (p->elems_max > 0 && p->elems + 1 > p->elems_max)
+        return 1;
+    return p->bytes_max > 0 && cost > p->bytes_max - p->bytes;
+}
+
+static void account(cresp_parser_t *p, int64_t str_len)
+{
+    p->elems++;
+    p->bytes += CRESP_ELEM_COST + str_len + 1;
+}
+
+static const char ERR_BOUND[] = "reply larger than the client's reply_bytes_max or reply_elems_max";
 
 /* Strict decimal int64: optional '-', at least one digit, nothing else. */
 static int parse_i64(const char *s, size_t n, int64_t *out)
@@ -165,11 +194,13 @@ int cresp_parse(cresp_parser_t *p, const char *buf, size_t len, size_t *used,
         ordo_reply_t *el = NULL;
         int is_attr = 0;
         int64_t n;
+        int64_t slen = 0; /* string bytes the element holds */
 
         switch (t) {
         case '+':
         case '-':
         case '(':
+            slen = (int64_t)line_len;
             el = leaf(t == '+' ? ORDO_REPLY_STATUS : t == '-' ? ORDO_REPLY_ERROR : ORDO_REPLY_BIGNUM,
                       line, line_len);
             break;
@@ -212,6 +243,9 @@ int cresp_parse(cresp_parser_t *p, const char *buf, size_t len, size_t *used,
         case '=':
             if (parse_i64(line, line_len, &n) != 0 || n < -1 || n > CRESP_BULK_MAX)
                 return fail(p, "bad bulk length");
+            slen = n > 0 ? n : 0;
+            if (over(p, slen)) /* judged before the body is awaited */
+                return fail(p, ERR_BOUND);
             if (n == -1) {
                 if (t != '$')
                     return fail(p, "bad bulk length");
@@ -238,6 +272,8 @@ int cresp_parse(cresp_parser_t *p, const char *buf, size_t len, size_t *used,
         case '|':
             if (parse_i64(line, line_len, &n) != 0 || n < -1 || n > CRESP_AGG_MAX)
                 return fail(p, "bad aggregate length");
+            if (over(p, 0))
+                return fail(p, ERR_BOUND);
             if (n == -1) {
                 if (t != '*')
                     return fail(p, "bad aggregate length");
@@ -257,6 +293,7 @@ int cresp_parse(cresp_parser_t *p, const char *buf, size_t len, size_t *used,
                 }
                 p->stack[p->depth++] = (cresp_frame_t){ .agg = el, .want = n, .cap = 0,
                                                         .attribute = t == '|' };
+                account(p, 0);
                 pos = end;
                 continue;
             }
@@ -267,8 +304,18 @@ int cresp_parse(cresp_parser_t *p, const char *buf, size_t len, size_t *used,
         }
         if (el == NULL)
             return CRESP_NOMEM;
+        if (over(p, slen)) {
+            ordo_reply_free(el);
+            return fail(p, ERR_BOUND);
+        }
+        account(p, slen);
         pos = end;
         int rc = attach(p, el, is_attr, out);
+        if (rc == CRESP_DONE) {
+            p->last_bytes = p->bytes;
+            p->bytes = 0;
+            p->elems = 0;
+        }
         if (rc != CRESP_NEED_MORE) {
             *used = pos;
             return rc;

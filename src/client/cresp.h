@@ -15,6 +15,15 @@
  * Attribute frames (`|`) are parsed and dropped, as RESP3 allows.
  * Streamed strings and aggregates (`$?`, `*?`) are refused as protocol
  * errors: ordod never sends them.
+ *
+ * Bounds: a server decides how much a reply holds, so the parser counts
+ * what one top-level reply costs as it is built -- every element
+ * (sizeof(ordo_reply_t) plus its slot in the parent) and every string byte
+ * -- and fails the parse as soon as bytes_max or elems_max would be
+ * passed. A bulk string is judged by its header, before its body is
+ * awaited, so the connection's input buffer never holds more than one
+ * reply's allowance either. 0 means no bound (the fake servers of the
+ * tests, the fuzzer).
  */
 #ifndef ORDO_CLIENT_CRESP_H
 #define ORDO_CLIENT_CRESP_H
@@ -49,17 +58,28 @@ typedef struct cresp_parser {
     cresp_frame_t stack[CRESP_DEPTH_MAX];
     int depth;
     const char *error;  /* static text of the last protocol error */
+    int64_t bytes_max;  /* one reply's memory; 0: no bound */
+    int64_t elems_max;  /* one reply's elements; 0: no bound */
+    int64_t bytes, elems;  /* the reply being built */
+    int64_t last_bytes;    /* what the last finished reply cost */
 } cresp_parser_t;
 
+/* What one element costs against bytes_max besides its string: the node
+ * and the parent's pointer to it. */
+#define CRESP_ELEM_COST ((int64_t)(sizeof(ordo_reply_t) + sizeof(ordo_reply_t *)))
+
 void cresp_init(cresp_parser_t *p);
+/* cresp_set_limits() -- bound every later reply (0: no bound). */
+void cresp_set_limits(cresp_parser_t *p, int64_t bytes_max, int64_t elems_max);
 /* Frees a partly built reply. */
 void cresp_reset(cresp_parser_t *p);
 
 /* cresp_parse() -- parse from buf[0..len). *used is set to the bytes
  * consumed (also on NEED_MORE: those bytes are in the parser now and must
  * not be passed again). CRESP_DONE with *out a complete reply (owned by the
- * caller), CRESP_NEED_MORE, CRESP_ERROR (p->error says why; the stream
- * cannot be resynchronised), CRESP_NOMEM. */
+ * caller; p->last_bytes is what it cost), CRESP_NEED_MORE, CRESP_ERROR
+ * (p->error says why, a bound included; the stream cannot be
+ * resynchronised), CRESP_NOMEM. */
 int cresp_parse(cresp_parser_t *p, const char *buf, size_t len, size_t *used,
                 ordo_reply_t **out);
 

@@ -9,6 +9,23 @@
  * only appends at the tail. reported_seq is the highest sequence number
  * whose report has been delivered (reports go out in sequence order).
  *
+ * A batch of more than one message is one transaction (MULTI, the pushes,
+ * EXEC), so a batch is applied whole or not at all. A plain pipeline of
+ * pushes was not safe in a cluster: a member that was a follower when the
+ * first push arrived answers it -NOTLEADER, and if it wins an election
+ * before the later pushes of the same pipeline are read, it applies them;
+ * the refused push, resent later, then lands after a later push of its own
+ * key. A transaction cannot be split that way: a follower refuses each
+ * push it queues, which aborts the EXEC even if it leads by then (the
+ * server answers MULTI on a follower for that reason: it reads no state),
+ * and a leader applies the EXEC as one record. A batch of one message is a
+ * plain Q.PUSH, which has nothing to be reordered with. When the
+ * transaction is refused because of one push (-CONFLICT i: no room for
+ * push i; -EXECABORT: push i was refused as it was queued, for instance
+ * past max-multi-bytes), the next batch is the pushes before it, down to a
+ * single plain push that gets the push's own answer; a batch that applies
+ * lets the next one grow back to batch_max.
+ *
  * Invariant of the spill file: every message in the list is in the file
  * (written before send() returned), and the file's last 'A' record is at
  * most reported_seq, so a restart resends a superset of what was not yet
@@ -37,6 +54,19 @@
 /* Retry pause after a failed batch: doubled up to the max. */
 #define PRODUCER_RETRY_MIN_MS 10
 #define PRODUCER_RETRY_MAX_MS 1000
+/* ... but after a leader change (-NOTLEADER, a broken connection) at most
+ * this long: the client already moved to another member, and a new leader
+ * is usually there within an election timeout, so waiting a whole second
+ * would double the time to the next acknowledged batch. */
+#define PRODUCER_FAILOVER_RETRY_MAX_MS 100
+/* A batch's transaction holds at most this many bytes of arguments, a
+ * quarter of ordod's default max-multi-bytes (16 MiB, which also counts 96
+ * bytes per argument): a batch that still passes a smaller setting is cut
+ * down by the -EXECABORT rule above. A larger message goes alone. */
+#define PRODUCER_TXN_BYTES_MAX ((size_t)4 * 1024 * 1024)
+/* What a push costs against max-multi-bytes besides its key and payload:
+ * its six arguments at 96 bytes, the queue name and the id (bounded). */
+#define PRODUCER_TXN_PUSH_OVERHEAD (6 * 96 + 64)
 
 typedef struct pmsg {
     struct pmsg *next;
@@ -50,7 +80,7 @@ typedef struct pmsg {
 
 struct ordo_producer {
     ordo_producer_opts_t o;
-    char *queue, *host, *password, *spill_path;
+    char *queue, *host, *addrs, *password, *spill_path;
     char pid[ORDO_PRODUCER_ID_MAX + 1];
 
     pthread_mutex_t mu;
@@ -322,40 +352,130 @@ static int transient(int err)
     return err != ORDO_ESERVER; /* -ERR is final; everything else may pass */
 }
 
-/* send_batch() -- push batch[0..n) as one pipeline. Fills res[] and
- * returns how many leading messages are finished (ok or final error). */
-static size_t send_batch(ordo_producer_t *p, ordo_client_t *c, pmsg_t **batch, size_t n, int64_t *ids,
-                         int *errs)
+/* Append the Q.PUSH of m. */
+static int append_push(ordo_producer_t *p, ordo_client_t *c, const pmsg_t *m)
 {
-    assert(c != NULL && n > 0 && n <= (size_t)p->o.batch_max);
-    size_t appended = 0, done = 0;
-    int cut = 0;
-    for (; appended < n; appended++) {
-        pmsg_t *m = batch[appended];
-        char idbuf[ORDO_PRODUCER_ID_MAX + 24];
-        int il = snprintf(idbuf, sizeof idbuf, "%s:%" PRIu64, p->pid, m->seq);
-        const char *argv[] = { "Q.PUSH", p->queue, m->data, m->data + m->key_len, "ID", idbuf };
-        size_t lens[] = { 6, strlen(p->queue), m->key_len, m->payload_len, 2, (size_t)il };
-        if (ordo_client_append(c, 6, argv, lens) != ORDO_OK)
-            break;
+    char idbuf[ORDO_PRODUCER_ID_MAX + 24];
+    int il = snprintf(idbuf, sizeof idbuf, "%s:%" PRIu64, p->pid, m->seq);
+    const char *argv[] = { "Q.PUSH", p->queue, m->data, m->data + m->key_len, "ID", idbuf };
+    size_t lens[] = { 6, strlen(p->queue), m->key_len, m->payload_len, 2, (size_t)il };
+    return ordo_client_append(c, 6, argv, lens);
+}
+
+/* The outcome of one push reply r: ORDO_OK (*id set) or its error. */
+static int push_outcome(ordo_client_t *c, const ordo_reply_t *r, int64_t *id)
+{
+    if (r->type == ORDO_REPLY_INTEGER) {
+        *id = r->integer;
+        return ORDO_OK;
     }
-    for (size_t i = 0; i < appended; i++) {
+    return r->type == ORDO_REPLY_ERROR ? ordo_client_reply_error(c, r) : ORDO_EPROTO;
+}
+
+/* Read and drop the replies still pending on c (after a failed append). */
+static void drain_pending(ordo_client_t *c)
+{
+    while (ordo_client_pending(c) > 0) {
         ordo_reply_t *r;
         if (ordo_client_get_reply(c, 0, &r) != ORDO_OK)
-            break; /* connection gone: the rest is unknown, resent later */
-        if (!cut) {
-            int e = r->type == ORDO_REPLY_INTEGER ? ORDO_OK
-                    : r->type == ORDO_REPLY_ERROR ? ordo_client_reply_error(c, r) : ORDO_EPROTO;
-            if (e == ORDO_OK || !transient(e)) {
-                ids[i] = e == ORDO_OK ? r->integer : 0;
-                errs[i] = e;
-                done = i + 1;
-            } else {
-                cut = 1; /* resend from here, in order */
-            }
+            return;
+        ordo_reply_free(r);
+    }
+}
+
+/* send_one() -- a batch of one: a plain Q.PUSH. Returns 1 if it finished
+ * (ok or a final error in errs[0]), else 0 with *why. */
+static size_t send_one(ordo_producer_t *p, ordo_client_t *c, pmsg_t *m, int64_t *ids, int *errs, int *why)
+{
+    ordo_reply_t *r;
+    if ((*why = append_push(p, c, m)) != ORDO_OK)
+        return 0;
+    if ((*why = ordo_client_get_reply(c, 0, &r)) != ORDO_OK)
+        return 0; /* connection gone: unknown, resent later */
+    ids[0] = 0;
+    int e = push_outcome(c, r, &ids[0]);
+    ordo_reply_free(r);
+    if (e != ORDO_OK && transient(e)) {
+        *why = e;
+        return 0;
+    }
+    errs[0] = e;
+    return 1;
+}
+
+/* send_batch() -- push batch[0..n) as one transaction (n > 1; see the
+ * head). Fills ids[] and errs[] and returns how many leading messages
+ * finished (ok or final error): n when the EXEC applied, else 0, with
+ * *why the error and *fit (output) the size of a batch that would get
+ * further (the pushes before the one that stopped this one), or n if none
+ * did. A -NOTLEADER reply moves the client: the resend goes to the leader
+ * it named, never again to this follower (conn.c, ordo_client_get_reply()). */
+static size_t send_batch(ordo_producer_t *p, ordo_client_t *c, pmsg_t **batch, size_t n, int64_t *ids,
+                         int *errs, int *why, size_t *fit)
+{
+    *why = ORDO_OK;
+    *fit = n;
+    assert(c != NULL && n > 1 && n <= (size_t)p->o.batch_max);
+    const char *multi[] = { "MULTI" }, *exec[] = { "EXEC" };
+    int rc = ordo_client_append(c, 1, multi, NULL);
+    for (size_t i = 0; rc == ORDO_OK && i < n; i++)
+        rc = append_push(p, c, batch[i]);
+    if (rc == ORDO_OK)
+        rc = ordo_client_append(c, 1, exec, NULL);
+    if (rc != ORDO_OK) {
+        /* Not all of it was appended; no EXEC went out, or the connection
+         * failed. Either way nothing applies: drop the connection's rest. */
+        drain_pending(c);
+        *why = rc;
+        return 0;
+    }
+    /* MULTI's +OK, then a +QUEUED or the refusal of each push. */
+    size_t refused_at = n;
+    int refused = ORDO_OK;
+    for (size_t i = 0; i <= n; i++) {
+        ordo_reply_t *r;
+        if ((rc = ordo_client_get_reply(c, 0, &r)) != ORDO_OK) {
+            *why = rc;
+            return 0; /* connection gone: the rest is unknown, resent later */
+        }
+        if (r->type == ORDO_REPLY_ERROR && refused == ORDO_OK) {
+            refused = ordo_client_reply_error(c, r);
+            refused_at = i == 0 ? 0 : i - 1; /* MULTI refused (an old server's follower): all of it */
         }
         ordo_reply_free(r);
     }
+    ordo_reply_t *r;
+    if ((rc = ordo_client_get_reply(c, 0, &r)) != ORDO_OK) {
+        *why = rc;
+        return 0;
+    }
+    size_t done = 0;
+    if (r->type == ORDO_REPLY_ARRAY && r->n == n) {
+        /* Applied as one record; an error inside is a push's own answer. */
+        for (size_t i = 0; i < n; i++) {
+            ids[i] = 0;
+            errs[i] = push_outcome(c, r->elem[i], &ids[i]);
+            if (errs[i] != ORDO_OK && transient(errs[i])) {
+                *why = errs[i];
+                break;
+            }
+            done = i + 1;
+        }
+    } else if (r->type == ORDO_REPLY_ERROR) {
+        int e = ordo_client_reply_error(c, r);
+        *why = refused != ORDO_OK ? refused : e;
+        if (refused != ORDO_OK && refused != ORDO_ENOTLEADER && refused_at > 0)
+            *fit = refused_at; /* -EXECABORT for push refused_at (a limit, a bad argument) */
+        else if (refused != ORDO_OK && refused != ORDO_ENOTLEADER)
+            *fit = 1; /* the first push alone gets its own answer */
+        else if (e == ORDO_ECONFLICT && r->str != NULL) {
+            unsigned long i = strtoul(r->str + (strncmp(r->str, "CONFLICT ", 9) == 0 ? 9 : 0), NULL, 10);
+            *fit = i > 1 && i <= n ? i - 1 : 1; /* no room for push i (1-based) */
+        }
+    } else {
+        *why = ORDO_EPROTO;
+    }
+    ordo_reply_free(r);
     return done;
 }
 
@@ -364,6 +484,7 @@ static void *sender_main(void *arg)
     ordo_producer_t *p = arg;
     ordo_client_opts_t co = p->o.conn;
     co.host = p->host;
+    co.addrs = p->addrs;
     co.password = p->password;
     co = client_sliced(co);
     ordo_client_t *c = NULL;
@@ -373,6 +494,7 @@ static void *sender_main(void *arg)
     int64_t *ids = calloc(cap, sizeof *ids);
     int *errs = calloc(cap, sizeof *errs);
     int retry_ms = 0;
+    size_t fit = cap; /* the batch size that can pass (send_batch()'s *fit) */
     pthread_mutex_lock(&p->mu);
     while (c && batch && ids && errs && !atomic_load(&p->stop)) {
         int64_t now = client_now_ms();
@@ -391,12 +513,20 @@ static void *sender_main(void *arg)
             client_cond_wait_until(&p->sender_cv, &p->mu, due < sync_at ? due : sync_at);
             continue;
         }
-        size_t n = 0;
-        for (pmsg_t *m = p->head; m && n < cap; m = m->next)
+        size_t n = 0, bytes = 0;
+        for (pmsg_t *m = p->head; m && n < fit; m = m->next) {
+            bytes += (size_t)m->key_len + m->payload_len + PRODUCER_TXN_PUSH_OVERHEAD;
+            if (n > 0 && bytes > PRODUCER_TXN_BYTES_MAX)
+                break;
             batch[n++] = m;
+        }
         pthread_mutex_unlock(&p->mu);
 
-        size_t done = send_batch(p, c, batch, n, ids, errs);
+        int why;
+        size_t next_fit = cap;
+        size_t done = n == 1 ? send_one(p, c, batch[0], ids, errs, &why)
+                             : send_batch(p, c, batch, n, ids, errs, &why, &next_fit);
+        fit = done == n ? cap : next_fit < n ? next_fit : n;
 
         pthread_mutex_lock(&p->mu);
         assert(done <= n && done <= p->count);
@@ -431,9 +561,11 @@ static void *sender_main(void *arg)
             retry_ms = 0;
         }
         if (done < n) { /* a transient failure: pause, then resend the rest */
+            int max_ms = why == ORDO_ENOTLEADER || why == ORDO_ECONN ? PRODUCER_FAILOVER_RETRY_MAX_MS
+                                                                    : PRODUCER_RETRY_MAX_MS;
             retry_ms = retry_ms ? retry_ms * 2 : PRODUCER_RETRY_MIN_MS;
-            if (retry_ms > PRODUCER_RETRY_MAX_MS)
-                retry_ms = PRODUCER_RETRY_MAX_MS;
+            if (retry_ms > max_ms)
+                retry_ms = max_ms;
             client_cond_wait_until(&p->sender_cv, &p->mu, client_now_ms() + retry_ms);
         }
     }
@@ -463,6 +595,7 @@ static void producer_free(ordo_producer_t *p)
     pthread_mutex_destroy(&p->mu);
     free(p->queue);
     free(p->host);
+    free(p->addrs);
     free(p->password);
     free(p->spill_path);
     free(p);
@@ -474,6 +607,9 @@ int ordo_producer_new(ordo_producer_t **out, const ordo_producer_opts_t *o)
     *out = NULL;
     if (o == NULL || o->queue == NULL || o->batch_max < 0 || o->buffer_max < 0 ||
         strlen(o->queue) > 256 || (o->producer_id && strlen(o->producer_id) > ORDO_PRODUCER_ID_MAX))
+        return ORDO_EINVAL;
+    client_members_t check; /* the sender connects later: judge the addresses now */
+    if (client_members_init(&check, o->conn.addrs, o->conn.host, o->conn.port) != ORDO_OK)
         return ORDO_EINVAL;
     ordo_producer_t *p = calloc(1, sizeof *p);
     if (p == NULL)
@@ -500,9 +636,10 @@ int ordo_producer_new(ordo_producer_t **out, const ordo_producer_opts_t *o)
     int rc = ORDO_ENOMEM;
     p->queue = strdup(o->queue);
     p->host = o->conn.host ? strdup(o->conn.host) : NULL;
+    p->addrs = o->conn.addrs ? strdup(o->conn.addrs) : NULL;
     p->password = o->conn.password ? strdup(o->conn.password) : NULL;
     p->spill_path = o->spill_path ? strdup(o->spill_path) : NULL;
-    if (!p->queue || (o->conn.host && !p->host) || (o->conn.password && !p->password) ||
+    if (!p->queue || (o->conn.host && !p->host) || (o->conn.addrs && !p->addrs) || (o->conn.password && !p->password) ||
         (o->spill_path && !p->spill_path))
         goto fail;
     if (o->producer_id)

@@ -364,8 +364,14 @@ int client_txn_ack(ordo_client_t *c, ordo_txn_t *t, const char *queue, const ord
     int rc = ordo_txn_q_ack(t, queue, m->id, m->token, result, result_len, result != NULL);
     if (rc != ORDO_OK)
         return rc;
+    return client_txn_retry(c, t, queue, m);
+}
+
+int client_txn_retry(ordo_client_t *c, ordo_txn_t *t, const char *queue, const ordo_msg_t *m)
+{
+    assert(c != NULL && t != NULL && queue != NULL && m != NULL && ordo_txn_count(t) > 0);
     size_t ack_index = ordo_txn_count(t), failed = 0;
-    rc = ordo_txn_exec(c, t, 0, NULL, NULL, NULL, &failed);
+    int rc = ordo_txn_exec(c, t, 0, NULL, NULL, NULL, &failed);
     if (rc == ORDO_ECONFLICT && failed == ack_index)
         return ORDO_ESTALE;
     return rc;

@@ -10,6 +10,10 @@
  * because the server sends every change after FROM, nothing is skipped.
  * Inside a snapshot, events carry the keys' mod revisions (not in order),
  * so none is filtered and `resume` moves only at SYNCED.
+ *
+ * Errors: a lost connection is retried for ever (that is what the watcher
+ * is for); an error the server will give again however often it is asked
+ * (final()) ends the run, and both kinds are told to opts.on_error.
  */
 #include "client_int.h"
 
@@ -67,6 +71,23 @@ static int start(ordo_client_t *c, watch_state_t *w)
     return rc;
 }
 
+/* final() -- can retrying not cure rc? A refused password, a watch the
+ * server refuses (a revision in the future, a bad argument: -ERR), a
+ * server that breaks the protocol or our bounds, and our own errors. */
+static int final(int rc)
+{
+    return rc == ORDO_EAUTH || rc == ORDO_EINVAL || rc == ORDO_ENOMEM || rc == ORDO_ESERVER ||
+           rc == ORDO_EPROTO;
+}
+
+static void tell(const ordo_watch_opts_t *o, const ordo_client_t *c, int rc, int is_final)
+{
+    if (o->on_error == NULL)
+        return;
+    const char *text = ordo_client_errstr(c);
+    o->on_error(o->arg, rc, *text ? text : ordo_strerror(rc), is_final);
+}
+
 /* deliver() -- 1 if the callback asked to stop, -1 to re-watch, 0 else. */
 static int deliver(watch_state_t *w, const ordo_watch_event_t *ev)
 {
@@ -116,9 +137,12 @@ int ordo_watch_run(const ordo_watch_opts_t *o, const atomic_bool *stop)
             rc = ORDO_OK;
             break;
         }
-        if (rc == ORDO_EAUTH || rc == ORDO_EINVAL || rc == ORDO_ENOMEM)
+        if (final(rc)) {
+            tell(o, c, rc, 1);
             break;
+        }
         if (rc != ORDO_OK) {
+            tell(o, c, rc, 0);
             ordo_client_close(c);
             struct timespec ts = { 0, WATCH_RETRY_PAUSE_MS * 1000000L };
             nanosleep(&ts, NULL);
@@ -131,6 +155,12 @@ int ordo_watch_run(const ordo_watch_opts_t *o, const atomic_bool *stop)
             if (rc == ORDO_ETIMEDOUT)
                 continue;
             if (rc != ORDO_OK) {
+                if (final(rc)) { /* a push past our bounds: the server would do it again */
+                    tell(o, c, rc, 1);
+                    ordo_client_free(c);
+                    return rc;
+                }
+                tell(o, c, rc, 0);
                 again = 1; /* connection lost: re-watch from the resume point */
                 break;
             }

@@ -96,6 +96,14 @@ static const option_def_t options[] = {
             "a begun HTTP request must arrive whole within this (408 and close past it)"),
     INT_OPT("http-idle-ms", http_idle_ms, "60000", 100, 86400000,
             "a keep-alive HTTP connection with no request is closed after this"),
+    /* A day, as payment APIs keep theirs: long enough for a client to
+     * retry across an outage. Each key costs about 100 bytes plus its
+     * bytes; the bound below caps the total (queue.h, "Idempotency keys"). */
+    INT_OPT("http-idempotency-ms", http_idempotency_ms, "86400000", 1, 10ll * 366 * 86400000,
+            "an Idempotency-Key (HTTP) or IDEMPOTENCY key is kept this long after its first request"),
+    INT_OPT("http-idempotency-keys-max", http_idempotency_keys_max, "1000000", 0, 1000000000,
+            "idempotency keys kept at most (all queues); past it a request with a new key is refused (429) until "
+            "older keys end"),
     INT_OPT("max-args", max_args, "65536", 1, 16777216, "arguments per command"),
     SIZE_OPT("max-bulk-bytes", max_bulk_bytes, "16m", 1024, 2 * GiB, "bytes per command argument"),
     SIZE_OPT("max-inline-bytes", max_inline_bytes, "64k", 256, 64 * MiB, "bytes per inline command line"),

@@ -53,6 +53,8 @@ typedef struct ordo_config_s {
     int64_t http_body_max_bytes;     /* body of one HTTP request */
     int64_t http_request_timeout_ms; /* a begun HTTP request must arrive whole within this */
     int64_t http_idle_ms;            /* a keep-alive HTTP connection with nothing to do is closed after this */
+    int64_t http_idempotency_ms;     /* an idempotency key is kept this long */
+    int64_t http_idempotency_keys_max; /* idempotency keys kept at most (all queues) */
     int64_t max_args;                /* arguments per command */
     int64_t max_bulk_bytes;          /* bytes per argument (the parser's bound) */
     int64_t max_inline_bytes;        /* bytes per inline command line */

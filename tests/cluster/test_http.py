@@ -56,3 +56,32 @@ def test_http_knows_the_role(make_cluster):
         assert c["node_id"] == m.id and c["leader_id"] == leader.id
         assert sorted(x["id"] for x in c["members"]) == [1, 2, 3]
         assert [x["role"] for x in c["members"] if x["id"] == leader.id] == ["leader"]
+
+
+def post(member, path, body, key):
+    c = http.client.HTTPConnection("127.0.0.1", member.http_port, timeout=10)
+    try:
+        c.request("POST", path, body=body, headers={"Idempotency-Key": key})
+        r = c.getresponse()
+        return r.status, r.read()
+    finally:
+        c.close()
+
+
+def test_idempotency_keys_replicate_to_the_next_leader(make_cluster):
+    """An Idempotency-Key is replicated state: the member that leads after
+    the first leader dies answers a repeat with the first push's id and
+    another request with the key with 422; every member holds the same
+    state (the digest covers the kept keys)."""
+    cl = make_cluster(3, http=True)
+    leader = cl.wait_ready()
+    first = post(leader, "/v1/queues/cart/keys/c1", b"add", "op-1")
+    assert first[0] == 202
+    digests = cl.wait_synced()
+    assert len(set(digests.values())) == 1
+    _, new, _ = cl.kill_leader()
+    assert post(new, "/v1/queues/cart/keys/c1", b"add", "op-1") == first
+    status, body = post(new, "/v1/queues/cart/keys/c1", b"remove", "op-1")
+    assert status == 422 and b"op-1" in body
+    other = post(new, "/v1/queues/cart/keys/c2", b"add", "op-1")
+    assert other[0] == 202 and other[1] != first[1]

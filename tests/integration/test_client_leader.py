@@ -49,6 +49,11 @@ def test_careers_race_one_killed_hand_over_reaches_next(server):
         later, earlier = ("C", "D") if ho["C_term"] > ho["D_term"] else ("D", "C")
         rounds = {"C": 3, "D": 4}[earlier]
         assert ho[later] == "%s:%d" % (earlier, rounds)
+        # The one after the crash got what the dead leader left; the last
+        # one a clean hand-over, and inaugurate() tells the two apart.
+        how = {p.argv[p.argv.index("-i") + 1]: [l.split()[4] for l in p.lines if l.startswith("inaugurate ")][0]
+               for p in (c, d)}
+        assert how[later] == "handed" and how[earlier] == "left", how
     finally:
         for p in procs:
             p.kill()

@@ -184,6 +184,98 @@ def test_idempotency_key_replays_the_first_result(server, r):
     assert info[b"pushed"] == 1
 
 
+def qinfo(c, queue):
+    info = c.execute_command("Q.INFO", queue)
+    return dict(zip(info[::2], info[1::2])) if isinstance(info, list) else info
+
+
+def push(srv, path, body, key):
+    """POST a push with an Idempotency-Key: (status, body bytes)."""
+    st, _, data = req(srv, "POST", path, body=body, headers={"Idempotency-Key": key})
+    return st, data
+
+
+def test_idempotency_key_same_request_replays_the_first_push(server, r):
+    st, body = push(server, "/v1/queues/cart/keys/c1", b"add 1", "k-1")
+    assert st == 202
+    again = push(server, "/v1/queues/cart/keys/c1", b"add 1", "k-1")
+    assert again == (202, body)
+    # Another spelling of the same path is the same request.
+    assert push(server, "/v1/queues/cart/keys/%63%31", b"add 1", "k-1") == (202, body)
+    assert qinfo(r, "cart")[b"pushed"] == 1
+    assert qinfo(r, "cart")[b"idempotency_keys"] == 1
+
+
+def test_idempotency_key_with_another_request_is_422(server, r):
+    st, body = push(server, "/v1/queues/cart/keys/c1", b"add 1", "k-2")
+    assert st == 202
+    st, data = push(server, "/v1/queues/cart/keys/c1", b"add 2", "k-2")
+    assert st == 422 and b"k-2" in data  # the problem text names the key
+    # A call is another request than a push, even with the same body.
+    st, _, data = req(server, "POST", "/v1/queues/cart/keys/c1/call?timeout=50", body=b"add 1",
+                      headers={"Idempotency-Key": "k-2"})
+    assert st == 422 and b"k-2" in data
+    assert qinfo(r, "cart")[b"pushed"] == 1  # nothing pushed by the refused requests
+    # The first request still replays.
+    assert push(server, "/v1/queues/cart/keys/c1", b"add 1", "k-2") == (202, body)
+
+
+def test_idempotency_key_is_scoped_to_the_entity(server, r):
+    st1, b1 = push(server, "/v1/queues/cart/keys/alice", b"checkout", "same-key")
+    st2, b2 = push(server, "/v1/queues/cart/keys/bob", b"checkout", "same-key")
+    st3, b3 = push(server, "/v1/queues/other/keys/alice", b"checkout", "same-key")
+    assert (st1, st2, st3) == (202, 202, 202)
+    ids = {json.loads(b)["id"] for b in (b1, b2, b3)}
+    assert len(ids) == 3  # three entities: three messages, none answered with another's
+    msgs = r.execute_command("Q.PULL", "cart", "COUNT", 10)
+    assert sorted(m[1] for m in msgs) == [b"alice", b"bob"]
+
+
+def test_idempotency_retention_option(ordod_factory):
+    srv = ordod_factory("--http-idempotency-ms", "200")
+    c = srv.client()
+    st, body = push(srv, "/v1/queues/cart/keys/c1", b"a", "short")
+    assert st == 202
+    # The key ends by the writer's record, after its retention.
+    poll(lambda: qinfo(c, "cart")[b"idempotency_keys"] == 0, "the idempotency key to end")
+    st, body2 = push(srv, "/v1/queues/cart/keys/c1", b"b", "short")
+    assert st == 202 and json.loads(body2)["id"] != json.loads(body)["id"]
+    assert qinfo(c, "cart")[b"pushed"] == 2
+    c.close()
+
+
+def test_idempotency_keys_are_bounded(ordod_factory):
+    srv = ordod_factory("--http-idempotency-keys-max", "2")
+    assert push(srv, "/v1/queues/cart/keys/a", b"x", "k1")[0] == 202
+    first = push(srv, "/v1/queues/cart/keys/b", b"x", "k1")
+    assert first[0] == 202
+    st, data = push(srv, "/v1/queues/cart/keys/c", b"x", "k1")
+    assert st == 429 and b"http-idempotency-keys-max" in data
+    assert push(srv, "/v1/queues/cart/keys/b", b"x", "k1") == first  # kept keys still replay
+    assert req(srv, "POST", "/v1/queues/cart/keys/c", body=b"x")[0] == 202  # and pushes without one go on
+
+
+def test_idempotency_keys_survive_a_restart(server):
+    c = server.client()
+    in_snap = push(server, "/v1/queues/cart/keys/c1", b"one", "snap-key")
+    assert in_snap[0] == 202
+    assert c.execute_command("SNAPSHOT") is not None
+    in_log = push(server, "/v1/queues/cart/keys/c2", b"two", "log-key")
+    assert in_log[0] == 202
+    c.close()
+    server.kill()
+    server.restart()
+    # One key came back from the snapshot, the other from the log after it.
+    assert push(server, "/v1/queues/cart/keys/c1", b"one", "snap-key") == in_snap
+    assert push(server, "/v1/queues/cart/keys/c2", b"two", "log-key") == in_log
+    assert push(server, "/v1/queues/cart/keys/c1", b"other", "snap-key")[0] == 422
+    assert push(server, "/v1/queues/cart/keys/c2", b"other", "log-key")[0] == 422
+    c = server.client()
+    assert qinfo(c, "cart")[b"idempotency_keys"] == 2
+    assert qinfo(c, "cart")[b"waiting"] == 2
+    c.close()
+
+
 def test_call_timeout_gives_location_then_result(server):
     st, h, body = req(server, "POST", "/v1/queues/slow/keys/k/call?timeout=50", body=b"work")
     assert st == 202
@@ -220,7 +312,8 @@ def test_results_wait_after_a_long_queue_name(server):
 
 
 def test_dead_letter_is_502(server, r):
-    r.execute_command("Q.CONFIG", "poison", "MAXATTEMPTS", 1)
+    # ONPOISON drop: without it, no DEADLETTER queue parks the key instead.
+    r.execute_command("Q.CONFIG", "poison", "MAXATTEMPTS", 1, "ONPOISON", "drop")
     got = {}
     t = threading.Thread(target=lambda: got.update(r=req(server, "POST", "/v1/queues/poison/keys/k/call", b"x")))
     t.start()

@@ -4,7 +4,7 @@
  * on a loopback port, serves one connection at a time, parses each request
  * with the client's own parser (requests are arrays of bulk strings) and
  * answers through a script function chosen by the test. The scripts shared
- * by both tests are here too.
+ * by several tests are here too, the hostile servers among them.
  */
 #ifndef ORDO_TEST_CLIENT_FAKE_H
 #define ORDO_TEST_CLIENT_FAKE_H
@@ -19,6 +19,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cresp.h"
@@ -37,6 +38,11 @@ struct fake {
     script_fn script;
     atomic_int other_port;   /* for redirects */
     const char *password;
+    /* Nonzero: the script answers CLUSTER MEMBERS itself. Otherwise the
+     * fake answers it as a single server does (an error), uncounted, so
+     * scripts that predate the client's member discovery see only the
+     * commands they are about. */
+    int cluster_script;
 };
 
 static inline void say(int fd, const char *s)
@@ -89,6 +95,11 @@ static void *fake_main(void *arg)
                 cresp_buf_consume(&in, used);
                 if (rc != CRESP_DONE)
                     break;
+                if (!f->cluster_script && is(cmd, 0, "CLUSTER") && is(cmd, 1, "MEMBERS")) {
+                    say(fd, "-ERR this server is not in cluster mode\r\n");
+                    ordo_reply_free(cmd);
+                    continue;
+                }
                 atomic_fetch_add(&f->commands, 1);
                 if (f->script(f, fd, cmd, conn_no) != 0)
                     open = 0;
@@ -163,11 +174,22 @@ static inline int script_flaky(fake_t *f, int fd, const ordo_reply_t *cmd, int c
     return script_basic(f, fd, cmd, conn_no);
 }
 
+/* A follower: -NOTLEADER to the fake at other_port (or `?`). With
+ * cluster_script set, its CLUSTER MEMBERS lists itself and that leader. */
 static inline int script_follower(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
 {
     (void)conn_no;
     if (is(cmd, 0, "HELLO")) {
         say(fd, HELLO_REPLY);
+    } else if (is(cmd, 0, "CLUSTER") && is(cmd, 1, "MEMBERS")) {
+        char m[256];
+        snprintf(m, sizeof m,
+                 "*2\r\n*4\r\n:1\r\n$%zu\r\n127.0.0.1:%d\r\n$8\r\nfollower\r\n:1\r\n"
+                 "*4\r\n:2\r\n$%zu\r\n127.0.0.1:%d\r\n$6\r\nleader\r\n:1\r\n",
+                 strlen("127.0.0.1:") + (size_t)snprintf(NULL, 0, "%d", f->port), f->port,
+                 strlen("127.0.0.1:") + (size_t)snprintf(NULL, 0, "%d", atomic_load(&f->other_port)),
+                 atomic_load(&f->other_port));
+        say(fd, m);
     } else {
         char line[64];
         if (atomic_load(&f->other_port))
@@ -185,6 +207,96 @@ static inline int script_leader(fake_t *f, int fd, const ordo_reply_t *cmd, int 
     (void)conn_no;
     say(fd, is(cmd, 0, "HELLO") ? HELLO_REPLY : ":42\r\n");
     return 0;
+}
+
+/* ---- hostile servers (test_client_hostile.c, test_client_async.c) ------------------ */
+
+/* say_forever() -- write chunk again and again until the peer hangs up
+ * or the fake stops. */
+static inline void say_forever(fake_t *f, int fd, const char *unit)
+{
+    char chunk[64 * 1024];
+    size_t ul = strlen(unit), n = 0;
+    while (n + ul <= sizeof chunk) {
+        memcpy(chunk + n, unit, ul);
+        n += ul;
+    }
+    while (!atomic_load(&f->stop)) {
+        ssize_t k = send(fd, chunk, n, MSG_NOSIGNAL);
+        if (k < 0)
+            return;
+    }
+}
+
+/* GET -> `*1073741824` then `:1` for ever. */
+static inline int script_endless_ints(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
+{
+    (void)conn_no;
+    if (is(cmd, 0, "HELLO")) {
+        say(fd, HELLO_REPLY);
+        return 0;
+    }
+    say(fd, "*1073741824\r\n");
+    say_forever(f, fd, ":1\r\n");
+    return -1;
+}
+
+/* GET -> `*1073741824` then `_` for ever. */
+static inline int script_endless_nulls(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
+{
+    (void)conn_no;
+    if (is(cmd, 0, "HELLO")) {
+        say(fd, HELLO_REPLY);
+        return 0;
+    }
+    say(fd, "*1073741824\r\n");
+    say_forever(f, fd, "_\r\n");
+    return -1;
+}
+
+/* GET -> a 512 MiB bulk string, announced, then its bytes for ever. */
+static inline int script_huge_bulk(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
+{
+    (void)conn_no;
+    if (is(cmd, 0, "HELLO")) {
+        say(fd, HELLO_REPLY);
+        return 0;
+    }
+    say(fd, "$536870912\r\n");
+    say_forever(f, fd, "xxxxxxxx");
+    return -1;
+}
+
+/* GET -> push frames for ever, never the reply. */
+static inline int script_push_flood(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
+{
+    (void)conn_no;
+    if (is(cmd, 0, "HELLO")) {
+        say(fd, HELLO_REPLY);
+        return 0;
+    }
+    say_forever(f, fd, ">2\r\n$5\r\nwatch\r\n:1\r\n");
+    return -1;
+}
+
+/* GET -> an endless aggregate, one byte every millisecond or so. */
+static inline int script_drip(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
+{
+    (void)conn_no;
+    if (is(cmd, 0, "HELLO")) {
+        say(fd, HELLO_REPLY);
+        return 0;
+    }
+    say(fd, "*1073741824\r\n");
+    const char *unit = ":1\r\n";
+    for (int i = 0; !atomic_load(&f->stop); i++) {
+        char one = unit[i % 4];
+        if (send(fd, &one, 1, MSG_NOSIGNAL) < 0)
+            break;
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
+    }
+    return -1;
 }
 
 #endif

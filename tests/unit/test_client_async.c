@@ -5,7 +5,10 @@
  * connection exists, reconnection after refused handshakes and after a
  * connection that breaks with a command in flight (ORDO_ECONN, never a
  * silent resend), per-command timeouts, -NOTLEADER redirects, and close
- * cancelling what is queued. The loop runs until a test's condition holds,
+ * cancelling what is queued; and some of test_client_hostile.c's hostile
+ * servers (an endless aggregate, a huge bulk string announced, a flood of
+ * pushes, a reply dripped past the deadline): each ends in a clean error
+ * within the command's deadline and the reply bounds. The loop runs until a test's condition holds,
  * bounded by a deadline.
  */
 #include <setjmp.h>
@@ -15,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <cmocka.h>
 
@@ -182,6 +186,7 @@ static void test_async_notleader(void **st)
     fake_start(&leader, script_leader, NULL);
     fake_start(&follower, script_follower, NULL);
     atomic_store(&follower.other_port, leader.port);
+    follower.cluster_script = 1; /* it lists the leader: the redirect may be followed */
     uv_loop_t loop;
     uv_loop_init(&loop);
     got_t g = { 0 };
@@ -199,6 +204,77 @@ static void test_async_notleader(void **st)
     fake_stop(&leader);
 }
 
+/* ---- hostile servers ------------------------------------------------------------ */
+
+/* The bounds set: small, so one that does not hold shows as growth far
+ * past them (as in test_client_hostile.c). */
+#define HOSTILE_REPLY_BYTES_MAX ((int64_t)1 << 20)
+#define HOSTILE_DEADLINE_SLACK_MS 150
+#define HOSTILE_RSS_GROWTH_MAX_KB (64 * 1024)
+
+static long peak_rss_kb(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/* One GET against script s on a bounded asynchronous client: its callback
+ * gets `want` within the deadline (plus slack) and memory stays bounded. */
+static void run_hostile(script_fn s, int timeout_ms, int want)
+{
+    fake_t f;
+    fake_start(&f, s, NULL);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    got_t g = { 0 };
+    ordo_client_opts_t o = { .port = f.port, .call_timeout_ms = timeout_ms, .backoff_min_ms = 1,
+                             .backoff_max_ms = 20, .reply_bytes_max = HOSTILE_REPLY_BYTES_MAX,
+                             .reply_elems_max = HOSTILE_REPLY_BYTES_MAX / 8 };
+    ordo_aclient_t *c;
+    assert_int_equal(ordo_aclient_new(&c, &loop, &o), ORDO_OK);
+    ordo_aclient_on_push(c, on_push, &g);
+    ordo_aclient_on_connect(c, on_connect, &g);
+    long rss0 = peak_rss_kb();
+    int64_t t0 = client_now_ms();
+    assert_int_equal(ordo_aclient_command(c, 0, 2, GET, NULL, on_reply, &g), ORDO_OK);
+    run_until(&loop, &g.n, 1);
+    int64_t took = client_now_ms() - t0;
+    assert_int_equal(g.status[0], want);
+    assert_true(took <= timeout_ms + HOSTILE_DEADLINE_SLACK_MS);
+    assert_true(peak_rss_kb() - rss0 <= HOSTILE_RSS_GROWTH_MAX_KB);
+    /* Stop the fake first: its streaming scripts write until we hang up. */
+    atomic_store(&f.stop, true);
+    close_and_drain(&loop, c, &g);
+    fake_stop(&f);
+}
+
+static void test_async_endless_aggregate(void **st)
+{
+    (void)st;
+    run_hostile(script_endless_ints, 5000, ORDO_EPROTO);
+}
+
+static void test_async_huge_bulk(void **st)
+{
+    (void)st;
+    run_hostile(script_huge_bulk, 5000, ORDO_EPROTO);
+}
+
+/* The asynchronous client hands pushes to on_push as they come and keeps
+ * none, so a flood costs nothing held; the command ends at its deadline. */
+static void test_async_push_flood(void **st)
+{
+    (void)st;
+    run_hostile(script_push_flood, 300, ORDO_ETIMEDOUT);
+}
+
+static void test_async_deadline_against_a_drip(void **st)
+{
+    (void)st;
+    run_hostile(script_drip, 300, ORDO_ETIMEDOUT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -206,6 +282,10 @@ int main(void)
         cmocka_unit_test(test_async_reconnect_and_broken),
         cmocka_unit_test(test_async_timeout_and_close_cancels),
         cmocka_unit_test(test_async_notleader),
+        cmocka_unit_test(test_async_endless_aggregate),
+        cmocka_unit_test(test_async_huge_bulk),
+        cmocka_unit_test(test_async_push_flood),
+        cmocka_unit_test(test_async_deadline_against_a_drip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -344,10 +344,12 @@ static void test_deadletter(void **state)
     /* The key moved on; the DLQ has the same key and payload. */
     expect_deliver(q, 4, id2, "k", "next");
     expect_deliver(dlq, 4, dl_rev, "k", "poison");
-    /* Without a DEADLETTER queue the message is discarded, fate kept. */
+    /* ONPOISON drop without a DEADLETTER queue: the message is discarded,
+     * fate kept (test_no_silent_loss_by_default: the default parks). */
     queue_t *q2 = mkqueue(s, "q2");
     queue_config(q2, &cfg);
     cfg.maxattempts = 1;
+    cfg.onpoison = QUEUE_ONPOISON_DROP;
     assert_int_equal(queue_configure(q2, &cfg), QUEUE_OK);
     uint64_t x = push(q2, "k", "p", 0);
     t = expect_deliver(q2, 1, x, "k", "p");
@@ -406,6 +408,46 @@ static void test_park_unpark(void **state)
     t = expect_deliver(q, 6, p2, "bad", "p2");
     assert_int_equal(queue_ack(q, p2, t, NULL, 0, 6), 1);
     expect_deliver(q, 6, p3, "bad", "p3");
+    queue_set_destroy(s);
+}
+
+/* The default ONPOISON deadletter without a DEADLETTER queue parks the key
+ * (nothing is discarded); ONPOISON drop discards. */
+static void test_no_silent_loss_by_default(void **state)
+{
+    (void)state;
+    queue_set_t *s = queue_set_create();
+    queue_t *q = mkqueue(s, "q");
+    queue_config_t cfg;
+    queue_config(q, &cfg);
+    assert_int_equal(cfg.onpoison, QUEUE_ONPOISON_DEADLETTER);
+    assert_null(cfg.deadletter);
+    cfg.maxattempts = 1;
+    assert_int_equal(queue_configure(q, &cfg), QUEUE_OK);
+    uint64_t p1 = push(q, "k", "p1", 0);
+    uint64_t t = expect_deliver(q, 1, p1, "k", "p1");
+    queue_retry_t rt;
+    assert_int_equal(queue_nack(q, p1, t, 0, 2, next_rev(), &rt), 1);
+    assert_int_equal(rt.kind, QUEUE_RETRY_PARKED);
+    queue_keyinfo_t ki;
+    assert_int_equal(queue_keyinfo(q, "k", 1, &ki), QUEUE_KEY_PARKED);
+    assert_int_equal(ki.waiting, 1);
+    /* Configured to drop: the next exhausted message is discarded. */
+    assert_int_equal(queue_unpark(q, "k", 1), 1);
+    cfg.onpoison = QUEUE_ONPOISON_DROP;
+    assert_int_equal(queue_configure(q, &cfg), QUEUE_OK);
+    t = next_rev();
+    queue_delivery_t d;
+    assert_int_equal(queue_deliver(q, 4, 0, t, false, &d), 1);
+    assert_int_equal(queue_nack(q, p1, t, 0, 5, next_rev(), &rt), 1);
+    assert_int_equal(rt.kind, QUEUE_RETRY_DEADLETTER);
+    assert_null(rt.dlq);
+    queue_info_t info;
+    queue_info(q, &info);
+    assert_int_equal(info.keys, 0);
+    assert_int_equal(info.deadlettered, 1);
+    cfg.onpoison = QUEUE_ONPOISON_DROP + 1;
+    assert_int_equal(queue_configure(q, &cfg), QUEUE_EINVAL);
     queue_set_destroy(s);
 }
 
@@ -1354,6 +1396,7 @@ int main(void)
         cmocka_unit_test(test_nack_extend_redeliver),
         cmocka_unit_test(test_deadletter),
         cmocka_unit_test(test_park_unpark),
+        cmocka_unit_test(test_no_silent_loss_by_default),
         cmocka_unit_test(test_dedup),
         cmocka_unit_test(test_coalesce),
         cmocka_unit_test(test_delay),

@@ -271,6 +271,39 @@ static void test_round_trip(void **state)
     ordo_buf_free(&b);
 }
 
+/* REC_F_IDEM (format 3 only): a push carries its idempotency key's
+ * request hash and retention, the dedup end its message key; without the
+ * flag those fields must be zero. */
+static void test_idem_flag(void **state)
+{
+    (void)state;
+    record_t push = {.type = REC_Q_PUSH, .time_ms = 5, .flags = REC_F_IDEM,
+                     .q_push = {.queue = "q", .qlen = 1, .key = "cart", .klen = 4, .payload = "p", .plen = 1,
+                                .dedup_id = "idem", .dlen = 4, .idem_hash = 0xfeedull, .idem_ms = 86400000}};
+    record_t end = {.type = REC_Q_DEDUP_END, .time_ms = 6, .flags = REC_F_IDEM,
+                    .q_dedup_end = {.queue = "q", .qlen = 1, .dedup_id = "idem", .dlen = 4, .key = "cart", .klen = 4}};
+    const record_t *rs[] = {&push, &end};
+    for (size_t i = 0; i < 2; i++) {
+        assert_true(record_valid(rs[i]));
+        ordo_buf_t b = ORDO_BUF_INIT;
+        record_encode(rs[i], &b);
+        record_t d;
+        assert_int_equal(record_decode(b.data, b.len, &d), 0);
+        assert_same(rs[i], &d);
+        if (i == 0) {
+            assert_int_equal(d.q_push.idem_hash, 0xfeedull);
+            assert_int_equal(d.q_push.idem_ms, 86400000);
+        } else {
+            assert_memory_equal(d.q_dedup_end.key, "cart", 4);
+        }
+        ordo_buf_free(&b);
+    }
+    push.flags = 0;
+    assert_false(record_valid(&push));
+    end.flags = 0;
+    assert_false(record_valid(&end));
+}
+
 /* The byte string the format-2 encoder wrote decodes to the typed record,
  * the queue flags that shared bit 0 moved to their own bits. Format 1
  * (no aux field) too, for the types that existed then. */
@@ -464,6 +497,7 @@ int main(void)
         cmocka_unit_test(test_cases_cover_every_type),
         cmocka_unit_test(test_txn_sub_records),
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_idem_flag),
         cmocka_unit_test(test_format2_decodes_to_typed),
         cmocka_unit_test(test_misfit_fields_refused),
         cmocka_unit_test(test_torn_refused),

@@ -2,7 +2,8 @@
  * test_srv_snapshot.c -- the snapshot file (log/snapshot.h): a core with
  * keys (history, a deletion, an expiry deadline), a lease, a lock, an
  * election and a queue (waiting, in-flight and acked messages, a dedup
- * entry, a result) is written and loaded back into the same state; then,
+ * entry, an idempotency key, a result) is written and loaded back into the
+ * same state, also when the file says it is of the previous format; then,
  * as test_srv_wal.c does for the log, the file cut at every offset, with
  * any one byte flipped, or with another format number is refused with a
  * message -- no crash, and nothing loaded into the core; so is a queue
@@ -81,6 +82,9 @@ static core_t *build_core(void)
                                      .rlen = 2}});
     core_apply(c, &pull, &res); /* one in flight */
     assert_int_equal(res.status, AP_OK);
+    apply_ok(c, (record_t){.type = REC_Q_PUSH, .time_ms = t, .flags = REC_F_IDEM,
+                           .q_push = {.queue = "q", .qlen = 1, .key = "k3", .klen = 2, .payload = "p", .plen = 1,
+                                      .dedup_id = "idem", .dlen = 4, .idem_hash = 4242, .idem_ms = 86400000}});
     return c;
 }
 
@@ -127,6 +131,12 @@ static int load_into_fresh(const char *dir, const core_t *orig, char *err, size_
         queue_result_t qr;
         assert_int_equal(queue_result(q, 10, &qr), QUEUE_FATE_DONE); /* the first push took revision 10 */
         assert_memory_equal(qr.result, "ok", 2);
+        queue_idem_t ie;
+        assert_true(queue_idem_lookup(q, "k3", 2, "idem", 4, 1000, &ie));
+        assert_int_equal(ie.hash, 4242);
+        assert_int_equal(ie.end_ms, 1000 + 86400000);
+        assert_false(queue_idem_lookup(q, "k1", 2, "idem", 4, 1000, &ie)); /* scoped to its key */
+        assert_int_equal(queue_set_idem_count(core_queues(c)), 1);
     }
     core_destroy(c);
     return rc;
@@ -168,6 +178,24 @@ static void snapfile_close(snapfile_t *t)
     free(t->b);
     core_destroy(t->c);
     tmpdir_free(t->dir);
+}
+
+/* A file of the previous format (no idempotency keys then, and none
+ * needed) loads: the format was bumped by adding an entry kind. */
+static void test_previous_format_loads(void **state)
+{
+    (void)state;
+    snapfile_t t;
+    snapfile_open(&t);
+    char err[512];
+    const uint32_t versions[] = {SNAP_FORMAT_V3, SNAP_FORMAT};
+    for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++) {
+        put_u32(t.b + 8, versions[i]);
+        put_u32(t.b + t.len - 4, ordo_crc32c(0, t.b, t.len - 4));
+        file_put(t.path, t.b, t.len);
+        assert_int_equal(load_into_fresh(t.dir, t.c, err, sizeof err), 0);
+    }
+    snapfile_close(&t);
 }
 
 /* Cut at every offset: refused (a snapshot is renamed into place whole, so
@@ -315,6 +343,7 @@ int main(void)
         cmocka_unit_test(test_torn_at_every_offset),
         cmocka_unit_test(test_flipped_byte),
         cmocka_unit_test(test_wrong_version),
+        cmocka_unit_test(test_previous_format_loads),
         cmocka_unit_test(test_memory_and_digest),
         cmocka_unit_test(test_inflight_behind_head_refused),
     };

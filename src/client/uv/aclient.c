@@ -17,6 +17,15 @@
  * -NOTLEADER arrived): the connection is reset once inflight empties.
  * Write requests carry the connection's generation, so a completion from
  * an old socket is ignored.
+ *
+ * Addresses: the members of members.c, as for the blocking client. A
+ * failed connect moves to the next member (pausing with backoff after a
+ * whole round); -NOTLEADER moves to the member it names, or to the next
+ * one if it names no member; the first handshake, and the first after a
+ * failure or an unknown redirect, asks `CLUSTER MEMBERS` (stage 3) so
+ * the others are known before they are needed. Replies are bounded as the
+ * blocking client's are (reply_bytes_max, reply_elems_max); pushes go
+ * straight to the push callback, so nothing queues them.
  */
 #include "ordo/client_uv.h"
 
@@ -55,13 +64,13 @@ typedef struct awrite {
 
 struct ordo_aclient {
     uv_loop_t *loop;
-    char seed_host[CLIENT_HOST_MAX];
-    int seed_port;
-    char host[CLIENT_HOST_MAX];
-    int port;
+    client_members_t members;
+    int learn; /* ask CLUSTER MEMBERS in the next handshake */
     char *password;
     int connect_timeout_ms, call_timeout_ms, reconnect_timeout_ms;
     int backoff_min_ms, backoff_max_ms, redirects_max, resp2_only;
+    int64_t reply_bytes_max, reply_elems_max;
+    int pushes_max; /* unused here: pushes are not queued */
 
     int state, proto, hs_stage, draining;
     uint64_t gen;
@@ -202,8 +211,19 @@ static void on_handle_closed(uv_handle_t *h)
             budget_check(c);
         if (c->closing)
             return;
-        /* Redirected commands: go to the leader at once; else back off. */
-        int wait = c->redirected.head ? 0 : client_backoff_ms(&c->rng, c->attempt, c->backoff_min_ms, c->backoff_max_ms);
+        /* A failed attempt: try the next member at once, and back off
+         * after a whole round. A redirect: go to the leader at once. */
+        int n = c->members.n, wait;
+        if (c->attempt > 0) {
+            client_members_next(&c->members);
+            c->learn = 1;
+        }
+        if (c->attempt == 0 && c->redirected.head)
+            wait = 0;
+        else if (c->attempt % n != 0)
+            wait = 0;
+        else
+            wait = client_backoff_ms(&c->rng, c->attempt / n, c->backoff_min_ms, c->backoff_max_ms);
         uv_timer_start(&c->retry_timer, on_retry, (uint64_t)wait, 0);
         return;
     }
@@ -311,10 +331,9 @@ static void connect_failed(ordo_aclient_t *c, int status)
 {
     c->state = ST_IDLE;
     c->attempt++;
-    if (strcmp(c->host, c->seed_host) != 0 || c->port != c->seed_port) {
-        snprintf(c->host, sizeof c->host, "%s", c->seed_host);
-        c->port = c->seed_port;
-    }
+    /* The next member may answer (and know who leads now). */
+    client_members_next(&c->members);
+    c->learn = 1;
     if (c->connect_cb)
         c->connect_cb(c, status, c->connect_arg);
     if (c->closing)
@@ -322,7 +341,9 @@ static void connect_failed(ordo_aclient_t *c, int status)
     budget_check(c);
     if (c->closing)
         return;
-    int wait = client_backoff_ms(&c->rng, c->attempt, c->backoff_min_ms, c->backoff_max_ms);
+    int wait = c->attempt % c->members.n != 0
+                   ? 0
+                   : client_backoff_ms(&c->rng, c->attempt / c->members.n, c->backoff_min_ms, c->backoff_max_ms);
     uv_timer_start(&c->retry_timer, on_retry, (uint64_t)wait, 0);
 }
 
@@ -342,9 +363,29 @@ static void ready(ordo_aclient_t *c)
         flush(c);
 }
 
+/* learn_or_ready() -- the handshake's last stage: CLUSTER MEMBERS when
+ * the member list wants refreshing, else ready. */
+static void learn_or_ready(ordo_aclient_t *c)
+{
+    if (!c->learn) {
+        ready(c);
+        return;
+    }
+    c->learn = 0;
+    c->hs_stage = 3;
+    const char *argv[] = { "CLUSTER", "MEMBERS" };
+    if (write_command(c, 2, argv) != ORDO_OK)
+        conn_reset(c, ORDO_ECONN);
+}
+
 static void handshake_reply(ordo_aclient_t *c, const ordo_reply_t *r)
 {
-    assert(c->state == ST_HANDSHAKE && (c->hs_stage == 1 || c->hs_stage == 2));
+    assert(c->state == ST_HANDSHAKE && c->hs_stage >= 1 && c->hs_stage <= 3);
+    if (c->hs_stage == 3) { /* CLUSTER MEMBERS: an error teaches nothing */
+        (void)client_members_learn(&c->members, r);
+        ready(c);
+        return;
+    }
     if (client_is_auth_error(r)) {
         /* A refused password will not get better by retrying fast:
          * queued commands learn it now; the client keeps retrying slowly. */
@@ -356,7 +397,7 @@ static void handshake_reply(ordo_aclient_t *c, const ordo_reply_t *r)
     }
     if (c->hs_stage == 1 && r->type != ORDO_REPLY_ERROR) {
         c->proto = 3;
-        ready(c);
+        learn_or_ready(c);
         return;
     }
     if (c->hs_stage == 1 && c->password) {
@@ -368,7 +409,7 @@ static void handshake_reply(ordo_aclient_t *c, const ordo_reply_t *r)
         return;
     }
     c->proto = 2;
-    ready(c);
+    learn_or_ready(c);
 }
 
 static void take_reply(ordo_aclient_t *c, const ordo_reply_t *r)
@@ -381,10 +422,20 @@ static void take_reply(ordo_aclient_t *c, const ordo_reply_t *r)
     }
     if (r->type == ORDO_REPLY_ERROR && client_error_code(r->str, NULL) == ORDO_ENOTLEADER &&
         m->hops < c->redirects_max) {
-        if (client_parse_notleader(r->str, c->host, sizeof c->host, &c->port) != CLIENT_REDIRECT_TO) {
-            /* No leader known (or a garbled line): ask the seed again. */
-            snprintf(c->host, sizeof c->host, "%s", c->seed_host);
-            c->port = c->seed_port;
+        if (!c->draining) {
+            /* Go to the member it names; no leader known, a garbled line
+             * or an address that is no member: to the next member, which
+             * is asked who the members are. */
+            char host[CLIENT_HOST_MAX];
+            int port, to = -1;
+            if (client_parse_notleader(r->str, host, sizeof host, &port) == CLIENT_REDIRECT_TO)
+                to = client_members_find(&c->members, host, port);
+            if (to >= 0 && to != c->members.cur) {
+                c->members.cur = to;
+            } else {
+                client_members_next(&c->members);
+                c->learn = 1;
+            }
         }
         m->hops++;
         list_push(&c->redirected, m);
@@ -514,11 +565,11 @@ static void start_connect(ordo_aclient_t *c)
     c->state = ST_RESOLVING;
     c->connect_started_ms = client_now_ms();
     char port[16];
-    snprintf(port, sizeof port, "%d", c->port);
+    snprintf(port, sizeof port, "%d", c->members.m[c->members.cur].port);
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
     c->gai.data = c;
     c->handles_open++;
-    if (uv_getaddrinfo(c->loop, &c->gai, on_resolved, c->host, port, &hints) != 0) {
+    if (uv_getaddrinfo(c->loop, &c->gai, on_resolved, c->members.m[c->members.cur].host, port, &hints) != 0) {
         c->handles_open--;
         connect_failed(c, ORDO_ECONN);
     }
@@ -589,6 +640,11 @@ int ordo_aclient_new(ordo_aclient_t **out, uv_loop_t *loop, const ordo_client_op
     if (c == NULL)
         return ORDO_ENOMEM;
     c->loop = loop;
+    if (client_members_init(&c->members, o.addrs, o.host, o.port) != ORDO_OK) {
+        free(c);
+        return ORDO_EINVAL;
+    }
+    c->learn = 1;
     if (o.password && (c->password = strdup(o.password)) == NULL) {
         free(c);
         return ORDO_ENOMEM;
@@ -598,6 +654,7 @@ int ordo_aclient_new(ordo_aclient_t **out, uv_loop_t *loop, const ordo_client_op
     if (c->rng == 0)
         c->rng = 1;
     cresp_init(&c->parser);
+    cresp_set_limits(&c->parser, c->reply_bytes_max, c->reply_elems_max);
     c->budget_deadline_ms = client_now_ms() + (c->reconnect_timeout_ms >= 0 ? c->reconnect_timeout_ms : 0);
     if (uv_timer_init(loop, &c->retry_timer) != 0 || uv_timer_init(loop, &c->tick_timer) != 0) {
         free(c->password);

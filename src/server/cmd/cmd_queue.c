@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/bytes.h"
+#include "base/siphash.h"
 #include "cmd.h"
 #include "core/coord.h"
 #include "writer/apply.h"
@@ -111,21 +113,31 @@ static bool reply_fate_now(cmd_ctx_t *x, uint64_t id)
 
 typedef struct push_args_s {
     size_t dedup_arg;         /* index of the ID value, 0 if none */
+    size_t idem_arg;          /* index of the IDEMPOTENCY value, 0 if none */
     bool coalesce;
     uint64_t delay_ms;
     uint64_t timeout_ms;
     bool has_timeout;
     cmd_fence_t fence;        /* Q.PUSH FENCE ... (cmd.h); checked before the record is made */
+    uint64_t idem_hash;       /* IDEMPOTENCY: request_hash() */
 } push_args_t;
 
 static bool parse_push_opts(cmd_ctx_t *x, bool call, push_args_t *a)
 {
     memset(a, 0, sizeof *a);
     for (size_t i = 4; i < x->argc; i++) {
-        if (arg_is(x, i, "ID") && i + 1 < x->argc && a->dedup_arg == 0) {
+        if (arg_is(x, i, "ID") && i + 1 < x->argc && a->dedup_arg == 0 && a->idem_arg == 0) {
             a->dedup_arg = ++i;
             if (!arg_name_ok(x, i))
                 return false;
+        } else if (arg_is(x, i, "IDEMPOTENCY") && i + 1 < x->argc && a->dedup_arg == 0 && a->idem_arg == 0) {
+            a->idem_arg = ++i;
+            if (!arg_name_ok(x, i))
+                return false;
+            if (x->argv[i].len == 0) {
+                reply_err(x, "ERR the idempotency key is empty");
+                return false;
+            }
         } else if (!call && arg_is(x, i, "COALESCE")) {
             a->coalesce = true;
         } else if (!call && arg_is(x, i, "DELAY")) {
@@ -165,6 +177,13 @@ static void push_from_args(record_t *rec, cmd_ctx_t *x, const push_args_t *a)
     }
     p->delay_ms = a->delay_ms;
     rec->flags = a->coalesce ? REC_F_COALESCE : 0;
+    if (a->idem_arg) {
+        p->dedup_id = x->argv[a->idem_arg].ptr;
+        p->dlen = (uint32_t)x->argv[a->idem_arg].len;
+        p->idem_hash = a->idem_hash;
+        p->idem_ms = (uint64_t)x->srv->cfg.http_idempotency_ms;
+        rec->flags |= REC_F_IDEM;
+    }
 }
 
 static bool onfull_block(server_t *s, const char *name, size_t nlen)
@@ -206,6 +225,72 @@ static bool fence_holds_now(cmd_ctx_t *x, const cmd_fence_t *f)
     return false;
 }
 
+/* ---- idempotency keys ------------------------------------------------------------------
+ *
+ * IDEMPOTENCY key (what HTTP's Idempotency-Key becomes, net/http.c) binds
+ * the key to this request for http-idempotency-ms: the entry is scoped to
+ * the queue and the message key (queue.h, "Idempotency keys") and holds
+ * request_hash(). The same key on the same entity with the same request is
+ * a repeat (the first push's id, or the first call's answer); with another
+ * request it is -IDEMPOTENCY (HTTP 422), and nothing is pushed. The hash is
+ * computed here, from the command rather than from HTTP's bytes: the verb
+ * and the queue and key are what the method and path name (so two spellings
+ * of one path, %61 and a, are one request), and the payload is the body.
+ * The query (?timeout=) says how long this caller waits, not what it asks,
+ * so it is not part of the request.
+ *
+ * The entries are bounded by http-idempotency-keys-max over all queues: a
+ * push with a new key past it is refused -BUSY (HTTP 429), while repeats of
+ * kept keys and pushes without one go on; entries leave as their retention
+ * ends. Refusing, rather than forgetting the oldest key early, keeps the
+ * promise that a kept key never answers with a second message. */
+
+/* A fixed key: the hash tells requests apart for a key's owner, so it must
+ * be the same on every member and after a restart; it is no secret. */
+static const uint8_t idem_sip_key[ORDO_SIPHASH_KEY_LEN] = "ordo-idempotent";
+
+static uint64_t request_hash(const cmd_ctx_t *x, bool call)
+{
+    ordo_buf_t b = ORDO_BUF_INIT;
+    char n[8];
+    ordo_buf_puts(&b, call ? "Q.CALL" : "Q.PUSH");
+    for (size_t i = 1; i <= 2; i++) {
+        put_u32(n, (uint32_t)x->argv[i].len);
+        ordo_buf_append(&b, n, 4);
+        ordo_buf_append(&b, x->argv[i].ptr, x->argv[i].len);
+    }
+    put_u64(n, ordo_siphash(idem_sip_key, x->argv[3].ptr, x->argv[3].len));
+    ordo_buf_append(&b, n, 8);
+    uint64_t h = ordo_siphash(idem_sip_key, b.data, b.len);
+    ordo_buf_free(&b);
+    return h;
+}
+
+/* Before an IDEMPOTENCY push's record: false (reply written) if the key
+ * is bound to another request, or it is new and the bound is reached. */
+static bool idem_admits(cmd_ctx_t *x, bool call, push_args_t *a)
+{
+    const resp_arg_t *k = &x->argv[a->idem_arg];
+    a->idem_hash = request_hash(x, call);
+    const queue_t *q = queue_get(core_queues(x->srv->core), QNAME(x));
+    queue_idem_t e;
+    if (q != NULL && queue_idem_lookup(q, x->argv[2].ptr, x->argv[2].len, k->ptr, k->len, x->srv->now_ms, &e)) {
+        if (e.hash == a->idem_hash)
+            return true;
+        reply_errf(x, "IDEMPOTENCY the idempotency key '%.*s' was used for another request to this queue and key "
+                      "(message %llu); a key is bound to its first request",
+                   (int)(k->len < 200 ? k->len : 200), k->ptr, (unsigned long long)e.msg_id);
+        return false;
+    }
+    if (queue_set_idem_count(core_queues(x->srv->core)) >= (size_t)x->srv->cfg.http_idempotency_keys_max) {
+        reply_errf(x, "BUSY %lld idempotency keys are kept (http-idempotency-keys-max); a new one is refused "
+                      "until older ones end",
+                   (long long)x->srv->cfg.http_idempotency_keys_max);
+        return false;
+    }
+    return true;
+}
+
 /* The front half of Q.PUSH and Q.CALL: check the arguments, apply the
  * queue's due timers, make the push record and write it. Returns false
  * (reply written) if it never reached the core. */
@@ -215,6 +300,8 @@ static bool push_write(cmd_ctx_t *x, bool call, push_args_t *a, record_t *rec, a
         return false;
     qwait_catch_up(x->srv, QNAME(x));
     if (!fence_holds_now(x, &a->fence))
+        return false;
+    if (a->idem_arg && !idem_admits(x, call, a))
         return false;
     push_from_args(rec, x, a);
     return cmd_write(x, rec, res);
@@ -263,7 +350,7 @@ static void cmd_qcall(cmd_ctx_t *x)
         return;
     }
     uint64_t id = res.queue.id;
-    /* A repeat (ID inside the window) replays the first call's fate. */
+    /* A repeat (ID inside the window, or IDEMPOTENCY) replays the first call's fate. */
     if (res.status == AP_NOOP && reply_fate_now(x, id))
         return;
     /* Parked before the queue's pullers are served (the settle after this
@@ -489,8 +576,10 @@ static void cmd_qconfig(cmd_ctx_t *x)
                 cfg.onpoison = QUEUE_ONPOISON_DEADLETTER;
             else if (arg_is(x, i, "park"))
                 cfg.onpoison = QUEUE_ONPOISON_PARK;
+            else if (arg_is(x, i, "drop"))
+                cfg.onpoison = QUEUE_ONPOISON_DROP;
             else
-                ok = false, reply_err(x, "ERR ONPOISON is deadletter or park");
+                ok = false, reply_err(x, "ERR ONPOISON is deadletter, park or drop");
         } else if (arg_is(x, i, "LEASE")) {
             ok = arg_ms(x, ++i, &cfg.lease_ms);
             if (ok && cfg.lease_ms == 0)
@@ -598,13 +687,15 @@ static void cmd_qinfo(cmd_ctx_t *x)
     queue_info_t in;
     queue_info(q, &in);
     ordo_buf_t *o = x->out;
-    resp_add_map(o, x->proto, 29);
+    resp_add_map(o, x->proto, 30);
     add_field_u(o, "maxlen", in.config.maxlen);
     add_field_u(o, "maxperkey", in.config.maxperkey);
     resp_add_bulk_str(o, "onfull");
     resp_add_bulk_str(o, in.config.onfull == QUEUE_ONFULL_BLOCK ? "block" : "reject");
     resp_add_bulk_str(o, "onpoison");
-    resp_add_bulk_str(o, in.config.onpoison == QUEUE_ONPOISON_PARK ? "park" : "deadletter");
+    resp_add_bulk_str(o, in.config.onpoison == QUEUE_ONPOISON_PARK   ? "park"
+                         : in.config.onpoison == QUEUE_ONPOISON_DROP ? "drop"
+                                                                     : "deadletter");
     add_field_u(o, "maxattempts", in.config.maxattempts);
     add_field_u(o, "lease", in.config.lease_ms);
     add_field_u(o, "dedup", in.config.dedup_ms);
@@ -621,6 +712,7 @@ static void cmd_qinfo(cmd_ctx_t *x)
     add_field_u(o, "ready_keys", in.ready_keys);
     add_field_u(o, "parked_keys", in.parked_keys);
     add_field_u(o, "dedup_entries", in.dedup_entries);
+    add_field_u(o, "idempotency_keys", in.idem_entries);
     add_field_u(o, "results", in.results);
     add_field_u(o, "bytes", in.bytes);
     add_field_u(o, "pushed", in.pushed);
@@ -786,10 +878,10 @@ static void cmd_qwatch(cmd_ctx_t *x)
 const cmd_def_t cmd_queue_defs[] = {
     {"Q.PUSH", -4, CMD_WRITE, cmd_qpush,
      "Push a message for a key; the message id",
-     "queue key payload [ID dedup-id] [COALESCE] [DELAY ms] [TIMEOUT ms] [FENCE lock token|FENCE ELECTION name term|FENCE DELIVERY queue id token]", "ordo-queue"},
+     "queue key payload [ID dedup-id|IDEMPOTENCY key] [COALESCE] [DELAY ms] [TIMEOUT ms] [FENCE lock token|FENCE ELECTION name term|FENCE DELIVERY queue id token]", "ordo-queue"},
     {"Q.CALL", -4, CMD_WRITE, cmd_qcall,
      "Push a message and wait for the result the consumer acks it with",
-     "queue key payload [TIMEOUT ms] [ID dedup-id]", "ordo-queue"},
+     "queue key payload [TIMEOUT ms] [ID dedup-id|IDEMPOTENCY key]", "ordo-queue"},
     {"Q.PULL", -2, CMD_WRITE, cmd_qpull,
      "Take up to n deliverable messages, one per key, optionally waiting",
      "queue [COUNT n] [BLOCK ms] [LEASE ms] [NOACK]", "ordo-queue"},
@@ -807,7 +899,7 @@ const cmd_def_t cmd_queue_defs[] = {
      "queue id [BLOCK ms]", "ordo-queue"},
     {"Q.CONFIG", -2, CMD_WRITE, cmd_qconfig,
      "Configure a queue; options not given keep their value",
-     "queue [MAXLEN n] [MAXPERKEY n] [ONFULL REJECT|BLOCK] [LEASE ms] [MAXATTEMPTS n] [DEADLETTER queue] [ONPOISON DEADLETTER|PARK] [DEDUP ms] [RESULTTTL ms]", "ordo-queue"},
+     "queue [MAXLEN n] [MAXPERKEY n] [ONFULL REJECT|BLOCK] [LEASE ms] [MAXATTEMPTS n] [DEADLETTER queue] [ONPOISON DEADLETTER|PARK|DROP] [DEDUP ms] [RESULTTTL ms]", "ordo-queue"},
     {"Q.UNPARK", 3, CMD_WRITE, cmd_qunpark, "Let a parked key's backlog flow again; 1/0", "queue key", "ordo-queue"},
     {"Q.DROP", 2, CMD_WRITE, cmd_qdrop, "Remove a queue and everything in it; 1/0", "queue", "ordo-queue"},
     {"Q.LEN", 2, 0, cmd_qlen, "A queue's waiting, in-flight and delayed message counts", "queue", "ordo-queue"},

@@ -469,13 +469,20 @@ static void cmd_exec(cmd_ctx_t *x)
 }
 
 const cmd_def_t cmd_txn_defs[] = {
-    {"MULTI", 1, 0, cmd_multi, "Start a transaction: later commands answer QUEUED until EXEC or DISCARD", "",
-     "transactions"},
+    /* MULTI and DISCARD read no state, so a follower answers them: a
+     * transaction sent to a follower then fails as a whole (each command
+     * queued after MULTI is refused -NOTLEADER, which aborts the EXEC even
+     * if this member leads by the time it comes). Refusing MULTI instead
+     * let the commands after it run one by one on a member that won an
+     * election in the middle of the pipeline, out of order with the ones
+     * it refused (the producer's batches, src/client/producer.c). */
+    {"MULTI", 1, CMD_NOSTATE, cmd_multi, "Start a transaction: later commands answer QUEUED until EXEC or DISCARD",
+     "", "transactions"},
     {"EXEC", 1, CMD_WRITE, cmd_exec,
      "Run the queued commands as one record: their replies, nil if a WATCHed key changed, "
      "-CONFLICT i reason if a guard fails",
      "", "transactions"},
-    {"DISCARD", 1, 0, cmd_discard, "Drop the queued commands and every watched key", "", "transactions"},
+    {"DISCARD", 1, CMD_NOSTATE, cmd_discard, "Drop the queued commands and every watched key", "", "transactions"},
     {"WATCH", -2, 0, cmd_watch, "Make the next EXEC answer nil if one of the keys changes before it", "key [key ...]",
      "transactions"},
     {"UNWATCH", 1, 0, cmd_unwatch, "Forget every watched key", "", "transactions"},

@@ -755,9 +755,12 @@ int core_qconfig_decode(const void *bytes, size_t len, queue_config_t *cfg)
 static void apply_qpush(core_t *c, queue_t *q, const record_t *r, apply_result_t *res)
 {
     const rec_q_push_t *m = &r->q_push;
+    bool idem = (r->flags & REC_F_IDEM) != 0;
     queue_push_t p = {.key = m->key, .klen = m->klen, .payload = m->payload, .plen = m->plen,
-                      .dedup_id = m->dlen ? m->dedup_id : NULL, .dlen = m->dlen,
-                      .coalesce = (r->flags & REC_F_COALESCE) != 0, .delay_ms = m->delay_ms};
+                      .dedup_id = m->dlen && !idem ? m->dedup_id : NULL, .dlen = idem ? 0 : m->dlen,
+                      .coalesce = (r->flags & REC_F_COALESCE) != 0, .delay_ms = m->delay_ms,
+                      .idem = idem ? (m->dedup_id ? m->dedup_id : "") : NULL, .ilen = idem ? m->dlen : 0,
+                      .idem_hash = m->idem_hash, .idem_ms = m->idem_ms};
     uint64_t id = 0;
     int st = queue_push(q, &p, c->rev + 1, r->time_ms, &id);
     res->queue.push_status = st;
@@ -819,8 +822,12 @@ static int apply_to_queue(core_t *c, queue_t *q, const record_t *r, apply_result
         const rec_q_extend_t *e = &r->q_extend;
         return queue_extend(q, e->msg_id, e->token, e->ttl_ms, r->time_ms);
     }
-    case REC_Q_DEDUP_END:
-        return queue_dedup_expire(q, r->q_dedup_end.dedup_id, r->q_dedup_end.dlen, r->time_ms);
+    case REC_Q_DEDUP_END: {
+        const rec_q_dedup_end_t *d = &r->q_dedup_end;
+        if (r->flags & REC_F_IDEM)
+            return queue_idem_expire(q, d->key, d->klen, d->dedup_id, d->dlen, r->time_ms);
+        return queue_dedup_expire(q, d->dedup_id, d->dlen, r->time_ms);
+    }
     case REC_Q_RESULT_END:
         return queue_result_expire(q, r->q_result_end.msg_id, r->time_ms);
     default:
@@ -1052,7 +1059,11 @@ static bool check_qpush(const core_t *c, core_txn_check_t *t, const record_t *r,
     }
     size_t mine_key, mine = txn_pushes(t, p->queue, p->qlen, p->key, p->klen, &mine_key);
     bool merges = (r->flags & REC_F_COALESCE) && ki.waiting + mine_key > 0;
-    if (!merges && !(p->dlen > 0 && cfg.dedup_ms > 0)) {
+    bool idem = (r->flags & REC_F_IDEM) != 0;
+    queue_idem_t ie;
+    bool repeat = idem ? q != NULL && queue_idem_lookup(q, p->key, p->klen, p->dedup_id, p->dlen, r->time_ms, &ie)
+                       : p->dlen > 0 && cfg.dedup_ms > 0;
+    if (!merges && !repeat) {
         if (len.waiting + len.delayed + mine >= cfg.maxlen)
             return fail(res, AP_QFULL);
         if (cfg.maxperkey && ki.waiting + mine_key >= cfg.maxperkey)

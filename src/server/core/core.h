@@ -92,6 +92,9 @@ enum record_flags {
     REC_F_RESULT = 1 << 8,   /* Q_ACK: result is a result (an empty one included) */
     REC_F_GT = 1 << 9,       /* KEY_TTL: only if the new deadline is later (none counts as infinite) */
     REC_F_LT = 1 << 10,      /* KEY_TTL: only if the new deadline is earlier */
+    REC_F_IDEM = 1 << 11,    /* Q_PUSH: dedup_id is an idempotency key of the message key (queue.h,
+                                "Idempotency keys"), idem_hash its request, idem_ms its retention;
+                                Q_DEDUP_END: the entry that ends is (key, dedup_id)'s idempotency key */
 };
 
 /* The families record types belong to, for the layers that treat a family
@@ -196,9 +199,11 @@ typedef struct rec_q_push_s {
     uint32_t klen;
     const char *payload;
     uint32_t plen;
-    const char *dedup_id;    /* empty: none */
+    const char *dedup_id;    /* empty: none; with REC_F_IDEM the idempotency key */
     uint32_t dlen;
     uint64_t delay_ms;       /* DELAY, 0 for none */
+    uint64_t idem_hash;      /* REC_F_IDEM: the hash of the request the key is bound to */
+    uint64_t idem_ms;        /* REC_F_IDEM: how long the key is kept after this push */
 } rec_q_push_t;
 
 typedef struct rec_q_deliver_s {
@@ -258,8 +263,10 @@ typedef struct rec_q_unpark_s {
 typedef struct rec_q_dedup_end_s {
     const char *queue;
     uint32_t qlen;
-    const char *dedup_id;
+    const char *dedup_id;    /* with REC_F_IDEM: the idempotency key */
     uint32_t dlen;
+    const char *key;         /* REC_F_IDEM: the message key it is scoped to */
+    uint32_t klen;
 } rec_q_dedup_end_t;
 
 typedef struct rec_q_result_end_s {

@@ -11,9 +11,12 @@
  *   DELAYED ──due──> WAITING           slot, token 0) until the delay ends, then WAITING
  *
  *   attempts exhausted on the way back (nack or lease) ->
- *     ONPOISON deadletter: moved to the DEADLETTER queue as a new WAITING message
- *                          (or discarded without one); fate DEADLETTER kept RESULTTTL
+ *     ONPOISON deadletter: moved to the DEADLETTER queue as a new WAITING message;
+ *                          fate DEADLETTER kept RESULTTTL. Without a DEADLETTER
+ *                          queue: as park (never discarded by default)
  *     ONPOISON park:       stays WAITING at its key's head, the key PARKED until unpark
+ *     ONPOISON drop:       as deadletter, but discarded when there is no
+ *                          DEADLETTER queue (fate DEADLETTER kept RESULTTTL)
  *   COALESCE onto a key with a waiting message: no new message (merged into it)
  *   ID inside the dedup window: no new message (deduped onto the first)
  *
@@ -67,9 +70,12 @@
  * previous message's next), so COALESCE can realloc the tail in place in
  * O(1) with a singly linked FIFO.
  *
- * Dedup entries and results are in hash tables (by dedup id, by message id)
- * with a deadline min-heap each; entries know their heap position so an
- * expiry record for any entry removes it in O(log n).
+ * Dedup entries, idempotency entries and results are in hash tables (by
+ * dedup id, by message key and idempotency key, by message id) with a
+ * deadline min-heap each; entries know their heap position so an expiry
+ * record for any entry removes it in O(log n). An idempotency entry's bytes
+ * are its table key: the message key's length (u32, little-endian), the
+ * message key, then the idempotency key, so (key, idem) pairs never alias.
  *
  * Memory accounting. Each queue knows its heap bytes in O(1) (queue_bytes():
  * its entry chunks, counted as they are allocated and freed, plus its
@@ -139,6 +145,16 @@ typedef struct qdedup_s {
     char bytes[];
 } qdedup_t;
 
+typedef struct qidem_s {
+    ordo_hnode_t hnode;
+    uint64_t msg_id;
+    uint64_t end_ms;
+    uint64_t hash;            /* the request the key is bound to */
+    ordo_heap_node_t hn;      /* in the idempotency heap */
+    uint32_t len;             /* of bytes: 4 + message key + idempotency key */
+    char bytes[];
+} qidem_t;
+
 typedef struct qresult_s {
     ordo_hnode_t hnode;       /* by message id */
     uint64_t id;
@@ -171,9 +187,9 @@ struct queue_s {
     queue_set_t *set;
     queue_config_t cfg;       /* cfg.deadletter points at dl_name */
     char *dl_name;
-    ordo_htab_t keys, flights, dedups, results;
+    ordo_htab_t keys, flights, dedups, results, idems;
     qheap_t ready, delays;
-    ordo_heap_t leases, dedup_heap, result_heap;
+    ordo_heap_t leases, dedup_heap, result_heap, idem_heap;
     size_t nwaiting, ndelayed, nparked;
     size_t bytes;             /* chunks allocated for entries (arrays added in queue_bytes()) */
     size_t counted;           /* this queue's share of set->bytes, as of its last queue_account() */
@@ -187,6 +203,7 @@ struct queue_s {
 struct queue_set_s {
     ordo_htab_t queues;
     size_t bytes;             /* the sum of the queues' counted shares */
+    size_t nidem;             /* idempotency entries over every queue */
     queue_event_cb event_cb;  /* Q.WATCH: NULL for none */
     void *event_arg;
 };
@@ -239,6 +256,12 @@ static bool dedup_eq(const ordo_hnode_t *n, const void *key, size_t len)
 {
     const qdedup_t *d = (const qdedup_t *)n;
     return d->dlen == len && memcmp(d->bytes, key, len) == 0;
+}
+
+static bool idem_eq(const ordo_hnode_t *n, const void *key, size_t len)
+{
+    const qidem_t *e = (const qidem_t *)n;
+    return e->len == len && memcmp(e->bytes, key, len) == 0;
 }
 
 static bool result_eq(const ordo_hnode_t *n, const void *key, size_t len)
@@ -331,6 +354,7 @@ static bool ready_less(const void *a, const void *b)
 #define FLIGHT_OF(n) CONTAINER_OF(n, qflight_t, hn)
 #define DEDUP_OF(n) CONTAINER_OF(n, qdedup_t, hn)
 #define RESULT_OF(n) CONTAINER_OF(n, qresult_t, hn)
+#define IDEM_OF(n) CONTAINER_OF(n, qidem_t, hn)
 
 static bool lease_less(const ordo_heap_node_t *a, const ordo_heap_node_t *b)
 {
@@ -362,6 +386,12 @@ static bool delay_less(const void *a, const void *b)
 static bool dedup_less(const ordo_heap_node_t *a, const ordo_heap_node_t *b)
 {
     const qdedup_t *x = DEDUP_OF(a), *y = DEDUP_OF(b);
+    return x->end_ms != y->end_ms ? x->end_ms < y->end_ms : x->msg_id < y->msg_id;
+}
+
+static bool idem_less(const ordo_heap_node_t *a, const ordo_heap_node_t *b)
+{
+    const qidem_t *x = IDEM_OF(a), *y = IDEM_OF(b);
     return x->end_ms != y->end_ms ? x->end_ms < y->end_ms : x->msg_id < y->msg_id;
 }
 
@@ -607,6 +637,107 @@ static void dedup_put(queue_t *q, const void *d, size_t dlen, uint64_t msg_id, u
     ordo_heap_xpush(&q->dedup_heap, &e->hn);
 }
 
+/* ---- idempotency entries ------------------------------------------------------------------- */
+
+/* The table key of (key, idem) (see the head): in buf if it fits, else in
+ * memory the caller frees (*heap). */
+#define IDEM_STACK_BYTES 256
+
+static char *idem_bytes(const void *key, size_t klen, const void *idem, size_t ilen, char *buf, size_t *len,
+                        char **heap)
+{
+    assert(klen <= UINT32_MAX && ilen <= UINT32_MAX - 4 - klen);
+    *len = 4 + klen + ilen;
+    *heap = NULL;
+    char *b = *len <= IDEM_STACK_BYTES ? buf : (*heap = ordo_xmalloc(*len));
+    uint32_t k32 = (uint32_t)klen;
+    b[0] = (char)(k32 & 0xff), b[1] = (char)(k32 >> 8 & 0xff), b[2] = (char)(k32 >> 16 & 0xff),
+    b[3] = (char)(k32 >> 24);
+    if (klen)
+        memcpy(b + 4, key, klen);
+    if (ilen)
+        memcpy(b + 4 + klen, idem, ilen);
+    return b;
+}
+
+static size_t idem_klen(const qidem_t *e)
+{
+    const unsigned char *b = (const unsigned char *)e->bytes;
+    return (size_t)b[0] | (size_t)b[1] << 8 | (size_t)b[2] << 16 | (size_t)b[3] << 24;
+}
+
+static qidem_t *idem_find(const queue_t *q, const void *b, size_t len)
+{
+    return (qidem_t *)ordo_htab_find(&q->idems, ordo_htab_hash(&q->idems, b, len), b, len);
+}
+
+static void idem_free(queue_t *q, qidem_t *e)
+{
+    ordo_htab_remove(&q->idems, &e->hnode);
+    ordo_heap_remove(&q->idem_heap, &e->hn);
+    assert(q->set->nidem > 0);
+    q->set->nidem--;
+    q_free(q, e, sizeof *e + e->len);
+}
+
+/* Record (key, idem) -> e, replacing an entry there (one that ended). */
+static void idem_put(queue_t *q, const void *key, size_t klen, const void *idem, size_t ilen, const queue_idem_t *v)
+{
+    char buf[IDEM_STACK_BYTES], *heap;
+    size_t len;
+    const char *b = idem_bytes(key, klen, idem, ilen, buf, &len, &heap);
+    qidem_t *e = idem_find(q, b, len);
+    if (e == NULL) {
+        e = q_alloc(q, sizeof *e + len);
+        e->len = (uint32_t)len;
+        memcpy(e->bytes, b, len);
+        e->msg_id = v->msg_id;
+        e->end_ms = v->end_ms;
+        ordo_htab_insert(&q->idems, &e->hnode, ordo_htab_hash(&q->idems, b, len));
+        ordo_heap_xpush(&q->idem_heap, &e->hn);
+        q->set->nidem++;
+    } else {
+        e->msg_id = v->msg_id;
+        e->end_ms = v->end_ms;
+        ordo_heap_update(&q->idem_heap, &e->hn);
+    }
+    e->hash = v->hash;
+    free(heap);
+}
+
+bool queue_idem_lookup(const queue_t *q, const void *key, size_t klen, const void *idem, size_t ilen,
+                       uint64_t now_ms, queue_idem_t *out)
+{
+    char buf[IDEM_STACK_BYTES], *heap;
+    size_t len;
+    const char *b = idem_bytes(key, klen, idem, ilen, buf, &len, &heap);
+    const qidem_t *e = idem_find(q, b, len);
+    free(heap);
+    if (e == NULL || e->end_ms < now_ms)
+        return false;
+    *out = (queue_idem_t){.hash = e->hash, .msg_id = e->msg_id, .end_ms = e->end_ms};
+    return true;
+}
+
+int queue_idem_expire(queue_t *q, const void *key, size_t klen, const void *idem, size_t ilen, uint64_t now_ms)
+{
+    settle(q);
+    char buf[IDEM_STACK_BYTES], *heap;
+    size_t len;
+    const char *b = idem_bytes(key, klen, idem, ilen, buf, &len, &heap);
+    qidem_t *e = idem_find(q, b, len);
+    free(heap);
+    if (e == NULL || e->end_ms >= now_ms)
+        return 0;
+    idem_free(q, e);
+    return 1;
+}
+
+size_t queue_set_idem_count(const queue_set_t *s)
+{
+    return s->nidem;
+}
+
 /* ---- the registry ------------------------------------------------------------------------------ */
 
 void queue_config_defaults(queue_config_t *out)
@@ -669,6 +800,15 @@ static void free_dedup_cb(ordo_hnode_t *n, void *arg)
     q_free(q, n, sizeof(qdedup_t) + ((qdedup_t *)n)->dlen);
 }
 
+static void free_idem_cb(ordo_hnode_t *n, void *arg)
+{
+    queue_t *q = arg;
+    ordo_htab_remove(&q->idems, n);
+    assert(q->set->nidem > 0);
+    q->set->nidem--;
+    q_free(q, n, sizeof(qidem_t) + ((qidem_t *)n)->len);
+}
+
 static void free_result_cb(ordo_hnode_t *n, void *arg)
 {
     queue_t *q = arg;
@@ -684,6 +824,7 @@ static void queue_free(queue_t *q)
     ordo_htab_foreach(&q->keys, free_key_cb, q);
     ordo_htab_foreach(&q->dedups, free_dedup_cb, q);
     ordo_htab_foreach(&q->results, free_result_cb, q);
+    ordo_htab_foreach(&q->idems, free_idem_cb, q);
     for (size_t i = 0; i < q->delays.n; i++) {
         qmsg_t *m = q->delays.v[i];
         q_free(q, m, delayed_size(m));
@@ -693,11 +834,13 @@ static void queue_free(queue_t *q)
     ordo_htab_destroy(&q->flights);
     ordo_htab_destroy(&q->dedups);
     ordo_htab_destroy(&q->results);
+    ordo_htab_destroy(&q->idems);
     qheap_free(&q->ready);
     qheap_free(&q->delays);
     ordo_heap_destroy(&q->leases);
     ordo_heap_destroy(&q->dedup_heap);
     ordo_heap_destroy(&q->result_heap);
+    ordo_heap_destroy(&q->idem_heap);
     free(q->dl_name);
     free(q);
 }
@@ -737,11 +880,13 @@ queue_t *queue_open(queue_set_t *s, const void *name, size_t len)
     htab_init_or_die(&q->flights, flight_eq);
     htab_init_or_die(&q->dedups, dedup_eq);
     htab_init_or_die(&q->results, result_eq);
+    htab_init_or_die(&q->idems, idem_eq);
     q->ready.less = ready_less;
     q->delays.less = delay_less;
     ordo_heap_init(&q->leases, lease_less, QUEUE_HEAP_CAP_MIN, ORDO_HEAP_SHRINK);
     ordo_heap_init(&q->dedup_heap, dedup_less, QUEUE_HEAP_CAP_MIN, ORDO_HEAP_SHRINK);
     ordo_heap_init(&q->result_heap, result_less, QUEUE_HEAP_CAP_MIN, ORDO_HEAP_SHRINK);
+    ordo_heap_init(&q->idem_heap, idem_less, QUEUE_HEAP_CAP_MIN, ORDO_HEAP_SHRINK);
     q->nlen = (uint32_t)len;
     memcpy(q->name, name, len);
     ordo_htab_insert(&s->queues, &q->hnode, ordo_htab_hash(&s->queues, name, len));
@@ -797,7 +942,7 @@ int queue_configure(queue_t *q, const queue_config_t *cfg)
 {
     if (cfg->maxlen < 1 || cfg->maxlen > QUEUE_MAXLEN_MAX || cfg->maxperkey > QUEUE_MAXLEN_MAX)
         return QUEUE_EINVAL;
-    if (cfg->lease_ms < 1 || cfg->onfull > QUEUE_ONFULL_BLOCK || cfg->onpoison > QUEUE_ONPOISON_PARK)
+    if (cfg->lease_ms < 1 || cfg->onfull > QUEUE_ONFULL_BLOCK || cfg->onpoison > QUEUE_ONPOISON_DROP)
         return QUEUE_EINVAL;
     if (cfg->deadletter != NULL &&
         (cfg->dl_len == 0 || (cfg->dl_len == q->nlen && memcmp(cfg->deadletter, q->name, q->nlen) == 0)))
@@ -859,6 +1004,15 @@ int queue_push(queue_t *q, const queue_push_t *p, uint64_t id, uint64_t now_ms, 
     assert(p->klen <= UINT32_MAX && p->plen <= UINT32_MAX);
     settle(q);
     queue_promote(q, now_ms);
+    assert(p->idem == NULL || p->dedup_id == NULL);
+    if (p->idem != NULL) {
+        queue_idem_t e;
+        if (queue_idem_lookup(q, p->key, p->klen, p->idem, p->ilen, now_ms, &e)) {
+            q->deduped++;
+            *id_out = e.msg_id;
+            return QUEUE_DUPLICATE;
+        }
+    }
     bool dedup = p->dedup_id != NULL && q->cfg.dedup_ms > 0;
     if (dedup) {
         qdedup_t *e = dedup_find(q, p->dedup_id, p->dlen);
@@ -891,6 +1045,9 @@ int queue_push(queue_t *q, const queue_push_t *p, uint64_t id, uint64_t now_ms, 
     }
     if (dedup)
         dedup_put(q, p->dedup_id, p->dlen, *id_out, now_ms + q->cfg.dedup_ms);
+    if (p->idem != NULL && st == QUEUE_OK)
+        idem_put(q, p->key, p->klen, p->idem, p->ilen,
+                 &(queue_idem_t){.hash = p->idem_hash, .msg_id = *id_out, .end_ms = now_ms + p->idem_ms});
     return st;
 }
 
@@ -1038,7 +1195,9 @@ static void give_back(queue_t *q, qflight_t *f, uint64_t delay_ms, uint64_t now_
         q->nwaiting++;
         qheap_push(&q->ready, k);
         out->kind = QUEUE_RETRY_READY;
-    } else if (q->cfg.onpoison == QUEUE_ONPOISON_PARK) {
+    } else if (q->cfg.onpoison == QUEUE_ONPOISON_PARK ||
+               (q->cfg.onpoison == QUEUE_ONPOISON_DEADLETTER && q->dl_name == NULL)) {
+        /* Nowhere to keep it but here: park the key rather than lose it. */
         k->nwait++;
         q->nwaiting++;
         k->parked = 1;
@@ -1222,10 +1381,28 @@ bool queue_next_result(const queue_t *q, queue_timer_t *out)
     return true;
 }
 
+bool queue_next_idem(const queue_t *q, queue_timer_t *out)
+{
+    const ordo_heap_node_t *n = ordo_heap_peek(&q->idem_heap);
+    if (n == NULL)
+        return false;
+    const qidem_t *e = IDEM_OF(n);
+    size_t klen = idem_klen(e);
+    memset(out, 0, sizeof *out);
+    out->kind = QUEUE_TIMER_IDEM;
+    out->due_ms = e->end_ms;
+    out->id = e->msg_id;
+    out->key = e->bytes + 4;
+    out->klen = klen;
+    out->dedup_id = e->bytes + 4 + klen;
+    out->dlen = e->len - 4 - klen;
+    return true;
+}
+
 bool queue_next_timer(const queue_t *q, queue_timer_t *out)
 {
     bool (*const kinds[])(const queue_t *, queue_timer_t *) = {
-        queue_next_lease, queue_next_delay, queue_next_dedup, queue_next_result};
+        queue_next_lease, queue_next_delay, queue_next_dedup, queue_next_result, queue_next_idem};
     bool found = false;
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         queue_timer_t t;
@@ -1388,9 +1565,10 @@ static size_t htab_bytes(const ordo_htab_t *t)
 static size_t queue_bytes(const queue_t *q)
 {
     return q->bytes + alloc_cost(sizeof *q + q->nlen) + htab_bytes(&q->keys) + htab_bytes(&q->flights) +
-           htab_bytes(&q->dedups) + htab_bytes(&q->results) + heap_bytes(q->ready.cap) +
+           htab_bytes(&q->dedups) + htab_bytes(&q->results) + htab_bytes(&q->idems) + heap_bytes(q->ready.cap) +
            heap_bytes(q->leases.cap) + heap_bytes(q->delays.cap) + heap_bytes(q->dedup_heap.cap) +
-           heap_bytes(q->result_heap.cap) + (q->dl_name ? alloc_cost(q->cfg.dl_len) : 0);
+           heap_bytes(q->result_heap.cap) + heap_bytes(q->idem_heap.cap) +
+           (q->dl_name ? alloc_cost(q->cfg.dl_len) : 0);
 }
 
 void queue_account(queue_t *q)
@@ -1414,6 +1592,7 @@ void queue_info(const queue_t *q, queue_info_t *out)
     out->ready_keys = q->ready.n;
     out->parked_keys = q->nparked;
     out->dedup_entries = q->dedups.count;
+    out->idem_entries = q->idems.count;
     out->results = q->results.count;
     out->bytes = queue_bytes(q);
     out->pushed = q->pushed;
@@ -1567,6 +1746,29 @@ void queue_foreach_dedup(const queue_t *q,
     ordo_htab_foreach((ordo_htab_t *)(uintptr_t)&q->dedups, foreach_dedup_cb, &a);
 }
 
+struct foreach_idem_arg {
+    void (*fn)(void *arg, const char *key, size_t klen, const char *idem, size_t ilen, const queue_idem_t *e);
+    void *arg;
+};
+
+static void foreach_idem_cb(ordo_hnode_t *node, void *arg)
+{
+    struct foreach_idem_arg *a = arg;
+    const qidem_t *e = (const qidem_t *)node;
+    size_t klen = idem_klen(e);
+    queue_idem_t v = {.hash = e->hash, .msg_id = e->msg_id, .end_ms = e->end_ms};
+    a->fn(a->arg, e->bytes + 4, klen, e->bytes + 4 + klen, e->len - 4 - klen, &v);
+}
+
+void queue_foreach_idem(const queue_t *q,
+                        void (*fn)(void *arg, const char *key, size_t klen, const char *idem, size_t ilen,
+                                   const queue_idem_t *e),
+                        void *arg)
+{
+    struct foreach_idem_arg a = {fn, arg};
+    ordo_htab_foreach((ordo_htab_t *)(uintptr_t)&q->idems, foreach_idem_cb, &a);
+}
+
 struct foreach_result_arg {
     void (*fn)(void *arg, uint64_t id, const queue_result_t *r);
     void *arg;
@@ -1641,5 +1843,12 @@ void queue_load_result(queue_t *q, uint64_t id, const queue_result_t *r)
 {
     settle(q);
     result_put(q, id, r->fate, r->result, r->rlen, r->expire_ms, r->dl_id);
+    queue_account(q);
+}
+
+void queue_load_idem(queue_t *q, const void *key, size_t klen, const void *idem, size_t ilen, const queue_idem_t *e)
+{
+    settle(q);
+    idem_put(q, key, klen, idem, ilen, e);
     queue_account(q);
 }

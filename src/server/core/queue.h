@@ -61,8 +61,9 @@
  *   short enough that a crashed consumer's key resumes within a minute.
  * MAXATTEMPTS 10: a message that failed ten deliveries is poison; unlimited
  *   attempts would block its key for ever (0 still means unlimited).
- * ONPOISON deadletter: the key moves on; nothing is lost (the dead-letter
- *   queue or, without one, the dead-letter fate kept in the results).
+ * ONPOISON deadletter: the key moves on when a dead-letter queue takes the
+ *   message; without one the key is parked (as ONPOISON park), so nothing
+ *   is ever discarded unless the queue was configured ONPOISON drop.
  * DEDUP 60,000 ms: covers client retries after timeouts and reconnects.
  * RESULTTTL 60,000 ms: long enough for a Q.CALL caller that timed out to come
  *   back with Q.RESULT, and for a Q.CALL ID repeat inside the default dedup
@@ -87,7 +88,12 @@ enum queue_status {
 };
 
 enum queue_onfull { QUEUE_ONFULL_REJECT = 0, QUEUE_ONFULL_BLOCK = 1 };
-enum queue_onpoison { QUEUE_ONPOISON_DEADLETTER = 0, QUEUE_ONPOISON_PARK = 1 };
+/* ONPOISON: deadletter moves an exhausted message to the DEADLETTER queue,
+ * or parks its key when none is configured (nothing is lost by default);
+ * park always parks; drop moves it to the DEADLETTER queue or, without
+ * one, discards it (its fate kept RESULTTTL): the only way a message is
+ * thrown away, and only for a queue configured so. */
+enum queue_onpoison { QUEUE_ONPOISON_DEADLETTER = 0, QUEUE_ONPOISON_PARK = 1, QUEUE_ONPOISON_DROP = 2 };
 
 typedef struct queue_set_s queue_set_t;
 typedef struct queue_s queue_t;
@@ -190,13 +196,20 @@ typedef struct queue_push_s {
     size_t dlen;
     bool coalesce;            /* COALESCE */
     uint64_t delay_ms;        /* DELAY; 0 for none */
+    const void *idem;         /* an idempotency key of this message key, or NULL (then no dedup_id) */
+    size_t ilen;
+    uint64_t idem_hash;       /* idem: the request it is bound to */
+    uint64_t idem_ms;         /* idem: kept this long after the push */
 } queue_push_t;
 
 /* queue_push() -- Q.PUSH. id is the new message's id (the record's
  * revision). Checks, in order:
  *   1. ID: a live dedup entry (window end > now_ms) -> QUEUE_DUPLICATE, *id_out
  *      = the first push's id, nothing changes. (An entry whose window has
- *      ended is replaced, whether or not its expiry record came yet.)
+ *      ended is replaced, whether or not its expiry record came yet.) An
+ *      idempotency key (idem) is the same with its own entry, scoped to
+ *      the message key: whatever the entry's request hash (the command
+ *      layer compares hashes before it makes the record).
  *   2. COALESCE: the key has a waiting message -> its newest waiting message
  *      takes the payload, keeps its place and id; QUEUE_MERGED, *id_out = its
  *      id. Merging adds nothing, so it succeeds even when the queue is full.
@@ -204,7 +217,8 @@ typedef struct queue_push_s {
  *   4. Otherwise QUEUE_OK, *id_out = id: appended to the key's FIFO, or, with
  *      DELAY, held until now_ms + delay_ms (see queue_promote()).
  * With ID and a dedup window, outcomes 2 and 4 record dedup_id -> *id_out
- * until now_ms + dedup_ms. Due delayed messages are promoted first.
+ * until now_ms + dedup_ms; with idem, outcome 4 records (key, idem) ->
+ * (idem_hash, *id_out) until now_ms + idem_ms. Due delayed messages are promoted first.
  * Delayed messages are pending (they count towards MAXLEN) but belong to no
  * key until due: they are neither COALESCE targets nor counted by MAXPERKEY,
  * and a push that merges ignores its DELAY. O(log n). */
@@ -308,6 +322,33 @@ uint64_t queue_dedup_lookup(const queue_t *q, const void *dedup_id, size_t dlen,
  * its window ended at or before now_ms. Returns 1 if dropped. O(log n). */
 int queue_dedup_expire(queue_t *q, const void *dedup_id, size_t dlen, uint64_t now_ms);
 
+/* ---- idempotency keys ----------------------------------------------------------------
+ *
+ * Idempotency keys (HTTP's Idempotency-Key, Q.PUSH/Q.CALL IDEMPOTENCY) are
+ * dedup entries with two differences: an entry is scoped to its message key
+ * (the entity: the same idempotency key on another key is another entry),
+ * and it holds the hash of the request that made it, so the command layer
+ * can refuse the same key with another request. Each lives idem_ms (the
+ * server's http-idempotency-ms, carried in the push record) and ends by the
+ * writer's record, as dedup windows do. The set counts the entries of all
+ * its queues (queue_set_idem_count()) so the command layer can bound them. */
+
+typedef struct queue_idem_s {
+    uint64_t hash;            /* the request the key is bound to */
+    uint64_t msg_id;          /* the message its push made */
+    uint64_t end_ms;          /* kept until then */
+} queue_idem_t;
+
+/* queue_idem_lookup() -- the live entry of (key, idem) into *out: true, or
+ * false if there is none or it ended at or before now_ms. O(1). */
+bool queue_idem_lookup(const queue_t *q, const void *key, size_t klen, const void *idem, size_t ilen,
+                       uint64_t now_ms, queue_idem_t *out);
+/* queue_idem_expire() -- apply of "idempotency key end": drop the entry if
+ * it ended at or before now_ms. Returns 1 if dropped. O(log n). */
+int queue_idem_expire(queue_t *q, const void *key, size_t klen, const void *idem, size_t ilen, uint64_t now_ms);
+/* queue_set_idem_count() -- idempotency entries over every queue. O(1). */
+size_t queue_set_idem_count(const queue_set_t *s);
+
 enum queue_fate {
     QUEUE_FATE_NONE = 0,       /* unknown id, not done yet, or its result expired */
     QUEUE_FATE_DONE = 1,       /* acked with a result */
@@ -339,6 +380,7 @@ enum queue_timer_kind {
     QUEUE_TIMER_DELAY = 2,    /* log "delay due" -> queue_promote() */
     QUEUE_TIMER_DEDUP = 3,    /* log "dedup end dedup_id" -> queue_dedup_expire() */
     QUEUE_TIMER_RESULT = 4,   /* log "result expire id" -> queue_result_expire() */
+    QUEUE_TIMER_IDEM = 5,     /* log "dedup end key idem" (IDEM) -> queue_idem_expire() */
 };
 
 typedef struct queue_timer_s {
@@ -346,8 +388,10 @@ typedef struct queue_timer_s {
     uint64_t due_ms;
     uint64_t id;              /* LEASE, DELAY, RESULT: the message */
     uint64_t token;           /* LEASE: the delivery (0 for a nack delay) */
-    const char *dedup_id;     /* DEDUP */
+    const char *dedup_id;     /* DEDUP, IDEM: the dedup id or idempotency key */
     size_t dlen;
+    const char *key;          /* IDEM: the message key */
+    size_t klen;
 } queue_timer_t;
 
 /* The earliest deadline of each kind, O(1): each returns true and fills
@@ -356,7 +400,8 @@ bool queue_next_lease(const queue_t *q, queue_timer_t *out);
 bool queue_next_delay(const queue_t *q, queue_timer_t *out);
 bool queue_next_dedup(const queue_t *q, queue_timer_t *out);
 bool queue_next_result(const queue_t *q, queue_timer_t *out);
-/* queue_next_timer() -- the earliest of the four (ties: the order above). */
+bool queue_next_idem(const queue_t *q, queue_timer_t *out);
+/* queue_next_timer() -- the earliest of the five (ties: the order above). */
 bool queue_next_timer(const queue_t *q, queue_timer_t *out);
 /* queue_set_next_timer() -- the earliest over every queue; *qout receives its
  * queue. O(queues): the writer may instead keep its own per-queue wakeups. */
@@ -411,6 +456,7 @@ typedef struct queue_info_s {
     size_t ready_keys;        /* keys whose head can be delivered now */
     size_t parked_keys;
     size_t dedup_entries;
+    size_t idem_entries;      /* idempotency keys kept (queue.h, "Idempotency keys") */
     size_t results;
     size_t bytes;             /* heap bytes of the queue (estimate incl. malloc overhead) */
     uint64_t pushed, merged, deduped, delivered, acked, nacked, redelivered, deadlettered, parked;
@@ -439,7 +485,7 @@ uint64_t queue_oldest_ready_id(const queue_t *q);
 /* ---- snapshots ------------------------------------------------------------------------
  *
  * A snapshot enumerates each queue's configuration (queue_config()), its
- * messages, dedup entries and results, and reloads them into an empty queue
+ * messages, dedup entries, idempotency entries and results, and reloads them into an empty queue
  * of a fresh set with the load functions, in the order the iteration gave
  * them. Counters are not state and start at 0. */
 
@@ -469,6 +515,11 @@ void queue_foreach_dedup(const queue_t *q,
                          void (*fn)(void *arg, const char *dedup_id, size_t dlen, uint64_t msg_id,
                                     uint64_t end_ms),
                          void *arg);
+/* queue_foreach_idem() -- every idempotency entry (message key, key, entry). */
+void queue_foreach_idem(const queue_t *q,
+                        void (*fn)(void *arg, const char *key, size_t klen, const char *idem, size_t ilen,
+                                   const queue_idem_t *e),
+                        void *arg);
 /* queue_foreach_result() -- every kept result, with its message id. */
 void queue_foreach_result(const queue_t *q,
                           void (*fn)(void *arg, uint64_t id, const queue_result_t *r), void *arg);
@@ -479,5 +530,6 @@ void queue_foreach_result(const queue_t *q,
 int queue_load_msg(queue_t *q, const queue_snap_msg_t *m);
 void queue_load_dedup(queue_t *q, const void *dedup_id, size_t dlen, uint64_t msg_id, uint64_t end_ms);
 void queue_load_result(queue_t *q, uint64_t id, const queue_result_t *r);
+void queue_load_idem(queue_t *q, const void *key, size_t klen, const void *idem, size_t ilen, const queue_idem_t *e);
 
 #endif /* ORDO_QUEUE_H */

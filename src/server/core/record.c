@@ -33,7 +33,8 @@ unsigned record_flags_allowed(unsigned type)
     case REC_DEL: return REC_F_IFREV | REC_F_FENCE;
     case REC_KEY_TTL: return REC_F_NX | REC_F_XX | REC_F_GT | REC_F_LT;
     case REC_ELECT_RESIGN: return REC_F_HANDOVER;
-    case REC_Q_PUSH: return REC_F_COALESCE;
+    case REC_Q_PUSH: return REC_F_COALESCE | REC_F_IDEM;
+    case REC_Q_DEDUP_END: return REC_F_IDEM;
     case REC_Q_DELIVER: return REC_F_NOACK;
     case REC_Q_ACK: return REC_F_RESULT;
     default: return 0;
@@ -151,6 +152,8 @@ static bool bind(record_t *r, slots_t *s)
         BYTES(SL_VAL, r->q_push.payload, r->q_push.plen);
         BYTES(SL_NAME, r->q_push.queue, r->q_push.qlen);
         BYTES(SL_AUX, r->q_push.dedup_id, r->q_push.dlen);
+        U64(SL_ARG, r->q_push.idem_hash);
+        U64(SL_EXPIRE, r->q_push.idem_ms);
         return true;
     case REC_Q_DELIVER:
         U64(SL_TTL, r->q_deliver.lease_ms);
@@ -194,6 +197,7 @@ static bool bind(record_t *r, slots_t *s)
     case REC_Q_DEDUP_END:
         BYTES(SL_NAME, r->q_dedup_end.queue, r->q_dedup_end.qlen);
         BYTES(SL_AUX, r->q_dedup_end.dedup_id, r->q_dedup_end.dlen);
+        BYTES(SL_KEY, r->q_dedup_end.key, r->q_dedup_end.klen);
         return true;
     case REC_Q_RESULT_END:
         U64(SL_ARG, r->q_result_end.msg_id);
@@ -216,6 +220,7 @@ static unsigned uses(unsigned type, unsigned flags)
 {
     unsigned ifrev = (flags & REC_F_IFREV) ? B(SL_IFREV) : 0;
     unsigned fence = (flags & REC_F_FENCE) ? B(SL_TOKEN) | B(SL_NAME) : 0;
+    unsigned idem = (flags & REC_F_IDEM) ? B(SL_ARG) | B(SL_EXPIRE) : 0;
     switch (type) {
     case REC_PUT: return B(SL_LEASE) | B(SL_EXPIRE) | B(SL_KEY) | B(SL_VAL) | ifrev | fence;
     case REC_DEL: return B(SL_KEY) | ifrev | fence;
@@ -233,7 +238,7 @@ static unsigned uses(unsigned type, unsigned flags)
     case REC_ELECT_KEEPALIVE: return B(SL_TOKEN) | B(SL_KEY);
     case REC_ELECT_RESIGN: return B(SL_TOKEN) | B(SL_KEY) | ((flags & REC_F_HANDOVER) ? B(SL_VAL) : 0);
     case REC_COORD_EXPIRE: return B(SL_TOKEN) | B(SL_KIND) | B(SL_KEY);
-    case REC_Q_PUSH: return B(SL_TTL) | B(SL_KEY) | B(SL_VAL) | B(SL_NAME) | B(SL_AUX);
+    case REC_Q_PUSH: return B(SL_TTL) | B(SL_KEY) | B(SL_VAL) | B(SL_NAME) | B(SL_AUX) | idem;
     case REC_Q_DELIVER: return B(SL_TTL) | B(SL_NAME);
     case REC_Q_ACK: return B(SL_ARG) | B(SL_TOKEN) | B(SL_NAME) | ((flags & REC_F_RESULT) ? B(SL_VAL) : 0);
     case REC_Q_NACK: case REC_Q_EXTEND: return B(SL_ARG) | B(SL_TTL) | B(SL_TOKEN) | B(SL_NAME);
@@ -241,7 +246,7 @@ static unsigned uses(unsigned type, unsigned flags)
     case REC_Q_DROP: case REC_Q_PROMOTE: return B(SL_NAME);
     case REC_Q_UNPARK: return B(SL_KEY) | B(SL_NAME);
     case REC_Q_REDELIVER: return B(SL_ARG) | B(SL_TOKEN) | B(SL_NAME);
-    case REC_Q_DEDUP_END: return B(SL_NAME) | B(SL_AUX);
+    case REC_Q_DEDUP_END: return B(SL_NAME) | B(SL_AUX) | ((flags & REC_F_IDEM) ? B(SL_KEY) : 0);
     case REC_Q_RESULT_END: return B(SL_ARG) | B(SL_NAME);
     case REC_TXN: return B(SL_ARG) | B(SL_VAL);
     default: return 0;

@@ -45,7 +45,8 @@
  *   ELECT_RESIGN      TOKEN, KEY, VAL if HANDOVER
  *   COORD_EXPIRE      TOKEN (coord_expire.id), KIND (.kind), KEY (.name)
  *   Q_PUSH            TTL (q_push.delay_ms), KEY (.key), VAL (.payload),
- *                     NAME (.queue), AUX (.dedup_id)
+ *                     NAME (.queue), AUX (.dedup_id), ARG (.idem_hash) and
+ *                     EXPIRE (.idem_ms) if IDEM
  *   Q_DELIVER         TTL (q_deliver.lease_ms), NAME
  *   Q_ACK             ARG (q_ack.msg_id), TOKEN (.token), VAL (.result) if
  *                     RESULT, NAME
@@ -55,7 +56,7 @@
  *   Q_DROP, Q_PROMOTE NAME (q.queue)
  *   Q_UNPARK          KEY (q_unpark.key), NAME
  *   Q_REDELIVER       ARG (msg_id), TOKEN, NAME
- *   Q_DEDUP_END       NAME, AUX (q_dedup_end.dedup_id)
+ *   Q_DEDUP_END       NAME, AUX (q_dedup_end.dedup_id), KEY (.key) if IDEM
  *   Q_RESULT_END      ARG (msg_id), NAME
  *   TXN               ARG (txn.count), VAL (txn.recs): count sub-records,
  *                     each a u32 length and then its own format-3 byte

@@ -55,8 +55,8 @@ static void add_bytes(ordo_buf_t *b, const void *p, size_t n)
 /* One entry is encoded: count it, and in digest mode fold its bytes into
  * the digest. The digest is a sum of per-entry hashes, so it does not
  * depend on the order tables are walked in; an entry of a queue ('M', 'U',
- * 'R') is hashed with its queue's entry, so moving one to another queue
- * changes it. */
+ * 'I', 'R') is hashed with its queue's entry, so moving one to another
+ * queue changes it. */
 static void entry_end(snap_writer_t *w)
 {
     w->entries++;
@@ -68,7 +68,7 @@ static void entry_end(snap_writer_t *w)
     uint64_t h = ordo_siphash(key, e, w->buf.len - w->entry_at);
     if (e[0] == 'Q')
         w->digest_queue = h;
-    else if (e[0] == 'M' || e[0] == 'U' || e[0] == 'R')
+    else if (e[0] == 'M' || e[0] == 'U' || e[0] == 'I' || e[0] == 'R')
         h = (h ^ w->digest_queue) * 0x9E3779B97F4A7C15ull;
     w->digest += h;
     w->entry_at = w->buf.len;
@@ -146,6 +146,19 @@ static void encode_qdedup(void *arg, const char *dedup_id, size_t dlen, uint64_t
     entry_end(w);
 }
 
+static void encode_qidem(void *arg, const char *key, size_t klen, const char *idem, size_t ilen,
+                         const queue_idem_t *e)
+{
+    snap_writer_t *w = arg;
+    add_u8(&w->buf, 'I');
+    add_bytes(&w->buf, key, klen);
+    add_bytes(&w->buf, idem, ilen);
+    add_u64(&w->buf, e->hash);
+    add_u64(&w->buf, e->msg_id);
+    add_u64(&w->buf, e->end_ms);
+    entry_end(w);
+}
+
 static void encode_qresult(void *arg, uint64_t id, const queue_result_t *r)
 {
     snap_writer_t *w = arg;
@@ -176,6 +189,7 @@ static void encode_queue(void *arg, queue_t *q)
     entry_end(w);
     queue_foreach_msg(q, encode_qmsg, w);
     queue_foreach_dedup(q, encode_qdedup, w);
+    queue_foreach_idem(q, encode_qidem, w);
     queue_foreach_result(q, encode_qresult, w);
 }
 
@@ -504,7 +518,7 @@ static const char *rd_bytes(rd_t *r, size_t *len)
     return b;
 }
 
-/* Queue entries: 'Q' opens a queue, the 'M', 'U', 'R' after it fill it. */
+/* Queue entries: 'Q' opens a queue, the 'M', 'U', 'I', 'R' after it fill it. */
 static int load_queue_entry(core_t *core, rd_t *r, unsigned tag, queue_t **cur)
 {
     size_t nlen = 0, clen = 0, dlen = 0;
@@ -546,6 +560,18 @@ static int load_queue_entry(core_t *core, rd_t *r, unsigned tag, queue_t **cur)
         queue_load_dedup(*cur, id, dlen, msg_id, end_ms);
         return 0;
     }
+    if (tag == 'I') {
+        size_t klen = 0, ilen = 0;
+        const char *key = rd_bytes(r, &klen), *idem = rd_bytes(r, &ilen);
+        queue_idem_t e = {0};
+        e.hash = rd_u64(r);
+        e.msg_id = rd_u64(r);
+        e.end_ms = rd_u64(r);
+        if (r->bad || ilen == 0 || klen > UINT32_MAX - 4 - ilen)
+            return -1;
+        queue_load_idem(*cur, key, klen, idem, ilen, &e);
+        return 0;
+    }
     queue_result_t res = {0};
     uint64_t id = rd_u64(r);
     res.fate = (int)rd_u8(r);
@@ -558,7 +584,10 @@ static int load_queue_entry(core_t *core, rd_t *r, unsigned tag, queue_t **cur)
     return 0;
 }
 
-static bool is_queue_tag(unsigned tag) { return tag == 'Q' || tag == 'M' || tag == 'U' || tag == 'R'; }
+static bool is_queue_tag(unsigned tag)
+{
+    return tag == 'Q' || tag == 'M' || tag == 'U' || tag == 'I' || tag == 'R';
+}
 
 /* Load one entry of kind tag; returns 0, or -1 if it is malformed or
  * contradicts what was loaded. */
@@ -625,7 +654,7 @@ int snap_load_mem(core_t *core, const void *data, size_t len, const char *what, 
     *rev_out = 0;
     *entries_out = 0;
     if (len < SNAP_HEADER_BYTES + SNAP_TRAILER_BYTES || memcmp(p, SNAP_MAGIC, 8) != 0 ||
-        (get_u32(p + 8) != SNAP_FORMAT && get_u32(p + 8) != SNAP_FORMAT_V2)) {
+        (get_u32(p + 8) != SNAP_FORMAT && get_u32(p + 8) != SNAP_FORMAT_V3 && get_u32(p + 8) != SNAP_FORMAT_V2)) {
         snprintf(err, elen, "%s: not an ordo snapshot of format %d (bad header)", what, SNAP_FORMAT);
         return -1;
     }

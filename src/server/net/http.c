@@ -206,6 +206,7 @@ static const char *reason(int status)
     case 409: return "Conflict";
     case 412: return "Precondition Failed";
     case 413: return "Content Too Large";
+    case 422: return "Unprocessable Content";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
@@ -255,6 +256,7 @@ static int error_status(const rv_t *v)
 {
     if (err_is(v, "CONFLICT")) return 412;
     if (err_is(v, "DEADLETTER")) return 502;
+    if (err_is(v, "IDEMPOTENCY")) return 422;
     if (err_is(v, "NOTFOUND")) return 404;
     if (err_is(v, "NOAUTH") || err_is(v, "WRONGPASS")) return 401;
     if (err_is(v, "LIMIT")) return 413;
@@ -746,8 +748,10 @@ static void handle_request(conn_t *c)
             ARG_LIT("TIMEOUT");
             ARG_LIT(nums[0]);
         }
+        /* The key is bound to this queue, key and request (cmd_queue.c,
+         * "Idempotency keys"); another request with it is 422. */
         if (h->has_hdr[H_IDEM]) {
-            ARG_LIT("ID");
+            ARG_LIT("IDEMPOTENCY");
             argv[argc++] = (resp_arg_t){{h->hdr[H_IDEM].data ? h->hdr[H_IDEM].data : ""}, h->hdr[H_IDEM].len};
         }
         h->queue.len = 0;

@@ -112,6 +112,8 @@ typedef struct qwaiter_s {
     uint64_t delay_ms;        /* QW_PUSH */
     uint32_t klen, plen, dlen;/* QW_PUSH: key, payload, dedup id in bytes */
     bool has_dedup;
+    bool idem;                /* QW_PUSH: the dedup id is an idempotency key (REC_F_IDEM) */
+    uint64_t idem_hash, idem_ms;
     bool call;                /* QW_RESULT: Q.CALL (times out with -TIMEOUT), else Q.RESULT (nil);
                                  QW_PUSH: Q.CALL (waits for the result once pushed) */
     char bytes[];
@@ -427,6 +429,11 @@ static void push_record(record_t *rec, const char *name, size_t nlen, const qwai
     p->dlen = d->dlen;
     p->delay_ms = d->delay_ms;
     rec->flags = d->coalesce ? REC_F_COALESCE : 0;
+    if (d->idem) {
+        rec->flags |= REC_F_IDEM;
+        p->idem_hash = d->idem_hash;
+        p->idem_ms = d->idem_ms;
+    }
 }
 
 void qwait_limit_text(server_t *s, const char *name, size_t nlen, char *buf, size_t blen)
@@ -599,7 +606,8 @@ static bool fire(server_t *s, const queue_t *q, const queue_timer_t *t)
     size_t nlen;
     const char *qn = queue_name(q, &nlen);
     char stack[256];
-    size_t need = nlen + (t->kind == QUEUE_TIMER_DEDUP ? t->dlen : 0);
+    size_t need = nlen + (t->kind == QUEUE_TIMER_DEDUP || t->kind == QUEUE_TIMER_IDEM ? t->dlen : 0) +
+                  (t->kind == QUEUE_TIMER_IDEM ? t->klen : 0);
     char *name = need <= sizeof stack ? stack : ordo_xmalloc(need);
     memcpy(name, qn, nlen); /* the apply may free what q points at */
     record_t rec;
@@ -616,6 +624,16 @@ static bool fire(server_t *s, const queue_t *q, const queue_timer_t *t)
         memcpy(name + nlen, t->dedup_id, t->dlen);
         rec.q_dedup_end.dedup_id = name + nlen;
         rec.q_dedup_end.dlen = (uint32_t)t->dlen;
+        break;
+    case QUEUE_TIMER_IDEM:
+        rec = (record_t){.type = REC_Q_DEDUP_END, .flags = REC_F_IDEM,
+                         .q_dedup_end = {.queue = name, .qlen = (uint32_t)nlen}};
+        memcpy(name + nlen, t->dedup_id, t->dlen);
+        memcpy(name + nlen + t->dlen, t->key, t->klen);
+        rec.q_dedup_end.dedup_id = t->dlen ? name + nlen : NULL;
+        rec.q_dedup_end.dlen = (uint32_t)t->dlen;
+        rec.q_dedup_end.key = t->klen ? name + nlen + t->dlen : NULL;
+        rec.q_dedup_end.klen = (uint32_t)t->klen;
         break;
     default:
         rec = (record_t){.type = REC_Q_RESULT_END,
@@ -770,6 +788,9 @@ void qwait_park_push(server_t *s, struct conn_s *c, const record_t *rec, bool co
     d->plen = p->plen;
     d->dlen = p->dlen;
     d->has_dedup = p->dedup_id != NULL;
+    d->idem = (rec->flags & REC_F_IDEM) != 0;
+    d->idem_hash = p->idem_hash;
+    d->idem_ms = p->idem_ms;
     d->coalesce = coalesce;
     d->delay_ms = delay_ms;
     d->call = call;
