@@ -105,6 +105,7 @@ class Ordod:
         self.stop_deadline_s = stop_deadline_s
         self.port = None
         self.proc = None
+        self.env = None           # the environment it starts with (None: the test's own)
         self.expect_exit = True   # False while it runs: an exit we did not cause is a crash
         self.crashes = []         # exits we did not cause: (exit code, log tail)
 
@@ -152,7 +153,7 @@ class Ordod:
             log.write(b"--- ordoproc: starting %s on port %d (%s)\n"
                       % (self.name.encode(), port, time.strftime("%H:%M:%S").encode()))
             log.flush()
-            self.proc = subprocess.Popen(self.argv(), stdout=log, stderr=log)
+            self.proc = subprocess.Popen(self.argv(), stdout=log, stderr=log, env=self.env)
         self.expect_exit = False
         return self._wait_ready()
 
