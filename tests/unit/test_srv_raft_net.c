@@ -582,8 +582,9 @@ static void test_partition(void **state)
     close_all(all, 3);
 }
 
-/* Closing with everything in flight: a redial armed, a queue waiting, a
- * snapshot stream half sent, and a connection that never said hello. */
+/* Closing with things in flight: a redial armed and a queue waiting for
+ * it, a snapshot stream begun (its first bytes received; the rest may be
+ * in flight or done), and a connection that never said hello. */
 static void test_close_busy(void **state)
 {
     (void)state;

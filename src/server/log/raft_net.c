@@ -424,7 +424,7 @@ static void conn_flush(conn_t *c)
         from = &c->peer->queue;
     if (from->len == 0)
         return;
-    assert(c->inflight.len == 0);
+    assert(c->inflight.len == 0 && from->len <= UINT32_MAX); /* queue <= OUT_MAX + a frame */
     ordo_buf_t t = c->inflight;
     c->inflight = *from;
     *from = t;
@@ -853,7 +853,8 @@ static void free_unopened(uv_handle_t *h) { free(h->data); }
 int raft_net_open(const raft_net_options_t *opt, const raft_net_hooks_t *hooks, raft_net_t **out, char *err,
                   size_t elen)
 {
-    assert(opt->id > 0 && opt->address != NULL && opt->recv_dir != NULL && hooks->receive != NULL);
+    assert(opt->id > 0 && opt->address != NULL && opt->recv_dir != NULL);
+    assert(hooks->receive != NULL && hooks->term != NULL && hooks->pong != NULL);
     char host[RAFT_WIRE_ADDRESS_MAX + 1], port[8];
     const char *bind = opt->bind != NULL ? opt->bind : opt->address;
     if (strlen(opt->address) > RAFT_WIRE_ADDRESS_MAX ||
@@ -873,7 +874,7 @@ int raft_net_open(const raft_net_options_t *opt, const raft_net_hooks_t *hooks, 
     n->loop = opt->loop;
     n->id = opt->id;
     n->hooks = *hooks;
-    n->snapshot_max_bytes = opt->snapshot_max_bytes;
+    n->snapshot_max_bytes = opt->snapshot_max_bytes != 0 ? opt->snapshot_max_bytes : UINT64_MAX;
     uv_tcp_init(n->loop, &n->listener);
     n->listener.data = n;
     rc = uv_tcp_bind(&n->listener, ai->ai_addr, 0);

@@ -70,7 +70,7 @@ typedef struct raft_net_options_s {
     const char *address;         /* its raft address host:port (sent in hellos) */
     const char *bind;            /* where to listen (host:port), usually address */
     const char *recv_dir;        /* where received snapshots are written */
-    uint64_t snapshot_max_bytes; /* a larger snapshot stream is refused */
+    uint64_t snapshot_max_bytes; /* a larger snapshot stream is refused (0: no limit) */
 } raft_net_options_t;
 
 typedef struct raft_net_stats_s {
