@@ -15,7 +15,9 @@
  * Frames (the wire format, with its limits, is stated in raft_wire.h):
  * raft messages of the six types, hello, ping/pong, and snapshot chunks.
  * A peer that sends a malformed or oversized frame is disconnected and
- * logged once per connection; nothing it sent reaches the engine.
+ * logged once per connection; neither that frame nor anything after it
+ * reaches the engine (the whole frames before it did). The first frame
+ * read from a connection must be a hello.
  *
  * Sending never blocks and never grows without bound: a message to a
  * member whose output already holds RAFT_NET_OUT_MAX bytes is dropped
@@ -109,8 +111,8 @@ int raft_net_send(raft_net_t *n, const struct raft_message *m);
 
 /* raft_net_send_snapshot() -- stream the snapshot file at path to member
  * m->server_id; m is the engine's install snapshot message with conf
- * filled (data ignored). The file is read while the stream runs: it must
- * stay (unchanged) until then. Returns 0 (started, or already running to
+ * filled (data ignored). The net holds the file open while the stream
+ * runs: the driver may unlink it, not rewrite it. Returns 0 (started, or already running to
  * that member), or -1 (the file cannot be opened, the conf is past
  * RAFT_WIRE_CONF_MAX, or the member is partitioned away). A stream ends
  * with its last chunk queued, or stops when the connection carrying it
