@@ -15,7 +15,9 @@
  * Frames (the wire format, with its limits, is stated in raft_wire.h):
  * raft messages of the six types, hello, ping/pong, and snapshot chunks.
  * A peer that sends a malformed or oversized frame is disconnected and
- * logged once per connection; nothing it sent reaches the engine.
+ * logged once per connection; neither that frame nor anything after it
+ * reaches the engine (the whole frames before it did). The first frame
+ * read from a connection must be a hello.
  *
  * Sending never blocks and never grows without bound: a message to a
  * member whose output already holds RAFT_NET_OUT_MAX bytes is dropped
@@ -29,8 +31,9 @@
  * one is in and the file synced, renames it and hands the engine an
  * InstallSnapshot message whose data is the file's path (a NUL-ended
  * string in a raft_malloc'd buffer): the engine passes data through
- * untouched to the driver, which loads the file. One stream per member
- * at a time: a second send while one runs is ignored.
+ * untouched to the driver, which loads the file and then owns it (removes
+ * it when done). One stream per member at a time: a second send while one
+ * runs is ignored.
  *
  * Threads: loop thread only.
  */
@@ -69,14 +72,19 @@ typedef struct raft_net_options_s {
     const char *address;         /* its raft address host:port (sent in hellos) */
     const char *bind;            /* where to listen (host:port), usually address */
     const char *recv_dir;        /* where received snapshots are written */
-    uint64_t snapshot_max_bytes; /* a larger snapshot stream is refused */
+    uint64_t snapshot_max_bytes; /* a larger snapshot stream is refused (0: no limit) */
 } raft_net_options_t;
 
 typedef struct raft_net_stats_s {
-    uint64_t sent, received, dropped;       /* messages */
-    uint64_t bytes_out, bytes_in;
+    uint64_t sent, received;                /* raft messages queued, handed to the engine */
+    uint64_t dropped;                       /* messages, pings and pongs refused by the output bound,
+                                               the frame limits or a partition */
+    uint64_t bytes_out, bytes_in;           /* bytes written and read, frames of every kind */
     uint64_t bad_frames;                    /* connections closed for a malformed frame */
-    uint64_t snapshots_sent, snapshots_received;
+    uint64_t refused;                       /* connections closed at the hello: a member partitioned
+                                               away, or too many members or connections */
+    uint64_t dials_failed;                  /* connections to members that could not be made */
+    uint64_t snapshots_sent, snapshots_received;   /* sent: the last chunk queued */
     uint64_t snapshot_bytes_sent, snapshot_bytes_received;
 } raft_net_stats_t;
 
@@ -95,13 +103,20 @@ int raft_net_open(const raft_net_options_t *opt, const raft_net_hooks_t *hooks, 
 /* raft_net_send() -- encode m (to m->server_id at m->server_address) and
  * queue it. Append entries carry m->append_entries.entries (borrowed: the
  * net encodes them before it returns). Install snapshot is not sent this
- * way (raft_net_send_snapshot). Returns 0, or -1 if dropped (counted). */
+ * way (raft_net_send_snapshot). Returns 0, or -1 if dropped (counted):
+ * the output bound, a partition, or a message past the wire's limits
+ * (RAFT_WIRE_FRAME_MAX, RAFT_WIRE_ENTRIES_MAX in raft_wire.h: the driver
+ * splits appends below them). */
 int raft_net_send(raft_net_t *n, const struct raft_message *m);
 
 /* raft_net_send_snapshot() -- stream the snapshot file at path to member
  * m->server_id; m is the engine's install snapshot message with conf
- * filled (data ignored). Returns 0 (started, or already running to that
- * member), or -1 (the file cannot be opened). */
+ * filled (data ignored). The net holds the file open while the stream
+ * runs: the driver may unlink it, not rewrite it. Returns 0 (started, or already running to
+ * that member), or -1 (the file cannot be opened, the conf is past
+ * RAFT_WIRE_CONF_MAX, or the member is partitioned away). A stream ends
+ * with its last chunk queued, or stops when the connection carrying it
+ * is lost: the engine sends the snapshot again. */
 int raft_net_send_snapshot(raft_net_t *n, const struct raft_message *m, const char *path);
 
 /* raft_net_ping() -- send ping round seq to every member in ids. */
