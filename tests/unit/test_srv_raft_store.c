@@ -6,8 +6,10 @@
  * compaction drops whole segments and the rest loads; install drops
  * everything, writes in flight included (their callback reports nothing);
  * appends of one loop turn are one write and one callback; a failing
- * write is retried until it succeeds, stats.failing set meanwhile; close
- * waits for a write in flight and writes what is left.
+ * write is retried until it succeeds, stats.failing set meanwhile; a
+ * snapshot past what reached the disk restarts the log after it; close
+ * waits for a write in flight and writes what is left; a missing segment
+ * is refused.
  *
  * Every test works in its own mkdtemp() directory under $TMPDIR (or
  * /tmp), on its own libuv loop. Writes are made to fail, or held on the
@@ -45,6 +47,7 @@ typedef struct gate_s {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int fail_errno;        /* non-zero: every write fails with it */
+    int fail_seg_errno;    /* non-zero: writes to segment files fail with it */
     bool hold;             /* the next write waits for released (then hold clears) */
     bool entered, released;
     int pwrites;
@@ -63,6 +66,14 @@ static ssize_t gate_pwrite(void *ctx, int fd, const void *buf, size_t n, off_t o
             pthread_cond_wait(&g->cv, &g->mu);
     }
     int e = g->fail_errno;
+    if (e == 0 && g->fail_seg_errno != 0) {
+        char link[64], target[4200];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        ssize_t k = readlink(link, target, sizeof target - 1);
+        target[k > 0 ? k : 0] = '\0';
+        if (strstr(target, "/seg-") != NULL)
+            e = g->fail_seg_errno;
+    }
     pthread_mutex_unlock(&g->mu);
     if (e != 0) {
         errno = e;
@@ -666,8 +677,10 @@ static void test_write_failure_retries(void **state)
     append(f, 1, 3, 1, 0);
     raft_store_stats_t st;
     do {
-        uv_run(&f->loop, UV_RUN_ONCE);
+        int more = uv_run(&f->loop, UV_RUN_ONCE);
         raft_store_stats(f->s, &st);
+        if (!more && st.failing == NULL)
+            fail_msg("the loop ran out of work and the store is not failing");
     } while (st.failing == NULL);
     assert_non_null(strstr(st.failing, "No space left on device"));
     assert_true(st.write_errors >= 1);
@@ -680,8 +693,10 @@ static void test_write_failure_retries(void **state)
     /* Still failing after a retry or two. */
     uint64_t errors = st.write_errors;
     do {
-        uv_run(&f->loop, UV_RUN_ONCE);
+        int more = uv_run(&f->loop, UV_RUN_ONCE);
         raft_store_stats(f->s, &st);
+        if (!more && st.write_errors == errors)
+            fail_msg("the loop ran out of work without a retry");
     } while (st.write_errors == errors);
     assert_non_null(st.failing);
     assert_int_equal(f->calls, 0);
@@ -698,6 +713,47 @@ static void test_write_failure_retries(void **state)
     fx_reopen(f);
     assert_int_equal(raft_store_last(f->s), 4);
     check_entries(f, 1, 4, 1, 0);
+    fx_free(f);
+}
+
+/* A snapshot taken past what the disk holds (the entries failed to
+ * write, then the process stopped): the log starts afresh past it. */
+static void test_snapshot_outruns_writes(void **state)
+{
+    (void)state;
+    fx_t *f = fx_new(0);
+    char err[256];
+    append(f, 1, 3, 1, 0);
+    drain(f);
+    pthread_mutex_lock(&f->gate.mu);
+    f->gate.fail_seg_errno = EIO;
+    pthread_mutex_unlock(&f->gate.mu);
+    append(f, 4, 7, 1, 0);
+    raft_store_stats_t st;
+    do {
+        int more = uv_run(&f->loop, UV_RUN_ONCE);
+        raft_store_stats(f->s, &st);
+        if (!more && st.failing == NULL)
+            fail_msg("the loop ran out of work and the store is not failing");
+    } while (st.failing == NULL);
+    raft_store_snap_t snap = {.index = 10, .term = 1, .conf_index = 1};
+    assert_int_equal(raft_store_set_snapshot(f->s, &snap, 100, err, sizeof err), 0); /* meta still writes */
+    fx_close(f); /* its last try fails too */
+    pthread_mutex_lock(&f->gate.mu);
+    f->gate.fail_seg_errno = 0;
+    pthread_mutex_unlock(&f->gate.mu);
+    fx_open(f);
+    assert_int_equal(raft_store_snapshot(f->s)->index, 10);
+    assert_int_equal(raft_store_first(f->s), 11);
+    assert_int_equal(raft_store_last(f->s), 10);
+    assert_null(raft_store_entry(f->s, 3));
+    assert_int_equal(seg_count(f->dir), 0);
+    append(f, 11, 2, 2, 1);
+    drain(f);
+    fx_reopen(f);
+    assert_int_equal(raft_store_first(f->s), 11);
+    assert_int_equal(raft_store_last(f->s), 12);
+    check_entries(f, 11, 12, 2, 1);
     fx_free(f);
 }
 
@@ -753,6 +809,7 @@ int main(void)
         cmocka_unit_test(test_install),
         cmocka_unit_test(test_group_commit),
         cmocka_unit_test(test_write_failure_retries),
+        cmocka_unit_test(test_snapshot_outruns_writes),
         cmocka_unit_test(test_close_in_flight),
         cmocka_unit_test(test_gap_refused),
     };
