@@ -70,7 +70,7 @@ typedef struct raft_store_snap_s {
 typedef struct raft_store_stats_s {
     uint64_t entries;            /* held in memory (first..last) */
     uint64_t bytes;              /* their data bytes */
-    uint64_t disk_bytes;         /* segment files on disk */
+    uint64_t disk_bytes;         /* segment files on disk (once the writes queued are done) */
     uint64_t writes, syncs;      /* worker writes and fsyncs done */
     uint64_t write_errors;       /* writes that failed (and are retried) */
     const char *failing;         /* non-NULL: the last write failed, why (retried until it
