@@ -14,7 +14,7 @@
  * path of a descriptor is looked up through /proc/self/fd at every write,
  * and the control file is read each time (cheap enough for a test).
  */
-#define _GNU_SOURCE
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -37,9 +37,28 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <uv.h>
 
 typedef struct raft_store_s raft_store_t;
+
+/* A failed entry write is tried again this long after it failed: a full
+ * disk or a passing I/O error clears on an operator's time scale, and
+ * five tries a second keep the pool thread and the log quiet while
+ * costing at most a fifth of a second once the disk is back. */
+#define RAFT_STORE_RETRY_MS 200u
+/* A segment takes entries while it is shorter than this (so it exceeds it
+ * by at most one entry): large enough that a busy log rolls rarely, small
+ * enough that compaction, which deletes whole segments, frees the disk
+ * soon after a snapshot. */
+#define RAFT_STORE_SEGMENT_BYTES (UINT64_C(8) << 20)
+/* The largest entry the format takes (its length is a u32): far above any
+ * entry the driver builds. raft_store_append() refuses a larger one. */
+#define RAFT_STORE_ENTRY_BYTES_MAX (1u << 30)
+/* The largest encoded configuration a meta slot holds: a slot is written
+ * whole on every vote, and raft clusters have a handful of members (a
+ * member costs its address and ten bytes). */
+#define RAFT_STORE_CONF_BYTES_MAX 16384u
 
 /* A snapshot's metadata as raft knows it. index 0: no snapshot. */
 typedef struct raft_store_snap_s {
@@ -51,27 +70,41 @@ typedef struct raft_store_snap_s {
 typedef struct raft_store_stats_s {
     uint64_t entries;            /* held in memory (first..last) */
     uint64_t bytes;              /* their data bytes */
-    uint64_t disk_bytes;         /* segment files on disk */
+    uint64_t disk_bytes;         /* segment files on disk (once the writes queued are done) */
     uint64_t writes, syncs;      /* worker writes and fsyncs done */
     uint64_t write_errors;       /* writes that failed (and are retried) */
-    const char *failing;         /* non-NULL: the last write failed, why (retried until it succeeds) */
+    const char *failing;         /* non-NULL: the last write failed, why (retried until it
+                                    succeeds); valid until the next call on the store */
+    uint64_t segments;           /* segment files (those planned by writes not yet done included) */
 } raft_store_stats_t;
 
-/* Called on the loop when entries up to last (inclusive) are durable: the
- * last index of the batch just synced. The driver checks the entries at
- * those indexes are still the ones it appended (a later append may have
- * replaced them). */
+/* Called on the loop when entries first..last (inclusive) are durable:
+ * the entries of the batch just synced. Entries replaced (an append at an
+ * index at or below theirs) after the batch went to the worker are left
+ * out (last is lowered, and nothing is reported if none is left), and a
+ * batch dropped by raft_store_install() reports nothing: first..last are
+ * always entries held now, unless a snapshot dropped them meanwhile. The
+ * callback may call the store. */
 typedef void (*raft_store_persisted_cb)(void *arg, uint64_t first, uint64_t last);
 
-/* raft_store_open() -- create dir's files if absent, or load them: term,
- * vote, snapshot metadata and every entry after the snapshot. A torn tail
+/* raft_store_open() -- create dir (and its files) if absent, or load
+ * them: term, vote, snapshot metadata and every entry of the segments
+ * kept, which may begin at or below the snapshot's index (the trailing
+ * entries the last raft_store_set_snapshot() kept, or more: compaction
+ * deletes whole segments; raft_store_first() says). A torn tail
  * is cut (raft_store_cut() says how much, for the caller to log). Returns
  * 0, or -1 with a message naming the file and the fault when the files
- * cannot be believed (both meta slots bad, a gap between segments). */
+ * cannot be believed (both meta slots bad, a gap between segments or
+ * between the snapshot and the first entry). */
 int raft_store_open(const char *dir, uv_loop_t *loop, raft_store_persisted_cb cb, void *arg, raft_store_t **out,
                     char *err, size_t elen);
 
-/* raft_store_close() -- waits for a write in flight, frees everything. */
+/* raft_store_close() -- waits (blocking the loop thread) for a write in
+ * flight on the worker, then writes what is still unwritten once, on the
+ * calling thread (no callback reports it; a failure is printed), and frees
+ * everything. The loop still owes the store's work request and handles
+ * their completion callbacks, which free only their own memory: run the
+ * loop once more (uv_run) before uv_loop_close(). NULL is a no-op. */
 void raft_store_close(raft_store_t *s);
 
 uint64_t raft_store_term(const raft_store_t *s);
@@ -97,7 +130,10 @@ int raft_store_set_term_vote(raft_store_t *s, uint64_t term, uint64_t vote, char
  * A write that fails (no space, an I/O error) is kept and retried every
  * RAFT_STORE_RETRY_MS until it succeeds; stats say so meanwhile, and
  * later appends wait behind it (the driver stops submitting).
- * Returns 0, or -1 (no memory) with nothing changed. */
+ * Appends made in one loop turn go to the worker together, at the end of
+ * the turn (an idle handle), as one write and one fsync.
+ * Returns 0, or -1 (no memory, an entry over RAFT_STORE_ENTRY_BYTES_MAX)
+ * with nothing changed. */
 int raft_store_append(raft_store_t *s, uint64_t index, const struct raft_entry *entries, unsigned n, char *err,
                       size_t elen);
 
@@ -116,5 +152,21 @@ int raft_store_set_snapshot(raft_store_t *s, const raft_store_snap_t *snap, uint
 int raft_store_install(raft_store_t *s, const raft_store_snap_t *snap, char *err, size_t elen);
 
 void raft_store_stats(const raft_store_t *s, raft_store_stats_t *out);
+
+/* A test seam: the system calls that write the store's files (segments
+ * and meta) and sync them (files and the directory), so tests can make
+ * them fail (EIO, ENOSPC) without mocking the file system; each returns
+ * what the system call would (-1 and errno on failure). NULL members mean
+ * the real calls. segment_bytes, when not 0, replaces
+ * RAFT_STORE_SEGMENT_BYTES for segments started from then on, so tests
+ * roll segments without writing megabytes. The worker reads a copy taken
+ * when each write is handed to it. */
+typedef struct raft_store_seam_s {
+    ssize_t (*pwrite_fn)(void *ctx, int fd, const void *buf, size_t n, off_t off);
+    int (*fsync_fn)(void *ctx, int fd);
+    void *ctx;
+    uint64_t segment_bytes;
+} raft_store_seam_t;
+void raft_store_set_seam(raft_store_t *s, const raft_store_seam_t *seam);
 
 #endif /* ORDO_RAFT_STORE_H */
