@@ -83,7 +83,7 @@ cflags=(-std=c11 -D_GNU_SOURCE -DORDO_DEBUG -g -O1 -fno-omit-frame-pointer -fno-
         "${warn[@]}" -Isrc -Isrc/server -Iinclude -Itests/fuzz)
 lib_sources=(src/base/*.c src/server/core/*.c
              src/server/log/log.c src/server/log/wal.c src/server/log/snapshot.c
-             src/server/log/raft_log.c src/server/log/raft_transport.c src/server/log/raft_wire.c
+             src/server/log/raft_log.c src/server/log/raft_store.c src/server/log/raft_net.c src/server/log/raft_wire.c
              src/server/net/resp.c src/server/net/http.c src/client/cresp.c
              tests/fuzz/fuzz_common.c tests/fuzz/fuzz_records.c)
 libs=(-lraft -luv -lhttp_parser -lpthread -lm)

@@ -141,6 +141,8 @@ struct server_s {
         uint64_t terms_led, last_snapshot_ms, last_snapshot_bytes;
         uint64_t time_ms;            /* the latest record time applied here (the replicated clock) */
         uint64_t time_mono_ms;       /* server_mono_ms() when it was seen */
+        bool time_live;              /* seen from a leader in this process's life, not only loaded at start */
+        bool started;                /* raft started: a restore is a leader's snapshot, not the start's load */
     } cluster;
 };
 

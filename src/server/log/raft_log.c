@@ -59,6 +59,10 @@
  * entries, ignores it. Started again, with nothing proposed since (this
  * member stopped serving), raft finds the target caught up at once. */
 #define TRANSFER_ATTEMPTS 3
+/* CLUSTER ADD makes the new member a voter once its log is within this
+ * many entries of the leader's (under continuous writes it is never
+ * exactly level): a voter a few entries behind only catches up. */
+#define CATCH_UP_SLACK 64u
 
 enum pend_kind { PEND_ENTRY, PEND_BARRIER, PEND_ROUND };
 
@@ -121,6 +125,7 @@ struct raft_log_s {
     /* snapshots */
     bool snap_on;                 /* a snapshot is being written (persist drives it) */
     bool snap_keys_done;          /* every key written: waiting for its revision to commit */
+    bool snap_abort;              /* a snapshot from the leader replaces the state: give this one up */
     snap_writer_t snap;
     uint64_t snap_index;          /* the last committed index whose records are all in the snapshot */
     bool install_pending;         /* a leader's snapshot is stored: restore it when raft commits its index */
@@ -137,6 +142,7 @@ struct raft_log_s {
     uint64_t transfer_target;
     int transfer_attempts;
     uint64_t store_failing_since; /* uv_now when the store's writes began to fail (0: they do not) */
+    bool meta_unsaved;            /* the engine's term or vote is not durable yet: send nothing */
     char failed[256];             /* non-empty: the log failed for good (fail()) */
     uint64_t entries_proposed, barriers_proposed, snapshots_taken, snapshots_restored;
     uint64_t records_written, bytes_proposed, records_skipped;
@@ -286,15 +292,6 @@ static void fifo_pop(raft_log_t *rl)
     assert(rl->fcount > 0);
     rl->fhead = (rl->fhead + 1) % rl->fcap;
     rl->fcount--;
-}
-
-/* Does the FIFO hold an entry or barrier raft has not committed? */
-static bool fifo_has_proposals(raft_log_t *rl)
-{
-    for (size_t i = 0; i < rl->fcount; i++)
-        if (fifo_at(rl, i)->kind != PEND_ROUND && !fifo_at(rl, i)->done)
-            return true;
-    return false;
 }
 
 /* ---- committing ----------------------------------------------------------------- */
@@ -505,6 +502,7 @@ static void send_messages(raft_log_t *rl, struct raft_message *msgs, unsigned n)
 
 static void apply_committed(raft_log_t *rl);
 static void state_changed(raft_log_t *rl);
+static void change_finish(raft_log_t *rl, int status, const char *msg);
 static void check_change(raft_log_t *rl);
 
 static void handle_snapshot_update(raft_log_t *rl, struct raft_update *u)
@@ -554,21 +552,36 @@ static void handle_snapshot_update(raft_log_t *rl, struct raft_update *u)
 static void handle_update(raft_log_t *rl, struct raft_update *u)
 {
     char err[300];
-    if (u->flags & (RAFT_UPDATE_CURRENT_TERM | RAFT_UPDATE_VOTED_FOR)) {
+    bool mute = false;
+    if ((u->flags & (RAFT_UPDATE_CURRENT_TERM | RAFT_UPDATE_VOTED_FOR)) || rl->meta_unsaved) {
         if (raft_store_set_term_vote(rl->store, raft_current_term(&rl->raft), raft_voted_for(&rl->raft), err,
                                      sizeof err) != 0) {
-            /* A vote or term that is not durable must not be acted on. */
-            fail(rl, err);
-            return;
+            /* A term or vote that is not durable must not be acted on: this
+             * member sends nothing (no vote, no answer) until it is, and
+             * tries again at every later event (a full disk frees up). Not
+             * answering is always safe in raft. */
+            if (!rl->meta_unsaved)
+                fprintf(stderr, "ordod: cluster: cannot store the term and vote (%s); silent until it can\n", err);
+            rl->meta_unsaved = true;
+            mute = true;
+        } else if (rl->meta_unsaved) {
+            rl->meta_unsaved = false;
+            fprintf(stderr, "ordod: cluster: the term and vote are stored again\n");
         }
     }
     if (u->flags & RAFT_UPDATE_ENTRIES) {
-        if (raft_store_append(rl->store, u->entries.index, u->entries.batch, u->entries.n, err, sizeof err) != 0) {
+        int rc = raft_store_append(rl->store, u->entries.index, u->entries.batch, u->entries.n, err, sizeof err);
+        /* Entries received from the leader come in the message's batch,
+         * which the engine handed over with them (on_receive); submitted
+         * ones are this member's own (no batch). The store copied them. */
+        if (u->entries.n > 0 && u->entries.batch[0].batch != NULL)
+            raft_free(u->entries.batch[0].batch);
+        if (rc != 0) {
             fail(rl, err);
             return;
         }
     }
-    if (u->flags & RAFT_UPDATE_MESSAGES)
+    if ((u->flags & RAFT_UPDATE_MESSAGES) && !mute)
         send_messages(rl, u->messages.batch, u->messages.n);
     /* From here on the engine may be stepped again. */
     if (u->flags & RAFT_UPDATE_SNAPSHOT) {
@@ -620,10 +633,14 @@ static void on_receive(void *arg, struct raft_message *m)
         /* The engine owns the configuration and data it is given: it frees
          * them, or hands them to the update (handle_snapshot_update), except
          * while it installs another, when it would drop them: not given. */
-        if (rl->raft.snapshot.installing || rl->snap_on) {
-            /* Not now: raft sends it again (install-snapshot timeout).
-             * While this member writes its own snapshot, its file is
-             * about to be renamed over the one this would install. */
+        /* This member's own snapshot gives way (it would cover a state
+         * about to be replaced), unless its file may be being renamed into
+         * place right now (every key written and its revision committed:
+         * the commit runs on a worker). */
+        if (rl->snap_on && !(rl->snap_keys_done && rl->committed_rev >= rl->snap.rev))
+            rl->snap_abort = true;
+        if (rl->raft.snapshot.installing || (rl->snap_on && !rl->snap_abort)) {
+            /* Not now: raft sends it again (install-snapshot timeout). */
             if (m->install_snapshot.data.base != NULL && m->install_snapshot.data.len > 0 &&
                 memchr(m->install_snapshot.data.base, '\0', m->install_snapshot.data.len) != NULL)
                 (void)unlink(m->install_snapshot.data.base);
@@ -641,6 +658,15 @@ static void on_receive(void *arg, struct raft_message *m)
     }
     ev.receive.message = &copy;
     int rv = step(rl, &ev);
+    if (m->type == RAFT_APPEND_ENTRIES) {
+        /* The engine took the entries' batch (raft_wire decodes the array
+         * and the data as one raft_malloc'd batch): it frees it when it
+         * needs nothing (a heartbeat's, entries it has, a rejection), or
+         * hands it to the update, after which handle_update() frees it.
+         * The net must not free it again. */
+        m->append_entries.entries = NULL;
+        m->append_entries.n_entries = 0;
+    }
     if (rv != 0 && rv != RAFT_SHUTDOWN)
         fprintf(stderr, "ordod: cluster: raft receive: %s\n", raft_strerror(rv));
 }
@@ -666,6 +692,10 @@ static void restore_installed(raft_log_t *rl)
     rl->install_pending = false;
     rl->applied_index = rl->install_index;
     rl->committed_rev = rev;
+    /* The state is the leader's now: this member's own entries still in
+     * flight from when it led are gone with the state they were in. */
+    rl->fcount = 0;
+    rl->inflight_bytes = 0;
     rl->snapshots_restored++;
     wake(rl);
 }
@@ -1005,26 +1035,34 @@ static void state_changed(raft_log_t *rl)
         rl->was_leader = false;
         bool had_lead = rl->leading || rl->transferring;
         rl->leading = false;
-        bool diverged = fifo_has_proposals(rl) || rl->building_records > 0;
-        fprintf(stderr, "ordod: cluster: no longer the leader (term %llu)%s\n",
-                (unsigned long long)raft_current_term(&rl->raft),
-                diverged ? "; entries in flight: rebuilding the state from the log" : "");
-        if (diverged) {
-            rl->diverged = true;
-            rl->fsm_hooks.role(rl->fsm_hooks.arg, false, true);
+        /* Records applied but never proposed can never be committed. */
+        if (rl->building_records > 0) {
+            rl->building.len = 0;
+            rl->building_records = 0;
+            diverge(rl, "leadership lost with this turn's records unproposed");
             return;
         }
-        /* Rounds never to be confirmed: their output is dropped (the role
-         * hook has the server close those connections). */
-        rl->fcount = 0;
+        /* Entries in flight may still be committed by the next leader (a
+         * transfer's target has them all): they stay in the FIFO and are
+         * matched by index and term as they commit; another entry
+         * committed where one of them was makes the state diverge then
+         * (apply_committed). Read rounds are never confirmed now. */
+        size_t kept = 0;
+        for (size_t i = 0; i < rl->fcount; i++) {
+            pend_t p = *fifo_at(rl, i);
+            if (p.kind != PEND_ROUND)
+                rl->fifo[(rl->fhead + kept++) % rl->fcap] = p;
+        }
+        rl->fcount = kept;
         uv_timer_stop(&rl->round_timer);
+        fprintf(stderr, "ordod: cluster: no longer the leader (term %llu)%s\n",
+                (unsigned long long)raft_current_term(&rl->raft),
+                kept ? "; its entries in flight commit or not under the next leader" : "");
         if (had_lead)
             rl->fsm_hooks.role(rl->fsm_hooks.arg, false, false);
         if (rl->change_running && !rl->transferring) {
             snprintf(rl->change_err, sizeof rl->change_err, "leadership lost");
-            rl->change = CHANGE_NONE;
-            rl->change_running = false;
-            rl->fsm_hooks.change_done(rl->fsm_hooks.arg, -1, rl->change_err);
+            change_finish(rl, -1, rl->change_err);
         }
     }
 }
@@ -1165,20 +1203,16 @@ static void check_change_step(raft_log_t *rl)
     if (!rl->change_running || rl->transferring)
         return;
     if (rl->change == CHANGE_CATCH_UP) {
-        int status = RAFT_CATCH_UP_NONE;
-        if (raft_catch_up(&rl->raft, rl->change_id, &status) != 0)
-            return;
-        if (status == RAFT_CATCH_UP_ABORTED ||
-            uv_now(rl->opt.loop) - rl->change_started > rl->opt.catch_up_timeout_ms) {
-            char why[200];
-            snprintf(why, sizeof why,
-                     "member %llu did not catch up within %llu ms (is it running, reachable, and started with "
-                     "--cluster-join yes?)",
-                     (unsigned long long)rl->change_id, (unsigned long long)rl->opt.catch_up_timeout_ms);
-            rollback_add(rl, why);
-            return;
-        }
-        if (status == RAFT_CATCH_UP_FINISHED) {
+        /* The new member is a standby (it is sent the log, it does not
+         * vote): it becomes a voter once it is within CATCH_UP_SLACK
+         * entries of the leader's log, or the ADD is undone after
+         * catch_up_timeout_ms. (Raft's own catch-up, RAFT_CATCH_UP, cannot
+         * be cancelled in 0.22.1: a member that never answers would block
+         * every later change.) */
+        raft_index match = 0;
+        uint64_t last = raft_last_index(&rl->raft);
+        if (raft_match_index(&rl->raft, rl->change_id, &match) == 0 && match + CATCH_UP_SLACK >= last &&
+            match > 0) {
             struct raft_configuration c;
             char err[200];
             if (conf_with(rl, rl->change_id, NULL, RAFT_VOTER, &c) != 0) {
@@ -1192,6 +1226,15 @@ static void check_change_step(raft_log_t *rl)
                 return;
             }
             rl->change = CHANGE_COMMIT;
+            return;
+        }
+        if (uv_now(rl->opt.loop) - rl->change_started > rl->opt.catch_up_timeout_ms) {
+            char why[200];
+            snprintf(why, sizeof why,
+                     "member %llu did not catch up within %llu ms (is it running, reachable, and started with "
+                     "--cluster-join yes?)",
+                     (unsigned long long)rl->change_id, (unsigned long long)rl->opt.catch_up_timeout_ms);
+            rollback_add(rl, why);
         }
         return;
     }
@@ -1205,14 +1248,10 @@ static void check_change_step(raft_log_t *rl)
         change_finish(rl, 0, NULL);
         return;
     }
-    /* CHANGE_NONE with change_running: an add's spare entry committed:
-     * catch the member up now. */
-    struct raft_event ev = {.type = RAFT_CATCH_UP};
-    ev.catch_up.server_id = rl->change_id;
+    /* CHANGE_NONE with change_running: an add's standby entry committed:
+     * the member is being sent the log; wait for it to catch up. */
     rl->change = CHANGE_CATCH_UP;
     rl->change_started = uv_now(rl->opt.loop);
-    if (step(rl, &ev) != 0)
-        rollback_add(rl, "raft refused to catch the member up");
 }
 
 
@@ -1314,6 +1353,8 @@ static bool rl_backlogged(log_t *l)
         return false; /* nothing more will be committed: clients are read, to be refused */
     if (rl->started)
         watch_store(rl);
+    if (!rl->leading)
+        return false; /* it takes no writes: clients are read, and sent to the leader */
     return rl->store_failing_since != 0 || rl->inflight_bytes + rl->building.len > rl->opt.pending_bytes_max;
 }
 
@@ -1349,7 +1390,7 @@ static int rl_snapshot_begin(log_t *l, const core_t *core, uint64_t now_ms, log_
 static int rl_snapshot_slice(log_t *l, const core_t *core, size_t max_keys, char *err, size_t elen)
 {
     raft_log_t *rl = rl_of(l);
-    if (rl->install_pending || rl->diverged || rl->failed[0] != '\0' || !rl->snap_on) {
+    if (rl->snap_abort || rl->install_pending || rl->diverged || rl->failed[0] != '\0' || !rl->snap_on) {
         snprintf(err, elen, "the state is being replaced");
         return -1;
     }
@@ -1359,7 +1400,17 @@ static int rl_snapshot_slice(log_t *l, const core_t *core, size_t max_keys, char
             return rc;
         rl->snap_keys_done = true;
     }
-    return rl->committed_rev >= rl->snap.rev ? 1 : 0;
+    if (rl->committed_rev >= rl->snap.rev)
+        return 1;
+    if (!rl->leading) {
+        /* Records of this member's own that the cluster has not committed
+         * (it led, and lost leadership with entries in flight): they may
+         * never be, so the snapshot is given up rather than waited on. */
+        snprintf(err, elen, "its revision %llu is not committed and this member no longer leads",
+                 (unsigned long long)rl->snap.rev);
+        return -1;
+    }
+    return 0;
 }
 
 static int rl_snapshot_commit(log_t *l, char *err, size_t elen)
@@ -1411,6 +1462,7 @@ static void rl_snapshot_end(log_t *l, bool ok, log_snapshot_t *out)
         report_snapshot(rl);
     snap_writer_abort(&rl->snap); /* frees buffers; after a commit the file is already renamed */
     rl->snap_on = false;
+    rl->snap_abort = false;
 }
 
 static void rl_stats(const log_t *l, log_stats_t *out)
@@ -1680,7 +1732,7 @@ void raft_log_info(log_t *l, raft_log_info_t *out)
     out->read_rounds = rl->rounds_started;
     raft_store_stats_t ss;
     raft_store_stats(rl->store, &ss);
-    out->store_failing = ss.failing;
+    out->store_failing = ss.failing ? ss.failing : rl->meta_unsaved ? "the term and vote cannot be stored" : NULL;
     out->snapshot_index = raft_store_snapshot(rl->store)->index;
 }
 
@@ -1775,7 +1827,7 @@ int raft_log_change(log_t *l, enum raft_log_change op, uint64_t id, const char *
                          (unsigned long long)rl->raft.configuration.servers[i].id, m.raft);
                 return -1;
             }
-        if (conf_with(rl, id, m.raft, RAFT_SPARE, &c) != 0) {
+        if (conf_with(rl, id, m.raft, RAFT_STANDBY, &c) != 0) {
             snprintf(err, elen, "out of memory");
             return -1;
         }

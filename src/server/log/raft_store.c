@@ -1553,6 +1553,10 @@ int raft_store_open(const char *dir, uv_loop_t *loop, raft_store_persisted_cb cb
     s->h = ordo_xcalloc(1, sizeof *s->h);
     uv_idle_init(loop, &s->h->idle);
     uv_timer_init(loop, &s->h->retry);
+    /* A write that keeps failing (a full disk) must not keep the loop
+     * alive at shutdown: the retry timer does not count; close() makes
+     * the last attempt. */
+    uv_unref((uv_handle_t *)&s->h->retry);
     s->h->open = 2;
     s->h->idle.data = s;
     s->h->retry.data = s;

@@ -50,14 +50,18 @@
  * propose: the same apply as recovery, checked against the revision the
  * leader reached with it. */
 /* The replicated clock as this member last saw it: the latest record
- * time applied, and when (monotonic). */
-static void saw_time(server_t *s)
+ * time applied, and when (monotonic). live: seen from a leader in this
+ * process's life (a record delivered, a snapshot installed), not only
+ * loaded at start. */
+static void saw_time(server_t *s, bool live)
 {
     uint64_t t = core_last_time_ms(s->core);
     if (t > s->cluster.time_ms || s->cluster.time_mono_ms == 0) {
         s->cluster.time_ms = t;
         s->cluster.time_mono_ms = server_mono_ms();
     }
+    if (live && t != 0)
+        s->cluster.time_live = true;
 }
 
 static int deliver_one(void *arg, uint64_t rev, const void *bytes, size_t len)
@@ -65,7 +69,7 @@ static int deliver_one(void *arg, uint64_t rev, const void *bytes, size_t len)
     char err[256];
     server_t *s = arg;
     if (persist_apply_stored(arg, rev, bytes, len, err, sizeof err) == 0) {
-        saw_time(s);
+        saw_time(s, true);
         return 0;
     }
     fprintf(stderr, "ordod: cluster: a committed entry does not apply here: %s\n", err);
@@ -98,7 +102,7 @@ static int fsm_restore(void *arg, const char *dir, uint64_t *rev_out)
     core_destroy(s->core);
     s->core = fresh;
     s->cluster.time_mono_ms = 0;
-    saw_time(s);
+    saw_time(s, s->cluster.started);
     s->persist.snapshot_loaded_rev = rev;
     s->cluster.last_snapshot_ms = server_mono_ms() - t0;
     *rev_out = rev;
@@ -147,11 +151,19 @@ static void on_role(void *arg, bool leading, bool diverged)
     if (leading) {
         s->cluster.terms_led++;
         /* The deadlines are replicated state: take them over where the
-         * last leader left them, on the replicated clock (the last record's
-         * time, advanced by this member's monotonic clock since), never on
-         * this member's wall clock, which may be off by any amount. */
-        saw_time(s);
-        server_clock_continue(s, s->cluster.time_ms + (server_mono_ms() - s->cluster.time_mono_ms));
+         * last leader left them. A member that followed a leader in this
+         * process's life continues the replicated clock (the last record's
+         * time, advanced by its monotonic clock since it saw it), never its
+         * wall clock, which may be off by any amount. One that has seen
+         * nothing since it started (the whole cluster restarted) has no
+         * measure of the time that passed but its wall clock: it resumes
+         * as a single server does after recovery, from the later of the
+         * two (nothing then expires before its time on a correct clock). */
+        saw_time(s, false);
+        if (s->cluster.time_live)
+            server_clock_continue(s, s->cluster.time_ms + (server_mono_ms() - s->cluster.time_mono_ms));
+        else
+            server_clock_resume(s, core_last_time_ms(s->core));
         server_tick(s);
         expire_schedule(s);
         coord_wait_schedule(s);
@@ -234,7 +246,8 @@ int cluster_start(server_t *s, char *err, size_t elen)
     core_replay_begin(s->core);
     int rc = raft_log_start(s->persist.log, err, elen);
     core_replay_end(s->core);
-    saw_time(s);
+    saw_time(s, false);
+    s->cluster.started = true;
     return rc;
 }
 
