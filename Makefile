@@ -14,7 +14,7 @@
 #   make asan / make tsan  unit tests under ASan+UBSan (and integration, cluster) / TSan
 #   make bench-primitives  in-process primitive benchmarks
 #   make fuzz              fuzz every decoder (tests/fuzz/: RESP, records, WAL, raft entries,
-#                          snapshots, HTTP, the client's RESP) FUZZ_SECONDS=60 each;
+#                          the members' wire, snapshots, HTTP, the client's RESP) FUZZ_SECONDS=60 each;
 #                          FUZZ_TARGET=name for one (scripts/fuzz.sh)
 #   make fuzz-smoke        each fuzz target for a few seconds (ctest label fuzz; part of make test)
 #   make bench             server benchmarks against Redis, etcd, beanstalkd (bench/*.sh;

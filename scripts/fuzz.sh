@@ -12,6 +12,8 @@
 #   wal         the WAL's recovery of segment files (log/wal.c: wal_open on a directory)
 #   raft_entry  a committed raft entry into records, applied to a core
 #                                                   (log/raft_log.c: raft_entry_batch)
+#   raft_wire   frames members send each other      (log/raft_wire.c: raft_wire_header,
+#                                                   raft_wire_decode)
 #   snapshot    the snapshot loader                 (log/snapshot.c: snap_load_mem, snap_load)
 #   http        HTTP requests up to their dispatch  (net/http.c, with the command layer stubbed)
 #   cresp       the client's RESP reply parser     (client/cresp.c)
@@ -42,7 +44,7 @@ case "${1:-}" in
   "") ;;
   *) secs="$1" ;;
 esac
-all_targets=(resp record wal raft_entry snapshot http cresp)
+all_targets=(resp record wal raft_entry raft_wire snapshot http cresp)
 targets=("${all_targets[@]}")
 if [ -n "${FUZZ_TARGET:-}" ]; then
   case " ${all_targets[*]} " in
@@ -81,7 +83,7 @@ cflags=(-std=c11 -D_GNU_SOURCE -DORDO_DEBUG -g -O1 -fno-omit-frame-pointer -fno-
         "${warn[@]}" -Isrc -Isrc/server -Iinclude -Itests/fuzz)
 lib_sources=(src/base/*.c src/server/core/*.c
              src/server/log/log.c src/server/log/wal.c src/server/log/snapshot.c
-             src/server/log/raft_log.c src/server/log/raft_transport.c
+             src/server/log/raft_log.c src/server/log/raft_store.c src/server/log/raft_net.c src/server/log/raft_wire.c
              src/server/net/resp.c src/server/net/http.c src/client/cresp.c
              tests/fuzz/fuzz_common.c tests/fuzz/fuzz_records.c)
 libs=(-lraft -luv -lhttp_parser -lpthread -lm)

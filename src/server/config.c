@@ -76,11 +76,13 @@ static const option_def_t options[] = {
             "cluster mode: a follower that hears no leader for this long (plus a random part up to as long again) "
             "starts an election; the leader's heartbeat is a tenth of it"),
     INT_OPT("cluster-snapshot-entries", cluster_snapshot_entries, "8192", 16, 100000000,
-            "cluster mode: raft entries (one per loop turn of writes) between a follower's snapshots (staggered by "
-            "member id, up to 7/8 more; the leader's are 4 times as far apart); a snapshot holds the loop while "
-            "the state is encoded"),
+            "cluster mode: raft entries (one per loop turn of writes) applied between snapshots; a snapshot is "
+            "written a slice per loop turn, never holding the loop"),
     INT_OPT("cluster-snapshot-trailing", cluster_snapshot_trailing, "4096", 0, 100000000,
             "cluster mode: entries kept after a snapshot, so a follower a little behind catches up from the log"),
+    INT_OPT("cluster-catch-up-timeout-ms", cluster_catch_up_timeout_ms, "60000", 100, 86400000,
+            "cluster mode: CLUSTER ADD gives up (and removes the new member again) if it has not caught up with "
+            "the leader's log within this long"),
     BOOL_OPT("cluster-join", cluster_join, "no",
              "cluster mode: on a first start, wait to be added with CLUSTER ADD instead of forming the cluster"),
     BOOL_OPT("debug-cluster-faults", debug_cluster_faults, "no",

@@ -43,6 +43,7 @@ typedef struct ordo_config_s {
     int64_t cluster_election_timeout_ms; /* a follower that hears no leader this long (plus up to as much again, at random) stands */
     int64_t cluster_snapshot_entries; /* raft entries between snapshots */
     int64_t cluster_snapshot_trailing; /* entries kept after a snapshot, for followers a little behind */
+    int64_t cluster_catch_up_timeout_ms; /* CLUSTER ADD gives up after this without a caught-up member */
     int64_t cluster_join;            /* a first start waits to be added (CLUSTER ADD) instead of bootstrapping */
     int64_t debug_cluster_faults;    /* tests only: DEBUG PARTITION */
     /* limits */

@@ -139,6 +139,10 @@ struct server_s {
         struct waiter_s *change_waiter; /* the client waiting for CLUSTER ADD/REMOVE/TRANSFER */
         ordo_list_t change_list;     /* its wait list */
         uint64_t terms_led, last_snapshot_ms, last_snapshot_bytes;
+        uint64_t time_ms;            /* the latest record time applied here (the replicated clock) */
+        uint64_t time_mono_ms;       /* server_mono_ms() when it was seen */
+        bool time_live;              /* seen from a leader in this process's life, not only loaded at start */
+        bool started;                /* raft started: a restore is a leader's snapshot, not the start's load */
     } cluster;
 };
 
@@ -174,6 +178,12 @@ uint64_t server_tick(server_t *s);
 /* server_clock_ms() -- the writer's clock now, without moving s->now_ms
  * (timers compute how far their deadline is). */
 uint64_t server_clock_ms(const server_t *s);
+/* server_clock_continue() -- a new cluster leader's clock: exactly at_ms
+ * now (the replicated time: the last record's, advanced by this member's
+ * monotonic clock since it saw it), then advancing with the monotonic
+ * clock. Its own wall clock plays no part; if it is more than
+ * CLOCK_SKEW_WARN_MS off, the log says so. */
+void server_clock_continue(server_t *s, uint64_t at_ms);
 /* server_clock_resume() -- after recovery: the clock continues from the
  * later of its reading and last_record_ms, never going back. */
 void server_clock_resume(server_t *s, uint64_t last_record_ms);

@@ -32,11 +32,14 @@ static void cluster_members(cmd_ctx_t *x)
         n++;
     resp_add_array(x->out, (size_t)n);
     for (int i = 0; i < n && cluster_member(s, i, &m); i++) {
-        resp_add_array(x->out, 4);
+        resp_add_array(x->out, 7);
         resp_add_uint(x->out, m.id);
         resp_add_bulk_str(x->out, m.addr);
         resp_add_bulk_str(x->out, strcmp(m.role, "leader") == 0 ? "leader" : "follower");
         resp_add_int(x->out, strcmp(m.role, "leader") == 0 || strcmp(m.role, "voter") == 0 ? 1 : 0);
+        resp_add_int(x->out, m.live ? 1 : 0);
+        resp_add_int(x->out, m.last_contact_ms);
+        resp_add_int(x->out, m.lag_entries);
     }
 }
 

@@ -282,9 +282,22 @@ void cmd_http_metrics(conn_t *c, ordo_buf_t *b)
         metric(b, "ordo_cluster_applied_index", "gauge", "raft index applied here", (double)ci.applied_index);
         metric(b, "ordo_cluster_entries_proposed_total", "counter", "raft entries this member proposed",
                (double)ci.entries_proposed);
-        metric(b, "ordo_cluster_barriers_proposed_total", "counter", "raft barriers this member proposed (reads)",
+        metric(b, "ordo_cluster_barriers_proposed_total", "counter", "raft barriers this member proposed",
                (double)ci.barriers_proposed);
+        metric(b, "ordo_cluster_read_rounds_total", "counter",
+               "leadership confirmations for reads (a heartbeat round, no log write)", (double)ci.read_rounds);
         metric(b, "ordo_cluster_snapshots_total", "counter", "raft snapshots taken here", (double)ci.snapshots_taken);
+        metric(b, "ordo_cluster_store_failing", "gauge", "1 while the raft log's writes fail (a full disk): retried",
+               ci.store_failing ? 1 : 0);
+        metric_head(b, "ordo_cluster_member_live", "gauge", "1 if the member was heard from within an election timeout");
+        cluster_member_t m;
+        for (int i = 0; cluster_member(s, i, &m); i++)
+            ordo_buf_printf(b, "ordo_cluster_member_live{id=\"%llu\"} %d\n", (unsigned long long)m.id, m.live ? 1 : 0);
+        metric_head(b, "ordo_cluster_member_lag_entries", "gauge", "entries a member lacks (known on the leader)");
+        for (int i = 0; cluster_member(s, i, &m); i++)
+            if (m.lag_entries >= 0)
+                ordo_buf_printf(b, "ordo_cluster_member_lag_entries{id=\"%llu\"} %lld\n", (unsigned long long)m.id,
+                                (long long)m.lag_entries);
     }
     metric_head(b, "ordo_memory_bytes", "gauge", "stored data by area, and connection buffers");
     ordo_buf_printf(b, "ordo_memory_bytes{area=\"kv\"} %zu\n", kv.bytes);
@@ -458,7 +471,8 @@ static void status_cluster(server_t *s, ordo_buf_t *b)
     for (int i = 0; cluster_member(s, i, &m); i++) {
         ordo_buf_printf(b, "%s{\"id\":%llu,", i ? "," : "", (unsigned long long)m.id);
         cmd_http_json_field(b, "addr", m.addr, strlen(m.addr));
-        ordo_buf_printf(b, ",\"role\":\"%s\"}", m.role);
+        ordo_buf_printf(b, ",\"role\":\"%s\",\"live\":%s,\"last_contact_ms\":%lld,\"lag_entries\":%lld}", m.role,
+                        m.live ? "true" : "false", (long long)m.last_contact_ms, (long long)m.lag_entries);
     }
     ordo_buf_puts(b, "]}");
 }

@@ -158,6 +158,7 @@ typedef struct log_stats_s {
     uint64_t inline_batches;      /* batches written on the loop thread itself */
     uint64_t pending_bytes;       /* appended, not yet committed */
     uint64_t pending_bytes_peak;
+    bool snapshot_wanted;         /* the log asks for a snapshot now (raft: entries since the last) */
 } log_stats_t;
 
 /* ---- the interface --------------------------------------------------------- */

@@ -35,34 +35,55 @@
 #include "queue_wait.h"
 #include "turn.h"
 
+/* A snapshot stream to a member is started again (by raft) after this
+ * long without an answer: the net ignores the request while the stream
+ * runs, so it only matters when a stream broke. */
+#define CLUSTER_INSTALL_SNAPSHOT_TIMEOUT_MS 30000u
+/* The largest snapshot a member takes from its leader: far above any
+ * state that fits in memory, so it only stops a peer streaming garbage
+ * for ever. */
+#define CLUSTER_SNAPSHOT_MAX_BYTES (256ull << 30)
+
 /* ---- what the raft log calls --------------------------------------------------- */
 
 /* A committed entry's record, on a member that did not apply it at
  * propose: the same apply as recovery, checked against the revision the
  * leader reached with it. */
+/* The replicated clock as this member last saw it: the latest record
+ * time applied, and when (monotonic). live: seen from a leader in this
+ * process's life (a record delivered, a snapshot installed), not only
+ * loaded at start. */
+static void saw_time(server_t *s, bool live)
+{
+    uint64_t t = core_last_time_ms(s->core);
+    if (t > s->cluster.time_ms || s->cluster.time_mono_ms == 0) {
+        s->cluster.time_ms = t;
+        s->cluster.time_mono_ms = server_mono_ms();
+    }
+    if (live && t != 0)
+        s->cluster.time_live = true;
+}
+
 static int deliver_one(void *arg, uint64_t rev, const void *bytes, size_t len)
 {
     char err[256];
-    if (persist_apply_stored(arg, rev, bytes, len, err, sizeof err) == 0)
+    server_t *s = arg;
+    if (persist_apply_stored(arg, rev, bytes, len, err, sizeof err) == 0) {
+        saw_time(s, true);
         return 0;
+    }
     fprintf(stderr, "ordod: cluster: a committed entry does not apply here: %s\n", err);
     return -1;
 }
 
-static void fsm_snapshot(void *arg, ordo_buf_t *out)
-{
-    server_t *s = arg;
-    uint64_t t0 = server_mono_ms();
-    snap_encode_mem(s->core, server_now_ms(), out);
-    s->cluster.last_snapshot_ms = server_mono_ms() - t0;
-    s->cluster.last_snapshot_bytes = out->len;
-}
-
-static int fsm_restore(void *arg, const void *data, size_t len, uint64_t *rev_out)
+/* The snapshot in dir becomes the state (a leader's snapshot, or this
+ * member's own at start). A snapshot being written covers the old state:
+ * the raft log refuses to install while one runs, so none does here. */
+static int fsm_restore(void *arg, const char *dir, uint64_t *rev_out)
 {
     server_t *s = arg;
     core_t *fresh = core_create((uint64_t)s->cfg.history_revs);
-    uint64_t rev = 0, entries = 0;
+    uint64_t rev = 0, entries = 0, t0 = server_mono_ms();
     char err[512];
     /* The new core tells the writer and the watches what the old one did
      * (set at start-up: cmd_watch.c, coord_wait.c); without them a member
@@ -70,7 +91,7 @@ static int fsm_restore(void *arg, const void *data, size_t len, uint64_t *rev_ou
      * waiter or parked puller. */
     if (fresh != NULL)
         core_copy_callbacks(fresh, s->core);
-    if (fresh == NULL || snap_load_mem(fresh, data, len, "raft snapshot", &rev, &entries, err, sizeof err) != 0) {
+    if (fresh == NULL || snap_load(fresh, dir, &rev, &entries, err, sizeof err) != 0) {
         fprintf(stderr, "ordod: cluster: cannot restore a snapshot: %s\n", fresh ? err : "out of memory");
         if (fresh)
             core_destroy(fresh);
@@ -80,10 +101,13 @@ static int fsm_restore(void *arg, const void *data, size_t len, uint64_t *rev_ou
      * no client is parked and no watch is open (they get -NOTLEADER). */
     core_destroy(s->core);
     s->core = fresh;
+    s->cluster.time_mono_ms = 0;
+    saw_time(s, s->cluster.started);
     s->persist.snapshot_loaded_rev = rev;
+    s->cluster.last_snapshot_ms = server_mono_ms() - t0;
     *rev_out = rev;
-    fprintf(stderr, "ordod: cluster: state restored from a snapshot at revision %llu (%llu entries)\n",
-            (unsigned long long)rev, (unsigned long long)entries);
+    fprintf(stderr, "ordod: cluster: state restored from a snapshot at revision %llu (%llu entries) in %llu ms\n",
+            (unsigned long long)rev, (unsigned long long)entries, (unsigned long long)s->cluster.last_snapshot_ms);
     return 0;
 }
 
@@ -127,9 +151,19 @@ static void on_role(void *arg, bool leading, bool diverged)
     if (leading) {
         s->cluster.terms_led++;
         /* The deadlines are replicated state: take them over where the
-         * last leader left them, on a clock that never goes behind the
-         * last record. */
-        server_clock_resume(s, core_last_time_ms(s->core));
+         * last leader left them. A member that followed a leader in this
+         * process's life continues the replicated clock (the last record's
+         * time, advanced by its monotonic clock since it saw it), never its
+         * wall clock, which may be off by any amount. One that has seen
+         * nothing since it started (the whole cluster restarted) has no
+         * measure of the time that passed but its wall clock: it resumes
+         * as a single server does after recovery, from the later of the
+         * two (nothing then expires before its time on a correct clock). */
+        saw_time(s, false);
+        if (s->cluster.time_live)
+            server_clock_continue(s, s->cluster.time_ms + (server_mono_ms() - s->cluster.time_mono_ms));
+        else
+            server_clock_resume(s, core_last_time_ms(s->core));
         server_tick(s);
         expire_schedule(s);
         coord_wait_schedule(s);
@@ -182,6 +216,9 @@ int cluster_open(server_t *s, const log_hooks_t *wake, char *err, size_t elen)
         .election_timeout_ms = (unsigned)s->cfg.cluster_election_timeout_ms,
         .snapshot_entries = (unsigned)s->cfg.cluster_snapshot_entries,
         .snapshot_trailing = (unsigned)s->cfg.cluster_snapshot_trailing,
+        .install_snapshot_timeout_ms = CLUSTER_INSTALL_SNAPSHOT_TIMEOUT_MS,
+        .catch_up_timeout_ms = (uint64_t)s->cfg.cluster_catch_up_timeout_ms,
+        .snapshot_max_bytes = CLUSTER_SNAPSHOT_MAX_BYTES,
         .pending_bytes_max = (uint64_t)s->cfg.wal_pending_max_bytes,
         .record_bytes_max = persist_record_bytes_max(s),
     };
@@ -198,7 +235,7 @@ int cluster_open(server_t *s, const log_hooks_t *wake, char *err, size_t elen)
         opt.nmembers_bootstrap = opt.nmembers;
     log_hooks_t hooks = *wake;
     hooks.deliver = deliver_one;
-    raft_log_fsm_t fsm = {.snapshot = fsm_snapshot, .restore = fsm_restore, .role = on_role,
+    raft_log_fsm_t fsm = {.restore = fsm_restore, .role = on_role,
                           .change_done = on_change_done, .arg = s};
     s->persist.log = raft_log_open(&opt, &hooks, &fsm, err, elen);
     return s->persist.log != NULL ? 0 : -1;
@@ -209,6 +246,8 @@ int cluster_start(server_t *s, char *err, size_t elen)
     core_replay_begin(s->core);
     int rc = raft_log_start(s->persist.log, err, elen);
     core_replay_end(s->core);
+    saw_time(s, false);
+    s->cluster.started = true;
     return rc;
 }
 
@@ -240,7 +279,8 @@ void cluster_info(server_t *s, ordo_buf_t *b)
                     "cluster_last_index:%llu\r\ncluster_revision:%llu\r\ncluster_entries_proposed:%llu\r\n"
                     "cluster_barriers_proposed:%llu\r\ncluster_inflight_entries:%llu\r\ncluster_inflight_bytes:%llu\r\n"
                     "cluster_snapshots_taken:%llu\r\ncluster_snapshots_restored:%llu\r\n"
-                    "cluster_last_snapshot_ms:%llu\r\ncluster_last_snapshot_bytes:%llu\r\ncluster_terms_led:%llu\r\n",
+                    "cluster_last_snapshot_ms:%llu\r\ncluster_last_snapshot_bytes:%llu\r\ncluster_terms_led:%llu\r\n"
+                    "cluster_read_rounds:%llu\r\ncluster_snapshot_index:%llu\r\ncluster_store_failing:%s\r\n",
                     in.leader_id != 0 ? "ok" : "fail", (long long)s->cfg.node_id,
                     (unsigned long long)in.leader_id, in.leader_client[0] ? in.leader_client : "?", in.role,
                     in.leading ? 1 : 0, (unsigned long long)in.term, in.members,
@@ -250,7 +290,9 @@ void cluster_info(server_t *s, ordo_buf_t *b)
                     (unsigned long long)in.inflight_entries, (unsigned long long)in.inflight_bytes,
                     (unsigned long long)in.snapshots_taken, (unsigned long long)in.snapshots_restored,
                     (unsigned long long)s->cluster.last_snapshot_ms,
-                    (unsigned long long)s->cluster.last_snapshot_bytes, (unsigned long long)s->cluster.terms_led);
+                    (unsigned long long)s->cluster.last_snapshot_bytes, (unsigned long long)s->cluster.terms_led,
+                    (unsigned long long)in.read_rounds, (unsigned long long)in.snapshot_index,
+                    in.store_failing ? in.store_failing : "");
 }
 
 void cluster_status(server_t *s, cluster_status_t *out)
@@ -260,12 +302,24 @@ void cluster_status(server_t *s, cluster_status_t *out)
     *out = (cluster_status_t){.role = in.role, .serving = in.leading, .leader_id = in.leader_id, .term = in.term,
                               .commit_index = in.commit_index, .applied_index = in.applied_index,
                               .members = in.members, .entries_proposed = in.entries_proposed,
-                              .barriers_proposed = in.barriers_proposed, .snapshots_taken = in.snapshots_taken};
+                              .barriers_proposed = in.barriers_proposed, .snapshots_taken = in.snapshots_taken,
+                              .read_rounds = in.read_rounds, .store_failing = in.store_failing != NULL};
 }
 
 bool cluster_member(server_t *s, int i, cluster_member_t *out)
 {
-    return raft_log_member(s->persist.log, i, &out->id, out->addr, sizeof out->addr, &out->role);
+    raft_log_member_info_t m;
+    if (!raft_log_member(s->persist.log, i, &m))
+        return false;
+    out->id = m.id;
+    snprintf(out->addr, sizeof out->addr, "%s", m.client);
+    out->role = m.role;
+    out->live = m.live;
+    out->last_contact_ms = m.self ? 0 : m.last_contact_ms == UINT64_MAX ? -1 : (int64_t)m.last_contact_ms;
+    raft_log_info_t in;
+    raft_log_info(s->persist.log, &in);
+    out->lag_entries = strcmp(in.role, "leader") == 0 ? (int64_t)m.lag_entries : -1;
+    return true;
 }
 
 int cluster_partition(server_t *s, const uint64_t *ids, int n) { return raft_log_partition(s->persist.log, ids, n); }

@@ -56,6 +56,8 @@ typedef struct cluster_status_s {
     uint64_t commit_index, applied_index; /* raft's indexes: committed, applied here */
     int members;                     /* in the configuration */
     uint64_t entries_proposed, barriers_proposed, snapshots_taken;
+    uint64_t read_rounds;            /* leadership confirmations for reads (no log write) */
+    bool store_failing;              /* the raft store's writes fail (a full disk): retried */
 } cluster_status_t;
 void cluster_status(server_t *s, cluster_status_t *out);
 
@@ -64,6 +66,9 @@ typedef struct cluster_member_s {
     uint64_t id;
     char addr[256];                  /* the address clients use */
     const char *role;                /* "leader", "voter", "standby", "spare" */
+    bool live;                       /* heard from within an election timeout (this member: true) */
+    int64_t last_contact_ms;         /* since it was last heard from; -1: never (0 for this member) */
+    int64_t lag_entries;             /* entries it lacks, known on the leader; -1 elsewhere */
 } cluster_member_t;
 /* cluster_member() -- the i-th member (from 0): false past the last. */
 bool cluster_member(server_t *s, int i, cluster_member_t *out);

@@ -506,11 +506,12 @@ int64_t persist_snapshot(server_t *s, char *err, size_t elen)
 
 void persist_cron(server_t *s)
 {
-    if (s->persist.snap.running || s->persist.log == NULL || s->persist.readonly[0] != '\0' || cluster_enabled(s))
+    if (s->persist.snap.running || s->persist.log == NULL || s->persist.readonly[0] != '\0')
         return;
     log_stats_t st;
     log_stats(s->persist.log, &st);
-    if (st.bytes < (uint64_t)s->cfg.snapshot_log_bytes)
+    /* In cluster mode the raft log says when (cluster-snapshot-entries). */
+    if (cluster_enabled(s) ? !st.snapshot_wanted : st.bytes < (uint64_t)s->cfg.snapshot_log_bytes)
         return;
     char err[256];
     if (persist_snapshot(s, err, sizeof err) < 0)

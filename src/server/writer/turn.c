@@ -9,12 +9,16 @@
  * clock while ordod runs changes no deadline (a 30 s lock lasts 30 s of
  * real time), and record times never decrease, across restarts too. The
  * price: after a step, record times differ from the wall clock by the
- * step until the next start. A new cluster leader will resume the same
- * way, from the last time its log applied.
+ * step until the next start. A new cluster leader does not look at its
+ * wall clock at all: it continues from the replicated time (the last
+ * record's time plus what its monotonic clock measured since it saw that
+ * record; writer/cluster.c), so a member whose wall clock runs an hour
+ * ahead takes over every lock, lease, TTL and delay at its real length.
  */
 #include "turn.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <time.h>
 
 #include "persist.h"
@@ -58,6 +62,24 @@ void server_clock_resume(server_t *s, uint64_t last_record_ms)
         return;
     s->clock_base_ms += last_record_ms - now;
     s->now_ms = last_record_ms;
+}
+
+/* A member whose wall clock is further than this from the replicated
+ * time says so when it takes over: its clock is not used, but what it
+ * shows people (TIME, logs) will look off. */
+#define CLOCK_SKEW_WARN_MS 1000u
+
+void server_clock_continue(server_t *s, uint64_t at_ms)
+{
+    uint64_t wall = server_now_ms();
+    uint64_t skew = wall > at_ms ? wall - at_ms : at_ms - wall;
+    if (skew > CLOCK_SKEW_WARN_MS)
+        fprintf(stderr, "ordod: this member's wall clock is %llu ms %s the cluster's time; deadlines follow the "
+                        "cluster's time\n",
+                (unsigned long long)skew, wall > at_ms ? "ahead of" : "behind");
+    s->clock_base_ms = at_ms;
+    s->clock_mono_base_ms = server_mono_ms();
+    s->now_ms = at_ms;
 }
 
 void turn_run_resumed(server_t *s) { s->hooks.run_resumed(s); }
