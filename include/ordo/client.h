@@ -573,8 +573,9 @@ int ordo_txn_exec(ordo_client_t *c, ordo_txn_t *t, int nwatch, const char *const
  * revision in the future, a bad argument), a server that breaks the
  * protocol or the client's bounds (ORDO_EPROTO), ORDO_EINVAL, ORDO_ENOMEM.
  * It owns its connection. on_error (may be NULL) is told every error, with
- * its text: final 0 for one that is retried (a lost server), 1 for the one
- * that ends the run (the return value).
+ * its text (empty when the server or connection gave none: ordo_strerror()
+ * names the code): final 0 for one that is retried (a lost server), 1 for
+ * the one that ends the run (the return value).
  *   - Start: from_set (or from_rev > 0): every change after from_rev;
  *     snapshot: the current keys first; else: changes after the current
  *     revision (read

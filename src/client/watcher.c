@@ -84,8 +84,10 @@ static void tell(const ordo_watch_opts_t *o, const ordo_client_t *c, int rc, int
 {
     if (o->on_error == NULL)
         return;
-    const char *text = ordo_client_errstr(c);
-    o->on_error(o->arg, rc, *text ? text : ordo_strerror(rc), is_final);
+    /* The server's or the connection's text; empty when there is none
+     * (the callback names the code with ordo_strerror(): the client
+     * itself needs nothing of lib/). */
+    o->on_error(o->arg, rc, ordo_client_errstr(c), is_final);
 }
 
 /* deliver() -- 1 if the callback asked to stop, -1 to re-watch, 0 else. */

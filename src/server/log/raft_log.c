@@ -1506,6 +1506,8 @@ void raft_log_stop(log_t *l)
         raft_net_close(rl->net, on_net_closed, rl);
         rl->net = NULL;
     }
+    if (rl->store != NULL)
+        raft_store_quiesce(rl->store);
 }
 
 static void rl_close(log_t *l)
@@ -1529,6 +1531,22 @@ static void rl_close(log_t *l)
     free(rl);
 }
 
+/* Files libraft's legacy storage wrote, with none of this store's: a
+ * directory from a build before ordod drove the engine itself. */
+static bool legacy_files(const char *dir)
+{
+    char path[1200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/meta", dir);
+    if (stat(path, &st) == 0)
+        return false;
+    snprintf(path, sizeof path, "%s/metadata1", dir);
+    if (stat(path, &st) == 0)
+        return true;
+    snprintf(path, sizeof path, "%s/metadata2", dir);
+    return stat(path, &st) == 0;
+}
+
 static const log_ops_t raft_ops = {
     .load_snapshot = rl_load_snapshot,
     .replay = rl_replay,
@@ -1547,12 +1565,31 @@ static const log_ops_t raft_ops = {
     .close = rl_close,
 };
 
+/* Create path if absent; a directory made here is synced into its parent,
+ * so a power loss cannot take away a directory whose files were synced. */
 static int make_dir(const char *path, char *err, size_t elen)
 {
-    if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+    if (mkdir(path, 0755) != 0) {
+        if (errno == EEXIST)
+            return 0;
         snprintf(err, elen, "cannot create %s: %s", path, strerror(errno));
         return -1;
     }
+    char parent[1200];
+    snprintf(parent, sizeof parent, "%s", path);
+    char *slash = strrchr(parent, '/');
+    if (slash != NULL && slash != parent)
+        *slash = '\0';
+    else
+        snprintf(parent, sizeof parent, "%s", slash == parent ? "/" : ".");
+    int fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) != 0) {
+        snprintf(err, elen, "cannot sync %s after creating %s: %s", parent, path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    close(fd);
     return 0;
 }
 
@@ -1615,6 +1652,13 @@ log_t *raft_log_open(const raft_log_options_t *opt, const log_hooks_t *hooks, co
     snprintf(rl->snapdir, sizeof rl->snapdir, "%s/" SNAPSHOT_SUBDIR, rl->raftdir);
     snprintf(rl->recvdir, sizeof rl->recvdir, "%s/" RECV_SUBDIR, rl->raftdir);
     snprintf(rl->snapfile, sizeof rl->snapfile, "%s/" SNAP_FILE, rl->snapdir);
+    if (legacy_files(rl->raftdir)) {
+        snprintf(err, elen,
+                 "%s holds raft files of an earlier ordod (libraft's own storage: metadata1, metadata2): this "
+                 "build keeps its own format and does not read them (docs/operations.md, Upgrading)",
+                 rl->raftdir);
+        goto fail;
+    }
     if (make_dir(rl->raftdir, err, elen) != 0 || make_dir(rl->snapdir, err, elen) != 0 ||
         make_dir(rl->recvdir, err, elen) != 0)
         goto fail;

@@ -191,6 +191,7 @@ typedef struct rs_handles_s {
 } rs_handles_t;
 
 struct raft_store_s {
+    bool quiesced;                 /* shutting down: no more retries (close() makes the last attempt) */
     char *dir;
     int dir_fd, meta_fd;
     uv_loop_t *loop;
@@ -804,7 +805,8 @@ static void after_work_cb(uv_work_t *req, int status)
             if (s->failing[0] == '\0')
                 fprintf(stderr, "raft_store: %s; retrying every %u ms\n", b->why, RAFT_STORE_RETRY_MS);
             memcpy(s->failing, b->why, sizeof s->failing);
-            uv_timer_start(&s->h->retry, retry_cb, RAFT_STORE_RETRY_MS, 0);
+            if (!s->quiesced)
+                uv_timer_start(&s->h->retry, retry_cb, RAFT_STORE_RETRY_MS, 0);
             return;
         }
     } else if (s->failing[0] != '\0') {
@@ -1200,6 +1202,12 @@ static void store_free(raft_store_t *s)
     free(s);
 }
 
+void raft_store_quiesce(raft_store_t *s)
+{
+    uv_timer_stop(&s->h->retry);
+    s->quiesced = true;
+}
+
 void raft_store_close(raft_store_t *s)
 {
     if (s == NULL)
@@ -1553,10 +1561,6 @@ int raft_store_open(const char *dir, uv_loop_t *loop, raft_store_persisted_cb cb
     s->h = ordo_xcalloc(1, sizeof *s->h);
     uv_idle_init(loop, &s->h->idle);
     uv_timer_init(loop, &s->h->retry);
-    /* A write that keeps failing (a full disk) must not keep the loop
-     * alive at shutdown: the retry timer does not count; close() makes
-     * the last attempt. */
-    uv_unref((uv_handle_t *)&s->h->retry);
     s->h->open = 2;
     s->h->idle.data = s;
     s->h->retry.data = s;

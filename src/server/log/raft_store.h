@@ -99,6 +99,11 @@ typedef void (*raft_store_persisted_cb)(void *arg, uint64_t first, uint64_t last
 int raft_store_open(const char *dir, uv_loop_t *loop, raft_store_persisted_cb cb, void *arg, raft_store_t **out,
                     char *err, size_t elen);
 
+/* raft_store_quiesce() -- shutting down: a failing write is retried no
+ * more (its timer would keep the loop alive); close() makes the last
+ * attempt. */
+void raft_store_quiesce(raft_store_t *s);
+
 /* raft_store_close() -- waits (blocking the loop thread) for a write in
  * flight on the worker, then writes what is still unwritten once, on the
  * calling thread (no callback reports it; a failure is printed), and frees

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "apply.h"
@@ -105,6 +106,10 @@ static int fsm_restore(void *arg, const char *dir, uint64_t *rev_out)
     saw_time(s, s->cluster.started);
     s->persist.snapshot_loaded_rev = rev;
     s->cluster.last_snapshot_ms = server_mono_ms() - t0;
+    char path[1200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, SNAP_FILE);
+    s->cluster.last_snapshot_bytes = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
     *rev_out = rev;
     fprintf(stderr, "ordod: cluster: state restored from a snapshot at revision %llu (%llu entries) in %llu ms\n",
             (unsigned long long)rev, (unsigned long long)entries, (unsigned long long)s->cluster.last_snapshot_ms);
