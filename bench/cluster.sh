@@ -19,7 +19,14 @@
 #      - the single ordod: RESP SET.
 #    The order of ordod and etcd flips every round; the single member runs
 #    last. Medians (min..max) over R rounds.
-# 2. Failover. KILLS times per system (order flipping): wait until the
+# 2. Reads/s. Per round, build/put_load -g at 1 and CLIENTS connections:
+#      - ordod cluster: RESP GET to the leader: linearizable (the leader
+#        confirms its leadership with a ping round to the voters, no log
+#        write, before it answers);
+#      - etcd cluster: POST /v3/kv/range to the leader, linearizable (etcd's
+#        default; it confirms leadership with ReadIndex);
+#      - the single ordod: RESP GET.
+# 3. Failover. KILLS times per system (order flipping): wait until the
 #    cluster is healthy (every member answers, one leader agreed on, every
 #    member applied what the leader committed), then build/failover_probe
 #    (bench/failover_probe.c) connects to the two survivors, SIGKILLs the
@@ -29,11 +36,23 @@
 #    acknowledgement is the figure. The killed member is then restarted on
 #    its data and the cluster waited for again. Medians over the kills.
 #
+# 4. A real state (STATE_KEYS, default 1000000; 0 skips it), on the ordod
+#    cluster only: STATE_KEYS keys of 16 bytes loaded through the leader
+#    (redis-cli --pipe); then STATE_SECONDS of steady writes at c=CLIENTS
+#    (redis-benchmark runs of 2 s over those keys) while a prober PINGs the
+#    leader every 2 ms (the longest PING is the longest loop stall) and the
+#    leader's snapshot_in_progress is sampled around each run: the p99 of
+#    runs during a snapshot against runs without one, and the leader
+#    changes (term moves); then a follower SIGKILLed and restarted with the
+#    whole state (time until it has applied what the leader committed),
+#    and a follower down while CATCHUP_WRITES writes are made (time until
+#    it caught up, and DEBUG DIGEST equal on every member).
+#
 # Fairness notes, printed with the results:
 #   - Both sides acknowledge a put only once a majority (2 of 3) has it
 #     in its log on disk: ordod members (run with --fsync always) keep
-#     their log in C raft's storage, which syncs an entry before it counts
-#     towards a commit; etcd fsyncs its WAL likewise (3.4 has no switch to
+#     their raft log in ordod's own store, which syncs an entry before it
+#     counts towards a commit; etcd fsyncs its WAL likewise (3.4 has no switch to
 #     turn that off). The single ordod syncs its own log (--fsync always).
 #   - etcd is driven through its HTTP/JSON gateway (the same client shape
 #     as ordod), which costs etcd some CPU a gRPC client would not.
@@ -43,15 +62,19 @@
 #     is tuned here.
 #   - All seven processes and the load tools share the machine's cores.
 #
-# The last two lines are the headline ratios:
-#   cluster ordod/etcd put ratio: X     (median writes/s, ordod / etcd)
-#   failover ordod/etcd ratio: Y        (median failover ms, ordod / etcd)
+# The last lines are the headline ratios:
+#   cluster ordod/single put ratio: X          (goal >= 0.6)
+#   cluster ordod/etcd put ratio: X            (median writes/s; goal >= 10)
+#   get c=1 ordod cluster/single ratio: X      (goal >= 0.7)
+#   get c=CLIENTS ordod/etcd ratio: X          (linearizable reads; goal >= 3)
+#   failover ordod/etcd ratio: Y               (median failover ms, ordod / etcd)
 #
 # Env: R (rounds, 3), DURATION (seconds per put_load run, 10), CLIENTS
 #      (put_load connections, 16), KILLS (leader kills per system, 5),
 #      OFFSET (ordod raft port = client port + OFFSET, 6000, so both stay
 #      below the ephemeral range), ONLY=ordod|etcd (run one side only; the
-#      ratios then print nan).
+#      ratios then print nan), STATE_KEYS (1000000; 0 skips part 4),
+#      STATE_SECONDS (60), CATCHUP_WRITES (200000).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 bench_init cluster
@@ -62,6 +85,9 @@ CLIENTS="${CLIENTS:-16}"
 KILLS="${KILLS:-5}"
 OFFSET="${OFFSET:-6000}"
 ONLY="${ONLY:-}"
+STATE_KEYS="${STATE_KEYS:-1000000}"
+STATE_SECONDS="${STATE_SECONDS:-60}"
+CATCHUP_WRITES="${CATCHUP_WRITES:-200000}"
 LOAD="$ROOT/build/put_load"
 PROBE="$ROOT/build/failover_probe"
 HEALTHY_S=60 # the longest we wait for a cluster to be healthy
@@ -310,6 +336,35 @@ put() {
     printf '  round %d put %-6s %s\n' "$r" "$sys" "$line"
 }
 
+# get SYSTEM C: one put_load -g run (reads) at C connections.
+get() {
+    local sys="$1" c="$2" line v
+    case "$sys" in
+    ordod3)
+        ordo_wait_healthy
+        line="$(timeout $((DURATION + 60)) "$LOAD" ordo "${OPORT[$OLEADER]},$(others_of "$OLEADER" ordod)" \
+            -c "$c" -d "$DURATION" -f -g || true)"
+        line="leader $OLEADER: $line"
+        ;;
+    etcd3)
+        etcd_wait_healthy
+        line="$(timeout $((DURATION + 60)) "$LOAD" etcd "${EPORT[$ELEADER]}" -c "$c" -d "$DURATION" \
+            -p /v3/kv/range -g || true)"
+        line="leader m$ELEADER: $line"
+        ;;
+    ordod1)
+        line="$(timeout $((DURATION + 60)) "$LOAD" ordo "$ORDO_PORT" -c "$c" -d "$DURATION" -g || true)"
+        ;;
+    esac
+    v="$(field puts_per_s "${line#*: }")"
+    if [ -z "$v" ]; then
+        echo "bench: put_load -g against $sys gave no figure: $line" >&2
+        exit 1
+    fi
+    res[$sys-get$c]+="$v "
+    printf '  round %d get c=%-3s %-6s %s\n' "$r" "$c" "$sys" "$line"
+}
+
 # failover SYSTEM: kill the leader of ordod or etcd, time the first
 # acknowledged write, restart the member, wait until healthy again.
 failover() {
@@ -367,10 +422,105 @@ for r in $(seq 1 "$R"); do
         if [ "$s" = ordod ]; then put ordod3; else put etcd3; fi
     done
     if want ordod; then put ordod1; fi
+    for c in 1 "$CLIENTS"; do
+        for s in $(in_order "$r"); do
+            if [ "$s" = ordod ]; then get ordod3 "$c"; else get etcd3 "$c"; fi
+        done
+        if want ordod; then get ordod1 "$c"; fi
+    done
 done
 for k in $(seq 1 "$KILLS"); do
     for s in $(in_order "$k"); do failover "$s"; done
 done
+
+# ---- part 4: a real state ------------------------------------------------------
+
+# ping_prober PORT SECONDS: PING every 2 ms; prints "max_ms pings".
+ping_prober() {
+    /usr/bin/python3 - "$1" "$2" <<'PY'
+import socket, sys, time
+port, secs = int(sys.argv[1]), float(sys.argv[2])
+s = socket.create_connection(("127.0.0.1", port))
+worst, n, end = 0.0, 0, time.monotonic() + secs
+while time.monotonic() < end:
+    t = time.monotonic()
+    s.sendall(b"PING\r\n")
+    got = b""
+    while not got.endswith(b"\r\n"):
+        got += s.recv(64)
+    worst = max(worst, time.monotonic() - t)
+    n += 1
+    time.sleep(0.002)
+print("%.1f %d" % (worst * 1000, n))
+PY
+}
+
+snap_running() { redis-cli -p "$1" INFO persistence 2>/dev/null | tr -d '\r' | awk -F: '$1 == "snapshot_in_progress" { print $2 }'; }
+
+# caught_up_s ID T0: seconds from T0 until member ID applied the leader's commit index.
+caught_up_s() {
+    local id="$1" t0="$2" ci lci
+    while :; do
+        ci="$(ordo_ci "${OPORT[$id]}")"
+        lci="$(ordo_ci "${OPORT[$OLEADER]}")"
+        if [ -n "$ci" ] && [ "$(field cluster_state "$ci")" = ok ] &&
+            [ "$(field cluster_applied_index "$ci")" = "$(field cluster_commit_index "$lci")" ]; then
+            break
+        fi
+        sleep 0.05
+    done
+    awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f\n", b - a }'
+}
+
+state_phase() {
+    ordo_wait_healthy
+    local lp="${OPORT[$OLEADER]}" t0 term0 term1 during="" without="" before after p99 line f
+    t0=$(date +%s.%N)
+    awk -v n="$STATE_KEYS" 'BEGIN { for (i = 0; i < n; i++) printf "*3\r\n$3\r\nSET\r\n$16\r\nkey:%012d\r\n$16\r\nvvvvvvvvvvvvvvvv\r\n", i }' |
+        redis-cli -p "$lp" --pipe >/dev/null
+    STATE_LOAD_S="$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f\n", b - a }')"
+    ordo_wait_healthy
+    lp="${OPORT[$OLEADER]}"
+    term0="$(field cluster_term "$(ordo_ci "$lp")")"
+    ping_prober "$lp" "$STATE_SECONDS" >"$BENCH_TMP/prober.out" &
+    local prober=$!
+    local end=$((SECONDS + STATE_SECONDS))
+    while [ $SECONDS -lt $end ]; do
+        before="$(snap_running "$lp")"
+        line="$(redis-benchmark -p "$lp" -t set -c "$CLIENTS" -n 40000 -r "$STATE_KEYS" -d 16 --csv 2>/dev/null | tail -1)"
+        after="$(snap_running "$lp")"
+        p99="$(awk -F'","' '{ gsub(/"/, "", $7); print $7 }' <<<"$line")"
+        [ -n "$p99" ] || continue
+        if [ "$before" = 1 ] && [ "$after" = 1 ]; then during+="$p99 "; elif [ "$before" = 0 ] && [ "$after" = 0 ]; then without+="$p99 "; fi
+    done
+    wait "$prober" || true
+    read -r STATE_STALL_MS STATE_PINGS <"$BENCH_TMP/prober.out"
+    term1="$(field cluster_term "$(ordo_ci "$lp")")"
+    STATE_LEADER_CHANGES=$(( ${term1:-0} - ${term0:-0} ))
+    # shellcheck disable=SC2086
+    STATE_P99_DURING="$(median1 $during)" STATE_P99_WITHOUT="$(median1 $without)"
+    STATE_RUNS="during $(wc -w <<<"$during"), without $(wc -w <<<"$without")"
+    # a follower restarted with the whole state
+    ordo_wait_healthy
+    f="$(for id in $IDS; do [ "$id" != "$OLEADER" ] && echo "$id"; done | head -1)"
+    kill -9 "${OPID[$f]}"; bench_stop "${OPID[$f]}"
+    t0=$(date +%s.%N)
+    ordo_start "$f"
+    STATE_RESTART_S="$(caught_up_s "$f" "$t0")"
+    # a follower down while CATCHUP_WRITES writes are made
+    ordo_wait_healthy
+    f="$(for id in $IDS; do [ "$id" != "$OLEADER" ] && echo "$id"; done | tail -1)"
+    kill -9 "${OPID[$f]}"; bench_stop "${OPID[$f]}"
+    redis-benchmark -p "${OPORT[$OLEADER]}" -t set -c "$CLIENTS" -n "$CATCHUP_WRITES" -r "$STATE_KEYS" -d 16 -q >/dev/null 2>&1
+    t0=$(date +%s.%N)
+    ordo_start "$f"
+    STATE_CATCHUP_S="$(caught_up_s "$f" "$t0")"
+    ordo_wait_healthy
+    local d ds=""
+    for id in $IDS; do d="$(redis-cli -p "${OPORT[$id]}" DEBUG DIGEST)"; ds+="$d "; done
+    STATE_DIGESTS_EQUAL=no
+    [ "$(tr ' ' '\n' <<<"$ds" | grep -v '^$' | sort -u | wc -l)" = 1 ] && STATE_DIGESTS_EQUAL=yes
+}
 
 # median1 V...: median with one decimal (bench_stats rounds to integers).
 median1() {
@@ -383,6 +533,8 @@ median1() {
 stats() { if [ -n "${res[$1]:-}" ]; then bench_stats ${res[$1]}; else echo "nan nan nan"; fi; }
 # ratio A B: bench_ratio, nan when a side did not run.
 ratio() { if [ "$1" = nan ] || [ "$2" = nan ]; then echo nan; else bench_ratio "$1" "$2"; fi; }
+
+if want ordod && [ "$STATE_KEYS" -gt 0 ]; then state_phase; fi
 
 echo
 echo "run took $((SECONDS - T0)) s"
@@ -401,6 +553,24 @@ ef="$(median1 ${res[etcd-failover]:-})"
 printf '%-34s %s\n' "failover, ordod (ms)" "$of (each: $(xargs <<<"${res[ordod-failover]:-}"))"
 # shellcheck disable=SC2086
 printf '%-34s %s\n' "failover, etcd (ms)" "$ef (each: $(xargs <<<"${res[etcd-failover]:-}"))"
-echo "ordod 3 members / 1 member: $(ratio "$o3" "$o1") (goal >= 0.5)"
-echo "cluster ordod/etcd put ratio: $(ratio "$o3" "$e3")"
+for c in 1 "$CLIENTS"; do
+    for sys in ordod3 etcd3 ordod1; do
+        read -r g gmin gmax <<<"$(stats "$sys-get$c")"
+        printf '%-34s %s\n' "get c=$c, $sys (r/s)" "$g ($gmin..$gmax)"
+        eval "g_${sys}_$c=$g"
+    done
+done
+echo "cluster ordod/single put ratio: $(ratio "$o3" "$o1") (goal >= 0.6)"
+echo "cluster ordod/etcd put ratio: $(ratio "$o3" "$e3") (goal >= 10)"
+echo "get c=1 ordod cluster/single ratio: $(ratio "$g_ordod3_1" "$g_ordod1_1") (goal >= 0.7)"
+eval "gc_o=\$g_ordod3_$CLIENTS gc_e=\$g_etcd3_$CLIENTS"
+echo "get c=$CLIENTS ordod/etcd ratio: $(ratio "$gc_o" "$gc_e") (linearizable reads; goal >= 3)"
 echo "failover ordod/etcd ratio: $(ratio "$of" "$ef")"
+if want ordod && [ "$STATE_KEYS" -gt 0 ]; then
+    echo "state: $STATE_KEYS keys loaded in ${STATE_LOAD_S} s; ${STATE_SECONDS} s of writes at c=$CLIENTS: leader changes: $STATE_LEADER_CHANGES (goal 0)"
+    echo "state: longest loop stall (PING every 2 ms, $STATE_PINGS pings): $STATE_STALL_MS ms (goal < 20)"
+    echo "state: write p99 during snapshots / without: $STATE_P99_DURING / $STATE_P99_WITHOUT ms ($STATE_RUNS runs of 2 s)"
+    echo "state p99 during/without snapshots ratio: $(ratio "$STATE_P99_DURING" "$STATE_P99_WITHOUT") (goal <= 2)"
+    echo "state: a follower restarted with $STATE_KEYS keys caught up in $STATE_RESTART_S s (goal <= 5)"
+    echo "state: a follower down for $CATCHUP_WRITES writes caught up in $STATE_CATCHUP_S s (goal <= 30); digests equal: $STATE_DIGESTS_EQUAL"
+fi

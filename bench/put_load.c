@@ -4,7 +4,7 @@
  * server acknowledged.
  *
  *   put_load ordo|etcd PORT[,PORT...] [-c conns] [-d seconds] [-k keys]
- *                           [-v value_bytes] [-p path] [-f]
+ *                           [-v value_bytes] [-p path] [-f] [-g]
  *
  * The load has the same shape for both servers: -c connections (default
  * 16), each sending its next put as soon as the reply to the previous one
@@ -14,6 +14,11 @@
  *   - etcd: HTTP/1.1 keep-alive `POST <path>` (default /v3/kv/put) with the
  *     JSON body {"key": base64, "value": base64} to the gRPC gateway on
  *     etcd's client port; a 200 answer is an acknowledged put.
+ *
+ * -g: reads instead of puts, of the same shape: ordo `GET key:<i>` (a bulk
+ * string or nil is an answer); etcd `POST /v3/kv/range` (give -p) with
+ * {"key": base64}, a linearizable read by etcd's default. The counts are
+ * then reads (puts_per_s names them all the same).
  *
  * -f (ordo only; for a cluster, bench/cluster.sh): follow the leader. Every
  * connection starts on the first PORT. A `-NOTLEADER host:port` reply sends
@@ -70,6 +75,7 @@ typedef struct load {
     int ports[PORTS_MAX];
     int ports_n;
     bool follow;
+    bool get;        /* -g: reads */
     int conns_n;
     double seconds;
     int keys;
@@ -94,11 +100,15 @@ static void queue_put(load_t *L, conn_t *c)
     int kn = snprintf(key, sizeof key, "key:%llu", (unsigned long long)(L->key_next++ % (uint64_t)L->keys));
     int n;
     if (L->proto == PROTO_ORDO) {
-        n = resp_format(c->wbuf, WBUF_BYTES, 3, (const char *[]){"SET", key, L->value});
+        n = L->get ? resp_format(c->wbuf, WBUF_BYTES, 2, (const char *[]){"GET", key})
+                   : resp_format(c->wbuf, WBUF_BYTES, 3, (const char *[]){"SET", key, L->value});
     } else {
         char k[128], body[2048];
         base64(key, (size_t)kn, k);
-        snprintf(body, sizeof body, "{\"key\":\"%s\",\"value\":\"%s\"}", k, L->value_b64);
+        if (L->get)
+            snprintf(body, sizeof body, "{\"key\":\"%s\"}", k);
+        else
+            snprintf(body, sizeof body, "{\"key\":\"%s\",\"value\":\"%s\"}", k, L->value_b64);
         n = http_post_format(c->wbuf, WBUF_BYTES, L->path, "HTTP/1.1", body);
     }
     if (n < 0) {
@@ -181,6 +191,16 @@ static size_t ordo_reply(load_t *L, conn_t *c)
     if (nl == NULL)
         return 0;
     size_t n = (size_t)(nl + 1 - c->rbuf);
+    if (L->get && c->rbuf[0] == '$') {
+        long blen = strtol(c->rbuf + 1, NULL, 10);
+        if (blen >= 0) {
+            if (c->rlen < n + (size_t)blen + 2)
+                return 0;
+            n += (size_t)blen + 2;
+        }
+        reply_done(L, c, true, c->rbuf, n);
+        return n;
+    }
     if (c->rbuf[0] == '$' || c->rbuf[0] == '*') {
         fprintf(stderr, "put_load: unexpected reply to SET: %.*s\n", (int)n, c->rbuf);
         exit(1);
@@ -243,7 +263,7 @@ static void on_readable(load_t *L, conn_t *c)
 static void usage(void)
 {
     fprintf(stderr, "usage: put_load ordo|etcd PORT[,PORT...] [-c conns] [-d seconds] [-k keys] "
-                    "[-v value_bytes] [-p path] [-f]\n");
+                    "[-v value_bytes] [-p path] [-f] [-g]\n");
     exit(2);
 }
 
@@ -270,6 +290,11 @@ int main(int argc, char **argv)
     for (int i = 3; i < argc; i += 2) {
         if (strcmp(argv[i], "-f") == 0) {
             L.follow = true;
+            i--;
+            continue;
+        }
+        if (strcmp(argv[i], "-g") == 0) {
+            L.get = true;
             i--;
             continue;
         }

@@ -113,7 +113,7 @@ def test_redis_cli_help(server):
     assert "SET key value [NX|XX] [PX milliseconds|EX seconds|KEEPTTL]" in out
     assert "summary: Set the value of a key" in out and "group: string" in out
     out = cli(server, "help", "Q.PUSH")
-    assert "Q.PUSH queue key payload [ID dedup-id] [COALESCE] [DELAY ms] [TIMEOUT ms]" in out
+    assert "Q.PUSH queue key payload [ID dedup-id|IDEMPOTENCY key] [COALESCE] [DELAY ms] [TIMEOUT ms]" in out
     assert "group: ordo-queue" in out
     out = cli(server, "help", "@ordo-elect")
     assert "ELECT.CAMPAIGN" in out and "ELECT.OBSERVE" in out
