@@ -820,6 +820,35 @@ static int cmd_top(ordo_client_t *c, int argc, char **argv)
     return 0;
 }
 
+/* show_members() -- in cluster mode, one line per member: its liveness,
+ * time since it was last heard from and, on the leader, the entries it
+ * lacks (CLUSTER MEMBERS). Nothing on a single server. */
+static int show_members(ordo_client_t *c)
+{
+    const char *argv[] = {"CLUSTER", "MEMBERS"};
+    ordo_reply_t *r;
+    int rc = ordo_client_command(c, 0, 2, argv, NULL, &r);
+    if (rc != ORDO_OK)
+        return fail(c, "status", rc);
+    if (r->type == ORDO_REPLY_ARRAY) {
+        printf("# members\n");
+        for (size_t i = 0; i < r->n; i++) {
+            const ordo_reply_t *m = r->elem[i];
+            if (m->type != ORDO_REPLY_ARRAY || m->n < 4)
+                continue;
+            printf("member:%" PRId64 " addr=%s role=%s voter=%" PRId64, m->elem[0]->integer,
+                   m->elem[1]->str ? m->elem[1]->str : "?", m->elem[2]->str ? m->elem[2]->str : "?",
+                   m->elem[3]->integer);
+            if (m->n >= 7)
+                printf(" live=%" PRId64 " last_contact_ms=%" PRId64 " lag_entries=%" PRId64, m->elem[4]->integer,
+                       m->elem[5]->integer, m->elem[6]->integer);
+            printf("\n");
+        }
+    }
+    ordo_reply_free(r);
+    return 0;
+}
+
 static int cmd_status(ordo_client_t *c)
 {
     int64_t cur, oldest;
@@ -833,7 +862,9 @@ static int cmd_status(ordo_client_t *c)
     /* cluster_enabled:0 on a single server; in cluster mode the member's
      * role, term, leader and indexes (the tool follows -NOTLEADER, so this
      * is the leader's view). */
-    return show(c, "status", NULL, "CLUSTER", "INFO", NULL);
+    if (show(c, "status", NULL, "CLUSTER", "INFO", NULL))
+        return 1;
+    return show_members(c);
 }
 
 /* parse_port() -- a TCP port, strictly: digits only, 1..65535. */

@@ -19,11 +19,13 @@ settings so snapshots are taken, sent and installed all the time:
   - a member whose wall clock runs an hour ahead takes leadership over
     without shortening any TTL or lock (tests/shim/clockstep.c).
 """
+import http.client
+import json
 import os
 import signal
 import struct
+import subprocess
 import threading
-import time
 
 import pytest
 
@@ -86,6 +88,7 @@ def test_chaos_at_small_snapshot_settings(make_cluster):
         finally:
             gate.resume()
     steps = []
+    taken = 0
     try:
         _grow(cl, rec, work, 50)
         # 1. the leader killed, restarted
@@ -130,6 +133,7 @@ def test_chaos_at_small_snapshot_settings(make_cluster):
         cl.wait_ready()
         steps.append("leader %d stopped" % leader.id)
         _grow(cl, rec, work, 50)
+        taken = sum(int((m.info() or {}).get("cluster_snapshots_taken", 0)) for m in cl.members.values())
         # 5. every member killed at once
         for m in cl.members.values():
             m.kill()
@@ -147,7 +151,6 @@ def test_chaos_at_small_snapshot_settings(make_cluster):
     stale = checkers.stale_reads(writes, rec.get("read"))
     reused = checkers.reused_revisions(kv_observations(rec, final))
     two = checkers.two_leaders(samples)
-    taken = sum(int((m.info() or {}).get("cluster_snapshots_taken", 0)) for m in cl.members.values())
     print("steps=%s writes=%d acked=%d reads=%d lost=%d stale=%d reused=%d two_leaders=%d snapshots=%d"
           % (steps, len(writes), _acked(rec), len(rec.get("read")), lost, stale, reused, two, taken))
     assert (lost, stale, reused, two) == (0, 0, 0, 0)
@@ -250,8 +253,18 @@ def test_failed_add_changes_nothing(make_cluster):
     assert sorted(_members(leader)) == before
 
 
+def _status_json(m):
+    c = http.client.HTTPConnection("127.0.0.1", m.http_port, timeout=10)
+    try:
+        c.request("GET", "/v1/status")
+        r = c.getresponse()
+        return json.loads(r.read())
+    finally:
+        c.close()
+
+
 def test_members_show_liveness(make_cluster):
-    cl = make_cluster(3)
+    cl = make_cluster(3, http=True)
     leader = cl.wait_ready()
     f = cl.others(leader)[0]
     rows = _members(leader)
@@ -260,6 +273,17 @@ def test_members_show_liveness(make_cluster):
     f.kill()
     poll(lambda: _members(leader)[f.id][4] == 0, "node %d shown as not live" % f.id, 10)
     assert _members(leader)[f.id][5] > 0
+    # the same in /v1/status (the dashboard's source), /metrics and `ordo status`
+    st = {m["id"]: m for m in _status_json(leader)["cluster"]["members"]}
+    assert st[f.id]["live"] is False and st[leader.id]["live"] is True, st
+    c = http.client.HTTPConnection("127.0.0.1", leader.http_port, timeout=10)
+    c.request("GET", "/metrics")
+    metrics = c.getresponse().read().decode()
+    c.close()
+    assert 'ordo_cluster_member_live{id="%d"} 0' % f.id in metrics
+    out = subprocess.run([os.path.join(SHIM_DIR, "ordo"), "-h", leader.addr, "status"], capture_output=True,
+                         text=True, timeout=30).stdout
+    assert "member:%d " % f.id in out and "live=0" in out, out
     f.restart()
     poll(lambda: _members(leader)[f.id][4] == 1, "node %d live again" % f.id, 20)
     lag = poll(lambda: (lambda row: row[6] == 0 or None)(_members(cl.leader())[f.id]), "no lag", 20)

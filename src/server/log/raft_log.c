@@ -1476,8 +1476,17 @@ static void rl_stats(const log_t *l, log_stats_t *out)
     out->batches = st.writes;
     out->syncs = st.syncs;
     out->pending_bytes = rl->inflight_bytes + rl->building.len;
+    /* A member that led and lost leadership with entries in flight holds
+     * records that may never be committed: no snapshot until they are
+     * settled (committed, or the state rebuilt). */
+    bool own_pending = false;
+    for (size_t i = 0; i < rl->fcount && !rl->leading; i++) {
+        const pend_t *p = &rl->fifo[(rl->fhead + i) % rl->fcap];
+        if (p->kind != PEND_ROUND && !p->done)
+            own_pending = true;
+    }
     uint64_t since = rl->applied_index - raft_store_snapshot(rl->store)->index;
-    out->snapshot_wanted = !rl->snap_on && !rl->install_pending && rl->started &&
+    out->snapshot_wanted = !rl->snap_on && !rl->install_pending && rl->started && !own_pending &&
                            raft_store_snapshot(rl->store)->index <= rl->applied_index &&
                            since >= rl->opt.snapshot_entries;
 }

@@ -124,7 +124,12 @@ function draw(s) {
     const c = s.cluster;
     $("clusterline").textContent = "member " + c.node_id + " (" + c.role + "), term " + c.term + ", leader " +
       (c.leader_id || "unknown") + ", commit index " + c.commit_index + ", applied " + c.applied_index;
-    fill($("members"), c.members, (tr, m) => { cell(tr, m.id); cell(tr, name(m, "addr"), "key"); cell(tr, m.role); });
+    fill($("members"), c.members, (tr, m) => {
+      cell(tr, m.id); cell(tr, name(m, "addr"), "key"); cell(tr, m.role);
+      cell(tr, m.live ? "yes" : "NO");
+      cell(tr, m.last_contact_ms < 0 ? "never" : ms(m.last_contact_ms));
+      cell(tr, m.lag_entries < 0 ? "" : m.lag_entries);
+    });
   }
 }
 
