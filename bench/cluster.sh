@@ -42,7 +42,7 @@
 #    (redis-benchmark runs of 2 s over those keys) while a prober PINGs the
 #    leader every 2 ms (the longest PING is the longest loop stall) and the
 #    leader's snapshot_in_progress is sampled around each run: the p99 of
-#    runs during a snapshot against runs without one, and the leader
+#    runs with a snapshot at either sample against runs with none at both, and the leader
 #    changes (term moves); then a follower SIGKILLed and restarted with the
 #    whole state (time until it has applied what the leader committed),
 #    and a follower down while CATCHUP_WRITES writes are made (time until
@@ -482,7 +482,7 @@ state_phase() {
     ordo_wait_healthy
     lp="${OPORT[$OLEADER]}"
     term0="$(field cluster_term "$(ordo_ci "$lp")")"
-    ping_prober "$lp" "$STATE_SECONDS" >"$BENCH_TMP/prober.out" &
+    ping_prober "$lp" "$STATE_SECONDS" >"$BENCH_TMP/prober.out" 2>"$BENCH_TMP/prober.err" &
     local prober=$!
     local end=$((SECONDS + STATE_SECONDS))
     while [ $SECONDS -lt $end ]; do
@@ -491,10 +491,13 @@ state_phase() {
         after="$(snap_running "$lp")"
         p99="$(awk -F'","' '{ gsub(/"/, "", $7); print $7 }' <<<"$line")"
         [ -n "$p99" ] || continue
-        if [ "$before" = 1 ] && [ "$after" = 1 ]; then during+="$p99 "; elif [ "$before" = 0 ] && [ "$after" = 0 ]; then without+="$p99 "; fi
+        if [ "$before" = 1 ] || [ "$after" = 1 ]; then during+="$p99 "; elif [ "$before" = 0 ] && [ "$after" = 0 ]; then without+="$p99 "; fi
     done
     wait "$prober" || true
-    read -r STATE_STALL_MS STATE_PINGS <"$BENCH_TMP/prober.out"
+    read -r STATE_STALL_MS STATE_PINGS <"$BENCH_TMP/prober.out" || {
+        echo "bench: the PING prober gave no figure: $(cat "$BENCH_TMP/prober.err")" >&2
+        STATE_STALL_MS=nan STATE_PINGS=0
+    }
     term1="$(field cluster_term "$(ordo_ci "$lp")")"
     STATE_LEADER_CHANGES=$(( ${term1:-0} - ${term0:-0} ))
     # shellcheck disable=SC2086
