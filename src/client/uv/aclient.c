@@ -491,6 +491,11 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (!c->closing && gen == c->gen && c->draining && c->inflight.head == NULL)
         conn_reset(c, ORDO_ECONN); /* nothing in flight: go to the leader */
+    /* A server that keeps the socket readable (a push flood) keeps libuv in
+     * this callback for many reads before its timers run: the deadlines
+     * are checked here too, so they hold within a read's worth of work. */
+    if (!c->closing && uv_is_active((uv_handle_t *)&c->tick_timer))
+        on_tick(&c->tick_timer);
 }
 
 static void on_connected(uv_connect_t *req, int status)
