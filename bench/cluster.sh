@@ -505,14 +505,14 @@ state_phase() {
     STATE_RUNS="during $(wc -w <<<"$during"), without $(wc -w <<<"$without")"
     # a follower restarted with the whole state
     ordo_wait_healthy
-    f="$(for id in $IDS; do [ "$id" != "$OLEADER" ] && echo "$id"; done | head -1)"
+    f="$(for id in $IDS; do if [ "$id" != "$OLEADER" ]; then echo "$id"; fi; done | head -1)"
     kill -9 "${OPID[$f]}"; bench_stop "${OPID[$f]}"
     t0=$(date +%s.%N)
     ordo_start "$f"
     STATE_RESTART_S="$(caught_up_s "$f" "$t0")"
     # a follower down while CATCHUP_WRITES writes are made
     ordo_wait_healthy
-    f="$(for id in $IDS; do [ "$id" != "$OLEADER" ] && echo "$id"; done | tail -1)"
+    f="$(for id in $IDS; do if [ "$id" != "$OLEADER" ]; then echo "$id"; fi; done | tail -1)"
     kill -9 "${OPID[$f]}"; bench_stop "${OPID[$f]}"
     redis-benchmark -p "${OPORT[$OLEADER]}" -t set -c "$CLIENTS" -n "$CATCHUP_WRITES" -r "$STATE_KEYS" -d 16 -q >/dev/null 2>&1
     t0=$(date +%s.%N)
