@@ -477,7 +477,10 @@ state_phase() {
     local lp="${OPORT[$OLEADER]}" t0 term0 term1 during="" without="" before after p99 line f
     t0=$(date +%s.%N)
     awk -v n="$STATE_KEYS" 'BEGIN { for (i = 0; i < n; i++) printf "*3\r\n$3\r\nSET\r\n$16\r\nkey:%012d\r\n$16\r\nvvvvvvvvvvvvvvvv\r\n", i }' |
-        redis-cli -p "$lp" --pipe >/dev/null
+        redis-cli -p "$lp" --pipe --pipe-timeout 0 >"$BENCH_TMP/load.out" 2>&1 || {
+        echo "bench: loading $STATE_KEYS keys failed: $(tail -3 "$BENCH_TMP/load.out")" >&2
+        exit 1
+    }
     STATE_LOAD_S="$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f\n", b - a }')"
     ordo_wait_healthy
     lp="${OPORT[$OLEADER]}"
