@@ -63,6 +63,11 @@
  * many entries of the leader's (under continuous writes it is never
  * exactly level): a voter a few entries behind only catches up. */
 #define CATCH_UP_SLACK 64u
+/* Records a member applies from committed entries per loop turn: a
+ * follower catching up on a large backlog (a leader fed a long pipeline)
+ * still answers heartbeats in between, so the leader keeps its majority.
+ * About 10-20 ms of applying on this machine. */
+#define APPLY_BUDGET_RECORDS 8192u
 
 enum pend_kind { PEND_ENTRY, PEND_BARRIER, PEND_ROUND };
 
@@ -98,6 +103,10 @@ struct raft_log_s {
     raft_net_t *net;
     uv_timer_t timer;             /* the engine's next timeout */
     uv_timer_t round_timer;       /* pings again for rounds not yet confirmed */
+    uv_idle_t nudge;              /* a timeout is due: the next poll must not block */
+    uv_check_t after_io;          /* steps a due timeout after the loop's I/O */
+    bool timeout_due;
+    bool apply_more;              /* committed entries wait: applied on the next loop turns */
     bool timers_inited;
     int dir_fd;                   /* flocked while the log lives */
     char raftdir[1100], snapdir[1200], recvdir[1200], snapfile[1300];
@@ -440,9 +449,38 @@ static void watch_store(raft_log_t *rl)
         hand_off(rl);
 }
 
+/* The engine's timeout is stepped after the loop's I/O phase, not in the
+ * timer callback: libuv runs timers before it polls, so after a long loop
+ * turn (a client's huge pipeline) the timer would fire with the members'
+ * answers still unread in their sockets, and a leader would find no
+ * majority heard from and step down. The timer only marks the timeout due
+ * and keeps the next poll from blocking (an idle handle); the check
+ * handle, which runs after the poll's callbacks, steps it. */
+static void on_idle(uv_idle_t *h) { (void)h; }
+
 static void on_timer(uv_timer_t *t)
 {
     raft_log_t *rl = t->data;
+    rl->timeout_due = true;
+    uv_idle_start(&rl->nudge, on_idle);
+}
+
+static void apply_committed(raft_log_t *rl);
+
+static void on_after_io(uv_check_t *h)
+{
+    raft_log_t *rl = h->data;
+    if (rl->apply_more && !rl->stopping) {
+        rl->apply_more = false;
+        if (!rl->timeout_due)
+            uv_idle_stop(&rl->nudge);
+        apply_committed(rl); /* may set apply_more again */
+    }
+    if (!rl->timeout_due)
+        return;
+    rl->timeout_due = false;
+    if (!rl->apply_more)
+        uv_idle_stop(&rl->nudge);
     watch_store(rl);
     struct raft_event ev = {.type = RAFT_TIMEOUT};
     int rv = step(rl, &ev);
@@ -702,8 +740,9 @@ static void restore_installed(raft_log_t *rl)
 
 /* A committed command entry, on a member that did not propose it: its
  * records past committed_rev go to the writer (hooks.deliver). */
-static void deliver_entry(raft_log_t *rl, uint64_t index, const struct raft_entry *e)
+static size_t deliver_entry(raft_log_t *rl, uint64_t index, const struct raft_entry *e)
 {
+    size_t applied = 0;
     log_batch_t b;
     char why[200];
     int rc = raft_entry_batch(e->buf.base, e->buf.len, &b);
@@ -711,13 +750,13 @@ static void deliver_entry(raft_log_t *rl, uint64_t index, const struct raft_entr
         snprintf(why, sizeof why, "the committed entry %llu is not an ordo entry (%zu bytes)",
                  (unsigned long long)index, e->buf.len);
         fail(rl, why);
-        return;
+        return applied;
     }
     if (rc != 0) {
         snprintf(why, sizeof why, "the committed entry %llu is malformed (a record runs past its batch)",
                  (unsigned long long)index);
         fail(rl, why);
-        return;
+        return applied;
     }
     size_t pos = 0;
     uint64_t rev;
@@ -732,10 +771,12 @@ static void deliver_entry(raft_log_t *rl, uint64_t index, const struct raft_entr
             snprintf(why, sizeof why, "the committed record of revision %llu does not apply here",
                      (unsigned long long)rev);
             fail(rl, why);
-            return;
+            return applied;
         }
         rl->committed_rev = rev;
+        applied++;
     }
+    return applied;
 }
 
 /* One of this member's proposals came back committed: it is done, and
@@ -794,7 +835,15 @@ static void apply_committed(raft_log_t *rl)
         if (rl->failed[0] != '\0')
             return;
     }
+    size_t budget = APPLY_BUDGET_RECORDS;
     while (rl->applied_index < commit && !rl->diverged && rl->failed[0] == '\0') {
+        if (budget == 0) {
+            /* The rest on the next loop turn: the loop answers the leader's
+             * heartbeats and its clients in between. */
+            rl->apply_more = true;
+            uv_idle_start(&rl->nudge, on_idle);
+            break;
+        }
         uint64_t index = rl->applied_index + 1;
         const struct raft_entry *e = raft_store_entry(rl->store, index);
         if (e == NULL)
@@ -817,8 +866,10 @@ static void apply_committed(raft_log_t *rl)
         }
         /* Not this member's: a follower's entry, or an earlier leader's
          * before this one's first proposal. */
-        if (e->type == RAFT_COMMAND)
-            deliver_entry(rl, index, e);
+        if (e->type == RAFT_COMMAND) {
+            size_t n = deliver_entry(rl, index, e);
+            budget = n >= budget ? 0 : budget - n;
+        }
         else if (e->type == RAFT_CHANGE)
             apply_change(rl, index, e);
         /* RAFT_BARRIER: nothing to apply. */
@@ -1509,6 +1560,8 @@ void raft_log_stop(log_t *l)
     if (rl->timers_inited) {
         uv_close((uv_handle_t *)&rl->timer, on_timer_closed);
         uv_close((uv_handle_t *)&rl->round_timer, on_timer_closed);
+        uv_close((uv_handle_t *)&rl->nudge, on_timer_closed);
+        uv_close((uv_handle_t *)&rl->after_io, on_timer_closed);
         rl->timers_inited = false;
     }
     if (rl->net != NULL) {
@@ -1698,7 +1751,12 @@ log_t *raft_log_open(const raft_log_options_t *opt, const log_hooks_t *hooks, co
         goto fail;
     uv_timer_init(opt->loop, &rl->timer);
     uv_timer_init(opt->loop, &rl->round_timer);
+    uv_idle_init(opt->loop, &rl->nudge);
+    uv_check_init(opt->loop, &rl->after_io);
     rl->timer.data = rl->round_timer.data = rl;
+    rl->nudge.data = rl->after_io.data = rl;
+    uv_check_start(&rl->after_io, on_after_io);
+    uv_unref((uv_handle_t *)&rl->after_io);
     rl->timers_inited = true;
     return &rl->base;
 fail:
