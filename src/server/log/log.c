@@ -11,8 +11,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/bytes.h"
@@ -93,4 +95,28 @@ int log_lock_dir(const char *dir, char *err, size_t elen)
         return -1;
     }
     return fd;
+}
+
+int log_file_read(int fd, unsigned char **out, size_t *size_out)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return -1;
+    size_t size = (size_t)st.st_size;
+    unsigned char *b = ordo_xmalloc(size ? size : 1);
+    for (size_t got = 0; got < size;) {
+        ssize_t k = pread(fd, b + got, size - got, (off_t)got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            if (k == 0)
+                errno = EIO; /* shrank under us */
+            free(b);
+            return -1;
+        }
+        got += (size_t)k;
+    }
+    *out = b;
+    *size_out = size;
+    return 0;
 }

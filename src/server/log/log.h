@@ -118,6 +118,11 @@ void log_batch_free(log_batch_t *b);
  * close-on-exec), or -1 with a message naming the directory. */
 int log_lock_dir(const char *dir, char *err, size_t elen);
 
+/* log_file_read() -- the whole file open on fd into *out (malloc'd,
+ * *size_out bytes): the WAL's and the raft store's loads. Returns 0, or
+ * -1 with errno (EIO if the file shrank while read). */
+int log_file_read(int fd, unsigned char **out, size_t *size_out);
+
 /* ---- what the log calls ---------------------------------------------------- */
 
 /* One record: its revision (the entry's index, for raft) and bytes, valid

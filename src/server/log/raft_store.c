@@ -125,6 +125,7 @@
 #include "base/buf.h"
 #include "base/bytes.h"
 #include "base/crc32c.h"
+#include "log.h"
 
 #define RS_META_NAME "meta"
 #define RS_META_TMP "meta.tmp"
@@ -306,31 +307,6 @@ static int write_all(const raft_store_seam_t *m, int fd, const void *buf, size_t
         n -= (size_t)k;
         off += (uint64_t)k;
     }
-    return 0;
-}
-
-/* Read the whole file into *out (malloc'd, *size_out bytes). */
-static int file_read(int fd, unsigned char **out, size_t *size_out)
-{
-    struct stat st;
-    if (fstat(fd, &st) != 0)
-        return -1;
-    size_t size = (size_t)st.st_size;
-    unsigned char *b = ordo_xmalloc(size ? size : 1);
-    for (size_t got = 0; got < size;) {
-        ssize_t k = pread(fd, b + got, size - got, (off_t)got);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0) {
-            if (k == 0)
-                errno = EIO; /* shrank under us */
-            free(b);
-            return -1;
-        }
-        got += (size_t)k;
-    }
-    *out = b;
-    *size_out = size;
     return 0;
 }
 
@@ -1280,7 +1256,7 @@ static int meta_load(raft_store_t *s, bool have_segs, char *err, size_t elen)
     }
     unsigned char *b;
     size_t size;
-    if (file_read(s->meta_fd, &b, &size) != 0) {
+    if (log_file_read(s->meta_fd, &b, &size) != 0) {
         snprintf(err, elen, "raft_store: cannot read %s/%s: %s", s->dir, RS_META_NAME, errstr(errno, eb, sizeof eb));
         return -1;
     }
@@ -1369,7 +1345,7 @@ static int seg_load(raft_store_t *s, uint64_t seq, uint64_t *cut_at, uint64_t *s
     int fd = openat(s->dir_fd, name, O_RDONLY | O_CLOEXEC);
     unsigned char *b;
     size_t size;
-    if (fd < 0 || file_read(fd, &b, &size) != 0) {
+    if (fd < 0 || log_file_read(fd, &b, &size) != 0) {
         snprintf(err, elen, "raft_store: cannot read %s/%s: %s", s->dir, name, errstr(errno, eb, sizeof eb));
         if (fd >= 0)
             close(fd);

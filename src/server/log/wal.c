@@ -135,6 +135,7 @@
 
 #include "base/buf.h"
 #include "base/bytes.h"
+#include "log.h"
 #include "base/crc32c.h"
 #include "base/siphash.h"
 
@@ -1034,31 +1035,6 @@ static size_t frame_find(const unsigned char *b, size_t size, size_t from, uint6
     return 0;
 }
 
-/* Read the whole file at path into *out (malloc'd, *size_out bytes). */
-static int file_read(int fd, unsigned char **out, size_t *size_out)
-{
-    struct stat st;
-    if (fstat(fd, &st) != 0)
-        return -1;
-    size_t size = (size_t)st.st_size;
-    unsigned char *b = ordo_xmalloc(size ? size : 1);
-    for (size_t got = 0; got < size;) {
-        ssize_t k = pread(fd, b + got, size - got, (off_t)got);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0) {
-            if (k == 0)
-                errno = EIO; /* shrank under us */
-            free(b);
-            return -1;
-        }
-        got += (size_t)k;
-    }
-    *out = b;
-    *size_out = size;
-    return 0;
-}
-
 static void scan_progress(scan_t *sc, const char *path)
 {
     uint64_t t = now_ms();
@@ -1165,7 +1141,7 @@ static int scan_segment(scan_t *sc, wal_seg_t *s, bool last, uint64_t *salt_out,
     seg_path(w, s->seq, path, sizeof path);
     seg_name(name, s->seq);
     int fd = openat(w->dir_fd, name, O_RDWR | O_CLOEXEC);
-    if (fd < 0 || file_read(fd, &b, &size) != 0) {
+    if (fd < 0 || log_file_read(fd, &b, &size) != 0) {
         snprintf(sc->err, sc->err_len, "wal: cannot read %s: %s", path, errstr(errno, eb, sizeof eb));
         goto out_close;
     }
@@ -1332,7 +1308,7 @@ static int cut_tail(scan_t *sc, uint64_t seq, uint64_t at, uint64_t *bytes_out, 
     int out = -1, rc = -1;
     seg_name(name, seq);
     int fd = openat(w->dir_fd, name, O_RDWR | O_CLOEXEC);
-    if (fd < 0 || file_read(fd, &b, &size) != 0 || size < at)
+    if (fd < 0 || log_file_read(fd, &b, &size) != 0 || size < at)
         goto fail;
     snprintf(base, sizeof base, "%s.cut-at-%" PRIu64, name, at);
     aside_name(w, base, to, sizeof to);
