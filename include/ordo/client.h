@@ -44,7 +44,9 @@
  *     or an address that is no member: the next member is tried after a
  *     backoff. Redirects are followed until the call's deadline, pausing
  *     with backoff after opts.redirects_max hops; at the deadline the
- *     caller gets the -NOTLEADER reply (ORDO_ENOTLEADER in typed calls).
+ *     caller gets the -NOTLEADER reply (ORDO_ENOTLEADER in typed calls),
+ *     or ORDO_ETIMEDOUT if the deadline fell while the last attempt's
+ *     answer was still outstanding (that attempt may have run).
  *     On the pipelined path (ordo_client_get_reply()) the -NOTLEADER reply
  *     is returned, and the next ordo_client_append() after the pipeline's
  *     replies are read goes to the member it named. The address may be
