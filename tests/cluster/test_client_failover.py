@@ -8,12 +8,13 @@
   retries). The queue is read back through the leader afterwards.
 - The checker: the producer, the consumer runner in exactly-once mode, a
   watcher and two leader careers, each given all three addresses, while
-  the leader is killed twice and a follower once: every message counted
-  exactly once (per key), the watcher's events equal to a replay of the
-  history, at most one executor per term; and the time from each leader's
-  kill to the producer's next acknowledged message within twice the
-  server's own failover time (kill to a new leader agreed by a majority),
-  measured in the same run.
+  the leader is killed five times and a follower twice: every message
+  counted exactly once (per key), the watcher's events equal to a replay
+  of the history, at most one executor per term; and the time from each
+  leader's kill to the producer's next acknowledged message within twice
+  the server's own failover time (kill to a new leader agreed by a
+  majority), measured in the same run. Then again with every client given
+  only the leader's address, which is killed for good.
 - A follower answers MULTI (it reads no state) and the transaction then
   fails whole, which is what keeps the producer's batches unsplit.
 """
@@ -116,12 +117,17 @@ def test_producer_given_one_address_that_dies_for_good(make_cluster, tmp_path):
 
 # ---- the checker ---------------------------------------------------------------
 
-CHECK_COUNT = 3000
 CHECK_KEYS = 10
-CHECK_PACE_US = 2000     # about 6 s of sending: three kills land mid-stream
-CHECK_LEADER_KILLS = 2
+CHECK_PACE_US = 1000     # about 1,000 messages a second: every fault lands mid-stream
 PROGRESS = 150           # acknowledged messages between two faults
 FAILOVER_FACTOR = 2.0    # the client may take this many times the server's failover time
+# The issue's schedule: the leader killed 5 times and a follower twice, each
+# restarted; sized so the producer is still sending at the last fault.
+ALL_FAULTS = ("leader", "leader", "follower", "leader", "leader", "follower", "leader")
+ALL_COUNT = 20000
+# Given one address, that member (the leader) dies for good: one fault, as
+# a second would leave no majority.
+ONE_COUNT = 4000
 
 
 class Lines(threading.Thread):
@@ -163,44 +169,47 @@ def kill_leader_timed(cl):
     return old, t_kill, time.monotonic() - t_kill
 
 
-def test_clients_through_leader_and_follower_kills(make_cluster, tmp_path):
-    cl = make_cluster(3)
-    cl.wait_ready()
-    addrs = ",".join(m.addr for m in cl.live())
+def run_checker(cl, tmp_path, addrs, count, faults, restart=True):
+    """The producer (with spill), the consumer runner in exactly-once mode,
+    a watcher and two careers, every one given addrs, while faults (a list
+    of "leader" / "follower") happen one after another, each once PROGRESS
+    more messages were acknowledged; a killed member is restarted when
+    restart is set. Checks 0 lost, 0 duplicated effects, the watch equal to
+    a replay, at most one executor per term, and the producer's failover
+    time within FAILOVER_FACTOR of the server's."""
     # From the current revision, before any count: key exists; the replay
     # below starts at revision 1: both see every count: event.
-    watcher = spawn(["example_watch_resume", "-a", addrs, "-x", "count:", "-n", CHECK_COUNT])
+    watcher = spawn(["example_watch_resume", "-a", addrs, "-x", "count:", "-n", count])
     careers = [spawn(["example_leader", "-a", addrs, "-e", "chk", "-i", name, "-n", 1000000]) for name in "AB"]
     consumer = spawn(["example_exactly_once", "-h", addrs, "-q", "cq", "-c", 2], stdin=subprocess.PIPE)
     producer = spawn(["example_producer_spill", "-a", addrs, "-q", "cq", "-f", tmp_path / "cq.spill",
-                      "-n", CHECK_COUNT, "-k", CHECK_KEYS, "-w", CHECK_PACE_US, "-t"])
+                      "-n", count, "-k", CHECK_KEYS, "-w", CHECK_PACE_US, "-t"])
     procs = [watcher, consumer, producer] + careers
     out = {id(p): Lines(p) for p in procs}
     acks = out[id(producer)]
     kills = []
     try:
         poll(lambda: acks.count("acked ") >= PROGRESS, "the producer's first acknowledgements", DONE_DEADLINE_S)
-        for _ in range(CHECK_LEADER_KILLS):
-            assert producer.poll() is None, "the producer finished before the kill: raise CHECK_COUNT"
-            old, t_kill, failover_s = kill_leader_timed(cl)
-            kills.append((t_kill, failover_s))
-            old.restart()
+        for fault in faults:
+            assert producer.poll() is None, "the producer finished before a fault: raise the count"
+            if fault == "leader":
+                victim, t_kill, failover_s = kill_leader_timed(cl)
+                kills.append((t_kill, failover_s))
+            else:
+                victim = cl.others(cl.leader())[0]
+                victim.kill()
             base = acks.count("acked ")
-            poll(lambda: acks.count("acked ") >= base + PROGRESS, "acknowledgements after the kill",
+            poll(lambda: acks.count("acked ") >= base + PROGRESS, "acknowledgements after a %s's kill" % fault,
                  DONE_DEADLINE_S)
-        assert producer.poll() is None, "the producer finished before the follower's kill: raise CHECK_COUNT"
-        follower = cl.others(cl.leader())[0]
-        follower.kill()
-        base = acks.count("acked ")
-        poll(lambda: acks.count("acked ") >= base + PROGRESS, "acknowledgements with a follower down",
-             DONE_DEADLINE_S)
-        follower.restart()
+            if restart:
+                victim.restart()
+                cl.wait_ready()
         assert producer.wait(timeout=DONE_DEADLINE_S) == 0, producer.stderr.read()
         cl.wait_ready()
 
         # The consumer: every message's effect counted once.
         c = ClusterClient(cl.live())
-        want = {k: CHECK_COUNT // CHECK_KEYS for k in range(CHECK_KEYS)}
+        want = {k: count // CHECK_KEYS for k in range(CHECK_KEYS)}
 
         def counts():
             return {k: int(call(c, "GET", "count:k%d" % k) or 0) for k in range(CHECK_KEYS)}
@@ -210,13 +219,13 @@ def test_clients_through_leader_and_follower_kills(make_cluster, tmp_path):
         c.close()
         consumer.stdin.close()
         assert consumer.wait(timeout=DONE_DEADLINE_S) == 0, consumer.stderr.read()
-        # The watcher saw each count once (it exits after CHECK_COUNT
-        # events), and what it saw is the history replayed.
+        # The watcher saw each count once (it exits after count events),
+        # and what it saw is the history replayed.
         assert watcher.wait(timeout=DONE_DEADLINE_S) == 0, watcher.stderr.read()
         live = out[id(watcher)].snapshot()
-        replay = subprocess.run([os.path.join(BUILD, "example_watch_resume"), "-a", addrs, "-x", "count:",
-                                 "-f", "1", "-n", str(CHECK_COUNT)], capture_output=True,
-                                timeout=DONE_DEADLINE_S)
+        replay = subprocess.run([os.path.join(BUILD, "example_watch_resume"), "-a",
+                                 ",".join(m.addr for m in cl.live()), "-x", "count:", "-f", "1", "-n",
+                                 str(count)], capture_output=True, timeout=DONE_DEADLINE_S)
         assert replay.returncode == 0, replay.stderr
         assert "reset" not in live
         assert live == replay.stdout.decode().splitlines()
@@ -247,6 +256,21 @@ def test_clients_through_leader_and_follower_kills(make_cluster, tmp_path):
         assert client_s <= FAILOVER_FACTOR * failover_s, (
             "the producer's next acknowledgement came %.3f s after the kill; the server failed over in %.3f s"
             % (client_s, failover_s))
+
+
+def test_clients_through_leader_and_follower_kills(make_cluster, tmp_path):
+    cl = make_cluster(3)
+    cl.wait_ready()
+    run_checker(cl, tmp_path, ",".join(m.addr for m in cl.live()), ALL_COUNT, ALL_FAULTS)
+
+
+def test_clients_given_one_address_that_dies_for_good(make_cluster, tmp_path):
+    # Every client knows only the leader's address; each learns the others
+    # from CLUSTER MEMBERS when it connects, and carries on when its one
+    # address is killed and never comes back.
+    cl = make_cluster(3)
+    leader = cl.wait_ready()
+    run_checker(cl, tmp_path, leader.addr, ONE_COUNT, ("leader",), restart=False)
 
 
 def test_follower_answers_multi_and_the_transaction_fails_whole(make_cluster):
