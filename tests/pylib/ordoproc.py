@@ -88,13 +88,14 @@ def tail(path, n=LOG_TAIL_BYTES):
 class Ordod:
     """One ordod: binary --port P --dir D [--http-port H] options() args.
 
-    http_port: None passes no --http-port (ordod's default or whatever args
-    say), an int passes it (0: no HTTP listener), FREE picks a free port
-    with every new client port. password: sent with AUTH before readiness
+    http_port: an int passes it (0, the default: no HTTP listener; ordod's
+    own default is a fixed port, which two servers, or anything else on the
+    machine, would fight over), None passes none (whatever args say), FREE
+    picks a free port with every new client port. password: sent with AUTH before readiness
     is asked. name: how logs and failures call it.
     """
 
-    def __init__(self, binary, data_dir, log_path, args=(), http_port=None, password=None, name="ordod",
+    def __init__(self, binary, data_dir, log_path, args=(), http_port=0, password=None, name="ordod",
                  stop_deadline_s=STOP_DEADLINE_S):
         self.binary, self.dir, self.log_path = str(binary), str(data_dir), str(log_path)
         self.args = [str(a) for a in args]
