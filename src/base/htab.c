@@ -4,10 +4,11 @@
 #include "htab.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #define HTAB_MIN_BUCKETS 16 /* small tables stay in one cache-friendly array */
 
-int ordo_htab_init(ordo_htab_t *t, ordo_htab_eq_fn eq)
+int ordo_htab_init_keyed(ordo_htab_t *t, ordo_htab_eq_fn eq, const uint8_t key[ORDO_SIPHASH_KEY_LEN])
 {
     t->buckets = calloc(HTAB_MIN_BUCKETS, sizeof *t->buckets);
     if (t->buckets == NULL)
@@ -17,8 +18,15 @@ int ordo_htab_init(ordo_htab_t *t, ordo_htab_eq_fn eq)
     t->floor = HTAB_MIN_BUCKETS;
     t->iterating = 0;
     t->eq = eq;
-    ordo_random_key(t->key);
+    memcpy(t->key, key, ORDO_SIPHASH_KEY_LEN);
     return 0;
+}
+
+int ordo_htab_init(ordo_htab_t *t, ordo_htab_eq_fn eq)
+{
+    uint8_t key[ORDO_SIPHASH_KEY_LEN];
+    ordo_random_key(key);
+    return ordo_htab_init_keyed(t, eq, key);
 }
 
 void ordo_htab_destroy(ordo_htab_t *t)

@@ -51,6 +51,11 @@ typedef struct ordo_htab_s {
  * Returns 0, or -1 if the first bucket array could not be allocated. */
 int ordo_htab_init(ordo_htab_t *t, ordo_htab_eq_fn eq);
 
+/* ordo_htab_init_keyed() -- the same with the caller's hash key (made once
+ * with ordo_random_key() by an owner that builds many short-lived tables,
+ * so each does not cost a getrandom() call). */
+int ordo_htab_init_keyed(ordo_htab_t *t, ordo_htab_eq_fn eq, const uint8_t key[ORDO_SIPHASH_KEY_LEN]);
+
 /* ordo_htab_destroy() -- free the bucket array; entries are the caller's. */
 void ordo_htab_destroy(ordo_htab_t *t);
 
