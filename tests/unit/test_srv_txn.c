@@ -88,6 +88,80 @@ static void test_check_delivery_tokens(void **state)
     core_destroy(c);
 }
 
+/* The transaction's own pushes count per key and per queue (MAXPERKEY,
+ * MAXLEN), kept apart by queue and by key, across many keys: the check
+ * looks them up by hash (a scan per push made a 1,000-push batch
+ * quadratic), and must count exactly what the scan counted. */
+static void test_check_counts_pushes_per_key_and_per_queue(void **state)
+{
+    (void)state;
+    enum { KEYS = 300, MAXLEN = 700 };
+    core_t *c = core_create(1000);
+    apply_result_t res;
+    queue_config_t cfg;
+    queue_config_defaults(&cfg);
+    cfg.maxperkey = 2;
+    cfg.maxlen = MAXLEN;
+    char enc[CORE_QCONFIG_BYTES];
+    core_qconfig_encode(&cfg, enc);
+    record_t conf = {.type = REC_Q_CONFIG, .time_ms = 1,
+                     .q_config = {.queue = "q", .qlen = 1, .config = enc, .clen = CORE_QCONFIG_BYTES}};
+    core_apply(c, &conf, &res);
+    assert_int_equal(res.status, AP_OK);
+    static char keys[KEYS][8];
+    core_txn_check_t t;
+    core_txn_check_init(c, &t);
+    size_t pushed = 0;
+    for (int round = 0; round < 3; round++) {
+        for (int k = 0; k < KEYS; k++) {
+            snprintf(keys[k], sizeof keys[k], "k%d", k);
+            record_t p = {.type = REC_Q_PUSH, .time_ms = 1,
+                          .q_push = {.queue = "q", .qlen = 1, .key = keys[k], .klen = (uint32_t)strlen(keys[k]),
+                                     .payload = "p", .plen = 1}};
+            bool ok = core_check(c, &t, &p, &res);
+            if (round < 2) {
+                assert_true(ok); /* two per key fit: 600 of MAXLEN 700 */
+                pushed++;
+            } else {
+                assert_false(ok); /* a third of a key never fits */
+                assert_int_equal(res.status, AP_QLIMIT);
+            }
+            /* Queue q2 (q's name and one byte more), same keys: its own counts. */
+            record_t o = p;
+            o.q_push.queue = "q2";
+            o.q_push.qlen = 2;
+            assert_true(core_check(c, &t, &o, &res));
+        }
+    }
+    assert_int_equal(pushed, 2 * KEYS);
+    core_txn_check_free(&t);
+
+    /* MAXLEN counts the transaction's pushes to the queue over every key. */
+    core_txn_check_init(c, &t);
+    for (int k = 0; k < KEYS; k++) {
+        record_t p = {.type = REC_Q_PUSH, .time_ms = 1,
+                      .q_push = {.queue = "q", .qlen = 1, .key = keys[k], .klen = (uint32_t)strlen(keys[k]),
+                                 .payload = "p", .plen = 1}};
+        assert_true(core_check(c, &t, &p, &res));
+        assert_true(core_check(c, &t, &p, &res));
+    }
+    static char others[MAXLEN - 2 * KEYS][16]; /* the check keeps pointers to them until it ends */
+    for (int k = 0; k < MAXLEN - 2 * KEYS; k++) {
+        snprintf(others[k], sizeof others[k], "other%d", k);
+        record_t p = {.type = REC_Q_PUSH, .time_ms = 1,
+                      .q_push = {.queue = "q", .qlen = 1, .key = others[k], .klen = (uint32_t)strlen(others[k]),
+                                 .payload = "p", .plen = 1}};
+        assert_true(core_check(c, &t, &p, &res));
+    }
+    record_t last = {.type = REC_Q_PUSH, .time_ms = 1,
+                     .q_push = {.queue = "q", .qlen = 1, .key = "new", .klen = 3, .payload = "p", .plen = 1}};
+    assert_false(core_check(c, &t, &last, &res));
+    assert_int_equal(res.status, AP_QFULL);
+    core_txn_check_free(&t);
+    assert_int_equal(core_rev(c), 1); /* nothing applied but the config */
+    core_destroy(c);
+}
+
 /* Append rec's byte form to a rec_txn_t's buffer. */
 static void add(ordo_buf_t *b, const record_t *rec)
 {
@@ -131,6 +205,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_check_changes_nothing_and_follows_the_transaction),
         cmocka_unit_test(test_check_delivery_tokens),
+        cmocka_unit_test(test_check_counts_pushes_per_key_and_per_queue),
         cmocka_unit_test(test_txn_record_applies_in_order_and_replays),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

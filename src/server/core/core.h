@@ -452,10 +452,9 @@ void core_apply(core_t *c, const record_t *rec, apply_result_t *res);
  * key) if no guard fails; false with res->status the failing outcome.
  * Pointers of the records checked must stay valid until the check ends. */
 typedef struct core_txn_check_s {
-    struct txn_key_s *keys;   /* KV keys written so far (owned) */
-    size_t nkeys, capkeys;
-    struct txn_settled_s *settled; /* deliveries acked or nacked so far (owned) */
-    size_t nsettled, capsettled;
+    struct txn_index_s *ix;   /* KV keys written, pushes made and deliveries settled so far,
+                               * hashed (owned; NULL until a record needs it) */
+    const uint8_t *hash_key;  /* the core's key for that table (no getrandom() per check) */
     uint64_t rev;             /* the revision the next record would take */
 } core_txn_check_t;
 void core_txn_check_init(const core_t *c, core_txn_check_t *t);
