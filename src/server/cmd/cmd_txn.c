@@ -34,7 +34,7 @@
  * slot, a reply that would still carry the array past it (a read of what
  * the transaction wrote) with -LIMIT. Neither phase holds more than the
  * bound plus one command's reply.
- * At queue time a write handler also runs once in WTXN_CHECK: an error it
+ * At queue time a write handler also runs once in WTXN_SYNTAX: an error it
  * answers before making any record is a syntax error, answered at once.
  *
  * Invariant: conn->txn is NULL or owned by the connection; EXEC, DISCARD
@@ -177,9 +177,9 @@ static bool syntax_error(cmd_ctx_t *x, const cmd_def_t *d)
 {
     writer_txn_t w;
     ordo_buf_t scratch = {0};
-    writer_txn_begin(x->srv, &w, WTXN_CHECK);
+    writer_txn_begin(x->srv, &w, WTXN_SYNTAX);
     run(x, d, x->argc, x->argv, &scratch);
-    bool made = w.check.rev != core_rev(x->srv->core) + 1 || w.failed;
+    bool made = w.count > 0;
     writer_txn_end(x->srv, &w);
     /* Only -ERR: -NOTHOLDER, -LIMIT, -READONLY... depend on the state,
      * which EXEC judges again. */

@@ -96,8 +96,14 @@ static inline void writer_settle(server_t *s)
  *     their answers are written before it is logged, and like every reply
  *     they leave only once it is committed; if the log refuses it, the
  *     connections holding them are closed unsent (the drop_unmarked hook).
+ *   WTXN_SYNTAX: nothing is applied or judged; each record is only
+ *     counted (count), and comes back AP_NOOP. The command layer runs a
+ *     write this way when MULTI queues it, to learn whether it makes a
+ *     record at all (an argument error makes none): judging it against
+ *     the state would cost as much as the write, for a verdict EXEC
+ *     gives again.
  * Either way the verdict is WRITER_APPLIED. */
-enum writer_txn_mode { WTXN_CHECK = 1, WTXN_APPLY = 2 };
+enum writer_txn_mode { WTXN_CHECK = 1, WTXN_APPLY = 2, WTXN_SYNTAX = 3 };
 typedef struct writer_txn_s {
     int mode;
     core_txn_check_t check;   /* WTXN_CHECK: what the records so far would leave */
@@ -105,7 +111,7 @@ typedef struct writer_txn_s {
     int fail_status;          /* ... its outcome (enum apply_status) */
     uint64_t fail_cur_rev;    /* ... AP_CONFLICT: the key's revision */
     ordo_buf_t recs;          /* WTXN_APPLY: the sub-records (rec_txn_t's form) */
-    uint64_t count;
+    uint64_t count;           /* WTXN_APPLY: records collected; WTXN_SYNTAX: records made */
 } writer_txn_t;
 /* writer_txn_begin() -- set s->writer.txn to t (zeroed here) in mode. */
 void writer_txn_begin(server_t *s, writer_txn_t *t, int mode);
