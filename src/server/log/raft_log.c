@@ -812,15 +812,24 @@ static void apply_change(raft_log_t *rl, uint64_t index, const struct raft_entry
         fprintf(stderr, "ordod: cluster: raft configuration: %s\n", raft_strerror(rv));
 }
 
+/* Where the oldest proposal of this member not yet committed is in the
+ * FIFO, or rl->fcount if there is none. */
+static size_t first_proposal_at(const raft_log_t *rl)
+{
+    size_t i = 0;
+    for (; i < rl->fcount; i++) {
+        const pend_t *p = &rl->fifo[(rl->fhead + i) % rl->fcap];
+        if (p->kind != PEND_ROUND && !p->done)
+            break;
+    }
+    return i;
+}
+
 /* The oldest proposal of this member not yet committed, or NULL. */
 static pend_t *first_proposal(raft_log_t *rl)
 {
-    for (size_t i = 0; i < rl->fcount; i++) {
-        pend_t *p = fifo_at(rl, i);
-        if (p->kind != PEND_ROUND && !p->done)
-            return p;
-    }
-    return NULL;
+    size_t at = first_proposal_at(rl);
+    return at < rl->fcount ? fifo_at(rl, at) : NULL;
 }
 
 static void apply_committed(raft_log_t *rl)
@@ -1530,12 +1539,7 @@ static void rl_stats(const log_t *l, log_stats_t *out)
     /* A member that led and lost leadership with entries in flight holds
      * records that may never be committed: no snapshot until they are
      * settled (committed, or the state rebuilt). */
-    bool own_pending = false;
-    for (size_t i = 0; i < rl->fcount && !rl->leading; i++) {
-        const pend_t *p = &rl->fifo[(rl->fhead + i) % rl->fcap];
-        if (p->kind != PEND_ROUND && !p->done)
-            own_pending = true;
-    }
+    bool own_pending = !rl->leading && first_proposal_at(rl) < rl->fcount;
     uint64_t since = rl->applied_index - raft_store_snapshot(rl->store)->index;
     out->snapshot_wanted = !rl->snap_on && !rl->install_pending && rl->started && !own_pending &&
                            raft_store_snapshot(rl->store)->index <= rl->applied_index &&
