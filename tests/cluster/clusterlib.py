@@ -368,6 +368,11 @@ class Cluster:
 
     # -- convergence
 
+    def assert_digests_equal(self):
+        """wait_synced(), then every live member's state digest is the same."""
+        digests = self.wait_synced()
+        assert len(set(digests.values())) == 1, "DEBUG DIGEST differs: %r" % digests
+
     def wait_synced(self, members=None, deadline_s=SYNC_DEADLINE_S):
         """Poll until every member (default: the live ones) has applied the
         same index, equal to the leader's commit index, and read each one's

@@ -21,19 +21,14 @@ import time
 import checkers
 from clusterlib import ClusterClient, Sampler, poll
 from resp import Closed, RespError
-from workloads import (QUEUE, QUEUE_LEASE_MS, Gate, Recorder, Workers, kill_rounds, kv_observations, kv_reader,
-                       kv_watcher, kv_writer, elect_client, lock_client, q_consumer, q_len, q_producer, read_final,
-                       sweep_reads, watch_last)
+from workloads import (QUEUE, QUEUE_LEASE_MS, GatedKVWriters, Recorder, Workers, kill_rounds, kv_observations,
+                       kv_reader, kv_watcher, kv_writer, elect_client, lock_client, q_consumer, q_len, q_producer,
+                       read_final, watch_last)
 
 KILLS = 5
 QUEUE_PER_KEY_MAX = 2000   # pushes per key at most (the producers run until the kills are done)
 WRITERS = 4
 KEYS_PER_WRITER = 4
-
-
-def _digests_equal(cl):
-    digests = cl.wait_synced()
-    assert len(set(digests.values())) == 1, "DEBUG DIGEST differs: %r" % digests
 
 
 def _acked(rec):
@@ -43,24 +38,13 @@ def _acked(rec):
 def test_leader_kills_lose_no_acked_write(make_cluster):
     cl = make_cluster(3)
     rec = Recorder()
-    keys = [["k%d-%d" % (t, i) for i in range(KEYS_PER_WRITER)] for t in range(WRITERS)]
-    all_keys = [k for ks in keys for k in ks]
     sampler = Sampler(cl)
     sampler.start()
     work = Workers()
-    gate = Gate(WRITERS)
-    for t in range(WRITERS):
-        work.spawn(lambda *a: kv_writer(*a, gate=gate), cl, t, keys[t], rec)
-
-    def sweep():
-        # the writers hold still (no write in flight) while every key is read
-        gate.pause()
-        try:
-            sweep_reads(cl, all_keys, rec)
-        finally:
-            gate.resume()
+    writers = GatedKVWriters(cl, rec, work, "k", WRITERS, KEYS_PER_WRITER)
+    all_keys = writers.all_keys
     try:
-        killed = kill_rounds(cl, KILLS, lambda: _acked(rec), need=40, workers=[work], after_kill=sweep)
+        killed = kill_rounds(cl, KILLS, lambda: _acked(rec), need=40, workers=[work], after_kill=writers.sweep)
     finally:
         work.stop()
         samples = sampler.stop()
@@ -77,7 +61,7 @@ def test_leader_kills_lose_no_acked_write(make_cluster):
              len(samples), lost, reused, two))
     assert (lost, reused, two) == (0, 0, 0)
     assert not errs, "error replies to writes: %r" % [w["reply"] for w in errs[:5]]
-    _digests_equal(cl)
+    cl.assert_digests_equal()
 
 
 def test_linearizable_reads_across_kills(make_cluster):
@@ -106,7 +90,7 @@ def test_linearizable_reads_across_kills(make_cluster):
     print("killed=%s writes=%d reads=%d stale=%d reused=%d lost=%d two_leaders=%d"
           % (killed, len(rec.get("write")), len(rec.get("read")), stale, reused, lost, two))
     assert (stale, reused, lost, two) == (0, 0, 0, 0)
-    _digests_equal(cl)
+    cl.assert_digests_equal()
 
 
 def test_queue_order_and_acks_across_failover(make_cluster):
@@ -140,7 +124,7 @@ def test_queue_order_and_acks_across_failover(make_cluster):
     print("killed=%s pushes=%d deliveries=%d acks=%d order=%d double_acks=%d lost=%d"
           % (killed, len(pushes), len(deliveries), len(acks), order, double, lost))
     assert (order, double, lost) == (0, 0, 0)
-    _digests_equal(cl)
+    cl.assert_digests_equal()
 
 
 def test_lock_tokens_increase_across_failover(make_cluster):
@@ -162,7 +146,7 @@ def test_lock_tokens_increase_across_failover(make_cluster):
     print("killed=%s grants=%d token_violations=%d terms=%d term_violations=%d"
           % (killed, len(grants), bad, len(terms), bad_terms))
     assert (bad, bad_terms) == (0, 0)
-    _digests_equal(cl)
+    cl.assert_digests_equal()
 
 
 def _blocked(member):
@@ -279,7 +263,7 @@ def test_deadlines_passing_without_a_leader(make_cluster):
         assert st == "ok" and len(again) == 1 and again[0][0] == pulled[0][0] and again[0][3] == 2, (st, again)
     finally:
         cc.close()
-    _digests_equal(cl)
+    cl.assert_digests_equal()
 
 
 def test_watch_resumes_across_failover(make_cluster):

@@ -13,7 +13,7 @@ import time
 
 import checkers
 from faultproxy import FaultProxy
-from resp import Closed, Conn, RespError
+from resp import Closed, Conn
 from workloads import Recorder, kv_get
 from clusterlib import ClusterClient
 

@@ -32,7 +32,7 @@ import pytest
 import checkers
 from clusterlib import ORDOD, ClusterClient, Sampler, poll
 from resp import Closed, RespError
-from workloads import Gate, Recorder, Workers, kv_observations, kv_reader, kv_writer, read_final, sweep_reads
+from workloads import GatedKVWriters, Recorder, Workers, kv_observations, kv_reader, read_final
 
 SMALL = ["--cluster-snapshot-entries", "32", "--cluster-snapshot-trailing", "8"]
 SHIM_DIR = os.path.dirname(ORDOD)
@@ -57,11 +57,6 @@ def _grow(cl, rec, work, need):
     poll(grown, "%d more acknowledged writes (have %d)" % (need, base), PROGRESS_S)
 
 
-def _digests_equal(cl):
-    digests = cl.wait_synced()
-    assert len(set(digests.values())) == 1, "DEBUG DIGEST differs: %r" % digests
-
-
 def _members(m):
     r = m.call("CLUSTER", "MEMBERS")
     assert isinstance(r, list), r
@@ -71,22 +66,13 @@ def _members(m):
 def test_chaos_at_small_snapshot_settings(make_cluster):
     cl = make_cluster(3, extra=SMALL)
     rec = Recorder()
-    keys = [["x%d-%d" % (t, i) for i in range(KEYS_PER_WRITER)] for t in range(WRITERS)]
-    all_keys = [k for ks in keys for k in ks]
     sampler = Sampler(cl)
     sampler.start()
     work = Workers()
-    gate = Gate(WRITERS)
-    for t in range(WRITERS):
-        work.spawn(lambda *a: kv_writer(*a, gate=gate), cl, t, keys[t], rec)
+    writers = GatedKVWriters(cl, rec, work, "x", WRITERS, KEYS_PER_WRITER)
+    all_keys = writers.all_keys
+    sweep = writers.sweep
     work.spawn(kv_reader, cl, all_keys, rec, 7)
-
-    def sweep():
-        gate.pause()
-        try:
-            sweep_reads(cl, all_keys, rec)
-        finally:
-            gate.resume()
     steps = []
     taken = 0
     try:
@@ -155,7 +141,7 @@ def test_chaos_at_small_snapshot_settings(make_cluster):
           % (steps, len(writes), _acked(rec), len(rec.get("read")), lost, stale, reused, two, taken))
     assert (lost, stale, reused, two) == (0, 0, 0, 0)
     assert taken > 0, "no snapshot was taken at these settings"
-    _digests_equal(cl)
+    cl.assert_digests_equal()
 
 
 def test_leader_compacts_under_continuous_writes(make_cluster):
@@ -191,7 +177,7 @@ def test_leader_compacts_under_continuous_writes(make_cluster):
     assert not errors, errors[:3]
     info = leader.info()
     assert info["cluster_role"] == "leader" and int(info["cluster_term"]) == cl.term(leader)
-    _digests_equal(cl)
+    cl.assert_digests_equal()
 
 
 def test_reads_write_nothing_to_the_log(make_cluster):
@@ -340,7 +326,7 @@ def test_full_disk_member_steps_aside_and_recovers(make_cluster, tmp_path):
     finally:
         cc.close()
     cl.wait_ready()
-    _digests_equal(cl)
+    cl.assert_digests_equal()
     leader = cl.leader()
     assert leader.call("GET", "d99") == b"b"
     missing = [k for k in acked if leader.call("EXISTS", k) != 1]

@@ -3,7 +3,8 @@ record (the histories tests/cluster/checkers.py reads; the record shapes
 are documented there).
 
 Owns: Recorder (thread-safe lists of records), Gate (writers held between
-requests), the KV writers and readers, sweep_reads,
+requests), the KV writers and readers, sweep_reads, GatedKVWriters
+(writers on their own keys, swept while they hold still),
 the queue producers and consumers, the lock and election clients, a
 watcher that follows the leader, Workers (threads
 started together and stopped, bounded), read_final, and kill_rounds (the
@@ -204,6 +205,29 @@ def sweep_reads(cluster, keys, rec, kind="sweep"):
                 rec.add(kind, {"key": k, "value": v, "rev": rev, "t0": t0, "t1": time.monotonic()})
     finally:
         cc.close()
+
+
+class GatedKVWriters:
+    """writers kv_writer threads (spawned on work), writer t on keys
+    "<prefix><t>-<i>" for i < keys_per_writer, all held by one Gate; keys
+    (per writer) and all_keys say which. sweep() reads every key through
+    the leader while the writers hold still (no write in flight), so a
+    read that misses an acknowledged write is a lost write, not a race."""
+
+    def __init__(self, cluster, rec, work, prefix, writers, keys_per_writer):
+        self.cluster, self.rec = cluster, rec
+        self.keys = [["%s%d-%d" % (prefix, t, i) for i in range(keys_per_writer)] for t in range(writers)]
+        self.all_keys = [k for ks in self.keys for k in ks]
+        self.gate = Gate(writers)
+        for t in range(writers):
+            work.spawn(lambda *a: kv_writer(*a, gate=self.gate), cluster, t, self.keys[t], rec)
+
+    def sweep(self):
+        self.gate.pause()
+        try:
+            sweep_reads(self.cluster, self.all_keys, self.rec)
+        finally:
+            self.gate.resume()
 
 
 def kv_observations(rec, final):
