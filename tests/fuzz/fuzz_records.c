@@ -93,6 +93,11 @@ size_t fuzz_sample_records(record_t *out, size_t max)
         {.type = REC_Q_PUSH, .time_ms = T0,
          .q_push = {.queue = "w", .qlen = 1, .key = "k", .klen = 1, .payload = "p", .plen = 1}},
         {.type = REC_Q_DROP, .time_ms = T0, .q = {.queue = "w", .qlen = 1}},
+        /* An idempotency key (HTTP Idempotency-Key): kept past every
+         * other record, so the snapshot seeds carry an 'I' entry. */
+        {.type = REC_Q_PUSH, .time_ms = T0, .flags = REC_F_IDEM,
+         .q_push = {.queue = "q", .qlen = 1, .key = "k4", .klen = 2, .payload = "p4", .plen = 2,
+                    .dedup_id = "idem-1", .dlen = 6, .idem_hash = 0x1234abcd, .idem_ms = 86400000}},
     };
     size_t n = sizeof all / sizeof all[0];
     CHECK(n <= max);
