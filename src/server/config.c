@@ -106,6 +106,14 @@ static const option_def_t options[] = {
     INT_OPT("http-idempotency-keys-max", http_idempotency_keys_max, "1000000", 0, 1000000000,
             "idempotency keys kept at most (all queues); past it a request with a new key is refused (429) until "
             "older keys end"),
+    /* Long enough for work a caller waits on; past it the caller gets
+     * 202 and the result's Location, and the message still runs. */
+    INT_OPT("http-call-timeout-ms", http_call_timeout_ms, "30000", 1, 86400000,
+            "a call (POST /v1/queues/<q>/keys/<k>/call) with no timeout= waits this long for its result, then "
+            "answers 202 with the result's Location (timeout=0 waits with no limit)"),
+    STR_OPT("http-cors-origins", http_cors_origins, "",
+            "origins a browser may call the HTTP API from: * (any), or a comma-separated list of exact origins "
+            "(https://app.example:8443); empty: no CORS headers"),
     INT_OPT("max-args", max_args, "65536", 1, 16777216, "arguments per command"),
     SIZE_OPT("max-bulk-bytes", max_bulk_bytes, "16m", 1024, 2 * GiB, "bytes per command argument"),
     SIZE_OPT("max-inline-bytes", max_inline_bytes, "64k", 256, 64 * MiB, "bytes per inline command line"),

@@ -56,6 +56,8 @@ typedef struct ordo_config_s {
     int64_t http_idle_ms;            /* a keep-alive HTTP connection with nothing to do is closed after this */
     int64_t http_idempotency_ms;     /* an idempotency key is kept this long */
     int64_t http_idempotency_keys_max; /* idempotency keys kept at most (all queues) */
+    int64_t http_call_timeout_ms;    /* a call (POST .../call) with no timeout= waits this long, then 202 */
+    char http_cors_origins[4096];    /* origins a browser may call the HTTP API from ("*": any; "": none) */
     int64_t max_args;                /* arguments per command */
     int64_t max_bulk_bytes;          /* bytes per argument (the parser's bound) */
     int64_t max_inline_bytes;        /* bytes per inline command line */

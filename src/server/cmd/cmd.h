@@ -133,6 +133,16 @@ const char *cmd_http_unhealthy(conn_t *c);
 void cmd_http_metrics(conn_t *c, ordo_buf_t *out);
 /* The JSON of /v1/status (the dashboard's data), appended to out. */
 void cmd_http_status(conn_t *c, ordo_buf_t *out);
+/* Does queue name[0..n) exist? (true on a member that does not lead: the
+ * command then answers, -NOTLEADER.) */
+bool cmd_http_queue_exists(conn_t *c, const char *name, size_t n);
+/* Is key[0..n) live? Its mod revision in *rev (on a member that does not
+ * lead: true and 0, and the write that follows is refused -NOTLEADER). */
+bool cmd_http_key_rev(conn_t *c, const char *key, size_t n, uint64_t *rev);
+/* Is s[0..n) one JSON text (RFC 8259, nesting at most CMD_JSON_DEPTH_MAX)?
+ * A result that is gets Content-Type: application/json. */
+#define CMD_JSON_DEPTH_MAX 64
+bool cmd_http_is_json(const char *s, size_t n);
 /* "name":"s" when s[0..n) is UTF-8 with no control byte but \t, \n, \r,
  * else "name_b64":"<base64>" (docs/http.md): at most twice n, plus quotes. */
 void cmd_http_json_field(ordo_buf_t *b, const char *name, const char *s, size_t n);

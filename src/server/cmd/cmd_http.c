@@ -129,6 +129,155 @@ void cmd_http_sse_marker(ordo_buf_t *b, const char *event, uint64_t rev, bool wi
     ordo_buf_printf(b, "event: %s\ndata: {\"revision\":%llu}\n\n", event, (unsigned long long)rev);
 }
 
+bool cmd_http_queue_exists(conn_t *c, const char *name, size_t n)
+{
+    return !cluster_leads(c->srv) || queue_get(core_queues(c->srv->core), name, n) != NULL;
+}
+
+bool cmd_http_key_rev(conn_t *c, const char *key, size_t n, uint64_t *rev)
+{
+    *rev = 0;
+    if (!cluster_leads(c->srv))
+        return true;
+    const kv_version_t *v = kv_get(core_kv(c->srv->core), key, n);
+    if (v == NULL)
+        return false;
+    *rev = v->mod_rev;
+    return true;
+}
+
+/* ---- JSON recognition (results' Content-Type) --------------------------------- */
+
+typedef struct {
+    const unsigned char *p, *end;
+} jscan_t;
+
+static void j_ws(jscan_t *j)
+{
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
+        j->p++;
+}
+
+static bool j_lit(jscan_t *j, const char *lit)
+{
+    size_t n = strlen(lit);
+    if ((size_t)(j->end - j->p) < n || memcmp(j->p, lit, n) != 0)
+        return false;
+    j->p += n;
+    return true;
+}
+
+static bool j_digits(jscan_t *j)
+{
+    const unsigned char *s = j->p;
+    while (j->p < j->end && *j->p >= '0' && *j->p <= '9')
+        j->p++;
+    return j->p > s;
+}
+
+static bool j_number(jscan_t *j)
+{
+    if (j->p < j->end && *j->p == '-')
+        j->p++;
+    if (j->p < j->end && *j->p == '0')
+        j->p++;
+    else if (!(j->p < j->end && *j->p >= '1' && *j->p <= '9') || !j_digits(j))
+        return false;
+    if (j->p < j->end && *j->p == '.') {
+        j->p++;
+        if (!j_digits(j))
+            return false;
+    }
+    if (j->p < j->end && (*j->p == 'e' || *j->p == 'E')) {
+        j->p++;
+        if (j->p < j->end && (*j->p == '+' || *j->p == '-'))
+            j->p++;
+        if (!j_digits(j))
+            return false;
+    }
+    return true;
+}
+
+static bool j_string(jscan_t *j)
+{
+    if (j->p >= j->end || *j->p != '"')
+        return false;
+    const unsigned char *s = ++j->p;
+    while (j->p < j->end && *j->p != '"') {
+        if (*j->p < 0x20)
+            return false;
+        if (*j->p == '\\') {
+            if (++j->p >= j->end)
+                return false;
+            if (*j->p == 'u') {
+                for (int i = 0; i < 4; i++)
+                    if (++j->p >= j->end || !strchr("0123456789abcdefABCDEF", *j->p) || *j->p == 0)
+                        return false;
+            } else if (!strchr("\"\\/bfnrt", *j->p) || *j->p == 0) {
+                return false;
+            }
+        }
+        j->p++;
+    }
+    if (j->p >= j->end || !utf8_valid(s, (size_t)(j->p - s)))
+        return false;
+    j->p++;
+    return true;
+}
+
+static bool j_value(jscan_t *j, int depth)
+{
+    j_ws(j);
+    if (j->p >= j->end)
+        return false;
+    switch (*j->p) {
+    case '"': return j_string(j);
+    case 't': return j_lit(j, "true");
+    case 'f': return j_lit(j, "false");
+    case 'n': return j_lit(j, "null");
+    case '[': case '{': {
+        if (depth >= CMD_JSON_DEPTH_MAX)
+            return false;
+        bool obj = *j->p++ == '{';
+        j_ws(j);
+        if (j->p < j->end && *j->p == (obj ? '}' : ']')) {
+            j->p++;
+            return true;
+        }
+        for (;;) {
+            if (obj) {
+                j_ws(j);
+                if (!j_string(j))
+                    return false;
+                j_ws(j);
+                if (j->p >= j->end || *j->p++ != ':')
+                    return false;
+            }
+            if (!j_value(j, depth + 1))
+                return false;
+            j_ws(j);
+            if (j->p >= j->end)
+                return false;
+            unsigned char ch = *j->p++;
+            if (ch == (obj ? '}' : ']'))
+                return true;
+            if (ch != ',')
+                return false;
+        }
+    }
+    default: return j_number(j);
+    }
+}
+
+bool cmd_http_is_json(const char *s, size_t n)
+{
+    jscan_t j = {(const unsigned char *)s, (const unsigned char *)s + n};
+    if (!j_value(&j, 0))
+        return false;
+    j_ws(&j);
+    return j.p == j.end;
+}
+
 const char *cmd_http_unhealthy(conn_t *c)
 {
     const char *why = server_readonly(c->srv);

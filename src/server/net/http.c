@@ -57,9 +57,15 @@ enum route {
 };
 
 /* Headers we read; the others are skipped. */
-enum hdr { H_AUTH, H_IDEM, H_IF_MATCH, H_IF_NONE_MATCH, H_LAST_EVENT_ID, H_EXPECT, H_COUNT };
+enum hdr { H_AUTH, H_IDEM, H_IF_MATCH, H_IF_NONE_MATCH, H_LAST_EVENT_ID, H_EXPECT, H_ORIGIN, H_ACR_METHOD, H_COUNT };
 static const char *const hdr_names[H_COUNT] = {"authorization", "idempotency-key", "if-match", "if-none-match",
-                                               "last-event-id", "expect"};
+                                               "last-event-id", "expect", "origin", "access-control-request-method"};
+
+/* What a browser on an allowed origin may send and read (CORS). */
+#define CORS_METHODS "GET, PUT, POST, DELETE, OPTIONS"
+#define CORS_HEADERS "Authorization, Content-Type, Idempotency-Key, If-Match, If-None-Match, Last-Event-ID"
+#define CORS_EXPOSE "ETag, Location"
+#define CORS_MAX_AGE_S 600
 
 #define HTTP_ARGS_MAX 12
 
@@ -78,6 +84,7 @@ struct http_conn_s {
     bool keep_alive;
     bool awaiting;          /* a dispatched command's reply is not yet rewritten */
     bool sse;               /* this connection is an event stream */
+    bool cors;              /* the request's Origin is allowed (http-cors-origins): responses say so */
     bool counted;           /* counted in the listener's nconns */
     int route;
     uint64_t raw_abs;       /* see the invariants */
@@ -190,6 +197,64 @@ static bool err_is(const rv_t *v, const char *code)
     return v->type == '-' && v->len >= n && memcmp(v->s, code, n) == 0 && (v->len == n || v->s[n] == ' ');
 }
 
+/* Does the If-None-Match list b ("*", or ETags separated by commas, weak
+ * ones included: W/"12") name revision rev? A malformed member matches
+ * nothing (handle_request() refused a malformed list already). */
+static bool etag_listed(const ordo_buf_t *b, uint64_t rev)
+{
+    const char *p = b->data ? b->data : "", *end = p + b->len;
+    while (p < end) {
+        while (p < end && (*p == ' ' || *p == '\t' || *p == ','))
+            p++;
+        if (p < end && *p == '*')
+            return true;
+        if (end - p >= 2 && p[0] == 'W' && p[1] == '/')
+            p += 2;
+        if (p >= end || *p != '"')
+            return false;
+        p++;
+        uint64_t v = 0;
+        int digits = 0;
+        for (; p < end && *p >= '0' && *p <= '9' && digits < 20; p++, digits++)
+            v = v * 10 + (uint64_t)(*p - '0');
+        if (p >= end || *p != '"' || digits == 0)
+            return false;
+        p++;
+        if (v == rev)
+            return true;
+    }
+    return false;
+}
+
+/* Is b a well-formed list of ETags ("12", W/"12", separated by commas)? */
+static bool etag_list_ok(const ordo_buf_t *b)
+{
+    const char *p = b->data ? b->data : "", *end = p + b->len;
+    bool any = false;
+    while (p < end) {
+        while (p < end && (*p == ' ' || *p == '\t'))
+            p++;
+        if (p == end)
+            break;
+        if (end - p >= 2 && p[0] == 'W' && p[1] == '/')
+            p += 2;
+        if (p >= end || *p != '"')
+            return false;
+        const char *d = ++p;
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+        if (p == d || p - d > 19 || p >= end || *p != '"')
+            return false;
+        p++;
+        any = true;
+        while (p < end && (*p == ' ' || *p == '\t'))
+            p++;
+        if (p < end && *p++ != ',')
+            return false;
+    }
+    return any;
+}
+
 /* ---- writing responses ---------------------------------------------------- */
 
 static const char *reason(int status)
@@ -198,6 +263,8 @@ static const char *reason(int status)
     case 200: return "OK";
     case 202: return "Accepted";
     case 204: return "No Content";
+    case 304: return "Not Modified";
+    case 403: return "Forbidden";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
     case 404: return "Not Found";
@@ -228,13 +295,30 @@ static void mark_http(conn_t *c) { c->http->raw_abs = c->out_consumed + c->out.l
 
 /* Append a whole response to out; headers is "" or lines ending in CRLF.
  * Responses that close the connection say so. */
+/* The CORS lines of a response to an allowed origin (the origin echoed,
+ * so a browser may send credentials), else nothing. */
+static void add_cors(conn_t *c)
+{
+    struct http_conn_s *h = c->http;
+    if (!h->cors)
+        return;
+    ordo_buf_puts(&c->out, "Access-Control-Allow-Origin: ");
+    ordo_buf_append(&c->out, h->hdr[H_ORIGIN].data, h->hdr[H_ORIGIN].len);
+    ordo_buf_puts(&c->out, "\r\nVary: Origin\r\nAccess-Control-Expose-Headers: " CORS_EXPOSE "\r\n");
+}
+
 static void respond(conn_t *c, int status, const char *ctype, const char *headers, const void *body, size_t blen)
 {
     struct http_conn_s *h = c->http;
     bool close = !h->keep_alive || status == 400 || status == 408 || status == 413 || status == 431;
-    ordo_buf_printf(&c->out, "HTTP/1.1 %d %s\r\nContent-Length: %zu\r\n%s%s%s%s%s", status, reason(status), blen,
-                    ctype ? "Content-Type: " : "", ctype ? ctype : "", ctype ? "\r\n" : "", headers,
-                    close ? "Connection: close\r\n\r\n" : "\r\n");
+    /* 204 and 304 carry no body, and no Content-Length either (RFC 9110). */
+    if (status == 204 || status == 304)
+        ordo_buf_printf(&c->out, "HTTP/1.1 %d %s\r\n", status, reason(status));
+    else
+        ordo_buf_printf(&c->out, "HTTP/1.1 %d %s\r\nContent-Length: %zu\r\n", status, reason(status), blen);
+    add_cors(c);
+    ordo_buf_printf(&c->out, "%s%s%s%s%s", ctype ? "Content-Type: " : "", ctype ? ctype : "", ctype ? "\r\n" : "",
+                    headers, close ? "Connection: close\r\n\r\n" : "\r\n");
     ordo_buf_append(&c->out, body, blen);
     mark_http(c);
     h->last_ms = c->srv->now_ms;
@@ -286,7 +370,9 @@ static void dispatch(conn_t *c, int route, const resp_arg_t *argv, size_t argc);
 static void start_stream(conn_t *c)
 {
     assert(c->sse);
-    ordo_buf_puts(&c->out, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+    ordo_buf_puts(&c->out, "HTTP/1.1 200 OK\r\n");
+    add_cors(c);
+    ordo_buf_puts(&c->out, "Content-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
                            "X-Accel-Buffering: no\r\n\r\n: ordo watch\n\n");
     mark_http(c);
     c->http->sse = true;
@@ -327,7 +413,8 @@ static void answer(conn_t *c, const rv_t *v)
         /* fall through */
     case R_RESULT:
         if (v->type == '$')
-            respond(c, 200, "application/octet-stream", "", v->s, v->len);
+            respond(c, 200, cmd_http_is_json(v->s, v->len) ? "application/json" : "application/octet-stream", "",
+                    v->s, v->len);
         else if (v->type == '_')
             respond(c, h->route == R_CALL ? 200 : 204, NULL, "", "", 0);
         else if (v->type == '-')
@@ -349,7 +436,10 @@ static void answer(conn_t *c, const rv_t *v)
             respond_text(c, 404, "no such key");
         else if (v->type == '*' && v->len >= 3 && v->el[0].type == '$') {
             snprintf(hb, sizeof hb, "ETag: \"%" PRId64 "\"\r\n", v->el[2].i);
-            respond(c, 200, "application/octet-stream", hb, v->el[0].s, v->el[0].len);
+            if (h->has_hdr[H_IF_NONE_MATCH] && etag_listed(&h->hdr[H_IF_NONE_MATCH], (uint64_t)v->el[2].i))
+                respond(c, 304, NULL, hb, "", 0); /* the client's copy is current */
+            else
+                respond(c, 200, "application/octet-stream", hb, v->el[0].s, v->el[0].len);
         } else if (v->type == '-')
             respond_error(c, v);
         else
@@ -606,11 +696,99 @@ static void respond_unauthorized(conn_t *c)
             sizeof text - 1);
 }
 
+/* The first parameter of query whose name is not one of allowed (a NULL-
+ * terminated list), or NULL; *nlen is its name's length. A misspelt
+ * parameter (timout=50) is an error, not a silently absent one. */
+static const char *unknown_param(const char *query, size_t qlen, const char *const *allowed, size_t *nlen)
+{
+    const char *p = query, *end = query + qlen;
+    while (p < end) {
+        const char *amp = memchr(p, '&', (size_t)(end - p));
+        const char *e = amp ? amp : end;
+        const char *eq = memchr(p, '=', (size_t)(e - p));
+        size_t n = (size_t)((eq ? eq : e) - p);
+        bool known = n == 0 && e == p; /* an empty pair ("a=1&&b=2") names nothing */
+        for (size_t i = 0; !known && allowed[i] != NULL; i++)
+            known = strlen(allowed[i]) == n && memcmp(allowed[i], p, n) == 0;
+        if (!known) {
+            *nlen = n;
+            return p;
+        }
+        p = e + 1;
+    }
+    return NULL;
+}
+
+/* Answers 400 and returns true if query has a parameter not in allowed. */
+static bool refuse_unknown_params(conn_t *c, const char *query, size_t qlen, const char *const *allowed)
+{
+    size_t n;
+    const char *bad = unknown_param(query, qlen, allowed, &n);
+    if (bad == NULL)
+        return false;
+    ordo_buf_t b = ORDO_BUF_INIT;
+    ordo_buf_printf(&b, "unknown query parameter '%.*s'; this route takes ", (int)(n > 64 ? 64 : n), bad);
+    if (allowed[0] == NULL)
+        ordo_buf_puts(&b, "none");
+    for (size_t i = 0; allowed[i] != NULL; i++)
+        ordo_buf_printf(&b, "%s%s", i ? ", " : "", allowed[i]);
+    ordo_buf_append(&b, "", 1);
+    respond_text(c, 400, b.data);
+    ordo_buf_free(&b);
+    return true;
+}
+
+/* Is origin o[0..n) one that http-cors-origins allows ("*": any; else a
+ * comma-separated list of exact origins, "https://app.example:8443")? */
+static bool cors_allowed(const server_t *s, const char *o, size_t n)
+{
+    const char *list = s->cfg.http_cors_origins;
+    if (list[0] == '\0' || n == 0)
+        return false;
+    if (strcmp(list, "*") == 0)
+        return true;
+    for (const char *p = list; *p != '\0';) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        const char *e = p;
+        while (*e != '\0' && *e != ',' && *e != ' ')
+            e++;
+        if ((size_t)(e - p) == n && memcmp(p, o, n) == 0)
+            return true;
+        p = e;
+    }
+    return false;
+}
+
+/* OPTIONS: a CORS preflight (Origin and Access-Control-Request-Method)
+ * gets the methods and headers a browser may use, if its origin is
+ * allowed (403 naming the option if not); any other OPTIONS the methods. */
+static void respond_options(conn_t *c)
+{
+    struct http_conn_s *h = c->http;
+    if (h->has_hdr[H_ORIGIN] && h->has_hdr[H_ACR_METHOD]) {
+        if (!h->cors) {
+            respond_text(c, 403, "this origin is not allowed: list it in http-cors-origins");
+            return;
+        }
+        char hb[512];
+        snprintf(hb, sizeof hb,
+                 "Access-Control-Allow-Methods: " CORS_METHODS "\r\nAccess-Control-Allow-Headers: " CORS_HEADERS
+                 "\r\nAccess-Control-Max-Age: %d\r\n",
+                 CORS_MAX_AGE_S);
+        respond(c, 204, NULL, hb, "", 0);
+        return;
+    }
+    respond(c, 204, NULL, "Allow: " CORS_METHODS "\r\n", "", 0);
+}
+
 /* The routes served without a token: /healthz (a load balancer's probe)
- * and the dashboard's files (GET). Judged on the raw path, before the
+ * the dashboard's files (GET) and OPTIONS. Judged on the raw path, before the
  * body, so a request spelling them with escapes needs a token. */
 static bool open_route(const struct http_conn_s *h, int method)
 {
+    if (method == HTTP_OPTIONS)
+        return true; /* a browser's preflight carries no credentials */
     const char *url = h->url.data ? h->url.data : "";
     const char *q = memchr(url, '?', h->url.len);
     size_t plen = q ? (size_t)(q - url) : h->url.len;
@@ -682,6 +860,15 @@ static void handle_request(conn_t *c)
             break;
     }
 #define SEG(i, lit) (seg[i].len == strlen(lit) && memcmp(h->scratch.data + seg[i].off, lit, strlen(lit)) == 0)
+    if (method == HTTP_OPTIONS) {
+        respond_options(c);
+        return;
+    }
+    if (nseg >= 1 && SEG(0, "v1") && h->has_hdr[H_IF_NONE_MATCH] && !(h->hdr[H_IF_NONE_MATCH].len == 1 &&
+        h->hdr[H_IF_NONE_MATCH].data[0] == '*') && !etag_list_ok(&h->hdr[H_IF_NONE_MATCH])) {
+        respond_text(c, 400, "If-None-Match must be * or ETags this server gave (\"<revision>\", comma-separated)");
+        return;
+    }
     if (nseg == 1 && SEG(0, "healthz")) {
         const char *why = cmd_http_unhealthy(c);
         if (why != NULL)
@@ -733,11 +920,18 @@ static void handle_request(conn_t *c)
             return;
         }
         bool call = nseg == 6;
+        static const char *const call_params[] = {"timeout", NULL}, *const push_params[] = {NULL};
+        if (refuse_unknown_params(c, query, qlen, call ? call_params : push_params))
+            return;
         span_t timeout = {0, 0};
         bool has_timeout = call && query_param(h, query, qlen, "timeout", &timeout);
         if (has_timeout && !span_u64(h, timeout, &n64)) {
             respond_text(c, 400, "timeout must be a number of milliseconds");
             return;
+        }
+        if (call && !has_timeout) {
+            has_timeout = true; /* http-call-timeout-ms; timeout=0 waits with no limit */
+            n64 = (uint64_t)s->cfg.http_call_timeout_ms;
         }
         ARG_LIT(call ? "Q.CALL" : "Q.PUSH");
         ARG_SEG(2);
@@ -764,6 +958,13 @@ static void handle_request(conn_t *c)
             respond_text(c, 405, "GET only");
             return;
         }
+        static const char *const result_params[] = {"wait", NULL};
+        if (refuse_unknown_params(c, query, qlen, result_params))
+            return;
+        if (!cmd_http_queue_exists(c, h->scratch.data + seg[2].off, seg[2].len)) {
+            respond_text(c, 404, "no such queue");
+            return;
+        }
         /* The query first: decoding it onto scratch may move scratch, and
          * the arguments below point into it. */
         bool has_wait = query_param(h, query, qlen, "wait", &sp);
@@ -783,6 +984,9 @@ static void handle_request(conn_t *c)
         return;
     }
     if (nseg >= 3 && SEG(0, "v1") && SEG(1, "kv") && kv_rest != NULL) {
+        static const char *const kv_params[] = {NULL};
+        if (refuse_unknown_params(c, query, qlen, kv_params))
+            return;
         span_t key = {h->scratch.len, 0};
         if (!pct_decode(&h->scratch, kv_rest, kv_rest_len, false)) {
             respond_text(c, 400, "malformed percent-encoding in the path");
@@ -791,15 +995,28 @@ static void handle_request(conn_t *c)
         key.len = h->scratch.len - key.off;
         uint64_t rev = 0;
         bool cond = false;
-        if (h->has_hdr[H_IF_MATCH]) {
-            if (!header_rev(&h->hdr[H_IF_MATCH], &rev)) {
-                respond_text(c, 400, "If-Match must be an ETag this server gave (\"<revision>\")");
+        bool star_match = h->has_hdr[H_IF_MATCH] && h->hdr[H_IF_MATCH].len == 1 && h->hdr[H_IF_MATCH].data[0] == '*';
+        if (h->has_hdr[H_IF_MATCH] && method != HTTP_GET) {
+            if (star_match) {
+                /* "*": only if the key exists, at whatever revision it has
+                 * now (read and written in this one loop turn: nothing runs
+                 * between the two). */
+                if (!cmd_http_key_rev(c, h->scratch.data + key.off, key.len, &rev)) {
+                    respond_text(c, 412, "If-Match: * and there is no such key");
+                    return;
+                }
+            } else if (!header_rev(&h->hdr[H_IF_MATCH], &rev)) {
+                respond_text(c, 400, "If-Match must be * or an ETag this server gave (\"<revision>\")");
                 return;
             }
             cond = true;
-        } else if (h->has_hdr[H_IF_NONE_MATCH] && h->hdr[H_IF_NONE_MATCH].len == 1 &&
-                   h->hdr[H_IF_NONE_MATCH].data[0] == '*')
+        } else if (h->has_hdr[H_IF_NONE_MATCH] && method != HTTP_GET) {
+            if (!(h->hdr[H_IF_NONE_MATCH].len == 1 && h->hdr[H_IF_NONE_MATCH].data[0] == '*')) {
+                respond_text(c, 400, "If-None-Match on PUT or DELETE must be * (only if absent)");
+                return;
+            }
             cond = true, rev = 0;
+        }
         snprintf(nums[0], sizeof nums[0], "%" PRIu64, rev);
         if (method == HTTP_GET) {
             ARG_LIT("KV.GET");
@@ -826,6 +1043,13 @@ static void handle_request(conn_t *c)
     if (nseg == 2 && SEG(0, "v1") && SEG(1, "watch")) {
         if (method != HTTP_GET) {
             respond_text(c, 405, "GET only");
+            return;
+        }
+        static const char *const watch_params[] = {"key", "prefix", NULL};
+        if (refuse_unknown_params(c, query, qlen, watch_params))
+            return;
+        if (h->has_hdr[H_LAST_EVENT_ID] && !header_rev(&h->hdr[H_LAST_EVENT_ID], &n64)) {
+            respond_text(c, 400, "Last-Event-ID must be the id of an event this server sent (a revision)");
             return;
         }
         span_t key;
@@ -855,6 +1079,9 @@ static void handle_request(conn_t *c)
         return;
     }
     if (nseg == 2 && SEG(0, "v1") && SEG(1, "status")) {
+        static const char *const status_params[] = {NULL};
+        if (refuse_unknown_params(c, query, qlen, status_params))
+            return;
         ordo_buf_t b = ORDO_BUF_INIT;
         cmd_http_status(c, &b);
         respond(c, 200, "application/json", "Cache-Control: no-store\r\n", b.data, b.len);
@@ -933,6 +1160,7 @@ static int on_message_begin(http_parser *p)
     }
     h->in_value = false;
     h->body_max = 0;
+    h->cors = false;
     return 0;
 }
 
@@ -987,6 +1215,7 @@ static int on_headers_complete(http_parser *p)
     commit_header(h);
     h->in_value = false;
     conn_t *c = p->data;
+    h->cors = h->has_hdr[H_ORIGIN] && cors_allowed(c->srv, h->hdr[H_ORIGIN].data, h->hdr[H_ORIGIN].len);
     if (check_version(p) != 0)
         return -1;
     bool authed = authorized(c);

@@ -1,0 +1,177 @@
+"""The HTTP door keeps the small promises HTTP makes (docs/http.md):
+conditional GET (304) and If-Match: *, unknown query parameters and
+malformed conditional headers refused by name, a default call timeout, a
+bad Last-Event-ID refused, results of an unknown queue 404, results that
+are JSON served as JSON, CORS for configured origins (preflight and
+responses), OPTIONS answered, and no Content-Length on 204/304. Clients:
+http.client, curl, and a RESP consumer (redis-py)."""
+import json
+import subprocess
+import time
+
+from test_http import DEADLINE_S, raw_exchange, req
+
+ORIGIN = "https://app.example:8443"
+
+
+def put(srv, key, body, headers=None):
+    st, h, b = req(srv, "PUT", "/v1/kv/" + key, body=body, headers=headers)
+    return st, h, b
+
+
+def test_conditional_get_answers_304_while_the_copy_is_current(server):
+    st, h, _ = put(server, "doc", b"v1")
+    etag = h["etag"]
+    st, h, body = req(server, "GET", "/v1/kv/doc", headers={"If-None-Match": etag})
+    assert (st, body, h["etag"]) == (304, b"", etag)
+    assert "content-length" not in h
+    # A list naming it, weak form included, matches too; another does not.
+    assert req(server, "GET", "/v1/kv/doc", headers={"If-None-Match": '"1", W/' + etag})[0] == 304
+    assert req(server, "GET", "/v1/kv/doc", headers={"If-None-Match": "*"})[0] == 304
+    st, h2, body = req(server, "GET", "/v1/kv/doc", headers={"If-None-Match": '"999999"'})
+    assert (st, body) == (200, b"v1")
+    # Once it changed, the old ETag gets the new value.
+    put(server, "doc", b"v2")
+    st, _, body = req(server, "GET", "/v1/kv/doc", headers={"If-None-Match": etag})
+    assert (st, body) == (200, b"v2")
+    st, _, body = req(server, "GET", "/v1/kv/doc", headers={"If-None-Match": "12"})
+    assert st == 400 and b"If-None-Match" in body
+
+
+def test_if_match_star_writes_only_an_existing_key(server):
+    st, _, body = put(server, "m", b"x", headers={"If-Match": "*"})
+    assert st == 412 and b"no such key" in body
+    assert req(server, "GET", "/v1/kv/m")[0] == 404  # nothing written
+    put(server, "m", b"first")
+    st, h, _ = put(server, "m", b"second", headers={"If-Match": "*"})
+    assert st == 200
+    assert req(server, "GET", "/v1/kv/m")[2] == b"second"
+    st, _, _ = req(server, "DELETE", "/v1/kv/m", headers={"If-Match": "*"})
+    assert st == 200
+    assert req(server, "DELETE", "/v1/kv/m", headers={"If-Match": "*"})[0] == 412
+    st, _, body = put(server, "m", b"x", headers={"If-None-Match": '"3"'})
+    assert st == 400 and b"must be *" in body
+
+
+def test_unknown_query_parameters_are_named(server):
+    st, _, body = req(server, "POST", "/v1/queues/q/keys/k/call?timout=50", body=b"p")
+    assert st == 400
+    assert b"unknown query parameter 'timout'" in body and b"timeout" in body
+    st, _, body = req(server, "GET", "/v1/kv/x?rev=3")
+    assert st == 400 and b"'rev'" in body and b"takes none" in body
+    st, _, body = req(server, "GET", "/v1/watch?key=a&prefx=b")
+    assert st == 400 and b"'prefx'" in body
+    st, _, body = req(server, "GET", "/v1/queues/q/results/1?wiat=1")
+    assert st == 400 and b"'wiat'" in body
+    # Nothing was pushed by the refused call.
+    with server.raw() as c:
+        assert c.call("Q.LEN", "q") == [0, 0, 0]
+
+
+def test_a_call_without_timeout_waits_the_default_then_202(ordod_factory):
+    srv = ordod_factory("--http-call-timeout-ms", "300")
+    t0 = time.monotonic()
+    st, h, body = req(srv, "POST", "/v1/queues/dq/keys/k/call", body=b"work")
+    elapsed = time.monotonic() - t0
+    assert st == 202, body
+    assert h["location"].startswith("/v1/queues/dq/results/")
+    assert 0.3 <= elapsed < DEADLINE_S
+    mid = json.loads(body)["id"]
+    # The message is still queued and runs: its result appears at Location.
+    with srv.raw() as c:
+        msgs = c.call("Q.PULL", "dq")
+        assert int(msgs[0][0]) == mid
+        assert c.call("Q.ACK", "dq", msgs[0][0], msgs[0][4], "RESULT", '{"ok": true}') == 1
+    st, h, body = req(srv, "GET", h["location"])
+    assert (st, json.loads(body)) == (200, {"ok": True})
+    assert h["content-type"] == "application/json"
+
+
+def test_results_json_or_bytes_and_unknown_queue(server):
+    st, _, body = req(server, "GET", "/v1/queues/nosuch/results/1")
+    assert (st, body) == (404, b"no such queue\n")
+    with server.raw() as c:
+        results = {}
+        for payload, result in ((b"a", b'{"n": [1, 2.5e3, "x\\u00e9"], "t": null}'), (b"b", b"plain text"),
+                                (b"c", b'{"unclosed": 1'), (b"d", b"\xff\xfe")):
+            mid = c.call("Q.PUSH", "rq", payload.decode("latin-1"), payload)
+            m = c.call("Q.PULL", "rq")[0]
+            assert c.call("Q.ACK", "rq", m[0], m[4], "RESULT", result) == 1
+            results[mid] = result
+    want = {b'{"n": [1, 2.5e3, "x\\u00e9"], "t": null}': "application/json", b"plain text":
+            "application/octet-stream", b'{"unclosed": 1': "application/octet-stream",
+            b"\xff\xfe": "application/octet-stream"}
+    for mid, result in results.items():
+        st, h, body = req(server, "GET", "/v1/queues/rq/results/%d" % mid)
+        assert (st, body) == (200, result)
+        assert h["content-type"] == want[result], result
+    # A result not there yet, on a queue that exists: 204, with no length.
+    st, h, body = req(server, "GET", "/v1/queues/rq/results/999999")
+    assert (st, body) == (204, b"")
+    assert "content-length" not in h
+
+
+def test_last_event_id_must_be_a_revision(server):
+    st, _, body = req(server, "GET", "/v1/watch?key=a", headers={"Last-Event-ID": "abc"})
+    assert st == 400 and b"Last-Event-ID" in body
+
+
+def test_cors_for_configured_origins(ordod_factory):
+    srv = ordod_factory("--http-cors-origins", ORIGIN + ",http://localhost:3000", "--requirepass", "pw")
+    # Preflight: no credentials, the methods and headers a page may use.
+    st, h, _ = req(srv, "OPTIONS", "/v1/kv/x", headers={
+        "Origin": ORIGIN, "Access-Control-Request-Method": "PUT", "Authorization": "none"})
+    assert st == 204
+    assert h["access-control-allow-origin"] == ORIGIN
+    assert "PUT" in h["access-control-allow-methods"]
+    assert "If-Match" in h["access-control-allow-headers"]
+    assert "Authorization" in h["access-control-allow-headers"]
+    # The response itself says the origin may read it, and its ETag.
+    st, h, _ = req(srv, "PUT", "/v1/kv/x", body=b"1", headers={"Origin": ORIGIN})
+    assert st == 200
+    assert h["access-control-allow-origin"] == ORIGIN and h["vary"] == "Origin"
+    assert "ETag" in h["access-control-expose-headers"]
+    # A 401 carries them too, so the page can read why.
+    st, h, _ = req(srv, "GET", "/v1/kv/x", headers={"Origin": ORIGIN, "Authorization": "Bearer no"})
+    assert st == 401 and h["access-control-allow-origin"] == ORIGIN
+    # Another origin: preflight refused by name, responses without CORS.
+    st, _, body = req(srv, "OPTIONS", "/v1/kv/x", headers={
+        "Origin": "https://evil.example", "Access-Control-Request-Method": "PUT", "Authorization": "none"})
+    assert st == 403 and b"http-cors-origins" in body
+    st, h, _ = req(srv, "GET", "/v1/kv/x", headers={"Origin": "https://evil.example"})
+    assert st == 200 and "access-control-allow-origin" not in h
+
+
+def test_no_cors_by_default_and_options_lists_the_methods(server):
+    st, h, _ = req(server, "OPTIONS", "/v1/kv/x", headers={"Origin": ORIGIN, "Access-Control-Request-Method": "GET"})
+    assert st == 403
+    st, h, body = req(server, "OPTIONS", "/v1/kv/x")
+    assert (st, body) == (204, b"")
+    assert "PUT" in h["allow"] and "content-length" not in h
+    st, h, _ = req(server, "GET", "/v1/status", headers={"Origin": ORIGIN})
+    assert st == 200 and "access-control-allow-origin" not in h
+
+
+def test_curl_preflight_and_keep_alive_after_204(ordod_factory):
+    # A 204 without Content-Length must not confuse a client reusing the
+    # connection: curl sends two requests on one connection.
+    srv = ordod_factory("--http-cors-origins", "*")
+    url = "http://127.0.0.1:%d" % srv.http_port
+    p = subprocess.run(["curl", "-s", "-i", "-X", "OPTIONS", "-H", "Origin: http://x.example", "-H",
+                        "Access-Control-Request-Method: POST", url + "/v1/kv/a", "--next", "-s", "-i",
+                        url + "/v1/kv/a"], capture_output=True, timeout=DEADLINE_S)
+    out = p.stdout.decode()
+    assert p.returncode == 0, p.stderr
+    assert out.count("HTTP/1.1 ") == 2
+    assert "HTTP/1.1 204" in out and "access-control-allow-origin: http://x.example" in out.lower()
+    assert "HTTP/1.1 404" in out
+
+
+def test_a_bare_304_keeps_the_connection_usable(server):
+    _, h, _ = put(server, "k304", b"v")
+    etag = h["etag"]
+    data = ("GET /v1/kv/k304 HTTP/1.1\r\nHost: x\r\nIf-None-Match: %s\r\n\r\n"
+            "GET /v1/kv/k304 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % etag).encode()
+    out = raw_exchange(server, data)
+    assert out.startswith(b"HTTP/1.1 304 Not Modified\r\n")
+    assert out.count(b"HTTP/1.1 200 OK") == 1 and out.endswith(b"\r\n\r\nv")
