@@ -341,3 +341,53 @@ def test_output_bound_counts_plaintext(ordod_factory, certs):
     wait_log(srv, "(output-hard-bytes)")
     s.close()
     assert srv.alive()
+
+
+# ---- the C client (the ordo tool) -----------------------------------------------
+
+
+def tool(srv, certs, *args, timeout=30):
+    """The ordo tool over TLS to srv's tls-port (its CA given first; args may add more)."""
+    from clientlib import prog
+    cmd = [prog("ordo"), "-h", "localhost", "-p", str(tls_port(srv)), "--tls", "--cacert", str(certs / "ca.crt")]
+    return subprocess.run(cmd + [str(a) for a in args], capture_output=True, timeout=timeout)
+
+
+def test_c_client_over_tls(ordod_factory, certs):
+    """The C client (through the ordo tool): a call answered by a consumer,
+    both over TLS, with a payload of many TLS records each way; refused
+    at once (ORDO_ETLS, not retried) for a wrong CA or host name."""
+    from clientlib import Proc, prog
+    srv = ordod_factory(*tls_flags(certs))
+    port = tls_port(srv)
+    consumer = Proc([prog("ordo"), "-h", "localhost", "-p", port, "--tls", "--cacert", certs / "ca.crt",
+                     "consume", "q", "--", "cat"])
+    try:
+        payload = os.urandom(60000).hex()  # 120 kB, within one argv string
+        p = tool(srv, certs, "call", "q", "k", payload, "--timeout", "20000")
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.decode() == payload + "\n"
+    finally:
+        consumer.kill(signal.SIGINT)
+    p = tool(srv, certs, "status")
+    assert p.returncode == 0 and b"revision:" in p.stdout, p.stderr
+    t0 = time.monotonic()
+    p = tool(srv, certs, "--cacert", certs / "other-ca.crt", "status")
+    assert p.returncode == 1 and b"TLS failed" in p.stderr and b"certificate verify failed" in p.stderr, p.stderr
+    p = tool(srv, certs, "--sni", "db.example", "status")
+    assert p.returncode == 1 and b"hostname mismatch" in p.stderr, p.stderr
+    assert time.monotonic() - t0 < 4.0  # not retried until --timeout's 5 s
+    p = tool(srv, certs, "--cacert", certs / "missing.crt", "status")
+    assert p.returncode == 1 and b"TLS options" in p.stderr, p.stderr
+    p = subprocess.run([prog("ordo"), "-p", str(port), "--cacert", str(certs / "ca.crt"), "status"],
+                       capture_output=True, timeout=30)
+    assert p.returncode == 2 and b"go with --tls" in p.stderr
+
+
+def test_c_client_certificate(ordod_factory, certs):
+    srv = ordod_factory(*tls_flags(certs, "server", "--tls-auth-clients", "yes"))
+    p = tool(srv, certs, "--cert", certs / "client.crt", "--key", certs / "client.key", "push", "q", "k", "v")
+    assert p.returncode == 0, p.stderr
+    p = tool(srv, certs, "push", "q", "k", "v")
+    assert p.returncode == 1 and b"TLS failed" in p.stderr, p.stderr
+    wait_log(srv, "peer did not return a certificate")
