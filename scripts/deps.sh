@@ -15,7 +15,7 @@ build_pkgs=(gcc make cmake pkg-config libuv1-dev libcmocka-dev libhttp-parser-de
 # 0.15 (archived upstream, known election bugs); bookworm-backports has 0.22.
 raft_min=0.22
 test_pkgs=("${build_pkgs[@]}" python3 python3-pytest python3-redis redis-tools libhiredis-dev python3-prometheus-client curl chromium openssl)
-bench_pkgs=("${build_pkgs[@]}" redis-server redis-tools etcd-server etcd-client beanstalkd procps wrk)
+bench_pkgs=("${build_pkgs[@]}" redis-server redis-tools etcd-server etcd-client beanstalkd procps wrk openssl)
 fuzz_pkgs=("${build_pkgs[@]}" clang libclang-rt-14-dev)
 
 target=${1:-build}
