@@ -47,6 +47,9 @@ static const option_def_t options[] = {
              "while no password is set, refuse clients that are not on loopback"),
     INT_OPT("tls-port", tls_port, "0", 0, 65535, "RESP over TLS on bind:tls-port (0: off); needs tls-cert-file"),
     BOOL_OPT("tls-http", tls_http, "no", "the HTTP listener (http-port) speaks HTTPS with the same certificate"),
+    BOOL_OPT("tls-cluster", tls_cluster, "no",
+             "cluster mode: members talk raft over mutual TLS with tls-cert-file (common name node-<id>) and "
+             "tls-ca-cert-file"),
     STR_OPT("tls-cert-file", tls_cert_file, "", "TLS: the server's certificate chain (PEM)"),
     STR_OPT("tls-key-file", tls_key_file, "", "TLS: the private key of tls-cert-file (PEM, unencrypted)"),
     STR_OPT("tls-ca-cert-file", tls_ca_cert_file, "",

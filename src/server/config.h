@@ -27,6 +27,7 @@ typedef struct ordo_config_s {
     /* TLS (net/net_tls.c): on when tls_port or tls_http is set */
     int64_t tls_port;                /* RESP over TLS on bind:tls_port; 0: off */
     int64_t tls_http;                /* the HTTP listener speaks HTTPS */
+    int64_t tls_cluster;             /* members talk raft over mutual TLS (log/raft_net.h) */
     char tls_cert_file[1024];        /* the server's certificate chain (PEM) */
     char tls_key_file[1024];         /* its private key (PEM) */
     char tls_ca_cert_file[1024];     /* CA that client (and member) certificates are verified against */

@@ -127,6 +127,9 @@ class Member(Ordod):
     single server without cluster mode, to compare with."""
 
     def __init__(self, node_id, port, base_dir, offset, extra=(), http_port=0):
+        # "{node}" in an extra argument becomes the member's id: per-member
+        # files (a member's own TLS certificate).
+        extra = [str(a).replace("{node}", str(node_id)) for a in extra]
         super().__init__(ORDOD, os.path.join(base_dir, "node%d" % node_id),
                          os.path.join(base_dir, "node%d.log" % node_id), extra, http_port=http_port,
                          name="node %d" % node_id, stop_deadline_s=STOP_DEADLINE_S)

@@ -74,6 +74,7 @@
 #include <uv.h>
 
 #include "base/buf.h"
+#include "base/tls.h"
 #include "log/log.h"
 
 #define RAFT_LOG_MAX_MEMBERS 16
@@ -118,6 +119,9 @@ typedef struct raft_log_options_s {
     uint64_t snapshot_max_bytes;     /* a larger snapshot from the leader is refused */
     uint64_t pending_bytes_max;      /* proposed, not committed, above which the writer stops reading */
     uint32_t record_bytes_max;
+    /* Mutual TLS between members (log/raft_net.h): both or neither, read
+     * while opening only. */
+    const ordo_tls_config_t *tls_server, *tls_client;
 } raft_log_options_t;
 
 /* raft_cluster_parse() -- "ID=HOST:PORT,..." into members (raft address:

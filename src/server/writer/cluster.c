@@ -238,6 +238,19 @@ int cluster_open(server_t *s, const log_hooks_t *wake, char *err, size_t elen)
         opt.nmembers_bootstrap = 0;
     else
         opt.nmembers_bootstrap = opt.nmembers;
+    /* Mutual TLS between members: the member's certificate (whose common
+     * name must be node-<id>, log/raft_net.h) and the cluster's CA, from
+     * the tls-* options. */
+    ordo_tls_config_t tls = {.cert_file = s->cfg.tls_cert_file, .key_file = s->cfg.tls_key_file,
+                             .ca_file = s->cfg.tls_ca_cert_file, .protocols = s->cfg.tls_protocols,
+                             .ciphers = s->cfg.tls_ciphers, .ciphersuites = s->cfg.tls_ciphersuites};
+    if (s->cfg.tls_cluster) {
+        if (s->cfg.tls_ca_cert_file[0] == '\0') {
+            snprintf(err, elen, "tls-cluster needs tls-ca-cert-file (the CA members' certificates are verified against)");
+            return -1;
+        }
+        opt.tls_server = opt.tls_client = &tls;
+    }
     log_hooks_t hooks = *wake;
     hooks.deliver = deliver_one;
     raft_log_fsm_t fsm = {.restore = fsm_restore, .role = on_role,
