@@ -113,6 +113,12 @@ struct ordo_client {
 
 /* tls_conn.c: TLS under the blocking connection (see its head). */
 
+/* client_tls_opts() -- the TLS context (*ctx), server name (*server_name,
+ * strdup'd or NULL) and, when the files do not load, why (*bad, strdup'd;
+ * *ctx is then NULL) from o; all NULL if o->tls is 0. ORDO_OK or
+ * ORDO_ENOMEM. The blocking and the asynchronous client both build theirs
+ * with it. */
+int client_tls_opts(const ordo_client_opts_t *o, ordo_tls_ctx_t **ctx, char **server_name, char **bad);
 /* client_tls_init() -- c's TLS context from o (nothing if o->tls is 0).
  * ORDO_OK or ORDO_ENOMEM; options that do not load leave c->tls_bad. */
 int client_tls_init(ordo_client_t *c, const ordo_client_opts_t *o);

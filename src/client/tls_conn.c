@@ -31,11 +31,13 @@
 /* Ciphertext read per recv(): one TLS record's worth. */
 #define CLIENT_TLS_READ_CHUNK (16 * 1024 + 512)
 
-int client_tls_init(ordo_client_t *c, const ordo_client_opts_t *o)
+int client_tls_opts(const ordo_client_opts_t *o, ordo_tls_ctx_t **ctx, char **server_name, char **bad)
 {
+    *ctx = NULL;
+    *server_name = *bad = NULL;
     if (!o->tls)
         return ORDO_OK;
-    if (o->tls_server_name != NULL && (c->tls_server_name = strdup(o->tls_server_name)) == NULL)
+    if (o->tls_server_name != NULL && (*server_name = strdup(o->tls_server_name)) == NULL)
         return ORDO_ENOMEM;
     ordo_tls_config_t cfg = {.role = ORDO_TLS_CLIENT,
                              .ca_file = o->tls_ca_file,
@@ -43,11 +45,17 @@ int client_tls_init(ordo_client_t *c, const ordo_client_opts_t *o)
                              .key_file = o->tls_key_file,
                              .no_verify = o->tls_no_verify != 0};
     char err[CLIENT_ERRSTR_MAX];
-    if (ordo_tls_ctx_new(&cfg, &c->tls_ctx, err, sizeof err) != 0) {
-        if ((c->tls_bad = strdup(err)) == NULL)
-            return ORDO_ENOMEM;
+    if (ordo_tls_ctx_new(&cfg, ctx, err, sizeof err) != 0 && (*bad = strdup(err)) == NULL) {
+        free(*server_name);
+        *server_name = NULL;
+        return ORDO_ENOMEM;
     }
     return ORDO_OK;
+}
+
+int client_tls_init(ordo_client_t *c, const ordo_client_opts_t *o)
+{
+    return client_tls_opts(o, &c->tls_ctx, &c->tls_server_name, &c->tls_bad);
 }
 
 void client_tls_free(ordo_client_t *c)

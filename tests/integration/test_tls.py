@@ -391,3 +391,32 @@ def test_c_client_certificate(ordod_factory, certs):
     p = tool(srv, certs, "push", "q", "k", "v")
     assert p.returncode == 1 and b"TLS failed" in p.stderr, p.stderr
     wait_log(srv, "peer did not return a certificate")
+
+
+def test_async_client_over_tls(ordod_factory, certs):
+    """The asynchronous client (examples/async_watch.c, -T): watch events
+    over TLS, a large value among them; with a CA that does not vouch for
+    the server, its connect callback hears ORDO_ETLS."""
+    from clientlib import Proc, prog
+    srv = ordod_factory(*tls_flags(certs))
+    plain = srv.client()
+    start = plain.execute_command("KV.REV")[0]
+    big = "b" * 200000
+    w = Proc([prog("example_async_watch"), "-h", "localhost", "-p", tls_port(srv), "-T", certs / "ca.crt",
+              "-x", "a/", "-f", start, "-n", 3])
+    try:
+        expected = []
+        poll(lambda: stat(srv, "tls_handshakes_ok") >= 1, "the watcher's handshake")
+        for key, val in (("a/1", "x"), ("a/2", big), ("a/3", "y")):
+            rev = plain.execute_command("KV.PUT", key, val)
+            expected.append("%d put %s %s" % (rev, key, val))
+        assert w.finish() == 0, w.stderr()
+        assert w.lines == expected
+    finally:
+        w.kill()
+    bad = Proc([prog("example_async_watch"), "-h", "localhost", "-p", tls_port(srv), "-T",
+                certs / "other-ca.crt", "-x", "a/", "-f", start, "-n", 1])
+    try:
+        poll(lambda: "async_watch: connect: TLS failed" in bad.stderr(), "the watcher to hear ORDO_ETLS")
+    finally:
+        bad.kill()
