@@ -420,3 +420,25 @@ def test_async_client_over_tls(ordod_factory, certs):
         poll(lambda: "async_watch: connect: TLS failed" in bad.stderr(), "the watcher to hear ORDO_ETLS")
     finally:
         bad.kill()
+
+
+def test_dashboard_over_https_in_chromium(ordod_factory, certs, tmp_path):
+    """Headless Chromium opens the dashboard on https:// trusting the test
+    CA's key (its SPKI pinned: the CA is in the chain the server sends),
+    and its scripts poll the server over HTTPS; without that trust the
+    page does not load."""
+    import base64
+    import hashlib
+    from test_http_dashboard import chromium
+    srv = ordod_factory(*tls_flags(certs))
+    srv.client().execute_command("Q.PUSH", "orders", "cart-41", "a")
+    der = subprocess.run("openssl x509 -in %s -pubkey -noout | openssl pkey -pubin -outform der"
+                         % (certs / "ca.crt"), shell=True, capture_output=True, check=True).stdout
+    spki = base64.b64encode(hashlib.sha256(der).digest()).decode()
+    url = "https://localhost:%d/" % srv.http_port
+    dom = chromium(url, tmp_path / "profile", "--ignore-certificate-errors-spki-list=" + spki, "--dump-dom")
+    assert 'data-ready="1"' in dom, dom[:3000]
+    assert 'data-queue="orders"' in dom
+    dom = chromium(url, tmp_path / "profile2", "--dump-dom")
+    assert 'data-ready="1"' not in dom
+    assert stat(srv, "tls_handshakes_failed") >= 1
