@@ -22,6 +22,7 @@
 #include "net/conn.h"
 #include "net/net.h"
 #include "net/net_tls.h"
+#include "writer/cluster.h"
 #include "writer/persist.h"
 #include "writer/writer.h"
 #include "server.h"
@@ -66,14 +67,34 @@ static void on_signal(uv_signal_t *h, int signum)
     close_handles(s);
 }
 
+/* The tls_reload hook (CONFIG SET tls-...), and SIGHUP's work: the
+ * doors' context (net/net_tls.h), then the members' (tls-cluster). Each
+ * is swapped only if it loads; if the doors' loads and the members' does
+ * not, the doors keep the new one and the error says so. */
+static int tls_reload(server_t *s, const ordo_config_t *cfg, char *err, size_t elen)
+{
+    bool doors = s->net.tls.ctx != NULL, members = cluster_enabled(s) && s->cfg.tls_cluster;
+    if (!doors && !members) {
+        snprintf(err, elen, "TLS is off (tls-port, tls-http and tls-cluster are set at start)");
+        return -1;
+    }
+    if (doors && net_tls_reload(s, cfg, err, elen) != 0)
+        return -1;
+    char why[512];
+    if (members && cluster_tls_reload(s, cfg, why, sizeof why) != 0) {
+        snprintf(err, elen, "%s%s", doors ? "the client doors reloaded, the members' connections did not: " : "",
+                 why);
+        return -1;
+    }
+    return 0;
+}
+
 static void on_sighup(uv_signal_t *h, int signum)
 {
     (void)signum;
     server_t *s = h->data;
-    char err[512];
-    if (s->net.tls.ctx == NULL)
-        fprintf(stderr, "ordod: SIGHUP received: TLS is off, nothing to reload\n");
-    else if (net_tls_reload(s, &s->cfg, err, sizeof err) != 0)
+    char err[1024];
+    if (tls_reload(s, &s->cfg, err, sizeof err) != 0)
         fprintf(stderr, "ordod: SIGHUP received: TLS reload failed, the old certificate serves on: %s\n", err);
     else
         fprintf(stderr, "ordod: SIGHUP received: TLS certificate, key and CA reloaded from %s, %s, %s\n",
@@ -143,7 +164,7 @@ int main(int argc, char **argv)
     s->hooks = (server_hooks_t){.run_resumed = conn_run_resumed, .flush = net_flush,
                                 .net_cron = net_cron, .cmd_cron = cmd_cron, .answer = net_answer,
                                 .park = net_park, .resume = net_resume, .drop_unsure = net_drop_unsure,
-                                .drop_unmarked = net_drop_unmarked, .tls_reload = net_tls_reload};
+                                .drop_unmarked = net_drop_unmarked, .tls_reload = tls_reload};
     writer_init(s);
     if (cmd_init(s) != 0)
         goto fail_writer;

@@ -13,6 +13,7 @@ in the flags, clusterlib.Member).
 """
 import os
 import shutil
+import signal
 import socket
 import ssl
 import struct
@@ -86,6 +87,8 @@ def test_members_over_mutual_tls_refuse_impostors(make_cluster, tmp_path):
     cl.wait_ready()
     serving(cl, "k0", "v0")
     m = cl.members[1]
+    # A connection that says nothing is closed at the hello's deadline.
+    silent = socket.create_connection(("127.0.0.1", raft_port(m)), timeout=20)
     cases = [
         (dict(plain=True), "wrong version number"),
         (dict(), "peer did not return a certificate"),
@@ -98,6 +101,9 @@ def test_members_over_mutual_tls_refuse_impostors(make_cluster, tmp_path):
         poll(lambda: ("TLS connection from 127.0.0.1 refused: " in m.log_text() and line in m.log_text()),
              "node 1 to log %r" % line)
         serving(cl, "k%d" % (i + 1), "v%d" % i)
+    assert silent.recv(100) == b""  # closed by node 1 (the socket's timeout would raise)
+    silent.close()
+    poll(lambda: "refused: no handshake within the deadline" in m.log_text(), "node 1 to log the silent peer")
     assert not cl.check_crashes()
 
 
@@ -148,3 +154,26 @@ def test_member_added_over_mutual_tls(make_cluster, tmp_path):
         cc.close()
     digests = cl.wait_synced()
     assert set(digests) == {1, 2, 3, 4} and len(set(digests.values())) == 1, digests
+
+
+def test_member_certificates_reload_on_sighup(make_cluster, tmp_path):
+    """SIGHUP reads a member's certificate again: a key that does not load
+    is logged and the old one kept; a good one is taken, and the
+    connections made after it (a partition healed) carry the cluster."""
+    certs = make_certs(tmp_path)
+    cl = make_cluster(3, extra=tls_flags(certs))
+    cl.wait_ready()
+    m = cl.members[1]
+    key = certs / "n1" / "member.key"
+    kept = key.read_bytes()
+    key.unlink()
+    os.kill(m.pid, signal.SIGHUP)
+    poll(lambda: "SIGHUP received: TLS reload failed, the old certificate serves on: tls-cluster: tls-key-file"
+         in m.log_text(), "node 1 to refuse the missing key")
+    key.write_bytes(kept)
+    os.kill(m.pid, signal.SIGHUP)
+    poll(lambda: "SIGHUP received: TLS certificate, key and CA reloaded" in m.log_text(), "node 1 to reload")
+    cl.partition([m], cl.others(m))
+    cl.heal()
+    cl.wait_ready()
+    serving(cl, "after", "1")

@@ -1979,6 +1979,12 @@ int raft_log_change(log_t *l, enum raft_log_change op, uint64_t id, const char *
     return 0;
 }
 
+int raft_log_tls_reload(log_t *l, const ordo_tls_config_t *server, const ordo_tls_config_t *client, char *err,
+                        size_t elen)
+{
+    return raft_net_tls_reload(rl_of(l)->net, server, client, err, elen);
+}
+
 int raft_log_partition(log_t *l, const uint64_t *ids, int n)
 {
     raft_log_t *rl = rl_of(l);

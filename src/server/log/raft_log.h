@@ -194,6 +194,10 @@ bool raft_log_member(log_t *l, int i, raft_log_member_info_t *out);
 enum raft_log_change { RAFT_LOG_ADD, RAFT_LOG_REMOVE, RAFT_LOG_TRANSFER };
 int raft_log_change(log_t *l, enum raft_log_change op, uint64_t id, const char *client, char *err, size_t elen);
 
+/* raft_log_tls_reload() -- new mutual TLS contexts for the members'
+ * connections (raft_net_tls_reload()). */
+int raft_log_tls_reload(log_t *l, const ordo_tls_config_t *server, const ordo_tls_config_t *client, char *err,
+                        size_t elen);
 /* raft_log_partition() -- the test seam (raft_net.h). */
 int raft_log_partition(log_t *l, const uint64_t *ids, int n);
 

@@ -145,6 +145,7 @@ struct conn_s {
     recv_snap_t *rsnap;
     ordo_tls_t *tls;            /* the session, with mutual TLS on */
     char tls_name[64];          /* the peer certificate's common name, once verified */
+    uint64_t made_ms;           /* uv_now when it was made: the hello's deadline counts from it */
 };
 
 struct raft_net_s {
@@ -167,6 +168,7 @@ struct raft_net_s {
     ordo_tls_ctx_t *tls_server, *tls_client; /* mutual TLS: both or neither */
     char *tls_rbuf;             /* READ_STEP bytes: one read's ciphertext, with TLS on */
     bool closing;
+    uv_timer_t sweep;           /* closes connections past RAFT_NET_HELLO_TIMEOUT_MS without a hello */
     int pending;                /* handles being closed, requests running */
     void (*close_cb)(void *arg);
     void *close_arg;
@@ -307,6 +309,7 @@ static conn_t *conn_new(raft_net_t *n, bool outbound)
     c->tcp.data = c;
     c->connect.data = c;
     c->write.data = c;
+    c->made_ms = uv_now(n->loop);
     if (uv_tcp_init(n->loop, &c->tcp) != 0) {
         free(c);
         return NULL;
@@ -997,7 +1000,65 @@ static void peer_dial(peer_t *p)
 
 /* ---- the calls ---------------------------------------------------------- */
 
+/* Every second: close the connections whose hello has not come within
+ * RAFT_NET_HELLO_TIMEOUT_MS (a dial still connecting is the connect's
+ * own business). */
+static void on_sweep(uv_timer_t *t)
+{
+    raft_net_t *n = t->data;
+    uint64_t now = uv_now(n->loop);
+    for (conn_t *c = n->conns, *next; c != NULL; c = next) {
+        next = c->next;
+        if (c->closing || !c->connected || c->hello_in || now - c->made_ms < RAFT_NET_HELLO_TIMEOUT_MS)
+            continue;
+        if (c->tls != NULL) {
+            tls_refuse(c, ordo_tls_done(c->tls) ? "no hello within the deadline" : "no handshake within the deadline");
+        } else {
+            n->stats.refused++;
+            conn_close(c);
+        }
+    }
+}
+
 static void free_unopened(uv_handle_t *h) { free(h->data); }
+
+/* The two contexts of mutual TLS from server and client: 0, or -1 with
+ * err (neither made). */
+static int tls_contexts(const ordo_tls_config_t *server, const ordo_tls_config_t *client, ordo_tls_ctx_t **sctx,
+                        ordo_tls_ctx_t **cctx, char *err, size_t elen)
+{
+    ordo_tls_config_t sc = *server, cc = *client;
+    sc.role = ORDO_TLS_SERVER;
+    sc.auth = ORDO_TLS_AUTH_YES;
+    cc.role = ORDO_TLS_CLIENT;
+    cc.no_verify = false;
+    char why[256];
+    *sctx = *cctx = NULL;
+    if (ordo_tls_ctx_new(&sc, sctx, why, sizeof why) != 0 || ordo_tls_ctx_new(&cc, cctx, why, sizeof why) != 0) {
+        snprintf(err, elen, "tls-cluster: %s", why);
+        ordo_tls_ctx_free(*sctx);
+        *sctx = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+int raft_net_tls_reload(raft_net_t *n, const ordo_tls_config_t *server, const ordo_tls_config_t *client, char *err,
+                        size_t elen)
+{
+    if (n->tls_server == NULL) {
+        snprintf(err, elen, "tls-cluster is off (it is set at start)");
+        return -1;
+    }
+    ordo_tls_ctx_t *s, *c;
+    if (tls_contexts(server, client, &s, &c, err, elen) != 0)
+        return -1;
+    ordo_tls_ctx_free(n->tls_server);
+    ordo_tls_ctx_free(n->tls_client);
+    n->tls_server = s;
+    n->tls_client = c;
+    return 0;
+}
 
 int raft_net_open(const raft_net_options_t *opt, const raft_net_hooks_t *hooks, raft_net_t **out, char *err,
                   size_t elen)
@@ -1021,20 +1082,10 @@ int raft_net_open(const raft_net_options_t *opt, const raft_net_hooks_t *hooks, 
     }
     assert((opt->tls_server == NULL) == (opt->tls_client == NULL));
     ordo_tls_ctx_t *tls_server = NULL, *tls_client = NULL;
-    if (opt->tls_server != NULL) {
-        ordo_tls_config_t sc = *opt->tls_server, cc = *opt->tls_client;
-        sc.role = ORDO_TLS_SERVER;
-        sc.auth = ORDO_TLS_AUTH_YES;
-        cc.role = ORDO_TLS_CLIENT;
-        cc.no_verify = false;
-        char why[256];
-        if (ordo_tls_ctx_new(&sc, &tls_server, why, sizeof why) != 0 ||
-            ordo_tls_ctx_new(&cc, &tls_client, why, sizeof why) != 0) {
-            snprintf(err, elen, "tls-cluster: %s", why);
-            ordo_tls_ctx_free(tls_server);
-            freeaddrinfo(ai);
-            return -1;
-        }
+    if (opt->tls_server != NULL &&
+        tls_contexts(opt->tls_server, opt->tls_client, &tls_server, &tls_client, err, elen) != 0) {
+        freeaddrinfo(ai);
+        return -1;
     }
     raft_net_t *n = ordo_xcalloc(1, sizeof *n);
     n->tls_server = tls_server;
@@ -1057,6 +1108,9 @@ int raft_net_open(const raft_net_options_t *opt, const raft_net_hooks_t *hooks, 
     }
     n->address = xstrdup(opt->address);
     n->recv_dir = xstrdup(opt->recv_dir);
+    uv_timer_init(n->loop, &n->sweep);
+    n->sweep.data = n;
+    uv_timer_start(&n->sweep, on_sweep, 1000, 1000);
     *out = n;
     return 0;
 
@@ -1201,6 +1255,8 @@ void raft_net_close(raft_net_t *n, void (*cb)(void *arg), void *arg)
     n->close_arg = arg;
     n->pending++;
     uv_close((uv_handle_t *)&n->listener, on_handle_closed);
+    n->pending++;
+    uv_close((uv_handle_t *)&n->sweep, on_handle_closed);
     for (conn_t *c = n->conns; c != NULL; c = c->next)
         conn_close(c);
     for (int i = 0; i < n->npeers; i++) {

@@ -46,7 +46,12 @@
  * expired, plaintext), is closed, logged once and counted (tls_refused);
  * nothing it sent reaches the engine. Frames and hellos are those of a
  * plain connection, inside TLS; the output bound counts the ciphertext
- * of the write in flight.
+ * of the write in flight. raft_net_tls_reload() swaps the certificates
+ * for new connections (SIGHUP).
+ *
+ * Every connection, TLS or not, must have its hello in within
+ * RAFT_NET_HELLO_TIMEOUT_MS of being made, or it is closed (counted in
+ * refused; logged with TLS on).
  *
  * Threads: loop thread only.
  */
@@ -65,6 +70,11 @@
 #define RAFT_NET_OUT_MAX (64u << 20)   /* bytes queued to one member before messages to it are dropped */
 #define RAFT_NET_CHUNK (1u << 20)      /* snapshot chunk size */
 #define RAFT_NET_TLS_NAME "node-%" PRIu64 /* the common name of member id's certificate (printf) */
+/* A connection that has not finished its handshake (with TLS) and its
+ * hello within this is closed and logged: a member does both in a round
+ * trip or two, and CONNS_MAX connections held open by something else
+ * would keep the members out. */
+#define RAFT_NET_HELLO_TIMEOUT_MS 5000u
 
 typedef struct raft_net_s raft_net_t;
 
@@ -159,6 +169,14 @@ void raft_net_peer(const raft_net_t *n, uint64_t id, raft_net_peer_t *out);
 int raft_net_partition(raft_net_t *n, const uint64_t *ids, int nids);
 
 void raft_net_stats(const raft_net_t *n, raft_net_stats_t *out);
+
+/* raft_net_tls_reload() -- build the mutual TLS contexts again from
+ * server and client (as raft_net_open() does) and use them for new
+ * connections; live ones keep theirs. Returns 0, or -1 with err and the
+ * old contexts kept (also when the net was opened without TLS: it cannot
+ * be turned on while running). */
+int raft_net_tls_reload(raft_net_t *n, const ordo_tls_config_t *server, const ordo_tls_config_t *client, char *err,
+                        size_t elen);
 
 /* raft_net_close() -- close every handle; cb runs when all are closed
  * (the loop can then end) and n is freed. */
