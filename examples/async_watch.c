@@ -2,12 +2,13 @@
  * async_watch.c -- a resuming watcher on the asynchronous client
  * (ordo/client_uv.h) and a libuv loop of its own.
  *
- *   async_watch -p PORT -x PREFIX -f FROM_REV [-n EVENTS]
+ *   async_watch [-h HOST] -p PORT [-T CA_FILE] -x PREFIX -f FROM_REV [-n EVENTS]
  *
  * On every (re)connect it sends KV.WATCH PREFIX FROM <last revision
  * printed>, so after a server restart it carries on with no gap; events at
  * or below that revision (a repeat) are dropped. Prints "REV put KEY VALUE"
- * / "REV del KEY" and exits 0 after EVENTS events.
+ * / "REV del KEY" and exits 0 after EVENTS events. -T speaks TLS to a
+ * tls-port, verifying the server against CA_FILE and HOST.
  */
 #include "ordo/client_uv.h"
 
@@ -38,8 +39,10 @@ static void on_watch_reply(ordo_aclient_t *c, int status, const ordo_reply_t *r,
 static void on_connect(ordo_aclient_t *c, int status, void *arg)
 {
     app_t *a = arg;
-    if (status != ORDO_OK)
+    if (status != ORDO_OK) {
+        fprintf(stderr, "async_watch: connect: %s\n", ordo_strerror(status));
         return;
+    }
     char from[24];
     snprintf(from, sizeof from, "%" PRId64, a->resume);
     const char *argv[] = { "KV.WATCH", a->prefix, "PREFIX", "FROM", from };
@@ -71,9 +74,11 @@ int main(int argc, char **argv)
     app_t a = { 0 };
     ordo_client_opts_t o = { .reconnect_timeout_ms = ORDO_WAIT_FOREVER };
     int opt;
-    while ((opt = getopt(argc, argv, "p:x:f:n:")) != -1) {
+    while ((opt = getopt(argc, argv, "h:p:T:x:f:n:")) != -1) {
         switch (opt) {
+        case 'h': o.host = optarg; break;
         case 'p': o.port = atoi(optarg); break;
+        case 'T': o.tls = 1; o.tls_ca_file = optarg; break;
         case 'x': a.prefix = optarg; break;
         case 'f': a.resume = atoll(optarg); break;
         case 'n': a.want = atol(optarg); break;
@@ -81,7 +86,7 @@ int main(int argc, char **argv)
         }
     }
     if (a.prefix == NULL)
-        return fprintf(stderr, "usage: async_watch -p PORT -x PREFIX -f FROM [-n EVENTS]\n"), 2;
+        return fprintf(stderr, "usage: async_watch [-h HOST] -p PORT [-T CA_FILE] -x PREFIX -f FROM [-n EVENTS]\n"), 2;
     uv_loop_t loop;
     uv_loop_init(&loop);
     if (ordo_aclient_new(&a.c, &loop, &o) != ORDO_OK)

@@ -10,12 +10,12 @@
 # is; installing them is left to the system's own package manager.
 set -euo pipefail
 
-build_pkgs=(gcc make cmake pkg-config libuv1-dev libcmocka-dev libhttp-parser-dev libraft-dev)
+build_pkgs=(gcc make cmake pkg-config libuv1-dev libcmocka-dev libhttp-parser-dev libraft-dev libssl-dev)
 # C raft (cluster mode) must be the maintained 0.22 line: bookworm itself has
 # 0.15 (archived upstream, known election bugs); bookworm-backports has 0.22.
 raft_min=0.22
-test_pkgs=("${build_pkgs[@]}" python3 python3-pytest python3-redis redis-tools libhiredis-dev python3-prometheus-client curl chromium)
-bench_pkgs=("${build_pkgs[@]}" redis-server redis-tools etcd-server etcd-client beanstalkd procps wrk)
+test_pkgs=("${build_pkgs[@]}" python3 python3-pytest python3-redis redis-tools libhiredis-dev python3-prometheus-client curl chromium openssl)
+bench_pkgs=("${build_pkgs[@]}" redis-server redis-tools etcd-server etcd-client beanstalkd procps wrk openssl)
 fuzz_pkgs=("${build_pkgs[@]}" clang libclang-rt-14-dev)
 
 target=${1:-build}
@@ -58,6 +58,7 @@ check_tools() {
   need_cmd pkg-config pkg-config
   need_pc libuv
   need_pc cmocka
+  need_pc "openssl >= 3"
   need_header "http_parser.h (Node's http-parser)" http_parser.h
   if ! { command -v pkg-config >/dev/null 2>&1 && pkg-config --atleast-version=$raft_min raft; }; then
     missing+=("raft >= $raft_min (C raft, the cowsql line; pkg-config module raft)")
@@ -71,6 +72,7 @@ check_tools() {
       need_cmd redis-cli redis-cli
       need_pc hiredis
       need_cmd curl curl
+      need_cmd openssl openssl
       need_cmd chromium chromium chromium-browser ;;
     bench)
       need_cmd redis-server redis-server

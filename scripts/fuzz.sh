@@ -17,6 +17,8 @@
 #   snapshot    the snapshot loader                 (log/snapshot.c: snap_load_mem, snap_load)
 #   http        HTTP requests up to their dispatch  (net/http.c, with the command layer stubbed)
 #   cresp       the client's RESP reply parser     (client/cresp.c)
+#   tls         what a peer sends a TLS port before and during the handshake
+#                                                   (base/tls.c, a server session)
 #
 # Everything is compiled with clang -fsanitize=fuzzer,address,undefined (no
 # CMake) into build-fuzz/: the sources the targets read become one archive
@@ -44,7 +46,7 @@ case "${1:-}" in
   "") ;;
   *) secs="$1" ;;
 esac
-all_targets=(resp record wal raft_entry raft_wire snapshot http cresp)
+all_targets=(resp record wal raft_entry raft_wire snapshot http cresp tls)
 targets=("${all_targets[@]}")
 if [ -n "${FUZZ_TARGET:-}" ]; then
   case " ${all_targets[*]} " in
@@ -86,7 +88,7 @@ lib_sources=(src/base/*.c src/server/core/*.c
              src/server/log/raft_log.c src/server/log/raft_store.c src/server/log/raft_net.c src/server/log/raft_wire.c
              src/server/net/resp.c src/server/net/http.c src/client/cresp.c
              tests/fuzz/fuzz_common.c tests/fuzz/fuzz_records.c)
-libs=(-lraft -luv -lhttp_parser -lpthread -lm)
+libs=(-lraft -luv -lhttp_parser -lssl -lcrypto -lpthread -lm)
 
 # The flags are part of every object: a change of them rebuilds all.
 stamp="$out/obj/flags"

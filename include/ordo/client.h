@@ -148,6 +148,11 @@ enum {
     ORDO_EREADONLY = -109,   /* -READONLY: the server's log cannot be written */
     ORDO_ENOTLEADER = -110,  /* -NOTLEADER and redirects ran out */
     ORDO_ESTALE = -111,      /* a token no longer holds (ack/extend/release 0) */
+    ORDO_ETLS = -120,        /* TLS failed: the options do not load (a file, a
+                                protocol name), the server's certificate does not
+                                verify (CA, expiry, name), or the server refused
+                                the handshake (a client certificate it requires);
+                                the errstr says which. Final: not retried */
 };
 
 /* Named defaults (used when an option is 0). */
@@ -193,6 +198,17 @@ typedef struct ordo_client_opts {
     int64_t reply_bytes_max;     /* 0: default */
     int64_t reply_elems_max;     /* 0: default */
     int pushes_max;              /* 0: default */
+    /* TLS (a server's tls-port): on when tls is nonzero. The server's
+     * certificate is verified against tls_ca_file and must name
+     * tls_server_name (a DNS name or an IP address), unless tls_no_verify.
+     * Files are read by ordo_client_new(); a file that does not load makes
+     * every connect fail with ORDO_ETLS and the reason. */
+    int tls;                     /* nonzero: speak TLS */
+    const char *tls_ca_file;     /* PEM CA(s) to verify the server; NULL: the system's store */
+    const char *tls_cert_file;   /* PEM client certificate (tls-auth-clients); NULL: none */
+    const char *tls_key_file;    /* its private key (PEM, unencrypted) */
+    const char *tls_server_name; /* the name to verify and send as SNI; NULL: the host connected to */
+    int tls_no_verify;           /* nonzero: accept any server certificate (tests only: no protection) */
 } ordo_client_opts_t;
 
 /* Reply types: RESP2 and RESP3. Maps hold 2*n elements, key then value. */

@@ -65,7 +65,7 @@ int ordo_career_run(const ordo_career_opts_t *o, const atomic_bool *stop)
                                  ORDO_CAREER_CAMPAIGN_SLICE_MS, &term, &ho, &ho_len, &handed);
         if (rc == ORDO_ETIMEDOUT)
             continue;
-        if (rc == ORDO_EAUTH || rc == ORDO_EINVAL || rc == ORDO_ENOMEM || rc == ORDO_ESERVER)
+        if (rc == ORDO_EAUTH || rc == ORDO_ETLS || rc == ORDO_EINVAL || rc == ORDO_ENOMEM || rc == ORDO_ESERVER)
             break;
         if (rc != ORDO_OK) {
             pause_ms(ORDO_CAREER_RETRY_MS);

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/tls.h"
 #include "cresp.h"
 #include "ordo/client.h"
 
@@ -99,7 +100,45 @@ struct ordo_client {
 
     char errstr[CLIENT_ERRSTR_MAX];
     int64_t err_rev;
+
+    /* TLS (tls_conn.c): tls_ctx != NULL when on; tls is the session of the
+     * connection (non-NULL exactly while connected over TLS); out is then
+     * plaintext not yet encrypted and tls_out ciphertext not yet sent. */
+    ordo_tls_ctx_t *tls_ctx;
+    ordo_tls_t *tls;
+    cresp_buf_t tls_out;
+    char *tls_server_name;       /* NULL: the member's host */
+    char *tls_bad;               /* the options did not load: why (every connect fails with it) */
 };
+
+/* tls_conn.c: TLS under the blocking connection (see its head). */
+
+/* client_tls_opts() -- the TLS context (*ctx), server name (*server_name,
+ * strdup'd or NULL) and, when the files do not load, why (*bad, strdup'd;
+ * *ctx is then NULL) from o; all NULL if o->tls is 0. ORDO_OK or
+ * ORDO_ENOMEM. The blocking and the asynchronous client both build theirs
+ * with it. */
+int client_tls_opts(const ordo_client_opts_t *o, ordo_tls_ctx_t **ctx, char **server_name, char **bad);
+/* client_tls_init() -- c's TLS context from o (nothing if o->tls is 0).
+ * ORDO_OK or ORDO_ENOMEM; options that do not load leave c->tls_bad. */
+int client_tls_init(ordo_client_t *c, const ordo_client_opts_t *o);
+/* client_tls_free() -- the context and what init kept. */
+void client_tls_free(ordo_client_t *c);
+/* client_tls_start() -- TLS handshake on the fresh connection to host,
+ * before deadline. ORDO_OK, ORDO_ETLS (refused: errstr), ORDO_ECONN,
+ * ORDO_ETIMEDOUT, ORDO_ENOMEM. */
+int client_tls_start(ordo_client_t *c, const char *host, int64_t deadline);
+/* client_tls_encrypt() -- move plaintext from c->out into ciphertext in
+ * c->tls_out (at most CLIENT_TLS_WRITE_BYTES waiting). ORDO_OK, ORDO_ETLS. */
+int client_tls_encrypt(ordo_client_t *c);
+/* client_tls_read() -- recv() ciphertext and decrypt it into c->in.
+ * ORDO_OK (also when nothing was there), ORDO_ECONN, ORDO_ETLS. */
+int client_tls_read(ordo_client_t *c);
+/* client_tls_drop() -- end the session (the socket is closed by the caller). */
+void client_tls_drop(ordo_client_t *c);
+/* Ciphertext kept waiting for the socket at most, before more of out is
+ * encrypted. */
+#define CLIENT_TLS_WRITE_BYTES (256 * 1024)
 
 /* client_backoff_ms() -- full jitter: uniform in [0, min(max, min*2^attempt)]
  * drawn from *rng (xorshift64*; *rng must be nonzero). */

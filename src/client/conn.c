@@ -3,7 +3,9 @@
  * handshake (HELLO 3 / AUTH), pipelined writes and reads with a deadline
  * per call, push frames kept apart from replies, reconnection with
  * jittered exponential backoff across the members it knows, and
- * -NOTLEADER redirects.
+ * -NOTLEADER redirects. Over TLS (opts.tls) the handshake follows the TCP
+ * connect and the bytes pass through tls_conn.c; everything else here
+ * sees plaintext.
  *
  * Every socket is non-blocking; waiting is poll() against a deadline in
  * CLOCK_MONOTONIC milliseconds (-1: none). Writing a long pipeline also
@@ -135,6 +137,8 @@ int ordo_client_new(ordo_client_t **out, const ordo_client_opts_t *opts)
             goto fail_password;
     }
     CLIENT_OPTS_APPLY(c, o);
+    if (client_tls_init(c, &o) != ORDO_OK)
+        goto fail_tls;
     c->fd = -1;
     c->learn = 1;
     c->move_to = -1;
@@ -148,6 +152,9 @@ int ordo_client_new(ordo_client_t **out, const ordo_client_opts_t *opts)
     cresp_set_limits(&c->parser, c->reply_bytes_max, c->reply_elems_max);
     *out = c;
     return ORDO_OK;
+fail_tls:
+    client_tls_free(c);
+    free(c->password);
 fail_password:
     free(c);
     return ORDO_ENOMEM;
@@ -159,6 +166,7 @@ fail_addrs:
 static void client_drop(ordo_client_t *c)
 {
     assert(c != NULL);
+    client_tls_drop(c);
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
@@ -189,6 +197,7 @@ void ordo_client_free(ordo_client_t *c)
     c->push_bytes = 0;
     cresp_buf_free(&c->in);
     cresp_buf_free(&c->out);
+    client_tls_free(c);
     free(c->password);
     free(c);
 }
@@ -244,10 +253,17 @@ static int read_some(ordo_client_t *c)
 static int wait_io(ordo_client_t *c, int64_t deadline, int want_read)
 {
     assert(c->fd >= 0);
+    /* Over TLS what goes on the wire is tls_out, encrypted from out. */
+    cresp_buf_t *wire = c->tls != NULL ? &c->tls_out : &c->out;
+    if (c->tls != NULL) {
+        int rc = client_tls_encrypt(c);
+        if (rc != ORDO_OK)
+            return rc;
+    }
     struct pollfd pfd = { .fd = c->fd, .events = 0 };
     if (want_read)
         pfd.events |= POLLIN;
-    if (c->out.len)
+    if (wire->len)
         pfd.events |= POLLOUT;
     for (;;) {
         int n = poll(&pfd, 1, remaining_ms(deadline));
@@ -260,14 +276,14 @@ static int wait_io(ordo_client_t *c, int64_t deadline, int want_read)
         break;
     }
     if (pfd.revents & POLLOUT) {
-        ssize_t k = send(c->fd, c->out.data, c->out.len, MSG_NOSIGNAL);
+        ssize_t k = send(c->fd, wire->data, wire->len, MSG_NOSIGNAL);
         if (k > 0)
-            cresp_buf_consume(&c->out, (size_t)k);
+            cresp_buf_consume(wire, (size_t)k);
         else if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
             return client_seterr(c, ORDO_ECONN, "send: %s", strerror(errno));
     }
     if (pfd.revents & (POLLIN | POLLHUP | POLLERR))
-        return read_some(c);
+        return c->tls != NULL ? client_tls_read(c) : read_some(c);
     return ORDO_OK;
 }
 
@@ -359,7 +375,7 @@ drop:
 static int flush_out(ordo_client_t *c, int64_t deadline)
 {
     assert(c->fd >= 0);
-    while (c->out.len) {
+    while (c->out.len || c->tls_out.len) {
         int rc = wait_io(c, deadline, 1);
         if (rc != ORDO_OK) {
             client_drop(c);
@@ -528,6 +544,10 @@ static int connect_retry(ordo_client_t *c, int64_t deadline)
     for (int attempt = 0;; attempt++) {
         client_member_t *m = &c->members.m[c->members.cur];
         int rc = connect_once(c, m->host, m->port, deadline);
+        if (rc == ORDO_OK && c->tls_ctx != NULL)
+            rc = client_tls_start(c, m->host, min_deadline(client_now_ms() + c->connect_timeout_ms, deadline));
+        else if (rc == ORDO_OK && c->tls_bad != NULL)
+            rc = client_seterr(c, ORDO_ETLS, "TLS options: %s", c->tls_bad);
         if (rc == ORDO_OK) {
             rc = handshake(c, deadline);
             if (rc == ORDO_OK && c->learn)
@@ -539,6 +559,10 @@ static int connect_retry(ordo_client_t *c, int64_t deadline)
             client_drop(c);
             if (rc == ORDO_EAUTH || rc == ORDO_ENOMEM)
                 return rc;
+        }
+        if (rc == ORDO_ETLS) {
+            client_drop(c);
+            return rc; /* the next try would meet the same certificate */
         }
         /* A member that does not answer may be a deposed leader: the others
          * know who leads now, and may know members we do not. */
@@ -695,7 +719,7 @@ int client_call(ordo_client_t *c, int timeout_ms, int argc, const char *const *a
     for (int hop = 0, retry = 0;;) {
         peer_gone(c);
         int rc = connect_until(c, deadline);
-        if (rc != ORDO_OK && last != NULL && rc != ORDO_EAUTH && rc != ORDO_ENOMEM) {
+        if (rc != ORDO_OK && last != NULL && rc != ORDO_EAUTH && rc != ORDO_ENOMEM && rc != ORDO_ETLS) {
             /* The deadline passed while looking for the leader: the
              * command never ran, which is what -NOTLEADER says. */
             *reply = last;

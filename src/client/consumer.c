@@ -190,7 +190,7 @@ static void *worker_main(void *arg)
         size_t n;
         int rc = ordo_q_pull(c, k->queue, 1, k->o.pull_block_ms, k->o.lease_ms, &msgs, &n);
         if (rc != ORDO_OK) {
-            if (rc == ORDO_EAUTH)
+            if (rc == ORDO_EAUTH || rc == ORDO_ETLS)
                 break;
             pause_ms(CONSUMER_RETRY_PAUSE_MS);
             continue;

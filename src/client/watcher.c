@@ -76,7 +76,7 @@ static int start(ordo_client_t *c, watch_state_t *w)
  * server that breaks the protocol or our bounds, and our own errors. */
 static int final(int rc)
 {
-    return rc == ORDO_EAUTH || rc == ORDO_EINVAL || rc == ORDO_ENOMEM || rc == ORDO_ESERVER ||
+    return rc == ORDO_EAUTH || rc == ORDO_ETLS || rc == ORDO_EINVAL || rc == ORDO_ENOMEM || rc == ORDO_ESERVER ||
            rc == ORDO_EPROTO;
 }
 

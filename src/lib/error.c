@@ -33,6 +33,7 @@ const char *ordo_strerror(int err)
     case ORDO_EREADONLY: return "read-only";
     case ORDO_ENOTLEADER: return "not leader";
     case ORDO_ESTALE: return "stale token";
+    case ORDO_ETLS: return "TLS failed";
     default: return "unknown error";
     }
 }

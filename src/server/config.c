@@ -45,6 +45,26 @@ static const option_def_t options[] = {
     STR_OPT("requirepass", requirepass, "", "password clients must give with AUTH or HELLO"),
     BOOL_OPT("protected-mode", protected_mode, "yes",
              "while no password is set, refuse clients that are not on loopback"),
+    INT_OPT("tls-port", tls_port, "0", 0, 65535, "RESP over TLS on bind:tls-port (0: off); needs tls-cert-file"),
+    BOOL_OPT("tls-http", tls_http, "no", "the HTTP listener (http-port) speaks HTTPS with the same certificate"),
+    BOOL_OPT("tls-cluster", tls_cluster, "no",
+             "cluster mode: members talk raft over mutual TLS with tls-cert-file (common name node-<id>) and "
+             "tls-ca-cert-file"),
+    STR_OPT("tls-cert-file", tls_cert_file, "", "TLS: the server's certificate chain (PEM)"),
+    STR_OPT("tls-key-file", tls_key_file, "", "TLS: the private key of tls-cert-file (PEM, unencrypted)"),
+    STR_OPT("tls-ca-cert-file", tls_ca_cert_file, "",
+            "TLS: the CA (PEM) client certificates are verified against"),
+    STR_OPT("tls-auth-clients", tls_auth_clients, "no",
+            "TLS: client certificates: no (not asked), optional (verified if shown), yes (required)"),
+    STR_OPT("tls-protocols", tls_protocols, "TLSv1.2 TLSv1.3", "TLS: the protocol versions allowed"),
+    STR_OPT("tls-ciphers", tls_ciphers, "", "TLS: the TLS 1.2 cipher list, OpenSSL syntax (empty: OpenSSL's)"),
+    STR_OPT("tls-ciphersuites", tls_ciphersuites, "",
+            "TLS: the TLS 1.3 cipher suites, OpenSSL syntax (empty: OpenSSL's)"),
+    /* Long enough for a client across an ocean to make its two round
+     * trips; short enough that a connection which never finishes holds
+     * its descriptor briefly. */
+    INT_OPT("tls-handshake-timeout-ms", tls_handshake_timeout_ms, "10000", 100, 3600000,
+            "TLS: a connection whose handshake has not finished within this is closed"),
     STR_OPT("dir", dir, "./data", "data directory"),
     {"fsync", OPT_FSYNC, offsetof(ordo_config_t, fsync), 0, "always", 0, 2,
      "durability policy: always | everysec | no"},

@@ -24,6 +24,18 @@ typedef struct ordo_config_s {
     char unixsocket[256];
     char requirepass[512];
     int64_t protected_mode;          /* refuse non-loopback clients while no password is set */
+    /* TLS (net/net_tls.c): on when tls_port or tls_http is set */
+    int64_t tls_port;                /* RESP over TLS on bind:tls_port; 0: off */
+    int64_t tls_http;                /* the HTTP listener speaks HTTPS */
+    int64_t tls_cluster;             /* members talk raft over mutual TLS (log/raft_net.h) */
+    char tls_cert_file[1024];        /* the server's certificate chain (PEM) */
+    char tls_key_file[1024];         /* its private key (PEM) */
+    char tls_ca_cert_file[1024];     /* CA that client (and member) certificates are verified against */
+    char tls_auth_clients[16];       /* no | yes | optional: client certificates */
+    char tls_protocols[64];          /* "TLSv1.2 TLSv1.3" */
+    char tls_ciphers[512];           /* TLS 1.2 cipher list */
+    char tls_ciphersuites[512];      /* TLS 1.3 suites */
+    int64_t tls_handshake_timeout_ms; /* a TLS handshake must finish within this */
     /* data */
     char dir[1024];
     int64_t fsync;                   /* enum fsync_policy */

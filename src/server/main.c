@@ -3,6 +3,9 @@
  * (core, command table, listeners, timers), run the event loop until SIGINT
  * or SIGTERM, then close every connection and free everything.
  *
+ * SIGHUP reloads the TLS certificate, key and CA from their files
+ * (net/net_tls.h); a reload that fails is logged and the old ones serve on.
+ *
  * Start-up that fails part-way unwinds through labels named for the step
  * they undo.
  */
@@ -18,6 +21,8 @@
 #include "core/core.h"
 #include "net/conn.h"
 #include "net/net.h"
+#include "net/net_tls.h"
+#include "writer/cluster.h"
 #include "writer/persist.h"
 #include "writer/writer.h"
 #include "server.h"
@@ -36,6 +41,7 @@ static void close_handles(server_t *s)
     net_close_all(s);
     uv_close((uv_handle_t *)&s->sigint, NULL);
     uv_close((uv_handle_t *)&s->sigterm, NULL);
+    uv_close((uv_handle_t *)&s->sighup, NULL);
     persist_close_handles(s);
     writer_close_handles(s);
 }
@@ -59,6 +65,41 @@ static void on_signal(uv_signal_t *h, int signum)
         return;
     fprintf(stderr, "ordod: %s received, shutting down\n", signum == SIGINT ? "SIGINT" : "SIGTERM");
     close_handles(s);
+}
+
+/* The tls_reload hook (CONFIG SET tls-...), and SIGHUP's work: the
+ * doors' context (net/net_tls.h), then the members' (tls-cluster). Each
+ * is swapped only if it loads; if the doors' loads and the members' does
+ * not, the doors keep the new one and the error says so. */
+static int tls_reload(server_t *s, const ordo_config_t *cfg, char *err, size_t elen)
+{
+    bool doors = s->net.tls.ctx != NULL, members = cluster_enabled(s) && s->cfg.tls_cluster;
+    if (!doors && !members) {
+        snprintf(err, elen, "TLS is off (tls-port, tls-http and tls-cluster are set at start)");
+        return -1;
+    }
+    if (doors && net_tls_reload(s, cfg, err, elen) != 0)
+        return -1;
+    char why[512];
+    if (members && cluster_tls_reload(s, cfg, why, sizeof why) != 0) {
+        snprintf(err, elen, "%s%s", doors ? "the client doors reloaded, the members' connections did not: " : "",
+                 why);
+        return -1;
+    }
+    return 0;
+}
+
+static void on_sighup(uv_signal_t *h, int signum)
+{
+    (void)signum;
+    server_t *s = h->data;
+    char err[1024];
+    if (tls_reload(s, &s->cfg, err, sizeof err) != 0)
+        fprintf(stderr, "ordod: SIGHUP received: TLS reload failed, the old certificate serves on: %s\n", err);
+    else
+        fprintf(stderr, "ordod: SIGHUP received: TLS certificate, key and CA reloaded from %s, %s, %s\n",
+                s->cfg.tls_cert_file, s->cfg.tls_key_file,
+                s->cfg.tls_ca_cert_file[0] ? s->cfg.tls_ca_cert_file : "(no CA)");
 }
 
 /* make_dir() -- create dir unless it exists; *created says whether this
@@ -123,7 +164,7 @@ int main(int argc, char **argv)
     s->hooks = (server_hooks_t){.run_resumed = conn_run_resumed, .flush = net_flush,
                                 .net_cron = net_cron, .cmd_cron = cmd_cron, .answer = net_answer,
                                 .park = net_park, .resume = net_resume, .drop_unsure = net_drop_unsure,
-                                .drop_unmarked = net_drop_unmarked};
+                                .drop_unmarked = net_drop_unmarked, .tls_reload = tls_reload};
     writer_init(s);
     if (cmd_init(s) != 0)
         goto fail_writer;
@@ -138,11 +179,18 @@ int main(int argc, char **argv)
     writer_start(s);
     uv_signal_init(s->loop, &s->sigint);
     uv_signal_init(s->loop, &s->sigterm);
-    s->sigint.data = s->sigterm.data = s;
+    uv_signal_init(s->loop, &s->sighup);
+    s->sigint.data = s->sigterm.data = s->sighup.data = s;
     uv_signal_start(&s->sigint, on_signal, SIGINT);
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
-    fprintf(stderr, "ordod %s ready: %s:%lld%s%s (data in %s, fsync %s)\n", ORDO_VERSION, s->cfg.bind,
-            (long long)s->cfg.port, s->cfg.unixsocket[0] ? ", unix " : "", s->cfg.unixsocket, s->cfg.dir,
+    uv_signal_start(&s->sighup, on_sighup, SIGHUP);
+    char tls_note[96] = "";
+    if (s->cfg.tls_port != 0)
+        snprintf(tls_note, sizeof tls_note, ", TLS port %lld", (long long)s->cfg.tls_port);
+    if (s->cfg.tls_http)
+        snprintf(tls_note + strlen(tls_note), sizeof tls_note - strlen(tls_note), ", HTTPS");
+    fprintf(stderr, "ordod %s ready: %s:%lld%s%s%s (data in %s, fsync %s)\n", ORDO_VERSION, s->cfg.bind,
+            (long long)s->cfg.port, s->cfg.unixsocket[0] ? ", unix " : "", s->cfg.unixsocket, tls_note, s->cfg.dir,
             s->cfg.fsync == FSYNC_ALWAYS ? "always" : s->cfg.fsync == FSYNC_EVERYSEC ? "everysec" : "no");
     uv_run(s->loop, UV_RUN_DEFAULT);
     listening = false; /* closed by close_handles() */

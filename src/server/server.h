@@ -62,6 +62,9 @@ typedef struct server_s server_t;
 typedef struct server_stats_s {
     uint64_t connections_total;
     uint64_t connections_rejected;
+    uint64_t tls_handshakes_ok;       /* TLS handshakes completed (net/net_tls.c) */
+    uint64_t tls_handshakes_failed;   /* refused: bad certificate, not TLS, closed midway */
+    uint64_t tls_handshakes_timedout; /* not finished within tls-handshake-timeout-ms */
     uint64_t commands_total;
     uint64_t errors_total;
     uint64_t net_in_bytes;
@@ -112,12 +115,15 @@ typedef struct server_hooks_s {
      * since it was last judged (it may depend on the unstored revisions;
      * persist.c, enter_readonly()). */
     void (*drop_unmarked)(server_t *s);
+    /* Rebuild the TLS context from cfg's tls-* options (CONFIG SET
+     * tls-...): 0, or -1 with err and the old context kept. */
+    int (*tls_reload)(server_t *s, const ordo_config_t *cfg, char *err, size_t elen);
 } server_hooks_t;
 
 struct server_s {
     ordo_config_t cfg;
     uv_loop_t *loop;
-    uv_signal_t sigint, sigterm;
+    uv_signal_t sigint, sigterm, sighup;
     uint64_t next_progress_ms;       /* when cron next looks for idle watches (cmd_watch.c) */
     core_t *core;
     watch_registry_t watches;

@@ -2,7 +2,8 @@
  * ordo.c -- the `ordo` command-line tool (docs/client.md, "The `ordo` tool"), built on
  * the client library only (ordo/client.h).
  *
- *   ordo [-h host[:port][,host:port...]] [-p port] [-a password] [--timeout MS] COMMAND ...
+ *   ordo [-h host[:port][,host:port...]] [-p port] [-a password] [--timeout MS]
+ *        [--tls [--cacert FILE] [--cert FILE --key FILE] [--sni NAME]] COMMAND ...
  *     watch KEY | --prefix P [--from REV]   one line per event, resumes by itself
  *     call QUEUE KEY PAYLOAD [--id ID] [--timeout MS]
  *     push QUEUE KEY PAYLOAD [--id ID]
@@ -17,6 +18,11 @@
  * A port outside 1..65535 or an address that does not parse is a usage
  * error. One-shot commands (call, push, top, status) give up after
  * --timeout (default TOOL_TIMEOUT_MS_DEFAULT), naming the addresses tried.
+ *
+ * TLS: --tls speaks TLS to the server's tls-port, verifying its
+ * certificate against --cacert (default: the system's CAs) and the name
+ * the address gives (or --sni's); --cert and --key show a client
+ * certificate. A certificate that does not verify fails at once (exit 1).
  *
  * Exit status: 0 on success; 1 on an error reply, a timeout or a lost
  * server (the error on stderr); 2 on a usage error (and consume's PROGRAM
@@ -74,8 +80,10 @@ extern char **environ;
 #define TOOL_HOST_MAX 256
 
 static const char *usage_text =
-    "usage: ordo [-h host[:port][,host:port...]] [-p port] [-a password] [--timeout MS] COMMAND ...\n"
-    "  (without -h/-p: ORDO_ADDRS, a list like -h's; --timeout: one-shot commands, default 5000)\n"
+    "usage: ordo [-h host[:port][,host:port...]] [-p port] [-a password] [--timeout MS]\n"
+    "            [--tls [--cacert FILE] [--cert FILE --key FILE] [--sni NAME]] COMMAND ...\n"
+    "  (without -h/-p: ORDO_ADDRS, a list like -h's; --timeout: one-shot commands, default 5000;\n"
+    "   --tls: to a tls-port, verifying the server against --cacert and its name)\n"
     "  watch KEY | --prefix P [--from REV]\n"
     "  call QUEUE KEY PAYLOAD [--id ID] [--timeout MS]\n"
     "  push QUEUE KEY PAYLOAD [--id ID]\n"
@@ -923,9 +931,21 @@ int main(int argc, char **argv)
     int64_t timeout_ms = TOOL_TIMEOUT_MS_DEFAULT;
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
+        if (strcmp(argv[i], "--tls") == 0) {
+            co.tls = 1;
+            continue;
+        }
         if (i + 1 >= argc)
             return usage();
-        if (strcmp(argv[i], "-h") == 0) {
+        if (strcmp(argv[i], "--cacert") == 0) {
+            co.tls_ca_file = argv[++i];
+        } else if (strcmp(argv[i], "--cert") == 0) {
+            co.tls_cert_file = argv[++i];
+        } else if (strcmp(argv[i], "--key") == 0) {
+            co.tls_key_file = argv[++i];
+        } else if (strcmp(argv[i], "--sni") == 0) {
+            co.tls_server_name = argv[++i];
+        } else if (strcmp(argv[i], "-h") == 0) {
             hosts = argv[++i];
         } else if (strcmp(argv[i], "-p") == 0) {
             if (parse_port(argv[++i], &port) != 0) {
@@ -958,6 +978,11 @@ int main(int argc, char **argv)
         return 2;
     }
     ordo_client_free(probe);
+    if (!co.tls && (co.tls_ca_file || co.tls_cert_file || co.tls_key_file || co.tls_server_name)) {
+        fprintf(stderr, "ordo: --cacert, --cert, --key and --sni go with --tls\n");
+        free(addrs);
+        return 2;
+    }
     co.call_timeout_ms = (int)timeout_ms;
     co.reconnect_timeout_ms = (int)timeout_ms;
     if (i >= argc)

@@ -17,6 +17,10 @@ Owns:
     one-leader-per-term checker.
 Every wait is ordoproc's poll (re-exported here for the tests).
 
+ORDO_TEST_TLS_CLUSTER=1 runs every cluster over mutual TLS between
+members (--tls-cluster): certificates from scripts/make-certs.sh for
+node-1..node-16, made once per Cluster under its base directory.
+
 Invariants: only PIDs this harness started are ever signalled; every wait
 has a deadline; a member counts as started only once the server answering
 on its port reports its PID. Ports: a member's client port and its raft
@@ -47,6 +51,7 @@ PORT_OFFSET = 10000            # --cluster-port-offset: the contract's default
 CLIENT_PORT_RANGE = (12000, 22500)   # + PORT_OFFSET stays below 32768 (the ephemeral range)
 RESERVED_PORTS = range(17000, 17100)  # make cluster's raft ports (7001.. + 10000): left to it
 ELECTION_TIMEOUT_MS = 500      # --cluster-election-timeout-ms: the contract's default
+TLS_MEMBERS_MAX = 16           # ORDO_TEST_TLS_CLUSTER: member certificates made (ids 1..16)
 READY_DEADLINE_S = 30.0        # cluster_state:ok on every member, one leader agreed
 LEADER_DEADLINE_S = 20.0       # a new leader after a kill or a partition
 SYNC_DEADLINE_S = 60.0         # every member applied the leader's commit index
@@ -127,6 +132,9 @@ class Member(Ordod):
     single server without cluster mode, to compare with."""
 
     def __init__(self, node_id, port, base_dir, offset, extra=(), http_port=0):
+        # "{node}" in an extra argument becomes the member's id: per-member
+        # files (a member's own TLS certificate).
+        extra = [str(a).replace("{node}", str(node_id)) for a in extra]
         super().__init__(ORDOD, os.path.join(base_dir, "node%d" % node_id),
                          os.path.join(base_dir, "node%d.log" % node_id), extra, http_port=http_port,
                          name="node %d" % node_id, stop_deadline_s=STOP_DEADLINE_S)
@@ -200,6 +208,18 @@ class Cluster:
         self.offset = PORT_OFFSET
         self.members = {}    # id -> Member, including members added later
         self.everyone = []   # every Member ever created (stop() ends them all)
+        if os.environ.get("ORDO_TEST_TLS_CLUSTER"):
+            self.extra += self._tls_flags()
+
+    def _tls_flags(self):
+        """Flags for mutual TLS between members, with their certificates
+        made now ("{node}": each member's own, Member)."""
+        certs = os.path.join(self.base_dir, "certs")
+        subprocess.run(["bash", os.path.join(ROOT, "scripts", "make-certs.sh"), certs]
+                       + ["node-%d" % i for i in range(1, TLS_MEMBERS_MAX + 1)], check=True)
+        return ["--tls-cluster", "yes", "--tls-cert-file", os.path.join(certs, "node-{node}.crt"),
+                "--tls-key-file", os.path.join(certs, "node-{node}.key"),
+                "--tls-ca-cert-file", os.path.join(certs, "ca.crt")]
 
     # -- start / stop
 

@@ -26,6 +26,15 @@
  * the others are known before they are needed. Replies are bounded as the
  * blocking client's are (reply_bytes_max, reply_elems_max); pushes go
  * straight to the push callback, so nothing queues them.
+ *
+ * TLS (opts.tls): in HANDSHAKE, the TLS handshake comes first (the engine
+ * of base/tls.h over the stream: what is read is fed to the session and
+ * the plaintext it gives parsed; what write_bytes() is handed is
+ * encrypted, and every write sends the session's ciphertext); HELLO is
+ * written once it is done. A certificate that does not verify, a
+ * handshake the server refuses, or files that do not load fail the queued
+ * commands with ORDO_ETLS at once, as a refused password does, and the
+ * client goes on retrying slowly.
  */
 #include "ordo/client_uv.h"
 
@@ -94,6 +103,13 @@ struct ordo_aclient {
     int closing, handles_open;
     void (*closed_cb)(void *);
     void *closed_arg;
+
+    /* TLS: tls_ctx set (or tls_bad, the reason it could not be) when on;
+     * tls is the current connection's session. */
+    ordo_tls_ctx_t *tls_ctx;
+    char *tls_server_name, *tls_bad;
+    ordo_tls_t *tls;
+    char *tls_rbuf;        /* CLIENT_READ_CHUNK bytes of ciphertext, read and fed at once */
 };
 
 static void start_connect(ordo_aclient_t *c);
@@ -185,6 +201,17 @@ static void fail_all_queued(ordo_aclient_t *c, int status)
 
 /* ---- handles and lifetime ---------------------------------------------------- */
 
+/* Free what ordo_aclient_new() made from the options, and c. */
+static void free_config(ordo_aclient_t *c)
+{
+    ordo_tls_ctx_free(c->tls_ctx);
+    free(c->tls_server_name);
+    free(c->tls_bad);
+    free(c->tls_rbuf);
+    free(c->password);
+    free(c);
+}
+
 static void maybe_free(ordo_aclient_t *c)
 {
     assert(c->handles_open >= 0);
@@ -194,8 +221,8 @@ static void maybe_free(ordo_aclient_t *c)
     void *arg = c->closed_arg;
     cresp_reset(&c->parser);
     cresp_buf_free(&c->in);
-    free(c->password);
-    free(c);
+    ordo_tls_free(c->tls);
+    free_config(c);
     if (cb)
         cb(arg);
 }
@@ -249,8 +276,9 @@ static void on_write(uv_write_t *req, int status)
         conn_reset(c, ORDO_ECONN);
 }
 
-/* Write bytes on the current connection (takes ownership of data). */
-static int write_bytes(ordo_aclient_t *c, char *data, size_t len)
+/* Write bytes as they are on the current connection (takes ownership of
+ * data). */
+static int raw_write(ordo_aclient_t *c, char *data, size_t len)
 {
     assert(c->state == ST_HANDSHAKE || c->state == ST_READY);
     assert(data != NULL && len > 0);
@@ -269,6 +297,32 @@ static int write_bytes(ordo_aclient_t *c, char *data, size_t len)
         return ORDO_ECONN;
     }
     return ORDO_OK;
+}
+
+/* Write the TLS session's pending ciphertext. */
+static int tls_send(ordo_aclient_t *c)
+{
+    size_t n = ordo_tls_out_pending(c->tls);
+    if (n == 0)
+        return ORDO_OK;
+    char *buf = malloc(n);
+    if (buf == NULL)
+        return ORDO_ENOMEM;
+    n = ordo_tls_out_take(c->tls, buf, n);
+    return raw_write(c, buf, n);
+}
+
+/* Write bytes on the current connection, encrypted on a TLS one (takes
+ * ownership of data). */
+static int write_bytes(ordo_aclient_t *c, char *data, size_t len)
+{
+    if (c->tls == NULL)
+        return raw_write(c, data, len);
+    ssize_t w = ordo_tls_write(c->tls, data, len);
+    free(data);
+    if (w != (ssize_t)len)
+        return ORDO_ECONN; /* HELLO waits for the handshake, so this is a failed session */
+    return tls_send(c);
 }
 
 /* flush() -- write every unsent command as one buffer. */
@@ -319,6 +373,8 @@ static void conn_reset(ordo_aclient_t *c, int inflight_status)
     c->draining = 0;
     cresp_reset(&c->parser);
     c->in.len = 0;
+    ordo_tls_free(c->tls);
+    c->tls = NULL;
     if (was != ST_READY)
         c->attempt++;
     uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
@@ -445,10 +501,83 @@ static void take_reply(ordo_aclient_t *c, const ordo_reply_t *r)
     finish(c, m, ORDO_OK, r);
 }
 
+/* A TLS failure: as a refused password (handshake_reply), the queued
+ * commands learn it now and the client retries slowly; the connect
+ * callback hears ORDO_ETLS. */
+static void tls_failed(ordo_aclient_t *c)
+{
+    if (c->connect_cb)
+        c->connect_cb(c, ORDO_ETLS, c->connect_arg);
+    if (c->closing)
+        return;
+    c->attempt = 30;
+    fail_all_queued(c, ORDO_ETLS);
+    if (!c->closing)
+        conn_reset(c, ORDO_ETLS);
+}
+
+/* The first handshake step on a fresh connection: HELLO (and AUTH). */
+static void send_hello(ordo_aclient_t *c)
+{
+    int rc;
+    c->hs_stage = 1;
+    if (c->resp2_only) {
+        const char *ping[] = { "HELLO", "2" };
+        rc = write_command(c, 2, ping); /* an error reply leads to RESP2 + AUTH */
+    } else {
+        const char *hello[] = { "HELLO", "3", "AUTH", "default", c->password };
+        rc = write_command(c, c->password ? 5 : 2, hello);
+    }
+    if (rc != ORDO_OK)
+        conn_reset(c, ORDO_ECONN);
+}
+
+/* Ciphertext read: decrypt it into c->in, send what the session has for
+ * the server, and write HELLO once the handshake is done. Returns 0, or
+ * -1 if the connection was reset. */
+static int tls_input(ordo_aclient_t *c, const char *data, size_t n)
+{
+    int was_done = ordo_tls_done(c->tls);
+    ordo_tls_feed(c->tls, data, n);
+    for (;;) {
+        if (cresp_buf_reserve(&c->in, CLIENT_READ_CHUNK) != 0) {
+            conn_reset(c, ORDO_ENOMEM);
+            return -1;
+        }
+        ssize_t got = ordo_tls_read(c->tls, c->in.data + c->in.len, c->in.cap - c->in.len);
+        if (got > 0) {
+            c->in.len += (size_t)got;
+            continue;
+        }
+        if (got == 0)
+            break;
+        if (got == ORDO_TLS_EOF)
+            conn_reset(c, ORDO_ECONN);
+        else
+            tls_failed(c);
+        return -1;
+    }
+    if (tls_send(c) != ORDO_OK) {
+        conn_reset(c, ORDO_ECONN);
+        return -1;
+    }
+    if (!was_done && ordo_tls_done(c->tls)) {
+        uint64_t gen = c->gen;
+        send_hello(c);
+        if (c->closing || gen != c->gen)
+            return -1;
+    }
+    return 0;
+}
+
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     (void)suggested;
     ordo_aclient_t *c = h->data;
+    if (c->tls != NULL) {
+        *buf = uv_buf_init(c->tls_rbuf, CLIENT_READ_CHUNK);
+        return;
+    }
     if (cresp_buf_reserve(&c->in, CLIENT_READ_CHUNK) != 0) {
         *buf = uv_buf_init(NULL, 0);
         return;
@@ -458,7 +587,6 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
-    (void)buf;
     ordo_aclient_t *c = s->data;
     if (c->closing)
         return;
@@ -466,7 +594,10 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         conn_reset(c, ORDO_ECONN);
         return;
     }
-    c->in.len += (size_t)nread;
+    if (c->tls == NULL)
+        c->in.len += (size_t)nread;
+    else if (tls_input(c, buf->base, (size_t)nread) != 0)
+        return;
     uint64_t gen = c->gen;
     while (!c->closing && gen == c->gen && c->in.len) {
         size_t used;
@@ -515,22 +646,25 @@ static void on_connected(uv_connect_t *req, int status)
     }
     uv_tcp_nodelay(&c->tcp, 1);
     c->state = ST_HANDSHAKE;
+    if (c->tls_bad != NULL) {
+        tls_failed(c);
+        return;
+    }
+    if (c->tls_ctx != NULL) {
+        /* The TLS handshake first; tls_input() writes HELLO after it. */
+        const char *host = c->members.m[c->members.cur].host;
+        c->tls = ordo_tls_new(c->tls_ctx, c->tls_server_name != NULL ? c->tls_server_name : host);
+        if (c->tls == NULL || ordo_tls_handshake(c->tls) == ORDO_TLS_ERR || tls_send(c) != ORDO_OK) {
+            conn_reset(c, ORDO_ECONN);
+            return;
+        }
+    }
     if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) {
         conn_reset(c, ORDO_ECONN);
         return;
     }
-    int rc;
-    if (c->resp2_only) {
-        c->hs_stage = 1;
-        const char *ping[] = { "HELLO", "2" };
-        rc = write_command(c, 2, ping); /* an error reply leads to RESP2 + AUTH */
-    } else {
-        c->hs_stage = 1;
-        const char *hello[] = { "HELLO", "3", "AUTH", "default", c->password };
-        rc = write_command(c, c->password ? 5 : 2, hello);
-    }
-    if (rc != ORDO_OK)
-        conn_reset(c, ORDO_ECONN);
+    if (c->tls == NULL)
+        send_hello(c);
 }
 
 static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
@@ -655,6 +789,11 @@ int ordo_aclient_new(ordo_aclient_t **out, uv_loop_t *loop, const ordo_client_op
         return ORDO_ENOMEM;
     }
     CLIENT_OPTS_APPLY(c, o);
+    if (client_tls_opts(&o, &c->tls_ctx, &c->tls_server_name, &c->tls_bad) != ORDO_OK ||
+        (o.tls && (c->tls_rbuf = malloc(CLIENT_READ_CHUNK)) == NULL)) {
+        free_config(c);
+        return ORDO_ENOMEM;
+    }
     c->rng = (uint64_t)(uintptr_t)c ^ (uint64_t)uv_hrtime();
     if (c->rng == 0)
         c->rng = 1;
@@ -662,8 +801,7 @@ int ordo_aclient_new(ordo_aclient_t **out, uv_loop_t *loop, const ordo_client_op
     cresp_set_limits(&c->parser, c->reply_bytes_max, c->reply_elems_max);
     c->budget_deadline_ms = client_now_ms() + (c->reconnect_timeout_ms >= 0 ? c->reconnect_timeout_ms : 0);
     if (uv_timer_init(loop, &c->retry_timer) != 0 || uv_timer_init(loop, &c->tick_timer) != 0) {
-        free(c->password);
-        free(c);
+        free_config(c);
         return ORDO_ESYS;
     }
     c->retry_timer.data = c->tick_timer.data = c;

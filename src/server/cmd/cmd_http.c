@@ -400,6 +400,13 @@ void cmd_http_metrics(conn_t *c, ordo_buf_t *b)
     metric(b, "ordo_connections_total", "counter", "connections accepted", (double)st->connections_total);
     metric(b, "ordo_connections_rejected_total", "counter", "connections refused (limits, protected mode)",
            (double)st->connections_rejected);
+    metric_head(b, "ordo_tls_handshakes_total", "counter",
+                "TLS handshakes by result: ok, failed (refused), timeout (tls-handshake-timeout-ms)");
+    ordo_buf_printf(b, "ordo_tls_handshakes_total{result=\"ok\"} %llu\n", (unsigned long long)st->tls_handshakes_ok);
+    ordo_buf_printf(b, "ordo_tls_handshakes_total{result=\"failed\"} %llu\n",
+                    (unsigned long long)st->tls_handshakes_failed);
+    ordo_buf_printf(b, "ordo_tls_handshakes_total{result=\"timeout\"} %llu\n",
+                    (unsigned long long)st->tls_handshakes_timedout);
     metric(b, "ordo_clients", "gauge", "connections open (RESP and HTTP)", (double)s->net.conns.len);
     metric(b, "ordo_blocked_clients", "gauge", "connections parked in a blocking command",
            (double)s->writer.block.blocked_clients);

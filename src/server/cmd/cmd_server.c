@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -336,7 +337,9 @@ static void cmd_info(cmd_ctx_t *x)
                             "total_net_input_bytes:%llu\r\ntotal_net_output_bytes:%llu\r\n"
                             "watch_events:%llu\r\nwatch_cancelled:%llu\r\nexpired_keys:%llu\r\n"
                             "clients_closed_output_limit:%llu\r\nauth_failures:%llu\r\n"
-                            "transactions_total:%llu\r\ntransactions_aborted:%llu\r\n\r\n",
+                            "transactions_total:%llu\r\ntransactions_aborted:%llu\r\n"
+                            "tls_handshakes_ok:%llu\r\ntls_handshakes_failed:%llu\r\n"
+                            "tls_handshakes_timedout:%llu\r\n\r\n",
                         (unsigned long long)s->stats.connections_total,
                         (unsigned long long)s->stats.connections_rejected,
                         (unsigned long long)s->stats.commands_total, (unsigned long long)s->stats.errors_total,
@@ -347,7 +350,10 @@ static void cmd_info(cmd_ctx_t *x)
                         (unsigned long long)s->stats.clients_closed_output,
                         (unsigned long long)s->stats.auth_failures,
                         (unsigned long long)s->stats.transactions_total,
-                        (unsigned long long)s->stats.transactions_aborted);
+                        (unsigned long long)s->stats.transactions_aborted,
+                        (unsigned long long)s->stats.tls_handshakes_ok,
+                        (unsigned long long)s->stats.tls_handshakes_failed,
+                        (unsigned long long)s->stats.tls_handshakes_timedout);
     if (section_wanted(x, "persistence"))
         persist_info(s, &b);
     if (section_wanted(x, "kv"))
@@ -460,11 +466,67 @@ static void cfg_collect(void *arg, const char *name, const char *value)
     a->n++;
 }
 
+/* An argument as a C string into buf (cut at cap - 1 bytes). */
+static const char *arg_str(const cmd_ctx_t *x, size_t i, char *buf, size_t cap)
+{
+    size_t n = x->argv[i].len < cap - 1 ? x->argv[i].len : cap - 1;
+    memcpy(buf, x->argv[i].ptr, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* CONFIG SET tls-option value [tls-option value ...]: the TLS options
+ * alone may change while the server runs, all of them at once, and only
+ * if the context they make loads (the certificate, key and CA are read
+ * again: setting a file to its current path reloads it). tls-port and
+ * tls-http decide the listeners, so they are set at start. */
+static void config_set_tls(cmd_ctx_t *x)
+{
+    if (x->argc < 4 || x->argc % 2 != 0) {
+        reply_err(x, "ERR wrong number of arguments for CONFIG SET (CONFIG SET tls-option value ...)");
+        return;
+    }
+    if (x->srv->hooks.tls_reload == NULL) {
+        reply_err(x, "ERR TLS cannot be reloaded here");
+        return;
+    }
+    ordo_config_t *next = ordo_xmalloc(sizeof *next);
+    *next = x->srv->cfg;
+    char name[64], value[1100], err[512];
+    for (size_t i = 2; i < x->argc; i += 2) {
+        arg_str(x, i, name, sizeof name);
+        arg_str(x, i + 1, value, sizeof value);
+        if (strncasecmp(name, "tls-", 4) != 0 || strcasecmp(name, "tls-port") == 0 ||
+            strcasecmp(name, "tls-http") == 0) {
+            reply_errf(x, "ERR CONFIG SET changes only the tls-* options other than tls-port and tls-http; "
+                          "'%s' is set at start", name);
+            free(next);
+            return;
+        }
+        if (config_set(next, name, value, err, sizeof err) != 0) {
+            reply_errf(x, "ERR %s", err);
+            free(next);
+            return;
+        }
+    }
+    if (x->srv->hooks.tls_reload(x->srv, next, err, sizeof err) != 0) {
+        reply_errf(x, "ERR TLS reload failed, the old settings serve on: %s", err);
+    } else {
+        x->srv->cfg = *next;
+        reply_ok(x);
+    }
+    free(next);
+}
+
 static void cmd_config(cmd_ctx_t *x)
 {
+    if (arg_is(x, 1, "SET")) {
+        config_set_tls(x);
+        return;
+    }
     if (!arg_is(x, 1, "GET") || x->argc < 3) {
-        reply_err(x, "ERR CONFIG is a read-only view here: CONFIG GET pattern [pattern ...]; options "
-                     "are set with flags or the config file");
+        reply_err(x, "ERR CONFIG GET pattern [pattern ...] shows options; CONFIG SET changes only the tls-* "
+                     "options; the rest are set with flags or the config file");
         return;
     }
     cfg_acc_t a = {ORDO_BUF_INIT, 0};
@@ -540,8 +602,8 @@ const cmd_def_t cmd_server_defs[] = {
      "The command table, its size, names, and each command's docs",
      "[COUNT|LIST|INFO [command-name [command-name ...]]|DOCS [command-name [command-name ...]]]", "server"},
     {"CONFIG", -2, CMD_NOSTATE, cmd_config,
-     "The options matching glob patterns (read-only: options are set at start)",
-     "GET parameter [parameter ...]", "server"},
+     "The options matching glob patterns; SET changes the TLS options and reloads the certificate",
+     "GET parameter [parameter ...]|SET tls-option value [tls-option value ...]", "server"},
     {"DBSIZE", 1, 0, cmd_dbsize, "The number of live keys", "", "server"},
     {"SNAPSHOT", 1, 0, cmd_snapshot,
      "Start a snapshot (or join the running one); the revision it covers",

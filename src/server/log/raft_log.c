@@ -709,6 +709,21 @@ static void on_receive(void *arg, struct raft_message *m)
         fprintf(stderr, "ordod: cluster: raft receive: %s\n", raft_strerror(rv));
 }
 
+/* raft_net's is_member hook: id is in the latest configuration. Before
+ * the engine runs, or while this member knows no configuration yet (one
+ * waiting to be added learns it from the leader's connection), the
+ * certificate's name alone vouches. */
+static bool on_is_member(void *arg, uint64_t id)
+{
+    raft_log_t *rl = arg;
+    if (!rl->started || rl->raft.configuration.n == 0)
+        return true;
+    for (unsigned i = 0; i < rl->raft.configuration.n; i++)
+        if (rl->raft.configuration.servers[i].id == id)
+            return true;
+    return false;
+}
+
 static uint64_t on_term(void *arg)
 {
     raft_log_t *rl = arg;
@@ -1749,8 +1764,10 @@ log_t *raft_log_open(const raft_log_options_t *opt, const log_hooks_t *hooks, co
     if (fresh && opt->nmembers_bootstrap > 0 && bootstrap(rl, err, elen) != 0)
         goto fail;
     raft_net_options_t no = {.loop = opt->loop, .id = opt->id, .address = me->raft, .bind = me->raft,
-                             .recv_dir = rl->recvdir, .snapshot_max_bytes = opt->snapshot_max_bytes};
-    if (raft_net_open(&no, &(raft_net_hooks_t){.receive = on_receive, .term = on_term, .pong = on_pong, .arg = rl},
+                             .recv_dir = rl->recvdir, .snapshot_max_bytes = opt->snapshot_max_bytes,
+                             .tls_server = opt->tls_server, .tls_client = opt->tls_client};
+    if (raft_net_open(&no, &(raft_net_hooks_t){.receive = on_receive, .term = on_term, .pong = on_pong,
+                                            .is_member = on_is_member, .arg = rl},
                       &rl->net, err, elen) != 0)
         goto fail;
     uv_timer_init(opt->loop, &rl->timer);
@@ -1964,6 +1981,12 @@ int raft_log_change(log_t *l, enum raft_log_change op, uint64_t id, const char *
     rl->change_id = id;
     rl->change = op == RAFT_LOG_ADD ? CHANGE_NONE : CHANGE_COMMIT;
     return 0;
+}
+
+int raft_log_tls_reload(log_t *l, const ordo_tls_config_t *server, const ordo_tls_config_t *client, char *err,
+                        size_t elen)
+{
+    return raft_net_tls_reload(rl_of(l)->net, server, client, err, elen);
 }
 
 int raft_log_partition(log_t *l, const uint64_t *ids, int n)

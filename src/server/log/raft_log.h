@@ -74,6 +74,7 @@
 #include <uv.h>
 
 #include "base/buf.h"
+#include "base/tls.h"
 #include "log/log.h"
 
 #define RAFT_LOG_MAX_MEMBERS 16
@@ -118,6 +119,9 @@ typedef struct raft_log_options_s {
     uint64_t snapshot_max_bytes;     /* a larger snapshot from the leader is refused */
     uint64_t pending_bytes_max;      /* proposed, not committed, above which the writer stops reading */
     uint32_t record_bytes_max;
+    /* Mutual TLS between members (log/raft_net.h): both or neither, read
+     * while opening only. */
+    const ordo_tls_config_t *tls_server, *tls_client;
 } raft_log_options_t;
 
 /* raft_cluster_parse() -- "ID=HOST:PORT,..." into members (raft address:
@@ -190,6 +194,10 @@ bool raft_log_member(log_t *l, int i, raft_log_member_info_t *out);
 enum raft_log_change { RAFT_LOG_ADD, RAFT_LOG_REMOVE, RAFT_LOG_TRANSFER };
 int raft_log_change(log_t *l, enum raft_log_change op, uint64_t id, const char *client, char *err, size_t elen);
 
+/* raft_log_tls_reload() -- new mutual TLS contexts for the members'
+ * connections (raft_net_tls_reload()). */
+int raft_log_tls_reload(log_t *l, const ordo_tls_config_t *server, const ordo_tls_config_t *client, char *err,
+                        size_t elen);
 /* raft_log_partition() -- the test seam (raft_net.h). */
 int raft_log_partition(log_t *l, const uint64_t *ids, int n);
 

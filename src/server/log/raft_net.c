@@ -141,8 +141,11 @@ struct conn_s {
     uv_write_t write;
     ordo_buf_t own;             /* this connection's frames: hello, pongs */
     ordo_buf_t inflight;        /* the buffer of the write in flight */
-    ordo_buf_t in;              /* bytes read, not yet a whole frame */
+    ordo_buf_t in;              /* bytes read (plaintext), not yet a whole frame */
     recv_snap_t *rsnap;
+    ordo_tls_t *tls;            /* the session, with mutual TLS on */
+    char tls_name[64];          /* the peer certificate's common name, once verified */
+    uint64_t made_ms;           /* uv_now when it was made: the hello's deadline counts from it */
 };
 
 struct raft_net_s {
@@ -162,7 +165,10 @@ struct raft_net_s {
     int nblocked;
     raft_net_stats_t stats;
     char *scratch;              /* RAFT_NET_CHUNK bytes: a chunk read from a file */
+    ordo_tls_ctx_t *tls_server, *tls_client; /* mutual TLS: both or neither */
+    char *tls_rbuf;             /* READ_STEP bytes: one read's ciphertext, with TLS on */
     bool closing;
+    uv_timer_t sweep;           /* closes connections past RAFT_NET_HELLO_TIMEOUT_MS without a hello */
     int pending;                /* handles being closed, requests running */
     void (*close_cb)(void *arg);
     void *close_arg;
@@ -303,6 +309,7 @@ static conn_t *conn_new(raft_net_t *n, bool outbound)
     c->tcp.data = c;
     c->connect.data = c;
     c->write.data = c;
+    c->made_ms = uv_now(n->loop);
     if (uv_tcp_init(n->loop, &c->tcp) != 0) {
         free(c);
         return NULL;
@@ -345,6 +352,7 @@ static void on_conn_closed(uv_handle_t *h)
     if (c->next != NULL)
         c->next->prev = c->prev;
     n->nconns--;
+    ordo_tls_free(c->tls);
     ordo_buf_free(&c->own);
     ordo_buf_free(&c->inflight);
     ordo_buf_free(&c->in);
@@ -394,6 +402,55 @@ static void conn_bad(conn_t *c, const char *why)
     conn_close(c);
 }
 
+/* A connection refused by mutual TLS: counted, logged once, closed. */
+static void tls_refuse(conn_t *c, const char *why)
+{
+    c->n->stats.tls_refused++;
+    if (!c->logged) {
+        c->logged = true;
+        char who[RAFT_WIRE_ADDRESS_MAX + 64] = "an unknown peer";
+        struct sockaddr_storage ss;
+        int len = sizeof ss;
+        if (c->outbound && c->peer != NULL)
+            snprintf(who, sizeof who, "member %" PRIu64 " (%s)", c->peer->id, c->peer->address);
+        else if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0 && ss.ss_family == AF_INET)
+            uv_ip4_name((struct sockaddr_in *)&ss, who, sizeof who);
+        else if (ss.ss_family == AF_INET6)
+            uv_ip6_name((struct sockaddr_in6 *)&ss, who, sizeof who);
+        fprintf(stderr, "ordod: cluster: TLS connection %s %s refused: %s\n", c->outbound ? "to" : "from", who,
+                why);
+    }
+    /* The alert that says why, if the socket takes it now (it is closing). */
+    char alert[256];
+    size_t n = c->writing ? 0 : ordo_tls_out_take(c->tls, alert, sizeof alert);
+    if (n > 0) {
+        uv_buf_t b = uv_buf_init(alert, (unsigned)n);
+        (void)uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+    }
+    conn_close(c);
+}
+
+/* The peer's certificate after the handshake: its name is kept, and a
+ * dialled member's must be the one dialled. Returns false if refused. */
+static bool tls_peer_checked(conn_t *c)
+{
+    if (ordo_tls_peer_name(c->tls, c->tls_name, sizeof c->tls_name) != 0) {
+        tls_refuse(c, "no verified certificate");
+        return false;
+    }
+    if (c->outbound) {
+        char want[32];
+        snprintf(want, sizeof want, RAFT_NET_TLS_NAME, c->peer->id);
+        if (strcmp(c->tls_name, want) != 0) {
+            char why[160];
+            snprintf(why, sizeof why, "its certificate names '%.64s', not '%s'", c->tls_name, want);
+            tls_refuse(c, why);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* ---- writing ---------------------------------------------------------- */
 
 static void on_write(uv_write_t *req, int status)
@@ -413,6 +470,35 @@ static void on_write(uv_write_t *req, int status)
         snap_pump(c->peer);
 }
 
+/* conn_flush() of a TLS connection: advance the handshake, encrypt from
+ * (once the handshake is done) and write the session's ciphertext. */
+static void tls_flush(conn_t *c, ordo_buf_t *from)
+{
+    if (!ordo_tls_done(c->tls) && ordo_tls_handshake(c->tls) == ORDO_TLS_ERR) {
+        tls_refuse(c, ordo_tls_error(c->tls));
+        return;
+    }
+    if (ordo_tls_done(c->tls) && from->len > 0) {
+        if (ordo_tls_write(c->tls, from->data, from->len) != (ssize_t)from->len) {
+            tls_refuse(c, ordo_tls_error(c->tls));
+            return;
+        }
+        buf_done(from);
+    }
+    size_t pending = ordo_tls_out_pending(c->tls);
+    if (pending == 0)
+        return;
+    assert(c->inflight.len == 0);
+    char *p = ordo_buf_reserve(&c->inflight, pending);
+    c->inflight.len += ordo_tls_out_take(c->tls, p, pending);
+    uv_buf_t b = uv_buf_init(c->inflight.data, (unsigned)c->inflight.len);
+    if (uv_write(&c->write, (uv_stream_t *)&c->tcp, &b, 1, on_write) != 0) {
+        conn_close(c);
+        return;
+    }
+    c->writing = true;
+}
+
 /* Start the next write: the connection's own frames first, then (dialled
  * connections) the member's queue. */
 static void conn_flush(conn_t *c)
@@ -422,6 +508,10 @@ static void conn_flush(conn_t *c)
     ordo_buf_t *from = &c->own;
     if (from->len == 0 && c->outbound && c->hello_in)
         from = &c->peer->queue;
+    if (c->tls != NULL) {
+        tls_flush(c, from);
+        return;
+    }
     if (from->len == 0)
         return;
     assert(c->inflight.len == 0 && from->len <= UINT32_MAX); /* queue <= OUT_MAX + a frame */
@@ -639,6 +729,23 @@ static void on_hello(conn_t *c, const raft_wire_hello_t *h)
         }
         c->peer->backoff_ms = 0; /* the member answers: the next loss redials at once */
     } else {
+        if (c->tls != NULL) {
+            char want[32];
+            snprintf(want, sizeof want, RAFT_NET_TLS_NAME, h->id);
+            if (strcmp(c->tls_name, want) != 0) {
+                char why[160];
+                snprintf(why, sizeof why, "its hello claims member %" PRIu64 " but its certificate names '%.64s'",
+                         h->id, c->tls_name);
+                tls_refuse(c, why);
+                return;
+            }
+            if (n->hooks.is_member != NULL && !n->hooks.is_member(n->hooks.arg, h->id)) {
+                char why[96];
+                snprintf(why, sizeof why, "member %" PRIu64 " is not in the cluster's configuration", h->id);
+                tls_refuse(c, why);
+                return;
+            }
+        }
         peer_t *p = peer_get(n, h->id, NULL);
         if (p == NULL) {
             n->stats.refused++;
@@ -701,22 +808,58 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *out)
 {
     (void)hint;
     conn_t *c = h->data;
+    if (c->tls != NULL) {
+        *out = uv_buf_init(c->n->tls_rbuf, READ_STEP); /* decrypted into c->in at once */
+        return;
+    }
     char *p = ordo_buf_reserve(&c->in, READ_STEP);
     size_t room = c->in.cap - c->in.len;
     *out = uv_buf_init(p, room > UINT32_MAX ? UINT32_MAX : (unsigned)room);
 }
 
+/* Decrypt n bytes read from c into c->in; the handshake's end checks the
+ * peer. Returns false if c closed. */
+static bool tls_input(conn_t *c, const char *data, size_t n)
+{
+    bool was_done = ordo_tls_done(c->tls);
+    ordo_tls_feed(c->tls, data, n);
+    for (;;) {
+        char *p = ordo_buf_reserve(&c->in, READ_STEP);
+        ssize_t got = ordo_tls_read(c->tls, p, c->in.cap - c->in.len);
+        if (got > 0) {
+            c->in.len += (size_t)got;
+            continue;
+        }
+        if (got == 0)
+            break;
+        if (got == ORDO_TLS_EOF)
+            conn_close(c);
+        else
+            tls_refuse(c, ordo_tls_error(c->tls));
+        return false;
+    }
+    if (!was_done && ordo_tls_done(c->tls) && !tls_peer_checked(c))
+        return false;
+    conn_flush(c); /* handshake messages, then what waited for the handshake */
+    return !c->closing;
+}
+
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
-    (void)buf;
     conn_t *c = stream->data;
     raft_net_t *n = c->n;
     if (nread < 0) {
-        conn_close(c);
+        if (c->tls != NULL && !ordo_tls_done(c->tls))
+            tls_refuse(c, "the connection closed during the handshake");
+        else
+            conn_close(c);
         return;
     }
-    c->in.len += (size_t)nread;
     n->stats.bytes_in += (uint64_t)nread;
+    if (c->tls == NULL)
+        c->in.len += (size_t)nread;
+    else if (!tls_input(c, buf->base, (size_t)nread))
+        return;
     size_t pos = 0;
     while (!c->closing) {
         uint8_t type;
@@ -757,6 +900,15 @@ static void conn_start(conn_t *c)
     raft_net_t *n = c->n;
     c->connected = true;
     uv_tcp_nodelay(&c->tcp, 1);
+    if (n->tls_server != NULL) {
+        /* No host name check: the dialer checks the member's name in the
+         * certificate instead (tls_peer_checked). */
+        c->tls = ordo_tls_new(c->outbound ? n->tls_client : n->tls_server, NULL);
+        if (c->tls == NULL) {
+            conn_close(c);
+            return;
+        }
+    }
     raft_wire_put_hello(&c->own, n->id, n->address);
     if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) {
         conn_close(c);
@@ -848,7 +1000,65 @@ static void peer_dial(peer_t *p)
 
 /* ---- the calls ---------------------------------------------------------- */
 
+/* Every second: close the connections whose hello has not come within
+ * RAFT_NET_HELLO_TIMEOUT_MS (a dial still connecting is the connect's
+ * own business). */
+static void on_sweep(uv_timer_t *t)
+{
+    raft_net_t *n = t->data;
+    uint64_t now = uv_now(n->loop);
+    for (conn_t *c = n->conns, *next; c != NULL; c = next) {
+        next = c->next;
+        if (c->closing || !c->connected || c->hello_in || now - c->made_ms < RAFT_NET_HELLO_TIMEOUT_MS)
+            continue;
+        if (c->tls != NULL) {
+            tls_refuse(c, ordo_tls_done(c->tls) ? "no hello within the deadline" : "no handshake within the deadline");
+        } else {
+            n->stats.refused++;
+            conn_close(c);
+        }
+    }
+}
+
 static void free_unopened(uv_handle_t *h) { free(h->data); }
+
+/* The two contexts of mutual TLS from server and client: 0, or -1 with
+ * err (neither made). */
+static int tls_contexts(const ordo_tls_config_t *server, const ordo_tls_config_t *client, ordo_tls_ctx_t **sctx,
+                        ordo_tls_ctx_t **cctx, char *err, size_t elen)
+{
+    ordo_tls_config_t sc = *server, cc = *client;
+    sc.role = ORDO_TLS_SERVER;
+    sc.auth = ORDO_TLS_AUTH_YES;
+    cc.role = ORDO_TLS_CLIENT;
+    cc.no_verify = false;
+    char why[256];
+    *sctx = *cctx = NULL;
+    if (ordo_tls_ctx_new(&sc, sctx, why, sizeof why) != 0 || ordo_tls_ctx_new(&cc, cctx, why, sizeof why) != 0) {
+        snprintf(err, elen, "tls-cluster: %s", why);
+        ordo_tls_ctx_free(*sctx);
+        *sctx = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+int raft_net_tls_reload(raft_net_t *n, const ordo_tls_config_t *server, const ordo_tls_config_t *client, char *err,
+                        size_t elen)
+{
+    if (n->tls_server == NULL) {
+        snprintf(err, elen, "tls-cluster is off (it is set at start)");
+        return -1;
+    }
+    ordo_tls_ctx_t *s, *c;
+    if (tls_contexts(server, client, &s, &c, err, elen) != 0)
+        return -1;
+    ordo_tls_ctx_free(n->tls_server);
+    ordo_tls_ctx_free(n->tls_client);
+    n->tls_server = s;
+    n->tls_client = c;
+    return 0;
+}
 
 int raft_net_open(const raft_net_options_t *opt, const raft_net_hooks_t *hooks, raft_net_t **out, char *err,
                   size_t elen)
@@ -870,7 +1080,18 @@ int raft_net_open(const raft_net_options_t *opt, const raft_net_hooks_t *hooks, 
         snprintf(err, elen, "raft bind address '%s': %s", bind, gai_strerror(rc));
         return -1;
     }
+    assert((opt->tls_server == NULL) == (opt->tls_client == NULL));
+    ordo_tls_ctx_t *tls_server = NULL, *tls_client = NULL;
+    if (opt->tls_server != NULL &&
+        tls_contexts(opt->tls_server, opt->tls_client, &tls_server, &tls_client, err, elen) != 0) {
+        freeaddrinfo(ai);
+        return -1;
+    }
     raft_net_t *n = ordo_xcalloc(1, sizeof *n);
+    n->tls_server = tls_server;
+    n->tls_client = tls_client;
+    if (tls_server != NULL)
+        n->tls_rbuf = ordo_xmalloc(READ_STEP);
     n->loop = opt->loop;
     n->id = opt->id;
     n->hooks = *hooks;
@@ -887,10 +1108,16 @@ int raft_net_open(const raft_net_options_t *opt, const raft_net_hooks_t *hooks, 
     }
     n->address = xstrdup(opt->address);
     n->recv_dir = xstrdup(opt->recv_dir);
+    uv_timer_init(n->loop, &n->sweep);
+    n->sweep.data = n;
+    uv_timer_start(&n->sweep, on_sweep, 1000, 1000);
     *out = n;
     return 0;
 
 close_listener:
+    ordo_tls_ctx_free(n->tls_server);
+    ordo_tls_ctx_free(n->tls_client);
+    free(n->tls_rbuf);
     /* The handle is closed through the loop: n goes when it is. */
     uv_close((uv_handle_t *)&n->listener, free_unopened);
     return -1;
@@ -1010,6 +1237,9 @@ static void pending_done(raft_net_t *n)
     void (*cb)(void *) = n->close_cb;
     void *arg = n->close_arg;
     free(n->scratch);
+    free(n->tls_rbuf);
+    ordo_tls_ctx_free(n->tls_server);
+    ordo_tls_ctx_free(n->tls_client);
     free(n->address);
     free(n->recv_dir);
     free(n);
@@ -1025,6 +1255,8 @@ void raft_net_close(raft_net_t *n, void (*cb)(void *arg), void *arg)
     n->close_arg = arg;
     n->pending++;
     uv_close((uv_handle_t *)&n->listener, on_handle_closed);
+    n->pending++;
+    uv_close((uv_handle_t *)&n->sweep, on_handle_closed);
     for (conn_t *c = n->conns; c != NULL; c = c->next)
         conn_close(c);
     for (int i = 0; i < n->npeers; i++) {

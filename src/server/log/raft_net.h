@@ -35,19 +35,46 @@
  * it when done). One stream per member at a time: a second send while one
  * runs is ignored.
  *
+ * Mutual TLS (options tls_server and tls_client): every connection is
+ * TLS, both ends show a certificate from the cluster's CA, and a member's
+ * certificate must name it: its common name is "node-<id>"
+ * (RAFT_NET_TLS_NAME), the id of the member dialled (checked by the
+ * dialer once the handshake is done) or the id the hello claims (checked
+ * by the acceptor before the hello is taken, with the id in the cluster's
+ * configuration: hooks.is_member). A connection that fails
+ * either check, or whose handshake fails (no certificate, another CA,
+ * expired, plaintext), is closed, logged once and counted (tls_refused);
+ * nothing it sent reaches the engine. Frames and hellos are those of a
+ * plain connection, inside TLS; the output bound counts the ciphertext
+ * of the write in flight. raft_net_tls_reload() swaps the certificates
+ * for new connections (SIGHUP).
+ *
+ * Every connection, TLS or not, must have its hello in within
+ * RAFT_NET_HELLO_TIMEOUT_MS of being made, or it is closed (counted in
+ * refused; logged with TLS on).
+ *
  * Threads: loop thread only.
  */
 #ifndef ORDO_RAFT_NET_H
 #define ORDO_RAFT_NET_H
 
+#include <inttypes.h>
 #include <raft.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
 
+#include "base/tls.h"
+
 #define RAFT_NET_OUT_MAX (64u << 20)   /* bytes queued to one member before messages to it are dropped */
 #define RAFT_NET_CHUNK (1u << 20)      /* snapshot chunk size */
+#define RAFT_NET_TLS_NAME "node-%" PRIu64 /* the common name of member id's certificate (printf) */
+/* A connection that has not finished its handshake (with TLS) and its
+ * hello within this is closed and logged: a member does both in a round
+ * trip or two, and CONNS_MAX connections held open by something else
+ * would keep the members out. */
+#define RAFT_NET_HELLO_TIMEOUT_MS 5000u
 
 typedef struct raft_net_s raft_net_t;
 
@@ -63,6 +90,10 @@ typedef struct raft_net_hooks_s {
     uint64_t (*term)(void *arg);
     /* A pong: member id answered ping round seq with its current term. */
     void (*pong)(void *arg, uint64_t id, uint64_t seq, uint64_t term);
+    /* With mutual TLS: whether id is in the cluster's configuration (a
+     * hello from another id is refused even with a valid certificate).
+     * NULL: not asked. */
+    bool (*is_member)(void *arg, uint64_t id);
     void *arg;
 } raft_net_hooks_t;
 
@@ -73,6 +104,11 @@ typedef struct raft_net_options_s {
     const char *bind;            /* where to listen (host:port), usually address */
     const char *recv_dir;        /* where received snapshots are written */
     uint64_t snapshot_max_bytes; /* a larger snapshot stream is refused (0: no limit) */
+    /* Mutual TLS (see the head): both set, or neither (plain TCP). Read
+     * during raft_net_open() only: the net builds its contexts from them.
+     * tls_server's auth is forced to ORDO_TLS_AUTH_YES. */
+    const ordo_tls_config_t *tls_server; /* for accepted connections */
+    const ordo_tls_config_t *tls_client; /* for dialled ones */
 } raft_net_options_t;
 
 typedef struct raft_net_stats_s {
@@ -84,6 +120,8 @@ typedef struct raft_net_stats_s {
     uint64_t refused;                       /* connections closed at the hello: a member partitioned
                                                away, or too many members or connections */
     uint64_t dials_failed;                  /* connections to members that could not be made */
+    uint64_t tls_refused;                   /* connections closed by mutual TLS: a failed handshake,
+                                               or a certificate that does not name the member */
     uint64_t snapshots_sent, snapshots_received;   /* sent: the last chunk queued */
     uint64_t snapshot_bytes_sent, snapshot_bytes_received;
 } raft_net_stats_t;
@@ -131,6 +169,14 @@ void raft_net_peer(const raft_net_t *n, uint64_t id, raft_net_peer_t *out);
 int raft_net_partition(raft_net_t *n, const uint64_t *ids, int nids);
 
 void raft_net_stats(const raft_net_t *n, raft_net_stats_t *out);
+
+/* raft_net_tls_reload() -- build the mutual TLS contexts again from
+ * server and client (as raft_net_open() does) and use them for new
+ * connections; live ones keep theirs. Returns 0, or -1 with err and the
+ * old contexts kept (also when the net was opened without TLS: it cannot
+ * be turned on while running). */
+int raft_net_tls_reload(raft_net_t *n, const ordo_tls_config_t *server, const ordo_tls_config_t *client, char *err,
+                        size_t elen);
 
 /* raft_net_close() -- close every handle; cb runs when all are closed
  * (the loop can then end) and n is freed. */

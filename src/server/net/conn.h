@@ -6,7 +6,8 @@
  * while they run. Replies accumulate in `out`; when a write is in flight its
  * bytes sit in `wbuf` (libuv needs them stable until the callback) and new
  * replies keep going to `out`. Pending output is out.len + wbuf.len plus
- * the unsent bytes of shared blobs; it is bounded by output-hard-bytes /
+ * the unsent bytes of shared blobs (on a TLS connection the plaintext
+ * wbuf's ciphertext carries instead of wbuf.len); it is bounded by output-hard-bytes /
  * output-soft-bytes (the client is closed past them), and commands stop
  * running (and reading pauses) while it is above CONN_PAUSE_READ_BYTES so
  * a pipelining client cannot queue unbounded replies.
@@ -41,6 +42,7 @@
 #include "base/blob.h"
 #include "base/buf.h"
 #include "base/list.h"
+#include "base/tls.h"
 #include "net/resp.h"
 #include "writer/persist.h" /* log_pos_t, the marks' positions */
 
@@ -145,6 +147,14 @@ struct conn_s {
     bool sse;                  /* an HTTP watch: its watch events are written as Server-Sent Events
                                 * (cmd/cmd_watch.c), final bytes net/http.c passes through, so
                                 * they may be shared blobs (set by net/http.c for a watch request) */
+    /* TLS (net/net_tls.h): the session, NULL on a plain connection; on
+     * net.tls.handshaking while its handshake is under way. wbuf then
+     * holds ciphertext, and tls_wplain is the plaintext it carries (at
+     * most), which is what conn_pending() counts: the output limits are
+     * on plaintext bytes, whatever the door. */
+    ordo_tls_t *tls;
+    ordo_list_node_t tls_ln;
+    size_t tls_wplain;
     uint64_t out_consumed;     /* bytes taken from the front of out since accept: every path that
                                 * removes bytes from out's front adds them here (http.c keeps
                                 * its offsets into out in these terms) */
@@ -183,10 +193,10 @@ void conn_shared_push(conn_shared_list_t *l, size_t at, ordo_blob_t *b);
 void conn_add_shared(conn_t *c, ordo_blob_t *b);
 /* conn_close() -- close now (pending output is dropped). */
 void conn_close(conn_t *c);
-/* conn_pending() -- bytes of unsent output. */
+/* conn_pending() -- bytes of unsent output (plaintext: see tls_wplain). */
 static inline size_t conn_pending(const conn_t *c)
 {
-    return c->out.len + c->wbuf.len + c->shared.bytes + c->wshared.bytes;
+    return c->out.len + (c->tls == NULL ? c->wbuf.len : c->tls_wplain) + c->shared.bytes + c->wshared.bytes;
 }
 /* conn_check_output() -- apply the output limits; returns false if the
  * connection was closed for passing them. */

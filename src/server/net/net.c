@@ -50,6 +50,7 @@
 #include "conn.h"
 #include "net.h"
 #include "http.h"
+#include "net_tls.h"
 #include "writer/apply.h"
 #include "writer/outcome.h"
 #include "writer/persist.h"
@@ -92,6 +93,7 @@ static void buf_drop(server_t *s, ordo_buf_t *b, size_t keep)
 void net_cron(server_t *s)
 {
     http_cron(s);
+    net_tls_cron(s);
     if (s->net.released_bytes >= NET_TRIM_AFTER_BYTES) {
         s->net.released_bytes = 0;
         malloc_trim(0);
@@ -116,6 +118,7 @@ static void on_close(uv_handle_t *h)
     shared_free(&c->wshared);
     resp_cmd_free(&c->cmd);
     http_conn_free(c);
+    ordo_tls_free(c->tls);
     free(c->name);
     free(c);
 }
@@ -277,6 +280,7 @@ void conn_close(conn_t *c)
     unhold(c);
     unresume(c);
     cmd_conn_closed(c);
+    net_tls_conn_closed(c);
     if (c->srv->cfg.verbose)
         fprintf(stderr, "ordod: client %llu (%s) closed\n", (unsigned long long)c->id, c->addr);
     uv_close(&c->h.handle, on_close);
@@ -314,6 +318,13 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     (void)suggested;
     conn_t *c = h->data;
+    if (c->tls != NULL) {
+        /* Ciphertext: decrypted into c->in by on_read at once, so one
+         * buffer serves every TLS connection. */
+        buf->base = c->srv->net.tls.rbuf;
+        buf->len = CONN_READ_CHUNK;
+        return;
+    }
     /* Grow with what actually arrives, doubling, never to what a header
      * merely claims: a client announcing a 16 MiB bulk and sending nothing
      * costs a read chunk, not 16 MiB. */
@@ -360,6 +371,7 @@ static void on_write(uv_write_t *req, int status)
 {
     conn_t *c = req->data;
     c->writing = false;
+    c->tls_wplain = 0;
     buf_drop(c->srv, &c->wbuf, CONN_IN_KEEP_BYTES);
     shared_clear(&c->wshared);
     if (c->closing)
@@ -561,6 +573,87 @@ static int compose(const ordo_buf_t *b, const conn_shared_list_t *l, size_t upto
     return nb;
 }
 
+/* Encrypt up to NET_TLS_WRITE_BYTES of c's sendable output (out's bytes
+ * with the blobs spliced in, as a plain write would send them) into its
+ * TLS session, consuming it from out. Returns the plaintext bytes
+ * encrypted, or -1 if the session failed. */
+static ssize_t encrypt_output(conn_t *c)
+{
+    if ((c->out.len == 0 && c->shared.n == 0) || !ordo_tls_done(c->tls))
+        return 0;
+    size_t ready = sendable_bytes(c), total = 0, bytes, upto;
+    uv_buf_t bufs[CONN_WRITE_BUFS];
+    uint32_t nblobs;
+    while (total < NET_TLS_WRITE_BYTES) {
+        size_t room = NET_TLS_WRITE_BYTES - total;
+        int nb = compose(&c->out, &c->shared, ready < room ? ready : room, bufs, &bytes, &upto, &nblobs);
+        if (bytes == 0)
+            break;
+        for (int i = 0; i < nb; i++)
+            if (bufs[i].len > 0 && ordo_tls_write(c->tls, bufs[i].base, bufs[i].len) != (ssize_t)bufs[i].len)
+                return -1;
+        ready -= consume_stream(c, bytes);
+        total += bytes;
+    }
+    return (ssize_t)total;
+}
+
+/* conn_flush() of a TLS connection: encrypt what may be sent, then send
+ * the session's ciphertext (handshake messages included) as a plain
+ * connection sends its output: at once what the socket takes, the rest in
+ * wbuf through one uv_write. wbuf's plaintext worth (tls_wplain) is what
+ * the output limits count. */
+static void flush_tls(conn_t *c)
+{
+    assert(!c->writing && c->wbuf.len == 0);
+    for (;;) {
+        ssize_t plain = encrypt_output(c);
+        if (plain < 0) {
+            conn_close(c);
+            return;
+        }
+        size_t pending = ordo_tls_out_pending(c->tls);
+        if (pending == 0)
+            break;
+        char *p = ordo_buf_reserve(&c->wbuf, pending);
+        c->wbuf.len += ordo_tls_out_take(c->tls, p, pending);
+        uv_buf_t b = uv_buf_init(c->wbuf.data, (unsigned)c->wbuf.len);
+        int n = uv_try_write(&c->h.stream, &b, 1);
+        if (n < 0 && n != UV_EAGAIN) {
+            conn_close(c);
+            return;
+        }
+        if (n > 0) {
+            c->srv->stats.net_out_bytes += (uint64_t)n;
+            ordo_buf_consume(&c->wbuf, (size_t)n);
+        }
+        if (c->wbuf.len > 0) {
+            c->tls_wplain = (size_t)plain < c->wbuf.len ? (size_t)plain : c->wbuf.len;
+            b = uv_buf_init(c->wbuf.data, (unsigned)c->wbuf.len);
+            c->writing = true;
+            c->wreq.data = c;
+            c->srv->stats.net_out_bytes += c->wbuf.len;
+            if (uv_write(&c->wreq, &c->h.stream, &b, 1, on_write) != 0) {
+                c->writing = false;
+                conn_close(c);
+                return;
+            }
+            conn_check_output(c);
+            return;
+        }
+        if (plain == 0)
+            break; /* only handshake bytes or held output: nothing more to encrypt now */
+    }
+    buf_drop(c->srv, &c->wbuf, CONN_IN_KEEP_BYTES);
+    if (c->out.len > 0 || c->shared.n > 0 || !ordo_tls_done(c->tls))
+        return; /* held for the log, or waiting for the handshake */
+    buf_drop(c->srv, &c->out, CONN_IN_KEEP_BYTES);
+    if (c->close_after_write)
+        conn_close(c);
+    else
+        drained(c);
+}
+
 void conn_flush(conn_t *c)
 {
     if (c->closing)
@@ -584,6 +677,10 @@ void conn_flush(conn_t *c)
     }
     if (c->http != NULL)
         http_before_flush(c); /* its RESP replies become HTTP responses */
+    if (c->tls != NULL) {
+        flush_tls(c);
+        return;
+    }
     if (c->out.len == 0 && c->shared.n == 0) {
         if (c->close_after_write)
             conn_close(c);
@@ -709,7 +806,6 @@ static void process_input(conn_t *c)
 
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
-    (void)buf;
     conn_t *c = st->data;
     if (nread < 0) {
         conn_close(c);
@@ -717,9 +813,14 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     }
     if (nread == 0 || c->closing)
         return;
-    c->in.len += (size_t)nread;
     c->srv->stats.net_in_bytes += (uint64_t)nread;
     server_tick(c->srv);
+    if (c->tls == NULL) {
+        c->in.len += (size_t)nread;
+    } else if (net_tls_input(c, buf->base, (size_t)nread) != 0) {
+        conn_close(c);
+        return;
+    }
     process_input(c);
     if (c->closing)
         return;
@@ -866,6 +967,7 @@ static void on_connection(uv_stream_t *listener, int status)
     }
     bool is_unix = listener == (uv_stream_t *)&s->net.unix_listener;
     bool is_http = http_is_listener(s, listener);
+    bool is_tls = net_tls_is_listener(s, listener) || (is_http && s->cfg.tls_http);
     conn_t *c = ordo_xcalloc(1, sizeof *c);
     c->srv = s;
     c->id = ++s->net.next_client_id;
@@ -896,6 +998,12 @@ static void on_connection(uv_stream_t *listener, int status)
         uv_send_buffer_size(&c->h.handle, &sndbuf);
     }
     bool loopback = peer_is_loopback(c, is_unix);
+    /* A TLS connection's refusals below reach it once its handshake is
+     * done, encrypted. */
+    if (is_tls && net_tls_conn_start(c) != 0) {
+        conn_close(c);
+        return;
+    }
     if (is_http && http_conn_init(c) != 0)
         return; /* refused (http-max-clients): 503 written, closing */
     if (s->net.conns.len > (size_t)s->cfg.max_clients) {
@@ -1004,10 +1112,12 @@ int net_listen(server_t *s, char *err, size_t elen)
             return -1;
         }
     }
+    if (net_tls_init(s, err, elen) != 0 || net_tls_listen(s, on_connection, err, elen) != 0)
+        return -1;
     if (http_listen(s, on_connection, err, elen) != 0)
         return -1;
-    if (!s->net.tcp_on && !s->net.unix_on) {
-        snprintf(err, elen, "nothing to listen on: port is 0 and no unixsocket is set");
+    if (!s->net.tcp_on && !s->net.unix_on && !s->net.tls.listener_on) {
+        snprintf(err, elen, "nothing to listen on: port and tls-port are 0 and no unixsocket is set");
         return -1;
     }
     return 0;
@@ -1024,6 +1134,7 @@ void net_close_all(server_t *s)
     if (s->net.tcp_on)
         uv_close((uv_handle_t *)&s->net.tcp, NULL);
     http_close(s);
+    net_tls_close(s);
     if (s->net.unix_on) {
         uv_close((uv_handle_t *)&s->net.unix_listener, NULL);
         if (s->net.unix_bound)

@@ -14,8 +14,22 @@
 #include <uv.h>
 
 #include "base/list.h"
+#include "base/tls.h"
 
 typedef struct server_s server_t;
+
+/* TLS on the doors (net/net_tls.c): the context, the TLS listener, the
+ * handshakes under way and the refusal log's rate limit. */
+typedef struct net_tls_s {
+    ordo_tls_ctx_t *ctx;             /* NULL while TLS is off */
+    uv_tcp_t listener;               /* RESP over TLS on tls-port */
+    bool listener_on;
+    ordo_list_t handshaking;         /* connections mid-handshake (conn_t.tls_ln), in accept order */
+    char *rbuf;                      /* one read's ciphertext (CONN_READ_CHUNK), while TLS is on */
+    uint64_t log_window_ms;          /* the second refusals are being logged in */
+    uint32_t logged_in_window;       /* lines logged in it */
+    uint64_t unlogged;               /* refusals not logged since the last line */
+} net_tls_t;
 
 /* The network layer's part of the server (s->net). Every connection is in
  * conns from accept until its handle is closed; besides, it is in dirty
@@ -42,6 +56,7 @@ typedef struct net_s {
     size_t fd_clients_max;           /* connections the descriptor limit leaves room for (net_listen) */
     uint64_t refused_log_ms;         /* when a refusal at accept was last logged (rate limit) */
     uint64_t refused_unlogged;       /* refusals since, not logged yet */
+    net_tls_t tls;                   /* TLS on RESP and HTTP (net/net_tls.h) */
 } net_t;
 
 /* net_listen() -- open the TCP listener (and the unix socket if

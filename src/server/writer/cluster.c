@@ -211,6 +211,31 @@ static void change_timeout(waiter_t *w, outcome_t *o, char *buf, size_t blen)
 
 /* ---- opening ------------------------------------------------------------------ */
 
+/* Mutual TLS between members from cfg's tls-* options: the member's
+ * certificate (its common name node-<id>, log/raft_net.h) and the
+ * cluster's CA (strings point into cfg). 0, or -1 with err. */
+static int members_tls(const ordo_config_t *cfg, ordo_tls_config_t *out, char *err, size_t elen)
+{
+    *out = (ordo_tls_config_t){.cert_file = cfg->tls_cert_file, .key_file = cfg->tls_key_file,
+                               .ca_file = cfg->tls_ca_cert_file, .protocols = cfg->tls_protocols,
+                               .ciphers = cfg->tls_ciphers, .ciphersuites = cfg->tls_ciphersuites};
+    if (cfg->tls_ca_cert_file[0] == '\0') {
+        snprintf(err, elen, "tls-cluster needs tls-ca-cert-file (the CA members' certificates are verified against)");
+        return -1;
+    }
+    return 0;
+}
+
+int cluster_tls_reload(server_t *s, const ordo_config_t *cfg, char *err, size_t elen)
+{
+    if (!cluster_enabled(s) || !s->cfg.tls_cluster || s->persist.log == NULL)
+        return 0;
+    ordo_tls_config_t tls;
+    if (members_tls(cfg, &tls, err, elen) != 0)
+        return -1;
+    return raft_log_tls_reload(s->persist.log, &tls, &tls, err, elen);
+}
+
 int cluster_open(server_t *s, const log_hooks_t *wake, char *err, size_t elen)
 {
     raft_log_options_t opt = {
@@ -238,6 +263,12 @@ int cluster_open(server_t *s, const log_hooks_t *wake, char *err, size_t elen)
         opt.nmembers_bootstrap = 0;
     else
         opt.nmembers_bootstrap = opt.nmembers;
+    ordo_tls_config_t tls;
+    if (s->cfg.tls_cluster) {
+        if (members_tls(&s->cfg, &tls, err, elen) != 0)
+            return -1;
+        opt.tls_server = opt.tls_client = &tls;
+    }
     log_hooks_t hooks = *wake;
     hooks.deliver = deliver_one;
     raft_log_fsm_t fsm = {.restore = fsm_restore, .role = on_role,

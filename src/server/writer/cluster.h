@@ -85,6 +85,10 @@ enum cluster_change { CLUSTER_ADD, CLUSTER_REMOVE, CLUSTER_TRANSFER };
 int cluster_change(server_t *s, struct conn_s *c, enum cluster_change op, uint64_t id, const char *addr, char *err,
                    size_t elen);
 
+/* cluster_tls_reload() -- with tls-cluster, the members' certificates
+ * again from cfg's tls-* options (new connections use them). 0 (also when
+ * there is nothing to reload), or -1 with err and the old ones kept. */
+int cluster_tls_reload(server_t *s, const ordo_config_t *cfg, char *err, size_t elen);
 /* cluster_partition() -- the test seam of DEBUG PARTITION: exchange raft
  * messages only with these members (none: heal). Returns 0, or -1. */
 int cluster_partition(server_t *s, const uint64_t *ids, int n);
