@@ -129,8 +129,11 @@ bench_start_ordod() {
     mkdir -p "$BENCH_TMP/$name"
     # No HTTP listener (its default port would clash), on builds that have one:
     # ORDOD may name an older build, to compare.
-    local http=()
-    "$ORDOD" --help 2>/dev/null | grep -q -- '--http-port' && http=(--http-port 0)
+    # (--help is read whole first: `--help | grep -q` under pipefail fails
+    # when grep stops reading early and ordod gets SIGPIPE.)
+    local http=() help
+    help="$("$ORDOD" --help 2>/dev/null || true)"
+    case "$help" in *--http-port*) http=(--http-port 0) ;; esac
     bench_spawn "$BENCH_TMP/$name.log" "${BENCH_WRAP[@]}" "$ORDOD" --bind 127.0.0.1 --port "$ORDO_PORT" \
         "${http[@]}" --dir "$BENCH_TMP/$name" "$@"
     ORDO_PID="$LAST_PID"
