@@ -120,6 +120,8 @@ typedef struct server_hooks_s {
     int (*tls_reload)(server_t *s, const ordo_config_t *cfg, char *err, size_t elen);
 } server_hooks_t;
 
+typedef struct cmd_history_s cmd_history_t; /* the dashboard's history (cmd/cmd_history.c) */
+
 struct server_s {
     ordo_config_t cfg;
     uv_loop_t *loop;
@@ -128,6 +130,7 @@ struct server_s {
     core_t *core;
     watch_registry_t watches;
     ordo_htab_t commands;            /* name (lower case) -> command */
+    cmd_history_t *history;          /* samples of the last hour and day (cmd_init() makes it) */
     net_t net;                       /* listeners and connections (net/net.h) */
     writer_t writer;                 /* the single writer's machinery (writer/writer.h) */
     uint64_t next_watch_id;

@@ -60,3 +60,66 @@ def test_dashboard_asks_for_the_password(ordod_factory, tmp_path):
     dom = chromium("http://127.0.0.1:%d/" % srv.http_port, tmp_path / "profile", "--dump-dom")
     assert "password needed" in dom
     assert re.search(r'<form id="login"(?! hidden)', dom), dom[:2000]
+
+
+HISTORY_SECONDS = 5       # seconds of samples the server holds before the page opens
+CHARTS = ("ch-throughput", "ch-latency", "ch-depth", "ch-oldest", "ch-errors")
+
+
+def wait_history(r, port, seconds, deadline_s=60):
+    """Traffic (SETs and pushes) until the server's history holds `seconds`
+    samples; returns the history's seconds ring."""
+    import json
+    import time
+    import urllib.request
+    t_end = time.monotonic() + deadline_s
+    i = 0
+    while True:
+        r.set("k%d" % (i % 50), i)
+        r.execute_command("Q.PUSH", "jobs", "key-%d" % (i % 7), "p%d" % i)
+        i += 1
+        with urllib.request.urlopen("http://127.0.0.1:%d/v1/status?history=1" % port, timeout=10) as resp:
+            ring = json.load(resp)["history"]["seconds"]
+        if len(ring["t"]) >= seconds and sum(ring["kv_per_s"]) > 0:
+            return ring
+        assert time.monotonic() < t_end, "the history holds %d samples" % len(ring["t"])
+
+
+def test_dashboard_charts_are_full_on_first_paint(server, r, tmp_path):
+    ring = wait_history(r, server.http_port, HISTORY_SECONDS)
+    assert max(ring["queue_depth"]) > 0 and max(ring["queue_per_s"]) > 0
+    assert all(v == -1 for v in ring["lag_entries"])  # a single server has no followers
+    url = "http://127.0.0.1:%d/" % server.http_port
+    # A virtual-time budget shorter than one poll interval: what the page
+    # shows comes from its first poll, the server's history.
+    dom = chromium(url, tmp_path / "profile", "--dump-dom", "--virtual-time-budget=900")
+    assert 'data-ready="1"' in dom, dom[:3000]
+    for chart in CHARTS:
+        m = re.search(r'<figure class="chart" id="%s" data-points="(\d+)"' % chart, dom)
+        assert m and int(m.group(1)) >= HISTORY_SECONDS, (chart, m and m.group(0))
+    assert re.search(r'<figure class="chart" id="ch-lag" hidden', dom)
+    assert dom.count('<polyline class="s"') >= 9  # every series of the five charts
+    for width in (1280, 1920, 800):
+        shot = tmp_path / ("dashboard-%d.png" % width)
+        chromium(url, tmp_path / ("profile-%d" % width), "--screenshot=%s" % shot, "--window-size=%d,1400" % width)
+        assert shot.stat().st_size > 1000
+        print("dashboard screenshot (%d px wide): %s" % (width, shot))
+
+
+def test_history_is_asked_from_a_time_and_refuses_garbage(server, r):
+    import json
+    import urllib.error
+    import urllib.request
+    ring = wait_history(r, server.http_port, 2)
+    last = ring["t"][-1]
+    with urllib.request.urlopen("http://127.0.0.1:%d/v1/status?history=%d" % (server.http_port, last), timeout=10) as resp:
+        later = json.load(resp)["history"]["seconds"]
+    assert later["t"] and later["t"][0] >= last and len(later["t"]) < len(ring["t"]) + 2
+    with urllib.request.urlopen("http://127.0.0.1:%d/v1/status" % server.http_port, timeout=10) as resp:
+        assert "history" not in json.load(resp)
+    for bad in ("0", "abc", "-1"):
+        try:
+            urllib.request.urlopen("http://127.0.0.1:%d/v1/status?history=%s" % (server.http_port, bad), timeout=10)
+            assert False, "history=%s was accepted" % bad
+        except urllib.error.HTTPError as e:
+            assert e.code == 400 and b"history" in e.read()

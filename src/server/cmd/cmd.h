@@ -97,6 +97,8 @@ void cmd_foreach(server_t *s, void (*fn)(void *arg, const cmd_def_t *d), void *a
 size_t cmd_count(server_t *s);
 /* Each command's lower-case name and how often it was dispatched (/metrics). */
 void cmd_foreach_calls(server_t *s, void (*fn)(void *arg, const char *name, uint64_t calls), void *arg);
+/* The same with each command's definition (its help group, say). */
+void cmd_foreach_def_calls(server_t *s, void (*fn)(void *arg, const cmd_def_t *d, uint64_t calls), void *arg);
 /* Error replies the command layer made, by code ("other" for the rest); the
  * writer's replies to parked clients (TIMEOUT, DEADLETTER, ...) are not in
  * these, only in errors_total. */
@@ -126,13 +128,23 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd);
 void cmd_limits(const conn_t *c, resp_limits_t *lim);
 void cmd_conn_closed(conn_t *c);     /* drop the connection's watches */
 void cmd_conn_drained(conn_t *c);    /* output drained: resume watches catching up */
-void cmd_cron(server_t *s);          /* periodic: progress events */
+void cmd_cron(server_t *s);          /* periodic: progress events, the history's samples */
+void cmd_watch_cron(server_t *s);    /* cmd_watch.c: watch progress events */
+/* The dashboard's history (cmd_history.c): made by cmd_init(), freed by
+ * cmd_destroy(); a sample each second from cmd_cron(); its JSON appended
+ * to out ({"seconds":{columns},"minutes":{columns}}, docs/http.md): the
+ * seconds from unix time since on, the minutes from two minutes before. */
+cmd_history_t *cmd_history_create(void);
+void cmd_history_destroy(cmd_history_t *h);
+void cmd_history_sample(server_t *s);
+void cmd_history_json(server_t *s, ordo_buf_t *out, uint64_t since);
 /* For net/http.c (cmd_http.c): why the server does not serve writes
  * (NULL: it does), and the Prometheus text of /metrics appended to out. */
 const char *cmd_http_unhealthy(conn_t *c);
 void cmd_http_metrics(conn_t *c, ordo_buf_t *out);
-/* The JSON of /v1/status (the dashboard's data), appended to out. */
-void cmd_http_status(conn_t *c, ordo_buf_t *out);
+/* The JSON of /v1/status (the dashboard's data), appended to out; with
+ * history_since > 0, its "history" member too (cmd_history_json()). */
+void cmd_http_status(conn_t *c, ordo_buf_t *out, uint64_t history_since);
 /* Does queue name[0..n) exist? (true on a member that does not lead: the
  * command then answers, -NOTLEADER.) */
 bool cmd_http_queue_exists(conn_t *c, const char *name, size_t n);

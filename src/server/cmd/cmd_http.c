@@ -633,7 +633,7 @@ static void status_cluster(server_t *s, ordo_buf_t *b)
     ordo_buf_puts(b, "]}");
 }
 
-void cmd_http_status(conn_t *c, ordo_buf_t *b)
+void cmd_http_status(conn_t *c, ordo_buf_t *b, uint64_t history_since)
 {
     server_t *s = c->srv;
     log_stats_t ls = {0};
@@ -671,6 +671,10 @@ void cmd_http_status(conn_t *c, ordo_buf_t *b)
     ordo_buf_puts(b, "]");
     if (cluster_enabled(s))
         status_cluster(s, b);
+    if (history_since > 0) {
+        ordo_buf_puts(b, ",\"history\":");
+        cmd_history_json(s, b, history_since);
+    }
     ordo_buf_puts(b, "}\n");
     ordo_buf_free(&locks);
     ordo_buf_free(&elections);

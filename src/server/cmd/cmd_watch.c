@@ -505,7 +505,7 @@ static void cmd_kv_unwatch(cmd_ctx_t *x)
 /* Progress: an idle LIVE watch learns the current revision, so its resume
  * point moves even when nothing it watches changes. Cron's hook
  * (writer/turn.c), after persist's and net's. */
-void cmd_cron(server_t *s)
+void cmd_watch_cron(server_t *s)
 {
     uint64_t now = s->now_ms;
     if (now < s->next_progress_ms)

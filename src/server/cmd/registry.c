@@ -68,6 +68,9 @@ int cmd_init(server_t *s)
 {
     if (cmd_table_init(s) != 0)
         return -1;
+    s->history = cmd_history_create();
+    if (s->history == NULL)
+        return -1;
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) {
         const cmd_family_t *f = &families[i];
         assert(*f->ndefs > 0);
@@ -183,4 +186,10 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
     writer_settle(s); /* the parked clients its records unblocked */
     if ((d->flags & CMD_NOSTATE) && clean && c->waiter == NULL)
         c->nostate_end = c->out.len;
+}
+
+void cmd_cron(server_t *s)
+{
+    cmd_watch_cron(s);
+    cmd_history_sample(s);
 }

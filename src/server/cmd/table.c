@@ -91,6 +91,8 @@ void cmd_destroy(server_t *s)
 {
     ordo_htab_foreach(&s->commands, free_entry, NULL);
     ordo_htab_destroy(&s->commands);
+    cmd_history_destroy(s->history);
+    s->history = NULL;
 }
 
 typedef struct foreach_ctx_s {
@@ -128,6 +130,24 @@ void cmd_foreach_calls(server_t *s, void (*fn)(void *arg, const char *name, uint
 {
     calls_ctx_t f = {fn, arg};
     ordo_htab_foreach(&s->commands, calls_entry, &f);
+}
+
+typedef struct def_calls_ctx_s {
+    void (*fn)(void *arg, const cmd_def_t *d, uint64_t calls);
+    void *arg;
+} def_calls_ctx_t;
+
+static void def_calls_entry(ordo_hnode_t *n, void *arg)
+{
+    def_calls_ctx_t *f = arg;
+    const cmd_entry_t *e = (const cmd_entry_t *)n;
+    f->fn(f->arg, e->def, e->calls);
+}
+
+void cmd_foreach_def_calls(server_t *s, void (*fn)(void *arg, const cmd_def_t *d, uint64_t calls), void *arg)
+{
+    def_calls_ctx_t f = {fn, arg};
+    ordo_htab_foreach(&s->commands, def_calls_entry, &f);
 }
 
 static cmd_entry_t *lookup(server_t *s, const resp_arg_t *a)

@@ -1079,11 +1079,16 @@ static void handle_request(conn_t *c)
         return;
     }
     if (nseg == 2 && SEG(0, "v1") && SEG(1, "status")) {
-        static const char *const status_params[] = {NULL};
+        static const char *const status_params[] = {"history", NULL};
         if (refuse_unknown_params(c, query, qlen, status_params))
             return;
+        uint64_t since = 0; /* history=T: the samples from unix second T on (1: all of them) */
+        if (query_param(h, query, qlen, "history", &sp) && (!span_u64(h, sp, &since) || since == 0)) {
+            respond_text(c, 400, "history must be a unix time in seconds (1: the whole history)");
+            return;
+        }
         ordo_buf_t b = ORDO_BUF_INIT;
-        cmd_http_status(c, &b);
+        cmd_http_status(c, &b, since);
         respond(c, 200, "application/json", "Cache-Control: no-store\r\n", b.data, b.len);
         ordo_buf_free(&b);
         return;

@@ -1,4 +1,8 @@
-// The dashboard: polls /v1/status once a second and draws it. Queue depth
+// The dashboard: polls /v1/status once a second and draws it. The charts
+// draw the history the server keeps (a sample a second for the last hour,
+// a minute for the last day): the first poll asks for all of it
+// (?history=1), later ones for the samples after the last one held, so the
+// charts are full on first paint and stay current. Queue depth per queue
 // (waiting + in flight) is kept here for the last five minutes and drawn
 // as an inline SVG line. With requirepass, the page asks for the password
 // and sends it as a bearer token (kept in sessionStorage for the tab).
@@ -7,6 +11,18 @@ const POLL_MS = 1000;
 const HISTORY_MS = 5 * 60 * 1000;
 const depth = new Map();   // queue name -> [[t, depth], ...]
 let lastSyncs = null;
+// The server's history, as it sends it: per ring, columns by series name.
+const hist = { seconds: null, minutes: null };
+const RING_CAP = { seconds: 3600, minutes: 1440 };
+const COLORS = ["#2f6fdf", "#d9822b", "#3a9d5d", "#8e5cc4"];
+const CHARTS = [
+  ["ch-throughput", [["kv_per_s", "KV"], ["queue_per_s", "queue"], ["coord_per_s", "locks, leaders"], ["other_per_s", "other"]]],
+  ["ch-latency", [["apply_p50_us", "apply p50"], ["apply_p99_us", "apply p99"], ["sync_mean_us", "sync mean"]]],
+  ["ch-depth", [["queue_depth", "queued"]]],
+  ["ch-oldest", [["oldest_ready_ms", "oldest ready"]]],
+  ["ch-errors", [["errors_per_s", "errors/s"], ["clients", "clients"]]],
+  ["ch-lag", [["lag_entries", "lag"]]],
+];
 
 const $ = (id) => document.getElementById(id);
 const text = (v) => document.createTextNode(String(v));
@@ -46,6 +62,86 @@ function spark(points) {
   t.textContent = "max " + max;
   svg.appendChild(t);
   return svg;
+}
+
+// Append the samples of add (columns) newer than ring's last, keeping at
+// most cap.
+function merge(ring, add, cap) {
+  if (!add || !add.t) return ring;
+  if (!ring) ring = Object.fromEntries(Object.keys(add).map((k) => [k, []]));
+  const last = ring.t.length ? ring.t[ring.t.length - 1] : -1;
+  let i = 0;
+  while (i < add.t.length && add.t[i] <= last) i++;
+  for (const k of Object.keys(add)) {
+    if (!ring[k]) ring[k] = [];
+    ring[k].push(...add[k].slice(i));
+    if (ring[k].length > cap) ring[k].splice(0, ring[k].length - cap);
+  }
+  return ring;
+}
+
+function fmt(v) {
+  return v >= 1e6 ? (v / 1e6).toFixed(1) + "M" : v >= 1e4 ? (v / 1e3).toFixed(0) + "k" : String(Math.round(v * 10) / 10);
+}
+
+function clock(t) { return new Date(t * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }); }
+
+// One chart: a line per series over the ring's time, y from 0 to the max.
+// data-points says how many samples it drew (the tests read it).
+function chart(fig, ring, series) {
+  const ns = "http://www.w3.org/2000/svg", W = 600, H = 150, L = 44, B = 16;
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", "0 0 " + W + " " + H);
+  const n = ring && ring.t ? ring.t.length : 0;
+  fig.dataset.points = n;
+  let max = 1;
+  for (const [k] of series) for (let i = 0; n && i < n; i++) max = Math.max(max, ring[k][i]);
+  const t0 = n ? ring.t[0] : 0, t1 = n ? Math.max(ring.t[n - 1], t0 + 1) : 1;
+  const x = (t) => L + (t - t0) / (t1 - t0) * (W - L - 4), y = (v) => H - B - Math.max(0, v) / max * (H - B - 8);
+  for (const f of [0, 0.5, 1]) {
+    const g = document.createElementNS(ns, "line");
+    g.setAttribute("class", "grid");
+    g.setAttribute("x1", L); g.setAttribute("x2", W); g.setAttribute("y1", y(max * f)); g.setAttribute("y2", y(max * f));
+    svg.appendChild(g);
+    const lb = document.createElementNS(ns, "text");
+    lb.setAttribute("class", "axis"); lb.setAttribute("x", 2); lb.setAttribute("y", y(max * f) + 3);
+    lb.textContent = fmt(max * f);
+    svg.appendChild(lb);
+  }
+  if (n) {
+    for (const [tx, anchor, t] of [[L, "start", t0], [W - 2, "end", t1]]) {
+      const lb = document.createElementNS(ns, "text");
+      lb.setAttribute("class", "axis"); lb.setAttribute("x", tx); lb.setAttribute("y", H - 3);
+      lb.setAttribute("text-anchor", anchor); lb.textContent = clock(t);
+      svg.appendChild(lb);
+    }
+  }
+  series.forEach(([k], i) => {
+    if (!n) return;
+    const pl = document.createElementNS(ns, "polyline");
+    pl.setAttribute("class", "s");
+    pl.setAttribute("stroke", COLORS[i % COLORS.length]);
+    pl.setAttribute("points", ring.t.map((t, j) => x(t).toFixed(1) + "," + y(ring[k][j]).toFixed(1)).join(" "));
+    svg.appendChild(pl);
+  });
+  const legend = document.createElement("div");
+  legend.className = "legend";
+  series.forEach(([k, label], i) => {
+    const s = document.createElement("span");
+    const sw = document.createElement("i");
+    sw.style.background = COLORS[i % COLORS.length];
+    s.appendChild(sw);
+    s.appendChild(text(label + (n ? " " + fmt(ring[k][n - 1]) : "")));
+    legend.appendChild(s);
+  });
+  fig.replaceChildren(fig.querySelector("figcaption"), svg, legend);
+}
+
+function drawCharts() {
+  const ring = hist[$("range").value];
+  for (const [id, series] of CHARTS) chart($(id), ring, series);
+  const lag = hist.seconds && hist.seconds.lag_entries;
+  $("ch-lag").hidden = !lag || lag.every((v) => v < 0);
 }
 
 function ms(v) { return v >= 1000 ? (v / 1000).toFixed(1) + " s" : v + " ms"; }  // v in ms
@@ -138,14 +234,21 @@ async function poll() {
   const pw = sessionStorage.getItem("ordo-password");
   if (pw) headers.Authorization = "Bearer " + pw;
   try {
-    const r = await fetch("/v1/status", { headers, cache: "no-store" });
+    const since = hist.seconds && hist.seconds.t.length ? hist.seconds.t[hist.seconds.t.length - 1] + 1 : 1;
+    const r = await fetch("/v1/status?history=" + since, { headers, cache: "no-store" });
     if (r.status === 401) {
       $("login").hidden = false;
       $("conn").textContent = "password needed";
       return;
     }
     $("login").hidden = true;
-    draw(await r.json());
+    const s = await r.json();
+    if (s.history) {
+      hist.seconds = merge(hist.seconds, s.history.seconds, RING_CAP.seconds);
+      hist.minutes = merge(hist.minutes, s.history.minutes, RING_CAP.minutes);
+    }
+    draw(s);
+    drawCharts();
     $("conn").textContent = "live · " + new Date().toLocaleTimeString();
     document.body.dataset.ready = "1";
   } catch (e) {
@@ -154,6 +257,8 @@ async function poll() {
     setTimeout(poll, POLL_MS);
   }
 }
+
+$("range").addEventListener("change", drawCharts);
 
 $("login").addEventListener("submit", (ev) => {
   ev.preventDefault();
