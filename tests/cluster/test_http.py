@@ -85,3 +85,37 @@ def test_idempotency_keys_replicate_to_the_next_leader(make_cluster):
     assert status == 422 and b"op-1" in body
     other = post(new, "/v1/queues/cart/keys/c2", b"add", "op-1")
     assert other[0] == 202 and other[1] != first[1]
+
+
+def test_dashboard_charts_full_on_first_paint_with_the_followers_lag(make_cluster, tmp_path):
+    """The leader's dashboard, opened after a few seconds of writes, draws
+    every chart from the server's history on its first poll, the follower
+    lag chart included (a screenshot is saved and its path printed)."""
+    import re
+    import os
+    import sys
+    import time
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
+    from test_http_dashboard import chromium  # noqa: E402
+    cl = make_cluster(3, http=True)
+    leader = cl.wait_ready()
+    t_end = time.monotonic() + 60
+    i = 0
+    while True:
+        assert leader.call("SET", "k%d" % (i % 20), i) == "OK"
+        i += 1
+        status, body = get(leader, "GET", "/v1/status?history=1")
+        ring = json.loads(body)["history"]["seconds"]
+        if len(ring["t"]) >= 5 and max(ring["lag_entries"]) >= 0 and sum(ring["kv_per_s"]) > 0:
+            break
+        assert time.monotonic() < t_end, ring
+    url = "http://127.0.0.1:%d/" % leader.http_port
+    dom = chromium(url, tmp_path / "profile", "--dump-dom", "--virtual-time-budget=900")
+    for chart in ("ch-throughput", "ch-latency", "ch-depth", "ch-oldest", "ch-errors", "ch-lag"):
+        m = re.search(r'<figure class="chart" id="%s" data-points="(\d+)"' % chart, dom)
+        assert m and int(m.group(1)) >= 5, (chart, dom[:2000])
+    assert not re.search(r'<figure class="chart" id="ch-lag" hidden', dom)
+    shot = tmp_path / "dashboard-cluster.png"
+    chromium(url, tmp_path / "profile2", "--screenshot=%s" % shot, "--window-size=1280,1400")
+    assert shot.stat().st_size > 1000
+    print("cluster dashboard screenshot: %s" % shot)
