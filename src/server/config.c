@@ -136,6 +136,11 @@ static const option_def_t options[] = {
     INT_OPT("max-multi-commands", max_multi_commands, "10000", 1, 1000000, "commands one MULTI may queue"),
     SIZE_OPT("max-multi-bytes", max_multi_bytes, "16m", 1024, 32 * MiB,
              "bytes one MULTI may queue (arguments plus 96 per argument, plus a Q.PULL's deliveries)"),
+    /* A SCAN cursor is the last key a walk examined, kept by the server
+     * (cmd_keyspace.c): at most this many, so at most this many times
+     * max-name-bytes. 1024 serves a thousand walks at once. */
+    INT_OPT("max-scan-cursors", max_scan_cursors, "1024", 1, 10000000,
+            "SCAN cursors kept for all clients; an older cursor answers an error (start again from 0)"),
     INT_OPT("max-watches-per-client", max_watches_per_client, "1024", 1, 1000000,
             "watches and observations one connection may hold"),
     /* Q.WATCH FROM replays from this history; 4 MiB holds some tens of

@@ -47,6 +47,20 @@ static bool parse_i64_strict(const char *p, size_t n, int64_t *out)
     return true;
 }
 
+void cmd_quote(char *dst, size_t dlen, const resp_arg_t *a)
+{
+    assert(dlen >= 6);
+    size_t j = 0, n = a->len < 64 ? a->len : 64;
+    for (size_t i = 0; i < n && j + 5 < dlen; i++) {
+        unsigned char ch = (unsigned char)a->ptr[i];
+        if (isprint(ch) && ch != '\'')
+            dst[j++] = (char)ch;
+        else
+            j += (size_t)snprintf(dst + j, dlen - j, "\\x%02x", ch);
+    }
+    dst[j] = '\0';
+}
+
 bool arg_i64(cmd_ctx_t *x, size_t i, int64_t *out)
 {
     assert(i < x->argc && out != NULL);
@@ -135,7 +149,7 @@ size_t cmd_fence_parse(cmd_ctx_t *x, size_t i, cmd_fence_t *f)
         f->nlen = x->argv[i + 1].len;
         return 3;
     }
-    reply_syntax(x);
+    reply_syntax_at(x, i);
     return 0;
 }
 
@@ -216,6 +230,17 @@ void reply_errf(cmd_ctx_t *x, const char *fmt, ...)
 }
 
 void reply_syntax(cmd_ctx_t *x) { reply_err(x, "ERR syntax error"); }
+
+void reply_syntax_at(cmd_ctx_t *x, size_t i)
+{
+    assert(i < x->argc);
+    char word[300];
+    cmd_quote(word, sizeof word, &x->argv[i]);
+    if (x->def != NULL && x->def->syntax != NULL)
+        reply_errf(x, "ERR syntax error at '%s' (argument %zu); syntax: %s %s", word, i, x->def->name, x->def->syntax);
+    else
+        reply_errf(x, "ERR syntax error at '%s' (argument %zu)", word, i);
+}
 
 void reply_notleader(cmd_ctx_t *x)
 {

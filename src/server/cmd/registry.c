@@ -43,7 +43,6 @@
 #include "writer/expire.h"
 
 #include <assert.h>
-#include <ctype.h>
 #include <stdio.h>
 
 /* A family: its definitions, their number (a const in the family's file,
@@ -57,6 +56,8 @@ typedef struct cmd_family_s {
 static const cmd_family_t families[] = {
     {cmd_server_defs, &cmd_server_ndefs, NULL},
     {cmd_kv_defs, &cmd_kv_ndefs, NULL},
+    {cmd_string_defs, &cmd_string_ndefs, NULL},
+    {cmd_keyspace_defs, &cmd_keyspace_ndefs, NULL},
     {cmd_watch_defs, &cmd_watch_ndefs, cmd_watch_init},
     {cmd_coord_defs, &cmd_coord_ndefs, NULL},
     {cmd_queue_defs, &cmd_queue_ndefs, NULL},
@@ -90,27 +91,12 @@ void cmd_limits(const conn_t *c, resp_limits_t *lim)
     }
 }
 
-/* Quote at most 64 bytes of a client's word for an error message, so junk
- * cannot inject CR/LF or flood the reply. */
-static void quote_word(char *dst, size_t dlen, const resp_arg_t *a)
-{
-    size_t j = 0, n = a->len < 64 ? a->len : 64;
-    for (size_t i = 0; i < n && j + 5 < dlen; i++) {
-        unsigned char ch = (unsigned char)a->ptr[i];
-        if (isprint(ch) && ch != '\'')
-            dst[j++] = (char)ch;
-        else
-            j += (size_t)snprintf(dst + j, dlen - j, "\\x%02x", ch);
-    }
-    dst[j] = '\0';
-}
-
 /* -ERR unknown command, the name quoted; inside MULTI, EXEC will abort.
  * Apart from dispatch, so dispatch keeps no buffer for the quote. */
 static __attribute__((noinline)) void reply_unknown(cmd_ctx_t *x)
 {
     char word[300];
-    quote_word(word, sizeof word, &x->argv[0]);
+    cmd_quote(word, sizeof word, &x->argv[0]);
     reply_errf(x, "ERR unknown command '%s'", word);
     cmd_txn_refused(x->conn);
 }
@@ -120,7 +106,7 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
     ORDO_DEBUG_ASSERT(c != NULL && cmd != NULL && cmd->argc >= 1 && !c->closing);
     ORDO_DEBUG_ASSERT(c->waiter == NULL); /* a parked connection runs no command (net.c) */
     server_t *s = c->srv;
-    cmd_ctx_t x = {s, c, &c->out, c->proto, cmd->argc, cmd->argv};
+    cmd_ctx_t x = {s, c, &c->out, c->proto, cmd->argc, cmd->argv, NULL};
     s->stats.commands_total++;
     c->commands++;
     c->last_cmd_ms = s->now_ms;
@@ -129,6 +115,7 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
         reply_unknown(&x);
         return;
     }
+    x.def = d;
     if (!c->authed && !(d->flags & CMD_NOAUTH)) {
         reply_err(&x, "NOAUTH Authentication required.");
         return;

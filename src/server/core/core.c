@@ -533,6 +533,76 @@ static void apply_key_ttl(core_t *c, const record_t *r, apply_result_t *res)
     res->kv.changed = true;
 }
 
+/* APPEND: the value grows by the record's bytes; the lease and the
+ * deadline stay, as INCR keeps them. res->kv.length: the new length. */
+static void apply_append(core_t *c, const record_t *r, apply_result_t *res)
+{
+    const rec_append_t *a = &r->append;
+    const kv_version_t *cur = kv_get(c->kv, a->key, a->klen);
+    size_t old = cur ? cur->vlen : 0, n = old + a->vlen;
+    char *val = ordo_xmalloc(n ? n : 1);
+    if (old)
+        memcpy(val, cur->value, old);
+    if (a->vlen)
+        memcpy(val + old, a->val, a->vlen);
+    kv_change_t ch;
+    int rc = kv_put(c->kv, a->key, a->klen, val, n, cur ? cur->lease : 0, c->rev + 1, &ch);
+    assert(rc == KV_OK);
+    (void)rc;
+    free(val); /* kv_put copied it */
+    c->rev++;
+    res->status = AP_OK;
+    res->rev = c->rev;
+    res->kv.length = n;
+    after_change(c, &ch);
+}
+
+/* FLUSHALL / FLUSHDB: every live key is deleted as DEL would, in key
+ * order, one revision each, so watchers see every deletion and replay
+ * deletes the same keys. The keys are gathered first: deleting while the
+ * ordered index is walked would move it under the walk. Leases, locks,
+ * elections and queues are not keys and stay. res->kv.length: keys
+ * deleted (AP_NOOP when there were none). */
+typedef struct flush_keys_s {
+    char **key;
+    uint32_t *klen;
+    size_t n, cap;
+} flush_keys_t;
+
+static int flush_collect(void *arg, const kv_version_t *v)
+{
+    flush_keys_t *f = arg;
+    if (f->n == f->cap) {
+        f->cap = f->cap ? 2 * f->cap : 64;
+        f->key = ordo_xrealloc(f->key, f->cap * sizeof *f->key);
+        f->klen = ordo_xrealloc(f->klen, f->cap * sizeof *f->klen);
+    }
+    f->key[f->n] = ordo_xmalloc(v->klen ? v->klen : 1);
+    memcpy(f->key[f->n], v->key, v->klen);
+    f->klen[f->n++] = v->klen;
+    return 0;
+}
+
+static void apply_flush(core_t *c, const record_t *r, apply_result_t *res)
+{
+    (void)r;
+    flush_keys_t f = {0};
+    kv_index_settle(c->kv); /* a replay defers the ordered index, which the walk reads */
+    long walked = kv_range(c->kv, NULL, 0, NULL, 0, 0, 0, flush_collect, &f);
+    assert(walked >= 0 && (size_t)walked == f.n);
+    (void)walked;
+    size_t deleted = 0;
+    for (size_t i = 0; i < f.n; i++) {
+        deleted += (size_t)delete_key(c, f.key[i], f.klen[i]);
+        free(f.key[i]);
+    }
+    free(f.key);
+    free(f.klen);
+    res->status = deleted > 0 ? AP_OK : AP_NOOP;
+    res->rev = c->rev;
+    res->kv.length = deleted;
+}
+
 static void apply_compact(core_t *c, const record_t *r, apply_result_t *res)
 {
     uint64_t point = r->compact.rev;
@@ -912,6 +982,8 @@ void core_apply(core_t *c, const record_t *rec, apply_result_t *res)
     case REC_EXPIRE: apply_expire(c, rec, res); break;
     case REC_COMPACT: apply_compact(c, rec, res); break;
     case REC_KEY_TTL: apply_key_ttl(c, rec, res); break;
+    case REC_APPEND: apply_append(c, rec, res); break;
+    case REC_FLUSH: apply_flush(c, rec, res); break;
     case REC_LEASE_GRANT: case REC_LEASE_KEEPALIVE: case REC_LEASE_REVOKE: apply_lease(c, rec, res); break;
     case REC_LOCK_ACQUIRE: case REC_LOCK_RELEASE: case REC_LOCK_EXTEND: apply_lock(c, rec, res); break;
     case REC_ELECT_CAMPAIGN: case REC_ELECT_PROCLAIM: case REC_ELECT_KEEPALIVE: case REC_ELECT_RESIGN:
@@ -937,6 +1009,7 @@ typedef struct txn_key_s {
     const char *val;          /* PUT's value; NULL after an INCR (ival holds it) */
     uint32_t vlen;
     int64_t ival;
+    bool unknown;             /* after an APPEND: present, value not predicted (apply judges) */
 } txn_key_t;
 
 typedef struct txn_settled_s {
@@ -986,6 +1059,14 @@ static bool txn_view(const core_t *c, core_txn_check_t *t, const char *key, uint
     const txn_key_t *k = txn_key(t, key, klen, false);
     *isint = false;
     if (k != NULL) {
+        if (k->unknown) { /* an INCR after an APPEND: apply decides */
+            *mod_rev = k->mod_rev;
+            *val = NULL;
+            *vlen = 0;
+            *isint = true;
+            *ival = 0;
+            return true;
+        }
         *mod_rev = k->present ? k->mod_rev : 0;
         *val = k->val;
         *vlen = k->vlen;
@@ -1108,6 +1189,7 @@ static bool check_put(const core_t *c, core_txn_check_t *t, const record_t *r, a
         return fail(res, AP_NOTFOUND);
     txn_key_t *k = txn_key(t, p->key, p->klen, true);
     k->present = true;
+    k->unknown = false;
     k->mod_rev = t->rev++;
     k->val = p->val ? p->val : "";
     k->vlen = p->vlen;
@@ -1132,6 +1214,7 @@ static bool check_del(const core_t *c, core_txn_check_t *t, const record_t *r, a
     if (present) {
         txn_key_t *k = txn_key(t, d->key, d->klen, true);
         k->present = false;
+        k->unknown = false;
         k->mod_rev = t->rev++;
     }
     return true;
@@ -1158,6 +1241,17 @@ static bool check_incr(const core_t *c, core_txn_check_t *t, const record_t *r, 
     return true;
 }
 
+/* APPEND: no guard; the key is present afterwards with a value the check
+ * does not predict. */
+static bool check_append(core_txn_check_t *t, const record_t *r)
+{
+    txn_key_t *k = txn_key(t, r->append.key, r->append.klen, true);
+    k->present = true;
+    k->unknown = true;
+    k->mod_rev = t->rev++;
+    return true;
+}
+
 bool core_check(const core_t *c, core_txn_check_t *t, const record_t *r, apply_result_t *res)
 {
     memset(res, 0, sizeof *res);
@@ -1166,6 +1260,7 @@ bool core_check(const core_t *c, core_txn_check_t *t, const record_t *r, apply_r
     case REC_PUT: return check_put(c, t, r, res);
     case REC_DEL: return check_del(c, t, r, res);
     case REC_INCR: return check_incr(c, t, r, res);
+    case REC_APPEND: return check_append(t, r);
     case REC_Q_PUSH:
         if (!check_qpush(c, t, r, res))
             return false;
