@@ -202,13 +202,18 @@ static void cmd_hello(cmd_ctx_t *x)
     resp_add_array(x->out, 0);
 }
 
+/* One CLIENT LIST / CLIENT INFO line: Redis's fields (client libraries
+ * parse them, redis-py's client_info() every integer one), with ordo's
+ * watches and cmds after them. Fields ordo has no such thing for read 0
+ * (db, sub, psub, obl, oll), -1 (multi) or the nearest (qbuf, omem). */
 static void client_line(ordo_buf_t *b, const conn_t *c, uint64_t now)
 {
-    ordo_buf_printf(b, "id=%llu addr=%s name=%s age=%llu idle=%llu resp=%d watches=%zu qbuf=%zu omem=%zu cmds=%llu\n",
+    ordo_buf_printf(b, "id=%llu addr=%s name=%s age=%llu idle=%llu flags=N db=0 sub=0 psub=0 multi=-1 qbuf=%zu "
+                       "qbuf-free=0 argv-mem=0 obl=0 oll=0 omem=%zu tot-mem=%zu resp=%d watches=%zu cmds=%llu\n",
                     (unsigned long long)c->id, c->addr, c->name ? c->name : "",
                     (unsigned long long)((now - c->created_ms) / 1000),
-                    (unsigned long long)((now - c->last_cmd_ms) / 1000), c->proto, c->nwatches,
-                    c->in.len, conn_pending(c), (unsigned long long)c->commands);
+                    (unsigned long long)((now - c->last_cmd_ms) / 1000), c->in.len, conn_pending(c),
+                    c->in.len + conn_pending(c), c->proto, c->nwatches, (unsigned long long)c->commands);
 }
 
 /* CLIENT KILL's filters (Redis's new form); a zero or NULL field does
@@ -265,10 +270,17 @@ static void client_kill(cmd_ctx_t *x)
             return;
         }
         if (arg_is(x, i, "ID")) {
-            if (!arg_u64(x, i + 1, &f.id))
+            const resp_arg_t *a = &x->argv[i + 1];
+            bool digits = a->len > 0 && a->len <= 19;
+            f.id = 0;
+            for (size_t k = 0; k < a->len && digits; k++) {
+                digits = a->ptr[k] >= '0' && a->ptr[k] <= '9';
+                f.id = f.id * 10 + (uint64_t)(a->ptr[k] - '0');
+            }
+            if (!digits || f.id == 0) {
+                reply_err(x, "ERR client-id should be greater than 0"); /* Redis's text */
                 return;
-            if (f.id == 0)
-                f.none = true; /* no client has id 0 */
+            }
         } else if (arg_is(x, i, "ADDR")) {
             f.addr = &x->argv[i + 1];
         } else if (arg_is(x, i, "TYPE")) {
