@@ -171,7 +171,9 @@ void cmd_quote(char *dst, size_t dlen, const resp_arg_t *a);
 /* Argument i equals word (ASCII case-insensitive)? */
 bool arg_is(const cmd_ctx_t *x, size_t i, const char *word);
 /* Parse argument i as a signed / unsigned 64-bit integer; on failure reply
- * "-ERR value is not an integer or out of range" and return false. */
+ * "-ERR value is not an integer or out of range: <name> is '<value>'
+ * (<range>)" and return false. The name is the option token before it
+ * (IFREV), or the syntax's placeholder (increment), or "argument i". */
 bool arg_i64(cmd_ctx_t *x, size_t i, int64_t *out);
 bool arg_u64(cmd_ctx_t *x, size_t i, uint64_t *out);
 /* Expiry options of SET, SETEX, GETEX (cmd_kv.c): cmd_expiry_unit() is

@@ -232,8 +232,11 @@ static int parse_bulk(const char *in, size_t len, size_t bulk_max, resp_cmd_t *c
         cmd->mb_body = q;
         cmd->mb_blen = (size_t)blen;
     }
-    if (cmd->mb_blen > bulk_max) /* checked on every call: the limit may have dropped */
+    if (cmd->mb_blen > bulk_max) { /* checked on every call: the limit may have dropped */
+        cmd->over_limit = cmd->mb_blen;
+        cmd->over_body = cmd->mb_body;
         return proto_error(err, ERR_BULK_LEN);
+    }
     size_t q = cmd->mb_body;
     size_t n = cmd->mb_blen;
     size_t end = q + n + 2; /* cannot overflow: checked with the header */
@@ -272,8 +275,13 @@ static int parse_multibulk(const char *in, size_t len, const resp_limits_t *lim,
         cmd->scanned_bytes++; /* the '*' */
         if (s == SCAN_MORE)
             return RESP_NEED_MORE;
-        if (s == SCAN_BAD || n < -1 || (n > 0 && (uint64_t)n > lim->args_max))
+        if (s == SCAN_BAD || n < -1)
             return proto_error(err, ERR_MBULK_LEN);
+        if (n > 0 && (uint64_t)n > lim->args_max) {
+            cmd->over_limit = (uint64_t)n;
+            cmd->over_body = 0;
+            return proto_error(err, ERR_MBULK_LEN);
+        }
         if (n <= 0) {
             *consumed = p;
             return RESP_EMPTY;
