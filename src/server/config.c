@@ -63,8 +63,16 @@ static const option_def_t options[] = {
              "at start, cut a corrupt log at its first bad record, keeping the cut bytes in <dir>/wal/*.cut*"),
     SIZE_OPT("snapshot-log-bytes", snapshot_log_bytes, "64m", 64 * KiB, INT64_MAX,
              "take a snapshot (and drop old log files) when the log on disk passes this"),
+    /* The watch resume window, counted in key changes (puts, deletions,
+     * expiries) whatever else spends revisions: queue traffic never
+     * shortens it (core.c, "Automatic compaction"). The byte bound keeps
+     * a history of large values from holding gigabytes; 256 MiB is far
+     * above what the default count of small values takes. */
     INT_OPT("history-revs", history_revs, "100000", 1, INT64_MAX,
-            "revisions of history kept for KV.GET REV and watch resumption (automatic compaction)"),
+            "key changes of history kept for KV.GET REV and watch resumption (automatic compaction); revisions "
+            "of queues, leases, locks and elections do not count"),
+    SIZE_OPT("history-bytes", history_bytes, "256m", 0, INT64_MAX,
+             "key and value bytes of the key changes kept in history at most (0: no bound)"),
     INT_OPT("watch-progress-ms", watch_progress_ms, "5000", 10, 86400000,
             "an idle watch gets a watch-progress event this often"),
     INT_OPT("node-id", node_id, "0", 0, 1000000000, "cluster mode: this member's id in --cluster (0: a single server)"),

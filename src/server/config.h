@@ -34,7 +34,8 @@ typedef struct ordo_config_s {
     int64_t wal_pending_max_bytes;   /* log bytes not yet on disk above which clients are not read */
     int64_t wal_repair;              /* at start, cut a corrupt log at its first bad record (wal.h) */
     int64_t snapshot_log_bytes;      /* take a snapshot when the log on disk passes this */
-    int64_t history_revs;            /* automatic compaction keeps this many revisions */
+    int64_t history_revs;            /* automatic compaction keeps this many key changes ... */
+    int64_t history_bytes;           /* ... and at most this many key and value bytes of them (0: any) */
     int64_t watch_progress_ms;       /* idle watches get a progress event this often */
     /* cluster (log/raft_log.c, writer/cluster.c); node_id 0: a single server */
     int64_t node_id;                 /* this member's id in --cluster */

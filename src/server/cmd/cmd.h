@@ -138,6 +138,9 @@ void cmd_cron(server_t *s);          /* periodic: progress events */
  * (NULL: it does), and the Prometheus text of /metrics appended to out. */
 const char *cmd_http_unhealthy(conn_t *c);
 void cmd_http_metrics(conn_t *c, ordo_buf_t *out);
+/* cmd_kv_resumable() -- the oldest revision KV.WATCH FROM accepts: the
+ * history holds every key change after it (cmd_kv.c). */
+uint64_t cmd_kv_resumable(server_t *s);
 /* cmd_replication_info() -- INFO's "# Replication" section, Redis's
  * fields (cmd_cluster.c), appended to b. */
 void cmd_replication_info(server_t *s, ordo_buf_t *b);

@@ -532,6 +532,12 @@ static void cmd_kv_range(cmd_ctx_t *x)
     (void)n;
 }
 
+uint64_t cmd_kv_resumable(server_t *s)
+{
+    uint64_t oldest = kv_oldest_rev(core_kv(s->core));
+    return oldest > 0 ? oldest - 1 : 0; /* KV.WATCH FROM r needs r + 1 >= the oldest kept (cmd_watch.c) */
+}
+
 static void cmd_kv_rev(cmd_ctx_t *x)
 {
     resp_add_array(x->out, 2);

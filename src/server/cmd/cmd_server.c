@@ -449,9 +449,15 @@ static void cmd_info(cmd_ctx_t *x)
     if (section_wanted(x, "persistence"))
         persist_info(s, &b);
     if (section_wanted(x, "kv"))
-        ordo_buf_printf(&b, "# KV\r\nrevision:%llu\r\noldest_revision:%llu\r\nhistory_revs:%lld\r\n\r\n",
+        ordo_buf_printf(&b, "# KV\r\nrevision:%llu\r\noldest_revision:%llu\r\nhistory_revs:%lld\r\n"
+                            "history_bytes_max:%lld\r\nhistory_changes:%zu\r\nhistory_bytes:%zu\r\n"
+                            "watch_resumable_revision:%llu\r\nqwatch_history_bytes:%zu\r\n"
+                            "qwatch_history_bytes_max:%lld\r\nqwatch_resumable_revision:%llu\r\n\r\n",
                         (unsigned long long)core_rev(s->core), (unsigned long long)kv_oldest_rev(core_kv(s->core)),
-                        (long long)s->cfg.history_revs);
+                        (long long)s->cfg.history_revs, (long long)s->cfg.history_bytes, st.log_entries,
+                        st.log_bytes, (unsigned long long)cmd_kv_resumable(s), coord_wait_qwatch_history_bytes(s),
+                        (long long)s->cfg.queue_watch_history_bytes,
+                        (unsigned long long)coord_wait_qwatch_floor(s));
     if (section_wanted(x, "replication"))
         cmd_replication_info(s, &b);
     if (section_wanted(x, "keyspace"))

@@ -7,11 +7,15 @@
  * setting, clearing and finding the earliest deadline are O(log n) and
  * nothing scans the keyspace.
  *
- * Automatic compaction: after each mutation, if more than history_revs
- * revisions are retained, the compaction point moves towards
- * rev - history_revs + 1, freeing at most COMPACT_STEP_MAX versions, so no
- * single write pays for a large compaction. Compaction only discards
- * history, so it never changes a live value or a result.
+ * Automatic compaction: after each change to a key, if the history holds
+ * more than history_changes changes, or their key and value bytes pass
+ * history_bytes (0: no byte bound), the oldest changes go (kv_trim_step()),
+ * freeing at most COMPACT_STEP_MAX versions, so no single write pays for a
+ * large compaction. The window counts key changes only: revisions spent on
+ * queues, leases, locks and elections never shorten it, so a watcher whose
+ * keys did not change resumes after any amount of other traffic.
+ * Compaction only discards history, so it never changes a live value or a
+ * result.
  */
 #include "core.h"
 
@@ -48,7 +52,8 @@ struct core_s {
      * CORE_TIME_SAMPLE_MS, oldest at tsamp_head once full. */
     struct { uint64_t rev, time_ms; } *tsamp;
     size_t tsamp_n, tsamp_head;
-    uint64_t history_revs;
+    uint64_t history_changes; /* automatic compaction keeps this many key changes ... */
+    uint64_t history_bytes;   /* ... and at most this many key and value bytes of them (0: any) */
     ordo_htab_t exp_index;
     ordo_heap_t heap;        /* every exp_t, earliest deadline first */
     core_change_cb change_cb;
@@ -163,7 +168,7 @@ uint64_t core_time_of_rev(const core_t *c, uint64_t rev)
     return t;
 }
 
-core_t *core_create(uint64_t history_revs)
+core_t *core_create(uint64_t history_changes)
 {
     core_t *c = ordo_xcalloc(1, sizeof *c);
     c->kv = kv_create();
@@ -174,7 +179,7 @@ core_t *core_create(uint64_t history_revs)
         return NULL;
     }
     ordo_heap_init(&c->heap, exp_less, EXP_HEAP_CAP_MIN, ORDO_HEAP_KEEP);
-    c->history_revs = history_revs ? history_revs : 1;
+    c->history_changes = history_changes ? history_changes : 1;
     c->coord = coord_create();
     if (c->coord == NULL) {
         core_destroy(c);
@@ -289,7 +294,11 @@ int core_load_done(core_t *c, uint64_t rev)
     return 0;
 }
 
-void core_set_history(core_t *c, uint64_t history_revs) { c->history_revs = history_revs ? history_revs : 1; }
+void core_set_history(core_t *c, uint64_t history_changes, uint64_t history_bytes)
+{
+    c->history_changes = history_changes ? history_changes : 1;
+    c->history_bytes = history_bytes;
+}
 
 void core_replay_begin(core_t *c)
 {
@@ -331,15 +340,9 @@ static void after_change(core_t *c, const kv_change_t *ch)
 {
     if (c->change_cb != NULL && !c->replaying)
         c->change_cb(c->change_arg, ch);
-    uint64_t oldest = kv_oldest_rev(c->kv);
-    if (c->rev >= oldest + c->history_revs) {
-        uint64_t target = c->rev - c->history_revs + 1;
-        if (target > kv_last_rev(c->kv) + 1)
-            target = kv_last_rev(c->kv) + 1;
-        if (c->compact_pin != 0 && target > c->compact_pin)
-            target = c->compact_pin;
-        kv_compact_step(c->kv, target, COMPACT_STEP_MAX);
-    }
+    /* The pin (a snapshot being written) keeps the changes from it on. */
+    kv_trim_step(c->kv, (size_t)c->history_changes, (size_t)c->history_bytes,
+                 c->compact_pin != 0 ? c->compact_pin : UINT64_MAX, COMPACT_STEP_MAX);
 }
 
 /* FENCE lock token: the write is allowed only while token holds the lock. */

@@ -449,7 +449,10 @@ typedef void (*core_change_cb)(void *arg, const kv_change_t *change);
 
 typedef struct core_s core_t;
 
-core_t *core_create(uint64_t history_revs);
+/* core_create() -- an empty state whose history keeps history_changes
+ * key changes (core_set_history() adds a byte bound); NULL if out of
+ * memory. */
+core_t *core_create(uint64_t history_changes);
 void core_destroy(core_t *c);
 
 /* core_apply() -- apply one record; *res receives the outcome. A REC_TXN
@@ -560,7 +563,10 @@ int core_qconfig_decode(const void *p, size_t len, queue_config_t *cfg);
 void core_set_compact_pin(core_t *c, uint64_t pin);
 /* core_compact_pin() -- the pin set, 0 if none. */
 uint64_t core_compact_pin(const core_t *c);
-void core_set_history(core_t *c, uint64_t history_revs);
+/* core_set_history() -- automatic compaction keeps the last
+ * history_changes key changes and, if history_bytes is not 0, no more than
+ * that many key and value bytes of them (core.c, "Automatic compaction"). */
+void core_set_history(core_t *c, uint64_t history_changes, uint64_t history_bytes);
 /* Bulk replay (recovery, before any client can watch): between
  * core_replay_begin() and core_replay_end() records apply as usual and reach
  * the same state, but the change callback is not called (there is no one to
