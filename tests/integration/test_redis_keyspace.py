@@ -187,3 +187,17 @@ def test_flushall_leaves_queues_and_locks_and_watchers_see_it(server):
     server.start(server.port)
     r = server.client()
     assert r.dbsize() == 0 and r.execute_command("Q.LEN", "q")[0] == 1
+
+
+def test_flushall_in_multi_judges_later_guards_on_the_empty_store(server):
+    """Inside MULTI, a guard after FLUSHALL sees the keys gone: KV.PUT
+    IFREV 0 (only if absent) of a key that existed passes the check."""
+    r = server.client()
+    r.set("k", "old")
+    with server.raw() as c:
+        assert c.call("MULTI") == "OK"
+        assert c.call("FLUSHALL") == "QUEUED"
+        assert c.call("KV.PUT", "k", "new", "IFREV", "0") == "QUEUED"
+        res = c.call("EXEC")
+        assert res[0] == "OK" and isinstance(res[1], int), res
+    assert r.get("k") == b"new"

@@ -1077,7 +1077,7 @@ static bool txn_view(const core_t *c, core_txn_check_t *t, const char *key, uint
         *ival = k->ival;
         return k->present;
     }
-    const kv_version_t *cur = kv_get(c->kv, key, klen);
+    const kv_version_t *cur = t->flushed ? NULL : kv_get(c->kv, key, klen);
     *mod_rev = cur ? cur->mod_rev : 0;
     *val = cur ? cur->value : NULL;
     *vlen = cur ? cur->vlen : 0;
@@ -1244,6 +1244,21 @@ static bool check_incr(const core_t *c, core_txn_check_t *t, const record_t *r, 
     return true;
 }
 
+/* FLUSH: no guard; every key is absent afterwards, those the transaction
+ * wrote included, each deletion a revision. */
+static bool check_flush(const core_t *c, core_txn_check_t *t)
+{
+    for (size_t i = 0; i < t->nkeys; i++) {
+        t->keys[i].present = false;
+        t->keys[i].unknown = false;
+    }
+    /* One revision per key deleted; an estimate (keys the transaction
+     * created count once more), as for the records after default below. */
+    t->rev += (t->flushed ? 0 : kv_count(c->kv)) + t->nkeys;
+    t->flushed = true;
+    return true;
+}
+
 /* APPEND: no guard; the key is present afterwards with a value the check
  * does not predict. */
 static bool check_append(core_txn_check_t *t, const record_t *r)
@@ -1264,6 +1279,7 @@ bool core_check(const core_t *c, core_txn_check_t *t, const record_t *r, apply_r
     case REC_DEL: return check_del(c, t, r, res);
     case REC_INCR: return check_incr(c, t, r, res);
     case REC_APPEND: return check_append(t, r);
+    case REC_FLUSH: return check_flush(c, t);
     case REC_Q_PUSH:
         if (!check_qpush(c, t, r, res))
             return false;

@@ -479,6 +479,7 @@ typedef struct core_txn_check_s {
     struct txn_settled_s *settled; /* deliveries acked or nacked so far (owned) */
     size_t nsettled, capsettled;
     uint64_t rev;             /* the revision the next record would take */
+    bool flushed;             /* a FLUSHALL came before: keys it did not write since are absent */
 } core_txn_check_t;
 void core_txn_check_init(const core_t *c, core_txn_check_t *t);
 void core_txn_check_free(core_txn_check_t *t);
