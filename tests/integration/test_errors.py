@@ -85,6 +85,11 @@ def test_syntax_error_names_the_token(server):
         assert "at 'FROMM'" in msg, msg
         msg = err(c.call("LOCK.ACQUIRE", "l", "1000", "WAITT", "1"), "ERR syntax error")
         assert "at 'WAITT'" in msg, msg
+        # an option without its value is named
+        msg = err(c.call("Q.PULL", "q", "COUNT"), "ERR syntax error")
+        assert "at 'COUNT' (argument 2)" in msg, msg
+        msg = err(c.call("Q.NACK", "q", "1", "2", "3"), "ERR syntax error")
+        assert "at '3' (argument 4); syntax: Q.NACK queue id token [DELAY ms]" in msg, msg
 
 
 # ---- limits: named before the connection closes -------------------------------

@@ -53,7 +53,7 @@ static bool refused(cmd_ctx_t *x)
 static bool arg_ms(cmd_ctx_t *x, size_t i, uint64_t *out)
 {
     if (i >= x->argc) {
-        reply_syntax(x);
+        reply_syntax_at(x, i - 1); /* the option lacks its value */
         return false;
     }
     if (!arg_u64(x, i, out))
@@ -69,7 +69,7 @@ static bool arg_count(cmd_ctx_t *x, size_t i, uint32_t *out)
 {
     uint64_t n;
     if (i >= x->argc) {
-        reply_syntax(x);
+        reply_syntax_at(x, i - 1);
         return false;
     }
     if (!arg_u64(x, i, &n))
@@ -473,7 +473,7 @@ static void cmd_qnack(cmd_ctx_t *x)
         if (!arg_ms(x, 5, &delay_ms))
             return;
     } else if (x->argc != 4) {
-        reply_syntax(x);
+        reply_syntax_at(x, x->argc > 4 ? 4 : x->argc - 1);
         return;
     }
     record_t rec = {.type = REC_Q_NACK,
@@ -510,7 +510,7 @@ static void cmd_qresult(cmd_ctx_t *x)
             return;
         block = true;
     } else if (x->argc != 3) {
-        reply_syntax(x);
+        reply_syntax_at(x, x->argc > 3 ? 3 : x->argc - 1);
         return;
     }
     if (!qwait_catch_up(x->srv, QNAME(x))) {
@@ -531,7 +531,7 @@ static bool parse_u32_opt(cmd_ctx_t *x, size_t i, uint32_t lo, uint32_t hi, cons
 {
     uint64_t v;
     if (i >= x->argc) {
-        reply_syntax(x);
+        reply_syntax_at(x, i - 1);
         return false;
     }
     if (!arg_u64(x, i, &v))
