@@ -127,3 +127,25 @@ def test_too_many_arguments_and_before_auth(ordod_factory):
         (e,) = c.read_until_closed()
         assert e.msg == "ERR Protocol error: invalid multibulk length: 11 arguments, above max-args (10)", e
     assert srv.alive()
+
+
+def test_inline_limits_are_named(ordod_factory):
+    srv = ordod_factory("--max-inline-bytes", "256", "--max-bulk-bytes", "1024")
+    with srv.raw() as c:
+        c.send_raw(b"SET k " + b"v" * 300)
+        (e,) = c.read_until_closed()
+        assert e.msg == ("ERR Protocol error: too big inline request: a line longer than max-inline-bytes (256)"), e
+    srv2 = ordod_factory("--max-inline-bytes", "4096", "--max-bulk-bytes", "1024")
+    with srv2.raw() as c:
+        c.send_raw(b"SET k " + b"v" * 2000 + b"\r\n")
+        (e,) = c.read_until_closed()
+        assert e.msg == ("ERR Protocol error: too big inline request: an argument of 2000 bytes, above "
+                         "max-bulk-bytes (1024)"), e
+
+
+def test_limit_errors_name_the_option(ordod_factory):
+    srv = ordod_factory("--max-name-bytes", "8", "--max-value-bytes", "16")
+    with srv.raw() as c:
+        assert err(c.call("SET", "k" * 9, "v"), "LIMIT name is 9 bytes, above max-name-bytes (8)")
+        assert err(c.call("MSET", "a", "v" * 17), "LIMIT value is 17 bytes, above max-value-bytes (16)")
+        assert err(c.call("SETEX", "a", "10", "v" * 17), "LIMIT value is 17 bytes, above max-value-bytes (16)")

@@ -691,12 +691,6 @@ static void start_reading(conn_t *c)
         c->reading = true;
 }
 
-/* Parse and dispatch every complete command in the input buffer, while
- * the connection's unsent output stays below CONN_PAUSE_READ_BYTES: a
- * pipeline of commands with large replies (GETs of a big value) waits in
- * the input buffer until the client reads what it already has (drained()
- * resumes it), so one client's output is bounded by that plus one reply,
- * not by how much it pipelined. */
 /* The reply to a protocol error: the parser's text and, when a limit
  * was passed, the limit by name; for an oversized argument, the rest of
  * it is read and dropped first (CONN_DISCARD_MAX_BYTES). off: where the
@@ -705,22 +699,30 @@ static void protocol_error(conn_t *c, const char *err, size_t off, const resp_li
 {
     const resp_cmd_t *cmd = &c->cmd;
     c->srv->stats.errors_total++;
-    if (cmd->over_limit == 0) {
-        resp_add_errorf(&c->out, "ERR Protocol error: %s", err);
-    } else if (cmd->over_body == 0) {
-        resp_add_errorf(&c->out, "ERR Protocol error: %s: %llu arguments, above %s (%zu)", err,
-                        (unsigned long long)cmd->over_limit, c->authed ? "max-args" : "max-args-unauth (before AUTH)",
-                        lim->args_max);
-    } else {
-        resp_add_errorf(&c->out, "ERR Protocol error: %s: an argument of %llu bytes, above %s (%zu)", err,
-                        (unsigned long long)cmd->over_limit,
-                        c->authed ? "max-bulk-bytes" : "max-bulk-bytes-unauth (before AUTH)", lim->bulk_max);
+    const char *unauth = c->authed ? "" : "-unauth (before AUTH)";
+    switch (cmd->over) {
+    case RESP_OVER_ARGS:
+        resp_add_errorf(&c->out, "ERR Protocol error: %s: %llu arguments, above max-args%s (%zu)", err,
+                        (unsigned long long)cmd->over_limit, unauth, lim->args_max);
+        break;
+    case RESP_OVER_INLINE:
+        resp_add_errorf(&c->out, "ERR Protocol error: %s: a line longer than max-inline-bytes (%zu)", err,
+                        lim->inline_max);
+        break;
+    case RESP_OVER_BULK: {
+        resp_add_errorf(&c->out, "ERR Protocol error: %s: an argument of %llu bytes, above max-bulk-bytes%s (%zu)",
+                        err, (unsigned long long)cmd->over_limit, unauth, lim->bulk_max);
         uint64_t end = (uint64_t)off + cmd->over_body + cmd->over_limit + 2; /* the argument's end in c->in */
-        if (end > c->in.len && end - c->in.len <= CONN_DISCARD_MAX_BYTES) {
+        if (cmd->over_body != 0 && end > c->in.len && end - c->in.len <= CONN_DISCARD_MAX_BYTES) {
             c->discard_bytes = end - c->in.len;
             c->in.len = 0; /* the command is dropped; process_input() drops the rest as it comes */
             return;
         }
+        break;
+    }
+    default:
+        resp_add_errorf(&c->out, "ERR Protocol error: %s", err);
+        break;
     }
     c->close_after_write = true;
 }
@@ -736,6 +738,12 @@ static void discard_input(conn_t *c)
         c->close_after_write = true;
 }
 
+/* Parse and dispatch every complete command in the input buffer, while
+ * the connection's unsent output stays below CONN_PAUSE_READ_BYTES: a
+ * pipeline of commands with large replies (GETs of a big value) waits in
+ * the input buffer until the client reads what it already has (drained()
+ * resumes it), so one client's output is bounded by that plus one reply,
+ * not by how much it pipelined. */
 static void process_input(conn_t *c)
 {
     size_t off = 0;

@@ -79,12 +79,13 @@ typedef struct resp_cmd_s {
     size_t mb_blen;         /* multibulk: its length, valid when mb_body != 0 */
     size_t inline_scanned;  /* inline: leading bytes known to hold no '\n' */
     int mb_fast_declined;   /* multibulk: the one-pass fast path declined this command */
-    /* After RESP_PROTO_ERROR: the argument count ("invalid multibulk
-     * length") or argument length ("invalid bulk length") that passed its
-     * limit, with over_body the offset of that argument's body (bytes of
-     * it still to come: over_body + over_limit + 2 - input length); 0 if
-     * the input was malformed rather than too large. Lets the caller name
-     * the limit. */
+    /* After RESP_PROTO_ERROR: which limit the request passed (enum
+     * resp_over; RESP_OVER_NONE if it was malformed rather than too
+     * large), the count or length that passed it (0 for an inline line,
+     * whose length is not known), and for RESP_OVER_BULK the offset of
+     * that argument's body (bytes of it still to come: over_body +
+     * over_limit + 2 - input length). Lets the caller name the limit. */
+    int over;
     uint64_t over_limit;
     size_t over_body;
     /* Debug counter: input bytes the parser examined, summed over every
@@ -93,6 +94,13 @@ typedef struct resp_cmd_s {
      * command costs O(its size) however it arrives. */
     uint64_t scanned_bytes;
 } resp_cmd_t;
+
+enum resp_over {
+    RESP_OVER_NONE = 0,
+    RESP_OVER_ARGS,         /* arguments: args_max */
+    RESP_OVER_BULK,         /* one argument's bytes: bulk_max */
+    RESP_OVER_INLINE,       /* an inline line's bytes: inline_max */
+};
 
 enum resp_status {
     RESP_NEED_MORE = 0,     /* incomplete: nothing consumed; see *need_bytes */
