@@ -201,3 +201,14 @@ def test_flushall_in_multi_judges_later_guards_on_the_empty_store(server):
         res = c.call("EXEC")
         assert res[0] == "OK" and isinstance(res[1], int), res
     assert r.get("k") == b"new"
+
+
+def test_pattern_of_many_stars_is_not_exponential(either):
+    """A '*' that finds no place for the rest gives up for every earlier
+    '*' too (Redis 7.0.9 does the same): this pattern answers at once."""
+    r = either.client()
+    r.set("a" * 3000, "v")
+    t0 = time.monotonic()
+    assert r.keys("*a" * 30 + "*b") == []
+    assert list(r.scan_iter(match="*a" * 30 + "*b", count=100)) == []
+    assert time.monotonic() - t0 < 5, "the match took %.1fs" % (time.monotonic() - t0)

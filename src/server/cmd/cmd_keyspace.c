@@ -44,8 +44,13 @@
 
 /* ---- patterns ---------------------------------------------------------------- */
 
-/* Does [p, pe) match [s, se)? Redis's glob, binary safe. */
-static bool glob_match(const char *p, const char *pe, const char *s, const char *se)
+/* Does [p, pe) match [s, se)? Redis's glob, binary safe. *give_up is
+ * set when a '*' found no place for the rest of the pattern anywhere in
+ * the rest of the key: then no earlier '*' can do better (it would hand an
+ * even shorter rest to the same pattern), so every caller stops at once.
+ * That keeps a pattern of many stars linear per star instead of
+ * exponential in them (a key is up to max-name-bytes long). */
+static bool glob_walk(const char *p, const char *pe, const char *s, const char *se, bool *give_up)
 {
     while (p < pe) {
         if (*p == '*') {
@@ -53,9 +58,13 @@ static bool glob_match(const char *p, const char *pe, const char *s, const char 
                 p++;
             if (p + 1 == pe)
                 return true;
-            for (const char *t = s; t <= se; t++)
-                if (glob_match(p + 1, pe, t, se))
+            for (const char *t = s; t <= se; t++) {
+                if (glob_walk(p + 1, pe, t, se, give_up))
                     return true;
+                if (*give_up)
+                    return false;
+            }
+            *give_up = true;
             return false;
         }
         if (s == se)
@@ -102,6 +111,12 @@ static bool glob_match(const char *p, const char *pe, const char *s, const char 
         s++;
     }
     return s == se;
+}
+
+static bool glob_match(const char *p, const char *pe, const char *s, const char *se)
+{
+    bool give_up = false;
+    return glob_walk(p, pe, s, se, &give_up);
 }
 
 /* The literal start of a pattern: bytes before its first special one;
