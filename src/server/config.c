@@ -83,8 +83,16 @@ static const option_def_t options[] = {
              "at start, cut a corrupt log at its first bad record, keeping the cut bytes in <dir>/wal/*.cut*"),
     SIZE_OPT("snapshot-log-bytes", snapshot_log_bytes, "64m", 64 * KiB, INT64_MAX,
              "take a snapshot (and drop old log files) when the log on disk passes this"),
+    /* The watch resume window, counted in key changes (puts, deletions,
+     * expiries) whatever else spends revisions: queue traffic never
+     * shortens it (core.c, "Automatic compaction"). The byte bound keeps
+     * a history of large values from holding gigabytes; 256 MiB is far
+     * above what the default count of small values takes. */
     INT_OPT("history-revs", history_revs, "100000", 1, INT64_MAX,
-            "revisions of history kept for KV.GET REV and watch resumption (automatic compaction)"),
+            "key changes of history kept for KV.GET REV and watch resumption (automatic compaction); revisions "
+            "of queues, leases, locks and elections do not count"),
+    SIZE_OPT("history-bytes", history_bytes, "256m", 0, INT64_MAX,
+             "key and value bytes of the key changes kept in history at most (0: no bound)"),
     INT_OPT("watch-progress-ms", watch_progress_ms, "5000", 10, 86400000,
             "an idle watch gets a watch-progress event this often"),
     INT_OPT("node-id", node_id, "0", 0, 1000000000, "cluster mode: this member's id in --cluster (0: a single server)"),
@@ -164,6 +172,11 @@ static const option_def_t options[] = {
     INT_OPT("max-multi-commands", max_multi_commands, "10000", 1, 1000000, "commands one MULTI may queue"),
     SIZE_OPT("max-multi-bytes", max_multi_bytes, "16m", 1024, 32 * MiB,
              "bytes one MULTI may queue (arguments plus 96 per argument, plus a Q.PULL's deliveries)"),
+    /* A SCAN cursor is the last key a walk examined, kept by the server
+     * (cmd_keyspace.c): at most this many, so at most this many times
+     * max-name-bytes. 1024 serves a thousand walks at once. */
+    INT_OPT("max-scan-cursors", max_scan_cursors, "1024", 1, 10000000,
+            "SCAN cursors kept for all clients; an older cursor answers an error (start again from 0)"),
     INT_OPT("max-watches-per-client", max_watches_per_client, "1024", 1, 1000000,
             "watches and observations one connection may hold"),
     /* Q.WATCH FROM replays from this history; 4 MiB holds some tens of

@@ -46,7 +46,8 @@ typedef struct ordo_config_s {
     int64_t wal_pending_max_bytes;   /* log bytes not yet on disk above which clients are not read */
     int64_t wal_repair;              /* at start, cut a corrupt log at its first bad record (wal.h) */
     int64_t snapshot_log_bytes;      /* take a snapshot when the log on disk passes this */
-    int64_t history_revs;            /* automatic compaction keeps this many revisions */
+    int64_t history_revs;            /* automatic compaction keeps this many key changes ... */
+    int64_t history_bytes;           /* ... and at most this many key and value bytes of them (0: any) */
     int64_t watch_progress_ms;       /* idle watches get a progress event this often */
     /* cluster (log/raft_log.c, writer/cluster.c); node_id 0: a single server */
     int64_t node_id;                 /* this member's id in --cluster */
@@ -81,6 +82,7 @@ typedef struct ordo_config_s {
     int64_t max_watches_per_client;
     int64_t max_multi_commands;      /* commands one MULTI may queue */
     int64_t max_multi_bytes;         /* argument bytes (plus a per-argument overhead) one MULTI may queue */
+    int64_t max_scan_cursors;        /* SCAN cursors kept (all clients), the oldest forgotten first */
     int64_t queue_watch_history_bytes; /* Q.WATCH FROM: queue events kept (all queues) */
     int64_t output_hard_bytes;       /* a client whose pending output passes this is closed */
     int64_t output_soft_bytes;       /* ... or stays above this for output_soft_seconds */

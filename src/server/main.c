@@ -157,6 +157,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "ordod: out of memory\n");
         goto fail_listen;
     }
+    core_set_history(s->core, (uint64_t)s->cfg.history_revs, (uint64_t)s->cfg.history_bytes);
     if (watch_registry_init(&s->watches) != 0)
         goto fail_core;
     /* Before anything can apply a record: replay and a cluster's delivery

@@ -131,6 +131,7 @@ struct server_s {
     watch_registry_t watches;
     ordo_htab_t commands;            /* name (lower case) -> command */
     cmd_history_t *history;          /* samples of the last hour and day (cmd_init() makes it) */
+    struct scan_cursors_s *scan;     /* SCAN's cursors (cmd/cmd_keyspace.c), NULL until the first SCAN */
     net_t net;                       /* listeners and connections (net/net.h) */
     writer_t writer;                 /* the single writer's machinery (writer/writer.h) */
     uint64_t next_watch_id;

@@ -12,6 +12,12 @@ so a crash or a sanitizer report at exit fails the test. The binary is
 $ORDOD (default build/ordod), so the same suite runs against the ASan
 build. A failing test's report carries each server's log.
 
+The `either` fixture runs a test twice, against ordod and against a real
+redis-server (tests/pylib/redisproc.py), each on a free port: a test of
+Redis compatibility makes the same assertions pass on both. Its value has
+.client() (redis-py), .raw() (tests/pylib/resp.py's Conn), .port and
+.is_ordod.
+
 tests/pylib is put on sys.path here, so test modules import ordoproc
 (poll, the bounded wait every test shares) and resp from there.
 """
@@ -24,6 +30,7 @@ import redis
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 
 from ordoproc import FREE, Ordod  # noqa: E402
+from redisproc import RedisServer  # noqa: E402
 from resp import Conn  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -118,3 +125,35 @@ def r(server):
     c = server.client()
     yield c
     c.close()
+
+
+class RedisTarget:
+    """A redis-server seen as a test sees a Server: client(), raw(), port."""
+
+    def __init__(self, proc):
+        self.proc = proc
+        self.port = proc.port
+        self.is_ordod = False
+
+    def client(self, **kw):
+        return self.proc.client(**kw)
+
+    def raw(self, timeout=20.0):
+        return Conn(self.port, timeout=timeout)
+
+
+@pytest.fixture(params=["ordod", "redis"])
+def either(request, tmp_path):
+    """The same test against ordod and against redis-server (see above)."""
+    if request.param == "ordod":
+        srv = request.getfixturevalue("server")
+        srv.is_ordod = True
+        yield srv
+        return
+    proc = RedisServer(tmp_path / "redis", tmp_path / "redis.log")
+    proc.start()
+    try:
+        yield RedisTarget(proc)
+    finally:
+        rc = proc.stop()
+        assert rc == 0, "redis-server exited %r\n%s" % (rc, open(proc.log_path, errors="replace").read()[-4000:])

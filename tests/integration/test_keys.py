@@ -27,7 +27,7 @@ def test_get_set_binary(server):
         assert c.call("SET", "k").code == "ERR"
         assert c.call("GET").code == "ERR"
         assert c.call("GET", "a", "b").code == "ERR"
-        assert c.call("SET", "k", "v", "BOGUS") == RespError("ERR syntax error")
+        assert c.call("SET", "k", "v", "BOGUS").msg.startswith("ERR syntax error")
 
 
 def test_set_nx_xx(server):
@@ -41,8 +41,8 @@ def test_set_nx_xx(server):
         assert c.call("GET", "k") == b"1"
         assert c.call("SET", "k", "3", "XX") == "OK"
         assert c.call("GET", "k") == b"3"
-        assert c.call("SET", "k", "4", "NX", "XX") == RespError("ERR syntax error")
-        assert c.call("SET", "k", "4", "xx", "nx") == RespError("ERR syntax error")
+        assert c.call("SET", "k", "4", "NX", "XX").msg.startswith("ERR syntax error")
+        assert c.call("SET", "k", "4", "xx", "nx").msg.startswith("ERR syntax error")
 
 
 # A TTL that must still be running after a few more round trips: long enough
@@ -71,10 +71,10 @@ def test_set_px_ex_expiry(server):
         assert c.call("DBSIZE") == 1
         assert c.call("SET", "k", "v", "PX", "0") == RespError("ERR invalid expire time in 'set' command")
         assert c.call("SET", "k", "v", "EX", "-1").code == "ERR"
-        assert c.call("SET", "k", "v", "PX", "abc") == RespError("ERR value is not an integer or out of range")
+        assert c.call("SET", "k", "v", "PX", "abc").msg.startswith("ERR value is not an integer or out of range")
         assert c.call("SET", "k", "v", "PX").code == "ERR"
-        assert c.call("SET", "k", "v", "PX", "10", "EX", "10") == RespError("ERR syntax error")
-        assert c.call("SET", "k", "v", "PX", "10", "KEEPTTL") == RespError("ERR syntax error")
+        assert c.call("SET", "k", "v", "PX", "10", "EX", "10").msg.startswith("ERR syntax error")
+        assert c.call("SET", "k", "v", "PX", "10", "KEEPTTL").msg.startswith("ERR syntax error")
         assert c.call("SET", "k", "v", "EX", "9223372036854775807").code == "ERR"
 
 
@@ -137,8 +137,8 @@ def test_incr(server):
         for bad in (" 1", "01", "1 ", "+1", "", "1.5", "99999999999999999999"):
             c.call("SET", "s", bad)
             assert c.call("INCR", "s") == notint, bad
-        assert c.call("INCRBY", "n", "x") == notint
-        assert c.call("INCRBY", "n", "9223372036854775808") == notint
+        assert c.call("INCRBY", "n", "x").msg.startswith(notint.msg)
+        assert c.call("INCRBY", "n", "9223372036854775808").msg.startswith(notint.msg)
         c.call("SET", "m", "9223372036854775807")
         r0 = rev(c)[0]
         assert c.call("INCR", "m") == RespError("ERR increment or decrement would overflow")
@@ -195,10 +195,10 @@ def test_kv_put_get_versions(server):
         assert c.call("KV.GET", BIN_KEY, "REV", r1 - 1) is None if r1 > 1 else True
         # A revision not reached yet is refused (it once answered the current value).
         assert c.call("KV.GET", BIN_KEY, "REV", 10 ** 6).msg.startswith("ERR revision 1000000 is in the future")
-        assert c.call("KV.GET", "k", "REV") == RespError("ERR syntax error")
+        assert c.call("KV.GET", "k", "REV").msg.startswith("ERR syntax error")
         assert c.call("KV.GET", "k", "REV", "x").code == "ERR"
         assert c.call("KV.GET", "k", "REV", "-1").code == "ERR"
-        assert c.call("KV.GET", "k", "BOGUS", "1") == RespError("ERR syntax error")
+        assert c.call("KV.GET", "k", "BOGUS", "1").msg.startswith("ERR syntax error")
         assert c.call("KV.PUT", "k").code == "ERR"
         assert c.call("KV.PUT", "k", "v", "BOGUS").code == "ERR"
         # LEASE / FENCE exist now (test_coord.py): a missing lease, a lock not held
@@ -288,7 +288,7 @@ def test_kv_range(server):
         assert len(c.call("KV.RANGE", "p/", "REV", revs[b"p/a"])) == 2
         assert c.call("KV.RANGE", "p/", "LIMIT", "-1").code == "ERR"
         assert c.call("KV.RANGE", "p/", "LIMIT").code == "ERR"
-        assert c.call("KV.RANGE", "p/", "BOGUS") == RespError("ERR syntax error")
+        assert c.call("KV.RANGE", "p/", "BOGUS").msg.startswith("ERR syntax error")
         assert c.call("KV.RANGE").code == "ERR"
 
 

@@ -163,6 +163,44 @@ static void test_key_ttl(void **state)
     core_destroy(c);
 }
 
+/* APPEND computes from the state (absent: empty), keeps the deadline and
+ * takes a revision; FLUSH deletes every live key, one revision and one
+ * change event each, and leaves nothing to do the second time. */
+static void test_append_and_flush(void **state)
+{
+    (void)state;
+    core_t *c = core_create(1000);
+    core_set_change_cb(c, count_change, NULL);
+    apply_result_t res;
+    record_t a = {.type = REC_APPEND, .time_ms = 1000, .append = {.key = "a", .klen = 1, .val = "xy", .vlen = 2}};
+    core_apply(c, &a, &res);
+    assert_int_equal(res.status, AP_OK);
+    assert_int_equal(res.kv.length, 2);
+    record_t t = {.type = REC_KEY_TTL, .time_ms = 1000, .key_ttl = {.key = "a", .klen = 1, .expire_at_ms = 9000}};
+    core_apply(c, &t, &res);
+    core_apply(c, &a, &res);
+    assert_int_equal(res.kv.length, 4);
+    const kv_version_t *v = kv_get(core_kv(c), "a", 1);
+    assert_memory_equal(v->value, "xyxy", 4);
+    assert_int_equal(core_expiry_of(c, "a", 1), 9000);
+    record_t p = put("b", "1", 1000);
+    core_apply(c, &p, &res);
+    uint64_t rev = core_rev(c);
+    changes_seen = 0;
+    record_t f = {.type = REC_FLUSH, .time_ms = 1000};
+    core_apply(c, &f, &res);
+    assert_int_equal(res.status, AP_OK);
+    assert_int_equal(res.kv.length, 2);
+    assert_int_equal(core_rev(c), rev + 2);
+    assert_int_equal(changes_seen, 2);
+    assert_int_equal(kv_count(core_kv(c)), 0);
+    assert_int_equal(core_expiry_of(c, "a", 1), 0);
+    core_apply(c, &f, &res);
+    assert_int_equal(res.status, AP_NOOP);
+    assert_int_equal(core_rev(c), rev + 2);
+    core_destroy(c);
+}
+
 static void test_expiry_is_a_record(void **state)
 {
     (void)state;
@@ -569,6 +607,7 @@ int main(void)
         cmocka_unit_test(test_incr),
         cmocka_unit_test(test_expiry_is_a_record),
         cmocka_unit_test(test_key_ttl),
+        cmocka_unit_test(test_append_and_flush),
         cmocka_unit_test(test_auto_compaction),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_bulk_replay_same_state),

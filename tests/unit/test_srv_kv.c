@@ -871,6 +871,66 @@ static void randomized(bool defer)
     kv_destroy(kv);
 }
 
+/* kv_trim_step(): the history keeps the last N key changes (and no more
+ * than B of their key and value bytes) however far apart their revisions
+ * are; a cursor at a revision after the last kept change still resumes;
+ * the pin stops it; reads at the point are exact. */
+static void test_trim_by_changes_and_bytes(void **state)
+{
+    (void)state;
+    kv_t *kv = kv_create();
+    model_t m = {0};
+    uint64_t rev = 0;
+    for (int i = 0; i < 200; i++) {
+        char key[8], val[16];
+        snprintf(key, sizeof key, "t%02d", i % 20);
+        snprintf(val, sizeof val, "v%05d", i); /* 3 + 6 bytes a change */
+        rev += 1000; /* revisions spent elsewhere between the changes */
+        do_put(kv, &m, key, 3, val, rev);
+    }
+    kv_stats_t st;
+    kv_stats(kv, &st);
+    assert_int_equal(st.log_entries, 200);
+    assert_int_equal(st.log_bytes, 200 * 9);
+    /* pinned at the 51st change: nothing from it on goes */
+    while (kv_trim_step(kv, 100, 0, 51 * 1000, 8) == 0)
+        ;
+    kv_stats(kv, &st);
+    assert_int_equal(st.log_entries, 150);
+    assert_int_equal(kv_oldest_rev(kv), 51 * 1000);
+    while (kv_trim_step(kv, 100, 0, UINT64_MAX, 8) == 0)
+        ;
+    kv_stats(kv, &st);
+    assert_int_equal(st.log_entries, 100);
+    assert_int_equal(kv_oldest_rev(kv), 101 * 1000); /* the first change kept */
+    /* a watcher that saw revision 500000 (after the last change, 200000,
+     * as queue traffic moved the revision on) resumes */
+    kv_cursor_t cur;
+    assert_int_equal(kv_log_seek(kv, 500000, &cur), KV_OK);
+    kv_change_t ch;
+    assert_int_equal(kv_log_next(kv, &cur, &ch), 0);
+    assert_int_equal(kv_log_seek(kv, 101 * 1000 - 1, &cur), KV_OK);
+    assert_int_equal(kv_log_seek(kv, 101 * 1000 - 2, &cur), KV_ECOMPACTED);
+    /* reads at the point are exact */
+    for (int k = 0; k < 20; k++) {
+        char key[8];
+        snprintf(key, sizeof key, "t%02d", k);
+        const kv_version_t *v;
+        assert_int_equal(kv_get_at(kv, key, 3, 101 * 1000, &v), KV_OK);
+        assert_non_null(v);
+    }
+    /* the byte bound: 45 bytes keep 5 changes */
+    while (kv_trim_step(kv, 100, 45, UINT64_MAX, 8) == 0)
+        ;
+    kv_stats(kv, &st);
+    assert_int_equal(st.log_entries, 5);
+    assert_int_equal(st.log_bytes, 45);
+    assert_int_equal(kv_oldest_rev(kv), 196 * 1000);
+    assert_int_equal(kv_trim_step(kv, 100, 45, UINT64_MAX, 8), 1); /* within the bounds: nothing to do */
+    free(m.ops);
+    kv_destroy(kv);
+}
+
 static void test_randomized(void **state)
 {
     (void)state;
@@ -929,6 +989,7 @@ int main(void)
         cmocka_unit_test(test_log),
         cmocka_unit_test(test_log_grows_and_shrinks),
         cmocka_unit_test(test_compact_step),
+        cmocka_unit_test(test_trim_by_changes_and_bytes),
         cmocka_unit_test(test_randomized),
         cmocka_unit_test(test_randomized_deferred_index),
         cmocka_unit_test(test_million_keys),

@@ -178,6 +178,9 @@ static const case_t cases[] = {
     {{.type = REC_KEY_TTL, .time_ms = 18, .flags = REC_F_XX,
       .key_ttl = {.key = "ttl", .klen = 3, .expire_at_ms = 41}},
      {.type = REC_KEY_TTL, .time_ms = 18, .flags = REC_F_XX, .key = "ttl", .klen = 3, .expire_at_ms = 41}},
+    {{.type = REC_APPEND, .time_ms = 45, .append = {.key = "ak", .klen = 2, .val = "tail", .vlen = 4}},
+     {.type = REC_APPEND, .time_ms = 45, .key = "ak", .klen = 2, .val = "tail", .vlen = 4}},
+    {{.type = REC_FLUSH, .time_ms = 46}, {.type = REC_FLUSH, .time_ms = 46}},
 };
 
 #define NCASES (sizeof cases / sizeof cases[0])

@@ -47,12 +47,82 @@ static bool parse_i64_strict(const char *p, size_t n, int64_t *out)
     return true;
 }
 
+void cmd_quote(char *dst, size_t dlen, const resp_arg_t *a)
+{
+    assert(dlen >= 6);
+    size_t j = 0, n = a->len < 64 ? a->len : 64;
+    for (size_t i = 0; i < n && j + 5 < dlen; i++) {
+        unsigned char ch = (unsigned char)a->ptr[i];
+        if (isprint(ch) && ch != '\'')
+            dst[j++] = (char)ch;
+        else
+            j += (size_t)snprintf(dst + j, dlen - j, "\\x%02x", ch);
+    }
+    dst[j] = '\0';
+}
+
+/* Is word (n bytes) an option token of the syntax: an upper-case word of
+ * it, whole, compared without case? */
+static bool syntax_has_token(const char *syntax, const char *word, size_t n)
+{
+    for (const char *p = syntax; p != NULL && *p != '\0';) {
+        while (*p != '\0' && !isupper((unsigned char)*p))
+            p++;
+        const char *q = p;
+        while (*q != '\0' && (isupper((unsigned char)*q) || isdigit((unsigned char)*q) || *q == '_' || *q == '-'))
+            q++;
+        if (q > p && (size_t)(q - p) == n && strncasecmp(p, word, n) == 0)
+            return true;
+        p = q;
+    }
+    return false;
+}
+
+/* The name of argument i for an error: the option token before it (IFREV,
+ * DELAY) when that is a token of the command's syntax, else the syntax's
+ * placeholder at that place when every argument before it is a plain one
+ * ("key increment"), else "argument i". Written into buf. */
+static void arg_label(const cmd_ctx_t *x, size_t i, char *buf, size_t len)
+{
+    const char *syn = x->def != NULL ? x->def->syntax : NULL;
+    if (syn != NULL && i >= 2 && syntax_has_token(syn, x->argv[i - 1].ptr, x->argv[i - 1].len)) {
+        size_t n = x->argv[i - 1].len < len - 1 ? x->argv[i - 1].len : len - 1;
+        for (size_t k = 0; k < n; k++)
+            buf[k] = (char)toupper((unsigned char)x->argv[i - 1].ptr[k]);
+        buf[n] = '\0';
+        return;
+    }
+    for (size_t k = 1; syn != NULL; k++) { /* the syntax's words after the name */
+        while (*syn == ' ')
+            syn++;
+        size_t w = strcspn(syn, " ");
+        if (w == 0 || strcspn(syn, "[]{}|.") < w)
+            break; /* not a plain placeholder: places after it vary */
+        if (k == i) {
+            snprintf(buf, len, "%.*s", (int)w, syn);
+            return;
+        }
+        syn += w;
+    }
+    snprintf(buf, len, "argument %zu", i);
+}
+
+/* -ERR value is not an integer or out of range, naming the argument, its
+ * value and the range wanted; the text Redis clients know comes first. */
+static void reply_not_int(cmd_ctx_t *x, size_t i, const char *range)
+{
+    char label[64], word[300];
+    arg_label(x, i, label, sizeof label);
+    cmd_quote(word, sizeof word, &x->argv[i]);
+    reply_errf(x, "ERR value is not an integer or out of range: %s is '%s' (%s)", label, word, range);
+}
+
 bool arg_i64(cmd_ctx_t *x, size_t i, int64_t *out)
 {
     assert(i < x->argc && out != NULL);
     if (parse_i64_strict(x->argv[i].ptr, x->argv[i].len, out))
         return true;
-    reply_err(x, "ERR value is not an integer or out of range");
+    reply_not_int(x, i, "an integer from -9223372036854775808 to 9223372036854775807");
     return false;
 }
 
@@ -72,7 +142,7 @@ bool arg_u64(cmd_ctx_t *x, size_t i, uint64_t *out)
             return true;
         }
     }
-    reply_err(x, "ERR value is not an integer or out of range");
+    reply_not_int(x, i, "an integer from 0 to 18446744073709551615");
     return false;
 }
 
@@ -135,7 +205,7 @@ size_t cmd_fence_parse(cmd_ctx_t *x, size_t i, cmd_fence_t *f)
         f->nlen = x->argv[i + 1].len;
         return 3;
     }
-    reply_syntax(x);
+    reply_syntax_at(x, i);
     return 0;
 }
 
@@ -216,6 +286,17 @@ void reply_errf(cmd_ctx_t *x, const char *fmt, ...)
 }
 
 void reply_syntax(cmd_ctx_t *x) { reply_err(x, "ERR syntax error"); }
+
+void reply_syntax_at(cmd_ctx_t *x, size_t i)
+{
+    assert(i < x->argc);
+    char word[300];
+    cmd_quote(word, sizeof word, &x->argv[i]);
+    if (x->def != NULL && x->def->syntax != NULL)
+        reply_errf(x, "ERR syntax error at '%s' (argument %zu); syntax: %s %s", word, i, x->def->name, x->def->syntax);
+    else
+        reply_errf(x, "ERR syntax error at '%s' (argument %zu)", word, i);
+}
 
 void reply_notleader(cmd_ctx_t *x)
 {

@@ -36,6 +36,7 @@ typedef struct cmd_ctx_s {
     int proto;
     size_t argc;
     const resp_arg_t *argv;
+    const struct cmd_def_s *def; /* the command running, NULL if none (errors name its tokens) */
 } cmd_ctx_t;
 
 typedef void (*cmd_fn)(cmd_ctx_t *ctx);
@@ -80,7 +81,13 @@ extern const cmd_def_t cmd_txn_defs[];
 extern const size_t cmd_txn_ndefs;
 extern const cmd_def_t cmd_cluster_defs[];
 extern const size_t cmd_cluster_ndefs;
+extern const cmd_def_t cmd_string_defs[];
+extern const size_t cmd_string_ndefs;
+extern const cmd_def_t cmd_keyspace_defs[];
+extern const size_t cmd_keyspace_ndefs;
 void cmd_watch_init(server_t *s);
+/* cmd_keyspace_destroy() -- free SCAN's cursors (cmd_destroy()). */
+void cmd_keyspace_destroy(server_t *s);
 
 /* Transactions (cmd_txn.c). cmd_txn_queue() -- if c is in MULTI, queue d
  * (or refuse it) and answer; returns false if d must run now.
@@ -142,6 +149,12 @@ void cmd_history_json(server_t *s, ordo_buf_t *out, uint64_t since);
  * (NULL: it does), and the Prometheus text of /metrics appended to out. */
 const char *cmd_http_unhealthy(conn_t *c);
 void cmd_http_metrics(conn_t *c, ordo_buf_t *out);
+/* cmd_kv_resumable() -- the oldest revision KV.WATCH FROM accepts: the
+ * history holds every key change after it (cmd_kv.c). */
+uint64_t cmd_kv_resumable(server_t *s);
+/* cmd_replication_info() -- INFO's "# Replication" section, Redis's
+ * fields (cmd_cluster.c), appended to b. */
+void cmd_replication_info(server_t *s, ordo_buf_t *b);
 /* The JSON of /v1/status (the dashboard's data), appended to out; with
  * history_since > 0, its "history" member too (cmd_history_json()). */
 void cmd_http_status(conn_t *c, ordo_buf_t *out, uint64_t history_since);
@@ -176,12 +189,26 @@ void cmd_render_message(ordo_buf_t *out, const queue_delivery_t *d);
 
 /* ---- helpers for handlers ---------------------------------------------- */
 
+/* cmd_quote() -- at most 64 bytes of a client's word a into dst (dlen
+ * bytes, at least 6), printable, a quote or other byte as \xNN: an error
+ * message may quote it without CR/LF injection or a flood. */
+void cmd_quote(char *dst, size_t dlen, const resp_arg_t *a);
 /* Argument i equals word (ASCII case-insensitive)? */
 bool arg_is(const cmd_ctx_t *x, size_t i, const char *word);
 /* Parse argument i as a signed / unsigned 64-bit integer; on failure reply
- * "-ERR value is not an integer or out of range" and return false. */
+ * "-ERR value is not an integer or out of range: <name> is '<value>'
+ * (<range>)" and return false. The name is the option token before it
+ * (IFREV), or the syntax's placeholder (increment), or "argument i". */
 bool arg_i64(cmd_ctx_t *x, size_t i, int64_t *out);
 bool arg_u64(cmd_ctx_t *x, size_t i, uint64_t *out);
+/* Expiry options of SET, SETEX, GETEX (cmd_kv.c): cmd_expiry_unit() is
+ * the option argument i names (EX, PX, EXAT, PXAT), 0 if none;
+ * cmd_expiry_at() parses argument i, a positive count in that unit, into
+ * an absolute deadline *at_ms, or replies Redis's "invalid expire time in
+ * '<cmd>' command" (or the integer error) and returns false. */
+enum cmd_expiry_unit { EXPIRY_EX = 1, EXPIRY_PX, EXPIRY_EXAT, EXPIRY_PXAT };
+int cmd_expiry_unit(const cmd_ctx_t *x, size_t i);
+bool cmd_expiry_at(cmd_ctx_t *x, size_t i, int unit, const char *cmd, uint64_t *at_ms);
 /* Check a name (key) / value against max-name-bytes / max-value-bytes;
  * replies -LIMIT and returns false if too long. */
 bool arg_name_ok(cmd_ctx_t *x, size_t i);
@@ -221,6 +248,9 @@ void reply_errf(cmd_ctx_t *x, const char *fmt, ...) __attribute__((format(printf
 /* -NOTLEADER host:port (the leader's client address), or -NOTLEADER ? */
 void reply_notleader(cmd_ctx_t *x);
 void reply_syntax(cmd_ctx_t *x);
+/* reply_syntax_at() -- "-ERR syntax error" naming argument i, the token
+ * the parser could not place. */
+void reply_syntax_at(cmd_ctx_t *x, size_t i);
 
 /* cmd_write() -- a command's record through the writer's one door,
  * writer_submit() (writer/apply.h): true if applied (res says how); else

@@ -1,13 +1,20 @@
 /*
- * cmd_cluster.c -- CLUSTER INFO / MEMBERS / ADD / REMOVE / TRANSFER and
- * DEBUG DIGEST / PARTITION: argument parsing and RESP; the work is the
+ * cmd_cluster.c -- CLUSTER INFO / MEMBERS / ADD / REMOVE / TRANSFER,
+ * DEBUG DIGEST / PARTITION, and the replication views Redis clients read
+ * (ROLE, INFO replication): argument parsing and RESP; the work is the
  * writer's (writer/cluster.h).
+ *
+ * Replication in Redis's words: the leader is the master, the other
+ * members its replicas ("slave"); an offset is a position in the log,
+ * raft's index in cluster mode and the revision on a single server (a
+ * master without replicas).
  *
  * Served on every member (CMD_NOSTATE: they answer about the member, not
  * from the replicated state; DEBUG DIGEST reads this member's state as it
  * is, which is the point of comparing it across members).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -120,7 +127,124 @@ static void cmd_debug(cmd_ctx_t *x)
     reply_err(x, "ERR DEBUG DIGEST | PARTITION [id ...]");
 }
 
+/* Split "host:port" at its last colon into host (hlen bytes) and *port. */
+static void split_addr(const char *addr, char *host, size_t hlen, long *port)
+{
+    const char *c = strrchr(addr, ':');
+    size_t n = c ? (size_t)(c - addr) : strlen(addr);
+    snprintf(host, hlen, "%.*s", (int)n, addr);
+    *port = c ? strtol(c + 1, NULL, 10) : 0;
+}
+
+/* The members other than the leader, with their offsets (the leader's
+ * view): fn per member. Returns how many. */
+static int replicas(server_t *s, const cluster_status_t *st,
+                    void (*fn)(void *arg, int i, const cluster_member_t *m, uint64_t offset), void *arg)
+{
+    cluster_member_t m;
+    int n = 0;
+    for (int i = 0; cluster_member(s, i, &m); i++) {
+        if (m.id == st->leader_id)
+            continue;
+        int64_t lag = m.lag_entries > 0 ? m.lag_entries : 0;
+        uint64_t off = st->commit_index > (uint64_t)lag ? st->commit_index - (uint64_t)lag : 0;
+        if (fn != NULL)
+            fn(arg, n, &m, off);
+        n++;
+    }
+    return n;
+}
+
+static void role_replica(void *arg, int i, const cluster_member_t *m, uint64_t offset)
+{
+    (void)i;
+    ordo_buf_t *out = arg;
+    char host[256], num[24];
+    long port;
+    split_addr(m->addr, host, sizeof host, &port);
+    resp_add_array(out, 3);
+    resp_add_bulk_str(out, host);
+    snprintf(num, sizeof num, "%ld", port);
+    resp_add_bulk_str(out, num);
+    snprintf(num, sizeof num, "%llu", (unsigned long long)offset);
+    resp_add_bulk_str(out, num);
+}
+
+/* ROLE: ["master", offset, [[host, port, offset] ...]] on the leader or a
+ * single server; ["slave", host, port, state, offset] on a follower
+ * (state "connected" while a leader is known, else "connect"). */
+static void cmd_role(cmd_ctx_t *x)
+{
+    server_t *s = x->srv;
+    if (!cluster_enabled(s)) {
+        resp_add_array(x->out, 3);
+        resp_add_bulk_str(x->out, "master");
+        resp_add_uint(x->out, core_rev(s->core));
+        resp_add_array(x->out, 0);
+        return;
+    }
+    cluster_status_t st;
+    cluster_status(s, &st);
+    if (st.serving) {
+        resp_add_array(x->out, 3);
+        resp_add_bulk_str(x->out, "master");
+        resp_add_uint(x->out, st.applied_index);
+        resp_add_array(x->out, (size_t)replicas(s, &st, NULL, NULL));
+        replicas(s, &st, role_replica, x->out);
+        return;
+    }
+    char leader[256], host[256];
+    long port;
+    cluster_leader(s, leader, sizeof leader);
+    split_addr(leader, host, sizeof host, &port);
+    resp_add_array(x->out, 5);
+    resp_add_bulk_str(x->out, "slave");
+    resp_add_bulk_str(x->out, host);
+    resp_add_int(x->out, port);
+    resp_add_bulk_str(x->out, st.leader_id != 0 ? "connected" : "connect");
+    resp_add_uint(x->out, st.applied_index);
+}
+
+static void info_replica(void *arg, int i, const cluster_member_t *m, uint64_t offset)
+{
+    char host[256];
+    long port;
+    split_addr(m->addr, host, sizeof host, &port);
+    ordo_buf_printf(arg, "slave%d:ip=%s,port=%ld,state=%s,offset=%llu,lag=%lld\r\n", i, host, port,
+                    m->live ? "online" : "wait_bgsave", (unsigned long long)offset,
+                    (long long)(m->last_contact_ms > 0 ? m->last_contact_ms / 1000 : 0));
+}
+
+void cmd_replication_info(server_t *s, ordo_buf_t *b)
+{
+    ordo_buf_printf(b, "# Replication\r\n");
+    if (!cluster_enabled(s)) {
+        ordo_buf_printf(b, "role:master\r\nconnected_slaves:0\r\nmaster_repl_offset:%llu\r\n\r\n",
+                        (unsigned long long)core_rev(s->core));
+        return;
+    }
+    cluster_status_t st;
+    cluster_status(s, &st);
+    if (st.serving) {
+        ordo_buf_printf(b, "role:master\r\nconnected_slaves:%d\r\n", replicas(s, &st, NULL, NULL));
+        replicas(s, &st, info_replica, b);
+        ordo_buf_printf(b, "master_repl_offset:%llu\r\n\r\n", (unsigned long long)st.applied_index);
+        return;
+    }
+    char leader[256], host[256];
+    long port;
+    cluster_leader(s, leader, sizeof leader);
+    split_addr(leader, host, sizeof host, &port);
+    ordo_buf_printf(b, "role:slave\r\nmaster_host:%s\r\nmaster_port:%ld\r\nmaster_link_status:%s\r\n"
+                       "slave_repl_offset:%llu\r\nslave_read_only:1\r\nmaster_repl_offset:%llu\r\n\r\n",
+                    host, port, st.leader_id != 0 ? "up" : "down", (unsigned long long)st.applied_index,
+                    (unsigned long long)st.commit_index);
+}
+
 const cmd_def_t cmd_cluster_defs[] = {
+    {"ROLE", 1, CMD_NOSTATE, cmd_role,
+     "This member's replication role, Redis's form: master with its replicas, or slave with its master",
+     "", "server"},
     {"CLUSTER", -2, CMD_NOSTATE, cmd_cluster,
      "Cluster mode: INFO (name:value lines), MEMBERS ([id, host:port, role, voter] each), ADD a member, "
      "REMOVE one, TRANSFER leadership; ADD, REMOVE and TRANSFER answer once done",

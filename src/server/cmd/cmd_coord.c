@@ -147,7 +147,7 @@ static void cmd_lock_acquire(cmd_ctx_t *x)
                 return;
             has_lease = lease != 0;
         } else {
-            reply_syntax(x);
+            reply_syntax_at(x, i);
             return;
         }
     }
@@ -252,7 +252,7 @@ static void cmd_elect_campaign(cmd_ctx_t *x)
             lease_given = true;
             has_lease = lease != 0;
         } else {
-            reply_syntax(x);
+            reply_syntax_at(x, i);
             return;
         }
     }
@@ -341,7 +341,7 @@ static void cmd_elect_resign(cmd_ctx_t *x)
         rec.elect.val = x->argv[4].ptr;
         rec.elect.vlen = (uint32_t)x->argv[4].len;
     } else if (x->argc != 3) {
-        reply_syntax(x);
+        reply_syntax_at(x, x->argc > 3 ? 3 : x->argc - 1);
         return;
     }
     write_answer(x, &rec);

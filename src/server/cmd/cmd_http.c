@@ -461,6 +461,16 @@ void cmd_http_metrics(conn_t *c, ordo_buf_t *b)
     ordo_buf_printf(b, "ordo_memory_bytes{area=\"coord\"} %zu\n", coord_wait_bytes(s));
     ordo_buf_printf(b, "ordo_memory_bytes{area=\"clients\"} %zu\n", net_client_memory(s));
     metric(b, "ordo_kv_keys", "gauge", "live keys", (double)kv.keys);
+    metric(b, "ordo_kv_history_changes", "gauge", "key changes kept in history (history-revs bounds them)",
+           (double)kv.log_entries);
+    metric(b, "ordo_kv_history_bytes", "gauge", "their key and value bytes (history-bytes bounds them)",
+           (double)kv.log_bytes);
+    metric(b, "ordo_kv_watch_resumable_revision", "gauge",
+           "the oldest revision KV.WATCH FROM (and KV.GET REV) accepts", (double)cmd_kv_resumable(s));
+    metric(b, "ordo_qwatch_history_bytes", "gauge", "queue events kept for Q.WATCH FROM (queue-watch-history-bytes)",
+           (double)coord_wait_qwatch_history_bytes(s));
+    metric(b, "ordo_qwatch_resumable_revision", "gauge", "the oldest revision Q.WATCH FROM accepts",
+           (double)coord_wait_qwatch_floor(s));
     log_stats_t ls = {0};
     if (s->persist.log != NULL)
         log_stats(s->persist.log, &ls);

@@ -33,46 +33,85 @@ static void cmd_get(cmd_ctx_t *x)
         resp_add_bulk(x->out, v->value, v->vlen);
 }
 
+/* The deadline of SET's, SETEX's and GETEX's expiry options: EX seconds,
+ * PX milliseconds (from now), EXAT seconds, PXAT milliseconds (since the
+ * epoch), for the command named cmd. The value must be positive, as in
+ * Redis ("invalid expire time in 'set' command" otherwise); an absolute
+ * deadline in the past gives a key that is already due and expires before
+ * the next command. Returns false after replying. */
+bool cmd_expiry_at(cmd_ctx_t *x, size_t i, int unit, const char *cmd, uint64_t *at_ms)
+{
+    int64_t n;
+    if (!arg_i64(x, i, &n))
+        return false;
+    bool secs = unit == EXPIRY_EX || unit == EXPIRY_EXAT;
+    if (n <= 0 || (secs && n > INT64_MAX / 1000)) {
+        reply_errf(x, "ERR invalid expire time in '%s' command", cmd);
+        return false;
+    }
+    uint64_t ms = (uint64_t)n * (secs ? 1000u : 1u), now = x->srv->now_ms;
+    if (unit == EXPIRY_EXAT || unit == EXPIRY_PXAT)
+        *at_ms = ms;
+    else
+        *at_ms = ms > UINT64_MAX - now ? UINT64_MAX : now + ms;
+    return true;
+}
+
+/* Which expiry option argument i is (enum cmd_expiry_unit), 0 if none. */
+int cmd_expiry_unit(const cmd_ctx_t *x, size_t i)
+{
+    return arg_is(x, i, "EX") ? EXPIRY_EX : arg_is(x, i, "PX") ? EXPIRY_PX : arg_is(x, i, "EXAT") ? EXPIRY_EXAT
+         : arg_is(x, i, "PXAT") ? EXPIRY_PXAT : 0;
+}
+
+/* SET key value [NX|XX] [GET] [EX s|PX ms|EXAT unix-s|PXAT unix-ms|KEEPTTL]:
+ * OK, or nil when NX/XX did not hold; with GET, the old value (nil if
+ * none) whether or not the value was set, as in Redis 7. */
 static void cmd_set(cmd_ctx_t *x)
 {
     if (!arg_name_ok(x, 1) || !arg_value_ok(x, 2))
         return;
     record_t rec = {.type = REC_PUT, .put = {.key = x->argv[1].ptr, .klen = (uint32_t)x->argv[1].len,
                                              .val = x->argv[2].ptr, .vlen = (uint32_t)x->argv[2].len}};
-    int64_t ttl_ms = 0;
+    bool get = false, has_expiry = false;
     for (size_t i = 3; i < x->argc; i++) {
+        int unit = cmd_expiry_unit(x, i);
         if (arg_is(x, i, "NX") && !(rec.flags & REC_F_XX)) {
             rec.flags |= REC_F_NX;
         } else if (arg_is(x, i, "XX") && !(rec.flags & REC_F_NX)) {
             rec.flags |= REC_F_XX;
-        } else if (arg_is(x, i, "KEEPTTL") && ttl_ms == 0) {
+        } else if (arg_is(x, i, "GET")) {
+            get = true;
+        } else if (arg_is(x, i, "KEEPTTL") && !has_expiry) {
             rec.flags |= REC_F_KEEPTTL;
-        } else if ((arg_is(x, i, "PX") || arg_is(x, i, "EX")) && i + 1 < x->argc && ttl_ms == 0 &&
-                   !(rec.flags & REC_F_KEEPTTL)) {
-            bool ms = arg_is(x, i, "PX");
-            if (!arg_i64(x, ++i, &ttl_ms))
+        } else if (unit != 0 && i + 1 < x->argc && !has_expiry && !(rec.flags & REC_F_KEEPTTL)) {
+            if (!cmd_expiry_at(x, ++i, unit, "set", &rec.put.expire_at_ms))
                 return;
-            if (ttl_ms <= 0 || (!ms && ttl_ms > INT64_MAX / 1000)) {
-                reply_err(x, "ERR invalid expire time in 'set' command");
-                return;
-            }
-            if (!ms)
-                ttl_ms *= 1000;
+            has_expiry = true;
         } else {
-            reply_syntax(x);
+            reply_syntax_at(x, i);
             return;
         }
     }
-    uint64_t now = x->srv->now_ms;
-    if (ttl_ms > 0)
-        rec.put.expire_at_ms = (uint64_t)ttl_ms > UINT64_MAX - now ? UINT64_MAX : now + (uint64_t)ttl_ms;
+    /* GET answers the value the write replaces: read now, on the writer's
+     * thread, so nothing changes it before the record applies. */
+    const kv_version_t *old = get ? visible(x->srv, &x->argv[1]) : NULL;
+    char *copy = old != NULL ? ordo_xmalloc(old->vlen ? old->vlen : 1) : NULL;
+    size_t olen = old != NULL ? old->vlen : 0;
+    if (copy != NULL && olen)
+        memcpy(copy, old->value, olen); /* the put may free the old version */
     apply_result_t res;
-    if (!cmd_write(x, &rec, &res))
-        return;
-    if (res.status == AP_OK)
-        reply_ok(x);
-    else
-        resp_add_null(x->out, x->proto);
+    if (cmd_write(x, &rec, &res)) {
+        if (get && copy != NULL)
+            resp_add_bulk(x->out, copy, olen);
+        else if (get)
+            resp_add_null(x->out, x->proto);
+        else if (res.status == AP_OK)
+            reply_ok(x);
+        else
+            resp_add_null(x->out, x->proto);
+    }
+    free(copy);
 }
 
 static void cmd_del(cmd_ctx_t *x)
@@ -148,13 +187,14 @@ static void do_ttl(cmd_ctx_t *x, bool ms)
 static void cmd_ttl(cmd_ctx_t *x) { do_ttl(x, false); }
 static void cmd_pttl(cmd_ctx_t *x) { do_ttl(x, true); }
 
-/* EXPIRE / PEXPIRE key n [NX|XX|GT|LT]: 1 if the deadline was set, 0 if
- * the key does not exist or the condition did not hold. A deadline not in
- * the future deletes the key (Redis's rule). The condition is checked when
- * the record applies (REC_KEY_TTL), so a log replay decides the same. */
-static void do_expire(cmd_ctx_t *x, bool ms)
+/* EXPIRE / PEXPIRE key n, EXPIREAT / PEXPIREAT key unix-time, each
+ * [NX|XX|GT|LT]: 1 if the deadline was set, 0 if the key does not exist
+ * or the condition did not hold. A deadline not in the future deletes the
+ * key (Redis's rule). The condition is checked when the record applies
+ * (REC_KEY_TTL), so a log replay decides the same. */
+static void do_expire(cmd_ctx_t *x, bool ms, bool absolute)
 {
-    const char *name = ms ? "pexpire" : "expire";
+    const char *name = absolute ? (ms ? "pexpireat" : "expireat") : (ms ? "pexpire" : "expire");
     int64_t n;
     if (!arg_name_ok(x, 1) || !arg_i64(x, 2, &n))
         return;
@@ -187,21 +227,46 @@ static void do_expire(cmd_ctx_t *x, bool ms)
         reply_errf(x, "ERR invalid expire time in '%s' command", name);
         return;
     }
-    int64_t delta = ms ? n : n * 1000;
-    if (delta > 0 && (uint64_t)delta > UINT64_MAX - now) {
+    int64_t v = ms ? n : n * 1000;
+    uint64_t at;
+    if (absolute) {
+        at = v > 0 ? (uint64_t)v : 0;
+    } else if (v > 0 && (uint64_t)v > UINT64_MAX - now) {
         reply_errf(x, "ERR invalid expire time in '%s' command", name);
         return;
+    } else {
+        at = v > 0 ? now + (uint64_t)v : 0;
     }
     /* Not in the future: a deadline of now, which the apply treats as due. */
-    rec.key_ttl.expire_at_ms = delta > 0 ? now + (uint64_t)delta : (now > 0 ? now : 1);
+    rec.key_ttl.expire_at_ms = at > now ? at : (now > 0 ? now : 1);
     apply_result_t res;
     if (!cmd_write(x, &rec, &res))
         return;
     resp_add_int(x->out, res.status == AP_OK ? 1 : 0);
 }
 
-static void cmd_expire(cmd_ctx_t *x) { do_expire(x, false); }
-static void cmd_pexpire(cmd_ctx_t *x) { do_expire(x, true); }
+static void cmd_expire(cmd_ctx_t *x) { do_expire(x, false, false); }
+static void cmd_pexpire(cmd_ctx_t *x) { do_expire(x, true, false); }
+static void cmd_expireat(cmd_ctx_t *x) { do_expire(x, false, true); }
+static void cmd_pexpireat(cmd_ctx_t *x) { do_expire(x, true, true); }
+
+/* EXPIRETIME / PEXPIRETIME key: the deadline as a Unix time (seconds,
+ * rounded as Redis rounds, or milliseconds); -2 if no key, -1 if none. */
+static void do_expiretime(cmd_ctx_t *x, bool ms)
+{
+    if (visible(x->srv, &x->argv[1]) == NULL) {
+        resp_add_int(x->out, -2);
+        return;
+    }
+    uint64_t at = core_expiry_of(x->srv->core, x->argv[1].ptr, x->argv[1].len);
+    if (at == 0)
+        resp_add_int(x->out, -1);
+    else
+        resp_add_int(x->out, ms ? (int64_t)at : (int64_t)((at + 500) / 1000));
+}
+
+static void cmd_expiretime(cmd_ctx_t *x) { do_expiretime(x, false); }
+static void cmd_pexpiretime(cmd_ctx_t *x) { do_expiretime(x, true); }
 
 /* PERSIST key: 1 if the key's deadline was removed, 0 if it had none or
  * does not exist. */
@@ -233,12 +298,26 @@ static void do_incr(cmd_ctx_t *x, int64_t by)
 }
 
 static void cmd_incr(cmd_ctx_t *x) { do_incr(x, 1); }
+static void cmd_decr(cmd_ctx_t *x) { do_incr(x, -1); }
 
 static void cmd_incrby(cmd_ctx_t *x)
 {
     int64_t by;
     if (arg_i64(x, 2, &by))
         do_incr(x, by);
+}
+
+/* DECRBY k n is INCRBY k -n; -INT64_MIN has no such number, and Redis
+ * refuses it with this text. */
+static void cmd_decrby(cmd_ctx_t *x)
+{
+    int64_t by;
+    if (!arg_i64(x, 2, &by))
+        return;
+    if (by == INT64_MIN)
+        reply_err(x, "ERR decrement would overflow");
+    else
+        do_incr(x, -by);
 }
 
 /* ---- versioned keys ----------------------------------------------------------- */
@@ -296,7 +375,7 @@ static bool parse_write_opts(cmd_ctx_t *x, size_t from, write_opts_t *o, bool wi
             }
             i += took - 1;
         } else {
-            reply_syntax(x);
+            reply_syntax_at(x, i);
             return false;
         }
     }
@@ -377,7 +456,7 @@ static void cmd_kv_get(cmd_ctx_t *x)
         if (!arg_u64(x, 3, &rev))
             return;
     } else if (x->argc != 2) {
-        reply_syntax(x);
+        reply_syntax_at(x, 2);
         return;
     }
     if (rev_in_future(x, rev))
@@ -431,7 +510,7 @@ static void cmd_kv_range(cmd_ctx_t *x)
             if (!arg_u64(x, ++i, &rev))
                 return;
         } else {
-            reply_syntax(x);
+            reply_syntax_at(x, i);
             return;
         }
     }
@@ -451,6 +530,12 @@ static void cmd_kv_range(cmd_ctx_t *x)
     long n = kv_range(kv, x->argv[1].ptr, x->argv[1].len, aptr, alen, rev, (size_t)limit, range_visit, x);
     assert(n >= 0 && (size_t)n == cnt.n); /* nothing changed between the walks: one thread */
     (void)n;
+}
+
+uint64_t cmd_kv_resumable(server_t *s)
+{
+    uint64_t oldest = kv_oldest_rev(core_kv(s->core));
+    return oldest > 0 ? oldest - 1 : 0; /* KV.WATCH FROM r needs r + 1 >= the oldest kept (cmd_watch.c) */
 }
 
 static void cmd_kv_rev(cmd_ctx_t *x)
@@ -492,9 +577,12 @@ static void cmd_kv_compact(cmd_ctx_t *x)
 const cmd_def_t cmd_kv_defs[] = {
     {"GET", 2, 0, cmd_get, "Get the value of a key", "key", "string"},
     {"SET", -3, CMD_WRITE, cmd_set,
-     "Set the value of a key, optionally with an expiry; a new revision",
-     "key value [NX|XX] [PX milliseconds|EX seconds|KEEPTTL]", "string"},
+     "Set the value of a key, optionally with an expiry; OK (nil if NX/XX failed), or with GET the old value",
+     "key value [NX|XX] [GET] [EX seconds|PX milliseconds|EXAT unix-time-seconds|PXAT unix-time-milliseconds|KEEPTTL]",
+     "string"},
     {"DEL", -2, CMD_WRITE, cmd_del, "Delete keys; the number deleted", "key [key ...]", "generic"},
+    {"UNLINK", -2, CMD_WRITE, cmd_del, "Delete keys (as DEL: ordo frees a value at once); the number deleted",
+     "key [key ...]", "generic"},
     {"EXISTS", -2, 0, cmd_exists, "The number of the given keys that exist", "key [key ...]", "generic"},
     {"MGET", -2, 0, cmd_mget, "Get the values of several keys", "key [key ...]", "string"},
     {"TTL", 2, 0, cmd_ttl, "Seconds left before a key expires: -2 if no key, -1 if no expiry", "key", "generic"},
@@ -505,11 +593,24 @@ const cmd_def_t cmd_kv_defs[] = {
     {"PEXPIRE", -3, CMD_WRITE, cmd_pexpire,
      "Set a key's time to live in milliseconds; 1, or 0 if no key or the condition failed",
      "key milliseconds [NX|XX|GT|LT]", "generic"},
+    {"EXPIREAT", -3, CMD_WRITE, cmd_expireat,
+     "Set a key's deadline as a Unix time in seconds; 1, or 0 if no key or the condition failed",
+     "key unix-time-seconds [NX|XX|GT|LT]", "generic"},
+    {"PEXPIREAT", -3, CMD_WRITE, cmd_pexpireat,
+     "Set a key's deadline as a Unix time in milliseconds; 1, or 0 if no key or the condition failed",
+     "key unix-time-milliseconds [NX|XX|GT|LT]", "generic"},
+    {"EXPIRETIME", 2, 0, cmd_expiretime,
+     "A key's deadline as a Unix time in seconds: -2 if no key, -1 if no expiry", "key", "generic"},
+    {"PEXPIRETIME", 2, 0, cmd_pexpiretime,
+     "A key's deadline as a Unix time in milliseconds: -2 if no key, -1 if no expiry", "key", "generic"},
     {"PERSIST", 2, CMD_WRITE, cmd_persist, "Remove a key's expiry; 1, or 0 if no key or no expiry", "key", "generic"},
     {"INCR", 2, CMD_WRITE, cmd_incr, "Add one to the integer value of a key; the new value", "key", "string"},
     {"INCRBY", 3, CMD_WRITE, cmd_incrby,
      "Add n to the integer value of a key; the new value",
      "key increment", "string"},
+    {"DECR", 2, CMD_WRITE, cmd_decr, "Subtract one from the integer value of a key; the new value", "key", "string"},
+    {"DECRBY", 3, CMD_WRITE, cmd_decrby, "Subtract n from the integer value of a key; the new value",
+     "key decrement", "string"},
     {"KV.PUT", -3, CMD_WRITE, cmd_kv_put,
      "Put a value, optionally only at a revision, on a lease or fenced; the new revision",
      "key value [IFREV rev] [LEASE id] [FENCE lock token|FENCE ELECTION name term|FENCE DELIVERY queue id token]", "ordo-kv"},

@@ -53,7 +53,7 @@ static bool refused(cmd_ctx_t *x)
 static bool arg_ms(cmd_ctx_t *x, size_t i, uint64_t *out)
 {
     if (i >= x->argc) {
-        reply_syntax(x);
+        reply_syntax_at(x, i - 1); /* the option lacks its value */
         return false;
     }
     if (!arg_u64(x, i, out))
@@ -69,7 +69,7 @@ static bool arg_count(cmd_ctx_t *x, size_t i, uint32_t *out)
 {
     uint64_t n;
     if (i >= x->argc) {
-        reply_syntax(x);
+        reply_syntax_at(x, i - 1);
         return false;
     }
     if (!arg_u64(x, i, &n))
@@ -153,7 +153,7 @@ static bool parse_push_opts(cmd_ctx_t *x, bool call, push_args_t *a)
                 return false;
             i += took - 1;
         } else {
-            reply_syntax(x);
+            reply_syntax_at(x, i);
             return false;
         }
     }
@@ -404,7 +404,7 @@ static void cmd_qpull(cmd_ctx_t *x)
         } else if (arg_is(x, i, "NOACK")) {
             noack = true;
         } else {
-            reply_syntax(x);
+            reply_syntax_at(x, i);
             return;
         }
     }
@@ -457,7 +457,7 @@ static void cmd_qack(cmd_ctx_t *x)
         rec.q_ack.result = x->argv[5].ptr;
         rec.q_ack.rlen = (uint32_t)x->argv[5].len;
     } else if (x->argc != 4) {
-        reply_syntax(x);
+        reply_syntax_at(x, x->argc > 4 ? 4 : x->argc - 1);
         return;
     }
     apply_result_t res;
@@ -473,7 +473,7 @@ static void cmd_qnack(cmd_ctx_t *x)
         if (!arg_ms(x, 5, &delay_ms))
             return;
     } else if (x->argc != 4) {
-        reply_syntax(x);
+        reply_syntax_at(x, x->argc > 4 ? 4 : x->argc - 1);
         return;
     }
     record_t rec = {.type = REC_Q_NACK,
@@ -510,7 +510,7 @@ static void cmd_qresult(cmd_ctx_t *x)
             return;
         block = true;
     } else if (x->argc != 3) {
-        reply_syntax(x);
+        reply_syntax_at(x, x->argc > 3 ? 3 : x->argc - 1);
         return;
     }
     if (!qwait_catch_up(x->srv, QNAME(x))) {
@@ -531,7 +531,7 @@ static bool parse_u32_opt(cmd_ctx_t *x, size_t i, uint32_t lo, uint32_t hi, cons
 {
     uint64_t v;
     if (i >= x->argc) {
-        reply_syntax(x);
+        reply_syntax_at(x, i - 1);
         return false;
     }
     if (!arg_u64(x, i, &v))
@@ -596,7 +596,7 @@ static void cmd_qconfig(cmd_ctx_t *x)
                 ok = false, reply_err(x, "ERR a queue cannot be its own DEADLETTER queue");
         } else {
             ok = false;
-            reply_syntax(x);
+            reply_syntax_at(x, i);
         }
         if (!ok)
             return;
@@ -753,7 +753,7 @@ static bool queue_count_args(cmd_ctx_t *x, uint32_t *count)
     if (x->argc == 4 && arg_is(x, 2, "COUNT"))
         return arg_count(x, 3, count);
     if (x->argc != 2) {
-        reply_syntax(x);
+        reply_syntax_at(x, 2);
         return false;
     }
     return true;
@@ -841,7 +841,7 @@ static void cmd_qwatch(cmd_ctx_t *x)
                 return;
             has_from = true;
         } else {
-            reply_syntax(x);
+            reply_syntax_at(x, i);
             return;
         }
     }

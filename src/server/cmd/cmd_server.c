@@ -203,13 +203,108 @@ static void cmd_hello(cmd_ctx_t *x)
     resp_add_array(x->out, 0);
 }
 
+/* One CLIENT LIST / CLIENT INFO line: Redis's fields (client libraries
+ * parse them, redis-py's client_info() every integer one), with ordo's
+ * watches and cmds after them. Fields ordo has no such thing for read 0
+ * (db, sub, psub, obl, oll), -1 (multi) or the nearest (qbuf, omem). */
 static void client_line(ordo_buf_t *b, const conn_t *c, uint64_t now)
 {
-    ordo_buf_printf(b, "id=%llu addr=%s name=%s age=%llu idle=%llu resp=%d watches=%zu qbuf=%zu omem=%zu cmds=%llu\n",
+    ordo_buf_printf(b, "id=%llu addr=%s name=%s age=%llu idle=%llu flags=N db=0 sub=0 psub=0 multi=-1 qbuf=%zu "
+                       "qbuf-free=0 argv-mem=0 obl=0 oll=0 omem=%zu tot-mem=%zu resp=%d watches=%zu cmds=%llu\n",
                     (unsigned long long)c->id, c->addr, c->name ? c->name : "",
                     (unsigned long long)((now - c->created_ms) / 1000),
-                    (unsigned long long)((now - c->last_cmd_ms) / 1000), c->proto, c->nwatches,
-                    c->in.len, conn_pending(c), (unsigned long long)c->commands);
+                    (unsigned long long)((now - c->last_cmd_ms) / 1000), c->in.len, conn_pending(c),
+                    c->in.len + conn_pending(c), c->proto, c->nwatches, (unsigned long long)c->commands);
+}
+
+/* CLIENT KILL's filters (Redis's new form); a zero or NULL field does
+ * not filter. */
+typedef struct kill_filter_s {
+    uint64_t id;
+    const resp_arg_t *addr;
+    bool none;                /* TYPE other than normal: no ordo client is one */
+    bool skipme;
+} kill_filter_t;
+
+static bool kill_matches(const kill_filter_t *f, const conn_t *o, const conn_t *me)
+{
+    if (f->none || (f->skipme && o == me) || (f->id != 0 && o->id != f->id))
+        return false;
+    return f->addr == NULL || (strlen(o->addr) == f->addr->len && memcmp(o->addr, f->addr->ptr, f->addr->len) == 0);
+}
+
+/* Close the clients f matches, each once its pending output is sent (the
+ * per-turn flush closes it: the command layer does no I/O); the number
+ * closed. The caller's own connection closes after its reply. */
+static int64_t kill_clients(cmd_ctx_t *x, const kill_filter_t *f)
+{
+    int64_t n = 0;
+    for (conn_t *o = conn_first(&x->srv->net.conns); o != NULL; o = conn_next(o)) {
+        if (o->closing || o->close_after_write || !kill_matches(f, o, x->conn))
+            continue;
+        n++;
+        o->close_after_write = true;
+        if (o != x->conn)
+            conn_mark_dirty(o);
+    }
+    return n;
+}
+
+/* CLIENT KILL addr:port (OK, or an error if none), or CLIENT KILL with
+ * filters ID id, ADDR addr:port, TYPE normal|master|replica|pubsub,
+ * SKIPME yes|no: the number of clients closed. */
+static void client_kill(cmd_ctx_t *x)
+{
+    kill_filter_t f = {.skipme = true};
+    if (x->argc == 3) {
+        f.addr = &x->argv[2];
+        f.skipme = false;
+        if (kill_clients(x, &f) == 0)
+            reply_err(x, "ERR No such client");
+        else
+            reply_ok(x);
+        return;
+    }
+    for (size_t i = 2; i < x->argc; i += 2) {
+        if (i + 1 >= x->argc) {
+            reply_syntax_at(x, i);
+            return;
+        }
+        if (arg_is(x, i, "ID")) {
+            const resp_arg_t *a = &x->argv[i + 1];
+            bool digits = a->len > 0 && a->len <= 19;
+            f.id = 0;
+            for (size_t k = 0; k < a->len && digits; k++) {
+                digits = a->ptr[k] >= '0' && a->ptr[k] <= '9';
+                f.id = f.id * 10 + (uint64_t)(a->ptr[k] - '0');
+            }
+            if (!digits || f.id == 0) {
+                reply_err(x, "ERR client-id should be greater than 0"); /* Redis's text */
+                return;
+            }
+        } else if (arg_is(x, i, "ADDR")) {
+            f.addr = &x->argv[i + 1];
+        } else if (arg_is(x, i, "TYPE")) {
+            if (!arg_is(x, i + 1, "normal") && !arg_is(x, i + 1, "master") && !arg_is(x, i + 1, "replica") &&
+                !arg_is(x, i + 1, "slave") && !arg_is(x, i + 1, "pubsub")) {
+                char word[300];
+                cmd_quote(word, sizeof word, &x->argv[i + 1]);
+                reply_errf(x, "ERR Unknown client type '%s'", word);
+                return;
+            }
+            f.none |= !arg_is(x, i + 1, "normal");
+        } else if (arg_is(x, i, "SKIPME")) {
+            if (!arg_is(x, i + 1, "yes") && !arg_is(x, i + 1, "no")) {
+                reply_syntax_at(x, i + 1);
+                return;
+            }
+            f.skipme = arg_is(x, i + 1, "yes");
+        } else {
+            reply_syntax_at(x, i);
+            return;
+        }
+    }
+    resp_add_int(x->out, kill_clients(x, &f));
 }
 
 static void cmd_client(cmd_ctx_t *x)
@@ -238,11 +333,13 @@ static void cmd_client(cmd_ctx_t *x)
                     client_line(&b, o, now);
         resp_add_verbatim(x->out, x->proto, b.data ? b.data : "", b.len);
         ordo_buf_free(&b);
+    } else if (arg_is(x, 1, "KILL") && x->argc >= 3) {
+        client_kill(x);
     } else if (arg_is(x, 1, "SETINFO") && x->argc == 4) {
         reply_ok(x); /* client libraries announce themselves; accepted, not stored */
     } else {
         reply_errf(x, "ERR unknown subcommand or wrong number of arguments for CLIENT "
-                      "(try ID, SETNAME, GETNAME, LIST, INFO)");
+                      "(try ID, SETNAME, GETNAME, LIST, INFO, KILL)");
     }
 }
 
@@ -259,7 +356,8 @@ static size_t rss_bytes(void)
 }
 
 /* INFO's sections, in the order they print. */
-static const char *const info_sections[] = {"server", "clients", "memory", "stats", "persistence", "kv", "keyspace"};
+static const char *const info_sections[] = {"server", "clients",     "memory",  "stats",
+                                            "persistence", "kv", "replication", "keyspace"};
 #define INFO_SECTIONS (sizeof info_sections / sizeof info_sections[0])
 
 static bool section_all(const cmd_ctx_t *x, size_t i)
@@ -290,7 +388,7 @@ static bool sections_known(cmd_ctx_t *x)
             known = arg_is(x, i, info_sections[k]);
         if (!known) {
             reply_errf(x, "ERR unknown INFO section '%.*s' (sections: server, clients, memory, stats, "
-                          "persistence, kv, keyspace, all)",
+                          "persistence, kv, replication, keyspace, all)",
                        (int)(x->argv[i].len > 64 ? 64 : x->argv[i].len), x->argv[i].ptr);
             return false;
         }
@@ -357,9 +455,17 @@ static void cmd_info(cmd_ctx_t *x)
     if (section_wanted(x, "persistence"))
         persist_info(s, &b);
     if (section_wanted(x, "kv"))
-        ordo_buf_printf(&b, "# KV\r\nrevision:%llu\r\noldest_revision:%llu\r\nhistory_revs:%lld\r\n\r\n",
+        ordo_buf_printf(&b, "# KV\r\nrevision:%llu\r\noldest_revision:%llu\r\nhistory_revs:%lld\r\n"
+                            "history_bytes_max:%lld\r\nhistory_changes:%zu\r\nhistory_bytes:%zu\r\n"
+                            "watch_resumable_revision:%llu\r\nqwatch_history_bytes:%zu\r\n"
+                            "qwatch_history_bytes_max:%lld\r\nqwatch_resumable_revision:%llu\r\n\r\n",
                         (unsigned long long)core_rev(s->core), (unsigned long long)kv_oldest_rev(core_kv(s->core)),
-                        (long long)s->cfg.history_revs);
+                        (long long)s->cfg.history_revs, (long long)s->cfg.history_bytes, st.log_entries,
+                        st.log_bytes, (unsigned long long)cmd_kv_resumable(s), coord_wait_qwatch_history_bytes(s),
+                        (long long)s->cfg.queue_watch_history_bytes,
+                        (unsigned long long)coord_wait_qwatch_floor(s));
+    if (section_wanted(x, "replication"))
+        cmd_replication_info(s, &b);
     if (section_wanted(x, "keyspace"))
         ordo_buf_printf(&b, "# Keyspace\r\ndb0:keys=%zu,expires=%zu\r\n", kv_count(core_kv(s->core)),
                         core_expiring(s->core));
@@ -593,8 +699,9 @@ const cmd_def_t cmd_server_defs[] = {
      "Choose RESP2 or RESP3, authenticate, name the connection; a map about the server",
      "[protover [AUTH username password] [SETNAME clientname]]", "connection"},
     {"CLIENT", -2, CMD_NOSTATE, cmd_client,
-     "Connection id, name, and the list of clients",
-     "ID|SETNAME name|GETNAME|LIST|INFO|SETINFO attr value", "connection"},
+     "Connection id, name, the list of clients, and closing them",
+     "ID|SETNAME name|GETNAME|LIST|INFO|KILL addr:port|KILL [ID id] [ADDR addr:port] [TYPE type] [SKIPME yes|no]|SETINFO attr value",
+     "connection"},
     {"INFO", -1, CMD_NOSTATE, cmd_info,
      "Information and statistics about the server, by section",
      "[section [section ...]]", "server"},

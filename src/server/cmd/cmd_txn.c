@@ -141,7 +141,7 @@ static bool blocking_form(const cmd_ctx_t *x, const cmd_def_t *d)
  * what its records do). */
 static void run(cmd_ctx_t *x, const cmd_def_t *d, size_t argc, const resp_arg_t *argv, ordo_buf_t *out)
 {
-    cmd_ctx_t y = {x->srv, x->conn, out, x->proto, argc, argv};
+    cmd_ctx_t y = {x->srv, x->conn, out, x->proto, argc, argv, d};
     d->fn(&y);
     writer_settle(y.srv); /* as dispatch does after each command */
 }

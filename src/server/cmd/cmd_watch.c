@@ -415,7 +415,7 @@ static void cmd_kv_watch(cmd_ctx_t *x)
                 return;
             has_from = true;
         } else {
-            reply_syntax(x);
+            reply_syntax_at(x, i);
             return;
         }
     }
@@ -482,7 +482,7 @@ static void cmd_kv_unwatch(cmd_ctx_t *x)
     conn_t *c = x->conn;
     uint64_t id = 0;
     if (x->argc > 2) {
-        reply_syntax(x);
+        reply_syntax_at(x, 2);
         return;
     }
     if (x->argc == 2 && !arg_u64(x, 1, &id))

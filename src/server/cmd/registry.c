@@ -43,8 +43,9 @@
 #include "writer/expire.h"
 
 #include <assert.h>
-#include <ctype.h>
 #include <stdio.h>
+#include <string.h>
+#include <strings.h>
 
 /* A family: its definitions, their number (a const in the family's file,
  * so read through a pointer), and what it sets up besides its commands. */
@@ -57,6 +58,8 @@ typedef struct cmd_family_s {
 static const cmd_family_t families[] = {
     {cmd_server_defs, &cmd_server_ndefs, NULL},
     {cmd_kv_defs, &cmd_kv_ndefs, NULL},
+    {cmd_string_defs, &cmd_string_ndefs, NULL},
+    {cmd_keyspace_defs, &cmd_keyspace_ndefs, NULL},
     {cmd_watch_defs, &cmd_watch_ndefs, cmd_watch_init},
     {cmd_coord_defs, &cmd_coord_ndefs, NULL},
     {cmd_queue_defs, &cmd_queue_ndefs, NULL},
@@ -93,28 +96,80 @@ void cmd_limits(const conn_t *c, resp_limits_t *lim)
     }
 }
 
-/* Quote at most 64 bytes of a client's word for an error message, so junk
- * cannot inject CR/LF or flood the reply. */
-static void quote_word(char *dst, size_t dlen, const resp_arg_t *a)
+/* Redis commands ordo does not have, with the ordo way to do the job: an
+ * unknown command's error names it, so a user trying LPUSH learns about
+ * Q.PUSH instead of guessing. Names are upper case, space-separated; a
+ * name is matched whole. */
+typedef struct unknown_hint_s {
+    const char *names;
+    const char *hint;
+} unknown_hint_t;
+
+static const unknown_hint_t unknown_hints[] = {
+    {"LPUSH RPUSH LPUSHX RPUSHX LPOP RPOP BLPOP BRPOP LMPOP BLMPOP LMOVE BLMOVE RPOPLPUSH BRPOPLPUSH LRANGE LLEN "
+     "LINDEX LSET LREM LTRIM LINSERT LPOS",
+     "ordo has no lists: keyed work queues are Q.* (Q.PUSH queue key payload, Q.PULL queue [BLOCK ms], Q.ACK; "
+     "Q.LEN, Q.PEEK)"},
+    {"XADD XREAD XREADGROUP XACK XLEN XRANGE XREVRANGE XGROUP XCLAIM XAUTOCLAIM XPENDING XDEL XTRIM XINFO XSETID",
+     "ordo has no streams: consumers with acks are Q.* (Q.PUSH, Q.PULL, Q.ACK, Q.NACK); Q.WATCH follows a "
+     "queue's events, KV.WATCH FROM rev a prefix's changes"},
+    {"HSET HGET HMSET HMGET HGETALL HDEL HEXISTS HINCRBY HINCRBYFLOAT HKEYS HVALS HLEN HSETNX HSCAN HSTRLEN "
+     "HRANDFIELD",
+     "ordo has no hashes: keep a key per field under a prefix (KV.PUT obj/field value) and read them with "
+     "KV.RANGE obj/"},
+    {"SADD SREM SMEMBERS SISMEMBER SMISMEMBER SCARD SPOP SRANDMEMBER SINTER SINTERCARD SINTERSTORE SUNION "
+     "SUNIONSTORE SDIFF SDIFFSTORE SMOVE SSCAN",
+     "ordo has no sets: keep a key per member under a prefix (SET set/member \"\") and list them with "
+     "KV.RANGE set/ or SCAN 0 MATCH set/*"},
+    {"ZADD ZREM ZRANGE ZREVRANGE ZRANGEBYSCORE ZREVRANGEBYSCORE ZRANGEBYLEX ZSCORE ZMSCORE ZCARD ZCOUNT ZINCRBY "
+     "ZRANK ZREVRANK ZPOPMIN ZPOPMAX BZPOPMIN BZPOPMAX ZSCAN ZRANGESTORE ZUNIONSTORE ZINTERSTORE",
+     "ordo has no sorted sets: keys under a prefix are kept in byte order, so KV.PUT z/<fixed-width "
+     "score>/<member> and KV.RANGE z/ walk them in order"},
+    {"SUBSCRIBE PSUBSCRIBE SSUBSCRIBE UNSUBSCRIBE PUNSUBSCRIBE SUNSUBSCRIBE PUBLISH SPUBLISH PUBSUB",
+     "ordo has no pub/sub: KV.WATCH follows the changes of a key or prefix (resumable FROM a revision), "
+     "Q.WATCH a queue's events"},
+    {"SETNX", "use SET key value NX"},
+    {"GETSET", "use SET key value GET"},
+    {"INCRBYFLOAT", "values count in integers only: INCRBY, DECRBY"},
+    {"RENAME RENAMENX COPY MOVE", "use MULTI with GET, SET and DEL (all or nothing), or KV.PUT with IFREV"},
+    {"SELECT SWAPDB", "ordo has one database"},
+    {"WAIT WAITAOF", "every reply already waits until its record is durable (docs/protocol.md, durability)"},
+    {"SAVE BGSAVE BGREWRITEAOF", "SNAPSHOT starts one; INFO persistence says how it went"},
+    {"LASTSAVE", "INFO persistence"},
+    {"RANDOMKEY", "SCAN 0 COUNT 1 or KV.RANGE \"\" LIMIT 1"},
+    {"REPLICAOF SLAVEOF", "ordo replicates with raft: CLUSTER ADD id host:port (docs/operations.md)"},
+    {"SLOWLOG LATENCY MONITOR", "ordod's latencies are on /metrics (HTTP) and in INFO"},
+};
+
+/* The hint for the unknown command a, or NULL. */
+static const char *unknown_hint(const resp_arg_t *a)
 {
-    size_t j = 0, n = a->len < 64 ? a->len : 64;
-    for (size_t i = 0; i < n && j + 5 < dlen; i++) {
-        unsigned char ch = (unsigned char)a->ptr[i];
-        if (isprint(ch) && ch != '\'')
-            dst[j++] = (char)ch;
-        else
-            j += (size_t)snprintf(dst + j, dlen - j, "\\x%02x", ch);
+    if (a->len == 0 || a->len > 24)
+        return NULL;
+    for (size_t i = 0; i < sizeof unknown_hints / sizeof unknown_hints[0]; i++) {
+        for (const char *p = unknown_hints[i].names; *p != '\0';) {
+            size_t n = strcspn(p, " ");
+            if (n == a->len && strncasecmp(p, a->ptr, n) == 0)
+                return unknown_hints[i].hint;
+            p += n;
+            p += *p == ' ';
+        }
     }
-    dst[j] = '\0';
+    return NULL;
 }
 
-/* -ERR unknown command, the name quoted; inside MULTI, EXEC will abort.
- * Apart from dispatch, so dispatch keeps no buffer for the quote. */
+/* -ERR unknown command, the name quoted, and the ordo way when there is
+ * one; inside MULTI, EXEC will abort. Apart from dispatch, so dispatch
+ * keeps no buffer for the quote. */
 static __attribute__((noinline)) void reply_unknown(cmd_ctx_t *x)
 {
     char word[300];
-    quote_word(word, sizeof word, &x->argv[0]);
-    reply_errf(x, "ERR unknown command '%s'", word);
+    cmd_quote(word, sizeof word, &x->argv[0]);
+    const char *hint = unknown_hint(&x->argv[0]);
+    if (hint != NULL)
+        reply_errf(x, "ERR unknown command '%s': %s", word, hint);
+    else
+        reply_errf(x, "ERR unknown command '%s'", word);
     cmd_txn_refused(x->conn);
 }
 
@@ -123,7 +178,7 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
     ORDO_DEBUG_ASSERT(c != NULL && cmd != NULL && cmd->argc >= 1 && !c->closing);
     ORDO_DEBUG_ASSERT(c->waiter == NULL); /* a parked connection runs no command (net.c) */
     server_t *s = c->srv;
-    cmd_ctx_t x = {s, c, &c->out, c->proto, cmd->argc, cmd->argv};
+    cmd_ctx_t x = {s, c, &c->out, c->proto, cmd->argc, cmd->argv, NULL};
     s->stats.commands_total++;
     c->commands++;
     c->last_cmd_ms = s->now_ms;
@@ -132,6 +187,7 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
         reply_unknown(&x);
         return;
     }
+    x.def = d;
     if (!c->authed && !(d->flags & CMD_NOAUTH)) {
         reply_err(&x, "NOAUTH Authentication required.");
         return;

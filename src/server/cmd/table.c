@@ -89,6 +89,7 @@ static void free_entry(ordo_hnode_t *n, void *arg)
 
 void cmd_destroy(server_t *s)
 {
+    cmd_keyspace_destroy(s);
     ordo_htab_foreach(&s->commands, free_entry, NULL);
     ordo_htab_destroy(&s->commands);
     cmd_history_destroy(s->history);

@@ -7,11 +7,15 @@
  * setting, clearing and finding the earliest deadline are O(log n) and
  * nothing scans the keyspace.
  *
- * Automatic compaction: after each mutation, if more than history_revs
- * revisions are retained, the compaction point moves towards
- * rev - history_revs + 1, freeing at most COMPACT_STEP_MAX versions, so no
- * single write pays for a large compaction. Compaction only discards
- * history, so it never changes a live value or a result.
+ * Automatic compaction: after each change to a key, if the history holds
+ * more than history_changes changes, or their key and value bytes pass
+ * history_bytes (0: no byte bound), the oldest changes go (kv_trim_step()),
+ * freeing at most COMPACT_STEP_MAX versions, so no single write pays for a
+ * large compaction. The window counts key changes only: revisions spent on
+ * queues, leases, locks and elections never shorten it, so a watcher whose
+ * keys did not change resumes after any amount of other traffic.
+ * Compaction only discards history, so it never changes a live value or a
+ * result.
  */
 #include "core.h"
 
@@ -48,7 +52,8 @@ struct core_s {
      * CORE_TIME_SAMPLE_MS, oldest at tsamp_head once full. */
     struct { uint64_t rev, time_ms; } *tsamp;
     size_t tsamp_n, tsamp_head;
-    uint64_t history_revs;
+    uint64_t history_changes; /* automatic compaction keeps this many key changes ... */
+    uint64_t history_bytes;   /* ... and at most this many key and value bytes of them (0: any) */
     ordo_htab_t exp_index;
     ordo_heap_t heap;        /* every exp_t, earliest deadline first */
     uint8_t txn_hash_key[ORDO_SIPHASH_KEY_LEN]; /* of every transaction check's table (core_check()) */
@@ -164,7 +169,7 @@ uint64_t core_time_of_rev(const core_t *c, uint64_t rev)
     return t;
 }
 
-core_t *core_create(uint64_t history_revs)
+core_t *core_create(uint64_t history_changes)
 {
     core_t *c = ordo_xcalloc(1, sizeof *c);
     c->kv = kv_create();
@@ -176,7 +181,7 @@ core_t *core_create(uint64_t history_revs)
     }
     ordo_heap_init(&c->heap, exp_less, EXP_HEAP_CAP_MIN, ORDO_HEAP_KEEP);
     ordo_random_key(c->txn_hash_key);
-    c->history_revs = history_revs ? history_revs : 1;
+    c->history_changes = history_changes ? history_changes : 1;
     c->coord = coord_create();
     if (c->coord == NULL) {
         core_destroy(c);
@@ -291,7 +296,11 @@ int core_load_done(core_t *c, uint64_t rev)
     return 0;
 }
 
-void core_set_history(core_t *c, uint64_t history_revs) { c->history_revs = history_revs ? history_revs : 1; }
+void core_set_history(core_t *c, uint64_t history_changes, uint64_t history_bytes)
+{
+    c->history_changes = history_changes ? history_changes : 1;
+    c->history_bytes = history_bytes;
+}
 
 void core_replay_begin(core_t *c)
 {
@@ -333,15 +342,9 @@ static void after_change(core_t *c, const kv_change_t *ch)
 {
     if (c->change_cb != NULL && !c->replaying)
         c->change_cb(c->change_arg, ch);
-    uint64_t oldest = kv_oldest_rev(c->kv);
-    if (c->rev >= oldest + c->history_revs) {
-        uint64_t target = c->rev - c->history_revs + 1;
-        if (target > kv_last_rev(c->kv) + 1)
-            target = kv_last_rev(c->kv) + 1;
-        if (c->compact_pin != 0 && target > c->compact_pin)
-            target = c->compact_pin;
-        kv_compact_step(c->kv, target, COMPACT_STEP_MAX);
-    }
+    /* The pin (a snapshot being written) keeps the changes from it on. */
+    kv_trim_step(c->kv, (size_t)c->history_changes, (size_t)c->history_bytes,
+                 c->compact_pin != 0 ? c->compact_pin : UINT64_MAX, COMPACT_STEP_MAX);
 }
 
 /* FENCE lock token: the write is allowed only while token holds the lock. */
@@ -533,6 +536,76 @@ static void apply_key_ttl(core_t *c, const record_t *r, apply_result_t *res)
     res->status = AP_OK;
     res->rev = c->rev;
     res->kv.changed = true;
+}
+
+/* APPEND: the value grows by the record's bytes; the lease and the
+ * deadline stay, as INCR keeps them. res->kv.length: the new length. */
+static void apply_append(core_t *c, const record_t *r, apply_result_t *res)
+{
+    const rec_append_t *a = &r->append;
+    const kv_version_t *cur = kv_get(c->kv, a->key, a->klen);
+    size_t old = cur ? cur->vlen : 0, n = old + a->vlen;
+    char *val = ordo_xmalloc(n ? n : 1);
+    if (old)
+        memcpy(val, cur->value, old);
+    if (a->vlen)
+        memcpy(val + old, a->val, a->vlen);
+    kv_change_t ch;
+    int rc = kv_put(c->kv, a->key, a->klen, val, n, cur ? cur->lease : 0, c->rev + 1, &ch);
+    assert(rc == KV_OK);
+    (void)rc;
+    free(val); /* kv_put copied it */
+    c->rev++;
+    res->status = AP_OK;
+    res->rev = c->rev;
+    res->kv.length = n;
+    after_change(c, &ch);
+}
+
+/* FLUSHALL / FLUSHDB: every live key is deleted as DEL would, in key
+ * order, one revision each, so watchers see every deletion and replay
+ * deletes the same keys. The keys are gathered first: deleting while the
+ * ordered index is walked would move it under the walk. Leases, locks,
+ * elections and queues are not keys and stay. res->kv.length: keys
+ * deleted (AP_NOOP when there were none). */
+typedef struct flush_keys_s {
+    char **key;
+    uint32_t *klen;
+    size_t n, cap;
+} flush_keys_t;
+
+static int flush_collect(void *arg, const kv_version_t *v)
+{
+    flush_keys_t *f = arg;
+    if (f->n == f->cap) {
+        f->cap = f->cap ? 2 * f->cap : 64;
+        f->key = ordo_xrealloc(f->key, f->cap * sizeof *f->key);
+        f->klen = ordo_xrealloc(f->klen, f->cap * sizeof *f->klen);
+    }
+    f->key[f->n] = ordo_xmalloc(v->klen ? v->klen : 1);
+    memcpy(f->key[f->n], v->key, v->klen);
+    f->klen[f->n++] = v->klen;
+    return 0;
+}
+
+static void apply_flush(core_t *c, const record_t *r, apply_result_t *res)
+{
+    (void)r;
+    flush_keys_t f = {0};
+    kv_index_settle(c->kv); /* a replay defers the ordered index, which the walk reads */
+    long walked = kv_range(c->kv, NULL, 0, NULL, 0, 0, 0, flush_collect, &f);
+    assert(walked >= 0 && (size_t)walked == f.n);
+    (void)walked;
+    size_t deleted = 0;
+    for (size_t i = 0; i < f.n; i++) {
+        deleted += (size_t)delete_key(c, f.key[i], f.klen[i]);
+        free(f.key[i]);
+    }
+    free(f.key);
+    free(f.klen);
+    res->status = deleted > 0 ? AP_OK : AP_NOOP;
+    res->rev = c->rev;
+    res->kv.length = deleted;
 }
 
 static void apply_compact(core_t *c, const record_t *r, apply_result_t *res)
@@ -914,6 +987,8 @@ void core_apply(core_t *c, const record_t *rec, apply_result_t *res)
     case REC_EXPIRE: apply_expire(c, rec, res); break;
     case REC_COMPACT: apply_compact(c, rec, res); break;
     case REC_KEY_TTL: apply_key_ttl(c, rec, res); break;
+    case REC_APPEND: apply_append(c, rec, res); break;
+    case REC_FLUSH: apply_flush(c, rec, res); break;
     case REC_LEASE_GRANT: case REC_LEASE_KEEPALIVE: case REC_LEASE_REVOKE: apply_lease(c, rec, res); break;
     case REC_LOCK_ACQUIRE: case REC_LOCK_RELEASE: case REC_LOCK_EXTEND: apply_lock(c, rec, res); break;
     case REC_ELECT_CAMPAIGN: case REC_ELECT_PROCLAIM: case REC_ELECT_KEEPALIVE: case REC_ELECT_RESIGN:
@@ -952,6 +1027,7 @@ typedef struct txn_node_s {
     const char *val;          /* PUT's value; NULL after an INCR (ival holds it) */
     uint32_t vlen;
     int64_t ival;
+    bool unknown;             /* after an APPEND: present, value not predicted (apply judges) */
 } txn_node_t;
 
 typedef txn_node_t txn_key_t;
@@ -1058,6 +1134,14 @@ static bool txn_view(const core_t *c, core_txn_check_t *t, const char *key, uint
     const txn_key_t *k = txn_key(t, key, klen, false);
     *isint = false;
     if (k != NULL) {
+        if (k->unknown) { /* an INCR after an APPEND: apply decides */
+            *mod_rev = k->mod_rev;
+            *val = NULL;
+            *vlen = 0;
+            *isint = true;
+            *ival = 0;
+            return true;
+        }
         *mod_rev = k->present ? k->mod_rev : 0;
         *val = k->val;
         *vlen = k->vlen;
@@ -1065,7 +1149,7 @@ static bool txn_view(const core_t *c, core_txn_check_t *t, const char *key, uint
         *ival = k->ival;
         return k->present;
     }
-    const kv_version_t *cur = kv_get(c->kv, key, klen);
+    const kv_version_t *cur = t->flushed ? NULL : kv_get(c->kv, key, klen);
     *mod_rev = cur ? cur->mod_rev : 0;
     *val = cur ? cur->value : NULL;
     *vlen = cur ? cur->vlen : 0;
@@ -1169,6 +1253,7 @@ static bool check_put(const core_t *c, core_txn_check_t *t, const record_t *r, a
         return fail(res, AP_NOTFOUND);
     txn_key_t *k = txn_key(t, p->key, p->klen, true);
     k->present = true;
+    k->unknown = false;
     k->mod_rev = t->rev++;
     k->val = p->val ? p->val : "";
     k->vlen = p->vlen;
@@ -1193,6 +1278,7 @@ static bool check_del(const core_t *c, core_txn_check_t *t, const record_t *r, a
     if (present) {
         txn_key_t *k = txn_key(t, d->key, d->klen, true);
         k->present = false;
+        k->unknown = false;
         k->mod_rev = t->rev++;
     }
     return true;
@@ -1219,6 +1305,36 @@ static bool check_incr(const core_t *c, core_txn_check_t *t, const record_t *r, 
     return true;
 }
 
+/* FLUSH: no guard; every key is absent afterwards, those the transaction
+ * wrote included, each deletion a revision. */
+static bool check_flush(const core_t *c, core_txn_check_t *t)
+{
+    size_t nkeys = 0;
+    for (txn_node_t *n = t->ix != NULL ? t->ix->all : NULL; n != NULL; n = n->all) {
+        if (n->kind != TXN_KEY)
+            continue;
+        n->present = false;
+        n->unknown = false;
+        nkeys++;
+    }
+    /* One revision per key deleted; an estimate (keys the transaction
+     * created count once more), as for the records after default below. */
+    t->rev += (t->flushed ? 0 : kv_count(c->kv)) + nkeys;
+    t->flushed = true;
+    return true;
+}
+
+/* APPEND: no guard; the key is present afterwards with a value the check
+ * does not predict. */
+static bool check_append(core_txn_check_t *t, const record_t *r)
+{
+    txn_key_t *k = txn_key(t, r->append.key, r->append.klen, true);
+    k->present = true;
+    k->unknown = true;
+    k->mod_rev = t->rev++;
+    return true;
+}
+
 bool core_check(const core_t *c, core_txn_check_t *t, const record_t *r, apply_result_t *res)
 {
     memset(res, 0, sizeof *res);
@@ -1227,6 +1343,8 @@ bool core_check(const core_t *c, core_txn_check_t *t, const record_t *r, apply_r
     case REC_PUT: return check_put(c, t, r, res);
     case REC_DEL: return check_del(c, t, r, res);
     case REC_INCR: return check_incr(c, t, r, res);
+    case REC_APPEND: return check_append(t, r);
+    case REC_FLUSH: return check_flush(c, t);
     case REC_Q_PUSH:
         if (!check_qpush(c, t, r, res))
             return false;

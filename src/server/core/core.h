@@ -47,6 +47,10 @@ enum record_type {
     REC_EXPIRE = 4,  /* expire: the writer's expiry decision: delete key (if live) */
     REC_COMPACT = 5, /* compact: KV.COMPACT */
     REC_KEY_TTL = 6, /* key_ttl: EXPIRE, PEXPIRE, PERSIST: set or clear a live key's deadline */
+    REC_APPEND = 7,  /* append: APPEND: the key's value (empty if absent) followed by val */
+    REC_FLUSH = 8,   /* flush (no payload): FLUSHALL, FLUSHDB: delete every live key, one
+                      * revision each, in key order; leases, locks, elections, queues stay */
+    /* 9: reserved for the Redis-compatibility commands */
     /* leases, locks, elections (coord.h) */
     REC_LEASE_GRANT = 10,     /* lease: ttl_ms -> lease id (a revision) */
     REC_LEASE_KEEPALIVE = 11, /* lease: lease_id; takes a revision (core.c, "Revisions") */
@@ -152,6 +156,17 @@ typedef struct rec_key_ttl_s {
     uint32_t klen;
     uint64_t expire_at_ms;
 } rec_key_ttl_t;
+
+/* REC_APPEND: the key's new value is its current one (none: empty) with
+ * val after it; the key keeps its lease and its deadline, as APPEND does
+ * in Redis. Apply computes it from the state, so the log carries only the
+ * appended bytes. */
+typedef struct rec_append_s {
+    const char *key;
+    uint32_t klen;
+    const char *val;
+    uint32_t vlen;
+} rec_append_t;
 
 typedef struct rec_compact_s {
     uint64_t rev;            /* the new compaction point */
@@ -309,6 +324,7 @@ typedef struct record_s {
         rec_expire_t expire;             /* REC_EXPIRE */
         rec_compact_t compact;           /* REC_COMPACT */
         rec_key_ttl_t key_ttl;           /* REC_KEY_TTL */
+        rec_append_t append;             /* REC_APPEND */
         rec_lease_t lease;               /* REC_LEASE_* */
         rec_lock_t lock;                 /* REC_LOCK_* */
         rec_elect_t elect;               /* REC_ELECT_* */
@@ -335,6 +351,7 @@ static inline int record_family(unsigned type)
 {
     switch (type) {
     case REC_PUT: case REC_DEL: case REC_INCR: case REC_EXPIRE: case REC_COMPACT: case REC_KEY_TTL:
+    case REC_APPEND: case REC_FLUSH:
         return REC_FAM_KV;
     case REC_LEASE_GRANT: case REC_LEASE_KEEPALIVE: case REC_LEASE_REVOKE: case REC_LOCK_ACQUIRE:
     case REC_LOCK_RELEASE: case REC_LOCK_EXTEND: case REC_ELECT_CAMPAIGN: case REC_ELECT_PROCLAIM:
@@ -392,6 +409,8 @@ typedef struct apply_result_s {
     union {
         struct {                 /* REC_FAM_KV */
             int64_t incr;        /* REC_INCR, AP_OK: the new value */
+            uint64_t length;     /* REC_APPEND, AP_OK: the value's new length in bytes;
+                                    REC_FLUSH: the number of keys deleted */
             bool changed;        /* AP_OK: REC_EXPIRE deleted a live key; REC_KEY_TTL changed
                                     the deadline (or deleted the key past a new one) */
         } kv;
@@ -430,7 +449,10 @@ typedef void (*core_change_cb)(void *arg, const kv_change_t *change);
 
 typedef struct core_s core_t;
 
-core_t *core_create(uint64_t history_revs);
+/* core_create() -- an empty state whose history keeps history_changes
+ * key changes (core_set_history() adds a byte bound); NULL if out of
+ * memory. */
+core_t *core_create(uint64_t history_changes);
 void core_destroy(core_t *c);
 
 /* core_apply() -- apply one record; *res receives the outcome. A REC_TXN
@@ -456,6 +478,7 @@ typedef struct core_txn_check_s {
                                * hashed (owned; NULL until a record needs it) */
     const uint8_t *hash_key;  /* the core's key for that table (no getrandom() per check) */
     uint64_t rev;             /* the revision the next record would take */
+    bool flushed;             /* a FLUSHALL came before: keys it did not write since are absent */
 } core_txn_check_t;
 void core_txn_check_init(const core_t *c, core_txn_check_t *t);
 void core_txn_check_free(core_txn_check_t *t);
@@ -540,7 +563,10 @@ int core_qconfig_decode(const void *p, size_t len, queue_config_t *cfg);
 void core_set_compact_pin(core_t *c, uint64_t pin);
 /* core_compact_pin() -- the pin set, 0 if none. */
 uint64_t core_compact_pin(const core_t *c);
-void core_set_history(core_t *c, uint64_t history_revs);
+/* core_set_history() -- automatic compaction keeps the last
+ * history_changes key changes and, if history_bytes is not 0, no more than
+ * that many key and value bytes of them (core.c, "Automatic compaction"). */
+void core_set_history(core_t *c, uint64_t history_changes, uint64_t history_bytes);
 /* Bulk replay (recovery, before any client can watch): between
  * core_replay_begin() and core_replay_end() records apply as usual and reach
  * the same state, but the change callback is not called (there is no one to

@@ -135,6 +135,7 @@ struct kv_s {
     kv_ver_t **log;               /* ring of log_cap slots */
     size_t log_cap, log_head, log_len;
     size_t log_base;              /* absolute position of log[log_head] */
+    size_t log_bytes;             /* key and value bytes of the changes in the log (kv_trim_step()) */
 
     uint64_t last_rev;
     uint64_t oldest_rev;
@@ -482,12 +483,17 @@ static kv_ver_t *log_at(const kv_t *kv, size_t i)
     return kv->log[(kv->log_head + i) & (kv->log_cap - 1)];
 }
 
+/* What a change counts against the history's byte bound: its key and
+ * value bytes. */
+static size_t change_bytes(const kv_ver_t *v) { return (size_t)v->pub.klen + v->pub.vlen; }
+
 static void log_push(kv_t *kv, kv_ver_t *v)
 {
     if (kv->log_len == kv->log_cap)
         log_resize(kv, kv->log_cap * 2);
     kv->log[(kv->log_head + kv->log_len) & (kv->log_cap - 1)] = v;
     kv->log_len++;
+    kv->log_bytes += change_bytes(v);
 }
 
 static kv_ver_t *log_pop(kv_t *kv)
@@ -496,6 +502,8 @@ static kv_ver_t *log_pop(kv_t *kv)
     kv->log_head = (kv->log_head + 1) & (kv->log_cap - 1);
     kv->log_len--;
     kv->log_base++;
+    assert(kv->log_bytes >= change_bytes(v));
+    kv->log_bytes -= change_bytes(v);
     return v;
 }
 
@@ -790,7 +798,7 @@ static size_t pop_cost(const kv_ver_t *v)
 }
 
 /* Compaction reads each popped version and the one before it in its chain.
- * Both were written a whole history ago (history_revs mutations), so they are
+ * Both were written a whole history ago (history-revs key changes), so they are
  * long out of cache, and each write pays for them. The log says which
  * versions come next: fetch the version KV_PREFETCH_AHEAD entries on, and the
  * older version of the one half as far (whose own fetch was issued a few pops
@@ -827,20 +835,24 @@ static void pop_one(kv_t *kv)
     }
 }
 
-int kv_compact_step(kv_t *kv, uint64_t rev, size_t max_versions)
+/* Pop first entries while keep(front) says so and their revision is below
+ * rev, freeing at most about max_versions versions (at least one entry is
+ * popped if any may be). Returns true if it stopped for keep or rev, false
+ * if for the work bound. */
+typedef bool (*pop_pred)(const kv_t *kv, const void *arg);
+
+static bool pop_while(kv_t *kv, uint64_t rev, pop_pred keep, const void *arg, size_t max_versions)
 {
-    if (rev > kv->last_rev + 1)
-        return KV_EREV;
-    if (rev <= kv->oldest_rev)
-        return 1;
     size_t work = 0;
-    bool popped = false;
-    while (kv->log_len > 0 && log_at(kv, 0)->pub.mod_rev < rev) {
+    bool popped = false, bounded = false;
+    while (kv->log_len > 0 && log_at(kv, 0)->pub.mod_rev < rev && (keep == NULL || keep(kv, arg))) {
         compact_prefetch(kv);
         size_t cost = pop_cost(log_at(kv, 0));
         size_t units = cost ? cost : 1;
-        if (popped && work + units > max_versions)
+        if (popped && work + units > max_versions) {
+            bounded = true;
             break;
+        }
         pop_one(kv);
         popped = true;
         work += units;
@@ -852,10 +864,44 @@ int kv_compact_step(kv_t *kv, uint64_t rev, size_t max_versions)
         cap /= 2;
     if (cap != kv->log_cap)
         log_resize(kv, cap);
+    return !bounded;
+}
+
+int kv_compact_step(kv_t *kv, uint64_t rev, size_t max_versions)
+{
+    if (rev > kv->last_rev + 1)
+        return KV_EREV;
+    if (rev <= kv->oldest_rev)
+        return 1;
+    pop_while(kv, rev, NULL, NULL, max_versions);
     bool done = kv->log_len == 0 || log_at(kv, 0)->pub.mod_rev >= rev;
     kv->oldest_rev = done ? rev : log_at(kv, 0)->pub.mod_rev;
     assert(kv->oldest_rev <= rev);
     return done ? 1 : 0;
+}
+
+typedef struct trim_bounds_s {
+    size_t changes, bytes;
+} trim_bounds_t;
+
+static bool over_bounds(const kv_t *kv, const void *arg)
+{
+    const trim_bounds_t *b = arg;
+    return kv->log_len > b->changes || (b->bytes != 0 && kv->log_bytes > b->bytes);
+}
+
+int kv_trim_step(kv_t *kv, size_t keep_changes, size_t keep_bytes, uint64_t below_rev, size_t max_versions)
+{
+    trim_bounds_t b = {keep_changes, keep_bytes};
+    if (!over_bounds(kv, &b))
+        return 1;
+    bool stopped = pop_while(kv, below_rev, over_bounds, &b, max_versions);
+    /* The point moves to the first change kept (all before it are gone),
+     * or past the last revision when none is kept. */
+    uint64_t point = kv->log_len > 0 ? log_at(kv, 0)->pub.mod_rev : kv->last_rev + 1;
+    if (point > kv->oldest_rev)
+        kv->oldest_rev = point;
+    return stopped ? 1 : 0;
 }
 
 int kv_compact(kv_t *kv, uint64_t rev)
@@ -904,6 +950,7 @@ void kv_stats(const kv_t *kv, kv_stats_t *out)
     out->keys = kv->live;
     out->versions = kv->nversions;
     out->log_entries = kv->log_len;
+    out->log_bytes = kv->log_bytes;
     out->bytes = sizeof *kv + alloc_cost(kv->log_cap * sizeof *kv->log) +
                  alloc_cost((kv->keys.mask + 1) * sizeof *kv->keys.buckets) + kv->bytes;
 }

@@ -69,7 +69,8 @@ typedef struct kv_change_s {
 typedef struct kv_stats_s {
     size_t keys;            /* live keys */
     size_t versions;        /* retained versions incl. tombstones */
-    size_t log_entries;     /* change log length */
+    size_t log_entries;     /* change log length: the changes retained */
+    size_t log_bytes;       /* their key and value bytes (kv_trim_step()'s byte bound) */
     size_t bytes;           /* bytes allocated by the store (approximate, incl. overheads) */
 } kv_stats_t;
 
@@ -133,6 +134,16 @@ int kv_compact(kv_t *kv, uint64_t rev);
  * as kv_compact(). */
 int kv_compact_step(kv_t *kv, uint64_t rev, size_t max_versions);
 
+/* kv_trim_step() -- automatic compaction by what the history holds: pop
+ * the oldest changes while more than keep_changes are retained or (if
+ * keep_bytes is not 0) their key and value bytes pass keep_bytes, but none
+ * at or above below_rev (a snapshot's pin; UINT64_MAX: none), freeing at
+ * most about max_versions versions. The point then sits at the first
+ * change kept (kv_last_rev() + 1 if none is). Only key changes count, so
+ * revisions spent elsewhere (queues, leases) never shorten the history.
+ * Returns 1 if the history is within the bounds (or the pin stops it), 0
+ * if more work remains. */
+int kv_trim_step(kv_t *kv, size_t keep_changes, size_t keep_bytes, uint64_t below_rev, size_t max_versions);
 /* Change log cursor: the position of the first change with revision > rev.
  * kv_log_seek() returns KV_ECOMPACTED if changes after rev may be gone
  * (rev + 1 < kv_oldest_rev()). kv_log_next() fills *out with the next change

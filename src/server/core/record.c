@@ -123,6 +123,12 @@ static bool bind(record_t *r, slots_t *s)
         U64(SL_EXPIRE, r->key_ttl.expire_at_ms);
         BYTES(SL_KEY, r->key_ttl.key, r->key_ttl.klen);
         return true;
+    case REC_APPEND:
+        BYTES(SL_KEY, r->append.key, r->append.klen);
+        BYTES(SL_VAL, r->append.val, r->append.vlen);
+        return true;
+    case REC_FLUSH:
+        return true; /* no fields */
     case REC_LEASE_GRANT: case REC_LEASE_KEEPALIVE: case REC_LEASE_REVOKE:
         U64(SL_LEASE, r->lease.lease_id);
         U64(SL_TTL, r->lease.ttl_ms);
@@ -228,6 +234,8 @@ static unsigned uses(unsigned type, unsigned flags)
     case REC_EXPIRE: return B(SL_KEY);
     case REC_COMPACT: return B(SL_ARG);
     case REC_KEY_TTL: return B(SL_EXPIRE) | B(SL_KEY);
+    case REC_APPEND: return B(SL_KEY) | B(SL_VAL);
+    case REC_FLUSH: return 0;
     case REC_LEASE_GRANT: return B(SL_TTL);
     case REC_LEASE_KEEPALIVE: case REC_LEASE_REVOKE: return B(SL_LEASE);
     case REC_LOCK_ACQUIRE: return B(SL_LEASE) | B(SL_TTL) | B(SL_KEY);

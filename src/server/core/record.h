@@ -32,6 +32,8 @@
  *   EXPIRE            KEY (expire.key)
  *   COMPACT           ARG (compact.rev)
  *   KEY_TTL           EXPIRE (key_ttl.expire_at_ms), KEY (key_ttl.key)
+ *   APPEND            KEY (append.key), VAL (append.val)
+ *   FLUSH             (none)
  *   LEASE_GRANT       TTL (lease.ttl_ms)
  *   LEASE_KEEPALIVE,
  *   LEASE_REVOKE      LEASE (lease.lease_id)

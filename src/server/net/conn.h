@@ -86,6 +86,16 @@ struct http_conn_s;
 #define CONN_SNDBUF_BYTES (256 << 10)
 /* Read buffer offered to libuv per read. */
 #define CONN_READ_CHUNK (16u << 10)
+/* An argument above max-bulk-bytes is refused with an error naming the
+ * limit; a client such as redis-cli writes the whole command before it
+ * reads, so closing at once resets the connection under its write and the
+ * error is lost. Up to this many bytes of the refused argument are read
+ * and dropped before the connection closes, so the client finishes its
+ * write and reads the error; past it the connection closes at once.
+ * Once the error is sent the write half is shut down, so a client that
+ * reads before it writes the rest sees the error and the end at once. A
+ * few multiples of the default max-bulk-bytes. */
+#define CONN_DISCARD_MAX_BYTES (64ull << 20)
 /* Freed buffers at least this large count toward the next malloc_trim, and
  * a trim runs (from cron) once NET_TRIM_AFTER_BYTES of them were freed. */
 #define NET_TRIM_COUNT_BYTES (64u << 10)
@@ -106,6 +116,8 @@ struct conn_s {
     bool authed;
     bool closing;              /* uv_close called or due */
     bool close_after_write;    /* QUIT, protocol error: close once out is sent */
+    uint64_t discard_bytes;    /* input still to drop (a refused argument) before closing (net.c) */
+    bool shut_down;            /* our side's write half is shut down (the error sent, input dropped) */
     bool reading;
     bool writing;
     ordo_buf_t in;

@@ -367,6 +367,26 @@ static void drained(conn_t *c)
     resume_reading(c);
 }
 
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+    (void)status; /* the connection may be gone (UV_ECANCELED): touch only the request */
+    free(req);
+}
+
+/* The error is sent and the input is being dropped: end our half, so the
+ * client sees the end after the error (conn.h, CONN_DISCARD_MAX_BYTES). */
+static void shut_write(conn_t *c)
+{
+    if (c->shut_down || c->closing)
+        return;
+    c->shut_down = true;
+    uv_shutdown_t *req = ordo_xmalloc(sizeof *req);
+    if (uv_shutdown(req, &c->h.stream, on_shutdown) != 0) {
+        free(req);
+        conn_close(c);
+    }
+}
+
 static void on_write(uv_write_t *req, int status)
 {
     conn_t *c = req->data;
@@ -386,6 +406,10 @@ static void on_write(uv_write_t *req, int status)
     }
     if (c->close_after_write) {
         conn_close(c);
+        return;
+    }
+    if (c->discard_bytes > 0) {
+        shut_write(c);
         return;
     }
     drained(c);
@@ -684,6 +708,8 @@ void conn_flush(conn_t *c)
     if (c->out.len == 0 && c->shared.n == 0) {
         if (c->close_after_write)
             conn_close(c);
+        else if (c->discard_bytes > 0)
+            shut_write(c);
         return;
     }
     size_t ready = sendable_bytes(c), bytes, upto;
@@ -705,6 +731,8 @@ void conn_flush(conn_t *c)
         buf_drop(c->srv, &c->out, CONN_IN_KEEP_BYTES);
         if (c->close_after_write)
             conn_close(c);
+        else if (c->discard_bytes > 0)
+            shut_write(c);
         else
             drained(c);
         return;
@@ -760,6 +788,53 @@ static void start_reading(conn_t *c)
         c->reading = true;
 }
 
+/* The reply to a protocol error: the parser's text and, when a limit
+ * was passed, the limit by name; for an oversized argument, the rest of
+ * it is read and dropped first (CONN_DISCARD_MAX_BYTES). off: where the
+ * command began in c->in. */
+static void protocol_error(conn_t *c, const char *err, size_t off, const resp_limits_t *lim)
+{
+    const resp_cmd_t *cmd = &c->cmd;
+    c->srv->stats.errors_total++;
+    const char *unauth = c->authed ? "" : "-unauth (before AUTH)";
+    switch (cmd->over) {
+    case RESP_OVER_ARGS:
+        resp_add_errorf(&c->out, "ERR Protocol error: %s: %llu arguments, above max-args%s (%zu)", err,
+                        (unsigned long long)cmd->over_limit, unauth, lim->args_max);
+        break;
+    case RESP_OVER_INLINE:
+        resp_add_errorf(&c->out, "ERR Protocol error: %s: a line longer than max-inline-bytes (%zu)", err,
+                        lim->inline_max);
+        break;
+    case RESP_OVER_BULK: {
+        resp_add_errorf(&c->out, "ERR Protocol error: %s: an argument of %llu bytes, above max-bulk-bytes%s (%zu)",
+                        err, (unsigned long long)cmd->over_limit, unauth, lim->bulk_max);
+        uint64_t end = (uint64_t)off + cmd->over_body + cmd->over_limit + 2; /* the argument's end in c->in */
+        if (cmd->over_body != 0 && end > c->in.len && end - c->in.len <= CONN_DISCARD_MAX_BYTES) {
+            c->discard_bytes = end - c->in.len;
+            c->in.len = 0; /* the command is dropped; process_input() drops the rest as it comes */
+            return;
+        }
+        break;
+    }
+    default:
+        resp_add_errorf(&c->out, "ERR Protocol error: %s", err);
+        break;
+    }
+    c->close_after_write = true;
+}
+
+/* Drop input of a refused argument; once all of it came, close after the
+ * error is sent. */
+static void discard_input(conn_t *c)
+{
+    size_t n = c->in.len < c->discard_bytes ? c->in.len : (size_t)c->discard_bytes;
+    c->discard_bytes -= n;
+    ordo_buf_consume(&c->in, n);
+    if (c->discard_bytes == 0)
+        c->close_after_write = true;
+}
+
 /* Parse and dispatch every complete command in the input buffer, while
  * the connection's unsent output stays below CONN_PAUSE_READ_BYTES: a
  * pipeline of commands with large replies (GETs of a big value) waits in
@@ -772,6 +847,10 @@ static void process_input(conn_t *c)
     resp_limits_t lim;
     if (c->http != NULL) {
         http_process_input(c);
+        return;
+    }
+    if (c->discard_bytes > 0) {
+        discard_input(c);
         return;
     }
     while (!c->closing && !c->close_after_write && c->waiter == NULL && off < c->in.len &&
@@ -788,9 +867,9 @@ static void process_input(conn_t *c)
         }
         c->need_bytes = 0;
         if (rc == RESP_PROTO_ERROR) {
-            resp_add_errorf(&c->out, "ERR Protocol error: %s", err);
-            c->srv->stats.errors_total++;
-            c->close_after_write = true;
+            protocol_error(c, err, off, &lim);
+            if (c->discard_bytes > 0)
+                return; /* the input is dropped */
             break;
         }
         off += consumed;

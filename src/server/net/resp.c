@@ -232,8 +232,12 @@ static int parse_bulk(const char *in, size_t len, size_t bulk_max, resp_cmd_t *c
         cmd->mb_body = q;
         cmd->mb_blen = (size_t)blen;
     }
-    if (cmd->mb_blen > bulk_max) /* checked on every call: the limit may have dropped */
+    if (cmd->mb_blen > bulk_max) { /* checked on every call: the limit may have dropped */
+        cmd->over = RESP_OVER_BULK;
+        cmd->over_limit = cmd->mb_blen;
+        cmd->over_body = cmd->mb_body;
         return proto_error(err, ERR_BULK_LEN);
+    }
     size_t q = cmd->mb_body;
     size_t n = cmd->mb_blen;
     size_t end = q + n + 2; /* cannot overflow: checked with the header */
@@ -272,8 +276,14 @@ static int parse_multibulk(const char *in, size_t len, const resp_limits_t *lim,
         cmd->scanned_bytes++; /* the '*' */
         if (s == SCAN_MORE)
             return RESP_NEED_MORE;
-        if (s == SCAN_BAD || n < -1 || (n > 0 && (uint64_t)n > lim->args_max))
+        if (s == SCAN_BAD || n < -1)
             return proto_error(err, ERR_MBULK_LEN);
+        if (n > 0 && (uint64_t)n > lim->args_max) {
+            cmd->over = RESP_OVER_ARGS;
+            cmd->over_limit = (uint64_t)n;
+            cmd->over_body = 0;
+            return proto_error(err, ERR_MBULK_LEN);
+        }
         if (n <= 0) {
             *consumed = p;
             return RESP_EMPTY;
@@ -511,10 +521,17 @@ static int split_inline(const char *line, size_t n, const resp_limits_t *lim, re
         if (inline_word(line, n, &i, out, &o) < 0)
             return proto_error(err, ERR_INLINE_QUOTES);
         assert(o <= i && i <= n);
-        if (cmd->argc == lim->args_max)
+        if (cmd->argc == lim->args_max) {
+            cmd->over = RESP_OVER_ARGS;
+            cmd->over_limit = cmd->argc + 1;
             return proto_error(err, ERR_INLINE_ARGS);
-        if (o - start > lim->bulk_max)
+        }
+        if (o - start > lim->bulk_max) {
+            cmd->over = RESP_OVER_BULK;
+            cmd->over_limit = o - start;
+            cmd->over_body = 0; /* the line is all here: nothing to drop */
             return proto_error(err, ERR_INLINE_BIG);
+        }
         argv_push(cmd, out + start, o - start);
     }
     assert(out == cmd->argbuf.data);
@@ -535,8 +552,11 @@ static int parse_inline(const char *in, size_t len, const resp_limits_t *lim, re
     const char *nl = memchr(in + from, '\n', scan - from);
     if (nl == NULL) {
         cmd->scanned_bytes += scan - from;
-        if (len > lim->inline_max)
+        if (len > lim->inline_max) {
+            cmd->over = RESP_OVER_INLINE;
+            cmd->over_limit = 0;
             return proto_error(err, ERR_INLINE_BIG);
+        }
         cmd->inline_scanned = scan;
         return RESP_NEED_MORE;
     }

@@ -79,6 +79,15 @@ typedef struct resp_cmd_s {
     size_t mb_blen;         /* multibulk: its length, valid when mb_body != 0 */
     size_t inline_scanned;  /* inline: leading bytes known to hold no '\n' */
     int mb_fast_declined;   /* multibulk: the one-pass fast path declined this command */
+    /* After RESP_PROTO_ERROR: which limit the request passed (enum
+     * resp_over; RESP_OVER_NONE if it was malformed rather than too
+     * large), the count or length that passed it (0 for an inline line,
+     * whose length is not known), and for RESP_OVER_BULK the offset of
+     * that argument's body (bytes of it still to come: over_body +
+     * over_limit + 2 - input length). Lets the caller name the limit. */
+    int over;
+    uint64_t over_limit;
+    size_t over_body;
     /* Debug counter: input bytes the parser examined, summed over every
      * call; bulk bodies are skipped by length and not counted. Never reset
      * by the parser (resp_cmd_free zeroes it); tests use it to check that a
@@ -86,11 +95,19 @@ typedef struct resp_cmd_s {
     uint64_t scanned_bytes;
 } resp_cmd_t;
 
+enum resp_over {
+    RESP_OVER_NONE = 0,
+    RESP_OVER_ARGS,         /* arguments: args_max */
+    RESP_OVER_BULK,         /* one argument's bytes: bulk_max */
+    RESP_OVER_INLINE,       /* an inline line's bytes: inline_max */
+};
+
 enum resp_status {
     RESP_NEED_MORE = 0,     /* incomplete: nothing consumed; see *need_bytes */
     RESP_COMMAND = 1,       /* one command in *cmd; *consumed bytes used */
     RESP_EMPTY = 2,         /* an empty inline line or "*0\r\n"/"*-1\r\n": consume, no command */
-    RESP_PROTO_ERROR = -1,  /* *err is a static message: reply "-ERR Protocol error: <err>", close */
+    RESP_PROTO_ERROR = -1,  /* *err is a static message: reply "-ERR Protocol error: <err>", close;
+                             * cmd->over_limit says if a limit was passed */
 };
 
 /* resp_parse() -- parse at most one command from in[0..len), continuing a

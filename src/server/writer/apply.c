@@ -136,6 +136,7 @@ static bool grows(const server_t *s, const record_t *rec)
     case REC_DEL: case REC_COMPACT: case REC_LEASE_KEEPALIVE: case REC_LEASE_REVOKE: case REC_LOCK_RELEASE:
     case REC_LOCK_EXTEND: case REC_ELECT_KEEPALIVE: case REC_ELECT_RESIGN:
     case REC_KEY_TTL: /* EXPIRE is a way to free memory */
+    case REC_FLUSH:
         return false;
     default:
         /* Queue records other than pushes free memory or move bookkeeping:

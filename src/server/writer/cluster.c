@@ -84,6 +84,8 @@ static int fsm_restore(void *arg, const char *dir, uint64_t *rev_out)
 {
     server_t *s = arg;
     core_t *fresh = core_create((uint64_t)s->cfg.history_revs);
+    if (fresh != NULL)
+        core_set_history(fresh, (uint64_t)s->cfg.history_revs, (uint64_t)s->cfg.history_bytes);
     uint64_t rev = 0, entries = 0, t0 = server_mono_ms();
     char err[512];
     /* The new core tells the writer and the watches what the old one did

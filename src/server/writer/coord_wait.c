@@ -602,6 +602,8 @@ uint64_t coord_wait_observe(server_t *s, struct conn_s *c, ordo_list_t *list, co
 
 uint64_t coord_wait_qwatch_floor(const server_t *s) { return s->writer.coord->qhist_floor; }
 
+size_t coord_wait_qwatch_history_bytes(const server_t *s) { return s->writer.coord->qhist_bytes; }
+
 size_t coord_wait_qwatch_catchup(server_t *s, struct conn_s *c, uint64_t id, const char *queue, size_t qlen,
                                  const char *key, size_t klen, uint64_t from)
 {

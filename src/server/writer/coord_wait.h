@@ -79,6 +79,8 @@ uint64_t coord_wait_qwatch(server_t *s, struct conn_s *c, ordo_list_t *list, con
  * events of queue (of key, if not NULL) after revision from (>= the floor);
  * returns how many. */
 uint64_t coord_wait_qwatch_floor(const server_t *s);
+/* coord_wait_qwatch_history_bytes() -- what that history holds now. */
+size_t coord_wait_qwatch_history_bytes(const server_t *s);
 size_t coord_wait_qwatch_catchup(server_t *s, struct conn_s *c, uint64_t id, const char *queue, size_t qlen,
                                  const char *key, size_t klen, uint64_t from);
 /* coord_wait_unobserve() -- of the observers on list (a client's), remove
