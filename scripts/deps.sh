@@ -10,7 +10,7 @@
 # is; installing them is left to the system's own package manager.
 set -euo pipefail
 
-build_pkgs=(gcc make cmake pkg-config libuv1-dev libcmocka-dev libhttp-parser-dev libraft-dev)
+build_pkgs=(gcc make cmake pkg-config libuv1-dev libcmocka-dev libhttp-parser-dev libraft-dev libssl-dev)
 # C raft (cluster mode) must be the maintained 0.22 line: bookworm itself has
 # 0.15 (archived upstream, known election bugs); bookworm-backports has 0.22.
 raft_min=0.22

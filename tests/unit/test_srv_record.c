@@ -178,6 +178,10 @@ static const case_t cases[] = {
     {{.type = REC_KEY_TTL, .time_ms = 18, .flags = REC_F_XX,
       .key_ttl = {.key = "ttl", .klen = 3, .expire_at_ms = 41}},
      {.type = REC_KEY_TTL, .time_ms = 18, .flags = REC_F_XX, .key = "ttl", .klen = 3, .expire_at_ms = 41}},
+    {{.type = REC_ACL_SETUSER, .time_ms = 45, .acl = {.name = "alice", .nlen = 5, .rules = "on -@all", .rlen = 8}},
+     {.type = REC_ACL_SETUSER, .time_ms = 45, .key = "alice", .klen = 5, .val = "on -@all", .vlen = 8}},
+    {{.type = REC_ACL_DELUSER, .time_ms = 46, .acl = {.name = "bob", .nlen = 3}},
+     {.type = REC_ACL_DELUSER, .time_ms = 46, .key = "bob", .klen = 3}},
 };
 
 #define NCASES (sizeof cases / sizeof cases[0])
