@@ -24,6 +24,10 @@ typedef struct ordo_config_s {
     char unixsocket[256];
     char requirepass[512];
     int64_t protected_mode;          /* refuse non-loopback clients while no password is set */
+    /* users (core/acl.h, cmd/cmd_acl.c) */
+    char aclfile[1024];              /* users to create on a first start (empty: none) */
+    int64_t acl_log_max_len;         /* ACL LOG entries kept */
+    int64_t acl_max_users;           /* users at most (ACL SETUSER of a new one past it: -LIMIT) */
     /* data */
     char dir[1024];
     int64_t fsync;                   /* enum fsync_policy */

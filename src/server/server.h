@@ -122,6 +122,7 @@ struct server_s {
     core_t *core;
     watch_registry_t watches;
     ordo_htab_t commands;            /* name (lower case) -> command */
+    struct cmd_acl_state_s *acl;     /* the implicit default user and ACL LOG (cmd/cmd_acl.c) */
     net_t net;                       /* listeners and connections (net/net.h) */
     writer_t writer;                 /* the single writer's machinery (writer/writer.h) */
     uint64_t next_watch_id;

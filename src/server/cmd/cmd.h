@@ -52,6 +52,59 @@ typedef struct cmd_def_s {
                                * "connection", "server") or ordo's ("ordo-kv", "ordo-queue", ...) */
 } cmd_def_t;
 
+/* What the ACL rules (core/acl.h) see of a command: its categories and
+ * where its arguments name keys, queues, locks or elections. cmd/table.c
+ * tags every command (a subcommand may have a tag of its own,
+ * "acl|whoami"); a command without a tag counts as @write or @read by its
+ * CMD_WRITE flag and needs a user allowed every name. */
+enum cmd_names {
+    NAMES_NONE = 0,    /* names nothing */
+    NAMES_ARGS,        /* argv[first..last] by step (last -1: to the end) are names of kind */
+    NAMES_PREFIX,      /* argv[first] is a prefix of names of kind (KV.RANGE) */
+    NAMES_ALL,         /* touches every name of kind (Q.LIST, KV.COMPACT) */
+};
+typedef struct cmd_acl_s {
+    const char *name;       /* lower case; "name|sub" for a subcommand's own tag */
+    unsigned cats;          /* enum acl_cat */
+    uint8_t names;          /* enum cmd_names */
+    uint8_t kind;           /* enum acl_kind */
+    int8_t first, last, step;
+    const char *prefix_word; /* NAMES_ARGS: if this word follows argv[first], it is a prefix (KV.WATCH) */
+    const char *opt_word;   /* and the argument after this word (DEADLETTER) is a name of opt_kind too */
+    uint8_t opt_kind;
+    bool subs;              /* some subcommands have tags of their own */
+    bool untagged;          /* no tag: the fallback described above */
+} cmd_acl_t;
+
+/* cmd_acl_tag() -- d's tag, the subcommand's if argv[1] names one with
+ * its own (argc, argv: the command's arguments). Never NULL. */
+const cmd_acl_t *cmd_acl_tag(const cmd_def_t *d, size_t argc, const resp_arg_t *argv);
+/* cmd_acl_foreach_tag() -- every tag of the table, for ACL CAT. */
+void cmd_acl_foreach_tag(void (*fn)(void *arg, const cmd_acl_t *t), void *arg);
+
+/* Users (cmd_acl.c). cmd_acl_init() -- the implicit default user (from
+ * requirepass) and an empty ACL LOG; cmd_acl_destroy() frees them.
+ * cmd_acl_default_nopass() -- does a new connection start authenticated
+ * (the default user is on and nopass)? cmd_acl_permits() -- may x's user
+ * run d with x's arguments? If not, replies -NOPERM (or -NOAUTH if its
+ * user was deleted or switched off), logs it (ACL LOG, context
+ * "toplevel" or "multi"; "http" on an HTTP connection) and returns false.
+ * cmd_acl_login() -- do user (NULL: default) and pass authenticate? A
+ * failure is logged; nothing is replied. cmd_acl_set_user() -- c is now
+ * this user. cmd_acl_http_login() -- the same from an HTTP request's
+ * credentials (user NULL: default); sets c's user if they hold.
+ * cmd_acl_seed() -- the aclfile's users, as records, if the state is new
+ * (revision 0); 0, or -1 with err. */
+void cmd_acl_init(server_t *s);
+void cmd_acl_destroy(server_t *s);
+bool cmd_acl_default_nopass(server_t *s);
+struct cmd_ctx_s;
+bool cmd_acl_permits(struct cmd_ctx_s *x, const struct cmd_def_s *d, const char *context);
+bool cmd_acl_login(struct cmd_ctx_s *x, const resp_arg_t *user, const resp_arg_t *pass);
+void cmd_acl_set_user(conn_t *c, const char *name, size_t nlen);
+bool cmd_acl_http_login(conn_t *c, const char *user, size_t ulen, const char *pass, size_t plen);
+int cmd_acl_seed(server_t *s, char *err, size_t elen);
+
 /* cmd_init() -- build the command table from every family (registry.c).
  * Returns 0 or -1. cmd_destroy() frees it. */
 int cmd_init(server_t *s);
@@ -80,6 +133,8 @@ extern const cmd_def_t cmd_txn_defs[];
 extern const size_t cmd_txn_ndefs;
 extern const cmd_def_t cmd_cluster_defs[];
 extern const size_t cmd_cluster_ndefs;
+extern const cmd_def_t cmd_acl_defs[];
+extern const size_t cmd_acl_ndefs;
 void cmd_watch_init(server_t *s);
 
 /* Transactions (cmd_txn.c). cmd_txn_queue() -- if c is in MULTI, queue d

@@ -422,6 +422,19 @@ static void cmd_exec(cmd_ctx_t *x)
         reply_err(x, "EXECABORT Transaction discarded because of previous errors.");
         return;
     }
+    /* The user's rules again: they may have changed since the commands
+     * were queued. One refused command refuses the whole EXEC, before
+     * anything is applied. */
+    for (size_t i = 0; i < t->ncmds; i++) {
+        cmd_ctx_t q = *x;
+        q.argc = t->cmds[i].argc;
+        q.argv = t->cmds[i].argv;
+        if (!cmd_acl_permits(&q, t->cmds[i].def, "multi")) {
+            txn_reset(x->conn);
+            s->stats.transactions_aborted++;
+            return;
+        }
+    }
     if (watched_changed(s, t)) {
         txn_reset(x->conn);
         s->stats.transactions_aborted++;
