@@ -93,8 +93,11 @@ void cmd_acl_foreach_tag(void (*fn)(void *arg, const cmd_acl_t *t), void *arg);
  * failure is logged; nothing is replied. cmd_acl_set_user() -- c is now
  * this user. cmd_acl_http_login() -- the same from an HTTP request's
  * credentials (user NULL: default); sets c's user if they hold.
+ * cmd_acl_route_allowed() -- may c's user run the command called cmd (an
+ * HTTP route that is no command is judged as one)? A refusal is logged.
  * cmd_acl_seed() -- the aclfile's users, as records, if the state is new
- * (revision 0); 0, or -1 with err. */
+ * (revision 0); 0, or -1 with err. cmd_acl_cron() -- in cluster mode, the
+ * first time this member leads: cmd_acl_seed() (a failure is logged). */
 void cmd_acl_init(server_t *s);
 void cmd_acl_destroy(server_t *s);
 bool cmd_acl_default_nopass(server_t *s);
@@ -103,7 +106,9 @@ bool cmd_acl_permits(struct cmd_ctx_s *x, const struct cmd_def_s *d, const char 
 bool cmd_acl_login(struct cmd_ctx_s *x, const resp_arg_t *user, const resp_arg_t *pass);
 void cmd_acl_set_user(conn_t *c, const char *name, size_t nlen);
 bool cmd_acl_http_login(conn_t *c, const char *user, size_t ulen, const char *pass, size_t plen);
+bool cmd_acl_route_allowed(conn_t *c, const char *cmd);
 int cmd_acl_seed(server_t *s, char *err, size_t elen);
+void cmd_acl_cron(server_t *s);
 
 /* cmd_init() -- build the command table from every family (registry.c).
  * Returns 0 or -1. cmd_destroy() frees it. */
@@ -181,7 +186,7 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd);
 void cmd_limits(const conn_t *c, resp_limits_t *lim);
 void cmd_conn_closed(conn_t *c);     /* drop the connection's watches */
 void cmd_conn_drained(conn_t *c);    /* output drained: resume watches catching up */
-void cmd_cron(server_t *s);          /* periodic: progress events */
+void cmd_cron(server_t *s);          /* periodic: progress events, a cluster leader's aclfile */
 /* For net/http.c (cmd_http.c): why the server does not serve writes
  * (NULL: it does), and the Prometheus text of /metrics appended to out. */
 const char *cmd_http_unhealthy(conn_t *c);

@@ -27,6 +27,7 @@
 #include "cmd.h"
 #include "core/acl.h"
 #include "writer/apply.h"
+#include "writer/cluster.h"
 
 #include <assert.h>
 #include <ctype.h>
@@ -53,6 +54,7 @@ typedef struct cmd_acl_state_s {
     acl_log_entry_t **log;    /* newest first */
     size_t nlog;
     uint64_t next_log_id;
+    bool seed_judged;         /* cluster mode: the aclfile was considered once this member led */
 } cmd_acl_state_t;
 
 static const char default_name[] = "default";
@@ -304,6 +306,26 @@ bool cmd_acl_permits(cmd_ctx_t *x, const cmd_def_t *d, const char *context)
     if (!acl_cmd_ok(u, lname, n, t->cats))
         return refuse_cmd(x, d, context);
     return names_ok(x, d, u, t, context);
+}
+
+bool cmd_acl_route_allowed(conn_t *c, const char *cmd)
+{
+    const acl_user_t *u = conn_user(c);
+    if (u == NULL)
+        return false;
+    if (u->all_cmds)
+        return true;
+    const cmd_def_t d = {.name = cmd};
+    const cmd_acl_t *t = cmd_acl_tag(&d, 0, NULL);
+    char lname[ACL_CMD_NAME_MAX + 1];
+    size_t n = strlen(cmd);
+    assert(n <= ACL_CMD_NAME_MAX);
+    for (size_t i = 0; i <= n; i++)
+        lname[i] = (char)tolower((unsigned char)cmd[i]);
+    if (acl_cmd_ok(u, lname, n, t->cats))
+        return true;
+    log_add(c->srv, c, "command", "http", lname, conn_user_name(c));
+    return false;
 }
 
 /* ---- authentication --------------------------------------------------------------- */
@@ -727,6 +749,17 @@ int cmd_acl_seed(server_t *s, char *err, size_t elen)
     if (rc == 0)
         fprintf(stderr, "ordod: aclfile %s: %zu users created\n", s->cfg.aclfile, users);
     return rc;
+}
+
+void cmd_acl_cron(server_t *s)
+{
+    cmd_acl_state_t *st = s->acl;
+    if (s->cfg.node_id == 0 || s->cfg.aclfile[0] == '\0' || st->seed_judged || !cluster_leads(s))
+        return;
+    st->seed_judged = true;
+    char err[600];
+    if (cmd_acl_seed(s, err, sizeof err) != 0)
+        fprintf(stderr, "ordod: %s (no user was created from it past that line)\n", err);
 }
 
 const cmd_def_t cmd_acl_defs[] = {
