@@ -134,6 +134,11 @@ int ordo_client_new(ordo_client_t **out, const ordo_client_opts_t *opts)
         if (c->password == NULL)
             goto fail_password;
     }
+    if (o.user) {
+        c->user = strdup(o.user);
+        if (c->user == NULL)
+            goto fail_user;
+    }
     CLIENT_OPTS_APPLY(c, o);
     c->fd = -1;
     c->learn = 1;
@@ -148,6 +153,9 @@ int ordo_client_new(ordo_client_t **out, const ordo_client_opts_t *opts)
     cresp_set_limits(&c->parser, c->reply_bytes_max, c->reply_elems_max);
     *out = c;
     return ORDO_OK;
+fail_user:
+    free(c->password);
+    free(c->user);
 fail_password:
     free(c);
     return ORDO_ENOMEM;
@@ -465,7 +473,7 @@ static int handshake(ordo_client_t *c, int64_t deadline)
     ordo_reply_t *r = NULL;
     int rc;
     if (!c->resp2_only) {
-        const char *hello[] = { "HELLO", "3", "AUTH", "default", c->password };
+        const char *hello[] = { "HELLO", "3", "AUTH", c->user ? c->user : "default", c->password };
         if ((rc = handshake_call(c, c->password ? 5 : 2, hello, deadline, &r)) != ORDO_OK)
             return rc;
         if (r->type != ORDO_REPLY_ERROR) {
@@ -483,8 +491,8 @@ static int handshake(ordo_client_t *c, int64_t deadline)
     }
     c->proto = 2;
     if (c->password) {
-        const char *auth[] = { "AUTH", c->password };
-        if ((rc = handshake_call(c, 2, auth, deadline, &r)) != ORDO_OK)
+        const char *auth[] = { "AUTH", c->user ? c->user : c->password, c->password };
+        if ((rc = handshake_call(c, c->user ? 3 : 2, auth, deadline, &r)) != ORDO_OK)
             return rc;
         if (r->type == ORDO_REPLY_ERROR) {
             rc = client_seterr(c, ORDO_EAUTH, "%s", r->str);

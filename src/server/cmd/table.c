@@ -242,11 +242,14 @@ static const cmd_acl_t acl_tags[] = {
     T("elect.proclaim", W | CO, COORD1),
     T("elect.resign", W | CO, COORD1),
     T("eval", CN),      /* the scripting commands only answer an error */
+    T("eval_ro", CN),
     T("evalsha", CN),
+    T("evalsha_ro", CN),
     T("exec", TX),      /* its commands are checked one by one (cmd_txn.c) */
     T("exists", R | KS, KEYS),
     T("expire", W | KS, KEY1),
     T("fcall", CN),
+    T("fcall_ro", CN),
     T("function", CN),
     T("get", R | KS, KEY1),
     T("hello", CN),
