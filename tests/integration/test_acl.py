@@ -203,6 +203,7 @@ def test_auth_and_hello_auth(srv):
         assert c.call("AUTH", "nosuch", "pw").code == "WRONGPASS"
         assert c.call("AUTH", "u", "pw") == "OK"
         assert c.call("ACL", "WHOAMI") == b"u"
+        assert b" user=u\n" in c.call("CLIENT", "INFO")
         assert c.call("AUTH", ADMIN_PW) == "OK"  # AUTH pass: the default user
         assert c.call("ACL", "WHOAMI") == b"default"
     with srv.raw(auth=False) as c:

@@ -205,11 +205,13 @@ static void cmd_hello(cmd_ctx_t *x)
 
 static void client_line(ordo_buf_t *b, const conn_t *c, uint64_t now)
 {
-    ordo_buf_printf(b, "id=%llu addr=%s name=%s age=%llu idle=%llu resp=%d watches=%zu qbuf=%zu omem=%zu cmds=%llu\n",
+    ordo_buf_printf(b,
+                    "id=%llu addr=%s name=%s age=%llu idle=%llu resp=%d watches=%zu qbuf=%zu omem=%zu cmds=%llu "
+                    "user=%s\n",
                     (unsigned long long)c->id, c->addr, c->name ? c->name : "",
                     (unsigned long long)((now - c->created_ms) / 1000),
                     (unsigned long long)((now - c->last_cmd_ms) / 1000), c->proto, c->nwatches,
-                    c->in.len, conn_pending(c), (unsigned long long)c->commands);
+                    c->in.len, conn_pending(c), (unsigned long long)c->commands, c->user ? c->user : "default");
 }
 
 static void cmd_client(cmd_ctx_t *x)
