@@ -155,7 +155,6 @@ int ordo_client_new(ordo_client_t **out, const ordo_client_opts_t *opts)
     return ORDO_OK;
 fail_user:
     free(c->password);
-    free(c->user);
 fail_password:
     free(c);
     return ORDO_ENOMEM;
@@ -198,6 +197,7 @@ void ordo_client_free(ordo_client_t *c)
     cresp_buf_free(&c->in);
     cresp_buf_free(&c->out);
     free(c->password);
+    free(c->user);
     free(c);
 }
 
