@@ -3,7 +3,8 @@
  * fake servers: a thread that listens on a loopback port, serves one
  * connection at a time, parses each request with the client's own parser
  * (requests are arrays of bulk strings) and answers through a script
- * function chosen by the test. Covers the HELLO 3 / AUTH handshake and the
+ * function chosen by the test. Covers the HELLO 3 / AUTH handshake (with
+ * the default user and with opts.user) and the
  * RESP2 fallback, push frames between replies (written torn, byte by
  * byte), pipelining, per-call timeouts, reconnection with backoff after
  * refused handshakes and dropped connections, and -NOTLEADER redirects.
@@ -198,6 +199,39 @@ static void test_auth(void **st)
     fake_stop(&f);
 }
 
+/* Requires HELLO 3 AUTH alice secret (opts.user). */
+static int script_auth_user(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
+{
+    (void)conn_no;
+    if (is(cmd, 0, "HELLO")) {
+        if (cmd->n == 5 && is(cmd, 2, "AUTH") && is(cmd, 3, "alice") && strcmp(cmd->elem[4]->str, f->password) == 0)
+            say(fd, HELLO_REPLY);
+        else
+            say(fd, "-WRONGPASS invalid username-password pair\r\n");
+        return 0;
+    }
+    return script_basic(f, fd, cmd, conn_no);
+}
+
+static void test_auth_user(void **st)
+{
+    (void)st;
+    fake_t f;
+    fake_start(&f, script_auth_user, "secret");
+    ordo_client_opts_t o = { .port = f.port, .password = "secret", .user = "alice", .call_timeout_ms = 2000 };
+    ordo_client_t *c;
+    ordo_reply_t *r;
+    assert_int_equal(ordo_client_new(&c, &o), ORDO_OK);
+    assert_int_equal(ordo_client_command_strs(c, 0, &r, "PING", NULL), ORDO_OK);
+    ordo_reply_free(r);
+    ordo_client_free(c);
+    o.user = NULL; /* the default user: refused by this server */
+    assert_int_equal(ordo_client_new(&c, &o), ORDO_OK);
+    assert_int_equal(ordo_client_command_strs(c, 0, &r, "PING", NULL), ORDO_EAUTH);
+    ordo_client_free(c);
+    fake_stop(&f);
+}
+
 /* An older server: HELLO unknown, so RESP2 and AUTH. */
 static int script_resp2(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
 {
@@ -210,6 +244,38 @@ static int script_resp2(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
     else
         say(fd, "+PONG\r\n");
     return 0;
+}
+
+/* RESP2 and AUTH user password, nothing else. */
+static int script_resp2_user(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
+{
+    (void)conn_no;
+    if (is(cmd, 0, "HELLO"))
+        say(fd, "-ERR unknown command 'HELLO'\r\n");
+    else if (is(cmd, 0, "AUTH"))
+        say(fd, cmd->n == 3 && is(cmd, 1, "alice") && strcmp(cmd->elem[2]->str, f->password) == 0
+                    ? "+OK\r\n"
+                    : "-WRONGPASS invalid username-password pair\r\n");
+    else
+        say(fd, "+PONG\r\n");
+    return 0;
+}
+
+static void test_resp2_fallback_user(void **st)
+{
+    (void)st;
+    fake_t f;
+    fake_start(&f, script_resp2_user, "pw");
+    ordo_client_opts_t o = { .port = f.port, .password = "pw", .user = "alice", .call_timeout_ms = 2000 };
+    ordo_client_t *c;
+    ordo_reply_t *r;
+    assert_int_equal(ordo_client_new(&c, &o), ORDO_OK);
+    assert_int_equal(ordo_client_command_strs(c, 0, &r, "PING", NULL), ORDO_OK);
+    assert_string_equal(r->str, "PONG");
+    assert_int_equal(ordo_client_proto(c), 2);
+    ordo_reply_free(r);
+    ordo_client_free(c);
+    fake_stop(&f);
 }
 
 static void test_resp2_fallback(void **st)
@@ -298,7 +364,9 @@ int main(void)
         cmocka_unit_test(test_backoff_bounds),
         cmocka_unit_test(test_notleader_redirect),
         cmocka_unit_test(test_auth),
+        cmocka_unit_test(test_auth_user),
         cmocka_unit_test(test_resp2_fallback),
+        cmocka_unit_test(test_resp2_fallback_user),
         cmocka_unit_test(test_error_mapping),
         cmocka_unit_test(test_object_shape),
     };
