@@ -69,26 +69,28 @@ def refused(c, *cmd, naming=None):
 # (rules, commands allowed, commands refused): categories and commands.
 CATEGORY_CASES = [
     (["+@read"], [["GET", "k"], ["MGET", "k"], ["KV.GET", "k"], ["Q.LEN", "q"]],
-     [["SET", "k", "v"], ["Q.PUSH", "q", "k", "p"]]),
-    (["+@write"], [["SET", "k", "v"], ["Q.PUSH", "q", "k", "p"], ["LEASE.GRANT", "1000"]],
-     [["GET", "k"], ["Q.LEN", "q"]]),
-    (["+@keyspace"], [["SET", "k", "v"], ["GET", "k"], ["KV.RANGE", "k"]],
+     [["SET", "k", "v"], ["KV.PUT", "k", "v"], ["Q.PUSH", "q", "k", "p"]]),
+    (["+@write"], [["SET", "k", "v"], ["KV.PUT", "k", "v"], ["Q.PUSH", "q", "k", "p"], ["LEASE.GRANT", "1000"]],
+     [["GET", "k"], ["KV.GET", "k"], ["Q.LEN", "q"]]),
+    (["+@keyspace"], [["SET", "k", "v"], ["GET", "k"], ["KV.RANGE", "k"], ["KV.GET", "k"]],
      [["Q.PUSH", "q", "k", "p"], ["LOCK.INFO", "l"]]),
-    (["+@kv"], [["INCR", "n"], ["KV.PUT", "k", "v"]], [["Q.LEN", "q"]]),
-    (["+@queue"], [["Q.PUSH", "q", "k", "p"], ["Q.LEN", "q"], ["Q.LIST"]], [["SET", "k", "v"], ["GET", "k"]]),
+    (["+@kv"], [["INCR", "n"], ["KV.PUT", "k", "v"]], [["Q.LEN", "q"], ["Q.PUSH", "q", "k", "p"]]),
+    (["+@queue"], [["Q.PUSH", "q", "k", "p"], ["Q.LEN", "q"], ["Q.LIST"]],
+     [["SET", "k", "v"], ["GET", "k"], ["KV.GET", "k"]]),
     (["+@coord"], [["LEASE.GRANT", "1000"], ["LOCK.ACQUIRE", "l", "1000"], ["ELECT.LEADER", "e"]],
-     [["GET", "k"], ["Q.LEN", "q"]]),
-    (["+@watch"], [["KV.UNWATCH"]], [["GET", "k"]]),
-    (["+@admin"], [["SNAPSHOT"], ["INFO", "server"], ["CONFIG", "GET", "port"]], [["GET", "k"]]),
+     [["GET", "k"], ["Q.LEN", "q"], ["KV.GET", "k"]]),
+    (["+@watch"], [["KV.UNWATCH"]], [["GET", "k"], ["KV.GET", "k"]]),
+    (["+@admin"], [["SNAPSHOT"], ["INFO"], ["CONFIG", "GET", "port"]], [["GET", "k"], ["KV.GET", "k"]]),
     (["+@all", "-@dangerous"], [["GET", "k"], ["SET", "k", "v"], ["Q.PUSH", "q", "k", "p"]],
      [["CONFIG", "GET", "port"], ["DEBUG", "DIGEST"], ["Q.DROP", "q"], ["INFO"], ["KV.COMPACT", "1"]]),
     (["+@connection"], [["ECHO", "x"], ["CLIENT", "ID"], ["TIME"], ["ACL", "WHOAMI"]],
-     [["GET", "k"], ["CLIENT", "LIST"]]),
-    (["+@transaction"], [["MULTI"], ["DISCARD"]], [["GET", "k"]]),
-    (["+@all"], [["GET", "k"], ["SET", "k", "v"], ["ACL", "LIST"], ["DEBUG", "DIGEST"]], []),
-    (["+get"], [["GET", "k"]], [["MGET", "k"], ["SET", "k", "v"]]),
-    (["+@read", "-get"], [["MGET", "k"], ["EXISTS", "k"]], [["GET", "k"]]),
-    (["-@all"], [["PING"]], [["GET", "k"], ["ECHO", "x"]]),
+     [["GET", "k"], ["CLIENT", "LIST"], ["KV.PUT", "k", "v"], ["INFO"]]),
+    (["+@transaction"], [["MULTI"], ["DISCARD"]], [["GET", "k"], ["KV.GET", "k"]]),
+    (["+@all"], [["GET", "k"], ["SET", "k", "v"], ["ACL", "LIST"], ["DEBUG", "DIGEST"], ["KV.PUT", "k", "v"],
+                 ["INFO"]], []),
+    (["+get"], [["GET", "k"]], [["MGET", "k"], ["SET", "k", "v"], ["KV.GET", "k"]]),
+    (["+@read", "-get"], [["MGET", "k"], ["EXISTS", "k"], ["KV.GET", "k"]], [["GET", "k"], ["KV.PUT", "k", "v"]]),
+    (["-@all"], [["PING"]], [["GET", "k"], ["ECHO", "x"], ["KV.GET", "k"], ["INFO"]]),
 ]
 
 
@@ -100,6 +102,104 @@ def test_command_rules(srv, rules, ok, no):
             allowed(c, *cmd)
         for cmd in no:
             refused(c, *cmd, naming="'%s' command" % cmd[0].lower())
+
+
+# Every rule through every door: redis-cli, MULTI (refused at queue time,
+# EXEC then aborts) and HTTP (the commands a route becomes). Each case:
+# the user's whole rules, commands allowed, and (command, text of the
+# -NOPERM) refused.
+NAMES = ["allkeys", "allqueues", "allcoord"]
+DOOR_CASES = [(c[0] + NAMES, c[1], [(cmd, "'%s' command" % cmd[0].lower()) for cmd in c[2]])
+              for c in CATEGORY_CASES] + [
+    (["+@all", "~cart:*", "allqueues", "allcoord"],
+     [["GET", "cart:1"], ["KV.PUT", "cart:1", "v"], ["KV.DEL", "cart:1"], ["MGET", "cart:1", "cart:2"]],
+     [(["KV.GET", "other"], "the key 'other'"), (["KV.PUT", "other", "v"], "the key 'other'"),
+      (["KV.DEL", "x"], "the key 'x'"), (["MGET", "cart:1", "zz"], "the key 'zz'")]),
+    (["+@all", "allkeys", "%Q~jobs*", "allcoord"],
+     [["Q.PUSH", "jobs", "k", "p"], ["Q.LEN", "jobs2"]],
+     [(["Q.PUSH", "other", "k", "p"], "the queue 'other'"), (["Q.LIST"], "the queue '*'")]),
+    (["+@all", "allkeys", "allqueues", "%C~lk"],
+     [["LOCK.INFO", "lk"], ["ELECT.LEADER", "lk"], ["KV.GET", "k"]],
+     [(["LOCK.INFO", "other"], "the lock or election 'other'")]),
+]
+DOOR_IDS = [" ".join(c[0]) for c in DOOR_CASES]
+NOT_IN_MULTI = {"MULTI", "DISCARD", "EXEC", "WATCH"}
+
+
+@pytest.mark.parametrize("rules,ok,no", DOOR_CASES, ids=DOOR_IDS)
+def test_rules_through_redis_cli(srv, rules, ok, no):
+    setuser(srv, "u", "on", ">pw", *rules)
+    for cmd in ok:
+        out = cli(srv, "u", "pw", *cmd)
+        assert not out.startswith("NOPERM") and not out.startswith("NOAUTH"), (cmd, out)
+    for cmd, naming in no:
+        out = cli(srv, "u", "pw", *cmd)
+        assert out.startswith("NOPERM") and naming in out, (cmd, out)
+
+
+@pytest.mark.parametrize("rules,ok,no", DOOR_CASES, ids=DOOR_IDS)
+def test_rules_through_multi(srv, rules, ok, no):
+    # +@transaction last: MULTI itself allowed, no other command changed.
+    setuser(srv, "u", "on", ">pw", *rules, "+@transaction")
+    with srv.raw(auth=False) as c:
+        assert c.call("AUTH", "u", "pw") == "OK"
+        assert c.call("MULTI") == "OK"
+        for cmd in ok:
+            if cmd[0] not in NOT_IN_MULTI:
+                r = c.call(*cmd)
+                assert getattr(r, "code", None) != "NOPERM", (cmd, r)
+        assert c.call("DISCARD") == "OK"
+        for cmd, naming in no:
+            assert c.call("MULTI") == "OK"
+            r = c.call(*cmd)
+            assert r.code == "NOPERM" and naming in r.msg, (cmd, r)
+            assert c.call("EXEC").code == "EXECABORT"
+
+
+def http_request(cmd):
+    """The HTTP request a route makes of cmd (docs/http.md), or None."""
+    name, args = cmd[0], cmd[1:]
+    if name == "KV.GET" and len(args) == 1:
+        return ["/v1/kv/" + args[0]]
+    if name == "KV.PUT" and len(args) == 2:
+        return ["-X", "PUT", "--data", args[1], "/v1/kv/" + args[0]]
+    if name == "KV.DEL" and len(args) == 1:
+        return ["-X", "DELETE", "/v1/kv/" + args[0]]
+    if name == "Q.PUSH" and len(args) == 3:
+        return ["-X", "POST", "--data", args[2], "/v1/queues/%s/keys/%s" % (args[0], args[1])]
+    if name == "INFO" and not args:
+        return ["/metrics"]
+    return None
+
+
+def curl_as(srv, user, pw, req):
+    """(status, body) of req (curl arguments, the path last) as user."""
+    url = "http://127.0.0.1:%d%s" % (srv.http_port, req[-1])
+    p = subprocess.run(["curl", "-s", "-u", "%s:%s" % (user, pw), "-w", "\n%{http_code}"] + req[:-1] + [url],
+                       capture_output=True, timeout=30)
+    body, _, code = p.stdout.decode().rpartition("\n")
+    return int(code), body
+
+
+@pytest.mark.parametrize("rules,ok,no", DOOR_CASES, ids=DOOR_IDS)
+def test_rules_through_http(srv, rules, ok, no):
+    setuser(srv, "u", "on", ">pw", *rules)
+    tried = 0
+    for cmd in ok:
+        req = http_request(cmd)
+        if req is not None:
+            tried += 1
+            status, body = curl_as(srv, "u", "pw", req)
+            assert status not in (401, 403), (cmd, status, body)
+    for cmd, naming in no:
+        req = http_request(cmd)
+        if req is not None:
+            tried += 1
+            status, body = curl_as(srv, "u", "pw", req)
+            assert status == 403, (cmd, status, body)
+            assert naming in body or cmd[0] == "INFO", (cmd, body)
+    if tried == 0:
+        pytest.skip("no HTTP route becomes these commands")
 
 
 def test_key_patterns(srv):
