@@ -86,7 +86,7 @@ lib_sources=(src/base/*.c src/server/core/*.c
              src/server/log/raft_log.c src/server/log/raft_store.c src/server/log/raft_net.c src/server/log/raft_wire.c
              src/server/net/resp.c src/server/net/http.c src/client/cresp.c
              tests/fuzz/fuzz_common.c tests/fuzz/fuzz_records.c)
-libs=(-lraft -luv -lhttp_parser -lpthread -lm)
+libs=(-lraft -luv -lhttp_parser -lcrypto -lpthread -lm)
 
 # The flags are part of every object: a change of them rebuilds all.
 stamp="$out/obj/flags"

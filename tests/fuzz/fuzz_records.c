@@ -3,7 +3,7 @@
  * targets that read records (record, WAL, raft entry, snapshot). Applied
  * in order to an empty core they build a little of every kind of state:
  * keys, a lease, a lock, an election, a queue with messages in each
- * state, a transaction. Ids and tokens aim at what earlier records of the
+ * state, a transaction, users. Ids and tokens aim at what earlier records of the
  * list create; one that misses (applies as a no-op or an error) does no
  * harm: seeds only need to be well formed.
  */
@@ -93,6 +93,10 @@ size_t fuzz_sample_records(record_t *out, size_t max)
         {.type = REC_Q_PUSH, .time_ms = T0,
          .q_push = {.queue = "w", .qlen = 1, .key = "k", .klen = 1, .payload = "p", .plen = 1}},
         {.type = REC_Q_DROP, .time_ms = T0, .q = {.queue = "w", .qlen = 1}},
+        {.type = REC_ACL_SETUSER, .time_ms = T0,
+         .acl = {.name = "alice", .nlen = 5, .rules = "on nopass ~a* %Q~q %C~l -@all +@read +q.push", .rlen = 44}},
+        {.type = REC_ACL_SETUSER, .time_ms = T0, .acl = {.name = "bob", .nlen = 3, .rules = "off -@all", .rlen = 9}},
+        {.type = REC_ACL_DELUSER, .time_ms = T0, .acl = {.name = "bob", .nlen = 3}},
     };
     size_t n = sizeof all / sizeof all[0];
     CHECK(n <= max);
