@@ -199,20 +199,6 @@ static void test_auth(void **st)
     fake_stop(&f);
 }
 
-/* Requires HELLO 3 AUTH alice secret (opts.user). */
-static int script_auth_user(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
-{
-    (void)conn_no;
-    if (is(cmd, 0, "HELLO")) {
-        if (cmd->n == 5 && is(cmd, 2, "AUTH") && is(cmd, 3, "alice") && strcmp(cmd->elem[4]->str, f->password) == 0)
-            say(fd, HELLO_REPLY);
-        else
-            say(fd, "-WRONGPASS invalid username-password pair\r\n");
-        return 0;
-    }
-    return script_basic(f, fd, cmd, conn_no);
-}
-
 static void test_auth_user(void **st)
 {
     (void)st;
@@ -241,21 +227,6 @@ static int script_resp2(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
         say(fd, "-ERR unknown command 'HELLO'\r\n");
     else if (is(cmd, 0, "AUTH"))
         say(fd, "+OK\r\n");
-    else
-        say(fd, "+PONG\r\n");
-    return 0;
-}
-
-/* RESP2 and AUTH user password, nothing else. */
-static int script_resp2_user(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
-{
-    (void)conn_no;
-    if (is(cmd, 0, "HELLO"))
-        say(fd, "-ERR unknown command 'HELLO'\r\n");
-    else if (is(cmd, 0, "AUTH"))
-        say(fd, cmd->n == 3 && is(cmd, 1, "alice") && strcmp(cmd->elem[2]->str, f->password) == 0
-                    ? "+OK\r\n"
-                    : "-WRONGPASS invalid username-password pair\r\n");
     else
         say(fd, "+PONG\r\n");
     return 0;
