@@ -295,6 +295,45 @@ def test_passwords_on_off_nopass_reset(srv):
         assert a.execute_command("ACL", "LIST")[1] == b"user u off -@all"
 
 
+def _closed(conn):
+    """The server closed conn (it reads end of stream)."""
+    from resp import Closed
+    conn.settimeout(0.05)
+    try:
+        while True:
+            conn.read()
+    except Closed:
+        return True
+    except OSError:  # the timeout: still open
+        return False
+
+
+def test_listeners_of_a_deleted_user_are_closed(srv):
+    """A user's connections that only listen (a watch, a parked command)
+    send no command to be refused: deleting or disabling the user closes
+    them; a connection of another user stays."""
+    setuser(srv, "u", "on", ">pw", "+@all", "allkeys", "allqueues", "allcoord")
+    setuser(srv, "v", "on", ">pw", "+@all", "allkeys", "allqueues", "allcoord")
+    watcher, puller, other = srv.raw(auth=False), srv.raw(auth=False), srv.raw(auth=False)
+    try:
+        for c, who in ((watcher, "u"), (puller, "u"), (other, "v")):
+            assert c.call("AUTH", who, "pw") == "OK"
+        assert watcher.call("HELLO", "3")[b"proto"] == 3
+        assert getattr(watcher.call("KV.WATCH", "k"), "code", None) is None
+        puller.send("Q.PULL", "q", "BLOCK", "0")
+        assert getattr(other.call("KV.WATCH", "k"), "code", None) is None
+        with admin(srv) as a:
+            assert a.execute_command("ACL", "DELUSER", "u") == 1
+        poll(lambda: _closed(watcher), "the deleted user's watch to be closed")
+        poll(lambda: _closed(puller), "the deleted user's parked Q.PULL to be closed")
+        assert not _closed(other)
+        setuser(srv, "v", "off")
+        poll(lambda: _closed(other), "the disabled user's watch to be closed")
+    finally:
+        for c in (watcher, puller, other):
+            c.close()
+
+
 def test_auth_and_hello_auth(srv):
     setuser(srv, "u", "on", ">pw", "+@all", "allkeys")
     with srv.raw(auth=False) as c:

@@ -96,8 +96,10 @@ void cmd_acl_foreach_tag(void (*fn)(void *arg, const cmd_acl_t *t), void *arg);
  * cmd_acl_route_allowed() -- may c's user run the command called cmd (an
  * HTTP route that is no command is judged as one)? A refusal is logged.
  * cmd_acl_seed() -- the aclfile's users, as records, if the state is new
- * (revision 0); 0, or -1 with err. cmd_acl_cron() -- in cluster mode, the
- * first time this member leads: cmd_acl_seed() (a failure is logged). */
+ * (revision 0); 0, or -1 with err. cmd_acl_cron() -- close the listening
+ * connections (watches, parked commands) of users deleted or switched
+ * off; in cluster mode, the first time this member leads, cmd_acl_seed()
+ * (a failure is logged). */
 void cmd_acl_init(server_t *s);
 void cmd_acl_destroy(server_t *s);
 bool cmd_acl_default_nopass(server_t *s);

@@ -16,7 +16,8 @@
  * user found with the table's generation, so a command costs a
  * comparison until the users change. A user deleted or switched off
  * loses its connections' authentication: their next command is answered
- * -NOAUTH.
+ * -NOAUTH, and those that only listen (watches, parked commands) are
+ * closed at the next cron (drop_gone_listeners()).
  *
  * The check (cmd_acl_permits()) runs in dispatch after the arity, before
  * a command is queued in MULTI, and again for every queued command at
@@ -55,6 +56,7 @@ typedef struct cmd_acl_state_s {
     size_t nlog;
     uint64_t next_log_id;
     bool seed_judged;         /* cluster mode: the aclfile was considered once this member led */
+    uint64_t swept_gen;       /* the users' generation drop_gone_listeners() last looked at */
 } cmd_acl_state_t;
 
 static const char default_name[] = "default";
@@ -751,9 +753,32 @@ int cmd_acl_seed(server_t *s, char *err, size_t elen)
     return rc;
 }
 
+/* A connection whose user was deleted or switched off gets -NOAUTH at
+ * its next command (conn_user()); one that only listens (a watch, an
+ * observation, a parked command) sends none, so it is closed, once, when
+ * the users change (on every member: a follower applies the records). */
+static void drop_gone_listeners(server_t *s)
+{
+    cmd_acl_state_t *st = s->acl;
+    uint64_t gen = acl_gen(core_acl(s->core));
+    if (gen == st->swept_gen)
+        return;
+    st->swept_gen = gen;
+    for (conn_t *c = conn_first(&s->net.conns); c != NULL; c = conn_next(c)) {
+        if (c->closing || c->close_after_write || (c->nwatches == 0 && c->waiter == NULL) ||
+            (!c->authed && c->http == NULL))
+            continue;
+        if (conn_user(c) == NULL) {
+            c->close_after_write = true;
+            conn_mark_dirty(c);
+        }
+    }
+}
+
 void cmd_acl_cron(server_t *s)
 {
     cmd_acl_state_t *st = s->acl;
+    drop_gone_listeners(s);
     if (s->cfg.node_id == 0 || s->cfg.aclfile[0] == '\0' || st->seed_judged || !cluster_leads(s))
         return;
     st->seed_judged = true;
