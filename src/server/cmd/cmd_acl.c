@@ -24,6 +24,13 @@
  * EXEC (the user may have changed in between). Commands allowed before
  * authentication (PING, QUIT, AUTH, HELLO) are not checked: a user who
  * cannot run them could not change who it is.
+ *
+ * Also here: AUTH's and HTTP's credentials checked against the users
+ * (cmd_acl_login(), cmd_acl_http_login()), and the aclfile's users made
+ * into records on a first start (cmd_acl_seed()).
+ *
+ * Invariant: the ACL LOG holds at most acl-log-max-len entries, no two
+ * with the same reason, context, object and user.
  */
 #include "cmd.h"
 #include "core/acl.h"
@@ -200,6 +207,7 @@ static void log_add(server_t *s, conn_t *c, const char *reason, const char *cont
         e->created_ms = s->now_ms;
         at = st->nlog++;
     }
+    assert(st->nlog <= max);
     e->count++;
     e->updated_ms = s->now_ms;
     snprintf(e->client, sizeof e->client, "id=%llu addr=%s", (unsigned long long)c->id, c->addr);
