@@ -469,6 +469,12 @@ def test_acl_log(ordod_factory):
         assert not any(e[b"object"] == b"set" for e in log)
         assert a.execute_command("ACL", "LOG", "RESET") == b"OK"
         assert a.execute_command("ACL", "LOG") == []
+    stats = s.info("stats")  # counted apart from the log, which RESET emptied
+    assert int(stats["acl_access_denied_cmd"]) == 4 and int(stats["acl_access_denied_key"]) == 1
+    assert int(stats["auth_failures"]) == 1
+    metrics = subprocess.run(["curl", "-s", "-H", "Authorization: Bearer " + ADMIN_PW,
+                              "http://127.0.0.1:%d/metrics" % s.http_port], capture_output=True, timeout=30).stdout
+    assert b"ordo_acl_denied_commands_total 4" in metrics and b"ordo_acl_denied_names_total 1" in metrics
 
 
 def test_acl_subcommands(srv):

@@ -227,6 +227,7 @@ static const char *context_of(const conn_t *c, const char *context)
 
 static bool refuse_cmd(cmd_ctx_t *x, const cmd_def_t *d, const char *context)
 {
+    x->srv->stats.acl_denied_cmd++;
     char name[64];
     snprintf(name, sizeof name, "%s", d->name);
     for (char *p = name; *p; p++)
@@ -238,6 +239,7 @@ static bool refuse_cmd(cmd_ctx_t *x, const cmd_def_t *d, const char *context)
 
 static bool refuse_name(cmd_ctx_t *x, int kind, const resp_arg_t *a, bool prefix, const char *context)
 {
+    x->srv->stats.acl_denied_name++;
     char q[300];
     quote(q, sizeof q, a->ptr, a->len);
     log_add(x->srv, x->conn, kind_word[kind], context_of(x->conn, context), q, conn_user_name(x->conn));
@@ -334,6 +336,7 @@ bool cmd_acl_route_allowed(conn_t *c, const char *cmd)
         lname[i] = (char)tolower((unsigned char)cmd[i]);
     if (acl_cmd_ok(u, lname, n, t->cats))
         return true;
+    c->srv->stats.acl_denied_cmd++;
     log_add(c->srv, c, "command", "http", lname, conn_user_name(c));
     return false;
 }

@@ -339,6 +339,7 @@ static void cmd_info(cmd_ctx_t *x)
                             "total_net_input_bytes:%llu\r\ntotal_net_output_bytes:%llu\r\n"
                             "watch_events:%llu\r\nwatch_cancelled:%llu\r\nexpired_keys:%llu\r\n"
                             "clients_closed_output_limit:%llu\r\nauth_failures:%llu\r\n"
+                            "acl_access_denied_cmd:%llu\r\nacl_access_denied_key:%llu\r\n"
                             "transactions_total:%llu\r\ntransactions_aborted:%llu\r\n\r\n",
                         (unsigned long long)s->stats.connections_total,
                         (unsigned long long)s->stats.connections_rejected,
@@ -349,6 +350,7 @@ static void cmd_info(cmd_ctx_t *x)
                         (unsigned long long)s->stats.expired_keys_total,
                         (unsigned long long)s->stats.clients_closed_output,
                         (unsigned long long)s->stats.auth_failures,
+                        (unsigned long long)s->stats.acl_denied_cmd, (unsigned long long)s->stats.acl_denied_name,
                         (unsigned long long)s->stats.transactions_total,
                         (unsigned long long)s->stats.transactions_aborted);
     if (section_wanted(x, "persistence"))
