@@ -410,6 +410,7 @@ def test_multi_exec(srv):
         assert a.get("k2") is None
         log = [as_dict(e) for e in a.execute_command("ACL", "LOG")]
         assert any(e[b"context"] == b"multi" and e[b"object"] == b"set" for e in log)
+        assert any(e[b"context"] == b"multi" and e[b"object"] == b"q.drop" for e in log)  # at queue time
 
 
 def curl(srv, *args):

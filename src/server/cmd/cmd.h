@@ -152,6 +152,8 @@ void cmd_watch_init(server_t *s);
 struct cmd_def_s;
 bool cmd_txn_queue(struct cmd_ctx_s *x, const struct cmd_def_s *d);
 void cmd_txn_refused(conn_t *c);
+/* cmd_txn_multi() -- is c between MULTI and EXEC/DISCARD? */
+bool cmd_txn_multi(const conn_t *c);
 void cmd_txn_conn_closed(conn_t *c);
 
 /* The command table, for COMMAND. */

@@ -408,6 +408,8 @@ static void refuse_reply(cmd_ctx_t *x, ordo_buf_t *body, size_t before, size_t i
     resp_add_error(body, line);
 }
 
+bool cmd_txn_multi(const conn_t *c) { return c->txn != NULL && c->txn->multi; }
+
 static void cmd_exec(cmd_ctx_t *x)
 {
     server_t *s = x->srv;

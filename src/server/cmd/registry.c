@@ -142,7 +142,7 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
         return;
     }
     /* The user's rules (cmd_acl.c), before a command is queued in MULTI. */
-    if (!cmd_acl_permits(&x, d, c->txn != NULL ? "multi" : "toplevel")) {
+    if (!cmd_acl_permits(&x, d, cmd_txn_multi(c) ? "multi" : "toplevel")) {
         cmd_txn_refused(c);
         return;
     }
