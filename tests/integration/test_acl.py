@@ -498,6 +498,8 @@ def test_acl_subcommands(srv):
             a.execute_command("ACL", "SETUSER", "bob", "<secretnotthere")  # never echoes a password
         with pytest.raises(redis.exceptions.ResponseError, match="modifier 'bogus'"):
             a.execute_command("ACL", "SETUSER", "bob", "on", "bogus")
+        with pytest.raises(redis.exceptions.ResponseError, match="modifier '\\+nosuch': Unknown command"):
+            a.execute_command("ACL", "SETUSER", "bob", "+nosuch")  # a typo would allow nothing
         with pytest.raises(redis.exceptions.ResponseError):
             a.execute_command("ACL", "SETUSER", "has space")
         assert a.execute_command("ACL", "DELUSER", "bob", "nosuch") == 1

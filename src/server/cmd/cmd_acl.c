@@ -367,6 +367,18 @@ bool cmd_acl_http_login(conn_t *c, const char *user, size_t ulen, const char *pa
     return true;
 }
 
+/* One rule of ACL SETUSER or the aclfile to u, refusing a +cmd / -cmd
+ * that names no command (a typo would otherwise allow or refuse nothing).
+ * Returns 0, or -1 with *err. */
+static int apply_rule(server_t *s, acl_user_t *u, const char *w, size_t len, const char **err)
+{
+    if (len >= 2 && (w[0] == '+' || w[0] == '-') && w[1] != '@' && !cmd_named(s, w + 1, len - 1)) {
+        *err = "Unknown command";
+        return -1;
+    }
+    return acl_user_rule(u, w, len, err);
+}
+
 /* ---- the ACL command ----------------------------------------------------------------- */
 
 static void add_user_line(ordo_buf_t *out, const acl_user_t *u)
@@ -444,7 +456,7 @@ static void acl_setuser(cmd_ctx_t *x)
     acl_user_t *u = cur != NULL ? acl_user_copy(cur) : acl_user_new(name->ptr, name->len);
     for (size_t i = 3; i < x->argc; i++) {
         const char *err;
-        if (acl_user_rule(u, x->argv[i].ptr, x->argv[i].len, &err) != 0) {
+        if (apply_rule(s, u, x->argv[i].ptr, x->argv[i].len, &err) != 0) {
             char q[300];
             /* A password is never echoed: >pw and <pw show their first byte. */
             bool secret = x->argv[i].len > 0 && (x->argv[i].ptr[0] == '>' || x->argv[i].ptr[0] == '<');
@@ -704,11 +716,18 @@ static int seed_line(server_t *s, const char *line, size_t len, ordo_buf_t *rule
         return -1;
     }
     acl_user_t *u = acl_user_new(name, nlen);
-    const char *why;
-    if (acl_user_rules(u, p, (size_t)(end - p), &why) != 0) {
-        snprintf(err, elen, "user %.*s: %.200s", (int)nlen, name, why);
-        acl_user_free(u);
-        return -1;
+    const char *why = NULL;
+    while (p < end) {
+        while (p < end && *p == ' ')
+            p++;
+        const char *w = p;
+        while (p < end && *p != ' ')
+            p++;
+        if (p > w && apply_rule(s, u, w, (size_t)(p - w), &why) != 0) {
+            snprintf(err, elen, "user %.*s: %.200s", (int)nlen, name, why);
+            acl_user_free(u);
+            return -1;
+        }
     }
     rules->len = 0;
     acl_user_describe(u, rules);
