@@ -433,6 +433,10 @@ def test_http(srv):
     assert curl(srv, "-u", "u:pw", base + "/metrics") == 403               # judged as INFO
     assert curl(srv, "-H", "Authorization: Bearer " + ADMIN_PW, base + "/metrics") == 200
     assert curl(srv, "-u", "u:pw", "-X", "POST", "--data", "p", base + "/v1/queues/q/keys/k") == 403
+    # The dashboard's data: a user with +info may read it, with user:password as its bearer token.
+    assert curl(srv, "-H", "Authorization: Bearer u:pw", base + "/v1/status") == 403
+    setuser(srv, "u", "+info")
+    assert curl(srv, "-H", "Authorization: Bearer u:pw", base + "/v1/status") == 200
     hdr = "Authorization: Basic " + base64.b64encode(b"u:pw").decode()
     assert curl(srv, "-H", hdr, base + "/v1/kv/app:1") == 200
     with admin(srv) as a:
