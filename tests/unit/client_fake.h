@@ -238,6 +238,15 @@ static inline int script_resp2_user(fake_t *f, int fd, const ordo_reply_t *cmd, 
     return 0;
 }
 
+/* The servers above that want user alice: [0] on RESP3 (password
+ * "secret"), [1] on RESP2 ("pw"); fake_user_start(f, i) starts the i-th. */
+#define FAKE_USER_SERVERS 2
+static inline void fake_user_start(fake_t *f, int i)
+{
+    static const char *const passwords[FAKE_USER_SERVERS] = { "secret", "pw" };
+    fake_start(f, i == 0 ? script_auth_user : script_resp2_user, passwords[i]);
+}
+
 /* ---- hostile servers (test_client_hostile.c, test_client_async.c) ------------------ */
 
 /* say_forever() -- write chunk again and again until the peer hangs up

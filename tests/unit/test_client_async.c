@@ -130,15 +130,13 @@ static void test_async_basic(void **st)
 static void test_async_auth_user(void **st)
 {
     (void)st;
-    script_fn scripts[] = { script_auth_user, script_resp2_user };
-    const char *passwords[] = { "secret", "pw" };
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < FAKE_USER_SERVERS; i++) {
         fake_t f;
-        fake_start(&f, scripts[i], passwords[i]);
+        fake_user_start(&f, i);
         uv_loop_t loop;
         uv_loop_init(&loop);
         got_t g = { 0 };
-        ordo_client_opts_t o = { .port = f.port, .call_timeout_ms = 2000, .password = passwords[i], .user = "alice" };
+        ordo_client_opts_t o = { .port = f.port, .call_timeout_ms = 2000, .password = f.password, .user = "alice" };
         ordo_aclient_t *c;
         assert_int_equal(ordo_aclient_new(&c, &loop, &o), ORDO_OK);
         assert_int_equal(ordo_aclient_command(c, 0, 1, PING, NULL, on_reply, &g), ORDO_OK);

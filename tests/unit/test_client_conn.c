@@ -204,12 +204,10 @@ static void test_auth(void **st)
 static void test_auth_user(void **st)
 {
     (void)st;
-    script_fn scripts[] = { script_auth_user, script_resp2_user };
-    const char *passwords[] = { "secret", "pw" };
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < FAKE_USER_SERVERS; i++) {
         fake_t f;
-        fake_start(&f, scripts[i], passwords[i]);
-        ordo_client_opts_t o = { .port = f.port, .password = passwords[i], .user = "alice", .call_timeout_ms = 2000 };
+        fake_user_start(&f, i);
+        ordo_client_opts_t o = { .port = f.port, .password = f.password, .user = "alice", .call_timeout_ms = 2000 };
         ordo_client_t *c;
         ordo_reply_t *r;
         assert_int_equal(ordo_client_new(&c, &o), ORDO_OK);
