@@ -342,7 +342,7 @@ def test_auth_and_hello_auth(srv):
         assert c.call("AUTH", "nosuch", "pw").code == "WRONGPASS"
         assert c.call("AUTH", "u", "pw") == "OK"
         assert c.call("ACL", "WHOAMI") == b"u"
-        assert b" user=u\n" in c.call("CLIENT", "INFO")
+        assert b" user=u " in c.call("CLIENT", "INFO")
         assert c.call("AUTH", ADMIN_PW) == "OK"  # AUTH pass: the default user
         assert c.call("ACL", "WHOAMI") == b"default"
     with srv.raw(auth=False) as c:
@@ -513,6 +513,25 @@ def test_acl_subcommands(srv):
     with srv.raw() as c:  # COMMAND DOCS knows it (redis-py would parse the reply its own way)
         docs = c.call("COMMAND", "DOCS", "acl")
         assert docs[0] == b"acl" and b"summary" in docs[1]
+
+
+def test_redis_py_acl_helpers(srv):
+    """redis-py's own ACL calls parse ordo's replies (its ACL LOG parser
+    reads every number of Redis's client-info line, as does CLIENT INFO's)."""
+    with admin(srv) as a:
+        assert a.acl_setuser("x", enabled=True, passwords=["+pw"], keys=["a*"],
+                             commands=["+@read", "-kv.range", "+client"])
+        g = a.acl_getuser("x")
+        assert g["enabled"] and g["keys"] == ["~a*"] and g["categories"] == ["-@all", "+@read"]
+        assert g["commands"] == ["-kv.range", "+client"]
+        assert a.acl_users() == ["default", "x"] and a.acl_whoami() == "default"
+        with user_client(srv, "x", "pw") as u:
+            refused(u, "SET", "a1", "v")
+            assert u.client_info()["user"] == "x"
+        log = a.acl_log()
+        assert log[0]["object"] == "set" and log[0]["client-info"]["user"] == "x"
+        assert "coord" in a.acl_cat() and "lock.acquire" in a.acl_cat("coord")
+        assert a.acl_log_reset() and a.acl_deluser("x") == 1
 
 
 def test_acl_max_users(ordod_factory):

@@ -152,8 +152,13 @@ void cmd_watch_init(server_t *s);
 struct cmd_def_s;
 bool cmd_txn_queue(struct cmd_ctx_s *x, const struct cmd_def_s *d);
 void cmd_txn_refused(conn_t *c);
-/* cmd_txn_multi() -- is c between MULTI and EXEC/DISCARD? */
+/* cmd_txn_multi() -- is c between MULTI and EXEC/DISCARD?
+ * cmd_txn_queued() -- then the commands it queued, else -1. */
 bool cmd_txn_multi(const conn_t *c);
+long cmd_txn_queued(const conn_t *c);
+/* cmd_client_describe() -- c as a line of CLIENT LIST, without its
+ * newline (cmd_server.c), appended to b; now: the writer's clock. */
+void cmd_client_describe(ordo_buf_t *b, const conn_t *c, uint64_t now);
 void cmd_txn_conn_closed(conn_t *c);
 
 /* The command table, for COMMAND. */

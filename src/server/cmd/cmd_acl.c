@@ -53,7 +53,7 @@ typedef struct acl_log_entry_s {
     const char *context;      /* "toplevel", "multi", "http" */
     char object[300];         /* the command, the name, or the user tried (auth) */
     char user[ACL_NAME_MAX + 1];
-    char client[128];         /* id=.. addr=.. of the last one */
+    char client[1024];        /* the last one's CLIENT LIST line (cmd_client_describe()) */
     uint64_t created_ms, updated_ms;
 } acl_log_entry_t;
 
@@ -210,7 +210,10 @@ static void log_add(server_t *s, conn_t *c, const char *reason, const char *cont
     assert(st->nlog <= max);
     e->count++;
     e->updated_ms = s->now_ms;
-    snprintf(e->client, sizeof e->client, "id=%llu addr=%s", (unsigned long long)c->id, c->addr);
+    ordo_buf_t line = {0};
+    cmd_client_describe(&line, c, server_tick(s));
+    snprintf(e->client, sizeof e->client, "%.*s", (int)line.len, line.data);
+    ordo_buf_free(&line);
     memmove(&st->log[1], &st->log[0], at * sizeof *st->log); /* to the front */
     st->log[0] = e;
 }

@@ -203,15 +203,27 @@ static void cmd_hello(cmd_ctx_t *x)
     resp_add_array(x->out, 0);
 }
 
-static void client_line(ordo_buf_t *b, const conn_t *c, uint64_t now)
+/* One client as CLIENT LIST shows it (no newline). Besides ordo's own
+ * fields, Redis's that clients parse as numbers (redis-py's CLIENT INFO
+ * and ACL LOG read every one of db, sub, psub, multi, qbuf-free, argv-mem,
+ * obl, oll, tot-mem): ordo has no databases or pub/sub, and counts a
+ * client's output in omem alone, so those are 0. */
+void cmd_client_describe(ordo_buf_t *b, const conn_t *c, uint64_t now)
 {
     ordo_buf_printf(b,
                     "id=%llu addr=%s name=%s age=%llu idle=%llu resp=%d watches=%zu qbuf=%zu omem=%zu cmds=%llu "
-                    "user=%s\n",
+                    "user=%s db=0 sub=0 psub=0 multi=%ld qbuf-free=0 argv-mem=0 obl=0 oll=0 tot-mem=0",
                     (unsigned long long)c->id, c->addr, c->name ? c->name : "",
                     (unsigned long long)((now - c->created_ms) / 1000),
                     (unsigned long long)((now - c->last_cmd_ms) / 1000), c->proto, c->nwatches,
-                    c->in.len, conn_pending(c), (unsigned long long)c->commands, c->user ? c->user : "default");
+                    c->in.len, conn_pending(c), (unsigned long long)c->commands, c->user ? c->user : "default",
+                    cmd_txn_queued(c));
+}
+
+static void client_line(ordo_buf_t *b, const conn_t *c, uint64_t now)
+{
+    cmd_client_describe(b, c, now);
+    ordo_buf_puts(b, "\n");
 }
 
 static void cmd_client(cmd_ctx_t *x)

@@ -410,6 +410,8 @@ static void refuse_reply(cmd_ctx_t *x, ordo_buf_t *body, size_t before, size_t i
 
 bool cmd_txn_multi(const conn_t *c) { return c->txn != NULL && c->txn->multi; }
 
+long cmd_txn_queued(const conn_t *c) { return cmd_txn_multi(c) ? (long)c->txn->ncmds : -1; }
+
 static void cmd_exec(cmd_ctx_t *x)
 {
     server_t *s = x->srv;
