@@ -353,6 +353,10 @@ bool cmd_acl_login(cmd_ctx_t *x, const resp_arg_t *user, const resp_arg_t *pass)
     const acl_user_t *u = acl_name_ok(name, nlen) ? find_user(x->srv, name, nlen) : NULL;
     if (u != NULL && acl_pass_ok(u, pass->ptr, pass->len))
         return true;
+    if (u == NULL) { /* hash all the same, so the time taken does not tell which users exist */
+        uint8_t h[ACL_HASH_BYTES];
+        acl_hash(pass->ptr, pass->len, h);
+    }
     char q[300];
     quote(q, sizeof q, name, nlen);
     log_add(x->srv, x->conn, "auth", context_of(x->conn, "toplevel"), q, q);
