@@ -480,12 +480,12 @@ void acl_user_describe(const acl_user_t *u, ordo_buf_t *out)
 
 bool acl_pass_ok(const acl_user_t *u, const char *pw, size_t len)
 {
+    uint8_t h[ACL_HASH_BYTES];
+    acl_hash(pw, len, h); /* first: an off user takes the time of a wrong password */
     if (!u->on)
         return false;
     if (u->nopass)
         return true;
-    uint8_t h[ACL_HASH_BYTES];
-    acl_hash(pw, len, h);
     bool ok = false;
     for (size_t i = 0; i < u->nhashes; i++) {
         unsigned char diff = 0;
