@@ -534,6 +534,22 @@ def test_redis_py_acl_helpers(srv):
         assert a.acl_log_reset() and a.acl_deluser("x") == 1
 
 
+def test_acl_dryrun(srv):
+    setuser(srv, "u", "on", ">pw", "+@read", "~k*")
+    with admin(srv) as a:
+        assert a.execute_command("ACL", "DRYRUN", "u", "GET", "k1") == b"OK"
+        assert a.execute_command("ACL", "DRYRUN", "u", "SET", "k1", "v") == \
+            b"User u has no permissions to run the 'set' command"
+        assert a.execute_command("ACL", "DRYRUN", "u", "GET", "zz") == \
+            b"User u has no permissions to access the key 'zz'"
+        assert a.execute_command("ACL", "DRYRUN", "u", "PING") == b"OK"
+        with pytest.raises(redis.exceptions.ResponseError, match="not found"):
+            a.execute_command("ACL", "DRYRUN", "nosuch", "GET", "k")
+        with pytest.raises(redis.exceptions.ResponseError, match="not found"):
+            a.execute_command("ACL", "DRYRUN", "u", "NOSUCHCMD")
+        assert a.execute_command("ACL", "LOG") == []  # a dry run logs nothing
+
+
 def test_acl_max_users(ordod_factory):
     s = ordod_factory("--requirepass", ADMIN_PW, "--acl-max-users", "2")
     setuser(s, "a", "on")

@@ -181,9 +181,9 @@ bool cmd_docs_check(const cmd_def_t *d);
 void cmd_docs_entry(ordo_buf_t *out, int proto, const cmd_def_t *d);
 void cmd_docs_name(ordo_buf_t *out, const cmd_def_t *d);
 int cmd_docs_first_key(const cmd_def_t *d, bool *multiple);
-/* cmd_named() -- is there a command of this name (any case)? Not
- * counted as a call. */
-bool cmd_named(server_t *s, const char *name, size_t len);
+/* cmd_lookup() -- the command of this name (any case), or NULL; not
+ * counted as a call (ACL SETUSER's +cmd, ACL DRYRUN). */
+const cmd_def_t *cmd_lookup(server_t *s, const char *name, size_t len);
 /* cmd_find() -- the command named a (any case), or NULL. */
 const cmd_def_t *cmd_find(server_t *s, const resp_arg_t *a);
 /* cmd_find_hinted() -- cmd_find() for dispatch: *hint (NULL at first) is

@@ -1,7 +1,7 @@
 /*
  * cmd_acl.c -- users at the door: who a connection is, whether it may run
  * a command on the names it gives, and the ACL command (SETUSER, GETUSER,
- * DELUSER, LIST, USERS, WHOAMI, CAT, LOG).
+ * DELUSER, LIST, USERS, WHOAMI, CAT, LOG, DRYRUN).
  *
  * The users are the core's (core/acl.h: records, so they replicate and
  * survive restarts). What is not state lives here, in s->acl:
@@ -228,37 +228,29 @@ static const char *context_of(const conn_t *c, const char *context)
     return c->http != NULL ? "http" : context;
 }
 
-static bool refuse_cmd(cmd_ctx_t *x, const cmd_def_t *d, const char *context)
+/* Why a user may not run a command: the command itself, or one name it
+ * gives (of kind, a prefix of names if prefix). */
+typedef struct refusal_s {
+    bool by_name;
+    int kind;
+    resp_arg_t name;
+    bool prefix;
+} refusal_t;
+
+static bool refuse_name_r(refusal_t *r, int kind, resp_arg_t name, bool prefix)
 {
-    x->srv->stats.acl_denied_cmd++;
-    char name[64];
-    snprintf(name, sizeof name, "%s", d->name);
-    for (char *p = name; *p; p++)
-        *p = (char)tolower((unsigned char)*p);
-    log_add(x->srv, x->conn, "command", context_of(x->conn, context), name, conn_user_name(x->conn));
-    reply_errf(x, "NOPERM User %s has no permissions to run the '%s' command", conn_user_name(x->conn), name);
+    *r = (refusal_t){.by_name = true, .kind = kind, .name = name, .prefix = prefix};
     return false;
 }
 
-static bool refuse_name(cmd_ctx_t *x, int kind, const resp_arg_t *a, bool prefix, const char *context)
+static bool names_ok(const acl_user_t *u, const cmd_acl_t *t, size_t argc, const resp_arg_t *argv, refusal_t *r)
 {
-    x->srv->stats.acl_denied_name++;
-    char q[300];
-    quote(q, sizeof q, a->ptr, a->len);
-    log_add(x->srv, x->conn, kind_word[kind], context_of(x->conn, context), q, conn_user_name(x->conn));
-    reply_errf(x, "NOPERM User %s has no permissions to access %s%s '%s'", conn_user_name(x->conn),
-               prefix ? "every name under the prefix of " : "", kind_text[kind], q);
-    return false;
-}
-
-static bool names_ok(cmd_ctx_t *x, const cmd_def_t *d, const acl_user_t *u, const cmd_acl_t *t, const char *context)
-{
-    size_t argc = x->argc;
-    const resp_arg_t *argv = x->argv;
     if (t->untagged) { /* no tag: only a user allowed every name */
         for (int k = 0; k < ACL_NKINDS; k++)
-            if (!u->all_names[k])
-                return refuse_cmd(x, d, context);
+            if (!u->all_names[k]) {
+                *r = (refusal_t){.by_name = false};
+                return false;
+            }
         return true;
     }
     switch (t->names) {
@@ -266,12 +258,12 @@ static bool names_ok(cmd_ctx_t *x, const cmd_def_t *d, const acl_user_t *u, cons
         break;
     case NAMES_ALL:
         if (!u->all_names[t->kind])
-            return refuse_name(x, t->kind, &(resp_arg_t){.ptr = "*", .len = 1}, false, context);
+            return refuse_name_r(r, t->kind, (resp_arg_t){.ptr = "*", .len = 1}, false);
         break;
     case NAMES_PREFIX:
         if ((size_t)t->first < argc &&
             !acl_prefix_allowed(u, t->kind, argv[t->first].ptr, argv[t->first].len))
-            return refuse_name(x, t->kind, &argv[t->first], true, context);
+            return refuse_name_r(r, t->kind, argv[t->first], true);
         break;
     case NAMES_ARGS: {
         bool prefix = false;
@@ -284,7 +276,7 @@ static bool names_ok(cmd_ctx_t *x, const cmd_def_t *d, const acl_user_t *u, cons
             bool ok = prefix ? acl_prefix_allowed(u, t->kind, argv[i].ptr, argv[i].len)
                              : acl_name_allowed(u, t->kind, argv[i].ptr, argv[i].len);
             if (!ok)
-                return refuse_name(x, t->kind, &argv[i], prefix, context);
+                return refuse_name_r(r, t->kind, argv[i], prefix);
         }
         break;
     }
@@ -295,8 +287,46 @@ static bool names_ok(cmd_ctx_t *x, const cmd_def_t *d, const acl_user_t *u, cons
         for (size_t i = (size_t)t->first + 1; i + 1 < argc; i++)
             if (argv[i].len == strlen(t->opt_word) && strncasecmp(argv[i].ptr, t->opt_word, argv[i].len) == 0 &&
                 argv[i + 1].len > 0 && !acl_name_allowed(u, t->opt_kind, argv[i + 1].ptr, argv[i + 1].len))
-                return refuse_name(x, t->opt_kind, &argv[i + 1], false, context);
+                return refuse_name_r(r, t->opt_kind, argv[i + 1], false);
     return true;
+}
+
+/* judge() -- may u run d with these arguments? If not, *r says why. Pure:
+ * nothing is logged or replied. */
+static bool judge(const acl_user_t *u, const cmd_def_t *d, size_t argc, const resp_arg_t *argv, refusal_t *r)
+{
+    if (u->all_cmds && u->all_names[ACL_KEYS] && u->all_names[ACL_QUEUES] && u->all_names[ACL_COORD])
+        return true; /* the common case: no rule to walk */
+    const cmd_acl_t *t = cmd_acl_tag(d, argc, argv);
+    /* +cmd / -cmd rules name the command (a subcommand's tag gives only
+     * the categories). */
+    char lname[ACL_CMD_NAME_MAX + 1];
+    size_t n = strlen(d->name);
+    assert(n <= ACL_CMD_NAME_MAX);
+    for (size_t i = 0; i <= n; i++)
+        lname[i] = (char)tolower((unsigned char)d->name[i]);
+    if (!acl_cmd_ok(u, lname, n, t->cats)) {
+        *r = (refusal_t){.by_name = false};
+        return false;
+    }
+    return names_ok(u, t, argc, argv, r);
+}
+
+/* The -NOPERM text of r for user and command d (no code), into buf. For a
+ * name, also its quoted form into q (the ACL LOG's object). */
+static void refusal_text(char *buf, size_t blen, char *q, size_t qlen, const char *user, const cmd_def_t *d,
+                         const refusal_t *r)
+{
+    if (!r->by_name) {
+        snprintf(q, qlen, "%s", d->name);
+        for (char *p = q; *p; p++)
+            *p = (char)tolower((unsigned char)*p);
+        snprintf(buf, blen, "User %s has no permissions to run the '%s' command", user, q);
+        return;
+    }
+    quote(q, qlen, r->name.ptr, r->name.len);
+    snprintf(buf, blen, "User %s has no permissions to access %s%s '%s'", user,
+             r->prefix ? "every name under the prefix of " : "", kind_text[r->kind], q);
 }
 
 bool cmd_acl_permits(cmd_ctx_t *x, const cmd_def_t *d, const char *context)
@@ -308,19 +338,19 @@ bool cmd_acl_permits(cmd_ctx_t *x, const cmd_def_t *d, const char *context)
         reply_err(x, "NOAUTH Authentication required.");
         return false;
     }
-    if (u->all_cmds && u->all_names[ACL_KEYS] && u->all_names[ACL_QUEUES] && u->all_names[ACL_COORD])
-        return true; /* the common case: no rule to walk */
-    const cmd_acl_t *t = cmd_acl_tag(d, x->argc, x->argv);
-    /* +cmd / -cmd rules name the command (a subcommand's tag gives only
-     * the categories). */
-    char lname[ACL_CMD_NAME_MAX + 1];
-    size_t n = strlen(d->name);
-    assert(n <= ACL_CMD_NAME_MAX);
-    for (size_t i = 0; i <= n; i++)
-        lname[i] = (char)tolower((unsigned char)d->name[i]);
-    if (!acl_cmd_ok(u, lname, n, t->cats))
-        return refuse_cmd(x, d, context);
-    return names_ok(x, d, u, t, context);
+    refusal_t r;
+    if (judge(u, d, x->argc, x->argv, &r))
+        return true;
+    char why[512], q[300];
+    refusal_text(why, sizeof why, q, sizeof q, conn_user_name(x->conn), d, &r);
+    if (r.by_name)
+        x->srv->stats.acl_denied_name++;
+    else
+        x->srv->stats.acl_denied_cmd++;
+    log_add(x->srv, x->conn, r.by_name ? kind_word[r.kind] : "command", context_of(x->conn, context), q,
+            conn_user_name(x->conn));
+    reply_errf(x, "NOPERM %s", why);
+    return false;
 }
 
 bool cmd_acl_route_allowed(conn_t *c, const char *cmd)
@@ -328,19 +358,15 @@ bool cmd_acl_route_allowed(conn_t *c, const char *cmd)
     const acl_user_t *u = conn_user(c);
     if (u == NULL)
         return false;
-    if (u->all_cmds)
-        return true;
     const cmd_def_t d = {.name = cmd};
-    const cmd_acl_t *t = cmd_acl_tag(&d, 0, NULL);
-    char lname[ACL_CMD_NAME_MAX + 1];
-    size_t n = strlen(cmd);
-    assert(n <= ACL_CMD_NAME_MAX);
-    for (size_t i = 0; i <= n; i++)
-        lname[i] = (char)tolower((unsigned char)cmd[i]);
-    if (acl_cmd_ok(u, lname, n, t->cats))
+    const resp_arg_t argv[1] = {{{cmd}, strlen(cmd)}};
+    refusal_t r;
+    if (judge(u, &d, 1, argv, &r))
         return true;
+    char why[512], q[300];
+    refusal_text(why, sizeof why, q, sizeof q, conn_user_name(c), &d, &r);
     c->srv->stats.acl_denied_cmd++;
-    log_add(c->srv, c, "command", "http", lname, conn_user_name(c));
+    log_add(c->srv, c, "command", "http", q, conn_user_name(c));
     return false;
 }
 
@@ -379,7 +405,7 @@ bool cmd_acl_http_login(conn_t *c, const char *user, size_t ulen, const char *pa
  * Returns 0, or -1 with *err. */
 static int apply_rule(server_t *s, acl_user_t *u, const char *w, size_t len, const char **err)
 {
-    if (len >= 2 && (w[0] == '+' || w[0] == '-') && w[1] != '@' && !cmd_named(s, w + 1, len - 1)) {
+    if (len >= 2 && (w[0] == '+' || w[0] == '-') && w[1] != '@' && cmd_lookup(s, w + 1, len - 1) == NULL) {
         *err = "Unknown command";
         return -1;
     }
@@ -675,6 +701,38 @@ static void acl_log(cmd_ctx_t *x)
 
 static void acl_whoami(cmd_ctx_t *x) { resp_add_bulk_str(x->out, conn_user_name(x->conn)); }
 
+/* ACL DRYRUN user command [arg ...]: OK if user's rules allow it, else the
+ * refusal's text as a bulk string, as Redis answers; nothing is run,
+ * logged or counted. */
+static void acl_dryrun(cmd_ctx_t *x)
+{
+    if (x->argc < 4) {
+        reply_errf(x, "ERR wrong number of arguments for 'acl|dryrun' command");
+        return;
+    }
+    const acl_user_t *u = find_user(x->srv, x->argv[2].ptr, x->argv[2].len);
+    char q[300];
+    if (u == NULL) {
+        quote(q, sizeof q, x->argv[2].ptr, x->argv[2].len);
+        reply_errf(x, "ERR User '%s' not found", q);
+        return;
+    }
+    const cmd_def_t *d = cmd_lookup(x->srv, x->argv[3].ptr, x->argv[3].len);
+    if (d == NULL) {
+        quote(q, sizeof q, x->argv[3].ptr, x->argv[3].len);
+        reply_errf(x, "ERR Command '%s' not found", q);
+        return;
+    }
+    refusal_t r;
+    if ((d->flags & CMD_NOAUTH) || judge(u, d, x->argc - 3, x->argv + 3, &r)) {
+        reply_ok(x);
+        return;
+    }
+    char why[512];
+    refusal_text(why, sizeof why, q, sizeof q, u->name, d, &r);
+    resp_add_bulk_str(x->out, why);
+}
+
 static void cmd_acl(cmd_ctx_t *x)
 {
     static const struct {
@@ -683,6 +741,7 @@ static void cmd_acl(cmd_ctx_t *x)
     } subs[] = {
         {"SETUSER", acl_setuser}, {"GETUSER", acl_getuser}, {"DELUSER", acl_deluser}, {"LIST", acl_list},
         {"USERS", acl_users},     {"WHOAMI", acl_whoami},   {"CAT", acl_cat},         {"LOG", acl_log},
+        {"DRYRUN", acl_dryrun},
     };
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
         if (arg_is(x, 1, subs[i].name)) {
@@ -695,7 +754,8 @@ static void cmd_acl(cmd_ctx_t *x)
         }
     char q[300];
     quote(q, sizeof q, x->argv[1].ptr, x->argv[1].len);
-    reply_errf(x, "ERR unknown subcommand '%s'. Try SETUSER, GETUSER, DELUSER, LIST, USERS, WHOAMI, CAT or LOG.", q);
+    reply_errf(x, "ERR unknown subcommand '%s'. Try SETUSER, GETUSER, DELUSER, LIST, USERS, WHOAMI, CAT, LOG or "
+                  "DRYRUN.", q);
 }
 
 /* ---- the aclfile ----------------------------------------------------------------------- */
@@ -827,9 +887,9 @@ void cmd_acl_cron(server_t *s)
 const cmd_def_t cmd_acl_defs[] = {
     {"ACL", -2, 0, cmd_acl,
      "Users and permissions: SETUSER name rules, GETUSER, DELUSER, LIST, USERS, WHOAMI, CAT [category], "
-     "LOG [count|RESET]",
+     "LOG [count|RESET], DRYRUN user command args",
      "SETUSER username [rule [rule ...]] | GETUSER username | DELUSER username [username ...] | LIST | USERS | "
-     "WHOAMI | CAT [category] | LOG [count|RESET]",
+     "WHOAMI | CAT [category] | LOG [count|RESET] | DRYRUN username command [arg [arg ...]]",
      "server"},
 };
 

@@ -164,9 +164,10 @@ static cmd_entry_t *lookup(server_t *s, const resp_arg_t *a)
     return (cmd_entry_t *)ordo_htab_find(&s->commands, h, name, a->len);
 }
 
-bool cmd_named(server_t *s, const char *name, size_t len)
+const cmd_def_t *cmd_lookup(server_t *s, const char *name, size_t len)
 {
-    return lookup(s, &(resp_arg_t){{name}, len}) != NULL;
+    const cmd_entry_t *e = lookup(s, &(resp_arg_t){{name}, len});
+    return e != NULL ? e->def : NULL;
 }
 
 const cmd_def_t *cmd_find(server_t *s, const resp_arg_t *a)
