@@ -3,12 +3,12 @@
  * speaks RESP3, and typed calls for every command family on top of it.
  *
  * The connection (ordo_client_t)
- *   - Connects to host:port, sends `HELLO 3` (with `AUTH default <password>`
- *     when a password is set) and from then on reads RESP3: replies and push
+ *   - Connects to host:port, sends `HELLO 3` (with `AUTH <user> <password>`
+ *     when a password is set; the user is opts.user, `default` if NULL) and from then on reads RESP3: replies and push
  *     frames (`>`) interleave; pushes are kept in arrival order in a FIFO and
  *     handed out by ordo_client_next_push(), never mixed with replies.
  *     A server that refuses HELLO (an older ordod, a Redis speaking RESP2)
- *     gets `AUTH` alone and the connection stays RESP2.
+ *     gets `AUTH [user] password` alone and the connection stays RESP2.
  *   - Pipelines: ordo_client_append() queues commands (nothing is sent),
  *     ordo_client_get_reply() flushes what is queued and returns the replies
  *     one by one, in order. ordo_client_command() is append + get_reply.
@@ -209,6 +209,7 @@ typedef struct ordo_client_opts {
     const char *tls_key_file;    /* its private key (PEM, unencrypted) */
     const char *tls_server_name; /* the name to verify and send as SNI; NULL: the host connected to */
     int tls_no_verify;           /* nonzero: accept any server certificate (tests only: no protection) */
+    const char *user;            /* the user password is for (ACL SETUSER); NULL: "default" */
 } ordo_client_opts_t;
 
 /* Reply types: RESP2 and RESP3. Maps hold 2*n elements, key then value. */

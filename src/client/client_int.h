@@ -74,6 +74,7 @@ typedef struct push_node {
 struct ordo_client {
     /* configuration (copied) */
     char *password;
+    char *user;                 /* NULL: "default" (opts.user) */
     int connect_timeout_ms, call_timeout_ms, reconnect_timeout_ms;
     int backoff_min_ms, backoff_max_ms, redirects_max;
     int resp2_only;

@@ -136,6 +136,11 @@ int ordo_client_new(ordo_client_t **out, const ordo_client_opts_t *opts)
         if (c->password == NULL)
             goto fail_password;
     }
+    if (o.user) {
+        c->user = strdup(o.user);
+        if (c->user == NULL)
+            goto fail_user;
+    }
     CLIENT_OPTS_APPLY(c, o);
     if (client_tls_init(c, &o) != ORDO_OK)
         goto fail_tls;
@@ -154,6 +159,8 @@ int ordo_client_new(ordo_client_t **out, const ordo_client_opts_t *opts)
     return ORDO_OK;
 fail_tls:
     client_tls_free(c);
+    free(c->user);
+fail_user:
     free(c->password);
 fail_password:
     free(c);
@@ -199,6 +206,7 @@ void ordo_client_free(ordo_client_t *c)
     cresp_buf_free(&c->out);
     client_tls_free(c);
     free(c->password);
+    free(c->user);
     free(c);
 }
 
@@ -481,7 +489,7 @@ static int handshake(ordo_client_t *c, int64_t deadline)
     ordo_reply_t *r = NULL;
     int rc;
     if (!c->resp2_only) {
-        const char *hello[] = { "HELLO", "3", "AUTH", "default", c->password };
+        const char *hello[] = { "HELLO", "3", "AUTH", c->user ? c->user : "default", c->password };
         if ((rc = handshake_call(c, c->password ? 5 : 2, hello, deadline, &r)) != ORDO_OK)
             return rc;
         if (r->type != ORDO_REPLY_ERROR) {
@@ -499,8 +507,8 @@ static int handshake(ordo_client_t *c, int64_t deadline)
     }
     c->proto = 2;
     if (c->password) {
-        const char *auth[] = { "AUTH", c->password };
-        if ((rc = handshake_call(c, 2, auth, deadline, &r)) != ORDO_OK)
+        const char *auth[] = { "AUTH", c->user ? c->user : c->password, c->password };
+        if ((rc = handshake_call(c, c->user ? 3 : 2, auth, deadline, &r)) != ORDO_OK)
             return rc;
         if (r->type == ORDO_REPLY_ERROR) {
             rc = client_seterr(c, ORDO_EAUTH, "%s", r->str);

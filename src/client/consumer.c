@@ -58,7 +58,7 @@ typedef struct worker {
 struct ordo_consumer {
     ordo_consumer_opts_t o;
     char *queue;
-    char *host, *addrs, *password;
+    char *host, *addrs, *password, *user;
     atomic_bool stopping;     /* ordo_consumer_stop(): pull no more */
     atomic_bool keeper_stop;  /* set once every worker has ended */
     atomic_uint_fast64_t acked, nacked, stale;
@@ -172,6 +172,7 @@ static ordo_client_t *own_client(struct ordo_consumer *k)
     co.host = k->host;
     co.addrs = k->addrs;
     co.password = k->password;
+    co.user = k->user;
     co = client_sliced(co);
     ordo_client_t *c;
     return ordo_client_new(&c, &co) == ORDO_OK ? c : NULL;
@@ -239,6 +240,7 @@ static void consumer_free(struct ordo_consumer *k)
     free(k->host);
     free(k->addrs);
     free(k->password);
+    free(k->user);
     pthread_cond_destroy(&k->keeper_cv);
     pthread_mutex_destroy(&k->mu);
     free(k);
@@ -273,9 +275,11 @@ int ordo_consumer_new(ordo_consumer_t **out, const ordo_consumer_opts_t *o)
     k->host = o->conn.host ? strdup(o->conn.host) : NULL;
     k->addrs = o->conn.addrs ? strdup(o->conn.addrs) : NULL;
     k->password = o->conn.password ? strdup(o->conn.password) : NULL;
+    k->user = o->conn.user ? strdup(o->conn.user) : NULL;
     k->slots = calloc((size_t)k->o.concurrency, sizeof *k->slots);
     k->workers = calloc((size_t)k->o.concurrency, sizeof *k->workers);
     if (!k->queue || (o->conn.host && !k->host) || (o->conn.addrs && !k->addrs) || (o->conn.password && !k->password) ||
+        (o->conn.user && !k->user) ||
         !k->slots || !k->workers)
         goto fail_alloc;
     rc = ORDO_ESYS;

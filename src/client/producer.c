@@ -80,7 +80,7 @@ typedef struct pmsg {
 
 struct ordo_producer {
     ordo_producer_opts_t o;
-    char *queue, *host, *addrs, *password, *spill_path;
+    char *queue, *host, *addrs, *password, *user, *spill_path;
     char pid[ORDO_PRODUCER_ID_MAX + 1];
 
     pthread_mutex_t mu;
@@ -486,6 +486,7 @@ static void *sender_main(void *arg)
     co.host = p->host;
     co.addrs = p->addrs;
     co.password = p->password;
+    co.user = p->user;
     co = client_sliced(co);
     ordo_client_t *c = NULL;
     (void)ordo_client_new(&c, &co); /* NULL: out of memory, the loop below does not run */
@@ -597,6 +598,7 @@ static void producer_free(ordo_producer_t *p)
     free(p->host);
     free(p->addrs);
     free(p->password);
+    free(p->user);
     free(p->spill_path);
     free(p);
 }
@@ -638,8 +640,9 @@ int ordo_producer_new(ordo_producer_t **out, const ordo_producer_opts_t *o)
     p->host = o->conn.host ? strdup(o->conn.host) : NULL;
     p->addrs = o->conn.addrs ? strdup(o->conn.addrs) : NULL;
     p->password = o->conn.password ? strdup(o->conn.password) : NULL;
+    p->user = o->conn.user ? strdup(o->conn.user) : NULL;
     p->spill_path = o->spill_path ? strdup(o->spill_path) : NULL;
-    if (!p->queue || (o->conn.host && !p->host) || (o->conn.addrs && !p->addrs) || (o->conn.password && !p->password) ||
+    if (!p->queue || (o->conn.host && !p->host) || (o->conn.addrs && !p->addrs) || (o->conn.password && !p->password) || (o->conn.user && !p->user) ||
         (o->spill_path && !p->spill_path))
         goto fail;
     if (o->producer_id)

@@ -65,6 +65,16 @@ static const option_def_t options[] = {
      * its descriptor briefly. */
     INT_OPT("tls-handshake-timeout-ms", tls_handshake_timeout_ms, "10000", 100, 3600000,
             "TLS: a connection whose handshake has not finished within this is closed"),
+    STR_OPT("aclfile", aclfile, "",
+            "users to create on a first start (an empty data directory), one 'user NAME RULES...' a line; "
+            "afterwards the log holds the users and the file is not read again"),
+    /* Redis's default: enough to see a pattern of refusals, small enough
+     * (an entry is under 1 KiB) that a client cannot grow it. */
+    INT_OPT("acl-log-max-len", acl_log_max_len, "128", 0, 100000,
+            "refused commands and authentications kept for ACL LOG (identical ones are counted in one entry)"),
+    /* Users are looked up at AUTH and each is a record in every snapshot:
+     * a thousand is far past a hand-written list. */
+    INT_OPT("acl-max-users", acl_max_users, "1024", 1, 1000000, "users at most (ACL SETUSER past it: -LIMIT)"),
     STR_OPT("dir", dir, "./data", "data directory"),
     {"fsync", OPT_FSYNC, offsetof(ordo_config_t, fsync), 0, "always", 0, 2,
      "durability policy: always | everysec | no"},

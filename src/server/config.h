@@ -36,6 +36,10 @@ typedef struct ordo_config_s {
     char tls_ciphers[512];           /* TLS 1.2 cipher list */
     char tls_ciphersuites[512];      /* TLS 1.3 suites */
     int64_t tls_handshake_timeout_ms; /* a TLS handshake must finish within this */
+    /* users (core/acl.h, cmd/cmd_acl.c) */
+    char aclfile[1024];              /* users to create on a first start (empty: none) */
+    int64_t acl_log_max_len;         /* ACL LOG entries kept */
+    int64_t acl_max_users;           /* users at most (ACL SETUSER of a new one past it: -LIMIT) */
     /* data */
     char dir[1024];
     int64_t fsync;                   /* enum fsync_policy */

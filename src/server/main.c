@@ -178,6 +178,13 @@ int main(int argc, char **argv)
      * is behind the last record, the writer's clock continues from it. */
     server_clock_resume(s, core_last_time_ms(s->core));
     writer_start(s);
+    /* A single server seeds its users from the aclfile now; a cluster's
+     * leader does when it first leads (cmd_cron()). */
+    if (s->cfg.node_id == 0 && cmd_acl_seed(s, err, sizeof err) != 0) {
+        fprintf(stderr, "ordod: %s\n", err);
+        rc = 1;
+        goto fail_cmds;
+    }
     uv_signal_init(s->loop, &s->sigint);
     uv_signal_init(s->loop, &s->sigterm);
     uv_signal_init(s->loop, &s->sighup);

@@ -75,6 +75,8 @@ typedef struct server_stats_s {
     uint64_t clients_closed_output;   /* closed for passing an output limit */
     uint64_t allocator_trims;         /* malloc_trim calls after large buffers were freed */
     uint64_t auth_failures;           /* AUTH / HELLO AUTH with a wrong user or password */
+    uint64_t acl_denied_cmd;          /* commands a user's rules refused (-NOPERM, cmd_acl.c) */
+    uint64_t acl_denied_name;         /* keys, queues, locks, elections a user's rules refused */
     uint64_t transactions_total;      /* EXECs that applied */
     uint64_t transactions_aborted;    /* EXECs that applied nothing: EXECABORT, a WATCH, a guard */
     uint64_t auth_fail_logged_ms;     /* when the last one was logged (rate limit), 0: never */
@@ -132,6 +134,7 @@ struct server_s {
     ordo_htab_t commands;            /* name (lower case) -> command */
     cmd_history_t *history;          /* samples of the last hour and day (cmd_init() makes it) */
     struct scan_cursors_s *scan;     /* SCAN's cursors (cmd/cmd_keyspace.c), NULL until the first SCAN */
+    struct cmd_acl_state_s *acl;     /* the implicit default user and ACL LOG (cmd/cmd_acl.c) */
     net_t net;                       /* listeners and connections (net/net.h) */
     writer_t writer;                 /* the single writer's machinery (writer/writer.h) */
     uint64_t next_watch_id;

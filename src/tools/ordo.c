@@ -2,7 +2,7 @@
  * ordo.c -- the `ordo` command-line tool (docs/client.md, "The `ordo` tool"), built on
  * the client library only (ordo/client.h).
  *
- *   ordo [-h host[:port][,host:port...]] [-p port] [-a password] [--timeout MS]
+ *   ordo [-h host[:port][,host:port...]] [-p port] [-a password] [--user NAME] [--timeout MS]
  *        [--tls [--cacert FILE] [--cert FILE --key FILE] [--sni NAME]] COMMAND ...
  *     watch KEY | --prefix P [--from REV]   one line per event, resumes by itself
  *     call QUEUE KEY PAYLOAD [--id ID] [--timeout MS]
@@ -15,6 +15,8 @@
  * Addresses: -h takes one host or a list (host:port, [v6]:port; an entry
  * without a port gets -p's); without -h and -p, ORDO_ADDRS; every client
  * learns the rest of a cluster from CLUSTER MEMBERS and follows the leader.
+ * --user names the user -a's password is for (ACL SETUSER); without it,
+ * ORDO_USER; without that, the default user.
  * A port outside 1..65535 or an address that does not parse is a usage
  * error. One-shot commands (call, push, top, status) give up after
  * --timeout (default TOOL_TIMEOUT_MS_DEFAULT), naming the addresses tried.
@@ -80,10 +82,11 @@ extern char **environ;
 #define TOOL_HOST_MAX 256
 
 static const char *usage_text =
-    "usage: ordo [-h host[:port][,host:port...]] [-p port] [-a password] [--timeout MS]\n"
+    "usage: ordo [-h host[:port][,host:port...]] [-p port] [-a password] [--user NAME] [--timeout MS]\n"
     "            [--tls [--cacert FILE] [--cert FILE --key FILE] [--sni NAME]] COMMAND ...\n"
-    "  (without -h/-p: ORDO_ADDRS, a list like -h's; --timeout: one-shot commands, default 5000;\n"
-    "   --tls: to a tls-port, verifying the server against --cacert and its name)\n"
+    "  (without -h/-p: ORDO_ADDRS, a list like -h's; without --user: ORDO_USER, else the default user;\n"
+    "   --timeout: one-shot commands, default 5000; --tls: to a tls-port, verifying the server against\n"
+    "   --cacert and its name)\n"
     "  watch KEY | --prefix P [--from REV]\n"
     "  call QUEUE KEY PAYLOAD [--id ID] [--timeout MS]\n"
     "  push QUEUE KEY PAYLOAD [--id ID]\n"
@@ -954,6 +957,8 @@ int main(int argc, char **argv)
             }
         } else if (strcmp(argv[i], "-a") == 0) {
             co.password = argv[++i];
+        } else if (strcmp(argv[i], "--user") == 0) {
+            co.user = argv[++i];
         } else if (strcmp(argv[i], "--timeout") == 0) {
             if (parse_i64(argv[++i], &timeout_ms) != 0 || timeout_ms <= 0 || timeout_ms > INT32_MAX) {
                 fprintf(stderr, "ordo: --timeout %s: not a number of milliseconds\n", argv[i]);
@@ -963,6 +968,9 @@ int main(int argc, char **argv)
             return usage();
         }
     }
+    const char *env_user = getenv("ORDO_USER");
+    if (co.user == NULL && env_user != NULL && *env_user != '\0')
+        co.user = env_user;
     /* -h/-p name the server; without them, ORDO_ADDRS; then the default. */
     char *addrs = NULL;
     const char *env = getenv("ORDO_ADDRS");

@@ -9,6 +9,7 @@
  * The seam is the link: http.c is linked alone, and this file provides
  * what it calls outside itself -- cmd_dispatch() (records the command and
  * writes a canned RESP reply, as a command would), cmd_http_*(), the
+ * users' (cmd_acl_*(): the default user and a user "u"), the
  * connection calls of net.c and the dashboard's assets. http.c is not
  * changed for it. A server_t and conn_t are made by hand; the HTTP
  * listener record, private to http.c, is mirrored below (http_conn_init()
@@ -144,6 +145,43 @@ void cmd_http_json_field(ordo_buf_t *b, const char *name, const char *s, size_t 
     hash_bytes(&hs->hash, s, n);
 }
 
+/* Users (cmd_acl.c): the default user is requirepass's (nopass without
+ * one); user "u" with password "pw" exists too, so the Basic and Bearer
+ * user:password paths run, and may not run INFO (/metrics: 403). */
+bool cmd_acl_default_nopass(server_t *s) { return s->cfg.requirepass[0] == '\0'; }
+
+void cmd_acl_set_user(conn_t *c, const char *name, size_t nlen)
+{
+    free(c->user);
+    c->user = NULL;
+    if (!(nlen == 7 && memcmp(name, "default", 7) == 0)) {
+        c->user = malloc(nlen + 1);
+        CHECK(c->user != NULL);
+        memcpy(c->user, name, nlen);
+        c->user[nlen] = '\0';
+    }
+    hash_bytes(&hs->hash, name, nlen);
+}
+
+bool cmd_acl_http_login(conn_t *c, const char *user, size_t ulen, const char *pass, size_t plen)
+{
+    const char *want = c->srv->cfg.requirepass;
+    bool ok;
+    if (user == NULL)
+        ok = want[0] == '\0' || (plen == strlen(want) && memcmp(pass, want, plen) == 0);
+    else
+        ok = ulen == 1 && user[0] == 'u' && plen == 2 && memcmp(pass, "pw", 2) == 0;
+    if (ok)
+        cmd_acl_set_user(c, user ? user : "default", user ? ulen : 7);
+    return ok;
+}
+
+bool cmd_acl_route_allowed(conn_t *c, const char *cmd)
+{
+    (void)cmd;
+    return c->user == NULL;
+}
+
 void conn_flush(conn_t *c) { (void)c; }
 void conn_close(conn_t *c) { c->closing = true; }
 
@@ -239,6 +277,7 @@ static uint64_t run(const uint8_t *data, size_t size, size_t step, unsigned mode
     hash_bytes(&h.hash, sent.data ? sent.data : "", keep);
     http_conn_free(c);
     CHECK(l->nconns == 0);
+    free(c->user);
     ordo_buf_free(&sent);
     ordo_buf_free(&c->in);
     ordo_buf_free(&c->out);
@@ -279,6 +318,9 @@ void fuzz_seeds(void)
     SEED("watch", "\x07GET /v1/watch?prefix=a%20b&x=1 HTTP/1.1\r\nLast-Event-ID: 7\r\n\r\n");
     SEED("auth", "\x11GET /metrics HTTP/1.1\r\nAuthorization: Bearer pw\r\n\r\n"
                  "GET /v1/status HTTP/1.1\r\nauthorization: bearer nope\r\n\r\n");
+    SEED("users", "\x11GET /v1/kv/a HTTP/1.1\r\nAuthorization: Basic dTpwdw==\r\n\r\n"
+                  "GET /metrics HTTP/1.1\r\nAuthorization: Bearer u:pw\r\n\r\n"
+                  "GET /v1/kv/b HTTP/1.1\r\nAuthorization: Basic !!!\r\n\r\n");
     SEED("misc", "\x02GET /healthz HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\n\r\nHEAD /nowhere HTTP/1.1\r\n\r\n"
                  "GET /v1/kv/%zz HTTP/1.1\r\nConnection: close\r\n\r\n");
     SEED("limits", "\x21POST /v1/queues/q/keys/k HTTP/1.1\r\nContent-Length: 100\r\n\r\n"

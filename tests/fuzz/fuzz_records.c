@@ -3,7 +3,7 @@
  * targets that read records (record, WAL, raft entry, snapshot). Applied
  * in order to an empty core they build a little of every kind of state:
  * keys, a lease, a lock, an election, a queue with messages in each
- * state, a transaction. Ids and tokens aim at what earlier records of the
+ * state, a transaction, users. Ids and tokens aim at what earlier records of the
  * list create; one that misses (applies as a no-op or an error) does no
  * harm: seeds only need to be well formed.
  */
@@ -98,6 +98,10 @@ size_t fuzz_sample_records(record_t *out, size_t max)
         {.type = REC_Q_PUSH, .time_ms = T0, .flags = REC_F_IDEM,
          .q_push = {.queue = "q", .qlen = 1, .key = "k4", .klen = 2, .payload = "p4", .plen = 2,
                     .dedup_id = "idem-1", .dlen = 6, .idem_hash = 0x1234abcd, .idem_ms = 86400000}},
+        {.type = REC_ACL_SETUSER, .time_ms = T0,
+         .acl = {.name = "alice", .nlen = 5, .rules = "on nopass ~a* %Q~q %C~l -@all +@read +q.push", .rlen = 44}},
+        {.type = REC_ACL_SETUSER, .time_ms = T0, .acl = {.name = "bob", .nlen = 3, .rules = "off -@all", .rlen = 9}},
+        {.type = REC_ACL_DELUSER, .time_ms = T0, .acl = {.name = "bob", .nlen = 3}},
     };
     size_t n = sizeof all / sizeof all[0];
     CHECK(n <= max);

@@ -209,6 +209,44 @@ static inline int script_leader(fake_t *f, int fd, const ordo_reply_t *cmd, int 
     return 0;
 }
 
+/* Requires HELLO 3 AUTH alice secret (opts.user). */
+static inline int script_auth_user(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
+{
+    (void)conn_no;
+    if (is(cmd, 0, "HELLO")) {
+        if (cmd->n == 5 && is(cmd, 2, "AUTH") && is(cmd, 3, "alice") && strcmp(cmd->elem[4]->str, f->password) == 0)
+            say(fd, HELLO_REPLY);
+        else
+            say(fd, "-WRONGPASS invalid username-password pair\r\n");
+        return 0;
+    }
+    return script_basic(f, fd, cmd, conn_no);
+}
+
+/* RESP2 and AUTH user password, nothing else. */
+static inline int script_resp2_user(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
+{
+    (void)conn_no;
+    if (is(cmd, 0, "HELLO"))
+        say(fd, "-ERR unknown command 'HELLO'\r\n");
+    else if (is(cmd, 0, "AUTH"))
+        say(fd, cmd->n == 3 && is(cmd, 1, "alice") && strcmp(cmd->elem[2]->str, f->password) == 0
+                    ? "+OK\r\n"
+                    : "-WRONGPASS invalid username-password pair\r\n");
+    else
+        say(fd, "+PONG\r\n");
+    return 0;
+}
+
+/* The servers above that want user alice: [0] on RESP3 (password
+ * "secret"), [1] on RESP2 ("pw"); fake_user_start(f, i) starts the i-th. */
+#define FAKE_USER_SERVERS 2
+static inline void fake_user_start(fake_t *f, int i)
+{
+    static const char *const passwords[FAKE_USER_SERVERS] = { "secret", "pw" };
+    fake_start(f, i == 0 ? script_auth_user : script_resp2_user, passwords[i]);
+}
+
 /* ---- hostile servers (test_client_hostile.c, test_client_async.c) ------------------ */
 
 /* say_forever() -- write chunk again and again until the peer hangs up

@@ -1,6 +1,7 @@
 /*
  * test_client_async.c -- the asynchronous client (src/client/uv/) on a
- * libuv loop, against the fake servers of client_fake.h: handshake, a push
+ * libuv loop, against the fake servers of client_fake.h: handshake (with a
+ * user, on RESP3 and RESP2), a push
  * before its reply, pipelined replies in order, commands issued before the
  * connection exists, reconnection after refused handshakes and after a
  * connection that breaks with a command in flight (ORDO_ECONN, never a
@@ -123,6 +124,29 @@ static void test_async_basic(void **st)
     assert_int_equal(g.connects, 1);
     close_and_drain(&loop, c, &g);
     fake_stop(&f);
+}
+
+/* opts.user goes in HELLO 3 AUTH, and in AUTH user password on RESP2. */
+static void test_async_auth_user(void **st)
+{
+    (void)st;
+    for (int i = 0; i < FAKE_USER_SERVERS; i++) {
+        fake_t f;
+        fake_user_start(&f, i);
+        uv_loop_t loop;
+        uv_loop_init(&loop);
+        got_t g = { 0 };
+        ordo_client_opts_t o = { .port = f.port, .call_timeout_ms = 2000, .password = f.password, .user = "alice" };
+        ordo_aclient_t *c;
+        assert_int_equal(ordo_aclient_new(&c, &loop, &o), ORDO_OK);
+        assert_int_equal(ordo_aclient_command(c, 0, 1, PING, NULL, on_reply, &g), ORDO_OK);
+        run_until(&loop, &g.n, 1);
+        assert_int_equal(g.status[0], ORDO_OK);
+        assert_string_equal(g.text[0], "PONG");
+        assert_int_equal(ordo_aclient_proto(c), i == 0 ? 3 : 2);
+        close_and_drain(&loop, c, &g);
+        fake_stop(&f);
+    }
 }
 
 static void test_async_reconnect_and_broken(void **st)
@@ -279,6 +303,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_async_basic),
+        cmocka_unit_test(test_async_auth_user),
         cmocka_unit_test(test_async_reconnect_and_broken),
         cmocka_unit_test(test_async_timeout_and_close_cancels),
         cmocka_unit_test(test_async_notleader),

@@ -3,7 +3,8 @@
  * fake servers: a thread that listens on a loopback port, serves one
  * connection at a time, parses each request with the client's own parser
  * (requests are arrays of bulk strings) and answers through a script
- * function chosen by the test. Covers the HELLO 3 / AUTH handshake and the
+ * function chosen by the test. Covers the HELLO 3 / AUTH handshake (with
+ * the default user and with opts.user) and the
  * RESP2 fallback, push frames between replies (written torn, byte by
  * byte), pipelining, per-call timeouts, reconnection with backoff after
  * refused handshakes and dropped connections, and -NOTLEADER redirects.
@@ -198,6 +199,30 @@ static void test_auth(void **st)
     fake_stop(&f);
 }
 
+/* opts.user goes in HELLO 3 AUTH, and in AUTH user password on RESP2;
+ * without it the default user is named, which these servers refuse. */
+static void test_auth_user(void **st)
+{
+    (void)st;
+    for (int i = 0; i < FAKE_USER_SERVERS; i++) {
+        fake_t f;
+        fake_user_start(&f, i);
+        ordo_client_opts_t o = { .port = f.port, .password = f.password, .user = "alice", .call_timeout_ms = 2000 };
+        ordo_client_t *c;
+        ordo_reply_t *r;
+        assert_int_equal(ordo_client_new(&c, &o), ORDO_OK);
+        assert_int_equal(ordo_client_command_strs(c, 0, &r, "PING", NULL), ORDO_OK);
+        assert_int_equal(ordo_client_proto(c), i == 0 ? 3 : 2);
+        ordo_reply_free(r);
+        ordo_client_free(c);
+        o.user = NULL;
+        assert_int_equal(ordo_client_new(&c, &o), ORDO_OK);
+        assert_int_equal(ordo_client_command_strs(c, 0, &r, "PING", NULL), ORDO_EAUTH);
+        ordo_client_free(c);
+        fake_stop(&f);
+    }
+}
+
 /* An older server: HELLO unknown, so RESP2 and AUTH. */
 static int script_resp2(fake_t *f, int fd, const ordo_reply_t *cmd, int conn_no)
 {
@@ -298,6 +323,7 @@ int main(void)
         cmocka_unit_test(test_backoff_bounds),
         cmocka_unit_test(test_notleader_redirect),
         cmocka_unit_test(test_auth),
+        cmocka_unit_test(test_auth_user),
         cmocka_unit_test(test_resp2_fallback),
         cmocka_unit_test(test_error_mapping),
         cmocka_unit_test(test_object_shape),

@@ -181,6 +181,10 @@ static const case_t cases[] = {
     {{.type = REC_APPEND, .time_ms = 45, .append = {.key = "ak", .klen = 2, .val = "tail", .vlen = 4}},
      {.type = REC_APPEND, .time_ms = 45, .key = "ak", .klen = 2, .val = "tail", .vlen = 4}},
     {{.type = REC_FLUSH, .time_ms = 46}, {.type = REC_FLUSH, .time_ms = 46}},
+    {{.type = REC_ACL_SETUSER, .time_ms = 45, .acl = {.name = "alice", .nlen = 5, .rules = "on -@all", .rlen = 8}},
+     {.type = REC_ACL_SETUSER, .time_ms = 45, .key = "alice", .klen = 5, .val = "on -@all", .vlen = 8}},
+    {{.type = REC_ACL_DELUSER, .time_ms = 46, .acl = {.name = "bob", .nlen = 3}},
+     {.type = REC_ACL_DELUSER, .time_ms = 46, .key = "bob", .klen = 3}},
 };
 
 #define NCASES (sizeof cases / sizeof cases[0])

@@ -188,7 +188,7 @@ static void test_previous_format_loads(void **state)
     snapfile_t t;
     snapfile_open(&t);
     char err[512];
-    const uint32_t versions[] = {SNAP_FORMAT_V3, SNAP_FORMAT};
+    const uint32_t versions[] = {SNAP_FORMAT_V3, SNAP_FORMAT_V4, SNAP_FORMAT};
     for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++) {
         put_u32(t.b + 8, versions[i]);
         put_u32(t.b + t.len - 4, ordo_crc32c(0, t.b, t.len - 4));

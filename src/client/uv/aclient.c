@@ -76,6 +76,7 @@ struct ordo_aclient {
     client_members_t members;
     int learn; /* ask CLUSTER MEMBERS in the next handshake */
     char *password;
+    char *user; /* NULL: "default" (opts.user) */
     int connect_timeout_ms, call_timeout_ms, reconnect_timeout_ms;
     int backoff_min_ms, backoff_max_ms, redirects_max, resp2_only;
     int64_t reply_bytes_max, reply_elems_max;
@@ -209,6 +210,7 @@ static void free_config(ordo_aclient_t *c)
     free(c->tls_bad);
     free(c->tls_rbuf);
     free(c->password);
+    free(c->user);
     free(c);
 }
 
@@ -459,8 +461,8 @@ static void handshake_reply(ordo_aclient_t *c, const ordo_reply_t *r)
     if (c->hs_stage == 1 && c->password) {
         c->proto = 2;
         c->hs_stage = 2;
-        const char *auth[] = { "AUTH", c->password };
-        if (write_command(c, 2, auth) != ORDO_OK)
+        const char *auth[] = { "AUTH", c->user ? c->user : c->password, c->password };
+        if (write_command(c, c->user ? 3 : 2, auth) != ORDO_OK)
             conn_reset(c, ORDO_ECONN);
         return;
     }
@@ -525,7 +527,7 @@ static void send_hello(ordo_aclient_t *c)
         const char *ping[] = { "HELLO", "2" };
         rc = write_command(c, 2, ping); /* an error reply leads to RESP2 + AUTH */
     } else {
-        const char *hello[] = { "HELLO", "3", "AUTH", "default", c->password };
+        const char *hello[] = { "HELLO", "3", "AUTH", c->user ? c->user : "default", c->password };
         rc = write_command(c, c->password ? 5 : 2, hello);
     }
     if (rc != ORDO_OK)
@@ -784,7 +786,8 @@ int ordo_aclient_new(ordo_aclient_t **out, uv_loop_t *loop, const ordo_client_op
         return ORDO_EINVAL;
     }
     c->learn = 1;
-    if (o.password && (c->password = strdup(o.password)) == NULL) {
+    if ((o.password && (c->password = strdup(o.password)) == NULL) || (o.user && (c->user = strdup(o.user)) == NULL)) {
+        free(c->password);
         free(c);
         return ORDO_ENOMEM;
     }

@@ -53,6 +53,66 @@ typedef struct cmd_def_s {
                                * "connection", "server") or ordo's ("ordo-kv", "ordo-queue", ...) */
 } cmd_def_t;
 
+/* What the ACL rules (core/acl.h) see of a command: its categories and
+ * where its arguments name keys, queues, locks or elections. cmd/table.c
+ * tags every command (a subcommand may have a tag of its own,
+ * "acl|whoami"); a command without a tag counts as @write or @read by its
+ * CMD_WRITE flag and needs a user allowed every name. */
+enum cmd_names {
+    NAMES_NONE = 0,    /* names nothing */
+    NAMES_ARGS,        /* argv[first..last] by step (last -1: to the end) are names of kind */
+    NAMES_PREFIX,      /* argv[first] is a prefix of names of kind (KV.RANGE) */
+    NAMES_ALL,         /* touches every name of kind (Q.LIST, KV.COMPACT) */
+};
+typedef struct cmd_acl_s {
+    const char *name;       /* lower case; "name|sub" for a subcommand's own tag */
+    unsigned cats;          /* enum acl_cat */
+    uint8_t names;          /* enum cmd_names */
+    uint8_t kind;           /* enum acl_kind */
+    int8_t first, last, step;
+    const char *prefix_word; /* NAMES_ARGS: if this word follows argv[first], it is a prefix (KV.WATCH) */
+    const char *opt_word;   /* and the argument after this word (DEADLETTER) is a name of opt_kind too */
+    uint8_t opt_kind;
+    bool subs;              /* some subcommands have tags of their own */
+    bool untagged;          /* no tag: the fallback described above */
+} cmd_acl_t;
+
+/* cmd_acl_tag() -- d's tag, the subcommand's if argv[1] names one with
+ * its own (argc, argv: the command's arguments). Never NULL. */
+const cmd_acl_t *cmd_acl_tag(const cmd_def_t *d, size_t argc, const resp_arg_t *argv);
+/* cmd_acl_foreach_tag() -- every tag of the table, for ACL CAT. */
+void cmd_acl_foreach_tag(void (*fn)(void *arg, const cmd_acl_t *t), void *arg);
+
+/* Users (cmd_acl.c). cmd_acl_init() -- the implicit default user (from
+ * requirepass) and an empty ACL LOG; cmd_acl_destroy() frees them.
+ * cmd_acl_default_nopass() -- does a new connection start authenticated
+ * (the default user is on and nopass)? cmd_acl_permits() -- may x's user
+ * run d with x's arguments? If not, replies -NOPERM (or -NOAUTH if its
+ * user was deleted or switched off), logs it (ACL LOG, context
+ * "toplevel" or "multi"; "http" on an HTTP connection) and returns false.
+ * cmd_acl_login() -- do user (NULL: default) and pass authenticate? A
+ * failure is logged; nothing is replied. cmd_acl_set_user() -- c is now
+ * this user. cmd_acl_http_login() -- the same from an HTTP request's
+ * credentials (user NULL: default); sets c's user if they hold.
+ * cmd_acl_route_allowed() -- may c's user run the command called cmd (an
+ * HTTP route that is no command is judged as one)? A refusal is logged.
+ * cmd_acl_seed() -- the aclfile's users, as records, if the state is new
+ * (revision 0); 0, or -1 with err. cmd_acl_cron() -- close the listening
+ * connections (watches, parked commands) of users deleted or switched
+ * off; in cluster mode, the first time this member leads, cmd_acl_seed()
+ * (a failure is logged). */
+void cmd_acl_init(server_t *s);
+void cmd_acl_destroy(server_t *s);
+bool cmd_acl_default_nopass(server_t *s);
+struct cmd_ctx_s;
+bool cmd_acl_permits(struct cmd_ctx_s *x, const struct cmd_def_s *d, const char *context);
+bool cmd_acl_login(struct cmd_ctx_s *x, const resp_arg_t *user, const resp_arg_t *pass);
+void cmd_acl_set_user(conn_t *c, const char *name, size_t nlen);
+bool cmd_acl_http_login(conn_t *c, const char *user, size_t ulen, const char *pass, size_t plen);
+bool cmd_acl_route_allowed(conn_t *c, const char *cmd);
+int cmd_acl_seed(server_t *s, char *err, size_t elen);
+void cmd_acl_cron(server_t *s);
+
 /* cmd_init() -- build the command table from every family (registry.c).
  * Returns 0 or -1. cmd_destroy() frees it. */
 int cmd_init(server_t *s);
@@ -85,6 +145,8 @@ extern const cmd_def_t cmd_string_defs[];
 extern const size_t cmd_string_ndefs;
 extern const cmd_def_t cmd_keyspace_defs[];
 extern const size_t cmd_keyspace_ndefs;
+extern const cmd_def_t cmd_acl_defs[];
+extern const size_t cmd_acl_ndefs;
 void cmd_watch_init(server_t *s);
 /* cmd_keyspace_destroy() -- free SCAN's cursors (cmd_destroy()). */
 void cmd_keyspace_destroy(server_t *s);
@@ -97,6 +159,13 @@ void cmd_keyspace_destroy(server_t *s);
 struct cmd_def_s;
 bool cmd_txn_queue(struct cmd_ctx_s *x, const struct cmd_def_s *d);
 void cmd_txn_refused(conn_t *c);
+/* cmd_txn_multi() -- is c between MULTI and EXEC/DISCARD?
+ * cmd_txn_queued() -- then the commands it queued, else -1. */
+bool cmd_txn_multi(const conn_t *c);
+long cmd_txn_queued(const conn_t *c);
+/* cmd_client_describe() -- c as a line of CLIENT LIST, without its
+ * newline (cmd_server.c), appended to b; now: the writer's clock. */
+void cmd_client_describe(ordo_buf_t *b, const conn_t *c, uint64_t now);
 void cmd_txn_conn_closed(conn_t *c);
 
 /* The command table, for COMMAND. */
@@ -121,6 +190,9 @@ bool cmd_docs_check(const cmd_def_t *d);
 void cmd_docs_entry(ordo_buf_t *out, int proto, const cmd_def_t *d);
 void cmd_docs_name(ordo_buf_t *out, const cmd_def_t *d);
 int cmd_docs_first_key(const cmd_def_t *d, bool *multiple);
+/* cmd_lookup() -- the command of this name (any case), or NULL; not
+ * counted as a call (ACL SETUSER's +cmd, ACL DRYRUN). */
+const cmd_def_t *cmd_lookup(server_t *s, const char *name, size_t len);
 /* cmd_find() -- the command named a (any case), or NULL. */
 const cmd_def_t *cmd_find(server_t *s, const resp_arg_t *a);
 /* cmd_find_hinted() -- cmd_find() for dispatch: *hint (NULL at first) is
@@ -135,7 +207,7 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd);
 void cmd_limits(const conn_t *c, resp_limits_t *lim);
 void cmd_conn_closed(conn_t *c);     /* drop the connection's watches */
 void cmd_conn_drained(conn_t *c);    /* output drained: resume watches catching up */
-void cmd_cron(server_t *s);          /* periodic: progress events, the history's samples */
+void cmd_cron(server_t *s);          /* periodic: progress events, the history's samples, a cluster leader's aclfile */
 void cmd_watch_cron(server_t *s);    /* cmd_watch.c: watch progress events */
 /* The dashboard's history (cmd_history.c): made by cmd_init(), freed by
  * cmd_destroy(); a sample each second from cmd_cron(); its JSON appended

@@ -424,6 +424,10 @@ void cmd_http_metrics(conn_t *c, ordo_buf_t *b)
     metric(b, "ordo_watches", "gauge", "watches open", (double)s->watches.count);
     metric(b, "ordo_expired_keys_total", "counter", "keys expired", (double)st->expired_keys_total);
     metric(b, "ordo_auth_failures_total", "counter", "failed authentications", (double)st->auth_failures);
+    metric(b, "ordo_acl_denied_commands_total", "counter", "commands a user's rules refused",
+           (double)st->acl_denied_cmd);
+    metric(b, "ordo_acl_denied_names_total", "counter", "keys, queues, locks and elections a user's rules refused",
+           (double)st->acl_denied_name);
     metric(b, "ordo_revision", "gauge", "current revision", (double)core_rev(s->core));
     metric(b, "ordo_durable_revision", "gauge", "revision the log has committed", (double)persist_durable_rev(s));
     metric(b, "ordo_readonly", "gauge", "1 while the log cannot be written", server_readonly(s) ? 1 : 0);

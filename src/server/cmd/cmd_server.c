@@ -48,17 +48,6 @@ static void cmd_quit(cmd_ctx_t *x)
     x->conn->close_after_write = true;
 }
 
-/* Compare without an early exit, so timing does not reveal the password. */
-static bool password_matches(const server_t *s, const resp_arg_t *a)
-{
-    const char *p = s->cfg.requirepass;
-    size_t n = strlen(p);
-    unsigned char diff = (unsigned char)(a->len != n);
-    for (size_t i = 0; i < a->len; i++)
-        diff |= (unsigned char)(a->ptr[i] ^ p[i % (n ? n : 1)]);
-    return diff == 0;
-}
-
 /* Failed authentications are logged at most once per this interval (with
  * the number left out meanwhile), so a client guessing passwords cannot
  * flood the log; all of them are counted in INFO stats. */
@@ -82,25 +71,35 @@ static void auth_failed(cmd_ctx_t *x)
     s->stats.auth_fail_unlogged = 0;
 }
 
-/* check_auth() -- do user (NULL: the default user) and pass name the
- * configured password? Replies with the error and returns false if not.
- * Changes nothing on the connection either way: the caller sets authed
- * only once every part of its command is known to succeed, so an error
- * leaves no side effect. */
+/* check_auth() -- do user (NULL: the default user) and pass name a user
+ * that is on, with that password (or nopass)? Replies with the error and
+ * returns false if not (cmd_acl.c logs it in ACL LOG). Changes nothing on
+ * the connection either way: the caller sets the user only once every
+ * part of its command is known to succeed, so an error leaves no side
+ * effect. */
 static bool check_auth(cmd_ctx_t *x, const resp_arg_t *user, const resp_arg_t *pass)
 {
-    if (x->srv->cfg.requirepass[0] == '\0') {
+    if (user == NULL && cmd_acl_default_nopass(x->srv)) {
         reply_err(x, "ERR AUTH <password> called without any password configured for the default "
                      "user. Are you sure your configuration is correct?");
         return false;
     }
-    bool user_ok = user == NULL || (user->len == 7 && memcmp(user->ptr, "default", 7) == 0);
-    if (!user_ok || !password_matches(x->srv, pass)) {
+    if (!cmd_acl_login(x, user, pass)) {
         reply_err(x, "WRONGPASS invalid username-password pair or user is disabled.");
         auth_failed(x);
         return false;
     }
     return true;
+}
+
+/* The connection is now user (NULL: default). */
+static void set_user(conn_t *c, const resp_arg_t *user)
+{
+    if (user != NULL)
+        cmd_acl_set_user(c, user->ptr, user->len);
+    else
+        cmd_acl_set_user(c, "default", 7);
+    c->authed = true;
 }
 
 static void cmd_auth(cmd_ctx_t *x)
@@ -109,9 +108,10 @@ static void cmd_auth(cmd_ctx_t *x)
         reply_syntax(x);
         return;
     }
-    if (!check_auth(x, x->argc == 3 ? &x->argv[1] : NULL, &x->argv[x->argc - 1]))
+    const resp_arg_t *user = x->argc == 3 ? &x->argv[1] : NULL;
+    if (!check_auth(x, user, &x->argv[x->argc - 1]))
         return;
-    x->conn->authed = true;
+    set_user(x->conn, user);
     reply_ok(x);
 }
 
@@ -157,13 +157,14 @@ static void cmd_hello(cmd_ctx_t *x)
     }
     /* Every clause is checked before any takes effect: HELLO 3 AUTH good
      * AUTH bad answers WRONGPASS and leaves the connection as it was. */
-    const resp_arg_t *setname = NULL;
+    const resp_arg_t *setname = NULL, *auth_user = NULL;
     bool auth_given = false;
     for (; i < x->argc; i++) {
         if (arg_is(x, i, "AUTH") && i + 2 < x->argc) {
             if (!check_auth(x, &x->argv[i + 1], &x->argv[i + 2]))
                 return;
             auth_given = true;
+            auth_user = &x->argv[i + 1];
             i += 2;
         } else if (arg_is(x, i, "SETNAME") && i + 1 < x->argc) {
             setname = &x->argv[++i];
@@ -181,7 +182,7 @@ static void cmd_hello(cmd_ctx_t *x)
         return;
     }
     if (auth_given)
-        x->conn->authed = true;
+        set_user(x->conn, auth_user);
     if (setname != NULL)
         set_name(x->conn, setname);
     x->conn->proto = (int)ver;
@@ -204,17 +205,27 @@ static void cmd_hello(cmd_ctx_t *x)
 }
 
 /* One CLIENT LIST / CLIENT INFO line: Redis's fields (client libraries
- * parse them, redis-py's client_info() every integer one), with ordo's
- * watches and cmds after them. Fields ordo has no such thing for read 0
- * (db, sub, psub, obl, oll), -1 (multi) or the nearest (qbuf, omem). */
-static void client_line(ordo_buf_t *b, const conn_t *c, uint64_t now)
+ * parse them, redis-py's client_info() every integer one, and user, as
+ * Redis does), with ordo's resp, watches and cmds after them (no newline: client_line() adds it;
+ * ACL LOG shows it too). Fields ordo has no such thing for read 0 (db,
+ * sub, psub, obl, oll) or the nearest (qbuf, omem); multi is the number
+ * of commands queued, -1 outside MULTI. */
+void cmd_client_describe(ordo_buf_t *b, const conn_t *c, uint64_t now)
 {
-    ordo_buf_printf(b, "id=%llu addr=%s name=%s age=%llu idle=%llu flags=N db=0 sub=0 psub=0 multi=-1 qbuf=%zu "
-                       "qbuf-free=0 argv-mem=0 obl=0 oll=0 omem=%zu tot-mem=%zu resp=%d watches=%zu cmds=%llu\n",
+    ordo_buf_printf(b, "id=%llu addr=%s name=%s age=%llu idle=%llu flags=N db=0 sub=0 psub=0 multi=%ld qbuf=%zu "
+                       "qbuf-free=0 argv-mem=0 obl=0 oll=0 omem=%zu tot-mem=%zu user=%s resp=%d watches=%zu "
+                       "cmds=%llu",
                     (unsigned long long)c->id, c->addr, c->name ? c->name : "",
                     (unsigned long long)((now - c->created_ms) / 1000),
-                    (unsigned long long)((now - c->last_cmd_ms) / 1000), c->in.len, conn_pending(c),
-                    c->in.len + conn_pending(c), c->proto, c->nwatches, (unsigned long long)c->commands);
+                    (unsigned long long)((now - c->last_cmd_ms) / 1000), cmd_txn_queued(c), c->in.len,
+                    conn_pending(c), c->in.len + conn_pending(c), c->user ? c->user : "default", c->proto,
+                    c->nwatches, (unsigned long long)c->commands);
+}
+
+static void client_line(ordo_buf_t *b, const conn_t *c, uint64_t now)
+{
+    cmd_client_describe(b, c, now);
+    ordo_buf_puts(b, "\n");
 }
 
 /* CLIENT KILL's filters (Redis's new form); a zero or NULL field does
@@ -435,6 +446,7 @@ static void cmd_info(cmd_ctx_t *x)
                             "total_net_input_bytes:%llu\r\ntotal_net_output_bytes:%llu\r\n"
                             "watch_events:%llu\r\nwatch_cancelled:%llu\r\nexpired_keys:%llu\r\n"
                             "clients_closed_output_limit:%llu\r\nauth_failures:%llu\r\n"
+                            "acl_access_denied_cmd:%llu\r\nacl_access_denied_key:%llu\r\n"
                             "transactions_total:%llu\r\ntransactions_aborted:%llu\r\n"
                             "tls_handshakes_ok:%llu\r\ntls_handshakes_failed:%llu\r\n"
                             "tls_handshakes_timedout:%llu\r\n\r\n",
@@ -447,6 +459,7 @@ static void cmd_info(cmd_ctx_t *x)
                         (unsigned long long)s->stats.expired_keys_total,
                         (unsigned long long)s->stats.clients_closed_output,
                         (unsigned long long)s->stats.auth_failures,
+                        (unsigned long long)s->stats.acl_denied_cmd, (unsigned long long)s->stats.acl_denied_name,
                         (unsigned long long)s->stats.transactions_total,
                         (unsigned long long)s->stats.transactions_aborted,
                         (unsigned long long)s->stats.tls_handshakes_ok,

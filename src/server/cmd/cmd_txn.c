@@ -408,6 +408,10 @@ static void refuse_reply(cmd_ctx_t *x, ordo_buf_t *body, size_t before, size_t i
     resp_add_error(body, line);
 }
 
+bool cmd_txn_multi(const conn_t *c) { return c->txn != NULL && c->txn->multi; }
+
+long cmd_txn_queued(const conn_t *c) { return cmd_txn_multi(c) ? (long)c->txn->ncmds : -1; }
+
 static void cmd_exec(cmd_ctx_t *x)
 {
     server_t *s = x->srv;
@@ -421,6 +425,19 @@ static void cmd_exec(cmd_ctx_t *x)
         s->stats.transactions_aborted++;
         reply_err(x, "EXECABORT Transaction discarded because of previous errors.");
         return;
+    }
+    /* The user's rules again: they may have changed since the commands
+     * were queued. One refused command refuses the whole EXEC, before
+     * anything is applied. */
+    for (size_t i = 0; i < t->ncmds; i++) {
+        cmd_ctx_t q = *x;
+        q.argc = t->cmds[i].argc;
+        q.argv = t->cmds[i].argv;
+        if (!cmd_acl_permits(&q, t->cmds[i].def, "multi")) {
+            txn_reset(x->conn);
+            s->stats.transactions_aborted++;
+            return;
+        }
     }
     if (watched_changed(s, t)) {
         txn_reset(x->conn);

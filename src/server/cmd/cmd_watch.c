@@ -507,6 +507,7 @@ static void cmd_kv_unwatch(cmd_ctx_t *x)
  * (writer/turn.c), after persist's and net's. */
 void cmd_watch_cron(server_t *s)
 {
+    cmd_acl_cron(s);
     uint64_t now = s->now_ms;
     if (now < s->next_progress_ms)
         return;

@@ -13,7 +13,8 @@
  * aborts start-up (table.c).
  *
  * Dispatch checks, in order: the command exists; the connection is
- * authenticated (or the command is allowed before AUTH); the arity; a RESP2
+ * authenticated (or the command is allowed before AUTH); the arity; the
+ * user's rules allow the command on the names it gives (cmd_acl.c); a RESP2
  * connection with watches runs only watch-mode commands (its stream carries
  * events, so ordinary replies could not be told apart). Only then does the
  * handler run. Between arity and watch mode, a cluster member that does
@@ -65,6 +66,7 @@ static const cmd_family_t families[] = {
     {cmd_queue_defs, &cmd_queue_ndefs, NULL},
     {cmd_txn_defs, &cmd_txn_ndefs, NULL},
     {cmd_cluster_defs, &cmd_cluster_ndefs, NULL},
+    {cmd_acl_defs, &cmd_acl_ndefs, cmd_acl_init},
 };
 
 int cmd_init(server_t *s)
@@ -195,6 +197,11 @@ void cmd_dispatch(conn_t *c, const resp_cmd_t *cmd)
     if ((d->arity > 0 && cmd->argc != (size_t)d->arity) ||
         (d->arity < 0 && cmd->argc < (size_t)-d->arity)) {
         reply_errf(&x, "ERR wrong number of arguments for '%s' command", d->name);
+        cmd_txn_refused(c);
+        return;
+    }
+    /* The user's rules (cmd_acl.c), before a command is queued in MULTI. */
+    if (!cmd_acl_permits(&x, d, cmd_txn_multi(c) ? "multi" : "toplevel")) {
         cmd_txn_refused(c);
         return;
     }

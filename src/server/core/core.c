@@ -27,6 +27,7 @@
 #include "base/buf.h"
 #include "base/bytes.h"
 #include "record.h"
+#include "acl.h"
 #include "coord.h"
 #include "base/heap.h"
 #include "base/htab.h"
@@ -64,6 +65,7 @@ struct core_s {
     core_coord_cb coord_cb;
     void *coord_arg;
     queue_set_t *queues;     /* keyed work queues */
+    acl_t *acl;              /* the users */
     bool replaying;          /* core_replay_begin(): no observer is told of changes */
 };
 
@@ -189,6 +191,7 @@ core_t *core_create(uint64_t history_changes)
     }
     coord_set_event_cb(c->coord, on_coord_event, c);
     c->queues = queue_set_create();
+    c->acl = acl_create();
     return c;
 }
 
@@ -207,6 +210,7 @@ void core_destroy(core_t *c)
     ordo_heap_destroy(&c->heap);
     kv_destroy(c->kv);
     coord_destroy(c->coord);
+    acl_destroy(c->acl);
     if (c->queues != NULL)
         queue_set_destroy(c->queues);
     free(c->tsamp);
@@ -259,7 +263,14 @@ void core_copy_callbacks(core_t *dst, const core_t *src)
     dst->coord_cb = src->coord_cb;
     dst->coord_arg = src->coord_arg;
     queue_set_copy_event_cb(dst->queues, src->queues);
+    /* Not a callback, but the same moment: a connection that cached a
+     * user of src's table must look again in dst's. */
+    acl_set_gen(dst->acl, acl_gen(src->acl) + 1);
 }
+
+const acl_t *core_acl(const core_t *c) { return c->acl; }
+
+acl_t *core_acl_load(core_t *c) { return c->acl; }
 
 void core_set_compact_pin(core_t *c, uint64_t pin) { c->compact_pin = pin; }
 
@@ -971,6 +982,38 @@ static void apply_txn(core_t *c, const record_t *r, apply_result_t *res)
     res->rev = c->rev;
 }
 
+/* ---- users (acl.h) -------------------------------------------------------- */
+
+/* SETUSER replaces the user with the one its rules describe and takes a
+ * revision; rules that do not parse (only a log edited by hand: the
+ * command parsed them) change nothing. DELUSER of an absent user is a
+ * no-op. */
+static void apply_acl(core_t *c, const record_t *r, apply_result_t *res)
+{
+    res->rev = c->rev;
+    if (r->type == REC_ACL_DELUSER) {
+        if (!acl_del(c->acl, r->acl.name, r->acl.nlen)) {
+            res->status = AP_NOOP;
+            return;
+        }
+    } else {
+        const char *err;
+        if (!acl_name_ok(r->acl.name, r->acl.nlen)) {
+            res->status = AP_INVALID;
+            return;
+        }
+        acl_user_t *u = acl_user_new(r->acl.name, r->acl.nlen);
+        if (acl_user_rules(u, r->acl.rules, r->acl.rlen, &err) != 0) {
+            acl_user_free(u);
+            res->status = AP_INVALID;
+            return;
+        }
+        acl_set(c->acl, u);
+    }
+    res->status = AP_OK;
+    res->rev = ++c->rev;
+}
+
 void core_apply(core_t *c, const record_t *rec, apply_result_t *res)
 {
     /* Re-checked only in debug builds: the command layer built rec, and
@@ -996,6 +1039,7 @@ void core_apply(core_t *c, const record_t *rec, apply_result_t *res)
         break;
     case REC_COORD_EXPIRE: apply_coord_expire(c, rec, res); break;
     case REC_TXN: apply_txn(c, rec, res); break;
+    case REC_ACL_SETUSER: case REC_ACL_DELUSER: apply_acl(c, rec, res); break;
     default:
         assert(record_family(rec->type) == REC_FAM_QUEUE);
         apply_queue(c, rec, res);

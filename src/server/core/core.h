@@ -78,6 +78,9 @@ enum record_type {
     REC_Q_RESULT_END = 41,    /* q_result_end: the writer's "result retention ended" */
     /* transactions (MULTI/EXEC): one record carrying the sub-records */
     REC_TXN = 50,             /* txn: the EXEC's records, applied in order as one */
+    /* users (acl.h): ACL SETUSER, ACL DELUSER, an --aclfile's seeding */
+    REC_ACL_SETUSER = 60,     /* acl: name, rules (the user's whole canonical description) */
+    REC_ACL_DELUSER = 61,     /* acl: name */
 };
 
 /* Flags: one bit each, never shared between families, so a flag read from
@@ -109,6 +112,7 @@ enum record_family {
     REC_FAM_COORD,
     REC_FAM_QUEUE,
     REC_FAM_TXN,      /* REC_TXN: its sub-records have families of their own */
+    REC_FAM_ACL,      /* the users (acl.h) */
 };
 
 /* Per-type payloads. A byte field is a pointer and a length; the bytes
@@ -290,6 +294,16 @@ typedef struct rec_q_result_end_s {
     uint64_t msg_id;
 } rec_q_result_end_t;
 
+/* REC_ACL_SETUSER: the user called name becomes exactly what rules
+ * describes (acl_user_describe()'s canonical form: passwords as hashes
+ * only); REC_ACL_DELUSER: the user is removed (rules empty). */
+typedef struct rec_acl_s {
+    const char *name;
+    uint32_t nlen;
+    const char *rules;
+    uint32_t rlen;
+} rec_acl_t;
+
 /* REC_TXN: the records one EXEC applied, each as u32 length + its byte
  * form (record.h, format 3), count of them; never a REC_TXN inside. Read
  * them with record_txn_next(). */
@@ -341,6 +355,7 @@ typedef struct record_s {
         rec_q_dedup_end_t q_dedup_end;   /* REC_Q_DEDUP_END */
         rec_q_result_end_t q_result_end; /* REC_Q_RESULT_END */
         rec_txn_t txn;                   /* REC_TXN */
+        rec_acl_t acl;                   /* REC_ACL_* */
     };
 } record_t;
 
@@ -363,6 +378,8 @@ static inline int record_family(unsigned type)
         return REC_FAM_QUEUE;
     case REC_TXN:
         return REC_FAM_TXN;
+    case REC_ACL_SETUSER: case REC_ACL_DELUSER:
+        return REC_FAM_ACL;
     default:
         return REC_FAM_NONE;
     }
@@ -390,7 +407,8 @@ enum apply_status {
     AP_NOTHOLDER = 9,   /* the token/term does not hold (FENCE, ELECT.KEEPALIVE) */
     AP_QFULL = 10,      /* Q.PUSH: MAXLEN messages pending */
     AP_QLIMIT = 11,     /* Q.PUSH: MAXPERKEY messages of the key waiting */
-    AP_INVALID = 12,    /* Q.CONFIG: the configuration was refused */
+    AP_INVALID = 12,    /* Q.CONFIG: the configuration was refused; ACL SETUSER: the rules
+                           did not parse (a log edited by hand: the command checks them) */
 };
 
 /* What core_apply() (and core_check()) answer. status, rev and cur_rev
@@ -522,6 +540,12 @@ void core_set_queue_cb(core_t *c, queue_event_cb cb, void *arg);
  * callbacks src calls (a core that replaces another: a cluster member
  * restoring a snapshot). */
 void core_copy_callbacks(core_t *dst, const core_t *src);
+
+/* The users (acl.h), for reads; core_acl_load() is for loading a
+ * snapshot into a fresh core only (every other change is a record). */
+struct acl_s;
+const struct acl_s *core_acl(const core_t *c);
+struct acl_s *core_acl_load(core_t *c);
 
 /* The coordination state (leases, locks, elections), for reads. */
 struct coord_s;

@@ -213,6 +213,10 @@ static bool bind(record_t *r, slots_t *s)
         U64(SL_ARG, r->txn.count);
         BYTES(SL_VAL, r->txn.recs, r->txn.len);
         return true;
+    case REC_ACL_SETUSER: case REC_ACL_DELUSER:
+        BYTES(SL_KEY, r->acl.name, r->acl.nlen);
+        BYTES(SL_VAL, r->acl.rules, r->acl.rlen);
+        return true;
     default:
         return false;
     }
@@ -257,6 +261,8 @@ static unsigned uses(unsigned type, unsigned flags)
     case REC_Q_DEDUP_END: return B(SL_NAME) | B(SL_AUX) | ((flags & REC_F_IDEM) ? B(SL_KEY) : 0);
     case REC_Q_RESULT_END: return B(SL_ARG) | B(SL_NAME);
     case REC_TXN: return B(SL_ARG) | B(SL_VAL);
+    case REC_ACL_SETUSER: return B(SL_KEY) | B(SL_VAL);
+    case REC_ACL_DELUSER: return B(SL_KEY);
     default: return 0;
     }
 }

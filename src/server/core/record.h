@@ -63,6 +63,9 @@
  *   TXN               ARG (txn.count), VAL (txn.recs): count sub-records,
  *                     each a u32 length and then its own format-3 byte
  *                     form, never a TXN; decode checks every one
+ *   ACL_SETUSER       KEY (acl.name), VAL (acl.rules: the user's canonical
+ *                     description, acl.h; passwords as SHA-256 hashes)
+ *   ACL_DELUSER       KEY (acl.name)
  *
  * The slots are the fields of formats 1 and 2 below, in their order, so a
  * record of any format maps to the same typed record through one table

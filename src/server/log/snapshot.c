@@ -25,6 +25,7 @@
 #include "base/crc32c.h"
 #include "base/siphash.h"
 #include "core/coord.h"
+#include "core/acl.h"
 #include "wal.h"
 
 #define SNAP_MAGIC "ORDOSNAP"
@@ -193,7 +194,22 @@ static void encode_queue(void *arg, queue_t *q)
     queue_foreach_result(q, encode_qresult, w);
 }
 
-/* The header and the coordination and queue state, captured at once. */
+static void encode_users(snap_writer_t *w, const acl_t *acl)
+{
+    ordo_buf_t rules = {0};
+    for (size_t i = 0; i < acl_count(acl); i++) {
+        const acl_user_t *u = acl_user_at(acl, i);
+        rules.len = 0;
+        acl_user_describe(u, &rules);
+        add_u8(&w->buf, 'A');
+        add_bytes(&w->buf, u->name, u->nlen);
+        add_bytes(&w->buf, rules.data, rules.len);
+        entry_end(w);
+    }
+    ordo_buf_free(&rules);
+}
+
+/* The header and the coordination, queue and user state, captured at once. */
 static void begin_common(snap_writer_t *w, const core_t *core, uint64_t now_ms)
 {
     char *p = ordo_buf_reserve(&w->buf, SNAP_HEADER_BYTES);
@@ -206,6 +222,7 @@ static void begin_common(snap_writer_t *w, const core_t *core, uint64_t now_ms)
     w->entry_at = w->buf.len; /* the digest leaves the header (its time) out */
     coord_snapshot(core_coord(core), encode_coord, w);
     queue_set_foreach(core_queues(core), encode_queue, w);
+    encode_users(w, core_acl(core));
 }
 
 static void init_writer(snap_writer_t *w, const core_t *core)
@@ -584,6 +601,22 @@ static int load_queue_entry(core_t *core, rd_t *r, unsigned tag, queue_t **cur)
     return 0;
 }
 
+/* A user: made from its description as REC_ACL_SETUSER's apply does. */
+static int load_user(core_t *core, rd_t *r)
+{
+    size_t nlen = 0, rlen = 0;
+    const char *name = rd_bytes(r, &nlen), *rules = rd_bytes(r, &rlen), *err;
+    if (r->bad || !acl_name_ok(name, nlen) || acl_find(core_acl(core), name, nlen) != NULL)
+        return -1;
+    acl_user_t *u = acl_user_new(name, nlen);
+    if (acl_user_rules(u, rules, rlen, &err) != 0) {
+        acl_user_free(u);
+        return -1;
+    }
+    acl_set(core_acl_load(core), u);
+    return 0;
+}
+
 static bool is_queue_tag(unsigned tag)
 {
     return tag == 'Q' || tag == 'M' || tag == 'U' || tag == 'I' || tag == 'R';
@@ -597,6 +630,8 @@ static int load_entry(core_t *core, rd_t *r, unsigned tag, bool *bases_done, uin
     const char *key, *val, *ho;
     if (is_queue_tag(tag))
         return load_queue_entry(core, r, tag, cur_q);
+    if (tag == 'A')
+        return load_user(core, r);
     if (tag != 'B' && tag != 'C' && !*bases_done) {
         if (core_load_bases_done(core, point) != 0)
             return -1;
@@ -654,7 +689,8 @@ int snap_load_mem(core_t *core, const void *data, size_t len, const char *what, 
     *rev_out = 0;
     *entries_out = 0;
     if (len < SNAP_HEADER_BYTES + SNAP_TRAILER_BYTES || memcmp(p, SNAP_MAGIC, 8) != 0 ||
-        (get_u32(p + 8) != SNAP_FORMAT && get_u32(p + 8) != SNAP_FORMAT_V3 && get_u32(p + 8) != SNAP_FORMAT_V2)) {
+        (get_u32(p + 8) != SNAP_FORMAT && get_u32(p + 8) != SNAP_FORMAT_V4 && get_u32(p + 8) != SNAP_FORMAT_V3 &&
+         get_u32(p + 8) != SNAP_FORMAT_V2)) {
         snprintf(err, elen, "%s: not an ordo snapshot of format %d (bad header)", what, SNAP_FORMAT);
         return -1;
     }

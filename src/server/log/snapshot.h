@@ -11,6 +11,8 @@
  *     begins (encoding is O(messages) on the loop thread: a million waiting
  *     messages cost a pause of the order of 100 ms, and the buffer holds
  *     them until the first slice writes it);
+ *   - the users (acl.h), each as its canonical description (passwords as
+ *     hashes only), captured at once when the snapshot begins;
  *   - the store's retained history: each key's base version (the value
  *     visible just below the compaction point P), then every change of the
  *     change log from P to R. Versions at or below R never change and
@@ -26,7 +28,7 @@
  *
  * File layout (integers little-endian):
  *
- *   header  "ORDOSNAP" (8) | format u32 (4; 3 and 2 are read) | rev u64 | point u64 | created_ms u64
+ *   header  "ORDOSNAP" (8) | format u32 (4; 4, 3 and 2 are read) | rev u64 | point u64 | created_ms u64
  *   'C'     coordination item: kind u8 | id u64 | lease u64 | ttl_ms u64 | deadline_ms u64
  *           | nlen u32 | name | vlen u32 | value | has_handover u8 (0 none, 1 handed over by
  *           a resign, 2 a lapsed term's last value) | hlen u32 | handover
@@ -38,6 +40,7 @@
  *   'I'     idempotency key (format 4): klen u32 | message key | ilen u32 | idempotency key
  *           | hash u64 | msg_id u64 | end_ms u64
  *   'R'     result: id u64 | fate u8 | rlen u32 | result | expire_ms u64 | dl_id u64
+ *   'A'     user (format 5): nlen u32 | name | rlen u32 | rules (acl_user_describe())
  *   'B'     base: klen u32 | key | vlen u32 | value | create_rev u64 | mod_rev u64
  *           | version u64 | lease u64
  *   'P'/'D' change (put / delete): klen u32 | key | vlen u32 | value | lease u64 | rev u64
@@ -60,7 +63,8 @@
 
 #define SNAP_FILE "snapshot.ordo"
 #define SNAP_TMP_FILE "snapshot.tmp"
-#define SNAP_FORMAT 4
+#define SNAP_FORMAT 5
+#define SNAP_FORMAT_V4 4  /* read: the same without users ('A') */
 #define SNAP_FORMAT_V3 3  /* read: the same without idempotency keys ('I') */
 #define SNAP_FORMAT_V2 2  /* read: the same without queue entries */
 

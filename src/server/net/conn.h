@@ -114,6 +114,9 @@ struct conn_s {
     char *name;                /* CLIENT SETNAME, NULL if none */
     int proto;                 /* 2 or 3 */
     bool authed;
+    char *user;                /* the user it authenticated as (AUTH, HELLO, HTTP), NULL: default */
+    const void *acl_user;      /* that user as last found (cmd/cmd_acl.c), valid while acl_gen holds */
+    uint64_t acl_gen;          /* the users table's generation when it was found */
     bool closing;              /* uv_close called or due */
     bool close_after_write;    /* QUIT, protocol error: close once out is sent */
     uint64_t discard_bytes;    /* input still to drop (a refused argument) before closing (net.c) */

@@ -24,7 +24,8 @@
  *
  *   - Authorization is decided when a request's headers are complete
  *     (on_headers_complete()), before any body byte is read; trailers
- *     never change a header.
+ *     never change a header. It names the request's user (authorized()),
+ *     whose rules its command meets in dispatch like a RESP client's.
  *
  * Limits (docs/operations.md): http-header-max-bytes (431, raw bytes,
  * counted by the parser), http-body-max-bytes (413; max-bulk-bytes-unauth
@@ -46,6 +47,10 @@
 #include "http.h"
 #include "http_assets.h"
 #include "net/conn.h"
+
+/* The longest "user:password" of a Basic header: a name of ACL_NAME_MAX
+ * bytes and a password as long as requirepass may be. Longer: 401. */
+#define HTTP_BASIC_MAX_BYTES 1024
 
 struct http_listener_s {
     uv_tcp_t tcp;
@@ -264,9 +269,9 @@ static const char *reason(int status)
     case 202: return "Accepted";
     case 204: return "No Content";
     case 304: return "Not Modified";
-    case 403: return "Forbidden";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
+    case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 408: return "Request Timeout";
@@ -343,6 +348,7 @@ static int error_status(const rv_t *v)
     if (err_is(v, "IDEMPOTENCY")) return 422;
     if (err_is(v, "NOTFOUND")) return 404;
     if (err_is(v, "NOAUTH") || err_is(v, "WRONGPASS")) return 401;
+    if (err_is(v, "NOPERM")) return 403;
     if (err_is(v, "LIMIT")) return 413;
     if (err_is(v, "BUSY")) return 429;
     if (err_is(v, "READONLY") || err_is(v, "DENIED") || err_is(v, "NOTLEADER")) return 503;
@@ -673,25 +679,71 @@ static bool header_rev(const ordo_buf_t *b, uint64_t *rev)
     return true;
 }
 
+/* Standard base64 (RFC 4648, padding optional) of s[0..n) into out,
+ * which has room for 3 * n / 4 bytes. Returns the length, or -1. */
+static ssize_t b64_decode(const char *s, size_t n, char *out)
+{
+    uint32_t acc = 0;
+    int bits = 0;
+    size_t o = 0;
+    while (n > 0 && s[n - 1] == '=')
+        n--;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        int v = ch >= 'A' && ch <= 'Z' ? ch - 'A' : ch >= 'a' && ch <= 'z' ? ch - 'a' + 26
+              : ch >= '0' && ch <= '9' ? ch - '0' + 52 : ch == '+' ? 62 : ch == '/' ? 63 : -1;
+        if (v < 0)
+            return -1;
+        acc = acc << 6 | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[o++] = (char)(acc >> bits & 0xff);
+        }
+    }
+    return (ssize_t)o;
+}
+
+/* Who the request is (docs/http.md, "Authorization"): no header is the
+ * default user, who needs no password if it is nopass; "Basic
+ * base64(user:pass)" is that user; "Bearer token" is the default user
+ * with token as its password, else, if token is "user:pass", that user.
+ * Sets the connection's user; false if the credentials do not hold. */
 static bool authorized(conn_t *c)
 {
-    const char *pass = c->srv->cfg.requirepass;
-    if (pass[0] == '\0')
-        return true;
     struct http_conn_s *h = c->http;
-    size_t pl = strlen(pass);
     const ordo_buf_t *a = &h->hdr[H_AUTH];
-    if (!h->has_hdr[H_AUTH] || a->len != 7 + pl || strncasecmp(a->data, "Bearer ", 7) != 0)
-        return false;
-    unsigned char diff = 0; /* constant time in the password's bytes */
-    for (size_t i = 0; i < pl; i++)
-        diff |= (unsigned char)(a->data[7 + i] ^ pass[i]);
-    return diff == 0;
+    if (!h->has_hdr[H_AUTH] || a->len == 0) {
+        cmd_acl_set_user(c, "default", 7);
+        return cmd_acl_default_nopass(c->srv);
+    }
+    if (a->len > 7 && strncasecmp(a->data, "Bearer ", 7) == 0) {
+        const char *tok = a->data + 7;
+        size_t tlen = a->len - 7;
+        if (cmd_acl_http_login(c, NULL, 0, tok, tlen))
+            return true;
+        const char *colon = memchr(tok, ':', tlen);
+        return colon != NULL &&
+               cmd_acl_http_login(c, tok, (size_t)(colon - tok), colon + 1, tlen - (size_t)(colon - tok) - 1);
+    }
+    if (a->len > 6 && strncasecmp(a->data, "Basic ", 6) == 0) {
+        char pair[HTTP_BASIC_MAX_BYTES];
+        if ((a->len - 6) / 4 * 3 + 3 > sizeof pair)
+            return false;
+        ssize_t n = b64_decode(a->data + 6, a->len - 6, pair);
+        const char *colon = n > 0 ? memchr(pair, ':', (size_t)n) : NULL;
+        return colon != NULL &&
+               cmd_acl_http_login(c, pair, (size_t)(colon - pair), colon + 1, (size_t)n - (size_t)(colon - pair) - 1);
+    }
+    return false;
 }
 
 static void respond_unauthorized(conn_t *c)
 {
-    static const char text[] = "Authorization: Bearer <password> required\n";
+    static const char text[] = "Authorization: Bearer <password>, Bearer <user:password> or Basic required\n";
+    /* Bearer only: a Basic challenge makes a browser ask for credentials
+     * in a dialog of its own, over the dashboard's. Basic is accepted all
+     * the same. */
     respond(c, 401, "text/plain; charset=utf-8", "WWW-Authenticate: Bearer realm=\"ordo\"\r\n", text,
             sizeof text - 1);
 }
@@ -887,6 +939,13 @@ static void handle_request(conn_t *c)
     }
     if (!authorized(c)) { /* on_headers_complete() refused it already: kept as the rule's statement */
         respond_unauthorized(c);
+        return;
+    }
+    /* The routes that are no command are judged as INFO, which shows the
+     * same (the user's rules, cmd_acl.c). */
+    if (((nseg == 1 && SEG(0, "metrics")) || (nseg == 2 && SEG(0, "v1") && SEG(1, "status"))) &&
+        !cmd_acl_route_allowed(c, "INFO")) {
+        respond_text(c, 403, "NOPERM this user may not run INFO, which /metrics and /v1/status show");
         return;
     }
     if (nseg == 1 && SEG(0, "metrics")) {

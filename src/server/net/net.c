@@ -120,6 +120,7 @@ static void on_close(uv_handle_t *h)
     http_conn_free(c);
     ordo_tls_free(c->tls);
     free(c->name);
+    free(c->user);
     free(c);
 }
 
@@ -1051,7 +1052,7 @@ static void on_connection(uv_stream_t *listener, int status)
     c->srv = s;
     c->id = ++s->net.next_client_id;
     c->proto = 2;
-    c->authed = s->cfg.requirepass[0] == '\0';
+    c->authed = cmd_acl_default_nopass(s);
     c->created_ms = c->last_cmd_ms = server_tick(s);
     int rc = is_unix ? uv_pipe_init(s->loop, &c->h.pipe, 0) : uv_tcp_init(s->loop, &c->h.tcp);
     if (rc != 0) {
@@ -1095,7 +1096,7 @@ static void on_connection(uv_stream_t *listener, int status)
         refuse(c, "ERR max number of clients reached (the server's descriptor limit)");
         return;
     }
-    if (s->cfg.protected_mode && s->cfg.requirepass[0] == '\0' && !loopback) {
+    if (s->cfg.protected_mode && cmd_acl_default_nopass(s) && !loopback) {
         refuse(c, "DENIED ordod is in protected mode: no password is set (requirepass), so only "
                   "loopback clients are accepted. Set requirepass, or protected-mode no.");
         return;

@@ -137,6 +137,7 @@ static bool grows(const server_t *s, const record_t *rec)
     case REC_LOCK_EXTEND: case REC_ELECT_KEEPALIVE: case REC_ELECT_RESIGN:
     case REC_KEY_TTL: /* EXPIRE is a way to free memory */
     case REC_FLUSH:
+    case REC_ACL_DELUSER:
         return false;
     default:
         /* Queue records other than pushes free memory or move bookkeeping:
@@ -177,7 +178,7 @@ typedef void (*after_fn)(server_t *s, const record_t *rec, const apply_result_t 
  * record freed and re-arms the coordination timer). */
 static const after_fn after_apply[] = {
     [REC_FAM_NONE] = after_none, [REC_FAM_KV] = after_kv, [REC_FAM_COORD] = after_none,
-    [REC_FAM_QUEUE] = after_queue, [REC_FAM_TXN] = after_none,
+    [REC_FAM_QUEUE] = after_queue, [REC_FAM_TXN] = after_none, [REC_FAM_ACL] = after_none,
 };
 
 /* Run the family's step of the table; returns the family. */
