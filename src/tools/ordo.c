@@ -5,8 +5,8 @@
  * The usage is usage_text below (and `ordo --help`); each command's line
  * is a TOOL_SYN_ macro of tool.h, its options a table parsed by
  * tool_parse() (tool_opt.c), which names the argument and the fault of
- * every usage error. This file holds main(), the command table and the
- * commands.
+ * every usage error. This file holds main(), the command table, and the
+ * commands but status (tool/stats.c).
  *
  * Addresses: -h takes one host or a list (host:port, [v6]:port; an entry
  * without a port gets -p's); without -h and -p, ORDO_ADDRS; every client
@@ -753,7 +753,7 @@ static int cmd_consume(ordo_client_opts_t *co, const tool_opt_t *global, int arg
     return 0;
 }
 
-/* ---- top, status ---------------------------------------------------------- */
+/* ---- top ---------------------------------------------------------- */
 
 static void print_reply(const ordo_reply_t *r, int indent)
 {
@@ -832,57 +832,6 @@ static int cmd_top(ordo_client_t *c, const tool_opt_t *global, int argc, char **
     return TOOL_EXIT_OK;
 }
 
-/* show_members() -- in cluster mode, one line per member: its liveness,
- * time since it was last heard from and, on the leader, the entries it
- * lacks (CLUSTER MEMBERS). Nothing on a single server. */
-static int show_members(ordo_client_t *c)
-{
-    const char *argv[] = {"CLUSTER", "MEMBERS"};
-    ordo_reply_t *r;
-    int rc = ordo_client_command(c, 0, 2, argv, NULL, &r);
-    if (rc != ORDO_OK)
-        return tool_fail(c, "status", rc);
-    if (r->type == ORDO_REPLY_ARRAY) {
-        printf("# members\n");
-        for (size_t i = 0; i < r->n; i++) {
-            const ordo_reply_t *m = r->elem[i];
-            if (m->type != ORDO_REPLY_ARRAY || m->n < 4)
-                continue;
-            printf("member:%" PRId64 " addr=%s role=%s voter=%" PRId64, m->elem[0]->integer,
-                   m->elem[1]->str ? m->elem[1]->str : "?", m->elem[2]->str ? m->elem[2]->str : "?",
-                   m->elem[3]->integer);
-            if (m->n >= 7)
-                printf(" live=%" PRId64 " last_contact_ms=%" PRId64 " lag_entries=%" PRId64, m->elem[4]->integer,
-                       m->elem[5]->integer, m->elem[6]->integer);
-            printf("\n");
-        }
-    }
-    ordo_reply_free(r);
-    return 0;
-}
-
-static int cmd_status(ordo_client_t *c, const tool_opt_t *global, int argc, char **argv)
-{
-    const tool_cmd_t cmd = { "status", TOOL_SYN_STATUS, NULL, NULL, 0, 0, 0 };
-    int n, prc = tool_parse(&cmd, global, argc, argv, NULL, &n, NULL);
-    if (prc != 0)
-        return parsed(prc);
-    int64_t cur, oldest;
-    int rc = ordo_kv_rev(c, &cur, &oldest);
-    if (rc != ORDO_OK)
-        return tool_fail(c, "status", rc);
-    printf("# ordo at %s:%d\nrevision:%" PRId64 "\noldest_revision:%" PRId64 "\n", ordo_client_host(c),
-           ordo_client_port(c), cur, oldest);
-    if (show(c, "status", NULL, "INFO", NULL))
-        return 1;
-    /* cluster_enabled:0 on a single server; in cluster mode the member's
-     * role, term, leader and indexes (the tool follows -NOTLEADER, so this
-     * is the leader's view). */
-    if (show(c, "status", NULL, "CLUSTER", "INFO", NULL))
-        return 1;
-    return show_members(c);
-}
-
 /* build_addrs() -- the client's address list from -h (a host, host:port,
  * or a comma-separated list of them; a v6 host in brackets), giving the
  * entries without a port `port`. Returns a malloc'd string, or NULL if an
@@ -936,7 +885,7 @@ static const tool_command_t commands[] = {
     { "push", cmd_push, NULL },
     { "consume", NULL, cmd_consume },
     { "top", cmd_top, NULL },
-    { "status", cmd_status, NULL },
+    { "status", tool_status, NULL },
 };
 #define TOOL_COMMANDS (sizeof commands / sizeof commands[0])
 
@@ -963,7 +912,7 @@ static int run_command(ordo_client_opts_t *co, const tool_opt_t *global, int arg
         return tool_fail(NULL, name, ORDO_ENOMEM);
     int rc = cmd->run(c, global, argc - 1, argv + 1);
     ordo_client_free(c);
-    return rc;
+    return parsed(rc);
 }
 
 int main(int argc, char **argv)

@@ -1,7 +1,7 @@
 /*
  * tool/tool.h -- what the files of the `ordo` tool (src/tools/ordo.c and
  * src/tools/tool/) share: its option parser (tool/opt.c), each command's
- * usage line, and its exit statuses. The tool is built on the client
+ * usage line, its exit statuses, and the commands kept in tool/. The tool is built on the client
  * library only.
  *
  * Options are tables: each command lists the options it takes (name,
@@ -85,6 +85,10 @@ int tool_usage_error(const char *cmd, const char *fmt, ...)
  * stderr; returns TOOL_EXIT_FAIL. c may be NULL. */
 int tool_fail(ordo_client_t *c, const char *what, int rc);
 
+/* `ordo status` (tool/stats.c); argc/argv are the arguments after the
+ * command's name. Returns an exit status or TOOL_HELP. */
+int tool_status(ordo_client_t *c, const tool_opt_t *global, int argc, char **argv);
+
 /* Each command's line of the usage, used by the usage text and by the
  * error that says an argument is missing. */
 #define TOOL_SYN_WATCH "watch KEY | --prefix P [--from REV]"
@@ -94,6 +98,6 @@ int tool_fail(ordo_client_t *c, const char *what, int rc);
     "consume QUEUE [--concurrency N] [--lease MS] [--nack-delay MS] [--timeout MS] [--exactly-once]\n" \
     "          -- PROGRAM [ARGS...]"
 #define TOOL_SYN_TOP "top QUEUE [--count N] [--interval MS] [--iterations N | -n N]"
-#define TOOL_SYN_STATUS "status"
+#define TOOL_SYN_STATUS "status [--raw]"
 
 #endif
