@@ -6,7 +6,7 @@
  * is a TOOL_SYN_ macro of tool.h, its options a table parsed by
  * tool_parse() (tool_opt.c), which names the argument and the fault of
  * every usage error. This file holds main(), the command table, and the
- * commands but status (tool/stats.c).
+ * commands but status and top (tool/stats.c).
  *
  * Addresses: -h takes one host or a list (host:port, [v6]:port; an entry
  * without a port gets -p's); without -h and -p, ORDO_ADDRS; every client
@@ -753,85 +753,6 @@ static int cmd_consume(ordo_client_opts_t *co, const tool_opt_t *global, int arg
     return 0;
 }
 
-/* ---- top ---------------------------------------------------------- */
-
-static void print_reply(const ordo_reply_t *r, int indent)
-{
-    switch (r->type) {
-    case ORDO_REPLY_INTEGER: printf("%" PRId64, r->integer); break;
-    case ORDO_REPLY_NIL: printf("(nil)"); break;
-    case ORDO_REPLY_ARRAY:
-    case ORDO_REPLY_MAP:
-    case ORDO_REPLY_PUSH:
-        for (size_t i = 0; i < r->n; i++) {
-            printf("%s%*s", i ? "\n" : "", indent, "");
-            print_reply(r->elem[i], indent + 2);
-            if (r->type == ORDO_REPLY_MAP && i + 1 < r->n) {
-                printf(": ");
-                print_reply(r->elem[++i], indent + 2);
-            }
-        }
-        break;
-    default:
-        if (r->str)
-            fwrite(r->str, 1, r->len, stdout);
-    }
-}
-
-static int show(ordo_client_t *c, const char *what, const char *title, ...)
-{
-    const char *argv[8];
-    int argc = 0;
-    va_list ap;
-    va_start(ap, title);
-    const char *a;
-    while (argc < 8 && (a = va_arg(ap, const char *)) != NULL)
-        argv[argc++] = a;
-    va_end(ap);
-    ordo_reply_t *r;
-    int rc = ordo_client_command(c, 0, argc, argv, NULL, &r);
-    if (rc == ORDO_OK)
-        rc = ordo_client_reply_error(c, r);
-    if (rc != ORDO_OK) {
-        ordo_reply_free(r);
-        return tool_fail(c, what, rc);
-    }
-    if (title)
-        printf("# %s\n", title);
-    print_reply(r, 0);
-    printf("\n");
-    ordo_reply_free(r);
-    return 0;
-}
-
-static int cmd_top(ordo_client_t *c, const tool_opt_t *global, int argc, char **argv)
-{
-    int64_t count = 10, interval = 1000, iterations = -1;
-    const tool_opt_t opts[] = {
-        { "--count", NULL, TOOL_OPT_INT, &count, "a number of keys", 1, 1000 },
-        { "--interval", NULL, TOOL_OPT_INT, &interval, "a number of milliseconds", 10, TOOL_MS_MAX },
-        { "--iterations", "-n", TOOL_OPT_INT, &iterations, "a number of refreshes", 1, INT32_MAX },
-        { NULL, NULL, 0, NULL, NULL, 0, 0 },
-    };
-    static const char *const names[] = { "QUEUE" };
-    const tool_cmd_t cmd = { "top", TOOL_SYN_TOP, opts, names, 1, 1, 0 };
-    const char *queue;
-    int n, rc = tool_parse(&cmd, global, argc, argv, &queue, &n, NULL);
-    if (rc != 0)
-        return parsed(rc);
-    char cnt[24];
-    snprintf(cnt, sizeof cnt, "%" PRId64, count);
-    for (int64_t it = 0; iterations < 0 || it < iterations; it++) {
-        if (it)
-            nanosleep(&(struct timespec){ interval / 1000, (interval % 1000) * 1000000L }, NULL);
-        if (show(c, "top", "waiting in-flight delayed", "Q.LEN", queue, NULL) ||
-            show(c, "top", "top keys", "Q.TOPKEYS", queue, "COUNT", cnt, NULL))
-            return TOOL_EXIT_FAIL;
-        fflush(stdout);
-    }
-    return TOOL_EXIT_OK;
-}
-
 /* build_addrs() -- the client's address list from -h (a host, host:port,
  * or a comma-separated list of them; a v6 host in brackets), giving the
  * entries without a port `port`. Returns a malloc'd string, or NULL if an
@@ -884,7 +805,7 @@ static const tool_command_t commands[] = {
     { "call", cmd_call, NULL },
     { "push", cmd_push, NULL },
     { "consume", NULL, cmd_consume },
-    { "top", cmd_top, NULL },
+    { "top", tool_top, NULL },
     { "status", tool_status, NULL },
 };
 #define TOOL_COMMANDS (sizeof commands / sizeof commands[0])

@@ -43,7 +43,7 @@ def test_help_is_on_stdout_and_exits_0():
     text = run("--help").stdout.decode()
     for opt in ("-h", "-p", "-a", "--timeout", "--tls", "--cacert", "--cert", "--key", "--sni", "--prefix",
                 "--from", "--id", "--concurrency", "--lease", "--nack-delay", "--exactly-once", "--count",
-                "--interval", "--iterations"):
+                "--interval", "--iterations", "-n", "--once", "--raw"):
         assert opt in text, opt
 
 

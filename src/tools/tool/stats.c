@@ -490,3 +490,241 @@ int tool_status(ordo_client_t *c, const tool_opt_t *global, int argc, char **arg
         return rc;
     return raw ? status_raw(c) : status_summary(c);
 }
+
+/* ---- top ------------------------------------------------------------------ */
+
+/* ANSI: cursor to the top-left, then clear the screen. */
+#define TOOL_ANSI_HOME_CLEAR "\033[H\033[2J"
+
+typedef struct top {
+    const char *queue; /* one queue (and its top keys), or NULL: all */
+    int64_t count;     /* queue rows (all) or top keys (one queue) */
+    int64_t interval_ms;
+    int tty;           /* redraw in place */
+} top_t;
+
+/* per_s() -- the rate of a counter from before to now over secs, into
+ * buf; "-" when there is no before, or the counter went back (a restart). */
+static const char *per_s(char *buf, size_t cap, int64_t now, const int64_t *before, double secs, int bytes)
+{
+    if (before == NULL || now < *before || secs <= 0) {
+        snprintf(buf, cap, "-");
+        return buf;
+    }
+    double r = (double)(now - *before) / secs;
+    if (bytes) {
+        char b[24];
+        snprintf(buf, cap, "%.20s/s", fmt_bytes(b, sizeof b, r));
+    } else {
+        snprintf(buf, cap, "%.1f", r);
+    }
+    return buf;
+}
+
+/* A row of the rates table: a counter read from a sample. */
+typedef struct counter {
+    const char *label;
+    const char *info_key; /* an INFO field, or NULL: a queue total */
+    size_t total_off;     /* queue totals: the field of totals_t */
+    int bytes;
+} counter_t;
+
+static const counter_t counters[] = {
+    { "commands", "total_commands_processed", 0, 0 },
+    { "errors", "total_error_replies", 0, 0 },
+    { "revisions", "revision", 0, 0 },
+    { "watch events", "watch_events", 0, 0 },
+    { "transactions", "transactions_total", 0, 0 },
+    { "pushed", NULL, offsetof(totals_t, pushed), 0 },
+    { "delivered", NULL, offsetof(totals_t, delivered), 0 },
+    { "acked", NULL, offsetof(totals_t, acked), 0 },
+    { "nacked", NULL, offsetof(totals_t, nacked), 0 },
+    { "dead-lettered", NULL, offsetof(totals_t, deadlettered), 0 },
+    { "net in", "total_net_input_bytes", 0, 1 },
+    { "net out", "total_net_output_bytes", 0, 1 },
+};
+
+static int64_t counter_value(const counter_t *k, const sample_t *s, const totals_t *t)
+{
+    return k->info_key ? info_i64(&s->info, k->info_key) : *(const int64_t *)((const char *)t + k->total_off);
+}
+
+static const queue_stat_t *find_queue(const sample_t *s, const char *name)
+{
+    queue_stat_t key = { .name = (char *)name };
+    return s->queues ? bsearch(&key, s->queues, s->nqueues, sizeof key, by_name) : NULL;
+}
+
+static int by_waiting(const void *a, const void *b)
+{
+    const queue_stat_t *x = *(const queue_stat_t *const *)a, *y = *(const queue_stat_t *const *)b;
+    if (x->waiting != y->waiting)
+        return x->waiting > y->waiting ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static void print_change(int64_t now, const int64_t *before)
+{
+    if (before == NULL)
+        printf(" %8s", "new");
+    else
+        printf(" %+8" PRId64, now - *before);
+}
+
+static void print_queue_row(const queue_stat_t *q, const sample_t *prev, double secs)
+{
+    const queue_stat_t *p = prev ? find_queue(prev, q->name) : NULL;
+    char r1[32], r2[32];
+    printf("%-*.*s %9" PRId64, TOOL_TOP_NAME_COLS, TOOL_TOP_NAME_COLS, q->name, q->waiting);
+    print_change(q->waiting, p ? &p->waiting : NULL);
+    printf(" %10" PRId64, q->inflight);
+    print_change(q->inflight, p ? &p->inflight : NULL);
+    printf(" %8" PRId64 " %9s %9s\n", q->delayed, per_s(r1, sizeof r1, q->pushed, p ? &p->pushed : NULL, secs, 0),
+           per_s(r2, sizeof r2, q->acked, p ? &p->acked : NULL, secs, 0));
+}
+
+/* print_queues() -- the queue table: the one queue asked for, or the
+ * count with the most waiting. 0, or -1 when out of memory. */
+static int print_queues(const top_t *t, const sample_t *cur, const sample_t *prev, double secs)
+{
+    printf("\n%-*s %9s %8s %10s %8s %8s %9s %9s\n", TOOL_TOP_NAME_COLS, "queue", "waiting", "change", "in flight",
+           "change", "delayed", "pushed/s", "acked/s");
+    if (t->queue) {
+        const queue_stat_t *q = find_queue(cur, t->queue);
+        if (q)
+            print_queue_row(q, prev, secs);
+        else
+            printf("(no queue %s)\n", t->queue);
+        return 0;
+    }
+    const queue_stat_t **order = malloc((cur->nqueues ? cur->nqueues : 1) * sizeof *order);
+    if (order == NULL)
+        return -1;
+    for (size_t i = 0; i < cur->nqueues; i++)
+        order[i] = &cur->queues[i];
+    qsort(order, cur->nqueues, sizeof *order, by_waiting);
+    size_t shown = cur->nqueues < (size_t)t->count ? cur->nqueues : (size_t)t->count;
+    for (size_t i = 0; i < shown; i++)
+        print_queue_row(order[i], prev, secs);
+    if (shown < cur->nqueues)
+        printf("(%zu more queues; --count shows more)\n", cur->nqueues - shown);
+    free(order);
+    return 0;
+}
+
+/* print_top_keys() -- the keys of t->queue with the most waiting
+ * (Q.TOPKEYS: [[key, waiting], ...]). 0 or TOOL_EXIT_FAIL (said). */
+static int print_top_keys(ordo_client_t *c, const top_t *t)
+{
+    char cnt[24];
+    snprintf(cnt, sizeof cnt, "%" PRId64, t->count);
+    const char *const argv[] = { "Q.TOPKEYS", t->queue, "COUNT", cnt };
+    ordo_reply_t *r;
+    if (command(c, "top", &r, 4, argv) != ORDO_OK)
+        return TOOL_EXIT_FAIL;
+    printf("\n%-*s %9s\n", TOOL_TOP_NAME_COLS, "key", "waiting");
+    for (size_t i = 0; r->type == ORDO_REPLY_ARRAY && i < r->n; i++) {
+        const ordo_reply_t *e = r->elem[i];
+        if (e->type != ORDO_REPLY_ARRAY || e->n < 2 || e->elem[0]->str == NULL)
+            continue;
+        printf("%-*.*s %9" PRId64 "\n", TOOL_TOP_NAME_COLS, TOOL_TOP_NAME_COLS, e->elem[0]->str,
+               reply_i64(e->elem[1]));
+    }
+    ordo_reply_free(r);
+    return 0;
+}
+
+/* print_frame() -- one frame: the server line, the rates since prev (none
+ * when prev is NULL), the queue table, and t->queue's top keys. */
+static int print_frame(ordo_client_t *c, const top_t *t, const sample_t *cur, const sample_t *prev)
+{
+    const info_t *in = &cur->info;
+    double secs = prev ? (double)(cur->at_ms - prev->at_ms) / 1000.0 : 0;
+    char b[32], b2[32], when[16];
+    time_t now = time(NULL);
+    struct tm tm;
+    strftime(when, sizeof when, "%H:%M:%S", localtime_r(&now, &tm));
+    if (t->tty)
+        fputs(TOOL_ANSI_HOME_CLEAR, stdout);
+    printf("ordo top -- %s:%d, %s, revision %" PRId64 ", every %.1f s    %s\n", ordo_client_host(c),
+           ordo_client_port(c), clustered(cur) ? info_str(&cur->cluster, "cluster_role") : "single",
+           info_i64(in, "revision"), (double)t->interval_ms / 1000.0, when);
+    printf("clients %" PRId64 " (%" PRId64 " blocked), watches %" PRId64 ", memory %s, log %s, queues %zu\n",
+           info_i64(in, "connected_clients"), info_i64(in, "blocked_clients"), info_i64(in, "watches"),
+           fmt_bytes(b, sizeof b, (double)info_i64(in, "used_memory")),
+           fmt_bytes(b2, sizeof b2, (double)info_i64(in, "wal_bytes")), cur->nqueues);
+    totals_t tc = queue_totals(cur), tp = prev ? queue_totals(prev) : tc;
+    printf("\n%-*s %12s %14s", TOOL_TOP_NAME_COLS, "", "per second", "total");
+    if (prev)
+        printf("   (over the last %.3f s)", secs);
+    printf("\n");
+    for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++) {
+        const counter_t *k = &counters[i];
+        int64_t v = counter_value(k, cur, &tc), pv = prev ? counter_value(k, prev, &tp) : 0;
+        char r[32];
+        per_s(r, sizeof r, v, prev ? &pv : NULL, secs, k->bytes);
+        if (k->bytes)
+            printf("%-*s %12s %14s\n", TOOL_TOP_NAME_COLS, k->label, r, fmt_bytes(b, sizeof b, (double)v));
+        else
+            printf("%-*s %12s %14" PRId64 "\n", TOOL_TOP_NAME_COLS, k->label, r, v);
+    }
+    if (print_queues(t, cur, prev, secs) != 0)
+        return tool_fail(NULL, "top", ORDO_ENOMEM);
+    if (t->queue && print_top_keys(c, t) != 0)
+        return TOOL_EXIT_FAIL;
+    return 0;
+}
+
+/* sleep_until() -- wait for the monotonic clock to reach at_ms. */
+static void sleep_until(int64_t at_ms)
+{
+    struct timespec ts = { (time_t)(at_ms / 1000), (long)(at_ms % 1000) * 1000000L };
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0)
+        ;
+}
+
+int tool_top(ordo_client_t *c, const tool_opt_t *global, int argc, char **argv)
+{
+    top_t t = { .count = 10, .interval_ms = 1000, .tty = isatty(STDOUT_FILENO) };
+    int64_t frames = -1;
+    int once = 0;
+    const tool_opt_t opts[] = {
+        { "--count", NULL, TOOL_OPT_INT, &t.count, "a number of rows", 1, 1000 },
+        { "--interval", NULL, TOOL_OPT_INT, &t.interval_ms, "a number of milliseconds", 10, 86400000 },
+        { "--iterations", "-n", TOOL_OPT_INT, &frames, "a number of frames", 1, INT32_MAX },
+        { "--once", NULL, TOOL_OPT_FLAG, &once, NULL, 0, 0 },
+        { NULL, NULL, 0, NULL, NULL, 0, 0 },
+    };
+    static const char *const names[] = { "QUEUE" };
+    const tool_cmd_t cmd = { "top", TOOL_SYN_TOP, opts, names, 0, 1, 0 };
+    int n, rc = tool_parse(&cmd, global, argc, argv, &t.queue, &n, NULL);
+    if (rc != 0)
+        return rc;
+    if (once && frames > 1)
+        return tool_usage_error("top", "--once and -n %" PRId64 ": one or the other", frames);
+    if (once)
+        frames = 1;
+    sample_t prev, cur;
+    if (sample_take(c, "top", &prev) != ORDO_OK)
+        return TOOL_EXIT_FAIL;
+    /* On a terminal the totals show at once; the rates from the next frame. */
+    if (t.tty && frames != 1 && (rc = print_frame(c, &t, &prev, NULL)) == 0)
+        fflush(stdout);
+    int64_t start_ms = prev.at_ms;
+    for (int64_t k = 1; rc == 0 && (frames < 0 || k <= frames); k++) {
+        sleep_until(start_ms + k * t.interval_ms);
+        if (sample_take(c, "top", &cur) != ORDO_OK) {
+            rc = TOOL_EXIT_FAIL;
+            break;
+        }
+        if (!t.tty && k > 1)
+            printf("\n");
+        rc = print_frame(c, &t, &cur, &prev);
+        sample_free(&prev);
+        prev = cur;
+        if (fflush(stdout) != 0 || ferror(stdout))
+            break; /* a closed pipe ends it */
+    }
+    sample_free(&prev);
+    return rc;
+}

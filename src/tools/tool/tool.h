@@ -85,9 +85,10 @@ int tool_usage_error(const char *cmd, const char *fmt, ...)
  * stderr; returns TOOL_EXIT_FAIL. c may be NULL. */
 int tool_fail(ordo_client_t *c, const char *what, int rc);
 
-/* `ordo status` (tool/stats.c); argc/argv are the arguments after the
- * command's name. Returns an exit status or TOOL_HELP. */
+/* `ordo status` and `ordo top` (tool/stats.c); argc/argv are the
+ * arguments after the command's name. Return an exit status or TOOL_HELP. */
 int tool_status(ordo_client_t *c, const tool_opt_t *global, int argc, char **argv);
+int tool_top(ordo_client_t *c, const tool_opt_t *global, int argc, char **argv);
 
 /* Each command's line of the usage, used by the usage text and by the
  * error that says an argument is missing. */
@@ -97,7 +98,7 @@ int tool_status(ordo_client_t *c, const tool_opt_t *global, int argc, char **arg
 #define TOOL_SYN_CONSUME                                                                                      \
     "consume QUEUE [--concurrency N] [--lease MS] [--nack-delay MS] [--timeout MS] [--exactly-once]\n" \
     "          -- PROGRAM [ARGS...]"
-#define TOOL_SYN_TOP "top QUEUE [--count N] [--interval MS] [--iterations N | -n N]"
+#define TOOL_SYN_TOP "top [QUEUE] [--interval MS] [--once | --iterations N | -n N] [--count N]"
 #define TOOL_SYN_STATUS "status [--raw]"
 
 #endif
