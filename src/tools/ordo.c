@@ -823,9 +823,12 @@ static int run_command(ordo_client_opts_t *co, const tool_opt_t *global, int arg
     for (size_t k = 0; k < TOOL_COMMANDS && cmd == NULL; k++)
         if (strcmp(commands[k].name, name) == 0)
             cmd = &commands[k];
-    if (cmd == NULL)
-        return tool_usage_error("", "unknown command '%.100s' (commands: watch, call, push, consume, top, status)",
-                                name);
+    if (cmd == NULL) {
+        char names[128] = "";
+        for (size_t k = 0, at = 0; k < TOOL_COMMANDS && at < sizeof names; k++)
+            at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", k ? ", " : "", commands[k].name);
+        return tool_usage_error("", "unknown command '%.100s' (commands: %s)", name, names);
+    }
     if (cmd->run_opts)
         return cmd->run_opts(co, global, argc - 1, argv + 1);
     ordo_client_t *c;

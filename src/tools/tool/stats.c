@@ -26,6 +26,7 @@
  */
 #include "tool.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -217,10 +218,8 @@ static int fetch_queues(ordo_client_t *c, const char *what, sample_t *s)
         return rc;
     size_t n = list->type == ORDO_REPLY_ARRAY ? list->n : 0;
     s->queues = calloc(n ? n : 1, sizeof *s->queues);
-    if (s->queues == NULL) {
-        ordo_reply_free(list);
-        return tool_fail(NULL, what, ORDO_ENOMEM), ORDO_ENOMEM;
-    }
+    if (s->queues == NULL)
+        rc = ORDO_ENOMEM;
     for (size_t at = 0; at < n && rc == ORDO_OK; at += TOOL_PIPELINE_BATCH) {
         size_t end = at + TOOL_PIPELINE_BATCH < n ? at + TOOL_PIPELINE_BATCH : n;
         for (size_t i = at; i < end && rc == ORDO_OK; i++) {
@@ -247,8 +246,10 @@ static int fetch_queues(ordo_client_t *c, const char *what, sample_t *s)
         }
     }
     ordo_reply_free(list);
-    if (rc != ORDO_OK)
-        return tool_fail(c, what, rc), rc;
+    if (rc != ORDO_OK) {
+        tool_fail(c, what, rc);
+        return rc;
+    }
     qsort(s->queues, s->nqueues, sizeof *s->queues, by_name);
     return ORDO_OK;
 }
@@ -679,7 +680,7 @@ static int print_frame(ordo_client_t *c, const top_t *t, const sample_t *cur, co
 static void sleep_until(int64_t at_ms)
 {
     struct timespec ts = { (time_t)(at_ms / 1000), (long)(at_ms % 1000) * 1000000L };
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0)
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
         ;
 }
 
