@@ -405,17 +405,17 @@ static int show(ordo_client_t *c, const char *title, int argc, const char *const
     return 0;
 }
 
-/* show_members() -- in cluster mode, one line per member, each after
- * indent: its liveness, time since it was last heard from and, on the
- * leader, the entries it lacks (CLUSTER MEMBERS). Nothing on a single
- * server. */
-static int show_members(ordo_client_t *c, const char *title, const char *indent)
+/* show_members() -- in cluster mode, title, then one line per member,
+ * each after indent: its liveness, time since it was last heard from and,
+ * on the leader, the entries it lacks (CLUSTER MEMBERS). Nothing on a
+ * single server. 0, or TOOL_EXIT_FAIL (said, as what's). */
+static int show_members(ordo_client_t *c, const char *what, const char *title, const char *indent)
 {
     static const char *const argv[] = { "CLUSTER", "MEMBERS" };
     ordo_reply_t *r;
     int rc = ordo_client_command(c, 0, 2, argv, NULL, &r);
     if (rc != ORDO_OK)
-        return tool_fail(c, "status", rc);
+        return tool_fail(c, what, rc);
     if (r->type == ORDO_REPLY_ARRAY) {
         printf("%s\n", title);
         for (size_t i = 0; i < r->n; i++) {
@@ -449,7 +449,7 @@ static int status_raw(ordo_client_t *c)
     static const char *const cluster[] = { "CLUSTER", "INFO" };
     if (show(c, NULL, 1, info) || show(c, NULL, 2, cluster))
         return TOOL_EXIT_FAIL;
-    return show_members(c, "# members", "");
+    return show_members(c, "status", "# members", "");
 }
 
 static int status_summary(ordo_client_t *c)
@@ -473,7 +473,7 @@ static int status_summary(ordo_client_t *c)
            info_i64(in, "connected_clients"), info_i64(in, "blocked_clients"), info_i64(in, "watches"));
     printf("memory:    %s (%s resident)\n", fmt_bytes(b, sizeof b, (double)info_i64(in, "used_memory")),
            fmt_bytes(b2, sizeof b2, (double)info_i64(in, "used_memory_rss")));
-    int rc = clustered(&s) ? show_members(c, "members:", "  ") : 0;
+    int rc = clustered(&s) ? show_members(c, "status", "members:", "  ") : 0;
     sample_free(&s);
     return rc;
 }
@@ -635,8 +635,9 @@ static int print_top_keys(ordo_client_t *c, const top_t *t)
     return 0;
 }
 
-/* print_frame() -- one frame: the server line, the rates since prev (none
- * when prev is NULL), the queue table, and t->queue's top keys. */
+/* print_frame() -- one frame: the server's lines (as status words its
+ * durability and log), the rates since prev (none when prev is NULL), the
+ * queue table, t->queue's top keys, and in cluster mode the members. */
 static int print_frame(ordo_client_t *c, const top_t *t, const sample_t *cur, const sample_t *prev)
 {
     const info_t *in = &cur->info;
@@ -650,10 +651,11 @@ static int print_frame(ordo_client_t *c, const top_t *t, const sample_t *cur, co
     printf("ordo top -- %s:%d, %s, revision %" PRId64 ", every %.1f s    %s\n", ordo_client_host(c),
            ordo_client_port(c), clustered(cur) ? info_str(&cur->cluster, "cluster_role") : "single",
            info_i64(in, "revision"), (double)t->interval_ms / 1000.0, when);
-    printf("clients %" PRId64 " (%" PRId64 " blocked), watches %" PRId64 ", memory %s, log %s, queues %zu\n",
+    printf("clients %" PRId64 " (%" PRId64 " blocked), watches %" PRId64 ", memory %s (%s resident), queues %zu\n",
            info_i64(in, "connected_clients"), info_i64(in, "blocked_clients"), info_i64(in, "watches"),
            fmt_bytes(b, sizeof b, (double)info_i64(in, "used_memory")),
-           fmt_bytes(b2, sizeof b2, (double)info_i64(in, "wal_bytes")), cur->nqueues);
+           fmt_bytes(b2, sizeof b2, (double)info_i64(in, "used_memory_rss")), cur->nqueues);
+    print_durability(cur);
     totals_t tc = queue_totals(cur), tp = prev ? queue_totals(prev) : tc;
     printf("\n%-*s %12s %14s", TOOL_TOP_NAME_COLS, "", "per second", "total");
     if (prev)
@@ -673,6 +675,8 @@ static int print_frame(ordo_client_t *c, const top_t *t, const sample_t *cur, co
         return tool_fail(NULL, "top", ORDO_ENOMEM);
     if (t->queue && print_top_keys(c, t) != 0)
         return TOOL_EXIT_FAIL;
+    if (clustered(cur))
+        return show_members(c, "top", "\nmembers:", "  ");
     return 0;
 }
 
