@@ -24,10 +24,25 @@
 #   make bench-instr       ordod's user-space instructions per SET and per GET, counted by
 #                          callgrind (bench/instr.sh; ORDOD=path measures another build)
 #   make install           install libordo, headers, ordo.pc (PREFIX=/usr/local)
+#
+# Builds print one line per step (CC file, LD target; scripts/quiet-build.sh)
+# and nothing when there is nothing to do; V=1 prints every command and
+# make's directory lines.
 
 PREFIX ?= /usr/local
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
+V ?= 0
+
+# CMAKE_BUILD(dir): build dir with the jobs asked for, quietly unless V=1.
+ifeq ($(V),1)
+Q :=
+CMAKE_BUILD = cmake --build $(1) -j $(JOBS) --verbose
+else
+Q := @
+MAKEFLAGS += --no-print-directory
+CMAKE_BUILD = scripts/quiet-build.sh $(1) -j $(JOBS)
+endif
 
 .PHONY: all build run cluster test unit integration crash cluster-test asan tsan bench-primitives bench soak bench-instr fuzz fuzz-smoke install clean deps-build deps-test
 
@@ -39,8 +54,8 @@ deps-test:
 	@scripts/deps.sh test
 
 build: deps-build
-	@cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS) >/dev/null
-	@cmake --build build -j $(JOBS)
+	$(Q)cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS) >/dev/null
+	$(Q)$(call CMAKE_BUILD,build)
 
 run: build
 	@mkdir -p data && exec build/ordod --dir ./data
@@ -67,8 +82,8 @@ cluster-test: build deps-test
 	ORDOD=build/ordod /usr/bin/python3 -m pytest -q tests/cluster
 
 asan: deps-build
-	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DORDO_SANITIZE=address,undefined >/dev/null
-	@cmake --build build-asan -j $(JOBS)
+	$(Q)cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DORDO_SANITIZE=address,undefined >/dev/null
+	$(Q)$(call CMAKE_BUILD,build-asan)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j $(JOBS) -L unit
 	ORDOD=build-asan/ordod ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -77,8 +92,8 @@ asan: deps-build
 	  /usr/bin/python3 -m pytest -q tests/cluster
 
 tsan: deps-build
-	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DORDO_SANITIZE=thread >/dev/null
-	@cmake --build build-tsan -j $(JOBS)
+	$(Q)cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DORDO_SANITIZE=thread >/dev/null
+	$(Q)$(call CMAKE_BUILD,build-tsan)
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  ctest --output-on-failure -j $(JOBS) -L unit
 

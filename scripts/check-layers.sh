@@ -47,9 +47,12 @@ client          | base                                             | base/ clien
     The client ships in libordo and needs nothing of lib/ or the server.
 client/uv       | client base uv                                   | base/ client/ ordo/
     The asynchronous client runs on the caller's libuv loop.
-tools           | client lib base                                  | base/ client/ ordo/
+tools           | client lib base tools/tool                       | base/ client/ ordo/ tool/
     The ordo tool is a client like any other (libordo's ordo_strerror()
     names every error code, the client's included).
+tools/tool      | client lib base                                  | base/ client/ ordo/
+    The parts of the ordo tool beside its main file (option parsing,
+    status, top): a client too, and they call nothing of ordo.c.
 core            | base                                             | base/ core/
     The state machine is a function of the log: no loop, no connections,
     no RESP, no log, no writer.

@@ -2,33 +2,31 @@
  * ordo.c -- the `ordo` command-line tool (docs/client.md, "The `ordo` tool"), built on
  * the client library only (ordo/client.h).
  *
- *   ordo [-h host[:port][,host:port...]] [-p port] [-a password] [--user NAME] [--timeout MS]
- *        [--tls [--cacert FILE] [--cert FILE --key FILE] [--sni NAME]] COMMAND ...
- *     watch KEY | --prefix P [--from REV]   one line per event, resumes by itself
- *     call QUEUE KEY PAYLOAD [--id ID] [--timeout MS]
- *     push QUEUE KEY PAYLOAD [--id ID]
- *     consume QUEUE [--concurrency N] [--lease MS] [--nack-delay MS] [--timeout MS]
- *             [--exactly-once] -- PROGRAM [ARGS...]
- *     top QUEUE [--count N] [--interval MS] [--iterations N]
- *     status
+ * The usage is usage_text below (and `ordo --help`); each command's line
+ * is a TOOL_SYN_ macro of tool.h, its options a table parsed by
+ * tool_parse() (tool_opt.c), which names the argument and the fault of
+ * every usage error. This file holds main(), the command table, and the
+ * commands but status and top (tool/stats.c).
  *
  * Addresses: -h takes one host or a list (host:port, [v6]:port; an entry
  * without a port gets -p's); without -h and -p, ORDO_ADDRS; every client
  * learns the rest of a cluster from CLUSTER MEMBERS and follows the leader.
- * --user names the user -a's password is for (ACL SETUSER); without it,
- * ORDO_USER; without that, the default user.
  * A port outside 1..65535 or an address that does not parse is a usage
  * error. One-shot commands (call, push, top, status) give up after
  * --timeout (default TOOL_TIMEOUT_MS_DEFAULT), naming the addresses tried.
+ * --user names the user -a's password is for (ACL SETUSER); without it,
+ * ORDO_USER; without that, the default user.
  *
  * TLS: --tls speaks TLS to the server's tls-port, verifying its
  * certificate against --cacert (default: the system's CAs) and the name
  * the address gives (or --sni's); --cert and --key show a client
  * certificate. A certificate that does not verify fails at once (exit 1).
  *
- * Exit status: 0 on success; 1 on an error reply, a timeout or a lost
- * server (the error on stderr); 2 on a usage error (and consume's PROGRAM
- * that cannot be executed). `watch` retries a lost server for ever but
+ * Exit status: 0 on success (--help and `ordo help` too, on stdout); 1 on
+ * an error reply, a timeout or a lost server (the error on stderr); 2 on
+ * a usage error (and consume's PROGRAM that cannot be executed): one line
+ * naming the argument and what is wrong with it, then a pointer to
+ * --help; the whole usage only when no command is given. `watch` retries a lost server for ever but
  * stops at once on what retrying cannot cure (a revision in the future, a
  * wrong password), saying why.
  *
@@ -47,6 +45,7 @@
  * ack (docs/exactly-once.md, "From a script").
  */
 #include "ordo/client.h"
+#include "tool/tool.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -81,31 +80,39 @@ extern char **environ;
  * bytes). */
 #define TOOL_HOST_MAX 256
 
+/* The whole usage: for --help and `ordo help` (stdout, exit 0) and for
+ * no command at all (stderr, exit 2); any other fault is one line
+ * (tool_usage_error()). */
 static const char *usage_text =
     "usage: ordo [-h host[:port][,host:port...]] [-p port] [-a password] [--user NAME] [--timeout MS]\n"
     "            [--tls [--cacert FILE] [--cert FILE --key FILE] [--sni NAME]] COMMAND ...\n"
-    "  (without -h/-p: ORDO_ADDRS, a list like -h's; without --user: ORDO_USER, else the default user;\n"
-    "   --timeout: one-shot commands, default 5000; --tls: to a tls-port, verifying the server against\n"
-    "   --cacert and its name)\n"
-    "  watch KEY | --prefix P [--from REV]\n"
-    "  call QUEUE KEY PAYLOAD [--id ID] [--timeout MS]\n"
-    "  push QUEUE KEY PAYLOAD [--id ID]\n"
-    "  consume QUEUE [--concurrency N] [--lease MS] [--nack-delay MS] [--timeout MS] [--exactly-once]\n"
-    "          -- PROGRAM [ARGS...]\n"
-    "  top QUEUE [--count N] [--interval MS] [--iterations N]\n"
-    "  status\n";
+    "       ordo --help | ordo help\n"
+    "  -h, -p    the server (without them: ORDO_ADDRS, a list like -h's; default 127.0.0.1:7379)\n"
+    "  -a        its password\n"
+    "  --user    the user -a's password is for (ACL SETUSER; without it: ORDO_USER, else the default user)\n"
+    "  --timeout one-shot commands (call, push, top, status) give up after MS (default 5000)\n"
+    "  --tls     to a tls-port, verifying the server against --cacert (default: the system's CAs)\n"
+    "            and its name (or --sni's); --cert and --key show a client certificate\n"
+    "commands:\n"
+    "  " TOOL_SYN_WATCH "\n"
+    "  " TOOL_SYN_CALL "\n"
+    "  " TOOL_SYN_PUSH "\n"
+    "  " TOOL_SYN_CONSUME "\n"
+    "  " TOOL_SYN_TOP "\n"
+    "  " TOOL_SYN_STATUS "\n"
+    "exit status: 0 success, 1 an error reply, a timeout or a lost server, 2 a usage error\n";
 
-static int usage(void)
+static int help(void)
 {
-    fputs(usage_text, stderr);
-    return 2;
+    fputs(usage_text, stdout);
+    return fflush(stdout) == 0 && !ferror(stdout) ? TOOL_EXIT_OK : TOOL_EXIT_FAIL;
 }
 
-static int fail(ordo_client_t *c, const char *what, int rc)
+/* parsed() -- what tool_parse() returned, as the command's exit status:
+ * --help prints the usage (stdout, 0). */
+static int parsed(int rc)
 {
-    const char *detail = c ? ordo_client_errstr(c) : "";
-    fprintf(stderr, "ordo %s: %s%s%s\n", what, ordo_strerror(rc), *detail ? ": " : "", detail);
-    return 1;
+    return rc == TOOL_HELP ? help() : rc;
 }
 
 /* Print bytes as redis-cli quotes them when they need it. */
@@ -141,16 +148,8 @@ static void put_quoted(FILE *f, const char *s, size_t n)
     fputc('"', f);
 }
 
-static int parse_i64(const char *s, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end)
-        return -1;
-    *out = v;
-    return 0;
-}
+/* The range of a millisecond option: what an int holds. */
+#define TOOL_MS_MAX INT32_MAX
 
 /* ---- watch ---------------------------------------------------------------- */
 
@@ -181,82 +180,92 @@ static void on_watch_error(void *arg, int err, const char *text, int final)
     fprintf(stderr, "ordo watch: %s: %s%s\n", ordo_strerror(err), text, final ? "" : " (retrying)");
 }
 
-static int cmd_watch(ordo_client_opts_t *co, int argc, char **argv)
+static int cmd_watch(ordo_client_opts_t *co, const tool_opt_t *global, int argc, char **argv)
 {
     char last_error[256] = "";
     ordo_watch_opts_t o = { .conn = *co, .fn = on_event, .on_error = on_watch_error, .arg = last_error };
     o.conn.reconnect_timeout_ms = ORDO_WAIT_FOREVER;
     o.conn.call_timeout_ms = 0;
-    for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--prefix") == 0 && i + 1 < argc) {
-            o.prefix = 1;
-            o.key = argv[++i];
-        } else if (strcmp(argv[i], "--from") == 0 && i + 1 < argc) {
-            if (parse_i64(argv[++i], &o.from_rev) != 0 || o.from_rev < 0)
-                return usage();
-            o.from_set = 1;
-        } else if (o.key == NULL) {
-            o.key = argv[i];
-        } else {
-            return usage();
-        }
+    const char *prefix = NULL;
+    o.from_rev = -1;
+    const tool_opt_t opts[] = {
+        { "--prefix", NULL, TOOL_OPT_STR, &prefix, NULL, 0, 0 },
+        { "--from", NULL, TOOL_OPT_INT, &o.from_rev, "a revision", 0, INT64_MAX },
+        { NULL, NULL, 0, NULL, NULL, 0, 0 },
+    };
+    static const char *const names[] = { "KEY" };
+    const tool_cmd_t cmd = { "watch", TOOL_SYN_WATCH, opts, names, 0, 1, 0 };
+    const char *key = NULL;
+    int n, rc = tool_parse(&cmd, global, argc, argv, &key, &n, NULL);
+    if (rc != 0)
+        return parsed(rc);
+    if (key != NULL && prefix != NULL)
+        return tool_usage_error("watch", "KEY '%.100s' and --prefix '%.100s': one or the other", key, prefix);
+    if (key == NULL && prefix == NULL) {
+        fprintf(stderr, "ordo watch: missing KEY (or --prefix P)\nusage: ordo %s\n%s\n", TOOL_SYN_WATCH,
+                TOOL_USAGE_POINTER);
+        return TOOL_EXIT_USAGE;
     }
-    if (o.key == NULL)
-        return usage();
+    o.prefix = prefix != NULL;
+    o.key = prefix ? prefix : key;
     o.key_len = strlen(o.key);
-    int rc = ordo_watch_run(&o, NULL);
-    return rc == ORDO_OK ? 0 : 1; /* on_watch_error said why */
+    o.from_set = o.from_rev >= 0;
+    if (!o.from_set)
+        o.from_rev = 0;
+    rc = ordo_watch_run(&o, NULL);
+    return rc == ORDO_OK ? TOOL_EXIT_OK : TOOL_EXIT_FAIL; /* on_watch_error said why */
 }
 
 /* ---- call, push ------------------------------------------------------------ */
 
-static int cmd_call(ordo_client_t *c, int argc, char **argv)
+static const char *const queue_key_payload[] = { "QUEUE", "KEY", "PAYLOAD" };
+
+static int cmd_call(ordo_client_t *c, const tool_opt_t *global, int argc, char **argv)
 {
-    if (argc < 3)
-        return usage();
     const char *id = NULL;
     int64_t timeout_ms = 0;
-    for (int i = 3; i < argc; i++) {
-        if (strcmp(argv[i], "--id") == 0 && i + 1 < argc)
-            id = argv[++i];
-        else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
-            if (parse_i64(argv[++i], &timeout_ms) != 0 || timeout_ms < 0)
-                return usage();
-        } else
-            return usage();
-    }
+    const tool_opt_t opts[] = {
+        { "--id", NULL, TOOL_OPT_STR, &id, NULL, 0, 0 },
+        { "--timeout", NULL, TOOL_OPT_INT, &timeout_ms, "a number of milliseconds", 0, TOOL_MS_MAX },
+        { NULL, NULL, 0, NULL, NULL, 0, 0 },
+    };
+    const tool_cmd_t cmd = { "call", TOOL_SYN_CALL, opts, queue_key_payload, 3, 3, 0 };
+    const char *pos[3];
+    int n, rc = tool_parse(&cmd, global, argc, argv, pos, &n, NULL);
+    if (rc != 0)
+        return parsed(rc);
     char *res;
-    size_t n;
-    int rc = ordo_q_call(c, argv[0], argv[1], strlen(argv[1]), argv[2], strlen(argv[2]), timeout_ms, id,
-                         &res, &n);
+    size_t len;
+    rc = ordo_q_call(c, pos[0], pos[1], strlen(pos[1]), pos[2], strlen(pos[2]), timeout_ms, id, &res, &len);
     if (rc != ORDO_OK)
-        return fail(c, "call", rc);
+        return tool_fail(c, "call", rc);
     if (res)
-        fwrite(res, 1, n, stdout);
-    if (n == 0 || res[n - 1] != '\n')
+        fwrite(res, 1, len, stdout);
+    if (len == 0 || res[len - 1] != '\n')
         fputc('\n', stdout);
     free(res);
-    return 0;
+    return TOOL_EXIT_OK;
 }
 
-static int cmd_push(ordo_client_t *c, int argc, char **argv)
+static int cmd_push(ordo_client_t *c, const tool_opt_t *global, int argc, char **argv)
 {
-    if (argc < 3)
-        return usage();
     ordo_push_opts_t po = { 0 };
-    for (int i = 3; i < argc; i++) {
-        if (strcmp(argv[i], "--id") == 0 && i + 1 < argc) {
-            po.id = argv[++i];
-            po.id_len = strlen(po.id);
-        } else
-            return usage();
-    }
+    const tool_opt_t opts[] = {
+        { "--id", NULL, TOOL_OPT_STR, &po.id, NULL, 0, 0 },
+        { NULL, NULL, 0, NULL, NULL, 0, 0 },
+    };
+    const tool_cmd_t cmd = { "push", TOOL_SYN_PUSH, opts, queue_key_payload, 3, 3, 0 };
+    const char *pos[3];
+    int n, rc = tool_parse(&cmd, global, argc, argv, pos, &n, NULL);
+    if (rc != 0)
+        return parsed(rc);
+    po.id_len = po.id ? strlen(po.id) : 0;
     int64_t id;
-    int rc = ordo_q_push(c, argv[0], argv[1], strlen(argv[1]), argv[2], strlen(argv[2]), &po, &id);
+    rc = ordo_q_push(c, pos[0], pos[1], strlen(pos[1]), pos[2], strlen(pos[2]), &po, &id);
     if (rc != ORDO_OK)
-        return fail(c, "push", rc);
+        return tool_fail(c, "push", rc);
     printf("%" PRId64 "\n", id);
-    return 0;
+    return TOOL_EXIT_OK;
 }
 
 /* ---- consume -------------------------------------------------------------- */
@@ -682,45 +691,43 @@ static int run_exactly_once(void *arg, ordo_client_t *c, const ordo_msg_t *m, or
     return rc;
 }
 
-static int cmd_consume(ordo_client_opts_t *co, int argc, char **argv)
+static int cmd_consume(ordo_client_opts_t *co, const tool_opt_t *global, int argc, char **argv)
 {
-    if (argc < 1)
-        return usage();
-    program_t prog = { .queue = argv[0], .addrs = co->addrs ? co->addrs : "" };
-    pthread_mutex_init(&prog.mu, NULL);
-    ordo_consumer_opts_t o = { .conn = *co, .queue = argv[0], .handler = run_program, .arg = &prog };
+    int64_t concurrency = 0, lease_ms = 0, nack_delay_ms = 0, timeout_ms = 0;
+    int exactly_once = 0;
+    const tool_opt_t opts[] = {
+        { "--concurrency", NULL, TOOL_OPT_INT, &concurrency, "a number of workers", 1,
+          ORDO_CONSUMER_CONCURRENCY_MAX },
+        { "--lease", NULL, TOOL_OPT_INT, &lease_ms, "a number of milliseconds", 1, TOOL_MS_MAX },
+        { "--nack-delay", NULL, TOOL_OPT_INT, &nack_delay_ms, "a number of milliseconds", 1, TOOL_MS_MAX },
+        { "--timeout", NULL, TOOL_OPT_INT, &timeout_ms, "a number of milliseconds", 1, TOOL_MS_MAX },
+        { "--exactly-once", NULL, TOOL_OPT_FLAG, &exactly_once, NULL, 0, 0 },
+        { NULL, NULL, 0, NULL, NULL, 0, 0 },
+    };
+    static const char *const names[] = { "QUEUE" };
+    const tool_cmd_t cmd = { "consume", TOOL_SYN_CONSUME, opts, names, 1, 1, 1 };
+    const char *queue;
+    int n, rest, rc = tool_parse(&cmd, global, argc, argv, &queue, &n, &rest);
+    if (rc != 0)
+        return parsed(rc);
+    program_t prog = { .queue = queue, .addrs = co->addrs ? co->addrs : "", .timeout_ms = timeout_ms };
+    ordo_consumer_opts_t o = { .conn = *co, .queue = queue, .handler = run_program, .arg = &prog };
     o.conn.reconnect_timeout_ms = ORDO_WAIT_FOREVER;
     o.conn.call_timeout_ms = 0;
-    int i = 1;
-    for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
-        if (strcmp(argv[i], "--exactly-once") == 0) {
-            o.handler = NULL;
-            o.txn_handler = run_exactly_once;
-            continue;
-        }
-        int64_t v;
-        if (i + 1 >= argc || parse_i64(argv[i + 1], &v) != 0 || v <= 0)
-            return usage();
-        if (strcmp(argv[i], "--concurrency") == 0 && v <= ORDO_CONSUMER_CONCURRENCY_MAX)
-            o.concurrency = (int)v;
-        else if (strcmp(argv[i], "--lease") == 0)
-            o.lease_ms = v;
-        else if (strcmp(argv[i], "--nack-delay") == 0)
-            o.nack_delay_ms = v;
-        else if (strcmp(argv[i], "--timeout") == 0)
-            prog.timeout_ms = v;
-        else
-            return usage();
-        i++;
+    o.concurrency = (int)concurrency;
+    o.lease_ms = lease_ms;
+    o.nack_delay_ms = nack_delay_ms;
+    if (exactly_once) {
+        o.handler = NULL;
+        o.txn_handler = run_exactly_once;
     }
-    if (i + 1 >= argc)
-        return usage();
-    prog.argv = argv + i + 1;
+    prog.argv = argv + rest;
     char why[256];
     if (runnable(prog.argv[0], why, sizeof why) != 0) {
         fprintf(stderr, "ordo consume: cannot execute %s: %s\n", prog.argv[0], why);
-        return 2;
+        return TOOL_EXIT_USAGE;
     }
+    pthread_mutex_init(&prog.mu, NULL);
 
     /* Signals go to this thread only (sigwait); workers inherit the mask. */
     sigset_t set;
@@ -729,9 +736,9 @@ static int cmd_consume(ordo_client_opts_t *co, int argc, char **argv)
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     ordo_consumer_t *k;
-    int rc = ordo_consumer_new(&k, &o);
+    rc = ordo_consumer_new(&k, &o);
     if (rc != ORDO_OK)
-        return fail(NULL, "consume", rc);
+        return tool_fail(NULL, "consume", rc);
     int sig;
     sigwait(&set, &sig);
     /* Running programs get SIGTERM now and SIGKILL after the grace; their
@@ -746,145 +753,6 @@ static int cmd_consume(ordo_client_opts_t *co, int argc, char **argv)
     ordo_consumer_free(k);
     pthread_mutex_destroy(&prog.mu);
     fprintf(stderr, "ordo consume: stopped (%" PRIu64 " acked, %" PRIu64 " nacked)\n", stats.acked, stats.nacked);
-    return 0;
-}
-
-/* ---- top, status ---------------------------------------------------------- */
-
-static void print_reply(const ordo_reply_t *r, int indent)
-{
-    switch (r->type) {
-    case ORDO_REPLY_INTEGER: printf("%" PRId64, r->integer); break;
-    case ORDO_REPLY_NIL: printf("(nil)"); break;
-    case ORDO_REPLY_ARRAY:
-    case ORDO_REPLY_MAP:
-    case ORDO_REPLY_PUSH:
-        for (size_t i = 0; i < r->n; i++) {
-            printf("%s%*s", i ? "\n" : "", indent, "");
-            print_reply(r->elem[i], indent + 2);
-            if (r->type == ORDO_REPLY_MAP && i + 1 < r->n) {
-                printf(": ");
-                print_reply(r->elem[++i], indent + 2);
-            }
-        }
-        break;
-    default:
-        if (r->str)
-            fwrite(r->str, 1, r->len, stdout);
-    }
-}
-
-static int show(ordo_client_t *c, const char *what, const char *title, ...)
-{
-    const char *argv[8];
-    int argc = 0;
-    va_list ap;
-    va_start(ap, title);
-    const char *a;
-    while (argc < 8 && (a = va_arg(ap, const char *)) != NULL)
-        argv[argc++] = a;
-    va_end(ap);
-    ordo_reply_t *r;
-    int rc = ordo_client_command(c, 0, argc, argv, NULL, &r);
-    if (rc == ORDO_OK)
-        rc = ordo_client_reply_error(c, r);
-    if (rc != ORDO_OK) {
-        ordo_reply_free(r);
-        return fail(c, what, rc);
-    }
-    if (title)
-        printf("# %s\n", title);
-    print_reply(r, 0);
-    printf("\n");
-    ordo_reply_free(r);
-    return 0;
-}
-
-static int cmd_top(ordo_client_t *c, int argc, char **argv)
-{
-    if (argc < 1)
-        return usage();
-    int64_t count = 10, interval = 1000, iterations = -1;
-    for (int i = 1; i < argc; i += 2) {
-        int64_t v;
-        if (i + 1 >= argc || parse_i64(argv[i + 1], &v) != 0 || v <= 0)
-            return usage();
-        if (strcmp(argv[i], "--count") == 0)
-            count = v;
-        else if (strcmp(argv[i], "--interval") == 0)
-            interval = v;
-        else if (strcmp(argv[i], "--iterations") == 0)
-            iterations = v;
-        else
-            return usage();
-    }
-    char cnt[24];
-    snprintf(cnt, sizeof cnt, "%" PRId64, count);
-    for (int64_t it = 0; iterations < 0 || it < iterations; it++) {
-        if (it)
-            nanosleep(&(struct timespec){ interval / 1000, (interval % 1000) * 1000000L }, NULL);
-        if (show(c, "top", "waiting in-flight delayed", "Q.LEN", argv[0], NULL) ||
-            show(c, "top", "top keys", "Q.TOPKEYS", argv[0], "COUNT", cnt, NULL))
-            return 1;
-        fflush(stdout);
-    }
-    return 0;
-}
-
-/* show_members() -- in cluster mode, one line per member: its liveness,
- * time since it was last heard from and, on the leader, the entries it
- * lacks (CLUSTER MEMBERS). Nothing on a single server. */
-static int show_members(ordo_client_t *c)
-{
-    const char *argv[] = {"CLUSTER", "MEMBERS"};
-    ordo_reply_t *r;
-    int rc = ordo_client_command(c, 0, 2, argv, NULL, &r);
-    if (rc != ORDO_OK)
-        return fail(c, "status", rc);
-    if (r->type == ORDO_REPLY_ARRAY) {
-        printf("# members\n");
-        for (size_t i = 0; i < r->n; i++) {
-            const ordo_reply_t *m = r->elem[i];
-            if (m->type != ORDO_REPLY_ARRAY || m->n < 4)
-                continue;
-            printf("member:%" PRId64 " addr=%s role=%s voter=%" PRId64, m->elem[0]->integer,
-                   m->elem[1]->str ? m->elem[1]->str : "?", m->elem[2]->str ? m->elem[2]->str : "?",
-                   m->elem[3]->integer);
-            if (m->n >= 7)
-                printf(" live=%" PRId64 " last_contact_ms=%" PRId64 " lag_entries=%" PRId64, m->elem[4]->integer,
-                       m->elem[5]->integer, m->elem[6]->integer);
-            printf("\n");
-        }
-    }
-    ordo_reply_free(r);
-    return 0;
-}
-
-static int cmd_status(ordo_client_t *c)
-{
-    int64_t cur, oldest;
-    int rc = ordo_kv_rev(c, &cur, &oldest);
-    if (rc != ORDO_OK)
-        return fail(c, "status", rc);
-    printf("# ordo at %s:%d\nrevision:%" PRId64 "\noldest_revision:%" PRId64 "\n", ordo_client_host(c),
-           ordo_client_port(c), cur, oldest);
-    if (show(c, "status", NULL, "INFO", NULL))
-        return 1;
-    /* cluster_enabled:0 on a single server; in cluster mode the member's
-     * role, term, leader and indexes (the tool follows -NOTLEADER, so this
-     * is the leader's view). */
-    if (show(c, "status", NULL, "CLUSTER", "INFO", NULL))
-        return 1;
-    return show_members(c);
-}
-
-/* parse_port() -- a TCP port, strictly: digits only, 1..65535. */
-static int parse_port(const char *s, int *out)
-{
-    int64_t v;
-    if (parse_i64(s, &v) != 0 || v < 1 || v > 65535)
-        return -1;
-    *out = (int)v;
     return 0;
 }
 
@@ -926,101 +794,106 @@ static char *build_addrs(const char *hosts, int port)
     return out;
 }
 
+/* A command of the tool: what it needs is a client (one-shot commands,
+ * which give up after --timeout) or the client's options (watch and
+ * consume, which make their own and retry for ever). */
+typedef struct tool_command {
+    const char *name;
+    int (*run)(ordo_client_t *c, const tool_opt_t *global, int argc, char **argv);
+    int (*run_opts)(ordo_client_opts_t *co, const tool_opt_t *global, int argc, char **argv);
+} tool_command_t;
+
+static const tool_command_t commands[] = {
+    { "watch", NULL, cmd_watch },
+    { "call", cmd_call, NULL },
+    { "push", cmd_push, NULL },
+    { "consume", NULL, cmd_consume },
+    { "top", tool_top, NULL },
+    { "status", tool_status, NULL },
+};
+#define TOOL_COMMANDS (sizeof commands / sizeof commands[0])
+
+/* run_command() -- the command at argv[0] with the client's options co. */
+static int run_command(ordo_client_opts_t *co, const tool_opt_t *global, int argc, char **argv)
+{
+    const char *name = argv[0];
+    if (strcmp(name, "help") == 0) {
+        if (argc > 1)
+            return tool_usage_error("help", "unexpected argument '%.100s'", argv[1]);
+        return help();
+    }
+    const tool_command_t *cmd = NULL;
+    for (size_t k = 0; k < TOOL_COMMANDS && cmd == NULL; k++)
+        if (strcmp(commands[k].name, name) == 0)
+            cmd = &commands[k];
+    if (cmd == NULL) {
+        char names[128] = "";
+        for (size_t k = 0, at = 0; k < TOOL_COMMANDS && at < sizeof names; k++)
+            at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", k ? ", " : "", commands[k].name);
+        return tool_usage_error("", "unknown command '%.100s' (commands: %s)", name, names);
+    }
+    if (cmd->run_opts)
+        return cmd->run_opts(co, global, argc - 1, argv + 1);
+    ordo_client_t *c;
+    if (ordo_client_new(&c, co) != ORDO_OK)
+        return tool_fail(NULL, name, ORDO_ENOMEM);
+    int rc = cmd->run(c, global, argc - 1, argv + 1);
+    ordo_client_free(c);
+    return parsed(rc);
+}
+
 int main(int argc, char **argv)
 {
     ordo_client_opts_t co = { 0 };
     const char *hosts = NULL;
-    int port = 0;
-    int64_t timeout_ms = TOOL_TIMEOUT_MS_DEFAULT;
+    int64_t port = 0, timeout_ms = TOOL_TIMEOUT_MS_DEFAULT;
+    /* The options before the command; a row here is an option of every
+     * command. */
+    const tool_opt_t global[] = {
+        { "-h", NULL, TOOL_OPT_STR, &hosts, NULL, 0, 0 },
+        { "-p", NULL, TOOL_OPT_INT, &port, "a port", 1, 65535 },
+        { "-a", NULL, TOOL_OPT_STR, &co.password, NULL, 0, 0 },
+        { "--user", NULL, TOOL_OPT_STR, &co.user, NULL, 0, 0 },
+        { "--timeout", NULL, TOOL_OPT_INT, &timeout_ms, "a number of milliseconds", 1, TOOL_MS_MAX },
+        { "--tls", NULL, TOOL_OPT_FLAG, &co.tls, NULL, 0, 0 },
+        { "--cacert", NULL, TOOL_OPT_STR, &co.tls_ca_file, NULL, 0, 0 },
+        { "--cert", NULL, TOOL_OPT_STR, &co.tls_cert_file, NULL, 0, 0 },
+        { "--key", NULL, TOOL_OPT_STR, &co.tls_key_file, NULL, 0, 0 },
+        { "--sni", NULL, TOOL_OPT_STR, &co.tls_server_name, NULL, 0, 0 },
+        { NULL, NULL, 0, NULL, NULL, 0, 0 },
+    };
     int i = 1;
-    for (; i < argc && argv[i][0] == '-'; i++) {
-        if (strcmp(argv[i], "--tls") == 0) {
-            co.tls = 1;
-            continue;
-        }
-        if (i + 1 >= argc)
-            return usage();
-        if (strcmp(argv[i], "--cacert") == 0) {
-            co.tls_ca_file = argv[++i];
-        } else if (strcmp(argv[i], "--cert") == 0) {
-            co.tls_cert_file = argv[++i];
-        } else if (strcmp(argv[i], "--key") == 0) {
-            co.tls_key_file = argv[++i];
-        } else if (strcmp(argv[i], "--sni") == 0) {
-            co.tls_server_name = argv[++i];
-        } else if (strcmp(argv[i], "-h") == 0) {
-            hosts = argv[++i];
-        } else if (strcmp(argv[i], "-p") == 0) {
-            if (parse_port(argv[++i], &port) != 0) {
-                fprintf(stderr, "ordo: -p %s: not a port (1..65535)\n", argv[i]);
-                return 2;
-            }
-        } else if (strcmp(argv[i], "-a") == 0) {
-            co.password = argv[++i];
-        } else if (strcmp(argv[i], "--user") == 0) {
-            co.user = argv[++i];
-        } else if (strcmp(argv[i], "--timeout") == 0) {
-            if (parse_i64(argv[++i], &timeout_ms) != 0 || timeout_ms <= 0 || timeout_ms > INT32_MAX) {
-                fprintf(stderr, "ordo: --timeout %s: not a number of milliseconds\n", argv[i]);
-                return 2;
-            }
-        } else {
-            return usage();
-        }
+    int rc = tool_parse_global(global, argc, argv, &i);
+    if (rc != 0)
+        return parsed(rc);
+    if (i >= argc) {
+        fputs(usage_text, stderr);
+        return TOOL_EXIT_USAGE;
     }
+    if (!co.tls && (co.tls_ca_file || co.tls_cert_file || co.tls_key_file || co.tls_server_name))
+        return tool_usage_error("", "--cacert, --cert, --key and --sni go with --tls");
     const char *env_user = getenv("ORDO_USER");
     if (co.user == NULL && env_user != NULL && *env_user != '\0')
         co.user = env_user;
     /* -h/-p name the server; without them, ORDO_ADDRS; then the default. */
-    char *addrs = NULL;
-    const char *env = getenv("ORDO_ADDRS");
-    if (hosts == NULL && port == 0 && env != NULL && *env != '\0')
+    const char *env = getenv("ORDO_ADDRS"), *from = "-h";
+    if (hosts == NULL && port == 0 && env != NULL && *env != '\0') {
         hosts = env;
-    addrs = build_addrs(hosts ? hosts : "127.0.0.1", port ? port : ORDO_CLIENT_PORT_DEFAULT);
+        from = "ORDO_ADDRS";
+    }
+    char *addrs = build_addrs(hosts ? hosts : "127.0.0.1", port ? (int)port : ORDO_CLIENT_PORT_DEFAULT);
     ordo_client_t *probe = NULL;
     co.addrs = addrs;
     if (addrs == NULL || ordo_client_new(&probe, &co) != ORDO_OK) {
-        fprintf(stderr, "ordo: %.200s%s: not a list of host:port addresses\n", hosts ? hosts : "",
-                hosts && strlen(hosts) > 200 ? "..." : "");
         free(addrs);
-        return 2;
+        return tool_usage_error("", "%s '%.200s%s': not a list of host:port addresses", from, hosts ? hosts : "",
+                                hosts && strlen(hosts) > 200 ? "..." : "");
     }
     ordo_client_free(probe);
-    if (!co.tls && (co.tls_ca_file || co.tls_cert_file || co.tls_key_file || co.tls_server_name)) {
-        fprintf(stderr, "ordo: --cacert, --cert, --key and --sni go with --tls\n");
-        free(addrs);
-        return 2;
-    }
     co.call_timeout_ms = (int)timeout_ms;
     co.reconnect_timeout_ms = (int)timeout_ms;
-    if (i >= argc)
-        return usage();
     signal(SIGPIPE, SIG_IGN);
-    const char *cmd = argv[i++];
-    int rest = argc - i;
-    char **args = argv + i;
-    if (strcmp(cmd, "watch") == 0 || strcmp(cmd, "consume") == 0) {
-        int rc = cmd[0] == 'w' ? cmd_watch(&co, rest, args) : cmd_consume(&co, rest, args);
-        free(addrs);
-        return rc;
-    }
-    ordo_client_t *c;
-    if (ordo_client_new(&c, &co) != ORDO_OK) {
-        free(addrs);
-        return fail(NULL, cmd, ORDO_ENOMEM);
-    }
-    int rc;
-    if (strcmp(cmd, "call") == 0)
-        rc = cmd_call(c, rest, args);
-    else if (strcmp(cmd, "push") == 0)
-        rc = cmd_push(c, rest, args);
-    else if (strcmp(cmd, "top") == 0)
-        rc = cmd_top(c, rest, args);
-    else if (strcmp(cmd, "status") == 0)
-        rc = cmd_status(c);
-    else
-        rc = usage();
-    ordo_client_free(c);
+    rc = run_command(&co, global, argc - i, argv + i);
     free(addrs);
     return rc;
 }
