@@ -38,6 +38,11 @@ def req(srv, method, path, body=None, headers=None, timeout=DEADLINE_S):
         c.close()
 
 
+def detail(body):
+    """An error response's text."""
+    return body.decode().strip()
+
+
 def q(b):
     """Percent-encode every byte of b that is not unreserved."""
     return urllib.parse.quote(b, safe="")

@@ -139,6 +139,8 @@ bool cmd_http_queue_exists(conn_t *c, const char *name, size_t n);
 /* Is key[0..n) live? Its mod revision in *rev (on a member that does not
  * lead: true and 0, and the write that follows is refused -NOTLEADER). */
 bool cmd_http_key_rev(conn_t *c, const char *key, size_t n, uint64_t *rev);
+/* The current revision: what a first page of GET /v1/kv is read at. */
+uint64_t cmd_http_rev(conn_t *c);
 /* Is s[0..n) one JSON text (RFC 8259, nesting at most CMD_JSON_DEPTH_MAX)?
  * A result that is gets Content-Type: application/json. */
 #define CMD_JSON_DEPTH_MAX 64

@@ -146,6 +146,8 @@ bool cmd_http_key_rev(conn_t *c, const char *key, size_t n, uint64_t *rev)
     return true;
 }
 
+uint64_t cmd_http_rev(conn_t *c) { return core_rev(c->srv->core); }
+
 /* ---- JSON recognition (results' Content-Type) --------------------------------- */
 
 typedef struct {
