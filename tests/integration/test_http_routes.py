@@ -10,7 +10,7 @@ import subprocess
 import threading
 import time
 
-from test_http import DEADLINE_S, detail, q, req
+from test_http import DEADLINE_S, problem, q, req
 
 
 def post(srv, path, body=b"", headers=None):
@@ -25,10 +25,12 @@ def pull(srv, queue, query=""):
 
 
 def assert_error(resp, status, *texts):
-    st, _, body = resp
-    assert st == status, (st, body)
+    """resp is a problem+json error of status whose detail has each of texts."""
+    assert resp[0] == status, resp
+    p = problem(resp)
     for t in texts:
-        assert t in detail(body), (t, body)
+        assert t in p["detail"], (t, p)
+    return p
 
 
 # ---- consumers ---------------------------------------------------------------
@@ -123,8 +125,8 @@ def test_consumer_route_errors(server, r):
     assert_error(post(server, "/v1/queues/eq/pull?lease=-1"), 400, "lease must be a number of milliseconds")
     assert_error(post(server, "/v1/queues/eq/pull?lease=0"), 400, "LEASE must be at least 1 ms")
     assert_error(post(server, "/v1/queues/eq/pull?wiat=1"), 400, "unknown query parameter 'wiat'")
-    st, h, body = req(server, "GET", "/v1/queues/eq/pull")
-    assert (st, h["allow"]) == (405, "POST") and "GET is not served here" in detail(body)
+    resp = req(server, "GET", "/v1/queues/eq/pull")
+    assert resp[1]["allow"] == "POST" and assert_error(resp, 405, "GET is not served here")
     assert_error(post(server, "/v1/queues/eq/messages/1/ack"), 400, "token= is required")
     assert_error(post(server, "/v1/queues/eq/messages/one/ack?token=1"), 400, "the message id in the path")
     assert_error(post(server, "/v1/queues/eq/messages/1/ack?token=t"), 400, "token must be")
@@ -256,8 +258,9 @@ def test_lock_acquire_without_timeout_waits_the_call_timeout(ordod_factory):
 
 
 def test_lock_route_errors(server):
-    assert_error(post(server, "/v1/locks/x/acquire"), 400, "ttl= is required")
-    assert_error(post(server, "/v1/locks/x/acquire?ttl=0"), 400, "ttl must be between 1 and")
+    # The door's own errors have no code; a command's carry its RESP code.
+    assert "code" not in assert_error(post(server, "/v1/locks/x/acquire"), 400, "ttl= is required")
+    assert assert_error(post(server, "/v1/locks/x/acquire?ttl=0"), 400, "ttl must be between 1 and")["code"] == "ERR"
     assert_error(post(server, "/v1/locks/x/acquire?ttl=10&timeout=x"), 400, "timeout must be a number of milliseconds")
     assert_error(post(server, "/v1/locks/x/acquire?ttl=10&wait=1"), 400, "unknown query parameter 'wait'")
     assert_error(post(server, "/v1/locks/x/release"), 400, "token= is required")
@@ -315,3 +318,7 @@ def test_binary_names_in_lock_and_election_paths(server):
     assert st == 200
     with server.raw() as c:
         assert c.call("LOCK.CHECK", name, json.loads(body)["token"]) == 1
+    # A detail naming bytes that are not UTF-8 stays a JSON string: U+FFFD for each.
+    stale = json.loads(body)["token"] + 1000
+    p = assert_error(post(server, "/v1/locks/%s/release?token=%d" % (q(name), stale)), 409, "does not hold lock")
+    assert "lock 'a/b\ufffd'" in p["detail"]

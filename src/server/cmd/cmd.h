@@ -148,6 +148,9 @@ bool cmd_http_is_json(const char *s, size_t n);
 /* "name":"s" when s[0..n) is UTF-8 with no control byte but \t, \n, \r,
  * else "name_b64":"<base64>" (docs/http.md): at most twice n, plus quotes. */
 void cmd_http_json_field(ordo_buf_t *b, const char *name, const char *s, size_t n);
+/* s[0..n) as one JSON string, for text meant to be read (an error's
+ * detail): escaped, and a byte that is not UTF-8 becomes U+FFFD. */
+void cmd_http_json_text(ordo_buf_t *b, const char *s, size_t n);
 /* Server-Sent Events of a watch (docs/http.md), appended to b, the same
  * bytes for every watcher: a change (value NULL: a deletion), "id: rev"
  * first when with_id; a marker (synced, progress, cancelled) with its

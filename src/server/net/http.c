@@ -350,13 +350,51 @@ static void respond(conn_t *c, int status, const char *ctype, const char *header
         c->close_after_write = true;
 }
 
-static void respond_text(conn_t *c, int status, const char *text)
+/* Is the request (its target as far as it arrived) one of /v1? Its errors
+ * are problem details; those of /healthz, /metrics and the dashboard's
+ * files stay text, as probes and scrapers read them. */
+static bool is_v1(const struct http_conn_s *h)
+{
+    const char *u = h->url.data ? h->url.data : "";
+    size_t n = h->url.len;
+    return n >= 3 && memcmp(u, "/v1", 3) == 0 && (n == 3 || u[3] == '/' || u[3] == '?');
+}
+
+/* An error as problem details (RFC 9457): type about:blank (the status
+ * says what happened), title the status's reason, detail the text, and
+ * code the RESP error code when the error is a command's (code NULL: none).
+ * headers: extra lines, or "". */
+static void respond_problem(conn_t *c, int status, const char *code, size_t code_len, const char *headers,
+                            const char *detail, size_t dlen)
 {
     ordo_buf_t b = ORDO_BUF_INIT;
-    ordo_buf_printf(&b, "%s\n", text);
-    respond(c, status, "text/plain; charset=utf-8", "", b.data, b.len);
+    ordo_buf_printf(&b, "{\"type\":\"about:blank\",\"title\":\"%s\",\"status\":%d,\"detail\":", reason(status),
+                    status);
+    cmd_http_json_text(&b, detail, dlen);
+    if (code != NULL) {
+        ordo_buf_puts(&b, ",\"code\":");
+        cmd_http_json_text(&b, code, code_len);
+    }
+    ordo_buf_puts(&b, "}\n");
+    respond(c, status, "application/problem+json", headers, b.data, b.len);
     ordo_buf_free(&b);
 }
+
+/* An error the door itself gives (or any response with a text body):
+ * problem details on /v1, else the text and a newline. */
+static void respond_error_text(conn_t *c, int status, const char *headers, const char *text)
+{
+    if (status >= 400 && is_v1(c->http)) {
+        respond_problem(c, status, NULL, 0, headers, text, strlen(text));
+        return;
+    }
+    ordo_buf_t b = ORDO_BUF_INIT;
+    ordo_buf_printf(&b, "%s\n", text);
+    respond(c, status, "text/plain; charset=utf-8", headers, b.data, b.len);
+    ordo_buf_free(&b);
+}
+
+static void respond_text(conn_t *c, int status, const char *text) { respond_error_text(c, status, "", text); }
 
 /* An error reply's status: the contract's (412 conflict, 502 dead letter),
  * else the nearest HTTP meaning of the RESP error code. */
@@ -375,23 +413,16 @@ static int error_status(const rv_t *v)
     return 500;
 }
 
+/* A command's error reply v, as problem details: its status by code, the
+ * text as the detail, and the code (the first word, when it is one: "CONFLICT" of "CONFLICT 12"). */
 static void respond_error(conn_t *c, const rv_t *v)
 {
-    ordo_buf_t b = ORDO_BUF_INIT;
-    ordo_buf_append(&b, v->s, v->len);
-    ordo_buf_append(&b, "\n", 1);
-    respond(c, error_status(v), "text/plain; charset=utf-8", "", b.data, b.len);
-    ordo_buf_free(&b);
-}
-
-/* An error the door itself gives, with extra header lines (or ""). */
-static void respond_error_text(conn_t *c, int status, const char *code, const char *headers, const char *detail)
-{
-    (void)code;
-    ordo_buf_t b = ORDO_BUF_INIT;
-    ordo_buf_printf(&b, "%s\n", detail);
-    respond(c, status, "text/plain; charset=utf-8", headers, b.data, b.len);
-    ordo_buf_free(&b);
+    size_t n = 0;
+    while (n < v->len && v->s[n] >= 'A' && v->s[n] <= 'Z')
+        n++;
+    bool coded = n > 0 && (n == v->len || v->s[n] == ' ');
+    assert(is_v1(c->http)); /* only /v1 routes send commands */
+    respond_problem(c, error_status(v), coded ? v->s : NULL, n, "", v->s, v->len);
 }
 
 /* ---- the reply of a command, as HTTP --------------------------------------- */
@@ -877,9 +908,8 @@ static bool authorized(conn_t *c)
 
 static void respond_unauthorized(conn_t *c)
 {
-    static const char text[] = "Authorization: Bearer <password> required\n";
-    respond(c, 401, "text/plain; charset=utf-8", "WWW-Authenticate: Bearer realm=\"ordo\"\r\n", text,
-            sizeof text - 1);
+    respond_error_text(c, 401, "WWW-Authenticate: Bearer realm=\"ordo\"\r\n",
+                       "Authorization: Bearer <password> required");
 }
 
 /* The first parameter of query whose name is not one of allowed (a NULL-
@@ -1671,7 +1701,7 @@ static void route(conn_t *c, req_t *r)
         char hb[160], msg[192];
         snprintf(hb, sizeof hb, "Allow: %s\r\n", allow);
         snprintf(msg, sizeof msg, "%s is not served here; this route takes %s", method_name(r->method), allow);
-        respond_error_text(c, 405, NULL, hb, msg);
+        respond_error_text(c, 405, hb, msg);
         return;
     }
     respond_text(c, 404, "no such route");
