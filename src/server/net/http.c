@@ -998,9 +998,10 @@ static void respond_options(conn_t *c)
     respond(c, 204, NULL, "Allow: " CORS_METHODS "\r\n", "", 0);
 }
 
-/* The routes served without a token: /healthz (a load balancer's probe)
- * the dashboard's files (GET) and OPTIONS. Judged on the raw path, before the
- * body, so a request spelling them with escapes needs a token. */
+/* The routes served without a token: /healthz (a load balancer's probe),
+ * the files of the binary (GET: the dashboard's, and the OpenAPI
+ * description, /v1/openapi.json) and OPTIONS. Judged on the raw path,
+ * before the body, so a request spelling them with escapes needs a token. */
 static bool open_route(const struct http_conn_s *h, int method)
 {
     if (method == HTTP_OPTIONS)
@@ -1184,6 +1185,25 @@ static void route_status(conn_t *c, req_t *r)
     cmd_http_status(c, &b);
     respond(c, 200, "application/json", "Cache-Control: no-store\r\n", b.data, b.len);
     ordo_buf_free(&b);
+}
+
+/* A file of the binary (http_assets): the OpenAPI description, and the
+ * dashboard's files when no route has their path. */
+static bool serve_asset(conn_t *c, const req_t *r)
+{
+    for (size_t i = 0; i < http_assets_count; i++)
+        if (strlen(http_assets[i].path) == r->plen && memcmp(http_assets[i].path, r->path, r->plen) == 0) {
+            respond(c, 200, http_assets[i].content_type, "Cache-Control: no-cache\r\n", http_assets[i].data,
+                    http_assets[i].len);
+            return true;
+        }
+    return false;
+}
+
+static void route_openapi(conn_t *c, req_t *r)
+{
+    if (!serve_asset(c, r))
+        respond_text(c, 500, "the OpenAPI description is not in this binary");
 }
 
 /* POST /v1/queues/{q}/keys/{k}[/call]: Q.PUSH or Q.CALL with the body. */
@@ -1580,14 +1600,19 @@ static void route_leader(conn_t *c, req_t *r)
 }
 
 /* The route table: every route the door serves but the dashboard's files
- * (http_assets), as docs/http.md lists them. A path is literal segments
- * and {names}; `rest` marks a route
- * whose last {name} takes the rest of the path, slashes included. */
+ * (http_assets), as docs/http.md lists them and the OpenAPI description
+ * (src/server/net/api/openapi.json, served at /v1/openapi.json) describes
+ * them; scripts/check-openapi.py (a unit test) reads the rows and the
+ * parameter lists below and fails when the two differ. A path is literal
+ * segments and {names}; `rest` marks a route whose last {name} takes the
+ * rest of the path, slashes included; `open` a route served without a
+ * token (open_route() lets its request in). */
 typedef struct {
     int method;
     const char *path;
     bool rest;
-    const char *const *params;   /* the query parameters it takes, NULL-terminated */
+    bool open;
+    const char *const *params;   /* the query parameters it takes, NULL-terminated; NULL: not checked */
     void (*fn)(conn_t *c, req_t *r);
 } route_t;
 
@@ -1606,30 +1631,31 @@ static const char *const p_lock_extend[] = {"token", "ttl", NULL};
 static const char *const p_term[] = {"term", NULL};
 
 static const route_t routes[] = {
-    {HTTP_GET, "/healthz", false, NULL, route_healthz},
-    {HTTP_GET, "/metrics", false, NULL, route_metrics},
-    {HTTP_GET, "/v1/status", false, p_none, route_status},
-    {HTTP_POST, "/v1/queues/{queue}/keys/{key}", false, p_none, route_push},
-    {HTTP_POST, "/v1/queues/{queue}/keys/{key}/call", false, p_call, route_call},
-    {HTTP_GET, "/v1/queues/{queue}/results/{id}", false, p_result, route_result},
-    {HTTP_POST, "/v1/queues/{queue}/pull", false, p_pull, route_pull},
-    {HTTP_POST, "/v1/queues/{queue}/messages/{id}/ack", false, p_ack, route_ack},
-    {HTTP_POST, "/v1/queues/{queue}/messages/{id}/nack", false, p_nack, route_nack},
-    {HTTP_POST, "/v1/queues/{queue}/messages/{id}/extend", false, p_extend, route_extend},
-    {HTTP_GET, "/v1/kv", false, p_range, route_kv_range},
-    {HTTP_GET, "/v1/kv/{key}", true, p_none, route_kv},
-    {HTTP_PUT, "/v1/kv/{key}", true, p_none, route_kv},
-    {HTTP_DELETE, "/v1/kv/{key}", true, p_none, route_kv},
-    {HTTP_GET, "/v1/watch", false, p_watch, route_watch},
-    {HTTP_GET, "/v1/locks/{name}", false, p_none, route_lock_info},
-    {HTTP_POST, "/v1/locks/{name}/acquire", false, p_acquire, route_lock_acquire},
-    {HTTP_POST, "/v1/locks/{name}/release", false, p_lock_token, route_lock_release},
-    {HTTP_POST, "/v1/locks/{name}/extend", false, p_lock_extend, route_lock_extend},
-    {HTTP_GET, "/v1/elections/{name}", false, p_none, route_leader},
-    {HTTP_POST, "/v1/elections/{name}/campaign", false, p_acquire, route_campaign},
-    {HTTP_POST, "/v1/elections/{name}/proclaim", false, p_term, route_proclaim},
-    {HTTP_POST, "/v1/elections/{name}/resign", false, p_term, route_resign},
-    {HTTP_POST, "/v1/elections/{name}/keepalive", false, p_term, route_keepalive},
+    {HTTP_GET, "/healthz", false, true, NULL, route_healthz},
+    {HTTP_GET, "/metrics", false, false, NULL, route_metrics},
+    {HTTP_GET, "/v1/openapi.json", false, true, p_none, route_openapi},
+    {HTTP_GET, "/v1/status", false, false, p_none, route_status},
+    {HTTP_POST, "/v1/queues/{queue}/keys/{key}", false, false, p_none, route_push},
+    {HTTP_POST, "/v1/queues/{queue}/keys/{key}/call", false, false, p_call, route_call},
+    {HTTP_GET, "/v1/queues/{queue}/results/{id}", false, false, p_result, route_result},
+    {HTTP_POST, "/v1/queues/{queue}/pull", false, false, p_pull, route_pull},
+    {HTTP_POST, "/v1/queues/{queue}/messages/{id}/ack", false, false, p_ack, route_ack},
+    {HTTP_POST, "/v1/queues/{queue}/messages/{id}/nack", false, false, p_nack, route_nack},
+    {HTTP_POST, "/v1/queues/{queue}/messages/{id}/extend", false, false, p_extend, route_extend},
+    {HTTP_GET, "/v1/kv", false, false, p_range, route_kv_range},
+    {HTTP_GET, "/v1/kv/{key}", true, false, p_none, route_kv},
+    {HTTP_PUT, "/v1/kv/{key}", true, false, p_none, route_kv},
+    {HTTP_DELETE, "/v1/kv/{key}", true, false, p_none, route_kv},
+    {HTTP_GET, "/v1/watch", false, false, p_watch, route_watch},
+    {HTTP_GET, "/v1/locks/{name}", false, false, p_none, route_lock_info},
+    {HTTP_POST, "/v1/locks/{name}/acquire", false, false, p_acquire, route_lock_acquire},
+    {HTTP_POST, "/v1/locks/{name}/release", false, false, p_lock_token, route_lock_release},
+    {HTTP_POST, "/v1/locks/{name}/extend", false, false, p_lock_extend, route_lock_extend},
+    {HTTP_GET, "/v1/elections/{name}", false, false, p_none, route_leader},
+    {HTTP_POST, "/v1/elections/{name}/campaign", false, false, p_acquire, route_campaign},
+    {HTTP_POST, "/v1/elections/{name}/proclaim", false, false, p_term, route_proclaim},
+    {HTTP_POST, "/v1/elections/{name}/resign", false, false, p_term, route_resign},
+    {HTTP_POST, "/v1/elections/{name}/keepalive", false, false, p_term, route_keepalive},
 };
 
 #define ROUTES_COUNT (sizeof routes / sizeof routes[0])
@@ -1671,7 +1697,7 @@ static bool route_fits(conn_t *c, req_t *r, const route_t *t, bool *answered)
 static const char *method_name(int m) { return http_method_str((enum http_method)m); }
 
 /* Route r: the route whose path and method fit, else 405 with Allow when
- * the path fits another method, else 404. */
+ * the path fits another method, else a dashboard file (GET), else 404. */
 static void route(conn_t *c, req_t *r)
 {
     char allow[128] = "";
@@ -1690,13 +1716,15 @@ static void route(conn_t *c, req_t *r)
         }
         if (t->params != NULL && refuse_unknown_params(c, r->query, r->qlen, t->params))
             return;
-        if (t->fn != route_healthz && !authorized(c)) {
+        if (!t->open && !authorized(c)) {
             respond_unauthorized(c); /* on_headers_complete() refused it already: kept as the rule's statement */
             return;
         }
         t->fn(c, r);
         return;
     }
+    if (allow[0] == '\0' && r->method == HTTP_GET && serve_asset(c, r))
+        return;
     if (allow[0] != '\0') {
         char hb[160], msg[192];
         snprintf(hb, sizeof hb, "Allow: %s\r\n", allow);
@@ -1770,14 +1798,6 @@ static void handle_request(conn_t *c)
         h->hdr[H_IF_NONE_MATCH].data[0] == '*') && !etag_list_ok(&h->hdr[H_IF_NONE_MATCH])) {
         respond_text(c, 400, "If-None-Match must be * or ETags this server gave (\"<revision>\", comma-separated)");
         return;
-    }
-    if (r.method == HTTP_GET) {
-        for (size_t i = 0; i < http_assets_count; i++)
-            if (strlen(http_assets[i].path) == plen && memcmp(http_assets[i].path, url, plen) == 0) {
-                respond(c, 200, http_assets[i].content_type, "Cache-Control: no-cache\r\n", http_assets[i].data,
-                        http_assets[i].len);
-                return;
-            }
     }
     route(c, &r);
 }
