@@ -119,21 +119,23 @@ def test_nack_with_delay_redelivers_later(server, r):
 
 def test_consumer_route_errors(server, r):
     r.execute_command("Q.PUSH", "eq", "k", "p")
-    assert_error(post(server, "/v1/queues/eq/pull?count=0"), 400, "count must be a number of messages, 1..1000")
-    assert_error(post(server, "/v1/queues/eq/pull?count=1001"), 400, "1..1000")
-    assert_error(post(server, "/v1/queues/eq/pull?count=x"), 400, "count must be")
-    assert_error(post(server, "/v1/queues/eq/pull?lease=-1"), 400, "lease must be a number of milliseconds")
-    assert_error(post(server, "/v1/queues/eq/pull?lease=0"), 400, "LEASE must be at least 1 ms")
-    assert_error(post(server, "/v1/queues/eq/pull?wiat=1"), 400, "unknown query parameter 'wiat'")
+    for path, status, text in [
+            ("/pull?count=0", 400, "count must be a number of messages, 1..1000"),
+            ("/pull?count=1001", 400, "1..1000"),
+            ("/pull?count=x", 400, "count must be"),
+            ("/pull?lease=-1", 400, "lease must be a number of milliseconds"),
+            ("/pull?lease=0", 400, "LEASE must be at least 1 ms"),
+            ("/pull?wiat=1", 400, "unknown query parameter 'wiat'"),
+            ("/messages/1/ack", 400, "token= is required"),
+            ("/messages/one/ack?token=1", 400, "the message id in the path"),
+            ("/messages/1/ack?token=t", 400, "token must be"),
+            ("/messages/1/nack?token=1&delay=soon", 400, "delay must be"),
+            ("/messages/1/extend?token=1", 400, "lease= is required"),
+            ("/messages/1/ack?token=1&result=x", 400, "'result'")]:
+        assert_error(post(server, "/v1/queues/eq" + path), status, text)
+    assert_error(post(server, "/v1/queues/nosuch/messages/1/ack?token=1"), 404, "no such queue")
     resp = req(server, "GET", "/v1/queues/eq/pull")
     assert resp[1]["allow"] == "POST" and assert_error(resp, 405, "GET is not served here")
-    assert_error(post(server, "/v1/queues/eq/messages/1/ack"), 400, "token= is required")
-    assert_error(post(server, "/v1/queues/eq/messages/one/ack?token=1"), 400, "the message id in the path")
-    assert_error(post(server, "/v1/queues/eq/messages/1/ack?token=t"), 400, "token must be")
-    assert_error(post(server, "/v1/queues/eq/messages/1/nack?token=1&delay=soon"), 400, "delay must be")
-    assert_error(post(server, "/v1/queues/eq/messages/1/extend?token=1"), 400, "lease= is required")
-    assert_error(post(server, "/v1/queues/nosuch/messages/1/ack?token=1"), 404, "no such queue")
-    assert_error(post(server, "/v1/queues/eq/messages/1/ack?token=1&result=x"), 400, "'result'")
     # None of these took the message.
     assert r.execute_command("Q.LEN", "eq") == [1, 0, 0]
 

@@ -454,8 +454,11 @@ static void answer_other(conn_t *c, const rv_t *v)
 
 /* Q.PULL's messages ([id, key, payload, attempt, token] each) as a JSON
  * array of objects; false if the reply is not that. */
-static bool json_messages(ordo_buf_t *b, const rv_t *v)
+static bool json_messages(ordo_buf_t *b, const rv_t *v, const struct http_conn_s *h)
 {
+    (void)h;
+    if (v->type != '*')
+        return false;
     ordo_buf_puts(b, "[");
     for (size_t i = 0; i < v->len; i++) {
         const rv_t *m = &v->el[i];
@@ -475,8 +478,12 @@ static bool json_messages(ordo_buf_t *b, const rv_t *v)
 /* KV.RANGE's reply (up to limit + 1 items [key, value, create_rev,
  * mod_rev, version, lease]) as a page: its first limit items, and a
  * cursor ("<rev>.<the last key in hex>") when there was one more. */
-static bool json_range(ordo_buf_t *b, const rv_t *v, size_t limit, uint64_t rev)
+static bool json_range(ordo_buf_t *b, const rv_t *v, const struct http_conn_s *h)
 {
+    size_t limit = h->range_limit;
+    uint64_t rev = h->range_rev;
+    if (v->type != '*')
+        return false;
     size_t n = v->len < limit ? v->len : limit;
     ordo_buf_printf(b, "{\"revision\":%" PRIu64 ",\"items\":[", rev);
     for (size_t i = 0; i < n; i++) {
@@ -505,6 +512,54 @@ static bool json_range(ordo_buf_t *b, const rv_t *v, size_t limit, uint64_t rev)
         ordo_buf_puts(b, "null");
     ordo_buf_puts(b, "}\n");
     return true;
+}
+
+/* LOCK.INFO's [token or nil, remaining ms, waiters] as an object. */
+static bool json_lock_info(ordo_buf_t *b, const rv_t *v, const struct http_conn_s *h)
+{
+    (void)h;
+    if (v->type != '*' || v->len != 3 || (v->el[0].type != ':' && v->el[0].type != '_') || v->el[1].type != ':' ||
+        v->el[2].type != ':')
+        return false;
+    if (v->el[0].type == ':')
+        ordo_buf_printf(b, "{\"token\":%" PRId64, v->el[0].i);
+    else
+        ordo_buf_puts(b, "{\"token\":null");
+    ordo_buf_printf(b, ",\"remaining_ms\":%" PRId64 ",\"waiters\":%" PRId64 "}\n", v->el[1].i, v->el[2].i);
+    return true;
+}
+
+/* ELECT.LEADER's [value, term], or nil (vacant: term 0, value null). */
+static bool json_leader(ordo_buf_t *b, const rv_t *v, const struct http_conn_s *h)
+{
+    (void)h;
+    if (v->type == '_') {
+        ordo_buf_puts(b, "{\"term\":0,\"value\":null}\n");
+        return true;
+    }
+    if (v->type != '*' || v->len != 2 || v->el[0].type != '$' || v->el[1].type != ':')
+        return false;
+    ordo_buf_printf(b, "{\"term\":%" PRId64 ",", v->el[1].i);
+    cmd_http_json_field(b, "value", v->el[0].s, v->el[0].len);
+    ordo_buf_puts(b, "}\n");
+    return true;
+}
+
+/* A read's reply v as 200 JSON, written by build (false: not the reply it
+ * reads); an error answers as its code says. */
+static void answer_json(conn_t *c, const rv_t *v,
+                        bool (*build)(ordo_buf_t *b, const rv_t *v, const struct http_conn_s *h))
+{
+    if (v->type == '-') {
+        respond_error(c, v);
+        return;
+    }
+    ordo_buf_t b = ORDO_BUF_INIT;
+    if (build(&b, v, c->http))
+        respond(c, 200, "application/json", "Cache-Control: no-store\r\n", b.data, b.len);
+    else
+        respond_text(c, 500, "unexpected reply");
+    ordo_buf_free(&b);
 }
 
 /* Turn the reply v (of the command of h->route) into a response. */
@@ -612,17 +667,7 @@ static void answer(conn_t *c, const rv_t *v)
             respond_text(c, 500, "unexpected reply");
         return;
     case R_PULL:
-        if (v->type == '*') {
-            ordo_buf_t b = ORDO_BUF_INIT;
-            if (!json_messages(&b, v)) {
-                ordo_buf_free(&b);
-                respond_text(c, 500, "unexpected reply");
-                return;
-            }
-            respond(c, 200, "application/json", "Cache-Control: no-store\r\n", b.data, b.len);
-            ordo_buf_free(&b);
-        } else
-            answer_other(c, v);
+        answer_json(c, v, json_messages);
         return;
     case R_ONE_ZERO:
         if (v->type == ':' && v->i == 1)
@@ -633,17 +678,7 @@ static void answer(conn_t *c, const rv_t *v)
             answer_other(c, v);
         return;
     case R_RANGE:
-        if (v->type == '*') {
-            ordo_buf_t b = ORDO_BUF_INIT;
-            if (!json_range(&b, v, h->range_limit, h->range_rev)) {
-                ordo_buf_free(&b);
-                respond_text(c, 500, "unexpected reply");
-                return;
-            }
-            respond(c, 200, "application/json", "Cache-Control: no-store\r\n", b.data, b.len);
-            ordo_buf_free(&b);
-        } else
-            answer_other(c, v);
+        answer_json(c, v, json_range);
         return;
     case R_LOCK_ACQUIRE:
     case R_CAMPAIGN:
@@ -665,32 +700,10 @@ static void answer(conn_t *c, const rv_t *v)
             answer_other(c, v);
         return;
     case R_LOCK_INFO:
-        if (v->type == '*' && v->len == 3 && v->el[1].type == ':' && v->el[2].type == ':') {
-            ordo_buf_t b = ORDO_BUF_INIT;
-            if (v->el[0].type == ':')
-                ordo_buf_printf(&b, "{\"token\":%" PRId64, v->el[0].i);
-            else
-                ordo_buf_puts(&b, "{\"token\":null");
-            ordo_buf_printf(&b, ",\"remaining_ms\":%" PRId64 ",\"waiters\":%" PRId64 "}\n", v->el[1].i, v->el[2].i);
-            respond(c, 200, "application/json", "Cache-Control: no-store\r\n", b.data, b.len);
-            ordo_buf_free(&b);
-        } else
-            answer_other(c, v);
+        answer_json(c, v, json_lock_info);
         return;
     case R_LEADER:
-        if (v->type == '_') {
-            static const char vacant[] = "{\"term\":0,\"value\":null}\n";
-            respond(c, 200, "application/json", "Cache-Control: no-store\r\n", vacant, sizeof vacant - 1);
-        }
-        else if (v->type == '*' && v->len == 2 && v->el[0].type == '$' && v->el[1].type == ':') {
-            ordo_buf_t b = ORDO_BUF_INIT;
-            ordo_buf_printf(&b, "{\"term\":%" PRId64 ",", v->el[1].i);
-            cmd_http_json_field(&b, "value", v->el[0].s, v->el[0].len);
-            ordo_buf_puts(&b, "}\n");
-            respond(c, 200, "application/json", "Cache-Control: no-store\r\n", b.data, b.len);
-            ordo_buf_free(&b);
-        } else
-            answer_other(c, v);
+        answer_json(c, v, json_leader);
         return;
     default:
         respond_text(c, 500, "unexpected reply");
