@@ -140,6 +140,21 @@ def test_consumer_route_errors(server, r):
     assert r.execute_command("Q.LEN", "eq") == [1, 0, 0]
 
 
+def test_bodies_above_max_value_bytes_are_413_naming_size_and_limit(ordod_factory):
+    srv = ordod_factory("--max-value-bytes", "10")
+    with srv.raw() as c:
+        c.call("Q.PUSH", "vq", "k", "p")
+    m = pull(srv, "vq")[0]
+    big = b"x" * 11
+    for path, what in (("/v1/queues/vq/messages/%d/ack?token=%d" % (m["id"], m["token"]), "result"),
+                       ("/v1/queues/vq/keys/k", "payload"), ("/v1/elections/e/campaign?ttl=1000", "value"),
+                       ("/v1/elections/e/proclaim?term=1", "value")):
+        assert_error(post(srv, path, big), 413, "%s of 11 bytes above max-value-bytes (10)" % what)
+    assert_error(req(srv, "PUT", "/v1/kv/k", body=big), 413, "value of 11 bytes above max-value-bytes (10)")
+    # The refused ack changed nothing: the delivery is still current.
+    assert post(srv, "/v1/queues/vq/messages/%d/ack?token=%d" % (m["id"], m["token"]), b"ok")[0] == 204
+
+
 def test_a_curl_worker_loop(server, r, tmp_path):
     """The loop a serverless worker runs, in curl: pull, work, ack with a
     result; the producer's call gets each result."""

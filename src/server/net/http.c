@@ -1139,6 +1139,19 @@ static bool param_u64(conn_t *c, req_t *r, const char *name, uint64_t min, uint6
     return true;
 }
 
+/* Is the body (what: a payload, a value) above max-value-bytes? Then
+ * answers 413 naming the size and the limit, and returns true. */
+static bool body_over_value_max(conn_t *c, const char *what)
+{
+    size_t max = (size_t)c->srv->cfg.max_value_bytes, len = c->http->body.len;
+    if (len <= max)
+        return false;
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s of %zu bytes above max-value-bytes (%zu)", what, len, max);
+    respond_text(c, 413, msg);
+    return true;
+}
+
 /* Path segment i as a number (a message id): false after answering 400. */
 static bool seg_u64(conn_t *c, const req_t *r, size_t i, const char *what, uint64_t *v)
 {
@@ -1224,10 +1237,8 @@ static void push_or_call(conn_t *c, req_t *r, bool call)
 {
     struct http_conn_s *h = c->http;
     server_t *s = c->srv;
-    if (h->body.len > (size_t)s->cfg.max_value_bytes) {
-        respond_text(c, 413, "payload above max-value-bytes");
+    if (body_over_value_max(c, "payload"))
         return;
-    }
     bool has_timeout = false;
     uint64_t timeout = 0;
     if (call && !param_u64(c, r, "timeout", 0, PARAM_ANY, "a number of milliseconds", &has_timeout, &timeout))
@@ -1324,10 +1335,8 @@ static void delivery_cmd(conn_t *c, req_t *r, const char *cmd)
         return;
     if (!ack && !nack && !param_u64(c, r, "lease", 0, PARAM_ANY, "a number of milliseconds", NULL, &ms))
         return;
-    if (ack && h->body.len > (size_t)c->srv->cfg.max_value_bytes) {
-        respond_text(c, 413, "result above max-value-bytes");
+    if (ack && body_over_value_max(c, "result"))
         return;
-    }
     arg_str(r, cmd);
     arg_span(r, seg_of(r, 2));
     arg_num(r, id);
@@ -1386,10 +1395,8 @@ static void route_kv(conn_t *c, req_t *r)
         send_cmd(c, r, R_KV_GET);
         return;
     }
-    if (method == HTTP_PUT && h->body.len > (size_t)c->srv->cfg.max_value_bytes) {
-        respond_text(c, 413, "value above max-value-bytes");
+    if (method == HTTP_PUT && body_over_value_max(c, "value"))
         return;
-    }
     arg_str(r, method == HTTP_PUT ? "KV.PUT" : "KV.DEL");
     arg_span(r, key);
     if (method == HTTP_PUT)
@@ -1565,10 +1572,8 @@ static void route_campaign(conn_t *c, req_t *r)
     if (!param_u64(c, r, "ttl", 0, PARAM_ANY, "the leadership's time to live in milliseconds", NULL, &ttl) ||
         !wait_param(c, r, &wait))
         return;
-    if (c->http->body.len > (size_t)c->srv->cfg.max_value_bytes) {
-        respond_text(c, 413, "value above max-value-bytes");
+    if (body_over_value_max(c, "value"))
         return;
-    }
     arg_str(r, "ELECT.CAMPAIGN");
     arg_span(r, seg_of(r, 2));
     arg_body(c, r);
@@ -1587,10 +1592,8 @@ static void elect_cmd(conn_t *c, req_t *r, const char *cmd, int route)
     if (!param_u64(c, r, "term", 0, PARAM_ANY, "the term the campaign answered", NULL, &term))
         return;
     bool proclaim = strcmp(cmd, "ELECT.PROCLAIM") == 0;
-    if (proclaim && c->http->body.len > (size_t)c->srv->cfg.max_value_bytes) {
-        respond_text(c, 413, "value above max-value-bytes");
+    if (proclaim && body_over_value_max(c, "value"))
         return;
-    }
     arg_str(r, cmd);
     arg_span(r, seg_of(r, 2));
     arg_num(r, term);
@@ -2014,15 +2017,20 @@ void http_process_input(conn_t *c)
         if (e != HPE_OK) {
             int status = h->limit_status ? h->limit_status : e == HPE_HEADER_OVERFLOW ? 431 : 400;
             h->keep_alive = false;
+            char msg[192];
+            if (status == 431)
+                snprintf(msg, sizeof msg, "request headers above http-header-max-bytes (%lld bytes)",
+                         (long long)c->srv->cfg.http_header_max_bytes);
+            else if (status == 413)
+                snprintf(msg, sizeof msg, "request body above its limit of %zu bytes (http-body-max-bytes, or "
+                         "max-bulk-bytes-unauth before a valid token)", h->body_max);
             if (status == 401)
                 respond_unauthorized(c);
             else
                 respond_text(c, status,
-                             h->limit_why        ? h->limit_why
-                             : status == 431     ? "request headers above http-header-max-bytes"
-                             : status == 413     ? "request body above http-body-max-bytes (or max-bulk-bytes-unauth "
-                                                   "before a valid token)"
-                                                 : http_errno_description(e));
+                             h->limit_why                    ? h->limit_why
+                             : status == 431 || status == 413 ? msg
+                                                             : http_errno_description(e));
             break;
         }
     }
