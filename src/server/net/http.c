@@ -22,6 +22,9 @@
  *     responses leave in request order.
  *   - A connection turned into an event stream (sse) reads nothing more;
  *     its RESP pushes become events.
+ *   - Every error response to a /v1 request is problem details (RFC 9457,
+ *     respond_problem()): a command's error carries its RESP code; the
+ *     errors of /healthz, /metrics and the dashboard's files stay text.
  *
  *   - Authorization is decided when a request's headers are complete
  *     (on_headers_complete()), before any body byte is read; trailers
