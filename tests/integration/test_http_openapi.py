@@ -8,7 +8,7 @@ import json
 import os
 import re
 
-from test_http import req
+from test_http import problem, req
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 SPEC = os.path.join(ROOT, "src", "server", "net", "api", "openapi.json")
@@ -50,3 +50,53 @@ def test_every_described_operation_is_a_route(ordod_factory):
             assert str(st) in op["responses"], where
             called += 1
     assert called == sum(len(i) for i in doc["paths"].values()) >= 25
+
+
+def operations(doc):
+    """(method, path, operation, a target with sample path parameters)."""
+    for path, item in doc["paths"].items():
+        for method, op in item.items():
+            yield method, path, op, re.sub(r"\{(\w+)\}", lambda m: SAMPLES[m.group(1)], path)
+
+
+def test_every_path_refuses_other_methods_with_allow(server):
+    """Each described path answers a method it does not take with 405 and
+    Allow naming the ones it does (problem details under /v1)."""
+    doc = json.load(open(SPEC))
+    for path, item in doc["paths"].items():
+        target = re.sub(r"\{(\w+)\}", lambda m: SAMPLES[m.group(1)], path)
+        for method in {"get", "put", "post", "delete"} - set(item):
+            st, h, body = req(server, method.upper(), target)
+            if path == "/":
+                assert st == 404, (method, path, st)  # the dashboard's page is a file: no route to refuse
+                continue
+            assert st == 405, (method, path, st, body)
+            assert set(h["allow"].lower().split(", ")) == set(item), (method, path, h["allow"])
+            if path.startswith("/v1/"):
+                problem((st, h, body))
+
+
+def test_every_v1_operation_names_an_unknown_parameter(server):
+    doc = json.load(open(SPEC))
+    for method, path, op, target in operations(doc):
+        if not path.startswith("/v1/"):
+            continue
+        p = problem(req(server, method.upper(), target + "?bogus=1", body=b"1" if "requestBody" in op else None))
+        assert p["status"] == 400 and p["detail"].startswith("unknown query parameter 'bogus'"), (method, path, p)
+        # ... and lists the ones it takes, as the description does.
+        taken = {deref(doc, q)["name"] for q in op.get("parameters", []) if deref(doc, q)["in"] == "query"}
+        listed = p["detail"].split("; this route takes ")[1]
+        assert (set(listed.split(", ")) if listed != "none" else set()) == taken, (method, path, p, taken)
+
+
+def test_every_operation_needs_the_token_unless_described_open(ordod_factory):
+    srv = ordod_factory("--requirepass", "pw")
+    doc = json.load(open(SPEC))
+    for method, path, op, target in operations(doc):
+        st, h, body = req(srv, method.upper(), target, headers={"Authorization": "Bearer wrong"})
+        if op.get("security") == []:
+            assert st != 401, (method, path)
+        else:
+            assert st == 401 and "www-authenticate" in h, (method, path, st)
+            if path.startswith("/v1/"):
+                problem((st, h, body))

@@ -339,3 +339,16 @@ def test_binary_names_in_lock_and_election_paths(server):
     stale = json.loads(body)["token"] + 1000
     p = assert_error(post(server, "/v1/locks/%s/release?token=%d" % (q(name), stale)), 409, "does not hold lock")
     assert "lock 'a/b\ufffd'" in p["detail"]
+
+
+def test_errors_of_the_first_routes_named(server, r):
+    """The errors of the push, result, KV and watch routes not covered in
+    test_http.py and test_http_promises.py, each with its text."""
+    r.execute_command("Q.PUSH", "rq", "k", "p")
+    assert_error(req(server, "GET", "/v1/queues/rq/results/1?wait=soon"), 400, "wait must be a number of milliseconds")
+    assert_error(post(server, "/v1/queues/rq/keys/k/call?timeout=-1"), 400, "timeout must be a number of milliseconds")
+    assert_error(req(server, "GET", "/v1/watch"), 400, "key= or prefix= is required")
+    assert_error(req(server, "PUT", "/v1/kv/k", body=b"v", headers={"If-Match": "abc"}), 400,
+                 "If-Match must be * or an ETag")
+    assert assert_error(req(server, "GET", "/v1/kv/k?x"), 400, "unknown query parameter 'x'")
+    assert r.execute_command("Q.LEN", "rq") == [1, 0, 0]  # the refused call pushed nothing
