@@ -1049,11 +1049,11 @@ typedef struct {
     span_t seg[SEGS_MAX];
     size_t nseg;
     bool more;              /* the path has more segments than SEGS_MAX */
-    size_t seg_at[SEGS_MAX];/* where each segment starts in the raw path */
+    size_t seg_at[SEGS_MAX]; /* where each segment starts in the raw path */
     const char *path;       /* the raw path, plen bytes */
     size_t plen;
     span_t rest;            /* a route's trailing {key}: the rest of the path, decoded */
-    char nums[NUMS_MAX][24];/* numbers printed for arguments */
+    char nums[NUMS_MAX][24]; /* numbers printed for arguments */
     size_t nnums;
     struct {
         const char *p;      /* a literal, the body or a header; NULL: scratch at sp */
@@ -1109,7 +1109,8 @@ static span_t seg_of(const req_t *r, size_t i)
     return r->seg[i];
 }
 
-/* No bound but what a number of milliseconds can mean. */
+/* No bound of the route's own: the command judges the number (a TTL's
+ * range, a token's staleness); this keeps it a valid signed 64-bit one. */
 #define PARAM_ANY (UINT64_MAX / 2)
 
 /* Query parameter name as a number in min..max (what says what it is,
