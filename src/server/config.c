@@ -148,7 +148,8 @@ static const option_def_t options[] = {
      * 202 and the result's Location, and the message still runs. */
     INT_OPT("http-call-timeout-ms", http_call_timeout_ms, "30000", 1, 86400000,
             "a call (POST /v1/queues/<q>/keys/<k>/call) with no timeout= waits this long for its result, then "
-            "answers 202 with the result's Location (timeout=0 waits with no limit)"),
+            "answers 202 with the result's Location (timeout=0 waits with no limit); a lock acquire or a "
+            "campaign with no timeout= waits this long, then answers 409"),
     STR_OPT("http-cors-origins", http_cors_origins, "",
             "origins a browser may call the HTTP API from: * (any), or a comma-separated list of exact origins "
             "(https://app.example:8443); empty: no CORS headers"),

@@ -38,6 +38,36 @@ def req(srv, method, path, body=None, headers=None, timeout=DEADLINE_S):
         c.close()
 
 
+# Reason phrases RFC 9110 renamed since Python's table was written.
+RFC9110_TITLES = {413: "Content Too Large", 422: "Unprocessable Content"}
+
+
+def problem(resp):
+    """An error response of a /v1 route: its problem details (RFC 9457),
+    checked for the members every one has."""
+    st, h, body = resp
+    assert h["content-type"] == "application/problem+json", (st, h, body)
+    p = json.loads(body)
+    assert (p["type"], p["status"]) == ("about:blank", st), p
+    assert p["title"] == RFC9110_TITLES.get(st, http.client.responses[st]), p
+    assert isinstance(p["detail"], str) and p["detail"], p
+    return p
+
+
+def detail(body):
+    """The detail of a problem+json body."""
+    return json.loads(body)["detail"]
+
+
+def parse_raw(out):
+    """The first response in the raw bytes out: (status, headers dict
+    lower-case, body bytes), the body as long as its Content-Length says."""
+    head, _, rest = out.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    h = {k.strip().lower(): v.strip() for k, v in (ln.split(":", 1) for ln in lines[1:] if ":" in ln)}
+    return int(lines[0].split()[1]), h, rest[:int(h.get("content-length", len(rest)))]
+
+
 def q(b):
     """Percent-encode every byte of b that is not unreserved."""
     return urllib.parse.quote(b, safe="")
@@ -64,8 +94,9 @@ def test_healthz_and_bearer_auth(ordod_factory):
     srv = ordod_factory("--requirepass", "s3cret")
     st, _, body = req(srv, "GET", "/healthz", headers={"Authorization": "none"})
     assert (st, body) == (200, b"ok\n")
-    st, h, _ = req(srv, "GET", "/v1/kv/x", headers={"Authorization": "Bearer wrong"})
-    assert st == 401 and "bearer" in h["www-authenticate"].lower()
+    resp = req(srv, "GET", "/v1/kv/x", headers={"Authorization": "Bearer wrong"})
+    assert resp[0] == 401 and "bearer" in resp[1]["www-authenticate"].lower()
+    assert "Bearer" in problem(resp)["detail"]
     st, _, _ = req(srv, "GET", "/metrics", headers={"Authorization": "Bearer wrong"})
     assert st == 401
     assert req(srv, "GET", "/v1/kv/x")[0] == 404  # right password: the route answers
@@ -79,8 +110,8 @@ def test_kv_etags_and_conditions(server, r):
     st, h, body = req(server, "GET", "/v1/kv/cfg")
     assert (st, body, h["etag"]) == (200, b"v1", '"%d"' % rev1)
     # If-Match with a stale ETag: 412, nothing written.
-    st, _, _ = req(server, "PUT", "/v1/kv/cfg", body=b"lost", headers={"If-Match": '"%d"' % (rev1 + 100)})
-    assert st == 412
+    p = problem(req(server, "PUT", "/v1/kv/cfg", body=b"lost", headers={"If-Match": '"%d"' % (rev1 + 100)}))
+    assert (p["status"], p["code"], p["detail"]) == (412, "CONFLICT", "CONFLICT %d" % rev1)
     assert r.execute_command("KV.GET", "cfg")[0] == b"v1"
     st, h, _ = req(server, "PUT", "/v1/kv/cfg", body=b"v2", headers={"If-Match": '"%d"' % rev1})
     assert st == 200
@@ -92,10 +123,13 @@ def test_kv_etags_and_conditions(server, r):
     # DELETE likewise.
     assert req(server, "DELETE", "/v1/kv/cfg", headers={"If-Match": '"%d"' % rev1})[0] == 412
     assert req(server, "DELETE", "/v1/kv/cfg", headers={"If-Match": '"%d"' % rev2})[0] == 200
-    assert req(server, "GET", "/v1/kv/cfg")[0] == 404
-    assert req(server, "DELETE", "/v1/kv/cfg")[0] == 404
-    assert req(server, "POST", "/v1/kv/cfg", body=b"x")[0] == 405
-    assert req(server, "GET", "/nope")[0] == 404
+    assert problem(req(server, "GET", "/v1/kv/cfg"))["detail"] == "no such key"
+    assert problem(req(server, "DELETE", "/v1/kv/cfg"))["status"] == 404
+    resp = req(server, "POST", "/v1/kv/cfg", body=b"x")
+    assert (resp[0], resp[1]["allow"]) == (405, "GET, PUT, DELETE")
+    assert problem(resp)["detail"] == "POST is not served here; this route takes GET, PUT, DELETE"
+    assert problem(req(server, "GET", "/v1/nope"))["detail"] == "no such route"
+    assert req(server, "GET", "/nope")[:3:2] == (404, b"no such route\n")  # outside /v1: text
 
 
 def test_percent_encoded_binary_keys(server, r):
@@ -116,8 +150,8 @@ def test_healthz_503_with_the_reason_when_read_only(ordod_factory):
     srv = ordod_factory("--debug-wal-fault", "append-eio:2")
     assert req(srv, "GET", "/healthz")[0] == 200
     assert req(srv, "PUT", "/v1/kv/a", body=b"1")[0] == 200
-    st, _, body = req(srv, "PUT", "/v1/kv/b", body=b"2")  # the log refuses this record
-    assert st == 503 and body.startswith(b"READONLY")
+    p = problem(req(srv, "PUT", "/v1/kv/b", body=b"2"))  # the log refuses this record
+    assert p["status"] == 503 and p["code"] == "READONLY" and p["detail"].startswith("READONLY")
     st, _, body = req(srv, "GET", "/healthz")
     assert st == 503 and b"refused a record" in body, body
     fams = {f.name: f for f in text_string_to_metric_families(req(srv, "GET", "/metrics")[2].decode())}
@@ -209,12 +243,12 @@ def test_idempotency_key_same_request_replays_the_first_push(server, r):
 def test_idempotency_key_with_another_request_is_422(server, r):
     st, body = push(server, "/v1/queues/cart/keys/c1", b"add 1", "k-2")
     assert st == 202
-    st, data = push(server, "/v1/queues/cart/keys/c1", b"add 2", "k-2")
-    assert st == 422 and b"k-2" in data  # the problem text names the key
+    p = problem(req(server, "POST", "/v1/queues/cart/keys/c1", body=b"add 2", headers={"Idempotency-Key": "k-2"}))
+    assert p["status"] == 422 and p["code"] == "IDEMPOTENCY" and "k-2" in p["detail"]  # it names the key
     # A call is another request than a push, even with the same body.
-    st, _, data = req(server, "POST", "/v1/queues/cart/keys/c1/call?timeout=50", body=b"add 1",
-                      headers={"Idempotency-Key": "k-2"})
-    assert st == 422 and b"k-2" in data
+    p = problem(req(server, "POST", "/v1/queues/cart/keys/c1/call?timeout=50", body=b"add 1",
+                    headers={"Idempotency-Key": "k-2"}))
+    assert p["status"] == 422 and "k-2" in p["detail"]
     assert qinfo(r, "cart")[b"pushed"] == 1  # nothing pushed by the refused requests
     # The first request still replays.
     assert push(server, "/v1/queues/cart/keys/c1", b"add 1", "k-2") == (202, body)
@@ -249,8 +283,8 @@ def test_idempotency_keys_are_bounded(ordod_factory):
     assert push(srv, "/v1/queues/cart/keys/a", b"x", "k1")[0] == 202
     first = push(srv, "/v1/queues/cart/keys/b", b"x", "k1")
     assert first[0] == 202
-    st, data = push(srv, "/v1/queues/cart/keys/c", b"x", "k1")
-    assert st == 429 and b"http-idempotency-keys-max" in data
+    p = problem(req(srv, "POST", "/v1/queues/cart/keys/c", body=b"x", headers={"Idempotency-Key": "k1"}))
+    assert p["status"] == 429 and p["code"] == "BUSY" and "http-idempotency-keys-max" in p["detail"]
     assert push(srv, "/v1/queues/cart/keys/b", b"x", "k1") == first  # kept keys still replay
     assert req(srv, "POST", "/v1/queues/cart/keys/c", body=b"x")[0] == 202  # and pushes without one go on
 
@@ -322,7 +356,8 @@ def test_dead_letter_is_502(server, r):
     mid, _, _, _, token = msgs[0]
     assert c.execute_command("Q.NACK", "poison", mid, token) == 1
     t.join(DEADLINE_S)
-    assert got["r"][0] == 502
+    p = problem(got["r"])
+    assert p["status"] == 502 and p["code"] == "DEADLETTER" and "exhausted its attempts" in p["detail"]
     c.close()
 
 
@@ -347,17 +382,22 @@ def test_keep_alive_and_pipelining(server):
     assert parts[2].startswith(b"200") and parts[2].endswith(b"ok\n")
 
 
-@pytest.mark.parametrize("data,status", [
-    (b"NOT HTTP AT ALL\r\n\r\n", 400),
-    (b"GET /v1/kv/x HTTP/1.1\r\nBad Header\r\n\r\n", 400),
-    (b"GET /v1/kv/x HTTP/1.1\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n", 431),
-    (b"PUT /v1/kv/x HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n", 413),
-    (b"GET nothing HTTP/1.1\r\n\r\n", 400),
+@pytest.mark.parametrize("data,status,ctype", [
+    (b"NOT HTTP AT ALL\r\n\r\n", 400, "text/plain; charset=utf-8"),
+    (b"GET /v1/kv/x HTTP/1.1\r\nBad Header\r\n\r\n", 400, "application/problem+json"),
+    (b"GET /v1/kv/x HTTP/1.1\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n", 431, "application/problem+json"),
+    (b"PUT /v1/kv/x HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n", 413, "application/problem+json"),
+    (b"GET nothing HTTP/1.1\r\n\r\n", 400, "text/plain; charset=utf-8"),
 ])
-def test_malformed_and_oversized_requests_close(server, data, status):
+def test_malformed_and_oversized_requests_close(server, data, status, ctype):
+    """Each closes; on a /v1 target the error is problem details, else text."""
     out = raw_exchange(server, data)  # returns once the server closed the connection
     assert out.startswith(b"HTTP/1.1 %d " % status), out[:200]
     assert b"Connection: close" in out
+    st, h, body = parse_raw(out)
+    assert h["content-type"] == ctype
+    if ctype == "application/problem+json":
+        problem((st, h, body))
     assert req(server, "GET", "/healthz")[0] == 200 and server.alive()
 
 
@@ -386,7 +426,11 @@ STRICT_S = 5.0  # each refusal comes at once: well before http-request-timeout-m
 def test_strict_parsing_refuses_at_once(server, data, status, text):
     out = refusal(server, data)
     assert out.startswith(b"HTTP/1.1 %d " % status), out[:300]
-    assert text in out, out[:300]
+    st, h, body = parse_raw(out)
+    if b" /v1/" in data.split(b"\r\n")[0]:
+        assert text.decode() in problem((st, h, body))["detail"], out[:300]
+    else:
+        assert text in body, out[:300]
     assert req(server, "GET", "/healthz")[0] == 200
 
 
@@ -400,6 +444,7 @@ def test_trailers_never_override_headers(server):
             b"3\r\nnew\r\n0\r\nIf-Match: \"%d\"\r\nX-After: 1\r\n\r\n" % (rev + 100, rev))
     out = raw_exchange(server, data, timeout=STRICT_S)
     assert out.startswith(b"HTTP/1.1 412 "), out[:300]
+    assert problem(parse_raw(out))["code"] == "CONFLICT"
     assert req(server, "GET", "/v1/kv/t")[2] == b"v1"
 
 
@@ -451,6 +496,7 @@ def test_authorization_decided_before_the_body(ordod_factory):
     head = b"PUT /v1/kv/k HTTP/1.1\r\nHost: x\r\nContent-Length: 8388608\r\n"
     out = first_response(srv, head + b"\r\n")
     assert out.startswith(b"HTTP/1.1 401 ") and b"WWW-Authenticate: Bearer" in out, out[:300]
+    assert b"Content-Type: application/problem+json" in out, out[:300]
     out = first_response(srv, head + b"Expect: 100-continue\r\nAuthorization: Bearer wrong\r\n\r\n")
     assert out.startswith(b"HTTP/1.1 401 "), out[:300]
     out = first_response(srv, head + b"Expect: 100-continue\r\nAuthorization: Bearer s3cret\r\n\r\n")
@@ -470,6 +516,7 @@ def test_body_limit_while_streaming(ordod_factory):
     data = b"PUT /v1/kv/x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + (b"400\r\n" + b"z" * 1024 + b"\r\n") * 8
     out = raw_exchange(srv, data + b"0\r\n\r\n")
     assert out.startswith(b"HTTP/1.1 413 ")
+    assert "limit of 4096 bytes (http-body-max-bytes" in problem(parse_raw(out))["detail"]
     assert req(srv, "PUT", "/v1/kv/x", body=b"y" * 4000)[0] == 200
 
 
@@ -491,6 +538,7 @@ def test_slow_client_gets_408_and_others_are_served(ordod_factory):
                 break
             out += chunk
         assert out.startswith(b"HTTP/1.1 408 "), out
+        assert "http-request-timeout-ms" in problem(parse_raw(out))["detail"]
         s.close()
     assert time.monotonic() - t0 < DEADLINE_S
     assert srv.alive()

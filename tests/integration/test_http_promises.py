@@ -9,7 +9,7 @@ import json
 import subprocess
 import time
 
-from test_http import DEADLINE_S, raw_exchange, req
+from test_http import DEADLINE_S, detail, problem, raw_exchange, req
 
 ORIGIN = "https://app.example:8443"
 
@@ -34,13 +34,13 @@ def test_conditional_get_answers_304_while_the_copy_is_current(server):
     put(server, "doc", b"v2")
     st, _, body = req(server, "GET", "/v1/kv/doc", headers={"If-None-Match": etag})
     assert (st, body) == (200, b"v2")
-    st, _, body = req(server, "GET", "/v1/kv/doc", headers={"If-None-Match": "12"})
-    assert st == 400 and b"If-None-Match" in body
+    p = problem(req(server, "GET", "/v1/kv/doc", headers={"If-None-Match": "12"}))
+    assert p["status"] == 400 and "If-None-Match must be" in p["detail"]
 
 
 def test_if_match_star_writes_only_an_existing_key(server):
-    st, _, body = put(server, "m", b"x", headers={"If-Match": "*"})
-    assert st == 412 and b"no such key" in body
+    p = problem(put(server, "m", b"x", headers={"If-Match": "*"}))
+    assert p["status"] == 412 and "no such key" in p["detail"]
     assert req(server, "GET", "/v1/kv/m")[0] == 404  # nothing written
     put(server, "m", b"first")
     st, h, _ = put(server, "m", b"second", headers={"If-Match": "*"})
@@ -49,20 +49,20 @@ def test_if_match_star_writes_only_an_existing_key(server):
     st, _, _ = req(server, "DELETE", "/v1/kv/m", headers={"If-Match": "*"})
     assert st == 200
     assert req(server, "DELETE", "/v1/kv/m", headers={"If-Match": "*"})[0] == 412
-    st, _, body = put(server, "m", b"x", headers={"If-None-Match": '"3"'})
-    assert st == 400 and b"must be *" in body
+    p = problem(put(server, "m", b"x", headers={"If-None-Match": '"3"'}))
+    assert p["status"] == 400 and "must be *" in p["detail"]
 
 
 def test_unknown_query_parameters_are_named(server):
-    st, _, body = req(server, "POST", "/v1/queues/q/keys/k/call?timout=50", body=b"p")
-    assert st == 400
-    assert b"unknown query parameter 'timout'" in body and b"timeout" in body
-    st, _, body = req(server, "GET", "/v1/kv/x?rev=3")
-    assert st == 400 and b"'rev'" in body and b"takes none" in body
-    st, _, body = req(server, "GET", "/v1/watch?key=a&prefx=b")
-    assert st == 400 and b"'prefx'" in body
-    st, _, body = req(server, "GET", "/v1/queues/q/results/1?wiat=1")
-    assert st == 400 and b"'wiat'" in body
+    p = problem(req(server, "POST", "/v1/queues/q/keys/k/call?timout=50", body=b"p"))
+    assert p["status"] == 400
+    assert p["detail"] == "unknown query parameter 'timout'; this route takes timeout"
+    p = problem(req(server, "GET", "/v1/kv/x?rev=3"))
+    assert p["status"] == 400 and "'rev'" in p["detail"] and "takes none" in p["detail"]
+    p = problem(req(server, "GET", "/v1/watch?key=a&prefx=b"))
+    assert p["status"] == 400 and "'prefx'" in p["detail"]
+    p = problem(req(server, "GET", "/v1/queues/q/results/1?wiat=1"))
+    assert p["status"] == 400 and "'wiat'" in p["detail"]
     # Nothing was pushed by the refused call.
     with server.raw() as c:
         assert c.call("Q.LEN", "q") == [0, 0, 0]
@@ -88,8 +88,8 @@ def test_a_call_without_timeout_waits_the_default_then_202(ordod_factory):
 
 
 def test_results_json_or_bytes_and_unknown_queue(server):
-    st, _, body = req(server, "GET", "/v1/queues/nosuch/results/1")
-    assert (st, body) == (404, b"no such queue\n")
+    p = problem(req(server, "GET", "/v1/queues/nosuch/results/1"))
+    assert (p["status"], p["detail"]) == (404, "no such queue") and "code" not in p
     with server.raw() as c:
         results = {}
         for payload, result in ((b"a", b'{"n": [1, 2.5e3, "x\\u00e9"], "t": null}'), (b"b", b"plain text"),
@@ -112,8 +112,8 @@ def test_results_json_or_bytes_and_unknown_queue(server):
 
 
 def test_last_event_id_must_be_a_revision(server):
-    st, _, body = req(server, "GET", "/v1/watch?key=a", headers={"Last-Event-ID": "abc"})
-    assert st == 400 and b"Last-Event-ID" in body
+    p = problem(req(server, "GET", "/v1/watch?key=a", headers={"Last-Event-ID": "abc"}))
+    assert p["status"] == 400 and "Last-Event-ID must be" in p["detail"]
 
 
 def test_cors_for_configured_origins(ordod_factory):
@@ -132,12 +132,13 @@ def test_cors_for_configured_origins(ordod_factory):
     assert h["access-control-allow-origin"] == ORIGIN and h["vary"] == "Origin"
     assert "ETag" in h["access-control-expose-headers"]
     # A 401 carries them too, so the page can read why.
-    st, h, _ = req(srv, "GET", "/v1/kv/x", headers={"Origin": ORIGIN, "Authorization": "Bearer no"})
-    assert st == 401 and h["access-control-allow-origin"] == ORIGIN
+    resp = req(srv, "GET", "/v1/kv/x", headers={"Origin": ORIGIN, "Authorization": "Bearer no"})
+    assert resp[0] == 401 and resp[1]["access-control-allow-origin"] == ORIGIN
+    assert problem(resp)["status"] == 401
     # Another origin: preflight refused by name, responses without CORS.
-    st, _, body = req(srv, "OPTIONS", "/v1/kv/x", headers={
-        "Origin": "https://evil.example", "Access-Control-Request-Method": "PUT", "Authorization": "none"})
-    assert st == 403 and b"http-cors-origins" in body
+    p = problem(req(srv, "OPTIONS", "/v1/kv/x", headers={
+        "Origin": "https://evil.example", "Access-Control-Request-Method": "PUT", "Authorization": "none"}))
+    assert p["status"] == 403 and "http-cors-origins" in p["detail"]
     st, h, _ = req(srv, "GET", "/v1/kv/x", headers={"Origin": "https://evil.example"})
     assert st == 200 and "access-control-allow-origin" not in h
 

@@ -236,6 +236,8 @@ bool cmd_http_queue_exists(conn_t *c, const char *name, size_t n);
 /* Is key[0..n) live? Its mod revision in *rev (on a member that does not
  * lead: true and 0, and the write that follows is refused -NOTLEADER). */
 bool cmd_http_key_rev(conn_t *c, const char *key, size_t n, uint64_t *rev);
+/* The current revision: what a first page of GET /v1/kv is read at. */
+uint64_t cmd_http_rev(conn_t *c);
 /* Is s[0..n) one JSON text (RFC 8259, nesting at most CMD_JSON_DEPTH_MAX)?
  * A result that is gets Content-Type: application/json. */
 #define CMD_JSON_DEPTH_MAX 64
@@ -243,6 +245,9 @@ bool cmd_http_is_json(const char *s, size_t n);
 /* "name":"s" when s[0..n) is UTF-8 with no control byte but \t, \n, \r,
  * else "name_b64":"<base64>" (docs/http.md): at most twice n, plus quotes. */
 void cmd_http_json_field(ordo_buf_t *b, const char *name, const char *s, size_t n);
+/* s[0..n) as one JSON string, for text meant to be read (an error's
+ * detail): escaped, and a byte that is not UTF-8 becomes U+FFFD. */
+void cmd_http_json_text(ordo_buf_t *b, const char *s, size_t n);
 /* Server-Sent Events of a watch (docs/http.md), appended to b, the same
  * bytes for every watcher: a change (value NULL: a deletion), "id: rev"
  * first when with_id; a marker (synced, progress, cancelled) with its

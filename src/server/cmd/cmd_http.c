@@ -23,30 +23,56 @@
 #include "core/coord.h"
 #include "log/log.h"
 
+/* The length of the well-formed UTF-8 sequence at s[0..n) (n > 0), or 0
+ * if there is none: no overlong form, no surrogate, nothing past U+10FFFF. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    unsigned char b = s[0];
+    size_t k;
+    unsigned char lo = 0x80, hi = 0xBF; /* the second byte's range (no overlongs, no surrogates) */
+    if (b < 0x80)
+        return 1;
+    if (b >= 0xC2 && b <= 0xDF)
+        k = 1;
+    else if (b >= 0xE0 && b <= 0xEF)
+        k = 2, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
+    else if (b >= 0xF0 && b <= 0xF4)
+        k = 3, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
+    else
+        return 0;
+    if (n <= k || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t j = 2; j <= k; j++)
+        if ((s[j] & 0xC0) != 0x80)
+            return 0;
+    return k + 1;
+}
+
 static bool utf8_valid(const unsigned char *s, size_t n)
 {
-    for (size_t i = 0; i < n;) {
-        unsigned char b = s[i];
-        size_t k;
-        unsigned char lo = 0x80, hi = 0xBF; /* the second byte's range (no overlongs, no surrogates) */
-        if (b < 0x80)
-            k = 0;
-        else if (b >= 0xC2 && b <= 0xDF)
-            k = 1;
-        else if (b >= 0xE0 && b <= 0xEF)
-            k = 2, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
-        else if (b >= 0xF0 && b <= 0xF4)
-            k = 3, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
-        else
+    for (size_t i = 0, k; i < n; i += k)
+        if ((k = utf8_seq(s + i, n - i)) == 0)
             return false;
-        if (k > 0 && (n - i <= k || s[i + 1] < lo || s[i + 1] > hi))
-            return false;
-        for (size_t j = 2; j <= k; j++)
-            if ((s[i + j] & 0xC0) != 0x80)
-                return false;
-        i += k + 1;
-    }
     return true;
+}
+
+void cmd_http_json_text(ordo_buf_t *b, const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    ordo_buf_append(b, "\"", 1);
+    for (size_t i = 0, k; i < n; i += k) {
+        k = utf8_seq(u + i, n - i);
+        if (k == 0) {
+            ordo_buf_puts(b, "\\ufffd"); /* not UTF-8: the replacement character */
+            k = 1;
+        } else if (u[i] == '"' || u[i] == '\\')
+            ordo_buf_printf(b, "\\%c", u[i]);
+        else if (u[i] < 0x20 || u[i] == 0x7f)
+            ordo_buf_printf(b, "\\u%04x", u[i]);
+        else
+            ordo_buf_append(b, s + i, k);
+    }
+    ordo_buf_append(b, "\"", 1);
 }
 
 /* Bytes of the control characters a JSON string spells with a short
@@ -145,6 +171,8 @@ bool cmd_http_key_rev(conn_t *c, const char *key, size_t n, uint64_t *rev)
     *rev = v->mod_rev;
     return true;
 }
+
+uint64_t cmd_http_rev(conn_t *c) { return core_rev(c->srv->core); }
 
 /* ---- JSON recognition (results' Content-Type) --------------------------------- */
 

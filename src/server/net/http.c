@@ -6,8 +6,9 @@
  * pointing at the state below. Requests are parsed with Node's
  * http-parser (Debian's libhttp-parser-dev: a callback parser over the
  * bytes we already have, no threads, no loop of its own). Each complete
- * request becomes one command -- the same one a RESP client would send --
- * given to cmd_dispatch(); the command writes its RESP reply into c->out
+ * request is looked up in the route table (routes[]) and becomes one
+ * command -- the same one a RESP client would send -- given to
+ * cmd_dispatch(); the command writes its RESP reply into c->out
  * as for any client, and rewrite() (from http_before_flush()) turns those
  * bytes into an HTTP response. There is no second path into the core.
  *
@@ -21,6 +22,9 @@
  *     responses leave in request order.
  *   - A connection turned into an event stream (sse) reads nothing more;
  *     its RESP pushes become events.
+ *   - Every error response to a /v1 request is problem details (RFC 9457,
+ *     respond_problem()): a command's error carries its RESP code; the
+ *     errors of /healthz, /metrics and the dashboard's files stay text.
  *
  *   - Authorization is decided when a request's headers are complete
  *     (on_headers_complete()), before any body byte is read; trailers
@@ -38,6 +42,7 @@
 #include <assert.h>
 #include <http_parser.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,9 +62,26 @@ struct http_listener_s {
     size_t nconns;          /* HTTP connections open (http-max-clients) */
 };
 
-enum route {
+/* How a command's reply is answered (answer()). */
+enum answer_kind {
     R_NONE, R_CALL, R_PUSH, R_RESULT, R_KV_GET, R_KV_PUT, R_KV_DEL, R_WATCH, R_WATCH_SNAP,
+    R_PULL,         /* Q.PULL: the messages as JSON */
+    R_ONE_ZERO,     /* 1: 204; 0: 409 with h->why (a stale token, a term that does not lead) */
+    R_RANGE,        /* KV.RANGE: a page as JSON */
+    R_LOCK_ACQUIRE, /* a token, or nil: 409 */
+    R_LOCK_INFO,
+    R_CAMPAIGN,     /* a term, or nil: 409 */
+    R_LEADER,
+    R_KEEPALIVE,    /* remaining ms, or NOTHOLDER: 409 */
 };
+
+/* Q.PULL's count over HTTP: Q.PULL's own bound (a thousand messages). */
+#define HTTP_PULL_COUNT_MAX 1000
+/* A page of GET /v1/kv: 100 keys unless limit= says otherwise, 1000 at
+ * most, so one reply stays bounded (max-reply-bytes bounds its bytes) and
+ * a long listing pages with the cursor. */
+#define HTTP_RANGE_LIMIT_DEFAULT 100
+#define HTTP_RANGE_LIMIT_MAX 1000
 
 /* Headers we read; the others are skipped. */
 enum hdr { H_AUTH, H_IDEM, H_IF_MATCH, H_IF_NONE_MATCH, H_LAST_EVENT_ID, H_EXPECT, H_ORIGIN, H_ACR_METHOD, H_COUNT };
@@ -97,6 +119,10 @@ struct http_conn_s {
     ordo_buf_t queue;       /* the queue of a call (for Location) */
     ordo_buf_t watch_key;   /* a watch's key or prefix, for the snapshot retry */
     bool watch_prefix;
+    ordo_buf_t why;         /* a 409's text, NUL-terminated (R_ONE_ZERO and the nil answers) */
+    size_t range_limit;     /* R_RANGE: the page's size ... */
+    uint64_t range_rev;     /* ... and the revision it was read at */
+    size_t reply_nodes;     /* the reply's decoded values at most (a pull's messages, a range's keys) */
 };
 
 /* ---- a RESP reply, decoded ------------------------------------------------ */
@@ -112,14 +138,15 @@ typedef struct rv_s {
 } rv_t;
 
 typedef struct {
-    rv_t nodes[RV_NODES_MAX];
-    size_t n;
+    rv_t *nodes;
+    size_t n, cap;
 } rv_arena_t;
 
 /* Decode one value at p[0..len): returns bytes used, 0 if incomplete, or
  * (size_t)-1 if it is not RESP we can read (attributes, which ordo never
- * sends, or more than RV_NODES_MAX elements: no reply of a command HTTP
- * makes has more than seven). Strings point into p. */
+ * sends, or more values than the arena holds: RV_NODES_MAX for every
+ * reply but a pull's and a range's, whose routes size it). Strings point
+ * into p. */
 static size_t rv_decode(const char *p, size_t len, rv_arena_t *a, rv_t *v)
 {
     const char *eol = memchr(p, '\r', len);
@@ -175,7 +202,7 @@ static size_t rv_decode(const char *p, size_t len, rv_arena_t *a, rv_t *v)
             return head;
         }
         size_t count = (size_t)n * (t == '%' ? 2 : 1);
-        if (a->n + count > RV_NODES_MAX)
+        if (count > a->cap - a->n)
             return (size_t)-1;
         v->type = '*';
         v->el = &a->nodes[a->n];
@@ -331,13 +358,51 @@ static void respond(conn_t *c, int status, const char *ctype, const char *header
         c->close_after_write = true;
 }
 
-static void respond_text(conn_t *c, int status, const char *text)
+/* Is the request (its target as far as it arrived) one of /v1? Its errors
+ * are problem details; those of /healthz, /metrics and the dashboard's
+ * files stay text, as probes and scrapers read them. */
+static bool is_v1(const struct http_conn_s *h)
+{
+    const char *u = h->url.data ? h->url.data : "";
+    size_t n = h->url.len;
+    return n >= 3 && memcmp(u, "/v1", 3) == 0 && (n == 3 || u[3] == '/' || u[3] == '?');
+}
+
+/* An error as problem details (RFC 9457): type about:blank (the status
+ * says what happened), title the status's reason, detail the text, and
+ * code the RESP error code when the error is a command's (code NULL: none).
+ * headers: extra lines, or "". */
+static void respond_problem(conn_t *c, int status, const char *code, size_t code_len, const char *headers,
+                            const char *detail, size_t dlen)
 {
     ordo_buf_t b = ORDO_BUF_INIT;
-    ordo_buf_printf(&b, "%s\n", text);
-    respond(c, status, "text/plain; charset=utf-8", "", b.data, b.len);
+    ordo_buf_printf(&b, "{\"type\":\"about:blank\",\"title\":\"%s\",\"status\":%d,\"detail\":", reason(status),
+                    status);
+    cmd_http_json_text(&b, detail, dlen);
+    if (code != NULL) {
+        ordo_buf_puts(&b, ",\"code\":");
+        cmd_http_json_text(&b, code, code_len);
+    }
+    ordo_buf_puts(&b, "}\n");
+    respond(c, status, "application/problem+json", headers, b.data, b.len);
     ordo_buf_free(&b);
 }
+
+/* An error the door itself gives (or any response with a text body):
+ * problem details on /v1, else the text and a newline. */
+static void respond_error_text(conn_t *c, int status, const char *headers, const char *text)
+{
+    if (status >= 400 && is_v1(c->http)) {
+        respond_problem(c, status, NULL, 0, headers, text, strlen(text));
+        return;
+    }
+    ordo_buf_t b = ORDO_BUF_INIT;
+    ordo_buf_printf(&b, "%s\n", text);
+    respond(c, status, "text/plain; charset=utf-8", headers, b.data, b.len);
+    ordo_buf_free(&b);
+}
+
+static void respond_text(conn_t *c, int status, const char *text) { respond_error_text(c, status, "", text); }
 
 /* An error reply's status: the contract's (412 conflict, 502 dead letter),
  * else the nearest HTTP meaning of the RESP error code. */
@@ -357,13 +422,16 @@ static int error_status(const rv_t *v)
     return 500;
 }
 
+/* A command's error reply v, as problem details: its status by code, the
+ * text as the detail, and the code (the first word, when it is one: "CONFLICT" of "CONFLICT 12"). */
 static void respond_error(conn_t *c, const rv_t *v)
 {
-    ordo_buf_t b = ORDO_BUF_INIT;
-    ordo_buf_append(&b, v->s, v->len);
-    ordo_buf_append(&b, "\n", 1);
-    respond(c, error_status(v), "text/plain; charset=utf-8", "", b.data, b.len);
-    ordo_buf_free(&b);
+    size_t n = 0;
+    while (n < v->len && v->s[n] >= 'A' && v->s[n] <= 'Z')
+        n++;
+    bool coded = n > 0 && (n == v->len || v->s[n] == ' ');
+    assert(is_v1(c->http)); /* only /v1 routes send commands */
+    respond_problem(c, error_status(v), coded ? v->s : NULL, n, "", v->s, v->len);
 }
 
 /* ---- the reply of a command, as HTTP --------------------------------------- */
@@ -382,6 +450,125 @@ static void start_stream(conn_t *c)
                            "X-Accel-Buffering: no\r\n\r\n: ordo watch\n\n");
     mark_http(c);
     c->http->sse = true;
+}
+
+/* A reply no route expects: an error answers as its code says. */
+static void answer_other(conn_t *c, const rv_t *v)
+{
+    if (v->type == '-')
+        respond_error(c, v);
+    else
+        respond_text(c, 500, "unexpected reply");
+}
+
+/* Q.PULL's messages ([id, key, payload, attempt, token] each) as a JSON
+ * array of objects; false if the reply is not that. */
+static bool json_messages(ordo_buf_t *b, const rv_t *v, const struct http_conn_s *h)
+{
+    (void)h;
+    if (v->type != '*')
+        return false;
+    ordo_buf_puts(b, "[");
+    for (size_t i = 0; i < v->len; i++) {
+        const rv_t *m = &v->el[i];
+        if (m->type != '*' || m->len != 5 || m->el[0].type != ':' || m->el[1].type != '$' || m->el[2].type != '$' ||
+            m->el[3].type != ':' || m->el[4].type != ':')
+            return false;
+        ordo_buf_printf(b, "%s{\"id\":%" PRId64 ",", i ? "," : "", m->el[0].i);
+        cmd_http_json_field(b, "key", m->el[1].s, m->el[1].len);
+        ordo_buf_puts(b, ",");
+        cmd_http_json_field(b, "payload", m->el[2].s, m->el[2].len);
+        ordo_buf_printf(b, ",\"attempt\":%" PRId64 ",\"token\":%" PRId64 "}", m->el[3].i, m->el[4].i);
+    }
+    ordo_buf_puts(b, "]\n");
+    return true;
+}
+
+/* KV.RANGE's reply (up to limit + 1 items [key, value, create_rev,
+ * mod_rev, version, lease]) as a page: its first limit items, and a
+ * cursor ("<rev>.<the last key in hex>") when there was one more. */
+static bool json_range(ordo_buf_t *b, const rv_t *v, const struct http_conn_s *h)
+{
+    size_t limit = h->range_limit;
+    uint64_t rev = h->range_rev;
+    if (v->type != '*')
+        return false;
+    size_t n = v->len < limit ? v->len : limit;
+    ordo_buf_printf(b, "{\"revision\":%" PRIu64 ",\"items\":[", rev);
+    for (size_t i = 0; i < n; i++) {
+        const rv_t *m = &v->el[i];
+        if (m->type != '*' || m->len != 6 || m->el[0].type != '$' || m->el[1].type != '$')
+            return false;
+        for (size_t k = 2; k < 6; k++)
+            if (m->el[k].type != ':')
+                return false;
+        ordo_buf_puts(b, i ? ",{" : "{");
+        cmd_http_json_field(b, "key", m->el[0].s, m->el[0].len);
+        ordo_buf_puts(b, ",");
+        cmd_http_json_field(b, "value", m->el[1].s, m->el[1].len);
+        ordo_buf_printf(b, ",\"create_revision\":%" PRId64 ",\"mod_revision\":%" PRId64 ",\"version\":%" PRId64
+                           ",\"lease\":%" PRId64 "}",
+                        m->el[2].i, m->el[3].i, m->el[4].i, m->el[5].i);
+    }
+    ordo_buf_puts(b, "],\"cursor\":");
+    if (v->len > limit && n > 0) {
+        const rv_t *last = &v->el[n - 1].el[0];
+        ordo_buf_printf(b, "\"%" PRIu64 ".", rev);
+        for (size_t i = 0; i < last->len; i++)
+            ordo_buf_printf(b, "%02x", (unsigned char)last->s[i]);
+        ordo_buf_puts(b, "\"");
+    } else
+        ordo_buf_puts(b, "null");
+    ordo_buf_puts(b, "}\n");
+    return true;
+}
+
+/* LOCK.INFO's [token or nil, remaining ms, waiters] as an object. */
+static bool json_lock_info(ordo_buf_t *b, const rv_t *v, const struct http_conn_s *h)
+{
+    (void)h;
+    if (v->type != '*' || v->len != 3 || (v->el[0].type != ':' && v->el[0].type != '_') || v->el[1].type != ':' ||
+        v->el[2].type != ':')
+        return false;
+    if (v->el[0].type == ':')
+        ordo_buf_printf(b, "{\"token\":%" PRId64, v->el[0].i);
+    else
+        ordo_buf_puts(b, "{\"token\":null");
+    ordo_buf_printf(b, ",\"remaining_ms\":%" PRId64 ",\"waiters\":%" PRId64 "}\n", v->el[1].i, v->el[2].i);
+    return true;
+}
+
+/* ELECT.LEADER's [value, term], or nil (vacant: term 0, value null). */
+static bool json_leader(ordo_buf_t *b, const rv_t *v, const struct http_conn_s *h)
+{
+    (void)h;
+    if (v->type == '_') {
+        ordo_buf_puts(b, "{\"term\":0,\"value\":null}\n");
+        return true;
+    }
+    if (v->type != '*' || v->len != 2 || v->el[0].type != '$' || v->el[1].type != ':')
+        return false;
+    ordo_buf_printf(b, "{\"term\":%" PRId64 ",", v->el[1].i);
+    cmd_http_json_field(b, "value", v->el[0].s, v->el[0].len);
+    ordo_buf_puts(b, "}\n");
+    return true;
+}
+
+/* A read's reply v as 200 JSON, written by build (false: not the reply it
+ * reads); an error answers as its code says. */
+static void answer_json(conn_t *c, const rv_t *v,
+                        bool (*build)(ordo_buf_t *b, const rv_t *v, const struct http_conn_s *h))
+{
+    if (v->type == '-') {
+        respond_error(c, v);
+        return;
+    }
+    ordo_buf_t b = ORDO_BUF_INIT;
+    if (build(&b, v, c->http))
+        respond(c, 200, "application/json", "Cache-Control: no-store\r\n", b.data, b.len);
+    else
+        respond_text(c, 500, "unexpected reply");
+    ordo_buf_free(&b);
 }
 
 /* Turn the reply v (of the command of h->route) into a response. */
@@ -488,6 +675,45 @@ static void answer(conn_t *c, const rv_t *v)
         else
             respond_text(c, 500, "unexpected reply");
         return;
+    case R_PULL:
+        answer_json(c, v, json_messages);
+        return;
+    case R_ONE_ZERO:
+        if (v->type == ':' && v->i == 1)
+            respond(c, 204, NULL, "", "", 0);
+        else if (v->type == ':' && v->i == 0)
+            respond_text(c, 409, h->why.data);
+        else
+            answer_other(c, v);
+        return;
+    case R_RANGE:
+        answer_json(c, v, json_range);
+        return;
+    case R_LOCK_ACQUIRE:
+    case R_CAMPAIGN:
+        if (v->type == ':') {
+            int n = snprintf(hb, sizeof hb, "{\"%s\":%" PRId64 "}\n", h->route == R_CAMPAIGN ? "term" : "token", v->i);
+            respond(c, 200, "application/json", "", hb, (size_t)n);
+        } else if (v->type == '_')
+            respond_text(c, 409, h->why.data);
+        else
+            answer_other(c, v);
+        return;
+    case R_KEEPALIVE:
+        if (v->type == ':') {
+            int n = snprintf(hb, sizeof hb, "{\"remaining_ms\":%" PRId64 "}\n", v->i);
+            respond(c, 200, "application/json", "", hb, (size_t)n);
+        } else if (err_is(v, "NOTHOLDER"))
+            respond_text(c, 409, h->why.data);
+        else
+            answer_other(c, v);
+        return;
+    case R_LOCK_INFO:
+        answer_json(c, v, json_lock_info);
+        return;
+    case R_LEADER:
+        answer_json(c, v, json_leader);
+        return;
     default:
         respond_text(c, 500, "unexpected reply");
     }
@@ -515,7 +741,10 @@ static void rewrite(conn_t *c)
         /* Blobs are shared into an event stream only (conn_add_shared()),
          * which rewrites nothing: out may be cut and rebuilt below. */
         assert(c->shared.n == 0 || c->shared.v[c->shared.n - 1].at <= at);
-        rv_arena_t a = {.n = 0};
+        rv_t stack_nodes[RV_NODES_MAX];
+        rv_arena_t a = {stack_nodes, 0, RV_NODES_MAX};
+        if (h->awaiting && h->reply_nodes > RV_NODES_MAX)
+            a = (rv_arena_t){ordo_xcalloc(h->reply_nodes, sizeof(rv_t)), 0, h->reply_nodes};
         rv_t v;
         size_t used = rv_decode(c->out.data + at, c->out.len - at, &a, &v);
         if (used == 0 || used == (size_t)-1) {
@@ -524,6 +753,8 @@ static void rewrite(conn_t *c)
             c->out.len = at;
             h->awaiting = false;
             h->keep_alive = false;
+            if (a.nodes != stack_nodes)
+                free(a.nodes);
             respond_text(c, 500, "internal error: unreadable reply");
             return;
         }
@@ -547,6 +778,8 @@ static void rewrite(conn_t *c)
             else
                 respond_text(c, 500, "unexpected output");
         }
+        if (a.nodes != stack_nodes)
+            free(a.nodes);
         ordo_buf_free(&reply);
         if (!h->awaiting) /* (answer() may have dispatched again: the snapshot retry) */
             ordo_buf_append(&c->out, tail.data, tail.len);
@@ -740,12 +973,11 @@ static bool authorized(conn_t *c)
 
 static void respond_unauthorized(conn_t *c)
 {
-    static const char text[] = "Authorization: Bearer <password>, Bearer <user:password> or Basic required\n";
     /* Bearer only: a Basic challenge makes a browser ask for credentials
      * in a dialog of its own, over the dashboard's. Basic is accepted all
      * the same. */
-    respond(c, 401, "text/plain; charset=utf-8", "WWW-Authenticate: Bearer realm=\"ordo\"\r\n", text,
-            sizeof text - 1);
+    respond_error_text(c, 401, "WWW-Authenticate: Bearer realm=\"ordo\"\r\n",
+                       "Authorization: Bearer <password>, Bearer <user:password> or Basic required");
 }
 
 /* The first parameter of query whose name is not one of allowed (a NULL-
@@ -834,9 +1066,10 @@ static void respond_options(conn_t *c)
     respond(c, 204, NULL, "Allow: " CORS_METHODS "\r\n", "", 0);
 }
 
-/* The routes served without a token: /healthz (a load balancer's probe)
- * the dashboard's files (GET) and OPTIONS. Judged on the raw path, before the
- * body, so a request spelling them with escapes needs a token. */
+/* The routes served without a token: /healthz (a load balancer's probe),
+ * the files of the binary (GET: the dashboard's, and the OpenAPI
+ * description, /v1/openapi.json) and OPTIONS. Judged on the raw path,
+ * before the body, so a request spelling them with escapes needs a token. */
 static bool open_route(const struct http_conn_s *h, int method)
 {
     if (method == HTTP_OPTIONS)
@@ -855,6 +1088,747 @@ static bool open_route(const struct http_conn_s *h, int method)
 }
 
 #define SEGS_MAX 8
+#define NUMS_MAX 4
+
+/* A request being routed: its path's segments (decoded onto scratch), its
+ * query, and the command it becomes. Arguments are kept as offsets into
+ * scratch until send_cmd() (decoding a query parameter may move scratch),
+ * so a handler may read parameters and add arguments in any order. */
+typedef struct {
+    int method;
+    const char *query;
+    size_t qlen;
+    span_t seg[SEGS_MAX];
+    size_t nseg;
+    bool more;              /* the path has more segments than SEGS_MAX */
+    size_t seg_at[SEGS_MAX]; /* where each segment starts in the raw path */
+    const char *path;       /* the raw path, plen bytes */
+    size_t plen;
+    span_t rest;            /* a route's trailing {key}: the rest of the path, decoded */
+    char nums[NUMS_MAX][24]; /* numbers printed for arguments */
+    size_t nnums;
+    struct {
+        const char *p;      /* a literal, the body or a header; NULL: scratch at sp */
+        span_t sp;
+    } args[HTTP_ARGS_MAX];
+    size_t argc;
+} req_t;
+
+static void arg_lit(req_t *r, const char *s, size_t n)
+{
+    assert(r->argc < HTTP_ARGS_MAX);
+    r->args[r->argc].p = s;
+    r->args[r->argc++].sp = (span_t){0, n};
+}
+
+static void arg_str(req_t *r, const char *s) { arg_lit(r, s, strlen(s)); }
+
+static void arg_span(req_t *r, span_t sp)
+{
+    assert(r->argc < HTTP_ARGS_MAX);
+    r->args[r->argc].p = NULL;
+    r->args[r->argc++].sp = sp;
+}
+
+static void arg_num(req_t *r, uint64_t v)
+{
+    assert(r->nnums < NUMS_MAX);
+    char *s = r->nums[r->nnums++];
+    snprintf(s, sizeof r->nums[0], "%" PRIu64, v);
+    arg_str(r, s);
+}
+
+static void arg_body(conn_t *c, req_t *r)
+{
+    arg_lit(r, c->http->body.data ? c->http->body.data : "", c->http->body.len);
+}
+
+/* The command built in r, to cmd_dispatch(), answered as route. */
+static void send_cmd(conn_t *c, req_t *r, int route)
+{
+    struct http_conn_s *h = c->http;
+    resp_arg_t argv[HTTP_ARGS_MAX];
+    for (size_t i = 0; i < r->argc; i++)
+        argv[i] = (resp_arg_t){{r->args[i].p ? r->args[i].p : h->scratch.data + r->args[i].sp.off},
+                               r->args[i].sp.len};
+    dispatch(c, route, argv, r->argc);
+}
+
+/* Segment i of the path, decoded. */
+static span_t seg_of(const req_t *r, size_t i)
+{
+    assert(i < r->nseg);
+    return r->seg[i];
+}
+
+/* No bound of the route's own: the command judges the number (a TTL's
+ * range, a token's staleness); this keeps it a valid signed 64-bit one. */
+#define PARAM_ANY (UINT64_MAX / 2)
+
+/* Query parameter name as a number in min..max (what says what it is,
+ * with its unit, for the error). Returns false after answering 400;
+ * absent: true with *present false, or, when present is NULL (the
+ * parameter is required), the 400 naming it. */
+static bool param_u64(conn_t *c, req_t *r, const char *name, uint64_t min, uint64_t max, const char *what,
+                      bool *present, uint64_t *v)
+{
+    struct http_conn_s *h = c->http;
+    span_t sp;
+    bool has = query_param(h, r->query, r->qlen, name, &sp);
+    if (present != NULL)
+        *present = has;
+    if (!has && present != NULL)
+        return true;
+    char msg[192];
+    if (!has) {
+        snprintf(msg, sizeof msg, "%s= is required (%s)", name, what);
+        respond_text(c, 400, msg);
+        return false;
+    }
+    if (!span_u64(h, sp, v) || *v < min || *v > max) {
+        int n = snprintf(msg, sizeof msg, "%s must be %s", name, what);
+        if (max < PARAM_ANY)
+            snprintf(msg + n, sizeof msg - (size_t)n, ", %" PRIu64 "..%" PRIu64, min, max);
+        respond_text(c, 400, msg);
+        return false;
+    }
+    return true;
+}
+
+/* Is the body (what: a payload, a value) above max-value-bytes? Then
+ * answers 413 naming the size and the limit, and returns true. */
+static bool body_over_value_max(conn_t *c, const char *what)
+{
+    size_t max = (size_t)c->srv->cfg.max_value_bytes, len = c->http->body.len;
+    if (len <= max)
+        return false;
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s of %zu bytes above max-value-bytes (%zu)", what, len, max);
+    respond_text(c, 413, msg);
+    return true;
+}
+
+/* Path segment i as a number (a message id): false after answering 400. */
+static bool seg_u64(conn_t *c, const req_t *r, size_t i, const char *what, uint64_t *v)
+{
+    if (!span_u64(c->http, seg_of(r, i), v)) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "%s in the path must be a number", what);
+        respond_text(c, 400, msg);
+        return false;
+    }
+    return true;
+}
+
+/* The text a 409 says when the command answers 0 or nil (a stale token, a
+ * lock held): set by the route before it sends, kept in h->why. */
+static void set_why(conn_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_why(conn_t *c, const char *fmt, ...)
+{
+    struct http_conn_s *h = c->http;
+    h->why.len = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    char text[512];
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    ordo_buf_puts(&h->why, text);
+    ordo_buf_append(&h->why, "", 1);
+}
+
+/* A span of scratch, for a message (names are cut at 64 bytes). */
+#define SPAN_FMT(h, sp) (int)((sp).len > 64 ? 64 : (sp).len), (h)->scratch.data + (sp).off
+
+/* ---- the routes -------------------------------------------------------------- */
+
+static void route_healthz(conn_t *c, req_t *r)
+{
+    (void)r;
+    const char *why = cmd_http_unhealthy(c);
+    if (why != NULL)
+        respond_text(c, 503, why);
+    else
+        respond_text(c, 200, "ok");
+}
+
+/* The routes that are no command are judged as INFO, which shows the
+ * same (the user's rules, cmd_acl.c): false after answering 403. */
+static bool info_allowed(conn_t *c, const char *route)
+{
+    if (cmd_acl_route_allowed(c, "INFO"))
+        return true;
+    char msg[160];
+    snprintf(msg, sizeof msg, "NOPERM this user may not run INFO, which %s shows", route);
+    respond_error_text(c, 403, "", msg);
+    return false;
+}
+
+static void route_metrics(conn_t *c, req_t *r)
+{
+    (void)r;
+    if (!info_allowed(c, "/metrics"))
+        return;
+    ordo_buf_t b = ORDO_BUF_INIT;
+    cmd_http_metrics(c, &b);
+    respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", "", b.data, b.len);
+    ordo_buf_free(&b);
+}
+
+static void route_status(conn_t *c, req_t *r)
+{
+    if (!info_allowed(c, "/v1/status"))
+        return;
+    struct http_conn_s *h = c->http;
+    span_t sp;
+    uint64_t since = 0; /* history=T: the samples from unix second T on (1: all of them) */
+    if (query_param(h, r->query, r->qlen, "history", &sp) && (!span_u64(h, sp, &since) || since == 0)) {
+        respond_text(c, 400, "history must be a unix time in seconds (1: the whole history)");
+        return;
+    }
+    ordo_buf_t b = ORDO_BUF_INIT;
+    cmd_http_status(c, &b, since);
+    respond(c, 200, "application/json", "Cache-Control: no-store\r\n", b.data, b.len);
+    ordo_buf_free(&b);
+}
+
+/* A file of the binary (http_assets): the OpenAPI description, and the
+ * dashboard's files when no route has their path. */
+static bool serve_asset(conn_t *c, const req_t *r)
+{
+    for (size_t i = 0; i < http_assets_count; i++)
+        if (strlen(http_assets[i].path) == r->plen && memcmp(http_assets[i].path, r->path, r->plen) == 0) {
+            respond(c, 200, http_assets[i].content_type, "Cache-Control: no-cache\r\n", http_assets[i].data,
+                    http_assets[i].len);
+            return true;
+        }
+    return false;
+}
+
+static void route_openapi(conn_t *c, req_t *r)
+{
+    if (!serve_asset(c, r))
+        respond_text(c, 500, "the OpenAPI description is not in this binary");
+}
+
+/* POST /v1/queues/{q}/keys/{k}[/call]: Q.PUSH or Q.CALL with the body. */
+static void push_or_call(conn_t *c, req_t *r, bool call)
+{
+    struct http_conn_s *h = c->http;
+    server_t *s = c->srv;
+    if (body_over_value_max(c, "payload"))
+        return;
+    bool has_timeout = false;
+    uint64_t timeout = 0;
+    if (call && !param_u64(c, r, "timeout", 0, PARAM_ANY, "a number of milliseconds", &has_timeout, &timeout))
+        return;
+    if (call && !has_timeout)
+        timeout = (uint64_t)s->cfg.http_call_timeout_ms; /* timeout=0 waits with no limit */
+    arg_str(r, call ? "Q.CALL" : "Q.PUSH");
+    arg_span(r, seg_of(r, 2));
+    arg_span(r, seg_of(r, 4));
+    arg_body(c, r);
+    if (timeout > 0) {
+        arg_str(r, "TIMEOUT");
+        arg_num(r, timeout);
+    }
+    /* The key is bound to this queue, key and request (cmd_queue.c,
+     * "Idempotency keys"); another request with it is 422. */
+    if (h->has_hdr[H_IDEM]) {
+        arg_str(r, "IDEMPOTENCY");
+        arg_lit(r, h->hdr[H_IDEM].data ? h->hdr[H_IDEM].data : "", h->hdr[H_IDEM].len);
+    }
+    h->queue.len = 0;
+    ordo_buf_append(&h->queue, h->scratch.data + seg_of(r, 2).off, seg_of(r, 2).len);
+    send_cmd(c, r, call ? R_CALL : R_PUSH);
+}
+
+static void route_push(conn_t *c, req_t *r) { push_or_call(c, r, false); }
+static void route_call(conn_t *c, req_t *r) { push_or_call(c, r, true); }
+
+static void route_result(conn_t *c, req_t *r)
+{
+    struct http_conn_s *h = c->http;
+    span_t q = seg_of(r, 2);
+    if (!cmd_http_queue_exists(c, h->scratch.data + q.off, q.len)) {
+        respond_text(c, 404, "no such queue");
+        return;
+    }
+    bool has_wait;
+    uint64_t wait;
+    if (!param_u64(c, r, "wait", 0, PARAM_ANY, "a number of milliseconds", &has_wait, &wait))
+        return;
+    arg_str(r, "Q.RESULT");
+    arg_span(r, q);
+    arg_span(r, seg_of(r, 4));
+    if (has_wait && wait > 0) {
+        arg_str(r, "BLOCK");
+        arg_num(r, wait);
+    }
+    send_cmd(c, r, R_RESULT);
+}
+
+/* POST /v1/queues/{q}/pull?count=&lease=&wait=: Q.PULL, the messages as
+ * JSON. Without wait=, or wait=0, it does not wait. */
+static void route_pull(conn_t *c, req_t *r)
+{
+    bool has_lease, has_wait, has_count;
+    uint64_t count = 1, lease = 0, wait = 0;
+    if (!param_u64(c, r, "count", 1, HTTP_PULL_COUNT_MAX, "a number of messages", &has_count, &count) ||
+        !param_u64(c, r, "lease", 0, PARAM_ANY, "a number of milliseconds", &has_lease, &lease) ||
+        !param_u64(c, r, "wait", 0, PARAM_ANY, "a number of milliseconds", &has_wait, &wait))
+        return;
+    arg_str(r, "Q.PULL");
+    arg_span(r, seg_of(r, 2));
+    arg_str(r, "COUNT");
+    arg_num(r, count);
+    if (has_lease) {
+        arg_str(r, "LEASE");
+        arg_num(r, lease);
+    }
+    if (has_wait && wait > 0) {
+        arg_str(r, "BLOCK");
+        arg_num(r, wait);
+    }
+    c->http->reply_nodes = 1 + (size_t)count * 6;
+    send_cmd(c, r, R_PULL);
+}
+
+/* POST /v1/queues/{q}/messages/{id}/{ack,nack,extend}?token=...: the
+ * delivery's command; 204, or 409 when the token is stale. */
+static void delivery_cmd(conn_t *c, req_t *r, const char *cmd)
+{
+    struct http_conn_s *h = c->http;
+    uint64_t id, token, ms = 0;
+    bool has_ms = false;
+    bool ack = strcmp(cmd, "Q.ACK") == 0, nack = strcmp(cmd, "Q.NACK") == 0;
+    span_t q = seg_of(r, 2);
+    if (!cmd_http_queue_exists(c, h->scratch.data + q.off, q.len)) {
+        respond_text(c, 404, "no such queue");
+        return;
+    }
+    if (!seg_u64(c, r, 4, "the message id", &id) ||
+        !param_u64(c, r, "token", 0, PARAM_ANY, "the delivery's token (Q.PULL's fifth element)", NULL, &token))
+        return;
+    if (nack && !param_u64(c, r, "delay", 0, PARAM_ANY, "a number of milliseconds", &has_ms, &ms))
+        return;
+    if (!ack && !nack && !param_u64(c, r, "lease", 0, PARAM_ANY, "a number of milliseconds", NULL, &ms))
+        return;
+    if (ack && body_over_value_max(c, "result"))
+        return;
+    arg_str(r, cmd);
+    arg_span(r, seg_of(r, 2));
+    arg_num(r, id);
+    arg_num(r, token);
+    if (ack && h->body.len > 0) {
+        arg_str(r, "RESULT");
+        arg_body(c, r);
+    } else if (nack && has_ms) {
+        arg_str(r, "DELAY");
+        arg_num(r, ms);
+    } else if (!ack && !nack)
+        arg_num(r, ms);
+    set_why(c, "token %" PRIu64 " is not the current delivery of message %" PRIu64 " of queue '%.*s' (its lease ran "
+               "out and it went to another consumer, or it was acked already): nothing changed",
+            token, id, SPAN_FMT(h, seg_of(r, 2)));
+    send_cmd(c, r, R_ONE_ZERO);
+}
+
+static void route_ack(conn_t *c, req_t *r) { delivery_cmd(c, r, "Q.ACK"); }
+static void route_nack(conn_t *c, req_t *r) { delivery_cmd(c, r, "Q.NACK"); }
+static void route_extend(conn_t *c, req_t *r) { delivery_cmd(c, r, "Q.EXTEND"); }
+
+/* GET, PUT, DELETE /v1/kv/{key}: the key is the rest of the path. */
+static void route_kv(conn_t *c, req_t *r)
+{
+    struct http_conn_s *h = c->http;
+    int method = r->method;
+    span_t key = r->rest;
+    uint64_t rev = 0;
+    bool cond = false;
+    bool star_match = h->has_hdr[H_IF_MATCH] && h->hdr[H_IF_MATCH].len == 1 && h->hdr[H_IF_MATCH].data[0] == '*';
+    if (h->has_hdr[H_IF_MATCH] && method != HTTP_GET) {
+        if (star_match) {
+            /* "*": only if the key exists, at whatever revision it has
+             * now (read and written in this one loop turn: nothing runs
+             * between the two). */
+            if (!cmd_http_key_rev(c, h->scratch.data + key.off, key.len, &rev)) {
+                respond_text(c, 412, "If-Match: * and there is no such key");
+                return;
+            }
+        } else if (!header_rev(&h->hdr[H_IF_MATCH], &rev)) {
+            respond_text(c, 400, "If-Match must be * or an ETag this server gave (\"<revision>\")");
+            return;
+        }
+        cond = true;
+    } else if (h->has_hdr[H_IF_NONE_MATCH] && method != HTTP_GET) {
+        if (!(h->hdr[H_IF_NONE_MATCH].len == 1 && h->hdr[H_IF_NONE_MATCH].data[0] == '*')) {
+            respond_text(c, 400, "If-None-Match on PUT or DELETE must be * (only if absent)");
+            return;
+        }
+        cond = true, rev = 0;
+    }
+    if (method == HTTP_GET) {
+        arg_str(r, "KV.GET");
+        arg_span(r, key);
+        send_cmd(c, r, R_KV_GET);
+        return;
+    }
+    if (method == HTTP_PUT && body_over_value_max(c, "value"))
+        return;
+    arg_str(r, method == HTTP_PUT ? "KV.PUT" : "KV.DEL");
+    arg_span(r, key);
+    if (method == HTTP_PUT)
+        arg_body(c, r);
+    if (cond) {
+        arg_str(r, "IFREV");
+        arg_num(r, rev);
+    }
+    send_cmd(c, r, method == HTTP_PUT ? R_KV_PUT : R_KV_DEL);
+}
+
+/* A range cursor: "<rev>.<the last key, in hex>" (URL-safe as it is). */
+static bool cursor_parse(conn_t *c, span_t sp, uint64_t *rev, span_t *after)
+{
+    struct http_conn_s *h = c->http;
+    const char *s = h->scratch.data + sp.off;
+    const char *dot = memchr(s, '.', sp.len);
+    size_t dl = dot ? (size_t)(dot - s) : 0;
+    size_t hl = dot ? sp.len - dl - 1 : 0;
+    span_t d = {sp.off, dl};
+    if (dot == NULL || !span_u64(h, d, rev) || *rev == 0 || hl % 2 != 0)
+        return false;
+    for (size_t i = 0; i < hl; i++)
+        if (hexval(dot[1 + i]) < 0)
+            return false;
+    /* Decoded after the span (scratch may move: offsets only). */
+    size_t at = h->scratch.len, from = sp.off + dl + 1;
+    for (size_t i = 0; i < hl; i += 2) {
+        char o = (char)(hexval(h->scratch.data[from + i]) << 4 | hexval(h->scratch.data[from + i + 1]));
+        ordo_buf_append(&h->scratch, &o, 1);
+    }
+    *after = (span_t){at, hl / 2};
+    return true;
+}
+
+/* GET /v1/kv?prefix=&limit=&rev=&cursor=: KV.RANGE, one page as JSON. The
+ * page is read at one revision (the current one for a first page), which
+ * the cursor carries, so the pages of a listing are one consistent view. */
+static void route_kv_range(conn_t *c, req_t *r)
+{
+    struct http_conn_s *h = c->http;
+    span_t prefix = {0, 0}, cur, after = {0, 0};
+    bool has_limit, has_rev;
+    uint64_t limit = HTTP_RANGE_LIMIT_DEFAULT, rev = 0;
+    query_param(h, r->query, r->qlen, "prefix", &prefix); /* absent: every key */
+    if (!param_u64(c, r, "limit", 1, HTTP_RANGE_LIMIT_MAX, "a number of keys", &has_limit, &limit) ||
+        !param_u64(c, r, "rev", 0, PARAM_ANY, "a revision", &has_rev, &rev))
+        return;
+    bool has_cursor = query_param(h, r->query, r->qlen, "cursor", &cur);
+    if (has_cursor) {
+        uint64_t crev;
+        if (!cursor_parse(c, cur, &crev, &after)) {
+            respond_text(c, 400, "cursor must be one this server gave (\"cursor\" of a page)");
+            return;
+        }
+        if (has_rev && rev != crev) {
+            respond_text(c, 400, "rev= and cursor= name two revisions: send the cursor alone");
+            return;
+        }
+        rev = crev;
+    }
+    if (rev == 0)
+        rev = cmd_http_rev(c);
+    arg_str(r, "KV.RANGE");
+    arg_span(r, prefix);
+    if (has_cursor) {
+        arg_str(r, "AFTER");
+        arg_span(r, after);
+    }
+    arg_str(r, "LIMIT");
+    arg_num(r, limit + 1); /* one more than the page: is there a next page? */
+    arg_str(r, "REV");
+    arg_num(r, rev);
+    h->range_limit = (size_t)limit;
+    h->range_rev = rev;
+    h->reply_nodes = 1 + ((size_t)limit + 1) * 7;
+    send_cmd(c, r, R_RANGE);
+}
+
+static void route_watch(conn_t *c, req_t *r)
+{
+    struct http_conn_s *h = c->http;
+    uint64_t n64;
+    if (h->has_hdr[H_LAST_EVENT_ID] && !header_rev(&h->hdr[H_LAST_EVENT_ID], &n64)) {
+        respond_text(c, 400, "Last-Event-ID must be the id of an event this server sent (a revision)");
+        return;
+    }
+    span_t key;
+    bool prefix = false;
+    if (query_param(h, r->query, r->qlen, "key", &key))
+        prefix = false;
+    else if (query_param(h, r->query, r->qlen, "prefix", &key))
+        prefix = true;
+    else {
+        respond_text(c, 400, "key= or prefix= is required");
+        return;
+    }
+    h->watch_key.len = 0;
+    ordo_buf_append(&h->watch_key, h->scratch.data + key.off, key.len);
+    h->watch_prefix = prefix;
+    arg_str(r, "KV.WATCH");
+    arg_span(r, key);
+    if (prefix)
+        arg_str(r, "PREFIX");
+    if (h->has_hdr[H_LAST_EVENT_ID]) {
+        arg_str(r, "FROM");
+        arg_num(r, n64);
+    }
+    c->sse = true; /* the watch's events are written as SSE from its first on */
+    send_cmd(c, r, R_WATCH);
+}
+
+/* How long a lock acquire or a campaign waits: timeout= (0: do not wait,
+ * as the commands' WAIT 0), else http-call-timeout-ms. */
+static bool wait_param(conn_t *c, req_t *r, uint64_t *wait)
+{
+    bool has;
+    if (!param_u64(c, r, "timeout", 0, PARAM_ANY, "a number of milliseconds", &has, wait))
+        return false;
+    if (!has)
+        *wait = (uint64_t)c->srv->cfg.http_call_timeout_ms;
+    return true;
+}
+
+/* POST /v1/locks/{name}/acquire?ttl=&timeout=: LOCK.ACQUIRE name ttl WAIT. */
+static void route_lock_acquire(conn_t *c, req_t *r)
+{
+    uint64_t ttl, wait;
+    if (!param_u64(c, r, "ttl", 0, PARAM_ANY, "the lock's time to live in milliseconds", NULL, &ttl) ||
+        !wait_param(c, r, &wait))
+        return;
+    arg_str(r, "LOCK.ACQUIRE");
+    arg_span(r, seg_of(r, 2));
+    arg_num(r, ttl);
+    arg_str(r, "WAIT");
+    arg_num(r, wait);
+    set_why(c, "lock '%.*s' is held by another holder (waited %" PRIu64 " ms)", SPAN_FMT(c->http, seg_of(r, 2)),
+            wait);
+    send_cmd(c, r, R_LOCK_ACQUIRE);
+}
+
+/* POST /v1/locks/{name}/{release,extend}?token=[&ttl=]: 204, or 409. */
+static void lock_cmd(conn_t *c, req_t *r, bool extend)
+{
+    uint64_t token, ttl = 0;
+    if (!param_u64(c, r, "token", 0, PARAM_ANY, "the lock's fencing token", NULL, &token) ||
+        (extend && !param_u64(c, r, "ttl", 0, PARAM_ANY, "the lock's time to live in milliseconds", NULL, &ttl)))
+        return;
+    arg_str(r, extend ? "LOCK.EXTEND" : "LOCK.RELEASE");
+    arg_span(r, seg_of(r, 2));
+    arg_num(r, token);
+    if (extend)
+        arg_num(r, ttl);
+    set_why(c, "token %" PRIu64 " does not hold lock '%.*s' now: nothing changed", token,
+            SPAN_FMT(c->http, seg_of(r, 2)));
+    send_cmd(c, r, R_ONE_ZERO);
+}
+
+static void route_lock_release(conn_t *c, req_t *r) { lock_cmd(c, r, false); }
+static void route_lock_extend(conn_t *c, req_t *r) { lock_cmd(c, r, true); }
+
+static void route_lock_info(conn_t *c, req_t *r)
+{
+    arg_str(r, "LOCK.INFO");
+    arg_span(r, seg_of(r, 2));
+    send_cmd(c, r, R_LOCK_INFO);
+}
+
+/* POST /v1/elections/{name}/campaign?ttl=&timeout=, the body the value. */
+static void route_campaign(conn_t *c, req_t *r)
+{
+    uint64_t ttl, wait;
+    if (!param_u64(c, r, "ttl", 0, PARAM_ANY, "the leadership's time to live in milliseconds", NULL, &ttl) ||
+        !wait_param(c, r, &wait))
+        return;
+    if (body_over_value_max(c, "value"))
+        return;
+    arg_str(r, "ELECT.CAMPAIGN");
+    arg_span(r, seg_of(r, 2));
+    arg_body(c, r);
+    arg_num(r, ttl);
+    arg_str(r, "WAIT");
+    arg_num(r, wait);
+    set_why(c, "another candidate leads election '%.*s' (waited %" PRIu64 " ms)", SPAN_FMT(c->http, seg_of(r, 2)),
+            wait);
+    send_cmd(c, r, R_CAMPAIGN);
+}
+
+/* POST /v1/elections/{name}/{proclaim,resign,keepalive}?term=. */
+static void elect_cmd(conn_t *c, req_t *r, const char *cmd, int route)
+{
+    uint64_t term;
+    if (!param_u64(c, r, "term", 0, PARAM_ANY, "the term the campaign answered", NULL, &term))
+        return;
+    bool proclaim = strcmp(cmd, "ELECT.PROCLAIM") == 0;
+    if (proclaim && body_over_value_max(c, "value"))
+        return;
+    arg_str(r, cmd);
+    arg_span(r, seg_of(r, 2));
+    arg_num(r, term);
+    if (proclaim)
+        arg_body(c, r);
+    set_why(c, "term %" PRIu64 " does not lead election '%.*s' now: nothing changed", term,
+            SPAN_FMT(c->http, seg_of(r, 2)));
+    send_cmd(c, r, route);
+}
+
+static void route_proclaim(conn_t *c, req_t *r) { elect_cmd(c, r, "ELECT.PROCLAIM", R_ONE_ZERO); }
+static void route_resign(conn_t *c, req_t *r) { elect_cmd(c, r, "ELECT.RESIGN", R_ONE_ZERO); }
+static void route_keepalive(conn_t *c, req_t *r) { elect_cmd(c, r, "ELECT.KEEPALIVE", R_KEEPALIVE); }
+
+static void route_leader(conn_t *c, req_t *r)
+{
+    arg_str(r, "ELECT.LEADER");
+    arg_span(r, seg_of(r, 2));
+    send_cmd(c, r, R_LEADER);
+}
+
+/* The route table: every route the door serves but the dashboard's files
+ * (http_assets), as docs/http.md lists them and the OpenAPI description
+ * (src/server/net/api/openapi.json, served at /v1/openapi.json) describes
+ * them; scripts/check-openapi.py (a unit test) reads the rows and the
+ * parameter lists below and fails when the two differ. A path is literal
+ * segments and {names}; `rest` marks a route whose last {name} takes the
+ * rest of the path, slashes included; `open` a route served without a
+ * token (open_route() lets its request in). */
+typedef struct {
+    int method;
+    const char *path;
+    bool rest;
+    bool open;
+    const char *const *params;   /* the query parameters it takes, NULL-terminated; NULL: not checked */
+    void (*fn)(conn_t *c, req_t *r);
+} route_t;
+
+static const char *const p_none[] = {NULL};
+static const char *const p_call[] = {"timeout", NULL};
+static const char *const p_result[] = {"wait", NULL};
+static const char *const p_status[] = {"history", NULL};
+static const char *const p_pull[] = {"count", "lease", "wait", NULL};
+static const char *const p_ack[] = {"token", NULL};
+static const char *const p_nack[] = {"token", "delay", NULL};
+static const char *const p_extend[] = {"token", "lease", NULL};
+static const char *const p_range[] = {"prefix", "limit", "rev", "cursor", NULL};
+static const char *const p_watch[] = {"key", "prefix", NULL};
+static const char *const p_acquire[] = {"ttl", "timeout", NULL};
+static const char *const p_lock_token[] = {"token", NULL};
+static const char *const p_lock_extend[] = {"token", "ttl", NULL};
+static const char *const p_term[] = {"term", NULL};
+
+static const route_t routes[] = {
+    {HTTP_GET, "/healthz", false, true, NULL, route_healthz},
+    {HTTP_GET, "/metrics", false, false, NULL, route_metrics},
+    {HTTP_GET, "/v1/openapi.json", false, true, p_none, route_openapi},
+    {HTTP_GET, "/v1/status", false, false, p_status, route_status},
+    {HTTP_POST, "/v1/queues/{queue}/keys/{key}", false, false, p_none, route_push},
+    {HTTP_POST, "/v1/queues/{queue}/keys/{key}/call", false, false, p_call, route_call},
+    {HTTP_GET, "/v1/queues/{queue}/results/{id}", false, false, p_result, route_result},
+    {HTTP_POST, "/v1/queues/{queue}/pull", false, false, p_pull, route_pull},
+    {HTTP_POST, "/v1/queues/{queue}/messages/{id}/ack", false, false, p_ack, route_ack},
+    {HTTP_POST, "/v1/queues/{queue}/messages/{id}/nack", false, false, p_nack, route_nack},
+    {HTTP_POST, "/v1/queues/{queue}/messages/{id}/extend", false, false, p_extend, route_extend},
+    {HTTP_GET, "/v1/kv", false, false, p_range, route_kv_range},
+    {HTTP_GET, "/v1/kv/{key}", true, false, p_none, route_kv},
+    {HTTP_PUT, "/v1/kv/{key}", true, false, p_none, route_kv},
+    {HTTP_DELETE, "/v1/kv/{key}", true, false, p_none, route_kv},
+    {HTTP_GET, "/v1/watch", false, false, p_watch, route_watch},
+    {HTTP_GET, "/v1/locks/{name}", false, false, p_none, route_lock_info},
+    {HTTP_POST, "/v1/locks/{name}/acquire", false, false, p_acquire, route_lock_acquire},
+    {HTTP_POST, "/v1/locks/{name}/release", false, false, p_lock_token, route_lock_release},
+    {HTTP_POST, "/v1/locks/{name}/extend", false, false, p_lock_extend, route_lock_extend},
+    {HTTP_GET, "/v1/elections/{name}", false, false, p_none, route_leader},
+    {HTTP_POST, "/v1/elections/{name}/campaign", false, false, p_acquire, route_campaign},
+    {HTTP_POST, "/v1/elections/{name}/proclaim", false, false, p_term, route_proclaim},
+    {HTTP_POST, "/v1/elections/{name}/resign", false, false, p_term, route_resign},
+    {HTTP_POST, "/v1/elections/{name}/keepalive", false, false, p_term, route_keepalive},
+};
+
+#define ROUTES_COUNT (sizeof routes / sizeof routes[0])
+
+/* Does the request's path fit route t's path? A rest route's last {name}
+ * gets the rest of the raw path, decoded onto scratch (r->rest). Returns
+ * false after answering 400 for a malformed rest. */
+static bool route_fits(conn_t *c, req_t *r, const route_t *t, bool *answered)
+{
+    size_t i = 0;
+    for (const char *p = t->path + 1;; i++) {
+        const char *sl = strchr(p, '/');
+        size_t n = sl ? (size_t)(sl - p) : strlen(p);
+        bool param = n >= 2 && p[0] == '{';
+        if (t->rest && param && sl == NULL) {
+            if (i >= r->nseg)
+                return false;
+            struct http_conn_s *h = c->http;
+            r->rest.off = h->scratch.len;
+            if (!pct_decode(&h->scratch, r->path + r->seg_at[i], r->plen - r->seg_at[i], false)) {
+                respond_text(c, 400, "malformed percent-encoding in the path");
+                *answered = true;
+                return false;
+            }
+            r->rest.len = h->scratch.len - r->rest.off;
+            return true;
+        }
+        if (i >= r->nseg)
+            return false;
+        if (!param && (r->seg[i].len != n || memcmp(c->http->scratch.data + r->seg[i].off, p, n) != 0))
+            return false;
+        if (sl == NULL)
+            break;
+        p = sl + 1;
+    }
+    return i + 1 == r->nseg && !r->more;
+}
+
+static const char *method_name(int m) { return http_method_str((enum http_method)m); }
+
+/* Route r: the route whose path and method fit, else 405 with Allow when
+ * the path fits another method, else a dashboard file (GET), else 404. */
+static void route(conn_t *c, req_t *r)
+{
+    char allow[128] = "";
+    for (size_t i = 0; i < ROUTES_COUNT; i++) {
+        const route_t *t = &routes[i];
+        bool answered = false;
+        if (!route_fits(c, r, t, &answered)) {
+            if (answered)
+                return;
+            continue;
+        }
+        if (t->method != r->method) {
+            size_t at = strlen(allow);
+            snprintf(allow + at, sizeof allow - at, "%s%s", at ? ", " : "", method_name(t->method));
+            continue;
+        }
+        if (t->params != NULL && refuse_unknown_params(c, r->query, r->qlen, t->params))
+            return;
+        if (!t->open && !authorized(c)) {
+            respond_unauthorized(c); /* on_headers_complete() refused it already: kept as the rule's statement */
+            return;
+        }
+        t->fn(c, r);
+        return;
+    }
+    if (allow[0] == '\0' && r->method == HTTP_GET && serve_asset(c, r))
+        return;
+    if (allow[0] != '\0') {
+        char hb[160], msg[192];
+        snprintf(hb, sizeof hb, "Allow: %s\r\n", allow);
+        snprintf(msg, sizeof msg, "%s is not served here; this route takes %s", method_name(r->method), allow);
+        respond_error_text(c, 405, hb, msg);
+        return;
+    }
+    respond_text(c, 404, "no such route");
+}
 
 /* Route the complete request in h (url, headers, body). */
 static void handle_request(conn_t *c)
@@ -863,14 +1837,17 @@ static void handle_request(conn_t *c)
     server_t *s = c->srv;
     h->keep_alive = http_should_keep_alive(&h->p);
     c->last_cmd_ms = s->now_ms; /* CLIENT LIST's idle, the dashboard's */
-    int method = h->p.method;
     h->scratch.len = 0;
+    h->reply_nodes = RV_NODES_MAX;
+    req_t r = {.method = h->p.method};
     const char *url = h->url.data ? h->url.data : "";
     size_t ulen = h->url.len;
     const char *q = memchr(url, '?', ulen);
     size_t plen = q ? (size_t)(q - url) : ulen;
-    const char *query = q ? q + 1 : "";
-    size_t qlen = q ? ulen - plen - 1 : 0;
+    r.query = q ? q + 1 : "";
+    r.qlen = q ? ulen - plen - 1 : 0;
+    r.path = url;
+    r.plen = plen;
     if (plen == 0 || url[0] != '/') {
         respond_text(c, 400, "bad request target");
         return;
@@ -887,276 +1864,37 @@ static void handle_request(conn_t *c)
         return;
     }
     /* Split the path on '/' (before decoding: %2F is a byte of a name). */
-    span_t seg[SEGS_MAX];
-    size_t nseg = 0;
-    const char *kv_rest = NULL; /* /v1/kv/<rest>: the key may hold raw slashes */
-    size_t kv_rest_len = 0;
-    for (size_t i = 1; i <= plen && nseg < SEGS_MAX;) {
+    for (size_t i = 1; i <= plen;) {
         const char *st = url + i;
         const char *sl = memchr(st, '/', plen - i);
         size_t n = sl ? (size_t)(sl - st) : plen - i;
-        if (nseg == 2 && seg[0].len == 2 && memcmp(h->scratch.data + seg[0].off, "v1", 2) == 0 &&
-            seg[1].len == 2 && memcmp(h->scratch.data + seg[1].off, "kv", 2) == 0) {
-            kv_rest = st;
-            kv_rest_len = plen - i;
+        if (r.nseg == SEGS_MAX) {
+            r.more = true;
+            break;
         }
-        seg[nseg].off = h->scratch.len;
+        r.seg_at[r.nseg] = i;
+        r.seg[r.nseg].off = h->scratch.len;
         if (!pct_decode(&h->scratch, st, n, false)) {
             respond_text(c, 400, "malformed percent-encoding in the path");
             return;
         }
-        seg[nseg].len = h->scratch.len - seg[nseg].off;
-        nseg++;
+        r.seg[r.nseg].len = h->scratch.len - r.seg[r.nseg].off;
+        r.nseg++;
         i += n + 1;
         if (sl == NULL)
             break;
     }
-#define SEG(i, lit) (seg[i].len == strlen(lit) && memcmp(h->scratch.data + seg[i].off, lit, strlen(lit)) == 0)
-    if (method == HTTP_OPTIONS) {
+    if (r.method == HTTP_OPTIONS) {
         respond_options(c);
         return;
     }
-    if (nseg >= 1 && SEG(0, "v1") && h->has_hdr[H_IF_NONE_MATCH] && !(h->hdr[H_IF_NONE_MATCH].len == 1 &&
+    bool v1 = r.nseg >= 1 && r.seg[0].len == 2 && memcmp(h->scratch.data + r.seg[0].off, "v1", 2) == 0;
+    if (v1 && h->has_hdr[H_IF_NONE_MATCH] && !(h->hdr[H_IF_NONE_MATCH].len == 1 &&
         h->hdr[H_IF_NONE_MATCH].data[0] == '*') && !etag_list_ok(&h->hdr[H_IF_NONE_MATCH])) {
         respond_text(c, 400, "If-None-Match must be * or ETags this server gave (\"<revision>\", comma-separated)");
         return;
     }
-    if (nseg == 1 && SEG(0, "healthz")) {
-        const char *why = cmd_http_unhealthy(c);
-        if (why != NULL)
-            respond_text(c, 503, why);
-        else
-            respond_text(c, 200, "ok");
-        return;
-    }
-    if (method == HTTP_GET) {
-        for (size_t i = 0; i < http_assets_count; i++)
-            if (strlen(http_assets[i].path) == plen && memcmp(http_assets[i].path, url, plen) == 0) {
-                respond(c, 200, http_assets[i].content_type, "Cache-Control: no-cache\r\n", http_assets[i].data,
-                        http_assets[i].len);
-                return;
-            }
-    }
-    if (!authorized(c)) { /* on_headers_complete() refused it already: kept as the rule's statement */
-        respond_unauthorized(c);
-        return;
-    }
-    /* The routes that are no command are judged as INFO, which shows the
-     * same (the user's rules, cmd_acl.c). */
-    if (((nseg == 1 && SEG(0, "metrics")) || (nseg == 2 && SEG(0, "v1") && SEG(1, "status"))) &&
-        !cmd_acl_route_allowed(c, "INFO")) {
-        respond_text(c, 403, "NOPERM this user may not run INFO, which /metrics and /v1/status show");
-        return;
-    }
-    if (nseg == 1 && SEG(0, "metrics")) {
-        if (method != HTTP_GET) {
-            respond_text(c, 405, "GET only");
-            return;
-        }
-        ordo_buf_t b = ORDO_BUF_INIT;
-        cmd_http_metrics(c, &b);
-        respond(c, 200, "text/plain; version=0.0.4; charset=utf-8", "", b.data, b.len);
-        ordo_buf_free(&b);
-        return;
-    }
-    resp_arg_t argv[HTTP_ARGS_MAX];
-    size_t argc = 0;
-#define ARG_LIT(lit) (argv[argc++] = (resp_arg_t){{lit}, strlen(lit)})
-#define ARG_SEG(i) (argv[argc++] = (resp_arg_t){{h->scratch.data + seg[i].off}, seg[i].len})
-#define ARG_SPAN(sp) (argv[argc++] = (resp_arg_t){{h->scratch.data + (sp).off}, (sp).len})
-    span_t sp;
-    uint64_t n64;
-    /* Numbers we print for arguments live in nums (stable while dispatching). */
-    char nums[2][24];
-    if (nseg >= 2 && SEG(0, "v1") && SEG(1, "queues") && nseg >= 5 && SEG(3, "keys") &&
-        (nseg == 5 || (nseg == 6 && SEG(5, "call")))) {
-        if (method != HTTP_POST) {
-            respond_text(c, 405, "POST only");
-            return;
-        }
-        if (h->body.len > (size_t)s->cfg.max_value_bytes) {
-            respond_text(c, 413, "payload above max-value-bytes");
-            return;
-        }
-        bool call = nseg == 6;
-        static const char *const call_params[] = {"timeout", NULL}, *const push_params[] = {NULL};
-        if (refuse_unknown_params(c, query, qlen, call ? call_params : push_params))
-            return;
-        span_t timeout = {0, 0};
-        bool has_timeout = call && query_param(h, query, qlen, "timeout", &timeout);
-        if (has_timeout && !span_u64(h, timeout, &n64)) {
-            respond_text(c, 400, "timeout must be a number of milliseconds");
-            return;
-        }
-        if (call && !has_timeout) {
-            has_timeout = true; /* http-call-timeout-ms; timeout=0 waits with no limit */
-            n64 = (uint64_t)s->cfg.http_call_timeout_ms;
-        }
-        ARG_LIT(call ? "Q.CALL" : "Q.PUSH");
-        ARG_SEG(2);
-        ARG_SEG(4);
-        argv[argc++] = (resp_arg_t){{h->body.data ? h->body.data : ""}, h->body.len};
-        if (has_timeout && n64 > 0) {
-            snprintf(nums[0], sizeof nums[0], "%" PRIu64, n64);
-            ARG_LIT("TIMEOUT");
-            ARG_LIT(nums[0]);
-        }
-        /* The key is bound to this queue, key and request (cmd_queue.c,
-         * "Idempotency keys"); another request with it is 422. */
-        if (h->has_hdr[H_IDEM]) {
-            ARG_LIT("IDEMPOTENCY");
-            argv[argc++] = (resp_arg_t){{h->hdr[H_IDEM].data ? h->hdr[H_IDEM].data : ""}, h->hdr[H_IDEM].len};
-        }
-        h->queue.len = 0;
-        ordo_buf_append(&h->queue, h->scratch.data + seg[2].off, seg[2].len);
-        dispatch(c, call ? R_CALL : R_PUSH, argv, argc);
-        return;
-    }
-    if (nseg == 5 && SEG(0, "v1") && SEG(1, "queues") && SEG(3, "results")) {
-        if (method != HTTP_GET) {
-            respond_text(c, 405, "GET only");
-            return;
-        }
-        static const char *const result_params[] = {"wait", NULL};
-        if (refuse_unknown_params(c, query, qlen, result_params))
-            return;
-        if (!cmd_http_queue_exists(c, h->scratch.data + seg[2].off, seg[2].len)) {
-            respond_text(c, 404, "no such queue");
-            return;
-        }
-        /* The query first: decoding it onto scratch may move scratch, and
-         * the arguments below point into it. */
-        bool has_wait = query_param(h, query, qlen, "wait", &sp);
-        if (has_wait && !span_u64(h, sp, &n64)) {
-            respond_text(c, 400, "wait must be a number of milliseconds");
-            return;
-        }
-        ARG_LIT("Q.RESULT");
-        ARG_SEG(2);
-        ARG_SEG(4);
-        if (has_wait && n64 > 0) {
-            snprintf(nums[0], sizeof nums[0], "%" PRIu64, n64);
-            ARG_LIT("BLOCK");
-            ARG_LIT(nums[0]);
-        }
-        dispatch(c, R_RESULT, argv, argc);
-        return;
-    }
-    if (nseg >= 3 && SEG(0, "v1") && SEG(1, "kv") && kv_rest != NULL) {
-        static const char *const kv_params[] = {NULL};
-        if (refuse_unknown_params(c, query, qlen, kv_params))
-            return;
-        span_t key = {h->scratch.len, 0};
-        if (!pct_decode(&h->scratch, kv_rest, kv_rest_len, false)) {
-            respond_text(c, 400, "malformed percent-encoding in the path");
-            return;
-        }
-        key.len = h->scratch.len - key.off;
-        uint64_t rev = 0;
-        bool cond = false;
-        bool star_match = h->has_hdr[H_IF_MATCH] && h->hdr[H_IF_MATCH].len == 1 && h->hdr[H_IF_MATCH].data[0] == '*';
-        if (h->has_hdr[H_IF_MATCH] && method != HTTP_GET) {
-            if (star_match) {
-                /* "*": only if the key exists, at whatever revision it has
-                 * now (read and written in this one loop turn: nothing runs
-                 * between the two). */
-                if (!cmd_http_key_rev(c, h->scratch.data + key.off, key.len, &rev)) {
-                    respond_text(c, 412, "If-Match: * and there is no such key");
-                    return;
-                }
-            } else if (!header_rev(&h->hdr[H_IF_MATCH], &rev)) {
-                respond_text(c, 400, "If-Match must be * or an ETag this server gave (\"<revision>\")");
-                return;
-            }
-            cond = true;
-        } else if (h->has_hdr[H_IF_NONE_MATCH] && method != HTTP_GET) {
-            if (!(h->hdr[H_IF_NONE_MATCH].len == 1 && h->hdr[H_IF_NONE_MATCH].data[0] == '*')) {
-                respond_text(c, 400, "If-None-Match on PUT or DELETE must be * (only if absent)");
-                return;
-            }
-            cond = true, rev = 0;
-        }
-        snprintf(nums[0], sizeof nums[0], "%" PRIu64, rev);
-        if (method == HTTP_GET) {
-            ARG_LIT("KV.GET");
-            ARG_SPAN(key);
-            dispatch(c, R_KV_GET, argv, argc);
-        } else if (method == HTTP_PUT || method == HTTP_DELETE) {
-            if (method == HTTP_PUT && h->body.len > (size_t)s->cfg.max_value_bytes) {
-                respond_text(c, 413, "value above max-value-bytes");
-                return;
-            }
-            ARG_LIT(method == HTTP_PUT ? "KV.PUT" : "KV.DEL");
-            ARG_SPAN(key);
-            if (method == HTTP_PUT)
-                argv[argc++] = (resp_arg_t){{h->body.data ? h->body.data : ""}, h->body.len};
-            if (cond) {
-                ARG_LIT("IFREV");
-                ARG_LIT(nums[0]);
-            }
-            dispatch(c, method == HTTP_PUT ? R_KV_PUT : R_KV_DEL, argv, argc);
-        } else
-            respond_text(c, 405, "GET, PUT or DELETE");
-        return;
-    }
-    if (nseg == 2 && SEG(0, "v1") && SEG(1, "watch")) {
-        if (method != HTTP_GET) {
-            respond_text(c, 405, "GET only");
-            return;
-        }
-        static const char *const watch_params[] = {"key", "prefix", NULL};
-        if (refuse_unknown_params(c, query, qlen, watch_params))
-            return;
-        if (h->has_hdr[H_LAST_EVENT_ID] && !header_rev(&h->hdr[H_LAST_EVENT_ID], &n64)) {
-            respond_text(c, 400, "Last-Event-ID must be the id of an event this server sent (a revision)");
-            return;
-        }
-        span_t key;
-        bool prefix = false;
-        if (query_param(h, query, qlen, "key", &key))
-            prefix = false;
-        else if (query_param(h, query, qlen, "prefix", &key))
-            prefix = true;
-        else {
-            respond_text(c, 400, "key= or prefix= is required");
-            return;
-        }
-        h->watch_key.len = 0;
-        ordo_buf_append(&h->watch_key, h->scratch.data + key.off, key.len);
-        h->watch_prefix = prefix;
-        ARG_LIT("KV.WATCH");
-        ARG_SPAN(key);
-        if (prefix)
-            ARG_LIT("PREFIX");
-        if (h->has_hdr[H_LAST_EVENT_ID] && header_rev(&h->hdr[H_LAST_EVENT_ID], &n64)) {
-            snprintf(nums[1], sizeof nums[1], "%" PRIu64, n64);
-            ARG_LIT("FROM");
-            ARG_LIT(nums[1]);
-        }
-        c->sse = true; /* the watch's events are written as SSE from its first on */
-        dispatch(c, R_WATCH, argv, argc);
-        return;
-    }
-    if (nseg == 2 && SEG(0, "v1") && SEG(1, "status")) {
-        static const char *const status_params[] = {"history", NULL};
-        if (refuse_unknown_params(c, query, qlen, status_params))
-            return;
-        uint64_t since = 0; /* history=T: the samples from unix second T on (1: all of them) */
-        if (query_param(h, query, qlen, "history", &sp) && (!span_u64(h, sp, &since) || since == 0)) {
-            respond_text(c, 400, "history must be a unix time in seconds (1: the whole history)");
-            return;
-        }
-        ordo_buf_t b = ORDO_BUF_INIT;
-        cmd_http_status(c, &b, since);
-        respond(c, 200, "application/json", "Cache-Control: no-store\r\n", b.data, b.len);
-        ordo_buf_free(&b);
-        return;
-    }
-    respond_text(c, 404, "no such route");
-#undef SEG
-#undef ARG_LIT
-#undef ARG_SEG
-#undef ARG_SPAN
+    route(c, &r);
 }
 
 /* ---- the parser's callbacks ------------------------------------------------- */
@@ -1358,15 +2096,20 @@ void http_process_input(conn_t *c)
         if (e != HPE_OK) {
             int status = h->limit_status ? h->limit_status : e == HPE_HEADER_OVERFLOW ? 431 : 400;
             h->keep_alive = false;
+            char msg[192];
+            if (status == 431)
+                snprintf(msg, sizeof msg, "request headers above http-header-max-bytes (%lld bytes)",
+                         (long long)c->srv->cfg.http_header_max_bytes);
+            else if (status == 413)
+                snprintf(msg, sizeof msg, "request body above its limit of %zu bytes (http-body-max-bytes, or "
+                         "max-bulk-bytes-unauth before a valid token)", h->body_max);
             if (status == 401)
                 respond_unauthorized(c);
             else
                 respond_text(c, status,
-                             h->limit_why        ? h->limit_why
-                             : status == 431     ? "request headers above http-header-max-bytes"
-                             : status == 413     ? "request body above http-body-max-bytes (or max-bulk-bytes-unauth "
-                                                   "before a valid token)"
-                                                 : http_errno_description(e));
+                             h->limit_why                    ? h->limit_why
+                             : status == 431 || status == 413 ? msg
+                                                             : http_errno_description(e));
             break;
         }
     }
@@ -1420,6 +2163,7 @@ void http_conn_free(conn_t *c)
     ordo_buf_free(&h->scratch);
     ordo_buf_free(&h->queue);
     ordo_buf_free(&h->watch_key);
+    ordo_buf_free(&h->why);
     free(h);
     c->http = NULL;
 }

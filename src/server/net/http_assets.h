@@ -1,7 +1,8 @@
 /*
- * http_assets.h -- the dashboard's files, embedded in the binary at build
- * time (scripts/embed.cmake writes http_assets.c from
- * src/server/net/dashboard/). Read-only; served by net/http.c.
+ * http_assets.h -- the dashboard's files and the OpenAPI description,
+ * embedded in the binary at build time (scripts/embed.cmake writes
+ * http_assets.c from src/server/net/dashboard/ and
+ * src/server/net/api/openapi.json). Read-only; served by net/http.c.
  */
 #ifndef ORDO_HTTP_ASSETS_H
 #define ORDO_HTTP_ASSETS_H
@@ -9,7 +10,7 @@
 #include <stddef.h>
 
 typedef struct http_asset_s {
-    const char *path;          /* URL path: "/" or "/dashboard/<file>" */
+    const char *path;          /* URL path: "/", "/dashboard/<file>" or "/v1/openapi.json" */
     const char *content_type;
     const unsigned char *data; /* len bytes (plus a NUL not counted) */
     size_t len;
