@@ -662,7 +662,8 @@ typedef struct ordo_consumer_opts {
     int concurrency;          /* 0: 1 */
     int64_t lease_ms;         /* 0: default */
     int64_t pull_block_ms;    /* 0: default */
-    int64_t nack_delay_ms;    /* 0: default; < 0: nack without delay */
+    int64_t nack_delay_ms;    /* 0: default; < 0: nack without delay (a queue with a retry
+                                 policy, Q.CONFIG BACKOFF / MAXAGE, then decides the delay) */
     ordo_handler_fn handler;
     void *arg;
     /* Exactly-once (set this or handler, not both; arg is passed to it):

@@ -76,6 +76,99 @@ static queue_t *mkqueue(queue_set_t *s, const char *name)
 
 /* ---- basic flow ------------------------------------------------------------------------------ */
 
+/* Backoff: fixed is the base; exponential draws in [0, min(cap, base *
+ * 2^(attempt-1))] and reaches the cap; none is 0. */
+static void test_backoff_delay(void **state)
+{
+    (void)state;
+    queue_config_t c;
+    queue_config_defaults(&c);
+    assert_false(queue_policy_active(&c));
+    assert_int_equal(queue_backoff_delay(&c, 3, 12345), 0);
+    c.backoff = QUEUE_BACKOFF_FIXED;
+    c.backoff_base_ms = 250;
+    assert_true(queue_policy_active(&c));
+    assert_int_equal(queue_backoff_delay(&c, 1, 999), 250);
+    assert_int_equal(queue_backoff_delay(&c, 9, 7), 250);
+    c.backoff = QUEUE_BACKOFF_EXPONENTIAL;
+    c.backoff_base_ms = 100;
+    c.backoff_cap_ms = 1000;
+    /* draw = ceil: the top of the range; ceil + 1 wraps to 0. */
+    assert_int_equal(queue_backoff_delay(&c, 1, 100), 100);
+    assert_int_equal(queue_backoff_delay(&c, 1, 101), 0);
+    assert_int_equal(queue_backoff_delay(&c, 3, 400), 400);
+    assert_int_equal(queue_backoff_delay(&c, 5, 1000), 1000); /* 1600 capped at 1000 */
+    assert_int_equal(queue_backoff_delay(&c, 4000000000u, UINT64_MAX - 1) <= 1000, 1);
+    uint64_t x = 88172645463325252ull, top = 0;
+    for (int i = 0; i < 10000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        uint64_t d = queue_backoff_delay(&c, 3, x);
+        assert_true(d <= 400);
+        if (d > top)
+            top = d;
+    }
+    assert_true(top > 300); /* the range is used, not just its floor */
+    c.maxage_ms = 5;
+    c.backoff = QUEUE_BACKOFF_NONE;
+    assert_true(queue_policy_active(&c));
+}
+
+/* queue_retry(): a nack holds the key for the drawn delay (KEYINFO shows
+ * the next attempt), a lease-out needs its deadline passed, GIVEUP
+ * dead-letters at once whatever the attempts left. */
+static void test_retry_policy(void **state)
+{
+    (void)state;
+    queue_set_t *s = queue_set_create();
+    queue_t *q = mkqueue(s, "q");
+    queue_config_t c;
+    queue_config(q, &c);
+    c.backoff = QUEUE_BACKOFF_FIXED;
+    c.backoff_base_ms = 50;
+    c.deadletter = "dlq";
+    c.dl_len = 3;
+    assert_int_equal(queue_configure(q, &c), QUEUE_OK);
+    uint64_t a = push(q, "k", "a", 1000), b = push(q, "k", "b", 1000);
+    uint64_t tok = expect_deliver(q, 1001, a, "k", "a");
+    assert_int_equal(queue_delivery_attempt(q, a, tok), 1);
+    assert_int_equal(queue_delivery_attempt(q, a, tok + 1), 0);
+    queue_retry_t rt;
+    /* A lease-out before its deadline is stale. */
+    assert_int_equal(queue_retry(q, a, tok, QUEUE_RETRY_F_LEASE, 50, 1002, next_rev(), &rt), 0);
+    assert_int_equal(queue_retry(q, a, tok, 0, 50, 1002, next_rev(), &rt), 1);
+    assert_int_equal(rt.kind, QUEUE_RETRY_LATER);
+    queue_keyinfo_t ki;
+    queue_keyinfo(q, "k", 1, &ki);
+    assert_int_equal(ki.state, QUEUE_KEY_PROCESSING);
+    assert_int_equal(ki.token, 0);
+    assert_int_equal(ki.next_attempt_ms, 1052);
+    expect_empty(q, 1003); /* the key is held: b waits behind a */
+    /* Stale now: the token is no longer current. */
+    assert_int_equal(queue_retry(q, a, tok, 0, 50, 1004, next_rev(), &rt), 0);
+    assert_int_equal(queue_redeliver(q, a, 0, 1053, next_rev(), &rt), 1);
+    tok = expect_deliver(q, 1053, a, "k", "a");
+    /* The lease ran out: a lease-out retry, then GIVEUP dead-letters. */
+    assert_int_equal(queue_retry(q, a, tok, QUEUE_RETRY_F_LEASE | QUEUE_RETRY_F_GIVEUP, 50, 1053 + 30001,
+                                 next_rev(), &rt), 1);
+    assert_int_equal(rt.kind, QUEUE_RETRY_DEADLETTER);
+    assert_non_null(rt.dlq);
+    expect_deliver(q, 40000, b, "k", "b"); /* the key moved on, in order */
+    queue_info_t in;
+    queue_info(q, &in);
+    assert_int_equal(in.redelivered, 1);
+    assert_int_equal(in.nacked, 1);
+    assert_int_equal(in.deadlettered, 1);
+    /* Configuration: a cap below the base, or an unknown kind, is refused. */
+    c.backoff_cap_ms = 10;
+    assert_int_equal(queue_configure(q, &c), QUEUE_OK); /* a cap is only an exponential's */
+    c.backoff = QUEUE_BACKOFF_EXPONENTIAL;
+    assert_int_equal(queue_configure(q, &c), QUEUE_EINVAL);
+    c.backoff_cap_ms = 100;
+    c.backoff = 9;
+    assert_int_equal(queue_configure(q, &c), QUEUE_EINVAL);
+    queue_set_destroy(s);
+}
+
 static void test_push_deliver_ack(void **state)
 {
     (void)state;
@@ -1390,6 +1483,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_push_deliver_ack),
+        cmocka_unit_test(test_backoff_delay),
+        cmocka_unit_test(test_retry_policy),
         cmocka_unit_test(test_events),
         cmocka_unit_test(test_oldest_head_first),
         cmocka_unit_test(test_noack),

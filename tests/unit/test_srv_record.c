@@ -172,6 +172,11 @@ static const case_t cases[] = {
      {.type = REC_Q_DEDUP_END, .time_ms = 42, .name = "q", .nlen = 1, .aux = "dd", .alen = 2}},
     {{.type = REC_Q_RESULT_END, .time_ms = 43, .q_result_end = {.queue = "q", .qlen = 1, .msg_id = 115}},
      {.type = REC_Q_RESULT_END, .time_ms = 43, .name = "q", .nlen = 1, .arg_rev = 115}},
+    {{.type = REC_Q_RETRY, .time_ms = 45,
+      .q_retry = {.queue = "q", .qlen = 1, .msg_id = 116, .token = 117, .delay_ms = 118,
+                  .kind = QUEUE_RETRY_F_LEASE | QUEUE_RETRY_F_GIVEUP}},
+     {.type = REC_Q_RETRY, .time_ms = 45, .name = "q", .nlen = 1, .arg_rev = 116, .token = 117, .ttl_ms = 118,
+      .kind = QUEUE_RETRY_F_LEASE | QUEUE_RETRY_F_GIVEUP}},
     /* A transaction holding one COMPACT (time 1, rev 7) in format 3. */
     {{.type = REC_TXN, .time_ms = 44, .txn = {.count = 1, .recs = TXN_ONE, .len = 24}},
      {.type = REC_TXN, .time_ms = 44, .arg_rev = 1, .val = TXN_ONE, .vlen = 24}},

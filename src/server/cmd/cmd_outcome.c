@@ -84,6 +84,7 @@ static void render_leader(ordo_buf_t *out, int proto, const outcome_t *o)
 
 /* ["qwatch", id, rev, event, queue, key, msg_id, detail]: detail is the
  * payload (pushed), the attempt (delivered), the result or nil (acked),
+ * when the next attempt may start, 0 for at once (nacked),
  * the dead-letter queue's message id or 0 (deadlettered), nil otherwise. */
 static void render_qevent(ordo_buf_t *out, int proto, const outcome_t *o)
 {
@@ -101,7 +102,7 @@ static void render_qevent(ordo_buf_t *out, int proto, const outcome_t *o)
     case QUEUE_EV_PUSHED:
         resp_add_bulk(out, ev->data, ev->dlen);
         break;
-    case QUEUE_EV_DELIVERED: case QUEUE_EV_DEADLETTERED:
+    case QUEUE_EV_DELIVERED: case QUEUE_EV_DEADLETTERED: case QUEUE_EV_NACKED:
         resp_add_uint(out, ev->n);
         break;
     case QUEUE_EV_ACKED:

@@ -479,6 +479,10 @@ static void cmd_qnack(cmd_ctx_t *x)
     record_t rec = {.type = REC_Q_NACK,
                     .q_nack = {.queue = x->argv[1].ptr, .qlen = (uint32_t)x->argv[1].len, .msg_id = id, .token = token,
                                .delay_ms = delay_ms}};
+    /* Without DELAY, a queue's retry policy decides (after its due
+     * deadlines, so the delivery's attempt is the current one). */
+    if (x->argc == 4 && token != 0 && qwait_catch_up(x->srv, QNAME(x)))
+        qwait_retry_record(x->srv, QNAME(x), id, token, false, &rec);
     apply_result_t res;
     apply_answer(x, &rec, token != 0, &res); /* a dead letter answers the callers at the door */
 }
@@ -588,6 +592,24 @@ static void cmd_qconfig(cmd_ctx_t *x)
             ok = arg_ms(x, ++i, &cfg.dedup_ms);
         } else if (arg_is(x, i, "RESULTTTL")) {
             ok = arg_ms(x, ++i, &cfg.resultttl_ms);
+        } else if (arg_is(x, i, "BACKOFF") && i + 1 < x->argc) {
+            i++;
+            if (arg_is(x, i, "none"))
+                cfg.backoff = QUEUE_BACKOFF_NONE;
+            else if (arg_is(x, i, "fixed"))
+                cfg.backoff = QUEUE_BACKOFF_FIXED;
+            else if (arg_is(x, i, "exponential"))
+                cfg.backoff = QUEUE_BACKOFF_EXPONENTIAL;
+            else
+                ok = false, reply_err(x, "ERR BACKOFF is none, fixed or exponential");
+        } else if (arg_is(x, i, "BACKOFFBASE")) {
+            ok = arg_ms(x, ++i, &cfg.backoff_base_ms);
+            if (ok && cfg.backoff_base_ms == 0)
+                ok = false, reply_err(x, "ERR BACKOFFBASE must be at least 1 ms");
+        } else if (arg_is(x, i, "BACKOFFCAP")) {
+            ok = arg_ms(x, ++i, &cfg.backoff_cap_ms);
+        } else if (arg_is(x, i, "MAXAGE")) {
+            ok = arg_ms(x, ++i, &cfg.maxage_ms);
         } else if (arg_is(x, i, "DEADLETTER") && i + 1 < x->argc) {
             ok = arg_name_ok(x, ++i);
             cfg.deadletter = x->argv[i].len ? x->argv[i].ptr : NULL;
@@ -600,6 +622,11 @@ static void cmd_qconfig(cmd_ctx_t *x)
         }
         if (!ok)
             return;
+    }
+    if (cfg.backoff == QUEUE_BACKOFF_EXPONENTIAL && cfg.backoff_cap_ms < cfg.backoff_base_ms) {
+        reply_errf(x, "ERR BACKOFFCAP (%llu ms) is below BACKOFFBASE (%llu ms)",
+                   (unsigned long long)cfg.backoff_cap_ms, (unsigned long long)cfg.backoff_base_ms);
+        return;
     }
     char blob[CORE_QCONFIG_BYTES];
     core_qconfig_encode(&cfg, blob);
@@ -687,7 +714,7 @@ static void cmd_qinfo(cmd_ctx_t *x)
     queue_info_t in;
     queue_info(q, &in);
     ordo_buf_t *o = x->out;
-    resp_add_map(o, x->proto, 30);
+    resp_add_map(o, x->proto, 34);
     add_field_u(o, "maxlen", in.config.maxlen);
     add_field_u(o, "maxperkey", in.config.maxperkey);
     resp_add_bulk_str(o, "onfull");
@@ -700,6 +727,12 @@ static void cmd_qinfo(cmd_ctx_t *x)
     add_field_u(o, "lease", in.config.lease_ms);
     add_field_u(o, "dedup", in.config.dedup_ms);
     add_field_u(o, "resultttl", in.config.resultttl_ms);
+    static const char *const backoffs[] = {"none", "fixed", "exponential"};
+    resp_add_bulk_str(o, "backoff");
+    resp_add_bulk_str(o, backoffs[in.config.backoff <= QUEUE_BACKOFF_EXPONENTIAL ? in.config.backoff : 0]);
+    add_field_u(o, "backoff_base", in.config.backoff_base_ms);
+    add_field_u(o, "backoff_cap", in.config.backoff_cap_ms);
+    add_field_u(o, "maxage", in.config.maxage_ms);
     resp_add_bulk_str(o, "deadletter");
     if (in.config.deadletter != NULL)
         resp_add_bulk(o, in.config.deadletter, in.config.dl_len);
@@ -790,7 +823,7 @@ static void cmd_qkeyinfo(cmd_ctx_t *x)
     if (q != NULL)
         queue_keyinfo(q, x->argv[2].ptr, x->argv[2].len, &k);
     ordo_buf_t *o = x->out;
-    resp_add_map(o, x->proto, 7);
+    resp_add_map(o, x->proto, 8);
     resp_add_bulk_str(o, "state");
     resp_add_bulk_str(o, states[k.state & 3]);
     add_field_u(o, "id", k.inflight_id);
@@ -799,6 +832,7 @@ static void cmd_qkeyinfo(cmd_ctx_t *x)
     add_field_u(o, "attempt", k.attempt);
     add_field_u(o, "waiting", k.waiting);
     add_field_u(o, "token", k.token);
+    add_field_u(o, "next_attempt", k.next_attempt_ms);
 }
 
 static void cmd_qtopkeys(cmd_ctx_t *x)
@@ -889,7 +923,7 @@ const cmd_def_t cmd_queue_defs[] = {
      "Finish a delivery, optionally with a result; 1, or 0 if the token is stale",
      "queue id token [RESULT payload]", "ordo-queue"},
     {"Q.NACK", -4, CMD_WRITE, cmd_qnack,
-     "Give a delivery back, optionally after a delay; 1/0",
+     "Give a delivery back, after DELAY or the queue's BACKOFF; 1/0",
      "queue id token [DELAY ms]", "ordo-queue"},
     {"Q.EXTEND", 5, CMD_WRITE, cmd_qextend,
      "Extend a delivery's lease to ms from now; 1/0",
@@ -899,7 +933,7 @@ const cmd_def_t cmd_queue_defs[] = {
      "queue id [BLOCK ms]", "ordo-queue"},
     {"Q.CONFIG", -2, CMD_WRITE, cmd_qconfig,
      "Configure a queue; options not given keep their value",
-     "queue [MAXLEN n] [MAXPERKEY n] [ONFULL REJECT|BLOCK] [LEASE ms] [MAXATTEMPTS n] [DEADLETTER queue] [ONPOISON DEADLETTER|PARK|DROP] [DEDUP ms] [RESULTTTL ms]", "ordo-queue"},
+     "queue [MAXLEN n] [MAXPERKEY n] [ONFULL REJECT|BLOCK] [LEASE ms] [MAXATTEMPTS n] [DEADLETTER queue] [ONPOISON DEADLETTER|PARK|DROP] [DEDUP ms] [RESULTTTL ms] [BACKOFF NONE|FIXED|EXPONENTIAL] [BACKOFFBASE ms] [BACKOFFCAP ms] [MAXAGE ms]", "ordo-queue"},
     {"Q.UNPARK", 3, CMD_WRITE, cmd_qunpark, "Let a parked key's backlog flow again; 1/0", "queue key", "ordo-queue"},
     {"Q.DROP", 2, CMD_WRITE, cmd_qdrop, "Remove a queue and everything in it; 1/0", "queue", "ordo-queue"},
     {"Q.LEN", 2, 0, cmd_qlen, "A queue's waiting, in-flight and delayed message counts", "queue", "ordo-queue"},

@@ -734,12 +734,16 @@ void core_qconfig_encode(const queue_config_t *cfg, char out[CORE_QCONFIG_BYTES]
     put_u64(out + 14, cfg->lease_ms);
     put_u64(out + 22, cfg->dedup_ms);
     put_u64(out + 30, cfg->resultttl_ms);
+    out[38] = (char)cfg->backoff;
+    put_u64(out + 39, cfg->backoff_base_ms);
+    put_u64(out + 47, cfg->backoff_cap_ms);
+    put_u64(out + 55, cfg->maxage_ms);
 }
 
 int core_qconfig_decode(const void *bytes, size_t len, queue_config_t *cfg)
 {
     const unsigned char *p = bytes;
-    if (len != CORE_QCONFIG_BYTES)
+    if (len != CORE_QCONFIG_BYTES && len != CORE_QCONFIG_V1_BYTES)
         return -1;
     cfg->maxlen = get_u32(p);
     cfg->maxperkey = get_u32(p + 4);
@@ -749,6 +753,12 @@ int core_qconfig_decode(const void *bytes, size_t len, queue_config_t *cfg)
     cfg->lease_ms = get_u64(p + 14);
     cfg->dedup_ms = get_u64(p + 22);
     cfg->resultttl_ms = get_u64(p + 30);
+    if (len == CORE_QCONFIG_V1_BYTES)
+        return 0;
+    cfg->backoff = p[38];
+    cfg->backoff_base_ms = get_u64(p + 39);
+    cfg->backoff_cap_ms = get_u64(p + 47);
+    cfg->maxage_ms = get_u64(p + 55);
     return 0;
 }
 
@@ -814,6 +824,10 @@ static int apply_to_queue(core_t *c, queue_t *q, const record_t *r, apply_result
     }
     case REC_Q_REDELIVER:
         return queue_redeliver(q, r->q_redeliver.msg_id, r->q_redeliver.token, r->time_ms, next, &res->queue.retry);
+    case REC_Q_RETRY: {
+        const rec_q_retry_t *t = &r->q_retry;
+        return queue_retry(q, t->msg_id, t->token, t->kind, t->delay_ms, r->time_ms, next, &res->queue.retry);
+    }
     case REC_Q_UNPARK:
         return queue_unpark(q, r->q_unpark.key, r->q_unpark.klen);
     case REC_Q_PROMOTE:
@@ -873,7 +887,8 @@ static void apply_queue(core_t *c, const record_t *r, apply_result_t *res)
     queue_t *q = r->type == REC_Q_DROP ? NULL : queue_get(c->queues, name, nlen);
     if (q != NULL)
         queue_account(q);
-    if ((r->type == REC_Q_NACK || r->type == REC_Q_REDELIVER) && res->queue.retry.dlq != NULL)
+    if ((r->type == REC_Q_NACK || r->type == REC_Q_REDELIVER || r->type == REC_Q_RETRY) &&
+        res->queue.retry.dlq != NULL)
         queue_account(res->queue.retry.dlq);
 }
 
@@ -1179,6 +1194,11 @@ bool core_check(const core_t *c, core_txn_check_t *t, const record_t *r, apply_r
         if (!txn_delivery_ok(c, t, r->q_nack.queue, r->q_nack.qlen, r->q_nack.msg_id, r->q_nack.token))
             return fail(res, AP_NOOP);
         txn_settle(t, r->q_nack.queue, r->q_nack.qlen, r->q_nack.msg_id);
+        break;
+    case REC_Q_RETRY:
+        if (!txn_delivery_ok(c, t, r->q_retry.queue, r->q_retry.qlen, r->q_retry.msg_id, r->q_retry.token))
+            return fail(res, AP_NOOP);
+        txn_settle(t, r->q_retry.queue, r->q_retry.qlen, r->q_retry.msg_id);
         break;
     case REC_Q_EXTEND:
         if (!txn_delivery_ok(c, t, r->q_extend.queue, r->q_extend.qlen, r->q_extend.msg_id, r->q_extend.token))

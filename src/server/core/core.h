@@ -72,6 +72,8 @@ enum record_type {
     REC_Q_PROMOTE = 39,       /* q (the queue only): the writer's "delayed messages are due" */
     REC_Q_DEDUP_END = 40,     /* q_dedup_end: the writer's "dedup window ended" */
     REC_Q_RESULT_END = 41,    /* q_result_end: the writer's "result retention ended" */
+    REC_Q_RETRY = 42,         /* q_retry: a nack without DELAY, or a lease that ran out, under the
+                                 queue's retry policy, with the delay the writer drew */
     /* transactions (MULTI/EXEC): one record carrying the sub-records */
     REC_TXN = 50,             /* txn: the EXEC's records, applied in order as one */
 };
@@ -253,6 +255,17 @@ typedef struct rec_q_config_s {
     uint32_t dllen;
 } rec_q_config_t;
 
+/* REC_Q_RETRY: the writer decided how a delivery comes back under its
+ * queue's BACKOFF / MAXAGE (queue_retry()); kind is enum queue_retry_flags. */
+typedef struct rec_q_retry_s {
+    const char *queue;
+    uint32_t qlen;
+    uint64_t msg_id;
+    uint64_t token;
+    uint64_t delay_ms;       /* before the next attempt, jitter included; 0: at once */
+    uint8_t kind;            /* QUEUE_RETRY_F_LEASE | QUEUE_RETRY_F_GIVEUP */
+} rec_q_retry_t;
+
 typedef struct rec_q_unpark_s {
     const char *queue;
     uint32_t qlen;
@@ -324,6 +337,7 @@ typedef struct record_s {
         rec_q_redeliver_t q_redeliver;   /* REC_Q_REDELIVER */
         rec_q_dedup_end_t q_dedup_end;   /* REC_Q_DEDUP_END */
         rec_q_result_end_t q_result_end; /* REC_Q_RESULT_END */
+        rec_q_retry_t q_retry;           /* REC_Q_RETRY */
         rec_txn_t txn;                   /* REC_TXN */
     };
 } record_t;
@@ -342,7 +356,7 @@ static inline int record_family(unsigned type)
         return REC_FAM_COORD;
     case REC_Q_PUSH: case REC_Q_DELIVER: case REC_Q_ACK: case REC_Q_NACK: case REC_Q_EXTEND:
     case REC_Q_CONFIG: case REC_Q_DROP: case REC_Q_UNPARK: case REC_Q_REDELIVER: case REC_Q_PROMOTE:
-    case REC_Q_DEDUP_END: case REC_Q_RESULT_END:
+    case REC_Q_DEDUP_END: case REC_Q_RESULT_END: case REC_Q_RETRY:
         return REC_FAM_QUEUE;
     case REC_TXN:
         return REC_FAM_TXN;
@@ -415,7 +429,8 @@ typedef struct apply_result_s {
                                     REC_Q_CONFIG, REC_Q_DROP): it changed something
                                     (then status is AP_OK) */
             queue_delivery_t delivery; /* REC_Q_DELIVER, AP_OK: the message delivered */
-            queue_retry_t retry; /* REC_Q_NACK / REC_Q_REDELIVER, AP_OK: what became of the message */
+            queue_retry_t retry; /* REC_Q_NACK / REC_Q_REDELIVER / REC_Q_RETRY, AP_OK: what became
+                                    of the message */
         } queue;
     };
 } apply_result_t;
@@ -530,10 +545,15 @@ queue_set_t *core_queues_load(core_t *c);
 /* Q.CONFIG's record carries the whole new configuration in val, in this
  * fixed form (little-endian): maxlen u32 | maxperkey u32 | onfull u8 |
  * onpoison u8 | maxattempts u32 | lease_ms u64 | dedup_ms u64 |
- * resultttl_ms u64; the dead-letter queue is the record's key (empty: none). */
-#define CORE_QCONFIG_BYTES 38
+ * resultttl_ms u64 (the first form, 38 bytes), then backoff u8 |
+ * backoff_base_ms u64 | backoff_cap_ms u64 | maxage_ms u64 (the retry
+ * policy, 63 bytes in all); the dead-letter queue is the record's key
+ * (empty: none). A 38-byte form (records and snapshots older than retry
+ * policies) leaves the policy fields as they are. */
+#define CORE_QCONFIG_V1_BYTES 38
+#define CORE_QCONFIG_BYTES 63
 void core_qconfig_encode(const queue_config_t *cfg, char out[CORE_QCONFIG_BYTES]);
-/* Returns 0, or -1 if len is wrong. cfg->deadletter is left alone. */
+/* Returns 0, or -1 if len is none of the forms. cfg->deadletter is left alone. */
 int core_qconfig_decode(const void *p, size_t len, queue_config_t *cfg);
 
 /* Compaction pin: automatic compaction never moves the point past pin

@@ -17,6 +17,9 @@
  *     ONPOISON park:       stays WAITING at its key's head, the key PARKED until unpark
  *     ONPOISON drop:       as deadletter, but discarded when there is no
  *                          DEADLETTER queue (fate DEADLETTER kept RESULTTTL)
+ *   a retry policy (BACKOFF, MAXAGE; queue_retry()): a nack without DELAY or
+ *     a lease that ran out comes back nack-delayed by the delay the writer
+ *     drew, or exhausted at once when the writer found MAXAGE passed
  *   COALESCE onto a key with a waiting message: no new message (merged into it)
  *   ID inside the dedup window: no new message (deduped onto the first)
  *
@@ -751,6 +754,36 @@ void queue_config_defaults(queue_config_t *out)
     out->lease_ms = QUEUE_DEFAULT_LEASE_MS;
     out->dedup_ms = QUEUE_DEFAULT_DEDUP_MS;
     out->resultttl_ms = QUEUE_DEFAULT_RESULTTTL_MS;
+    out->backoff = QUEUE_BACKOFF_NONE;
+    out->backoff_base_ms = QUEUE_DEFAULT_BACKOFF_BASE_MS;
+    out->backoff_cap_ms = QUEUE_DEFAULT_BACKOFF_CAP_MS;
+}
+
+bool queue_policy_active(const queue_config_t *cfg)
+{
+    return cfg->backoff != QUEUE_BACKOFF_NONE || cfg->maxage_ms > 0;
+}
+
+uint64_t queue_backoff_delay(const queue_config_t *cfg, uint32_t attempt, uint64_t draw)
+{
+    switch (cfg->backoff) {
+    case QUEUE_BACKOFF_FIXED:
+        return cfg->backoff_base_ms;
+    case QUEUE_BACKOFF_EXPONENTIAL: {
+        /* base * 2^(attempt-1), capped; the shift stops before it could
+         * overflow (2^63 ms is far past any cap). */
+        uint64_t ceil = cfg->backoff_base_ms;
+        for (uint32_t i = 1; i < attempt && ceil < cfg->backoff_cap_ms; i++)
+            ceil = ceil > UINT64_MAX / 2 ? UINT64_MAX : ceil * 2;
+        if (ceil > cfg->backoff_cap_ms)
+            ceil = cfg->backoff_cap_ms;
+        /* Full jitter: uniform in [0, ceil]. The modulo's bias is below
+         * ceil / 2^64, nothing a retry schedule can notice. */
+        return ceil == UINT64_MAX ? draw : draw % (ceil + 1);
+    }
+    default:
+        return 0;
+    }
 }
 
 void queue_set_event_cb(queue_set_t *s, queue_event_cb cb, void *arg)
@@ -943,6 +976,9 @@ int queue_configure(queue_t *q, const queue_config_t *cfg)
     if (cfg->maxlen < 1 || cfg->maxlen > QUEUE_MAXLEN_MAX || cfg->maxperkey > QUEUE_MAXLEN_MAX)
         return QUEUE_EINVAL;
     if (cfg->lease_ms < 1 || cfg->onfull > QUEUE_ONFULL_BLOCK || cfg->onpoison > QUEUE_ONPOISON_DROP)
+        return QUEUE_EINVAL;
+    if (cfg->backoff > QUEUE_BACKOFF_EXPONENTIAL || cfg->backoff_base_ms < 1 ||
+        (cfg->backoff == QUEUE_BACKOFF_EXPONENTIAL && cfg->backoff_cap_ms < cfg->backoff_base_ms))
         return QUEUE_EINVAL;
     if (cfg->deadletter != NULL &&
         (cfg->dl_len == 0 || (cfg->dl_len == q->nlen && memcmp(cfg->deadletter, q->name, q->nlen) == 0)))
@@ -1172,8 +1208,22 @@ static void dead_letter(queue_t *q, qkey_t *k, uint64_t now_ms, uint64_t rev, qu
     key_next(q, k, false);
 }
 
+/* Is the delivery f, coming back, the message's last (MAXATTEMPTS spent,
+ * or MAXAGE passed as the writer decided: give_up)? */
+static bool exhausted_by(const queue_t *q, const qflight_t *f, bool give_up)
+{
+    return give_up || (q->cfg.maxattempts > 0 && f->key->head->attempt >= q->cfg.maxattempts);
+}
+
+/* When the next attempt of f may start if it comes back with delay_ms. */
+static uint64_t next_attempt_at(const queue_t *q, const qflight_t *f, uint64_t delay_ms, bool give_up,
+                                uint64_t now_ms)
+{
+    return delay_ms > 0 && !exhausted_by(q, f, give_up) ? now_ms + delay_ms : 0;
+}
+
 /* A delivery came back (nack, lease out): spend the attempt. */
-static void give_back(queue_t *q, qflight_t *f, uint64_t delay_ms, uint64_t now_ms, uint64_t rev,
+static void give_back(queue_t *q, qflight_t *f, uint64_t delay_ms, bool give_up, uint64_t now_ms, uint64_t rev,
                       queue_retry_t *out)
 {
     qkey_t *k = f->key;
@@ -1181,7 +1231,7 @@ static void give_back(queue_t *q, qflight_t *f, uint64_t delay_ms, uint64_t now_
     out->id = m->id;
     out->dlq = NULL;
     out->dl_id = 0;
-    bool exhausted = q->cfg.maxattempts > 0 && m->attempt >= q->cfg.maxattempts;
+    bool exhausted = exhausted_by(q, f, give_up);
     if (!exhausted && delay_ms > 0) {
         f->token = 0;
         f->deadline_ms = now_ms + delay_ms;
@@ -1219,9 +1269,36 @@ int queue_nack(queue_t *q, uint64_t id, uint64_t token, uint64_t delay_ms, uint6
         return 0;
     queue_retry_t tmp;
     q->nacked++;
-    emit(q, QUEUE_EV_NACKED, f->key->bytes, f->key->klen, id, 0, NULL, 0);
-    give_back(q, f, delay_ms, now_ms, rev, out ? out : &tmp);
+    emit(q, QUEUE_EV_NACKED, f->key->bytes, f->key->klen, id, next_attempt_at(q, f, delay_ms, false, now_ms),
+         NULL, 0);
+    give_back(q, f, delay_ms, false, now_ms, rev, out ? out : &tmp);
     return 1;
+}
+
+int queue_retry(queue_t *q, uint64_t id, uint64_t token, unsigned flags, uint64_t delay_ms, uint64_t now_ms,
+                uint64_t rev, queue_retry_t *out)
+{
+    settle(q);
+    qflight_t *f = flight_check(q, id, token, false);
+    bool lease = (flags & QUEUE_RETRY_F_LEASE) != 0, give_up = (flags & QUEUE_RETRY_F_GIVEUP) != 0;
+    if (f == NULL || (lease && f->deadline_ms >= now_ms))
+        return 0;
+    queue_retry_t tmp;
+    if (lease) {
+        q->redelivered++;
+    } else {
+        q->nacked++;
+        emit(q, QUEUE_EV_NACKED, f->key->bytes, f->key->klen, id, next_attempt_at(q, f, delay_ms, give_up, now_ms),
+             NULL, 0);
+    }
+    give_back(q, f, delay_ms, give_up, now_ms, rev, out ? out : &tmp);
+    return 1;
+}
+
+uint32_t queue_delivery_attempt(const queue_t *q, uint64_t id, uint64_t token)
+{
+    const qflight_t *f = flight_check(q, id, token, false);
+    return f != NULL ? f->key->head->attempt : 0;
 }
 
 int queue_extend(queue_t *q, uint64_t id, uint64_t token, uint64_t ms, uint64_t now_ms)
@@ -1260,7 +1337,7 @@ int queue_redeliver(queue_t *q, uint64_t id, uint64_t token, uint64_t now_ms, ui
         }
         return 1;
     }
-    give_back(q, f, 0, now_ms, rev, out ? out : &tmp);
+    give_back(q, f, 0, false, now_ms, rev, out ? out : &tmp);
     return 1;
 }
 
@@ -1338,6 +1415,7 @@ bool queue_next_lease(const queue_t *q, queue_timer_t *out)
     out->due_ms = f->deadline_ms;
     out->id = f->key->head->id;
     out->token = f->token;
+    out->attempt = f->key->head->attempt;
     return true;
 }
 
@@ -1460,6 +1538,8 @@ int queue_keyinfo(const queue_t *q, const void *key, size_t klen, queue_keyinfo_
         out->deadline_ms = f->deadline_ms;
         out->token = f->token;
         out->attempt = k->head->attempt;
+        if (f->token == 0)
+            out->next_attempt_ms = f->deadline_ms;
     } else if (k->parked) {
         out->state = QUEUE_KEY_PARKED;
         out->inflight_id = k->head->id;

@@ -76,6 +76,17 @@
 #define QUEUE_DEFAULT_DEDUP_MS 60000u
 #define QUEUE_DEFAULT_RESULTTTL_MS 60000u
 
+/* Backoff (queue_backoff_delay()), off by default so a queue without a
+ * policy retries as it always did. Its defaults, used once BACKOFF is set:
+ * BACKOFFBASE 1,000 ms: one second is long enough for a flapping
+ *   dependency to recover and short enough that a transient error costs
+ *   little; BACKOFFCAP 300,000 ms: past five minutes a retry waits behind
+ *   work the key's later messages could be doing, and MAXAGE or
+ *   MAXATTEMPTS is the better tool. MAXAGE 0: no limit (MAXATTEMPTS
+ *   already ends a poison message). */
+#define QUEUE_DEFAULT_BACKOFF_BASE_MS 1000u
+#define QUEUE_DEFAULT_BACKOFF_CAP_MS 300000u
+
 /* ---- status codes --------------------------------------------------------------- */
 
 enum queue_status {
@@ -94,6 +105,12 @@ enum queue_onfull { QUEUE_ONFULL_REJECT = 0, QUEUE_ONFULL_BLOCK = 1 };
  * one, discards it (its fate kept RESULTTTL): the only way a message is
  * thrown away, and only for a queue configured so. */
 enum queue_onpoison { QUEUE_ONPOISON_DEADLETTER = 0, QUEUE_ONPOISON_PARK = 1, QUEUE_ONPOISON_DROP = 2 };
+/* BACKOFF: how long a delivery that came back without a DELAY (a nack, a
+ * lease that ran out) holds its key before the next attempt. none: ready
+ * at once (as before policies existed); fixed: BACKOFFBASE every time;
+ * exponential: full jitter, a uniform draw in [0, min(BACKOFFCAP,
+ * BACKOFFBASE * 2^(attempt-1))] (queue_backoff_delay()). */
+enum queue_backoff { QUEUE_BACKOFF_NONE = 0, QUEUE_BACKOFF_FIXED = 1, QUEUE_BACKOFF_EXPONENTIAL = 2 };
 
 typedef struct queue_set_s queue_set_t;
 typedef struct queue_s queue_t;
@@ -112,7 +129,22 @@ typedef struct queue_config_s {
     uint64_t resultttl_ms;    /* how long results and fates are kept; 0: not kept */
     const char *deadletter;   /* dead-letter queue name, or NULL */
     size_t dl_len;
+    uint8_t backoff;          /* enum queue_backoff */
+    uint64_t backoff_base_ms; /* >= 1 */
+    uint64_t backoff_cap_ms;  /* exponential: >= backoff_base_ms */
+    uint64_t maxage_ms;       /* a message older than this (since its push) that comes back
+                                 is dead-lettered rather than retried; 0: no limit */
 } queue_config_t;
+
+/* queue_policy_active() -- true if the queue has a retry policy (BACKOFF
+ * or MAXAGE): only then does the writer decide retries itself
+ * (REC_Q_RETRY); a queue without one pays nothing for policies. */
+bool queue_policy_active(const queue_config_t *cfg);
+/* queue_backoff_delay() -- the delay before attempt + 1, for a delivery
+ * that came back after `attempt` attempts, by cfg's BACKOFF; `draw` is a
+ * uniform 64-bit random number the writer drew (apply reads no random
+ * source: the delay travels in the record). 0 for BACKOFF none. Pure. */
+uint64_t queue_backoff_delay(const queue_config_t *cfg, uint32_t attempt, uint64_t draw);
 
 /* ---- events (Q.WATCH) ---------------------------------------------------------------
  * A message's life as it happens: the registry calls its event callback at
@@ -125,7 +157,7 @@ enum queue_event_type {
     QUEUE_EV_PUSHED = 1,       /* data: the payload (also a dead letter arriving in its queue) */
     QUEUE_EV_DELIVERED = 2,    /* n: the attempt */
     QUEUE_EV_ACKED = 3,        /* data: the result, NULL if none */
-    QUEUE_EV_NACKED = 4,
+    QUEUE_EV_NACKED = 4,       /* n: when the next attempt may start (ms), 0 if at once */
     QUEUE_EV_DEADLETTERED = 5, /* n: its id in the dead-letter queue, 0 if discarded */
     QUEUE_EV_PARKED = 6,       /* its key is parked (the poison message stays its head) */
 };
@@ -301,6 +333,26 @@ int queue_extend(queue_t *q, uint64_t id, uint64_t token, uint64_t ms, uint64_t 
 int queue_redeliver(queue_t *q, uint64_t id, uint64_t token, uint64_t now_ms, uint64_t rev,
                     queue_retry_t *out);
 
+/* Flags of queue_retry(). */
+enum queue_retry_flags {
+    QUEUE_RETRY_F_LEASE = 1,  /* the lease ran out (else: a nack) */
+    QUEUE_RETRY_F_GIVEUP = 2, /* MAXAGE passed: the message is exhausted whatever its attempts */
+};
+
+/* queue_retry() -- apply of REC_Q_RETRY: a delivery comes back under the
+ * queue's retry policy, with the delay and the MAXAGE verdict the writer
+ * decided. A nack (flags without QUEUE_RETRY_F_LEASE) needs token to be
+ * current, as queue_nack(); a lease that ran out needs it current and its
+ * deadline < now_ms, as queue_redeliver(). Then as queue_nack() with
+ * delay_ms (0: ready at once), except that QUEUE_RETRY_F_GIVEUP
+ * dead-letters (or parks) the message as if its last attempt were spent.
+ * Returns 1, or 0 for a stale record. O(log n). */
+int queue_retry(queue_t *q, uint64_t id, uint64_t token, unsigned flags, uint64_t delay_ms, uint64_t now_ms,
+                uint64_t rev, queue_retry_t *out);
+/* queue_delivery_attempt() -- the attempt of id's delivery `token` (0 if
+ * it is not current). O(1). */
+uint32_t queue_delivery_attempt(const queue_t *q, uint64_t id, uint64_t token);
+
 /* queue_unpark() -- Q.UNPARK: the key's backlog flows again; its head (the
  * poison message) starts over at attempt 0. Returns 1, or 0 if the key was
  * not parked. O(log n). */
@@ -388,6 +440,7 @@ typedef struct queue_timer_s {
     uint64_t due_ms;
     uint64_t id;              /* LEASE, DELAY, RESULT: the message */
     uint64_t token;           /* LEASE: the delivery (0 for a nack delay) */
+    uint32_t attempt;         /* LEASE: the delivery's attempt */
     const char *dedup_id;     /* DEDUP, IDEM: the dedup id or idempotency key */
     size_t dlen;
     const char *key;          /* IDEM: the message key */
@@ -421,6 +474,7 @@ typedef struct queue_keyinfo_s {
     uint64_t inflight_id;     /* PROCESSING: the message; PARKED: the poison message */
     uint64_t since_ms;        /* PROCESSING: when it was delivered */
     uint64_t deadline_ms;     /* PROCESSING: lease end (or nack delay end) */
+    uint64_t next_attempt_ms; /* PROCESSING with token 0: when the held retry becomes ready */
     uint64_t token;           /* PROCESSING: the current delivery (0: nack-delayed) */
     uint32_t attempt;         /* PROCESSING/PARKED: attempts spent on the head */
     size_t waiting;           /* waiting messages (not in flight; parked backlog included) */

@@ -55,6 +55,7 @@ const char *record_queue(const record_t *r, uint32_t *len)
     case REC_Q_REDELIVER: *len = r->q_redeliver.qlen; return r->q_redeliver.queue;
     case REC_Q_DEDUP_END: *len = r->q_dedup_end.qlen; return r->q_dedup_end.queue;
     case REC_Q_RESULT_END: *len = r->q_result_end.qlen; return r->q_result_end.queue;
+    case REC_Q_RETRY: *len = r->q_retry.qlen; return r->q_retry.queue;
     default: *len = 0; return NULL;
     }
 }
@@ -203,6 +204,14 @@ static bool bind(record_t *r, slots_t *s)
         U64(SL_ARG, r->q_result_end.msg_id);
         BYTES(SL_NAME, r->q_result_end.queue, r->q_result_end.qlen);
         return true;
+    case REC_Q_RETRY:
+        U64(SL_ARG, r->q_retry.msg_id);
+        U64(SL_TTL, r->q_retry.delay_ms);
+        U64(SL_TOKEN, r->q_retry.token);
+        s->kind = &r->q_retry.kind;
+        s->bound |= B(SL_KIND);
+        BYTES(SL_NAME, r->q_retry.queue, r->q_retry.qlen);
+        return true;
     case REC_TXN:
         U64(SL_ARG, r->txn.count);
         BYTES(SL_VAL, r->txn.recs, r->txn.len);
@@ -248,6 +257,7 @@ static unsigned uses(unsigned type, unsigned flags)
     case REC_Q_REDELIVER: return B(SL_ARG) | B(SL_TOKEN) | B(SL_NAME);
     case REC_Q_DEDUP_END: return B(SL_NAME) | B(SL_AUX) | ((flags & REC_F_IDEM) ? B(SL_KEY) : 0);
     case REC_Q_RESULT_END: return B(SL_ARG) | B(SL_NAME);
+    case REC_Q_RETRY: return B(SL_ARG) | B(SL_TTL) | B(SL_TOKEN) | B(SL_KIND) | B(SL_NAME);
     case REC_TXN: return B(SL_ARG) | B(SL_VAL);
     default: return 0;
     }
@@ -285,6 +295,8 @@ static bool slots_valid(const record_t *r, const slots_t *s, unsigned used)
     }
     if (r->type == REC_COORD_EXPIRE && r->coord_expire.kind != COORD_LEASE && r->coord_expire.kind != COORD_LOCK &&
         r->coord_expire.kind != COORD_ELECT)
+        return false;
+    if (r->type == REC_Q_RETRY && (r->q_retry.kind & ~(unsigned)(QUEUE_RETRY_F_LEASE | QUEUE_RETRY_F_GIVEUP)) != 0)
         return false;
     if (r->type == REC_TXN) { /* every sub-record well formed, none a TXN, as many as it says */
         size_t off = 0;

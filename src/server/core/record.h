@@ -58,6 +58,8 @@
  *   Q_REDELIVER       ARG (msg_id), TOKEN, NAME
  *   Q_DEDUP_END       NAME, AUX (q_dedup_end.dedup_id), KEY (.key) if IDEM
  *   Q_RESULT_END      ARG (msg_id), NAME
+ *   Q_RETRY           ARG (q_retry.msg_id), TTL (.delay_ms), TOKEN (.token),
+ *                     KIND (.kind: enum queue_retry_flags), NAME
  *   TXN               ARG (txn.count), VAL (txn.recs): count sub-records,
  *                     each a u32 length and then its own format-3 byte
  *                     form, never a TXN; decode checks every one

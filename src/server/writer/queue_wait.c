@@ -33,8 +33,9 @@
  *
  * Timers. queue.h keeps each queue's deadlines (leases, delays, dedup
  * windows, result retention). One timer (timer.h) fires at the earliest;
- * its callback logs one record per due deadline (REC_Q_REDELIVER, PROMOTE,
- * DEDUP_END, RESULT_END) through the door, then settles: the waiters the
+ * its callback logs one record per due deadline (REC_Q_REDELIVER, or
+ * REC_Q_RETRY for a queue with a retry policy; PROMOTE, DEDUP_END,
+ * RESULT_END) through the door, then settles: the waiters the
  * records made ready are served. After a write that may move a deadline
  * earlier, qwait_note_timer() re-arms it (O(1): only the written queue's
  * earliest deadline is looked at; a timer that fires early finds nothing
@@ -54,6 +55,7 @@
 
 #include "apply.h"
 #include "base/bytes.h"
+#include "base/siphash.h"
 #include "block.h"
 #include "turn.h"
 
@@ -93,6 +95,7 @@ typedef struct qwaits_s {
     ordo_buf_t to_serve;      /* names of queues to serve at the next settle: u32 length, bytes */
     size_t last_mark;         /* offset in to_serve of the last name marked */
     writer_timer_t timer;     /* at the earliest queue deadline, from qwait_start() */
+    uint64_t rng;             /* xorshift64* state for backoff jitter (never 0); seeded at qwait_init() */
 } qwaits_t;
 
 enum { QW_PULL, QW_PUSH, QW_RESULT };
@@ -313,7 +316,7 @@ void qwait_after_apply(server_t *s, const record_t *rec, const apply_result_t *r
     case REC_Q_ACK:
         qwait_complete_id(s, name, nlen, rec->q_ack.msg_id, QUEUE_FATE_DONE);
         break;
-    case REC_Q_NACK: case REC_Q_REDELIVER:
+    case REC_Q_NACK: case REC_Q_REDELIVER: case REC_Q_RETRY:
         qwait_after_retry(s, name, nlen, res);
         break;
     case REC_Q_DROP:
@@ -596,6 +599,56 @@ void qwait_after_retry(server_t *s, const char *name, size_t nlen, const apply_r
     }
 }
 
+/* ---- retry policies ---------------------------------------------------------------
+ *
+ * A queue with BACKOFF or MAXAGE (queue_policy_active()) has its retries
+ * decided here, the random part included: the jitter is drawn from the
+ * writer's generator and travels in the REC_Q_RETRY record, so apply,
+ * replay and every cluster member reach the same state. MAXAGE measures a
+ * message's age from its push, whose time is core_time_of_rev() of its id
+ * (the record's revision): that is at most a second early, so the verdict
+ * waits QWAIT_AGE_SLACK_MS more and is never early; a message pushed
+ * before the last restart is measured from no earlier than the oldest
+ * sample the core kept, hence late rather than early. */
+
+#define QWAIT_AGE_SLACK_MS 1000
+
+/* The next 64 bits of the writer's generator (xorshift64*). */
+static uint64_t qwait_random(qwaits_t *qc)
+{
+    uint64_t x = qc->rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    qc->rng = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+
+bool qwait_retry_record(server_t *s, const char *name, size_t nlen, uint64_t id, uint64_t token, bool lease,
+                        record_t *rec)
+{
+    const queue_t *q = queue_get(core_queues(s->core), name, nlen);
+    if (q == NULL)
+        return false;
+    queue_config_t cfg;
+    queue_config(q, &cfg);
+    if (!queue_policy_active(&cfg))
+        return false;
+    uint32_t attempt = queue_delivery_attempt(q, id, token);
+    uint8_t kind = lease ? QUEUE_RETRY_F_LEASE : 0;
+    uint64_t pushed_ms = core_time_of_rev(s->core, id);
+    if (cfg.maxage_ms > 0 && pushed_ms > 0 && s->now_ms > pushed_ms &&
+        s->now_ms - pushed_ms > cfg.maxage_ms + QWAIT_AGE_SLACK_MS)
+        kind |= QUEUE_RETRY_F_GIVEUP;
+    uint64_t delay = queue_backoff_delay(&cfg, attempt, qwait_random(s->writer.queues));
+    if (delay > QWAIT_DELAY_MAX_MS)
+        delay = QWAIT_DELAY_MAX_MS;
+    *rec = (record_t){.type = REC_Q_RETRY,
+                      .q_retry = {.queue = name, .qlen = (uint32_t)nlen, .msg_id = id, .token = token,
+                                  .delay_ms = delay, .kind = kind}};
+    return true;
+}
+
 /* ---- timers -------------------------------------------------------------------- */
 
 /* Log the record for one due deadline of q and serve what it readied.
@@ -613,6 +666,10 @@ static bool fire(server_t *s, const queue_t *q, const queue_timer_t *t)
     record_t rec;
     switch (t->kind) {
     case QUEUE_TIMER_LEASE:
+        /* A lease that ran out under a retry policy comes back as its nack
+         * would; a nack-delayed message (token 0) has had its delay. */
+        if (t->token != 0 && qwait_retry_record(s, name, nlen, t->id, t->token, true, &rec))
+            break;
         rec = (record_t){.type = REC_Q_REDELIVER,
                          .q_redeliver = {.queue = name, .qlen = (uint32_t)nlen, .msg_id = t->id, .token = t->token}};
         break;
@@ -848,5 +905,10 @@ void qwait_init(server_t *s)
         fprintf(stderr, "ordod: out of memory\n");
         abort();
     }
+    /* Jitter needs no secret, only a different sequence per process. */
+    uint8_t seed[ORDO_SIPHASH_KEY_LEN];
+    (void)ordo_random_key(seed);
+    memcpy(&qc->rng, seed, sizeof qc->rng);
+    qc->rng |= 1;
     s->writer.queues = qc;
 }

@@ -1,0 +1,272 @@
+"""Queue controls against a real ordod: retry policies (BACKOFF, MAXAGE).
+
+Each feature is checked by what a client sees over the wire, and the
+per-key order promise by a checker that counts violations over a run with
+consumers that nack at random (orderchecker below): it must count 0.
+Restarts use SIGKILL, so what survives is what the log and the snapshot
+hold.
+
+Synchronisation is by the protocol (BLOCK replies) or by polling server
+state with a deadline (ordoproc.poll).
+"""
+import random
+import threading
+import time
+
+from ordoproc import poll
+from resp import Conn, RespError
+
+DEADLINE_S = 20.0
+
+
+def fields(r):
+    assert not isinstance(r, RespError), r
+    return {r[i].decode(): r[i + 1] for i in range(0, len(r), 2)}
+
+
+def keyinfo(c, q, k):
+    return fields(c.call("Q.KEYINFO", q, k))
+
+
+def qinfo(c, q):
+    return fields(c.call("Q.INFO", q))
+
+
+def now_ms(c):
+    sec, usec = c.call("TIME")
+    return int(sec) * 1000 + int(usec) // 1000
+
+
+def crash_restart(srv):
+    srv.kill()
+    srv.start(srv.port)
+
+
+class OrderChecker:
+    """Counts violations of the per-key promise with N = 1 from what the
+    consumers saw: a delivery of a key while another message of that key
+    is held by a consumer (two in flight), and a key's messages finishing
+    out of their push order. Producers push payloads "<key>:<seq>" with
+    seq increasing per key; consumers report each delivery and each
+    finish (ack) in the order the server answered them, under one lock."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.inflight = {}     # key -> msg id held
+        self.last_done = {}    # key -> last seq acked
+        self.violations = []
+
+    def delivered(self, key, msg_id):
+        with self.lock:
+            if key in self.inflight and self.inflight[key] != msg_id:
+                self.violations.append("key %r: %d delivered while %d in flight" % (key, msg_id, self.inflight[key]))
+            self.inflight[key] = msg_id
+
+    def released(self, key, msg_id):
+        with self.lock:
+            if self.inflight.get(key) == msg_id:
+                del self.inflight[key]
+
+    def acked(self, key, seq):
+        with self.lock:
+            if seq <= self.last_done.get(key, -1):
+                self.violations.append("key %r: seq %d done after %d" % (key, seq, self.last_done[key]))
+            self.last_done[key] = seq
+
+
+def run_consumers(port, q, checker, total, nack_p, n=3, lease_ms=30000, on_message=None):
+    """n consumers pull one message at a time and ack it, or nack it
+    (without DELAY: the queue's policy decides) with probability nack_p,
+    until `total` messages are acked. The checker hears of each delivery
+    before the ack or nack is sent and of its release after the answer, so
+    a second delivery of a key it sees is one the server made while the
+    first was still held."""
+    done = [0]
+    lock = threading.Lock()
+    errors = []
+
+    def work(seed):
+        rnd = random.Random(seed)
+        with Conn(port, timeout=40.0) as c:
+            while True:
+                with lock:
+                    if done[0] >= total:
+                        return
+                m = c.call("Q.PULL", q, "BLOCK", 200, "LEASE", lease_ms)
+                if isinstance(m, RespError):
+                    errors.append(m)
+                    return
+                if not m:
+                    continue
+                mid, key, payload, _attempt, tok = m[0]
+                checker.delivered(key, mid)
+                if on_message is not None and on_message(c, m[0]):
+                    continue
+                if rnd.random() < nack_p:
+                    checker.released(key, mid)
+                    c.call("Q.NACK", q, mid, tok)
+                    continue
+                seq = int(payload.split(b":")[1])
+                # Release before acking: once the ack is answered another
+                # consumer may get the key's next message at once.
+                checker.released(key, mid)
+                checker.acked(key, seq)
+                if c.call("Q.ACK", q, mid, tok) == 1:
+                    with lock:
+                        done[0] += 1
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    return done[0]
+
+
+def push_sequences(c, q, keys, per_key):
+    for seq in range(per_key):
+        for k in keys:
+            c.call("Q.PUSH", q, k, "%s:%d" % (k, seq))
+
+
+# ---- retry policies --------------------------------------------------------------------
+
+
+def test_config_rejects_bad_policy(server):
+    with server.raw() as c:
+        assert c.call("Q.CONFIG", "q", "BACKOFF", "sometimes").code == "ERR"
+        assert c.call("Q.CONFIG", "q", "BACKOFFBASE", 0).code == "ERR"
+        r = c.call("Q.CONFIG", "q", "BACKOFF", "exponential", "BACKOFFBASE", 500, "BACKOFFCAP", 100)
+        assert isinstance(r, RespError) and "BACKOFFCAP" in str(r), r
+        assert c.call("Q.CONFIG", "q", "BACKOFF", "exponential", "BACKOFFBASE", 50, "BACKOFFCAP", 800,
+                      "MAXAGE", 9000) == "OK"
+        i = qinfo(c, "q")
+        assert (i["backoff"], i["backoff_base"], i["backoff_cap"], i["maxage"]) == (b"exponential", 50, 800, 9000)
+
+
+def test_fixed_backoff_holds_the_key(server):
+    """A nack without DELAY under BACKOFF fixed holds the key BACKOFFBASE
+    ms: KEYINFO shows when the next attempt comes, the key's next message
+    waits, and the retry is never early."""
+    base = 1000
+    with server.raw() as c:
+        assert c.call("Q.CONFIG", "q", "BACKOFF", "fixed", "BACKOFFBASE", base) == "OK"
+        a = c.call("Q.PUSH", "q", "k", "a")
+        c.call("Q.PUSH", "q", "k", "b")
+        (m,) = c.call("Q.PULL", "q")
+        t0 = time.monotonic()
+        assert c.call("Q.NACK", "q", a, m[4]) == 1
+        ki = keyinfo(c, "q", "k")
+        assert ki["state"] == b"processing" and ki["token"] == 0, ki
+        assert ki["next_attempt"] == ki["deadline"] > 0
+        assert base - 50 <= ki["next_attempt"] - now_ms(c) <= base
+        assert c.call("Q.PULL", "q") == []   # a is held, b waits behind it
+        (m2,) = c.call("Q.PULL", "q", "BLOCK", 10000)
+        assert time.monotonic() - t0 >= base / 1000.0
+        assert (m2[0], m2[2], m2[3]) == (a, b"a", 2)
+
+
+def test_exponential_backoff_draws_full_jitter(server):
+    """Exponential with full jitter: each retry's delay is drawn in
+    [0, min(cap, base * 2^(attempt-1))], by the writer, and the draws
+    differ."""
+    base, cap = 4000, 6000
+    with server.raw() as c:
+        assert c.call("Q.CONFIG", "q", "BACKOFF", "exponential", "BACKOFFBASE", base, "BACKOFFCAP", cap) == "OK"
+        keys = ["k%d" % i for i in range(24)]
+        for k in keys:
+            c.call("Q.PUSH", "q", k, "x")
+        msgs = c.call("Q.PULL", "q", "COUNT", 100)
+        assert len(msgs) == len(keys)
+        delays = []
+        for m in msgs:
+            t = now_ms(c)
+            assert c.call("Q.NACK", "q", m[0], m[4]) == 1
+            ki = keyinfo(c, "q", m[1])
+            d = ki["next_attempt"] - t
+            assert -1 <= d <= base + 50, (m[1], d)
+            delays.append(d)
+        assert len(set(delays)) > 5, delays
+
+
+def test_lease_out_follows_the_policy(server):
+    """A lease that runs out under a policy comes back as a nack would: the
+    key is held for the backoff, not redelivered at once."""
+    with server.raw() as c:
+        assert c.call("Q.CONFIG", "q", "BACKOFF", "fixed", "BACKOFFBASE", 60000) == "OK"
+        c.call("Q.PUSH", "q", "k", "a")
+        (m,) = c.call("Q.PULL", "q", "LEASE", 50)
+        poll(lambda: keyinfo(c, "q", "k")["token"] == 0, "the lease to run out into a backoff", DEADLINE_S)
+        ki = keyinfo(c, "q", "k")
+        assert ki["next_attempt"] - now_ms(c) > 50000
+        assert qinfo(c, "q")["redelivered"] == 1
+        assert c.call("Q.PULL", "q") == []
+
+
+def test_maxage_deadletters_and_is_never_early(server):
+    """MAXAGE: a message that comes back older than MAXAGE (since its push)
+    is dead-lettered instead of retried, whatever MAXATTEMPTS says, and
+    never before MAXAGE has passed."""
+    maxage = 300
+    with server.raw() as c:
+        assert c.call("Q.CONFIG", "q", "MAXAGE", maxage, "MAXATTEMPTS", 0, "DEADLETTER", "dlq") == "OK"
+        t0 = time.monotonic()
+        a = c.call("Q.PUSH", "q", "k", "a")
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            assert time.monotonic() < deadline, "never dead-lettered"
+            (m,) = c.call("Q.PULL", "q", "BLOCK", 5000)
+            assert m[0] == a
+            c.call("Q.NACK", "q", a, m[4])
+            r = c.call("Q.RESULT", "q", a)
+            if isinstance(r, RespError):
+                assert r.code == "DEADLETTER", r
+                break
+        assert time.monotonic() - t0 >= maxage / 1000.0
+        assert c.call("Q.LEN", "dlq") == [1, 0, 0]
+
+
+def test_per_key_order_across_backoff(server):
+    """Checker: consumers nack a third of their deliveries under an
+    exponential backoff; per key, never two in flight and acks in push
+    order: 0 violations."""
+    keys = ["k%d" % i for i in range(8)]
+    per_key = 25
+    with server.raw() as c:
+        assert c.call("Q.CONFIG", "q", "BACKOFF", "exponential", "BACKOFFBASE", 2, "BACKOFFCAP", 40,
+                      "MAXATTEMPTS", 0) == "OK"
+        push_sequences(c, "q", keys, per_key)
+    chk = OrderChecker()
+    assert run_consumers(server.port, "q", chk, len(keys) * per_key, nack_p=0.33) == len(keys) * per_key
+    assert chk.violations == []
+    assert all(chk.last_done[k.encode()] == per_key - 1 for k in keys)
+
+
+def test_policy_and_held_retry_survive_kill(server):
+    with server.raw() as c:
+        assert c.call("Q.CONFIG", "q", "BACKOFF", "fixed", "BACKOFFBASE", 3600000, "MAXAGE", 7000000) == "OK"
+        a = c.call("Q.PUSH", "q", "k", "a")
+        (m,) = c.call("Q.PULL", "q")
+        c.call("Q.NACK", "q", a, m[4])
+        before = keyinfo(c, "q", "k")
+    crash_restart(server)
+    with server.raw() as c:
+        i = qinfo(c, "q")
+        assert (i["backoff"], i["backoff_base"], i["maxage"]) == (b"fixed", 3600000, 7000000)
+        ki = keyinfo(c, "q", "k")
+        assert ki["next_attempt"] == before["next_attempt"] and ki["token"] == 0
+        assert c.call("Q.PULL", "q") == []
+
+
+def test_plain_nack_unchanged_without_policy(server):
+    """A queue without a policy: a nack without DELAY is ready at once, as
+    before policies existed (the writer makes the plain record)."""
+    with server.raw() as c:
+        a = c.call("Q.PUSH", "q", "k", "a")
+        (m,) = c.call("Q.PULL", "q")
+        assert c.call("Q.NACK", "q", a, m[4]) == 1
+        assert keyinfo(c, "q", "k")["next_attempt"] == 0
+        (m2,) = c.call("Q.PULL", "q")
+        assert m2[0] == a and m2[3] == 2
+
