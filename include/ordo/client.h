@@ -121,6 +121,7 @@
 #ifndef ORDO_CLIENT_H
 #define ORDO_CLIENT_H
 
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -431,6 +432,14 @@ int ordo_q_nack(ordo_client_t *c, const char *queue, int64_t id, int64_t token,
                 int64_t delay_ms);
 int ordo_q_extend(ordo_client_t *c, const char *queue, int64_t id, int64_t token,
                   int64_t ms);
+/* ordo_q_pause() -- Q.PAUSE: stop deliveries of key (key_len bytes; NULL:
+ * the whole queue) for for_ms (0: until ordo_q_resume()). Messages keep
+ * their order and place; a delivery in flight finishes. *changed (may be
+ * NULL) is 1, or 0 if it was paused so already. ordo_q_resume() --
+ * Q.RESUME: *changed 1, or 0 if it was not paused. */
+int ordo_q_pause(ordo_client_t *c, const char *queue, const void *key, size_t key_len, int64_t for_ms,
+                 int *changed);
+int ordo_q_resume(ordo_client_t *c, const char *queue, const void *key, size_t key_len, int *changed);
 /* ordo_q_call() -- push and wait for the consumer's result. timeout_ms 0:
  * no limit. *result malloc'd (free()); NULL with *result_len 0 if the
  * consumer acked without one. ORDO_ETIMEDOUT, ORDO_EDEADLETTER, ORDO_EBUSY. */
@@ -645,6 +654,17 @@ int ordo_watch_run(const ordo_watch_opts_t *o, const atomic_bool *stop);
 typedef int (*ordo_handler_fn)(void *arg, const ordo_msg_t *msg, char **result,
                                size_t *result_len);
 
+/* A handler (either kind) that learns its key's downstream wants it to
+ * wait (an HTTP 429 or 503 with Retry-After for one tenant) returns
+ * ORDO_HANDLER_PAUSE(ms), 1 <= ms <= ORDO_HANDLER_PAUSE_MS_MAX: the runner
+ * pauses the message's key for ms (Q.PAUSE KEY FOR: the key's later
+ * messages wait too, other keys go on) and then nacks the message, which
+ * stays its key's head. Every other nonzero value nacks as before; the
+ * values ORDO_HANDLER_PAUSE() makes are below INT_MIN + 2^30, which no
+ * ordinary error return reaches. */
+#define ORDO_HANDLER_PAUSE_MS_MAX ((1 << 30) - 1)
+#define ORDO_HANDLER_PAUSE(ms) (INT_MIN + (int)(ms))
+
 /* Exactly-once handler (opts.txn_handler, instead of handler): adds the
  * message's state writes to txn (owned by the runner, empty on entry, valid
  * during the call only) and may read through c, the worker's connection
@@ -687,7 +707,7 @@ typedef struct ordo_consumer_opts {
 typedef struct ordo_consumer ordo_consumer_t;
 
 /* Counts of a runner's outcomes. acked / nacked: acks and nacks the server
- * accepted. stale: acks (plain or in a transaction) the server refused
+ * accepted (a handler's ORDO_HANDLER_PAUSE() nack counts as nacked). stale: acks (plain or in a transaction) the server refused
  * because the delivery was no longer current. */
 typedef struct ordo_consumer_stats {
     uint64_t acked, nacked, stale;

@@ -438,6 +438,43 @@ int ordo_q_nack(ordo_client_t *c, const char *queue, int64_t id, int64_t token, 
     return run_01(c, &m);
 }
 
+/* Q.PAUSE / Q.RESUME: queue [KEY key] ... */
+static void pause_args(cmd_t *m, const char *verb, const char *queue, const void *key, size_t key_len)
+{
+    sarg(m, verb);
+    sarg(m, queue);
+    if (key != NULL) {
+        sarg(m, "KEY");
+        arg(m, key, key_len);
+    }
+}
+
+int ordo_q_pause(ordo_client_t *c, const char *queue, const void *key, size_t key_len, int64_t for_ms, int *changed)
+{
+    cmd_t m = { 0 };
+    pause_args(&m, "Q.PAUSE", queue, key, key_len);
+    if (for_ms > 0) {
+        sarg(&m, "FOR");
+        iarg(&m, for_ms);
+    }
+    int64_t v = 0;
+    int rc = run_int(c, &m, 0, &v);
+    if (rc == ORDO_OK && changed != NULL)
+        *changed = v == 1;
+    return rc;
+}
+
+int ordo_q_resume(ordo_client_t *c, const char *queue, const void *key, size_t key_len, int *changed)
+{
+    cmd_t m = { 0 };
+    pause_args(&m, "Q.RESUME", queue, key, key_len);
+    int64_t v = 0;
+    int rc = run_int(c, &m, 0, &v);
+    if (rc == ORDO_OK && changed != NULL)
+        *changed = v == 1;
+    return rc;
+}
+
 int ordo_q_extend(ordo_client_t *c, const char *queue, int64_t id, int64_t token, int64_t ms)
 {
     cmd_t m = { 0 };

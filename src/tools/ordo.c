@@ -6,8 +6,10 @@
  *     watch KEY | --prefix P [--from REV]   one line per event, resumes by itself
  *     call QUEUE KEY PAYLOAD [--id ID] [--timeout MS]
  *     push QUEUE KEY PAYLOAD [--id ID]
+ *     pause QUEUE [--key KEY] [--for MS]     prints 1, or 0 if paused so already
+ *     resume QUEUE [--key KEY]               prints 1, or 0 if it was not paused
  *     consume QUEUE [--concurrency N] [--lease MS] [--nack-delay MS] [--timeout MS]
- *             [--exactly-once] -- PROGRAM [ARGS...]
+ *             [--tempfail-pause MS] [--exactly-once] -- PROGRAM [ARGS...]
  *     top QUEUE [--count N] [--interval MS] [--iterations N]
  *     status
  *
@@ -28,7 +30,8 @@
  * the payload on its stdin and the caller's environment plus ORDO_QUEUE,
  * ORDO_KEY, ORDO_ID, ORDO_ATTEMPT, ORDO_TOKEN and ORDO_ADDRS; exit status
  * 0 acks with its stdout as the result, anything else (a signal included)
- * nacks. Output past TOOL_RESULT_MAX is read and discarded, and the
+ * nacks; with --tempfail-pause MS, exit 75 (EX_TEMPFAIL) first pauses the
+ * message's key for MS (ORDO_HANDLER_PAUSE). Output past TOOL_RESULT_MAX is read and discarded, and the
  * message nacked; --timeout kills the group and nacks; once PROGRAM has
  * exited its stdout is read no further (a background child keeping it
  * open is not waited for). Leases are kept while PROGRAM runs (the
@@ -79,7 +82,10 @@ static const char *usage_text =
     "  watch KEY | --prefix P [--from REV]\n"
     "  call QUEUE KEY PAYLOAD [--id ID] [--timeout MS]\n"
     "  push QUEUE KEY PAYLOAD [--id ID]\n"
-    "  consume QUEUE [--concurrency N] [--lease MS] [--nack-delay MS] [--timeout MS] [--exactly-once]\n"
+    "  pause QUEUE [--key KEY] [--for MS]\n"
+    "  resume QUEUE [--key KEY]\n"
+    "  consume QUEUE [--concurrency N] [--lease MS] [--nack-delay MS] [--timeout MS] [--tempfail-pause MS]\n"
+    "          [--exactly-once]\n"
     "          -- PROGRAM [ARGS...]\n"
     "  top QUEUE [--count N] [--interval MS] [--iterations N]\n"
     "  status\n";
@@ -248,6 +254,31 @@ static int cmd_push(ordo_client_t *c, int argc, char **argv)
     return 0;
 }
 
+/* pause / resume QUEUE [--key KEY] [--for MS] (pause only): 1 or 0. */
+static int cmd_pause(ordo_client_t *c, int argc, char **argv, bool pause)
+{
+    if (argc < 1)
+        return usage();
+    const char *key = NULL;
+    int64_t for_ms = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--key") == 0 && i + 1 < argc)
+            key = argv[++i];
+        else if (pause && strcmp(argv[i], "--for") == 0 && i + 1 < argc) {
+            if (parse_i64(argv[++i], &for_ms) != 0 || for_ms < 1)
+                return usage();
+        } else
+            return usage();
+    }
+    int changed = 0;
+    int rc = pause ? ordo_q_pause(c, argv[0], key, key ? strlen(key) : 0, for_ms, &changed)
+                   : ordo_q_resume(c, argv[0], key, key ? strlen(key) : 0, &changed);
+    if (rc != ORDO_OK)
+        return fail(c, pause ? "pause" : "resume", rc);
+    printf("%d\n", changed);
+    return 0;
+}
+
 /* ---- consume -------------------------------------------------------------- */
 
 /* How a running PROGRAM is watched: its exit (a pidfd where the kernel has
@@ -257,6 +288,10 @@ static int cmd_push(ordo_client_t *c, int argc, char **argv)
 /* After SIGTERM, a running PROGRAM gets this long to finish (its process
  * group is sent SIGTERM) before SIGKILL; its message is then nacked. */
 #define TOOL_STOP_GRACE_MS 2000
+/* sysexits.h's EX_TEMPFAIL ("try again later"): with --tempfail-pause MS,
+ * a PROGRAM exiting so pauses its message's key for MS (a tenant's
+ * downstream answered 429 or 503) instead of only nacking. */
+#define TOOL_EXIT_TEMPFAIL 75
 /* The variables the tool sets for PROGRAM (the caller's others are kept). */
 #define TOOL_ENV_OURS 6
 
@@ -265,6 +300,7 @@ typedef struct program {
     const char *queue;
     const char *addrs;       /* ORDO_ADDRS for PROGRAM */
     int64_t timeout_ms;      /* per message; 0: none */
+    int64_t tempfail_pause_ms; /* --tempfail-pause: exit TOOL_EXIT_TEMPFAIL pauses the key this long; 0: nack */
     int64_t stop_at_ms;      /* 0 while running; when SIGTERM came */
     pthread_mutex_t mu;      /* guards stop_at_ms */
 } program_t;
@@ -467,7 +503,8 @@ static void exchange(program_t *prog, pid_t pid, int in_fd, int out_fd, const ch
 }
 
 /* run_once() -- PROGRAM for message m; ORDO_OK with its stdout in *out
- * (malloc'd, may be NULL when empty) when it exited 0, else -1. */
+ * (malloc'd, may be NULL when empty) when it exited 0, TOOL_EXIT_TEMPFAIL
+ * when it exited so, else -1. */
 static int run_once(program_t *prog, const ordo_msg_t *m, char **out, size_t *outlen)
 {
     *out = NULL;
@@ -553,13 +590,22 @@ done:
     free(*out);
     *out = NULL;
     *outlen = 0;
-    return -1;
+    return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == TOOL_EXIT_TEMPFAIL ? TOOL_EXIT_TEMPFAIL
+                                                                                          : -1;
+}
+
+/* A failed run's handler answer: a nack, or with --tempfail-pause and
+ * PROGRAM's exit TOOL_EXIT_TEMPFAIL, a pause of the message's key. */
+static int failed_run(const program_t *prog, int rc)
+{
+    return rc == TOOL_EXIT_TEMPFAIL && prog->tempfail_pause_ms > 0 ? ORDO_HANDLER_PAUSE(prog->tempfail_pause_ms) : 1;
 }
 
 static int run_program(void *arg, const ordo_msg_t *m, char **result, size_t *result_len)
 {
-    if (run_once(arg, m, result, result_len) != ORDO_OK)
-        return 1;
+    int rc = run_once(arg, m, result, result_len);
+    if (rc != ORDO_OK)
+        return failed_run(arg, rc);
     if (*result == NULL) { /* empty stdout: ack with an empty result */
         *result = malloc(1);
         *result_len = 0;
@@ -634,8 +680,9 @@ static int run_exactly_once(void *arg, ordo_client_t *c, const ordo_msg_t *m, or
     program_t *prog = arg;
     char *out;
     size_t n;
-    if (run_once(prog, m, &out, &n) != ORDO_OK)
-        return 1;
+    int ran = run_once(prog, m, &out, &n);
+    if (ran != ORDO_OK)
+        return failed_run(prog, ran);
     int rc = 0;
     char *line = out, *end = out ? out + n : NULL;
     while (line != NULL && line < end && rc == 0) {
@@ -698,6 +745,8 @@ static int cmd_consume(ordo_client_opts_t *co, int argc, char **argv)
             o.nack_delay_ms = v;
         else if (strcmp(argv[i], "--timeout") == 0)
             prog.timeout_ms = v;
+        else if (strcmp(argv[i], "--tempfail-pause") == 0 && v <= ORDO_HANDLER_PAUSE_MS_MAX)
+            prog.tempfail_pause_ms = v;
         else
             return usage();
         i++;
@@ -981,6 +1030,8 @@ int main(int argc, char **argv)
         rc = cmd_call(c, rest, args);
     else if (strcmp(cmd, "push") == 0)
         rc = cmd_push(c, rest, args);
+    else if (strcmp(cmd, "pause") == 0 || strcmp(cmd, "resume") == 0)
+        rc = cmd_pause(c, rest, args, cmd[0] == 'p');
     else if (strcmp(cmd, "top") == 0)
         rc = cmd_top(c, rest, args);
     else if (strcmp(cmd, "status") == 0)

@@ -76,6 +76,71 @@ static queue_t *mkqueue(queue_set_t *s, const char *name)
 
 /* ---- basic flow ------------------------------------------------------------------------------ */
 
+/* Pauses: a paused key keeps its messages in order and out of delivery,
+ * others flow; a delivery in flight finishes; a timed pause ends only
+ * past its end; the queue's own pause stops everything; resume puts the
+ * key back with its oldest message first. */
+static void test_pause_resume(void **state)
+{
+    (void)state;
+    queue_set_t *s = queue_set_create();
+    queue_t *q = mkqueue(s, "q");
+    uint64_t a1 = push(q, "a", "a1", 1), b1 = push(q, "b", "b1", 1), a2 = push(q, "a", "a2", 1);
+    uint64_t until;
+    assert_int_equal(queue_pause(q, "a", 1, 0), 1);
+    assert_int_equal(queue_pause(q, "a", 1, 0), 0); /* paused so already */
+    assert_true(queue_paused(q, "a", 1, &until));
+    assert_int_equal(until, 0);
+    queue_info_t in;
+    queue_info(q, &in);
+    assert_int_equal(in.ready_keys, 1);
+    assert_int_equal(in.paused_keys, 1);
+    uint64_t tb = expect_deliver(q, 2, b1, "b", "b1");
+    expect_empty(q, 2);
+    /* A key paused while in flight: its delivery finishes, its next waits. */
+    assert_int_equal(queue_pause(q, "b", 1, 50), 1);
+    push(q, "b", "b2", 3);
+    assert_int_equal(queue_ack(q, b1, tb, NULL, 0, 4), 1);
+    expect_empty(q, 5);
+    queue_timer_t t;
+    assert_true(queue_next_pause_end(q, &t));
+    assert_int_equal(t.due_ms, 50);
+    assert_false(t.queue_wide);
+    assert_memory_equal(t.key, "b", 1);
+    assert_int_equal(queue_pause_end(q, "b", 1, 50), 0); /* due only past its end */
+    assert_int_equal(queue_pause_end(q, "a", 1, 99), 0);  /* no end: only resume ends it */
+    assert_int_equal(queue_pause_end(q, "b", 1, 51), 1);
+    assert_false(queue_paused(q, "b", 1, &until));
+    /* The queue's own pause: nothing is delivered or peeked. */
+    assert_int_equal(queue_pause(q, NULL, 0, 80), 1);
+    expect_empty(q, 52);
+    queue_delivery_t d;
+    assert_int_equal(queue_peek(q, 5, &d), 0);
+    assert_true(queue_next_pause_end(q, &t));
+    assert_true(t.queue_wide);
+    assert_int_equal(queue_pause_end(q, NULL, 0, 81), 1);
+    assert_int_equal(queue_resume(q, NULL, 0), 0);
+    queue_delivery_t got;
+    assert_int_equal(queue_deliver(q, 82, 0, next_rev(), true, &got), 1);
+    assert_memory_equal(got.payload, "b2", 2);
+    /* Resume a: its oldest first, then the next. */
+    assert_int_equal(queue_resume(q, "a", 1), 1);
+    assert_int_equal(queue_resume(q, "a", 1), 0);
+    assert_int_equal(queue_deliver(q, 83, 0, next_rev(), true, &got), 1);
+    assert_int_equal(got.id, a1);
+    assert_int_equal(queue_deliver(q, 84, 0, next_rev(), true, &got), 1);
+    assert_int_equal(got.id, a2);
+    /* A key paused before its first message: the message waits. */
+    assert_int_equal(queue_pause(q, "c", 1, 0), 1);
+    push(q, "c", "c1", 85);
+    expect_empty(q, 86);
+    queue_keyinfo_t ki;
+    assert_int_equal(queue_keyinfo(q, "c", 1, &ki), QUEUE_KEY_WAITING);
+    assert_true(ki.paused);
+    assert_int_equal(queue_set_paused_keys(s), 1);
+    queue_set_destroy(s);
+}
+
 /* Backoff: fixed is the base; exponential draws in [0, min(cap, base *
  * 2^(attempt-1))] and reaches the cap; none is 0. */
 static void test_backoff_delay(void **state)
@@ -1484,6 +1549,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_push_deliver_ack),
         cmocka_unit_test(test_backoff_delay),
+        cmocka_unit_test(test_pause_resume),
         cmocka_unit_test(test_retry_policy),
         cmocka_unit_test(test_events),
         cmocka_unit_test(test_oldest_head_first),

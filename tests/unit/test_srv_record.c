@@ -177,6 +177,10 @@ static const case_t cases[] = {
                   .kind = QUEUE_RETRY_F_LEASE | QUEUE_RETRY_F_GIVEUP}},
      {.type = REC_Q_RETRY, .time_ms = 45, .name = "q", .nlen = 1, .arg_rev = 116, .token = 117, .ttl_ms = 118,
       .kind = QUEUE_RETRY_F_LEASE | QUEUE_RETRY_F_GIVEUP}},
+    {{.type = REC_Q_PAUSE, .time_ms = 46,
+      .q_pause = {.queue = "q", .qlen = 1, .key = "mk", .klen = 2, .until_ms = 119, .op = Q_PAUSE_KEY}},
+     {.type = REC_Q_PAUSE, .time_ms = 46, .name = "q", .nlen = 1, .key = "mk", .klen = 2, .expire_at_ms = 119,
+      .kind = Q_PAUSE_KEY}},
     /* A transaction holding one COMPACT (time 1, rev 7) in format 3. */
     {{.type = REC_TXN, .time_ms = 44, .txn = {.count = 1, .recs = TXN_ONE, .len = 24}},
      {.type = REC_TXN, .time_ms = 44, .arg_rev = 1, .val = TXN_ONE, .vlen = 24}},

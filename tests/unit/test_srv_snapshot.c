@@ -188,7 +188,7 @@ static void test_previous_format_loads(void **state)
     snapfile_t t;
     snapfile_open(&t);
     char err[512];
-    const uint32_t versions[] = {SNAP_FORMAT_V3, SNAP_FORMAT};
+    const uint32_t versions[] = {SNAP_FORMAT_V3, SNAP_FORMAT_V4, SNAP_FORMAT};
     for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++) {
         put_u32(t.b + 8, versions[i]);
         put_u32(t.b + t.len - 4, ordo_crc32c(0, t.b, t.len - 4));
@@ -336,6 +336,47 @@ static void test_inflight_behind_head_refused(void **state)
     core_destroy(c);
 }
 
+/* Pauses (format 5's 'Z'): a key's timed pause, a key paused with no
+ * messages, and the queue's own pause come back, and the paused key's
+ * message stays out of reach of a pull. */
+static void test_pauses_round_trip(void **state)
+{
+    (void)state;
+    core_t *c = core_create(1000);
+    apply_ok(c, (record_t){.type = REC_Q_PUSH, .time_ms = 1,
+                           .q_push = {.queue = "q", .qlen = 1, .key = "k", .klen = 1, .payload = "p", .plen = 1}});
+    apply_ok(c, (record_t){.type = REC_Q_PAUSE, .time_ms = 2,
+                           .q_pause = {.queue = "q", .qlen = 1, .key = "k", .klen = 1, .until_ms = 9000,
+                                       .op = Q_PAUSE_KEY}});
+    apply_ok(c, (record_t){.type = REC_Q_PAUSE, .time_ms = 3,
+                           .q_pause = {.queue = "q", .qlen = 1, .key = "idle", .klen = 4, .op = Q_PAUSE_KEY}});
+    apply_ok(c, (record_t){.type = REC_Q_PAUSE, .time_ms = 4,
+                           .q_pause = {.queue = "p", .qlen = 1, .until_ms = 7000, .op = Q_PAUSE_QUEUE}});
+    ordo_buf_t mem = ORDO_BUF_INIT;
+    assert_int_equal(snap_encode_mem(c, 5000, &mem), 0);
+    core_t *d = core_create(1000);
+    uint64_t rev = 0, entries = 0, until = 0;
+    char err[256];
+    assert_int_equal(snap_load_mem(d, mem.data, mem.len, "mem", &rev, &entries, err, sizeof err), 0);
+    const queue_t *q = queue_get(core_queues(d), "q", 1), *p = queue_get(core_queues(d), "p", 1);
+    assert_non_null(q);
+    assert_non_null(p);
+    assert_true(queue_paused(q, "k", 1, &until));
+    assert_int_equal(until, 9000);
+    assert_true(queue_paused(q, "idle", 4, &until));
+    assert_int_equal(until, 0);
+    assert_false(queue_paused(q, NULL, 0, &until));
+    assert_true(queue_paused(p, NULL, 0, &until));
+    assert_int_equal(until, 7000);
+    assert_int_equal(queue_oldest_ready_id(q), 0); /* k's message is not ready */
+    assert_int_equal(queue_set_paused_keys(core_queues(d)), 2);
+    assert_int_equal(queue_set_paused_queues(core_queues(d)), 1);
+    assert_int_equal(snap_digest(c), snap_digest(d));
+    core_destroy(d);
+    ordo_buf_free(&mem);
+    core_destroy(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -346,6 +387,7 @@ int main(void)
         cmocka_unit_test(test_previous_format_loads),
         cmocka_unit_test(test_memory_and_digest),
         cmocka_unit_test(test_inflight_behind_head_refused),
+        cmocka_unit_test(test_pauses_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

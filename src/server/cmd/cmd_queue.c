@@ -654,6 +654,80 @@ static void cmd_qunpark(cmd_ctx_t *x)
     apply_answer(x, &rec, true, &res);
 }
 
+/* Q.PAUSE queue [KEY key] [FOR ms|UNTIL ms] / Q.RESUME queue [KEY key]:
+ * the key's index in *key_arg (0: the queue itself). FOR is from now, on
+ * the writer's clock; UNTIL is ms since the epoch (an HTTP Retry-After
+ * date, converted); a time already past makes a pause that the timer ends
+ * at once. */
+static bool pause_args(cmd_ctx_t *x, bool pause, size_t *key_arg, uint64_t *until_ms)
+{
+    *key_arg = 0;
+    *until_ms = 0;
+    bool timed = false;
+    if (!queue_arg_ok(x))
+        return false;
+    for (size_t i = 2; i < x->argc; i++) {
+        uint64_t v;
+        if (arg_is(x, i, "KEY") && i + 1 < x->argc && *key_arg == 0) {
+            *key_arg = ++i;
+            if (!arg_name_ok(x, i))
+                return false;
+        } else if (pause && !timed && arg_is(x, i, "FOR")) {
+            if (!arg_ms(x, ++i, &v))
+                return false;
+            if (v == 0) {
+                reply_err(x, "ERR FOR must be at least 1 ms");
+                return false;
+            }
+            *until_ms = x->srv->now_ms + v;
+            timed = true;
+        } else if (pause && !timed && arg_is(x, i, "UNTIL") && i + 1 < x->argc) {
+            if (!arg_u64(x, ++i, &v))
+                return false;
+            if (v == 0 || v > x->srv->now_ms + QCMD_MS_MAX) {
+                reply_err(x, "ERR UNTIL is ms since the epoch, at most ten years from now");
+                return false;
+            }
+            *until_ms = v;
+            timed = true;
+        } else {
+            reply_syntax(x);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void qpause_or_resume(cmd_ctx_t *x, bool pause)
+{
+    size_t key_arg;
+    uint64_t until_ms;
+    if (!pause_args(x, pause, &key_arg, &until_ms))
+        return;
+    record_t rec = {.type = REC_Q_PAUSE,
+                    .q_pause = {.queue = x->argv[1].ptr, .qlen = (uint32_t)x->argv[1].len, .until_ms = until_ms}};
+    if (key_arg) {
+        rec.q_pause.op = pause ? Q_PAUSE_KEY : Q_RESUME_KEY;
+        rec.q_pause.key = x->argv[key_arg].ptr;
+        rec.q_pause.klen = (uint32_t)x->argv[key_arg].len;
+    } else {
+        rec.q_pause.op = pause ? Q_PAUSE_QUEUE : Q_RESUME_QUEUE;
+    }
+    if (!pause) {
+        apply_result_t res;
+        apply_answer(x, &rec, true, &res); /* what it readies is served at the settle */
+        return;
+    }
+    qwait_catch_up(x->srv, QNAME(x));
+    apply_result_t res;
+    if (!cmd_write(x, &rec, &res))
+        return;
+    resp_add_int(x->out, res.status == AP_OK);
+}
+
+static void cmd_qpause(cmd_ctx_t *x) { qpause_or_resume(x, true); }
+static void cmd_qresume(cmd_ctx_t *x) { qpause_or_resume(x, false); }
+
 static void cmd_qdrop(cmd_ctx_t *x)
 {
     if (!queue_arg_ok(x))
@@ -714,7 +788,7 @@ static void cmd_qinfo(cmd_ctx_t *x)
     queue_info_t in;
     queue_info(q, &in);
     ordo_buf_t *o = x->out;
-    resp_add_map(o, x->proto, 34);
+    resp_add_map(o, x->proto, 37);
     add_field_u(o, "maxlen", in.config.maxlen);
     add_field_u(o, "maxperkey", in.config.maxperkey);
     resp_add_bulk_str(o, "onfull");
@@ -744,6 +818,9 @@ static void cmd_qinfo(cmd_ctx_t *x)
     add_field_u(o, "keys", in.keys);
     add_field_u(o, "ready_keys", in.ready_keys);
     add_field_u(o, "parked_keys", in.parked_keys);
+    add_field_u(o, "paused", in.paused);
+    add_field_u(o, "paused_until", in.paused_until_ms);
+    add_field_u(o, "paused_keys", in.paused_keys);
     add_field_u(o, "dedup_entries", in.dedup_entries);
     add_field_u(o, "idempotency_keys", in.idem_entries);
     add_field_u(o, "results", in.results);
@@ -823,7 +900,7 @@ static void cmd_qkeyinfo(cmd_ctx_t *x)
     if (q != NULL)
         queue_keyinfo(q, x->argv[2].ptr, x->argv[2].len, &k);
     ordo_buf_t *o = x->out;
-    resp_add_map(o, x->proto, 8);
+    resp_add_map(o, x->proto, 10);
     resp_add_bulk_str(o, "state");
     resp_add_bulk_str(o, states[k.state & 3]);
     add_field_u(o, "id", k.inflight_id);
@@ -833,6 +910,8 @@ static void cmd_qkeyinfo(cmd_ctx_t *x)
     add_field_u(o, "waiting", k.waiting);
     add_field_u(o, "token", k.token);
     add_field_u(o, "next_attempt", k.next_attempt_ms);
+    add_field_u(o, "paused", k.paused);
+    add_field_u(o, "paused_until", k.paused_until_ms);
 }
 
 static void cmd_qtopkeys(cmd_ctx_t *x)
@@ -935,6 +1014,12 @@ const cmd_def_t cmd_queue_defs[] = {
      "Configure a queue; options not given keep their value",
      "queue [MAXLEN n] [MAXPERKEY n] [ONFULL REJECT|BLOCK] [LEASE ms] [MAXATTEMPTS n] [DEADLETTER queue] [ONPOISON DEADLETTER|PARK|DROP] [DEDUP ms] [RESULTTTL ms] [BACKOFF NONE|FIXED|EXPONENTIAL] [BACKOFFBASE ms] [BACKOFFCAP ms] [MAXAGE ms]", "ordo-queue"},
     {"Q.UNPARK", 3, CMD_WRITE, cmd_qunpark, "Let a parked key's backlog flow again; 1/0", "queue key", "ordo-queue"},
+    {"Q.PAUSE", -2, CMD_WRITE, cmd_qpause,
+     "Stop deliveries of a key, or of the whole queue, until resumed or a time; 1, or 0 if paused so already",
+     "queue [KEY key] [FOR ms|UNTIL unix-ms]", "ordo-queue"},
+    {"Q.RESUME", -2, CMD_WRITE, cmd_qresume,
+     "Let a paused key, or the whole queue, deliver again; 1, or 0 if it was not paused",
+     "queue [KEY key]", "ordo-queue"},
     {"Q.DROP", 2, CMD_WRITE, cmd_qdrop, "Remove a queue and everything in it; 1/0", "queue", "ordo-queue"},
     {"Q.LEN", 2, 0, cmd_qlen, "A queue's waiting, in-flight and delayed message counts", "queue", "ordo-queue"},
     {"Q.INFO", 2, 0, cmd_qinfo, "A queue's configuration and counters", "queue", "ordo-queue"},

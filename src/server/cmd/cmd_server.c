@@ -258,7 +258,8 @@ static size_t rss_bytes(void)
 }
 
 /* INFO's sections, in the order they print. */
-static const char *const info_sections[] = {"server", "clients", "memory", "stats", "persistence", "kv", "keyspace"};
+static const char *const info_sections[] = {"server",      "clients", "memory", "stats",
+                                            "persistence", "kv",      "queues", "keyspace"};
 #define INFO_SECTIONS (sizeof info_sections / sizeof info_sections[0])
 
 static bool section_all(const cmd_ctx_t *x, size_t i)
@@ -289,7 +290,7 @@ static bool sections_known(cmd_ctx_t *x)
             known = arg_is(x, i, info_sections[k]);
         if (!known) {
             reply_errf(x, "ERR unknown INFO section '%.*s' (sections: server, clients, memory, stats, "
-                          "persistence, kv, keyspace, all)",
+                          "persistence, kv, queues, keyspace, all)",
                        (int)(x->argv[i].len > 64 ? 64 : x->argv[i].len), x->argv[i].ptr);
             return false;
         }
@@ -354,6 +355,11 @@ static void cmd_info(cmd_ctx_t *x)
         ordo_buf_printf(&b, "# KV\r\nrevision:%llu\r\noldest_revision:%llu\r\nhistory_revs:%lld\r\n\r\n",
                         (unsigned long long)core_rev(s->core), (unsigned long long)kv_oldest_rev(core_kv(s->core)),
                         (long long)s->cfg.history_revs);
+    if (section_wanted(x, "queues")) {
+        const queue_set_t *qs = core_queues(s->core);
+        ordo_buf_printf(&b, "# Queues\r\nqueues:%zu\r\npaused_queues:%zu\r\npaused_keys:%zu\r\n\r\n",
+                        queue_set_count(qs), queue_set_paused_queues(qs), queue_set_paused_keys(qs));
+    }
     if (section_wanted(x, "keyspace"))
         ordo_buf_printf(&b, "# Keyspace\r\ndb0:keys=%zu,expires=%zu\r\n", kv_count(core_kv(s->core)),
                         core_expiring(s->core));

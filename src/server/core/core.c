@@ -713,8 +713,9 @@ static void apply_coord_expire(core_t *c, const record_t *r, apply_result_t *res
 /* ---- queues -------------------------------------------------------------------
  * Revisions: a push that enqueues or merges takes one (an enqueued
  * message's id is that revision); a delivery takes one (its token); ack,
- * nack, redelivery, promotion of due delayed messages, unpark, config and
- * drop each take one when they change something (a nack or redelivery that
+ * nack, redelivery, a retry under a policy, promotion of due delayed
+ * messages, unpark, a pause or resume (or its end), config and drop each
+ * take one when they change something (a nack or redelivery that
  * dead-letters a message gives the dead letter that revision as its id in
  * the dead-letter queue). Extend, dedup-window end and result expiry take
  * one too, although they move bookkeeping rather than messages: recovery
@@ -824,6 +825,18 @@ static int apply_to_queue(core_t *c, queue_t *q, const record_t *r, apply_result
     }
     case REC_Q_REDELIVER:
         return queue_redeliver(q, r->q_redeliver.msg_id, r->q_redeliver.token, r->time_ms, next, &res->queue.retry);
+    case REC_Q_PAUSE: {
+        const rec_q_pause_t *p = &r->q_pause;
+        const char *key = p->key != NULL ? p->key : "";
+        switch (p->op) {
+        case Q_PAUSE_KEY: return queue_pause(q, key, p->klen, p->until_ms);
+        case Q_PAUSE_QUEUE: return queue_pause(q, NULL, 0, p->until_ms);
+        case Q_RESUME_KEY: return queue_resume(q, key, p->klen);
+        case Q_RESUME_QUEUE: return queue_resume(q, NULL, 0);
+        case Q_PAUSE_END_KEY: return queue_pause_end(q, key, p->klen, r->time_ms);
+        default: return queue_pause_end(q, NULL, 0, r->time_ms);
+        }
+    }
     case REC_Q_RETRY: {
         const rec_q_retry_t *t = &r->q_retry;
         return queue_retry(q, t->msg_id, t->token, t->kind, t->delay_ms, r->time_ms, next, &res->queue.retry);
@@ -866,7 +879,9 @@ static void apply_queue_record(core_t *c, const record_t *r, const char *name, u
     default:
         break;
     }
-    queue_t *q = queue_get(c->queues, name, nlen);
+    /* A pause set before the queue's first push holds: it creates the queue. */
+    bool opens = r->type == REC_Q_PAUSE && (r->q_pause.op == Q_PAUSE_KEY || r->q_pause.op == Q_PAUSE_QUEUE);
+    queue_t *q = opens ? queue_open(c->queues, name, nlen) : queue_get(c->queues, name, nlen);
     if (q == NULL) {
         took(c, res, false, AP_NOOP);
         return;

@@ -74,6 +74,8 @@ enum record_type {
     REC_Q_RESULT_END = 41,    /* q_result_end: the writer's "result retention ended" */
     REC_Q_RETRY = 42,         /* q_retry: a nack without DELAY, or a lease that ran out, under the
                                  queue's retry policy, with the delay the writer drew */
+    REC_Q_PAUSE = 43,         /* q_pause: pause or resume a key or the queue; the writer's
+                                 "pause ended" */
     /* transactions (MULTI/EXEC): one record carrying the sub-records */
     REC_TXN = 50,             /* txn: the EXEC's records, applied in order as one */
 };
@@ -266,6 +268,26 @@ typedef struct rec_q_retry_s {
     uint8_t kind;            /* QUEUE_RETRY_F_LEASE | QUEUE_RETRY_F_GIVEUP */
 } rec_q_retry_t;
 
+/* REC_Q_PAUSE's operations (queue_pause() and friends). The key is empty
+ * for the queue-wide ones; until_ms is set only by the pauses. */
+enum q_pause_op {
+    Q_PAUSE_KEY = 1,        /* pause key until until_ms (0: until resumed) */
+    Q_PAUSE_QUEUE = 2,      /* pause the queue until until_ms (0: until resumed) */
+    Q_RESUME_KEY = 3,
+    Q_RESUME_QUEUE = 4,
+    Q_PAUSE_END_KEY = 5,    /* the writer's timer: the key's pause ended (if it still has) */
+    Q_PAUSE_END_QUEUE = 6,  /* the writer's timer: the queue's pause ended (if it still has) */
+};
+
+typedef struct rec_q_pause_s {
+    const char *queue;
+    uint32_t qlen;
+    const char *key;         /* the key ops: the message key */
+    uint32_t klen;
+    uint64_t until_ms;       /* Q_PAUSE_*: the pause's end, 0 for none */
+    uint8_t op;              /* enum q_pause_op */
+} rec_q_pause_t;
+
 typedef struct rec_q_unpark_s {
     const char *queue;
     uint32_t qlen;
@@ -338,6 +360,7 @@ typedef struct record_s {
         rec_q_dedup_end_t q_dedup_end;   /* REC_Q_DEDUP_END */
         rec_q_result_end_t q_result_end; /* REC_Q_RESULT_END */
         rec_q_retry_t q_retry;           /* REC_Q_RETRY */
+        rec_q_pause_t q_pause;           /* REC_Q_PAUSE */
         rec_txn_t txn;                   /* REC_TXN */
     };
 } record_t;
@@ -356,7 +379,7 @@ static inline int record_family(unsigned type)
         return REC_FAM_COORD;
     case REC_Q_PUSH: case REC_Q_DELIVER: case REC_Q_ACK: case REC_Q_NACK: case REC_Q_EXTEND:
     case REC_Q_CONFIG: case REC_Q_DROP: case REC_Q_UNPARK: case REC_Q_REDELIVER: case REC_Q_PROMOTE:
-    case REC_Q_DEDUP_END: case REC_Q_RESULT_END: case REC_Q_RETRY:
+    case REC_Q_DEDUP_END: case REC_Q_RESULT_END: case REC_Q_RETRY: case REC_Q_PAUSE:
         return REC_FAM_QUEUE;
     case REC_TXN:
         return REC_FAM_TXN;

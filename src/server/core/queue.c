@@ -32,8 +32,10 @@
  *   K1 at most one message of a key is in flight, and it is the head;
  *   K2 nwait = FIFO length - (1 if in flight), and the tail is waiting iff
  *      nwait > 0 (COALESCE's target);
- *   K3 the key is in the ready heap iff it has a head, is not in flight and
- *      is not parked -- and then exactly once;
+ *   K3 the key is in the ready heap iff it has a head, is not in flight,
+ *      is not parked and is not paused (queue_pause()) -- and then exactly
+ *      once (a queue paused as a whole keeps its ready heap; deliver and
+ *      peek look at the queue's pause first);
  *   K4 a qkey_t exists iff its FIFO is non-empty (delayed messages are not
  *      in any FIFO and hold no key state; they carry their key bytes).
  * The ready heap is a binary min-heap of keys ordered by their head's id.
@@ -169,6 +171,24 @@ typedef struct qresult_s {
     char bytes[];
 } qresult_t;
 
+/* A key's pause (queue_pause()). Pauses live apart from the keys: a
+ * paused key may have no messages (K4: then it has no qkey_t), and a
+ * qkey_t has no bit left for it. */
+typedef struct qpause_s {
+    ordo_hnode_t hnode;       /* in qpauses.keys, by key */
+    uint64_t until_ms;        /* 0: until resumed */
+    ordo_heap_node_t hn;      /* in qpauses.ends iff until_ms > 0 */
+    uint32_t klen;
+    char bytes[];
+} qpause_t;
+
+/* A queue's paused keys, allocated at its first key pause: a queue that
+ * never pauses a key pays one NULL pointer. */
+typedef struct qpauses_s {
+    ordo_htab_t keys;
+    ordo_heap_t ends;         /* timed pauses by until_ms */
+} qpauses_t;
+
 /* Every heap's array starts at this many entries and halves when under a
  * quarter full (never below): queue_info() counts the arrays, so memory
  * follows the live entries. */
@@ -196,6 +216,9 @@ struct queue_s {
     size_t nwaiting, ndelayed, nparked;
     size_t bytes;             /* chunks allocated for entries (arrays added in queue_bytes()) */
     size_t counted;           /* this queue's share of set->bytes, as of its last queue_account() */
+    qpauses_t *pauses;        /* paused keys, NULL if none was ever paused */
+    bool paused;              /* the whole queue: nothing is delivered */
+    uint64_t paused_until_ms; /* paused: when it ends by itself, 0 for never */
     qmsg_t *limbo_msg;        /* NOACK: freed at the next change, so views stay valid */
     qkey_t *limbo_key;
     uint64_t pushed, merged, deduped, delivered, acked, nacked, redelivered, deadlettered, nparks;
@@ -207,6 +230,8 @@ struct queue_set_s {
     ordo_htab_t queues;
     size_t bytes;             /* the sum of the queues' counted shares */
     size_t nidem;             /* idempotency entries over every queue */
+    size_t npaused_keys;      /* paused keys over every queue */
+    size_t npaused_queues;    /* queues paused as a whole */
     queue_event_cb event_cb;  /* Q.WATCH: NULL for none */
     void *event_arg;
 };
@@ -274,6 +299,12 @@ static bool result_eq(const ordo_hnode_t *n, const void *key, size_t len)
     assert(len == sizeof id);
     memcpy(&id, key, sizeof id);
     return r->id == id;
+}
+
+static bool pause_eq(const ordo_hnode_t *n, const void *key, size_t len)
+{
+    const qpause_t *p = (const qpause_t *)n;
+    return p->klen == len && memcmp(p->bytes, key, len) == 0;
 }
 
 static bool queue_eq(const ordo_hnode_t *n, const void *key, size_t len)
@@ -358,6 +389,7 @@ static bool ready_less(const void *a, const void *b)
 #define DEDUP_OF(n) CONTAINER_OF(n, qdedup_t, hn)
 #define RESULT_OF(n) CONTAINER_OF(n, qresult_t, hn)
 #define IDEM_OF(n) CONTAINER_OF(n, qidem_t, hn)
+#define PAUSE_OF(n) CONTAINER_OF(n, qpause_t, hn)
 
 static bool lease_less(const ordo_heap_node_t *a, const ordo_heap_node_t *b)
 {
@@ -402,6 +434,33 @@ static bool result_less(const ordo_heap_node_t *a, const ordo_heap_node_t *b)
 {
     const qresult_t *x = RESULT_OF(a), *y = RESULT_OF(b);
     return x->expire_ms != y->expire_ms ? x->expire_ms < y->expire_ms : x->id < y->id;
+}
+
+static bool pause_less(const ordo_heap_node_t *a, const ordo_heap_node_t *b)
+{
+    const qpause_t *x = PAUSE_OF(a), *y = PAUSE_OF(b);
+    if (x->until_ms != y->until_ms)
+        return x->until_ms < y->until_ms;
+    size_t n = x->klen < y->klen ? x->klen : y->klen;
+    int c = n ? memcmp(x->bytes, y->bytes, n) : 0;
+    return c != 0 ? c < 0 : x->klen < y->klen;
+}
+
+/* Remove e from a ready heap (it must be there): O(n) to find it, as the
+ * ready heap keeps no positions (its entries stay 40 bytes); only a key
+ * pause, an operator's or a consumer's decision, pays it. */
+static void qheap_remove(qheap_t *h, const void *e)
+{
+    size_t i = 0;
+    while (i < h->n && h->v[i] != e)
+        i++;
+    assert(i < h->n);
+    h->n--;
+    if (i == h->n)
+        return;
+    h->v[i] = h->v[h->n];
+    qheap_up(h, i);
+    qheap_down(h, i);
 }
 
 /* ---- allocation with accounting ------------------------------------------------------- */
@@ -486,9 +545,36 @@ static qkey_t *key_get(queue_t *q, const void *key, size_t klen)
     return k;
 }
 
+static qpause_t *pause_find(const queue_t *q, const void *key, size_t klen)
+{
+    if (q->pauses == NULL)
+        return NULL;
+    return (qpause_t *)ordo_htab_find(&q->pauses->keys, ordo_htab_hash(&q->pauses->keys, key, klen), key, klen);
+}
+
+static void pause_free(queue_t *q, qpause_t *p)
+{
+    ordo_htab_remove(&q->pauses->keys, &p->hnode);
+    if (ordo_heap_linked(&p->hn))
+        ordo_heap_remove(&q->pauses->ends, &p->hn);
+    assert(q->set->npaused_keys > 0);
+    q->set->npaused_keys--;
+    q_free(q, p, sizeof *p + p->klen);
+}
+
+/* k, with a head and not in flight, enters the ready heap unless it is
+ * parked or paused (K3). The pause lookup is skipped while the queue has
+ * never paused a key. */
+static void key_ready(queue_t *q, qkey_t *k)
+{
+    assert(k->head != NULL && !k->inflight);
+    if (!k->parked && pause_find(q, k->bytes, k->klen) == NULL)
+        qheap_push(&q->ready, k);
+}
+
 /* Link m at the tail of k's FIFO as a waiting message; a key that just got
  * its first message becomes ready (K3: a new key is neither in flight nor
- * parked). */
+ * parked, but may be paused). */
 static void key_append(queue_t *q, qkey_t *k, qmsg_t *m)
 {
     m->u.next = NULL;
@@ -503,8 +589,8 @@ static void key_append(queue_t *q, qkey_t *k, qmsg_t *m)
     assert(k->nwait < QUEUE_MAXLEN_MAX);
     k->nwait++;
     q->nwaiting++;
-    if (k->head == m && !k->inflight && !k->parked)
-        qheap_push(&q->ready, k);
+    if (k->head == m && !k->inflight)
+        key_ready(q, k);
 }
 
 /* Unlink and return k's head. */
@@ -528,8 +614,7 @@ static void key_next(queue_t *q, qkey_t *k, bool limbo)
 {
     assert(!k->inflight);
     if (k->head != NULL) {
-        if (!k->parked)
-            qheap_push(&q->ready, k);
+        key_ready(q, k);
         return;
     }
     ordo_htab_remove(&q->keys, &k->hnode);
@@ -849,9 +934,26 @@ static void free_result_cb(ordo_hnode_t *n, void *arg)
     q_free(q, n, sizeof(qresult_t) + ((qresult_t *)n)->rlen);
 }
 
+static void free_pause_cb(ordo_hnode_t *n, void *arg)
+{
+    queue_t *q = arg;
+    pause_free(q, (qpause_t *)n);
+}
+
 static void queue_free(queue_t *q)
 {
     settle(q);
+    if (q->paused) {
+        assert(q->set->npaused_queues > 0);
+        q->set->npaused_queues--;
+    }
+    if (q->pauses != NULL) {
+        ordo_htab_foreach(&q->pauses->keys, free_pause_cb, q);
+        ordo_htab_destroy(&q->pauses->keys);
+        ordo_heap_destroy(&q->pauses->ends);
+        free(q->pauses);
+        q->bytes -= alloc_cost(sizeof *q->pauses);
+    }
     /* Flights point at keys: free them first. */
     ordo_htab_foreach(&q->flights, free_flight_cb, q);
     ordo_htab_foreach(&q->keys, free_key_cb, q);
@@ -1125,7 +1227,7 @@ int queue_deliver(queue_t *q, uint64_t now_ms, uint64_t lease_ms, uint64_t token
 {
     settle(q);
     queue_promote(q, now_ms);
-    if (q->ready.n == 0)
+    if (q->ready.n == 0 || q->paused)
         return 0;
     qkey_t *k = qheap_pop(&q->ready);
     assert(k->head && !k->inflight && !k->parked && k->nwait > 0);
@@ -1243,7 +1345,7 @@ static void give_back(queue_t *q, qflight_t *f, uint64_t delay_ms, bool give_up,
     if (!exhausted) {
         k->nwait++;
         q->nwaiting++;
-        qheap_push(&q->ready, k);
+        key_ready(q, k);
         out->kind = QUEUE_RETRY_READY;
     } else if (q->cfg.onpoison == QUEUE_ONPOISON_PARK ||
                (q->cfg.onpoison == QUEUE_ONPOISON_DEADLETTER && q->dl_name == NULL)) {
@@ -1328,7 +1430,7 @@ int queue_redeliver(queue_t *q, uint64_t id, uint64_t token, uint64_t now_ms, ui
         flight_end(q, f);
         k->nwait++;
         q->nwaiting++;
-        qheap_push(&q->ready, k);
+        key_ready(q, k);
         if (out) {
             out->kind = QUEUE_RETRY_READY;
             out->id = id;
@@ -1350,8 +1452,160 @@ int queue_unpark(queue_t *q, const void *key, size_t klen)
     k->parked = 0;
     q->nparked--;
     k->head->attempt = 0;
-    qheap_push(&q->ready, k);
+    key_ready(q, k);
     return 1;
+}
+
+/* ---- pauses ------------------------------------------------------------------------------ */
+
+/* Is k in the ready heap (K3 without the pause: it would be if unpaused)? */
+static bool key_in_ready(const qkey_t *k)
+{
+    return k != NULL && k->head != NULL && !k->inflight && !k->parked;
+}
+
+static void pause_set_until(queue_t *q, qpause_t *p, uint64_t until_ms)
+{
+    bool was = ordo_heap_linked(&p->hn);
+    p->until_ms = until_ms;
+    if (until_ms == 0) {
+        if (was)
+            ordo_heap_remove(&q->pauses->ends, &p->hn);
+    } else if (was) {
+        ordo_heap_update(&q->pauses->ends, &p->hn);
+    } else {
+        ordo_heap_xpush(&q->pauses->ends, &p->hn);
+    }
+}
+
+static int pause_key(queue_t *q, const void *key, size_t klen, uint64_t until_ms)
+{
+    qpause_t *p = pause_find(q, key, klen);
+    if (p != NULL) {
+        if (p->until_ms == until_ms)
+            return 0;
+        pause_set_until(q, p, until_ms);
+        return 1;
+    }
+    if (q->pauses == NULL) {
+        q->pauses = ordo_xcalloc(1, sizeof *q->pauses);
+        q->bytes += alloc_cost(sizeof *q->pauses);
+        htab_init_or_die(&q->pauses->keys, pause_eq);
+        ordo_heap_init(&q->pauses->ends, pause_less, QUEUE_HEAP_CAP_MIN, ORDO_HEAP_SHRINK);
+    }
+    assert(klen <= UINT32_MAX);
+    p = q_alloc(q, sizeof *p + klen);
+    p->klen = (uint32_t)klen;
+    if (klen)
+        memcpy(p->bytes, key, klen);
+    ordo_heap_node_init(&p->hn);
+    p->until_ms = 0;
+    ordo_htab_insert(&q->pauses->keys, &p->hnode, ordo_htab_hash(&q->pauses->keys, key, klen));
+    q->set->npaused_keys++;
+    pause_set_until(q, p, until_ms);
+    qkey_t *k = key_find(q, key, klen);
+    if (key_in_ready(k))
+        qheap_remove(&q->ready, k);
+    return 1;
+}
+
+int queue_pause(queue_t *q, const void *key, size_t klen, uint64_t until_ms)
+{
+    settle(q);
+    if (key != NULL)
+        return pause_key(q, key, klen, until_ms);
+    if (q->paused && q->paused_until_ms == until_ms)
+        return 0;
+    if (!q->paused)
+        q->set->npaused_queues++;
+    q->paused = true;
+    q->paused_until_ms = until_ms;
+    return 1;
+}
+
+int queue_resume(queue_t *q, const void *key, size_t klen)
+{
+    settle(q);
+    if (key == NULL) {
+        if (!q->paused)
+            return 0;
+        q->paused = false;
+        q->paused_until_ms = 0;
+        assert(q->set->npaused_queues > 0);
+        q->set->npaused_queues--;
+        return 1;
+    }
+    qpause_t *p = pause_find(q, key, klen);
+    if (p == NULL)
+        return 0;
+    pause_free(q, p);
+    qkey_t *k = key_find(q, key, klen);
+    if (key_in_ready(k))
+        qheap_push(&q->ready, k);
+    return 1;
+}
+
+int queue_pause_end(queue_t *q, const void *key, size_t klen, uint64_t now_ms)
+{
+    if (key == NULL) {
+        if (!q->paused || q->paused_until_ms == 0 || q->paused_until_ms >= now_ms)
+            return 0;
+        return queue_resume(q, NULL, 0);
+    }
+    const qpause_t *p = pause_find(q, key, klen);
+    if (p == NULL || p->until_ms == 0 || p->until_ms >= now_ms)
+        return 0;
+    return queue_resume(q, key, klen);
+}
+
+bool queue_paused(const queue_t *q, const void *key, size_t klen, uint64_t *until_ms)
+{
+    if (key == NULL) {
+        *until_ms = q->paused ? q->paused_until_ms : 0;
+        return q->paused;
+    }
+    const qpause_t *p = pause_find(q, key, klen);
+    *until_ms = p != NULL ? p->until_ms : 0;
+    return p != NULL;
+}
+
+size_t queue_set_paused_keys(const queue_set_t *s)
+{
+    return s->npaused_keys;
+}
+
+size_t queue_set_paused_queues(const queue_set_t *s)
+{
+    return s->npaused_queues;
+}
+
+struct foreach_pause_arg {
+    void (*fn)(void *arg, const char *key, size_t klen, uint64_t until_ms);
+    void *arg;
+};
+
+static void foreach_pause_cb(ordo_hnode_t *node, void *arg)
+{
+    struct foreach_pause_arg *a = arg;
+    const qpause_t *p = (const qpause_t *)node;
+    a->fn(a->arg, p->bytes, p->klen, p->until_ms);
+}
+
+void queue_foreach_pause(const queue_t *q, void (*fn)(void *arg, const char *key, size_t klen, uint64_t until_ms),
+                         void *arg)
+{
+    if (q->paused)
+        fn(arg, NULL, 0, q->paused_until_ms);
+    if (q->pauses != NULL) {
+        struct foreach_pause_arg a = {fn, arg};
+        ordo_htab_foreach(&q->pauses->keys, foreach_pause_cb, &a);
+    }
+}
+
+void queue_load_pause(queue_t *q, const void *key, size_t klen, uint64_t until_ms)
+{
+    queue_pause(q, key, klen, until_ms);
+    queue_account(q);
 }
 
 /* ---- dedup and results --------------------------------------------------------------------- */
@@ -1477,10 +1731,31 @@ bool queue_next_idem(const queue_t *q, queue_timer_t *out)
     return true;
 }
 
+bool queue_next_pause_end(const queue_t *q, queue_timer_t *out)
+{
+    const ordo_heap_node_t *n = q->pauses ? ordo_heap_peek(&q->pauses->ends) : NULL;
+    bool whole = q->paused && q->paused_until_ms > 0;
+    if (n == NULL && !whole)
+        return false;
+    memset(out, 0, sizeof *out);
+    out->kind = QUEUE_TIMER_PAUSE;
+    if (n != NULL && (!whole || PAUSE_OF(n)->until_ms < q->paused_until_ms)) {
+        const qpause_t *p = PAUSE_OF(n);
+        out->due_ms = p->until_ms;
+        out->key = p->bytes;
+        out->klen = p->klen;
+    } else {
+        out->due_ms = q->paused_until_ms;
+        out->queue_wide = true;
+    }
+    return true;
+}
+
 bool queue_next_timer(const queue_t *q, queue_timer_t *out)
 {
     bool (*const kinds[])(const queue_t *, queue_timer_t *) = {
-        queue_next_lease, queue_next_delay, queue_next_dedup, queue_next_result, queue_next_idem};
+        queue_next_lease, queue_next_delay, queue_next_dedup, queue_next_result, queue_next_idem,
+        queue_next_pause_end};
     bool found = false;
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         queue_timer_t t;
@@ -1525,6 +1800,7 @@ bool queue_set_next_timer(const queue_set_t *s, queue_t **qout, queue_timer_t *o
 int queue_keyinfo(const queue_t *q, const void *key, size_t klen, queue_keyinfo_t *out)
 {
     memset(out, 0, sizeof *out);
+    out->paused = queue_paused(q, key, klen, &out->paused_until_ms);
     const qkey_t *k = key_find(q, key, klen);
     if (k == NULL)
         return out->state = QUEUE_KEY_IDLE;
@@ -1648,7 +1924,8 @@ static size_t queue_bytes(const queue_t *q)
            htab_bytes(&q->dedups) + htab_bytes(&q->results) + htab_bytes(&q->idems) + heap_bytes(q->ready.cap) +
            heap_bytes(q->leases.cap) + heap_bytes(q->delays.cap) + heap_bytes(q->dedup_heap.cap) +
            heap_bytes(q->result_heap.cap) + heap_bytes(q->idem_heap.cap) +
-           (q->dl_name ? alloc_cost(q->cfg.dl_len) : 0);
+           (q->dl_name ? alloc_cost(q->cfg.dl_len) : 0) +
+           (q->pauses ? htab_bytes(&q->pauses->keys) + heap_bytes(q->pauses->ends.cap) : 0);
 }
 
 void queue_account(queue_t *q)
@@ -1671,6 +1948,9 @@ void queue_info(const queue_t *q, queue_info_t *out)
     out->keys = q->keys.count;
     out->ready_keys = q->ready.n;
     out->parked_keys = q->nparked;
+    out->paused = q->paused;
+    out->paused_until_ms = q->paused_until_ms;
+    out->paused_keys = q->pauses ? q->pauses->keys.count : 0;
     out->dedup_entries = q->dedups.count;
     out->idem_entries = q->idems.count;
     out->results = q->results.count;
@@ -1738,7 +2018,7 @@ static size_t aux_pop(peek_aux_t *a)
 
 uint64_t queue_oldest_ready_id(const queue_t *q)
 {
-    if (q->ready.n == 0)
+    if (q->ready.n == 0 || q->paused)
         return 0;
     const qkey_t *k = q->ready.v[0];
     return k->head->id;
@@ -1746,6 +2026,8 @@ uint64_t queue_oldest_ready_id(const queue_t *q)
 
 size_t queue_peek(const queue_t *q, size_t n, queue_delivery_t *out)
 {
+    if (q->paused)
+        return 0;
     if (n > q->ready.n)
         n = q->ready.n;
     if (n == 0)

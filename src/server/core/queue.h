@@ -365,6 +365,42 @@ int queue_unpark(queue_t *q, const void *key, size_t klen);
  * O(k log n) for k moved. */
 size_t queue_promote(queue_t *q, uint64_t now_ms);
 
+/* ---- pauses --------------------------------------------------------------------------
+ *
+ * A pause stops deliveries, not the rest: pushes, acks, nacks and lease
+ * ends go on, and a delivery in flight when its key (or queue) is paused
+ * finishes normally. A paused key keeps its place: its messages stay in
+ * its FIFO, in order, and it leaves the ready heap until resumed (K3).
+ * A key can be paused with no messages (a pause set before the work
+ * arrives holds). A pause may end by itself at until_ms (0: never): the
+ * writer's timer (QUEUE_TIMER_PAUSE) logs the record that calls
+ * queue_pause_end(). */
+
+/* queue_pause() -- pause key (NULL: the whole queue) until until_ms (0:
+ * until resumed); an existing pause of the same scope takes the new
+ * until. Returns 1 if anything changed. Pausing a key that is ready costs
+ * O(ready keys) (the ready heap keeps no positions); else O(log n). */
+int queue_pause(queue_t *q, const void *key, size_t klen, uint64_t until_ms);
+/* queue_resume() -- end the pause of key (NULL: of the queue). Returns 1,
+ * or 0 if it was not paused. O(log n). */
+int queue_resume(queue_t *q, const void *key, size_t klen);
+/* queue_pause_end() -- apply of the writer's "pause ended": resume key
+ * (NULL: the queue) if its pause has an end before now_ms. Returns 1 if
+ * it resumed. */
+int queue_pause_end(queue_t *q, const void *key, size_t klen, uint64_t now_ms);
+/* queue_paused() -- is key (NULL: the queue) paused; *until_ms gets its
+ * end (0: none, or not paused). A paused queue does not make its keys
+ * paused: each scope answers for itself. O(1). */
+bool queue_paused(const queue_t *q, const void *key, size_t klen, uint64_t *until_ms);
+/* Paused keys and paused queues over every queue (INFO). O(1). */
+size_t queue_set_paused_keys(const queue_set_t *s);
+size_t queue_set_paused_queues(const queue_set_t *s);
+/* queue_foreach_pause() -- every pause, the queue's own first (key NULL),
+ * for snapshots; queue_load_pause() puts one back. */
+void queue_foreach_pause(const queue_t *q, void (*fn)(void *arg, const char *key, size_t klen, uint64_t until_ms),
+                         void *arg);
+void queue_load_pause(queue_t *q, const void *key, size_t klen, uint64_t until_ms);
+
 /* ---- dedup and results ------------------------------------------------------------- */
 
 /* queue_dedup_lookup() -- the message id a live dedup entry points at (0 if
@@ -433,6 +469,7 @@ enum queue_timer_kind {
     QUEUE_TIMER_DEDUP = 3,    /* log "dedup end dedup_id" -> queue_dedup_expire() */
     QUEUE_TIMER_RESULT = 4,   /* log "result expire id" -> queue_result_expire() */
     QUEUE_TIMER_IDEM = 5,     /* log "dedup end key idem" (IDEM) -> queue_idem_expire() */
+    QUEUE_TIMER_PAUSE = 6,    /* log "pause ended" key (or queue_wide) -> queue_pause_end() */
 };
 
 typedef struct queue_timer_s {
@@ -443,8 +480,9 @@ typedef struct queue_timer_s {
     uint32_t attempt;         /* LEASE: the delivery's attempt */
     const char *dedup_id;     /* DEDUP, IDEM: the dedup id or idempotency key */
     size_t dlen;
-    const char *key;          /* IDEM: the message key */
+    const char *key;          /* IDEM: the message key; PAUSE: the paused key */
     size_t klen;
+    bool queue_wide;          /* PAUSE: the queue's own pause (key unused) */
 } queue_timer_t;
 
 /* The earliest deadline of each kind, O(1): each returns true and fills
@@ -454,7 +492,8 @@ bool queue_next_delay(const queue_t *q, queue_timer_t *out);
 bool queue_next_dedup(const queue_t *q, queue_timer_t *out);
 bool queue_next_result(const queue_t *q, queue_timer_t *out);
 bool queue_next_idem(const queue_t *q, queue_timer_t *out);
-/* queue_next_timer() -- the earliest of the five (ties: the order above). */
+bool queue_next_pause_end(const queue_t *q, queue_timer_t *out);
+/* queue_next_timer() -- the earliest of the six (ties: the order above). */
 bool queue_next_timer(const queue_t *q, queue_timer_t *out);
 /* queue_set_next_timer() -- the earliest over every queue; *qout receives its
  * queue. O(queues): the writer may instead keep its own per-queue wakeups. */
@@ -478,6 +517,8 @@ typedef struct queue_keyinfo_s {
     uint64_t token;           /* PROCESSING: the current delivery (0: nack-delayed) */
     uint32_t attempt;         /* PROCESSING/PARKED: attempts spent on the head */
     size_t waiting;           /* waiting messages (not in flight; parked backlog included) */
+    bool paused;              /* the key is paused (queue_pause()), whatever its state */
+    uint64_t paused_until_ms; /* paused: when the pause ends by itself, 0 for never */
 } queue_keyinfo_t;
 
 /* queue_keyinfo() -- Q.KEYINFO; returns out->state. O(1). */
@@ -509,6 +550,9 @@ typedef struct queue_info_s {
     size_t keys;              /* distinct keys with messages */
     size_t ready_keys;        /* keys whose head can be delivered now */
     size_t parked_keys;
+    bool paused;              /* the queue is paused as a whole */
+    uint64_t paused_until_ms; /* paused: its end, 0 for never */
+    size_t paused_keys;
     size_t dedup_entries;
     size_t idem_entries;      /* idempotency keys kept (queue.h, "Idempotency keys") */
     size_t results;

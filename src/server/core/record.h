@@ -60,6 +60,8 @@
  *   Q_RESULT_END      ARG (msg_id), NAME
  *   Q_RETRY           ARG (q_retry.msg_id), TTL (.delay_ms), TOKEN (.token),
  *                     KIND (.kind: enum queue_retry_flags), NAME
+ *   Q_PAUSE           EXPIRE (q_pause.until_ms), KIND (.op: enum q_pause_op),
+ *                     KEY (.key), NAME
  *   TXN               ARG (txn.count), VAL (txn.recs): count sub-records,
  *                     each a u32 length and then its own format-3 byte
  *                     form, never a TXN; decode checks every one

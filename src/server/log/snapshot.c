@@ -172,6 +172,16 @@ static void encode_qresult(void *arg, uint64_t id, const queue_result_t *r)
     entry_end(w);
 }
 
+static void encode_qpause(void *arg, const char *key, size_t klen, uint64_t until_ms)
+{
+    snap_writer_t *w = arg;
+    add_u8(&w->buf, 'Z');
+    add_u8(&w->buf, key != NULL);
+    add_u64(&w->buf, until_ms);
+    add_bytes(&w->buf, key, key ? klen : 0);
+    entry_end(w);
+}
+
 static void encode_queue(void *arg, queue_t *q)
 {
     snap_writer_t *w = arg;
@@ -191,6 +201,7 @@ static void encode_queue(void *arg, queue_t *q)
     queue_foreach_dedup(q, encode_qdedup, w);
     queue_foreach_idem(q, encode_qidem, w);
     queue_foreach_result(q, encode_qresult, w);
+    queue_foreach_pause(q, encode_qpause, w);
 }
 
 /* The header and the coordination and queue state, captured at once. */
@@ -518,7 +529,7 @@ static const char *rd_bytes(rd_t *r, size_t *len)
     return b;
 }
 
-/* Queue entries: 'Q' opens a queue, the 'M', 'U', 'I', 'R' after it fill it. */
+/* Queue entries: 'Q' opens a queue, the 'M', 'U', 'I', 'R', 'Z' after it fill it. */
 static int load_queue_entry(core_t *core, rd_t *r, unsigned tag, queue_t **cur)
 {
     size_t nlen = 0, clen = 0, dlen = 0;
@@ -572,6 +583,16 @@ static int load_queue_entry(core_t *core, rd_t *r, unsigned tag, queue_t **cur)
         queue_load_idem(*cur, key, klen, idem, ilen, &e);
         return 0;
     }
+    if (tag == 'Z') {
+        size_t klen = 0;
+        unsigned is_key = rd_u8(r);
+        uint64_t until_ms = rd_u64(r);
+        const char *key = rd_bytes(r, &klen);
+        if (r->bad || is_key > 1 || (!is_key && klen != 0))
+            return -1;
+        queue_load_pause(*cur, is_key ? (key ? key : "") : NULL, klen, until_ms);
+        return 0;
+    }
     queue_result_t res = {0};
     uint64_t id = rd_u64(r);
     res.fate = (int)rd_u8(r);
@@ -586,7 +607,7 @@ static int load_queue_entry(core_t *core, rd_t *r, unsigned tag, queue_t **cur)
 
 static bool is_queue_tag(unsigned tag)
 {
-    return tag == 'Q' || tag == 'M' || tag == 'U' || tag == 'I' || tag == 'R';
+    return tag == 'Q' || tag == 'M' || tag == 'U' || tag == 'I' || tag == 'R' || tag == 'Z';
 }
 
 /* Load one entry of kind tag; returns 0, or -1 if it is malformed or
@@ -654,7 +675,8 @@ int snap_load_mem(core_t *core, const void *data, size_t len, const char *what, 
     *rev_out = 0;
     *entries_out = 0;
     if (len < SNAP_HEADER_BYTES + SNAP_TRAILER_BYTES || memcmp(p, SNAP_MAGIC, 8) != 0 ||
-        (get_u32(p + 8) != SNAP_FORMAT && get_u32(p + 8) != SNAP_FORMAT_V3 && get_u32(p + 8) != SNAP_FORMAT_V2)) {
+        (get_u32(p + 8) != SNAP_FORMAT && get_u32(p + 8) != SNAP_FORMAT_V4 && get_u32(p + 8) != SNAP_FORMAT_V3 &&
+         get_u32(p + 8) != SNAP_FORMAT_V2)) {
         snprintf(err, elen, "%s: not an ordo snapshot of format %d (bad header)", what, SNAP_FORMAT);
         return -1;
     }

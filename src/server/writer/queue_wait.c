@@ -35,7 +35,7 @@
  * windows, result retention). One timer (timer.h) fires at the earliest;
  * its callback logs one record per due deadline (REC_Q_REDELIVER, or
  * REC_Q_RETRY for a queue with a retry policy; PROMOTE, DEDUP_END,
- * RESULT_END) through the door, then settles: the waiters the
+ * RESULT_END, PAUSE for a pause's end) through the door, then settles: the waiters the
  * records made ready are served. After a write that may move a deadline
  * earlier, qwait_note_timer() re-arms it (O(1): only the written queue's
  * earliest deadline is looked at; a timer that fires early finds nothing
@@ -660,7 +660,7 @@ static bool fire(server_t *s, const queue_t *q, const queue_timer_t *t)
     const char *qn = queue_name(q, &nlen);
     char stack[256];
     size_t need = nlen + (t->kind == QUEUE_TIMER_DEDUP || t->kind == QUEUE_TIMER_IDEM ? t->dlen : 0) +
-                  (t->kind == QUEUE_TIMER_IDEM ? t->klen : 0);
+                  (t->kind == QUEUE_TIMER_IDEM || t->kind == QUEUE_TIMER_PAUSE ? t->klen : 0);
     char *name = need <= sizeof stack ? stack : ordo_xmalloc(need);
     memcpy(name, qn, nlen); /* the apply may free what q points at */
     record_t rec;
@@ -691,6 +691,16 @@ static bool fire(server_t *s, const queue_t *q, const queue_timer_t *t)
         rec.q_dedup_end.dlen = (uint32_t)t->dlen;
         rec.q_dedup_end.key = t->klen ? name + nlen + t->dlen : NULL;
         rec.q_dedup_end.klen = (uint32_t)t->klen;
+        break;
+    case QUEUE_TIMER_PAUSE:
+        rec = (record_t){.type = REC_Q_PAUSE,
+                         .q_pause = {.queue = name, .qlen = (uint32_t)nlen,
+                                     .op = t->queue_wide ? Q_PAUSE_END_QUEUE : Q_PAUSE_END_KEY}};
+        if (!t->queue_wide) {
+            memcpy(name + nlen, t->key, t->klen);
+            rec.q_pause.key = t->klen ? name + nlen : NULL;
+            rec.q_pause.klen = (uint32_t)t->klen;
+        }
         break;
     default:
         rec = (record_t){.type = REC_Q_RESULT_END,
