@@ -440,6 +440,18 @@ int ordo_q_extend(ordo_client_t *c, const char *queue, int64_t id, int64_t token
 int ordo_q_pause(ordo_client_t *c, const char *queue, const void *key, size_t key_len, int64_t for_ms,
                  int *changed);
 int ordo_q_resume(ordo_client_t *c, const char *queue, const void *key, size_t key_len, int *changed);
+/* ordo_q_redrive() -- Q.REDRIVE: move dead letters back to queue, from
+ * `from` (NULL: the queue's DEADLETTER queue): key's (key_len bytes), or
+ * message id's (key NULL, id > 0), or every key's (key NULL, id 0; at most
+ * a thousand keys a call: repeat until *moved is 0). Each key's keep
+ * their order. *moved (may be NULL): how many moved. */
+int ordo_q_redrive(ordo_client_t *c, const char *queue, const char *from, const void *key, size_t key_len,
+                   int64_t id, int64_t *moved);
+/* ordo_q_cancel() -- Q.CANCEL: remove waiting or delayed message id before
+ * any delivery; its Q.CALL caller gets -CANCELLED (ORDO_ESERVER, the text
+ * in ordo_client_errstr()). ORDO_ENOTFOUND if no message waits with it (in
+ * flight, done, unknown). */
+int ordo_q_cancel(ordo_client_t *c, const char *queue, int64_t id);
 /* ordo_q_call() -- push and wait for the consumer's result. timeout_ms 0:
  * no limit. *result malloc'd (free()); NULL with *result_len 0 if the
  * consumer acked without one. ORDO_ETIMEDOUT, ORDO_EDEADLETTER, ORDO_EBUSY. */

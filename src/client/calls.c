@@ -475,6 +475,40 @@ int ordo_q_resume(ordo_client_t *c, const char *queue, const void *key, size_t k
     return rc;
 }
 
+int ordo_q_redrive(ordo_client_t *c, const char *queue, const char *from, const void *key, size_t key_len,
+                   int64_t id, int64_t *moved)
+{
+    cmd_t m = { 0 };
+    sarg(&m, "Q.REDRIVE");
+    sarg(&m, queue);
+    if (from != NULL) {
+        sarg(&m, "FROM");
+        sarg(&m, from);
+    }
+    if (key != NULL) {
+        sarg(&m, "KEY");
+        arg(&m, key, key_len);
+    } else if (id > 0) {
+        sarg(&m, "ID");
+        iarg(&m, id);
+    }
+    return run_int(c, &m, 0, moved);
+}
+
+int ordo_q_cancel(ordo_client_t *c, const char *queue, int64_t id)
+{
+    cmd_t m = { 0 };
+    sarg(&m, "Q.CANCEL");
+    sarg(&m, queue);
+    iarg(&m, id);
+    int64_t v;
+    int rc = run_int(c, &m, 0, &v);
+    if (rc != ORDO_OK)
+        return rc;
+    return v == 1 ? ORDO_OK : client_seterr(c, ORDO_ENOTFOUND, "Q.CANCEL: no waiting or delayed message %lld",
+                                            (long long)id);
+}
+
 int ordo_q_extend(ordo_client_t *c, const char *queue, int64_t id, int64_t token, int64_t ms)
 {
     cmd_t m = { 0 };

@@ -8,6 +8,8 @@
  *     push QUEUE KEY PAYLOAD [--id ID]
  *     pause QUEUE [--key KEY] [--for MS]     prints 1, or 0 if paused so already
  *     resume QUEUE [--key KEY]               prints 1, or 0 if it was not paused
+ *     redrive QUEUE [--from DLQ] [--key KEY|--id ID]   prints how many moved (all: call by call, until none)
+ *     cancel QUEUE ID                        prints 1, or 0 if no message waits with that id
  *     consume QUEUE [--concurrency N] [--lease MS] [--nack-delay MS] [--timeout MS]
  *             [--tempfail-pause MS] [--exactly-once] -- PROGRAM [ARGS...]
  *     top QUEUE [--count N] [--interval MS] [--iterations N]
@@ -84,6 +86,8 @@ static const char *usage_text =
     "  push QUEUE KEY PAYLOAD [--id ID]\n"
     "  pause QUEUE [--key KEY] [--for MS]\n"
     "  resume QUEUE [--key KEY]\n"
+    "  redrive QUEUE [--from DLQ] [--key KEY|--id ID]\n"
+    "  cancel QUEUE ID\n"
     "  consume QUEUE [--concurrency N] [--lease MS] [--nack-delay MS] [--timeout MS] [--tempfail-pause MS]\n"
     "          [--exactly-once]\n"
     "          -- PROGRAM [ARGS...]\n"
@@ -276,6 +280,48 @@ static int cmd_pause(ordo_client_t *c, int argc, char **argv, bool pause)
     if (rc != ORDO_OK)
         return fail(c, pause ? "pause" : "resume", rc);
     printf("%d\n", changed);
+    return 0;
+}
+
+/* redrive QUEUE [--from DLQ] [--key KEY|--id ID]: how many moved; without
+ * --key or --id, call after call until one moves nothing. */
+static int cmd_redrive(ordo_client_t *c, int argc, char **argv)
+{
+    if (argc < 1)
+        return usage();
+    const char *from = NULL, *key = NULL;
+    int64_t id = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--from") == 0 && i + 1 < argc)
+            from = argv[++i];
+        else if (strcmp(argv[i], "--key") == 0 && i + 1 < argc && id == 0)
+            key = argv[++i];
+        else if (strcmp(argv[i], "--id") == 0 && i + 1 < argc && key == NULL) {
+            if (parse_i64(argv[++i], &id) != 0 || id < 1)
+                return usage();
+        } else
+            return usage();
+    }
+    int64_t total = 0, moved;
+    do {
+        int rc = ordo_q_redrive(c, argv[0], from, key, key ? strlen(key) : 0, id, &moved);
+        if (rc != ORDO_OK)
+            return fail(c, "redrive", rc);
+        total += moved;
+    } while (moved > 0 && key == NULL && id == 0);
+    printf("%" PRId64 "\n", total);
+    return 0;
+}
+
+static int cmd_cancel(ordo_client_t *c, int argc, char **argv)
+{
+    int64_t id;
+    if (argc != 2 || parse_i64(argv[1], &id) != 0 || id < 1)
+        return usage();
+    int rc = ordo_q_cancel(c, argv[0], id);
+    if (rc != ORDO_OK && rc != ORDO_ENOTFOUND)
+        return fail(c, "cancel", rc);
+    printf("%d\n", rc == ORDO_OK);
     return 0;
 }
 
@@ -1032,6 +1078,10 @@ int main(int argc, char **argv)
         rc = cmd_push(c, rest, args);
     else if (strcmp(cmd, "pause") == 0 || strcmp(cmd, "resume") == 0)
         rc = cmd_pause(c, rest, args, cmd[0] == 'p');
+    else if (strcmp(cmd, "redrive") == 0)
+        rc = cmd_redrive(c, rest, args);
+    else if (strcmp(cmd, "cancel") == 0)
+        rc = cmd_cancel(c, rest, args);
     else if (strcmp(cmd, "top") == 0)
         rc = cmd_top(c, rest, args);
     else if (strcmp(cmd, "status") == 0)

@@ -75,10 +75,11 @@ class OrderChecker:
             self.last_done[key] = seq
 
 
-def run_consumers(port, q, checker, total, nack_p, n=3, lease_ms=30000, on_message=None):
+def run_consumers(port, q, checker, total, nack_p, n=3, lease_ms=30000, on_message=None, until_empty=False):
     """n consumers pull one message at a time and ack it, or nack it
     (without DELAY: the queue's policy decides) with probability nack_p,
-    until `total` messages are acked. The checker hears of each delivery
+    until `total` messages are acked (or, until_empty, until the queue has
+    nothing waiting or in flight). The checker hears of each delivery
     before the ack or nack is sent and of its release after the answer, so
     a second delivery of a key it sees is one the server made while the
     first was still held."""
@@ -98,6 +99,8 @@ def run_consumers(port, q, checker, total, nack_p, n=3, lease_ms=30000, on_messa
                     errors.append(m)
                     return
                 if not m:
+                    if until_empty and c.call("Q.LEN", q)[:2] == [0, 0]:
+                        return
                     continue
                 mid, key, payload, _attempt, tok = m[0]
                 checker.delivered(key, mid)
@@ -418,3 +421,137 @@ def test_consumer_runner_pauses_the_key(server, tmp_path):
             poll(lambda: c.call("Q.RESULT", "q", s1) == b"s1", "the slow key's first message after resume")
         finally:
             assert p.kill(signal.SIGTERM) == 0, p.stderr()
+
+
+# ---- redrive, cancel, expire -----------------------------------------------------------
+
+
+def deadletter_all(c, q, n):
+    """Pull and nack n messages of q (MAXATTEMPTS 1: each goes to the dead
+    letters), in whatever order the queue gives them."""
+    for _ in range(n):
+        (m,) = c.call("Q.PULL", q, "BLOCK", 5000)
+        assert c.call("Q.NACK", q, m[0], m[4]) == 1
+
+
+def test_redrive_moves_dead_letters_back_in_key_order(server):
+    with server.raw() as c:
+        assert c.call("Q.CONFIG", "q", "MAXATTEMPTS", 1, "DEADLETTER", "dlq") == "OK"
+        first = None
+        for seq in range(3):
+            for k in ("a", "b"):
+                mid = c.call("Q.PUSH", "q", k, "%s:%d" % (k, seq))
+                first = first or mid
+        deadletter_all(c, "q", 6)
+        assert c.call("Q.LEN", "dlq") == [6, 0, 0]
+        r = c.call("Q.RESULT", "q", first)
+        assert isinstance(r, RespError) and r.code == "DEADLETTER" and "exhausted" in str(r)
+        # By id: one message of b; by key: the rest of a; then all that is left.
+        dl = c.call("Q.PEEK", "dlq", "COUNT", 10)
+        b_ids = [m[0] for m in sorted(dl, key=lambda m: m[0]) if m[1] == b"b"]
+        assert len(b_ids) == 1  # PEEK shows each key's head
+        assert c.call("Q.REDRIVE", "q", "ID", b_ids[0]) == 1
+        assert c.call("Q.REDRIVE", "q", "ID", b_ids[0]) == 0
+        assert c.call("Q.REDRIVE", "q", "KEY", "a") == 3
+        assert c.call("Q.REDRIVE", "q", "FROM", "dlq") == 2
+        assert c.call("Q.REDRIVE", "q") == 0
+        assert c.call("Q.LEN", "dlq") == [0, 0, 0] and c.call("Q.LEN", "q") == [6, 0, 0]
+        got = {b"a": [], b"b": []}
+        for _ in range(6):
+            (m,) = c.call("Q.PULL", "q")
+            assert m[3] == 1  # attempts start over
+            got[m[1]].append(m[2])
+            assert c.call("Q.ACK", "q", m[0], m[4]) == 1
+        assert got == {b"a": [b"a:0", b"a:1", b"a:2"], b"b": [b"b:0", b"b:1", b"b:2"]}
+        assert c.call("Q.REDRIVE", "nodl").code == "ERR"
+        assert c.call("Q.REDRIVE", "q", "FROM", "q").code == "ERR"
+        assert c.call("Q.REDRIVE", "q", "ID", 0).code == "ERR"
+
+
+def test_cancel_answers_the_caller(server):
+    with server.raw() as c, server.raw() as caller:
+        assert c.call("Q.PAUSE", "q", "KEY", "k") == 1     # nobody takes it meanwhile
+        caller.send("Q.CALL", "q", "k", "work", "TIMEOUT", 20000)
+        poll(lambda: int(info_section(c, "clients")["blocked_call"]) == 1, "the call to park")
+        # The id is the revision of the call's push: the newest revision.
+        rev = int(info_section(c, "kv")["revision"])
+        assert c.call("Q.CANCEL", "q", rev) == 1
+        r = caller.read()
+        assert isinstance(r, RespError) and r.code == "CANCELLED", r
+        assert c.call("Q.RESULT", "q", rev).code == "CANCELLED"
+        assert c.call("Q.CANCEL", "q", rev) == 0
+        assert keyinfo(c, "q", "k")["waiting"] == 0
+        # In flight: not cancelled. Delayed: cancelled.
+        a = c.call("Q.PUSH", "q", "x", "a")
+        c.call("Q.PULL", "q")
+        assert c.call("Q.CANCEL", "q", a) == 0
+        d = c.call("Q.PUSH", "q", "y", "d", "DELAY", 3600000)
+        assert c.call("Q.CANCEL", "q", d) == 1
+        assert c.call("Q.LEN", "q") == [0, 1, 0]
+
+
+def test_maxwait_deadletters_untaken_messages(server):
+    """MAXWAIT: a message nobody took within MAXWAIT of its push is
+    dead-lettered with its reason, never early; one taken in time is not."""
+    maxwait = 300
+    with server.raw() as c:
+        assert c.call("Q.CONFIG", "q", "MAXWAIT", maxwait, "DEADLETTER", "dlq") == "OK"
+        assert qinfo(c, "q")["maxwait"] == maxwait
+        t0 = time.monotonic()
+        a = c.call("Q.PUSH", "q", "slow", "a")
+        c.call("Q.PAUSE", "q", "KEY", "slow")
+        b = c.call("Q.PUSH", "q", "fast", "b")
+        (m,) = c.call("Q.PULL", "q")
+        assert m[0] == b
+        poll(lambda: c.call("Q.LEN", "dlq") == [1, 0, 0], "the untaken message to expire", 20)
+        assert time.monotonic() - t0 >= maxwait / 1000.0
+        r = c.call("Q.RESULT", "q", a)
+        assert isinstance(r, RespError) and r.code == "DEADLETTER" and "MAXWAIT" in str(r), r
+        assert keyinfo(c, "q", "fast")["state"] == b"processing"   # in flight: not expired
+        assert c.call("Q.ACK", "q", b, m[4]) == 1
+
+
+def test_per_key_order_across_redrive(server):
+    """Checker: a run where a third of the deliveries are nacked into the
+    dead letters (MAXATTEMPTS 1), then a redrive and a second run: in each
+    run, per key, never two in flight and acks in push order: 0
+    violations, and every message is done once."""
+    keys = ["k%d" % i for i in range(6)]
+    per_key = 20
+    total = len(keys) * per_key
+    with server.raw() as c:
+        assert c.call("Q.CONFIG", "q", "MAXATTEMPTS", 1, "DEADLETTER", "dlq") == "OK"
+        push_sequences(c, "q", keys, per_key)
+    first = OrderChecker()
+    done1 = run_consumers(server.port, "q", first, 10 ** 9, nack_p=0.33, until_empty=True)
+    with server.raw() as c:
+        dead = c.call("Q.LEN", "dlq")[0]
+        assert dead > 0 and done1 + dead == total
+        moved = 0
+        while True:
+            n = c.call("Q.REDRIVE", "q")
+            if n == 0:
+                break
+            moved += n
+        assert moved == dead
+        assert c.call("Q.CONFIG", "q", "MAXATTEMPTS", 0) == "OK"
+    second = OrderChecker()
+    assert run_consumers(server.port, "q", second, dead, nack_p=0.0) == dead
+    assert first.violations == [] and second.violations == []
+
+
+def test_cancel_and_maxwait_survive_kill(server):
+    with server.raw() as c:
+        assert c.call("Q.CONFIG", "q", "MAXWAIT", 3600000) == "OK"
+        c.call("Q.PAUSE", "q", "KEY", "k")
+        a = c.call("Q.PUSH", "q", "k", "a")
+        b = c.call("Q.PUSH", "q", "k", "b")
+        assert c.call("Q.CANCEL", "q", a) == 1
+    crash_restart(server)
+    with server.raw() as c:
+        assert qinfo(c, "q")["maxwait"] == 3600000
+        assert c.call("Q.RESULT", "q", a).code == "CANCELLED"
+        assert keyinfo(c, "q", "k")["waiting"] == 1
+        assert c.call("Q.RESUME", "q", "KEY", "k") == 1
+        (m,) = c.call("Q.PULL", "q")
+        assert m[0] == b

@@ -76,6 +76,104 @@ static queue_t *mkqueue(queue_set_t *s, const char *name)
 
 /* ---- basic flow ------------------------------------------------------------------------------ */
 
+/* Check a key's FIFO by what deliveries give: ids in order, then nothing
+ * (NOACK deliveries, one key at a time). */
+static void expect_key_order(queue_t *q, uint64_t now, const uint64_t *ids, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        queue_delivery_t d;
+        assert_int_equal(queue_deliver(q, now, 0, next_rev(), true, &d), 1);
+        assert_int_equal(d.id, ids[i]);
+    }
+    expect_empty(q, now);
+}
+
+/* Redrive, cancel and expire take messages out of a FIFO's middle, head
+ * and tail, in flight or not: what remains keeps its order, tails stay
+ * right (a push after lands last), and the counts agree. */
+static void test_redrive_cancel_expire(void **state)
+{
+    (void)state;
+    queue_set_t *s = queue_set_create();
+    queue_t *q = mkqueue(s, "q"), *dlq = mkqueue(s, "dlq");
+    queue_config_t c;
+    queue_config(q, &c);
+    c.deadletter = "dlq";
+    c.dl_len = 3;
+    c.maxattempts = 1;
+    assert_int_equal(queue_configure(q, &c), QUEUE_OK);
+    /* Three dead letters of k (in order) and one of j. */
+    uint64_t dl[3], dj = 0;
+    for (int i = 0; i < 4; i++) {
+        const char *key = i == 3 ? "j" : "k";
+        uint64_t id = push(q, key, "x", 10);
+        queue_delivery_t d;
+        uint64_t tok = next_rev();
+        assert_int_equal(queue_deliver(q, 11, 0, tok, false, &d), 1);
+        queue_retry_t rt;
+        uint64_t rev = next_rev();
+        assert_int_equal(queue_nack(q, id, tok, 0, 12, rev, &rt), 1);
+        assert_int_equal(rt.kind, QUEUE_RETRY_DEADLETTER);
+        if (i < 3)
+            dl[i] = rev;
+        else
+            dj = rev;
+    }
+    queue_len_t l;
+    queue_len(dlq, &l);
+    assert_int_equal(l.waiting, 4);
+    /* One by id from the middle, then the rest of k in order; j stays. */
+    uint64_t k1 = push(q, "k", "new", 13);
+    assert_int_equal(queue_redrive(dlq, q, "k", 1, dl[1]), 1);
+    assert_int_equal(queue_redrive(dlq, q, "k", 1, dl[1]), 0);
+    assert_int_equal(queue_redrive(dlq, q, "k", 1, 0), 2);
+    assert_int_equal(queue_redrive(dlq, q, "zz", 2, 0), 0);
+    queue_len(dlq, &l);
+    assert_int_equal(l.waiting, 1);
+    queue_keyinfo_t ki;
+    assert_int_equal(queue_keyinfo(dlq, "k", 1, &ki), QUEUE_KEY_IDLE);
+    /* k in q: the push, then the redriven ones in the order they came. */
+    uint64_t tail = push(q, "k", "after", 14);
+    uint64_t want[] = {k1, dl[1], dl[0], dl[2], tail};
+    /* Cancel the middle one and the tail; push again: it is last. */
+    assert_int_equal(queue_cancel(q, "k", 1, dl[0], 15), 1);
+    assert_int_equal(queue_cancel(q, "k", 1, dl[0], 15), 0);
+    assert_int_equal(queue_cancel(q, "k", 1, tail, 15), 1);
+    queue_result_t r;
+    assert_int_equal(queue_result(q, dl[0], &r), QUEUE_FATE_CANCELLED);
+    uint64_t last = push(q, "k", "last", 16);
+    uint64_t after_cancel[] = {want[0], want[1], want[3], last};
+    /* In flight head: cancel and expire leave it; the one behind goes. */
+    queue_delivery_t d;
+    uint64_t tok = next_rev();
+    assert_int_equal(queue_deliver(q, 17, 0, tok, false, &d), 1);
+    assert_int_equal(d.id, k1);
+    assert_int_equal(queue_cancel(q, "k", 1, k1, 18), 0);
+    queue_retry_t rt;
+    assert_int_equal(queue_expire(q, "k", 1, k1, 18, next_rev(), &rt), 0);
+    /* dl[1] was never delivered in q (its attempts were reset): it expires. */
+    uint64_t rev = next_rev();
+    assert_int_equal(queue_expire(q, "k", 1, dl[1], 19, rev, &rt), 1);
+    assert_int_equal(rt.kind, QUEUE_RETRY_DEADLETTER);
+    assert_int_equal(rt.dl_id, rev);
+    assert_int_equal(queue_result(q, dl[1], &r), QUEUE_FATE_DEADLETTER);
+    assert_int_equal(r.rlen, strlen(QUEUE_REASON_MAXWAIT));
+    assert_int_equal(queue_ack(q, k1, tok, NULL, 0, 20), 1);
+    expect_key_order(q, 21, after_cancel + 2, 2);
+    /* A delayed message can be cancelled too. */
+    uint64_t del;
+    queue_push_t p = {.key = "k", .klen = 1, .payload = "d", .plen = 1, .delay_ms = 1000};
+    assert_int_equal(queue_push(q, &p, next_rev(), 30, &del), QUEUE_OK);
+    size_t klen;
+    assert_non_null(queue_delayed_key(q, del, &klen));
+    assert_int_equal(queue_cancel(q, "k", 1, del, 31), 1);
+    queue_len(q, &l);
+    assert_int_equal(l.delayed, 0);
+    assert_int_equal(l.waiting, 0);
+    (void)dj;
+    queue_set_destroy(s);
+}
+
 /* Pauses: a paused key keeps its messages in order and out of delivery,
  * others flow; a delivery in flight finishes; a timed pause ends only
  * past its end; the queue's own pause stops everything; resume puts the
@@ -1550,6 +1648,7 @@ int main(void)
         cmocka_unit_test(test_push_deliver_ack),
         cmocka_unit_test(test_backoff_delay),
         cmocka_unit_test(test_pause_resume),
+        cmocka_unit_test(test_redrive_cancel_expire),
         cmocka_unit_test(test_retry_policy),
         cmocka_unit_test(test_events),
         cmocka_unit_test(test_oldest_head_first),

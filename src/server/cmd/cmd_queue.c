@@ -610,6 +610,8 @@ static void cmd_qconfig(cmd_ctx_t *x)
             ok = arg_ms(x, ++i, &cfg.backoff_cap_ms);
         } else if (arg_is(x, i, "MAXAGE")) {
             ok = arg_ms(x, ++i, &cfg.maxage_ms);
+        } else if (arg_is(x, i, "MAXWAIT")) {
+            ok = arg_ms(x, ++i, &cfg.maxwait_ms);
         } else if (arg_is(x, i, "DEADLETTER") && i + 1 < x->argc) {
             ok = arg_name_ok(x, ++i);
             cfg.deadletter = x->argv[i].len ? x->argv[i].ptr : NULL;
@@ -728,6 +730,175 @@ static void qpause_or_resume(cmd_ctx_t *x, bool pause)
 static void cmd_qpause(cmd_ctx_t *x) { qpause_or_resume(x, true); }
 static void cmd_qresume(cmd_ctx_t *x) { qpause_or_resume(x, false); }
 
+/* ---- redrive, cancel ------------------------------------------------------------------
+ *
+ * Both find their messages with a read (which key holds the id, which
+ * keys have dead letters) and make records that name the key: apply
+ * stays O(the key's FIFO) and never depends on the order a table is
+ * walked in, which differs between members. */
+
+/* Keys of one Q.REDRIVE without KEY or ID: a call moves at most this many
+ * keys' dead letters (each key's, all of them) and answers how many
+ * messages moved, so one call holds the loop for a bounded time; the
+ * caller repeats until 0. */
+#define QCMD_REDRIVE_KEYS_MAX 1000
+
+typedef struct find_s {
+    uint64_t id;              /* find: the message wanted */
+    const char *key;          /* found: its key (or, listing keys, the last one) */
+    size_t klen;
+    ordo_buf_t *keys;         /* listing keys: u32 length | key, each distinct key once */
+    size_t nkeys;
+} find_t;
+
+static bool find_id(void *arg, const char *key, size_t klen, uint64_t id, uint32_t attempt)
+{
+    (void)attempt;
+    find_t *f = arg;
+    if (id != f->id)
+        return true;
+    f->key = key;
+    f->klen = klen;
+    return false;
+}
+
+/* Messages of a key come together, oldest first: a key is new when it
+ * differs from the one before. */
+static bool list_key(void *arg, const char *key, size_t klen, uint64_t id, uint32_t attempt)
+{
+    (void)id, (void)attempt;
+    find_t *f = arg;
+    if (f->key == key && f->klen == klen)
+        return true;
+    if (f->nkeys == QCMD_REDRIVE_KEYS_MAX)
+        return false;
+    f->key = key;
+    f->klen = klen;
+    char n[4];
+    put_u32(n, (uint32_t)klen);
+    ordo_buf_append(f->keys, n, 4);
+    ordo_buf_append(f->keys, key, klen);
+    f->nkeys++;
+    return true;
+}
+
+/* One REC_Q_REDRIVE; returns how many it moved (0 also when refused:
+ * refused() tells). */
+static size_t redrive_one(cmd_ctx_t *x, const resp_arg_t *from, const char *key, size_t klen, uint64_t id)
+{
+    record_t rec = {.type = REC_Q_REDRIVE,
+                    .q_redrive = {.queue = x->argv[1].ptr, .qlen = (uint32_t)x->argv[1].len, .dlq = from->ptr,
+                                  .dlen = (uint32_t)from->len, .key = klen ? key : NULL, .klen = (uint32_t)klen,
+                                  .msg_id = id}};
+    apply_result_t res;
+    if (writer_submit(x->srv, &rec, WRITER_CLIENT, &res, NULL, 0) != WRITER_APPLIED || res.status != AP_OK)
+        return 0;
+    return res.queue.moved;
+}
+
+/* Q.REDRIVE queue [FROM dlq] [KEY key|ID id]: dead letters back to queue. */
+static void cmd_qredrive(cmd_ctx_t *x)
+{
+    if (!queue_arg_ok(x))
+        return;
+    resp_arg_t from = {{NULL}, 0};
+    size_t key_arg = 0;
+    uint64_t id = 0;
+    for (size_t i = 2; i < x->argc; i++) {
+        if (arg_is(x, i, "FROM") && i + 1 < x->argc && from.ptr == NULL) {
+            from = x->argv[++i];
+            if (!arg_name_ok(x, i))
+                return;
+        } else if (arg_is(x, i, "KEY") && i + 1 < x->argc && key_arg == 0 && id == 0) {
+            key_arg = ++i;
+            if (!arg_name_ok(x, i))
+                return;
+        } else if (arg_is(x, i, "ID") && i + 1 < x->argc && key_arg == 0 && id == 0) {
+            if (!arg_u64(x, ++i, &id))
+                return;
+            if (id == 0) {
+                reply_err(x, "ERR ID must be a message id (at least 1)");
+                return;
+            }
+        } else {
+            reply_syntax(x);
+            return;
+        }
+    }
+    const queue_t *q = queue_get(core_queues(x->srv->core), QNAME(x));
+    queue_config_t cfg = {0};
+    if (q != NULL)
+        queue_config(q, &cfg);
+    if (from.ptr == NULL) {
+        if (cfg.deadletter == NULL) {
+            reply_err(x, "ERR the queue has no DEADLETTER queue; name the one to take from with FROM");
+            return;
+        }
+        from.ptr = cfg.deadletter; /* valid until the next Q.CONFIG of the queue */
+        from.len = cfg.dl_len;
+    }
+    if (from.len == x->argv[1].len && memcmp(from.ptr, x->argv[1].ptr, from.len) == 0) {
+        reply_err(x, "ERR a queue cannot be redriven from itself");
+        return;
+    }
+    qwait_catch_up(x->srv, QNAME(x));
+    qwait_catch_up(x->srv, from.ptr, from.len);
+    const queue_t *dlq = queue_get(core_queues(x->srv->core), from.ptr, from.len);
+    size_t moved = 0;
+    if (dlq == NULL) {
+        /* nothing to move */
+    } else if (key_arg != 0) {
+        moved = redrive_one(x, &from, x->argv[key_arg].ptr, x->argv[key_arg].len, 0);
+    } else if (id != 0) {
+        find_t f = {.id = id};
+        queue_foreach_waiting(dlq, find_id, &f);
+        if (f.key != NULL) {
+            ordo_buf_t k = ORDO_BUF_INIT; /* the record's apply may free what f.key points at */
+            ordo_buf_append(&k, f.key, f.klen);
+            moved = redrive_one(x, &from, k.data, f.klen, id);
+            ordo_buf_free(&k);
+        }
+    } else {
+        ordo_buf_t keys = ORDO_BUF_INIT;
+        find_t f = {.keys = &keys};
+        queue_foreach_waiting(dlq, list_key, &f);
+        for (size_t off = 0; off < keys.len && server_readonly(x->srv) == NULL;) {
+            uint32_t klen = get_u32(keys.data + off);
+            moved += redrive_one(x, &from, keys.data + off + 4, klen, 0);
+            off += 4 + (size_t)klen;
+        }
+        ordo_buf_free(&keys);
+    }
+    if (refused(x))
+        return;
+    resp_add_uint(x->out, moved);
+}
+
+/* Q.CANCEL queue id: 1, or 0 if no waiting or delayed message has it. */
+static void cmd_qcancel(cmd_ctx_t *x)
+{
+    uint64_t id;
+    if (!queue_arg_ok(x) || !arg_u64(x, 2, &id))
+        return;
+    qwait_catch_up(x->srv, QNAME(x));
+    const queue_t *q = queue_get(core_queues(x->srv->core), QNAME(x));
+    find_t f = {.id = id};
+    if (q != NULL) {
+        queue_foreach_waiting(q, find_id, &f);
+        if (f.key == NULL)
+            f.key = queue_delayed_key(q, id, &f.klen);
+    }
+    ordo_buf_t k = ORDO_BUF_INIT; /* the apply frees what f.key points at */
+    if (f.key != NULL)
+        ordo_buf_append(&k, f.key, f.klen);
+    record_t rec = {.type = REC_Q_CANCEL,
+                    .q_msg = {.queue = x->argv[1].ptr, .qlen = (uint32_t)x->argv[1].len,
+                              .key = f.klen ? k.data : NULL, .klen = (uint32_t)f.klen, .msg_id = id}};
+    apply_result_t res;
+    apply_answer(x, &rec, f.key != NULL, &res); /* its callers are answered -CANCELLED at the door */
+    ordo_buf_free(&k);
+}
+
 static void cmd_qdrop(cmd_ctx_t *x)
 {
     if (!queue_arg_ok(x))
@@ -788,7 +959,7 @@ static void cmd_qinfo(cmd_ctx_t *x)
     queue_info_t in;
     queue_info(q, &in);
     ordo_buf_t *o = x->out;
-    resp_add_map(o, x->proto, 37);
+    resp_add_map(o, x->proto, 38);
     add_field_u(o, "maxlen", in.config.maxlen);
     add_field_u(o, "maxperkey", in.config.maxperkey);
     resp_add_bulk_str(o, "onfull");
@@ -807,6 +978,7 @@ static void cmd_qinfo(cmd_ctx_t *x)
     add_field_u(o, "backoff_base", in.config.backoff_base_ms);
     add_field_u(o, "backoff_cap", in.config.backoff_cap_ms);
     add_field_u(o, "maxage", in.config.maxage_ms);
+    add_field_u(o, "maxwait", in.config.maxwait_ms);
     resp_add_bulk_str(o, "deadletter");
     if (in.config.deadletter != NULL)
         resp_add_bulk(o, in.config.deadletter, in.config.dl_len);
@@ -1012,7 +1184,7 @@ const cmd_def_t cmd_queue_defs[] = {
      "queue id [BLOCK ms]", "ordo-queue"},
     {"Q.CONFIG", -2, CMD_WRITE, cmd_qconfig,
      "Configure a queue; options not given keep their value",
-     "queue [MAXLEN n] [MAXPERKEY n] [ONFULL REJECT|BLOCK] [LEASE ms] [MAXATTEMPTS n] [DEADLETTER queue] [ONPOISON DEADLETTER|PARK|DROP] [DEDUP ms] [RESULTTTL ms] [BACKOFF NONE|FIXED|EXPONENTIAL] [BACKOFFBASE ms] [BACKOFFCAP ms] [MAXAGE ms]", "ordo-queue"},
+     "queue [MAXLEN n] [MAXPERKEY n] [ONFULL REJECT|BLOCK] [LEASE ms] [MAXATTEMPTS n] [DEADLETTER queue] [ONPOISON DEADLETTER|PARK|DROP] [DEDUP ms] [RESULTTTL ms] [BACKOFF NONE|FIXED|EXPONENTIAL] [BACKOFFBASE ms] [BACKOFFCAP ms] [MAXAGE ms] [MAXWAIT ms]", "ordo-queue"},
     {"Q.UNPARK", 3, CMD_WRITE, cmd_qunpark, "Let a parked key's backlog flow again; 1/0", "queue key", "ordo-queue"},
     {"Q.PAUSE", -2, CMD_WRITE, cmd_qpause,
      "Stop deliveries of a key, or of the whole queue, until resumed or a time; 1, or 0 if paused so already",
@@ -1020,6 +1192,12 @@ const cmd_def_t cmd_queue_defs[] = {
     {"Q.RESUME", -2, CMD_WRITE, cmd_qresume,
      "Let a paused key, or the whole queue, deliver again; 1, or 0 if it was not paused",
      "queue [KEY key]", "ordo-queue"},
+    {"Q.REDRIVE", -2, CMD_WRITE, cmd_qredrive,
+     "Move dead letters (all, a key's, or one) back to the queue, each key's in order; how many moved",
+     "queue [FROM dlq] [KEY key|ID id]", "ordo-queue"},
+    {"Q.CANCEL", 3, CMD_WRITE, cmd_qcancel,
+     "Remove a waiting or delayed message before any delivery; 1, or 0 if there is none such",
+     "queue id", "ordo-queue"},
     {"Q.DROP", 2, CMD_WRITE, cmd_qdrop, "Remove a queue and everything in it; 1/0", "queue", "ordo-queue"},
     {"Q.LEN", 2, 0, cmd_qlen, "A queue's waiting, in-flight and delayed message counts", "queue", "ordo-queue"},
     {"Q.INFO", 2, 0, cmd_qinfo, "A queue's configuration and counters", "queue", "ordo-queue"},

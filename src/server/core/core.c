@@ -714,8 +714,10 @@ static void apply_coord_expire(core_t *c, const record_t *r, apply_result_t *res
  * Revisions: a push that enqueues or merges takes one (an enqueued
  * message's id is that revision); a delivery takes one (its token); ack,
  * nack, redelivery, a retry under a policy, promotion of due delayed
- * messages, unpark, a pause or resume (or its end), config and drop each
- * take one when they change something (a nack or redelivery that
+ * messages, unpark, a pause or resume (or its end), a redrive (one record
+ * per key, however many messages it moves: they keep their ids), a cancel,
+ * an expiry (MAXWAIT: its dead letter's id is that revision), config and
+ * drop each take one when they change something (a nack or redelivery that
  * dead-letters a message gives the dead letter that revision as its id in
  * the dead-letter queue). Extend, dedup-window end and result expiry take
  * one too, although they move bookkeeping rather than messages: recovery
@@ -739,6 +741,7 @@ void core_qconfig_encode(const queue_config_t *cfg, char out[CORE_QCONFIG_BYTES]
     put_u64(out + 39, cfg->backoff_base_ms);
     put_u64(out + 47, cfg->backoff_cap_ms);
     put_u64(out + 55, cfg->maxage_ms);
+    put_u64(out + 63, cfg->maxwait_ms);
 }
 
 int core_qconfig_decode(const void *bytes, size_t len, queue_config_t *cfg)
@@ -760,6 +763,7 @@ int core_qconfig_decode(const void *bytes, size_t len, queue_config_t *cfg)
     cfg->backoff_base_ms = get_u64(p + 39);
     cfg->backoff_cap_ms = get_u64(p + 47);
     cfg->maxage_ms = get_u64(p + 55);
+    cfg->maxwait_ms = get_u64(p + 63);
     return 0;
 }
 
@@ -837,6 +841,19 @@ static int apply_to_queue(core_t *c, queue_t *q, const record_t *r, apply_result
         default: return queue_pause_end(q, NULL, 0, r->time_ms);
         }
     }
+    case REC_Q_REDRIVE: {
+        const rec_q_redrive_t *d = &r->q_redrive;
+        queue_t *dlq = queue_get(c->queues, d->dlq, d->dlen);
+        if (dlq == NULL || dlq == q)
+            return 0;
+        res->queue.moved = queue_redrive(dlq, q, d->key ? d->key : "", d->klen, d->msg_id);
+        return res->queue.moved > 0;
+    }
+    case REC_Q_CANCEL:
+        return queue_cancel(q, r->q_msg.key ? r->q_msg.key : "", r->q_msg.klen, r->q_msg.msg_id, r->time_ms);
+    case REC_Q_EXPIRE:
+        return queue_expire(q, r->q_msg.key ? r->q_msg.key : "", r->q_msg.klen, r->q_msg.msg_id, r->time_ms, next,
+                            &res->queue.retry);
     case REC_Q_RETRY: {
         const rec_q_retry_t *t = &r->q_retry;
         return queue_retry(q, t->msg_id, t->token, t->kind, t->delay_ms, r->time_ms, next, &res->queue.retry);
@@ -879,8 +896,11 @@ static void apply_queue_record(core_t *c, const record_t *r, const char *name, u
     default:
         break;
     }
-    /* A pause set before the queue's first push holds: it creates the queue. */
-    bool opens = r->type == REC_Q_PAUSE && (r->q_pause.op == Q_PAUSE_KEY || r->q_pause.op == Q_PAUSE_QUEUE);
+    /* A pause set before the queue's first push holds, and dead letters
+     * redriven to a queue dropped since find it again: both create it. */
+    bool opens = (r->type == REC_Q_PAUSE && (r->q_pause.op == Q_PAUSE_KEY || r->q_pause.op == Q_PAUSE_QUEUE)) ||
+                 (r->type == REC_Q_REDRIVE && queue_get(c->queues, r->q_redrive.dlq, r->q_redrive.dlen) != NULL &&
+                  (r->q_redrive.dlen != nlen || memcmp(r->q_redrive.dlq, name, nlen) != 0));
     queue_t *q = opens ? queue_open(c->queues, name, nlen) : queue_get(c->queues, name, nlen);
     if (q == NULL) {
         took(c, res, false, AP_NOOP);
@@ -902,9 +922,14 @@ static void apply_queue(core_t *c, const record_t *r, apply_result_t *res)
     queue_t *q = r->type == REC_Q_DROP ? NULL : queue_get(c->queues, name, nlen);
     if (q != NULL)
         queue_account(q);
-    if ((r->type == REC_Q_NACK || r->type == REC_Q_REDELIVER || r->type == REC_Q_RETRY) &&
+    if ((r->type == REC_Q_NACK || r->type == REC_Q_REDELIVER || r->type == REC_Q_RETRY || r->type == REC_Q_EXPIRE) &&
         res->queue.retry.dlq != NULL)
         queue_account(res->queue.retry.dlq);
+    if (r->type == REC_Q_REDRIVE) {
+        queue_t *from = queue_get(c->queues, r->q_redrive.dlq, r->q_redrive.dlen);
+        if (from != NULL)
+            queue_account(from);
+    }
 }
 
 /* A transaction: its sub-records in order, each as if applied alone. The

@@ -76,6 +76,9 @@ enum record_type {
                                  queue's retry policy, with the delay the writer drew */
     REC_Q_PAUSE = 43,         /* q_pause: pause or resume a key or the queue; the writer's
                                  "pause ended" */
+    REC_Q_REDRIVE = 44,       /* q_redrive: dead letters of a key (or one) back to their queue */
+    REC_Q_CANCEL = 45,        /* q_msg: Q.CANCEL of a waiting or delayed message */
+    REC_Q_EXPIRE = 46,        /* q_msg: the writer's "waited past MAXWAIT": dead-letter it */
     /* transactions (MULTI/EXEC): one record carrying the sub-records */
     REC_TXN = 50,             /* txn: the EXEC's records, applied in order as one */
 };
@@ -288,6 +291,28 @@ typedef struct rec_q_pause_s {
     uint8_t op;              /* enum q_pause_op */
 } rec_q_pause_t;
 
+/* REC_Q_REDRIVE: from the dead-letter queue dlq, key's waiting messages
+ * (only msg_id if not 0) move to queue (queue_redrive()). */
+typedef struct rec_q_redrive_s {
+    const char *queue;       /* where they go */
+    uint32_t qlen;
+    const char *dlq;         /* where they are */
+    uint32_t dlen;
+    const char *key;
+    uint32_t klen;
+    uint64_t msg_id;         /* 0: all of key's waiting messages */
+} rec_q_redrive_t;
+
+/* REC_Q_CANCEL, REC_Q_EXPIRE: one message, under the key the writer found
+ * it at. */
+typedef struct rec_q_msg_s {
+    const char *queue;
+    uint32_t qlen;
+    const char *key;
+    uint32_t klen;
+    uint64_t msg_id;
+} rec_q_msg_t;
+
 typedef struct rec_q_unpark_s {
     const char *queue;
     uint32_t qlen;
@@ -361,6 +386,8 @@ typedef struct record_s {
         rec_q_result_end_t q_result_end; /* REC_Q_RESULT_END */
         rec_q_retry_t q_retry;           /* REC_Q_RETRY */
         rec_q_pause_t q_pause;           /* REC_Q_PAUSE */
+        rec_q_redrive_t q_redrive;       /* REC_Q_REDRIVE */
+        rec_q_msg_t q_msg;               /* REC_Q_CANCEL, REC_Q_EXPIRE */
         rec_txn_t txn;                   /* REC_TXN */
     };
 } record_t;
@@ -379,7 +406,8 @@ static inline int record_family(unsigned type)
         return REC_FAM_COORD;
     case REC_Q_PUSH: case REC_Q_DELIVER: case REC_Q_ACK: case REC_Q_NACK: case REC_Q_EXTEND:
     case REC_Q_CONFIG: case REC_Q_DROP: case REC_Q_UNPARK: case REC_Q_REDELIVER: case REC_Q_PROMOTE:
-    case REC_Q_DEDUP_END: case REC_Q_RESULT_END: case REC_Q_RETRY: case REC_Q_PAUSE:
+    case REC_Q_DEDUP_END: case REC_Q_RESULT_END: case REC_Q_RETRY: case REC_Q_PAUSE: case REC_Q_REDRIVE:
+    case REC_Q_CANCEL: case REC_Q_EXPIRE:
         return REC_FAM_QUEUE;
     case REC_TXN:
         return REC_FAM_TXN;
@@ -452,8 +480,9 @@ typedef struct apply_result_s {
                                     REC_Q_CONFIG, REC_Q_DROP): it changed something
                                     (then status is AP_OK) */
             queue_delivery_t delivery; /* REC_Q_DELIVER, AP_OK: the message delivered */
-            queue_retry_t retry; /* REC_Q_NACK / REC_Q_REDELIVER / REC_Q_RETRY, AP_OK: what became
-                                    of the message */
+            queue_retry_t retry; /* REC_Q_NACK / REC_Q_REDELIVER / REC_Q_RETRY / REC_Q_EXPIRE, AP_OK:
+                                    what became of the message */
+            size_t moved;        /* REC_Q_REDRIVE, AP_OK: how many messages moved */
         } queue;
     };
 } apply_result_t;
@@ -569,12 +598,12 @@ queue_set_t *core_queues_load(core_t *c);
  * fixed form (little-endian): maxlen u32 | maxperkey u32 | onfull u8 |
  * onpoison u8 | maxattempts u32 | lease_ms u64 | dedup_ms u64 |
  * resultttl_ms u64 (the first form, 38 bytes), then backoff u8 |
- * backoff_base_ms u64 | backoff_cap_ms u64 | maxage_ms u64 (the retry
- * policy, 63 bytes in all); the dead-letter queue is the record's key
- * (empty: none). A 38-byte form (records and snapshots older than retry
- * policies) leaves the policy fields as they are. */
+ * backoff_base_ms u64 | backoff_cap_ms u64 | maxage_ms u64 | maxwait_ms
+ * u64 (71 bytes in all); the dead-letter queue is the record's key
+ * (empty: none). A 38-byte form (records and snapshots older than these
+ * controls) leaves the later fields as they are. */
 #define CORE_QCONFIG_V1_BYTES 38
-#define CORE_QCONFIG_BYTES 63
+#define CORE_QCONFIG_BYTES 71
 void core_qconfig_encode(const queue_config_t *cfg, char out[CORE_QCONFIG_BYTES]);
 /* Returns 0, or -1 if len is none of the forms. cfg->deadletter is left alone. */
 int core_qconfig_decode(const void *p, size_t len, queue_config_t *cfg);

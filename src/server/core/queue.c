@@ -232,6 +232,7 @@ struct queue_set_s {
     size_t nidem;             /* idempotency entries over every queue */
     size_t npaused_keys;      /* paused keys over every queue */
     size_t npaused_queues;    /* queues paused as a whole */
+    size_t nmaxwait;          /* queues with MAXWAIT set */
     queue_event_cb event_cb;  /* Q.WATCH: NULL for none */
     void *event_arg;
 };
@@ -943,6 +944,8 @@ static void free_pause_cb(ordo_hnode_t *n, void *arg)
 static void queue_free(queue_t *q)
 {
     settle(q);
+    if (q->cfg.maxwait_ms > 0)
+        q->set->nmaxwait--;
     if (q->paused) {
         assert(q->set->npaused_queues > 0);
         q->set->npaused_queues--;
@@ -1091,6 +1094,7 @@ int queue_configure(queue_t *q, const queue_config_t *cfg)
         memcpy(dl, cfg->deadletter, cfg->dl_len);
     }
     free(q->dl_name);
+    q->set->nmaxwait += (cfg->maxwait_ms > 0) - (q->cfg.maxwait_ms > 0);
     q->cfg = *cfg;
     q->dl_name = dl;
     q->cfg.deadletter = dl;
@@ -1276,11 +1280,12 @@ int queue_ack(queue_t *q, uint64_t id, uint64_t token, const void *result, size_
     return 1;
 }
 
-/* Move k's head m (no longer in flight) to the dead-letter queue as a new
- * message with id rev, or discard it if none is configured. */
-static void dead_letter(queue_t *q, qkey_t *k, uint64_t now_ms, uint64_t rev, queue_retry_t *out)
+/* Move m, taken from k's FIFO, to the dead-letter queue as a new message
+ * with id rev, or discard it if none is configured; its fate DEADLETTER
+ * keeps reason (NULL: its attempts ran out). k is left to the caller. */
+static void dead_letter_msg(queue_t *q, qkey_t *k, qmsg_t *m, const char *reason, uint64_t now_ms, uint64_t rev,
+                            queue_retry_t *out)
 {
-    qmsg_t *m = key_pop(k);
     uint64_t id = m->id;
     out->kind = QUEUE_RETRY_DEADLETTER;
     out->dlq = NULL;
@@ -1306,7 +1311,15 @@ static void dead_letter(queue_t *q, qkey_t *k, uint64_t now_ms, uint64_t rev, qu
         q_free(q, m, msg_size(m));
     }
     if (q->cfg.resultttl_ms > 0)
-        result_put(q, id, QUEUE_FATE_DEADLETTER, NULL, 0, now_ms + q->cfg.resultttl_ms, out->dl_id);
+        result_put(q, id, QUEUE_FATE_DEADLETTER, reason, reason ? strlen(reason) : 0, now_ms + q->cfg.resultttl_ms,
+                   out->dl_id);
+}
+
+/* Dead-letter k's head (no longer in flight), then move the key on. */
+static void dead_letter(queue_t *q, qkey_t *k, const char *reason, uint64_t now_ms, uint64_t rev,
+                        queue_retry_t *out)
+{
+    dead_letter_msg(q, k, key_pop(k), reason, now_ms, rev, out);
     key_next(q, k, false);
 }
 
@@ -1358,7 +1371,9 @@ static void give_back(queue_t *q, qflight_t *f, uint64_t delay_ms, bool give_up,
         out->kind = QUEUE_RETRY_PARKED;
         emit(q, QUEUE_EV_PARKED, k->bytes, k->klen, m->id, 0, NULL, 0);
     } else {
-        dead_letter(q, k, now_ms, rev, out);
+        /* A MAXAGE verdict says why; attempts that ran out need no word. */
+        bool by_age = give_up && !(q->cfg.maxattempts > 0 && m->attempt >= q->cfg.maxattempts);
+        dead_letter(q, k, by_age ? QUEUE_REASON_MAXAGE : NULL, now_ms, rev, out);
     }
 }
 
@@ -1454,6 +1469,183 @@ int queue_unpark(queue_t *q, const void *key, size_t klen)
     k->head->attempt = 0;
     key_ready(q, k);
     return 1;
+}
+
+/* ---- redrive, cancel, expire ------------------------------------------------------------- */
+
+/* Is k (with a head, not in flight) in the ready heap now (K3)? */
+static bool key_is_ready(const queue_t *q, const qkey_t *k)
+{
+    return k->head != NULL && !k->inflight && !k->parked && pause_find(q, k->bytes, k->klen) == NULL;
+}
+
+/* Unlink the waiting message id from k's FIFO (never the in-flight head)
+ * and return it, or NULL. A ready key whose head goes leaves the ready
+ * heap first (it is ordered by heads) and *requeue (false before the
+ * first take of a key) says to put it back with key_settle(). */
+static qmsg_t *key_take(queue_t *q, qkey_t *k, uint64_t id, bool *requeue)
+{
+    qmsg_t **pp = &k->head, **prevpp = NULL;
+    if (k->inflight) {
+        prevpp = pp;
+        pp = &k->head->u.next;
+    }
+    while (*pp != NULL && (*pp)->id != id) {
+        prevpp = pp;
+        pp = &(*pp)->u.next;
+    }
+    qmsg_t *m = *pp;
+    if (m == NULL)
+        return NULL;
+    if (m == k->head && !*requeue && key_is_ready(q, k)) {
+        qheap_remove(&q->ready, k);
+        *requeue = true; /* out of the heap until key_settle(), whatever later takes find */
+    }
+    if (*k->tailp == m)                 /* m is the tail: its predecessor is now */
+        k->tailp = prevpp != NULL ? prevpp : &k->head;
+    else if (k->tailp == &m->u.next)    /* m precedes the tail: pp points at it now */
+        k->tailp = pp;
+    *pp = m->u.next;
+    m->u.next = NULL;
+    assert(k->nwait > 0);
+    k->nwait--;
+    q->nwaiting--;
+    return m;
+}
+
+/* After key_take()s: a key left empty is freed (K4; a parked one is parked
+ * no more), a key that left the ready heap goes back with its new head. */
+static void key_settle(queue_t *q, qkey_t *k, bool requeue)
+{
+    if (k->head == NULL) {
+        if (k->parked) {
+            k->parked = 0;
+            q->nparked--;
+        }
+        key_next(q, k, false);
+    } else if (requeue) {
+        key_next(q, k, false);
+    }
+}
+
+size_t queue_redrive(queue_t *dlq, queue_t *q, const void *key, size_t klen, uint64_t id)
+{
+    assert(dlq != q);
+    settle(dlq);
+    settle(q);
+    qkey_t *k = key_find(dlq, key, klen);
+    if (k == NULL)
+        return 0;
+    bool requeue = false;
+    size_t moved = 0;
+    qkey_t *to = NULL;
+    for (;;) {
+        qmsg_t *first = k->inflight ? k->head->u.next : k->head;
+        uint64_t want = id != 0 ? id : first != NULL ? first->id : 0;
+        qmsg_t *m = want != 0 ? key_take(dlq, k, want, &requeue) : NULL;
+        if (m == NULL)
+            break;
+        /* The allocation moves: nothing else points at it. */
+        dlq->bytes -= alloc_cost(msg_size(m));
+        q->bytes += alloc_cost(msg_size(m));
+        m->attempt = 0;
+        if (to == NULL)
+            to = key_get(q, key, klen);
+        key_append(q, to, m);
+        q->pushed++;
+        emit(q, QUEUE_EV_PUSHED, to->bytes, to->klen, m->id, 0, m->payload, m->plen);
+        moved++;
+        if (id != 0)
+            break;
+    }
+    key_settle(dlq, k, requeue);
+    return moved;
+}
+
+/* Remove delayed message id (of key) from the delay heap; NULL if none. */
+static qmsg_t *delayed_take(queue_t *q, const void *key, size_t klen, uint64_t id)
+{
+    for (size_t i = 0; i < q->delays.n; i++) {
+        qmsg_t *m = q->delays.v[i];
+        if (m->id == id && m->u.klen == klen && (klen == 0 || memcmp(delayed_key(m), key, klen) == 0)) {
+            qheap_remove(&q->delays, m);
+            q->ndelayed--;
+            return m;
+        }
+    }
+    return NULL;
+}
+
+int queue_cancel(queue_t *q, const void *key, size_t klen, uint64_t id, uint64_t now_ms)
+{
+    settle(q);
+    qkey_t *k = key_find(q, key, klen);
+    bool requeue = false;
+    qmsg_t *m = k != NULL ? key_take(q, k, id, &requeue) : NULL;
+    if (m != NULL) {
+        key_settle(q, k, requeue);
+        q_free(q, m, msg_size(m));
+    } else if ((m = delayed_take(q, key, klen, id)) != NULL) {
+        q_free(q, m, delayed_size(m));
+    } else {
+        return 0;
+    }
+    if (q->cfg.resultttl_ms > 0)
+        result_put(q, id, QUEUE_FATE_CANCELLED, NULL, 0, now_ms + q->cfg.resultttl_ms, 0);
+    return 1;
+}
+
+int queue_expire(queue_t *q, const void *key, size_t klen, uint64_t id, uint64_t now_ms, uint64_t rev,
+                 queue_retry_t *out)
+{
+    settle(q);
+    qkey_t *k = key_find(q, key, klen);
+    if (k == NULL)
+        return 0;
+    /* Only a message nobody took: one that was delivered is MAXAGE's. */
+    const qmsg_t *w = k->inflight ? k->head->u.next : k->head;
+    while (w != NULL && w->id != id)
+        w = w->u.next;
+    if (w == NULL || w->attempt != 0)
+        return 0;
+    bool requeue = false;
+    qmsg_t *m = key_take(q, k, id, &requeue);
+    out->id = id;
+    out->kind = QUEUE_RETRY_DEADLETTER;
+    dead_letter_msg(q, k, m, QUEUE_REASON_MAXWAIT, now_ms, rev, out);
+    key_settle(q, k, requeue);
+    return 1;
+}
+
+void queue_foreach_waiting(const queue_t *q,
+                           bool (*fn)(void *arg, const char *key, size_t klen, uint64_t id, uint32_t attempt),
+                           void *arg)
+{
+    const ordo_htab_t *t = &q->keys;
+    for (size_t b = 0; b <= t->mask; b++)
+        for (const ordo_hnode_t *n = t->buckets[b]; n != NULL; n = n->next) {
+            const qkey_t *k = (const qkey_t *)n;
+            for (const qmsg_t *m = k->inflight ? k->head->u.next : k->head; m != NULL; m = m->u.next)
+                if (!fn(arg, k->bytes, k->klen, m->id, m->attempt))
+                    return;
+        }
+}
+
+const char *queue_delayed_key(const queue_t *q, uint64_t id, size_t *klen)
+{
+    for (size_t i = 0; i < q->delays.n; i++) {
+        const qmsg_t *m = q->delays.v[i];
+        if (m->id == id) {
+            *klen = m->u.klen;
+            return delayed_key(m);
+        }
+    }
+    return NULL;
+}
+
+size_t queue_set_maxwait_count(const queue_set_t *s)
+{
+    return s->nmaxwait;
 }
 
 /* ---- pauses ------------------------------------------------------------------------------ */

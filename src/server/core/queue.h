@@ -134,6 +134,8 @@ typedef struct queue_config_s {
     uint64_t backoff_cap_ms;  /* exponential: >= backoff_base_ms */
     uint64_t maxage_ms;       /* a message older than this (since its push) that comes back
                                  is dead-lettered rather than retried; 0: no limit */
+    uint64_t maxwait_ms;      /* a message never delivered this long after its push is
+                                 dead-lettered (queue_expire()); 0: no limit */
 } queue_config_t;
 
 /* queue_policy_active() -- true if the queue has a retry policy (BACKOFF
@@ -365,6 +367,45 @@ int queue_unpark(queue_t *q, const void *key, size_t klen);
  * O(k log n) for k moved. */
 size_t queue_promote(queue_t *q, uint64_t now_ms);
 
+/* ---- redrive, cancel, expire ----------------------------------------------------------
+ *
+ * Each removes a waiting message from the middle of its key's FIFO, never
+ * the one in flight, so per-key order and K1 hold: the key's next message
+ * is its next oldest. The writer finds the message (the key it is under,
+ * from a read) and the record names the key, so apply is O(key's FIFO). */
+
+/* queue_redrive() -- move from dlq to q the waiting messages of key (all,
+ * or only id if id != 0), in their order in dlq, to the tail of the key's
+ * FIFO in q, each keeping its id, its attempts reset; whatever q's MAXLEN
+ * (as dead-lettering ignores the dead-letter queue's). A parked key of dlq
+ * that is emptied is parked no more. Returns how many moved. O(key's FIFO
+ * + ready keys of dlq when the key's head moves). */
+size_t queue_redrive(queue_t *dlq, queue_t *q, const void *key, size_t klen, uint64_t id);
+/* queue_cancel() -- Q.CANCEL: the waiting (or delayed) message id of key
+ * is removed, its fate CANCELLED kept RESULTTTL. Returns 1, or 0 if key
+ * has no such message waiting or delayed (in flight, done, unknown).
+ * O(key's FIFO + delayed messages). */
+int queue_cancel(queue_t *q, const void *key, size_t klen, uint64_t id, uint64_t now_ms);
+/* queue_expire() -- apply of the writer's "MAXWAIT passed": the waiting,
+ * never delivered message id of key is dead-lettered (to DEADLETTER as a
+ * new message with id rev; without one, discarded), its fate DEADLETTER
+ * with reason QUEUE_REASON_MAXWAIT. Returns 1, or 0 if it is no longer
+ * such a message. *out as queue_nack()'s. */
+int queue_expire(queue_t *q, const void *key, size_t klen, uint64_t id, uint64_t now_ms, uint64_t rev,
+                 queue_retry_t *out);
+/* queue_foreach_key() -- every key with messages and its waiting ones,
+ * oldest first (in-flight head skipped), until fn returns false; for the
+ * writer's scans (redrive all, cancel by id, MAXWAIT). O(messages). */
+void queue_foreach_waiting(const queue_t *q,
+                           bool (*fn)(void *arg, const char *key, size_t klen, uint64_t id, uint32_t attempt),
+                           void *arg);
+/* queue_delayed_key() -- the key of delayed message id (*klen its
+ * length), or NULL. O(delayed). */
+const char *queue_delayed_key(const queue_t *q, uint64_t id, size_t *klen);
+/* queue_set_maxwait_count() -- queues with MAXWAIT set (the writer scans
+ * only while there are some). O(1). */
+size_t queue_set_maxwait_count(const queue_set_t *s);
+
 /* ---- pauses --------------------------------------------------------------------------
  *
  * A pause stops deliveries, not the rest: pushes, acks, nacks and lease
@@ -440,8 +481,15 @@ size_t queue_set_idem_count(const queue_set_t *s);
 enum queue_fate {
     QUEUE_FATE_NONE = 0,       /* unknown id, not done yet, or its result expired */
     QUEUE_FATE_DONE = 1,       /* acked with a result */
-    QUEUE_FATE_DEADLETTER = 2, /* exhausted its attempts */
+    QUEUE_FATE_DEADLETTER = 2, /* exhausted its attempts, passed MAXAGE or MAXWAIT (the result
+                                  holds the reason: empty, QUEUE_REASON_MAXAGE, QUEUE_REASON_MAXWAIT) */
+    QUEUE_FATE_CANCELLED = 3,  /* Q.CANCEL took it before any delivery */
 };
+
+/* Why a message was dead-lettered, kept as its DEADLETTER result's bytes
+ * (none: its attempts ran out). */
+#define QUEUE_REASON_MAXAGE "maxage"
+#define QUEUE_REASON_MAXWAIT "maxwait"
 
 typedef struct queue_result_s {
     int fate;                 /* enum queue_fate */

@@ -57,6 +57,8 @@ const char *record_queue(const record_t *r, uint32_t *len)
     case REC_Q_RESULT_END: *len = r->q_result_end.qlen; return r->q_result_end.queue;
     case REC_Q_RETRY: *len = r->q_retry.qlen; return r->q_retry.queue;
     case REC_Q_PAUSE: *len = r->q_pause.qlen; return r->q_pause.queue;
+    case REC_Q_REDRIVE: *len = r->q_redrive.qlen; return r->q_redrive.queue;
+    case REC_Q_CANCEL: case REC_Q_EXPIRE: *len = r->q_msg.qlen; return r->q_msg.queue;
     default: *len = 0; return NULL;
     }
 }
@@ -220,6 +222,17 @@ static bool bind(record_t *r, slots_t *s)
         BYTES(SL_KEY, r->q_pause.key, r->q_pause.klen);
         BYTES(SL_NAME, r->q_pause.queue, r->q_pause.qlen);
         return true;
+    case REC_Q_REDRIVE:
+        U64(SL_ARG, r->q_redrive.msg_id);
+        BYTES(SL_KEY, r->q_redrive.key, r->q_redrive.klen);
+        BYTES(SL_NAME, r->q_redrive.queue, r->q_redrive.qlen);
+        BYTES(SL_AUX, r->q_redrive.dlq, r->q_redrive.dlen);
+        return true;
+    case REC_Q_CANCEL: case REC_Q_EXPIRE:
+        U64(SL_ARG, r->q_msg.msg_id);
+        BYTES(SL_KEY, r->q_msg.key, r->q_msg.klen);
+        BYTES(SL_NAME, r->q_msg.queue, r->q_msg.qlen);
+        return true;
     case REC_TXN:
         U64(SL_ARG, r->txn.count);
         BYTES(SL_VAL, r->txn.recs, r->txn.len);
@@ -267,6 +280,8 @@ static unsigned uses(unsigned type, unsigned flags)
     case REC_Q_RESULT_END: return B(SL_ARG) | B(SL_NAME);
     case REC_Q_RETRY: return B(SL_ARG) | B(SL_TTL) | B(SL_TOKEN) | B(SL_KIND) | B(SL_NAME);
     case REC_Q_PAUSE: return B(SL_EXPIRE) | B(SL_KIND) | B(SL_KEY) | B(SL_NAME);
+    case REC_Q_REDRIVE: return B(SL_ARG) | B(SL_KEY) | B(SL_NAME) | B(SL_AUX);
+    case REC_Q_CANCEL: case REC_Q_EXPIRE: return B(SL_ARG) | B(SL_KEY) | B(SL_NAME);
     case REC_TXN: return B(SL_ARG) | B(SL_VAL);
     default: return 0;
     }

@@ -62,6 +62,9 @@
  *                     KIND (.kind: enum queue_retry_flags), NAME
  *   Q_PAUSE           EXPIRE (q_pause.until_ms), KIND (.op: enum q_pause_op),
  *                     KEY (.key), NAME
+ *   Q_REDRIVE         ARG (q_redrive.msg_id), KEY (.key), NAME (.queue), AUX (.dlq)
+ *   Q_CANCEL,
+ *   Q_EXPIRE          ARG (q_msg.msg_id), KEY (.key), NAME (.queue)
  *   TXN               ARG (txn.count), VAL (txn.recs): count sub-records,
  *                     each a u32 length and then its own format-3 byte
  *                     form, never a TXN; decode checks every one

@@ -162,7 +162,7 @@ static void encode_qidem(void *arg, const char *key, size_t klen, const char *id
 static void encode_qresult(void *arg, uint64_t id, const queue_result_t *r)
 {
     snap_writer_t *w = arg;
-    assert(r->fate == QUEUE_FATE_DONE || r->fate == QUEUE_FATE_DEADLETTER);
+    assert(r->fate == QUEUE_FATE_DONE || r->fate == QUEUE_FATE_DEADLETTER || r->fate == QUEUE_FATE_CANCELLED);
     add_u8(&w->buf, 'R');
     add_u64(&w->buf, id);
     add_u8(&w->buf, (unsigned)r->fate);
@@ -599,7 +599,7 @@ static int load_queue_entry(core_t *core, rd_t *r, unsigned tag, queue_t **cur)
     res.result = rd_bytes(r, &res.rlen);
     res.expire_ms = rd_u64(r);
     res.dl_id = rd_u64(r);
-    if (r->bad || (res.fate != QUEUE_FATE_DONE && res.fate != QUEUE_FATE_DEADLETTER))
+    if (r->bad || (res.fate != QUEUE_FATE_DONE && res.fate != QUEUE_FATE_DEADLETTER && res.fate != QUEUE_FATE_CANCELLED))
         return -1;
     queue_load_result(*cur, id, &res);
     return 0;

@@ -95,6 +95,7 @@ typedef struct qwaits_s {
     ordo_buf_t to_serve;      /* names of queues to serve at the next settle: u32 length, bytes */
     size_t last_mark;         /* offset in to_serve of the last name marked */
     writer_timer_t timer;     /* at the earliest queue deadline, from qwait_start() */
+    writer_timer_t expire_timer; /* MAXWAIT scans, while a queue has MAXWAIT ("Expiry") */
     uint64_t rng;             /* xorshift64* state for backoff jitter (never 0); seeded at qwait_init() */
 } qwaits_t;
 
@@ -322,6 +323,15 @@ void qwait_after_apply(server_t *s, const record_t *rec, const apply_result_t *r
     case REC_Q_DROP:
         qwait_dropped(s, name, nlen);
         return;
+    case REC_Q_CANCEL:
+        qwait_complete_id(s, name, nlen, rec->q_msg.msg_id, QUEUE_FATE_CANCELLED);
+        return;
+    case REC_Q_EXPIRE:
+        qwait_after_retry(s, name, nlen, res);
+        return;
+    case REC_Q_CONFIG:
+        qwait_arm_expire_scan(s);
+        break;
     case REC_Q_DEDUP_END: case REC_Q_RESULT_END:
         return;
     default:
@@ -388,8 +398,8 @@ void qwait_complete_id(server_t *s, const char *name, size_t nlen, uint64_t id, 
         return;
     const queue_t *q = queue_get(core_queues(s->core), name, nlen);
     queue_result_t r = {0};
-    if (q != NULL && fate == QUEUE_FATE_DONE)
-        queue_result(q, id, &r);
+    if (q != NULL && fate != QUEUE_FATE_NONE)
+        queue_result(q, id, &r); /* a result, or why it was dead-lettered */
     while (wait_list_first(&iw->list) != NULL)
         answer_fate(s, wait_list_first(&iw->list), id, fate, &r);
 }
@@ -649,6 +659,115 @@ bool qwait_retry_record(server_t *s, const char *name, size_t nlen, uint64_t id,
     return true;
 }
 
+/* ---- expiry (MAXWAIT) -----------------------------------------------------------------
+ *
+ * A message nobody took within its queue's MAXWAIT of its push is
+ * dead-lettered by a REC_Q_EXPIRE record the writer makes. Ages come from
+ * core_time_of_rev() of the message id with QWAIT_AGE_SLACK_MS, as for
+ * MAXAGE: never early. Waiting messages have no deadline structure (that
+ * would cost every queue per message), so while some queue has MAXWAIT a
+ * scan every QWAIT_EXPIRE_SCAN_MS walks those queues' waiting messages:
+ * O(their messages) a second, paid only by queues that asked, and an
+ * expiry is up to a scan period plus the slack late. */
+
+#define QWAIT_EXPIRE_SCAN_MS 1000
+/* Expiries per scan: a backlog that all expired at once goes over several
+ * scans rather than holding the loop. */
+#define QWAIT_EXPIRES_PER_SCAN 4096
+
+void qwait_arm_expire_scan(server_t *s)
+{
+    if (!writer_makes_records(s) || queue_set_maxwait_count(core_queues(s->core)) == 0)
+        return;
+    writer_timer_arm_earlier(&s->writer.queues->expire_timer, s->now_ms + QWAIT_EXPIRE_SCAN_MS);
+}
+
+typedef struct expire_scan_s {
+    server_t *s;
+    uint64_t maxwait_ms;
+    ordo_buf_t *found;        /* u32 key length | key | u64 id, per message */
+    size_t n;
+} expire_scan_t;
+
+static bool expire_pick(void *arg, const char *key, size_t klen, uint64_t id, uint32_t attempt)
+{
+    expire_scan_t *e = arg;
+    uint64_t pushed_ms = core_time_of_rev(e->s->core, id);
+    if (attempt == 0 && pushed_ms > 0 && e->s->now_ms > pushed_ms &&
+        e->s->now_ms - pushed_ms > e->maxwait_ms + QWAIT_AGE_SLACK_MS) {
+        char n[8];
+        put_u32(n, (uint32_t)klen);
+        ordo_buf_append(e->found, n, 4);
+        ordo_buf_append(e->found, key, klen);
+        put_u64(n, id);
+        ordo_buf_append(e->found, n, 8);
+        e->n++;
+    }
+    return e->n < QWAIT_EXPIRES_PER_SCAN;
+}
+
+static void note_maxwait_queue(void *arg, queue_t *q)
+{
+    queue_config_t cfg;
+    queue_config(q, &cfg);
+    if (cfg.maxwait_ms == 0)
+        return;
+    size_t nlen;
+    const char *name = queue_name(q, &nlen);
+    char n[4];
+    put_u32(n, (uint32_t)nlen);
+    ordo_buf_append(arg, n, 4);
+    ordo_buf_append(arg, name, nlen);
+}
+
+/* Expire what one queue's scan found (records apply after the walk: an
+ * expiry may create the dead-letter queue). */
+static size_t expire_queue(server_t *s, const char *name, size_t nlen, size_t budget)
+{
+    const queue_t *q = queue_get(core_queues(s->core), name, nlen);
+    if (q == NULL || budget == 0)
+        return 0;
+    queue_config_t cfg;
+    queue_config(q, &cfg);
+    ordo_buf_t found = ORDO_BUF_INIT;
+    expire_scan_t e = {.s = s, .maxwait_ms = cfg.maxwait_ms, .found = &found};
+    queue_foreach_waiting(q, expire_pick, &e);
+    size_t done = 0;
+    for (size_t off = 0; off < found.len && done < budget && server_readonly(s) == NULL; done++) {
+        uint32_t klen = get_u32(found.data + off);
+        record_t rec = {.type = REC_Q_EXPIRE,
+                        .q_msg = {.queue = name, .qlen = (uint32_t)nlen, .key = klen ? found.data + off + 4 : NULL,
+                                  .klen = klen, .msg_id = get_u64(found.data + off + 4 + klen)}};
+        apply_result_t res;
+        qwait_apply(s, &rec, &res);
+        off += 4 + (size_t)klen + 8;
+    }
+    ordo_buf_free(&found);
+    return done;
+}
+
+static void on_expire_scan(writer_timer_t *t)
+{
+    server_t *s = t->data;
+    server_tick(s);
+    if (!writer_makes_records(s))
+        return; /* apply.h: a new leader arms the scan again (qwait_rearm()) */
+    qwait_gc(s);
+    ordo_buf_t names = ORDO_BUF_INIT;
+    queue_set_foreach(core_queues(s->core), note_maxwait_queue, &names);
+    size_t budget = QWAIT_EXPIRES_PER_SCAN;
+    for (size_t off = 0; off < names.len;) {
+        uint32_t nlen = get_u32(names.data + off);
+        budget -= expire_queue(s, names.data + off + 4, nlen, budget);
+        off += 4 + (size_t)nlen;
+    }
+    ordo_buf_free(&names);
+    qwait_arm_expire_scan(s);
+    writer_settle(s);
+    turn_run_resumed(s);
+    turn_flush(s);
+}
+
 /* ---- timers -------------------------------------------------------------------- */
 
 /* Log the record for one due deadline of q and serve what it readied.
@@ -776,6 +895,7 @@ bool qwait_catch_up(server_t *s, const char *name, size_t nlen)
 void qwait_start(server_t *s)
 {
     writer_timer_init(&s->writer.queues->timer, s->loop, s, on_queue_timer, s);
+    writer_timer_init(&s->writer.queues->expire_timer, s->loop, s, on_expire_scan, s);
     qwait_rearm(s); /* deadlines recovered from the log */
 }
 
@@ -785,11 +905,13 @@ void qwait_rearm(server_t *s)
     queue_timer_t t;
     if (queue_set_next_timer(core_queues(s->core), &q, &t))
         arm_at(s, t.due_ms);
+    qwait_arm_expire_scan(s);
 }
 
 void qwait_close_handles(server_t *s)
 {
     writer_timer_close(&s->writer.queues->timer);
+    writer_timer_close(&s->writer.queues->expire_timer);
 }
 
 static void free_iw(ordo_hnode_t *n, void *arg)

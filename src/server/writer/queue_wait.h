@@ -63,6 +63,10 @@ bool qwait_retry_record(server_t *s, const char *name, size_t nlen, uint64_t id,
 /* A drawn delay never exceeds ten years, as a client's DELAY. */
 #define QWAIT_DELAY_MAX_MS (10ull * 366 * 24 * 3600 * 1000)
 
+/* qwait_arm_expire_scan() -- while some queue has MAXWAIT, scan for
+ * messages past it within a second (queue_wait.c, "Expiry"). */
+void qwait_arm_expire_scan(server_t *s);
+
 /* qwait_catch_up() -- before a command uses queue name: apply its due
  * deadlines first. Returns false if the log refused one of their records
  * (the command must answer -READONLY). */
