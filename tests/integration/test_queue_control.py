@@ -555,3 +555,89 @@ def test_cancel_and_maxwait_survive_kill(server):
         assert c.call("Q.RESUME", "q", "KEY", "k") == 1
         (m,) = c.call("Q.PULL", "q")
         assert m[0] == b
+
+
+# ---- rate limits -----------------------------------------------------------------------
+
+
+def test_keyrate_throttles_a_key_and_others_flow(server):
+    with server.raw() as c:
+        assert c.call("Q.CONFIG", "q", "KEYRATE", 2, "PER", 1000) == "OK"
+        for i in range(4):
+            c.call("Q.PUSH", "q", "a", "a%d" % i)
+        c.call("Q.PUSH", "q", "b", "b0")
+        got = [m[2] for m in c.call("Q.PULL", "q", "COUNT", 10, "NOACK")]
+        assert sorted(got) == [b"a0", b"a1", b"b0"], got
+        ki = keyinfo(c, "q", "a")
+        assert ki["throttled_until"] > 0 and ki["waiting"] == 2
+        i = qinfo(c, "q")
+        assert (i["keyrate"], i["keyrate_per"], i["throttled_keys"]) == (2, 1000, 1)
+        t0 = time.monotonic()
+        (m,) = c.call("Q.PULL", "q", "BLOCK", 10000, "NOACK")
+        assert m[2] == b"a2" and time.monotonic() - t0 >= 0.4  # a token every 500 ms
+        assert c.call("Q.CONFIG", "q", "KEYRATE", 2).code == "ERR"
+        assert c.call("Q.CONFIG", "q", "RATE", 1, "PER", 0).code == "ERR"
+        assert c.call("Q.CONFIG", "q", "KEYRATE", 0) == "OK"
+        assert c.call("Q.PULL", "q", "BLOCK", 10000, "NOACK")[0][2] == b"a3"
+
+
+def test_queue_rate_short_window(server):
+    """RATE 10 PER 200 (50 a second after a burst of 10): pullers that want
+    more get at most the bucket's allowance, and close to it."""
+    n, per_ms, run_s = 10, 200, 1.5
+    with server.raw() as c:
+        assert c.call("Q.CONFIG", "q", "RATE", n, "PER", per_ms) == "OK"
+        for i in range(400):
+            c.call("Q.PUSH", "q", "k%d" % (i % 40), "x")
+    stamps = []
+    lock = threading.Lock()
+
+    def pull():
+        with Conn(server.port, timeout=20.0) as c:
+            end = time.monotonic() + run_s
+            while time.monotonic() < end:
+                r = c.call("Q.PULL", "q", "BLOCK", 100, "NOACK", "COUNT", 5)
+                with lock:
+                    stamps.extend([time.monotonic()] * len(r))
+
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=pull) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    elapsed = max(stamps) - t0
+    allowed = n + n * elapsed * 1000.0 / per_ms
+    assert len(stamps) <= allowed + 1, (len(stamps), allowed)
+    assert len(stamps) >= 0.8 * (n + n * (run_s - 0.3) * 1000.0 / per_ms), len(stamps)
+
+
+def test_per_key_order_across_rate_limits(server):
+    """Checker: KEYRATE and RATE throttle a run where consumers nack a
+    fifth of their deliveries: per key, never two in flight and acks in
+    push order: 0 violations."""
+    keys = ["k%d" % i for i in range(6)]
+    per_key = 15
+    with server.raw() as c:
+        assert c.call("Q.CONFIG", "q", "KEYRATE", 4, "PER", 40, "RATE", 200, "PER", 100) == "OK"
+        push_sequences(c, "q", keys, per_key)
+    chk = OrderChecker()
+    assert run_consumers(server.port, "q", chk, len(keys) * per_key, nack_p=0.2) == len(keys) * per_key
+    assert chk.violations == []
+
+
+def test_rate_state_survives_kill(server):
+    with server.raw() as c:
+        assert c.call("Q.CONFIG", "q", "KEYRATE", 1, "PER", 3600000, "RATE", 7, "PER", 1000) == "OK"
+        c.call("Q.PUSH", "q", "a", "a0")
+        c.call("Q.PUSH", "q", "a", "a1")
+        assert len(c.call("Q.PULL", "q", "NOACK")) == 1
+        assert c.call("Q.PULL", "q", "NOACK") == []      # a is throttled for an hour
+        until = keyinfo(c, "q", "a")["throttled_until"]
+        assert until > 0
+    crash_restart(server)
+    with server.raw() as c:
+        i = qinfo(c, "q")
+        assert (i["rate"], i["rate_per"], i["keyrate"], i["keyrate_per"]) == (7, 1000, 1, 3600000)
+        assert keyinfo(c, "q", "a")["throttled_until"] == until
+        assert c.call("Q.PULL", "q", "NOACK") == []

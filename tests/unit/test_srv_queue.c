@@ -76,6 +76,77 @@ static queue_t *mkqueue(queue_set_t *s, const char *name)
 
 /* ---- basic flow ------------------------------------------------------------------------------ */
 
+/* Token buckets: KEYRATE 2 PER 100 lets each key go twice, then throttles
+ * it until a token is back (the rate timer says when); RATE 3 PER 1000
+ * stops the whole queue after three. Never early: a token due at t is
+ * given at t + 1 by the timer's record, and any delivery at t may take it. */
+static void test_rate_limits(void **state)
+{
+    (void)state;
+    queue_set_t *s = queue_set_create();
+    queue_t *q = mkqueue(s, "q");
+    queue_config_t c;
+    queue_config(q, &c);
+    c.keyrate_n = 2;
+    c.keyrate_per_ms = 100;
+    assert_int_equal(queue_configure(q, &c), QUEUE_OK);
+    for (int i = 0; i < 4; i++) {
+        push(q, "a", "x", 1000);
+        push(q, "b", "x", 1000);
+    }
+    queue_delivery_t d;
+    int na = 0, nb = 0;
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(queue_deliver(q, 1000, 0, next_rev(), true, &d), 1);
+        if (d.key[0] == 'a')
+            na++;
+        else
+            nb++;
+    }
+    assert_int_equal(na, 2);
+    assert_int_equal(nb, 2);
+    expect_empty(q, 1000);
+    queue_info_t in;
+    queue_info(q, &in);
+    assert_int_equal(in.throttled_keys, 2);
+    queue_keyinfo_t ki;
+    queue_keyinfo(q, "a", 1, &ki);
+    assert_int_equal(ki.throttled_until_ms, 1050);
+    uint64_t until;
+    assert_int_equal(queue_rate_tokens(q, "a", 1, 1049, &until), 0);
+    assert_int_equal(until, 1050);
+    queue_timer_t t;
+    assert_true(queue_next_rate(q, &t));
+    assert_int_equal(t.due_ms, 1050);
+    expect_empty(q, 1050);                       /* due, not past */
+    assert_int_equal(queue_promote(q, 1051), 2); /* the timer's record: both back */
+    assert_int_equal(queue_deliver(q, 1051, 0, next_rev(), true, &d), 1);
+    assert_int_equal(queue_deliver(q, 1051, 0, next_rev(), true, &d), 1);
+    expect_empty(q, 1051);
+    /* The queue's bucket on top: three, then nothing until its token. */
+    c.keyrate_n = 0;
+    c.keyrate_per_ms = 0;
+    c.rate_n = 3;
+    c.rate_per_ms = 1000;
+    assert_int_equal(queue_configure(q, &c), QUEUE_OK);
+    for (int i = 0; i < 3; i++)
+        push(q, "c", "x", 2000);
+    assert_int_equal(queue_promote(q, 2000), 0); /* nothing throttled; full buckets were freed */
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(queue_deliver(q, 2000, 0, next_rev(), true, &d), 1);
+    expect_empty(q, 2000);
+    assert_true(queue_next_rate(q, &t));
+    assert_int_equal(t.due_ms, 2334); /* 1000 / 3, rounded up */
+    expect_empty(q, 2333);
+    assert_int_equal(queue_deliver(q, 2334, 0, next_rev(), true, &d), 1);
+    /* Limits out of range are refused. */
+    c.rate_per_ms = 0;
+    assert_int_equal(queue_configure(q, &c), QUEUE_EINVAL);
+    c.rate_per_ms = QUEUE_RATE_PER_MS_MAX + 1ull;
+    assert_int_equal(queue_configure(q, &c), QUEUE_EINVAL);
+    queue_set_destroy(s);
+}
+
 /* Check a key's FIFO by what deliveries give: ids in order, then nothing
  * (NOACK deliveries, one key at a time). */
 static void expect_key_order(queue_t *q, uint64_t now, const uint64_t *ids, size_t n)
@@ -1649,6 +1720,7 @@ int main(void)
         cmocka_unit_test(test_backoff_delay),
         cmocka_unit_test(test_pause_resume),
         cmocka_unit_test(test_redrive_cancel_expire),
+        cmocka_unit_test(test_rate_limits),
         cmocka_unit_test(test_retry_policy),
         cmocka_unit_test(test_events),
         cmocka_unit_test(test_oldest_head_first),

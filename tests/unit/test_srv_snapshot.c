@@ -377,6 +377,62 @@ static void test_pauses_round_trip(void **state)
     core_destroy(c);
 }
 
+/* Rate buckets and throttles ('T'): a core loaded from the snapshot
+ * answers the same records as the one it was taken of (same deliveries,
+ * same revisions), a throttled key included. */
+static void test_rate_state_replays_the_same(void **state)
+{
+    (void)state;
+    core_t *c = core_create(1000);
+    queue_config_t cfg;
+    queue_config_defaults(&cfg);
+    cfg.keyrate_n = 1;
+    cfg.keyrate_per_ms = 1000;
+    cfg.rate_n = 5;
+    cfg.rate_per_ms = 1000;
+    char blob[CORE_QCONFIG_BYTES];
+    core_qconfig_encode(&cfg, blob);
+    apply_ok(c, (record_t){.type = REC_Q_CONFIG, .time_ms = 1,
+                           .q_config = {.queue = "q", .qlen = 1, .config = blob, .clen = sizeof blob}});
+    const char *keys[] = {"a", "a", "b", "c"};
+    for (int i = 0; i < 4; i++)
+        apply_ok(c, (record_t){.type = REC_Q_PUSH, .time_ms = 10,
+                               .q_push = {.queue = "q", .qlen = 1, .key = keys[i], .klen = 1, .payload = "p",
+                                          .plen = 1}});
+    record_t pull = {.type = REC_Q_DELIVER, .time_ms = 10, .flags = REC_F_NOACK, .q_deliver = {.queue = "q", .qlen = 1}};
+    apply_ok(c, pull);   /* a: its bucket is empty now */
+    ordo_buf_t mem = ORDO_BUF_INIT;
+    assert_int_equal(snap_encode_mem(c, 5000, &mem), 0);
+    core_t *d = core_create(1000);
+    uint64_t rev = 0, entries = 0;
+    char err[256];
+    assert_int_equal(snap_load_mem(d, mem.data, mem.len, "mem", &rev, &entries, err, sizeof err), 0);
+    assert_int_equal(snap_digest(c), snap_digest(d));
+    /* Then both: b, c, and a throttled (nothing), a promote at 1011 (a back), a. */
+    record_t seq[] = {pull, pull, pull,
+                      {.type = REC_Q_PROMOTE, .time_ms = 1011, .q = {.queue = "q", .qlen = 1}},
+                      {.type = REC_Q_DELIVER, .time_ms = 1011, .flags = REC_F_NOACK,
+                       .q_deliver = {.queue = "q", .qlen = 1}}};
+    for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) {
+        apply_result_t r1, r2;
+        core_apply(c, &seq[i], &r1);
+        core_apply(d, &seq[i], &r2);
+        assert_int_equal(r1.status, r2.status);
+        assert_int_equal(r1.rev, r2.rev);
+        if (seq[i].type == REC_Q_DELIVER && r1.status == AP_OK) {
+            assert_int_equal(r1.queue.delivery.id, r2.queue.delivery.id);
+        }
+        if (i == 2)
+            assert_int_equal(r1.status, AP_NOOP); /* a is throttled: nothing */
+        if (i == 3)
+            assert_int_equal(r1.status, AP_OK);   /* its throttle ended: a change */
+    }
+    assert_int_equal(snap_digest(c), snap_digest(d));
+    core_destroy(d);
+    ordo_buf_free(&mem);
+    core_destroy(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -388,6 +444,7 @@ int main(void)
         cmocka_unit_test(test_memory_and_digest),
         cmocka_unit_test(test_inflight_behind_head_refused),
         cmocka_unit_test(test_pauses_round_trip),
+        cmocka_unit_test(test_rate_state_replays_the_same),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -548,6 +548,34 @@ static bool parse_u32_opt(cmd_ctx_t *x, size_t i, uint32_t lo, uint32_t hi, cons
     return true;
 }
 
+/* RATE|KEYRATE n PER ms (n 0: no limit, PER then optional): *i is at the
+ * option's name and ends at its last argument. */
+static bool parse_rate(cmd_ctx_t *x, size_t *i, uint32_t *n, uint64_t *per_ms)
+{
+    if (!parse_u32_opt(x, ++*i, 0, QUEUE_RATE_MAX, "RATE's count", n))
+        return false;
+    *per_ms = 0;
+    if (*n == 0) {
+        if (*i + 2 < x->argc && arg_is(x, *i + 1, "PER"))
+            *i += 2;
+        return true;
+    }
+    if (*i + 2 >= x->argc || !arg_is(x, *i + 1, "PER")) {
+        reply_err(x, "ERR RATE and KEYRATE take n PER ms");
+        return false;
+    }
+    *i += 2;
+    uint64_t v;
+    if (!arg_u64(x, *i, &v))
+        return false;
+    if (v < 1 || v > QUEUE_RATE_PER_MS_MAX) {
+        reply_errf(x, "ERR PER must be 1..%u ms", QUEUE_RATE_PER_MS_MAX);
+        return false;
+    }
+    *per_ms = v;
+    return true;
+}
+
 static void cmd_qconfig(cmd_ctx_t *x)
 {
     if (!queue_arg_ok(x))
@@ -612,6 +640,9 @@ static void cmd_qconfig(cmd_ctx_t *x)
             ok = arg_ms(x, ++i, &cfg.maxage_ms);
         } else if (arg_is(x, i, "MAXWAIT")) {
             ok = arg_ms(x, ++i, &cfg.maxwait_ms);
+        } else if (arg_is(x, i, "RATE") || arg_is(x, i, "KEYRATE")) {
+            bool key = arg_is(x, i, "KEYRATE");
+            ok = parse_rate(x, &i, key ? &cfg.keyrate_n : &cfg.rate_n, key ? &cfg.keyrate_per_ms : &cfg.rate_per_ms);
         } else if (arg_is(x, i, "DEADLETTER") && i + 1 < x->argc) {
             ok = arg_name_ok(x, ++i);
             cfg.deadletter = x->argv[i].len ? x->argv[i].ptr : NULL;
@@ -959,7 +990,7 @@ static void cmd_qinfo(cmd_ctx_t *x)
     queue_info_t in;
     queue_info(q, &in);
     ordo_buf_t *o = x->out;
-    resp_add_map(o, x->proto, 38);
+    resp_add_map(o, x->proto, 43);
     add_field_u(o, "maxlen", in.config.maxlen);
     add_field_u(o, "maxperkey", in.config.maxperkey);
     resp_add_bulk_str(o, "onfull");
@@ -979,6 +1010,10 @@ static void cmd_qinfo(cmd_ctx_t *x)
     add_field_u(o, "backoff_cap", in.config.backoff_cap_ms);
     add_field_u(o, "maxage", in.config.maxage_ms);
     add_field_u(o, "maxwait", in.config.maxwait_ms);
+    add_field_u(o, "rate", in.config.rate_n);
+    add_field_u(o, "rate_per", in.config.rate_per_ms);
+    add_field_u(o, "keyrate", in.config.keyrate_n);
+    add_field_u(o, "keyrate_per", in.config.keyrate_per_ms);
     resp_add_bulk_str(o, "deadletter");
     if (in.config.deadletter != NULL)
         resp_add_bulk(o, in.config.deadletter, in.config.dl_len);
@@ -993,6 +1028,7 @@ static void cmd_qinfo(cmd_ctx_t *x)
     add_field_u(o, "paused", in.paused);
     add_field_u(o, "paused_until", in.paused_until_ms);
     add_field_u(o, "paused_keys", in.paused_keys);
+    add_field_u(o, "throttled_keys", in.throttled_keys);
     add_field_u(o, "dedup_entries", in.dedup_entries);
     add_field_u(o, "idempotency_keys", in.idem_entries);
     add_field_u(o, "results", in.results);
@@ -1072,7 +1108,7 @@ static void cmd_qkeyinfo(cmd_ctx_t *x)
     if (q != NULL)
         queue_keyinfo(q, x->argv[2].ptr, x->argv[2].len, &k);
     ordo_buf_t *o = x->out;
-    resp_add_map(o, x->proto, 10);
+    resp_add_map(o, x->proto, 11);
     resp_add_bulk_str(o, "state");
     resp_add_bulk_str(o, states[k.state & 3]);
     add_field_u(o, "id", k.inflight_id);
@@ -1084,6 +1120,7 @@ static void cmd_qkeyinfo(cmd_ctx_t *x)
     add_field_u(o, "next_attempt", k.next_attempt_ms);
     add_field_u(o, "paused", k.paused);
     add_field_u(o, "paused_until", k.paused_until_ms);
+    add_field_u(o, "throttled_until", k.throttled_until_ms);
 }
 
 static void cmd_qtopkeys(cmd_ctx_t *x)
@@ -1184,7 +1221,7 @@ const cmd_def_t cmd_queue_defs[] = {
      "queue id [BLOCK ms]", "ordo-queue"},
     {"Q.CONFIG", -2, CMD_WRITE, cmd_qconfig,
      "Configure a queue; options not given keep their value",
-     "queue [MAXLEN n] [MAXPERKEY n] [ONFULL REJECT|BLOCK] [LEASE ms] [MAXATTEMPTS n] [DEADLETTER queue] [ONPOISON DEADLETTER|PARK|DROP] [DEDUP ms] [RESULTTTL ms] [BACKOFF NONE|FIXED|EXPONENTIAL] [BACKOFFBASE ms] [BACKOFFCAP ms] [MAXAGE ms] [MAXWAIT ms]", "ordo-queue"},
+     "queue [MAXLEN n] [MAXPERKEY n] [ONFULL REJECT|BLOCK] [LEASE ms] [MAXATTEMPTS n] [DEADLETTER queue] [ONPOISON DEADLETTER|PARK|DROP] [DEDUP ms] [RESULTTTL ms] [BACKOFF NONE|FIXED|EXPONENTIAL] [BACKOFFBASE ms] [BACKOFFCAP ms] [MAXAGE ms] [MAXWAIT ms] [RATE n PER ms] [KEYRATE n PER ms]", "ordo-queue"},
     {"Q.UNPARK", 3, CMD_WRITE, cmd_qunpark, "Let a parked key's backlog flow again; 1/0", "queue key", "ordo-queue"},
     {"Q.PAUSE", -2, CMD_WRITE, cmd_qpause,
      "Stop deliveries of a key, or of the whole queue, until resumed or a time; 1, or 0 if paused so already",

@@ -742,6 +742,10 @@ void core_qconfig_encode(const queue_config_t *cfg, char out[CORE_QCONFIG_BYTES]
     put_u64(out + 47, cfg->backoff_cap_ms);
     put_u64(out + 55, cfg->maxage_ms);
     put_u64(out + 63, cfg->maxwait_ms);
+    put_u32(out + 71, cfg->rate_n);
+    put_u64(out + 75, cfg->rate_per_ms);
+    put_u32(out + 83, cfg->keyrate_n);
+    put_u64(out + 87, cfg->keyrate_per_ms);
 }
 
 int core_qconfig_decode(const void *bytes, size_t len, queue_config_t *cfg)
@@ -764,6 +768,10 @@ int core_qconfig_decode(const void *bytes, size_t len, queue_config_t *cfg)
     cfg->backoff_cap_ms = get_u64(p + 47);
     cfg->maxage_ms = get_u64(p + 55);
     cfg->maxwait_ms = get_u64(p + 63);
+    cfg->rate_n = get_u32(p + 71);
+    cfg->rate_per_ms = get_u64(p + 75);
+    cfg->keyrate_n = get_u32(p + 83);
+    cfg->keyrate_per_ms = get_u64(p + 87);
     return 0;
 }
 

@@ -599,11 +599,12 @@ queue_set_t *core_queues_load(core_t *c);
  * onpoison u8 | maxattempts u32 | lease_ms u64 | dedup_ms u64 |
  * resultttl_ms u64 (the first form, 38 bytes), then backoff u8 |
  * backoff_base_ms u64 | backoff_cap_ms u64 | maxage_ms u64 | maxwait_ms
- * u64 (71 bytes in all); the dead-letter queue is the record's key
+ * u64 | rate_n u32 | rate_per_ms u64 | keyrate_n u32 | keyrate_per_ms u64
+ * (95 bytes in all); the dead-letter queue is the record's key
  * (empty: none). A 38-byte form (records and snapshots older than these
  * controls) leaves the later fields as they are. */
 #define CORE_QCONFIG_V1_BYTES 38
-#define CORE_QCONFIG_BYTES 71
+#define CORE_QCONFIG_BYTES 95
 void core_qconfig_encode(const queue_config_t *cfg, char out[CORE_QCONFIG_BYTES]);
 /* Returns 0, or -1 if len is none of the forms. cfg->deadletter is left alone. */
 int core_qconfig_decode(const void *p, size_t len, queue_config_t *cfg);

@@ -189,6 +189,26 @@ typedef struct qpauses_s {
     ordo_heap_t ends;         /* timed pauses by until_ms */
 } qpauses_t;
 
+/* A key's token bucket (KEYRATE), kept while not full. In exactly one of
+ * qrates' heaps: `throttled` (its key is out of turn until release_ms) or
+ * `sweep` (freed once full, at full_ms). */
+typedef struct qrate_s {
+    ordo_hnode_t hnode;       /* in qrates.keys, by key */
+    uint64_t level;           /* units of 1/per token, as of last_ms */
+    uint64_t last_ms;
+    uint64_t event_ms;        /* throttled: release; else when full */
+    ordo_heap_node_t hn;
+    bool throttled;
+    uint32_t klen;
+    char bytes[];
+} qrate_t;
+
+typedef struct qrates_s {
+    ordo_htab_t keys;
+    ordo_heap_t throttled;    /* by event_ms: the release */
+    ordo_heap_t sweep;        /* by event_ms: when full */
+} qrates_t;
+
 /* Every heap's array starts at this many entries and halves when under a
  * quarter full (never below): queue_info() counts the arrays, so memory
  * follows the live entries. */
@@ -217,6 +237,8 @@ struct queue_s {
     size_t bytes;             /* chunks allocated for entries (arrays added in queue_bytes()) */
     size_t counted;           /* this queue's share of set->bytes, as of its last queue_account() */
     qpauses_t *pauses;        /* paused keys, NULL if none was ever paused */
+    qrates_t *rates;          /* KEYRATE buckets, NULL until a key first spends a token */
+    uint64_t rate_level, rate_last_ms; /* RATE: the queue's bucket (level 0, last 0: full) */
     bool paused;              /* the whole queue: nothing is delivered */
     uint64_t paused_until_ms; /* paused: when it ends by itself, 0 for never */
     qmsg_t *limbo_msg;        /* NOACK: freed at the next change, so views stay valid */
@@ -247,6 +269,8 @@ static void emit(const queue_t *q, int type, const char *key, size_t klen, uint6
                         .n = n, .data = data, .dlen = dlen};
     q->set->event_cb(q->set->event_arg, &ev);
 }
+
+static size_t rate_release_keys(queue_t *q, uint64_t now_ms);
 
 /* ---- small helpers ---------------------------------------------------------------- */
 
@@ -306,6 +330,12 @@ static bool pause_eq(const ordo_hnode_t *n, const void *key, size_t len)
 {
     const qpause_t *p = (const qpause_t *)n;
     return p->klen == len && memcmp(p->bytes, key, len) == 0;
+}
+
+static bool rate_eq(const ordo_hnode_t *n, const void *key, size_t len)
+{
+    const qrate_t *r = (const qrate_t *)n;
+    return r->klen == len && memcmp(r->bytes, key, len) == 0;
 }
 
 static bool queue_eq(const ordo_hnode_t *n, const void *key, size_t len)
@@ -391,6 +421,7 @@ static bool ready_less(const void *a, const void *b)
 #define RESULT_OF(n) CONTAINER_OF(n, qresult_t, hn)
 #define IDEM_OF(n) CONTAINER_OF(n, qidem_t, hn)
 #define PAUSE_OF(n) CONTAINER_OF(n, qpause_t, hn)
+#define RATE_OF(n) CONTAINER_OF(n, qrate_t, hn)
 
 static bool lease_less(const ordo_heap_node_t *a, const ordo_heap_node_t *b)
 {
@@ -442,6 +473,16 @@ static bool pause_less(const ordo_heap_node_t *a, const ordo_heap_node_t *b)
     const qpause_t *x = PAUSE_OF(a), *y = PAUSE_OF(b);
     if (x->until_ms != y->until_ms)
         return x->until_ms < y->until_ms;
+    size_t n = x->klen < y->klen ? x->klen : y->klen;
+    int c = n ? memcmp(x->bytes, y->bytes, n) : 0;
+    return c != 0 ? c < 0 : x->klen < y->klen;
+}
+
+static bool rate_less(const ordo_heap_node_t *a, const ordo_heap_node_t *b)
+{
+    const qrate_t *x = RATE_OF(a), *y = RATE_OF(b);
+    if (x->event_ms != y->event_ms)
+        return x->event_ms < y->event_ms;
     size_t n = x->klen < y->klen ? x->klen : y->klen;
     int c = n ? memcmp(x->bytes, y->bytes, n) : 0;
     return c != 0 ? c < 0 : x->klen < y->klen;
@@ -563,13 +604,47 @@ static void pause_free(queue_t *q, qpause_t *p)
     q_free(q, p, sizeof *p + p->klen);
 }
 
-/* k, with a head and not in flight, enters the ready heap unless it is
- * parked or paused (K3). The pause lookup is skipped while the queue has
- * never paused a key. */
+static qrate_t *rate_find(const queue_t *q, const void *key, size_t klen)
+{
+    if (q->rates == NULL)
+        return NULL;
+    return (qrate_t *)ordo_htab_find(&q->rates->keys, ordo_htab_hash(&q->rates->keys, key, klen), key, klen);
+}
+
+/* Is k out of turn by its rate (KEYRATE)? */
+static bool key_throttled(const queue_t *q, const qkey_t *k)
+{
+    const qrate_t *r = rate_find(q, k->bytes, k->klen);
+    return r != NULL && r->throttled;
+}
+
+/* Is k held out of the ready heap whatever its messages: parked, paused
+ * or throttled (K3)? The lookups are skipped while the queue has never
+ * paused a key or rate-limited one. */
+static bool key_held(const queue_t *q, const qkey_t *k)
+{
+    return k->parked || pause_find(q, k->bytes, k->klen) != NULL || key_throttled(q, k);
+}
+
+static void rate_free(queue_t *q, qrate_t *r)
+{
+    ordo_htab_remove(&q->rates->keys, &r->hnode);
+    if (ordo_heap_linked(&r->hn))
+        ordo_heap_remove(r->throttled ? &q->rates->throttled : &q->rates->sweep, &r->hn);
+    q_free(q, r, sizeof *r + r->klen);
+}
+
+/* Is k in the ready heap now (K3)? */
+static bool key_is_ready(const queue_t *q, const qkey_t *k)
+{
+    return k->head != NULL && !k->inflight && !key_held(q, k);
+}
+
+/* k, with a head and not in flight, enters the ready heap unless held. */
 static void key_ready(queue_t *q, qkey_t *k)
 {
     assert(k->head != NULL && !k->inflight);
-    if (!k->parked && pause_find(q, k->bytes, k->klen) == NULL)
+    if (!key_held(q, k))
         qheap_push(&q->ready, k);
 }
 
@@ -941,6 +1016,11 @@ static void free_pause_cb(ordo_hnode_t *n, void *arg)
     pause_free(q, (qpause_t *)n);
 }
 
+static void free_rate_cb(ordo_hnode_t *n, void *arg)
+{
+    rate_free(arg, (qrate_t *)n);
+}
+
 static void queue_free(queue_t *q)
 {
     settle(q);
@@ -949,6 +1029,14 @@ static void queue_free(queue_t *q)
     if (q->paused) {
         assert(q->set->npaused_queues > 0);
         q->set->npaused_queues--;
+    }
+    if (q->rates != NULL) {
+        ordo_htab_foreach(&q->rates->keys, free_rate_cb, q);
+        ordo_htab_destroy(&q->rates->keys);
+        ordo_heap_destroy(&q->rates->throttled);
+        ordo_heap_destroy(&q->rates->sweep);
+        free(q->rates);
+        q->bytes -= alloc_cost(sizeof *q->rates);
     }
     if (q->pauses != NULL) {
         ordo_htab_foreach(&q->pauses->keys, free_pause_cb, q);
@@ -1082,6 +1170,10 @@ int queue_configure(queue_t *q, const queue_config_t *cfg)
         return QUEUE_EINVAL;
     if (cfg->lease_ms < 1 || cfg->onfull > QUEUE_ONFULL_BLOCK || cfg->onpoison > QUEUE_ONPOISON_DROP)
         return QUEUE_EINVAL;
+    if ((cfg->rate_n > 0) != (cfg->rate_per_ms > 0) || cfg->rate_n > QUEUE_RATE_MAX ||
+        cfg->rate_per_ms > QUEUE_RATE_PER_MS_MAX || (cfg->keyrate_n > 0) != (cfg->keyrate_per_ms > 0) ||
+        cfg->keyrate_n > QUEUE_RATE_MAX || cfg->keyrate_per_ms > QUEUE_RATE_PER_MS_MAX)
+        return QUEUE_EINVAL;
     if (cfg->backoff > QUEUE_BACKOFF_EXPONENTIAL || cfg->backoff_base_ms < 1 ||
         (cfg->backoff == QUEUE_BACKOFF_EXPONENTIAL && cfg->backoff_cap_ms < cfg->backoff_base_ms))
         return QUEUE_EINVAL;
@@ -1093,14 +1185,264 @@ int queue_configure(queue_t *q, const queue_config_t *cfg)
         dl = ordo_xmalloc(cfg->dl_len);
         memcpy(dl, cfg->deadletter, cfg->dl_len);
     }
+    bool keyrate_changed = cfg->keyrate_n != q->cfg.keyrate_n || cfg->keyrate_per_ms != q->cfg.keyrate_per_ms;
     free(q->dl_name);
     q->set->nmaxwait += (cfg->maxwait_ms > 0) - (q->cfg.maxwait_ms > 0);
     q->cfg = *cfg;
     q->dl_name = dl;
     q->cfg.deadletter = dl;
     q->cfg.dl_len = dl ? cfg->dl_len : 0;
+    /* A new KEYRATE judges keys afresh: every throttle ends now. */
+    if (keyrate_changed)
+        rate_release_keys(q, UINT64_MAX);
     queue_account(q);
     return QUEUE_OK;
+}
+
+/* ---- rate limits -------------------------------------------------------------------------
+ * The buckets of queue.h's "Rate limits". Units: a bucket of n per p ms
+ * holds up to n * p units, gains n a ms, and a token is p units. */
+
+static uint64_t bucket_cap(uint32_t n, uint64_t per_ms)
+{
+    return (uint64_t)n * per_ms;
+}
+
+/* The level of a bucket (level at last_ms) at now_ms: full after a whole
+ * window, and full if never spent (last_ms 0). */
+static uint64_t bucket_level(uint64_t level, uint64_t last_ms, uint32_t n, uint64_t per_ms, uint64_t now_ms)
+{
+    uint64_t cap = bucket_cap(n, per_ms);
+    if (last_ms == 0)
+        return cap;
+    if (level > cap)
+        level = cap; /* the limit was lowered */
+    if (now_ms <= last_ms)
+        return level;
+    uint64_t el = now_ms - last_ms;
+    if (el >= per_ms)
+        return cap;
+    return cap - level <= el * n ? cap : level + el * n;
+}
+
+/* ms from a bucket at `level` until it holds `want` units. */
+static uint64_t bucket_wait(uint64_t level, uint64_t want, uint32_t n)
+{
+    return level >= want ? 0 : (want - level + n - 1) / n;
+}
+
+static void rate_heap_put(queue_t *q, qrate_t *r, bool throttled, uint64_t event_ms)
+{
+    ordo_heap_t *from = r->throttled ? &q->rates->throttled : &q->rates->sweep;
+    if (ordo_heap_linked(&r->hn))
+        ordo_heap_remove(from, &r->hn);
+    r->throttled = throttled;
+    r->event_ms = event_ms;
+    ordo_heap_xpush(throttled ? &q->rates->throttled : &q->rates->sweep, &r->hn);
+}
+
+static qrate_t *rate_get(queue_t *q, const void *key, size_t klen)
+{
+    qrate_t *r = rate_find(q, key, klen);
+    if (r != NULL)
+        return r;
+    if (q->rates == NULL) {
+        q->rates = ordo_xcalloc(1, sizeof *q->rates);
+        q->bytes += alloc_cost(sizeof *q->rates);
+        htab_init_or_die(&q->rates->keys, rate_eq);
+        ordo_heap_init(&q->rates->throttled, rate_less, QUEUE_HEAP_CAP_MIN, ORDO_HEAP_SHRINK);
+        ordo_heap_init(&q->rates->sweep, rate_less, QUEUE_HEAP_CAP_MIN, ORDO_HEAP_SHRINK);
+    }
+    assert(klen <= UINT32_MAX);
+    r = q_alloc(q, sizeof *r + klen);
+    memset(r, 0, sizeof *r);
+    r->klen = (uint32_t)klen;
+    if (klen)
+        memcpy(r->bytes, key, klen);
+    ordo_heap_node_init(&r->hn);
+    ordo_htab_insert(&q->rates->keys, &r->hnode, ordo_htab_hash(&q->rates->keys, key, klen));
+    return r;
+}
+
+/* Buckets full by now_ms are what a key without one has: free up to two
+ * (each spend sweeps a little, so the table follows the keys delivered in
+ * the last window without a pass of its own). */
+static void rate_sweep(queue_t *q, uint64_t now_ms)
+{
+    const ordo_heap_node_t *n;
+    for (int i = 0; i < 2 && (n = ordo_heap_peek(&q->rates->sweep)) != NULL && RATE_OF(n)->event_ms < now_ms; i++)
+        rate_free(q, RATE_OF(n));
+}
+
+/* k is being delivered (it was ready, so its bucket has a token: a key is
+ * throttled by the delivery that takes its last token, never by a turn
+ * that finds none, so a pull that delivers nothing changes nothing).
+ * Spend the token; if none is left, throttle k until one is back. After
+ * a KEYRATE change a bucket may hold less than a token: it still goes
+ * once, and is throttled from then. */
+static void rate_key_spend(queue_t *q, qkey_t *k, uint64_t now_ms)
+{
+    uint32_t n = q->cfg.keyrate_n;
+    uint64_t per = q->cfg.keyrate_per_ms, cap = bucket_cap(n, per);
+    qrate_t *r = rate_find(q, k->bytes, k->klen);
+    uint64_t level = r != NULL ? bucket_level(r->level, r->last_ms, n, per, now_ms) : cap;
+    if (r == NULL)
+        r = rate_get(q, k->bytes, k->klen);
+    r->level = level > per ? level - per : 0;
+    r->last_ms = now_ms;
+    if (r->level < per)
+        rate_heap_put(q, r, true, now_ms + bucket_wait(r->level, per, n));
+    else
+        rate_heap_put(q, r, false, now_ms + bucket_wait(r->level, cap, n));
+    rate_sweep(q, now_ms);
+}
+
+/* Give back the keys whose throttle ended before now_ms (those still
+ * deliverable re-enter the ready heap) and refill an empty queue bucket
+ * whose token is back. Returns how many throttles ended plus 1 for the
+ * queue's refill. Like the promotion of delayed messages, this may happen
+ * in a record that is not logged (a pull that found nothing): that only
+ * brings forward what any later record's promote does the same way, so a
+ * replay reaches the same deliveries, and a logged "due" record changes at
+ * least what it did when it was made. */
+static size_t rate_release_keys(queue_t *q, uint64_t now_ms)
+{
+    size_t changed = 0;
+    const ordo_heap_node_t *n;
+    while (q->rates != NULL && (n = ordo_heap_peek(&q->rates->throttled)) != NULL &&
+           RATE_OF(n)->event_ms < now_ms) {
+        qrate_t *r = RATE_OF(n);
+        uint32_t rn = q->cfg.keyrate_n;
+        uint64_t full = rn ? r->last_ms + bucket_wait(r->level, bucket_cap(rn, q->cfg.keyrate_per_ms), rn) : 0;
+        rate_heap_put(q, r, false, full);
+        qkey_t *k = key_find(q, r->bytes, r->klen);
+        if (k != NULL && k->head != NULL && !k->inflight && !key_held(q, k))
+            qheap_push(&q->ready, k);
+        changed++;
+    }
+    return changed;
+}
+
+static size_t rate_release(queue_t *q, uint64_t now_ms)
+{
+    size_t changed = 0;
+    /* The queue's bucket, emptied by a delivery: refilled once its token
+     * is due (strictly before now_ms, as every deadline). */
+    if (q->cfg.rate_n > 0 && q->rate_last_ms != 0 && q->rate_level < q->cfg.rate_per_ms &&
+        q->rate_last_ms + bucket_wait(q->rate_level, q->cfg.rate_per_ms, q->cfg.rate_n) < now_ms) {
+        q->rate_level = bucket_level(q->rate_level, q->rate_last_ms, q->cfg.rate_n, q->cfg.rate_per_ms, now_ms);
+        q->rate_last_ms = now_ms;
+        changed++;
+    }
+    return changed + rate_release_keys(q, now_ms);
+}
+
+/* May the queue's bucket (RATE) give a token at now_ms? */
+static bool rate_queue_has(const queue_t *q, uint64_t now_ms)
+{
+    return q->cfg.rate_n == 0 ||
+           bucket_level(q->rate_level, q->rate_last_ms, q->cfg.rate_n, q->cfg.rate_per_ms, now_ms) >=
+               q->cfg.rate_per_ms;
+}
+
+static void rate_queue_spend(queue_t *q, uint64_t now_ms)
+{
+    if (q->cfg.rate_n == 0)
+        return;
+    q->rate_level =
+        bucket_level(q->rate_level, q->rate_last_ms, q->cfg.rate_n, q->cfg.rate_per_ms, now_ms) - q->cfg.rate_per_ms;
+    q->rate_last_ms = now_ms;
+}
+
+uint64_t queue_rate_tokens(const queue_t *q, const void *key, size_t klen, uint64_t now_ms,
+                           uint64_t *throttled_until_ms)
+{
+    *throttled_until_ms = 0;
+    if (key == NULL)
+        return q->cfg.rate_n ? bucket_level(q->rate_level, q->rate_last_ms, q->cfg.rate_n, q->cfg.rate_per_ms,
+                                            now_ms) / q->cfg.rate_per_ms
+                             : 0;
+    if (q->cfg.keyrate_n == 0)
+        return 0;
+    const qrate_t *r = rate_find(q, key, klen);
+    if (r == NULL)
+        return q->cfg.keyrate_n;
+    if (r->throttled)
+        *throttled_until_ms = r->event_ms;
+    return bucket_level(r->level, r->last_ms, q->cfg.keyrate_n, q->cfg.keyrate_per_ms, now_ms) /
+           q->cfg.keyrate_per_ms;
+}
+
+bool queue_next_rate(const queue_t *q, queue_timer_t *out)
+{
+    bool found = false;
+    memset(out, 0, sizeof *out);
+    out->kind = QUEUE_TIMER_RATE;
+    const ordo_heap_node_t *n = q->rates ? ordo_heap_peek(&q->rates->throttled) : NULL;
+    if (n != NULL) {
+        out->due_ms = RATE_OF(n)->event_ms;
+        found = true;
+    }
+    /* The queue's bucket matters only while something waits for it. */
+    if (q->cfg.rate_n > 0 && q->rate_last_ms != 0 && !q->paused && q->ready.n > 0 &&
+        q->rate_level < q->cfg.rate_per_ms) {
+        uint64_t due = q->rate_last_ms + bucket_wait(q->rate_level, q->cfg.rate_per_ms, q->cfg.rate_n);
+        if (!found || due < out->due_ms)
+            out->due_ms = due;
+        found = true;
+    }
+    return found;
+}
+
+struct foreach_bucket_arg {
+    void (*fn)(void *arg, const char *key, size_t klen, const queue_bucket_t *b);
+    void *arg;
+};
+
+static void foreach_bucket_cb(ordo_hnode_t *node, void *arg)
+{
+    struct foreach_bucket_arg *a = arg;
+    const qrate_t *r = (const qrate_t *)node;
+    queue_bucket_t b = {.level = r->level, .last_ms = r->last_ms, .throttled = r->throttled,
+                        .release_ms = r->throttled ? r->event_ms : 0};
+    a->fn(a->arg, r->bytes, r->klen, &b);
+}
+
+void queue_foreach_bucket(const queue_t *q,
+                          void (*fn)(void *arg, const char *key, size_t klen, const queue_bucket_t *b), void *arg)
+{
+    if (q->rate_level != 0 || q->rate_last_ms != 0) {
+        queue_bucket_t b = {.level = q->rate_level, .last_ms = q->rate_last_ms};
+        fn(arg, NULL, 0, &b);
+    }
+    if (q->rates != NULL) {
+        struct foreach_bucket_arg a = {fn, arg};
+        ordo_htab_foreach(&q->rates->keys, foreach_bucket_cb, &a);
+    }
+}
+
+void queue_load_bucket(queue_t *q, const void *key, size_t klen, const queue_bucket_t *b)
+{
+    settle(q);
+    if (key == NULL) {
+        q->rate_level = b->level;
+        q->rate_last_ms = b->last_ms;
+        return;
+    }
+    qrate_t *r = rate_get(q, key, klen);
+    r->level = b->level;
+    r->last_ms = b->last_ms;
+    qkey_t *k = key_find(q, key, klen);
+    /* Loaded after the messages: a throttled key leaves the ready heap. */
+    bool was_ready = k != NULL && key_is_ready(q, k);
+    uint64_t full = q->cfg.keyrate_n ? b->last_ms + bucket_wait(b->level, bucket_cap(q->cfg.keyrate_n,
+                                                                                     q->cfg.keyrate_per_ms),
+                                                                q->cfg.keyrate_n)
+                                     : 0;
+    rate_heap_put(q, r, b->throttled, b->throttled ? b->release_ms : full);
+    if (b->throttled && was_ready)
+        qheap_remove(&q->ready, k);
+    queue_account(q);
 }
 
 /* ---- push ------------------------------------------------------------------------------------- */
@@ -1209,7 +1551,7 @@ size_t queue_promote(queue_t *q, uint64_t now_ms)
         key_append(q, k, m);
         moved++;
     }
-    return moved;
+    return moved + rate_release(q, now_ms);
 }
 
 /* ---- delivery ------------------------------------------------------------------------------- */
@@ -1231,9 +1573,12 @@ int queue_deliver(queue_t *q, uint64_t now_ms, uint64_t lease_ms, uint64_t token
 {
     settle(q);
     queue_promote(q, now_ms);
-    if (q->ready.n == 0 || q->paused)
+    if (q->ready.n == 0 || q->paused || !rate_queue_has(q, now_ms))
         return 0;
     qkey_t *k = qheap_pop(&q->ready);
+    if (q->cfg.keyrate_n > 0)
+        rate_key_spend(q, k, now_ms);
+    rate_queue_spend(q, now_ms);
     assert(k->head && !k->inflight && !k->parked && k->nwait > 0);
     qmsg_t *m = k->head;
     k->nwait--;
@@ -1473,12 +1818,6 @@ int queue_unpark(queue_t *q, const void *key, size_t klen)
 
 /* ---- redrive, cancel, expire ------------------------------------------------------------- */
 
-/* Is k (with a head, not in flight) in the ready heap now (K3)? */
-static bool key_is_ready(const queue_t *q, const qkey_t *k)
-{
-    return k->head != NULL && !k->inflight && !k->parked && pause_find(q, k->bytes, k->klen) == NULL;
-}
-
 /* Unlink the waiting message id from k's FIFO (never the in-flight head)
  * and return it, or NULL. A ready key whose head goes leaves the ready
  * heap first (it is ordered by heads) and *requeue (false before the
@@ -1650,10 +1989,11 @@ size_t queue_set_maxwait_count(const queue_set_t *s)
 
 /* ---- pauses ------------------------------------------------------------------------------ */
 
-/* Is k in the ready heap (K3 without the pause: it would be if unpaused)? */
-static bool key_in_ready(const qkey_t *k)
+/* Is k in the ready heap but for a pause (K3 without the pause: it would
+ * be if unpaused)? */
+static bool key_in_ready(const queue_t *q, const qkey_t *k)
 {
-    return k != NULL && k->head != NULL && !k->inflight && !k->parked;
+    return k != NULL && k->head != NULL && !k->inflight && !k->parked && !key_throttled(q, k);
 }
 
 static void pause_set_until(queue_t *q, qpause_t *p, uint64_t until_ms)
@@ -1696,7 +2036,7 @@ static int pause_key(queue_t *q, const void *key, size_t klen, uint64_t until_ms
     q->set->npaused_keys++;
     pause_set_until(q, p, until_ms);
     qkey_t *k = key_find(q, key, klen);
-    if (key_in_ready(k))
+    if (key_in_ready(q, k))
         qheap_remove(&q->ready, k);
     return 1;
 }
@@ -1732,7 +2072,7 @@ int queue_resume(queue_t *q, const void *key, size_t klen)
         return 0;
     pause_free(q, p);
     qkey_t *k = key_find(q, key, klen);
-    if (key_in_ready(k))
+    if (key_in_ready(q, k))
         qheap_push(&q->ready, k);
     return 1;
 }
@@ -1947,7 +2287,7 @@ bool queue_next_timer(const queue_t *q, queue_timer_t *out)
 {
     bool (*const kinds[])(const queue_t *, queue_timer_t *) = {
         queue_next_lease, queue_next_delay, queue_next_dedup, queue_next_result, queue_next_idem,
-        queue_next_pause_end};
+        queue_next_pause_end, queue_next_rate};
     bool found = false;
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         queue_timer_t t;
@@ -1993,6 +2333,8 @@ int queue_keyinfo(const queue_t *q, const void *key, size_t klen, queue_keyinfo_
 {
     memset(out, 0, sizeof *out);
     out->paused = queue_paused(q, key, klen, &out->paused_until_ms);
+    const qrate_t *r = rate_find(q, key, klen);
+    out->throttled_until_ms = r != NULL && r->throttled ? r->event_ms : 0;
     const qkey_t *k = key_find(q, key, klen);
     if (k == NULL)
         return out->state = QUEUE_KEY_IDLE;
@@ -2117,7 +2459,10 @@ static size_t queue_bytes(const queue_t *q)
            heap_bytes(q->leases.cap) + heap_bytes(q->delays.cap) + heap_bytes(q->dedup_heap.cap) +
            heap_bytes(q->result_heap.cap) + heap_bytes(q->idem_heap.cap) +
            (q->dl_name ? alloc_cost(q->cfg.dl_len) : 0) +
-           (q->pauses ? htab_bytes(&q->pauses->keys) + heap_bytes(q->pauses->ends.cap) : 0);
+           (q->pauses ? htab_bytes(&q->pauses->keys) + heap_bytes(q->pauses->ends.cap) : 0) +
+           (q->rates ? htab_bytes(&q->rates->keys) + heap_bytes(q->rates->throttled.cap) +
+                           heap_bytes(q->rates->sweep.cap)
+                     : 0);
 }
 
 void queue_account(queue_t *q)
@@ -2143,6 +2488,7 @@ void queue_info(const queue_t *q, queue_info_t *out)
     out->paused = q->paused;
     out->paused_until_ms = q->paused_until_ms;
     out->paused_keys = q->pauses ? q->pauses->keys.count : 0;
+    out->throttled_keys = q->rates ? ordo_heap_len(&q->rates->throttled) : 0;
     out->dedup_entries = q->dedups.count;
     out->idem_entries = q->idems.count;
     out->results = q->results.count;

@@ -84,6 +84,14 @@
  *   work the key's later messages could be doing, and MAXAGE or
  *   MAXATTEMPTS is the better tool. MAXAGE 0: no limit (MAXATTEMPTS
  *   already ends a poison message). */
+/* Rate limits (RATE n PER ms for the queue, KEYRATE n PER ms for each
+ * key): token buckets of n tokens refilled n per `per` ms, one token a
+ * delivery. n is at most QUEUE_RATE_MAX and per at most
+ * QUEUE_RATE_PER_MS_MAX, so a bucket's level (n * per, in units of
+ * 1/per token) stays far inside 64 bits; a million deliveries a day is
+ * the slowest rate, a million a millisecond the fastest. */
+#define QUEUE_RATE_MAX 1000000u
+#define QUEUE_RATE_PER_MS_MAX 86400000u
 #define QUEUE_DEFAULT_BACKOFF_BASE_MS 1000u
 #define QUEUE_DEFAULT_BACKOFF_CAP_MS 300000u
 
@@ -136,6 +144,10 @@ typedef struct queue_config_s {
                                  is dead-lettered rather than retried; 0: no limit */
     uint64_t maxwait_ms;      /* a message never delivered this long after its push is
                                  dead-lettered (queue_expire()); 0: no limit */
+    uint32_t rate_n;          /* RATE: deliveries per rate_per_ms for the queue; 0: no limit */
+    uint64_t rate_per_ms;     /* 1..QUEUE_RATE_PER_MS_MAX when rate_n > 0, else 0 */
+    uint32_t keyrate_n;       /* KEYRATE: deliveries per keyrate_per_ms for each key; 0: none */
+    uint64_t keyrate_per_ms;
 } queue_config_t;
 
 /* queue_policy_active() -- true if the queue has a retry policy (BACKOFF
@@ -361,7 +373,9 @@ uint32_t queue_delivery_attempt(const queue_t *q, uint64_t id, uint64_t token);
 int queue_unpark(queue_t *q, const void *key, size_t klen);
 
 /* queue_promote() -- move delayed messages due before now_ms to their
- * keys' FIFOs, in due order (ties: id order). Push and deliver do this
+ * keys' FIFOs, in due order (ties: id order); then give back the ready
+ * heap the keys whose rate throttle ended before now_ms, and refill an
+ * empty queue bucket whose token is back ("Rate limits"); each counts. Push and deliver do this
  * themselves; the writer also logs a "delay due" record calling it when
  * queue_next_delay() comes, so blocked pullers wake. Returns how many moved.
  * O(k log n) for k moved. */
@@ -405,6 +419,36 @@ const char *queue_delayed_key(const queue_t *q, uint64_t id, size_t *klen);
 /* queue_set_maxwait_count() -- queues with MAXWAIT set (the writer scans
  * only while there are some). O(1). */
 size_t queue_set_maxwait_count(const queue_set_t *s);
+
+/* ---- rate limits ------------------------------------------------------------------------
+ *
+ * Token buckets, exact in integers: a bucket of RATE n PER p holds up to
+ * n * p units, gains n units a ms (by record times) and a delivery costs
+ * p, so n deliveries may go at once and then n every p ms. The queue's
+ * bucket is in the queue; a key's is kept only while it is not full (a
+ * full bucket is what a key without one has), so memory follows the keys
+ * delivered in the last window. A delivery needs a token in both. A key
+ * whose bucket is empty when its turn comes is throttled: it leaves the
+ * ready heap until a token is back, when a promote (push, deliver, or the
+ * writer's "due" record: QUEUE_TIMER_RATE) puts it back; a queue whose
+ * bucket is empty delivers nothing until a token is back. Buckets and
+ * throttles are state: in the snapshot, so replay reaches the same. */
+
+/* queue_rate_tokens() -- the tokens (rounded down) in key's bucket (NULL:
+ * the queue's) as of now_ms, and *throttled_until_ms the end of the key's
+ * throttle (0: not throttled). Returns 0 if the limit is not set. O(1). */
+uint64_t queue_rate_tokens(const queue_t *q, const void *key, size_t klen, uint64_t now_ms,
+                           uint64_t *throttled_until_ms);
+/* Snapshots: every bucket kept (key NULL: the queue's), with its state. */
+typedef struct queue_bucket_s {
+    uint64_t level;           /* units of 1/per token */
+    uint64_t last_ms;         /* when level was computed */
+    bool throttled;           /* a key's: out of the ready heap until release_ms */
+    uint64_t release_ms;
+} queue_bucket_t;
+void queue_foreach_bucket(const queue_t *q,
+                          void (*fn)(void *arg, const char *key, size_t klen, const queue_bucket_t *b), void *arg);
+void queue_load_bucket(queue_t *q, const void *key, size_t klen, const queue_bucket_t *b);
 
 /* ---- pauses --------------------------------------------------------------------------
  *
@@ -518,6 +562,7 @@ enum queue_timer_kind {
     QUEUE_TIMER_RESULT = 4,   /* log "result expire id" -> queue_result_expire() */
     QUEUE_TIMER_IDEM = 5,     /* log "dedup end key idem" (IDEM) -> queue_idem_expire() */
     QUEUE_TIMER_PAUSE = 6,    /* log "pause ended" key (or queue_wide) -> queue_pause_end() */
+    QUEUE_TIMER_RATE = 7,     /* log "due" (REC_Q_PROMOTE) -> queue_promote(): a token is back */
 };
 
 typedef struct queue_timer_s {
@@ -541,7 +586,8 @@ bool queue_next_dedup(const queue_t *q, queue_timer_t *out);
 bool queue_next_result(const queue_t *q, queue_timer_t *out);
 bool queue_next_idem(const queue_t *q, queue_timer_t *out);
 bool queue_next_pause_end(const queue_t *q, queue_timer_t *out);
-/* queue_next_timer() -- the earliest of the six (ties: the order above). */
+bool queue_next_rate(const queue_t *q, queue_timer_t *out);
+/* queue_next_timer() -- the earliest of the seven (ties: the order above). */
 bool queue_next_timer(const queue_t *q, queue_timer_t *out);
 /* queue_set_next_timer() -- the earliest over every queue; *qout receives its
  * queue. O(queues): the writer may instead keep its own per-queue wakeups. */
@@ -567,6 +613,7 @@ typedef struct queue_keyinfo_s {
     size_t waiting;           /* waiting messages (not in flight; parked backlog included) */
     bool paused;              /* the key is paused (queue_pause()), whatever its state */
     uint64_t paused_until_ms; /* paused: when the pause ends by itself, 0 for never */
+    uint64_t throttled_until_ms; /* KEYRATE: out of turn until then (0: not throttled) */
 } queue_keyinfo_t;
 
 /* queue_keyinfo() -- Q.KEYINFO; returns out->state. O(1). */
@@ -601,6 +648,7 @@ typedef struct queue_info_s {
     bool paused;              /* the queue is paused as a whole */
     uint64_t paused_until_ms; /* paused: its end, 0 for never */
     size_t paused_keys;
+    size_t throttled_keys;    /* KEYRATE: keys out of turn until a token is back */
     size_t dedup_entries;
     size_t idem_entries;      /* idempotency keys kept (queue.h, "Idempotency keys") */
     size_t results;

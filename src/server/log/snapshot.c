@@ -182,6 +182,18 @@ static void encode_qpause(void *arg, const char *key, size_t klen, uint64_t unti
     entry_end(w);
 }
 
+static void encode_qbucket(void *arg, const char *key, size_t klen, const queue_bucket_t *b)
+{
+    snap_writer_t *w = arg;
+    add_u8(&w->buf, 'T');
+    add_u8(&w->buf, (key != NULL) | (b->throttled ? 2u : 0u));
+    add_u64(&w->buf, b->level);
+    add_u64(&w->buf, b->last_ms);
+    add_u64(&w->buf, b->release_ms);
+    add_bytes(&w->buf, key, key ? klen : 0);
+    entry_end(w);
+}
+
 static void encode_queue(void *arg, queue_t *q)
 {
     snap_writer_t *w = arg;
@@ -202,6 +214,7 @@ static void encode_queue(void *arg, queue_t *q)
     queue_foreach_idem(q, encode_qidem, w);
     queue_foreach_result(q, encode_qresult, w);
     queue_foreach_pause(q, encode_qpause, w);
+    queue_foreach_bucket(q, encode_qbucket, w);
 }
 
 /* The header and the coordination and queue state, captured at once. */
@@ -529,7 +542,7 @@ static const char *rd_bytes(rd_t *r, size_t *len)
     return b;
 }
 
-/* Queue entries: 'Q' opens a queue, the 'M', 'U', 'I', 'R', 'Z' after it fill it. */
+/* Queue entries: 'Q' opens a queue, the 'M', 'U', 'I', 'R', 'Z', 'T' after it fill it. */
 static int load_queue_entry(core_t *core, rd_t *r, unsigned tag, queue_t **cur)
 {
     size_t nlen = 0, clen = 0, dlen = 0;
@@ -593,6 +606,20 @@ static int load_queue_entry(core_t *core, rd_t *r, unsigned tag, queue_t **cur)
         queue_load_pause(*cur, is_key ? (key ? key : "") : NULL, klen, until_ms);
         return 0;
     }
+    if (tag == 'T') {
+        size_t klen = 0;
+        unsigned flags = rd_u8(r);
+        queue_bucket_t b = {0};
+        b.level = rd_u64(r);
+        b.last_ms = rd_u64(r);
+        b.release_ms = rd_u64(r);
+        b.throttled = (flags & 2) != 0;
+        const char *key = rd_bytes(r, &klen);
+        if (r->bad || flags > 3 || (!(flags & 1) && (klen != 0 || b.throttled)))
+            return -1;
+        queue_load_bucket(*cur, (flags & 1) ? (key ? key : "") : NULL, klen, &b);
+        return 0;
+    }
     queue_result_t res = {0};
     uint64_t id = rd_u64(r);
     res.fate = (int)rd_u8(r);
@@ -607,7 +634,7 @@ static int load_queue_entry(core_t *core, rd_t *r, unsigned tag, queue_t **cur)
 
 static bool is_queue_tag(unsigned tag)
 {
-    return tag == 'Q' || tag == 'M' || tag == 'U' || tag == 'I' || tag == 'R' || tag == 'Z';
+    return tag == 'Q' || tag == 'M' || tag == 'U' || tag == 'I' || tag == 'R' || tag == 'Z' || tag == 'T';
 }
 
 /* Load one entry of kind tag; returns 0, or -1 if it is malformed or

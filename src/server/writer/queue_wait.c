@@ -34,7 +34,8 @@
  * Timers. queue.h keeps each queue's deadlines (leases, delays, dedup
  * windows, result retention). One timer (timer.h) fires at the earliest;
  * its callback logs one record per due deadline (REC_Q_REDELIVER, or
- * REC_Q_RETRY for a queue with a retry policy; PROMOTE, DEDUP_END,
+ * REC_Q_RETRY for a queue with a retry policy; PROMOTE for delays and
+ * rate tokens coming back, DEDUP_END,
  * RESULT_END, PAUSE for a pause's end) through the door, then settles: the waiters the
  * records made ready are served. After a write that may move a deadline
  * earlier, qwait_note_timer() re-arms it (O(1): only the written queue's
@@ -792,7 +793,7 @@ static bool fire(server_t *s, const queue_t *q, const queue_timer_t *t)
         rec = (record_t){.type = REC_Q_REDELIVER,
                          .q_redeliver = {.queue = name, .qlen = (uint32_t)nlen, .msg_id = t->id, .token = t->token}};
         break;
-    case QUEUE_TIMER_DELAY:
+    case QUEUE_TIMER_DELAY: case QUEUE_TIMER_RATE: /* promote: delayed messages, and tokens back */
         rec = (record_t){.type = REC_Q_PROMOTE, .q = {.queue = name, .qlen = (uint32_t)nlen}};
         break;
     case QUEUE_TIMER_DEDUP:
