@@ -452,6 +452,22 @@ int ordo_q_redrive(ordo_client_t *c, const char *queue, const char *from, const 
  * in ordo_client_errstr()). ORDO_ENOTFOUND if no message waits with it (in
  * flight, done, unknown). */
 int ordo_q_cancel(ordo_client_t *c, const char *queue, int64_t id);
+/* ordo_q_schedule_add() -- Q.SCHEDULE ADD: schedule `name` pushes
+ * (key, payload) into queue on every tick, replacing a schedule of that
+ * name. Ticks: every every_ms from start_ms (0: now), or, with cron, a
+ * five-field cron expression in UTC. skip_missed: ticks missed while the
+ * server was down push nothing (else they push once). ORDO_ESERVER (the
+ * reason in ordo_client_errstr()) for a spec the server refuses.
+ * ordo_q_schedule_del() -- ORDO_OK, or ORDO_ENOTFOUND. */
+typedef struct ordo_schedule_opts {
+    int64_t every_ms;
+    int64_t start_ms;
+    const char *cron;         /* NULL: every_ms */
+    bool skip_missed;
+} ordo_schedule_opts_t;
+int ordo_q_schedule_add(ordo_client_t *c, const char *name, const char *queue, const void *key, size_t key_len,
+                        const void *payload, size_t payload_len, const ordo_schedule_opts_t *o);
+int ordo_q_schedule_del(ordo_client_t *c, const char *name);
 /* ordo_q_call() -- push and wait for the consumer's result. timeout_ms 0:
  * no limit. *result malloc'd (free()); NULL with *result_len 0 if the
  * consumer acked without one. ORDO_ETIMEDOUT, ORDO_EDEADLETTER, ORDO_EBUSY. */

@@ -509,6 +509,51 @@ int ordo_q_cancel(ordo_client_t *c, const char *queue, int64_t id)
                                             (long long)id);
 }
 
+int ordo_q_schedule_add(ordo_client_t *c, const char *name, const char *queue, const void *key, size_t key_len,
+                        const void *payload, size_t payload_len, const ordo_schedule_opts_t *o)
+{
+    cmd_t m = { 0 };
+    sarg(&m, "Q.SCHEDULE");
+    sarg(&m, "ADD");
+    sarg(&m, name);
+    sarg(&m, queue);
+    arg(&m, key, key_len);
+    arg(&m, payload, payload_len);
+    if (o->cron != NULL) {
+        sarg(&m, "CRON");
+        sarg(&m, o->cron);
+    } else {
+        sarg(&m, "EVERY");
+        iarg(&m, o->every_ms);
+        if (o->start_ms > 0) {
+            sarg(&m, "START");
+            iarg(&m, o->start_ms);
+        }
+    }
+    if (o->skip_missed) {
+        sarg(&m, "MISSED");
+        sarg(&m, "skip");
+    }
+    ordo_reply_t *r;
+    int rc = run(c, &m, 0, &r);
+    if (rc == ORDO_OK)
+        ordo_reply_free(r);
+    return rc;
+}
+
+int ordo_q_schedule_del(ordo_client_t *c, const char *name)
+{
+    cmd_t m = { 0 };
+    sarg(&m, "Q.SCHEDULE");
+    sarg(&m, "DEL");
+    sarg(&m, name);
+    int64_t v;
+    int rc = run_int(c, &m, 0, &v);
+    if (rc != ORDO_OK)
+        return rc;
+    return v == 1 ? ORDO_OK : client_seterr(c, ORDO_ENOTFOUND, "Q.SCHEDULE DEL: no schedule %s", name);
+}
+
 int ordo_q_extend(ordo_client_t *c, const char *queue, int64_t id, int64_t token, int64_t ms)
 {
     cmd_t m = { 0 };

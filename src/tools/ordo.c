@@ -10,6 +10,9 @@
  *     resume QUEUE [--key KEY]               prints 1, or 0 if it was not paused
  *     redrive QUEUE [--from DLQ] [--key KEY|--id ID]   prints how many moved (all: call by call, until none)
  *     cancel QUEUE ID                        prints 1, or 0 if no message waits with that id
+ *     schedule add NAME QUEUE KEY PAYLOAD --every MS [--start MS] | --cron EXPR [--skip-missed]
+ *     schedule del NAME                      prints 1, or 0 if there was none
+ *     schedule list                          one line per schedule: name queue next pushed skipped when
  *     consume QUEUE [--concurrency N] [--lease MS] [--nack-delay MS] [--timeout MS]
  *             [--tempfail-pause MS] [--exactly-once] -- PROGRAM [ARGS...]
  *     top QUEUE [--count N] [--interval MS] [--iterations N]
@@ -88,6 +91,8 @@ static const char *usage_text =
     "  resume QUEUE [--key KEY]\n"
     "  redrive QUEUE [--from DLQ] [--key KEY|--id ID]\n"
     "  cancel QUEUE ID\n"
+    "  schedule add NAME QUEUE KEY PAYLOAD --every MS [--start MS] | --cron EXPR [--skip-missed]\n"
+    "  schedule del NAME | schedule list\n"
     "  consume QUEUE [--concurrency N] [--lease MS] [--nack-delay MS] [--timeout MS] [--tempfail-pause MS]\n"
     "          [--exactly-once]\n"
     "          -- PROGRAM [ARGS...]\n"
@@ -322,6 +327,77 @@ static int cmd_cancel(ordo_client_t *c, int argc, char **argv)
     if (rc != ORDO_OK && rc != ORDO_ENOTFOUND)
         return fail(c, "cancel", rc);
     printf("%d\n", rc == ORDO_OK);
+    return 0;
+}
+
+/* One field of a Q.SCHEDULE LIST map (RESP2: a flat array), or NULL. */
+static const ordo_reply_t *map_get(const ordo_reply_t *m, const char *name)
+{
+    for (size_t i = 0; m->elem != NULL && i + 1 < m->n; i += 2)
+        if (m->elem[i]->str != NULL && strcmp(m->elem[i]->str, name) == 0)
+            return m->elem[i + 1];
+    return NULL;
+}
+
+static int schedule_list(ordo_client_t *c)
+{
+    ordo_reply_t *r;
+    int rc = ordo_client_command_strs(c, 0, &r, "Q.SCHEDULE", "LIST", NULL);
+    if (rc != ORDO_OK)
+        return fail(c, "schedule list", rc);
+    for (size_t i = 0; r->elem != NULL && i < r->n; i++) {
+        const ordo_reply_t *m = r->elem[i], *name = map_get(m, "name"), *queue = map_get(m, "queue"),
+                           *cron = map_get(m, "cron"), *every = map_get(m, "every"), *next = map_get(m, "next"),
+                           *pushed = map_get(m, "pushed"), *skipped = map_get(m, "skipped");
+        if (name == NULL || queue == NULL || next == NULL || pushed == NULL || skipped == NULL || every == NULL)
+            continue;
+        printf("%s %s next=%" PRId64 " pushed=%" PRId64 " skipped=%" PRId64 " ", name->str, queue->str,
+               next->integer, pushed->integer, skipped->integer);
+        if (cron != NULL && cron->str != NULL)
+            printf("cron=\"%s\"\n", cron->str);
+        else
+            printf("every=%" PRId64 "\n", every->integer);
+    }
+    ordo_reply_free(r);
+    return 0;
+}
+
+/* schedule add|del|list (see the head). */
+static int cmd_schedule(ordo_client_t *c, int argc, char **argv)
+{
+    if (argc == 1 && strcmp(argv[0], "list") == 0)
+        return schedule_list(c);
+    if (argc == 2 && strcmp(argv[0], "del") == 0) {
+        int rc = ordo_q_schedule_del(c, argv[1]);
+        if (rc != ORDO_OK && rc != ORDO_ENOTFOUND)
+            return fail(c, "schedule del", rc);
+        printf("%d\n", rc == ORDO_OK);
+        return 0;
+    }
+    if (argc < 5 || strcmp(argv[0], "add") != 0)
+        return usage();
+    ordo_schedule_opts_t o = { 0 };
+    for (int i = 5; i < argc; i++) {
+        if (strcmp(argv[i], "--every") == 0 && i + 1 < argc) {
+            if (parse_i64(argv[++i], &o.every_ms) != 0 || o.every_ms < 1)
+                return usage();
+        } else if (strcmp(argv[i], "--start") == 0 && i + 1 < argc) {
+            if (parse_i64(argv[++i], &o.start_ms) != 0 || o.start_ms < 1)
+                return usage();
+        } else if (strcmp(argv[i], "--cron") == 0 && i + 1 < argc) {
+            o.cron = argv[++i];
+        } else if (strcmp(argv[i], "--skip-missed") == 0) {
+            o.skip_missed = true;
+        } else {
+            return usage();
+        }
+    }
+    if ((o.cron == NULL) == (o.every_ms == 0))
+        return usage();
+    int rc = ordo_q_schedule_add(c, argv[1], argv[2], argv[3], strlen(argv[3]), argv[4], strlen(argv[4]), &o);
+    if (rc != ORDO_OK)
+        return fail(c, "schedule add", rc);
+    puts("OK");
     return 0;
 }
 
@@ -1082,6 +1158,8 @@ int main(int argc, char **argv)
         rc = cmd_redrive(c, rest, args);
     else if (strcmp(cmd, "cancel") == 0)
         rc = cmd_cancel(c, rest, args);
+    else if (strcmp(cmd, "schedule") == 0)
+        rc = cmd_schedule(c, rest, args);
     else if (strcmp(cmd, "top") == 0)
         rc = cmd_top(c, rest, args);
     else if (strcmp(cmd, "status") == 0)

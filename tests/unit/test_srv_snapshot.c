@@ -29,6 +29,7 @@
 #include "base/crc32c.h"
 #include "core/coord.h"
 #include "core/core.h"
+#include "core/schedule.h"
 #include "log/snapshot.h"
 
 /* ---- files ------------------------------------------------------------------ */
@@ -433,6 +434,52 @@ static void test_rate_state_replays_the_same(void **state)
     core_destroy(c);
 }
 
+/* Schedules ('S'): a core loaded from the snapshot ticks as the one it
+ * was taken of: the same record pushes once there and is stale after. */
+static void test_schedules_round_trip(void **state)
+{
+    (void)state;
+    core_t *c = core_create(1000);
+    sched_spec_t spec = {.every_ms = 100, .start_ms = 1000};
+    ordo_buf_t val = ORDO_BUF_INIT;
+    sched_encode(&spec, "p", 1, &val);
+    apply_ok(c, (record_t){.type = REC_Q_SCHEDULE_ADD, .time_ms = 1050,
+                           .q_sched = {.queue = "q", .qlen = 1, .name = "s", .nlen = 1, .key = "k", .klen = 1,
+                                       .spec = val.data, .slen = (uint32_t)val.len}});
+    record_t tick = {.type = REC_Q_TICK, .time_ms = 1101, .q_sched = {.queue = "q", .qlen = 1, .name = "s", .nlen = 1,
+                                                                      .tick_ms = 1100}};
+    apply_ok(c, tick);
+    ordo_buf_t mem = ORDO_BUF_INIT;
+    assert_int_equal(snap_encode_mem(c, 5000, &mem), 0);
+    core_t *d = core_create(1000);
+    uint64_t rev = 0, entries = 0;
+    char err[256];
+    assert_int_equal(snap_load_mem(d, mem.data, mem.len, "mem", &rev, &entries, err, sizeof err), 0);
+    assert_int_equal(snap_digest(c), snap_digest(d));
+    sched_view_t v;
+    assert_true(sched_get(core_scheds(d), "s", 1, &v));
+    assert_int_equal(v.next_ms, 1200);
+    assert_int_equal(v.pushed, 1);
+    apply_result_t r1, r2;
+    core_apply(d, &tick, &r2); /* the tick already applied: stale */
+    assert_int_equal(r2.status, AP_NOOP);
+    tick.q_sched.tick_ms = 1200;
+    tick.time_ms = 1201;
+    core_apply(c, &tick, &r1);
+    core_apply(d, &tick, &r2);
+    assert_int_equal(r1.status, AP_OK);
+    assert_int_equal(r1.rev, r2.rev);
+    assert_int_equal(r1.queue.id, r2.queue.id);
+    queue_len_t l;
+    queue_len(queue_get(core_queues(d), "q", 1), &l);
+    assert_int_equal(l.waiting, 2);
+    assert_int_equal(snap_digest(c), snap_digest(d));
+    core_destroy(d);
+    core_destroy(c);
+    ordo_buf_free(&mem);
+    ordo_buf_free(&val);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -445,6 +492,7 @@ int main(void)
         cmocka_unit_test(test_inflight_behind_head_refused),
         cmocka_unit_test(test_pauses_round_trip),
         cmocka_unit_test(test_rate_state_replays_the_same),
+        cmocka_unit_test(test_schedules_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

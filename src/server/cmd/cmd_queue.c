@@ -18,6 +18,7 @@
 #include "base/siphash.h"
 #include "cmd.h"
 #include "core/coord.h"
+#include "core/schedule.h"
 #include "writer/apply.h"
 #include "writer/coord_wait.h"
 #include "writer/queue_wait.h"
@@ -95,6 +96,13 @@ static bool queue_arg_ok(cmd_ctx_t *x)
 }
 
 #define QNAME(x) (x)->argv[1].ptr, (x)->argv[1].len
+
+static void add_field_u(ordo_buf_t *out, const char *name, uint64_t v)
+{
+    resp_add_bulk_str(out, name);
+    resp_add_uint(out, v);
+}
+
 
 /* Reply with message id's fate if it has one; false if it is not done. */
 static bool reply_fate_now(cmd_ctx_t *x, uint64_t id)
@@ -930,6 +938,187 @@ static void cmd_qcancel(cmd_ctx_t *x)
     ordo_buf_free(&k);
 }
 
+/* ---- schedules -------------------------------------------------------------------------
+ *
+ * Q.SCHEDULE ADD name queue key payload EVERY ms [START unix-ms]|CRON expr
+ *            [MISSED FIRE|SKIP]          -> OK (replaces a schedule of that name)
+ * Q.SCHEDULE DEL name                    -> 1/0
+ * Q.SCHEDULE LIST                        -> one map per schedule, by name
+ * Schedule names share max-name-bytes with queues; the records name the
+ * schedule's queue, so they are queue records (schedule.h). */
+
+/* The options of Q.SCHEDULE ADD after the payload into *spec; false
+ * (reply written) if they are wrong. */
+static bool sched_opts(cmd_ctx_t *x, sched_spec_t *spec)
+{
+    bool start = false;
+    *spec = (sched_spec_t){.missed = SCHED_MISSED_FIRE};
+    for (size_t i = 6; i < x->argc; i++) {
+        if (arg_is(x, i, "EVERY") && i + 1 < x->argc && spec->every_ms == 0) {
+            if (!arg_ms(x, ++i, &spec->every_ms))
+                return false;
+        } else if (arg_is(x, i, "START") && i + 1 < x->argc && !start) {
+            if (!arg_u64(x, ++i, &spec->start_ms))
+                return false;
+            start = true;
+        } else if (arg_is(x, i, "CRON") && i + 1 < x->argc && spec->cron == NULL) {
+            i++;
+            spec->cron = x->argv[i].ptr;
+            spec->cron_len = x->argv[i].len;
+        } else if (arg_is(x, i, "MISSED") && i + 1 < x->argc && (arg_is(x, i + 1, "fire") || arg_is(x, i + 1, "skip"))) {
+            spec->missed = arg_is(x, ++i, "skip") ? SCHED_MISSED_SKIP : SCHED_MISSED_FIRE;
+        } else {
+            reply_syntax(x);
+            return false;
+        }
+    }
+    if (start && spec->cron != NULL) {
+        reply_err(x, "ERR START goes with EVERY, not CRON");
+        return false;
+    }
+    if (!start)
+        spec->start_ms = x->srv->now_ms; /* the first tick is one interval from now */
+    const char *why = sched_spec_valid(spec);
+    if (why != NULL) {
+        reply_errf(x, "ERR %s", why);
+        return false;
+    }
+    if (sched_next_after(spec, x->srv->now_ms) == 0) {
+        reply_err(x, "ERR the CRON expression matches no time in the next five years");
+        return false;
+    }
+    return true;
+}
+
+static void sched_add_cmd(cmd_ctx_t *x)
+{
+    if (x->argc < 6) {
+        reply_syntax(x);
+        return;
+    }
+    if (!arg_name_ok(x, 2) || !arg_name_ok(x, 3) || !arg_name_ok(x, 4) || !arg_value_ok(x, 5))
+        return;
+    if (x->argv[3].len == 0) {
+        reply_err(x, "ERR the queue name is empty");
+        return;
+    }
+    sched_spec_t spec;
+    if (!sched_opts(x, &spec))
+        return;
+    ordo_buf_t val = ORDO_BUF_INIT;
+    sched_encode(&spec, x->argv[5].ptr, x->argv[5].len, &val);
+    record_t rec = {.type = REC_Q_SCHEDULE_ADD,
+                    .q_sched = {.queue = x->argv[3].ptr, .qlen = (uint32_t)x->argv[3].len, .name = x->argv[2].ptr,
+                                .nlen = (uint32_t)x->argv[2].len, .key = x->argv[4].ptr,
+                                .klen = (uint32_t)x->argv[4].len, .spec = val.data, .slen = (uint32_t)val.len}};
+    apply_result_t res;
+    if (cmd_write(x, &rec, &res)) {
+        if (res.status == AP_OK)
+            reply_ok(x);
+        else
+            reply_err(x, "ERR the schedule was refused");
+    }
+    ordo_buf_free(&val);
+}
+
+static void sched_del_cmd(cmd_ctx_t *x)
+{
+    if (x->argc != 3) {
+        reply_syntax(x);
+        return;
+    }
+    if (!arg_name_ok(x, 2))
+        return;
+    sched_view_t v;
+    if (!sched_get(core_scheds(x->srv->core), x->argv[2].ptr, x->argv[2].len, &v)) {
+        resp_add_int(x->out, 0);
+        return;
+    }
+    ordo_buf_t q = ORDO_BUF_INIT; /* the apply frees what v points at */
+    ordo_buf_append(&q, v.queue, v.qlen);
+    record_t rec = {.type = REC_Q_SCHEDULE_DEL,
+                    .q_sched = {.queue = q.data, .qlen = (uint32_t)v.qlen, .name = x->argv[2].ptr,
+                                .nlen = (uint32_t)x->argv[2].len}};
+    apply_result_t res;
+    bool ok = writer_submit(x->srv, &rec, WRITER_CLIENT, &res, NULL, 0) == WRITER_APPLIED && res.status == AP_OK;
+    ordo_buf_free(&q);
+    if (refused(x))
+        return;
+    resp_add_int(x->out, ok);
+}
+
+/* Views stay valid while nothing changes (a read does not). */
+static void sched_collect_into(void *arg, const sched_view_t *v)
+{
+    struct { sched_view_t *v; size_t n; } *acc = arg;
+    acc->v[acc->n++] = *v;
+}
+
+static int sched_by_name(const void *a, const void *b)
+{
+    const sched_view_t *x = *(const sched_view_t *const *)a, *y = *(const sched_view_t *const *)b;
+    size_t n = x->nlen < y->nlen ? x->nlen : y->nlen;
+    int c = n ? memcmp(x->name, y->name, n) : 0;
+    return c != 0 ? c : (x->nlen > y->nlen) - (x->nlen < y->nlen);
+}
+
+static void sched_list_cmd(cmd_ctx_t *x)
+{
+    if (x->argc != 2) {
+        reply_syntax(x);
+        return;
+    }
+    const struct sched_set_s *set = core_scheds(x->srv->core);
+    size_t n = sched_count(set);
+    sched_view_t *views = ordo_xmalloc((n ? n : 1) * sizeof *views);
+    const sched_view_t **order = ordo_xmalloc((n ? n : 1) * sizeof *order);
+    struct { sched_view_t *v; size_t n; } acc = {views, 0};
+    sched_foreach(set, sched_collect_into, &acc);
+    for (size_t i = 0; i < n; i++)
+        order[i] = &views[i];
+    qsort(order, n, sizeof *order, sched_by_name);
+    ordo_buf_t *o = x->out;
+    resp_add_array(o, n);
+    for (size_t i = 0; i < n; i++) {
+        const sched_view_t *v = order[i];
+        resp_add_map(o, x->proto, 11);
+        resp_add_bulk_str(o, "name");
+        resp_add_bulk(o, v->name, v->nlen);
+        resp_add_bulk_str(o, "queue");
+        resp_add_bulk(o, v->queue, v->qlen);
+        resp_add_bulk_str(o, "key");
+        resp_add_bulk(o, v->key, v->klen);
+        resp_add_bulk_str(o, "payload");
+        resp_add_bulk(o, v->payload, v->plen);
+        add_field_u(o, "every", v->spec.every_ms);
+        add_field_u(o, "start", v->spec.cron ? 0 : v->spec.start_ms);
+        resp_add_bulk_str(o, "cron");
+        if (v->spec.cron)
+            resp_add_bulk(o, v->spec.cron, v->spec.cron_len);
+        else
+            resp_add_null(o, x->proto);
+        resp_add_bulk_str(o, "missed");
+        resp_add_bulk_str(o, v->spec.missed == SCHED_MISSED_SKIP ? "skip" : "fire");
+        add_field_u(o, "next", v->next_ms);
+        add_field_u(o, "pushed", v->pushed);
+        add_field_u(o, "skipped", v->skipped);
+    }
+    free(order);
+    free(views);
+}
+
+static void cmd_qschedule(cmd_ctx_t *x)
+{
+    if (arg_is(x, 1, "ADD"))
+        sched_add_cmd(x);
+    else if (arg_is(x, 1, "DEL"))
+        sched_del_cmd(x);
+    else if (arg_is(x, 1, "LIST"))
+        sched_list_cmd(x);
+    else
+        reply_err(x, "ERR Q.SCHEDULE takes ADD, DEL or LIST");
+}
+
 static void cmd_qdrop(cmd_ctx_t *x)
 {
     if (!queue_arg_ok(x))
@@ -970,12 +1159,6 @@ static void cmd_qlen(cmd_ctx_t *x)
     resp_add_uint(x->out, l.waiting);
     resp_add_uint(x->out, l.inflight);
     resp_add_uint(x->out, l.delayed);
-}
-
-static void add_field_u(ordo_buf_t *out, const char *name, uint64_t v)
-{
-    resp_add_bulk_str(out, name);
-    resp_add_uint(out, v);
 }
 
 static void cmd_qinfo(cmd_ctx_t *x)
@@ -1235,6 +1418,10 @@ const cmd_def_t cmd_queue_defs[] = {
     {"Q.CANCEL", 3, CMD_WRITE, cmd_qcancel,
      "Remove a waiting or delayed message before any delivery; 1, or 0 if there is none such",
      "queue id", "ordo-queue"},
+    {"Q.SCHEDULE", -2, CMD_WRITE, cmd_qschedule,
+     "Named schedules that push a message on an interval or a cron expression (UTC): add, delete, list",
+     "ADD name queue key payload EVERY ms [START unix-ms] [MISSED FIRE|SKIP]|ADD name queue key payload CRON expr [MISSED FIRE|SKIP]|DEL name|LIST",
+     "ordo-queue"},
     {"Q.DROP", 2, CMD_WRITE, cmd_qdrop, "Remove a queue and everything in it; 1/0", "queue", "ordo-queue"},
     {"Q.LEN", 2, 0, cmd_qlen, "A queue's waiting, in-flight and delayed message counts", "queue", "ordo-queue"},
     {"Q.INFO", 2, 0, cmd_qinfo, "A queue's configuration and counters", "queue", "ordo-queue"},

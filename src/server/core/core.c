@@ -23,6 +23,7 @@
 #include "base/buf.h"
 #include "base/bytes.h"
 #include "record.h"
+#include "schedule.h"
 #include "coord.h"
 #include "base/heap.h"
 #include "base/htab.h"
@@ -58,6 +59,7 @@ struct core_s {
     core_coord_cb coord_cb;
     void *coord_arg;
     queue_set_t *queues;     /* keyed work queues */
+    sched_set_t *scheds;     /* named schedules that push into queues */
     bool replaying;          /* core_replay_begin(): no observer is told of changes */
 };
 
@@ -182,6 +184,7 @@ core_t *core_create(uint64_t history_revs)
     }
     coord_set_event_cb(c->coord, on_coord_event, c);
     c->queues = queue_set_create();
+    c->scheds = sched_set_create();
     return c;
 }
 
@@ -202,12 +205,15 @@ void core_destroy(core_t *c)
     coord_destroy(c->coord);
     if (c->queues != NULL)
         queue_set_destroy(c->queues);
+    sched_set_destroy(c->scheds);
     free(c->tsamp);
     free(c);
 }
 
 const queue_set_t *core_queues(const core_t *c) { return c->queues; }
 queue_set_t *core_queues_load(core_t *c) { return c->queues; }
+const sched_set_t *core_scheds(const core_t *c) { return c->scheds; }
+sched_set_t *core_scheds_load(core_t *c) { return c->scheds; }
 
 void core_set_queue_cb(core_t *c, queue_event_cb cb, void *arg) { queue_set_event_cb(c->queues, cb, arg); }
 
@@ -818,6 +824,55 @@ static void apply_qconfig(core_t *c, const record_t *r, apply_result_t *res)
     took(c, res, queue_configure(q, &cfg) == QUEUE_OK, AP_INVALID);
 }
 
+/* Schedules (schedule.h). An add that does not decode or validate is
+ * refused; a tick pushes as Q.PUSH would (the push's id is the record's
+ * revision), and takes its revision whether or not the queue took the
+ * push: the schedule moved on either way. */
+static void apply_schedule(core_t *c, const record_t *r, apply_result_t *res)
+{
+    const rec_q_sched_t *k = &r->q_sched;
+    const char *name = k->name ? k->name : "";
+    if (r->type == REC_Q_SCHEDULE_DEL) {
+        took(c, res, sched_del(c->scheds, name, k->nlen) == 1, AP_NOOP);
+        return;
+    }
+    if (r->type == REC_Q_SCHEDULE_ADD) {
+        sched_spec_t spec;
+        const char *payload;
+        size_t plen;
+        if (k->qlen == 0 || sched_decode(k->spec ? k->spec : "", k->slen, &spec, &payload, &plen) != 0 ||
+            sched_spec_valid(&spec) != NULL) {
+            took(c, res, false, AP_INVALID);
+            return;
+        }
+        sched_view_t v = {.name = name, .nlen = k->nlen, .queue = k->queue, .qlen = k->qlen,
+                          .key = k->key ? k->key : "", .klen = k->klen, .payload = payload, .plen = plen,
+                          .spec = spec};
+        sched_add(c->scheds, &v, r->time_ms);
+        took(c, res, true, AP_OK);
+        return;
+    }
+    bool push;
+    if (sched_tick(c->scheds, name, k->nlen, k->tick_ms, r->time_ms, &push) == 0) {
+        took(c, res, false, AP_NOOP);
+        return;
+    }
+    sched_view_t v;
+    bool have = sched_get(c->scheds, name, k->nlen, &v);
+    assert(have);
+    (void)have;
+    if (push) {
+        queue_t *q = queue_open(c->queues, v.queue, v.qlen);
+        queue_push_t p = {.key = v.key, .klen = v.klen, .payload = v.payload, .plen = v.plen};
+        uint64_t id = 0;
+        int st = queue_push(q, &p, c->rev + 1, r->time_ms, &id);
+        res->queue.push_status = st;
+        res->queue.id = st == QUEUE_OK ? id : 0;
+        sched_count_outcome(c->scheds, name, k->nlen, st == QUEUE_OK);
+    }
+    took(c, res, true, AP_OK);
+}
+
 /* A record for an existing queue q: 1 if it changed something. */
 static int apply_to_queue(core_t *c, queue_t *q, const record_t *r, apply_result_t *res)
 {
@@ -900,6 +955,9 @@ static void apply_queue_record(core_t *c, const record_t *r, const char *name, u
         return;
     case REC_Q_DROP:
         took(c, res, queue_drop(c->queues, name, nlen) == 1, AP_NOOP);
+        return;
+    case REC_Q_SCHEDULE_ADD: case REC_Q_SCHEDULE_DEL: case REC_Q_TICK:
+        apply_schedule(c, r, res);
         return;
     default:
         break;

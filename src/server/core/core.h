@@ -79,6 +79,9 @@ enum record_type {
     REC_Q_REDRIVE = 44,       /* q_redrive: dead letters of a key (or one) back to their queue */
     REC_Q_CANCEL = 45,        /* q_msg: Q.CANCEL of a waiting or delayed message */
     REC_Q_EXPIRE = 46,        /* q_msg: the writer's "waited past MAXWAIT": dead-letter it */
+    REC_Q_SCHEDULE_ADD = 47,  /* q_sched: add or replace a schedule (schedule.h) */
+    REC_Q_SCHEDULE_DEL = 48,  /* q_sched: remove a schedule */
+    REC_Q_TICK = 49,          /* q_sched: the writer's "a schedule's tick is due" */
     /* transactions (MULTI/EXEC): one record carrying the sub-records */
     REC_TXN = 50,             /* txn: the EXEC's records, applied in order as one */
 };
@@ -313,6 +316,21 @@ typedef struct rec_q_msg_s {
     uint64_t msg_id;
 } rec_q_msg_t;
 
+/* REC_Q_SCHEDULE_ADD / _DEL / REC_Q_TICK: schedule `name`, whose pushes
+ * go to queue (ADD: its message key and sched_encode()'s value; TICK: the
+ * tick's time). */
+typedef struct rec_q_sched_s {
+    const char *queue;
+    uint32_t qlen;
+    const char *name;
+    uint32_t nlen;
+    const char *key;         /* ADD */
+    uint32_t klen;
+    const char *spec;        /* ADD: sched_encode(): when, and the payload */
+    uint32_t slen;
+    uint64_t tick_ms;        /* TICK */
+} rec_q_sched_t;
+
 typedef struct rec_q_unpark_s {
     const char *queue;
     uint32_t qlen;
@@ -388,6 +406,7 @@ typedef struct record_s {
         rec_q_pause_t q_pause;           /* REC_Q_PAUSE */
         rec_q_redrive_t q_redrive;       /* REC_Q_REDRIVE */
         rec_q_msg_t q_msg;               /* REC_Q_CANCEL, REC_Q_EXPIRE */
+        rec_q_sched_t q_sched;           /* REC_Q_SCHEDULE_ADD, REC_Q_SCHEDULE_DEL, REC_Q_TICK */
         rec_txn_t txn;                   /* REC_TXN */
     };
 } record_t;
@@ -407,7 +426,7 @@ static inline int record_family(unsigned type)
     case REC_Q_PUSH: case REC_Q_DELIVER: case REC_Q_ACK: case REC_Q_NACK: case REC_Q_EXTEND:
     case REC_Q_CONFIG: case REC_Q_DROP: case REC_Q_UNPARK: case REC_Q_REDELIVER: case REC_Q_PROMOTE:
     case REC_Q_DEDUP_END: case REC_Q_RESULT_END: case REC_Q_RETRY: case REC_Q_PAUSE: case REC_Q_REDRIVE:
-    case REC_Q_CANCEL: case REC_Q_EXPIRE:
+    case REC_Q_CANCEL: case REC_Q_EXPIRE: case REC_Q_SCHEDULE_ADD: case REC_Q_SCHEDULE_DEL: case REC_Q_TICK:
         return REC_FAM_QUEUE;
     case REC_TXN:
         return REC_FAM_TXN;
@@ -593,6 +612,12 @@ int core_load_done(core_t *c, uint64_t rev);
  * record). */
 const queue_set_t *core_queues(const core_t *c);
 queue_set_t *core_queues_load(core_t *c);
+
+/* The schedules (schedule.h), for reads; core_scheds_load() is for
+ * loading a snapshot into a fresh core only. */
+struct sched_set_s;
+const struct sched_set_s *core_scheds(const core_t *c);
+struct sched_set_s *core_scheds_load(core_t *c);
 
 /* Q.CONFIG's record carries the whole new configuration in val, in this
  * fixed form (little-endian): maxlen u32 | maxperkey u32 | onfull u8 |

@@ -59,6 +59,7 @@ const char *record_queue(const record_t *r, uint32_t *len)
     case REC_Q_PAUSE: *len = r->q_pause.qlen; return r->q_pause.queue;
     case REC_Q_REDRIVE: *len = r->q_redrive.qlen; return r->q_redrive.queue;
     case REC_Q_CANCEL: case REC_Q_EXPIRE: *len = r->q_msg.qlen; return r->q_msg.queue;
+    case REC_Q_SCHEDULE_ADD: case REC_Q_SCHEDULE_DEL: case REC_Q_TICK: *len = r->q_sched.qlen; return r->q_sched.queue;
     default: *len = 0; return NULL;
     }
 }
@@ -233,6 +234,13 @@ static bool bind(record_t *r, slots_t *s)
         BYTES(SL_KEY, r->q_msg.key, r->q_msg.klen);
         BYTES(SL_NAME, r->q_msg.queue, r->q_msg.qlen);
         return true;
+    case REC_Q_SCHEDULE_ADD: case REC_Q_SCHEDULE_DEL: case REC_Q_TICK:
+        U64(SL_EXPIRE, r->q_sched.tick_ms);
+        BYTES(SL_KEY, r->q_sched.key, r->q_sched.klen);
+        BYTES(SL_VAL, r->q_sched.spec, r->q_sched.slen);
+        BYTES(SL_NAME, r->q_sched.queue, r->q_sched.qlen);
+        BYTES(SL_AUX, r->q_sched.name, r->q_sched.nlen);
+        return true;
     case REC_TXN:
         U64(SL_ARG, r->txn.count);
         BYTES(SL_VAL, r->txn.recs, r->txn.len);
@@ -282,6 +290,9 @@ static unsigned uses(unsigned type, unsigned flags)
     case REC_Q_PAUSE: return B(SL_EXPIRE) | B(SL_KIND) | B(SL_KEY) | B(SL_NAME);
     case REC_Q_REDRIVE: return B(SL_ARG) | B(SL_KEY) | B(SL_NAME) | B(SL_AUX);
     case REC_Q_CANCEL: case REC_Q_EXPIRE: return B(SL_ARG) | B(SL_KEY) | B(SL_NAME);
+    case REC_Q_SCHEDULE_ADD: return B(SL_KEY) | B(SL_VAL) | B(SL_NAME) | B(SL_AUX);
+    case REC_Q_SCHEDULE_DEL: return B(SL_NAME) | B(SL_AUX);
+    case REC_Q_TICK: return B(SL_EXPIRE) | B(SL_NAME) | B(SL_AUX);
     case REC_TXN: return B(SL_ARG) | B(SL_VAL);
     default: return 0;
     }

@@ -65,6 +65,9 @@
  *   Q_REDRIVE         ARG (q_redrive.msg_id), KEY (.key), NAME (.queue), AUX (.dlq)
  *   Q_CANCEL,
  *   Q_EXPIRE          ARG (q_msg.msg_id), KEY (.key), NAME (.queue)
+ *   Q_SCHEDULE_ADD    KEY (q_sched.key), VAL (.spec), NAME (.queue), AUX (.name)
+ *   Q_SCHEDULE_DEL    NAME (q_sched.queue), AUX (.name)
+ *   Q_TICK            EXPIRE (q_sched.tick_ms), NAME, AUX
  *   TXN               ARG (txn.count), VAL (txn.recs): count sub-records,
  *                     each a u32 length and then its own format-3 byte
  *                     form, never a TXN; decode checks every one

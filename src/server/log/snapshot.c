@@ -25,6 +25,7 @@
 #include "base/crc32c.h"
 #include "base/siphash.h"
 #include "core/coord.h"
+#include "core/schedule.h"
 #include "wal.h"
 
 #define SNAP_MAGIC "ORDOSNAP"
@@ -217,6 +218,24 @@ static void encode_queue(void *arg, queue_t *q)
     queue_foreach_bucket(q, encode_qbucket, w);
 }
 
+static void encode_sched(void *arg, const sched_view_t *v)
+{
+    snap_writer_t *w = arg;
+    add_u8(&w->buf, 'S');
+    add_bytes(&w->buf, v->name, v->nlen);
+    add_bytes(&w->buf, v->queue, v->qlen);
+    add_bytes(&w->buf, v->key, v->klen);
+    add_bytes(&w->buf, v->payload, v->plen);
+    add_u8(&w->buf, v->spec.missed);
+    add_u64(&w->buf, v->spec.every_ms);
+    add_u64(&w->buf, v->spec.start_ms);
+    add_bytes(&w->buf, v->spec.cron, v->spec.cron ? v->spec.cron_len : 0);
+    add_u64(&w->buf, v->next_ms);
+    add_u64(&w->buf, v->pushed);
+    add_u64(&w->buf, v->skipped);
+    entry_end(w);
+}
+
 /* The header and the coordination and queue state, captured at once. */
 static void begin_common(snap_writer_t *w, const core_t *core, uint64_t now_ms)
 {
@@ -230,6 +249,7 @@ static void begin_common(snap_writer_t *w, const core_t *core, uint64_t now_ms)
     w->entry_at = w->buf.len; /* the digest leaves the header (its time) out */
     coord_snapshot(core_coord(core), encode_coord, w);
     queue_set_foreach(core_queues(core), encode_queue, w);
+    sched_foreach(core_scheds(core), encode_sched, w);
 }
 
 static void init_writer(snap_writer_t *w, const core_t *core)
@@ -645,7 +665,7 @@ static int load_entry(core_t *core, rd_t *r, unsigned tag, bool *bases_done, uin
     const char *key, *val, *ho;
     if (is_queue_tag(tag))
         return load_queue_entry(core, r, tag, cur_q);
-    if (tag != 'B' && tag != 'C' && !*bases_done) {
+    if (tag != 'B' && tag != 'C' && tag != 'S' && !*bases_done) {
         if (core_load_bases_done(core, point) != 0)
             return -1;
         *bases_done = true;
@@ -668,6 +688,27 @@ static int load_entry(core_t *core, rd_t *r, unsigned tag, bool *bases_done, uin
         it.handover_lapsed = has_ho == 2;
         it.hlen = hlen;
         return r->bad ? -1 : core_load_coord(core, &it);
+    }
+    case 'S': {
+        sched_view_t v = {0};
+        v.name = rd_bytes(r, &v.nlen);
+        v.queue = rd_bytes(r, &v.qlen);
+        v.key = rd_bytes(r, &v.klen);
+        v.payload = rd_bytes(r, &v.plen);
+        v.spec.missed = rd_u8(r);
+        v.spec.every_ms = rd_u64(r);
+        v.spec.start_ms = rd_u64(r);
+        v.spec.cron = rd_bytes(r, &v.spec.cron_len);
+        if (v.spec.cron_len == 0)
+            v.spec.cron = NULL;
+        v.next_ms = rd_u64(r);
+        v.pushed = rd_u64(r);
+        v.skipped = rd_u64(r);
+        if (r->bad || v.qlen == 0 || sched_spec_valid(&v.spec) != NULL ||
+            sched_get(core_scheds(core), v.name, v.nlen, &(sched_view_t){0}))
+            return -1;
+        sched_load(core_scheds_load(core), &v);
+        return 0;
     }
     case 'B': {
         key = rd_bytes(r, &klen);

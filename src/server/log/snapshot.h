@@ -42,6 +42,9 @@
  *           | klen u32 | key (empty for the queue's own)
  *   'T'     rate bucket (format 5): flags u8 (1: a key's, else the queue's; 2: the key is
  *           throttled) | level u64 | last_ms u64 | release_ms u64 | klen u32 | key
+ *   'S'     schedule (format 5; after the queues): name | queue | key | payload (each u32
+ *           length + bytes) | missed u8 | every_ms u64 | start_ms u64 | cron (u32 + bytes)
+ *           | next_ms u64 | pushed u64 | skipped u64
  *   'B'     base: klen u32 | key | vlen u32 | value | create_rev u64 | mod_rev u64
  *           | version u64 | lease u64
  *   'P'/'D' change (put / delete): klen u32 | key | vlen u32 | value | lease u64 | rev u64
@@ -65,7 +68,8 @@
 #define SNAP_FILE "snapshot.ordo"
 #define SNAP_TMP_FILE "snapshot.tmp"
 #define SNAP_FORMAT 5
-#define SNAP_FORMAT_V4 4  /* read: the same without pauses ('Z'), buckets ('T'), 38-byte queue configurations */
+#define SNAP_FORMAT_V4 4  /* read: the same without pauses ('Z'), buckets ('T'), schedules ('S') and with
+                            38-byte queue configurations */
 #define SNAP_FORMAT_V3 3  /* read: the same without idempotency keys ('I') */
 #define SNAP_FORMAT_V2 2  /* read: the same without queue entries */
 

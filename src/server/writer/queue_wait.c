@@ -58,6 +58,7 @@
 #include "base/bytes.h"
 #include "base/siphash.h"
 #include "block.h"
+#include "core/schedule.h"
 #include "turn.h"
 
 /* Due queue deadlines applied per timer turn before the loop goes back to
@@ -97,6 +98,7 @@ typedef struct qwaits_s {
     size_t last_mark;         /* offset in to_serve of the last name marked */
     writer_timer_t timer;     /* at the earliest queue deadline, from qwait_start() */
     writer_timer_t expire_timer; /* MAXWAIT scans, while a queue has MAXWAIT ("Expiry") */
+    writer_timer_t sched_timer;  /* at the next schedule tick ("Schedules") */
     uint64_t rng;             /* xorshift64* state for backoff jitter (never 0); seeded at qwait_init() */
 } qwaits_t;
 
@@ -333,6 +335,13 @@ void qwait_after_apply(server_t *s, const record_t *rec, const apply_result_t *r
     case REC_Q_CONFIG:
         qwait_arm_expire_scan(s);
         break;
+    case REC_Q_SCHEDULE_ADD: case REC_Q_SCHEDULE_DEL:
+        qwait_arm_schedules(s);
+        return;
+    case REC_Q_TICK:
+        if (res->queue.id != 0)
+            mark_serve(s, name, nlen); /* it pushed: parked pullers may take it */
+        return;
     case REC_Q_DEDUP_END: case REC_Q_RESULT_END:
         return;
     default:
@@ -769,6 +778,56 @@ static void on_expire_scan(writer_timer_t *t)
     turn_flush(s);
 }
 
+/* ---- schedules --------------------------------------------------------------------
+ *
+ * The writer makes each tick's record (schedule.h): when the earliest
+ * next tick has passed on its clock, it logs REC_Q_TICK naming the
+ * schedule and the tick's time, whose apply pushes (or not) and moves the
+ * schedule on; a tick is a record like any other, made by the leader
+ * only, so it happens once across restarts and leader changes. */
+
+/* Ticks applied per timer turn (the timer re-arms at once if more are due). */
+#define QWAIT_TICKS_PER_TURN 1024
+
+void qwait_arm_schedules(server_t *s)
+{
+    sched_view_t v;
+    if (!writer_makes_records(s) || !sched_next_due(core_scheds(s->core), &v))
+        return;
+    writer_timer_arm_earlier(&s->writer.queues->sched_timer, v.next_ms);
+}
+
+static void on_sched_timer(writer_timer_t *t)
+{
+    server_t *s = t->data;
+    server_tick(s);
+    if (!writer_makes_records(s))
+        return; /* a new leader arms it again (qwait_rearm()) */
+    qwait_gc(s);
+    sched_view_t v;
+    for (int i = 0; i < QWAIT_TICKS_PER_TURN && server_readonly(s) == NULL; i++) {
+        if (!sched_next_due(core_scheds(s->core), &v) || v.next_ms >= s->now_ms)
+            break;
+        /* The apply may free what v points at: copy the names first. */
+        ordo_buf_t names = ORDO_BUF_INIT;
+        ordo_buf_append(&names, v.queue, v.qlen);
+        ordo_buf_append(&names, v.name, v.nlen);
+        record_t rec = {.type = REC_Q_TICK,
+                        .q_sched = {.queue = names.data, .qlen = (uint32_t)v.qlen,
+                                    .name = v.nlen ? names.data + v.qlen : NULL, .nlen = (uint32_t)v.nlen,
+                                    .tick_ms = v.next_ms}};
+        apply_result_t res;
+        bool ok = qwait_apply(s, &rec, &res);
+        ordo_buf_free(&names);
+        if (!ok)
+            break;
+    }
+    qwait_arm_schedules(s);
+    writer_settle(s);
+    turn_run_resumed(s);
+    turn_flush(s);
+}
+
 /* ---- timers -------------------------------------------------------------------- */
 
 /* Log the record for one due deadline of q and serve what it readied.
@@ -897,6 +956,7 @@ void qwait_start(server_t *s)
 {
     writer_timer_init(&s->writer.queues->timer, s->loop, s, on_queue_timer, s);
     writer_timer_init(&s->writer.queues->expire_timer, s->loop, s, on_expire_scan, s);
+    writer_timer_init(&s->writer.queues->sched_timer, s->loop, s, on_sched_timer, s);
     qwait_rearm(s); /* deadlines recovered from the log */
 }
 
@@ -907,12 +967,14 @@ void qwait_rearm(server_t *s)
     if (queue_set_next_timer(core_queues(s->core), &q, &t))
         arm_at(s, t.due_ms);
     qwait_arm_expire_scan(s);
+    qwait_arm_schedules(s);
 }
 
 void qwait_close_handles(server_t *s)
 {
     writer_timer_close(&s->writer.queues->timer);
     writer_timer_close(&s->writer.queues->expire_timer);
+    writer_timer_close(&s->writer.queues->sched_timer);
 }
 
 static void free_iw(ordo_hnode_t *n, void *arg)

@@ -67,6 +67,10 @@ bool qwait_retry_record(server_t *s, const char *name, size_t nlen, uint64_t id,
  * messages past it within a second (queue_wait.c, "Expiry"). */
 void qwait_arm_expire_scan(server_t *s);
 
+/* qwait_arm_schedules() -- arm the schedule timer for the next tick
+ * (queue_wait.c, "Schedules"). */
+void qwait_arm_schedules(server_t *s);
+
 /* qwait_catch_up() -- before a command uses queue name: apply its due
  * deadlines first. Returns false if the log refused one of their records
  * (the command must answer -READONLY). */
