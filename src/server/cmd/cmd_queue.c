@@ -669,13 +669,23 @@ static void cmd_qconfig(cmd_ctx_t *x)
                    (unsigned long long)cfg.backoff_cap_ms, (unsigned long long)cfg.backoff_base_ms);
         return;
     }
+    /* The door logs the record after applying it, and the apply frees the
+     * queue's dead-letter name, which cfg.deadletter points at when no
+     * DEADLETTER was given: the record gets a copy. */
+    ordo_buf_t dl = ORDO_BUF_INIT;
+    if (cfg.deadletter != NULL) {
+        ordo_buf_append(&dl, cfg.deadletter, cfg.dl_len);
+        cfg.deadletter = dl.data;
+    }
     char blob[CORE_QCONFIG_BYTES];
     core_qconfig_encode(&cfg, blob);
     record_t rec = {.type = REC_Q_CONFIG,
                     .q_config = {.queue = x->argv[1].ptr, .qlen = (uint32_t)x->argv[1].len, .config = blob,
                                  .clen = sizeof blob, .deadletter = cfg.deadletter, .dllen = (uint32_t)cfg.dl_len}};
     apply_result_t res;
-    if (!cmd_write(x, &rec, &res))
+    bool written = cmd_write(x, &rec, &res);
+    ordo_buf_free(&dl);
+    if (!written)
         return;
     if (res.status != AP_OK) {
         reply_err(x, "ERR the configuration was refused");
