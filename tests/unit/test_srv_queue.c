@@ -76,6 +76,191 @@ static queue_t *mkqueue(queue_set_t *s, const char *name)
 
 /* ---- basic flow ------------------------------------------------------------------------------ */
 
+/* KEYCONCURRENCY 3: a key's first three go at once, in push order; a
+ * fourth waits until one is done; a nacked one is the next to start; an
+ * ack of the key's oldest while it is ready keeps the heap right; the
+ * limit cannot drop below what a key has in flight. */
+static void test_keyconcurrency(void **state)
+{
+    (void)state;
+    queue_set_t *s = queue_set_create();
+    queue_t *q = mkqueue(s, "q");
+    queue_config_t c;
+    queue_config(q, &c);
+    c.keyconc = 3;
+    assert_int_equal(queue_configure(q, &c), QUEUE_OK);
+    uint64_t a[5];
+    for (int i = 0; i < 5; i++)
+        a[i] = push(q, "a", "x", 1);
+    uint64_t b = push(q, "b", "y", 1);
+    uint64_t t0 = expect_deliver(q, 2, a[0], "a", "x");
+    uint64_t t1 = expect_deliver(q, 2, a[1], "a", "x");
+    uint64_t t2 = expect_deliver(q, 2, a[2], "a", "x");
+    expect_deliver(q, 2, b, "b", "y");
+    expect_empty(q, 2); /* a has three in flight */
+    queue_keyinfo_t ki;
+    queue_keyinfo(q, "a", 1, &ki);
+    assert_int_equal(ki.inflight, 3);
+    assert_int_equal(ki.waiting, 2);
+    assert_int_equal(ki.inflight_id, a[0]);
+    /* Not below three now. */
+    c.keyconc = 2;
+    assert_int_equal(queue_configure(q, &c), QUEUE_EINVAL);
+    c.keyconc = 3;
+    /* Done out of order: the middle one; a[3] may go. */
+    assert_int_equal(queue_ack(q, a[1], t1, NULL, 0, 3), 1);
+    uint64_t t3 = expect_deliver(q, 3, a[3], "a", "x");
+    /* A nack of a[0]: it is the key's next to start, before a[4]. */
+    queue_retry_t rt;
+    assert_int_equal(queue_nack(q, a[0], t0, 0, 4, next_rev(), &rt), 1);
+    assert_int_equal(rt.kind, QUEUE_RETRY_READY);
+    uint64_t t0b = expect_deliver(q, 5, a[0], "a", "x");
+    expect_empty(q, 5);
+    /* Ack the key's head (a[2] is the oldest in flight now? no: a[0] was
+     * requeued behind a[2] and a[3]) while the key waits out of the heap. */
+    assert_int_equal(queue_ack(q, a[2], t2, NULL, 0, 6), 1);
+    assert_int_equal(queue_ack(q, a[3], t3, NULL, 0, 6), 1);
+    /* a is ready with one in flight: its head is in flight; acking it must
+     * move the key in the ready heap, not corrupt it. */
+    push(q, "c", "z", 6);
+    assert_int_equal(queue_ack(q, a[0], t0b, NULL, 0, 7), 1);
+    queue_delivery_t d;
+    int seen_a4 = 0, seen_c = 0;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(queue_deliver(q, 8, 0, next_rev(), true, &d), 1);
+        seen_a4 += d.id == a[4];
+        seen_c += d.key[0] == 'c';
+    }
+    assert_int_equal(seen_a4, 1);
+    assert_int_equal(seen_c, 1);
+    expect_empty(q, 9);
+    /* Lowering to 1 is fine once nothing of a key is in flight beyond it. */
+    c.keyconc = 1;
+    assert_int_equal(queue_configure(q, &c), QUEUE_OK);
+    queue_set_destroy(s);
+}
+
+/* Random runs with KEYCONCURRENCY 1..4: deliveries, acks, nacks (with and
+ * without a delay), lease ends, config changes; after each step no key has
+ * more in flight than the limit, first deliveries of a key come in push
+ * order, and every message is done exactly once in the end. */
+static void test_keyconcurrency_random(void **state)
+{
+    (void)state;
+    enum { KEYS = 4, MSGS = 200, STEPS = 4000 };
+    for (uint64_t seed = 1; seed <= 20; seed++) {
+        uint64_t r = seed * 0x9E3779B97F4A7C15ull;
+#define RND() (r ^= r << 13, r ^= r >> 7, r ^= r << 17, r)
+        queue_set_t *s = queue_set_create();
+        queue_t *q = mkqueue(s, "q");
+        queue_config_t c;
+        queue_config(q, &c);
+        c.keyconc = 1 + (uint32_t)(seed % 4);
+        c.maxattempts = 0;
+        assert_int_equal(queue_configure(q, &c), QUEUE_OK);
+        uint64_t ids[MSGS], tok[MSGS];
+        int key_of[MSGS], done[MSGS], started[MSGS], inflight[MSGS];
+        uint64_t last_started[KEYS] = {0};
+        memset(done, 0, sizeof done);
+        memset(started, 0, sizeof started);
+        memset(inflight, 0, sizeof inflight);
+        for (int i = 0; i < MSGS; i++) {
+            char k[2] = {(char)('a' + i % KEYS), 0};
+            key_of[i] = i % KEYS;
+            ids[i] = push(q, k, "p", 1);
+        }
+        uint64_t now = 10;
+        int ndone = 0;
+        for (int step = 0; step < STEPS && ndone < MSGS; step++) {
+            now += RND() % 3;
+            int op = (int)(RND() % 10);
+            if (op < 4) {
+                queue_delivery_t d;
+                uint64_t t = next_rev();
+                if (queue_deliver(q, now, 50, t, false, &d) == 1) {
+                    int i = 0;
+                    while (ids[i] != d.id)
+                        i++;
+                    assert_false(inflight[i]);
+                    if (!started[i]) { /* first starts of a key in push order */
+                        assert_true(ids[i] > last_started[key_of[i]]);
+                        last_started[key_of[i]] = ids[i];
+                    }
+                    started[i] = 1;
+                    inflight[i] = 1;
+                    tok[i] = t;
+                }
+            } else {
+                int i = (int)(RND() % MSGS);
+                if (inflight[i] != 1) /* 2: held by a nack delay, no token owns it */
+                    continue;
+                queue_retry_t rt;
+                if (op < 7) {
+                    assert_int_equal(queue_ack(q, ids[i], tok[i], NULL, 0, now), 1);
+                    inflight[i] = 0;
+                    done[i] = 1;
+                    ndone++;
+                } else if (op < 9) {
+                    assert_int_equal(queue_nack(q, ids[i], tok[i], op == 8 ? 5 : 0, now, next_rev(), &rt), 1);
+                    inflight[i] = 0;
+                    if (op == 8)
+                        inflight[i] = 2; /* held: not deliverable until redelivered */
+                } else {
+                    uint64_t later = now + 60;
+                    if (queue_redeliver(q, ids[i], tok[i], later, next_rev(), &rt) == 1)
+                        inflight[i] = 0;
+                }
+            }
+            /* Held (nack-delayed) messages come back by their timer. */
+            queue_timer_t t;
+            while (queue_next_lease(q, &t) && t.token == 0 && t.due_ms < now) {
+                int i = 0;
+                while (ids[i] != t.id)
+                    i++;
+                assert_int_equal(queue_redeliver(q, t.id, 0, now, next_rev(), NULL), 1);
+                inflight[i] = 0;
+            }
+            for (int k = 0; k < KEYS; k++) {
+                char key[2] = {(char)('a' + k), 0};
+                queue_keyinfo_t ki;
+                queue_keyinfo(q, key, 1, &ki);
+                assert_true(ki.inflight <= c.keyconc);
+            }
+            if (step % 500 == 250) { /* up and, when possible, down */
+                c.keyconc = 1 + (uint32_t)(RND() % 4);
+                queue_configure(q, &c);
+                queue_config(q, &c);
+            }
+        }
+        /* Drain what is left. */
+        for (int guard = 0; ndone < MSGS && guard < 100000; guard++) {
+            now += 100;
+            queue_timer_t t;
+            while (queue_next_lease(q, &t) && t.due_ms < now) {
+                queue_redeliver(q, t.id, t.token, now, next_rev(), NULL);
+                for (int i = 0; i < MSGS; i++)
+                    if (ids[i] == t.id)
+                        inflight[i] = 0;
+            }
+            queue_delivery_t d;
+            while (queue_deliver(q, now, 1000000, next_rev(), true, &d) == 1) {
+                int i = 0;
+                while (ids[i] != d.id)
+                    i++;
+                assert_false(done[i]);
+                done[i] = 1;
+                ndone++;
+            }
+        }
+        assert_int_equal(ndone, MSGS);
+        queue_len_t l;
+        queue_len(q, &l);
+        assert_int_equal(l.waiting + l.inflight + l.delayed, 0);
+        queue_set_destroy(s);
+#undef RND
+    }
+}
+
 /* Token buckets: KEYRATE 2 PER 100 lets each key go twice, then throttles
  * it until a token is back (the rate timer says when); RATE 3 PER 1000
  * stops the whole queue after three. Never early: a token due at t is
@@ -1721,6 +1906,8 @@ int main(void)
         cmocka_unit_test(test_pause_resume),
         cmocka_unit_test(test_redrive_cancel_expire),
         cmocka_unit_test(test_rate_limits),
+        cmocka_unit_test(test_keyconcurrency),
+        cmocka_unit_test(test_keyconcurrency_random),
         cmocka_unit_test(test_retry_policy),
         cmocka_unit_test(test_events),
         cmocka_unit_test(test_oldest_head_first),

@@ -648,6 +648,8 @@ static void cmd_qconfig(cmd_ctx_t *x)
             ok = arg_ms(x, ++i, &cfg.maxage_ms);
         } else if (arg_is(x, i, "MAXWAIT")) {
             ok = arg_ms(x, ++i, &cfg.maxwait_ms);
+        } else if (arg_is(x, i, "KEYCONCURRENCY")) {
+            ok = parse_u32_opt(x, ++i, 1, QUEUE_KEYCONC_MAX, "KEYCONCURRENCY", &cfg.keyconc);
         } else if (arg_is(x, i, "RATE") || arg_is(x, i, "KEYRATE")) {
             bool key = arg_is(x, i, "KEYRATE");
             ok = parse_rate(x, &i, key ? &cfg.keyrate_n : &cfg.rate_n, key ? &cfg.keyrate_per_ms : &cfg.rate_per_ms);
@@ -688,7 +690,7 @@ static void cmd_qconfig(cmd_ctx_t *x)
     if (!written)
         return;
     if (res.status != AP_OK) {
-        reply_err(x, "ERR the configuration was refused");
+        reply_err(x, "ERR the configuration was refused (KEYCONCURRENCY below what a key has in flight now?)");
         return;
     }
     reply_ok(x); /* a larger MAXLEN makes room: parked pushers are served at the settle */
@@ -1183,7 +1185,7 @@ static void cmd_qinfo(cmd_ctx_t *x)
     queue_info_t in;
     queue_info(q, &in);
     ordo_buf_t *o = x->out;
-    resp_add_map(o, x->proto, 43);
+    resp_add_map(o, x->proto, 44);
     add_field_u(o, "maxlen", in.config.maxlen);
     add_field_u(o, "maxperkey", in.config.maxperkey);
     resp_add_bulk_str(o, "onfull");
@@ -1207,6 +1209,7 @@ static void cmd_qinfo(cmd_ctx_t *x)
     add_field_u(o, "rate_per", in.config.rate_per_ms);
     add_field_u(o, "keyrate", in.config.keyrate_n);
     add_field_u(o, "keyrate_per", in.config.keyrate_per_ms);
+    add_field_u(o, "keyconcurrency", in.config.keyconc);
     resp_add_bulk_str(o, "deadletter");
     if (in.config.deadletter != NULL)
         resp_add_bulk(o, in.config.deadletter, in.config.dl_len);
@@ -1301,7 +1304,7 @@ static void cmd_qkeyinfo(cmd_ctx_t *x)
     if (q != NULL)
         queue_keyinfo(q, x->argv[2].ptr, x->argv[2].len, &k);
     ordo_buf_t *o = x->out;
-    resp_add_map(o, x->proto, 11);
+    resp_add_map(o, x->proto, 12);
     resp_add_bulk_str(o, "state");
     resp_add_bulk_str(o, states[k.state & 3]);
     add_field_u(o, "id", k.inflight_id);
@@ -1314,6 +1317,7 @@ static void cmd_qkeyinfo(cmd_ctx_t *x)
     add_field_u(o, "paused", k.paused);
     add_field_u(o, "paused_until", k.paused_until_ms);
     add_field_u(o, "throttled_until", k.throttled_until_ms);
+    add_field_u(o, "inflight", k.inflight);
 }
 
 static void cmd_qtopkeys(cmd_ctx_t *x)
@@ -1398,7 +1402,7 @@ const cmd_def_t cmd_queue_defs[] = {
      "Push a message and wait for the result the consumer acks it with",
      "queue key payload [TIMEOUT ms] [ID dedup-id|IDEMPOTENCY key]", "ordo-queue"},
     {"Q.PULL", -2, CMD_WRITE, cmd_qpull,
-     "Take up to n deliverable messages, one per key, optionally waiting",
+     "Take up to n deliverable messages (a key's up to its KEYCONCURRENCY in flight), optionally waiting",
      "queue [COUNT n] [BLOCK ms] [LEASE ms] [NOACK]", "ordo-queue"},
     {"Q.ACK", -4, CMD_WRITE, cmd_qack,
      "Finish a delivery, optionally with a result; 1, or 0 if the token is stale",
@@ -1414,7 +1418,7 @@ const cmd_def_t cmd_queue_defs[] = {
      "queue id [BLOCK ms]", "ordo-queue"},
     {"Q.CONFIG", -2, CMD_WRITE, cmd_qconfig,
      "Configure a queue; options not given keep their value",
-     "queue [MAXLEN n] [MAXPERKEY n] [ONFULL REJECT|BLOCK] [LEASE ms] [MAXATTEMPTS n] [DEADLETTER queue] [ONPOISON DEADLETTER|PARK|DROP] [DEDUP ms] [RESULTTTL ms] [BACKOFF NONE|FIXED|EXPONENTIAL] [BACKOFFBASE ms] [BACKOFFCAP ms] [MAXAGE ms] [MAXWAIT ms] [RATE n PER ms] [KEYRATE n PER ms]", "ordo-queue"},
+     "queue [MAXLEN n] [MAXPERKEY n] [ONFULL REJECT|BLOCK] [LEASE ms] [MAXATTEMPTS n] [DEADLETTER queue] [ONPOISON DEADLETTER|PARK|DROP] [DEDUP ms] [RESULTTTL ms] [BACKOFF NONE|FIXED|EXPONENTIAL] [BACKOFFBASE ms] [BACKOFFCAP ms] [MAXAGE ms] [MAXWAIT ms] [RATE n PER ms] [KEYRATE n PER ms] [KEYCONCURRENCY n]", "ordo-queue"},
     {"Q.UNPARK", 3, CMD_WRITE, cmd_qunpark, "Let a parked key's backlog flow again; 1/0", "queue key", "ordo-queue"},
     {"Q.PAUSE", -2, CMD_WRITE, cmd_qpause,
      "Stop deliveries of a key, or of the whole queue, until resumed or a time; 1, or 0 if paused so already",

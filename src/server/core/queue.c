@@ -26,26 +26,34 @@
  * The invariant per key
  * ---------------------
  * A key that has messages has one qkey_t holding its FIFO in delivery order.
- * If the key is in flight, the in-flight message is the FIFO's head (it
- * stays there until acked, so a nack or a lease expiry simply makes it
- * waiting again, still first). Hence:
- *   K1 at most one message of a key is in flight, and it is the head;
- *   K2 nwait = FIFO length - (1 if in flight), and the tail is waiting iff
+ * A key's in-flight messages are the first of its FIFO (they stay there
+ * until acked, so a nack or a lease expiry makes one waiting again, moved
+ * behind the ones still in flight: with one at most, still first). Hence:
+ *   K1 at most KEYCONCURRENCY messages of a key are in flight (nflight:
+ *      the inflight bit, and past one a count in queue.conc), and they
+ *      are the first nflight of its FIFO (with the default 1: the head);
+ *   K2 nwait = FIFO length - nflight, and the tail is waiting iff
  *      nwait > 0 (COALESCE's target);
- *   K3 the key is in the ready heap iff it has a head, is not in flight,
- *      is not parked and is not paused (queue_pause()) -- and then exactly
- *      once (a queue paused as a whole keeps its ready heap; deliver and
- *      peek look at the queue's pause first);
+ *   K3 the key is in the ready heap iff nwait > 0, nflight <
+ *      KEYCONCURRENCY, and it is not parked, paused (queue_pause()) or
+ *      throttled (KEYRATE) -- and then exactly once (a queue paused as a
+ *      whole keeps its ready heap; deliver and peek look at the queue's
+ *      pause first);
  *   K4 a qkey_t exists iff its FIFO is non-empty (delayed messages are not
  *      in any FIFO and hold no key state; they carry their key bytes).
- * The ready heap is a binary min-heap of keys ordered by their head's id.
+ * The ready heap is a binary min-heap of keys ordered by their head's id
+ * (with KEYCONCURRENCY 1, the head of a ready key is its next message;
+ * above 1 it may be in flight, and an ack or nack that moves the head of a
+ * key in the heap takes the key out and puts it back, O(ready keys)).
  * Ids are revisions, so the smallest is the oldest; a key whose in-flight
  * message is acked re-enters with its next message, which may be older than
  * heads already there, and nacked or dead-lettered messages keep old ids,
- * so a FIFO of ready keys would not be oldest-first: the heap is. Heads
- * change only while a key is out of the heap (deliver pops it), so the heap
- * never needs to re-position or remove an arbitrary key: push and pop-min
- * only, and no back-pointer in the key.
+ * so a FIFO of ready keys would not be oldest-first: the heap is. With
+ * KEYCONCURRENCY 1 heads change only while a key is out of the heap
+ * (deliver pops it), so the plain path only pushes and pops the least, and
+ * keys carry no back-pointer; the rarer changes (a pause, a cancel or
+ * expiry of a ready key's head, KEYCONCURRENCY above 1) remove a key by a
+ * search, qheap_remove().
  *
  * Delays: a push with DELAY waits in a min-heap ordered by (due, id) and
  * joins its key's FIFO when due; a key's order is the order messages become
@@ -134,7 +142,8 @@ _Static_assert(offsetof(qmsg_t, payload) == 24, "qmsg_t header is 24 bytes");
 
 typedef struct qflight_s {
     ordo_hnode_t hnode;       /* by message id */
-    qkey_t *key;              /* key->head is the message */
+    qkey_t *key;
+    qmsg_t *msg;              /* in key's FIFO, among its first nflight (K1) */
     uint64_t token;           /* 0: nack-delayed */
     uint64_t since_ms;
     uint64_t deadline_ms;
@@ -209,6 +218,15 @@ typedef struct qrates_s {
     ordo_heap_t sweep;        /* by event_ms: when full */
 } qrates_t;
 
+/* A key with two or more deliveries in flight (KEYCONCURRENCY > 1): its
+ * count. A key with one has only its inflight bit, so a queue that never
+ * delivers two of a key at once has no table. */
+typedef struct qconc_s {
+    ordo_hnode_t hnode;       /* in queue.conc, by the key's address */
+    const qkey_t *key;
+    uint32_t n;               /* >= 2 */
+} qconc_t;
+
 /* Every heap's array starts at this many entries and halves when under a
  * quarter full (never below): queue_info() counts the arrays, so memory
  * follows the live entries. */
@@ -237,6 +255,7 @@ struct queue_s {
     size_t bytes;             /* chunks allocated for entries (arrays added in queue_bytes()) */
     size_t counted;           /* this queue's share of set->bytes, as of its last queue_account() */
     qpauses_t *pauses;        /* paused keys, NULL if none was ever paused */
+    ordo_htab_t *conc;        /* keys with 2 or more in flight -> count (KEYCONCURRENCY > 1), or NULL */
     qrates_t *rates;          /* KEYRATE buckets, NULL until a key first spends a token */
     uint64_t rate_level, rate_last_ms; /* RATE: the queue's bucket (level 0, last 0: full) */
     bool paused;              /* the whole queue: nothing is delivered */
@@ -302,7 +321,7 @@ static bool flight_eq(const ordo_hnode_t *n, const void *key, size_t len)
     uint64_t id;
     assert(len == sizeof id);
     memcpy(&id, key, sizeof id);
-    return f->key->head->id == id;
+    return f->msg->id == id;
 }
 
 static bool dedup_eq(const ordo_hnode_t *n, const void *key, size_t len)
@@ -330,6 +349,14 @@ static bool pause_eq(const ordo_hnode_t *n, const void *key, size_t len)
 {
     const qpause_t *p = (const qpause_t *)n;
     return p->klen == len && memcmp(p->bytes, key, len) == 0;
+}
+
+static bool conc_eq(const ordo_hnode_t *n, const void *key, size_t len)
+{
+    const qkey_t *k;
+    assert(len == sizeof k);
+    memcpy(&k, key, sizeof k);
+    return ((const qconc_t *)n)->key == k;
 }
 
 static bool rate_eq(const ordo_hnode_t *n, const void *key, size_t len)
@@ -428,7 +455,7 @@ static bool lease_less(const ordo_heap_node_t *a, const ordo_heap_node_t *b)
     const qflight_t *x = FLIGHT_OF(a), *y = FLIGHT_OF(b);
     if (x->deadline_ms != y->deadline_ms)
         return x->deadline_ms < y->deadline_ms;
-    return x->key->head->id < y->key->head->id;
+    return x->msg->id < y->msg->id;
 }
 
 static uint64_t delayed_due(const qmsg_t *m)
@@ -634,17 +661,91 @@ static void rate_free(queue_t *q, qrate_t *r)
     q_free(q, r, sizeof *r + r->klen);
 }
 
+/* ---- in-flight counts (K1) ---- */
+
+static qconc_t *conc_find(const queue_t *q, const qkey_t *k)
+{
+    if (q->conc == NULL)
+        return NULL;
+    return (qconc_t *)ordo_htab_find(q->conc, ordo_htab_hash(q->conc, &k, sizeof k), &k, sizeof k);
+}
+
+/* Deliveries of k in flight: its bit, or its count past one. O(1). */
+static uint32_t key_nflight(const queue_t *q, const qkey_t *k)
+{
+    if (!k->inflight)
+        return 0;
+    const qconc_t *c = conc_find(q, k);
+    return c != NULL ? c->n : 1;
+}
+
+static void key_flight_inc(queue_t *q, qkey_t *k)
+{
+    if (!k->inflight) {
+        k->inflight = 1;
+        return;
+    }
+    qconc_t *c = conc_find(q, k);
+    if (c != NULL) {
+        c->n++;
+        return;
+    }
+    if (q->conc == NULL) {
+        q->conc = ordo_xcalloc(1, sizeof *q->conc);
+        q->bytes += alloc_cost(sizeof *q->conc);
+        htab_init_or_die(q->conc, conc_eq);
+    }
+    c = q_alloc(q, sizeof *c);
+    c->key = k;
+    c->n = 2;
+    ordo_htab_insert(q->conc, &c->hnode, ordo_htab_hash(q->conc, &k, sizeof k));
+}
+
+static void key_flight_dec(queue_t *q, qkey_t *k)
+{
+    assert(k->inflight);
+    qconc_t *c = conc_find(q, k);
+    if (c == NULL) {
+        k->inflight = 0;
+    } else if (--c->n == 1) {
+        ordo_htab_remove(q->conc, &c->hnode);
+        q_free(q, c, sizeof *c);
+    }
+}
+
+/* The pointer that points at k's first waiting message (after its nflight
+ * in-flight ones, K1), *prevpp at the one before (NULL if none). */
+static qmsg_t **key_first_waiting(const queue_t *q, qkey_t *k, qmsg_t ***prevpp)
+{
+    qmsg_t **pp = &k->head;
+    *prevpp = NULL;
+    for (uint32_t i = key_nflight(q, k); i > 0; i--) {
+        assert(*pp != NULL);
+        *prevpp = pp;
+        pp = &(*pp)->u.next;
+    }
+    return pp;
+}
+
+/* k's first waiting message (after its in-flight ones), or NULL. */
+static const qmsg_t *first_waiting_msg(const queue_t *q, const qkey_t *k)
+{
+    const qmsg_t *m = k->head;
+    for (uint32_t i = key_nflight(q, k); i > 0 && m != NULL; i--)
+        m = m->u.next;
+    return m;
+}
+
 /* Is k in the ready heap now (K3)? */
 static bool key_is_ready(const queue_t *q, const qkey_t *k)
 {
-    return k->head != NULL && !k->inflight && !key_held(q, k);
+    return k->nwait > 0 && key_nflight(q, k) < q->cfg.keyconc && !key_held(q, k);
 }
 
-/* k, with a head and not in flight, enters the ready heap unless held. */
+/* k, out of the ready heap, enters it if it is ready (K3). */
 static void key_ready(queue_t *q, qkey_t *k)
 {
-    assert(k->head != NULL && !k->inflight);
-    if (!key_held(q, k))
+    if (key_is_ready(q, k))
         qheap_push(&q->ready, k);
 }
 
@@ -665,22 +766,8 @@ static void key_append(queue_t *q, qkey_t *k, qmsg_t *m)
     assert(k->nwait < QUEUE_MAXLEN_MAX);
     k->nwait++;
     q->nwaiting++;
-    if (k->head == m && !k->inflight)
+    if (k->nwait == 1) /* its first waiting message: it was not in the ready heap */
         key_ready(q, k);
-}
-
-/* Unlink and return k's head. */
-static qmsg_t *key_pop(qkey_t *k)
-{
-    qmsg_t *m = k->head;
-    assert(m != NULL);
-    if (k->tailp == &m->u.next)
-        k->tailp = &k->head;
-    k->head = m->u.next;
-    if (k->head == NULL)
-        k->tailp = &k->head;
-    m->u.next = NULL;
-    return m;
 }
 
 /* After k's head left (done or dead-lettered) while not in the ready heap:
@@ -688,11 +775,11 @@ static qmsg_t *key_pop(qkey_t *k)
  * is freed at the next change instead (a NOACK view points at its bytes). */
 static void key_next(queue_t *q, qkey_t *k, bool limbo)
 {
-    assert(!k->inflight);
     if (k->head != NULL) {
         key_ready(q, k);
         return;
     }
+    assert(!k->inflight && k->nwait == 0); /* in-flight messages are in the FIFO (K1) */
     ordo_htab_remove(&q->keys, &k->hnode);
     if (limbo) {
         assert(q->limbo_key == NULL);
@@ -727,11 +814,57 @@ bool queue_delivery_current(const queue_t *q, uint64_t id, uint64_t token)
 static void flight_end(queue_t *q, qflight_t *f)
 {
     qkey_t *k = f->key;
-    assert(k->inflight);
     ordo_htab_remove(&q->flights, &f->hnode);
     ordo_heap_remove(&q->leases, &f->hn);
-    k->inflight = 0;
+    key_flight_dec(q, k);
     q_free(q, f, sizeof *f);
+}
+
+/* Unlink m from k's FIFO (found by a walk: m is among the first few, K1). */
+static void key_unlink_msg(qkey_t *k, qmsg_t *m)
+{
+    qmsg_t **pp = &k->head, **prevpp = NULL;
+    while (*pp != m) {
+        assert(*pp != NULL);
+        prevpp = pp;
+        pp = &(*pp)->u.next;
+    }
+    if (*k->tailp == m)              /* m is the tail: its predecessor is now */
+        k->tailp = prevpp != NULL ? prevpp : &k->head;
+    else if (k->tailp == &m->u.next) /* m precedes the tail: pp points at it now */
+        k->tailp = pp;
+    *pp = m->u.next;
+    m->u.next = NULL;
+}
+
+/* Link m where *pp points (before what is there). */
+static void key_insert_at(qkey_t *k, qmsg_t **pp, qmsg_t *m)
+{
+    m->u.next = *pp;
+    *pp = m;
+    if (m->u.next == NULL)
+        k->tailp = pp;
+    else if (k->tailp == pp)
+        k->tailp = &m->u.next;
+}
+
+/* m, in flight until now (its flight ended), becomes k's first waiting
+ * message: behind the ones still in flight, ahead of the rest (K1). With
+ * one in flight at most (KEYCONCURRENCY 1) it is the head and stays. A key
+ * in the ready heap (in_heap, as it was before the flight ended) whose
+ * head moves leaves it first (*requeue). */
+static void key_requeue_msg(queue_t *q, qkey_t *k, qmsg_t *m, bool in_heap, bool *requeue)
+{
+    qmsg_t **prevpp, **pp;
+    if (m == k->head && !k->inflight)
+        return; /* nothing in flight before it: it is first already */
+    if (in_heap && m == k->head && !*requeue) {
+        qheap_remove(&q->ready, k);
+        *requeue = true;
+    }
+    key_unlink_msg(k, m);
+    pp = key_first_waiting(q, k, &prevpp);
+    key_insert_at(k, pp, m);
 }
 
 /* ---- results ---------------------------------------------------------------------------------- */
@@ -918,6 +1051,7 @@ void queue_config_defaults(queue_config_t *out)
     out->backoff = QUEUE_BACKOFF_NONE;
     out->backoff_base_ms = QUEUE_DEFAULT_BACKOFF_BASE_MS;
     out->backoff_cap_ms = QUEUE_DEFAULT_BACKOFF_CAP_MS;
+    out->keyconc = 1;
 }
 
 bool queue_policy_active(const queue_config_t *cfg)
@@ -1021,9 +1155,22 @@ static void free_rate_cb(ordo_hnode_t *n, void *arg)
     rate_free(arg, (qrate_t *)n);
 }
 
+static void free_conc_cb(ordo_hnode_t *n, void *arg)
+{
+    queue_t *q = arg;
+    ordo_htab_remove(q->conc, n);
+    q_free(q, n, sizeof(qconc_t));
+}
+
 static void queue_free(queue_t *q)
 {
     settle(q);
+    if (q->conc != NULL) {
+        ordo_htab_foreach(q->conc, free_conc_cb, q);
+        ordo_htab_destroy(q->conc);
+        free(q->conc);
+        q->bytes -= alloc_cost(sizeof *q->conc);
+    }
     if (q->cfg.maxwait_ms > 0)
         q->set->nmaxwait--;
     if (q->paused) {
@@ -1164,6 +1311,43 @@ void queue_config(const queue_t *q, queue_config_t *out)
     *out = q->cfg;
 }
 
+struct conc_above_arg {
+    uint32_t n;
+    bool found;
+};
+
+static void conc_above_cb(ordo_hnode_t *node, void *arg)
+{
+    struct conc_above_arg *a = arg;
+    if (((const qconc_t *)node)->n > a->n)
+        a->found = true;
+}
+
+/* Does a key have more than n deliveries in flight? KEYCONCURRENCY may not
+ * go below that (K1 bounds a key's in-flight ones by it). */
+static bool conc_above(const queue_t *q, uint32_t n)
+{
+    struct conc_above_arg a = {n, false};
+    if (n >= 2 && q->conc != NULL)
+        ordo_htab_foreach(q->conc, conc_above_cb, &a);
+    else if (n < 2)
+        a.found = q->conc != NULL && q->conc->count > 0;
+    return a.found;
+}
+
+static void ready_rebuild_cb(ordo_hnode_t *node, void *arg)
+{
+    queue_t *q = arg;
+    key_ready(q, (qkey_t *)node);
+}
+
+/* Every ready key in the ready heap, afresh (K3). */
+static void ready_rebuild(queue_t *q)
+{
+    q->ready.n = 0;
+    ordo_htab_foreach(&q->keys, ready_rebuild_cb, q);
+}
+
 int queue_configure(queue_t *q, const queue_config_t *cfg)
 {
     if (cfg->maxlen < 1 || cfg->maxlen > QUEUE_MAXLEN_MAX || cfg->maxperkey > QUEUE_MAXLEN_MAX)
@@ -1173,6 +1357,8 @@ int queue_configure(queue_t *q, const queue_config_t *cfg)
     if ((cfg->rate_n > 0) != (cfg->rate_per_ms > 0) || cfg->rate_n > QUEUE_RATE_MAX ||
         cfg->rate_per_ms > QUEUE_RATE_PER_MS_MAX || (cfg->keyrate_n > 0) != (cfg->keyrate_per_ms > 0) ||
         cfg->keyrate_n > QUEUE_RATE_MAX || cfg->keyrate_per_ms > QUEUE_RATE_PER_MS_MAX)
+        return QUEUE_EINVAL;
+    if (cfg->keyconc < 1 || cfg->keyconc > QUEUE_KEYCONC_MAX || conc_above(q, cfg->keyconc))
         return QUEUE_EINVAL;
     if (cfg->backoff > QUEUE_BACKOFF_EXPONENTIAL || cfg->backoff_base_ms < 1 ||
         (cfg->backoff == QUEUE_BACKOFF_EXPONENTIAL && cfg->backoff_cap_ms < cfg->backoff_base_ms))
@@ -1186,6 +1372,7 @@ int queue_configure(queue_t *q, const queue_config_t *cfg)
         memcpy(dl, cfg->deadletter, cfg->dl_len);
     }
     bool keyrate_changed = cfg->keyrate_n != q->cfg.keyrate_n || cfg->keyrate_per_ms != q->cfg.keyrate_per_ms;
+    bool keyconc_changed = cfg->keyconc != q->cfg.keyconc;
     free(q->dl_name);
     q->set->nmaxwait += (cfg->maxwait_ms > 0) - (q->cfg.maxwait_ms > 0);
     q->cfg = *cfg;
@@ -1195,6 +1382,10 @@ int queue_configure(queue_t *q, const queue_config_t *cfg)
     /* A new KEYRATE judges keys afresh: every throttle ends now. */
     if (keyrate_changed)
         rate_release_keys(q, UINT64_MAX);
+    /* A new KEYCONCURRENCY changes which keys are ready: rebuild the heap
+     * (O(keys log keys); configurations are rare). */
+    if (keyconc_changed)
+        ready_rebuild(q);
     queue_account(q);
     return QUEUE_OK;
 }
@@ -1316,8 +1507,8 @@ static size_t rate_release_keys(queue_t *q, uint64_t now_ms)
         uint64_t full = rn ? r->last_ms + bucket_wait(r->level, bucket_cap(rn, q->cfg.keyrate_per_ms), rn) : 0;
         rate_heap_put(q, r, false, full);
         qkey_t *k = key_find(q, r->bytes, r->klen);
-        if (k != NULL && k->head != NULL && !k->inflight && !key_held(q, k))
-            qheap_push(&q->ready, k);
+        if (k != NULL)
+            key_ready(q, k); /* it was held: out of the heap */
         changed++;
     }
     return changed;
@@ -1579,8 +1770,9 @@ int queue_deliver(queue_t *q, uint64_t now_ms, uint64_t lease_ms, uint64_t token
     if (q->cfg.keyrate_n > 0)
         rate_key_spend(q, k, now_ms);
     rate_queue_spend(q, now_ms);
-    assert(k->head && !k->inflight && !k->parked && k->nwait > 0);
-    qmsg_t *m = k->head;
+    assert(k->head && !k->parked && k->nwait > 0 && key_nflight(q, k) < q->cfg.keyconc);
+    qmsg_t **prevpp, *m = *key_first_waiting(q, k, &prevpp);
+    assert(m != NULL);
     k->nwait--;
     q->nwaiting--;
     m->attempt++;
@@ -1589,20 +1781,22 @@ int queue_deliver(queue_t *q, uint64_t now_ms, uint64_t lease_ms, uint64_t token
     emit(q, QUEUE_EV_DELIVERED, k->bytes, k->klen, m->id, m->attempt, NULL, 0);
     out->token = token;
     if (noack) {
-        key_pop(k);
+        key_unlink_msg(k, m);
         q->limbo_msg = m;
         key_next(q, k, true);
         return 1;
     }
     qflight_t *f = q_alloc(q, sizeof *f);
     f->key = k;
+    f->msg = m;
     f->token = token;
     f->since_ms = now_ms;
     f->deadline_ms = now_ms + (lease_ms ? lease_ms : q->cfg.lease_ms);
-    k->inflight = 1;
+    key_flight_inc(q, k);
     ordo_htab_insert(&q->flights, &f->hnode, id_hash(&q->flights, m->id));
     ordo_heap_xpush(&q->leases, &f->hn);
     out->deadline_ms = f->deadline_ms;
+    key_ready(q, k); /* KEYCONCURRENCY > 1: its next may go too */
     return 1;
 }
 
@@ -1614,14 +1808,23 @@ int queue_ack(queue_t *q, uint64_t id, uint64_t token, const void *result, size_
     if (f == NULL)
         return 0;
     qkey_t *k = f->key;
+    qmsg_t *m = f->msg;
+    /* KEYCONCURRENCY > 1: a key in the ready heap stays there unless its
+     * head (its place in the heap) is the message leaving. */
+    bool in_heap = k->nwait > 0 && key_is_ready(q, k), requeue = false;
+    if (in_heap && m == k->head) {
+        qheap_remove(&q->ready, k);
+        requeue = true;
+    }
     flight_end(q, f);
     emit(q, QUEUE_EV_ACKED, k->bytes, k->klen, id, 0, result, result ? rlen : 0);
-    qmsg_t *m = key_pop(k);
+    key_unlink_msg(k, m);
     q_free(q, m, msg_size(m));
     q->acked++;
     if (result != NULL && q->cfg.resultttl_ms > 0)
         result_put(q, id, QUEUE_FATE_DONE, result, rlen, now_ms + q->cfg.resultttl_ms, 0);
-    key_next(q, k, false);
+    if (!in_heap || requeue)
+        key_next(q, k, false);
     return 1;
 }
 
@@ -1660,19 +1863,27 @@ static void dead_letter_msg(queue_t *q, qkey_t *k, qmsg_t *m, const char *reason
                    out->dl_id);
 }
 
-/* Dead-letter k's head (no longer in flight), then move the key on. */
-static void dead_letter(queue_t *q, qkey_t *k, const char *reason, uint64_t now_ms, uint64_t rev,
-                        queue_retry_t *out)
+/* Dead-letter m, k's message whose flight just ended, then move the key
+ * on; in_heap: k was in the ready heap before (KEYCONCURRENCY > 1). */
+static void dead_letter(queue_t *q, qkey_t *k, qmsg_t *m, bool in_heap, const char *reason, uint64_t now_ms,
+                        uint64_t rev, queue_retry_t *out)
 {
-    dead_letter_msg(q, k, key_pop(k), reason, now_ms, rev, out);
-    key_next(q, k, false);
+    bool requeue = false;
+    if (in_heap && m == k->head) {
+        qheap_remove(&q->ready, k);
+        requeue = true;
+    }
+    key_unlink_msg(k, m);
+    dead_letter_msg(q, k, m, reason, now_ms, rev, out);
+    if (!in_heap || requeue)
+        key_next(q, k, false);
 }
 
 /* Is the delivery f, coming back, the message's last (MAXATTEMPTS spent,
  * or MAXAGE passed as the writer decided: give_up)? */
 static bool exhausted_by(const queue_t *q, const qflight_t *f, bool give_up)
 {
-    return give_up || (q->cfg.maxattempts > 0 && f->key->head->attempt >= q->cfg.maxattempts);
+    return give_up || (q->cfg.maxattempts > 0 && f->msg->attempt >= q->cfg.maxattempts);
 }
 
 /* When the next attempt of f may start if it comes back with delay_ms. */
@@ -1687,7 +1898,7 @@ static void give_back(queue_t *q, qflight_t *f, uint64_t delay_ms, bool give_up,
                       queue_retry_t *out)
 {
     qkey_t *k = f->key;
-    qmsg_t *m = k->head;
+    qmsg_t *m = f->msg;
     out->id = m->id;
     out->dlq = NULL;
     out->dl_id = 0;
@@ -1699,15 +1910,21 @@ static void give_back(queue_t *q, qflight_t *f, uint64_t delay_ms, bool give_up,
         out->kind = QUEUE_RETRY_LATER;
         return;
     }
+    bool in_heap = k->nwait > 0 && key_is_ready(q, k), requeue = false;
     flight_end(q, f);
     if (!exhausted) {
+        key_requeue_msg(q, k, m, in_heap, &requeue);
         k->nwait++;
         q->nwaiting++;
-        key_ready(q, k);
+        if (!in_heap || requeue)
+            key_ready(q, k);
         out->kind = QUEUE_RETRY_READY;
     } else if (q->cfg.onpoison == QUEUE_ONPOISON_PARK ||
                (q->cfg.onpoison == QUEUE_ONPOISON_DEADLETTER && q->dl_name == NULL)) {
         /* Nowhere to keep it but here: park the key rather than lose it. */
+        key_requeue_msg(q, k, m, in_heap, &requeue);
+        if (in_heap && !requeue)
+            qheap_remove(&q->ready, k);
         k->nwait++;
         q->nwaiting++;
         k->parked = 1;
@@ -1718,7 +1935,7 @@ static void give_back(queue_t *q, qflight_t *f, uint64_t delay_ms, bool give_up,
     } else {
         /* A MAXAGE verdict says why; attempts that ran out need no word. */
         bool by_age = give_up && !(q->cfg.maxattempts > 0 && m->attempt >= q->cfg.maxattempts);
-        dead_letter(q, k, by_age ? QUEUE_REASON_MAXAGE : NULL, now_ms, rev, out);
+        dead_letter(q, k, m, in_heap, by_age ? QUEUE_REASON_MAXAGE : NULL, now_ms, rev, out);
     }
 }
 
@@ -1760,7 +1977,7 @@ int queue_retry(queue_t *q, uint64_t id, uint64_t token, unsigned flags, uint64_
 uint32_t queue_delivery_attempt(const queue_t *q, uint64_t id, uint64_t token)
 {
     const qflight_t *f = flight_check(q, id, token, false);
-    return f != NULL ? f->key->head->attempt : 0;
+    return f != NULL ? f->msg->attempt : 0;
 }
 
 int queue_extend(queue_t *q, uint64_t id, uint64_t token, uint64_t ms, uint64_t now_ms)
@@ -1787,10 +2004,14 @@ int queue_redeliver(queue_t *q, uint64_t id, uint64_t token, uint64_t now_ms, ui
     /* A nack-delayed message spent its attempt when it was nacked. */
     if (f->token == 0) {
         qkey_t *k = f->key;
+        qmsg_t *m = f->msg;
+        bool in_heap = k->nwait > 0 && key_is_ready(q, k), requeue = false;
         flight_end(q, f);
+        key_requeue_msg(q, k, m, in_heap, &requeue);
         k->nwait++;
         q->nwaiting++;
-        key_ready(q, k);
+        if (!in_heap || requeue)
+            key_ready(q, k);
         if (out) {
             out->kind = QUEUE_RETRY_READY;
             out->id = id;
@@ -1811,7 +2032,8 @@ int queue_unpark(queue_t *q, const void *key, size_t klen)
         return 0;
     k->parked = 0;
     q->nparked--;
-    k->head->attempt = 0;
+    qmsg_t **prevpp;
+    (*key_first_waiting(q, k, &prevpp))->attempt = 0; /* the poison message */
     key_ready(q, k);
     return 1;
 }
@@ -1824,11 +2046,7 @@ int queue_unpark(queue_t *q, const void *key, size_t klen)
  * first take of a key) says to put it back with key_settle(). */
 static qmsg_t *key_take(queue_t *q, qkey_t *k, uint64_t id, bool *requeue)
 {
-    qmsg_t **pp = &k->head, **prevpp = NULL;
-    if (k->inflight) {
-        prevpp = pp;
-        pp = &k->head->u.next;
-    }
+    qmsg_t **prevpp, **pp = key_first_waiting(q, k, &prevpp);
     while (*pp != NULL && (*pp)->id != id) {
         prevpp = pp;
         pp = &(*pp)->u.next;
@@ -1879,7 +2097,7 @@ size_t queue_redrive(queue_t *dlq, queue_t *q, const void *key, size_t klen, uin
     size_t moved = 0;
     qkey_t *to = NULL;
     for (;;) {
-        qmsg_t *first = k->inflight ? k->head->u.next : k->head;
+        const qmsg_t *first = first_waiting_msg(dlq, k);
         uint64_t want = id != 0 ? id : first != NULL ? first->id : 0;
         qmsg_t *m = want != 0 ? key_take(dlq, k, want, &requeue) : NULL;
         if (m == NULL)
@@ -1942,7 +2160,7 @@ int queue_expire(queue_t *q, const void *key, size_t klen, uint64_t id, uint64_t
     if (k == NULL)
         return 0;
     /* Only a message nobody took: one that was delivered is MAXAGE's. */
-    const qmsg_t *w = k->inflight ? k->head->u.next : k->head;
+    const qmsg_t *w = first_waiting_msg(q, k);
     while (w != NULL && w->id != id)
         w = w->u.next;
     if (w == NULL || w->attempt != 0)
@@ -1964,7 +2182,7 @@ void queue_foreach_waiting(const queue_t *q,
     for (size_t b = 0; b <= t->mask; b++)
         for (const ordo_hnode_t *n = t->buckets[b]; n != NULL; n = n->next) {
             const qkey_t *k = (const qkey_t *)n;
-            for (const qmsg_t *m = k->inflight ? k->head->u.next : k->head; m != NULL; m = m->u.next)
+            for (const qmsg_t *m = first_waiting_msg(q, k); m != NULL; m = m->u.next)
                 if (!fn(arg, k->bytes, k->klen, m->id, m->attempt))
                     return;
         }
@@ -1993,7 +2211,7 @@ size_t queue_set_maxwait_count(const queue_set_t *s)
  * be if unpaused)? */
 static bool key_in_ready(const queue_t *q, const qkey_t *k)
 {
-    return k != NULL && k->head != NULL && !k->inflight && !k->parked && !key_throttled(q, k);
+    return k != NULL && k->nwait > 0 && key_nflight(q, k) < q->cfg.keyconc && !k->parked && !key_throttled(q, k);
 }
 
 static void pause_set_until(queue_t *q, qpause_t *p, uint64_t until_ms)
@@ -2199,9 +2417,9 @@ bool queue_next_lease(const queue_t *q, queue_timer_t *out)
     memset(out, 0, sizeof *out);
     out->kind = QUEUE_TIMER_LEASE;
     out->due_ms = f->deadline_ms;
-    out->id = f->key->head->id;
+    out->id = f->msg->id;
     out->token = f->token;
-    out->attempt = f->key->head->attempt;
+    out->attempt = f->msg->attempt;
     return true;
 }
 
@@ -2339,7 +2557,8 @@ int queue_keyinfo(const queue_t *q, const void *key, size_t klen, queue_keyinfo_
     if (k == NULL)
         return out->state = QUEUE_KEY_IDLE;
     out->waiting = k->nwait;
-    if (k->inflight) {
+    out->inflight = key_nflight(q, k);
+    if (k->inflight) { /* the head is in flight (K1): the oldest of the key's deliveries */
         const qflight_t *f = flight_find(q, k->head->id);
         assert(f != NULL && f->key == k);
         out->state = QUEUE_KEY_PROCESSING;
@@ -2351,9 +2570,10 @@ int queue_keyinfo(const queue_t *q, const void *key, size_t klen, queue_keyinfo_
         if (f->token == 0)
             out->next_attempt_ms = f->deadline_ms;
     } else if (k->parked) {
+        const qmsg_t *poison = first_waiting_msg(q, k);
         out->state = QUEUE_KEY_PARKED;
-        out->inflight_id = k->head->id;
-        out->attempt = k->head->attempt;
+        out->inflight_id = poison->id;
+        out->attempt = poison->attempt;
     } else {
         out->state = QUEUE_KEY_WAITING;
     }
@@ -2460,6 +2680,7 @@ static size_t queue_bytes(const queue_t *q)
            heap_bytes(q->result_heap.cap) + heap_bytes(q->idem_heap.cap) +
            (q->dl_name ? alloc_cost(q->cfg.dl_len) : 0) +
            (q->pauses ? htab_bytes(&q->pauses->keys) + heap_bytes(q->pauses->ends.cap) : 0) +
+           (q->conc ? htab_bytes(q->conc) : 0) +
            (q->rates ? htab_bytes(&q->rates->keys) + heap_bytes(q->rates->throttled.cap) +
                            heap_bytes(q->rates->sweep.cap)
                      : 0);
@@ -2559,7 +2780,7 @@ uint64_t queue_oldest_ready_id(const queue_t *q)
     if (q->ready.n == 0 || q->paused)
         return 0;
     const qkey_t *k = q->ready.v[0];
-    return k->head->id;
+    return first_waiting_msg(q, k)->id;
 }
 
 size_t queue_peek(const queue_t *q, size_t n, queue_delivery_t *out)
@@ -2577,7 +2798,7 @@ size_t queue_peek(const queue_t *q, size_t n, queue_delivery_t *out)
     while (got < n) {
         size_t pos = aux_pop(&a);
         const qkey_t *k = q->ready.v[pos];
-        fill_delivery(k, k->head, &out[got++]);
+        fill_delivery(k, first_waiting_msg(q, k), &out[got++]);
         aux_push(&a, 2 * pos + 1);
         aux_push(&a, 2 * pos + 2);
     }
@@ -2597,11 +2818,13 @@ static void foreach_key_cb(ordo_hnode_t *node, void *arg)
 {
     struct foreach_msg_arg *a = arg;
     const qkey_t *k = (const qkey_t *)node;
+    uint32_t nflight = key_nflight(a->q, k);
     for (const qmsg_t *m = k->head; m != NULL; m = m->u.next) {
         queue_snap_msg_t s = {.state = QUEUE_MSG_WAITING, .id = m->id, .key = k->bytes,
                               .klen = k->klen, .payload = m->payload, .plen = m->plen,
                               .attempt = m->attempt, .parked = k->parked};
-        if (m == k->head && k->inflight) {
+        if (nflight > 0) { /* the first nflight are the ones in flight (K1) */
+            nflight--;
             const qflight_t *f = flight_find(a->q, m->id);
             s.state = QUEUE_MSG_INFLIGHT;
             s.token = f->token;
@@ -2701,30 +2924,32 @@ int queue_load_msg(queue_t *q, const queue_snap_msg_t *s)
     }
     qkey_t *k = key_get(q, s->key, s->klen);
     bool first = k->head == NULL;
-    /* Only a key's oldest message can be in flight (K1): a snapshot that
-     * says otherwise is damaged, and is refused before anything changes
-     * (the key has a message, so key_get() made nothing). */
-    if (s->state == QUEUE_MSG_INFLIGHT && !first)
+    /* A key's messages in flight are its first ones, at most KEYCONCURRENCY
+     * of them (K1): a snapshot that says otherwise is damaged, and is
+     * refused before anything changes (the key has a message, so
+     * key_get() made nothing). */
+    if (s->state == QUEUE_MSG_INFLIGHT && (k->nwait > 0 || key_nflight(q, k) >= q->cfg.keyconc))
         return -1;
-    /* Mark the key before linking, so key_append() leaves it out of the
-     * ready heap when it is in flight or parked (K3). */
-    if (first && s->state == QUEUE_MSG_INFLIGHT)
-        k->inflight = 1;
+    /* Mark a parked key before linking, so key_append() leaves it out of
+     * the ready heap (K3). */
     if (first && s->parked) {
         k->parked = 1;
         q->nparked++;
     }
     qmsg_t *m = msg_new(q, s->id, s->payload, s->plen);
     m->attempt = s->attempt;
-    key_append(q, k, m);
-    if (s->state == QUEUE_MSG_INFLIGHT) {
-        k->nwait--;
-        q->nwaiting--;
+    if (s->state != QUEUE_MSG_INFLIGHT) {
+        key_append(q, k, m);
+    } else {
+        /* Behind the key's other in-flight messages, before any waiting. */
+        key_insert_at(k, first ? &k->head : &(*k->tailp)->u.next, m);
         qflight_t *f = q_alloc(q, sizeof *f);
         f->key = k;
+        f->msg = m;
         f->token = s->token;
         f->since_ms = s->since_ms;
         f->deadline_ms = s->deadline_ms;
+        key_flight_inc(q, k);
         ordo_htab_insert(&q->flights, &f->hnode, id_hash(&q->flights, m->id));
         ordo_heap_xpush(&q->leases, &f->hn);
     }

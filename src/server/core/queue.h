@@ -3,10 +3,10 @@
  *
  * A registry of queues by name (queue_set_t). In one queue every message has
  * a key, and the module keeps docs/protocol.md's promise ("Queues"): at most
- * one message of a key in flight at a time; a key's messages are delivered
- * in the order they became available (push order, for pushes without
- * DELAY); different keys go to consumers in parallel, the key whose head
- * message is oldest first.
+ * one message of a key in flight at a time (KEYCONCURRENCY n: n, started in
+ * order); a key's messages are delivered in the order they became
+ * available (push order, for pushes without DELAY); different keys go to
+ * consumers in parallel, the key whose head message is oldest first.
  *
  * Like kv.h this is a pure data structure owned by the core thread: it never
  * reads the clock (every call that depends on time takes now_ms, the time
@@ -91,6 +91,11 @@
  * 1/per token) stays far inside 64 bits; a million deliveries a day is
  * the slowest rate, a million a millisecond the fastest. */
 #define QUEUE_RATE_MAX 1000000u
+/* KEYCONCURRENCY: deliveries of one key in flight at once, 1 (the
+ * default: strict per-key order) to QUEUE_KEYCONC_MAX. A key's deliveries
+ * in flight are the first of its FIFO and some operations walk them, so
+ * the bound keeps those walks short. */
+#define QUEUE_KEYCONC_MAX 1000u
 #define QUEUE_RATE_PER_MS_MAX 86400000u
 #define QUEUE_DEFAULT_BACKOFF_BASE_MS 1000u
 #define QUEUE_DEFAULT_BACKOFF_CAP_MS 300000u
@@ -148,6 +153,7 @@ typedef struct queue_config_s {
     uint64_t rate_per_ms;     /* 1..QUEUE_RATE_PER_MS_MAX when rate_n > 0, else 0 */
     uint32_t keyrate_n;       /* KEYRATE: deliveries per keyrate_per_ms for each key; 0: none */
     uint64_t keyrate_per_ms;
+    uint32_t keyconc;         /* KEYCONCURRENCY: 1..QUEUE_KEYCONC_MAX deliveries of a key in flight */
 } queue_config_t;
 
 /* queue_policy_active() -- true if the queue has a retry policy (BACKOFF
@@ -614,6 +620,7 @@ typedef struct queue_keyinfo_s {
     bool paused;              /* the key is paused (queue_pause()), whatever its state */
     uint64_t paused_until_ms; /* paused: when the pause ends by itself, 0 for never */
     uint64_t throttled_until_ms; /* KEYRATE: out of turn until then (0: not throttled) */
+    uint32_t inflight;        /* deliveries of the key in flight (nack-delayed included) */
 } queue_keyinfo_t;
 
 /* queue_keyinfo() -- Q.KEYINFO; returns out->state. O(1). */
