@@ -875,3 +875,34 @@ def test_keyconcurrency_survives_kill_and_bounds_config(server):
         assert c.call("Q.ACK", "q", got[1][0], got[1][4]) == 1   # the second first
         (m,) = c.call("Q.PULL", "q")
         assert m[0] == ids[2]
+
+
+def test_fairness_roundrobin_small_keys_are_not_starved(server):
+    """The fairness rule, checked: under FAIRNESS roundrobin a consumer
+    that takes one message at a time and acks it gets every ready key once
+    before any key twice, so with one key 500 deep (pushed first) and 20
+    keys of 3, the small keys are done within (20 + 1) x 3 deliveries;
+    under oldest (the default) the deep key's older messages go first."""
+    small, per = 20, 3
+
+    def deliveries_until_small_done(q, fairness):
+        with server.raw() as c:
+            assert c.call("Q.CONFIG", q, "FAIRNESS", fairness) == "OK"
+            assert qinfo(c, q)["fairness"] == fairness.encode()
+            for i in range(500):
+                c.call("Q.PUSH", q, "hot", "h")
+            for j in range(per):
+                for k in range(small):
+                    c.call("Q.PUSH", q, "s%d" % k, "s")
+            left, n = small * per, 0
+            while left > 0:
+                (m,) = c.call("Q.PULL", q)
+                n += 1
+                left -= m[1] != b"hot"
+                assert c.call("Q.ACK", q, m[0], m[4]) == 1
+            return n
+
+    assert deliveries_until_small_done("rr", "roundrobin") <= (small + 1) * per
+    assert deliveries_until_small_done("old", "oldest") == 500 + small * per
+    with server.raw() as c:
+        assert c.call("Q.CONFIG", "rr", "FAIRNESS", "lottery").code == "ERR"

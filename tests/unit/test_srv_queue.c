@@ -76,6 +76,48 @@ static queue_t *mkqueue(queue_set_t *s, const char *name)
 
 /* ---- basic flow ------------------------------------------------------------------------------ */
 
+/* FAIRNESS: one consumer that takes a message and acks it before the
+ * next. A key with a large backlog pushed first: under oldest it goes
+ * again and again (its next message is always the oldest); under
+ * roundrobin every other ready key goes before it comes back, so the
+ * small keys are done within (keys + 1) x their messages deliveries. */
+static int small_done_after(int fairness)
+{
+    enum { HOT = 60, SMALL = 5, PER = 2 };
+    queue_set_t *s = queue_set_create();
+    queue_t *q = mkqueue(s, "q");
+    queue_config_t c;
+    queue_config(q, &c);
+    c.fairness = (uint8_t)fairness;
+    assert_int_equal(queue_configure(q, &c), QUEUE_OK);
+    for (int i = 0; i < HOT; i++)
+        push(q, "hot", "h", 1);
+    for (int j = 0; j < PER; j++)
+        for (int k = 0; k < SMALL; k++) {
+            char key[2] = {(char)('a' + k), 0};
+            push(q, key, "s", 2);
+        }
+    int small_left = SMALL * PER, n = 0;
+    while (small_left > 0) {
+        queue_delivery_t d;
+        uint64_t t = next_rev();
+        assert_int_equal(queue_deliver(q, 3, 0, t, false, &d), 1);
+        n++;
+        if (d.key[0] != 'h')
+            small_left--;
+        assert_int_equal(queue_ack(q, d.id, t, NULL, 0, 3), 1);
+    }
+    queue_set_destroy(s);
+    return n;
+}
+
+static void test_fairness(void **state)
+{
+    (void)state;
+    assert_true(small_done_after(QUEUE_FAIR_ROUNDROBIN) <= (5 + 1) * 2);
+    assert_int_equal(small_done_after(QUEUE_FAIR_OLDEST), 60 + 5 * 2); /* the rule as it says */
+}
+
 /* KEYCONCURRENCY 3: a key's first three go at once, in push order; a
  * fourth waits until one is done; a nacked one is the next to start; an
  * ack of the key's oldest while it is ready keeps the heap right; the
@@ -1907,6 +1949,7 @@ int main(void)
         cmocka_unit_test(test_redrive_cancel_expire),
         cmocka_unit_test(test_rate_limits),
         cmocka_unit_test(test_keyconcurrency),
+        cmocka_unit_test(test_fairness),
         cmocka_unit_test(test_keyconcurrency_random),
         cmocka_unit_test(test_retry_policy),
         cmocka_unit_test(test_events),

@@ -480,6 +480,48 @@ static void test_schedules_round_trip(void **state)
     ordo_buf_free(&val);
 }
 
+/* FAIRNESS roundrobin ('O'): the turn order is state; a core loaded from
+ * the snapshot delivers in the same order as the one it was taken of. */
+static void test_ready_order_round_trip(void **state)
+{
+    (void)state;
+    core_t *c = core_create(1000);
+    queue_config_t cfg;
+    queue_config_defaults(&cfg);
+    cfg.fairness = QUEUE_FAIR_ROUNDROBIN;
+    char blob[CORE_QCONFIG_BYTES];
+    core_qconfig_encode(&cfg, blob);
+    apply_ok(c, (record_t){.type = REC_Q_CONFIG, .time_ms = 1,
+                           .q_config = {.queue = "q", .qlen = 1, .config = blob, .clen = sizeof blob}});
+    const char *keys[] = {"a", "b", "c", "d", "a", "b"};
+    for (int i = 0; i < 6; i++)
+        apply_ok(c, (record_t){.type = REC_Q_PUSH, .time_ms = 2,
+                               .q_push = {.queue = "q", .qlen = 1, .key = keys[i], .klen = 1, .payload = "p",
+                                          .plen = 1}});
+    record_t pull = {.type = REC_Q_DELIVER, .time_ms = 3, .flags = REC_F_NOACK, .q_deliver = {.queue = "q", .qlen = 1}};
+    apply_ok(c, pull); /* a, which goes behind d */
+    ordo_buf_t mem = ORDO_BUF_INIT;
+    assert_int_equal(snap_encode_mem(c, 5000, &mem), 0);
+    core_t *d = core_create(1000);
+    uint64_t rev = 0, entries = 0;
+    char err[256];
+    assert_int_equal(snap_load_mem(d, mem.data, mem.len, "mem", &rev, &entries, err, sizeof err), 0);
+    assert_int_equal(snap_digest(c), snap_digest(d));
+    const char want[] = "bcdab";
+    for (int i = 0; i < 5; i++) {
+        apply_result_t r1, r2;
+        core_apply(c, &pull, &r1);
+        core_apply(d, &pull, &r2);
+        assert_int_equal(r1.status, AP_OK);
+        assert_int_equal(r2.status, AP_OK);
+        assert_int_equal(r1.queue.delivery.key[0], want[i]);
+        assert_int_equal(r2.queue.delivery.key[0], want[i]);
+    }
+    core_destroy(d);
+    core_destroy(c);
+    ordo_buf_free(&mem);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -493,6 +535,7 @@ int main(void)
         cmocka_unit_test(test_pauses_round_trip),
         cmocka_unit_test(test_rate_state_replays_the_same),
         cmocka_unit_test(test_schedules_round_trip),
+        cmocka_unit_test(test_ready_order_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

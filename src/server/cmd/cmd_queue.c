@@ -648,6 +648,14 @@ static void cmd_qconfig(cmd_ctx_t *x)
             ok = arg_ms(x, ++i, &cfg.maxage_ms);
         } else if (arg_is(x, i, "MAXWAIT")) {
             ok = arg_ms(x, ++i, &cfg.maxwait_ms);
+        } else if (arg_is(x, i, "FAIRNESS") && i + 1 < x->argc) {
+            i++;
+            if (arg_is(x, i, "oldest"))
+                cfg.fairness = QUEUE_FAIR_OLDEST;
+            else if (arg_is(x, i, "roundrobin"))
+                cfg.fairness = QUEUE_FAIR_ROUNDROBIN;
+            else
+                ok = false, reply_err(x, "ERR FAIRNESS is oldest or roundrobin");
         } else if (arg_is(x, i, "KEYCONCURRENCY")) {
             ok = parse_u32_opt(x, ++i, 1, QUEUE_KEYCONC_MAX, "KEYCONCURRENCY", &cfg.keyconc);
         } else if (arg_is(x, i, "RATE") || arg_is(x, i, "KEYRATE")) {
@@ -1185,7 +1193,7 @@ static void cmd_qinfo(cmd_ctx_t *x)
     queue_info_t in;
     queue_info(q, &in);
     ordo_buf_t *o = x->out;
-    resp_add_map(o, x->proto, 44);
+    resp_add_map(o, x->proto, 45);
     add_field_u(o, "maxlen", in.config.maxlen);
     add_field_u(o, "maxperkey", in.config.maxperkey);
     resp_add_bulk_str(o, "onfull");
@@ -1210,6 +1218,8 @@ static void cmd_qinfo(cmd_ctx_t *x)
     add_field_u(o, "keyrate", in.config.keyrate_n);
     add_field_u(o, "keyrate_per", in.config.keyrate_per_ms);
     add_field_u(o, "keyconcurrency", in.config.keyconc);
+    resp_add_bulk_str(o, "fairness");
+    resp_add_bulk_str(o, in.config.fairness == QUEUE_FAIR_ROUNDROBIN ? "roundrobin" : "oldest");
     resp_add_bulk_str(o, "deadletter");
     if (in.config.deadletter != NULL)
         resp_add_bulk(o, in.config.deadletter, in.config.dl_len);
@@ -1418,7 +1428,7 @@ const cmd_def_t cmd_queue_defs[] = {
      "queue id [BLOCK ms]", "ordo-queue"},
     {"Q.CONFIG", -2, CMD_WRITE, cmd_qconfig,
      "Configure a queue; options not given keep their value",
-     "queue [MAXLEN n] [MAXPERKEY n] [ONFULL REJECT|BLOCK] [LEASE ms] [MAXATTEMPTS n] [DEADLETTER queue] [ONPOISON DEADLETTER|PARK|DROP] [DEDUP ms] [RESULTTTL ms] [BACKOFF NONE|FIXED|EXPONENTIAL] [BACKOFFBASE ms] [BACKOFFCAP ms] [MAXAGE ms] [MAXWAIT ms] [RATE n PER ms] [KEYRATE n PER ms] [KEYCONCURRENCY n]", "ordo-queue"},
+     "queue [MAXLEN n] [MAXPERKEY n] [ONFULL REJECT|BLOCK] [LEASE ms] [MAXATTEMPTS n] [DEADLETTER queue] [ONPOISON DEADLETTER|PARK|DROP] [DEDUP ms] [RESULTTTL ms] [BACKOFF NONE|FIXED|EXPONENTIAL] [BACKOFFBASE ms] [BACKOFFCAP ms] [MAXAGE ms] [MAXWAIT ms] [RATE n PER ms] [KEYRATE n PER ms] [KEYCONCURRENCY n] [FAIRNESS OLDEST|ROUNDROBIN]", "ordo-queue"},
     {"Q.UNPARK", 3, CMD_WRITE, cmd_qunpark, "Let a parked key's backlog flow again; 1/0", "queue key", "ordo-queue"},
     {"Q.PAUSE", -2, CMD_WRITE, cmd_qpause,
      "Stop deliveries of a key, or of the whole queue, until resumed or a time; 1, or 0 if paused so already",

@@ -753,6 +753,7 @@ void core_qconfig_encode(const queue_config_t *cfg, char out[CORE_QCONFIG_BYTES]
     put_u32(out + 83, cfg->keyrate_n);
     put_u64(out + 87, cfg->keyrate_per_ms);
     put_u32(out + 95, cfg->keyconc);
+    out[99] = (char)cfg->fairness;
 }
 
 int core_qconfig_decode(const void *bytes, size_t len, queue_config_t *cfg)
@@ -780,6 +781,7 @@ int core_qconfig_decode(const void *bytes, size_t len, queue_config_t *cfg)
     cfg->keyrate_n = get_u32(p + 83);
     cfg->keyrate_per_ms = get_u64(p + 87);
     cfg->keyconc = get_u32(p + 95);
+    cfg->fairness = p[99];
     return 0;
 }
 

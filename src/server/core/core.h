@@ -625,11 +625,11 @@ struct sched_set_s *core_scheds_load(core_t *c);
  * resultttl_ms u64 (the first form, 38 bytes), then backoff u8 |
  * backoff_base_ms u64 | backoff_cap_ms u64 | maxage_ms u64 | maxwait_ms
  * u64 | rate_n u32 | rate_per_ms u64 | keyrate_n u32 | keyrate_per_ms u64
- * | keyconc u32 (99 bytes in all); the dead-letter queue is the record's key
+ * | keyconc u32 | fairness u8 (100 bytes in all); the dead-letter queue is the record's key
  * (empty: none). A 38-byte form (records and snapshots older than these
  * controls) leaves the later fields as they are. */
 #define CORE_QCONFIG_V1_BYTES 38
-#define CORE_QCONFIG_BYTES 99
+#define CORE_QCONFIG_BYTES 100
 void core_qconfig_encode(const queue_config_t *cfg, char out[CORE_QCONFIG_BYTES]);
 /* Returns 0, or -1 if len is none of the forms. cfg->deadletter is left alone. */
 int core_qconfig_decode(const void *p, size_t len, queue_config_t *cfg);

@@ -41,6 +41,9 @@
  *      pause first);
  *   K4 a qkey_t exists iff its FIFO is non-empty (delayed messages are not
  *      in any FIFO and hold no key state; they carry their key bytes).
+ * FAIRNESS roundrobin keeps the ready keys in a ring instead, in the
+ * order they became ready (ready_push() and friends choose); the rest of
+ * this paragraph is about the heap of FAIRNESS oldest.
  * The ready heap is a binary min-heap of keys ordered by their head's id
  * (with KEYCONCURRENCY 1, the head of a ready key is its next message;
  * above 1 it may be in flight, and an ack or nack that moves the head of a
@@ -243,13 +246,21 @@ typedef struct qheap_s {
     bool (*less)(const void *a, const void *b);
 } qheap_t;
 
+/* A FIFO ring of keys: the ready keys of a FAIRNESS roundrobin queue, in
+ * the order they became ready. */
+typedef struct qring_s {
+    qkey_t **v;
+    size_t head, n, cap;
+} qring_t;
+
 struct queue_s {
     ordo_hnode_t hnode;       /* in the set, by name */
     queue_set_t *set;
     queue_config_t cfg;       /* cfg.deadletter points at dl_name */
     char *dl_name;
     ordo_htab_t keys, flights, dedups, results, idems;
-    qheap_t ready, delays;
+    qheap_t ready, delays;    /* ready: FAIRNESS oldest */
+    qring_t rr;               /* ready keys in turn order: FAIRNESS roundrobin */
     ordo_heap_t leases, dedup_heap, result_heap, idem_heap;
     size_t nwaiting, ndelayed, nparked;
     size_t bytes;             /* chunks allocated for entries (arrays added in queue_bytes()) */
@@ -532,6 +543,68 @@ static void qheap_remove(qheap_t *h, const void *e)
     qheap_down(h, i);
 }
 
+/* ---- the ready keys: a heap (oldest) or a ring (roundrobin) ---- */
+
+static bool fair_rr(const queue_t *q) { return q->cfg.fairness == QUEUE_FAIR_ROUNDROBIN; }
+
+static void ring_push(qring_t *r, qkey_t *k)
+{
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : QUEUE_HEAP_CAP_MIN;
+        qkey_t **v = ordo_xmalloc(cap * sizeof *v);
+        for (size_t i = 0; i < r->n; i++)
+            v[i] = r->v[(r->head + i) % r->cap];
+        free(r->v);
+        r->v = v;
+        r->head = 0;
+        r->cap = cap;
+    }
+    r->v[(r->head + r->n++) % r->cap] = k;
+}
+
+static qkey_t *ring_pop(qring_t *r)
+{
+    assert(r->n > 0);
+    qkey_t *k = r->v[r->head];
+    r->head = (r->head + 1) % r->cap;
+    r->n--;
+    return k;
+}
+
+/* Remove k (it must be there), keeping the others' order: O(n). */
+static void ring_remove(qring_t *r, const qkey_t *k)
+{
+    size_t i = 0;
+    while (i < r->n && r->v[(r->head + i) % r->cap] != k)
+        i++;
+    assert(i < r->n);
+    for (; i + 1 < r->n; i++)
+        r->v[(r->head + i) % r->cap] = r->v[(r->head + i + 1) % r->cap];
+    r->n--;
+}
+
+static qkey_t *ring_at(const qring_t *r, size_t i) { return r->v[(r->head + i) % r->cap]; }
+
+static void ready_push(queue_t *q, qkey_t *k)
+{
+    if (fair_rr(q))
+        ring_push(&q->rr, k);
+    else
+        qheap_push(&q->ready, k);
+}
+
+static qkey_t *ready_pop(queue_t *q) { return fair_rr(q) ? ring_pop(&q->rr) : qheap_pop(&q->ready); }
+
+static void ready_remove(queue_t *q, const qkey_t *k)
+{
+    if (fair_rr(q))
+        ring_remove(&q->rr, k);
+    else
+        qheap_remove(&q->ready, k);
+}
+
+static size_t ready_count(const queue_t *q) { return fair_rr(q) ? q->rr.n : q->ready.n; }
+
 /* ---- allocation with accounting ------------------------------------------------------- */
 
 static void *q_alloc(queue_t *q, size_t n)
@@ -746,7 +819,7 @@ static bool key_is_ready(const queue_t *q, const qkey_t *k)
 static void key_ready(queue_t *q, qkey_t *k)
 {
     if (key_is_ready(q, k))
-        qheap_push(&q->ready, k);
+        ready_push(q, k);
 }
 
 /* Link m at the tail of k's FIFO as a waiting message; a key that just got
@@ -859,7 +932,7 @@ static void key_requeue_msg(queue_t *q, qkey_t *k, qmsg_t *m, bool in_heap, bool
     if (m == k->head && !k->inflight)
         return; /* nothing in flight before it: it is first already */
     if (in_heap && m == k->head && !*requeue) {
-        qheap_remove(&q->ready, k);
+        ready_remove(q, k);
         *requeue = true;
     }
     key_unlink_msg(k, m);
@@ -1209,6 +1282,7 @@ static void queue_free(queue_t *q)
     ordo_htab_destroy(&q->results);
     ordo_htab_destroy(&q->idems);
     qheap_free(&q->ready);
+    free(q->rr.v);
     qheap_free(&q->delays);
     ordo_heap_destroy(&q->leases);
     ordo_heap_destroy(&q->dedup_heap);
@@ -1338,14 +1412,23 @@ static bool conc_above(const queue_t *q, uint32_t n)
 static void ready_rebuild_cb(ordo_hnode_t *node, void *arg)
 {
     queue_t *q = arg;
-    key_ready(q, (qkey_t *)node);
+    qkey_t *k = (qkey_t *)node;
+    if (key_is_ready(q, k))
+        qheap_push(&q->ready, k);
 }
 
-/* Every ready key in the ready heap, afresh (K3). */
+/* Every ready key in the ready heap (or ring), afresh (K3). The keys go
+ * through the heap either way: the ring takes them in head order, which
+ * every member reaches alike (a table's walk order is each member's own). */
 static void ready_rebuild(queue_t *q)
 {
     q->ready.n = 0;
+    q->rr.n = 0;
+    q->rr.head = 0;
     ordo_htab_foreach(&q->keys, ready_rebuild_cb, q);
+    if (fair_rr(q))
+        while (q->ready.n > 0)
+            ring_push(&q->rr, qheap_pop(&q->ready));
 }
 
 int queue_configure(queue_t *q, const queue_config_t *cfg)
@@ -1358,7 +1441,8 @@ int queue_configure(queue_t *q, const queue_config_t *cfg)
         cfg->rate_per_ms > QUEUE_RATE_PER_MS_MAX || (cfg->keyrate_n > 0) != (cfg->keyrate_per_ms > 0) ||
         cfg->keyrate_n > QUEUE_RATE_MAX || cfg->keyrate_per_ms > QUEUE_RATE_PER_MS_MAX)
         return QUEUE_EINVAL;
-    if (cfg->keyconc < 1 || cfg->keyconc > QUEUE_KEYCONC_MAX || conc_above(q, cfg->keyconc))
+    if (cfg->keyconc < 1 || cfg->keyconc > QUEUE_KEYCONC_MAX || conc_above(q, cfg->keyconc) ||
+        cfg->fairness > QUEUE_FAIR_ROUNDROBIN)
         return QUEUE_EINVAL;
     if (cfg->backoff > QUEUE_BACKOFF_EXPONENTIAL || cfg->backoff_base_ms < 1 ||
         (cfg->backoff == QUEUE_BACKOFF_EXPONENTIAL && cfg->backoff_cap_ms < cfg->backoff_base_ms))
@@ -1372,7 +1456,7 @@ int queue_configure(queue_t *q, const queue_config_t *cfg)
         memcpy(dl, cfg->deadletter, cfg->dl_len);
     }
     bool keyrate_changed = cfg->keyrate_n != q->cfg.keyrate_n || cfg->keyrate_per_ms != q->cfg.keyrate_per_ms;
-    bool keyconc_changed = cfg->keyconc != q->cfg.keyconc;
+    bool keyconc_changed = cfg->keyconc != q->cfg.keyconc || cfg->fairness != q->cfg.fairness;
     free(q->dl_name);
     q->set->nmaxwait += (cfg->maxwait_ms > 0) - (q->cfg.maxwait_ms > 0);
     q->cfg = *cfg;
@@ -1382,8 +1466,8 @@ int queue_configure(queue_t *q, const queue_config_t *cfg)
     /* A new KEYRATE judges keys afresh: every throttle ends now. */
     if (keyrate_changed)
         rate_release_keys(q, UINT64_MAX);
-    /* A new KEYCONCURRENCY changes which keys are ready: rebuild the heap
-     * (O(keys log keys); configurations are rare). */
+    /* A new KEYCONCURRENCY changes which keys are ready, a new FAIRNESS
+     * where they wait: rebuild (O(keys log keys); configurations are rare). */
     if (keyconc_changed)
         ready_rebuild(q);
     queue_account(q);
@@ -1575,7 +1659,7 @@ bool queue_next_rate(const queue_t *q, queue_timer_t *out)
         found = true;
     }
     /* The queue's bucket matters only while something waits for it. */
-    if (q->cfg.rate_n > 0 && q->rate_last_ms != 0 && !q->paused && q->ready.n > 0 &&
+    if (q->cfg.rate_n > 0 && q->rate_last_ms != 0 && !q->paused && ready_count(q) > 0 &&
         q->rate_level < q->cfg.rate_per_ms) {
         uint64_t due = q->rate_last_ms + bucket_wait(q->rate_level, q->cfg.rate_per_ms, q->cfg.rate_n);
         if (!found || due < out->due_ms)
@@ -1632,7 +1716,7 @@ void queue_load_bucket(queue_t *q, const void *key, size_t klen, const queue_buc
                                      : 0;
     rate_heap_put(q, r, b->throttled, b->throttled ? b->release_ms : full);
     if (b->throttled && was_ready)
-        qheap_remove(&q->ready, k);
+        ready_remove(q, k);
     queue_account(q);
 }
 
@@ -1764,9 +1848,9 @@ int queue_deliver(queue_t *q, uint64_t now_ms, uint64_t lease_ms, uint64_t token
 {
     settle(q);
     queue_promote(q, now_ms);
-    if (q->ready.n == 0 || q->paused || !rate_queue_has(q, now_ms))
+    if (ready_count(q) == 0 || q->paused || !rate_queue_has(q, now_ms))
         return 0;
-    qkey_t *k = qheap_pop(&q->ready);
+    qkey_t *k = ready_pop(q);
     if (q->cfg.keyrate_n > 0)
         rate_key_spend(q, k, now_ms);
     rate_queue_spend(q, now_ms);
@@ -1813,7 +1897,7 @@ int queue_ack(queue_t *q, uint64_t id, uint64_t token, const void *result, size_
      * head (its place in the heap) is the message leaving. */
     bool in_heap = k->nwait > 0 && key_is_ready(q, k), requeue = false;
     if (in_heap && m == k->head) {
-        qheap_remove(&q->ready, k);
+        ready_remove(q, k);
         requeue = true;
     }
     flight_end(q, f);
@@ -1870,7 +1954,7 @@ static void dead_letter(queue_t *q, qkey_t *k, qmsg_t *m, bool in_heap, const ch
 {
     bool requeue = false;
     if (in_heap && m == k->head) {
-        qheap_remove(&q->ready, k);
+        ready_remove(q, k);
         requeue = true;
     }
     key_unlink_msg(k, m);
@@ -1924,7 +2008,7 @@ static void give_back(queue_t *q, qflight_t *f, uint64_t delay_ms, bool give_up,
         /* Nowhere to keep it but here: park the key rather than lose it. */
         key_requeue_msg(q, k, m, in_heap, &requeue);
         if (in_heap && !requeue)
-            qheap_remove(&q->ready, k);
+            ready_remove(q, k);
         k->nwait++;
         q->nwaiting++;
         k->parked = 1;
@@ -2055,7 +2139,7 @@ static qmsg_t *key_take(queue_t *q, qkey_t *k, uint64_t id, bool *requeue)
     if (m == NULL)
         return NULL;
     if (m == k->head && !*requeue && key_is_ready(q, k)) {
-        qheap_remove(&q->ready, k);
+        ready_remove(q, k);
         *requeue = true; /* out of the heap until key_settle(), whatever later takes find */
     }
     if (*k->tailp == m)                 /* m is the tail: its predecessor is now */
@@ -2255,7 +2339,7 @@ static int pause_key(queue_t *q, const void *key, size_t klen, uint64_t until_ms
     pause_set_until(q, p, until_ms);
     qkey_t *k = key_find(q, key, klen);
     if (key_in_ready(q, k))
-        qheap_remove(&q->ready, k);
+        ready_remove(q, k);
     return 1;
 }
 
@@ -2291,7 +2375,7 @@ int queue_resume(queue_t *q, const void *key, size_t klen)
     pause_free(q, p);
     qkey_t *k = key_find(q, key, klen);
     if (key_in_ready(q, k))
-        qheap_push(&q->ready, k);
+        ready_push(q, k);
     return 1;
 }
 
@@ -2675,7 +2759,7 @@ static size_t htab_bytes(const ordo_htab_t *t)
 static size_t queue_bytes(const queue_t *q)
 {
     return q->bytes + alloc_cost(sizeof *q + q->nlen) + htab_bytes(&q->keys) + htab_bytes(&q->flights) +
-           htab_bytes(&q->dedups) + htab_bytes(&q->results) + htab_bytes(&q->idems) + heap_bytes(q->ready.cap) +
+           htab_bytes(&q->dedups) + htab_bytes(&q->results) + htab_bytes(&q->idems) + heap_bytes(q->ready.cap) + heap_bytes(q->rr.cap) +
            heap_bytes(q->leases.cap) + heap_bytes(q->delays.cap) + heap_bytes(q->dedup_heap.cap) +
            heap_bytes(q->result_heap.cap) + heap_bytes(q->idem_heap.cap) +
            (q->dl_name ? alloc_cost(q->cfg.dl_len) : 0) +
@@ -2704,7 +2788,7 @@ void queue_info(const queue_t *q, queue_info_t *out)
     out->config = q->cfg;
     queue_len(q, &out->len);
     out->keys = q->keys.count;
-    out->ready_keys = q->ready.n;
+    out->ready_keys = ready_count(q);
     out->parked_keys = q->nparked;
     out->paused = q->paused;
     out->paused_until_ms = q->paused_until_ms;
@@ -2777,9 +2861,9 @@ static size_t aux_pop(peek_aux_t *a)
 
 uint64_t queue_oldest_ready_id(const queue_t *q)
 {
-    if (q->ready.n == 0 || q->paused)
+    if (ready_count(q) == 0 || q->paused)
         return 0;
-    const qkey_t *k = q->ready.v[0];
+    const qkey_t *k = fair_rr(q) ? ring_at(&q->rr, 0) : q->ready.v[0];
     return first_waiting_msg(q, k)->id;
 }
 
@@ -2787,6 +2871,14 @@ size_t queue_peek(const queue_t *q, size_t n, queue_delivery_t *out)
 {
     if (q->paused)
         return 0;
+    if (fair_rr(q)) { /* the ring is in turn order already */
+        size_t got = 0;
+        for (; got < n && got < q->rr.n; got++) {
+            const qkey_t *k = ring_at(&q->rr, got);
+            fill_delivery(k, first_waiting_msg(q, k), &out[got]);
+        }
+        return got;
+    }
     if (n > q->ready.n)
         n = q->ready.n;
     if (n == 0)
@@ -2976,4 +3068,52 @@ void queue_load_idem(queue_t *q, const void *key, size_t klen, const void *idem,
     settle(q);
     idem_put(q, key, klen, idem, ilen, e);
     queue_account(q);
+}
+
+void queue_foreach_ready(const queue_t *q, void (*fn)(void *arg, const char *key, size_t klen), void *arg)
+{
+    if (!fair_rr(q))
+        return;
+    for (size_t i = 0; i < q->rr.n; i++) {
+        const qkey_t *k = ring_at(&q->rr, i);
+        fn(arg, k->bytes, k->klen);
+    }
+}
+
+static int cmp_ptr(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)*(qkey_t *const *)a, y = (uintptr_t)*(qkey_t *const *)b;
+    return (x > y) - (x < y);
+}
+
+int queue_load_ready(queue_t *q, const char *const *keys, const size_t *klens, size_t n)
+{
+    if (!fair_rr(q) || n != q->rr.n)
+        return -1;
+    qkey_t **order = ordo_xmalloc((n ? n : 1) * sizeof *order);
+    for (size_t i = 0; i < n; i++) {
+        order[i] = key_find(q, keys[i], klens[i]);
+        if (order[i] == NULL || !key_is_ready(q, order[i])) {
+            free(order);
+            return -1;
+        }
+    }
+    /* Each ready key once: as many as there are, none twice. */
+    qkey_t **sorted = ordo_xmalloc((n ? n : 1) * sizeof *sorted);
+    memcpy(sorted, order, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, cmp_ptr);
+    bool twice = false;
+    for (size_t i = 1; i < n; i++)
+        twice = twice || sorted[i] == sorted[i - 1];
+    free(sorted);
+    if (twice) {
+        free(order);
+        return -1;
+    }
+    q->rr.n = 0;
+    q->rr.head = 0;
+    for (size_t i = 0; i < n; i++)
+        ring_push(&q->rr, order[i]);
+    free(order);
+    return 0;
 }

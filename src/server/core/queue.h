@@ -124,6 +124,11 @@ enum queue_onpoison { QUEUE_ONPOISON_DEADLETTER = 0, QUEUE_ONPOISON_PARK = 1, QU
  * exponential: full jitter, a uniform draw in [0, min(BACKOFFCAP,
  * BACKOFFBASE * 2^(attempt-1))] (queue_backoff_delay()). */
 enum queue_backoff { QUEUE_BACKOFF_NONE = 0, QUEUE_BACKOFF_FIXED = 1, QUEUE_BACKOFF_EXPONENTIAL = 2 };
+/* FAIRNESS: which ready key goes next. oldest (the default): the key whose
+ * head message is oldest; roundrobin: the key that has been ready longest
+ * (a key served goes behind every key ready before it came back), so
+ * with k ready keys each gets a delivery within k. */
+enum queue_fairness { QUEUE_FAIR_OLDEST = 0, QUEUE_FAIR_ROUNDROBIN = 1 };
 
 typedef struct queue_set_s queue_set_t;
 typedef struct queue_s queue_t;
@@ -154,6 +159,7 @@ typedef struct queue_config_s {
     uint32_t keyrate_n;       /* KEYRATE: deliveries per keyrate_per_ms for each key; 0: none */
     uint64_t keyrate_per_ms;
     uint32_t keyconc;         /* KEYCONCURRENCY: 1..QUEUE_KEYCONC_MAX deliveries of a key in flight */
+    uint8_t fairness;         /* enum queue_fairness */
 } queue_config_t;
 
 /* queue_policy_active() -- true if the queue has a retry policy (BACKOFF
@@ -707,6 +713,15 @@ typedef struct queue_snap_msg_s {
     bool parked;              /* its key is parked */
     uint64_t token, since_ms, deadline_ms;
 } queue_snap_msg_t;
+
+/* queue_foreach_ready() -- FAIRNESS roundrobin: the ready keys in their
+ * turn order (the order is state: replay must reach the same one; under
+ * oldest it follows from the messages and nothing is walked).
+ * queue_load_ready() -- after a queue's messages, pauses and buckets are
+ * loaded: put its ready keys in that order. Returns 0, or -1 if the keys
+ * are not exactly the ready ones. */
+void queue_foreach_ready(const queue_t *q, void (*fn)(void *arg, const char *key, size_t klen), void *arg);
+int queue_load_ready(queue_t *q, const char *const *keys, const size_t *klens, size_t n);
 
 /* queue_foreach_msg() -- every message: per key, its FIFO in order (the
  * in-flight head first), then the delayed ones. fn must not change the queue. */

@@ -195,6 +195,12 @@ static void encode_qbucket(void *arg, const char *key, size_t klen, const queue_
     entry_end(w);
 }
 
+static void encode_qready(void *arg, const char *key, size_t klen)
+{
+    snap_writer_t *w = arg;
+    add_bytes(&w->buf, key, klen);
+}
+
 static void encode_queue(void *arg, queue_t *q)
 {
     snap_writer_t *w = arg;
@@ -216,6 +222,14 @@ static void encode_queue(void *arg, queue_t *q)
     queue_foreach_result(q, encode_qresult, w);
     queue_foreach_pause(q, encode_qpause, w);
     queue_foreach_bucket(q, encode_qbucket, w);
+    if (cfg.fairness == QUEUE_FAIR_ROUNDROBIN) { /* the turn order, after what decides readiness */
+        queue_info_t in;
+        queue_info(q, &in);
+        add_u8(&w->buf, 'O');
+        add_u64(&w->buf, in.ready_keys);
+        queue_foreach_ready(q, encode_qready, w);
+        entry_end(w);
+    }
 }
 
 static void encode_sched(void *arg, const sched_view_t *v)
@@ -562,7 +576,7 @@ static const char *rd_bytes(rd_t *r, size_t *len)
     return b;
 }
 
-/* Queue entries: 'Q' opens a queue, the 'M', 'U', 'I', 'R', 'Z', 'T' after it fill it. */
+/* Queue entries: 'Q' opens a queue, the 'M', 'U', 'I', 'R', 'Z', 'T', 'O' after it fill it. */
 static int load_queue_entry(core_t *core, rd_t *r, unsigned tag, queue_t **cur)
 {
     size_t nlen = 0, clen = 0, dlen = 0;
@@ -626,6 +640,22 @@ static int load_queue_entry(core_t *core, rd_t *r, unsigned tag, queue_t **cur)
         queue_load_pause(*cur, is_key ? (key ? key : "") : NULL, klen, until_ms);
         return 0;
     }
+    if (tag == 'O') {
+        uint64_t n = rd_u64(r);
+        if (r->bad || n > (uint64_t)(r->end - r->p) / 4)
+            return -1;
+        const char **keys = ordo_xmalloc((n ? n : 1) * sizeof *keys);
+        size_t *lens = ordo_xmalloc((n ? n : 1) * sizeof *lens);
+        for (uint64_t i = 0; i < n; i++) {
+            keys[i] = rd_bytes(r, &lens[i]);
+            if (keys[i] == NULL)
+                keys[i] = "";
+        }
+        int rc = r->bad ? -1 : queue_load_ready(*cur, keys, lens, (size_t)n);
+        free(keys);
+        free(lens);
+        return rc;
+    }
     if (tag == 'T') {
         size_t klen = 0;
         unsigned flags = rd_u8(r);
@@ -654,7 +684,8 @@ static int load_queue_entry(core_t *core, rd_t *r, unsigned tag, queue_t **cur)
 
 static bool is_queue_tag(unsigned tag)
 {
-    return tag == 'Q' || tag == 'M' || tag == 'U' || tag == 'I' || tag == 'R' || tag == 'Z' || tag == 'T';
+    return tag == 'Q' || tag == 'M' || tag == 'U' || tag == 'I' || tag == 'R' || tag == 'Z' || tag == 'T' ||
+           tag == 'O';
 }
 
 /* Load one entry of kind tag; returns 0, or -1 if it is malformed or

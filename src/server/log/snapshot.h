@@ -31,7 +31,7 @@
  *           | nlen u32 | name | vlen u32 | value | has_handover u8 (0 none, 1 handed over by
  *           a resign, 2 a lapsed term's last value) | hlen u32 | handover
  *   'Q'     queue: nlen u32 | name | clen u32 | config (core_qconfig_encode) | dlen u32 | dead-letter name
- *           (empty: none); the 'M', 'U', 'I', 'R', 'Z', 'T' entries after it belong to it
+ *           (empty: none); the 'M', 'U', 'I', 'R', 'Z', 'T', 'O' entries after it belong to it
  *   'M'     message: state u8 | id u64 | klen u32 | key | plen u32 | payload | attempt u64
  *           | parked u8 | token u64 | since_ms u64 | deadline_ms u64
  *   'U'     dedup entry: dlen u32 | dedup id | msg_id u64 | end_ms u64
@@ -42,6 +42,8 @@
  *           | klen u32 | key (empty for the queue's own)
  *   'T'     rate bucket (format 5): flags u8 (1: a key's, else the queue's; 2: the key is
  *           throttled) | level u64 | last_ms u64 | release_ms u64 | klen u32 | key
+ *   'O'     ready order (format 5; FAIRNESS roundrobin, after the queue's other entries): n u64
+ *           | n x (klen u32 | key), the ready keys in turn order
  *   'S'     schedule (format 5; after the queues): name | queue | key | payload (each u32
  *           length + bytes) | missed u8 | every_ms u64 | start_ms u64 | cron (u32 + bytes)
  *           | next_ms u64 | pushed u64 | skipped u64
