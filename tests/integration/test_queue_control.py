@@ -10,6 +10,7 @@ Synchronisation is by the protocol (BLOCK replies) or by polling server
 state with a deadline (ordoproc.poll).
 """
 import random
+import re
 import signal
 import threading
 import time
@@ -906,3 +907,20 @@ def test_fairness_roundrobin_small_keys_are_not_starved(server):
     assert deliveries_until_small_done("old", "oldest") == 500 + small * per
     with server.raw() as c:
         assert c.call("Q.CONFIG", "rr", "FAIRNESS", "lottery").code == "ERR"
+
+
+def test_metrics_show_pauses_throttles_and_schedules(server):
+    import urllib.request
+    with server.raw() as c:
+        c.call("Q.PUSH", "q", "a", "x")
+        assert c.call("Q.PAUSE", "q", "KEY", "a") == 1
+        assert c.call("Q.PAUSE", "p") == 1
+        assert c.call("Q.SCHEDULE", "ADD", "beat", "q", "k", "x", "EVERY", 3600000) == "OK"
+    text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % server.http_port, timeout=10).read().decode()
+    assert 'ordo_queue_paused_keys{queue="q"} 1' in text
+    assert 'ordo_queue_paused{queue="p"} 1' in text
+    assert 'ordo_queue_throttled_keys{queue="q"} 0' in text
+    assert "ordo_schedules 1" in text
+    assert 'ordo_schedule_pushed_total{schedule="beat"} 0' in text
+    nxt = float(re.search(r'ordo_schedule_next_tick_seconds\{schedule="beat"\} (\S+)', text).group(1))
+    assert 3500 < nxt <= 3600
