@@ -237,8 +237,11 @@ void queue_config(const queue_t *q, queue_config_t *out);
 /* queue_configure() -- replace the configuration (the command layer reads
  * the current one, changes the options given, and passes it back). The
  * dead-letter name is copied. Returns QUEUE_OK or QUEUE_EINVAL (nothing
- * changed). New limits apply to later pushes; messages already queued stay;
- * a new LEASE applies to later deliveries. */
+ * changed): a value out of range, or a KEYCONCURRENCY below what a key
+ * has in flight now. New limits apply to later pushes; messages already
+ * queued stay; a new LEASE applies to later deliveries; a new KEYRATE
+ * ends every throttle; a new KEYCONCURRENCY or FAIRNESS rebuilds the
+ * ready keys (O(keys log keys)). */
 int queue_configure(queue_t *q, const queue_config_t *cfg);
 /* queue_config_defaults() -- the defaults above into *out. */
 void queue_config_defaults(queue_config_t *out);
