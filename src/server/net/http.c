@@ -53,7 +53,7 @@ struct http_listener_s {
 };
 
 enum route {
-    R_NONE, R_CALL, R_PUSH, R_RESULT, R_KV_GET, R_KV_PUT, R_KV_DEL, R_WATCH, R_WATCH_SNAP,
+    R_NONE, R_CALL, R_PUSH, R_RESULT, R_PAUSE, R_KV_GET, R_KV_PUT, R_KV_DEL, R_WATCH, R_WATCH_SNAP,
 };
 
 /* Headers we read; the others are skipped. */
@@ -339,6 +339,15 @@ static void answer(conn_t *c, const rv_t *v)
         if (v->type == ':') {
             int n = snprintf(hb, sizeof hb, "{\"id\":%" PRId64 "}\n", v->i);
             respond(c, 202, "application/json", "", hb, (size_t)n);
+        } else if (v->type == '-')
+            respond_error(c, v);
+        else
+            respond_text(c, 500, "unexpected reply");
+        return;
+    case R_PAUSE:
+        if (v->type == ':') {
+            int n = snprintf(hb, sizeof hb, "{\"changed\":%" PRId64 "}\n", v->i);
+            respond(c, 200, "application/json", "", hb, (size_t)n);
         } else if (v->type == '-')
             respond_error(c, v);
         else
@@ -722,6 +731,35 @@ static void handle_request(conn_t *c)
     uint64_t n64;
     /* Numbers we print for arguments live in nums (stable while dispatching). */
     char nums[2][24];
+    /* Pauses: POST .../pause[?for=ms|?until=unix-ms] is Q.PAUSE, DELETE
+     * .../pause is Q.RESUME, of a queue or of one of its keys. */
+    if (nseg >= 4 && SEG(0, "v1") && SEG(1, "queues") &&
+        ((nseg == 4 && SEG(3, "pause")) || (nseg == 6 && SEG(3, "keys") && SEG(5, "pause")))) {
+        if (method != HTTP_POST && method != HTTP_DELETE) {
+            respond_text(c, 405, "POST (pause) or DELETE (resume) only");
+            return;
+        }
+        span_t t = {0, 0};
+        bool has_for = method == HTTP_POST && query_param(h, query, qlen, "for", &t);
+        bool has_until = !has_for && method == HTTP_POST && query_param(h, query, qlen, "until", &t);
+        if ((has_for || has_until) && !span_u64(h, t, &n64)) {
+            respond_text(c, 400, "for and until are numbers of milliseconds");
+            return;
+        }
+        ARG_LIT(method == HTTP_POST ? "Q.PAUSE" : "Q.RESUME");
+        ARG_SEG(2);
+        if (nseg == 6) {
+            ARG_LIT("KEY");
+            ARG_SEG(4);
+        }
+        if (has_for || has_until) {
+            snprintf(nums[0], sizeof nums[0], "%" PRIu64, n64);
+            ARG_LIT(has_for ? "FOR" : "UNTIL");
+            ARG_LIT(nums[0]);
+        }
+        dispatch(c, R_PAUSE, argv, argc);
+        return;
+    }
     if (nseg >= 2 && SEG(0, "v1") && SEG(1, "queues") && nseg >= 5 && SEG(3, "keys") &&
         (nseg == 5 || (nseg == 6 && SEG(5, "call")))) {
         if (method != HTTP_POST) {
