@@ -924,3 +924,15 @@ def test_metrics_show_pauses_throttles_and_schedules(server):
     assert 'ordo_schedule_pushed_total{schedule="beat"} 0' in text
     nxt = float(re.search(r'ordo_schedule_next_tick_seconds\{schedule="beat"\} (\S+)', text).group(1))
     assert 3500 < nxt <= 3600
+
+
+def test_max_schedules(ordod_factory):
+    srv = ordod_factory("--max-schedules", 2)
+    with srv.raw() as c:
+        for n in ("a", "b"):
+            assert c.call("Q.SCHEDULE", "ADD", n, "q", "k", "x", "EVERY", 60000) == "OK"
+        r = c.call("Q.SCHEDULE", "ADD", "c", "q", "k", "x", "EVERY", 60000)
+        assert isinstance(r, RespError) and r.code == "LIMIT" and "max-schedules" in str(r)
+        assert c.call("Q.SCHEDULE", "ADD", "a", "q", "k", "y", "EVERY", 1000) == "OK"   # replacing is fine
+        assert c.call("Q.SCHEDULE", "DEL", "b") == 1
+        assert c.call("Q.SCHEDULE", "ADD", "c", "q", "k", "x", "EVERY", 60000) == "OK"

@@ -1025,6 +1025,13 @@ static void sched_add_cmd(cmd_ctx_t *x)
     sched_spec_t spec;
     if (!sched_opts(x, &spec))
         return;
+    const struct sched_set_s *set = core_scheds(x->srv->core);
+    sched_view_t old;
+    if (!sched_get(set, x->argv[2].ptr, x->argv[2].len, &old) &&
+        sched_count(set) >= (size_t)x->srv->cfg.max_schedules) {
+        reply_errf(x, "LIMIT %zu schedules exist (max-schedules); delete one first", sched_count(set));
+        return;
+    }
     ordo_buf_t val = ORDO_BUF_INIT;
     sched_encode(&spec, x->argv[5].ptr, x->argv[5].len, &val);
     record_t rec = {.type = REC_Q_SCHEDULE_ADD,
