@@ -72,9 +72,15 @@
  * -------------------------------------------------------------------------
  *   qmsg_t  next|id|attempt|plen (24) + payload        one allocation per message
  *   qkey_t  hnode|head|tailp|klen|nwait+flags (40) + key bytes
- *   qflight_t one per in-flight delivery: hash node by id, token, since,
- *           deadline, lease-heap position (not paid by waiting messages)
- *   ready heap: 8 bytes per ready key; key table: 8 bytes per key (bucket)
+ *   qflight_t one per in-flight delivery: hash node by id, key, message,
+ *           token, since, deadline, lease-heap position (64 bytes, an
+ *           80-byte chunk: the message pointer KEYCONCURRENCY needs took it
+ *           from 64; paid per delivery in flight, not by waiting messages)
+ *   ready heap (or ring, FAIRNESS roundrobin): 8 bytes per ready key; key
+ *           table: 8 bytes per key (bucket)
+ *   pauses, rate buckets, counts past one in flight: side tables, each
+ *           allocated at its first entry, so a queue that uses none of
+ *           them pays a NULL pointer each
  * A waiting 64-byte payload costs a 96-byte chunk (32 overhead); a distinct
  * 16-byte key a 64-byte chunk (48), plus ~8.4 + ~8.4 for its bucket and
  * heap slot (power-of-two arrays, here ~95% full). Measured by
