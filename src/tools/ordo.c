@@ -13,7 +13,7 @@
  *     schedule add NAME QUEUE KEY PAYLOAD --every MS [--start MS] | --cron EXPR [--skip-missed]
  *     schedule del NAME                      prints 1, or 0 if there was none
  *     schedule list                          one line per schedule: name queue next pushed skipped when
- *     consume QUEUE [--concurrency N] [--lease MS] [--nack-delay MS] [--timeout MS]
+ *     consume QUEUE [--concurrency N] [--lease MS] [--nack-delay MS|--queue-backoff] [--timeout MS]
  *             [--tempfail-pause MS] [--exactly-once] -- PROGRAM [ARGS...]
  *     top QUEUE [--count N] [--interval MS] [--iterations N]
  *     status
@@ -35,8 +35,9 @@
  * the payload on its stdin and the caller's environment plus ORDO_QUEUE,
  * ORDO_KEY, ORDO_ID, ORDO_ATTEMPT, ORDO_TOKEN and ORDO_ADDRS; exit status
  * 0 acks with its stdout as the result, anything else (a signal included)
- * nacks; with --tempfail-pause MS, exit 75 (EX_TEMPFAIL) first pauses the
- * message's key for MS (ORDO_HANDLER_PAUSE). Output past TOOL_RESULT_MAX is read and discarded, and the
+ * nacks (after --nack-delay, or with --queue-backoff without a delay, so
+ * the queue's BACKOFF decides); with --tempfail-pause MS, exit 75
+ * (EX_TEMPFAIL) first pauses the message's key for MS (ORDO_HANDLER_PAUSE). Output past TOOL_RESULT_MAX is read and discarded, and the
  * message nacked; --timeout kills the group and nacks; once PROGRAM has
  * exited its stdout is read no further (a background child keeping it
  * open is not waited for). Leases are kept while PROGRAM runs (the
@@ -93,8 +94,8 @@ static const char *usage_text =
     "  cancel QUEUE ID\n"
     "  schedule add NAME QUEUE KEY PAYLOAD --every MS [--start MS] | --cron EXPR [--skip-missed]\n"
     "  schedule del NAME | schedule list\n"
-    "  consume QUEUE [--concurrency N] [--lease MS] [--nack-delay MS] [--timeout MS] [--tempfail-pause MS]\n"
-    "          [--exactly-once]\n"
+    "  consume QUEUE [--concurrency N] [--lease MS] [--nack-delay MS|--queue-backoff] [--timeout MS]\n"
+    "          [--tempfail-pause MS] [--exactly-once]\n"
     "          -- PROGRAM [ARGS...]\n"
     "  top QUEUE [--count N] [--interval MS] [--iterations N]\n"
     "  status\n";
@@ -854,6 +855,10 @@ static int cmd_consume(ordo_client_opts_t *co, int argc, char **argv)
         if (strcmp(argv[i], "--exactly-once") == 0) {
             o.handler = NULL;
             o.txn_handler = run_exactly_once;
+            continue;
+        }
+        if (strcmp(argv[i], "--queue-backoff") == 0) {
+            o.nack_delay_ms = -1; /* nack without DELAY: the queue's BACKOFF decides */
             continue;
         }
         int64_t v;

@@ -936,3 +936,19 @@ def test_max_schedules(ordod_factory):
         assert c.call("Q.SCHEDULE", "ADD", "a", "q", "k", "y", "EVERY", 1000) == "OK"   # replacing is fine
         assert c.call("Q.SCHEDULE", "DEL", "b") == 1
         assert c.call("Q.SCHEDULE", "ADD", "c", "q", "k", "x", "EVERY", 60000) == "OK"
+
+
+def test_tool_consume_leaves_the_delay_to_the_queue(server):
+    """`ordo consume --queue-backoff`: a failing PROGRAM's message is
+    nacked without a delay, so the queue's BACKOFF holds its key."""
+    from clientlib import Proc, prog
+    with server.raw() as c:
+        assert c.call("Q.CONFIG", "q", "BACKOFF", "fixed", "BACKOFFBASE", 3600000) == "OK"
+        c.call("Q.PUSH", "q", "k", "x")
+        p = Proc([prog("ordo"), "-p", server.port, "consume", "q", "--queue-backoff", "--", "/bin/false"])
+        try:
+            poll(lambda: keyinfo(c, "q", "k")["next_attempt"] > 0, "the nack to hold the key")
+            assert keyinfo(c, "q", "k")["next_attempt"] - now_ms(c) > 3500000
+            assert qinfo(c, "q")["nacked"] == 1
+        finally:
+            assert p.kill(signal.SIGTERM) == 0, p.stderr()
