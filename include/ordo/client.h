@@ -121,6 +121,7 @@
 #ifndef ORDO_CLIENT_H
 #define ORDO_CLIENT_H
 
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -448,6 +449,42 @@ int ordo_q_nack(ordo_client_t *c, const char *queue, int64_t id, int64_t token,
                 int64_t delay_ms);
 int ordo_q_extend(ordo_client_t *c, const char *queue, int64_t id, int64_t token,
                   int64_t ms);
+/* ordo_q_pause() -- Q.PAUSE: stop deliveries of key (key_len bytes; NULL:
+ * the whole queue) for for_ms (0: until ordo_q_resume()). Messages keep
+ * their order and place; a delivery in flight finishes. *changed (may be
+ * NULL) is 1, or 0 if it was paused so already. ordo_q_resume() --
+ * Q.RESUME: *changed 1, or 0 if it was not paused. */
+int ordo_q_pause(ordo_client_t *c, const char *queue, const void *key, size_t key_len, int64_t for_ms,
+                 int *changed);
+int ordo_q_resume(ordo_client_t *c, const char *queue, const void *key, size_t key_len, int *changed);
+/* ordo_q_redrive() -- Q.REDRIVE: move dead letters back to queue, from
+ * `from` (NULL: the queue's DEADLETTER queue): key's (key_len bytes), or
+ * message id's (key NULL, id > 0), or every key's (key NULL, id 0; at most
+ * a thousand keys a call: repeat until *moved is 0). Each key's keep
+ * their order. *moved (may be NULL): how many moved. */
+int ordo_q_redrive(ordo_client_t *c, const char *queue, const char *from, const void *key, size_t key_len,
+                   int64_t id, int64_t *moved);
+/* ordo_q_cancel() -- Q.CANCEL: remove waiting or delayed message id before
+ * any delivery; its Q.CALL caller gets -CANCELLED (ORDO_ESERVER, the text
+ * in ordo_client_errstr()). ORDO_ENOTFOUND if no message waits with it (in
+ * flight, done, unknown). */
+int ordo_q_cancel(ordo_client_t *c, const char *queue, int64_t id);
+/* ordo_q_schedule_add() -- Q.SCHEDULE ADD: schedule `name` pushes
+ * (key, payload) into queue on every tick, replacing a schedule of that
+ * name. Ticks: every every_ms from start_ms (0: now), or, with cron, a
+ * five-field cron expression in UTC. skip_missed: ticks missed while the
+ * server was down push nothing (else they push once). ORDO_ESERVER (the
+ * reason in ordo_client_errstr()) for a spec the server refuses.
+ * ordo_q_schedule_del() -- ORDO_OK, or ORDO_ENOTFOUND. */
+typedef struct ordo_schedule_opts {
+    int64_t every_ms;
+    int64_t start_ms;
+    const char *cron;         /* NULL: every_ms */
+    bool skip_missed;
+} ordo_schedule_opts_t;
+int ordo_q_schedule_add(ordo_client_t *c, const char *name, const char *queue, const void *key, size_t key_len,
+                        const void *payload, size_t payload_len, const ordo_schedule_opts_t *o);
+int ordo_q_schedule_del(ordo_client_t *c, const char *name);
 /* ordo_q_call() -- push and wait for the consumer's result. timeout_ms 0:
  * no limit. *result malloc'd (free()); NULL with *result_len 0 if the
  * consumer acked without one. ORDO_ETIMEDOUT, ORDO_EDEADLETTER, ORDO_EBUSY. */
@@ -662,6 +699,17 @@ int ordo_watch_run(const ordo_watch_opts_t *o, const atomic_bool *stop);
 typedef int (*ordo_handler_fn)(void *arg, const ordo_msg_t *msg, char **result,
                                size_t *result_len);
 
+/* A handler (either kind) that learns its key's downstream wants it to
+ * wait (an HTTP 429 or 503 with Retry-After for one tenant) returns
+ * ORDO_HANDLER_PAUSE(ms), 1 <= ms <= ORDO_HANDLER_PAUSE_MS_MAX: the runner
+ * pauses the message's key for ms (Q.PAUSE KEY FOR: the key's later
+ * messages wait too, other keys go on) and then nacks the message, which
+ * stays its key's head. Every other nonzero value nacks as before; the
+ * values ORDO_HANDLER_PAUSE() makes are below INT_MIN + 2^30, which no
+ * ordinary error return reaches. */
+#define ORDO_HANDLER_PAUSE_MS_MAX ((1 << 30) - 1)
+#define ORDO_HANDLER_PAUSE(ms) (INT_MIN + (int)(ms))
+
 /* Exactly-once handler (opts.txn_handler, instead of handler): adds the
  * message's state writes to txn (owned by the runner, empty on entry, valid
  * during the call only) and may read through c, the worker's connection
@@ -679,7 +727,8 @@ typedef struct ordo_consumer_opts {
     int concurrency;          /* 0: 1 */
     int64_t lease_ms;         /* 0: default */
     int64_t pull_block_ms;    /* 0: default */
-    int64_t nack_delay_ms;    /* 0: default; < 0: nack without delay */
+    int64_t nack_delay_ms;    /* 0: default; < 0: nack without delay (a queue with a retry
+                                 policy, Q.CONFIG BACKOFF / MAXAGE, then decides the delay) */
     ordo_handler_fn handler;
     void *arg;
     /* Exactly-once (set this or handler, not both; arg is passed to it):
@@ -703,7 +752,7 @@ typedef struct ordo_consumer_opts {
 typedef struct ordo_consumer ordo_consumer_t;
 
 /* Counts of a runner's outcomes. acked / nacked: acks and nacks the server
- * accepted. stale: acks (plain or in a transaction) the server refused
+ * accepted (a handler's ORDO_HANDLER_PAUSE() nack counts as nacked). stale: acks (plain or in a transaction) the server refused
  * because the delivery was no longer current. */
 typedef struct ordo_consumer_stats {
     uint64_t acked, nacked, stale;

@@ -438,6 +438,122 @@ int ordo_q_nack(ordo_client_t *c, const char *queue, int64_t id, int64_t token, 
     return run_01(c, &m);
 }
 
+/* Q.PAUSE / Q.RESUME: queue [KEY key] ... */
+static void pause_args(cmd_t *m, const char *verb, const char *queue, const void *key, size_t key_len)
+{
+    sarg(m, verb);
+    sarg(m, queue);
+    if (key != NULL) {
+        sarg(m, "KEY");
+        arg(m, key, key_len);
+    }
+}
+
+int ordo_q_pause(ordo_client_t *c, const char *queue, const void *key, size_t key_len, int64_t for_ms, int *changed)
+{
+    cmd_t m = { 0 };
+    pause_args(&m, "Q.PAUSE", queue, key, key_len);
+    if (for_ms > 0) {
+        sarg(&m, "FOR");
+        iarg(&m, for_ms);
+    }
+    int64_t v = 0;
+    int rc = run_int(c, &m, 0, &v);
+    if (rc == ORDO_OK && changed != NULL)
+        *changed = v == 1;
+    return rc;
+}
+
+int ordo_q_resume(ordo_client_t *c, const char *queue, const void *key, size_t key_len, int *changed)
+{
+    cmd_t m = { 0 };
+    pause_args(&m, "Q.RESUME", queue, key, key_len);
+    int64_t v = 0;
+    int rc = run_int(c, &m, 0, &v);
+    if (rc == ORDO_OK && changed != NULL)
+        *changed = v == 1;
+    return rc;
+}
+
+int ordo_q_redrive(ordo_client_t *c, const char *queue, const char *from, const void *key, size_t key_len,
+                   int64_t id, int64_t *moved)
+{
+    cmd_t m = { 0 };
+    sarg(&m, "Q.REDRIVE");
+    sarg(&m, queue);
+    if (from != NULL) {
+        sarg(&m, "FROM");
+        sarg(&m, from);
+    }
+    if (key != NULL) {
+        sarg(&m, "KEY");
+        arg(&m, key, key_len);
+    } else if (id > 0) {
+        sarg(&m, "ID");
+        iarg(&m, id);
+    }
+    return run_int(c, &m, 0, moved);
+}
+
+int ordo_q_cancel(ordo_client_t *c, const char *queue, int64_t id)
+{
+    cmd_t m = { 0 };
+    sarg(&m, "Q.CANCEL");
+    sarg(&m, queue);
+    iarg(&m, id);
+    int64_t v;
+    int rc = run_int(c, &m, 0, &v);
+    if (rc != ORDO_OK)
+        return rc;
+    return v == 1 ? ORDO_OK : client_seterr(c, ORDO_ENOTFOUND, "Q.CANCEL: no waiting or delayed message %lld",
+                                            (long long)id);
+}
+
+int ordo_q_schedule_add(ordo_client_t *c, const char *name, const char *queue, const void *key, size_t key_len,
+                        const void *payload, size_t payload_len, const ordo_schedule_opts_t *o)
+{
+    cmd_t m = { 0 };
+    sarg(&m, "Q.SCHEDULE");
+    sarg(&m, "ADD");
+    sarg(&m, name);
+    sarg(&m, queue);
+    arg(&m, key, key_len);
+    arg(&m, payload, payload_len);
+    if (o->cron != NULL) {
+        sarg(&m, "CRON");
+        sarg(&m, o->cron);
+    } else {
+        sarg(&m, "EVERY");
+        iarg(&m, o->every_ms);
+        if (o->start_ms > 0) {
+            sarg(&m, "START");
+            iarg(&m, o->start_ms);
+        }
+    }
+    if (o->skip_missed) {
+        sarg(&m, "MISSED");
+        sarg(&m, "skip");
+    }
+    ordo_reply_t *r;
+    int rc = run(c, &m, 0, &r);
+    if (rc == ORDO_OK)
+        ordo_reply_free(r);
+    return rc;
+}
+
+int ordo_q_schedule_del(ordo_client_t *c, const char *name)
+{
+    cmd_t m = { 0 };
+    sarg(&m, "Q.SCHEDULE");
+    sarg(&m, "DEL");
+    sarg(&m, name);
+    int64_t v;
+    int rc = run_int(c, &m, 0, &v);
+    if (rc != ORDO_OK)
+        return rc;
+    return v == 1 ? ORDO_OK : client_seterr(c, ORDO_ENOTFOUND, "Q.SCHEDULE DEL: no schedule %s", name);
+}
+
 int ordo_q_extend(ordo_client_t *c, const char *queue, int64_t id, int64_t token, int64_t ms)
 {
     cmd_t m = { 0 };

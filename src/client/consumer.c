@@ -31,6 +31,7 @@
 #include "client_int.h"
 
 #include <assert.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -151,6 +152,11 @@ static void run_one(struct ordo_consumer *k, ordo_client_t *c, int index, const 
         else if (rc == ORDO_ESTALE)
             atomic_fetch_add(&k->stale, 1);
     } else {
+        /* Pause first: once nacked, the message would be ready for any
+         * worker before a later pause stopped its key. A pause that fails
+         * (the connection broke) still nacks: the lease must not be held. */
+        if (hr > INT_MIN && hr <= INT_MIN + ORDO_HANDLER_PAUSE_MS_MAX)
+            (void)ordo_q_pause(c, k->queue, m->key, m->key_len, (int64_t)hr - INT_MIN, NULL);
         rc = commit(k, c, COMMIT_NACK, m, NULL, NULL, 0, until_ms);
         if (rc == ORDO_OK)
             atomic_fetch_add(&k->nacked, 1);

@@ -190,6 +190,11 @@ static const option_def_t options[] = {
             "SCAN cursors kept for all clients; an older cursor answers an error (start again from 0)"),
     INT_OPT("max-watches-per-client", max_watches_per_client, "1024", 1, 1000000,
             "watches and observations one connection may hold"),
+    /* A schedule is a few hundred bytes plus its payload and a timer entry:
+     * ten thousand is far more than operators name by hand, and bounds
+     * what a client adding schedules in a loop can make the server keep. */
+    INT_OPT("max-schedules", max_schedules, "10000", 0, 10000000,
+            "schedules (Q.SCHEDULE) at most; past it adding a new one is refused"),
     /* Q.WATCH FROM replays from this history; 4 MiB holds some tens of
      * thousands of small events, and a catch-up (at most this much at once)
      * stays far below output-soft-bytes' default. 0 keeps none. */

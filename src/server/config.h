@@ -88,6 +88,7 @@ typedef struct ordo_config_s {
     int64_t max_multi_bytes;         /* argument bytes (plus a per-argument overhead) one MULTI may queue */
     int64_t max_scan_cursors;        /* SCAN cursors kept (all clients), the oldest forgotten first */
     int64_t queue_watch_history_bytes; /* Q.WATCH FROM: queue events kept (all queues) */
+    int64_t max_schedules;           /* Q.SCHEDULE: schedules at most */
     int64_t output_hard_bytes;       /* a client whose pending output passes this is closed */
     int64_t output_soft_bytes;       /* ... or stays above this for output_soft_seconds */
     int64_t output_soft_seconds;

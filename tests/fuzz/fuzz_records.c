@@ -13,6 +13,7 @@
 
 #include "base/bytes.h"
 #include "core/coord.h"
+#include "core/schedule.h"
 #include "core/record.h"
 
 #define T0 1700000000000ull
@@ -21,9 +22,19 @@ size_t fuzz_sample_records(record_t *out, size_t max)
 {
     static char qcfg[CORE_QCONFIG_BYTES];
     static char txn[64];
+    static char sched[64];
     queue_config_t cfg;
     queue_config_defaults(&cfg);
+    cfg.keyrate_n = 2; /* buckets and throttles in the snapshot seeds too */
+    cfg.keyrate_per_ms = 1000;
     core_qconfig_encode(&cfg, qcfg);
+    /* A schedule's value: every 100 ms, payload "s". */
+    ordo_buf_t sv = ORDO_BUF_INIT;
+    sched_encode(&(sched_spec_t){.every_ms = 100, .start_ms = T0}, "s", 1, &sv);
+    CHECK(sv.len <= sizeof sched);
+    memcpy(sched, sv.data, sv.len);
+    uint32_t sched_len = (uint32_t)sv.len;
+    ordo_buf_free(&sv);
     /* A transaction of one sub-record, a PUT. */
     ordo_buf_t sub = ORDO_BUF_INIT;
     record_t put = {.type = REC_PUT, .time_ms = T0, .put = {.key = "t", .klen = 1, .val = "x", .vlen = 1}};
@@ -102,6 +113,20 @@ size_t fuzz_sample_records(record_t *out, size_t max)
          .acl = {.name = "alice", .nlen = 5, .rules = "on nopass ~a* %Q~q %C~l -@all +@read +q.push", .rlen = 44}},
         {.type = REC_ACL_SETUSER, .time_ms = T0, .acl = {.name = "bob", .nlen = 3, .rules = "off -@all", .rlen = 9}},
         {.type = REC_ACL_DELUSER, .time_ms = T0, .acl = {.name = "bob", .nlen = 3}},
+        {.type = REC_Q_PAUSE, .time_ms = T0, .q_pause = {.queue = "q", .qlen = 1, .key = "k3", .klen = 2,
+                                                         .until_ms = T0 + 5000, .op = Q_PAUSE_KEY}},
+        {.type = REC_Q_PAUSE, .time_ms = T0, .q_pause = {.queue = "p", .qlen = 1, .op = Q_PAUSE_QUEUE}},
+        {.type = REC_Q_RETRY, .time_ms = T0, .q_retry = {.queue = "q", .qlen = 1, .msg_id = 23, .token = 27,
+                                                         .delay_ms = 40}},
+        {.type = REC_Q_CANCEL, .time_ms = T0, .q_msg = {.queue = "q", .qlen = 1, .key = "k1", .klen = 2,
+                                                        .msg_id = 22}},
+        {.type = REC_Q_REDRIVE, .time_ms = T0, .q_redrive = {.queue = "q", .qlen = 1, .dlq = "dlq", .dlen = 3,
+                                                             .key = "k1", .klen = 2}},
+        {.type = REC_Q_SCHEDULE_ADD, .time_ms = T0,
+         .q_sched = {.queue = "q", .qlen = 1, .name = "s", .nlen = 1, .key = "k4", .klen = 2, .spec = sched,
+                     .slen = sched_len}},
+        {.type = REC_Q_TICK, .time_ms = T0 + 101,
+         .q_sched = {.queue = "q", .qlen = 1, .name = "s", .nlen = 1, .tick_ms = T0 + 100}},
     };
     size_t n = sizeof all / sizeof all[0];
     CHECK(n <= max);

@@ -186,6 +186,29 @@ def test_push_then_pull(server, r):
     assert msgs[0][0] == mid and msgs[0][1] == b"k\x01" and msgs[0][2] == b"payload"
 
 
+def test_pause_and_resume_a_key_and_a_queue(server, r):
+    """POST .../pause[?for=ms|?until=ms] and DELETE .../pause: Q.PAUSE and
+    Q.RESUME of a key or a whole queue (a tenant's Retry-After)."""
+    r.execute_command("Q.PUSH", "jobs", "t1", "a")
+    st, _, body = req(server, "POST", "/v1/queues/jobs/keys/t1/pause?for=60000")
+    assert (st, json.loads(body)) == (200, {"changed": 1})
+    info = r.execute_command("Q.KEYINFO", "jobs", "t1")
+    ki = {info[i].decode(): info[i + 1] for i in range(0, len(info), 2)}
+    assert ki["paused"] == 1 and ki["paused_until"] > 0
+    assert r.execute_command("Q.PULL", "jobs") == []
+    st, _, body = req(server, "DELETE", "/v1/queues/jobs/keys/t1/pause")
+    assert (st, json.loads(body)) == (200, {"changed": 1})
+    st, _, body = req(server, "POST", "/v1/queues/jobs/pause?until=%d" % (int(time.time() * 1000) + 60000))
+    assert (st, json.loads(body)) == (200, {"changed": 1})
+    assert r.execute_command("Q.PULL", "jobs") == []
+    st, _, body = req(server, "DELETE", "/v1/queues/jobs/pause")
+    assert (st, json.loads(body)) == (200, {"changed": 1})
+    assert r.execute_command("Q.PULL", "jobs")[0][2] == b"a"
+    assert req(server, "GET", "/v1/queues/jobs/pause")[0] == 405
+    assert req(server, "POST", "/v1/queues/jobs/pause?for=soon")[0] == 400
+    assert req(server, "POST", "/v1/queues/jobs/pause?for=0")[0] == 400  # -ERR FOR must be at least 1 ms
+
+
 def test_calls_for_one_key_each_get_their_own_answer(server):
     n = 8
     results = {}

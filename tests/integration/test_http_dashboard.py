@@ -34,6 +34,8 @@ def test_dashboard_shows_queues_keys_locks_and_leaders(server, r, tmp_path):
     r.execute_command("Q.PUSH", "payments", "user-9", "charge")
     (mid, _, _, _, token), = r.execute_command("Q.PULL", "payments")
     assert r.execute_command("Q.NACK", "payments", mid, token) == 1  # its one attempt: dead-lettered
+    r.execute_command("Q.PAUSE", "orders", "KEY", "cart-42")
+    r.execute_command("Q.SCHEDULE", "ADD", "nightly", "orders", "cart-9", "x", "CRON", "0 3 * * *")
     r.execute_command("CLIENT", "SETNAME", "order-worker")
     url = "http://127.0.0.1:%d/" % server.http_port
     dom = chromium(url, tmp_path / "profile", "--dump-dom")
@@ -45,6 +47,9 @@ def test_dashboard_shows_queues_keys_locks_and_leaders(server, r, tmp_path):
     row = re.search(r'<tr[^>]*data-key="user-7".*?</tr>', dom).group(0)
     assert "processing" in row
     assert "nightly-report" in dom and "scheduler" in dom and "node-a" in dom
+    assert "waiting, paused" in re.search(r'<tr[^>]*data-key="cart-42".*?</tr>', dom).group(0)
+    sched = re.search(r'<tr data-schedule="nightly">(.*?)</tr>', dom).group(1)
+    assert re.findall(r"<td[^>]*>([^<]*)</td>", sched)[:3] == ["nightly", "orders", "0 3 * * *"]
     assert "<polyline" in dom  # the depth chart
     assert re.search(r'<tr data-client="\d+">.*?order-worker.*?resp', dom)  # the clients, this one named
     assert re.search(r'<tr data-client="\d+">.*?<td>http</td>', dom)  # and the page's own poll

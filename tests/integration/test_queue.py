@@ -748,3 +748,15 @@ def test_info_blocked_clients_by_kind(server, c):
     poll(lambda: blocked(c) == 0, "every waiter dropped")
     assert all(blocked(c, k) == 0 for k in kinds)
     assert c.call("ELECT.RESIGN", "E", term) == 1
+
+
+def test_config_keeps_deadletter_across_a_restart(server):
+    """Q.CONFIG without DEADLETTER keeps the queue's: the record it logs
+    names it (a copy: the apply frees the name the command read it from,
+    which the log then encoded after the apply; ASan saw it)."""
+    with server.raw() as c:
+        assert c.call("Q.CONFIG", "q", "DEADLETTER", "dlq-name") == "OK"
+        assert c.call("Q.CONFIG", "q", "MAXLEN", 5) == "OK"
+    restart(server, signal.SIGKILL)
+    with server.raw() as c:
+        assert info(c, "q")["deadletter"] == b"dlq-name"

@@ -545,6 +545,31 @@ static void test_queue_records(void **state)
     assert_int_equal(res.status, AP_OK);
     queue_config(queue_get(core_queues(b), "z", 1), &cfg);
     assert_int_equal(cfg.maxlen, 7);
+    /* The retry policy round-trips; the first, 38-byte form (older logs
+     * and snapshots) changes the rest and leaves the policy as it is. */
+    cfg.backoff = QUEUE_BACKOFF_EXPONENTIAL;
+    cfg.backoff_base_ms = 20;
+    cfg.backoff_cap_ms = 900;
+    cfg.maxage_ms = 5000;
+    core_qconfig_encode(&cfg, blob);
+    c.time_ms = 141;
+    apply_both(a, b, &c, &res);
+    assert_int_equal(res.status, AP_OK);
+    cfg.maxlen = 9;
+    core_qconfig_encode(&cfg, blob);
+    c.q_config.clen = CORE_QCONFIG_V1_BYTES;
+    c.time_ms = 142;
+    apply_both(a, b, &c, &res);
+    assert_int_equal(res.status, AP_OK);
+    queue_config(queue_get(core_queues(b), "z", 1), &cfg);
+    assert_int_equal(cfg.maxlen, 9);
+    assert_int_equal(cfg.backoff, QUEUE_BACKOFF_EXPONENTIAL);
+    assert_int_equal(cfg.backoff_base_ms, 20);
+    assert_int_equal(cfg.backoff_cap_ms, 900);
+    assert_int_equal(cfg.maxage_ms, 5000);
+    c.q_config.clen = CORE_QCONFIG_V1_BYTES + 1;
+    apply_both(a, b, &c, &res);
+    assert_int_equal(res.status, AP_INVALID);
     record_t dr = qrec(REC_Q_DROP, 150);
     apply_both(a, b, &dr, &res);
     assert_int_equal(res.status, AP_OK);

@@ -76,6 +76,560 @@ static queue_t *mkqueue(queue_set_t *s, const char *name)
 
 /* ---- basic flow ------------------------------------------------------------------------------ */
 
+/* FAIRNESS: one consumer that takes a message and acks it before the
+ * next. A key with a large backlog pushed first: under oldest it goes
+ * again and again (its next message is always the oldest); under
+ * roundrobin every other ready key goes before it comes back, so the
+ * small keys are done within (keys + 1) x their messages deliveries. */
+static int small_done_after(int fairness)
+{
+    enum { HOT = 60, SMALL = 5, PER = 2 };
+    queue_set_t *s = queue_set_create();
+    queue_t *q = mkqueue(s, "q");
+    queue_config_t c;
+    queue_config(q, &c);
+    c.fairness = (uint8_t)fairness;
+    assert_int_equal(queue_configure(q, &c), QUEUE_OK);
+    for (int i = 0; i < HOT; i++)
+        push(q, "hot", "h", 1);
+    for (int j = 0; j < PER; j++)
+        for (int k = 0; k < SMALL; k++) {
+            char key[2] = {(char)('a' + k), 0};
+            push(q, key, "s", 2);
+        }
+    int small_left = SMALL * PER, n = 0;
+    while (small_left > 0) {
+        queue_delivery_t d;
+        uint64_t t = next_rev();
+        assert_int_equal(queue_deliver(q, 3, 0, t, false, &d), 1);
+        n++;
+        if (d.key[0] != 'h')
+            small_left--;
+        assert_int_equal(queue_ack(q, d.id, t, NULL, 0, 3), 1);
+    }
+    queue_set_destroy(s);
+    return n;
+}
+
+static void test_fairness(void **state)
+{
+    (void)state;
+    assert_true(small_done_after(QUEUE_FAIR_ROUNDROBIN) <= (5 + 1) * 2);
+    assert_int_equal(small_done_after(QUEUE_FAIR_OLDEST), 60 + 5 * 2); /* the rule as it says */
+}
+
+/* KEYCONCURRENCY 3: a key's first three go at once, in push order; a
+ * fourth waits until one is done; a nacked one is the next to start; an
+ * ack of the key's oldest while it is ready keeps the heap right; the
+ * limit cannot drop below what a key has in flight. */
+static void test_keyconcurrency(void **state)
+{
+    (void)state;
+    queue_set_t *s = queue_set_create();
+    queue_t *q = mkqueue(s, "q");
+    queue_config_t c;
+    queue_config(q, &c);
+    c.keyconc = 3;
+    assert_int_equal(queue_configure(q, &c), QUEUE_OK);
+    uint64_t a[5];
+    for (int i = 0; i < 5; i++)
+        a[i] = push(q, "a", "x", 1);
+    uint64_t b = push(q, "b", "y", 1);
+    uint64_t t0 = expect_deliver(q, 2, a[0], "a", "x");
+    uint64_t t1 = expect_deliver(q, 2, a[1], "a", "x");
+    uint64_t t2 = expect_deliver(q, 2, a[2], "a", "x");
+    expect_deliver(q, 2, b, "b", "y");
+    expect_empty(q, 2); /* a has three in flight */
+    queue_keyinfo_t ki;
+    queue_keyinfo(q, "a", 1, &ki);
+    assert_int_equal(ki.inflight, 3);
+    assert_int_equal(ki.waiting, 2);
+    assert_int_equal(ki.inflight_id, a[0]);
+    /* Not below three now. */
+    c.keyconc = 2;
+    assert_int_equal(queue_configure(q, &c), QUEUE_EINVAL);
+    c.keyconc = 3;
+    /* Done out of order: the middle one; a[3] may go. */
+    assert_int_equal(queue_ack(q, a[1], t1, NULL, 0, 3), 1);
+    uint64_t t3 = expect_deliver(q, 3, a[3], "a", "x");
+    /* A nack of a[0]: it is the key's next to start, before a[4]. */
+    queue_retry_t rt;
+    assert_int_equal(queue_nack(q, a[0], t0, 0, 4, next_rev(), &rt), 1);
+    assert_int_equal(rt.kind, QUEUE_RETRY_READY);
+    uint64_t t0b = expect_deliver(q, 5, a[0], "a", "x");
+    expect_empty(q, 5);
+    /* Ack the key's head (a[2] is the oldest in flight now? no: a[0] was
+     * requeued behind a[2] and a[3]) while the key waits out of the heap. */
+    assert_int_equal(queue_ack(q, a[2], t2, NULL, 0, 6), 1);
+    assert_int_equal(queue_ack(q, a[3], t3, NULL, 0, 6), 1);
+    /* a is ready with one in flight: its head is in flight; acking it must
+     * move the key in the ready heap, not corrupt it. */
+    push(q, "c", "z", 6);
+    assert_int_equal(queue_ack(q, a[0], t0b, NULL, 0, 7), 1);
+    queue_delivery_t d;
+    int seen_a4 = 0, seen_c = 0;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(queue_deliver(q, 8, 0, next_rev(), true, &d), 1);
+        seen_a4 += d.id == a[4];
+        seen_c += d.key[0] == 'c';
+    }
+    assert_int_equal(seen_a4, 1);
+    assert_int_equal(seen_c, 1);
+    expect_empty(q, 9);
+    /* Lowering to 1 is fine once nothing of a key is in flight beyond it. */
+    c.keyconc = 1;
+    assert_int_equal(queue_configure(q, &c), QUEUE_OK);
+    queue_set_destroy(s);
+}
+
+/* Random runs with KEYCONCURRENCY 1..4: deliveries, acks, nacks (with and
+ * without a delay), lease ends, config changes; after each step no key has
+ * more in flight than the limit, first deliveries of a key come in push
+ * order, and every message is done exactly once in the end. */
+static void test_keyconcurrency_random(void **state)
+{
+    (void)state;
+    enum { KEYS = 4, MSGS = 200, STEPS = 4000 };
+    for (uint64_t seed = 1; seed <= 20; seed++) {
+        uint64_t r = seed * 0x9E3779B97F4A7C15ull;
+#define RND() (r ^= r << 13, r ^= r >> 7, r ^= r << 17, r)
+        queue_set_t *s = queue_set_create();
+        queue_t *q = mkqueue(s, "q");
+        queue_config_t c;
+        queue_config(q, &c);
+        c.keyconc = 1 + (uint32_t)(seed % 4);
+        c.maxattempts = 0;
+        assert_int_equal(queue_configure(q, &c), QUEUE_OK);
+        uint64_t ids[MSGS], tok[MSGS];
+        int key_of[MSGS], done[MSGS], started[MSGS], inflight[MSGS];
+        uint64_t last_started[KEYS] = {0};
+        memset(done, 0, sizeof done);
+        memset(started, 0, sizeof started);
+        memset(inflight, 0, sizeof inflight);
+        for (int i = 0; i < MSGS; i++) {
+            char k[2] = {(char)('a' + i % KEYS), 0};
+            key_of[i] = i % KEYS;
+            ids[i] = push(q, k, "p", 1);
+        }
+        uint64_t now = 10;
+        int ndone = 0;
+        for (int step = 0; step < STEPS && ndone < MSGS; step++) {
+            now += RND() % 3;
+            int op = (int)(RND() % 10);
+            if (op < 4) {
+                queue_delivery_t d;
+                uint64_t t = next_rev();
+                if (queue_deliver(q, now, 50, t, false, &d) == 1) {
+                    int i = 0;
+                    while (ids[i] != d.id)
+                        i++;
+                    assert_false(inflight[i]);
+                    if (!started[i]) { /* first starts of a key in push order */
+                        assert_true(ids[i] > last_started[key_of[i]]);
+                        last_started[key_of[i]] = ids[i];
+                    }
+                    started[i] = 1;
+                    inflight[i] = 1;
+                    tok[i] = t;
+                }
+            } else {
+                int i = (int)(RND() % MSGS);
+                if (inflight[i] != 1) /* 2: held by a nack delay, no token owns it */
+                    continue;
+                queue_retry_t rt;
+                if (op < 7) {
+                    assert_int_equal(queue_ack(q, ids[i], tok[i], NULL, 0, now), 1);
+                    inflight[i] = 0;
+                    done[i] = 1;
+                    ndone++;
+                } else if (op < 9) {
+                    assert_int_equal(queue_nack(q, ids[i], tok[i], op == 8 ? 5 : 0, now, next_rev(), &rt), 1);
+                    inflight[i] = 0;
+                    if (op == 8)
+                        inflight[i] = 2; /* held: not deliverable until redelivered */
+                } else {
+                    uint64_t later = now + 60;
+                    if (queue_redeliver(q, ids[i], tok[i], later, next_rev(), &rt) == 1)
+                        inflight[i] = 0;
+                }
+            }
+            /* Held (nack-delayed) messages come back by their timer. */
+            queue_timer_t t;
+            while (queue_next_lease(q, &t) && t.token == 0 && t.due_ms < now) {
+                int i = 0;
+                while (ids[i] != t.id)
+                    i++;
+                assert_int_equal(queue_redeliver(q, t.id, 0, now, next_rev(), NULL), 1);
+                inflight[i] = 0;
+            }
+            for (int k = 0; k < KEYS; k++) {
+                char key[2] = {(char)('a' + k), 0};
+                queue_keyinfo_t ki;
+                queue_keyinfo(q, key, 1, &ki);
+                assert_true(ki.inflight <= c.keyconc);
+            }
+            if (step % 500 == 250) { /* up and, when possible, down */
+                c.keyconc = 1 + (uint32_t)(RND() % 4);
+                queue_configure(q, &c);
+                queue_config(q, &c);
+            }
+        }
+        /* Drain what is left. */
+        for (int guard = 0; ndone < MSGS && guard < 100000; guard++) {
+            now += 100;
+            queue_timer_t t;
+            while (queue_next_lease(q, &t) && t.due_ms < now) {
+                queue_redeliver(q, t.id, t.token, now, next_rev(), NULL);
+                for (int i = 0; i < MSGS; i++)
+                    if (ids[i] == t.id)
+                        inflight[i] = 0;
+            }
+            queue_delivery_t d;
+            while (queue_deliver(q, now, 1000000, next_rev(), true, &d) == 1) {
+                int i = 0;
+                while (ids[i] != d.id)
+                    i++;
+                assert_false(done[i]);
+                done[i] = 1;
+                ndone++;
+            }
+        }
+        assert_int_equal(ndone, MSGS);
+        queue_len_t l;
+        queue_len(q, &l);
+        assert_int_equal(l.waiting + l.inflight + l.delayed, 0);
+        queue_set_destroy(s);
+#undef RND
+    }
+}
+
+/* Token buckets: KEYRATE 2 PER 100 lets each key go twice, then throttles
+ * it until a token is back (the rate timer says when); RATE 3 PER 1000
+ * stops the whole queue after three. Never early: a token due at t is
+ * given at t + 1 by the timer's record, and any delivery at t may take it. */
+static void test_rate_limits(void **state)
+{
+    (void)state;
+    queue_set_t *s = queue_set_create();
+    queue_t *q = mkqueue(s, "q");
+    queue_config_t c;
+    queue_config(q, &c);
+    c.keyrate_n = 2;
+    c.keyrate_per_ms = 100;
+    assert_int_equal(queue_configure(q, &c), QUEUE_OK);
+    for (int i = 0; i < 4; i++) {
+        push(q, "a", "x", 1000);
+        push(q, "b", "x", 1000);
+    }
+    queue_delivery_t d;
+    int na = 0, nb = 0;
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(queue_deliver(q, 1000, 0, next_rev(), true, &d), 1);
+        if (d.key[0] == 'a')
+            na++;
+        else
+            nb++;
+    }
+    assert_int_equal(na, 2);
+    assert_int_equal(nb, 2);
+    expect_empty(q, 1000);
+    queue_info_t in;
+    queue_info(q, &in);
+    assert_int_equal(in.throttled_keys, 2);
+    queue_keyinfo_t ki;
+    queue_keyinfo(q, "a", 1, &ki);
+    assert_int_equal(ki.throttled_until_ms, 1050);
+    uint64_t until;
+    assert_int_equal(queue_rate_tokens(q, "a", 1, 1049, &until), 0);
+    assert_int_equal(until, 1050);
+    queue_timer_t t;
+    assert_true(queue_next_rate(q, &t));
+    assert_int_equal(t.due_ms, 1050);
+    expect_empty(q, 1050);                       /* due, not past */
+    assert_int_equal(queue_promote(q, 1051), 2); /* the timer's record: both back */
+    assert_int_equal(queue_deliver(q, 1051, 0, next_rev(), true, &d), 1);
+    assert_int_equal(queue_deliver(q, 1051, 0, next_rev(), true, &d), 1);
+    expect_empty(q, 1051);
+    /* The queue's bucket on top: three, then nothing until its token. */
+    c.keyrate_n = 0;
+    c.keyrate_per_ms = 0;
+    c.rate_n = 3;
+    c.rate_per_ms = 1000;
+    assert_int_equal(queue_configure(q, &c), QUEUE_OK);
+    for (int i = 0; i < 3; i++)
+        push(q, "c", "x", 2000);
+    assert_int_equal(queue_promote(q, 2000), 0); /* nothing throttled; full buckets were freed */
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(queue_deliver(q, 2000, 0, next_rev(), true, &d), 1);
+    expect_empty(q, 2000);
+    assert_true(queue_next_rate(q, &t));
+    assert_int_equal(t.due_ms, 2334); /* 1000 / 3, rounded up */
+    expect_empty(q, 2333);
+    assert_int_equal(queue_deliver(q, 2334, 0, next_rev(), true, &d), 1);
+    /* Limits out of range are refused. */
+    c.rate_per_ms = 0;
+    assert_int_equal(queue_configure(q, &c), QUEUE_EINVAL);
+    c.rate_per_ms = QUEUE_RATE_PER_MS_MAX + 1ull;
+    assert_int_equal(queue_configure(q, &c), QUEUE_EINVAL);
+    queue_set_destroy(s);
+}
+
+/* Check a key's FIFO by what deliveries give: ids in order, then nothing
+ * (NOACK deliveries, one key at a time). */
+static void expect_key_order(queue_t *q, uint64_t now, const uint64_t *ids, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        queue_delivery_t d;
+        assert_int_equal(queue_deliver(q, now, 0, next_rev(), true, &d), 1);
+        assert_int_equal(d.id, ids[i]);
+    }
+    expect_empty(q, now);
+}
+
+/* Redrive, cancel and expire take messages out of a FIFO's middle, head
+ * and tail, in flight or not: what remains keeps its order, tails stay
+ * right (a push after lands last), and the counts agree. */
+static void test_redrive_cancel_expire(void **state)
+{
+    (void)state;
+    queue_set_t *s = queue_set_create();
+    queue_t *q = mkqueue(s, "q"), *dlq = mkqueue(s, "dlq");
+    queue_config_t c;
+    queue_config(q, &c);
+    c.deadletter = "dlq";
+    c.dl_len = 3;
+    c.maxattempts = 1;
+    assert_int_equal(queue_configure(q, &c), QUEUE_OK);
+    /* Three dead letters of k (in order) and one of j. */
+    uint64_t dl[3], dj = 0;
+    for (int i = 0; i < 4; i++) {
+        const char *key = i == 3 ? "j" : "k";
+        uint64_t id = push(q, key, "x", 10);
+        queue_delivery_t d;
+        uint64_t tok = next_rev();
+        assert_int_equal(queue_deliver(q, 11, 0, tok, false, &d), 1);
+        queue_retry_t rt;
+        uint64_t rev = next_rev();
+        assert_int_equal(queue_nack(q, id, tok, 0, 12, rev, &rt), 1);
+        assert_int_equal(rt.kind, QUEUE_RETRY_DEADLETTER);
+        if (i < 3)
+            dl[i] = rev;
+        else
+            dj = rev;
+    }
+    queue_len_t l;
+    queue_len(dlq, &l);
+    assert_int_equal(l.waiting, 4);
+    /* One by id from the middle, then the rest of k in order; j stays. */
+    uint64_t k1 = push(q, "k", "new", 13);
+    assert_int_equal(queue_redrive(dlq, q, "k", 1, dl[1]), 1);
+    assert_int_equal(queue_redrive(dlq, q, "k", 1, dl[1]), 0);
+    assert_int_equal(queue_redrive(dlq, q, "k", 1, 0), 2);
+    assert_int_equal(queue_redrive(dlq, q, "zz", 2, 0), 0);
+    queue_len(dlq, &l);
+    assert_int_equal(l.waiting, 1);
+    queue_keyinfo_t ki;
+    assert_int_equal(queue_keyinfo(dlq, "k", 1, &ki), QUEUE_KEY_IDLE);
+    /* k in q: the push, then the redriven ones in the order they came. */
+    uint64_t tail = push(q, "k", "after", 14);
+    uint64_t want[] = {k1, dl[1], dl[0], dl[2], tail};
+    /* Cancel the middle one and the tail; push again: it is last. */
+    assert_int_equal(queue_cancel(q, "k", 1, dl[0], 15), 1);
+    assert_int_equal(queue_cancel(q, "k", 1, dl[0], 15), 0);
+    assert_int_equal(queue_cancel(q, "k", 1, tail, 15), 1);
+    queue_result_t r;
+    assert_int_equal(queue_result(q, dl[0], &r), QUEUE_FATE_CANCELLED);
+    uint64_t last = push(q, "k", "last", 16);
+    uint64_t after_cancel[] = {want[0], want[1], want[3], last};
+    /* In flight head: cancel and expire leave it; the one behind goes. */
+    queue_delivery_t d;
+    uint64_t tok = next_rev();
+    assert_int_equal(queue_deliver(q, 17, 0, tok, false, &d), 1);
+    assert_int_equal(d.id, k1);
+    assert_int_equal(queue_cancel(q, "k", 1, k1, 18), 0);
+    queue_retry_t rt;
+    assert_int_equal(queue_expire(q, "k", 1, k1, 18, next_rev(), &rt), 0);
+    /* dl[1] was never delivered in q (its attempts were reset): it expires. */
+    uint64_t rev = next_rev();
+    assert_int_equal(queue_expire(q, "k", 1, dl[1], 19, rev, &rt), 1);
+    assert_int_equal(rt.kind, QUEUE_RETRY_DEADLETTER);
+    assert_int_equal(rt.dl_id, rev);
+    assert_int_equal(queue_result(q, dl[1], &r), QUEUE_FATE_DEADLETTER);
+    assert_int_equal(r.rlen, strlen(QUEUE_REASON_MAXWAIT));
+    assert_int_equal(queue_ack(q, k1, tok, NULL, 0, 20), 1);
+    expect_key_order(q, 21, after_cancel + 2, 2);
+    /* A delayed message can be cancelled too. */
+    uint64_t del;
+    queue_push_t p = {.key = "k", .klen = 1, .payload = "d", .plen = 1, .delay_ms = 1000};
+    assert_int_equal(queue_push(q, &p, next_rev(), 30, &del), QUEUE_OK);
+    size_t klen;
+    assert_non_null(queue_delayed_key(q, del, &klen));
+    assert_int_equal(queue_cancel(q, "k", 1, del, 31), 1);
+    queue_len(q, &l);
+    assert_int_equal(l.delayed, 0);
+    assert_int_equal(l.waiting, 0);
+    (void)dj;
+    queue_set_destroy(s);
+}
+
+/* Pauses: a paused key keeps its messages in order and out of delivery,
+ * others flow; a delivery in flight finishes; a timed pause ends only
+ * past its end; the queue's own pause stops everything; resume puts the
+ * key back with its oldest message first. */
+static void test_pause_resume(void **state)
+{
+    (void)state;
+    queue_set_t *s = queue_set_create();
+    queue_t *q = mkqueue(s, "q");
+    uint64_t a1 = push(q, "a", "a1", 1), b1 = push(q, "b", "b1", 1), a2 = push(q, "a", "a2", 1);
+    uint64_t until;
+    assert_int_equal(queue_pause(q, "a", 1, 0), 1);
+    assert_int_equal(queue_pause(q, "a", 1, 0), 0); /* paused so already */
+    assert_true(queue_paused(q, "a", 1, &until));
+    assert_int_equal(until, 0);
+    queue_info_t in;
+    queue_info(q, &in);
+    assert_int_equal(in.ready_keys, 1);
+    assert_int_equal(in.paused_keys, 1);
+    uint64_t tb = expect_deliver(q, 2, b1, "b", "b1");
+    expect_empty(q, 2);
+    /* A key paused while in flight: its delivery finishes, its next waits. */
+    assert_int_equal(queue_pause(q, "b", 1, 50), 1);
+    push(q, "b", "b2", 3);
+    assert_int_equal(queue_ack(q, b1, tb, NULL, 0, 4), 1);
+    expect_empty(q, 5);
+    queue_timer_t t;
+    assert_true(queue_next_pause_end(q, &t));
+    assert_int_equal(t.due_ms, 50);
+    assert_false(t.queue_wide);
+    assert_memory_equal(t.key, "b", 1);
+    assert_int_equal(queue_pause_end(q, "b", 1, 50), 0); /* due only past its end */
+    assert_int_equal(queue_pause_end(q, "a", 1, 99), 0);  /* no end: only resume ends it */
+    assert_int_equal(queue_pause_end(q, "b", 1, 51), 1);
+    assert_false(queue_paused(q, "b", 1, &until));
+    /* The queue's own pause: nothing is delivered or peeked. */
+    assert_int_equal(queue_pause(q, NULL, 0, 80), 1);
+    expect_empty(q, 52);
+    queue_delivery_t d;
+    assert_int_equal(queue_peek(q, 5, &d), 0);
+    assert_true(queue_next_pause_end(q, &t));
+    assert_true(t.queue_wide);
+    assert_int_equal(queue_pause_end(q, NULL, 0, 81), 1);
+    assert_int_equal(queue_resume(q, NULL, 0), 0);
+    queue_delivery_t got;
+    assert_int_equal(queue_deliver(q, 82, 0, next_rev(), true, &got), 1);
+    assert_memory_equal(got.payload, "b2", 2);
+    /* Resume a: its oldest first, then the next. */
+    assert_int_equal(queue_resume(q, "a", 1), 1);
+    assert_int_equal(queue_resume(q, "a", 1), 0);
+    assert_int_equal(queue_deliver(q, 83, 0, next_rev(), true, &got), 1);
+    assert_int_equal(got.id, a1);
+    assert_int_equal(queue_deliver(q, 84, 0, next_rev(), true, &got), 1);
+    assert_int_equal(got.id, a2);
+    /* A key paused before its first message: the message waits. */
+    assert_int_equal(queue_pause(q, "c", 1, 0), 1);
+    push(q, "c", "c1", 85);
+    expect_empty(q, 86);
+    queue_keyinfo_t ki;
+    assert_int_equal(queue_keyinfo(q, "c", 1, &ki), QUEUE_KEY_WAITING);
+    assert_true(ki.paused);
+    assert_int_equal(queue_set_paused_keys(s), 1);
+    queue_set_destroy(s);
+}
+
+/* Backoff: fixed is the base; exponential draws in [0, min(cap, base *
+ * 2^(attempt-1))] and reaches the cap; none is 0. */
+static void test_backoff_delay(void **state)
+{
+    (void)state;
+    queue_config_t c;
+    queue_config_defaults(&c);
+    assert_false(queue_policy_active(&c));
+    assert_int_equal(queue_backoff_delay(&c, 3, 12345), 0);
+    c.backoff = QUEUE_BACKOFF_FIXED;
+    c.backoff_base_ms = 250;
+    assert_true(queue_policy_active(&c));
+    assert_int_equal(queue_backoff_delay(&c, 1, 999), 250);
+    assert_int_equal(queue_backoff_delay(&c, 9, 7), 250);
+    c.backoff = QUEUE_BACKOFF_EXPONENTIAL;
+    c.backoff_base_ms = 100;
+    c.backoff_cap_ms = 1000;
+    /* draw = ceil: the top of the range; ceil + 1 wraps to 0. */
+    assert_int_equal(queue_backoff_delay(&c, 1, 100), 100);
+    assert_int_equal(queue_backoff_delay(&c, 1, 101), 0);
+    assert_int_equal(queue_backoff_delay(&c, 3, 400), 400);
+    assert_int_equal(queue_backoff_delay(&c, 5, 1000), 1000); /* 1600 capped at 1000 */
+    assert_int_equal(queue_backoff_delay(&c, 4000000000u, UINT64_MAX - 1) <= 1000, 1);
+    uint64_t x = 88172645463325252ull, top = 0;
+    for (int i = 0; i < 10000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        uint64_t d = queue_backoff_delay(&c, 3, x);
+        assert_true(d <= 400);
+        if (d > top)
+            top = d;
+    }
+    assert_true(top > 300); /* the range is used, not just its floor */
+    c.maxage_ms = 5;
+    c.backoff = QUEUE_BACKOFF_NONE;
+    assert_true(queue_policy_active(&c));
+}
+
+/* queue_retry(): a nack holds the key for the drawn delay (KEYINFO shows
+ * the next attempt), a lease-out needs its deadline passed, GIVEUP
+ * dead-letters at once whatever the attempts left. */
+static void test_retry_policy(void **state)
+{
+    (void)state;
+    queue_set_t *s = queue_set_create();
+    queue_t *q = mkqueue(s, "q");
+    queue_config_t c;
+    queue_config(q, &c);
+    c.backoff = QUEUE_BACKOFF_FIXED;
+    c.backoff_base_ms = 50;
+    c.deadletter = "dlq";
+    c.dl_len = 3;
+    assert_int_equal(queue_configure(q, &c), QUEUE_OK);
+    uint64_t a = push(q, "k", "a", 1000), b = push(q, "k", "b", 1000);
+    uint64_t tok = expect_deliver(q, 1001, a, "k", "a");
+    assert_int_equal(queue_delivery_attempt(q, a, tok), 1);
+    assert_int_equal(queue_delivery_attempt(q, a, tok + 1), 0);
+    queue_retry_t rt;
+    /* A lease-out before its deadline is stale. */
+    assert_int_equal(queue_retry(q, a, tok, QUEUE_RETRY_F_LEASE, 50, 1002, next_rev(), &rt), 0);
+    assert_int_equal(queue_retry(q, a, tok, 0, 50, 1002, next_rev(), &rt), 1);
+    assert_int_equal(rt.kind, QUEUE_RETRY_LATER);
+    queue_keyinfo_t ki;
+    queue_keyinfo(q, "k", 1, &ki);
+    assert_int_equal(ki.state, QUEUE_KEY_PROCESSING);
+    assert_int_equal(ki.token, 0);
+    assert_int_equal(ki.next_attempt_ms, 1052);
+    expect_empty(q, 1003); /* the key is held: b waits behind a */
+    /* Stale now: the token is no longer current. */
+    assert_int_equal(queue_retry(q, a, tok, 0, 50, 1004, next_rev(), &rt), 0);
+    assert_int_equal(queue_redeliver(q, a, 0, 1053, next_rev(), &rt), 1);
+    tok = expect_deliver(q, 1053, a, "k", "a");
+    /* The lease ran out: a lease-out retry, then GIVEUP dead-letters. */
+    assert_int_equal(queue_retry(q, a, tok, QUEUE_RETRY_F_LEASE | QUEUE_RETRY_F_GIVEUP, 50, 1053 + 30001,
+                                 next_rev(), &rt), 1);
+    assert_int_equal(rt.kind, QUEUE_RETRY_DEADLETTER);
+    assert_non_null(rt.dlq);
+    expect_deliver(q, 40000, b, "k", "b"); /* the key moved on, in order */
+    queue_info_t in;
+    queue_info(q, &in);
+    assert_int_equal(in.redelivered, 1);
+    assert_int_equal(in.nacked, 1);
+    assert_int_equal(in.deadlettered, 1);
+    /* Configuration: a cap below the base, or an unknown kind, is refused. */
+    c.backoff_cap_ms = 10;
+    assert_int_equal(queue_configure(q, &c), QUEUE_OK); /* a cap is only an exponential's */
+    c.backoff = QUEUE_BACKOFF_EXPONENTIAL;
+    assert_int_equal(queue_configure(q, &c), QUEUE_EINVAL);
+    c.backoff_cap_ms = 100;
+    c.backoff = 9;
+    assert_int_equal(queue_configure(q, &c), QUEUE_EINVAL);
+    queue_set_destroy(s);
+}
+
 static void test_push_deliver_ack(void **state)
 {
     (void)state;
@@ -1390,6 +1944,14 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_push_deliver_ack),
+        cmocka_unit_test(test_backoff_delay),
+        cmocka_unit_test(test_pause_resume),
+        cmocka_unit_test(test_redrive_cancel_expire),
+        cmocka_unit_test(test_rate_limits),
+        cmocka_unit_test(test_keyconcurrency),
+        cmocka_unit_test(test_fairness),
+        cmocka_unit_test(test_keyconcurrency_random),
+        cmocka_unit_test(test_retry_policy),
         cmocka_unit_test(test_events),
         cmocka_unit_test(test_oldest_head_first),
         cmocka_unit_test(test_noack),

@@ -29,6 +29,7 @@
 #include "base/crc32c.h"
 #include "core/coord.h"
 #include "core/core.h"
+#include "core/schedule.h"
 #include "log/snapshot.h"
 
 /* ---- files ------------------------------------------------------------------ */
@@ -336,6 +337,191 @@ static void test_inflight_behind_head_refused(void **state)
     core_destroy(c);
 }
 
+/* Pauses (format 5's 'Z'): a key's timed pause, a key paused with no
+ * messages, and the queue's own pause come back, and the paused key's
+ * message stays out of reach of a pull. */
+static void test_pauses_round_trip(void **state)
+{
+    (void)state;
+    core_t *c = core_create(1000);
+    apply_ok(c, (record_t){.type = REC_Q_PUSH, .time_ms = 1,
+                           .q_push = {.queue = "q", .qlen = 1, .key = "k", .klen = 1, .payload = "p", .plen = 1}});
+    apply_ok(c, (record_t){.type = REC_Q_PAUSE, .time_ms = 2,
+                           .q_pause = {.queue = "q", .qlen = 1, .key = "k", .klen = 1, .until_ms = 9000,
+                                       .op = Q_PAUSE_KEY}});
+    apply_ok(c, (record_t){.type = REC_Q_PAUSE, .time_ms = 3,
+                           .q_pause = {.queue = "q", .qlen = 1, .key = "idle", .klen = 4, .op = Q_PAUSE_KEY}});
+    apply_ok(c, (record_t){.type = REC_Q_PAUSE, .time_ms = 4,
+                           .q_pause = {.queue = "p", .qlen = 1, .until_ms = 7000, .op = Q_PAUSE_QUEUE}});
+    ordo_buf_t mem = ORDO_BUF_INIT;
+    assert_int_equal(snap_encode_mem(c, 5000, &mem), 0);
+    core_t *d = core_create(1000);
+    uint64_t rev = 0, entries = 0, until = 0;
+    char err[256];
+    assert_int_equal(snap_load_mem(d, mem.data, mem.len, "mem", &rev, &entries, err, sizeof err), 0);
+    const queue_t *q = queue_get(core_queues(d), "q", 1), *p = queue_get(core_queues(d), "p", 1);
+    assert_non_null(q);
+    assert_non_null(p);
+    assert_true(queue_paused(q, "k", 1, &until));
+    assert_int_equal(until, 9000);
+    assert_true(queue_paused(q, "idle", 4, &until));
+    assert_int_equal(until, 0);
+    assert_false(queue_paused(q, NULL, 0, &until));
+    assert_true(queue_paused(p, NULL, 0, &until));
+    assert_int_equal(until, 7000);
+    assert_int_equal(queue_oldest_ready_id(q), 0); /* k's message is not ready */
+    assert_int_equal(queue_set_paused_keys(core_queues(d)), 2);
+    assert_int_equal(queue_set_paused_queues(core_queues(d)), 1);
+    assert_int_equal(snap_digest(c), snap_digest(d));
+    core_destroy(d);
+    ordo_buf_free(&mem);
+    core_destroy(c);
+}
+
+/* Rate buckets and throttles ('T'): a core loaded from the snapshot
+ * answers the same records as the one it was taken of (same deliveries,
+ * same revisions), a throttled key included. */
+static void test_rate_state_replays_the_same(void **state)
+{
+    (void)state;
+    core_t *c = core_create(1000);
+    queue_config_t cfg;
+    queue_config_defaults(&cfg);
+    cfg.keyrate_n = 1;
+    cfg.keyrate_per_ms = 1000;
+    cfg.rate_n = 5;
+    cfg.rate_per_ms = 1000;
+    char blob[CORE_QCONFIG_BYTES];
+    core_qconfig_encode(&cfg, blob);
+    apply_ok(c, (record_t){.type = REC_Q_CONFIG, .time_ms = 1,
+                           .q_config = {.queue = "q", .qlen = 1, .config = blob, .clen = sizeof blob}});
+    const char *keys[] = {"a", "a", "b", "c"};
+    for (int i = 0; i < 4; i++)
+        apply_ok(c, (record_t){.type = REC_Q_PUSH, .time_ms = 10,
+                               .q_push = {.queue = "q", .qlen = 1, .key = keys[i], .klen = 1, .payload = "p",
+                                          .plen = 1}});
+    record_t pull = {.type = REC_Q_DELIVER, .time_ms = 10, .flags = REC_F_NOACK, .q_deliver = {.queue = "q", .qlen = 1}};
+    apply_ok(c, pull);   /* a: its bucket is empty now */
+    ordo_buf_t mem = ORDO_BUF_INIT;
+    assert_int_equal(snap_encode_mem(c, 5000, &mem), 0);
+    core_t *d = core_create(1000);
+    uint64_t rev = 0, entries = 0;
+    char err[256];
+    assert_int_equal(snap_load_mem(d, mem.data, mem.len, "mem", &rev, &entries, err, sizeof err), 0);
+    assert_int_equal(snap_digest(c), snap_digest(d));
+    /* Then both: b, c, and a throttled (nothing), a promote at 1011 (a back), a. */
+    record_t seq[] = {pull, pull, pull,
+                      {.type = REC_Q_PROMOTE, .time_ms = 1011, .q = {.queue = "q", .qlen = 1}},
+                      {.type = REC_Q_DELIVER, .time_ms = 1011, .flags = REC_F_NOACK,
+                       .q_deliver = {.queue = "q", .qlen = 1}}};
+    for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) {
+        apply_result_t r1, r2;
+        core_apply(c, &seq[i], &r1);
+        core_apply(d, &seq[i], &r2);
+        assert_int_equal(r1.status, r2.status);
+        assert_int_equal(r1.rev, r2.rev);
+        if (seq[i].type == REC_Q_DELIVER && r1.status == AP_OK) {
+            assert_int_equal(r1.queue.delivery.id, r2.queue.delivery.id);
+        }
+        if (i == 2)
+            assert_int_equal(r1.status, AP_NOOP); /* a is throttled: nothing */
+        if (i == 3)
+            assert_int_equal(r1.status, AP_OK);   /* its throttle ended: a change */
+    }
+    assert_int_equal(snap_digest(c), snap_digest(d));
+    core_destroy(d);
+    ordo_buf_free(&mem);
+    core_destroy(c);
+}
+
+/* Schedules ('S'): a core loaded from the snapshot ticks as the one it
+ * was taken of: the same record pushes once there and is stale after. */
+static void test_schedules_round_trip(void **state)
+{
+    (void)state;
+    core_t *c = core_create(1000);
+    sched_spec_t spec = {.every_ms = 100, .start_ms = 1000};
+    ordo_buf_t val = ORDO_BUF_INIT;
+    sched_encode(&spec, "p", 1, &val);
+    apply_ok(c, (record_t){.type = REC_Q_SCHEDULE_ADD, .time_ms = 1050,
+                           .q_sched = {.queue = "q", .qlen = 1, .name = "s", .nlen = 1, .key = "k", .klen = 1,
+                                       .spec = val.data, .slen = (uint32_t)val.len}});
+    record_t tick = {.type = REC_Q_TICK, .time_ms = 1101, .q_sched = {.queue = "q", .qlen = 1, .name = "s", .nlen = 1,
+                                                                      .tick_ms = 1100}};
+    apply_ok(c, tick);
+    ordo_buf_t mem = ORDO_BUF_INIT;
+    assert_int_equal(snap_encode_mem(c, 5000, &mem), 0);
+    core_t *d = core_create(1000);
+    uint64_t rev = 0, entries = 0;
+    char err[256];
+    assert_int_equal(snap_load_mem(d, mem.data, mem.len, "mem", &rev, &entries, err, sizeof err), 0);
+    assert_int_equal(snap_digest(c), snap_digest(d));
+    sched_view_t v;
+    assert_true(sched_get(core_scheds(d), "s", 1, &v));
+    assert_int_equal(v.next_ms, 1200);
+    assert_int_equal(v.pushed, 1);
+    apply_result_t r1, r2;
+    core_apply(d, &tick, &r2); /* the tick already applied: stale */
+    assert_int_equal(r2.status, AP_NOOP);
+    tick.q_sched.tick_ms = 1200;
+    tick.time_ms = 1201;
+    core_apply(c, &tick, &r1);
+    core_apply(d, &tick, &r2);
+    assert_int_equal(r1.status, AP_OK);
+    assert_int_equal(r1.rev, r2.rev);
+    assert_int_equal(r1.queue.id, r2.queue.id);
+    queue_len_t l;
+    queue_len(queue_get(core_queues(d), "q", 1), &l);
+    assert_int_equal(l.waiting, 2);
+    assert_int_equal(snap_digest(c), snap_digest(d));
+    core_destroy(d);
+    core_destroy(c);
+    ordo_buf_free(&mem);
+    ordo_buf_free(&val);
+}
+
+/* FAIRNESS roundrobin ('O'): the turn order is state; a core loaded from
+ * the snapshot delivers in the same order as the one it was taken of. */
+static void test_ready_order_round_trip(void **state)
+{
+    (void)state;
+    core_t *c = core_create(1000);
+    queue_config_t cfg;
+    queue_config_defaults(&cfg);
+    cfg.fairness = QUEUE_FAIR_ROUNDROBIN;
+    char blob[CORE_QCONFIG_BYTES];
+    core_qconfig_encode(&cfg, blob);
+    apply_ok(c, (record_t){.type = REC_Q_CONFIG, .time_ms = 1,
+                           .q_config = {.queue = "q", .qlen = 1, .config = blob, .clen = sizeof blob}});
+    const char *keys[] = {"a", "b", "c", "d", "a", "b"};
+    for (int i = 0; i < 6; i++)
+        apply_ok(c, (record_t){.type = REC_Q_PUSH, .time_ms = 2,
+                               .q_push = {.queue = "q", .qlen = 1, .key = keys[i], .klen = 1, .payload = "p",
+                                          .plen = 1}});
+    record_t pull = {.type = REC_Q_DELIVER, .time_ms = 3, .flags = REC_F_NOACK, .q_deliver = {.queue = "q", .qlen = 1}};
+    apply_ok(c, pull); /* a, which goes behind d */
+    ordo_buf_t mem = ORDO_BUF_INIT;
+    assert_int_equal(snap_encode_mem(c, 5000, &mem), 0);
+    core_t *d = core_create(1000);
+    uint64_t rev = 0, entries = 0;
+    char err[256];
+    assert_int_equal(snap_load_mem(d, mem.data, mem.len, "mem", &rev, &entries, err, sizeof err), 0);
+    assert_int_equal(snap_digest(c), snap_digest(d));
+    const char want[] = "bcdab";
+    for (int i = 0; i < 5; i++) {
+        apply_result_t r1, r2;
+        core_apply(c, &pull, &r1);
+        core_apply(d, &pull, &r2);
+        assert_int_equal(r1.status, AP_OK);
+        assert_int_equal(r2.status, AP_OK);
+        assert_int_equal(r1.queue.delivery.key[0], want[i]);
+        assert_int_equal(r2.queue.delivery.key[0], want[i]);
+    }
+    core_destroy(d);
+    core_destroy(c);
+    ordo_buf_free(&mem);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -346,6 +532,10 @@ int main(void)
         cmocka_unit_test(test_previous_format_loads),
         cmocka_unit_test(test_memory_and_digest),
         cmocka_unit_test(test_inflight_behind_head_refused),
+        cmocka_unit_test(test_pauses_round_trip),
+        cmocka_unit_test(test_rate_state_replays_the_same),
+        cmocka_unit_test(test_schedules_round_trip),
+        cmocka_unit_test(test_ready_order_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,6 +21,7 @@
 #include "writer/block.h"
 #include "writer/coord_wait.h"
 #include "core/coord.h"
+#include "core/schedule.h"
 #include "log/log.h"
 
 /* The length of the well-formed UTF-8 sequence at s[0..n) (n > 0), or 0
@@ -349,7 +350,7 @@ typedef struct {
 } qwalk_t;
 
 enum { QF_PUSHED, QF_DELIVERED, QF_ACKED, QF_NACKED, QF_REDELIVERED, QF_DEADLETTERED, QF_WAITING, QF_INFLIGHT,
-       QF_DELAYED, QF_KEYS, QF_PARKED, QF_BYTES, QF_OLDEST_AGE, QF_COUNT };
+       QF_DELAYED, QF_KEYS, QF_PARKED, QF_BYTES, QF_OLDEST_AGE, QF_PAUSED, QF_PAUSED_KEYS, QF_THROTTLED, QF_COUNT };
 
 static const struct {
     const char *name, *type, *help;
@@ -369,6 +370,9 @@ static const struct {
     {"ordo_queue_oldest_ready_age_seconds", "gauge",
      "age of the message a pull would get next (0 if none is ready; sampled: up to 1 s more, and since the "
      "server started at most)"},
+    {"ordo_queue_paused", "gauge", "1 if the queue is paused as a whole (Q.PAUSE)"},
+    {"ordo_queue_paused_keys", "gauge", "keys paused (Q.PAUSE KEY)"},
+    {"ordo_queue_throttled_keys", "gauge", "keys out of turn by KEYRATE"},
 };
 
 static void qwalk(void *arg, queue_t *q)
@@ -390,6 +394,9 @@ static void qwalk(void *arg, queue_t *q)
     case QF_KEYS: v = (double)in.keys; break;
     case QF_PARKED: v = (double)in.parked_keys; break;
     case QF_BYTES: v = (double)in.bytes; break;
+    case QF_PAUSED: v = in.paused ? 1 : 0; break;
+    case QF_PAUSED_KEYS: v = (double)in.paused_keys; break;
+    case QF_THROTTLED: v = (double)in.throttled_keys; break;
     case QF_OLDEST_AGE: {
         uint64_t id = queue_oldest_ready_id(q);
         uint64_t at = id != 0 ? core_time_of_rev(w->core, id) : 0;
@@ -402,6 +409,36 @@ static void qwalk(void *arg, queue_t *q)
     ordo_buf_printf(w->b, "%s{queue=\"", w->name);
     add_label(w->b, name, n);
     ordo_buf_printf(w->b, "\"} %.17g\n", v);
+}
+
+/* Schedules: a series each, labelled by name (schedules, like queues,
+ * are few and named by operators). */
+enum { SF_PUSHED, SF_SKIPPED, SF_NEXT, SF_COUNT };
+
+static const struct {
+    const char *name, *type, *help;
+} sfam[SF_COUNT] = {
+    {"ordo_schedule_pushed_total", "counter", "ticks that pushed a message"},
+    {"ordo_schedule_skipped_total", "counter", "ticks that pushed nothing (missed under skip, or refused)"},
+    {"ordo_schedule_next_tick_seconds", "gauge", "seconds until the next tick (0 if due or none)"},
+};
+
+typedef struct {
+    ordo_buf_t *b;
+    int field;
+    uint64_t now_ms;
+} swalk_t;
+
+static void swalk(void *arg, const sched_view_t *v)
+{
+    swalk_t *w = arg;
+    double x = w->field == SF_PUSHED    ? (double)v->pushed
+               : w->field == SF_SKIPPED ? (double)v->skipped
+               : v->next_ms > w->now_ms ? (double)(v->next_ms - w->now_ms) / 1000.0
+                                        : 0;
+    ordo_buf_printf(w->b, "%s{schedule=\"", sfam[w->field].name);
+    add_label(w->b, v->name, v->nlen);
+    ordo_buf_printf(w->b, "\"} %.17g\n", x);
 }
 
 static void add_calls(void *arg, const char *name, uint64_t calls)
@@ -544,6 +581,12 @@ void cmd_http_metrics(conn_t *c, ordo_buf_t *b)
         qwalk_t w = {b, qfam[f].name, f, server_tick(s), s->core};
         queue_set_foreach(core_queues(s->core), qwalk, &w);
     }
+    metric(b, "ordo_schedules", "gauge", "schedules (Q.SCHEDULE)", (double)sched_count(core_scheds(s->core)));
+    for (int f = 0; f < SF_COUNT; f++) {
+        metric_head(b, sfam[f].name, sfam[f].type, sfam[f].help);
+        swalk_t w = {b, f, server_tick(s)};
+        sched_foreach(core_scheds(s->core), swalk, &w);
+    }
 }
 
 /* ---- /v1/status: the dashboard's data ---------------------------------------- */
@@ -588,6 +631,8 @@ static void status_queue(void *arg, queue_t *q)
     uint64_t oldest = queue_oldest_ready_id(q), at = oldest ? core_time_of_rev(w->core, oldest) : 0;
     ordo_buf_printf(b, ",\"oldest_ready_ms\":%llu",
                     (unsigned long long)(at != 0 && w->now_ms > at ? w->now_ms - at : 0));
+    ordo_buf_printf(b, ",\"paused\":%s,\"paused_keys\":%zu,\"throttled_keys\":%zu", in.paused ? "true" : "false",
+                    in.paused_keys, in.throttled_keys);
     ordo_buf_printf(b, ",\"waiting\":%zu,\"inflight\":%zu,\"delayed\":%zu,\"keys\":%zu,\"parked_keys\":%zu,"
                        "\"pushed\":%llu,\"acked\":%llu,\"nacked\":%llu,\"redelivered\":%llu,\"deadlettered\":%llu,"
                        "\"top\":[",
@@ -601,13 +646,39 @@ static void status_queue(void *arg, queue_t *q)
         queue_keyinfo(q, top[i].key, top[i].klen, &ki);
         ordo_buf_puts(b, i ? ",{" : "{");
         cmd_http_json_field(b, "key", top[i].key, top[i].klen);
-        ordo_buf_printf(b, ",\"waiting\":%zu,\"state\":\"%s\",\"attempt\":%u,\"inflight_ms\":%llu}", top[i].waiting,
-                        key_state(ki.state), (unsigned)ki.attempt,
+        ordo_buf_printf(b, ",\"waiting\":%zu,\"state\":\"%s%s\",\"attempt\":%u,\"inflight_ms\":%llu}",
+                        top[i].waiting, key_state(ki.state), ki.paused ? ", paused" : "", (unsigned)ki.attempt,
                         (unsigned long long)(ki.state == QUEUE_KEY_PROCESSING && w->now_ms > ki.since_ms
                                                  ? w->now_ms - ki.since_ms
                                                  : 0));
     }
     ordo_buf_puts(b, "]}");
+}
+
+typedef struct {
+    ordo_buf_t *b;
+    uint64_t now_ms;
+    bool first;
+} status_sched_t;
+
+/* One schedule: its name, queue, when (every ms or the cron text), the
+ * time to its next tick and its counts. */
+static void status_sched(void *arg, const sched_view_t *v)
+{
+    status_sched_t *w = arg;
+    ordo_buf_puts(w->b, w->first ? "{" : ",{");
+    w->first = false;
+    cmd_http_json_field(w->b, "name", v->name, v->nlen);
+    ordo_buf_puts(w->b, ",");
+    cmd_http_json_field(w->b, "queue", v->queue, v->qlen);
+    if (v->spec.cron != NULL) {
+        ordo_buf_puts(w->b, ",");
+        cmd_http_json_field(w->b, "cron", v->spec.cron, v->spec.cron_len);
+    }
+    ordo_buf_printf(w->b, ",\"every_ms\":%llu,\"next_in_ms\":%llu,\"pushed\":%llu,\"skipped\":%llu}",
+                    (unsigned long long)v->spec.every_ms,
+                    (unsigned long long)(v->next_ms > w->now_ms ? v->next_ms - w->now_ms : 0),
+                    (unsigned long long)v->pushed, (unsigned long long)v->skipped);
 }
 
 typedef struct {
@@ -704,6 +775,9 @@ void cmd_http_status(conn_t *c, ordo_buf_t *b, uint64_t history_since)
     ordo_buf_t locks = ORDO_BUF_INIT, elections = ORDO_BUF_INIT;
     coord_walk_t cw = {&locks, &elections, s->now_ms};
     coord_snapshot(core_coord(s->core), status_coord, &cw);
+    ordo_buf_puts(b, "],\"schedules\":[");
+    status_sched_t sw = {b, s->now_ms, true};
+    sched_foreach(core_scheds(s->core), status_sched, &sw);
     ordo_buf_puts(b, "],\"client_list\":[");
     status_clients(s, b);
     ordo_buf_puts(b, "],\"locks\":[");

@@ -36,13 +36,22 @@ void cmd_render_message(ordo_buf_t *out, const queue_delivery_t *d)
     resp_add_uint(out, d->token);
 }
 
-/* A message's fate: the kept result (DONE), -DEADLETTER, or nil (done
- * without a result, or none kept). */
+/* A message's fate: the kept result (DONE), -DEADLETTER with its reason,
+ * -CANCELLED, or nil (done without a result, or none kept). */
 static void render_fate(server_t *s, ordo_buf_t *out, int proto, uint64_t id, int fate, const queue_result_t *r)
 {
     if (fate == QUEUE_FATE_DEADLETTER) {
         s->stats.errors_total++;
-        resp_add_errorf(out, "DEADLETTER message %llu exhausted its attempts", (unsigned long long)id);
+        bool why = r != NULL && r->fate == QUEUE_FATE_DEADLETTER && r->rlen > 0;
+        const char *reason = !why                                                        ? "exhausted its attempts"
+                             : r->rlen == strlen(QUEUE_REASON_MAXAGE) &&
+                                       memcmp(r->result, QUEUE_REASON_MAXAGE, r->rlen) == 0 ? "passed MAXAGE"
+                                                                                            : "waited past MAXWAIT";
+        resp_add_errorf(out, "DEADLETTER message %llu %s", (unsigned long long)id, reason);
+    } else if (fate == QUEUE_FATE_CANCELLED) {
+        s->stats.errors_total++;
+        resp_add_errorf(out, "CANCELLED message %llu was cancelled before any delivery (Q.CANCEL)",
+                        (unsigned long long)id);
     } else if (fate == QUEUE_FATE_DONE && r != NULL && r->fate == QUEUE_FATE_DONE) {
         resp_add_bulk(out, r->result, r->rlen);
     } else {
@@ -84,6 +93,7 @@ static void render_leader(ordo_buf_t *out, int proto, const outcome_t *o)
 
 /* ["qwatch", id, rev, event, queue, key, msg_id, detail]: detail is the
  * payload (pushed), the attempt (delivered), the result or nil (acked),
+ * when the next attempt may start, 0 for at once (nacked),
  * the dead-letter queue's message id or 0 (deadlettered), nil otherwise. */
 static void render_qevent(ordo_buf_t *out, int proto, const outcome_t *o)
 {
@@ -101,7 +111,7 @@ static void render_qevent(ordo_buf_t *out, int proto, const outcome_t *o)
     case QUEUE_EV_PUSHED:
         resp_add_bulk(out, ev->data, ev->dlen);
         break;
-    case QUEUE_EV_DELIVERED: case QUEUE_EV_DEADLETTERED:
+    case QUEUE_EV_DELIVERED: case QUEUE_EV_DEADLETTERED: case QUEUE_EV_NACKED:
         resp_add_uint(out, ev->n);
         break;
     case QUEUE_EV_ACKED:

@@ -18,6 +18,7 @@
 #include "base/siphash.h"
 #include "cmd.h"
 #include "core/coord.h"
+#include "core/schedule.h"
 #include "writer/apply.h"
 #include "writer/coord_wait.h"
 #include "writer/queue_wait.h"
@@ -95,6 +96,13 @@ static bool queue_arg_ok(cmd_ctx_t *x)
 }
 
 #define QNAME(x) (x)->argv[1].ptr, (x)->argv[1].len
+
+static void add_field_u(ordo_buf_t *out, const char *name, uint64_t v)
+{
+    resp_add_bulk_str(out, name);
+    resp_add_uint(out, v);
+}
+
 
 /* Reply with message id's fate if it has one; false if it is not done. */
 static bool reply_fate_now(cmd_ctx_t *x, uint64_t id)
@@ -479,6 +487,10 @@ static void cmd_qnack(cmd_ctx_t *x)
     record_t rec = {.type = REC_Q_NACK,
                     .q_nack = {.queue = x->argv[1].ptr, .qlen = (uint32_t)x->argv[1].len, .msg_id = id, .token = token,
                                .delay_ms = delay_ms}};
+    /* Without DELAY, a queue's retry policy decides (after its due
+     * deadlines, so the delivery's attempt is the current one). */
+    if (x->argc == 4 && token != 0 && qwait_catch_up(x->srv, QNAME(x)))
+        qwait_retry_record(x->srv, QNAME(x), id, token, false, &rec);
     apply_result_t res;
     apply_answer(x, &rec, token != 0, &res); /* a dead letter answers the callers at the door */
 }
@@ -544,6 +556,34 @@ static bool parse_u32_opt(cmd_ctx_t *x, size_t i, uint32_t lo, uint32_t hi, cons
     return true;
 }
 
+/* RATE|KEYRATE n PER ms (n 0: no limit, PER then optional): *i is at the
+ * option's name and ends at its last argument. */
+static bool parse_rate(cmd_ctx_t *x, size_t *i, uint32_t *n, uint64_t *per_ms)
+{
+    if (!parse_u32_opt(x, ++*i, 0, QUEUE_RATE_MAX, "RATE's count", n))
+        return false;
+    *per_ms = 0;
+    if (*n == 0) {
+        if (*i + 2 < x->argc && arg_is(x, *i + 1, "PER"))
+            *i += 2;
+        return true;
+    }
+    if (*i + 2 >= x->argc || !arg_is(x, *i + 1, "PER")) {
+        reply_err(x, "ERR RATE and KEYRATE take n PER ms");
+        return false;
+    }
+    *i += 2;
+    uint64_t v;
+    if (!arg_u64(x, *i, &v))
+        return false;
+    if (v < 1 || v > QUEUE_RATE_PER_MS_MAX) {
+        reply_errf(x, "ERR PER must be 1..%u ms", QUEUE_RATE_PER_MS_MAX);
+        return false;
+    }
+    *per_ms = v;
+    return true;
+}
+
 static void cmd_qconfig(cmd_ctx_t *x)
 {
     if (!queue_arg_ok(x))
@@ -588,6 +628,39 @@ static void cmd_qconfig(cmd_ctx_t *x)
             ok = arg_ms(x, ++i, &cfg.dedup_ms);
         } else if (arg_is(x, i, "RESULTTTL")) {
             ok = arg_ms(x, ++i, &cfg.resultttl_ms);
+        } else if (arg_is(x, i, "BACKOFF") && i + 1 < x->argc) {
+            i++;
+            if (arg_is(x, i, "none"))
+                cfg.backoff = QUEUE_BACKOFF_NONE;
+            else if (arg_is(x, i, "fixed"))
+                cfg.backoff = QUEUE_BACKOFF_FIXED;
+            else if (arg_is(x, i, "exponential"))
+                cfg.backoff = QUEUE_BACKOFF_EXPONENTIAL;
+            else
+                ok = false, reply_err(x, "ERR BACKOFF is none, fixed or exponential");
+        } else if (arg_is(x, i, "BACKOFFBASE")) {
+            ok = arg_ms(x, ++i, &cfg.backoff_base_ms);
+            if (ok && cfg.backoff_base_ms == 0)
+                ok = false, reply_err(x, "ERR BACKOFFBASE must be at least 1 ms");
+        } else if (arg_is(x, i, "BACKOFFCAP")) {
+            ok = arg_ms(x, ++i, &cfg.backoff_cap_ms);
+        } else if (arg_is(x, i, "MAXAGE")) {
+            ok = arg_ms(x, ++i, &cfg.maxage_ms);
+        } else if (arg_is(x, i, "MAXWAIT")) {
+            ok = arg_ms(x, ++i, &cfg.maxwait_ms);
+        } else if (arg_is(x, i, "FAIRNESS") && i + 1 < x->argc) {
+            i++;
+            if (arg_is(x, i, "oldest"))
+                cfg.fairness = QUEUE_FAIR_OLDEST;
+            else if (arg_is(x, i, "roundrobin"))
+                cfg.fairness = QUEUE_FAIR_ROUNDROBIN;
+            else
+                ok = false, reply_err(x, "ERR FAIRNESS is oldest or roundrobin");
+        } else if (arg_is(x, i, "KEYCONCURRENCY")) {
+            ok = parse_u32_opt(x, ++i, 1, QUEUE_KEYCONC_MAX, "KEYCONCURRENCY", &cfg.keyconc);
+        } else if (arg_is(x, i, "RATE") || arg_is(x, i, "KEYRATE")) {
+            bool key = arg_is(x, i, "KEYRATE");
+            ok = parse_rate(x, &i, key ? &cfg.keyrate_n : &cfg.rate_n, key ? &cfg.keyrate_per_ms : &cfg.rate_per_ms);
         } else if (arg_is(x, i, "DEADLETTER") && i + 1 < x->argc) {
             ok = arg_name_ok(x, ++i);
             cfg.deadletter = x->argv[i].len ? x->argv[i].ptr : NULL;
@@ -601,16 +674,31 @@ static void cmd_qconfig(cmd_ctx_t *x)
         if (!ok)
             return;
     }
+    if (cfg.backoff == QUEUE_BACKOFF_EXPONENTIAL && cfg.backoff_cap_ms < cfg.backoff_base_ms) {
+        reply_errf(x, "ERR BACKOFFCAP (%llu ms) is below BACKOFFBASE (%llu ms)",
+                   (unsigned long long)cfg.backoff_cap_ms, (unsigned long long)cfg.backoff_base_ms);
+        return;
+    }
+    /* The door logs the record after applying it, and the apply frees the
+     * queue's dead-letter name, which cfg.deadletter points at when no
+     * DEADLETTER was given: the record gets a copy. */
+    ordo_buf_t dl = ORDO_BUF_INIT;
+    if (cfg.deadletter != NULL) {
+        ordo_buf_append(&dl, cfg.deadletter, cfg.dl_len);
+        cfg.deadletter = dl.data;
+    }
     char blob[CORE_QCONFIG_BYTES];
     core_qconfig_encode(&cfg, blob);
     record_t rec = {.type = REC_Q_CONFIG,
                     .q_config = {.queue = x->argv[1].ptr, .qlen = (uint32_t)x->argv[1].len, .config = blob,
                                  .clen = sizeof blob, .deadletter = cfg.deadletter, .dllen = (uint32_t)cfg.dl_len}};
     apply_result_t res;
-    if (!cmd_write(x, &rec, &res))
+    bool written = cmd_write(x, &rec, &res);
+    ordo_buf_free(&dl);
+    if (!written)
         return;
     if (res.status != AP_OK) {
-        reply_err(x, "ERR the configuration was refused");
+        reply_err(x, "ERR the configuration was refused (KEYCONCURRENCY below what a key has in flight now?)");
         return;
     }
     reply_ok(x); /* a larger MAXLEN makes room: parked pushers are served at the settle */
@@ -625,6 +713,437 @@ static void cmd_qunpark(cmd_ctx_t *x)
                                  .klen = (uint32_t)x->argv[2].len}};
     apply_result_t res;
     apply_answer(x, &rec, true, &res);
+}
+
+/* Q.PAUSE queue [KEY key] [FOR ms|UNTIL ms] / Q.RESUME queue [KEY key]:
+ * the key's index in *key_arg (0: the queue itself). FOR is from now, on
+ * the writer's clock; UNTIL is ms since the epoch (an HTTP Retry-After
+ * date, converted); a time already past makes a pause that the timer ends
+ * at once. */
+static bool pause_args(cmd_ctx_t *x, bool pause, size_t *key_arg, uint64_t *until_ms)
+{
+    *key_arg = 0;
+    *until_ms = 0;
+    bool timed = false;
+    if (!queue_arg_ok(x))
+        return false;
+    for (size_t i = 2; i < x->argc; i++) {
+        uint64_t v;
+        if (arg_is(x, i, "KEY") && i + 1 < x->argc && *key_arg == 0) {
+            *key_arg = ++i;
+            if (!arg_name_ok(x, i))
+                return false;
+        } else if (pause && !timed && arg_is(x, i, "FOR")) {
+            if (!arg_ms(x, ++i, &v))
+                return false;
+            if (v == 0) {
+                reply_err(x, "ERR FOR must be at least 1 ms");
+                return false;
+            }
+            *until_ms = x->srv->now_ms + v;
+            timed = true;
+        } else if (pause && !timed && arg_is(x, i, "UNTIL") && i + 1 < x->argc) {
+            if (!arg_u64(x, ++i, &v))
+                return false;
+            if (v == 0 || v > x->srv->now_ms + QCMD_MS_MAX) {
+                reply_err(x, "ERR UNTIL is ms since the epoch, at most ten years from now");
+                return false;
+            }
+            *until_ms = v;
+            timed = true;
+        } else {
+            reply_syntax(x);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void qpause_or_resume(cmd_ctx_t *x, bool pause)
+{
+    size_t key_arg;
+    uint64_t until_ms;
+    if (!pause_args(x, pause, &key_arg, &until_ms))
+        return;
+    record_t rec = {.type = REC_Q_PAUSE,
+                    .q_pause = {.queue = x->argv[1].ptr, .qlen = (uint32_t)x->argv[1].len, .until_ms = until_ms}};
+    if (key_arg) {
+        rec.q_pause.op = pause ? Q_PAUSE_KEY : Q_RESUME_KEY;
+        rec.q_pause.key = x->argv[key_arg].ptr;
+        rec.q_pause.klen = (uint32_t)x->argv[key_arg].len;
+    } else {
+        rec.q_pause.op = pause ? Q_PAUSE_QUEUE : Q_RESUME_QUEUE;
+    }
+    if (!pause) {
+        apply_result_t res;
+        apply_answer(x, &rec, true, &res); /* what it readies is served at the settle */
+        return;
+    }
+    qwait_catch_up(x->srv, QNAME(x));
+    apply_result_t res;
+    if (!cmd_write(x, &rec, &res))
+        return;
+    resp_add_int(x->out, res.status == AP_OK);
+}
+
+static void cmd_qpause(cmd_ctx_t *x) { qpause_or_resume(x, true); }
+static void cmd_qresume(cmd_ctx_t *x) { qpause_or_resume(x, false); }
+
+/* ---- redrive, cancel ------------------------------------------------------------------
+ *
+ * Both find their messages with a read (which key holds the id, which
+ * keys have dead letters) and make records that name the key: apply
+ * stays O(the key's FIFO) and never depends on the order a table is
+ * walked in, which differs between members. */
+
+/* Keys of one Q.REDRIVE without KEY or ID: a call moves at most this many
+ * keys' dead letters (each key's, all of them) and answers how many
+ * messages moved, so one call holds the loop for a bounded time; the
+ * caller repeats until 0. */
+#define QCMD_REDRIVE_KEYS_MAX 1000
+
+typedef struct find_s {
+    uint64_t id;              /* find: the message wanted */
+    const char *key;          /* found: its key (or, listing keys, the last one) */
+    size_t klen;
+    ordo_buf_t *keys;         /* listing keys: u32 length | key, each distinct key once */
+    size_t nkeys;
+} find_t;
+
+static bool find_id(void *arg, const char *key, size_t klen, uint64_t id, uint32_t attempt)
+{
+    (void)attempt;
+    find_t *f = arg;
+    if (id != f->id)
+        return true;
+    f->key = key;
+    f->klen = klen;
+    return false;
+}
+
+/* Messages of a key come together, oldest first: a key is new when it
+ * differs from the one before. */
+static bool list_key(void *arg, const char *key, size_t klen, uint64_t id, uint32_t attempt)
+{
+    (void)id, (void)attempt;
+    find_t *f = arg;
+    if (f->key == key && f->klen == klen)
+        return true;
+    if (f->nkeys == QCMD_REDRIVE_KEYS_MAX)
+        return false;
+    f->key = key;
+    f->klen = klen;
+    char n[4];
+    put_u32(n, (uint32_t)klen);
+    ordo_buf_append(f->keys, n, 4);
+    ordo_buf_append(f->keys, key, klen);
+    f->nkeys++;
+    return true;
+}
+
+/* One REC_Q_REDRIVE; returns how many it moved (0 also when refused:
+ * refused() tells). */
+static size_t redrive_one(cmd_ctx_t *x, const resp_arg_t *from, const char *key, size_t klen, uint64_t id)
+{
+    record_t rec = {.type = REC_Q_REDRIVE,
+                    .q_redrive = {.queue = x->argv[1].ptr, .qlen = (uint32_t)x->argv[1].len, .dlq = from->ptr,
+                                  .dlen = (uint32_t)from->len, .key = klen ? key : NULL, .klen = (uint32_t)klen,
+                                  .msg_id = id}};
+    apply_result_t res;
+    if (writer_submit(x->srv, &rec, WRITER_CLIENT, &res, NULL, 0) != WRITER_APPLIED || res.status != AP_OK)
+        return 0;
+    return res.queue.moved;
+}
+
+/* Q.REDRIVE queue [FROM dlq] [KEY key|ID id]: dead letters back to queue. */
+static void cmd_qredrive(cmd_ctx_t *x)
+{
+    if (!queue_arg_ok(x))
+        return;
+    resp_arg_t from = {{NULL}, 0};
+    size_t key_arg = 0;
+    uint64_t id = 0;
+    for (size_t i = 2; i < x->argc; i++) {
+        if (arg_is(x, i, "FROM") && i + 1 < x->argc && from.ptr == NULL) {
+            from = x->argv[++i];
+            if (!arg_name_ok(x, i))
+                return;
+        } else if (arg_is(x, i, "KEY") && i + 1 < x->argc && key_arg == 0 && id == 0) {
+            key_arg = ++i;
+            if (!arg_name_ok(x, i))
+                return;
+        } else if (arg_is(x, i, "ID") && i + 1 < x->argc && key_arg == 0 && id == 0) {
+            if (!arg_u64(x, ++i, &id))
+                return;
+            if (id == 0) {
+                reply_err(x, "ERR ID must be a message id (at least 1)");
+                return;
+            }
+        } else {
+            reply_syntax(x);
+            return;
+        }
+    }
+    const queue_t *q = queue_get(core_queues(x->srv->core), QNAME(x));
+    queue_config_t cfg = {0};
+    if (q != NULL)
+        queue_config(q, &cfg);
+    if (from.ptr == NULL) {
+        if (cfg.deadletter == NULL) {
+            reply_err(x, "ERR the queue has no DEADLETTER queue; name the one to take from with FROM");
+            return;
+        }
+        from.ptr = cfg.deadletter; /* valid until the next Q.CONFIG of the queue */
+        from.len = cfg.dl_len;
+    }
+    if (from.len == x->argv[1].len && memcmp(from.ptr, x->argv[1].ptr, from.len) == 0) {
+        reply_err(x, "ERR a queue cannot be redriven from itself");
+        return;
+    }
+    qwait_catch_up(x->srv, QNAME(x));
+    qwait_catch_up(x->srv, from.ptr, from.len);
+    const queue_t *dlq = queue_get(core_queues(x->srv->core), from.ptr, from.len);
+    size_t moved = 0;
+    if (dlq == NULL) {
+        /* nothing to move */
+    } else if (key_arg != 0) {
+        moved = redrive_one(x, &from, x->argv[key_arg].ptr, x->argv[key_arg].len, 0);
+    } else if (id != 0) {
+        find_t f = {.id = id};
+        queue_foreach_waiting(dlq, find_id, &f);
+        if (f.key != NULL) {
+            ordo_buf_t k = ORDO_BUF_INIT; /* the record's apply may free what f.key points at */
+            ordo_buf_append(&k, f.key, f.klen);
+            moved = redrive_one(x, &from, k.data, f.klen, id);
+            ordo_buf_free(&k);
+        }
+    } else {
+        ordo_buf_t keys = ORDO_BUF_INIT;
+        find_t f = {.keys = &keys};
+        queue_foreach_waiting(dlq, list_key, &f);
+        for (size_t off = 0; off < keys.len && server_readonly(x->srv) == NULL;) {
+            uint32_t klen = get_u32(keys.data + off);
+            moved += redrive_one(x, &from, keys.data + off + 4, klen, 0);
+            off += 4 + (size_t)klen;
+        }
+        ordo_buf_free(&keys);
+    }
+    if (refused(x))
+        return;
+    resp_add_uint(x->out, moved);
+}
+
+/* Q.CANCEL queue id: 1, or 0 if no waiting or delayed message has it. */
+static void cmd_qcancel(cmd_ctx_t *x)
+{
+    uint64_t id;
+    if (!queue_arg_ok(x) || !arg_u64(x, 2, &id))
+        return;
+    qwait_catch_up(x->srv, QNAME(x));
+    const queue_t *q = queue_get(core_queues(x->srv->core), QNAME(x));
+    find_t f = {.id = id};
+    if (q != NULL) {
+        queue_foreach_waiting(q, find_id, &f);
+        if (f.key == NULL)
+            f.key = queue_delayed_key(q, id, &f.klen);
+    }
+    ordo_buf_t k = ORDO_BUF_INIT; /* the apply frees what f.key points at */
+    if (f.key != NULL)
+        ordo_buf_append(&k, f.key, f.klen);
+    record_t rec = {.type = REC_Q_CANCEL,
+                    .q_msg = {.queue = x->argv[1].ptr, .qlen = (uint32_t)x->argv[1].len,
+                              .key = f.klen ? k.data : NULL, .klen = (uint32_t)f.klen, .msg_id = id}};
+    apply_result_t res;
+    apply_answer(x, &rec, f.key != NULL, &res); /* its callers are answered -CANCELLED at the door */
+    ordo_buf_free(&k);
+}
+
+/* ---- schedules -------------------------------------------------------------------------
+ *
+ * Q.SCHEDULE ADD name queue key payload EVERY ms [START unix-ms]|CRON expr
+ *            [MISSED FIRE|SKIP]          -> OK (replaces a schedule of that name)
+ * Q.SCHEDULE DEL name                    -> 1/0
+ * Q.SCHEDULE LIST                        -> one map per schedule, by name
+ * Schedule names share max-name-bytes with queues; the records name the
+ * schedule's queue, so they are queue records (schedule.h). */
+
+/* The options of Q.SCHEDULE ADD after the payload into *spec; false
+ * (reply written) if they are wrong. */
+static bool sched_opts(cmd_ctx_t *x, sched_spec_t *spec)
+{
+    bool start = false;
+    *spec = (sched_spec_t){.missed = SCHED_MISSED_FIRE};
+    for (size_t i = 6; i < x->argc; i++) {
+        if (arg_is(x, i, "EVERY") && i + 1 < x->argc && spec->every_ms == 0) {
+            if (!arg_ms(x, ++i, &spec->every_ms))
+                return false;
+        } else if (arg_is(x, i, "START") && i + 1 < x->argc && !start) {
+            if (!arg_u64(x, ++i, &spec->start_ms))
+                return false;
+            start = true;
+        } else if (arg_is(x, i, "CRON") && i + 1 < x->argc && spec->cron == NULL) {
+            i++;
+            spec->cron = x->argv[i].ptr;
+            spec->cron_len = x->argv[i].len;
+        } else if (arg_is(x, i, "MISSED") && i + 1 < x->argc && (arg_is(x, i + 1, "fire") || arg_is(x, i + 1, "skip"))) {
+            spec->missed = arg_is(x, ++i, "skip") ? SCHED_MISSED_SKIP : SCHED_MISSED_FIRE;
+        } else {
+            reply_syntax(x);
+            return false;
+        }
+    }
+    if (start && spec->cron != NULL) {
+        reply_err(x, "ERR START goes with EVERY, not CRON");
+        return false;
+    }
+    if (!start)
+        spec->start_ms = x->srv->now_ms; /* the first tick is one interval from now */
+    const char *why = sched_spec_valid(spec);
+    if (why != NULL) {
+        reply_errf(x, "ERR %s", why);
+        return false;
+    }
+    if (sched_next_after(spec, x->srv->now_ms) == 0) {
+        reply_err(x, "ERR the CRON expression matches no time in the next five years");
+        return false;
+    }
+    return true;
+}
+
+static void sched_add_cmd(cmd_ctx_t *x)
+{
+    if (x->argc < 6) {
+        reply_syntax(x);
+        return;
+    }
+    if (!arg_name_ok(x, 2) || !arg_name_ok(x, 3) || !arg_name_ok(x, 4) || !arg_value_ok(x, 5))
+        return;
+    if (x->argv[3].len == 0) {
+        reply_err(x, "ERR the queue name is empty");
+        return;
+    }
+    sched_spec_t spec;
+    if (!sched_opts(x, &spec))
+        return;
+    const struct sched_set_s *set = core_scheds(x->srv->core);
+    sched_view_t old;
+    if (!sched_get(set, x->argv[2].ptr, x->argv[2].len, &old) &&
+        sched_count(set) >= (size_t)x->srv->cfg.max_schedules) {
+        reply_errf(x, "LIMIT %zu schedules exist (max-schedules); delete one first", sched_count(set));
+        return;
+    }
+    ordo_buf_t val = ORDO_BUF_INIT;
+    sched_encode(&spec, x->argv[5].ptr, x->argv[5].len, &val);
+    record_t rec = {.type = REC_Q_SCHEDULE_ADD,
+                    .q_sched = {.queue = x->argv[3].ptr, .qlen = (uint32_t)x->argv[3].len, .name = x->argv[2].ptr,
+                                .nlen = (uint32_t)x->argv[2].len, .key = x->argv[4].ptr,
+                                .klen = (uint32_t)x->argv[4].len, .spec = val.data, .slen = (uint32_t)val.len}};
+    apply_result_t res;
+    if (cmd_write(x, &rec, &res)) {
+        if (res.status == AP_OK)
+            reply_ok(x);
+        else
+            reply_err(x, "ERR the schedule was refused");
+    }
+    ordo_buf_free(&val);
+}
+
+static void sched_del_cmd(cmd_ctx_t *x)
+{
+    if (x->argc != 3) {
+        reply_syntax(x);
+        return;
+    }
+    if (!arg_name_ok(x, 2))
+        return;
+    sched_view_t v;
+    if (!sched_get(core_scheds(x->srv->core), x->argv[2].ptr, x->argv[2].len, &v)) {
+        resp_add_int(x->out, 0);
+        return;
+    }
+    ordo_buf_t q = ORDO_BUF_INIT; /* the apply frees what v points at */
+    ordo_buf_append(&q, v.queue, v.qlen);
+    record_t rec = {.type = REC_Q_SCHEDULE_DEL,
+                    .q_sched = {.queue = q.data, .qlen = (uint32_t)v.qlen, .name = x->argv[2].ptr,
+                                .nlen = (uint32_t)x->argv[2].len}};
+    apply_result_t res;
+    bool ok = writer_submit(x->srv, &rec, WRITER_CLIENT, &res, NULL, 0) == WRITER_APPLIED && res.status == AP_OK;
+    ordo_buf_free(&q);
+    if (refused(x))
+        return;
+    resp_add_int(x->out, ok);
+}
+
+/* Views stay valid while nothing changes (a read does not). */
+static void sched_collect_into(void *arg, const sched_view_t *v)
+{
+    struct { sched_view_t *v; size_t n; } *acc = arg;
+    acc->v[acc->n++] = *v;
+}
+
+static int sched_by_name(const void *a, const void *b)
+{
+    const sched_view_t *x = *(const sched_view_t *const *)a, *y = *(const sched_view_t *const *)b;
+    size_t n = x->nlen < y->nlen ? x->nlen : y->nlen;
+    int c = n ? memcmp(x->name, y->name, n) : 0;
+    return c != 0 ? c : (x->nlen > y->nlen) - (x->nlen < y->nlen);
+}
+
+static void sched_list_cmd(cmd_ctx_t *x)
+{
+    if (x->argc != 2) {
+        reply_syntax(x);
+        return;
+    }
+    const struct sched_set_s *set = core_scheds(x->srv->core);
+    size_t n = sched_count(set);
+    sched_view_t *views = ordo_xmalloc((n ? n : 1) * sizeof *views);
+    const sched_view_t **order = ordo_xmalloc((n ? n : 1) * sizeof *order);
+    struct { sched_view_t *v; size_t n; } acc = {views, 0};
+    sched_foreach(set, sched_collect_into, &acc);
+    for (size_t i = 0; i < n; i++)
+        order[i] = &views[i];
+    qsort(order, n, sizeof *order, sched_by_name);
+    ordo_buf_t *o = x->out;
+    resp_add_array(o, n);
+    for (size_t i = 0; i < n; i++) {
+        const sched_view_t *v = order[i];
+        resp_add_map(o, x->proto, 11);
+        resp_add_bulk_str(o, "name");
+        resp_add_bulk(o, v->name, v->nlen);
+        resp_add_bulk_str(o, "queue");
+        resp_add_bulk(o, v->queue, v->qlen);
+        resp_add_bulk_str(o, "key");
+        resp_add_bulk(o, v->key, v->klen);
+        resp_add_bulk_str(o, "payload");
+        resp_add_bulk(o, v->payload, v->plen);
+        add_field_u(o, "every", v->spec.every_ms);
+        add_field_u(o, "start", v->spec.cron ? 0 : v->spec.start_ms);
+        resp_add_bulk_str(o, "cron");
+        if (v->spec.cron)
+            resp_add_bulk(o, v->spec.cron, v->spec.cron_len);
+        else
+            resp_add_null(o, x->proto);
+        resp_add_bulk_str(o, "missed");
+        resp_add_bulk_str(o, v->spec.missed == SCHED_MISSED_SKIP ? "skip" : "fire");
+        add_field_u(o, "next", v->next_ms);
+        add_field_u(o, "pushed", v->pushed);
+        add_field_u(o, "skipped", v->skipped);
+    }
+    free(order);
+    free(views);
+}
+
+static void cmd_qschedule(cmd_ctx_t *x)
+{
+    if (arg_is(x, 1, "ADD"))
+        sched_add_cmd(x);
+    else if (arg_is(x, 1, "DEL"))
+        sched_del_cmd(x);
+    else if (arg_is(x, 1, "LIST"))
+        sched_list_cmd(x);
+    else
+        reply_err(x, "ERR Q.SCHEDULE takes ADD, DEL or LIST");
 }
 
 static void cmd_qdrop(cmd_ctx_t *x)
@@ -669,12 +1188,6 @@ static void cmd_qlen(cmd_ctx_t *x)
     resp_add_uint(x->out, l.delayed);
 }
 
-static void add_field_u(ordo_buf_t *out, const char *name, uint64_t v)
-{
-    resp_add_bulk_str(out, name);
-    resp_add_uint(out, v);
-}
-
 static void cmd_qinfo(cmd_ctx_t *x)
 {
     const queue_t *q;
@@ -687,7 +1200,7 @@ static void cmd_qinfo(cmd_ctx_t *x)
     queue_info_t in;
     queue_info(q, &in);
     ordo_buf_t *o = x->out;
-    resp_add_map(o, x->proto, 30);
+    resp_add_map(o, x->proto, 45);
     add_field_u(o, "maxlen", in.config.maxlen);
     add_field_u(o, "maxperkey", in.config.maxperkey);
     resp_add_bulk_str(o, "onfull");
@@ -700,6 +1213,20 @@ static void cmd_qinfo(cmd_ctx_t *x)
     add_field_u(o, "lease", in.config.lease_ms);
     add_field_u(o, "dedup", in.config.dedup_ms);
     add_field_u(o, "resultttl", in.config.resultttl_ms);
+    static const char *const backoffs[] = {"none", "fixed", "exponential"};
+    resp_add_bulk_str(o, "backoff");
+    resp_add_bulk_str(o, backoffs[in.config.backoff <= QUEUE_BACKOFF_EXPONENTIAL ? in.config.backoff : 0]);
+    add_field_u(o, "backoff_base", in.config.backoff_base_ms);
+    add_field_u(o, "backoff_cap", in.config.backoff_cap_ms);
+    add_field_u(o, "maxage", in.config.maxage_ms);
+    add_field_u(o, "maxwait", in.config.maxwait_ms);
+    add_field_u(o, "rate", in.config.rate_n);
+    add_field_u(o, "rate_per", in.config.rate_per_ms);
+    add_field_u(o, "keyrate", in.config.keyrate_n);
+    add_field_u(o, "keyrate_per", in.config.keyrate_per_ms);
+    add_field_u(o, "keyconcurrency", in.config.keyconc);
+    resp_add_bulk_str(o, "fairness");
+    resp_add_bulk_str(o, in.config.fairness == QUEUE_FAIR_ROUNDROBIN ? "roundrobin" : "oldest");
     resp_add_bulk_str(o, "deadletter");
     if (in.config.deadletter != NULL)
         resp_add_bulk(o, in.config.deadletter, in.config.dl_len);
@@ -711,6 +1238,10 @@ static void cmd_qinfo(cmd_ctx_t *x)
     add_field_u(o, "keys", in.keys);
     add_field_u(o, "ready_keys", in.ready_keys);
     add_field_u(o, "parked_keys", in.parked_keys);
+    add_field_u(o, "paused", in.paused);
+    add_field_u(o, "paused_until", in.paused_until_ms);
+    add_field_u(o, "paused_keys", in.paused_keys);
+    add_field_u(o, "throttled_keys", in.throttled_keys);
     add_field_u(o, "dedup_entries", in.dedup_entries);
     add_field_u(o, "idempotency_keys", in.idem_entries);
     add_field_u(o, "results", in.results);
@@ -790,7 +1321,7 @@ static void cmd_qkeyinfo(cmd_ctx_t *x)
     if (q != NULL)
         queue_keyinfo(q, x->argv[2].ptr, x->argv[2].len, &k);
     ordo_buf_t *o = x->out;
-    resp_add_map(o, x->proto, 7);
+    resp_add_map(o, x->proto, 12);
     resp_add_bulk_str(o, "state");
     resp_add_bulk_str(o, states[k.state & 3]);
     add_field_u(o, "id", k.inflight_id);
@@ -799,6 +1330,11 @@ static void cmd_qkeyinfo(cmd_ctx_t *x)
     add_field_u(o, "attempt", k.attempt);
     add_field_u(o, "waiting", k.waiting);
     add_field_u(o, "token", k.token);
+    add_field_u(o, "next_attempt", k.next_attempt_ms);
+    add_field_u(o, "paused", k.paused);
+    add_field_u(o, "paused_until", k.paused_until_ms);
+    add_field_u(o, "throttled_until", k.throttled_until_ms);
+    add_field_u(o, "inflight", k.inflight);
 }
 
 static void cmd_qtopkeys(cmd_ctx_t *x)
@@ -883,13 +1419,13 @@ const cmd_def_t cmd_queue_defs[] = {
      "Push a message and wait for the result the consumer acks it with",
      "queue key payload [TIMEOUT ms] [ID dedup-id|IDEMPOTENCY key]", "ordo-queue"},
     {"Q.PULL", -2, CMD_WRITE, cmd_qpull,
-     "Take up to n deliverable messages, one per key, optionally waiting",
+     "Take up to n deliverable messages (a key's up to its KEYCONCURRENCY in flight), optionally waiting",
      "queue [COUNT n] [BLOCK ms] [LEASE ms] [NOACK]", "ordo-queue"},
     {"Q.ACK", -4, CMD_WRITE, cmd_qack,
      "Finish a delivery, optionally with a result; 1, or 0 if the token is stale",
      "queue id token [RESULT payload]", "ordo-queue"},
     {"Q.NACK", -4, CMD_WRITE, cmd_qnack,
-     "Give a delivery back, optionally after a delay; 1/0",
+     "Give a delivery back, after DELAY or the queue's BACKOFF; 1/0",
      "queue id token [DELAY ms]", "ordo-queue"},
     {"Q.EXTEND", 5, CMD_WRITE, cmd_qextend,
      "Extend a delivery's lease to ms from now; 1/0",
@@ -899,8 +1435,24 @@ const cmd_def_t cmd_queue_defs[] = {
      "queue id [BLOCK ms]", "ordo-queue"},
     {"Q.CONFIG", -2, CMD_WRITE, cmd_qconfig,
      "Configure a queue; options not given keep their value",
-     "queue [MAXLEN n] [MAXPERKEY n] [ONFULL REJECT|BLOCK] [LEASE ms] [MAXATTEMPTS n] [DEADLETTER queue] [ONPOISON DEADLETTER|PARK|DROP] [DEDUP ms] [RESULTTTL ms]", "ordo-queue"},
+     "queue [MAXLEN n] [MAXPERKEY n] [ONFULL REJECT|BLOCK] [LEASE ms] [MAXATTEMPTS n] [DEADLETTER queue] [ONPOISON DEADLETTER|PARK|DROP] [DEDUP ms] [RESULTTTL ms] [BACKOFF NONE|FIXED|EXPONENTIAL] [BACKOFFBASE ms] [BACKOFFCAP ms] [MAXAGE ms] [MAXWAIT ms] [RATE n PER ms] [KEYRATE n PER ms] [KEYCONCURRENCY n] [FAIRNESS OLDEST|ROUNDROBIN]", "ordo-queue"},
     {"Q.UNPARK", 3, CMD_WRITE, cmd_qunpark, "Let a parked key's backlog flow again; 1/0", "queue key", "ordo-queue"},
+    {"Q.PAUSE", -2, CMD_WRITE, cmd_qpause,
+     "Stop deliveries of a key, or of the whole queue, until resumed or a time; 1, or 0 if paused so already",
+     "queue [KEY key] [FOR ms|UNTIL unix-ms]", "ordo-queue"},
+    {"Q.RESUME", -2, CMD_WRITE, cmd_qresume,
+     "Let a paused key, or the whole queue, deliver again; 1, or 0 if it was not paused",
+     "queue [KEY key]", "ordo-queue"},
+    {"Q.REDRIVE", -2, CMD_WRITE, cmd_qredrive,
+     "Move dead letters (all, a key's, or one) back to the queue, each key's in order; how many moved",
+     "queue [FROM dlq] [KEY key|ID id]", "ordo-queue"},
+    {"Q.CANCEL", 3, CMD_WRITE, cmd_qcancel,
+     "Remove a waiting or delayed message before any delivery; 1, or 0 if there is none such",
+     "queue id", "ordo-queue"},
+    {"Q.SCHEDULE", -2, CMD_WRITE, cmd_qschedule,
+     "Named schedules that push a message on an interval or a cron expression (UTC): add, delete, list",
+     "ADD name queue key payload EVERY ms [START unix-ms] [MISSED FIRE|SKIP]|ADD name queue key payload CRON expr [MISSED FIRE|SKIP]|DEL name|LIST",
+     "ordo-queue"},
     {"Q.DROP", 2, CMD_WRITE, cmd_qdrop, "Remove a queue and everything in it; 1/0", "queue", "ordo-queue"},
     {"Q.LEN", 2, 0, cmd_qlen, "A queue's waiting, in-flight and delayed message counts", "queue", "ordo-queue"},
     {"Q.INFO", 2, 0, cmd_qinfo, "A queue's configuration and counters", "queue", "ordo-queue"},

@@ -367,8 +367,8 @@ static size_t rss_bytes(void)
 }
 
 /* INFO's sections, in the order they print. */
-static const char *const info_sections[] = {"server", "clients",     "memory",  "stats",
-                                            "persistence", "kv", "replication", "keyspace"};
+static const char *const info_sections[] = {"server", "clients", "memory",      "stats",  "persistence",
+                                            "kv",     "queues",  "replication", "keyspace"};
 #define INFO_SECTIONS (sizeof info_sections / sizeof info_sections[0])
 
 static bool section_all(const cmd_ctx_t *x, size_t i)
@@ -399,7 +399,7 @@ static bool sections_known(cmd_ctx_t *x)
             known = arg_is(x, i, info_sections[k]);
         if (!known) {
             reply_errf(x, "ERR unknown INFO section '%.*s' (sections: server, clients, memory, stats, "
-                          "persistence, kv, replication, keyspace, all)",
+                          "persistence, kv, queues, replication, keyspace, all)",
                        (int)(x->argv[i].len > 64 ? 64 : x->argv[i].len), x->argv[i].ptr);
             return false;
         }
@@ -477,6 +477,11 @@ static void cmd_info(cmd_ctx_t *x)
                         st.log_bytes, (unsigned long long)cmd_kv_resumable(s), coord_wait_qwatch_history_bytes(s),
                         (long long)s->cfg.queue_watch_history_bytes,
                         (unsigned long long)coord_wait_qwatch_floor(s));
+    if (section_wanted(x, "queues")) {
+        const queue_set_t *qs = core_queues(s->core);
+        ordo_buf_printf(&b, "# Queues\r\nqueues:%zu\r\npaused_queues:%zu\r\npaused_keys:%zu\r\n\r\n",
+                        queue_set_count(qs), queue_set_paused_queues(qs), queue_set_paused_keys(qs));
+    }
     if (section_wanted(x, "replication"))
         cmd_replication_info(s, &b);
     if (section_wanted(x, "keyspace"))

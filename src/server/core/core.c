@@ -28,6 +28,7 @@
 #include "base/bytes.h"
 #include "record.h"
 #include "acl.h"
+#include "schedule.h"
 #include "coord.h"
 #include "base/heap.h"
 #include "base/htab.h"
@@ -66,6 +67,7 @@ struct core_s {
     void *coord_arg;
     queue_set_t *queues;     /* keyed work queues */
     acl_t *acl;              /* the users */
+    sched_set_t *scheds;     /* named schedules that push into queues */
     bool replaying;          /* core_replay_begin(): no observer is told of changes */
 };
 
@@ -192,6 +194,7 @@ core_t *core_create(uint64_t history_changes)
     coord_set_event_cb(c->coord, on_coord_event, c);
     c->queues = queue_set_create();
     c->acl = acl_create();
+    c->scheds = sched_set_create();
     return c;
 }
 
@@ -213,12 +216,15 @@ void core_destroy(core_t *c)
     acl_destroy(c->acl);
     if (c->queues != NULL)
         queue_set_destroy(c->queues);
+    sched_set_destroy(c->scheds);
     free(c->tsamp);
     free(c);
 }
 
 const queue_set_t *core_queues(const core_t *c) { return c->queues; }
 queue_set_t *core_queues_load(core_t *c) { return c->queues; }
+const sched_set_t *core_scheds(const core_t *c) { return c->scheds; }
+sched_set_t *core_scheds_load(core_t *c) { return c->scheds; }
 
 void core_set_queue_cb(core_t *c, queue_event_cb cb, void *arg) { queue_set_event_cb(c->queues, cb, arg); }
 
@@ -799,7 +805,10 @@ static void apply_coord_expire(core_t *c, const record_t *r, apply_result_t *res
 /* ---- queues -------------------------------------------------------------------
  * Revisions: a push that enqueues or merges takes one (an enqueued
  * message's id is that revision); a delivery takes one (its token); ack,
- * nack, redelivery, promotion of due delayed messages, unpark, config and
+ * nack, redelivery, a retry under a policy, promotion of due delayed
+ * messages, unpark, a pause or resume (or its end), a redrive (one record
+ * per key, however many messages it moves: they keep their ids), a cancel,
+ * an expiry (MAXWAIT: its dead letter's id is that revision), config and
  * drop each take one when they change something (a nack or redelivery that
  * dead-letters a message gives the dead letter that revision as its id in
  * the dead-letter queue). Extend, dedup-window end and result expiry take
@@ -820,12 +829,23 @@ void core_qconfig_encode(const queue_config_t *cfg, char out[CORE_QCONFIG_BYTES]
     put_u64(out + 14, cfg->lease_ms);
     put_u64(out + 22, cfg->dedup_ms);
     put_u64(out + 30, cfg->resultttl_ms);
+    out[38] = (char)cfg->backoff;
+    put_u64(out + 39, cfg->backoff_base_ms);
+    put_u64(out + 47, cfg->backoff_cap_ms);
+    put_u64(out + 55, cfg->maxage_ms);
+    put_u64(out + 63, cfg->maxwait_ms);
+    put_u32(out + 71, cfg->rate_n);
+    put_u64(out + 75, cfg->rate_per_ms);
+    put_u32(out + 83, cfg->keyrate_n);
+    put_u64(out + 87, cfg->keyrate_per_ms);
+    put_u32(out + 95, cfg->keyconc);
+    out[99] = (char)cfg->fairness;
 }
 
 int core_qconfig_decode(const void *bytes, size_t len, queue_config_t *cfg)
 {
     const unsigned char *p = bytes;
-    if (len != CORE_QCONFIG_BYTES)
+    if (len != CORE_QCONFIG_BYTES && len != CORE_QCONFIG_V1_BYTES)
         return -1;
     cfg->maxlen = get_u32(p);
     cfg->maxperkey = get_u32(p + 4);
@@ -835,6 +855,19 @@ int core_qconfig_decode(const void *bytes, size_t len, queue_config_t *cfg)
     cfg->lease_ms = get_u64(p + 14);
     cfg->dedup_ms = get_u64(p + 22);
     cfg->resultttl_ms = get_u64(p + 30);
+    if (len == CORE_QCONFIG_V1_BYTES)
+        return 0;
+    cfg->backoff = p[38];
+    cfg->backoff_base_ms = get_u64(p + 39);
+    cfg->backoff_cap_ms = get_u64(p + 47);
+    cfg->maxage_ms = get_u64(p + 55);
+    cfg->maxwait_ms = get_u64(p + 63);
+    cfg->rate_n = get_u32(p + 71);
+    cfg->rate_per_ms = get_u64(p + 75);
+    cfg->keyrate_n = get_u32(p + 83);
+    cfg->keyrate_per_ms = get_u64(p + 87);
+    cfg->keyconc = get_u32(p + 95);
+    cfg->fairness = p[99];
     return 0;
 }
 
@@ -881,6 +914,55 @@ static void apply_qconfig(core_t *c, const record_t *r, apply_result_t *res)
     took(c, res, queue_configure(q, &cfg) == QUEUE_OK, AP_INVALID);
 }
 
+/* Schedules (schedule.h). An add that does not decode or validate is
+ * refused; a tick pushes as Q.PUSH would (the push's id is the record's
+ * revision), and takes its revision whether or not the queue took the
+ * push: the schedule moved on either way. */
+static void apply_schedule(core_t *c, const record_t *r, apply_result_t *res)
+{
+    const rec_q_sched_t *k = &r->q_sched;
+    const char *name = k->name ? k->name : "";
+    if (r->type == REC_Q_SCHEDULE_DEL) {
+        took(c, res, sched_del(c->scheds, name, k->nlen) == 1, AP_NOOP);
+        return;
+    }
+    if (r->type == REC_Q_SCHEDULE_ADD) {
+        sched_spec_t spec;
+        const char *payload;
+        size_t plen;
+        if (k->qlen == 0 || sched_decode(k->spec ? k->spec : "", k->slen, &spec, &payload, &plen) != 0 ||
+            sched_spec_valid(&spec) != NULL) {
+            took(c, res, false, AP_INVALID);
+            return;
+        }
+        sched_view_t v = {.name = name, .nlen = k->nlen, .queue = k->queue, .qlen = k->qlen,
+                          .key = k->key ? k->key : "", .klen = k->klen, .payload = payload, .plen = plen,
+                          .spec = spec};
+        sched_add(c->scheds, &v, r->time_ms);
+        took(c, res, true, AP_OK);
+        return;
+    }
+    bool push;
+    if (sched_tick(c->scheds, name, k->nlen, k->tick_ms, r->time_ms, &push) == 0) {
+        took(c, res, false, AP_NOOP);
+        return;
+    }
+    sched_view_t v;
+    bool have = sched_get(c->scheds, name, k->nlen, &v);
+    assert(have);
+    (void)have;
+    if (push) {
+        queue_t *q = queue_open(c->queues, v.queue, v.qlen);
+        queue_push_t p = {.key = v.key, .klen = v.klen, .payload = v.payload, .plen = v.plen};
+        uint64_t id = 0;
+        int st = queue_push(q, &p, c->rev + 1, r->time_ms, &id);
+        res->queue.push_status = st;
+        res->queue.id = st == QUEUE_OK ? id : 0;
+        sched_count_outcome(c->scheds, name, k->nlen, st == QUEUE_OK);
+    }
+    took(c, res, true, AP_OK);
+}
+
 /* A record for an existing queue q: 1 if it changed something. */
 static int apply_to_queue(core_t *c, queue_t *q, const record_t *r, apply_result_t *res)
 {
@@ -900,6 +982,35 @@ static int apply_to_queue(core_t *c, queue_t *q, const record_t *r, apply_result
     }
     case REC_Q_REDELIVER:
         return queue_redeliver(q, r->q_redeliver.msg_id, r->q_redeliver.token, r->time_ms, next, &res->queue.retry);
+    case REC_Q_PAUSE: {
+        const rec_q_pause_t *p = &r->q_pause;
+        const char *key = p->key != NULL ? p->key : "";
+        switch (p->op) {
+        case Q_PAUSE_KEY: return queue_pause(q, key, p->klen, p->until_ms);
+        case Q_PAUSE_QUEUE: return queue_pause(q, NULL, 0, p->until_ms);
+        case Q_RESUME_KEY: return queue_resume(q, key, p->klen);
+        case Q_RESUME_QUEUE: return queue_resume(q, NULL, 0);
+        case Q_PAUSE_END_KEY: return queue_pause_end(q, key, p->klen, r->time_ms);
+        default: return queue_pause_end(q, NULL, 0, r->time_ms);
+        }
+    }
+    case REC_Q_REDRIVE: {
+        const rec_q_redrive_t *d = &r->q_redrive;
+        queue_t *dlq = queue_get(c->queues, d->dlq, d->dlen);
+        if (dlq == NULL || dlq == q)
+            return 0;
+        res->queue.moved = queue_redrive(dlq, q, d->key ? d->key : "", d->klen, d->msg_id);
+        return res->queue.moved > 0;
+    }
+    case REC_Q_CANCEL:
+        return queue_cancel(q, r->q_msg.key ? r->q_msg.key : "", r->q_msg.klen, r->q_msg.msg_id, r->time_ms);
+    case REC_Q_EXPIRE:
+        return queue_expire(q, r->q_msg.key ? r->q_msg.key : "", r->q_msg.klen, r->q_msg.msg_id, r->time_ms, next,
+                            &res->queue.retry);
+    case REC_Q_RETRY: {
+        const rec_q_retry_t *t = &r->q_retry;
+        return queue_retry(q, t->msg_id, t->token, t->kind, t->delay_ms, r->time_ms, next, &res->queue.retry);
+    }
     case REC_Q_UNPARK:
         return queue_unpark(q, r->q_unpark.key, r->q_unpark.klen);
     case REC_Q_PROMOTE:
@@ -935,10 +1046,18 @@ static void apply_queue_record(core_t *c, const record_t *r, const char *name, u
     case REC_Q_DROP:
         took(c, res, queue_drop(c->queues, name, nlen) == 1, AP_NOOP);
         return;
+    case REC_Q_SCHEDULE_ADD: case REC_Q_SCHEDULE_DEL: case REC_Q_TICK:
+        apply_schedule(c, r, res);
+        return;
     default:
         break;
     }
-    queue_t *q = queue_get(c->queues, name, nlen);
+    /* A pause set before the queue's first push holds, and dead letters
+     * redriven to a queue dropped since find it again: both create it. */
+    bool opens = (r->type == REC_Q_PAUSE && (r->q_pause.op == Q_PAUSE_KEY || r->q_pause.op == Q_PAUSE_QUEUE)) ||
+                 (r->type == REC_Q_REDRIVE && queue_get(c->queues, r->q_redrive.dlq, r->q_redrive.dlen) != NULL &&
+                  (r->q_redrive.dlen != nlen || memcmp(r->q_redrive.dlq, name, nlen) != 0));
+    queue_t *q = opens ? queue_open(c->queues, name, nlen) : queue_get(c->queues, name, nlen);
     if (q == NULL) {
         took(c, res, false, AP_NOOP);
         return;
@@ -959,8 +1078,14 @@ static void apply_queue(core_t *c, const record_t *r, apply_result_t *res)
     queue_t *q = r->type == REC_Q_DROP ? NULL : queue_get(c->queues, name, nlen);
     if (q != NULL)
         queue_account(q);
-    if ((r->type == REC_Q_NACK || r->type == REC_Q_REDELIVER) && res->queue.retry.dlq != NULL)
+    if ((r->type == REC_Q_NACK || r->type == REC_Q_REDELIVER || r->type == REC_Q_RETRY || r->type == REC_Q_EXPIRE) &&
+        res->queue.retry.dlq != NULL)
         queue_account(res->queue.retry.dlq);
+    if (r->type == REC_Q_REDRIVE) {
+        queue_t *from = queue_get(c->queues, r->q_redrive.dlq, r->q_redrive.dlen);
+        if (from != NULL)
+            queue_account(from);
+    }
 }
 
 /* A transaction: its sub-records in order, each as if applied alone. The
@@ -1402,6 +1527,11 @@ bool core_check(const core_t *c, core_txn_check_t *t, const record_t *r, apply_r
         if (!txn_delivery_ok(c, t, r->q_nack.queue, r->q_nack.qlen, r->q_nack.msg_id, r->q_nack.token))
             return fail(res, AP_NOOP);
         txn_settle(t, r->q_nack.queue, r->q_nack.qlen, r->q_nack.msg_id);
+        break;
+    case REC_Q_RETRY:
+        if (!txn_delivery_ok(c, t, r->q_retry.queue, r->q_retry.qlen, r->q_retry.msg_id, r->q_retry.token))
+            return fail(res, AP_NOOP);
+        txn_settle(t, r->q_retry.queue, r->q_retry.qlen, r->q_retry.msg_id);
         break;
     case REC_Q_EXTEND:
         if (!txn_delivery_ok(c, t, r->q_extend.queue, r->q_extend.qlen, r->q_extend.msg_id, r->q_extend.token))

@@ -76,6 +76,16 @@ enum record_type {
     REC_Q_PROMOTE = 39,       /* q (the queue only): the writer's "delayed messages are due" */
     REC_Q_DEDUP_END = 40,     /* q_dedup_end: the writer's "dedup window ended" */
     REC_Q_RESULT_END = 41,    /* q_result_end: the writer's "result retention ended" */
+    REC_Q_RETRY = 42,         /* q_retry: a nack without DELAY, or a lease that ran out, under the
+                                 queue's retry policy, with the delay the writer drew */
+    REC_Q_PAUSE = 43,         /* q_pause: pause or resume a key or the queue; the writer's
+                                 "pause ended" */
+    REC_Q_REDRIVE = 44,       /* q_redrive: dead letters of a key (or one) back to their queue */
+    REC_Q_CANCEL = 45,        /* q_msg: Q.CANCEL of a waiting or delayed message */
+    REC_Q_EXPIRE = 46,        /* q_msg: the writer's "waited past MAXWAIT": dead-letter it */
+    REC_Q_SCHEDULE_ADD = 47,  /* q_sched: add or replace a schedule (schedule.h) */
+    REC_Q_SCHEDULE_DEL = 48,  /* q_sched: remove a schedule */
+    REC_Q_TICK = 49,          /* q_sched: the writer's "a schedule's tick is due" */
     /* transactions (MULTI/EXEC): one record carrying the sub-records */
     REC_TXN = 50,             /* txn: the EXEC's records, applied in order as one */
     /* users (acl.h): ACL SETUSER, ACL DELUSER, an --aclfile's seeding */
@@ -272,6 +282,74 @@ typedef struct rec_q_config_s {
     uint32_t dllen;
 } rec_q_config_t;
 
+/* REC_Q_RETRY: the writer decided how a delivery comes back under its
+ * queue's BACKOFF / MAXAGE (queue_retry()); kind is enum queue_retry_flags. */
+typedef struct rec_q_retry_s {
+    const char *queue;
+    uint32_t qlen;
+    uint64_t msg_id;
+    uint64_t token;
+    uint64_t delay_ms;       /* before the next attempt, jitter included; 0: at once */
+    uint8_t kind;            /* QUEUE_RETRY_F_LEASE | QUEUE_RETRY_F_GIVEUP */
+} rec_q_retry_t;
+
+/* REC_Q_PAUSE's operations (queue_pause() and friends). The key is empty
+ * for the queue-wide ones; until_ms is set only by the pauses. */
+enum q_pause_op {
+    Q_PAUSE_KEY = 1,        /* pause key until until_ms (0: until resumed) */
+    Q_PAUSE_QUEUE = 2,      /* pause the queue until until_ms (0: until resumed) */
+    Q_RESUME_KEY = 3,
+    Q_RESUME_QUEUE = 4,
+    Q_PAUSE_END_KEY = 5,    /* the writer's timer: the key's pause ended (if it still has) */
+    Q_PAUSE_END_QUEUE = 6,  /* the writer's timer: the queue's pause ended (if it still has) */
+};
+
+typedef struct rec_q_pause_s {
+    const char *queue;
+    uint32_t qlen;
+    const char *key;         /* the key ops: the message key */
+    uint32_t klen;
+    uint64_t until_ms;       /* Q_PAUSE_*: the pause's end, 0 for none */
+    uint8_t op;              /* enum q_pause_op */
+} rec_q_pause_t;
+
+/* REC_Q_REDRIVE: from the dead-letter queue dlq, key's waiting messages
+ * (only msg_id if not 0) move to queue (queue_redrive()). */
+typedef struct rec_q_redrive_s {
+    const char *queue;       /* where they go */
+    uint32_t qlen;
+    const char *dlq;         /* where they are */
+    uint32_t dlen;
+    const char *key;
+    uint32_t klen;
+    uint64_t msg_id;         /* 0: all of key's waiting messages */
+} rec_q_redrive_t;
+
+/* REC_Q_CANCEL, REC_Q_EXPIRE: one message, under the key the writer found
+ * it at. */
+typedef struct rec_q_msg_s {
+    const char *queue;
+    uint32_t qlen;
+    const char *key;
+    uint32_t klen;
+    uint64_t msg_id;
+} rec_q_msg_t;
+
+/* REC_Q_SCHEDULE_ADD / _DEL / REC_Q_TICK: schedule `name`, whose pushes
+ * go to queue (ADD: its message key and sched_encode()'s value; TICK: the
+ * tick's time). */
+typedef struct rec_q_sched_s {
+    const char *queue;
+    uint32_t qlen;
+    const char *name;
+    uint32_t nlen;
+    const char *key;         /* ADD */
+    uint32_t klen;
+    const char *spec;        /* ADD: sched_encode(): when, and the payload */
+    uint32_t slen;
+    uint64_t tick_ms;        /* TICK */
+} rec_q_sched_t;
+
 typedef struct rec_q_unpark_s {
     const char *queue;
     uint32_t qlen;
@@ -354,6 +432,11 @@ typedef struct record_s {
         rec_q_redeliver_t q_redeliver;   /* REC_Q_REDELIVER */
         rec_q_dedup_end_t q_dedup_end;   /* REC_Q_DEDUP_END */
         rec_q_result_end_t q_result_end; /* REC_Q_RESULT_END */
+        rec_q_retry_t q_retry;           /* REC_Q_RETRY */
+        rec_q_pause_t q_pause;           /* REC_Q_PAUSE */
+        rec_q_redrive_t q_redrive;       /* REC_Q_REDRIVE */
+        rec_q_msg_t q_msg;               /* REC_Q_CANCEL, REC_Q_EXPIRE */
+        rec_q_sched_t q_sched;           /* REC_Q_SCHEDULE_ADD, REC_Q_SCHEDULE_DEL, REC_Q_TICK */
         rec_txn_t txn;                   /* REC_TXN */
         rec_acl_t acl;                   /* REC_ACL_* */
     };
@@ -374,7 +457,8 @@ static inline int record_family(unsigned type)
         return REC_FAM_COORD;
     case REC_Q_PUSH: case REC_Q_DELIVER: case REC_Q_ACK: case REC_Q_NACK: case REC_Q_EXTEND:
     case REC_Q_CONFIG: case REC_Q_DROP: case REC_Q_UNPARK: case REC_Q_REDELIVER: case REC_Q_PROMOTE:
-    case REC_Q_DEDUP_END: case REC_Q_RESULT_END:
+    case REC_Q_DEDUP_END: case REC_Q_RESULT_END: case REC_Q_RETRY: case REC_Q_PAUSE: case REC_Q_REDRIVE:
+    case REC_Q_CANCEL: case REC_Q_EXPIRE: case REC_Q_SCHEDULE_ADD: case REC_Q_SCHEDULE_DEL: case REC_Q_TICK:
         return REC_FAM_QUEUE;
     case REC_TXN:
         return REC_FAM_TXN;
@@ -452,7 +536,9 @@ typedef struct apply_result_s {
                                     REC_Q_CONFIG, REC_Q_DROP): it changed something
                                     (then status is AP_OK) */
             queue_delivery_t delivery; /* REC_Q_DELIVER, AP_OK: the message delivered */
-            queue_retry_t retry; /* REC_Q_NACK / REC_Q_REDELIVER, AP_OK: what became of the message */
+            queue_retry_t retry; /* REC_Q_NACK / REC_Q_REDELIVER / REC_Q_RETRY / REC_Q_EXPIRE, AP_OK:
+                                    what became of the message */
+            size_t moved;        /* REC_Q_REDRIVE, AP_OK: how many messages moved */
         } queue;
     };
 } apply_result_t;
@@ -573,13 +659,25 @@ int core_load_done(core_t *c, uint64_t rev);
 const queue_set_t *core_queues(const core_t *c);
 queue_set_t *core_queues_load(core_t *c);
 
+/* The schedules (schedule.h), for reads; core_scheds_load() is for
+ * loading a snapshot into a fresh core only. */
+struct sched_set_s;
+const struct sched_set_s *core_scheds(const core_t *c);
+struct sched_set_s *core_scheds_load(core_t *c);
+
 /* Q.CONFIG's record carries the whole new configuration in val, in this
  * fixed form (little-endian): maxlen u32 | maxperkey u32 | onfull u8 |
  * onpoison u8 | maxattempts u32 | lease_ms u64 | dedup_ms u64 |
- * resultttl_ms u64; the dead-letter queue is the record's key (empty: none). */
-#define CORE_QCONFIG_BYTES 38
+ * resultttl_ms u64 (the first form, 38 bytes), then backoff u8 |
+ * backoff_base_ms u64 | backoff_cap_ms u64 | maxage_ms u64 | maxwait_ms
+ * u64 | rate_n u32 | rate_per_ms u64 | keyrate_n u32 | keyrate_per_ms u64
+ * | keyconc u32 | fairness u8 (100 bytes in all); the dead-letter queue is the record's key
+ * (empty: none). A 38-byte form (records and snapshots older than these
+ * controls) leaves the later fields as they are. */
+#define CORE_QCONFIG_V1_BYTES 38
+#define CORE_QCONFIG_BYTES 100
 void core_qconfig_encode(const queue_config_t *cfg, char out[CORE_QCONFIG_BYTES]);
-/* Returns 0, or -1 if len is wrong. cfg->deadletter is left alone. */
+/* Returns 0, or -1 if len is none of the forms. cfg->deadletter is left alone. */
 int core_qconfig_decode(const void *p, size_t len, queue_config_t *cfg);
 
 /* Compaction pin: automatic compaction never moves the point past pin

@@ -3,10 +3,10 @@
  *
  * A registry of queues by name (queue_set_t). In one queue every message has
  * a key, and the module keeps docs/protocol.md's promise ("Queues"): at most
- * one message of a key in flight at a time; a key's messages are delivered
- * in the order they became available (push order, for pushes without
- * DELAY); different keys go to consumers in parallel, the key whose head
- * message is oldest first.
+ * one message of a key in flight at a time (KEYCONCURRENCY n: n, started in
+ * order); a key's messages are delivered in the order they became
+ * available (push order, for pushes without DELAY); different keys go to
+ * consumers in parallel, the key whose head message is oldest first.
  *
  * Like kv.h this is a pure data structure owned by the core thread: it never
  * reads the clock (every call that depends on time takes now_ms, the time
@@ -76,6 +76,30 @@
 #define QUEUE_DEFAULT_DEDUP_MS 60000u
 #define QUEUE_DEFAULT_RESULTTTL_MS 60000u
 
+/* Backoff (queue_backoff_delay()), off by default so a queue without a
+ * policy retries as it always did. Its defaults, used once BACKOFF is set:
+ * BACKOFFBASE 1,000 ms: one second is long enough for a flapping
+ *   dependency to recover and short enough that a transient error costs
+ *   little; BACKOFFCAP 300,000 ms: past five minutes a retry waits behind
+ *   work the key's later messages could be doing, and MAXAGE or
+ *   MAXATTEMPTS is the better tool. MAXAGE 0: no limit (MAXATTEMPTS
+ *   already ends a poison message). */
+/* Rate limits (RATE n PER ms for the queue, KEYRATE n PER ms for each
+ * key): token buckets of n tokens refilled n per `per` ms, one token a
+ * delivery. n is at most QUEUE_RATE_MAX and per at most
+ * QUEUE_RATE_PER_MS_MAX, so a bucket's level (n * per, in units of
+ * 1/per token) stays far inside 64 bits; a million deliveries a day is
+ * the slowest rate, a million a millisecond the fastest. */
+#define QUEUE_RATE_MAX 1000000u
+/* KEYCONCURRENCY: deliveries of one key in flight at once, 1 (the
+ * default: strict per-key order) to QUEUE_KEYCONC_MAX. A key's deliveries
+ * in flight are the first of its FIFO and some operations walk them, so
+ * the bound keeps those walks short. */
+#define QUEUE_KEYCONC_MAX 1000u
+#define QUEUE_RATE_PER_MS_MAX 86400000u
+#define QUEUE_DEFAULT_BACKOFF_BASE_MS 1000u
+#define QUEUE_DEFAULT_BACKOFF_CAP_MS 300000u
+
 /* ---- status codes --------------------------------------------------------------- */
 
 enum queue_status {
@@ -94,6 +118,17 @@ enum queue_onfull { QUEUE_ONFULL_REJECT = 0, QUEUE_ONFULL_BLOCK = 1 };
  * one, discards it (its fate kept RESULTTTL): the only way a message is
  * thrown away, and only for a queue configured so. */
 enum queue_onpoison { QUEUE_ONPOISON_DEADLETTER = 0, QUEUE_ONPOISON_PARK = 1, QUEUE_ONPOISON_DROP = 2 };
+/* BACKOFF: how long a delivery that came back without a DELAY (a nack, a
+ * lease that ran out) holds its key before the next attempt. none: ready
+ * at once (as before policies existed); fixed: BACKOFFBASE every time;
+ * exponential: full jitter, a uniform draw in [0, min(BACKOFFCAP,
+ * BACKOFFBASE * 2^(attempt-1))] (queue_backoff_delay()). */
+enum queue_backoff { QUEUE_BACKOFF_NONE = 0, QUEUE_BACKOFF_FIXED = 1, QUEUE_BACKOFF_EXPONENTIAL = 2 };
+/* FAIRNESS: which ready key goes next. oldest (the default): the key whose
+ * head message is oldest; roundrobin: the key that has been ready longest
+ * (a key served goes behind every key ready before it came back), so
+ * with k ready keys each gets a delivery within k. */
+enum queue_fairness { QUEUE_FAIR_OLDEST = 0, QUEUE_FAIR_ROUNDROBIN = 1 };
 
 typedef struct queue_set_s queue_set_t;
 typedef struct queue_s queue_t;
@@ -112,7 +147,30 @@ typedef struct queue_config_s {
     uint64_t resultttl_ms;    /* how long results and fates are kept; 0: not kept */
     const char *deadletter;   /* dead-letter queue name, or NULL */
     size_t dl_len;
+    uint8_t backoff;          /* enum queue_backoff */
+    uint64_t backoff_base_ms; /* >= 1 */
+    uint64_t backoff_cap_ms;  /* exponential: >= backoff_base_ms */
+    uint64_t maxage_ms;       /* a message older than this (since its push) that comes back
+                                 is dead-lettered rather than retried; 0: no limit */
+    uint64_t maxwait_ms;      /* a message never delivered this long after its push is
+                                 dead-lettered (queue_expire()); 0: no limit */
+    uint32_t rate_n;          /* RATE: deliveries per rate_per_ms for the queue; 0: no limit */
+    uint64_t rate_per_ms;     /* 1..QUEUE_RATE_PER_MS_MAX when rate_n > 0, else 0 */
+    uint32_t keyrate_n;       /* KEYRATE: deliveries per keyrate_per_ms for each key; 0: none */
+    uint64_t keyrate_per_ms;
+    uint32_t keyconc;         /* KEYCONCURRENCY: 1..QUEUE_KEYCONC_MAX deliveries of a key in flight */
+    uint8_t fairness;         /* enum queue_fairness */
 } queue_config_t;
+
+/* queue_policy_active() -- true if the queue has a retry policy (BACKOFF
+ * or MAXAGE): only then does the writer decide retries itself
+ * (REC_Q_RETRY); a queue without one pays nothing for policies. */
+bool queue_policy_active(const queue_config_t *cfg);
+/* queue_backoff_delay() -- the delay before attempt + 1, for a delivery
+ * that came back after `attempt` attempts, by cfg's BACKOFF; `draw` is a
+ * uniform 64-bit random number the writer drew (apply reads no random
+ * source: the delay travels in the record). 0 for BACKOFF none. Pure. */
+uint64_t queue_backoff_delay(const queue_config_t *cfg, uint32_t attempt, uint64_t draw);
 
 /* ---- events (Q.WATCH) ---------------------------------------------------------------
  * A message's life as it happens: the registry calls its event callback at
@@ -125,7 +183,7 @@ enum queue_event_type {
     QUEUE_EV_PUSHED = 1,       /* data: the payload (also a dead letter arriving in its queue) */
     QUEUE_EV_DELIVERED = 2,    /* n: the attempt */
     QUEUE_EV_ACKED = 3,        /* data: the result, NULL if none */
-    QUEUE_EV_NACKED = 4,
+    QUEUE_EV_NACKED = 4,       /* n: when the next attempt may start (ms), 0 if at once */
     QUEUE_EV_DEADLETTERED = 5, /* n: its id in the dead-letter queue, 0 if discarded */
     QUEUE_EV_PARKED = 6,       /* its key is parked (the poison message stays its head) */
 };
@@ -179,8 +237,11 @@ void queue_config(const queue_t *q, queue_config_t *out);
 /* queue_configure() -- replace the configuration (the command layer reads
  * the current one, changes the options given, and passes it back). The
  * dead-letter name is copied. Returns QUEUE_OK or QUEUE_EINVAL (nothing
- * changed). New limits apply to later pushes; messages already queued stay;
- * a new LEASE applies to later deliveries. */
+ * changed): a value out of range, or a KEYCONCURRENCY below what a key
+ * has in flight now. New limits apply to later pushes; messages already
+ * queued stay; a new LEASE applies to later deliveries; a new KEYRATE
+ * ends every throttle; a new KEYCONCURRENCY or FAIRNESS rebuilds the
+ * ready keys (O(keys log keys)). */
 int queue_configure(queue_t *q, const queue_config_t *cfg);
 /* queue_config_defaults() -- the defaults above into *out. */
 void queue_config_defaults(queue_config_t *out);
@@ -301,17 +362,144 @@ int queue_extend(queue_t *q, uint64_t id, uint64_t token, uint64_t ms, uint64_t 
 int queue_redeliver(queue_t *q, uint64_t id, uint64_t token, uint64_t now_ms, uint64_t rev,
                     queue_retry_t *out);
 
+/* Flags of queue_retry(). */
+enum queue_retry_flags {
+    QUEUE_RETRY_F_LEASE = 1,  /* the lease ran out (else: a nack) */
+    QUEUE_RETRY_F_GIVEUP = 2, /* MAXAGE passed: the message is exhausted whatever its attempts */
+};
+
+/* queue_retry() -- apply of REC_Q_RETRY: a delivery comes back under the
+ * queue's retry policy, with the delay and the MAXAGE verdict the writer
+ * decided. A nack (flags without QUEUE_RETRY_F_LEASE) needs token to be
+ * current, as queue_nack(); a lease that ran out needs it current and its
+ * deadline < now_ms, as queue_redeliver(). Then as queue_nack() with
+ * delay_ms (0: ready at once), except that QUEUE_RETRY_F_GIVEUP
+ * dead-letters (or parks) the message as if its last attempt were spent.
+ * Returns 1, or 0 for a stale record. O(log n). */
+int queue_retry(queue_t *q, uint64_t id, uint64_t token, unsigned flags, uint64_t delay_ms, uint64_t now_ms,
+                uint64_t rev, queue_retry_t *out);
+/* queue_delivery_attempt() -- the attempt of id's delivery `token` (0 if
+ * it is not current). O(1). */
+uint32_t queue_delivery_attempt(const queue_t *q, uint64_t id, uint64_t token);
+
 /* queue_unpark() -- Q.UNPARK: the key's backlog flows again; its head (the
  * poison message) starts over at attempt 0. Returns 1, or 0 if the key was
  * not parked. O(log n). */
 int queue_unpark(queue_t *q, const void *key, size_t klen);
 
 /* queue_promote() -- move delayed messages due before now_ms to their
- * keys' FIFOs, in due order (ties: id order). Push and deliver do this
+ * keys' FIFOs, in due order (ties: id order); then give back the ready
+ * heap the keys whose rate throttle ended before now_ms, and refill an
+ * empty queue bucket whose token is back ("Rate limits"); each counts. Push and deliver do this
  * themselves; the writer also logs a "delay due" record calling it when
  * queue_next_delay() comes, so blocked pullers wake. Returns how many moved.
  * O(k log n) for k moved. */
 size_t queue_promote(queue_t *q, uint64_t now_ms);
+
+/* ---- redrive, cancel, expire ----------------------------------------------------------
+ *
+ * Each removes a waiting message from the middle of its key's FIFO, never
+ * the one in flight, so per-key order and K1 hold: the key's next message
+ * is its next oldest. The writer finds the message (the key it is under,
+ * from a read) and the record names the key, so apply is O(key's FIFO). */
+
+/* queue_redrive() -- move from dlq to q the waiting messages of key (all,
+ * or only id if id != 0), in their order in dlq, to the tail of the key's
+ * FIFO in q, each keeping its id, its attempts reset; whatever q's MAXLEN
+ * (as dead-lettering ignores the dead-letter queue's). A parked key of dlq
+ * that is emptied is parked no more. Returns how many moved. O(key's FIFO
+ * + ready keys of dlq when the key's head moves). */
+size_t queue_redrive(queue_t *dlq, queue_t *q, const void *key, size_t klen, uint64_t id);
+/* queue_cancel() -- Q.CANCEL: the waiting (or delayed) message id of key
+ * is removed, its fate CANCELLED kept RESULTTTL. Returns 1, or 0 if key
+ * has no such message waiting or delayed (in flight, done, unknown).
+ * O(key's FIFO + delayed messages). */
+int queue_cancel(queue_t *q, const void *key, size_t klen, uint64_t id, uint64_t now_ms);
+/* queue_expire() -- apply of the writer's "MAXWAIT passed": the waiting,
+ * never delivered message id of key is dead-lettered (to DEADLETTER as a
+ * new message with id rev; without one, discarded), its fate DEADLETTER
+ * with reason QUEUE_REASON_MAXWAIT. Returns 1, or 0 if it is no longer
+ * such a message. *out as queue_nack()'s. */
+int queue_expire(queue_t *q, const void *key, size_t klen, uint64_t id, uint64_t now_ms, uint64_t rev,
+                 queue_retry_t *out);
+/* queue_foreach_key() -- every key with messages and its waiting ones,
+ * oldest first (in-flight head skipped), until fn returns false; for the
+ * writer's scans (redrive all, cancel by id, MAXWAIT). O(messages). */
+void queue_foreach_waiting(const queue_t *q,
+                           bool (*fn)(void *arg, const char *key, size_t klen, uint64_t id, uint32_t attempt),
+                           void *arg);
+/* queue_delayed_key() -- the key of delayed message id (*klen its
+ * length), or NULL. O(delayed). */
+const char *queue_delayed_key(const queue_t *q, uint64_t id, size_t *klen);
+/* queue_set_maxwait_count() -- queues with MAXWAIT set (the writer scans
+ * only while there are some). O(1). */
+size_t queue_set_maxwait_count(const queue_set_t *s);
+
+/* ---- rate limits ------------------------------------------------------------------------
+ *
+ * Token buckets, exact in integers: a bucket of RATE n PER p holds up to
+ * n * p units, gains n units a ms (by record times) and a delivery costs
+ * p, so n deliveries may go at once and then n every p ms. The queue's
+ * bucket is in the queue; a key's is kept only while it is not full (a
+ * full bucket is what a key without one has), so memory follows the keys
+ * delivered in the last window. A delivery needs a token in both. A key
+ * whose bucket is empty when its turn comes is throttled: it leaves the
+ * ready heap until a token is back, when a promote (push, deliver, or the
+ * writer's "due" record: QUEUE_TIMER_RATE) puts it back; a queue whose
+ * bucket is empty delivers nothing until a token is back. Buckets and
+ * throttles are state: in the snapshot, so replay reaches the same. */
+
+/* queue_rate_tokens() -- the tokens (rounded down) in key's bucket (NULL:
+ * the queue's) as of now_ms, and *throttled_until_ms the end of the key's
+ * throttle (0: not throttled). Returns 0 if the limit is not set. O(1). */
+uint64_t queue_rate_tokens(const queue_t *q, const void *key, size_t klen, uint64_t now_ms,
+                           uint64_t *throttled_until_ms);
+/* Snapshots: every bucket kept (key NULL: the queue's), with its state. */
+typedef struct queue_bucket_s {
+    uint64_t level;           /* units of 1/per token */
+    uint64_t last_ms;         /* when level was computed */
+    bool throttled;           /* a key's: out of the ready heap until release_ms */
+    uint64_t release_ms;
+} queue_bucket_t;
+void queue_foreach_bucket(const queue_t *q,
+                          void (*fn)(void *arg, const char *key, size_t klen, const queue_bucket_t *b), void *arg);
+void queue_load_bucket(queue_t *q, const void *key, size_t klen, const queue_bucket_t *b);
+
+/* ---- pauses --------------------------------------------------------------------------
+ *
+ * A pause stops deliveries, not the rest: pushes, acks, nacks and lease
+ * ends go on, and a delivery in flight when its key (or queue) is paused
+ * finishes normally. A paused key keeps its place: its messages stay in
+ * its FIFO, in order, and it leaves the ready heap until resumed (K3).
+ * A key can be paused with no messages (a pause set before the work
+ * arrives holds). A pause may end by itself at until_ms (0: never): the
+ * writer's timer (QUEUE_TIMER_PAUSE) logs the record that calls
+ * queue_pause_end(). */
+
+/* queue_pause() -- pause key (NULL: the whole queue) until until_ms (0:
+ * until resumed); an existing pause of the same scope takes the new
+ * until. Returns 1 if anything changed. Pausing a key that is ready costs
+ * O(ready keys) (the ready heap keeps no positions); else O(log n). */
+int queue_pause(queue_t *q, const void *key, size_t klen, uint64_t until_ms);
+/* queue_resume() -- end the pause of key (NULL: of the queue). Returns 1,
+ * or 0 if it was not paused. O(log n). */
+int queue_resume(queue_t *q, const void *key, size_t klen);
+/* queue_pause_end() -- apply of the writer's "pause ended": resume key
+ * (NULL: the queue) if its pause has an end before now_ms. Returns 1 if
+ * it resumed. */
+int queue_pause_end(queue_t *q, const void *key, size_t klen, uint64_t now_ms);
+/* queue_paused() -- is key (NULL: the queue) paused; *until_ms gets its
+ * end (0: none, or not paused). A paused queue does not make its keys
+ * paused: each scope answers for itself. O(1). */
+bool queue_paused(const queue_t *q, const void *key, size_t klen, uint64_t *until_ms);
+/* Paused keys and paused queues over every queue (INFO). O(1). */
+size_t queue_set_paused_keys(const queue_set_t *s);
+size_t queue_set_paused_queues(const queue_set_t *s);
+/* queue_foreach_pause() -- every pause, the queue's own first (key NULL),
+ * for snapshots; queue_load_pause() puts one back. */
+void queue_foreach_pause(const queue_t *q, void (*fn)(void *arg, const char *key, size_t klen, uint64_t until_ms),
+                         void *arg);
+void queue_load_pause(queue_t *q, const void *key, size_t klen, uint64_t until_ms);
 
 /* ---- dedup and results ------------------------------------------------------------- */
 
@@ -352,8 +540,15 @@ size_t queue_set_idem_count(const queue_set_t *s);
 enum queue_fate {
     QUEUE_FATE_NONE = 0,       /* unknown id, not done yet, or its result expired */
     QUEUE_FATE_DONE = 1,       /* acked with a result */
-    QUEUE_FATE_DEADLETTER = 2, /* exhausted its attempts */
+    QUEUE_FATE_DEADLETTER = 2, /* exhausted its attempts, passed MAXAGE or MAXWAIT (the result
+                                  holds the reason: empty, QUEUE_REASON_MAXAGE, QUEUE_REASON_MAXWAIT) */
+    QUEUE_FATE_CANCELLED = 3,  /* Q.CANCEL took it before any delivery */
 };
+
+/* Why a message was dead-lettered, kept as its DEADLETTER result's bytes
+ * (none: its attempts ran out). */
+#define QUEUE_REASON_MAXAGE "maxage"
+#define QUEUE_REASON_MAXWAIT "maxwait"
 
 typedef struct queue_result_s {
     int fate;                 /* enum queue_fate */
@@ -381,6 +576,8 @@ enum queue_timer_kind {
     QUEUE_TIMER_DEDUP = 3,    /* log "dedup end dedup_id" -> queue_dedup_expire() */
     QUEUE_TIMER_RESULT = 4,   /* log "result expire id" -> queue_result_expire() */
     QUEUE_TIMER_IDEM = 5,     /* log "dedup end key idem" (IDEM) -> queue_idem_expire() */
+    QUEUE_TIMER_PAUSE = 6,    /* log "pause ended" key (or queue_wide) -> queue_pause_end() */
+    QUEUE_TIMER_RATE = 7,     /* log "due" (REC_Q_PROMOTE) -> queue_promote(): a token is back */
 };
 
 typedef struct queue_timer_s {
@@ -388,10 +585,12 @@ typedef struct queue_timer_s {
     uint64_t due_ms;
     uint64_t id;              /* LEASE, DELAY, RESULT: the message */
     uint64_t token;           /* LEASE: the delivery (0 for a nack delay) */
+    uint32_t attempt;         /* LEASE: the delivery's attempt */
     const char *dedup_id;     /* DEDUP, IDEM: the dedup id or idempotency key */
     size_t dlen;
-    const char *key;          /* IDEM: the message key */
+    const char *key;          /* IDEM: the message key; PAUSE: the paused key */
     size_t klen;
+    bool queue_wide;          /* PAUSE: the queue's own pause (key unused) */
 } queue_timer_t;
 
 /* The earliest deadline of each kind, O(1): each returns true and fills
@@ -401,7 +600,9 @@ bool queue_next_delay(const queue_t *q, queue_timer_t *out);
 bool queue_next_dedup(const queue_t *q, queue_timer_t *out);
 bool queue_next_result(const queue_t *q, queue_timer_t *out);
 bool queue_next_idem(const queue_t *q, queue_timer_t *out);
-/* queue_next_timer() -- the earliest of the five (ties: the order above). */
+bool queue_next_pause_end(const queue_t *q, queue_timer_t *out);
+bool queue_next_rate(const queue_t *q, queue_timer_t *out);
+/* queue_next_timer() -- the earliest of the seven (ties: the order above). */
 bool queue_next_timer(const queue_t *q, queue_timer_t *out);
 /* queue_set_next_timer() -- the earliest over every queue; *qout receives its
  * queue. O(queues): the writer may instead keep its own per-queue wakeups. */
@@ -421,9 +622,14 @@ typedef struct queue_keyinfo_s {
     uint64_t inflight_id;     /* PROCESSING: the message; PARKED: the poison message */
     uint64_t since_ms;        /* PROCESSING: when it was delivered */
     uint64_t deadline_ms;     /* PROCESSING: lease end (or nack delay end) */
+    uint64_t next_attempt_ms; /* PROCESSING with token 0: when the held retry becomes ready */
     uint64_t token;           /* PROCESSING: the current delivery (0: nack-delayed) */
     uint32_t attempt;         /* PROCESSING/PARKED: attempts spent on the head */
     size_t waiting;           /* waiting messages (not in flight; parked backlog included) */
+    bool paused;              /* the key is paused (queue_pause()), whatever its state */
+    uint64_t paused_until_ms; /* paused: when the pause ends by itself, 0 for never */
+    uint64_t throttled_until_ms; /* KEYRATE: out of turn until then (0: not throttled) */
+    uint32_t inflight;        /* deliveries of the key in flight (nack-delayed included) */
 } queue_keyinfo_t;
 
 /* queue_keyinfo() -- Q.KEYINFO; returns out->state. O(1). */
@@ -455,6 +661,10 @@ typedef struct queue_info_s {
     size_t keys;              /* distinct keys with messages */
     size_t ready_keys;        /* keys whose head can be delivered now */
     size_t parked_keys;
+    bool paused;              /* the queue is paused as a whole */
+    uint64_t paused_until_ms; /* paused: its end, 0 for never */
+    size_t paused_keys;
+    size_t throttled_keys;    /* KEYRATE: keys out of turn until a token is back */
     size_t dedup_entries;
     size_t idem_entries;      /* idempotency keys kept (queue.h, "Idempotency keys") */
     size_t results;
@@ -506,6 +716,15 @@ typedef struct queue_snap_msg_s {
     bool parked;              /* its key is parked */
     uint64_t token, since_ms, deadline_ms;
 } queue_snap_msg_t;
+
+/* queue_foreach_ready() -- FAIRNESS roundrobin: the ready keys in their
+ * turn order (the order is state: replay must reach the same one; under
+ * oldest it follows from the messages and nothing is walked).
+ * queue_load_ready() -- after a queue's messages, pauses and buckets are
+ * loaded: put its ready keys in that order. Returns 0, or -1 if the keys
+ * are not exactly the ready ones. */
+void queue_foreach_ready(const queue_t *q, void (*fn)(void *arg, const char *key, size_t klen), void *arg);
+int queue_load_ready(queue_t *q, const char *const *keys, const size_t *klens, size_t n);
 
 /* queue_foreach_msg() -- every message: per key, its FIFO in order (the
  * in-flight head first), then the delayed ones. fn must not change the queue. */

@@ -55,6 +55,11 @@ const char *record_queue(const record_t *r, uint32_t *len)
     case REC_Q_REDELIVER: *len = r->q_redeliver.qlen; return r->q_redeliver.queue;
     case REC_Q_DEDUP_END: *len = r->q_dedup_end.qlen; return r->q_dedup_end.queue;
     case REC_Q_RESULT_END: *len = r->q_result_end.qlen; return r->q_result_end.queue;
+    case REC_Q_RETRY: *len = r->q_retry.qlen; return r->q_retry.queue;
+    case REC_Q_PAUSE: *len = r->q_pause.qlen; return r->q_pause.queue;
+    case REC_Q_REDRIVE: *len = r->q_redrive.qlen; return r->q_redrive.queue;
+    case REC_Q_CANCEL: case REC_Q_EXPIRE: *len = r->q_msg.qlen; return r->q_msg.queue;
+    case REC_Q_SCHEDULE_ADD: case REC_Q_SCHEDULE_DEL: case REC_Q_TICK: *len = r->q_sched.qlen; return r->q_sched.queue;
     default: *len = 0; return NULL;
     }
 }
@@ -209,6 +214,39 @@ static bool bind(record_t *r, slots_t *s)
         U64(SL_ARG, r->q_result_end.msg_id);
         BYTES(SL_NAME, r->q_result_end.queue, r->q_result_end.qlen);
         return true;
+    case REC_Q_RETRY:
+        U64(SL_ARG, r->q_retry.msg_id);
+        U64(SL_TTL, r->q_retry.delay_ms);
+        U64(SL_TOKEN, r->q_retry.token);
+        s->kind = &r->q_retry.kind;
+        s->bound |= B(SL_KIND);
+        BYTES(SL_NAME, r->q_retry.queue, r->q_retry.qlen);
+        return true;
+    case REC_Q_PAUSE:
+        U64(SL_EXPIRE, r->q_pause.until_ms);
+        s->kind = &r->q_pause.op;
+        s->bound |= B(SL_KIND);
+        BYTES(SL_KEY, r->q_pause.key, r->q_pause.klen);
+        BYTES(SL_NAME, r->q_pause.queue, r->q_pause.qlen);
+        return true;
+    case REC_Q_REDRIVE:
+        U64(SL_ARG, r->q_redrive.msg_id);
+        BYTES(SL_KEY, r->q_redrive.key, r->q_redrive.klen);
+        BYTES(SL_NAME, r->q_redrive.queue, r->q_redrive.qlen);
+        BYTES(SL_AUX, r->q_redrive.dlq, r->q_redrive.dlen);
+        return true;
+    case REC_Q_CANCEL: case REC_Q_EXPIRE:
+        U64(SL_ARG, r->q_msg.msg_id);
+        BYTES(SL_KEY, r->q_msg.key, r->q_msg.klen);
+        BYTES(SL_NAME, r->q_msg.queue, r->q_msg.qlen);
+        return true;
+    case REC_Q_SCHEDULE_ADD: case REC_Q_SCHEDULE_DEL: case REC_Q_TICK:
+        U64(SL_EXPIRE, r->q_sched.tick_ms);
+        BYTES(SL_KEY, r->q_sched.key, r->q_sched.klen);
+        BYTES(SL_VAL, r->q_sched.spec, r->q_sched.slen);
+        BYTES(SL_NAME, r->q_sched.queue, r->q_sched.qlen);
+        BYTES(SL_AUX, r->q_sched.name, r->q_sched.nlen);
+        return true;
     case REC_TXN:
         U64(SL_ARG, r->txn.count);
         BYTES(SL_VAL, r->txn.recs, r->txn.len);
@@ -260,6 +298,13 @@ static unsigned uses(unsigned type, unsigned flags)
     case REC_Q_REDELIVER: return B(SL_ARG) | B(SL_TOKEN) | B(SL_NAME);
     case REC_Q_DEDUP_END: return B(SL_NAME) | B(SL_AUX) | ((flags & REC_F_IDEM) ? B(SL_KEY) : 0);
     case REC_Q_RESULT_END: return B(SL_ARG) | B(SL_NAME);
+    case REC_Q_RETRY: return B(SL_ARG) | B(SL_TTL) | B(SL_TOKEN) | B(SL_KIND) | B(SL_NAME);
+    case REC_Q_PAUSE: return B(SL_EXPIRE) | B(SL_KIND) | B(SL_KEY) | B(SL_NAME);
+    case REC_Q_REDRIVE: return B(SL_ARG) | B(SL_KEY) | B(SL_NAME) | B(SL_AUX);
+    case REC_Q_CANCEL: case REC_Q_EXPIRE: return B(SL_ARG) | B(SL_KEY) | B(SL_NAME);
+    case REC_Q_SCHEDULE_ADD: return B(SL_KEY) | B(SL_VAL) | B(SL_NAME) | B(SL_AUX);
+    case REC_Q_SCHEDULE_DEL: return B(SL_NAME) | B(SL_AUX);
+    case REC_Q_TICK: return B(SL_EXPIRE) | B(SL_NAME) | B(SL_AUX);
     case REC_TXN: return B(SL_ARG) | B(SL_VAL);
     case REC_ACL_SETUSER: return B(SL_KEY) | B(SL_VAL);
     case REC_ACL_DELUSER: return B(SL_KEY);
@@ -268,6 +313,16 @@ static unsigned uses(unsigned type, unsigned flags)
 }
 
 /* Does bound slot sl of s hold a non-zero value (a non-empty byte string)? */
+/* A pause record's operation is known; the queue-wide ones name no key
+ * and only pauses carry an end. */
+static bool q_pause_valid(const rec_q_pause_t *p)
+{
+    bool whole = p->op == Q_PAUSE_QUEUE || p->op == Q_RESUME_QUEUE || p->op == Q_PAUSE_END_QUEUE;
+    bool pause = p->op == Q_PAUSE_KEY || p->op == Q_PAUSE_QUEUE;
+    return p->op >= Q_PAUSE_KEY && p->op <= Q_PAUSE_END_QUEUE && (!whole || p->klen == 0) &&
+           (pause || p->until_ms == 0);
+}
+
 static inline bool slot_set(const slots_t *s, int sl)
 {
     if (sl < SL_U64_COUNT)
@@ -299,6 +354,10 @@ static bool slots_valid(const record_t *r, const slots_t *s, unsigned used)
     }
     if (r->type == REC_COORD_EXPIRE && r->coord_expire.kind != COORD_LEASE && r->coord_expire.kind != COORD_LOCK &&
         r->coord_expire.kind != COORD_ELECT)
+        return false;
+    if (r->type == REC_Q_RETRY && (r->q_retry.kind & ~(unsigned)(QUEUE_RETRY_F_LEASE | QUEUE_RETRY_F_GIVEUP)) != 0)
+        return false;
+    if (r->type == REC_Q_PAUSE && !q_pause_valid(&r->q_pause))
         return false;
     if (r->type == REC_TXN) { /* every sub-record well formed, none a TXN, as many as it says */
         size_t off = 0;

@@ -60,6 +60,16 @@
  *   Q_REDELIVER       ARG (msg_id), TOKEN, NAME
  *   Q_DEDUP_END       NAME, AUX (q_dedup_end.dedup_id), KEY (.key) if IDEM
  *   Q_RESULT_END      ARG (msg_id), NAME
+ *   Q_RETRY           ARG (q_retry.msg_id), TTL (.delay_ms), TOKEN (.token),
+ *                     KIND (.kind: enum queue_retry_flags), NAME
+ *   Q_PAUSE           EXPIRE (q_pause.until_ms), KIND (.op: enum q_pause_op),
+ *                     KEY (.key), NAME
+ *   Q_REDRIVE         ARG (q_redrive.msg_id), KEY (.key), NAME (.queue), AUX (.dlq)
+ *   Q_CANCEL,
+ *   Q_EXPIRE          ARG (q_msg.msg_id), KEY (.key), NAME (.queue)
+ *   Q_SCHEDULE_ADD    KEY (q_sched.key), VAL (.spec), NAME (.queue), AUX (.name)
+ *   Q_SCHEDULE_DEL    NAME (q_sched.queue), AUX (.name)
+ *   Q_TICK            EXPIRE (q_sched.tick_ms), NAME, AUX
  *   TXN               ARG (txn.count), VAL (txn.recs): count sub-records,
  *                     each a u32 length and then its own format-3 byte
  *                     form, never a TXN; decode checks every one

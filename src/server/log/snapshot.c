@@ -26,6 +26,7 @@
 #include "base/siphash.h"
 #include "core/coord.h"
 #include "core/acl.h"
+#include "core/schedule.h"
 #include "wal.h"
 
 #define SNAP_MAGIC "ORDOSNAP"
@@ -163,7 +164,7 @@ static void encode_qidem(void *arg, const char *key, size_t klen, const char *id
 static void encode_qresult(void *arg, uint64_t id, const queue_result_t *r)
 {
     snap_writer_t *w = arg;
-    assert(r->fate == QUEUE_FATE_DONE || r->fate == QUEUE_FATE_DEADLETTER);
+    assert(r->fate == QUEUE_FATE_DONE || r->fate == QUEUE_FATE_DEADLETTER || r->fate == QUEUE_FATE_CANCELLED);
     add_u8(&w->buf, 'R');
     add_u64(&w->buf, id);
     add_u8(&w->buf, (unsigned)r->fate);
@@ -171,6 +172,34 @@ static void encode_qresult(void *arg, uint64_t id, const queue_result_t *r)
     add_u64(&w->buf, r->expire_ms);
     add_u64(&w->buf, r->dl_id);
     entry_end(w);
+}
+
+static void encode_qpause(void *arg, const char *key, size_t klen, uint64_t until_ms)
+{
+    snap_writer_t *w = arg;
+    add_u8(&w->buf, 'Z');
+    add_u8(&w->buf, key != NULL);
+    add_u64(&w->buf, until_ms);
+    add_bytes(&w->buf, key, key ? klen : 0);
+    entry_end(w);
+}
+
+static void encode_qbucket(void *arg, const char *key, size_t klen, const queue_bucket_t *b)
+{
+    snap_writer_t *w = arg;
+    add_u8(&w->buf, 'T');
+    add_u8(&w->buf, (key != NULL) | (b->throttled ? 2u : 0u));
+    add_u64(&w->buf, b->level);
+    add_u64(&w->buf, b->last_ms);
+    add_u64(&w->buf, b->release_ms);
+    add_bytes(&w->buf, key, key ? klen : 0);
+    entry_end(w);
+}
+
+static void encode_qready(void *arg, const char *key, size_t klen)
+{
+    snap_writer_t *w = arg;
+    add_bytes(&w->buf, key, klen);
 }
 
 static void encode_queue(void *arg, queue_t *q)
@@ -192,6 +221,34 @@ static void encode_queue(void *arg, queue_t *q)
     queue_foreach_dedup(q, encode_qdedup, w);
     queue_foreach_idem(q, encode_qidem, w);
     queue_foreach_result(q, encode_qresult, w);
+    queue_foreach_pause(q, encode_qpause, w);
+    queue_foreach_bucket(q, encode_qbucket, w);
+    if (cfg.fairness == QUEUE_FAIR_ROUNDROBIN) { /* the turn order, after what decides readiness */
+        queue_info_t in;
+        queue_info(q, &in);
+        add_u8(&w->buf, 'O');
+        add_u64(&w->buf, in.ready_keys);
+        queue_foreach_ready(q, encode_qready, w);
+        entry_end(w);
+    }
+}
+
+static void encode_sched(void *arg, const sched_view_t *v)
+{
+    snap_writer_t *w = arg;
+    add_u8(&w->buf, 'S');
+    add_bytes(&w->buf, v->name, v->nlen);
+    add_bytes(&w->buf, v->queue, v->qlen);
+    add_bytes(&w->buf, v->key, v->klen);
+    add_bytes(&w->buf, v->payload, v->plen);
+    add_u8(&w->buf, v->spec.missed);
+    add_u64(&w->buf, v->spec.every_ms);
+    add_u64(&w->buf, v->spec.start_ms);
+    add_bytes(&w->buf, v->spec.cron, v->spec.cron ? v->spec.cron_len : 0);
+    add_u64(&w->buf, v->next_ms);
+    add_u64(&w->buf, v->pushed);
+    add_u64(&w->buf, v->skipped);
+    entry_end(w);
 }
 
 static void encode_users(snap_writer_t *w, const acl_t *acl)
@@ -223,6 +280,7 @@ static void begin_common(snap_writer_t *w, const core_t *core, uint64_t now_ms)
     coord_snapshot(core_coord(core), encode_coord, w);
     queue_set_foreach(core_queues(core), encode_queue, w);
     encode_users(w, core_acl(core));
+    sched_foreach(core_scheds(core), encode_sched, w);
 }
 
 static void init_writer(snap_writer_t *w, const core_t *core)
@@ -535,7 +593,7 @@ static const char *rd_bytes(rd_t *r, size_t *len)
     return b;
 }
 
-/* Queue entries: 'Q' opens a queue, the 'M', 'U', 'I', 'R' after it fill it. */
+/* Queue entries: 'Q' opens a queue, the 'M', 'U', 'I', 'R', 'Z', 'T', 'O' after it fill it. */
 static int load_queue_entry(core_t *core, rd_t *r, unsigned tag, queue_t **cur)
 {
     size_t nlen = 0, clen = 0, dlen = 0;
@@ -589,13 +647,53 @@ static int load_queue_entry(core_t *core, rd_t *r, unsigned tag, queue_t **cur)
         queue_load_idem(*cur, key, klen, idem, ilen, &e);
         return 0;
     }
+    if (tag == 'Z') {
+        size_t klen = 0;
+        unsigned is_key = rd_u8(r);
+        uint64_t until_ms = rd_u64(r);
+        const char *key = rd_bytes(r, &klen);
+        if (r->bad || is_key > 1 || (!is_key && klen != 0))
+            return -1;
+        queue_load_pause(*cur, is_key ? (key ? key : "") : NULL, klen, until_ms);
+        return 0;
+    }
+    if (tag == 'O') {
+        uint64_t n = rd_u64(r);
+        if (r->bad || n > (uint64_t)(r->end - r->p) / 4)
+            return -1;
+        const char **keys = ordo_xmalloc((n ? n : 1) * sizeof *keys);
+        size_t *lens = ordo_xmalloc((n ? n : 1) * sizeof *lens);
+        for (uint64_t i = 0; i < n; i++) {
+            keys[i] = rd_bytes(r, &lens[i]);
+            if (keys[i] == NULL)
+                keys[i] = "";
+        }
+        int rc = r->bad ? -1 : queue_load_ready(*cur, keys, lens, (size_t)n);
+        free(keys);
+        free(lens);
+        return rc;
+    }
+    if (tag == 'T') {
+        size_t klen = 0;
+        unsigned flags = rd_u8(r);
+        queue_bucket_t b = {0};
+        b.level = rd_u64(r);
+        b.last_ms = rd_u64(r);
+        b.release_ms = rd_u64(r);
+        b.throttled = (flags & 2) != 0;
+        const char *key = rd_bytes(r, &klen);
+        if (r->bad || flags > 3 || (!(flags & 1) && (klen != 0 || b.throttled)))
+            return -1;
+        queue_load_bucket(*cur, (flags & 1) ? (key ? key : "") : NULL, klen, &b);
+        return 0;
+    }
     queue_result_t res = {0};
     uint64_t id = rd_u64(r);
     res.fate = (int)rd_u8(r);
     res.result = rd_bytes(r, &res.rlen);
     res.expire_ms = rd_u64(r);
     res.dl_id = rd_u64(r);
-    if (r->bad || (res.fate != QUEUE_FATE_DONE && res.fate != QUEUE_FATE_DEADLETTER))
+    if (r->bad || (res.fate != QUEUE_FATE_DONE && res.fate != QUEUE_FATE_DEADLETTER && res.fate != QUEUE_FATE_CANCELLED))
         return -1;
     queue_load_result(*cur, id, &res);
     return 0;
@@ -619,7 +717,8 @@ static int load_user(core_t *core, rd_t *r)
 
 static bool is_queue_tag(unsigned tag)
 {
-    return tag == 'Q' || tag == 'M' || tag == 'U' || tag == 'I' || tag == 'R';
+    return tag == 'Q' || tag == 'M' || tag == 'U' || tag == 'I' || tag == 'R' || tag == 'Z' || tag == 'T' ||
+           tag == 'O';
 }
 
 /* Load one entry of kind tag; returns 0, or -1 if it is malformed or
@@ -632,7 +731,7 @@ static int load_entry(core_t *core, rd_t *r, unsigned tag, bool *bases_done, uin
         return load_queue_entry(core, r, tag, cur_q);
     if (tag == 'A')
         return load_user(core, r);
-    if (tag != 'B' && tag != 'C' && !*bases_done) {
+    if (tag != 'B' && tag != 'C' && tag != 'S' && !*bases_done) {
         if (core_load_bases_done(core, point) != 0)
             return -1;
         *bases_done = true;
@@ -655,6 +754,27 @@ static int load_entry(core_t *core, rd_t *r, unsigned tag, bool *bases_done, uin
         it.handover_lapsed = has_ho == 2;
         it.hlen = hlen;
         return r->bad ? -1 : core_load_coord(core, &it);
+    }
+    case 'S': {
+        sched_view_t v = {0};
+        v.name = rd_bytes(r, &v.nlen);
+        v.queue = rd_bytes(r, &v.qlen);
+        v.key = rd_bytes(r, &v.klen);
+        v.payload = rd_bytes(r, &v.plen);
+        v.spec.missed = rd_u8(r);
+        v.spec.every_ms = rd_u64(r);
+        v.spec.start_ms = rd_u64(r);
+        v.spec.cron = rd_bytes(r, &v.spec.cron_len);
+        if (v.spec.cron_len == 0)
+            v.spec.cron = NULL;
+        v.next_ms = rd_u64(r);
+        v.pushed = rd_u64(r);
+        v.skipped = rd_u64(r);
+        if (r->bad || v.qlen == 0 || sched_spec_valid(&v.spec) != NULL ||
+            sched_get(core_scheds(core), v.name, v.nlen, &(sched_view_t){0}))
+            return -1;
+        sched_load(core_scheds_load(core), &v);
+        return 0;
     }
     case 'B': {
         key = rd_bytes(r, &klen);

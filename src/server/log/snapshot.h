@@ -28,12 +28,12 @@
  *
  * File layout (integers little-endian):
  *
- *   header  "ORDOSNAP" (8) | format u32 (4; 4, 3 and 2 are read) | rev u64 | point u64 | created_ms u64
+ *   header  "ORDOSNAP" (8) | format u32 (5; 4, 3 and 2 are read) | rev u64 | point u64 | created_ms u64
  *   'C'     coordination item: kind u8 | id u64 | lease u64 | ttl_ms u64 | deadline_ms u64
  *           | nlen u32 | name | vlen u32 | value | has_handover u8 (0 none, 1 handed over by
  *           a resign, 2 a lapsed term's last value) | hlen u32 | handover
  *   'Q'     queue: nlen u32 | name | clen u32 | config (core_qconfig_encode) | dlen u32 | dead-letter name
- *           (empty: none); the 'M', 'U', 'I', 'R' entries after it belong to it
+ *           (empty: none); the 'M', 'U', 'I', 'R', 'Z', 'T', 'O' entries after it belong to it
  *   'M'     message: state u8 | id u64 | klen u32 | key | plen u32 | payload | attempt u64
  *           | parked u8 | token u64 | since_ms u64 | deadline_ms u64
  *   'U'     dedup entry: dlen u32 | dedup id | msg_id u64 | end_ms u64
@@ -41,6 +41,15 @@
  *           | hash u64 | msg_id u64 | end_ms u64
  *   'R'     result: id u64 | fate u8 | rlen u32 | result | expire_ms u64 | dl_id u64
  *   'A'     user (format 5): nlen u32 | name | rlen u32 | rules (acl_user_describe())
+ *   'Z'     pause (format 5): is_key u8 (0: the queue's own) | until_ms u64 (0: until resumed)
+ *           | klen u32 | key (empty for the queue's own)
+ *   'T'     rate bucket (format 5): flags u8 (1: a key's, else the queue's; 2: the key is
+ *           throttled) | level u64 | last_ms u64 | release_ms u64 | klen u32 | key
+ *   'O'     ready order (format 5; FAIRNESS roundrobin, after the queue's other entries): n u64
+ *           | n x (klen u32 | key), the ready keys in turn order
+ *   'S'     schedule (format 5; after the queues): name | queue | key | payload (each u32
+ *           length + bytes) | missed u8 | every_ms u64 | start_ms u64 | cron (u32 + bytes)
+ *           | next_ms u64 | pushed u64 | skipped u64
  *   'B'     base: klen u32 | key | vlen u32 | value | create_rev u64 | mod_rev u64
  *           | version u64 | lease u64
  *   'P'/'D' change (put / delete): klen u32 | key | vlen u32 | value | lease u64 | rev u64
@@ -64,7 +73,8 @@
 #define SNAP_FILE "snapshot.ordo"
 #define SNAP_TMP_FILE "snapshot.tmp"
 #define SNAP_FORMAT 5
-#define SNAP_FORMAT_V4 4  /* read: the same without users ('A') */
+#define SNAP_FORMAT_V4 4  /* read: the same without users ('A'), pauses ('Z'), buckets ('T'), schedules
+                            ('S') and with 38-byte queue configurations */
 #define SNAP_FORMAT_V3 3  /* read: the same without idempotency keys ('I') */
 #define SNAP_FORMAT_V2 2  /* read: the same without queue entries */
 

@@ -65,6 +65,7 @@ struct http_listener_s {
 /* How a command's reply is answered (answer()). */
 enum answer_kind {
     R_NONE, R_CALL, R_PUSH, R_RESULT, R_KV_GET, R_KV_PUT, R_KV_DEL, R_WATCH, R_WATCH_SNAP,
+    R_PAUSE,        /* Q.PAUSE / Q.RESUME: {"changed":n} */
     R_PULL,         /* Q.PULL: the messages as JSON */
     R_ONE_ZERO,     /* 1: 204; 0: 409 with h->why (a stale token, a term that does not lead) */
     R_RANGE,        /* KV.RANGE: a page as JSON */
@@ -619,6 +620,15 @@ static void answer(conn_t *c, const rv_t *v)
         if (v->type == ':') {
             int n = snprintf(hb, sizeof hb, "{\"id\":%" PRId64 "}\n", v->i);
             respond(c, 202, "application/json", "", hb, (size_t)n);
+        } else if (v->type == '-')
+            respond_error(c, v);
+        else
+            respond_text(c, 500, "unexpected reply");
+        return;
+    case R_PAUSE:
+        if (v->type == ':') {
+            int n = snprintf(hb, sizeof hb, "{\"changed\":%" PRId64 "}\n", v->i);
+            respond(c, 200, "application/json", "", hb, (size_t)n);
         } else if (v->type == '-')
             respond_error(c, v);
         else
@@ -1367,6 +1377,32 @@ static void route_result(conn_t *c, req_t *r)
     send_cmd(c, r, R_RESULT);
 }
 
+/* POST .../pause[?for=ms|?until=unix-ms] is Q.PAUSE, DELETE .../pause is
+ * Q.RESUME, of a queue (/v1/queues/{q}/pause) or of one of its keys
+ * (/v1/queues/{q}/keys/{k}/pause). */
+static void route_pause(conn_t *c, req_t *r)
+{
+    bool has_for = false, has_until = false;
+    uint64_t ms = 0;
+    if (r->method == HTTP_POST) {
+        if (!param_u64(c, r, "for", 0, PARAM_ANY, "a number of milliseconds", &has_for, &ms))
+            return;
+        if (!has_for && !param_u64(c, r, "until", 0, PARAM_ANY, "a unix time in milliseconds", &has_until, &ms))
+            return;
+    }
+    arg_str(r, r->method == HTTP_POST ? "Q.PAUSE" : "Q.RESUME");
+    arg_span(r, seg_of(r, 2));
+    if (r->nseg == 6) {
+        arg_str(r, "KEY");
+        arg_span(r, seg_of(r, 4));
+    }
+    if (has_for || has_until) {
+        arg_str(r, has_for ? "FOR" : "UNTIL");
+        arg_num(r, ms);
+    }
+    send_cmd(c, r, R_PAUSE);
+}
+
 /* POST /v1/queues/{q}/pull?count=&lease=&wait=: Q.PULL, the messages as
  * JSON. Without wait=, or wait=0, it does not wait. */
 static void route_pull(conn_t *c, req_t *r)
@@ -1714,6 +1750,7 @@ static const char *const p_none[] = {NULL};
 static const char *const p_call[] = {"timeout", NULL};
 static const char *const p_result[] = {"wait", NULL};
 static const char *const p_status[] = {"history", NULL};
+static const char *const p_pause[] = {"for", "until", NULL};
 static const char *const p_pull[] = {"count", "lease", "wait", NULL};
 static const char *const p_ack[] = {"token", NULL};
 static const char *const p_nack[] = {"token", "delay", NULL};
@@ -1734,6 +1771,10 @@ static const route_t routes[] = {
     {HTTP_POST, "/v1/queues/{queue}/keys/{key}/call", false, false, p_call, route_call},
     {HTTP_GET, "/v1/queues/{queue}/results/{id}", false, false, p_result, route_result},
     {HTTP_POST, "/v1/queues/{queue}/pull", false, false, p_pull, route_pull},
+    {HTTP_POST, "/v1/queues/{queue}/pause", false, false, p_pause, route_pause},
+    {HTTP_DELETE, "/v1/queues/{queue}/pause", false, false, p_none, route_pause},
+    {HTTP_POST, "/v1/queues/{queue}/keys/{key}/pause", false, false, p_pause, route_pause},
+    {HTTP_DELETE, "/v1/queues/{queue}/keys/{key}/pause", false, false, p_none, route_pause},
     {HTTP_POST, "/v1/queues/{queue}/messages/{id}/ack", false, false, p_ack, route_ack},
     {HTTP_POST, "/v1/queues/{queue}/messages/{id}/nack", false, false, p_nack, route_nack},
     {HTTP_POST, "/v1/queues/{queue}/messages/{id}/extend", false, false, p_extend, route_extend},

@@ -133,6 +133,8 @@ static bool grows(const server_t *s, const record_t *rec)
     switch (rec->type) {
     case REC_Q_CONFIG: /* creating a queue grows; changing one (a shorter RESULTTTL...) must work */
         return queue_get(core_queues(s->core), rec->q_config.queue, rec->q_config.qlen) == NULL;
+    case REC_Q_PAUSE: /* a pause holds a little memory (and may create its queue); a resume frees */
+        return rec->q_pause.op == Q_PAUSE_KEY || rec->q_pause.op == Q_PAUSE_QUEUE;
     case REC_DEL: case REC_COMPACT: case REC_LEASE_KEEPALIVE: case REC_LEASE_REVOKE: case REC_LOCK_RELEASE:
     case REC_LOCK_EXTEND: case REC_ELECT_KEEPALIVE: case REC_ELECT_RESIGN:
     case REC_KEY_TTL: /* EXPIRE is a way to free memory */

@@ -33,8 +33,10 @@
  *
  * Timers. queue.h keeps each queue's deadlines (leases, delays, dedup
  * windows, result retention). One timer (timer.h) fires at the earliest;
- * its callback logs one record per due deadline (REC_Q_REDELIVER, PROMOTE,
- * DEDUP_END, RESULT_END) through the door, then settles: the waiters the
+ * its callback logs one record per due deadline (REC_Q_REDELIVER, or
+ * REC_Q_RETRY for a queue with a retry policy; PROMOTE for delays and
+ * rate tokens coming back, DEDUP_END,
+ * RESULT_END, PAUSE for a pause's end) through the door, then settles: the waiters the
  * records made ready are served. After a write that may move a deadline
  * earlier, qwait_note_timer() re-arms it (O(1): only the written queue's
  * earliest deadline is looked at; a timer that fires early finds nothing
@@ -54,7 +56,9 @@
 
 #include "apply.h"
 #include "base/bytes.h"
+#include "base/siphash.h"
 #include "block.h"
+#include "core/schedule.h"
 #include "turn.h"
 
 /* Due queue deadlines applied per timer turn before the loop goes back to
@@ -93,6 +97,9 @@ typedef struct qwaits_s {
     ordo_buf_t to_serve;      /* names of queues to serve at the next settle: u32 length, bytes */
     size_t last_mark;         /* offset in to_serve of the last name marked */
     writer_timer_t timer;     /* at the earliest queue deadline, from qwait_start() */
+    writer_timer_t expire_timer; /* MAXWAIT scans, while a queue has MAXWAIT ("Expiry") */
+    writer_timer_t sched_timer;  /* at the next schedule tick ("Schedules") */
+    uint64_t rng;             /* xorshift64* state for backoff jitter (never 0); seeded at qwait_init() */
 } qwaits_t;
 
 enum { QW_PULL, QW_PUSH, QW_RESULT };
@@ -313,11 +320,27 @@ void qwait_after_apply(server_t *s, const record_t *rec, const apply_result_t *r
     case REC_Q_ACK:
         qwait_complete_id(s, name, nlen, rec->q_ack.msg_id, QUEUE_FATE_DONE);
         break;
-    case REC_Q_NACK: case REC_Q_REDELIVER:
+    case REC_Q_NACK: case REC_Q_REDELIVER: case REC_Q_RETRY:
         qwait_after_retry(s, name, nlen, res);
         break;
     case REC_Q_DROP:
         qwait_dropped(s, name, nlen);
+        return;
+    case REC_Q_CANCEL:
+        qwait_complete_id(s, name, nlen, rec->q_msg.msg_id, QUEUE_FATE_CANCELLED);
+        return;
+    case REC_Q_EXPIRE:
+        qwait_after_retry(s, name, nlen, res);
+        return;
+    case REC_Q_CONFIG:
+        qwait_arm_expire_scan(s);
+        break;
+    case REC_Q_SCHEDULE_ADD: case REC_Q_SCHEDULE_DEL:
+        qwait_arm_schedules(s);
+        return;
+    case REC_Q_TICK:
+        if (res->queue.id != 0)
+            mark_serve(s, name, nlen); /* it pushed: parked pullers may take it */
         return;
     case REC_Q_DEDUP_END: case REC_Q_RESULT_END:
         return;
@@ -385,8 +408,8 @@ void qwait_complete_id(server_t *s, const char *name, size_t nlen, uint64_t id, 
         return;
     const queue_t *q = queue_get(core_queues(s->core), name, nlen);
     queue_result_t r = {0};
-    if (q != NULL && fate == QUEUE_FATE_DONE)
-        queue_result(q, id, &r);
+    if (q != NULL && fate != QUEUE_FATE_NONE)
+        queue_result(q, id, &r); /* a result, or why it was dead-lettered */
     while (wait_list_first(&iw->list) != NULL)
         answer_fate(s, wait_list_first(&iw->list), id, fate, &r);
 }
@@ -596,6 +619,215 @@ void qwait_after_retry(server_t *s, const char *name, size_t nlen, const apply_r
     }
 }
 
+/* ---- retry policies ---------------------------------------------------------------
+ *
+ * A queue with BACKOFF or MAXAGE (queue_policy_active()) has its retries
+ * decided here, the random part included: the jitter is drawn from the
+ * writer's generator and travels in the REC_Q_RETRY record, so apply,
+ * replay and every cluster member reach the same state. MAXAGE measures a
+ * message's age from its push, whose time is core_time_of_rev() of its id
+ * (the record's revision): that is at most a second early, so the verdict
+ * waits QWAIT_AGE_SLACK_MS more and is never early; a message pushed
+ * before the last restart is measured from no earlier than the oldest
+ * sample the core kept, hence late rather than early. */
+
+#define QWAIT_AGE_SLACK_MS 1000
+
+/* The next 64 bits of the writer's generator (xorshift64*). */
+static uint64_t qwait_random(qwaits_t *qc)
+{
+    uint64_t x = qc->rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    qc->rng = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+
+bool qwait_retry_record(server_t *s, const char *name, size_t nlen, uint64_t id, uint64_t token, bool lease,
+                        record_t *rec)
+{
+    const queue_t *q = queue_get(core_queues(s->core), name, nlen);
+    if (q == NULL)
+        return false;
+    queue_config_t cfg;
+    queue_config(q, &cfg);
+    if (!queue_policy_active(&cfg))
+        return false;
+    uint32_t attempt = queue_delivery_attempt(q, id, token);
+    uint8_t kind = lease ? QUEUE_RETRY_F_LEASE : 0;
+    uint64_t pushed_ms = core_time_of_rev(s->core, id);
+    if (cfg.maxage_ms > 0 && pushed_ms > 0 && s->now_ms > pushed_ms &&
+        s->now_ms - pushed_ms > cfg.maxage_ms + QWAIT_AGE_SLACK_MS)
+        kind |= QUEUE_RETRY_F_GIVEUP;
+    uint64_t delay = queue_backoff_delay(&cfg, attempt, qwait_random(s->writer.queues));
+    if (delay > QWAIT_DELAY_MAX_MS)
+        delay = QWAIT_DELAY_MAX_MS;
+    *rec = (record_t){.type = REC_Q_RETRY,
+                      .q_retry = {.queue = name, .qlen = (uint32_t)nlen, .msg_id = id, .token = token,
+                                  .delay_ms = delay, .kind = kind}};
+    return true;
+}
+
+/* ---- expiry (MAXWAIT) -----------------------------------------------------------------
+ *
+ * A message nobody took within its queue's MAXWAIT of its push is
+ * dead-lettered by a REC_Q_EXPIRE record the writer makes. Ages come from
+ * core_time_of_rev() of the message id with QWAIT_AGE_SLACK_MS, as for
+ * MAXAGE: never early. Waiting messages have no deadline structure (that
+ * would cost every queue per message), so while some queue has MAXWAIT a
+ * scan every QWAIT_EXPIRE_SCAN_MS walks those queues' waiting messages:
+ * O(their messages) a second, paid only by queues that asked, and an
+ * expiry is up to a scan period plus the slack late. */
+
+#define QWAIT_EXPIRE_SCAN_MS 1000
+/* Expiries per scan: a backlog that all expired at once goes over several
+ * scans rather than holding the loop. */
+#define QWAIT_EXPIRES_PER_SCAN 4096
+
+void qwait_arm_expire_scan(server_t *s)
+{
+    if (!writer_makes_records(s) || queue_set_maxwait_count(core_queues(s->core)) == 0)
+        return;
+    writer_timer_arm_earlier(&s->writer.queues->expire_timer, s->now_ms + QWAIT_EXPIRE_SCAN_MS);
+}
+
+typedef struct expire_scan_s {
+    server_t *s;
+    uint64_t maxwait_ms;
+    ordo_buf_t *found;        /* u32 key length | key | u64 id, per message */
+    size_t n;
+} expire_scan_t;
+
+static bool expire_pick(void *arg, const char *key, size_t klen, uint64_t id, uint32_t attempt)
+{
+    expire_scan_t *e = arg;
+    uint64_t pushed_ms = core_time_of_rev(e->s->core, id);
+    if (attempt == 0 && pushed_ms > 0 && e->s->now_ms > pushed_ms &&
+        e->s->now_ms - pushed_ms > e->maxwait_ms + QWAIT_AGE_SLACK_MS) {
+        char n[8];
+        put_u32(n, (uint32_t)klen);
+        ordo_buf_append(e->found, n, 4);
+        ordo_buf_append(e->found, key, klen);
+        put_u64(n, id);
+        ordo_buf_append(e->found, n, 8);
+        e->n++;
+    }
+    return e->n < QWAIT_EXPIRES_PER_SCAN;
+}
+
+static void note_maxwait_queue(void *arg, queue_t *q)
+{
+    queue_config_t cfg;
+    queue_config(q, &cfg);
+    if (cfg.maxwait_ms == 0)
+        return;
+    size_t nlen;
+    const char *name = queue_name(q, &nlen);
+    char n[4];
+    put_u32(n, (uint32_t)nlen);
+    ordo_buf_append(arg, n, 4);
+    ordo_buf_append(arg, name, nlen);
+}
+
+/* Expire what one queue's scan found (records apply after the walk: an
+ * expiry may create the dead-letter queue). */
+static size_t expire_queue(server_t *s, const char *name, size_t nlen, size_t budget)
+{
+    const queue_t *q = queue_get(core_queues(s->core), name, nlen);
+    if (q == NULL || budget == 0)
+        return 0;
+    queue_config_t cfg;
+    queue_config(q, &cfg);
+    ordo_buf_t found = ORDO_BUF_INIT;
+    expire_scan_t e = {.s = s, .maxwait_ms = cfg.maxwait_ms, .found = &found};
+    queue_foreach_waiting(q, expire_pick, &e);
+    size_t done = 0;
+    for (size_t off = 0; off < found.len && done < budget && server_readonly(s) == NULL; done++) {
+        uint32_t klen = get_u32(found.data + off);
+        record_t rec = {.type = REC_Q_EXPIRE,
+                        .q_msg = {.queue = name, .qlen = (uint32_t)nlen, .key = klen ? found.data + off + 4 : NULL,
+                                  .klen = klen, .msg_id = get_u64(found.data + off + 4 + klen)}};
+        apply_result_t res;
+        qwait_apply(s, &rec, &res);
+        off += 4 + (size_t)klen + 8;
+    }
+    ordo_buf_free(&found);
+    return done;
+}
+
+static void on_expire_scan(writer_timer_t *t)
+{
+    server_t *s = t->data;
+    server_tick(s);
+    if (!writer_makes_records(s))
+        return; /* apply.h: a new leader arms the scan again (qwait_rearm()) */
+    qwait_gc(s);
+    ordo_buf_t names = ORDO_BUF_INIT;
+    queue_set_foreach(core_queues(s->core), note_maxwait_queue, &names);
+    size_t budget = QWAIT_EXPIRES_PER_SCAN;
+    for (size_t off = 0; off < names.len;) {
+        uint32_t nlen = get_u32(names.data + off);
+        budget -= expire_queue(s, names.data + off + 4, nlen, budget);
+        off += 4 + (size_t)nlen;
+    }
+    ordo_buf_free(&names);
+    qwait_arm_expire_scan(s);
+    writer_settle(s);
+    turn_run_resumed(s);
+    turn_flush(s);
+}
+
+/* ---- schedules --------------------------------------------------------------------
+ *
+ * The writer makes each tick's record (schedule.h): when the earliest
+ * next tick has passed on its clock, it logs REC_Q_TICK naming the
+ * schedule and the tick's time, whose apply pushes (or not) and moves the
+ * schedule on; a tick is a record like any other, made by the leader
+ * only, so it happens once across restarts and leader changes. */
+
+/* Ticks applied per timer turn (the timer re-arms at once if more are due). */
+#define QWAIT_TICKS_PER_TURN 1024
+
+void qwait_arm_schedules(server_t *s)
+{
+    sched_view_t v;
+    if (!writer_makes_records(s) || !sched_next_due(core_scheds(s->core), &v))
+        return;
+    writer_timer_arm_earlier(&s->writer.queues->sched_timer, v.next_ms);
+}
+
+static void on_sched_timer(writer_timer_t *t)
+{
+    server_t *s = t->data;
+    server_tick(s);
+    if (!writer_makes_records(s))
+        return; /* a new leader arms it again (qwait_rearm()) */
+    qwait_gc(s);
+    sched_view_t v;
+    for (int i = 0; i < QWAIT_TICKS_PER_TURN && server_readonly(s) == NULL; i++) {
+        if (!sched_next_due(core_scheds(s->core), &v) || v.next_ms >= s->now_ms)
+            break;
+        /* The apply may free what v points at: copy the names first. */
+        ordo_buf_t names = ORDO_BUF_INIT;
+        ordo_buf_append(&names, v.queue, v.qlen);
+        ordo_buf_append(&names, v.name, v.nlen);
+        record_t rec = {.type = REC_Q_TICK,
+                        .q_sched = {.queue = names.data, .qlen = (uint32_t)v.qlen,
+                                    .name = v.nlen ? names.data + v.qlen : NULL, .nlen = (uint32_t)v.nlen,
+                                    .tick_ms = v.next_ms}};
+        apply_result_t res;
+        bool ok = qwait_apply(s, &rec, &res);
+        ordo_buf_free(&names);
+        if (!ok)
+            break;
+    }
+    qwait_arm_schedules(s);
+    writer_settle(s);
+    turn_run_resumed(s);
+    turn_flush(s);
+}
+
 /* ---- timers -------------------------------------------------------------------- */
 
 /* Log the record for one due deadline of q and serve what it readied.
@@ -607,16 +839,20 @@ static bool fire(server_t *s, const queue_t *q, const queue_timer_t *t)
     const char *qn = queue_name(q, &nlen);
     char stack[256];
     size_t need = nlen + (t->kind == QUEUE_TIMER_DEDUP || t->kind == QUEUE_TIMER_IDEM ? t->dlen : 0) +
-                  (t->kind == QUEUE_TIMER_IDEM ? t->klen : 0);
+                  (t->kind == QUEUE_TIMER_IDEM || t->kind == QUEUE_TIMER_PAUSE ? t->klen : 0);
     char *name = need <= sizeof stack ? stack : ordo_xmalloc(need);
     memcpy(name, qn, nlen); /* the apply may free what q points at */
     record_t rec;
     switch (t->kind) {
     case QUEUE_TIMER_LEASE:
+        /* A lease that ran out under a retry policy comes back as its nack
+         * would; a nack-delayed message (token 0) has had its delay. */
+        if (t->token != 0 && qwait_retry_record(s, name, nlen, t->id, t->token, true, &rec))
+            break;
         rec = (record_t){.type = REC_Q_REDELIVER,
                          .q_redeliver = {.queue = name, .qlen = (uint32_t)nlen, .msg_id = t->id, .token = t->token}};
         break;
-    case QUEUE_TIMER_DELAY:
+    case QUEUE_TIMER_DELAY: case QUEUE_TIMER_RATE: /* promote: delayed messages, and tokens back */
         rec = (record_t){.type = REC_Q_PROMOTE, .q = {.queue = name, .qlen = (uint32_t)nlen}};
         break;
     case QUEUE_TIMER_DEDUP:
@@ -634,6 +870,16 @@ static bool fire(server_t *s, const queue_t *q, const queue_timer_t *t)
         rec.q_dedup_end.dlen = (uint32_t)t->dlen;
         rec.q_dedup_end.key = t->klen ? name + nlen + t->dlen : NULL;
         rec.q_dedup_end.klen = (uint32_t)t->klen;
+        break;
+    case QUEUE_TIMER_PAUSE:
+        rec = (record_t){.type = REC_Q_PAUSE,
+                         .q_pause = {.queue = name, .qlen = (uint32_t)nlen,
+                                     .op = t->queue_wide ? Q_PAUSE_END_QUEUE : Q_PAUSE_END_KEY}};
+        if (!t->queue_wide) {
+            memcpy(name + nlen, t->key, t->klen);
+            rec.q_pause.key = t->klen ? name + nlen : NULL;
+            rec.q_pause.klen = (uint32_t)t->klen;
+        }
         break;
     default:
         rec = (record_t){.type = REC_Q_RESULT_END,
@@ -709,6 +955,8 @@ bool qwait_catch_up(server_t *s, const char *name, size_t nlen)
 void qwait_start(server_t *s)
 {
     writer_timer_init(&s->writer.queues->timer, s->loop, s, on_queue_timer, s);
+    writer_timer_init(&s->writer.queues->expire_timer, s->loop, s, on_expire_scan, s);
+    writer_timer_init(&s->writer.queues->sched_timer, s->loop, s, on_sched_timer, s);
     qwait_rearm(s); /* deadlines recovered from the log */
 }
 
@@ -718,11 +966,15 @@ void qwait_rearm(server_t *s)
     queue_timer_t t;
     if (queue_set_next_timer(core_queues(s->core), &q, &t))
         arm_at(s, t.due_ms);
+    qwait_arm_expire_scan(s);
+    qwait_arm_schedules(s);
 }
 
 void qwait_close_handles(server_t *s)
 {
     writer_timer_close(&s->writer.queues->timer);
+    writer_timer_close(&s->writer.queues->expire_timer);
+    writer_timer_close(&s->writer.queues->sched_timer);
 }
 
 static void free_iw(ordo_hnode_t *n, void *arg)
@@ -848,5 +1100,10 @@ void qwait_init(server_t *s)
         fprintf(stderr, "ordod: out of memory\n");
         abort();
     }
+    /* Jitter needs no secret, only a different sequence per process. */
+    uint8_t seed[ORDO_SIPHASH_KEY_LEN];
+    (void)ordo_random_key(seed);
+    memcpy(&qc->rng, seed, sizeof qc->rng);
+    qc->rng |= 1;
     s->writer.queues = qc;
 }

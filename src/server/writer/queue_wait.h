@@ -52,6 +52,25 @@ void qwait_after_apply(server_t *s, const record_t *rec, const apply_result_t *r
  * serving marks none (writer_settle()). */
 void qwait_settle(server_t *s);
 
+/* qwait_retry_record() -- if queue name has a retry policy (BACKOFF or
+ * MAXAGE), fill *rec with the REC_Q_RETRY record for delivery (id, token)
+ * coming back (lease: its lease ran out, else a nack without DELAY): the
+ * delay drawn now by the policy, and the MAXAGE verdict (queue_wait.c,
+ * "Retry policies"); rec's queue points at name. Returns false, leaving
+ * *rec alone, for a queue without a policy (or none at all). */
+bool qwait_retry_record(server_t *s, const char *name, size_t nlen, uint64_t id, uint64_t token, bool lease,
+                        record_t *rec);
+/* A drawn delay never exceeds ten years, as a client's DELAY. */
+#define QWAIT_DELAY_MAX_MS (10ull * 366 * 24 * 3600 * 1000)
+
+/* qwait_arm_expire_scan() -- while some queue has MAXWAIT, scan for
+ * messages past it within a second (queue_wait.c, "Expiry"). */
+void qwait_arm_expire_scan(server_t *s);
+
+/* qwait_arm_schedules() -- arm the schedule timer for the next tick
+ * (queue_wait.c, "Schedules"). */
+void qwait_arm_schedules(server_t *s);
+
 /* qwait_catch_up() -- before a command uses queue name: apply its due
  * deadlines first. Returns false if the log refused one of their records
  * (the command must answer -READONLY). */

@@ -173,9 +173,22 @@ function draw(s) {
   fill($("queues"), s.queues, (tr, q) => {
     tr.dataset.queue = name(q, "name");
     cell(tr, name(q, "name"), "key");
-    for (const f of ["waiting", "inflight", "delayed", "keys", "parked_keys", "deadlettered", "acked"]) cell(tr, q[f]);
+    for (const f of ["waiting", "inflight", "delayed", "keys", "parked_keys"]) cell(tr, q[f]);
+    cell(tr, q.paused ? "queue" : q.paused_keys ? q.paused_keys + " keys" : "");
+    for (const f of ["deadlettered", "acked"]) cell(tr, q[f]);
     cell(tr, q.oldest_ready_ms ? ms(q.oldest_ready_ms) : "");
     cell(tr, spark(depth.get(name(q, "name")) || []));
+  });
+  const scheds = s.schedules || [];
+  $("noschedules").hidden = scheds.length > 0;
+  fill($("schedules"), scheds, (tr, c) => {
+    tr.dataset.schedule = name(c, "name");
+    cell(tr, name(c, "name"), "key");
+    cell(tr, name(c, "queue"), "key");
+    cell(tr, c.cron !== undefined || c.cron_b64 !== undefined ? name(c, "cron") : "every " + ms(c.every_ms), "key");
+    cell(tr, ms(c.next_in_ms));
+    cell(tr, c.pushed);
+    cell(tr, c.skipped);
   });
   const byName = new Map(s.queues.map((q) => [name(q, "name"), q]));
   const dead = s.queues.filter((q) => q.deadlettered > 0);
@@ -191,7 +204,7 @@ function draw(s) {
   const keys = [];
   for (const q of s.queues) for (const k of q.top) keys.push([name(q, "name"), k]);
   fill($("keys"), keys, (tr, [qn, k]) => {
-    if (k.state === "parked" || k.attempt > 1) tr.className = "stuck";
+    if (k.state === "parked" || k.state.endsWith("paused") || k.attempt > 1) tr.className = "stuck";
     else if (k.inflight_ms > 30000) tr.className = "slow";
     tr.dataset.key = name(k, "key");
     cell(tr, qn, "key");
