@@ -119,3 +119,25 @@ def test_dashboard_charts_full_on_first_paint_with_the_followers_lag(make_cluste
     chromium(url, tmp_path / "profile2", "--screenshot=%s" % shot, "--window-size=1280,1400")
     assert shot.stat().st_size > 1000
     print("cluster dashboard screenshot: %s" % shot)
+
+
+def test_transfer_route_hands_leadership_to_the_member_named(make_cluster, tmp_path):
+    """POST /v1/cluster/transfer?to=id (the dashboard's "make leader")
+    answers once that member leads; the leader's page offers it for each
+    live voter."""
+    import re
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
+    from test_http_dashboard import chromium  # noqa: E402
+    cl = make_cluster(3, http=True)
+    leader = cl.wait_ready()
+    dom = chromium("http://127.0.0.1:%d/" % leader.http_port, tmp_path / "profile", "--dump-dom")
+    offered = set(re.findall(r'data-action="POST /v1/cluster/transfer\?to=(\d+)"', dom))
+    assert offered == {str(m.id) for m in cl.others(leader)}, offered
+    target = cl.others(leader)[0]
+    status, body = get(leader, "POST", "/v1/cluster/transfer?to=%d" % target.id)
+    assert (status, json.loads(body)) == (200, {"ok": True}), body
+    assert cl.leader(min_term=1).id == target.id
+    status, body = get(target, "POST", "/v1/cluster/transfer?to=99")
+    assert status in (400, 404, 503) and json.loads(body)["detail"], (status, body)

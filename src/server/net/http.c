@@ -65,7 +65,9 @@ struct http_listener_s {
 /* How a command's reply is answered (answer()). */
 enum answer_kind {
     R_NONE, R_CALL, R_PUSH, R_RESULT, R_KV_GET, R_KV_PUT, R_KV_DEL, R_WATCH, R_WATCH_SNAP,
-    R_PAUSE,        /* Q.PAUSE / Q.RESUME: {"changed":n} */
+    R_PAUSE,        /* Q.PAUSE, Q.RESUME, Q.UNPARK, Q.DROP: {"changed":n} */
+    R_MOVED,        /* Q.REDRIVE: {"moved":n} */
+    R_DONE,         /* +OK: {"ok":true} (CLUSTER TRANSFER) */
     R_PULL,         /* Q.PULL: the messages as JSON */
     R_ONE_ZERO,     /* 1: 204; 0: 409 with h->why (a stale token, a term that does not lead) */
     R_RANGE,        /* KV.RANGE: a page as JSON */
@@ -626,10 +628,19 @@ static void answer(conn_t *c, const rv_t *v)
             respond_text(c, 500, "unexpected reply");
         return;
     case R_PAUSE:
+    case R_MOVED:
         if (v->type == ':') {
-            int n = snprintf(hb, sizeof hb, "{\"changed\":%" PRId64 "}\n", v->i);
+            int n = snprintf(hb, sizeof hb, "{\"%s\":%" PRId64 "}\n", h->route == R_MOVED ? "moved" : "changed", v->i);
             respond(c, 200, "application/json", "", hb, (size_t)n);
         } else if (v->type == '-')
+            respond_error(c, v);
+        else
+            respond_text(c, 500, "unexpected reply");
+        return;
+    case R_DONE:
+        if (v->type == '+')
+            respond(c, 200, "application/json", "", "{\"ok\":true}\n", 12);
+        else if (v->type == '-')
             respond_error(c, v);
         else
             respond_text(c, 500, "unexpected reply");
@@ -1403,6 +1414,71 @@ static void route_pause(conn_t *c, req_t *r)
     send_cmd(c, r, R_PAUSE);
 }
 
+/* POST /v1/queues/{q}/redrive?from=&key=|id=: Q.REDRIVE, the dead letters
+ * moved back ({"moved":n}); the dashboard's "retry" of dead letters. */
+static void route_redrive(conn_t *c, req_t *r)
+{
+    struct http_conn_s *h = c->http;
+    span_t from, key;
+    bool has_from = query_param(h, r->query, r->qlen, "from", &from);
+    bool has_key = query_param(h, r->query, r->qlen, "key", &key);
+    bool has_id;
+    uint64_t id;
+    if (!param_u64(c, r, "id", 1, PARAM_ANY, "a message id", &has_id, &id))
+        return;
+    if (has_key && has_id) {
+        respond_text(c, 400, "key= and id= exclude each other");
+        return;
+    }
+    arg_str(r, "Q.REDRIVE");
+    arg_span(r, seg_of(r, 2));
+    if (has_from) {
+        arg_str(r, "FROM");
+        arg_span(r, from);
+    }
+    if (has_key) {
+        arg_str(r, "KEY");
+        arg_span(r, key);
+    } else if (has_id) {
+        arg_str(r, "ID");
+        arg_num(r, id);
+    }
+    send_cmd(c, r, R_MOVED);
+}
+
+/* POST /v1/queues/{q}/keys/{k}/unpark: Q.UNPARK ({"changed":n}). */
+static void route_unpark(conn_t *c, req_t *r)
+{
+    arg_str(r, "Q.UNPARK");
+    arg_span(r, seg_of(r, 2));
+    arg_span(r, seg_of(r, 4));
+    send_cmd(c, r, R_PAUSE);
+}
+
+/* DELETE /v1/queues/{q}: Q.DROP, the queue and every message in it
+ * ({"changed":n}); the dashboard's "drop" of a dead-letter queue. */
+static void route_drop(conn_t *c, req_t *r)
+{
+    arg_str(r, "Q.DROP");
+    arg_span(r, seg_of(r, 2));
+    send_cmd(c, r, R_PAUSE);
+}
+
+/* POST /v1/cluster/transfer[?to=id]: CLUSTER TRANSFER [id], answered once
+ * another member leads ({"ok":true}). */
+static void route_transfer(conn_t *c, req_t *r)
+{
+    bool has_to;
+    uint64_t to;
+    if (!param_u64(c, r, "to", 1, PARAM_ANY, "a member id", &has_to, &to))
+        return;
+    arg_str(r, "CLUSTER");
+    arg_str(r, "TRANSFER");
+    if (has_to)
+        arg_num(r, to);
+    send_cmd(c, r, R_DONE);
+}
+
 /* POST /v1/queues/{q}/pull?count=&lease=&wait=: Q.PULL, the messages as
  * JSON. Without wait=, or wait=0, it does not wait. */
 static void route_pull(conn_t *c, req_t *r)
@@ -1751,6 +1827,8 @@ static const char *const p_call[] = {"timeout", NULL};
 static const char *const p_result[] = {"wait", NULL};
 static const char *const p_status[] = {"history", NULL};
 static const char *const p_pause[] = {"for", "until", NULL};
+static const char *const p_redrive[] = {"from", "key", "id", NULL};
+static const char *const p_transfer[] = {"to", NULL};
 static const char *const p_pull[] = {"count", "lease", "wait", NULL};
 static const char *const p_ack[] = {"token", NULL};
 static const char *const p_nack[] = {"token", "delay", NULL};
@@ -1771,6 +1849,10 @@ static const route_t routes[] = {
     {HTTP_POST, "/v1/queues/{queue}/keys/{key}/call", false, false, p_call, route_call},
     {HTTP_GET, "/v1/queues/{queue}/results/{id}", false, false, p_result, route_result},
     {HTTP_POST, "/v1/queues/{queue}/pull", false, false, p_pull, route_pull},
+    {HTTP_DELETE, "/v1/queues/{queue}", false, false, p_none, route_drop},
+    {HTTP_POST, "/v1/queues/{queue}/redrive", false, false, p_redrive, route_redrive},
+    {HTTP_POST, "/v1/queues/{queue}/keys/{key}/unpark", false, false, p_none, route_unpark},
+    {HTTP_POST, "/v1/cluster/transfer", false, false, p_transfer, route_transfer},
     {HTTP_POST, "/v1/queues/{queue}/pause", false, false, p_pause, route_pause},
     {HTTP_DELETE, "/v1/queues/{queue}/pause", false, false, p_none, route_pause},
     {HTTP_POST, "/v1/queues/{queue}/keys/{key}/pause", false, false, p_pause, route_pause},

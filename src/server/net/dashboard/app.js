@@ -144,6 +144,42 @@ function drawCharts() {
   $("ch-lag").hidden = !lag || lag.every((v) => v < 0);
 }
 
+// An action: asks to confirm `what`, then sends method path with the
+// page's credentials and says how it went (the next poll shows the state).
+function authHeaders() {
+  const headers = {};
+  const pw = sessionStorage.getItem("ordo-password");
+  if (pw) headers.Authorization = "Bearer " + pw;
+  return headers;
+}
+
+async function act(what, method, path) {
+  if (!window.confirm(what + "?")) return;
+  const msg = $("actionmsg");
+  try {
+    const r = await fetch(path, { method, headers: authHeaders(), cache: "no-store" });
+    const body = await r.text();
+    let detail = body;
+    try { const j = JSON.parse(body); detail = j.detail || JSON.stringify(j); } catch (e) { /* text */ }
+    msg.textContent = what + ": " + (r.ok ? "done " : "refused (" + r.status + ") ") + detail;
+  } catch (e) {
+    msg.textContent = what + ": " + e.message;
+  }
+  msg.hidden = false;
+}
+
+function button(label, what, method, path, danger) {
+  const b = document.createElement("button");
+  b.className = "act" + (danger ? " danger" : "");
+  b.type = "button";
+  b.textContent = label;
+  b.dataset.action = method + " " + path;
+  b.addEventListener("click", () => act(what, method, path));
+  return b;
+}
+
+const enc = encodeURIComponent;
+
 function ms(v) { return v >= 1000 ? (v / 1000).toFixed(1) + " s" : v + " ms"; }  // v in ms
 
 function draw(s) {
@@ -200,6 +236,15 @@ function draw(s) {
     cell(tr, q.deadlettered);
     cell(tr, dl === null ? "(dropped: no DEADLETTER queue)" : dl, "key");
     cell(tr, dl !== null && byName.has(dl) ? byName.get(dl).waiting : "");
+    const acts = document.createElement("span");
+    if (dl !== null && byName.has(dl) && byName.get(dl).waiting > 0) {
+      const qn = name(q, "name");
+      acts.appendChild(button("retry", "Move the dead letters of " + dl + " back to " + qn, "POST",
+        "/v1/queues/" + enc(qn) + "/redrive"));
+      acts.appendChild(button("drop", "Delete queue " + dl + " and every dead letter in it", "DELETE",
+        "/v1/queues/" + enc(dl), true));
+    }
+    cell(tr, acts);
   });
   const keys = [];
   for (const q of s.queues) for (const k of q.top) keys.push([name(q, "name"), k]);
@@ -213,6 +258,8 @@ function draw(s) {
     cell(tr, k.state);
     cell(tr, k.attempt);
     cell(tr, k.state === "processing" ? ms(k.inflight_ms) : "");
+    cell(tr, k.state === "parked" ? button("unpark", "Let key " + name(k, "key") + " of " + qn + " flow again", "POST",
+      "/v1/queues/" + enc(qn) + "/keys/" + enc(name(k, "key")) + "/unpark") : "");
   });
   fill($("clientlist"), s.client_list, (tr, c) => {
     tr.dataset.client = c.id;
@@ -238,14 +285,14 @@ function draw(s) {
       cell(tr, m.live ? "yes" : "NO");
       cell(tr, m.last_contact_ms < 0 ? "never" : ms(m.last_contact_ms));
       cell(tr, m.lag_entries < 0 ? "" : m.lag_entries);
+      cell(tr, c.role === "leader" && m.id !== c.node_id && m.live && m.role === "voter"
+        ? button("make leader", "Hand leadership to member " + m.id, "POST", "/v1/cluster/transfer?to=" + m.id) : "");
     });
   }
 }
 
 async function poll() {
-  const headers = {};
-  const pw = sessionStorage.getItem("ordo-password");
-  if (pw) headers.Authorization = "Bearer " + pw;
+  const headers = authHeaders();
   try {
     const since = hist.seconds && hist.seconds.t.length ? hist.seconds.t[hist.seconds.t.length - 1] + 1 : 1;
     const r = await fetch("/v1/status?history=" + since, { headers, cache: "no-store" });
