@@ -4,7 +4,7 @@
  *
  * The usage is usage_text below (and `ordo --help`); each command's line
  * is a TOOL_SYN_ macro of tool.h, its options a table parsed by
- * tool_parse() (tool_opt.c), which names the argument and the fault of
+ * tool_parse() (tool/opt.c), which names the argument and the fault of
  * every usage error. This file holds main(), the command table, and the
  * commands but status and top (tool/stats.c).
  *
@@ -201,11 +201,8 @@ static int cmd_watch(ordo_client_opts_t *co, const tool_opt_t *global, int argc,
         return parsed(rc);
     if (key != NULL && prefix != NULL)
         return tool_usage_error("watch", "KEY '%.100s' and --prefix '%.100s': one or the other", key, prefix);
-    if (key == NULL && prefix == NULL) {
-        fprintf(stderr, "ordo watch: missing KEY (or --prefix P)\nusage: ordo %s\n%s\n", TOOL_SYN_WATCH,
-                TOOL_USAGE_POINTER);
-        return TOOL_EXIT_USAGE;
-    }
+    if (key == NULL && prefix == NULL)
+        return tool_usage_missing("watch", "KEY (or --prefix P)", TOOL_SYN_WATCH);
     o.prefix = prefix != NULL;
     o.key = prefix ? prefix : key;
     o.key_len = strlen(o.key);

@@ -73,6 +73,13 @@ int tool_parse(const tool_cmd_t *cmd, const tool_opt_t *global, int argc, char *
  * (printed). */
 int tool_parse_global(const tool_opt_t *global, int argc, char **argv, int *i);
 
+/* tool_int_arg() -- v, the value of the argument `as` ("--for", "ID"), as
+ * a decimal integer within [min, max] into *out: 0, or TOOL_EXIT_USAGE
+ * after printing the fault as an option's ("ID: 'x' is not a message id
+ * (1..N)"). For a positional argument that is a number. */
+int tool_int_arg(const char *cmd, const char *as, const char *v, const char *what, int64_t min, int64_t max,
+                 int64_t *out);
+
 /* tool_usage_error() -- print "ordo CMD: <formatted>" and the pointer
  * line on stderr; returns TOOL_EXIT_USAGE. cmd may be "" (no command). */
 int tool_usage_error(const char *cmd, const char *fmt, ...)
@@ -80,6 +87,11 @@ int tool_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+
+/* tool_usage_missing() -- print "ordo CMD: missing WHAT", the command's
+ * line of the usage (synopsis) and the pointer line on stderr; returns
+ * TOOL_EXIT_USAGE. */
+int tool_usage_missing(const char *cmd, const char *what, const char *synopsis);
 
 /* tool_fail() -- print "ordo WHAT: <error>[: <client's detail>]" on
  * stderr; returns TOOL_EXIT_FAIL. c may be NULL. */
