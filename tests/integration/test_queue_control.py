@@ -768,6 +768,32 @@ def test_tool_and_client_calls(server):
     assert p.returncode == 1 and b"CRON" in p.stderr
 
 
+def test_tool_redrives_every_key_and_lists_intervals(server):
+    """`ordo redrive` without --key or --id moves every key's dead letters
+    and prints the total; a whole queue pauses once; `schedule list` shows
+    an interval schedule's every=MS."""
+    from clientlib import ordo
+    with server.raw() as c:
+        assert c.call("Q.CONFIG", "q", "MAXATTEMPTS", 1, "DEADLETTER", "dlq") == "OK"
+        for k in ("a", "b", "c"):
+            c.call("Q.PUSH", "q", k, k)
+        deadletter_all(c, "q", 3)
+
+    def run(*args):
+        p = ordo(server, *args)
+        assert p.returncode == 0, (args, p.stderr)
+        return p.stdout.decode().strip()
+
+    assert run("redrive", "q", "--from", "dlq") == "3"
+    assert run("redrive", "q") == "0"
+    assert run("pause", "q") == "1"
+    assert run("pause", "q") == "0"
+    assert run("resume", "q") == "1"
+    assert run("schedule", "add", "beat", "q", "k", "x", "--every", 60000) == "OK"
+    line = run("schedule", "list")
+    assert line.startswith("beat q next=") and line.endswith(" pushed=0 skipped=0 every=60000"), line
+
+
 # ---- per-key concurrency ---------------------------------------------------------------
 
 

@@ -107,6 +107,13 @@ int tool_top(ordo_client_t *c, const tool_opt_t *global, int argc, char **argv);
 #define TOOL_SYN_WATCH "watch KEY | --prefix P [--from REV]"
 #define TOOL_SYN_CALL "call QUEUE KEY PAYLOAD [--id ID] [--timeout MS]"
 #define TOOL_SYN_PUSH "push QUEUE KEY PAYLOAD [--id ID]"
+#define TOOL_SYN_PAUSE "pause QUEUE [--key KEY] [--for MS]"
+#define TOOL_SYN_RESUME "resume QUEUE [--key KEY]"
+#define TOOL_SYN_REDRIVE "redrive QUEUE [--from DLQ] [--key KEY|--id ID]"
+#define TOOL_SYN_CANCEL "cancel QUEUE ID"
+#define TOOL_SYN_SCHEDULE_ADD "schedule add NAME QUEUE KEY PAYLOAD --every MS [--start MS] | --cron EXPR [--skip-missed]"
+#define TOOL_SYN_SCHEDULE_DEL "schedule del NAME"
+#define TOOL_SYN_SCHEDULE_LIST "schedule list"
 #define TOOL_SYN_CONSUME                                                                                      \
     "consume QUEUE [--concurrency N] [--lease MS] [--nack-delay MS] [--timeout MS] [--exactly-once]\n" \
     "          -- PROGRAM [ARGS...]"
