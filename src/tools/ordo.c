@@ -34,15 +34,18 @@
  * the payload on its stdin and the caller's environment plus ORDO_QUEUE,
  * ORDO_KEY, ORDO_ID, ORDO_ATTEMPT, ORDO_TOKEN and ORDO_ADDRS; exit status
  * 0 acks with its stdout as the result, anything else (a signal included)
- * nacks. Output past TOOL_RESULT_MAX is read and discarded, and the
- * message nacked; --timeout kills the group and nacks; once PROGRAM has
- * exited its stdout is read no further (a background child keeping it
- * open is not waited for). Leases are kept while PROGRAM runs (the
- * consumer runner's keeper). SIGINT/SIGTERM stop it: nothing more is
- * pulled, running programs get SIGTERM, then SIGKILL after
- * TOOL_STOP_GRACE_MS, and their messages are nacked. --exactly-once: each
- * line of PROGRAM's stdout is a command run in one transaction with the
- * ack (docs/exactly-once.md, "From a script").
+ * nacks (after --nack-delay, or with --queue-backoff without a delay, so
+ * the queue's BACKOFF decides); with --tempfail-pause MS, exit
+ * TOOL_PROGRAM_EXIT_TEMPFAIL (75, EX_TEMPFAIL) first pauses the message's
+ * key for MS (ORDO_HANDLER_PAUSE). Output past TOOL_RESULT_MAX is read
+ * and discarded, and the message nacked; --timeout kills the group and
+ * nacks; once PROGRAM has exited its stdout is read no further (a
+ * background child keeping it open is not waited for). Leases are kept
+ * while PROGRAM runs (the consumer runner's keeper). SIGINT/SIGTERM stop
+ * it: nothing more is pulled, running programs get SIGTERM, then SIGKILL
+ * after TOOL_STOP_GRACE_MS, and their messages are nacked. --exactly-once:
+ * each line of PROGRAM's stdout is a command run in one transaction with
+ * the ack (docs/exactly-once.md, "From a script").
  *
  * Queue control, on the client's typed calls: pause and resume print 1,
  * or 0 if the queue or key was so already; redrive prints how many dead
@@ -503,6 +506,11 @@ static int cmd_schedule(ordo_client_t *c, const tool_opt_t *global, int argc, ch
 /* After SIGTERM, a running PROGRAM gets this long to finish (its process
  * group is sent SIGTERM) before SIGKILL; its message is then nacked. */
 #define TOOL_STOP_GRACE_MS 2000
+/* sysexits.h's EX_TEMPFAIL ("try again later"), as PROGRAM's exit status:
+ * with --tempfail-pause MS, a PROGRAM exiting so pauses its message's key
+ * for MS (a tenant's downstream answered 429 or 503) instead of only
+ * nacking. */
+#define TOOL_PROGRAM_EXIT_TEMPFAIL 75
 /* The variables the tool sets for PROGRAM (the caller's others are kept). */
 #define TOOL_ENV_OURS 6
 
@@ -511,6 +519,7 @@ typedef struct program {
     const char *queue;
     const char *addrs;       /* ORDO_ADDRS for PROGRAM */
     int64_t timeout_ms;      /* per message; 0: none */
+    int64_t tempfail_pause_ms; /* exit TOOL_PROGRAM_EXIT_TEMPFAIL pauses the key this long; 0: nacks */
     int64_t stop_at_ms;      /* 0 while running; when SIGTERM came */
     pthread_mutex_t mu;      /* guards stop_at_ms */
 } program_t;
@@ -713,7 +722,8 @@ static void exchange(program_t *prog, pid_t pid, int in_fd, int out_fd, const ch
 }
 
 /* run_once() -- PROGRAM for message m; ORDO_OK with its stdout in *out
- * (malloc'd, may be NULL when empty) when it exited 0, else -1. */
+ * (malloc'd, may be NULL when empty) when it exited 0,
+ * TOOL_PROGRAM_EXIT_TEMPFAIL when it exited so, else -1. */
 static int run_once(program_t *prog, const ordo_msg_t *m, char **out, size_t *outlen)
 {
     *out = NULL;
@@ -799,13 +809,26 @@ done:
     free(*out);
     *out = NULL;
     *outlen = 0;
-    return -1;
+    return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == TOOL_PROGRAM_EXIT_TEMPFAIL
+               ? TOOL_PROGRAM_EXIT_TEMPFAIL
+               : -1;
+}
+
+/* failed_run() -- a failed run's handler answer: a nack, or with
+ * --tempfail-pause and PROGRAM's exit TOOL_PROGRAM_EXIT_TEMPFAIL, a pause
+ * of the message's key (then the runner nacks). */
+static int failed_run(const program_t *prog, int rc)
+{
+    return rc == TOOL_PROGRAM_EXIT_TEMPFAIL && prog->tempfail_pause_ms > 0
+               ? ORDO_HANDLER_PAUSE(prog->tempfail_pause_ms)
+               : 1;
 }
 
 static int run_program(void *arg, const ordo_msg_t *m, char **result, size_t *result_len)
 {
-    if (run_once(arg, m, result, result_len) != ORDO_OK)
-        return 1;
+    int rc = run_once(arg, m, result, result_len);
+    if (rc != ORDO_OK)
+        return failed_run(arg, rc);
     if (*result == NULL) { /* empty stdout: ack with an empty result */
         *result = malloc(1);
         *result_len = 0;
@@ -880,8 +903,9 @@ static int run_exactly_once(void *arg, ordo_client_t *c, const ordo_msg_t *m, or
     program_t *prog = arg;
     char *out;
     size_t n;
-    if (run_once(prog, m, &out, &n) != ORDO_OK)
-        return 1;
+    int ran = run_once(prog, m, &out, &n);
+    if (ran != ORDO_OK)
+        return failed_run(prog, ran);
     int rc = 0;
     char *line = out, *end = out ? out + n : NULL;
     while (line != NULL && line < end && rc == 0) {
@@ -919,14 +943,17 @@ static int run_exactly_once(void *arg, ordo_client_t *c, const ordo_msg_t *m, or
 
 static int cmd_consume(ordo_client_opts_t *co, const tool_opt_t *global, int argc, char **argv)
 {
-    int64_t concurrency = 0, lease_ms = 0, nack_delay_ms = 0, timeout_ms = 0;
-    int exactly_once = 0;
+    int64_t concurrency = 0, lease_ms = 0, nack_delay_ms = 0, timeout_ms = 0, tempfail_pause_ms = 0;
+    int exactly_once = 0, queue_backoff = 0;
     const tool_opt_t opts[] = {
         { "--concurrency", NULL, TOOL_OPT_INT, &concurrency, "a number of workers", 1,
           ORDO_CONSUMER_CONCURRENCY_MAX },
         { "--lease", NULL, TOOL_OPT_INT, &lease_ms, "a number of milliseconds", 1, TOOL_MS_MAX },
         { "--nack-delay", NULL, TOOL_OPT_INT, &nack_delay_ms, "a number of milliseconds", 1, TOOL_MS_MAX },
+        { "--queue-backoff", NULL, TOOL_OPT_FLAG, &queue_backoff, NULL, 0, 0 },
         { "--timeout", NULL, TOOL_OPT_INT, &timeout_ms, "a number of milliseconds", 1, TOOL_MS_MAX },
+        { "--tempfail-pause", NULL, TOOL_OPT_INT, &tempfail_pause_ms, "a number of milliseconds", 1,
+          ORDO_HANDLER_PAUSE_MS_MAX },
         { "--exactly-once", NULL, TOOL_OPT_FLAG, &exactly_once, NULL, 0, 0 },
         { NULL, NULL, 0, NULL, NULL, 0, 0 },
     };
@@ -936,13 +963,19 @@ static int cmd_consume(ordo_client_opts_t *co, const tool_opt_t *global, int arg
     int n, rest, rc = tool_parse(&cmd, global, argc, argv, &queue, &n, &rest);
     if (rc != 0)
         return parsed(rc);
-    program_t prog = { .queue = queue, .addrs = co->addrs ? co->addrs : "", .timeout_ms = timeout_ms };
+    if (queue_backoff && nack_delay_ms != 0)
+        return tool_usage_error("consume", "--nack-delay %" PRId64 " and --queue-backoff: one or the other",
+                                nack_delay_ms);
+    program_t prog = { .queue = queue,
+                       .addrs = co->addrs ? co->addrs : "",
+                       .timeout_ms = timeout_ms,
+                       .tempfail_pause_ms = tempfail_pause_ms };
     ordo_consumer_opts_t o = { .conn = *co, .queue = queue, .handler = run_program, .arg = &prog };
     o.conn.reconnect_timeout_ms = ORDO_WAIT_FOREVER;
     o.conn.call_timeout_ms = 0;
     o.concurrency = (int)concurrency;
     o.lease_ms = lease_ms;
-    o.nack_delay_ms = nack_delay_ms;
+    o.nack_delay_ms = queue_backoff ? -1 : nack_delay_ms; /* -1: nack without DELAY, the queue's BACKOFF decides */
     if (exactly_once) {
         o.handler = NULL;
         o.txn_handler = run_exactly_once;

@@ -424,6 +424,33 @@ def test_consumer_runner_pauses_the_key(server, tmp_path):
             assert p.kill(signal.SIGTERM) == 0, p.stderr()
 
 
+def test_tool_tempfail_pauses_only_when_asked(server, tmp_path):
+    """`ordo consume`: exit 75 without --tempfail-pause is a failure like
+    any other (a nack, the key not paused); with it and --exactly-once, the
+    key is paused as with the plain handler."""
+    from clientlib import Proc, prog
+    script = tmp_path / "h.sh"
+    script.write_text("#!/bin/sh\nexit 75\n")
+    script.chmod(0o755)
+    with server.raw() as c:
+        c.call("Q.PUSH", "q", "k", "x")
+        p = Proc([prog("ordo"), "-p", server.port, "consume", "q", "--nack-delay", 3600000, "--", str(script)])
+        try:
+            poll(lambda: qinfo(c, "q")["nacked"] == 1, "the nack")
+            assert keyinfo(c, "q", "k")["paused"] == 0
+        finally:
+            assert p.kill(signal.SIGTERM) == 0, p.stderr()
+        c.call("Q.PUSH", "r", "k", "y")
+        p = Proc([prog("ordo"), "-p", server.port, "consume", "r", "--exactly-once", "--tempfail-pause", 3600000,
+                  "--", str(script)])
+        try:
+            poll(lambda: qinfo(c, "r")["nacked"] == 1, "the nack after the pause")
+            ki = keyinfo(c, "r", "k")
+            assert ki["paused"] == 1 and ki["paused_until"] - now_ms(c) > 3500000
+        finally:
+            assert p.kill(signal.SIGTERM) == 0, p.stderr()
+
+
 # ---- redrive, cancel, expire -----------------------------------------------------------
 
 

@@ -45,7 +45,7 @@ def test_help_is_on_stdout_and_exits_0():
     for opt in ("-h", "-p", "-a", "--timeout", "--tls", "--cacert", "--cert", "--key", "--sni", "--prefix",
                 "--from", "--id", "--concurrency", "--lease", "--nack-delay", "--exactly-once", "--count",
                 "--interval", "--iterations", "-n", "--once", "--raw", "--for", "--every", "--start", "--cron",
-                "--skip-missed"):
+                "--skip-missed", "--queue-backoff", "--tempfail-pause"):
         assert opt in text, opt
 
 
@@ -127,6 +127,10 @@ def test_queue_control_commands_name_their_faults():
     assert usage_error("redrive", "q", "--key", "k", "--id", "3") == \
         "ordo redrive: --key 'k' and --id 3: one or the other"
     assert usage_error("redrive", "q", "--id", "0").startswith("ordo redrive: --id: '0' is not a message id")
+    assert usage_error("consume", "q", "--queue-backoff", "--nack-delay", "500", "--", "true") == \
+        "ordo consume: --nack-delay 500 and --queue-backoff: one or the other"
+    assert usage_error("consume", "q", "--tempfail-pause", "1073741824", "--", "true") == \
+        "ordo consume: --tempfail-pause: '1073741824' is not a number of milliseconds (1..1073741823)"
     assert usage_error("schedule") == "ordo schedule: missing add, del or list"
     assert usage_error("schedule", "move") == "ordo schedule: unknown subcommand 'move' (add, del, list)"
     assert usage_error("schedule", "add", "s", "q", "k", "x") == \

@@ -114,9 +114,9 @@ int tool_top(ordo_client_t *c, const tool_opt_t *global, int argc, char **argv);
 #define TOOL_SYN_SCHEDULE_ADD "schedule add NAME QUEUE KEY PAYLOAD --every MS [--start MS] | --cron EXPR [--skip-missed]"
 #define TOOL_SYN_SCHEDULE_DEL "schedule del NAME"
 #define TOOL_SYN_SCHEDULE_LIST "schedule list"
-#define TOOL_SYN_CONSUME                                                                                      \
-    "consume QUEUE [--concurrency N] [--lease MS] [--nack-delay MS] [--timeout MS] [--exactly-once]\n" \
-    "          -- PROGRAM [ARGS...]"
+#define TOOL_SYN_CONSUME                                                                                    \
+    "consume QUEUE [--concurrency N] [--lease MS] [--nack-delay MS|--queue-backoff] [--timeout MS]\n" \
+    "          [--tempfail-pause MS] [--exactly-once] -- PROGRAM [ARGS...]"
 #define TOOL_SYN_TOP "top [QUEUE] [--interval MS] [--once | --iterations N | -n N] [--count N]"
 #define TOOL_SYN_STATUS "status [--raw]"
 
