@@ -4,7 +4,7 @@
  *
  * The usage is usage_text below (and `ordo --help`); each command's line
  * is a TOOL_SYN_ macro of tool.h, its options a table parsed by
- * tool_parse() (tool_opt.c), which names the argument and the fault of
+ * tool_parse() (tool/opt.c), which names the argument and the fault of
  * every usage error. This file holds main(), the command table, and the
  * commands but status and top (tool/stats.c).
  *
@@ -12,7 +12,7 @@
  * without a port gets -p's); without -h and -p, ORDO_ADDRS; every client
  * learns the rest of a cluster from CLUSTER MEMBERS and follows the leader.
  * A port outside 1..65535 or an address that does not parse is a usage
- * error. One-shot commands (call, push, top, status) give up after
+ * error. One-shot commands (all but watch and consume) give up after
  * --timeout (default TOOL_TIMEOUT_MS_DEFAULT), naming the addresses tried.
  * --user names the user -a's password is for (ACL SETUSER); without it,
  * ORDO_USER; without that, the default user.
@@ -34,15 +34,27 @@
  * the payload on its stdin and the caller's environment plus ORDO_QUEUE,
  * ORDO_KEY, ORDO_ID, ORDO_ATTEMPT, ORDO_TOKEN and ORDO_ADDRS; exit status
  * 0 acks with its stdout as the result, anything else (a signal included)
- * nacks. Output past TOOL_RESULT_MAX is read and discarded, and the
- * message nacked; --timeout kills the group and nacks; once PROGRAM has
- * exited its stdout is read no further (a background child keeping it
- * open is not waited for). Leases are kept while PROGRAM runs (the
- * consumer runner's keeper). SIGINT/SIGTERM stop it: nothing more is
- * pulled, running programs get SIGTERM, then SIGKILL after
- * TOOL_STOP_GRACE_MS, and their messages are nacked. --exactly-once: each
- * line of PROGRAM's stdout is a command run in one transaction with the
- * ack (docs/exactly-once.md, "From a script").
+ * nacks (after --nack-delay, or with --queue-backoff without a delay, so
+ * the queue's BACKOFF decides); with --tempfail-pause MS, exit
+ * TOOL_PROGRAM_EXIT_TEMPFAIL (75, EX_TEMPFAIL) first pauses the message's
+ * key for MS (ORDO_HANDLER_PAUSE). Output past TOOL_RESULT_MAX is read
+ * and discarded, and the message nacked; --timeout kills the group and
+ * nacks; once PROGRAM has exited its stdout is read no further (a
+ * background child keeping it open is not waited for). Leases are kept
+ * while PROGRAM runs (the consumer runner's keeper). SIGINT/SIGTERM stop
+ * it: nothing more is pulled, running programs get SIGTERM, then SIGKILL
+ * after TOOL_STOP_GRACE_MS, and their messages are nacked. --exactly-once:
+ * each line of PROGRAM's stdout is a command run in one transaction with
+ * the ack (docs/exactly-once.md, "From a script").
+ *
+ * Queue control, on the client's typed calls: pause and resume print 1,
+ * or 0 if the queue or key was so already; redrive prints how many dead
+ * letters moved (without --key or --id it calls again until a call moves
+ * nothing: the server moves at most a thousand keys a call); cancel and
+ * schedule del print 1, or 0 for ORDO_ENOTFOUND (no waiting message with
+ * that id, no schedule of that name); schedule add prints OK; schedule
+ * list prints one line per schedule, `name queue next=N pushed=N
+ * skipped=N` and `every=MS` or `cron="EXPR"`.
  */
 #include "ordo/client.h"
 #include "tool/tool.h"
@@ -90,13 +102,19 @@ static const char *usage_text =
     "  -h, -p    the server (without them: ORDO_ADDRS, a list like -h's; default 127.0.0.1:7379)\n"
     "  -a        its password\n"
     "  --user    the user -a's password is for (ACL SETUSER; without it: ORDO_USER, else the default user)\n"
-    "  --timeout one-shot commands (call, push, top, status) give up after MS (default 5000)\n"
+    "  --timeout one-shot commands (all but watch and consume) give up after MS (default 5000)\n"
     "  --tls     to a tls-port, verifying the server against --cacert (default: the system's CAs)\n"
     "            and its name (or --sni's); --cert and --key show a client certificate\n"
     "commands:\n"
     "  " TOOL_SYN_WATCH "\n"
     "  " TOOL_SYN_CALL "\n"
     "  " TOOL_SYN_PUSH "\n"
+    "  " TOOL_SYN_PAUSE "\n"
+    "  " TOOL_SYN_RESUME "\n"
+    "  " TOOL_SYN_REDRIVE "\n"
+    "  " TOOL_SYN_CANCEL "\n"
+    "  " TOOL_SYN_SCHEDULE_ADD "\n"
+    "  " TOOL_SYN_SCHEDULE_DEL " | " TOOL_SYN_SCHEDULE_LIST "\n"
     "  " TOOL_SYN_CONSUME "\n"
     "  " TOOL_SYN_TOP "\n"
     "  " TOOL_SYN_STATUS "\n"
@@ -201,11 +219,8 @@ static int cmd_watch(ordo_client_opts_t *co, const tool_opt_t *global, int argc,
         return parsed(rc);
     if (key != NULL && prefix != NULL)
         return tool_usage_error("watch", "KEY '%.100s' and --prefix '%.100s': one or the other", key, prefix);
-    if (key == NULL && prefix == NULL) {
-        fprintf(stderr, "ordo watch: missing KEY (or --prefix P)\nusage: ordo %s\n%s\n", TOOL_SYN_WATCH,
-                TOOL_USAGE_POINTER);
-        return TOOL_EXIT_USAGE;
-    }
+    if (key == NULL && prefix == NULL)
+        return tool_usage_missing("watch", "KEY (or --prefix P)", TOOL_SYN_WATCH);
     o.prefix = prefix != NULL;
     o.key = prefix ? prefix : key;
     o.key_len = strlen(o.key);
@@ -268,6 +283,220 @@ static int cmd_push(ordo_client_t *c, const tool_opt_t *global, int argc, char *
     return TOOL_EXIT_OK;
 }
 
+/* ---- pause, resume, redrive, cancel ------------------------------------------ */
+
+/* The longest time a queue command takes (Q.PAUSE FOR, Q.SCHEDULE EVERY):
+ * ten years, as ordod's queue commands take it (docs/protocol.md); a
+ * longer --for or --every is a usage error here. */
+#define TOOL_QUEUE_MS_MAX ((int64_t)10 * 366 * 24 * 3600 * 1000)
+
+static const char *const queue_only[] = { "QUEUE" };
+
+/* pause QUEUE [--key KEY] [--for MS]: 1, or 0 if paused so already. */
+static int cmd_pause(ordo_client_t *c, const tool_opt_t *global, int argc, char **argv)
+{
+    const char *key = NULL;
+    int64_t for_ms = 0;
+    const tool_opt_t opts[] = {
+        { "--key", NULL, TOOL_OPT_STR, &key, NULL, 0, 0 },
+        { "--for", NULL, TOOL_OPT_INT, &for_ms, "a number of milliseconds", 1, TOOL_QUEUE_MS_MAX },
+        { NULL, NULL, 0, NULL, NULL, 0, 0 },
+    };
+    const tool_cmd_t cmd = { "pause", TOOL_SYN_PAUSE, opts, queue_only, 1, 1, 0 };
+    const char *queue;
+    int n, changed = 0, rc = tool_parse(&cmd, global, argc, argv, &queue, &n, NULL);
+    if (rc != 0)
+        return rc;
+    rc = ordo_q_pause(c, queue, key, key ? strlen(key) : 0, for_ms, &changed);
+    if (rc != ORDO_OK)
+        return tool_fail(c, "pause", rc);
+    printf("%d\n", changed);
+    return TOOL_EXIT_OK;
+}
+
+/* resume QUEUE [--key KEY]: 1, or 0 if it was not paused. */
+static int cmd_resume(ordo_client_t *c, const tool_opt_t *global, int argc, char **argv)
+{
+    const char *key = NULL;
+    const tool_opt_t opts[] = {
+        { "--key", NULL, TOOL_OPT_STR, &key, NULL, 0, 0 },
+        { NULL, NULL, 0, NULL, NULL, 0, 0 },
+    };
+    const tool_cmd_t cmd = { "resume", TOOL_SYN_RESUME, opts, queue_only, 1, 1, 0 };
+    const char *queue;
+    int n, changed = 0, rc = tool_parse(&cmd, global, argc, argv, &queue, &n, NULL);
+    if (rc != 0)
+        return rc;
+    rc = ordo_q_resume(c, queue, key, key ? strlen(key) : 0, &changed);
+    if (rc != ORDO_OK)
+        return tool_fail(c, "resume", rc);
+    printf("%d\n", changed);
+    return TOOL_EXIT_OK;
+}
+
+/* redrive QUEUE [--from DLQ] [--key KEY|--id ID]: how many moved; without
+ * --key or --id, call after call (the server moves at most a thousand
+ * keys a call) until one moves nothing. */
+static int cmd_redrive(ordo_client_t *c, const tool_opt_t *global, int argc, char **argv)
+{
+    const char *from = NULL, *key = NULL;
+    int64_t id = 0;
+    const tool_opt_t opts[] = {
+        { "--from", NULL, TOOL_OPT_STR, &from, NULL, 0, 0 },
+        { "--key", NULL, TOOL_OPT_STR, &key, NULL, 0, 0 },
+        { "--id", NULL, TOOL_OPT_INT, &id, "a message id", 1, INT64_MAX },
+        { NULL, NULL, 0, NULL, NULL, 0, 0 },
+    };
+    const tool_cmd_t cmd = { "redrive", TOOL_SYN_REDRIVE, opts, queue_only, 1, 1, 0 };
+    const char *queue;
+    int n, rc = tool_parse(&cmd, global, argc, argv, &queue, &n, NULL);
+    if (rc != 0)
+        return rc;
+    if (key != NULL && id != 0)
+        return tool_usage_error("redrive", "--key '%.100s' and --id %" PRId64 ": one or the other", key, id);
+    int64_t total = 0, moved;
+    do {
+        rc = ordo_q_redrive(c, queue, from, key, key ? strlen(key) : 0, id, &moved);
+        if (rc != ORDO_OK)
+            return tool_fail(c, "redrive", rc);
+        total += moved;
+    } while (moved > 0 && key == NULL && id == 0);
+    printf("%" PRId64 "\n", total);
+    return TOOL_EXIT_OK;
+}
+
+/* cancel QUEUE ID: 1, or 0 if no message waits with that id. */
+static int cmd_cancel(ordo_client_t *c, const tool_opt_t *global, int argc, char **argv)
+{
+    static const char *const names[] = { "QUEUE", "ID" };
+    const tool_cmd_t cmd = { "cancel", TOOL_SYN_CANCEL, NULL, names, 2, 2, 0 };
+    const char *pos[2];
+    int64_t id;
+    int n, rc = tool_parse(&cmd, global, argc, argv, pos, &n, NULL);
+    if (rc == 0)
+        rc = tool_int_arg("cancel", "ID", pos[1], "a message id", 1, INT64_MAX, &id);
+    if (rc != 0)
+        return rc;
+    rc = ordo_q_cancel(c, pos[0], id);
+    if (rc != ORDO_OK && rc != ORDO_ENOTFOUND)
+        return tool_fail(c, "cancel", rc);
+    printf("%d\n", rc == ORDO_OK);
+    return TOOL_EXIT_OK;
+}
+
+/* ---- schedule ------------------------------------------------------------- */
+
+/* schedule add NAME QUEUE KEY PAYLOAD --every MS [--start MS] | --cron EXPR
+ * [--skip-missed]: OK. Exactly one of --every and --cron; --start goes
+ * with --every. */
+static int schedule_add(ordo_client_t *c, const tool_opt_t *global, int argc, char **argv)
+{
+    ordo_schedule_opts_t o = { 0 };
+    int skip_missed = 0;
+    const tool_opt_t opts[] = {
+        { "--every", NULL, TOOL_OPT_INT, &o.every_ms, "a number of milliseconds", 1, TOOL_QUEUE_MS_MAX },
+        { "--start", NULL, TOOL_OPT_INT, &o.start_ms, "a time in milliseconds since the epoch", 1, INT64_MAX },
+        { "--cron", NULL, TOOL_OPT_STR, &o.cron, NULL, 0, 0 },
+        { "--skip-missed", NULL, TOOL_OPT_FLAG, &skip_missed, NULL, 0, 0 },
+        { NULL, NULL, 0, NULL, NULL, 0, 0 },
+    };
+    static const char *const names[] = { "NAME", "QUEUE", "KEY", "PAYLOAD" };
+    const tool_cmd_t cmd = { "schedule add", TOOL_SYN_SCHEDULE_ADD, opts, names, 4, 4, 0 };
+    const char *pos[4];
+    int n, rc = tool_parse(&cmd, global, argc, argv, pos, &n, NULL);
+    if (rc != 0)
+        return rc;
+    if (o.every_ms != 0 && o.cron != NULL)
+        return tool_usage_error("schedule add", "--every %" PRId64 " and --cron '%.100s': one or the other",
+                                o.every_ms, o.cron);
+    if (o.every_ms == 0 && o.cron == NULL)
+        return tool_usage_missing("schedule add", "--every MS or --cron EXPR", TOOL_SYN_SCHEDULE_ADD);
+    if (o.start_ms != 0 && o.cron != NULL)
+        return tool_usage_error("schedule add", "--start goes with --every, not --cron");
+    o.skip_missed = skip_missed != 0;
+    rc = ordo_q_schedule_add(c, pos[0], pos[1], pos[2], strlen(pos[2]), pos[3], strlen(pos[3]), &o);
+    if (rc != ORDO_OK)
+        return tool_fail(c, "schedule add", rc);
+    puts("OK");
+    return TOOL_EXIT_OK;
+}
+
+/* schedule del NAME: 1, or 0 if there was none. */
+static int schedule_del(ordo_client_t *c, const tool_opt_t *global, int argc, char **argv)
+{
+    static const char *const names[] = { "NAME" };
+    const tool_cmd_t cmd = { "schedule del", TOOL_SYN_SCHEDULE_DEL, NULL, names, 1, 1, 0 };
+    const char *name;
+    int n, rc = tool_parse(&cmd, global, argc, argv, &name, &n, NULL);
+    if (rc != 0)
+        return rc;
+    rc = ordo_q_schedule_del(c, name);
+    if (rc != ORDO_OK && rc != ORDO_ENOTFOUND)
+        return tool_fail(c, "schedule del", rc);
+    printf("%d\n", rc == ORDO_OK);
+    return TOOL_EXIT_OK;
+}
+
+/* One field of a Q.SCHEDULE LIST map (a flat array in RESP2), or NULL. */
+static const ordo_reply_t *map_get(const ordo_reply_t *m, const char *name)
+{
+    for (size_t i = 0; m->elem != NULL && i + 1 < m->n; i += 2)
+        if (m->elem[i]->str != NULL && strcmp(m->elem[i]->str, name) == 0)
+            return m->elem[i + 1];
+    return NULL;
+}
+
+/* schedule list: one line per schedule, by name:
+ * `name queue next=N pushed=N skipped=N every=MS` or `... cron="EXPR"`. */
+static int schedule_list(ordo_client_t *c, const tool_opt_t *global, int argc, char **argv)
+{
+    const tool_cmd_t cmd = { "schedule list", TOOL_SYN_SCHEDULE_LIST, NULL, NULL, 0, 0, 0 };
+    int n, rc = tool_parse(&cmd, global, argc, argv, NULL, &n, NULL);
+    if (rc != 0)
+        return rc;
+    ordo_reply_t *r;
+    rc = ordo_client_command_strs(c, 0, &r, "Q.SCHEDULE", "LIST", NULL);
+    if (rc != ORDO_OK)
+        return tool_fail(c, "schedule list", rc);
+    for (size_t i = 0; r->elem != NULL && i < r->n; i++) {
+        const ordo_reply_t *m = r->elem[i], *name = map_get(m, "name"), *queue = map_get(m, "queue"),
+                           *cron = map_get(m, "cron"), *every = map_get(m, "every"), *next = map_get(m, "next"),
+                           *pushed = map_get(m, "pushed"), *skipped = map_get(m, "skipped");
+        if (name == NULL || name->str == NULL || queue == NULL || queue->str == NULL || next == NULL ||
+            pushed == NULL || skipped == NULL || every == NULL)
+            continue;
+        put_quoted(stdout, name->str, name->len);
+        fputc(' ', stdout);
+        put_quoted(stdout, queue->str, queue->len);
+        printf(" next=%" PRId64 " pushed=%" PRId64 " skipped=%" PRId64 " ", next->integer, pushed->integer,
+               skipped->integer);
+        if (cron != NULL && cron->str != NULL)
+            printf("cron=\"%s\"\n", cron->str);
+        else
+            printf("every=%" PRId64 "\n", every->integer);
+    }
+    ordo_reply_free(r);
+    return TOOL_EXIT_OK;
+}
+
+/* schedule add|del|list: the subcommand at argv[0]. */
+static int cmd_schedule(ordo_client_t *c, const tool_opt_t *global, int argc, char **argv)
+{
+    if (argc == 0)
+        return tool_usage_missing("schedule", "add, del or list",
+                                  TOOL_SYN_SCHEDULE_ADD "\n       ordo " TOOL_SYN_SCHEDULE_DEL
+                                                        " | ordo " TOOL_SYN_SCHEDULE_LIST);
+    if (strcmp(argv[0], "--help") == 0)
+        return TOOL_HELP;
+    if (strcmp(argv[0], "add") == 0)
+        return schedule_add(c, global, argc - 1, argv + 1);
+    if (strcmp(argv[0], "del") == 0)
+        return schedule_del(c, global, argc - 1, argv + 1);
+    if (strcmp(argv[0], "list") == 0)
+        return schedule_list(c, global, argc - 1, argv + 1);
+    return tool_usage_error("schedule", "unknown subcommand '%.100s' (add, del, list)", argv[0]);
+}
+
 /* ---- consume -------------------------------------------------------------- */
 
 /* How a running PROGRAM is watched: its exit (a pidfd where the kernel has
@@ -277,6 +506,11 @@ static int cmd_push(ordo_client_t *c, const tool_opt_t *global, int argc, char *
 /* After SIGTERM, a running PROGRAM gets this long to finish (its process
  * group is sent SIGTERM) before SIGKILL; its message is then nacked. */
 #define TOOL_STOP_GRACE_MS 2000
+/* sysexits.h's EX_TEMPFAIL ("try again later"), as PROGRAM's exit status:
+ * with --tempfail-pause MS, a PROGRAM exiting so pauses its message's key
+ * for MS (a tenant's downstream answered 429 or 503) instead of only
+ * nacking. */
+#define TOOL_PROGRAM_EXIT_TEMPFAIL 75
 /* The variables the tool sets for PROGRAM (the caller's others are kept). */
 #define TOOL_ENV_OURS 6
 
@@ -285,6 +519,7 @@ typedef struct program {
     const char *queue;
     const char *addrs;       /* ORDO_ADDRS for PROGRAM */
     int64_t timeout_ms;      /* per message; 0: none */
+    int64_t tempfail_pause_ms; /* exit TOOL_PROGRAM_EXIT_TEMPFAIL pauses the key this long; 0: nacks */
     int64_t stop_at_ms;      /* 0 while running; when SIGTERM came */
     pthread_mutex_t mu;      /* guards stop_at_ms */
 } program_t;
@@ -487,7 +722,8 @@ static void exchange(program_t *prog, pid_t pid, int in_fd, int out_fd, const ch
 }
 
 /* run_once() -- PROGRAM for message m; ORDO_OK with its stdout in *out
- * (malloc'd, may be NULL when empty) when it exited 0, else -1. */
+ * (malloc'd, may be NULL when empty) when it exited 0,
+ * TOOL_PROGRAM_EXIT_TEMPFAIL when it exited so, else -1. */
 static int run_once(program_t *prog, const ordo_msg_t *m, char **out, size_t *outlen)
 {
     *out = NULL;
@@ -573,13 +809,26 @@ done:
     free(*out);
     *out = NULL;
     *outlen = 0;
-    return -1;
+    return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == TOOL_PROGRAM_EXIT_TEMPFAIL
+               ? TOOL_PROGRAM_EXIT_TEMPFAIL
+               : -1;
+}
+
+/* failed_run() -- a failed run's handler answer: a nack, or with
+ * --tempfail-pause and PROGRAM's exit TOOL_PROGRAM_EXIT_TEMPFAIL, a pause
+ * of the message's key (then the runner nacks). */
+static int failed_run(const program_t *prog, int rc)
+{
+    return rc == TOOL_PROGRAM_EXIT_TEMPFAIL && prog->tempfail_pause_ms > 0
+               ? ORDO_HANDLER_PAUSE(prog->tempfail_pause_ms)
+               : 1;
 }
 
 static int run_program(void *arg, const ordo_msg_t *m, char **result, size_t *result_len)
 {
-    if (run_once(arg, m, result, result_len) != ORDO_OK)
-        return 1;
+    int rc = run_once(arg, m, result, result_len);
+    if (rc != ORDO_OK)
+        return failed_run(arg, rc);
     if (*result == NULL) { /* empty stdout: ack with an empty result */
         *result = malloc(1);
         *result_len = 0;
@@ -654,8 +903,9 @@ static int run_exactly_once(void *arg, ordo_client_t *c, const ordo_msg_t *m, or
     program_t *prog = arg;
     char *out;
     size_t n;
-    if (run_once(prog, m, &out, &n) != ORDO_OK)
-        return 1;
+    int ran = run_once(prog, m, &out, &n);
+    if (ran != ORDO_OK)
+        return failed_run(prog, ran);
     int rc = 0;
     char *line = out, *end = out ? out + n : NULL;
     while (line != NULL && line < end && rc == 0) {
@@ -693,14 +943,17 @@ static int run_exactly_once(void *arg, ordo_client_t *c, const ordo_msg_t *m, or
 
 static int cmd_consume(ordo_client_opts_t *co, const tool_opt_t *global, int argc, char **argv)
 {
-    int64_t concurrency = 0, lease_ms = 0, nack_delay_ms = 0, timeout_ms = 0;
-    int exactly_once = 0;
+    int64_t concurrency = 0, lease_ms = 0, nack_delay_ms = 0, timeout_ms = 0, tempfail_pause_ms = 0;
+    int exactly_once = 0, queue_backoff = 0;
     const tool_opt_t opts[] = {
         { "--concurrency", NULL, TOOL_OPT_INT, &concurrency, "a number of workers", 1,
           ORDO_CONSUMER_CONCURRENCY_MAX },
         { "--lease", NULL, TOOL_OPT_INT, &lease_ms, "a number of milliseconds", 1, TOOL_MS_MAX },
         { "--nack-delay", NULL, TOOL_OPT_INT, &nack_delay_ms, "a number of milliseconds", 1, TOOL_MS_MAX },
+        { "--queue-backoff", NULL, TOOL_OPT_FLAG, &queue_backoff, NULL, 0, 0 },
         { "--timeout", NULL, TOOL_OPT_INT, &timeout_ms, "a number of milliseconds", 1, TOOL_MS_MAX },
+        { "--tempfail-pause", NULL, TOOL_OPT_INT, &tempfail_pause_ms, "a number of milliseconds", 1,
+          ORDO_HANDLER_PAUSE_MS_MAX },
         { "--exactly-once", NULL, TOOL_OPT_FLAG, &exactly_once, NULL, 0, 0 },
         { NULL, NULL, 0, NULL, NULL, 0, 0 },
     };
@@ -710,13 +963,19 @@ static int cmd_consume(ordo_client_opts_t *co, const tool_opt_t *global, int arg
     int n, rest, rc = tool_parse(&cmd, global, argc, argv, &queue, &n, &rest);
     if (rc != 0)
         return parsed(rc);
-    program_t prog = { .queue = queue, .addrs = co->addrs ? co->addrs : "", .timeout_ms = timeout_ms };
+    if (queue_backoff && nack_delay_ms != 0)
+        return tool_usage_error("consume", "--nack-delay %" PRId64 " and --queue-backoff: one or the other",
+                                nack_delay_ms);
+    program_t prog = { .queue = queue,
+                       .addrs = co->addrs ? co->addrs : "",
+                       .timeout_ms = timeout_ms,
+                       .tempfail_pause_ms = tempfail_pause_ms };
     ordo_consumer_opts_t o = { .conn = *co, .queue = queue, .handler = run_program, .arg = &prog };
     o.conn.reconnect_timeout_ms = ORDO_WAIT_FOREVER;
     o.conn.call_timeout_ms = 0;
     o.concurrency = (int)concurrency;
     o.lease_ms = lease_ms;
-    o.nack_delay_ms = nack_delay_ms;
+    o.nack_delay_ms = queue_backoff ? -1 : nack_delay_ms; /* -1: nack without DELAY, the queue's BACKOFF decides */
     if (exactly_once) {
         o.handler = NULL;
         o.txn_handler = run_exactly_once;
@@ -807,6 +1066,11 @@ static const tool_command_t commands[] = {
     { "watch", NULL, cmd_watch },
     { "call", cmd_call, NULL },
     { "push", cmd_push, NULL },
+    { "pause", cmd_pause, NULL },
+    { "resume", cmd_resume, NULL },
+    { "redrive", cmd_redrive, NULL },
+    { "cancel", cmd_cancel, NULL },
+    { "schedule", cmd_schedule, NULL },
     { "consume", NULL, cmd_consume },
     { "top", tool_top, NULL },
     { "status", tool_status, NULL },

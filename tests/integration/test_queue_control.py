@@ -424,6 +424,33 @@ def test_consumer_runner_pauses_the_key(server, tmp_path):
             assert p.kill(signal.SIGTERM) == 0, p.stderr()
 
 
+def test_tool_tempfail_pauses_only_when_asked(server, tmp_path):
+    """`ordo consume`: exit 75 without --tempfail-pause is a failure like
+    any other (a nack, the key not paused); with it and --exactly-once, the
+    key is paused as with the plain handler."""
+    from clientlib import Proc, prog
+    script = tmp_path / "h.sh"
+    script.write_text("#!/bin/sh\nexit 75\n")
+    script.chmod(0o755)
+    with server.raw() as c:
+        c.call("Q.PUSH", "q", "k", "x")
+        p = Proc([prog("ordo"), "-p", server.port, "consume", "q", "--nack-delay", 3600000, "--", str(script)])
+        try:
+            poll(lambda: qinfo(c, "q")["nacked"] == 1, "the nack")
+            assert keyinfo(c, "q", "k")["paused"] == 0
+        finally:
+            assert p.kill(signal.SIGTERM) == 0, p.stderr()
+        c.call("Q.PUSH", "r", "k", "y")
+        p = Proc([prog("ordo"), "-p", server.port, "consume", "r", "--exactly-once", "--tempfail-pause", 3600000,
+                  "--", str(script)])
+        try:
+            poll(lambda: qinfo(c, "r")["nacked"] == 1, "the nack after the pause")
+            ki = keyinfo(c, "r", "k")
+            assert ki["paused"] == 1 and ki["paused_until"] - now_ms(c) > 3500000
+        finally:
+            assert p.kill(signal.SIGTERM) == 0, p.stderr()
+
+
 # ---- redrive, cancel, expire -----------------------------------------------------------
 
 
@@ -766,6 +793,32 @@ def test_tool_and_client_calls(server):
     assert ordo(server, "schedule", "add", "s", "q", "k", "x").returncode == 2
     p = ordo(server, "schedule", "add", "s", "q", "k", "x", "--cron", "bad")
     assert p.returncode == 1 and b"CRON" in p.stderr
+
+
+def test_tool_redrives_every_key_and_lists_intervals(server):
+    """`ordo redrive` without --key or --id moves every key's dead letters
+    and prints the total; a whole queue pauses once; `schedule list` shows
+    an interval schedule's every=MS."""
+    from clientlib import ordo
+    with server.raw() as c:
+        assert c.call("Q.CONFIG", "q", "MAXATTEMPTS", 1, "DEADLETTER", "dlq") == "OK"
+        for k in ("a", "b", "c"):
+            c.call("Q.PUSH", "q", k, k)
+        deadletter_all(c, "q", 3)
+
+    def run(*args):
+        p = ordo(server, *args)
+        assert p.returncode == 0, (args, p.stderr)
+        return p.stdout.decode().strip()
+
+    assert run("redrive", "q", "--from", "dlq") == "3"
+    assert run("redrive", "q") == "0"
+    assert run("pause", "q") == "1"
+    assert run("pause", "q") == "0"
+    assert run("resume", "q") == "1"
+    assert run("schedule", "add", "beat", "q", "k", "x", "--every", 60000) == "OK"
+    line = run("schedule", "list")
+    assert line.startswith("beat q next=") and line.endswith(" pushed=0 skipped=0 every=60000"), line
 
 
 # ---- per-key concurrency ---------------------------------------------------------------

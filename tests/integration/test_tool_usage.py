@@ -34,7 +34,8 @@ def usage_error(*args, port=None):
 
 
 def test_help_is_on_stdout_and_exits_0():
-    for args in (["--help"], ["help"], ["call", "--help"], ["-p", "7379", "status", "--help"]):
+    for args in (["--help"], ["help"], ["call", "--help"], ["-p", "7379", "status", "--help"], ["pause", "--help"],
+                 ["cancel", "--help"], ["schedule", "--help"], ["schedule", "add", "--help"]):
         p = run(*args)
         assert p.returncode == 0, (args, p.stderr)
         assert p.stderr == b""
@@ -43,7 +44,8 @@ def test_help_is_on_stdout_and_exits_0():
     text = run("--help").stdout.decode()
     for opt in ("-h", "-p", "-a", "--timeout", "--tls", "--cacert", "--cert", "--key", "--sni", "--prefix",
                 "--from", "--id", "--concurrency", "--lease", "--nack-delay", "--exactly-once", "--count",
-                "--interval", "--iterations", "-n", "--once", "--raw"):
+                "--interval", "--iterations", "-n", "--once", "--raw", "--for", "--every", "--start", "--cron",
+                "--skip-missed", "--queue-backoff", "--tempfail-pause"):
         assert opt in text, opt
 
 
@@ -109,3 +111,33 @@ def test_arguments_that_look_like_options_still_pass(server):
     with server.raw() as r:
         flat = repr(r.call("Q.PULL", "q", "COUNT", "10"))
     assert "'-1'" in flat.replace("b'", "'") and "'--x'" in flat.replace("b'", "'"), flat
+
+
+def test_queue_control_commands_name_their_faults():
+    assert usage_error("pause", "q", "--for", "0") == \
+        "ordo pause: --for: '0' is not a number of milliseconds (1..316224000000)"
+    assert usage_error("pause", "q", "--for", "1s").startswith("ordo pause: --for: '1s' is not a number")
+    assert usage_error("resume", "q", "--for", "5") == \
+        "ordo resume: unknown option '--for' (an argument that begins with -- goes after --)"
+    p = run("cancel", "q")
+    assert p.returncode == 2
+    assert p.stderr.decode().splitlines()[:2] == ["ordo cancel: missing ID", "usage: ordo cancel QUEUE ID"]
+    assert usage_error("cancel", "q", "abc") == \
+        "ordo cancel: ID: 'abc' is not a message id (1..9223372036854775807)"
+    assert usage_error("redrive", "q", "--key", "k", "--id", "3") == \
+        "ordo redrive: --key 'k' and --id 3: one or the other"
+    assert usage_error("redrive", "q", "--id", "0").startswith("ordo redrive: --id: '0' is not a message id")
+    assert usage_error("consume", "q", "--queue-backoff", "--nack-delay", "500", "--", "true") == \
+        "ordo consume: --nack-delay 500 and --queue-backoff: one or the other"
+    assert usage_error("consume", "q", "--tempfail-pause", "1073741824", "--", "true") == \
+        "ordo consume: --tempfail-pause: '1073741824' is not a number of milliseconds (1..1073741823)"
+    assert usage_error("schedule") == "ordo schedule: missing add, del or list"
+    assert usage_error("schedule", "move") == "ordo schedule: unknown subcommand 'move' (add, del, list)"
+    assert usage_error("schedule", "add", "s", "q", "k", "x") == \
+        "ordo schedule add: missing --every MS or --cron EXPR"
+    assert usage_error("schedule", "add", "s", "q", "k", "x", "--every", "1000", "--cron", "* * * * *") == \
+        "ordo schedule add: --every 1000 and --cron '* * * * *': one or the other"
+    assert usage_error("schedule", "add", "s", "q", "k", "x", "--cron", "* * * * *", "--start", "5") == \
+        "ordo schedule add: --start goes with --every, not --cron"
+    assert usage_error("schedule", "del") == "ordo schedule del: missing NAME"
+    assert usage_error("schedule", "list", "x") == "ordo schedule list: unexpected argument 'x'"

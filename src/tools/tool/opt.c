@@ -40,6 +40,12 @@ int tool_fail(ordo_client_t *c, const char *what, int rc)
     return TOOL_EXIT_FAIL;
 }
 
+int tool_usage_missing(const char *cmd, const char *what, const char *synopsis)
+{
+    fprintf(stderr, "ordo %s: missing %s\nusage: ordo %s\n%s\n", cmd, what, synopsis, TOOL_USAGE_POINTER);
+    return TOOL_EXIT_USAGE;
+}
+
 static int looks_like_option(const char *a)
 {
     return a[0] == '-' && a[1] == '-' && a[2] != '\0';
@@ -66,6 +72,16 @@ static int parse_int(const char *s, int64_t *out)
     return 0;
 }
 
+int tool_int_arg(const char *cmd, const char *as, const char *v, const char *what, int64_t min, int64_t max,
+                 int64_t *out)
+{
+    int64_t n;
+    if (parse_int(v, &n) != 0 || n < min || n > max)
+        return tool_usage_error(cmd, "%s: '%.100s' is not %s (%" PRId64 "..%" PRId64 ")", as, v, what, min, max);
+    *out = n;
+    return 0;
+}
+
 /* take() -- the option o, met at argv[*i] as `as`: stores its value and
  * moves *i past it. 0 or TOOL_EXIT_USAGE (printed). */
 static int take(const char *cmd, const tool_opt_t *o, const char *as, int argc, char **argv, int *i)
@@ -81,12 +97,7 @@ static int take(const char *cmd, const tool_opt_t *o, const char *as, int argc, 
         *(const char **)o->dest = v;
         return 0;
     }
-    int64_t n;
-    if (parse_int(v, &n) != 0 || n < o->min || n > o->max)
-        return tool_usage_error(cmd, "%s: '%.100s' is not %s (%" PRId64 "..%" PRId64 ")", as, v, o->what, o->min,
-                                o->max);
-    *(int64_t *)o->dest = n;
-    return 0;
+    return tool_int_arg(cmd, as, v, o->what, o->min, o->max, (int64_t *)o->dest);
 }
 
 static int is_help(const char *a)
@@ -150,15 +161,9 @@ int tool_parse(const tool_cmd_t *cmd, const tool_opt_t *global, int argc, char *
         }
         pos[(*npos)++] = a;
     }
-    if (*npos < cmd->pos_min) {
-        fprintf(stderr, "ordo %s: missing %s\nusage: ordo %s\n", cmd->name, cmd->pos_names[*npos], cmd->synopsis);
-        fprintf(stderr, "%s\n", TOOL_USAGE_POINTER);
-        return TOOL_EXIT_USAGE;
-    }
-    if (cmd->dashdash_rest && (rest == NULL || *rest >= argc)) {
-        fprintf(stderr, "ordo %s: missing -- PROGRAM\nusage: ordo %s\n%s\n", cmd->name, cmd->synopsis,
-                TOOL_USAGE_POINTER);
-        return TOOL_EXIT_USAGE;
-    }
+    if (*npos < cmd->pos_min)
+        return tool_usage_missing(cmd->name, cmd->pos_names[*npos], cmd->synopsis);
+    if (cmd->dashdash_rest && (rest == NULL || *rest >= argc))
+        return tool_usage_missing(cmd->name, "-- PROGRAM", cmd->synopsis);
     return 0;
 }

@@ -73,6 +73,13 @@ int tool_parse(const tool_cmd_t *cmd, const tool_opt_t *global, int argc, char *
  * (printed). */
 int tool_parse_global(const tool_opt_t *global, int argc, char **argv, int *i);
 
+/* tool_int_arg() -- v, the value of the argument `as` ("--for", "ID"), as
+ * a decimal integer within [min, max] into *out: 0, or TOOL_EXIT_USAGE
+ * after printing the fault as an option's ("ID: 'x' is not a message id
+ * (1..N)"). For a positional argument that is a number. */
+int tool_int_arg(const char *cmd, const char *as, const char *v, const char *what, int64_t min, int64_t max,
+                 int64_t *out);
+
 /* tool_usage_error() -- print "ordo CMD: <formatted>" and the pointer
  * line on stderr; returns TOOL_EXIT_USAGE. cmd may be "" (no command). */
 int tool_usage_error(const char *cmd, const char *fmt, ...)
@@ -80,6 +87,11 @@ int tool_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+
+/* tool_usage_missing() -- print "ordo CMD: missing WHAT", the command's
+ * line of the usage (synopsis) and the pointer line on stderr; returns
+ * TOOL_EXIT_USAGE. */
+int tool_usage_missing(const char *cmd, const char *what, const char *synopsis);
 
 /* tool_fail() -- print "ordo WHAT: <error>[: <client's detail>]" on
  * stderr; returns TOOL_EXIT_FAIL. c may be NULL. */
@@ -95,9 +107,16 @@ int tool_top(ordo_client_t *c, const tool_opt_t *global, int argc, char **argv);
 #define TOOL_SYN_WATCH "watch KEY | --prefix P [--from REV]"
 #define TOOL_SYN_CALL "call QUEUE KEY PAYLOAD [--id ID] [--timeout MS]"
 #define TOOL_SYN_PUSH "push QUEUE KEY PAYLOAD [--id ID]"
-#define TOOL_SYN_CONSUME                                                                                      \
-    "consume QUEUE [--concurrency N] [--lease MS] [--nack-delay MS] [--timeout MS] [--exactly-once]\n" \
-    "          -- PROGRAM [ARGS...]"
+#define TOOL_SYN_PAUSE "pause QUEUE [--key KEY] [--for MS]"
+#define TOOL_SYN_RESUME "resume QUEUE [--key KEY]"
+#define TOOL_SYN_REDRIVE "redrive QUEUE [--from DLQ] [--key KEY|--id ID]"
+#define TOOL_SYN_CANCEL "cancel QUEUE ID"
+#define TOOL_SYN_SCHEDULE_ADD "schedule add NAME QUEUE KEY PAYLOAD --every MS [--start MS] | --cron EXPR [--skip-missed]"
+#define TOOL_SYN_SCHEDULE_DEL "schedule del NAME"
+#define TOOL_SYN_SCHEDULE_LIST "schedule list"
+#define TOOL_SYN_CONSUME                                                                                    \
+    "consume QUEUE [--concurrency N] [--lease MS] [--nack-delay MS|--queue-backoff] [--timeout MS]\n" \
+    "          [--tempfail-pause MS] [--exactly-once] -- PROGRAM [ARGS...]"
 #define TOOL_SYN_TOP "top [QUEUE] [--interval MS] [--once | --iterations N | -n N] [--count N]"
 #define TOOL_SYN_STATUS "status [--raw]"
 
