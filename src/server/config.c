@@ -56,6 +56,9 @@ static const option_def_t options[] = {
             "TLS: the CA (PEM) client certificates are verified against"),
     STR_OPT("tls-auth-clients", tls_auth_clients, "no",
             "TLS: client certificates: no (not asked), optional (verified if shown), yes (required)"),
+    STR_OPT("tls-auth-clients-user", tls_auth_clients_user, "off",
+            "TLS: off, or CN: a client whose verified certificate's common name is a user that is on is "
+            "authenticated as that user, with no password"),
     STR_OPT("tls-protocols", tls_protocols, "TLSv1.2 TLSv1.3", "TLS: the protocol versions allowed"),
     STR_OPT("tls-ciphers", tls_ciphers, "", "TLS: the TLS 1.2 cipher list, OpenSSL syntax (empty: OpenSSL's)"),
     STR_OPT("tls-ciphersuites", tls_ciphersuites, "",

@@ -32,6 +32,7 @@ typedef struct ordo_config_s {
     char tls_key_file[1024];         /* its private key (PEM) */
     char tls_ca_cert_file[1024];     /* CA that client (and member) certificates are verified against */
     char tls_auth_clients[16];       /* no | yes | optional: client certificates */
+    char tls_auth_clients_user[8];   /* off | CN: a verified certificate's common name logs in as that user */
     char tls_protocols[64];          /* "TLSv1.2 TLSv1.3" */
     char tls_ciphers[512];           /* TLS 1.2 cipher list */
     char tls_ciphersuites[512];      /* TLS 1.3 suites */

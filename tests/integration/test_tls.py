@@ -442,3 +442,47 @@ def test_dashboard_over_https_in_chromium(ordod_factory, certs, tmp_path):
     dom = chromium(url, tmp_path / "profile2", "--dump-dom")
     assert 'data-ready="1"' not in dom
     assert stat(srv, "tls_handshakes_failed") >= 1
+
+
+# ---- certificates that name users (tls-auth-clients-user CN) ------------------
+
+
+def test_a_certificate_names_its_user(ordod_factory, certs):
+    """With tls-auth-clients-user CN, a client whose verified certificate's
+    common name is a user that is on is that user without a password; a
+    certificate naming no such user (or one switched off) logs in no one,
+    and AUTH still works. The option needs client certificates."""
+    srv = ordod_factory(*tls_flags(certs, "server", "--tls-auth-clients", "optional", "--tls-auth-clients-user", "CN",
+                                   "--requirepass", "pw"))
+    admin = srv.client()
+    assert admin.execute_command("ACL", "SETUSER", "client", "on", ">other", "-@all", "+get", "+@connection",
+                                 "~cfg:*") == b"OK"
+    r = tls_client(srv, certs, cert="client")
+    assert r.execute_command("ACL", "WHOAMI") == b"client"
+    assert r.get("cfg:a") is None
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        r.set("cfg:a", "1")  # the user's rules apply, as after AUTH
+    r.close()
+    # No certificate: not logged in.
+    r = tls_client(srv, certs)
+    with pytest.raises(redis.exceptions.AuthenticationError):
+        r.get("cfg:a")
+    r.close()
+    # The user switched off: its certificate logs in no one; AUTH still works.
+    assert admin.execute_command("ACL", "SETUSER", "client", "off") == b"OK"
+    r = tls_client(srv, certs, cert="client")
+    with pytest.raises(redis.exceptions.AuthenticationError):
+        r.get("cfg:a")
+    assert r.execute_command("AUTH", "pw") in (True, b"OK")
+    assert r.execute_command("ACL", "WHOAMI") == b"default"
+    r.close()
+
+
+def test_a_certificate_user_needs_client_certificates(ordod_factory, certs, tmp_path):
+    import conftest
+    from ordoproc import Ordod
+    srv = Ordod(conftest.ORDOD, tmp_path / "d", tmp_path / "o.log",
+                [str(a) for a in tls_flags(certs, "server", "--tls-auth-clients-user", "CN")])
+    with pytest.raises(AssertionError):
+        srv.start()
+    assert "tls-auth-clients-user CN needs client certificates" in srv.log_text()

@@ -108,6 +108,10 @@ struct cmd_ctx_s;
 bool cmd_acl_permits(struct cmd_ctx_s *x, const struct cmd_def_s *d, const char *context);
 bool cmd_acl_login(struct cmd_ctx_s *x, const resp_arg_t *user, const resp_arg_t *pass);
 void cmd_acl_set_user(conn_t *c, const char *name, size_t nlen);
+/* cmd_acl_cert_login() -- a verified client certificate names user
+ * name[0..nlen) (tls-auth-clients-user CN): if that user exists and is
+ * on, c is now authenticated as it (true); else nothing changes (false). */
+bool cmd_acl_cert_login(conn_t *c, const char *name, size_t nlen);
 bool cmd_acl_http_login(conn_t *c, const char *user, size_t ulen, const char *pass, size_t plen);
 bool cmd_acl_route_allowed(conn_t *c, const char *cmd);
 int cmd_acl_seed(server_t *s, char *err, size_t elen);

@@ -133,6 +133,16 @@ void cmd_acl_set_user(conn_t *c, const char *name, size_t nlen)
     c->acl_user = NULL;
 }
 
+bool cmd_acl_cert_login(conn_t *c, const char *name, size_t nlen)
+{
+    const acl_user_t *u = find_user(c->srv, name, nlen);
+    if (u == NULL || !u->on)
+        return false;
+    cmd_acl_set_user(c, name, nlen);
+    c->authed = true;
+    return true;
+}
+
 /* c's user now, NULL if it is gone or off (c is then no longer
  * authenticated). */
 static const acl_user_t *conn_user(conn_t *c)

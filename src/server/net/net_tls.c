@@ -44,6 +44,14 @@ static int engine_config(const ordo_config_t *cfg, ordo_tls_config_t *out, char 
         snprintf(err, elen, "tls-auth-clients: expected no, yes or optional, got '%s'", cfg->tls_auth_clients);
         return -1;
     }
+    if (strcasecmp(cfg->tls_auth_clients_user, "off") != 0 && strcasecmp(cfg->tls_auth_clients_user, "CN") != 0) {
+        snprintf(err, elen, "tls-auth-clients-user: expected off or CN, got '%s'", cfg->tls_auth_clients_user);
+        return -1;
+    }
+    if (strcasecmp(cfg->tls_auth_clients_user, "CN") == 0 && out->auth == ORDO_TLS_AUTH_NO) {
+        snprintf(err, elen, "tls-auth-clients-user CN needs client certificates: set tls-auth-clients yes or optional");
+        return -1;
+    }
     return 0;
 }
 
@@ -196,6 +204,15 @@ int net_tls_input(conn_t *c, const char *data, size_t n)
     if (!was_done && ordo_tls_done(c->tls)) {
         ordo_list_remove(&c->srv->net.tls.handshaking, &c->tls_ln);
         c->srv->stats.tls_handshakes_ok++;
+        /* tls-auth-clients-user CN: the verified certificate names the
+         * user (cmd_acl.c); a name that is no user, or one that is off,
+         * leaves the connection as any other (AUTH still works). */
+        char user[256];
+        if (strcasecmp(c->srv->cfg.tls_auth_clients_user, "CN") == 0 &&
+            ordo_tls_peer_name(c->tls, user, sizeof user) == 0 && !cmd_acl_cert_login(c, user, strlen(user)) &&
+            c->srv->cfg.verbose)
+            fprintf(stderr, "ordod: client %llu (%s): certificate CN=%s is no user that is on: not logged in\n",
+                    (unsigned long long)c->id, c->addr, user);
         if (c->srv->cfg.verbose) {
             char cn[256];
             bool named = ordo_tls_peer_name(c->tls, cn, sizeof cn) == 0;
