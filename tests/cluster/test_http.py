@@ -41,7 +41,9 @@ def test_http_knows_the_role(make_cluster):
 
     assert get(leader, "PUT", "/v1/kv/h", b"v")[0] == 200
     status, body = get(follower, "PUT", "/v1/kv/h", b"w")
-    assert status == 503 and body.startswith(b"NOTLEADER 127.0.0.1:%d" % leader.port), (status, body)
+    problem = json.loads(body)  # application/problem+json, the RESP error in detail and its code
+    assert status == 503 and problem["code"] == "NOTLEADER", (status, body)
+    assert problem["detail"].startswith("NOTLEADER 127.0.0.1:%d" % leader.port), (status, body)
 
     ml, mf = samples(leader), samples(follower)
     assert ml["ordo_cluster_leader"] == 1 and mf["ordo_cluster_leader"] == 0
