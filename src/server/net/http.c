@@ -115,6 +115,8 @@ struct http_conn_s {
     bool awaiting;          /* a dispatched command's reply is not yet rewritten */
     bool sse;               /* this connection is an event stream */
     bool cors;              /* the request's Origin is allowed (http-cors-origins): responses say so */
+    char start[32];         /* the first bytes of this request the parser consumed (is_v1()) */
+    size_t start_len;
     bool counted;           /* counted in the listener's nconns */
     int route;
     uint64_t raw_abs;       /* see the invariants */
@@ -364,11 +366,20 @@ static void respond(conn_t *c, int status, const char *ctype, const char *header
 /* Is the request (its target as far as it arrived) one of /v1? Its errors
  * are problem details; those of /healthz, /metrics and the dashboard's
  * files stay text, as probes and scrapers read them. */
+/* Is the request one of the /v1 routes? Judged on the request's first
+ * bytes the parser consumed (h->start), not on the URL the callbacks
+ * gathered: a request refused inside its request line has a URL of which
+ * the callbacks saw more or less depending on how the bytes were read,
+ * while the bytes consumed up to the refusal are the same however they
+ * arrived. */
 static bool is_v1(const struct http_conn_s *h)
 {
-    const char *u = h->url.data ? h->url.data : "";
-    size_t n = h->url.len;
-    return n >= 3 && memcmp(u, "/v1", 3) == 0 && (n == 3 || u[3] == '/' || u[3] == '?');
+    const char *sp = memchr(h->start, ' ', h->start_len);
+    if (sp == NULL)
+        return false;
+    size_t rest = h->start_len - (size_t)(sp + 1 - h->start);
+    const char *u = sp + 1;
+    return rest >= 4 && memcmp(u, "/v1", 3) == 0 && (u[3] == '/' || u[3] == '?' || u[3] == ' ');
 }
 
 /* An error as problem details (RFC 9457): type about:blank (the status
@@ -2086,6 +2097,7 @@ static int on_message_begin(http_parser *p)
     h->in_value = false;
     h->body_max = 0;
     h->cors = false;
+    h->start_len = 0;
     return 0;
 }
 
@@ -2208,6 +2220,12 @@ void http_process_input(conn_t *c)
             h->begun_ms = c->srv->now_ms;
         }
         size_t n = http_parser_execute(&h->p, &settings, c->in.data + off, c->in.len - off);
+        /* The parser stops at the end of a message (paused) or at a
+         * refusal, so these bytes are this request's (on_message_begin()
+         * emptied start when it began). */
+        size_t keep = sizeof h->start - h->start_len < n ? sizeof h->start - h->start_len : n;
+        memcpy(h->start + h->start_len, c->in.data + off, keep);
+        h->start_len += keep;
         off += n;
         enum http_errno e = HTTP_PARSER_ERRNO(&h->p);
         if (e == HPE_PAUSED) {
