@@ -14,12 +14,13 @@
 
 #include <cmocka.h>
 
+#include "base/glob.h"
 #include "core/acl.h"
 #include "core/core.h"
 #include "core/record.h"
 #include "log/snapshot.h"
 
-static bool gm(const char *p, const char *s) { return acl_glob_match(p, strlen(p), s, strlen(s)); }
+static bool gm(const char *p, const char *s) { return ordo_glob_match(p, strlen(p), s, strlen(s)); }
 
 static void test_glob(void **state)
 {

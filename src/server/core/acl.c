@@ -22,6 +22,8 @@
 
 #include <openssl/evp.h>
 
+#include "base/glob.h"
+
 static const char *const cat_names[ACL_NCATS] = {
     "read", "write", "keyspace", "queue", "coord", "watch", "admin", "dangerous", "connection", "transaction",
 };
@@ -45,85 +47,6 @@ unsigned acl_cat_parse(const char *name, size_t len)
         if (word_eq(name, len, cat_names[i]))
             return 1u << i;
     return 0;
-}
-
-/* ---- glob ------------------------------------------------------------------ */
-
-/* Does the class at p[0..plen) (just after '[') match ch? *used receives
- * the bytes of the class, its closing ']' included (all of p if none). */
-static bool class_match(const char *p, size_t plen, unsigned char ch, size_t *used)
-{
-    size_t i = 0;
-    bool neg = false, hit = false;
-    if (i < plen && p[i] == '^') {
-        neg = true;
-        i++;
-    }
-    for (; i < plen && p[i] != ']'; i++) {
-        if (p[i] == '\\' && i + 1 < plen) {
-            i++;
-            hit |= (unsigned char)p[i] == ch;
-        } else if (i + 2 < plen && p[i + 1] == '-' && p[i + 2] != ']') {
-            unsigned char lo = (unsigned char)p[i], hi = (unsigned char)p[i + 2];
-            if (lo > hi) {
-                unsigned char t = lo;
-                lo = hi;
-                hi = t;
-            }
-            hit |= ch >= lo && ch <= hi;
-            i += 2;
-        } else {
-            hit |= (unsigned char)p[i] == ch;
-        }
-    }
-    *used = i < plen ? i + 1 : plen;
-    return neg ? !hit : hit;
-}
-
-/* Iterative, backtracking only to the last '*': O(plen * slen) at worst,
- * never exponential, whatever the pattern. */
-bool acl_glob_match(const char *p, size_t plen, const char *s, size_t slen)
-{
-    size_t pi = 0, si = 0, star_p = (size_t)-1, star_s = 0;
-    while (si < slen) {
-        if (pi < plen) {
-            char c = p[pi];
-            if (c == '*') {
-                while (pi < plen && p[pi] == '*')
-                    pi++;
-                if (pi == plen)
-                    return true;
-                star_p = pi;
-                star_s = si;
-                continue;
-            }
-            size_t used = 1;
-            bool ok;
-            if (c == '?') {
-                ok = true;
-            } else if (c == '[') {
-                ok = class_match(p + pi + 1, plen - pi - 1, (unsigned char)s[si], &used);
-                used++;
-            } else if (c == '\\' && pi + 1 < plen) {
-                ok = p[pi + 1] == s[si];
-                used = 2;
-            } else {
-                ok = c == s[si];
-            }
-            if (ok) {
-                pi += used;
-                si++;
-                continue;
-            }
-        }
-        if (star_p == (size_t)-1)
-            return false;
-        pi = star_p; /* let the last '*' take one more byte */
-        si = ++star_s;
-    }
-    while (pi < plen && p[pi] == '*')
-        pi++;
-    return pi == plen;
 }
 
 /* ---- users -------------------------------------------------------------------- */
@@ -515,7 +438,7 @@ bool acl_name_allowed(const acl_user_t *u, int kind, const char *name, size_t le
     if (u->all_names[kind])
         return true;
     for (size_t i = 0; i < u->npats[kind]; i++)
-        if (acl_glob_match(u->pats[kind][i], strlen(u->pats[kind][i]), name, len))
+        if (ordo_glob_match(u->pats[kind][i], strlen(u->pats[kind][i]), name, len))
             return true;
     return false;
 }

@@ -21,8 +21,9 @@
  *   - three pattern lists, one per kind of name a command can touch: KV
  *     keys (~pattern), queue names (%Q~pattern) and coordination names,
  *     locks and elections (%C~pattern). A name is allowed if a pattern of
- *     its kind matches it (acl_glob_match(): Redis's glob: * ? [a-z] [^a]
- *     and \ escapes). Leases have no name and need no pattern.
+ *     its kind matches it (ordo_glob_match(), base/glob.h: Redis's glob:
+ *     * ? [a-z] [^a] and \ escapes). Leases have no name and need no
+ *     pattern.
  *
  * The rule words (acl_user_rule()) are Redis's where Redis has one: on,
  * off, nopass, resetpass, >pw, <pw, #hash, !hash, ~pattern, allkeys,
@@ -84,9 +85,6 @@ enum acl_kind { ACL_KEYS = 0, ACL_QUEUES = 1, ACL_COORD = 2, ACL_NKINDS = 3 };
 const char *acl_cat_name(unsigned i);
 unsigned acl_cat_parse(const char *name, size_t len);
 
-/* acl_glob_match() -- does pattern p[0..plen) match s[0..slen)? Redis's
- * glob: * any run, ? one byte, [abc] [a-z] [^a] a class, \x the byte x. */
-bool acl_glob_match(const char *p, size_t plen, const char *s, size_t slen);
 
 /* acl_hash() -- SHA-256 of pw into out. */
 void acl_hash(const char *pw, size_t len, uint8_t out[ACL_HASH_BYTES]);
