@@ -21,7 +21,8 @@
  * server's start time, so a cursor of an earlier run is never mistaken
  * for one of this run.
  *
- * Patterns (SCAN MATCH, KEYS) are Redis's glob: * ? [abc] [^a-z] and \x.
+ * Patterns (SCAN MATCH, KEYS) are Redis's glob (base/glob.h): * ? [abc]
+ * [^a-z] and \x.
  * The literal start of a pattern, up to its first special character, is
  * used as a prefix of the walk, so SCAN 0 MATCH user:* walks only the keys
  * under "user:".
@@ -40,94 +41,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/glob.h"
 #include "cmd.h"
-
-/* ---- patterns ---------------------------------------------------------------- */
-
-/* Does [p, pe) match [s, se)? Redis's glob, binary safe. *give_up is
- * set when a '*' found no place for the rest of the pattern anywhere in
- * the rest of the key: then no earlier '*' can do better (it would hand an
- * even shorter rest to the same pattern), so every caller stops at once.
- * That keeps a pattern of many stars linear per star instead of
- * exponential in them (a key is up to max-name-bytes long). */
-static bool glob_walk(const char *p, const char *pe, const char *s, const char *se, bool *give_up)
-{
-    while (p < pe) {
-        if (*p == '*') {
-            while (p + 1 < pe && p[1] == '*')
-                p++;
-            if (p + 1 == pe)
-                return true;
-            for (const char *t = s; t <= se; t++) {
-                if (glob_walk(p + 1, pe, t, se, give_up))
-                    return true;
-                if (*give_up)
-                    return false;
-            }
-            *give_up = true;
-            return false;
-        }
-        if (s == se)
-            return false;
-        if (*p == '?') {
-            s++;
-            p++;
-            continue;
-        }
-        if (*p == '[') {
-            const char *q = p + 1;
-            bool neg = q < pe && *q == '^', hit = false;
-            if (neg)
-                q++;
-            while (q < pe && *q != ']') {
-                if (*q == '\\' && q + 1 < pe) {
-                    hit |= q[1] == *s;
-                    q += 2;
-                } else if (q + 2 < pe && q[1] == '-' && q[2] != ']') {
-                    unsigned char lo = (unsigned char)q[0], hi = (unsigned char)q[2], c = (unsigned char)*s;
-                    if (lo > hi) {
-                        unsigned char t = lo;
-                        lo = hi;
-                        hi = t;
-                    }
-                    hit |= c >= lo && c <= hi;
-                    q += 3;
-                } else {
-                    hit |= *q == *s;
-                    q++;
-                }
-            }
-            if (hit == neg)
-                return false;
-            p = q < pe ? q + 1 : q;
-            s++;
-            continue;
-        }
-        if (*p == '\\' && p + 1 < pe)
-            p++;
-        if (*p != *s)
-            return false;
-        p++;
-        s++;
-    }
-    return s == se;
-}
-
-static bool glob_match(const char *p, const char *pe, const char *s, const char *se)
-{
-    bool give_up = false;
-    return glob_walk(p, pe, s, se, &give_up);
-}
-
-/* The literal start of a pattern: bytes before its first special one;
- * every key the pattern matches starts with them. */
-static size_t glob_prefix(const char *p, size_t n)
-{
-    size_t i = 0;
-    while (i < n && p[i] != '*' && p[i] != '?' && p[i] != '[' && p[i] != '\\')
-        i++;
-    return i;
-}
 
 /* ---- the walk ------------------------------------------------------------------ */
 
@@ -150,7 +65,7 @@ static int walk_visit(void *arg, const kv_version_t *v)
     w->last = v->key;
     w->last_len = v->klen;
     if (w->match == NULL ||
-        glob_match(w->match->ptr, w->match->ptr + w->match->len, v->key, v->key + v->klen)) {
+        ordo_glob_match(w->match->ptr, w->match->len, v->key, v->klen)) {
         resp_add_bulk(&w->keys, v->key, v->klen);
         w->nkeys++;
     }
@@ -167,7 +82,7 @@ static int walk_visit(void *arg, const kv_version_t *v)
 static bool walk(walk_t *w, const char *after, size_t alen)
 {
     const char *pre = w->match ? w->match->ptr : NULL;
-    size_t plen = w->match ? glob_prefix(w->match->ptr, w->match->len) : 0;
+    size_t plen = w->match ? ordo_glob_prefix(w->match->ptr, w->match->len) : 0;
     long n = kv_range(core_kv(w->x->srv->core), pre, plen, after, alen, 0, 0, walk_visit, w);
     (void)n;
     return !w->full && (w->limit == 0 || w->examined < w->limit);
