@@ -145,6 +145,19 @@ static void push_min(cmd_history_t *h)
     h->acc_n = 0;
 }
 
+/* The counters read at second now_s: the next sample's rates are the
+ * change from these. */
+static void remember(cmd_history_t *h, const server_t *s, uint64_t now_s, const uint64_t fam[FAM_COUNT],
+                     const log_stats_t *ls)
+{
+    h->last_s = now_s;
+    memcpy(h->calls, fam, sizeof h->calls);
+    h->errors = s->stats.errors_total;
+    h->syncs = ls->syncs;
+    h->sync_us = ls->sync_us_sum;
+    memcpy(h->apply_hist, s->stats.apply_hist, sizeof h->apply_hist);
+}
+
 void cmd_history_sample(server_t *s)
 {
     cmd_history_t *h = s->history;
@@ -161,12 +174,7 @@ void cmd_history_sample(server_t *s)
     uint64_t errors = s->stats.errors_total;
     if (!h->primed) {
         h->primed = true;
-        h->last_s = now_s;
-        memcpy(h->calls, fam, sizeof fam);
-        h->errors = errors;
-        h->syncs = ls.syncs;
-        h->sync_us = ls.sync_us_sum;
-        memcpy(h->apply_hist, s->stats.apply_hist, sizeof h->apply_hist);
+        remember(h, s, now_s, fam, &ls);
         return;
     }
     double secs = (double)(now_s - h->last_s); /* > 0; more than 1 after a stalled loop */
@@ -205,13 +213,7 @@ void cmd_history_sample(server_t *s)
     for (int i = 0; i < HIST_SERIES; i++)
         h->acc[i] += smp.v[i];
     h->acc_n++;
-
-    h->last_s = now_s;
-    memcpy(h->calls, fam, sizeof fam);
-    h->errors = errors;
-    h->syncs = ls.syncs;
-    h->sync_us = ls.sync_us_sum;
-    memcpy(h->apply_hist, s->stats.apply_hist, sizeof h->apply_hist);
+    remember(h, s, now_s, fam, &ls);
 }
 
 /* One ring as columns: {"t":[...],"<series>":[...],...}, oldest first,
