@@ -31,14 +31,19 @@ pipe() {
     grep -q "errors: 0, replies: $2" <<<"$out" || { echo "bench: load failed: $out" >&2; exit 1; }
 }
 
-gen() { # gen FILE N FORMAT: N RESP commands built by awk from FORMAT's words, %d replaced by the index
-    awk -v n="$2" -v fmt="$3" 'BEGIN {
-        for (i = 0; i < n; i++) {
-            m = split(fmt, w, " ")
-            printf "*%d\r\n", m
-            for (j = 1; j <= m; j++) { a = w[j]; gsub(/%d/, i, a); printf "$%d\r\n%s\r\n", length(a), a }
-        }
-    }' >"$1"
+gen() { # gen FILE N FORMAT: N RESP commands from FORMAT's words, %d replaced by the index
+    /usr/bin/python3 - "$2" "$3" >"$1" <<'PY'
+import sys
+n, words = int(sys.argv[1]), sys.argv[2].split()
+out = sys.stdout.buffer
+head = b"*%d\r\n" % len(words)
+for i in range(n):
+    parts = [head]
+    for w in words:
+        a = w.replace("%d", str(i)).encode()
+        parts.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    out.write(b"".join(parts))
+PY
 }
 
 gen "$BENCH_TMP/push.resp" "$OPS" "Q.PUSH jobs k%d payload"
