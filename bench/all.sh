@@ -18,7 +18,7 @@
 # Env: BENCHES (the list, default below), BENCH_QUICK, OUT.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BENCHES="${BENCHES:-kv watch memory durable lock queue http client tls cluster}"
+BENCHES="${BENCHES:-kv watch memory durable lock queue http client tls cluster cluster_tls}"
 OUT="${OUT:-$ROOT/bench/out/all-$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$OUT"
 
@@ -33,7 +33,7 @@ quick() {
         queue) echo "R=1 D=2" ;;
         http) echo "R=1 D=2 NRESP=10000" ;;
         client) echo "R=1 NP=20000 N1=2000 NC=10000 NM=20000" ;;
-        cluster) echo "R=1 DURATION=2" ;;
+        cluster | cluster_tls) echo "R=1 DURATION=2" ;;
         *) echo "" ;;
     esac
 }
