@@ -209,3 +209,32 @@ def test_a_request_line_refused_midway_answers_the_same_however_it_was_read(serv
     whole, dripped = exchange(len(data)), exchange(3)
     assert whole.startswith(b"HTTP/1.1 400 ") and b"application/problem+json" in whole, whole
     assert dripped == whole
+
+
+def test_head_answers_the_gets_headers_without_the_body(server):
+    """HEAD of a GET route: the same status and headers, Content-Length
+    the body's, no body; the connection stays usable. An event stream is
+    405 for HEAD."""
+    import socket
+    put(server, "hk", b"twelve bytes")
+    st, h, body = req(server, "HEAD", "/v1/kv/hk")
+    assert (st, body) == (200, b"")
+    assert h["content-length"] == "12" and h["etag"]
+    assert req(server, "HEAD", "/v1/kv/nokey")[0] == 404
+    st, h, _ = req(server, "HEAD", "/v1/status")
+    assert st == 200 and int(h["content-length"]) > 0
+    st, h, _ = req(server, "HEAD", "/v1/watch?key=a")
+    assert st == 405 and h["allow"] == "GET"
+    data = b"HEAD /v1/kv/hk HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/kv/hk HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    s = socket.create_connection(("127.0.0.1", server.http_port), timeout=10)
+    try:
+        s.sendall(data)
+        out = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            out += b
+    finally:
+        s.close()
+    assert out.count(b"HTTP/1.1 200 OK") == 2 and out.endswith(b"\r\n\r\ntwelve bytes")

@@ -116,6 +116,7 @@ struct http_conn_s {
     bool sse;               /* this connection is an event stream */
     bool cors;              /* the request's Origin is allowed (http-cors-origins): responses say so */
     char start[32];         /* the first bytes of this request the parser consumed (is_v1()) */
+    bool head;              /* the request is a HEAD: routed as GET, answered without the body */
     size_t start_len;
     bool counted;           /* counted in the listener's nconns */
     int route;
@@ -356,7 +357,8 @@ static void respond(conn_t *c, int status, const char *ctype, const char *header
     add_cors(c);
     ordo_buf_printf(&c->out, "%s%s%s%s%s", ctype ? "Content-Type: " : "", ctype ? ctype : "", ctype ? "\r\n" : "",
                     headers, close ? "Connection: close\r\n\r\n" : "\r\n");
-    ordo_buf_append(&c->out, body, blen);
+    if (!h->head) /* HEAD: the GET's headers, Content-Length included, and no body */
+        ordo_buf_append(&c->out, body, blen);
     mark_http(c);
     h->last_ms = c->srv->now_ms;
     if (close)
@@ -1945,6 +1947,10 @@ static void route(conn_t *c, req_t *r)
         }
         if (t->params != NULL && refuse_unknown_params(c, r->query, r->qlen, t->params))
             return;
+        if (c->http->head && t->fn == route_watch) {
+            respond_error_text(c, 405, "Allow: GET\r\n", "HEAD is not served for an event stream: GET it");
+            return;
+        }
         if (!t->open && !authorized(c)) {
             respond_unauthorized(c); /* on_headers_complete() refused it already: kept as the rule's statement */
             return;
@@ -1973,7 +1979,8 @@ static void handle_request(conn_t *c)
     c->last_cmd_ms = s->now_ms; /* CLIENT LIST's idle, the dashboard's */
     h->scratch.len = 0;
     h->reply_nodes = RV_NODES_MAX;
-    req_t r = {.method = h->p.method};
+    h->head = h->p.method == HTTP_HEAD;
+    req_t r = {.method = h->head ? HTTP_GET : (int)h->p.method};
     const char *url = h->url.data ? h->url.data : "";
     size_t ulen = h->url.len;
     const char *q = memchr(url, '?', ulen);
@@ -2098,6 +2105,7 @@ static int on_message_begin(http_parser *p)
     h->body_max = 0;
     h->cors = false;
     h->start_len = 0;
+    h->head = false;
     return 0;
 }
 
