@@ -63,3 +63,52 @@ def test_dashboard_shows_the_actions_where_they_apply(server, r, tmp_path):
     actions = set(re.findall(r'<button class="act[^"]*" type="button" data-action="([^"]*)"', dom))
     assert actions == {"POST /v1/queues/pay/redrive", "DELETE /v1/queues/pay-dead",
                        "POST /v1/queues/jobs/keys/img-7/unpark"}, actions
+
+
+def test_cancel_a_waiting_message_over_http(server, r):
+    mid = r.execute_command("Q.PUSH", "cq", "k", "first")
+    r.execute_command("Q.PUSH", "cq", "k", "second")
+    st, _, body = req(server, "DELETE", "/v1/queues/cq/messages/%d" % mid)
+    assert (st, json.loads(body)) == (200, {"changed": 1})
+    (m,) = r.execute_command("Q.PULL", "cq")
+    assert m[2] == b"second"
+    st, _, body = req(server, "DELETE", "/v1/queues/cq/messages/%d" % mid)
+    assert (st, json.loads(body)) == (200, {"changed": 0})
+
+
+def test_schedules_over_http(server, r):
+    st, _, body = req(server, "PUT", "/v1/schedules/tick?queue=sq&key=k&every=50", body=b"ping")
+    assert (st, json.loads(body)) == (200, {"ok": True}), body
+    (s,) = r.execute_command("Q.SCHEDULE", "LIST")
+    got = dict(zip(s[0::2], s[1::2])) if isinstance(s, list) else s
+    assert got[b"queue"] == b"sq" and got[b"payload"] == b"ping" and got[b"every"] == 50
+    st, _, body = req(server, "PUT", "/v1/schedules/bad?queue=sq&key=k", body=b"x")
+    assert st == 400 and b"every=" in body
+    st, _, body = req(server, "PUT", "/v1/schedules/bad?queue=sq&key=k&every=5&cron=*%20*%20*%20*%20*", body=b"x")
+    assert st == 400
+    st, _, body = req(server, "PUT", "/v1/schedules/nightly?queue=sq&key=n&cron=0%203%20*%20*%20*&missed=skip",
+                      body=b"report")
+    assert st == 200, body
+    st, _, body = req(server, "DELETE", "/v1/schedules/tick")
+    assert (st, json.loads(body)) == (200, {"changed": 1})
+    st, _, body = req(server, "DELETE", "/v1/schedules/tick")
+    assert (st, json.loads(body)) == (200, {"changed": 0})
+    assert [x for x in r.execute_command("Q.SCHEDULE", "LIST")]  # nightly stays
+
+
+def test_a_call_whose_message_is_cancelled_is_gone(server, r):
+    import threading
+    out = {}
+
+    def call():
+        out["r"] = req(server, "POST", "/v1/queues/gq/keys/k/call?timeout=20000", body=b"job")
+    t = threading.Thread(target=call)
+    t.start()
+    from ordoproc import poll
+    poll(lambda: r.execute_command("Q.LEN", "gq")[0] == 1, "the call's message queued")
+    (mid, _key, _p, _a, _t), = r.execute_command("Q.PEEK", "gq")
+    st, _, body = req(server, "DELETE", "/v1/queues/gq/messages/%d" % mid)
+    assert (st, json.loads(body)) == (200, {"changed": 1})
+    t.join(20)
+    st, h, body = out["r"]
+    assert st == 410 and json.loads(body)["code"] == "CANCELLED", body

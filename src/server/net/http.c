@@ -309,6 +309,7 @@ static const char *reason(int status)
     case 405: return "Method Not Allowed";
     case 408: return "Request Timeout";
     case 409: return "Conflict";
+    case 410: return "Gone";
     case 412: return "Precondition Failed";
     case 413: return "Content Too Large";
     case 422: return "Unprocessable Content";
@@ -426,6 +427,7 @@ static int error_status(const rv_t *v)
 {
     if (err_is(v, "CONFLICT")) return 412;
     if (err_is(v, "DEADLETTER")) return 502;
+    if (err_is(v, "CANCELLED")) return 410;
     if (err_is(v, "IDEMPOTENCY")) return 422;
     if (err_is(v, "NOTFOUND")) return 404;
     if (err_is(v, "NOAUTH") || err_is(v, "WRONGPASS")) return 401;
@@ -1468,6 +1470,70 @@ static void route_unpark(conn_t *c, req_t *r)
     send_cmd(c, r, R_PAUSE);
 }
 
+/* DELETE /v1/queues/{q}/messages/{id}: Q.CANCEL, a waiting or delayed
+ * message removed before any delivery ({"changed":n}; its waiting caller
+ * gets -CANCELLED). */
+static void route_cancel(conn_t *c, req_t *r)
+{
+    arg_str(r, "Q.CANCEL");
+    arg_span(r, seg_of(r, 2));
+    arg_span(r, seg_of(r, 4));
+    send_cmd(c, r, R_PAUSE);
+}
+
+/* PUT /v1/schedules/{name}?queue=&key=&every=&start=|cron=&missed=: Q.SCHEDULE
+ * ADD, the body the payload ({"ok":true}); DELETE: Q.SCHEDULE DEL
+ * ({"changed":n}). */
+static void route_schedule(conn_t *c, req_t *r)
+{
+    struct http_conn_s *h = c->http;
+    if (r->method == HTTP_DELETE) {
+        arg_str(r, "Q.SCHEDULE");
+        arg_str(r, "DEL");
+        arg_span(r, seg_of(r, 2));
+        send_cmd(c, r, R_PAUSE);
+        return;
+    }
+    span_t queue, key, cron, missed;
+    bool has_every, has_start;
+    uint64_t every, start;
+    if (!query_param(h, r->query, r->qlen, "queue", &queue) || !query_param(h, r->query, r->qlen, "key", &key)) {
+        respond_text(c, 400, "queue= and key= are required: the message each tick pushes");
+        return;
+    }
+    bool has_cron = query_param(h, r->query, r->qlen, "cron", &cron);
+    bool has_missed = query_param(h, r->query, r->qlen, "missed", &missed);
+    if (!param_u64(c, r, "every", 1, PARAM_ANY, "a number of milliseconds", &has_every, &every) ||
+        !param_u64(c, r, "start", 1, PARAM_ANY, "a unix time in milliseconds", &has_start, &start))
+        return;
+    if (has_every == has_cron) {
+        respond_text(c, 400, "one of every= (milliseconds) and cron= (five fields, UTC) is required");
+        return;
+    }
+    arg_str(r, "Q.SCHEDULE");
+    arg_str(r, "ADD");
+    arg_span(r, seg_of(r, 2));
+    arg_span(r, queue);
+    arg_span(r, key);
+    arg_body(c, r);
+    if (has_every) {
+        arg_str(r, "EVERY");
+        arg_num(r, every);
+        if (has_start) {
+            arg_str(r, "START");
+            arg_num(r, start);
+        }
+    } else {
+        arg_str(r, "CRON");
+        arg_span(r, cron);
+    }
+    if (has_missed) {
+        arg_str(r, "MISSED");
+        arg_span(r, missed);
+    }
+    send_cmd(c, r, R_DONE);
+}
+
 /* DELETE /v1/queues/{q}: Q.DROP, the queue and every message in it
  * ({"changed":n}); the dashboard's "drop" of a dead-letter queue. */
 static void route_drop(conn_t *c, req_t *r)
@@ -1842,6 +1908,7 @@ static const char *const p_status[] = {"history", NULL};
 static const char *const p_pause[] = {"for", "until", NULL};
 static const char *const p_redrive[] = {"from", "key", "id", NULL};
 static const char *const p_transfer[] = {"to", NULL};
+static const char *const p_schedule[] = {"queue", "key", "every", "start", "cron", "missed", NULL};
 static const char *const p_pull[] = {"count", "lease", "wait", NULL};
 static const char *const p_ack[] = {"token", NULL};
 static const char *const p_nack[] = {"token", "delay", NULL};
@@ -1863,6 +1930,9 @@ static const route_t routes[] = {
     {HTTP_GET, "/v1/queues/{queue}/results/{id}", false, false, p_result, route_result},
     {HTTP_POST, "/v1/queues/{queue}/pull", false, false, p_pull, route_pull},
     {HTTP_DELETE, "/v1/queues/{queue}", false, false, p_none, route_drop},
+    {HTTP_DELETE, "/v1/queues/{queue}/messages/{id}", false, false, p_none, route_cancel},
+    {HTTP_PUT, "/v1/schedules/{name}", false, false, p_schedule, route_schedule},
+    {HTTP_DELETE, "/v1/schedules/{name}", false, false, p_none, route_schedule},
     {HTTP_POST, "/v1/queues/{queue}/redrive", false, false, p_redrive, route_redrive},
     {HTTP_POST, "/v1/queues/{queue}/keys/{key}/unpark", false, false, p_none, route_unpark},
     {HTTP_POST, "/v1/cluster/transfer", false, false, p_transfer, route_transfer},
