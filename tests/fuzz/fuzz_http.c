@@ -229,12 +229,54 @@ const size_t http_assets_count = 1;
 
 /* ---- one connection ---------------------------------------------------------------- */
 
-/* Where the responses of a stream start, and the last one's status. */
+/* Where the responses of a stream start, and the last one's status; the
+ * methods of the requests they answer, in order (a response to HEAD has
+ * the GET's Content-Length and no body). */
+#define FUZZ_REQUESTS_MAX 256
 typedef struct responses_s {
     const char *base;
     size_t last_at;
     unsigned last_status;
+    const unsigned char *methods;
+    size_t nmethods, answered;
 } responses_t;
+
+/* The requests' methods as a parser reading the input whole sees them. */
+typedef struct {
+    unsigned char m[FUZZ_REQUESTS_MAX];
+    size_t n;
+} methods_t;
+
+static int on_request_headers(http_parser *p)
+{
+    methods_t *m = p->data;
+    if (m->n < FUZZ_REQUESTS_MAX)
+        m->m[m->n++] = (unsigned char)p->method;
+    return 0;
+}
+
+static void request_methods(const uint8_t *data, size_t size, methods_t *m)
+{
+    http_parser p;
+    http_parser_settings settings;
+    memset(&settings, 0, sizeof settings);
+    settings.on_headers_complete = on_request_headers;
+    http_parser_init(&p, HTTP_REQUEST);
+    m->n = 0;
+    p.data = m;
+    http_parser_execute(&p, &settings, (const char *)data, size);
+}
+
+/* A response's headers are complete: one to a HEAD request has no body
+ * (return 1: skip it); an interim 1xx answers no request by itself. */
+static int on_response_headers(http_parser *p)
+{
+    responses_t *r = p->data;
+    if (p->status_code >= 100 && p->status_code < 200)
+        return 0;
+    size_t i = r->answered++;
+    return i < r->nmethods && r->methods[i] == HTTP_HEAD ? 1 : 0;
+}
 
 static int on_status(http_parser *p, const char *at, size_t n)
 {
@@ -255,8 +297,11 @@ static void check_responses(const ordo_buf_t *sent, responses_t *r)
     http_parser_settings settings;
     memset(&settings, 0, sizeof settings);
     settings.on_status = on_status;
+    settings.on_headers_complete = on_response_headers;
     http_parser_init(&p, HTTP_RESPONSE);
-    *r = (responses_t){.base = sent->data};
+    const unsigned char *methods = r->methods;
+    size_t nmethods = r->nmethods;
+    *r = (responses_t){.base = sent->data, .methods = methods, .nmethods = nmethods};
     p.data = r;
     size_t n = http_parser_execute(&p, &settings, sent->data ? sent->data : "", sent->len);
     if (HTTP_PARSER_ERRNO(&p) == HPE_OK)
@@ -303,7 +348,9 @@ static uint64_t run(const uint8_t *data, size_t size, size_t step, unsigned mode
      * refusal (400, 413, 431) can depend on how the bytes arrived (a size
      * limit may be reached before a bad byte further on is seen), so the
      * transcript keeps only that there was one. */
-    responses_t r;
+    methods_t m;
+    request_methods(data, size, &m);
+    responses_t r = {.methods = m.m, .nmethods = m.n};
     check_responses(&sent, &r);
     size_t keep = sent.len;
     if (c->close_after_write && (r.last_status == 400 || r.last_status == 413 || r.last_status == 431)) {

@@ -360,6 +360,8 @@ static void respond(conn_t *c, int status, const char *ctype, const char *header
                     headers, close ? "Connection: close\r\n\r\n" : "\r\n");
     if (!h->head) /* HEAD: the GET's headers, Content-Length included, and no body */
         ordo_buf_append(&c->out, body, blen);
+    h->head = false; /* this was its response: a later refusal, before the next request's headers are
+                      * complete, is no answer to a HEAD */
     mark_http(c);
     h->last_ms = c->srv->now_ms;
     if (close)
@@ -2229,6 +2231,7 @@ static int on_headers_complete(http_parser *p)
     struct http_conn_s *h = H(p);
     commit_header(h);
     h->in_value = false;
+    h->head = p->method == HTTP_HEAD; /* from here on, even a refusal of it has no body */
     conn_t *c = p->data;
     h->cors = h->has_hdr[H_ORIGIN] && cors_allowed(c->srv, h->hdr[H_ORIGIN].data, h->hdr[H_ORIGIN].len);
     if (check_version(p) != 0)
