@@ -365,6 +365,19 @@ ssize_t ordo_tls_read(ordo_tls_t *t, void *buf, size_t cap)
     return fail(t, r);
 }
 
+int ordo_tls_decrypt(ordo_tls_t *t, const void *data, size_t len, ordo_buf_t *in, size_t step)
+{
+    assert(step > 0);
+    ordo_tls_feed(t, data, len);
+    for (;;) {
+        char *p = ordo_buf_reserve(in, step);
+        ssize_t got = ordo_tls_read(t, p, in->cap - in->len);
+        if (got <= 0)
+            return (int)got;
+        in->len += (size_t)got;
+    }
+}
+
 ssize_t ordo_tls_write(ordo_tls_t *t, const void *data, size_t len)
 {
     assert(t != NULL && (data != NULL || len == 0));

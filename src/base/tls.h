@@ -39,6 +39,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "buf.h"
+
 typedef enum {
     ORDO_TLS_SERVER,
     ORDO_TLS_CLIENT,
@@ -116,6 +118,12 @@ int ordo_tls_handshake(ordo_tls_t *t);
  * first if needed. Returns the count (> 0), 0 when no more plaintext is
  * there until more is fed, ORDO_TLS_EOF or ORDO_TLS_ERR. */
 ssize_t ordo_tls_read(ordo_tls_t *t, void *buf, size_t cap);
+
+/* ordo_tls_decrypt() -- feed len bytes received from the peer, then read
+ * all the plaintext they complete onto the end of in, growing it by step
+ * bytes at a time. Returns 0 (all of it read; maybe none), ORDO_TLS_EOF or
+ * ORDO_TLS_ERR; the plaintext read before an end stays in in. */
+int ordo_tls_decrypt(ordo_tls_t *t, const void *data, size_t len, ordo_buf_t *in, size_t step);
 
 /* ordo_tls_write() -- encrypt data[0..len) for the peer. Returns len once
  * the handshake is done (memory never refuses bytes), 0 while the

@@ -822,16 +822,8 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *out)
 static bool tls_input(conn_t *c, const char *data, size_t n)
 {
     bool was_done = ordo_tls_done(c->tls);
-    ordo_tls_feed(c->tls, data, n);
-    for (;;) {
-        char *p = ordo_buf_reserve(&c->in, READ_STEP);
-        ssize_t got = ordo_tls_read(c->tls, p, c->in.cap - c->in.len);
-        if (got > 0) {
-            c->in.len += (size_t)got;
-            continue;
-        }
-        if (got == 0)
-            break;
+    int got = ordo_tls_decrypt(c->tls, data, n, &c->in, READ_STEP);
+    if (got != 0) {
         if (got == ORDO_TLS_EOF)
             conn_close(c);
         else

@@ -182,16 +182,8 @@ int net_tls_input(conn_t *c, const char *data, size_t n)
 {
     assert(c->tls != NULL);
     bool was_done = ordo_tls_done(c->tls);
-    ordo_tls_feed(c->tls, data, n);
-    for (;;) {
-        char *p = ordo_buf_reserve(&c->in, CONN_READ_CHUNK);
-        ssize_t got = ordo_tls_read(c->tls, p, c->in.cap - c->in.len);
-        if (got > 0) {
-            c->in.len += (size_t)got;
-            continue;
-        }
-        if (got == 0)
-            break;
+    int got = ordo_tls_decrypt(c->tls, data, n, &c->in, CONN_READ_CHUNK);
+    if (got != 0) {
         if (got == ORDO_TLS_ERR && !was_done) {
             handshake_failed(c, ordo_tls_error(c->tls));
             send_last_words(c);
