@@ -195,3 +195,37 @@ bench_start_etcd() {
     cat "$BENCH_TMP/etcd.log" >&2
     exit 1
 }
+
+# bench_setget_rounds ORDO_PORT REDIS_PORT LABEL: R rounds over PIPES of
+# the caller's run_one PORT PIPE (prints "set_rps get_rps"), ordod and
+# redis alternating first, then a table of medians (min..max) and the
+# ratios ordod/redis; LABEL follows each server's name in the header
+# ("" or " TLS"). bench/kv.sh and bench/tls.sh.
+bench_setget_rounds() {
+    local oport="$1" rport="$2" label="$3" r p srv port order s g t om omin omax rm rmin rmax
+    declare -A res
+    for r in $(seq 1 "$R"); do
+        for p in $PIPES; do
+            if [ $((r % 2)) -eq 1 ]; then order="ordod redis"; else order="redis ordod"; fi
+            for srv in $order; do
+                if [ "$srv" = ordod ]; then port="$oport"; else port="$rport"; fi
+                read -r s g <<<"$(run_one "$port" "$p")"
+                res[$srv,set,$p]+="$s "
+                res[$srv,get,$p]+="$g "
+                printf '  round %d P=%-2s %-5s SET %10.0f GET %10.0f\n' "$r" "$p" "$srv" "$s" "$g"
+            done
+        done
+    done
+    echo
+    printf '%-9s %-30s %-30s\n' workload "ordod$label median (min..max)" "redis$label median (min..max)"
+    for p in $PIPES; do
+        for t in set get; do
+            # shellcheck disable=SC2086
+            read -r om omin omax <<<"$(bench_stats ${res[ordod,$t,$p]})"
+            # shellcheck disable=SC2086
+            read -r rm rmin rmax <<<"$(bench_stats ${res[redis,$t,$p]})"
+            printf '%-9s %-30s %-30s ratio ordod/redis: %s\n' \
+                "${t^^} P=$p" "$om ($omin..$omax)" "$rm ($rmin..$rmax)" "$(bench_ratio "$om" "$rm")"
+        done
+    done
+}

@@ -57,29 +57,4 @@ echo "tls: both over TLS 1.3 with the same certificate (OpenSSL $(openssl versio
 echo "tls: redis-server $(redis-server --version | awk '{print $3}' | sed 's/v=//') with --save \"\" --appendonly no (in memory);"
 echo "tls: ordod with --fsync no (it writes its log to the page cache, never fsync'ed; Redis writes none)"
 
-declare -A res
-for r in $(seq 1 "$R"); do
-    for p in $PIPES; do
-        if [ $((r % 2)) -eq 1 ]; then order="ordod redis"; else order="redis ordod"; fi
-        for srv in $order; do
-            if [ "$srv" = ordod ]; then port="$ORDO_TLS_PORT"; else port="$REDIS_TLS_PORT"; fi
-            read -r s g <<<"$(run_one "$port" "$p")"
-            res[$srv,set,$p]+="$s "
-            res[$srv,get,$p]+="$g "
-            printf '  round %d P=%-2s %-5s SET %10.0f GET %10.0f\n' "$r" "$p" "$srv" "$s" "$g"
-        done
-    done
-done
-
-echo
-printf '%-9s %-30s %-30s\n' workload "ordod TLS median (min..max)" "redis TLS median (min..max)"
-for p in $PIPES; do
-    for t in set get; do
-        # shellcheck disable=SC2086
-        read -r om omin omax <<<"$(bench_stats ${res[ordod,$t,$p]})"
-        # shellcheck disable=SC2086
-        read -r rm rmin rmax <<<"$(bench_stats ${res[redis,$t,$p]})"
-        printf '%-9s %-30s %-30s ratio ordod/redis: %s\n' \
-            "${t^^} P=$p" "$om ($omin..$omax)" "$rm ($rmin..$rmax)" "$(bench_ratio "$om" "$rm")"
-    done
-done
+bench_setget_rounds "$ORDO_TLS_PORT" "$REDIS_TLS_PORT" " TLS"
