@@ -123,6 +123,12 @@ int client_tls_opts(const ordo_client_opts_t *o, ordo_tls_ctx_t **ctx, char **se
 /* client_tls_init() -- c's TLS context from o (nothing if o->tls is 0).
  * ORDO_OK or ORDO_ENOMEM; options that do not load leave c->tls_bad. */
 int client_tls_init(ordo_client_t *c, const ordo_client_opts_t *o);
+/* client_tls_decrypt() -- feed n bytes the server sent to session t and
+ * read all the plaintext they complete onto in (both clients). 0, or
+ * CLIENT_TLS_NOMEM, ORDO_TLS_EOF, ORDO_TLS_ERR (the plaintext read before
+ * stays in in). */
+#define CLIENT_TLS_NOMEM (-3) /* apart from ORDO_TLS_ERR (-1) and ORDO_TLS_EOF (-2) */
+int client_tls_decrypt(ordo_tls_t *t, const char *data, size_t n, cresp_buf_t *in);
 /* client_tls_free() -- the context and what init kept. */
 void client_tls_free(ordo_client_t *c);
 /* client_tls_start() -- TLS handshake on the fresh connection to host,

@@ -128,17 +128,10 @@ int client_tls_read(ordo_client_t *c)
             return ORDO_OK;
         return client_seterr(c, ORDO_ECONN, "recv: %s", strerror(errno));
     }
-    ordo_tls_feed(c->tls, buf, (size_t)k);
-    for (;;) {
-        if (cresp_buf_reserve(&c->in, CLIENT_READ_CHUNK) != 0)
-            return ORDO_ENOMEM;
-        ssize_t n = ordo_tls_read(c->tls, c->in.data + c->in.len, c->in.cap - c->in.len);
-        if (n > 0) {
-            c->in.len += (size_t)n;
-            continue;
-        }
-        if (n == 0)
-            break;
+    int n = client_tls_decrypt(c->tls, buf, (size_t)k, &c->in);
+    if (n == CLIENT_TLS_NOMEM)
+        return ORDO_ENOMEM;
+    if (n != 0) {
         if (n == ORDO_TLS_EOF)
             return client_seterr(c, ORDO_ECONN, "connection closed by server (TLS close)");
         /* After the handshake too: TLS 1.3 refuses a client certificate
@@ -146,6 +139,19 @@ int client_tls_read(ordo_client_t *c)
         return tls_failed(c);
     }
     return take_ciphertext(c);
+}
+
+int client_tls_decrypt(ordo_tls_t *t, const char *data, size_t n, cresp_buf_t *in)
+{
+    ordo_tls_feed(t, data, n);
+    for (;;) {
+        if (cresp_buf_reserve(in, CLIENT_READ_CHUNK) != 0)
+            return CLIENT_TLS_NOMEM;
+        ssize_t got = ordo_tls_read(t, in->data + in->len, in->cap - in->len);
+        if (got <= 0)
+            return (int)got;
+        in->len += (size_t)got;
+    }
 }
 
 int client_tls_start(ordo_client_t *c, const char *host, int64_t deadline)

@@ -540,19 +540,12 @@ static void send_hello(ordo_aclient_t *c)
 static int tls_input(ordo_aclient_t *c, const char *data, size_t n)
 {
     int was_done = ordo_tls_done(c->tls);
-    ordo_tls_feed(c->tls, data, n);
-    for (;;) {
-        if (cresp_buf_reserve(&c->in, CLIENT_READ_CHUNK) != 0) {
-            conn_reset(c, ORDO_ENOMEM);
-            return -1;
-        }
-        ssize_t got = ordo_tls_read(c->tls, c->in.data + c->in.len, c->in.cap - c->in.len);
-        if (got > 0) {
-            c->in.len += (size_t)got;
-            continue;
-        }
-        if (got == 0)
-            break;
+    int got = client_tls_decrypt(c->tls, data, n, &c->in);
+    if (got == CLIENT_TLS_NOMEM) {
+        conn_reset(c, ORDO_ENOMEM);
+        return -1;
+    }
+    if (got != 0) {
         if (got == ORDO_TLS_EOF)
             conn_reset(c, ORDO_ECONN);
         else
