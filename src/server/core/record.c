@@ -88,6 +88,7 @@ typedef struct slots_s {
 } slots_t;
 
 #define U64(sl, field) (s->u64[sl] = &(field), s->bound |= B(sl))
+#define KIND(field) (s->kind = &(field), s->bound |= B(SL_KIND))
 #define BYTES(sl, ptr, n) \
     (s->bytes[(sl) - SL_BYTES_FIRST] = &(ptr), s->len[(sl) - SL_BYTES_FIRST] = &(n), s->bound |= B(sl))
 
@@ -153,8 +154,7 @@ static bool bind(record_t *r, slots_t *s)
         return true;
     case REC_COORD_EXPIRE:
         U64(SL_TOKEN, r->coord_expire.id);
-        s->kind = &r->coord_expire.kind;
-        s->bound |= B(SL_KIND);
+        KIND(r->coord_expire.kind);
         BYTES(SL_KEY, r->coord_expire.name, r->coord_expire.nlen);
         return true;
     case REC_Q_PUSH:
@@ -218,14 +218,12 @@ static bool bind(record_t *r, slots_t *s)
         U64(SL_ARG, r->q_retry.msg_id);
         U64(SL_TTL, r->q_retry.delay_ms);
         U64(SL_TOKEN, r->q_retry.token);
-        s->kind = &r->q_retry.kind;
-        s->bound |= B(SL_KIND);
+        KIND(r->q_retry.kind);
         BYTES(SL_NAME, r->q_retry.queue, r->q_retry.qlen);
         return true;
     case REC_Q_PAUSE:
         U64(SL_EXPIRE, r->q_pause.until_ms);
-        s->kind = &r->q_pause.op;
-        s->bound |= B(SL_KIND);
+        KIND(r->q_pause.op);
         BYTES(SL_KEY, r->q_pause.key, r->q_pause.klen);
         BYTES(SL_NAME, r->q_pause.queue, r->q_pause.qlen);
         return true;
@@ -262,6 +260,7 @@ static bool bind(record_t *r, slots_t *s)
 
 #undef U64
 #undef BYTES
+#undef KIND
 
 /* The slots a record of this type and flags carries (record.h's table). */
 static unsigned uses(unsigned type, unsigned flags)
