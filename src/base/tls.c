@@ -45,6 +45,17 @@ static SSL_CTX *ssl_ctx(ordo_tls_ctx_t *ctx)
     return (SSL_CTX *)(void *)ctx;
 }
 
+/* Empty this thread's OpenSSL error queue before a call whose failure
+ * SSL_get_error() will judge (a stale entry would turn a "want more
+ * input" into a failure). Peeking first: ERR_clear_error() walks and
+ * resets every slot of the queue, several times the cost of a look at an
+ * empty one, and on the data path the queue is empty almost always. */
+static void errors_clear(void)
+{
+    if (ERR_peek_error() != 0)
+        ERR_clear_error();
+}
+
 /* The first error on OpenSSL's queue as text ("wrong version number"),
  * clearing the queue; fallback if it is empty. */
 static void openssl_reason(char *buf, size_t cap, const char *fallback)
@@ -337,7 +348,7 @@ int ordo_tls_handshake(ordo_tls_t *t)
         return ORDO_TLS_ERR;
     if (SSL_is_init_finished(t->ssl))
         return 1;
-    ERR_clear_error();
+    errors_clear();
     int r = SSL_do_handshake(t->ssl);
     if (r == 1)
         return 1;
@@ -352,7 +363,7 @@ ssize_t ordo_tls_read(ordo_tls_t *t, void *buf, size_t cap)
     assert(t != NULL && buf != NULL && cap > 0);
     if (t->failed)
         return ORDO_TLS_ERR;
-    ERR_clear_error();
+    errors_clear();
     size_t n = 0;
     int r = SSL_read_ex(t->ssl, buf, cap, &n);
     if (r == 1)
@@ -375,6 +386,11 @@ int ordo_tls_decrypt(ordo_tls_t *t, const void *data, size_t len, ordo_buf_t *in
         if (got <= 0)
             return (int)got;
         in->len += (size_t)got;
+        /* Nothing fed is left and nothing decrypted is unread: another
+         * read would only answer "want more input", at the cost of a
+         * failed call into OpenSSL. */
+        if (BIO_ctrl_pending(t->in) == 0 && SSL_pending(t->ssl) == 0)
+            return 0;
     }
 }
 
@@ -390,7 +406,7 @@ ssize_t ordo_tls_write(ordo_tls_t *t, const void *data, size_t len)
         if (h != 1)
             return h;
     }
-    ERR_clear_error();
+    errors_clear();
     size_t n = 0;
     int r = SSL_write_ex(t->ssl, data, len, &n);
     if (r == 1) {

@@ -666,8 +666,8 @@ static void flush_tls(conn_t *c)
             conn_check_output(c);
             return;
         }
-        if (plain == 0)
-            break; /* only handshake bytes or held output: nothing more to encrypt now */
+        if (plain == 0 || (c->out.len == 0 && c->shared.n == 0))
+            break; /* all sent, or only handshake bytes or held output: nothing more to encrypt now */
     }
     buf_drop(c->srv, &c->wbuf, CONN_IN_KEEP_BYTES);
     if (c->out.len > 0 || c->shared.n > 0 || !ordo_tls_done(c->tls))
