@@ -150,6 +150,7 @@ typedef struct io_ctx_s {
     pthread_cond_t cv;
     atomic_uint durable_calls;
     atomic_bool stalled;                 /* true: pwrite and fdatasync wait (a stalled disk) */
+    atomic_uint sync_us;                 /* > 0: each fdatasync takes this long first (a slow disk) */
     atomic_uint stall_entered;           /* calls that found the disk stalled */
     atomic_bool woke_below;              /* on_durable saw pending bytes at most pending_max */
     uint64_t pending_max;
@@ -196,6 +197,8 @@ static int t_fdatasync(void *ctx, int fd)
 {
     io_ctx_t *io = ctx;
     stall_wait(io);
+    if (atomic_load(&io->sync_us) > 0)
+        usleep(atomic_load(&io->sync_us));
     uint64_t written = atomic_load(&io->written_rev);
     int e = atomic_load(&io->sync_errno);
     if (e != 0) {
@@ -500,6 +503,57 @@ static void test_always_batch_window(void **state)
     assert_int_equal(wal_durable_rev(w), 51);
     assert_true(dt >= 0.15 && dt < 2.0);
     assert_int_equal(atomic_load(&io.published_bad), 0);
+    wal_close(w);
+    io_done(&io);
+    tmpdir_free(dir);
+}
+
+/* sync_gather_max_us: after a sync of n records, the next sync waits
+ * (at most as long as that sync took) until n records are pending, so the
+ * writers it answered share one sync; meanwhile wal_kick() writes nothing
+ * inline. A lone record still goes once the wait is over. */
+static void test_always_gathers_the_answered_writers(void **state)
+{
+    (void)state;
+    char *dir = tmpdir_new("ordo-wal-");
+    char err[1024];
+    io_ctx_t io;
+    io_init(&io);
+    wal_options_t o = opts(dir, WAL_SYNC_ALWAYS, &io);
+    o.segment_bytes = 1 << 20;
+    o.defer_wake = true;
+    o.sync_inline_max = 1;
+    o.sync_gather_max_us = 10 * 1000 * 1000;
+    wal_t *w = wal_open(&o, 0, NULL, NULL, NULL, err, sizeof err);
+    assert_non_null(w);
+    atomic_store(&io.w, w);
+    atomic_store(&io.sync_us, 300 * 1000); /* so the gathering lasts up to 0.3 s */
+    unsigned char rec[10] = {0};
+    for (uint64_t r = 1; r <= 3; r++) /* three writers, answered by one sync */
+        assert_int_equal(wal_append(w, r, rec, sizeof rec), 0);
+    assert_int_equal(wal_kick(w), 0);
+    wait_durable(w, &io, 3);
+    assert_int_equal(wal_durable_rev(w), 3);
+    unsigned syncs = atomic_load(&io.syncs);
+    /* They come back one by one: the first is neither written inline nor
+     * synced alone; the three go in one sync. */
+    assert_int_equal(wal_append(w, 4, rec, sizeof rec), 0);
+    assert_int_equal(wal_kick(w), 0);
+    for (uint64_t r = 5; r <= 6; r++) {
+        assert_int_equal(wal_append(w, r, rec, sizeof rec), 0);
+        assert_int_equal(wal_kick(w), 0);
+    }
+    wait_durable(w, &io, 6);
+    assert_int_equal(wal_durable_rev(w), 6);
+    assert_int_equal(atomic_load(&io.syncs) - syncs, 1);
+    /* One comes back, the others do not: it goes when the wait is over. */
+    assert_int_equal(wal_append(w, 7, rec, sizeof rec), 0);
+    assert_int_equal(wal_kick(w), 0);
+    wait_durable(w, &io, 7);
+    assert_int_equal(wal_durable_rev(w), 7);
+    assert_int_equal(atomic_load(&io.syncs) - syncs, 2);
+    assert_int_equal(atomic_load(&io.published_bad), 0);
+    atomic_store(&io.sync_us, 0);
     wal_close(w);
     io_done(&io);
     tmpdir_free(dir);
@@ -1591,6 +1645,7 @@ int main(void)
         cmocka_unit_test(test_short_writes),
         cmocka_unit_test(test_always_publishes_after_sync),
         cmocka_unit_test(test_always_batch_window),
+        cmocka_unit_test(test_always_gathers_the_answered_writers),
         cmocka_unit_test(test_everysec_and_no),
         cmocka_unit_test(test_kick_inline),
         cmocka_unit_test(test_backlogged_until_the_log_catches_up),

@@ -72,6 +72,21 @@
  * A segment takes records while it is shorter than segment_bytes, so it
  * exceeds that by at most one record.
  *
+ * Gathering (ALWAYS, sync_interval_ms 0, sync_gather_max_us > 0): when
+ * many writers each wait for their record's sync before they send the
+ * next, a log thread that syncs whatever is pending the moment a sync
+ * ends splits them into two groups that alternate: those answered by sync
+ * n come back during sync n+1 and wait for sync n+2, so each writer gets
+ * one answer every two syncs. After a sync the log thread therefore sets
+ * a target, the records that sync carried plus those pending when it
+ * ended, and waits for the pending records to reach it, at most
+ * min(sync_gather_max_us, the duration of that sync) from its end; then
+ * one sync carries everybody. While it waits, wal_kick() neither writes
+ * inline (that would sync a record alone in the middle of the gathering)
+ * nor lets the target pass unsignalled. A writer that does not come back
+ * costs a wait of at most one sync's duration, once: the next target
+ * counts only what the next sync carried.
+ *
  * Back-pressure: pending_bytes counts the frames appended and not yet done
  * (written, and synced if the policy wants it): wal_append() adds, the log
  * thread subtracts a batch once it is done (or dropped after a failure).
@@ -206,6 +221,11 @@ struct wal_s {
      * (waits_writer), or for the EVERYSEC deadline (sync_timer); an inline
      * batch wakes it unless it already waits with a deadline. */
     bool waits_writer, sync_timer;
+    /* mu: gathering (see the format's head): the records to wait for (0:
+     * not gathering) and until when (now_us()). */
+    uint32_t gather_target;
+    uint64_t gather_until_us;
+    uint64_t last_sync_us;         /* log thread only: the last sync's duration */
 
     /* Any thread. failed_reason is written once, before failed is set. */
     _Atomic uint64_t durable_rev;
@@ -646,7 +666,8 @@ static int batch_sync(wal_t *w, bool closing)
     uint64_t t0 = now_us();
     if (io_fdatasync(w, w->fd) != 0)
         return fail_io(w, "fdatasync", w->path, 0);
-    count_sync(w, now_us() - t0);
+    w->last_sync_us = now_us() - t0;
+    count_sync(w, w->last_sync_us);
     w->unsynced = false;
     w->last_sync_ms = now_ms();
     return 0;
@@ -689,6 +710,36 @@ static void cv_wait_until(wal_t *w, uint64_t deadline_ms)
     pthread_cond_timedwait(&w->cv, &w->mu, &ts);
 }
 
+static void cv_wait_until_us(wal_t *w, uint64_t deadline_us)
+{
+    struct timespec ts = {.tv_sec = (time_t)(deadline_us / 1000000u),
+                          .tv_nsec = (long)(deadline_us % 1000000u) * 1000L};
+    pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+}
+
+/* With mu held: a gathering is under way and its target not reached. */
+static bool gathering(const wal_t *w)
+{
+    return w->gather_target > 0 && w->pending_records < w->gather_target && now_us() < w->gather_until_us;
+}
+
+/* With mu held, after a synced batch of n records (ALWAYS): start a
+ * gathering for the next one (see the format's head), unless it is off
+ * or already met. */
+static void gather_start(wal_t *w, uint32_t n)
+{
+    w->gather_target = 0;
+    if (w->opt.sync_gather_max_us == 0 || w->opt.policy != WAL_SYNC_ALWAYS || w->opt.sync_interval_ms != 0 ||
+        w->closing)
+        return;
+    uint64_t target = (uint64_t)n + w->pending_records;
+    if (target <= w->pending_records || target > UINT32_MAX)
+        return;
+    uint64_t wait = w->last_sync_us < w->opt.sync_gather_max_us ? w->last_sync_us : w->opt.sync_gather_max_us;
+    w->gather_target = (uint32_t)target;
+    w->gather_until_us = now_us() + wait;
+}
+
 /* With mu held, wait until there is something to do: records to write
  * (after the group-commit wait, under ALWAYS with sync_interval_ms), an
  * EVERYSEC sync that is due, or closing. */
@@ -704,8 +755,14 @@ static void log_wait(wal_t *w)
             continue;
         }
         if (w->pending_records > 0 && (w->kicked || !w->opt.defer_wake)) {
-            if (w->opt.policy != WAL_SYNC_ALWAYS || w->opt.sync_interval_ms == 0)
+            if (w->opt.policy != WAL_SYNC_ALWAYS || w->opt.sync_interval_ms == 0) {
+                if (gathering(w)) {
+                    cv_wait_until_us(w, w->gather_until_us);
+                    continue;
+                }
+                w->gather_target = 0;
                 return;
+            }
             if (w->opt.sync_batch_max > 0 && w->pending_records >= w->opt.sync_batch_max)
                 return;
             uint64_t deadline = w->pending_since_ms + w->opt.sync_interval_ms;
@@ -739,18 +796,24 @@ static void *log_main(void *arg)
         ordo_buf_t t = w->pending;
         w->pending = batch;
         batch = t;
+        uint32_t n = w->pending_records;
         w->pending_records = 0;
         w->kicked = false;
         pthread_mutex_unlock(&w->mu);
 
+        bool synced = false;
         if (!atomic_load_explicit(&w->failed, memory_order_relaxed) && batch_write(w, &batch) == 0 &&
-            batch_sync(w, closing) == 0)
+            batch_sync(w, closing) == 0) {
             batch_publish(w, true);
+            synced = true;
+        }
         batch_done(w, batch.len);
         ordo_buf_reset(&batch, WAL_BATCH_KEEP_BYTES);
 
         pthread_mutex_lock(&w->mu);
         w->writing = false;
+        if (synced && n > 0)
+            gather_start(w, n);
         if (closing && w->pending.len == 0)
             break;
     }
@@ -781,8 +844,8 @@ int wal_append(wal_t *w, uint64_t rev, const void *rec, size_t len)
         w->pending_peak = q;
     if (w->pending_records++ == 0)
         w->pending_since_ms = now_ms();
-    bool wake = !w->opt.defer_wake &&
-                (w->pending_records == 1 || w->pending_records == w->opt.sync_batch_max);
+    bool wake = !w->opt.defer_wake && (w->pending_records == 1 || w->pending_records == w->opt.sync_batch_max ||
+                                       w->pending_records == w->gather_target);
     pthread_mutex_unlock(&w->mu);
     if (wake)
         pthread_cond_signal(&w->cv);
@@ -821,7 +884,8 @@ int wal_append_frames(wal_t *w, const void *frames, size_t bytes, uint32_t recor
         w->pending_since_ms = now_ms();
     w->pending_records += records;
     uint32_t max = (uint32_t)w->opt.sync_batch_max;
-    bool wake = !w->opt.defer_wake && (before == 0 || (max > 0 && before < max && w->pending_records >= max));
+    bool wake = !w->opt.defer_wake && (before == 0 || (max > 0 && before < max && w->pending_records >= max) ||
+                                       (w->gather_target > before && w->pending_records >= w->gather_target));
     pthread_mutex_unlock(&w->mu);
     if (wake)
         pthread_cond_signal(&w->cv);
@@ -832,7 +896,7 @@ int wal_append_frames(wal_t *w, const void *frames, size_t bytes, uint32_t recor
  * wal_options_t.sync_inline_max). */
 static bool inline_due(const wal_t *w)
 {
-    if (w->opt.sync_inline_max == 0 || w->writing || w->closing || w->pending_records == 0)
+    if (w->opt.sync_inline_max == 0 || w->writing || w->closing || w->pending_records == 0 || gathering(w))
         return false;
     if (w->opt.policy != WAL_SYNC_ALWAYS)
         return true; /* only a write to the OS: cheap at any batch size */
@@ -882,7 +946,8 @@ int wal_kick(wal_t *w)
     /* Set the flag only over records that are there: the log thread may
      * have taken them already, and a flag left set over nothing would
      * swallow the wake-up of the next real kick. */
-    bool wake = w->pending_records > 0 && !w->kicked;
+    bool wake = w->pending_records > 0 &&
+                (!w->kicked || (w->gather_target > 0 && w->pending_records >= w->gather_target));
     if (w->pending_records > 0)
         w->kicked = true;
     pthread_mutex_unlock(&w->mu);

@@ -113,6 +113,13 @@ typedef struct wal_options_s {
      * thread wake-ups of a round trip through the log thread (one client
      * writing alone waits for them on every write). 0: never. */
     uint32_t sync_inline_max;
+    /* ALWAYS with sync_interval_ms 0: after a sync, the log thread waits
+     * up to this many microseconds (and never longer than that sync took)
+     * for as many records as the sync answered plus those already waiting:
+     * the writers it just answered send their next records about a round
+     * trip later, and one sync then carries them with the others instead
+     * of the next-but-one. 0: never wait. See "Gathering" in wal.c. */
+    uint32_t sync_gather_max_us;
     wal_io_t io;
     /* Called on the log thread after the durable revision advanced, the log
      * failed, or pending bytes fell back to the limit after wal_backlogged()

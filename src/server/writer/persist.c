@@ -345,6 +345,7 @@ int persist_open(server_t *s, char *err, size_t elen)
             .pending_bytes_max = (uint64_t)s->cfg.wal_pending_max_bytes,
             .repair = s->cfg.wal_repair != 0,
             .sync_inline_max = (uint32_t)s->cfg.fsync_inline_max,
+            .sync_gather_max_us = (uint32_t)s->cfg.fsync_gather_max_us,
         },
     };
     if (fault_setup(s, &opt.wal.io, err, elen) != 0)
