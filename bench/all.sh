@@ -8,6 +8,7 @@
 # ratio (each bench prints ordod against its peer from the same run) is
 # printed again, prefixed with the bench's name:
 #     kv: SET P=1  ...  ratio ordod/redis: 1.12
+# (and bench/limits.sh's "limit:" lines, the machine's limits in that run)
 # A bench that fails is listed as FAILED with its file, the others still
 # run, and the script exits 1.
 #
@@ -18,13 +19,14 @@
 # Env: BENCHES (the list, default below), BENCH_QUICK, OUT.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BENCHES="${BENCHES:-kv watch memory durable lock queue http client tls cluster cluster_tls}"
+BENCHES="${BENCHES:-limits kv watch memory durable lock queue http client tls cluster cluster_tls}"
 OUT="${OUT:-$ROOT/bench/out/all-$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$OUT"
 
 # quick NAME: the environment of NAME's smoke run (one round, small sizes).
 quick() {
     case "$1" in
+        limits) echo "S=0.5" ;;
         kv | tls) echo "R=1 N=50000" ;;
         watch) echo "R=1 DURATION=2 W=10 FANOUT_W=10" ;;
         memory) echo "KEYS=100000" ;;
@@ -60,7 +62,7 @@ for b in $BENCHES; do
         echo "$b: $(cat "$OUT/$b.failed")"
         continue
     fi
-    lines="$(grep -i 'ratio' "$OUT/$b.txt" | grep -v '^#' || true)"
+    lines="$(grep -iE 'ratio|^limit:' "$OUT/$b.txt" | grep -v '^#' || true)"
     if [ -z "$lines" ]; then
         echo "$b: (no ratio line; see $OUT/$b.txt)"
         continue
