@@ -99,9 +99,12 @@ declare -A sync  # sync[CLIENTS,wps|sps|rps|rpb]: per-run figures of ordod's log
 
 # run WORKLOAD SERVER: one run; records its figure (and ordod's log deltas).
 run() {
-    local w="$1" srv="$2" port c v line r0 b0 s0 r1 b1 s1
+    local w="$1" srv="$2" port c v line r0 b0 s0 r1 b1 s1 u0 k0 u1 k1
     case "$srv" in ordod) port="$ORDO_PORT" ;; redis) port="$REDIS_PORT" ;; etcd) port="$ETCD_PORT" ;; esac
-    [ "$srv" = ordod ] && read -r r0 b0 s0 <<<"$(ordo_wal)"
+    if [ "$srv" = ordod ]; then
+        read -r r0 b0 s0 <<<"$(ordo_wal)"
+        read -r u0 k0 <<<"$(bench_cpu_us "$ORDO_PID")"
+    fi
     case "$w" in
     c50) c=50; v="$(rb "$port" 50 "$N50")"; line="SET/s $v" ;;
     c1) c=1; v="$(rb "$port" 1 "$N1")"; line="SET/s $v" ;;
@@ -118,6 +121,7 @@ run() {
     res[$srv,$w]+="$v "
     if [ "$srv" = ordod ]; then
         read -r r1 b1 s1 <<<"$(ordo_wal)"
+        read -r u1 k1 <<<"$(bench_cpu_us "$ORDO_PID")"
         local dr=$((r1 - r0)) db=$((b1 - b0)) ds=$((s1 - s0)) sps rps rpb
         sps="$(awk -v v="$v" -v r="$dr" -v s="$ds" 'BEGIN { printf "%.0f", (r > 0 ? v * s / r : 0) }')"
         rps="$(awk -v r="$dr" -v s="$ds" 'BEGIN { printf "%.1f", (s > 0 ? r / s : 0) }')"
@@ -126,7 +130,7 @@ run() {
         sync[$c,sps]+="$sps "
         sync[$c,rps]+="$rps "
         sync[$c,rpb]+="$rpb "
-        line="$line | log: records +$dr batches +$db syncs +$ds -> syncs/s $sps records/sync $rps"
+        line="$line | log: records +$dr batches +$db syncs +$ds -> syncs/s $sps records/sync $rps | cpu: $(bench_cpu_per_op "$u0" "$k0" "$u1" "$k1" "$dr")"
     fi
     printf '  round %d %-4s %-5s %s\n' "$r" "$w" "$srv" "$line"
 }

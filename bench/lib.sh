@@ -160,6 +160,23 @@ bench_start_redis() {
     fi
 }
 
+# bench_cpu_us PID: the user and the system CPU time PID has used so far,
+# in microseconds, on one line ("user sys"); the kernel counts it in clock
+# ticks (10 ms), so a run should use a second or more for the difference
+# to mean anything. Where a server's time goes: its own work (user) against
+# the kernel's on its behalf (syscalls, the network stack, the file system).
+bench_cpu_us() {
+    awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%d %d\n", $12 * 1000000 / hz, $13 * 1000000 / hz }' \
+        "/proc/$1/stat"
+}
+
+# bench_cpu_per_op U0 S0 U1 S1 OPS: "user X us/op sys Y us/op" between two
+# bench_cpu_us readings.
+bench_cpu_per_op() {
+    awk -v u="$(($3 - $1))" -v s="$(($4 - $2))" -v n="$5" \
+        'BEGIN { if (n > 0) printf "user %.1f us/op sys %.1f us/op", u / n, s / n; else printf "no ops" }'
+}
+
 # bench_ordo_info PORT FIELD...: the values of these INFO persistence fields
 # of the ordod on PORT, on one line, in the order given.
 bench_ordo_info() {

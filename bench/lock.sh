@@ -43,6 +43,7 @@ LOAD="$ROOT/build/lock_load"
 start_ordod() { # NAME FSYNC -> sets PORT_<NAME>
     bench_start_ordod "$1" --fsync "$2"
     eval "PORT_$1=$ORDO_PORT"
+    eval "PID_$1=$ORDO_PID"
 }
 
 start_redis() {
@@ -83,11 +84,18 @@ for r in $(seq 1 "$R"); do
     done
     for srv in "${order[@]}"; do
         port_var="PORT_$srv"
+        pid_var="PID_$srv"
+        prof=""
+        [ -n "${!pid_var:-}" ] && read -r u0 k0 <<<"$(bench_cpu_us "${!pid_var}")"
         line="$(timeout $((D + 60)) "$LOAD" "$(proto_of "$srv")" "${!port_var}" -c "$C" -d "$D" -t "$TTL")"
         v="$(sed -n 's/.*cycles_per_s=\([0-9]*\).*/\1/p' <<<"$line")"
         cpu="$(sed -n 's/.*tool_cpu=\([0-9.]*\).*/\1/p' <<<"$line")"
         res[$srv]+="$v "
-        printf '  round %d %-13s %10s cycles/s (lock_load cpu %s)\n' "$r" "$srv" "$v" "$cpu"
+        if [ -n "${!pid_var:-}" ]; then
+            read -r u1 k1 <<<"$(bench_cpu_us "${!pid_var}")"
+            prof=" | $srv cpu per cycle: $(bench_cpu_per_op "$u0" "$k0" "$u1" "$k1" "$((v * D))")"
+        fi
+        printf '  round %d %-13s %10s cycles/s (lock_load cpu %s)%s\n' "$r" "$srv" "$v" "$cpu" "$prof"
     done
 done
 

@@ -60,6 +60,7 @@ LOAD="$ROOT/build/ordo_bench"
 start_ordod() {
     bench_start_ordod ordod --fsync always
     PORT_ordo="$ORDO_PORT"
+    PID_ordo="$ORDO_PID"
     if ! redis-cli -p "$PORT_ordo" INFO persistence | grep -q '^fsync:always'; then
         echo "bench: ordod does not report fsync:always" >&2
         exit 1
@@ -96,13 +97,16 @@ declare -A wal  # wal[rpc|rps|sps]: ordod's log per run
 
 # run BACKEND: one run of ordo-bench; records its figure.
 run() {
-    local b="$1" port line v key r0 s0 r1 s1 extra=""
+    local b="$1" port line v key r0 s0 r1 s1 u0 k0 u1 k1 extra=""
     case "$b" in
     ordo | ordo-eo | call) port="$PORT_ordo" ;;
     beanstalkd) port="$PORT_beanstalkd" ;;
     redis-streams) port="$PORT_redis" ;;
     esac
-    [ "$port" = "$PORT_ordo" ] && read -r r0 s0 <<<"$(ordo_wal)"
+    if [ "$port" = "$PORT_ordo" ]; then
+        read -r r0 s0 <<<"$(ordo_wal)"
+        read -r u0 k0 <<<"$(bench_cpu_us "$PID_ordo")"
+    fi
     line="$(timeout $((D + 60)) "$LOAD" "$b" "$port" -n "$N" -m "$M" -c "$C" -d "$D" -k "$K" \
         -w "$W" -v "$V")" || { echo "bench: ordo-bench $b failed: $line" >&2; exit 1; }
     if [ "$b" = call ]; then key=calls_per_s; else key=acked_per_s; fi
@@ -110,6 +114,7 @@ run() {
     res[$b]+="$v "
     if [ "$port" = "$PORT_ordo" ]; then
         read -r r1 s1 <<<"$(ordo_wal)"
+        read -r u1 k1 <<<"$(bench_cpu_us "$PID_ordo")"
         local dr=$((r1 - r0)) ds=$((s1 - s0)) n rpc rps sps
         n="$(field "$( [ "$b" = call ] && echo calls_all || echo acked_all)" "$line")"
         rpc="$(awk -v r="$dr" -v n="$n" 'BEGIN { printf "%.2f", (n > 0 ? r / n : 0) }')"
@@ -120,7 +125,7 @@ run() {
         wal[$b,rpc]+="$rpc "
         wal[$b,rps]+="$rps "
         wal[$b,sps]+="$sps "
-        extra=" | log: records/op $rpc records/sync $rps syncs/s $sps"
+        extra=" | log: records/op $rpc records/sync $rps syncs/s $sps | ordod cpu: $(bench_cpu_per_op "$u0" "$k0" "$u1" "$k1" "$n")"
     fi
     printf '  round %d %-13s %s/s %s (tool_cpu %s)%s\n' "$r" "$b" "${key%%_per_s}" "$v" \
         "$(field tool_cpu "$line")" "$extra"
