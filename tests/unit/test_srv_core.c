@@ -74,7 +74,7 @@ static void test_conditions_and_revisions(void **state)
     core_apply(c, &d, &res);
     assert_int_equal(res.status, AP_OK);
     assert_int_equal(res.rev, 4);
-    assert_null(kv_get(core_kv(c), "a", 1));
+    assert_null(kv_get(core_kv(c), "a", 1, &(kv_version_t){0}));
     core_destroy(c);
 }
 
@@ -138,7 +138,7 @@ static void test_key_ttl(void **state)
     assert_true(res.kv.changed);
     assert_int_equal(core_rev(c), rev + 1);
     assert_int_equal(core_expiry_of(c, "k", 1), 5000);
-    assert_int_equal(kv_get(core_kv(c), "k", 1)->mod_rev, rev); /* no new version */
+    assert_int_equal(kv_get(core_kv(c), "k", 1, &(kv_version_t){0})->mod_rev, rev); /* no new version */
     t.flags = REC_F_GT;
     t.key_ttl.expire_at_ms = 4000;
     core_apply(c, &t, &res);
@@ -159,7 +159,7 @@ static void test_key_ttl(void **state)
     t.key_ttl.expire_at_ms = 1000; /* not in the future: deleted now */
     core_apply(c, &t, &res);
     assert_int_equal(res.status, AP_OK);
-    assert_null(kv_get(core_kv(c), "k", 1));
+    assert_null(kv_get(core_kv(c), "k", 1, &(kv_version_t){0}));
     core_destroy(c);
 }
 
@@ -180,7 +180,7 @@ static void test_append_and_flush(void **state)
     core_apply(c, &t, &res);
     core_apply(c, &a, &res);
     assert_int_equal(res.kv.length, 4);
-    const kv_version_t *v = kv_get(core_kv(c), "a", 1);
+    const kv_version_t *v = kv_get(core_kv(c), "a", 1, &(kv_version_t){0});
     assert_memory_equal(v->value, "xyxy", 4);
     assert_int_equal(core_expiry_of(c, "a", 1), 9000);
     record_t p = put("b", "1", 1000);
@@ -227,8 +227,8 @@ static void test_expiry_is_a_record(void **state)
     core_apply(c, &e, &res);
     assert_int_equal(res.status, AP_OK);
     assert_true(res.kv.changed);
-    assert_null(kv_get(core_kv(c), "t2", 2));
-    assert_non_null(kv_get(core_kv(c), "t1", 2));
+    assert_null(kv_get(core_kv(c), "t2", 2, &(kv_version_t){0}));
+    assert_non_null(kv_get(core_kv(c), "t1", 2, &(kv_version_t){0}));
     core_apply(c, &e, &res); /* already gone: nothing to do, no revision */
     assert_int_equal(res.status, AP_NOOP);
     uint64_t rev = core_rev(c);
@@ -274,7 +274,7 @@ static void test_auto_compaction(void **state)
     assert_true(st.versions <= 200);
     assert_true(kv_oldest_rev(core_kv(c)) >= 5000 - 200);
     const kv_version_t *v;
-    assert_int_equal(kv_get_at(core_kv(c), "k", 1, 4990, &v), KV_OK);
+    assert_int_equal(kv_get_at(core_kv(c), "k", 1, 4990, &(kv_version_t){0}, &v), KV_OK);
     assert_int_equal(v->mod_rev, 4990);
     record_t cp = {.type = REC_COMPACT, .compact = {.rev = 6000}};
     core_apply(c, &cp, &res);
@@ -327,8 +327,8 @@ static void test_determinism(void **state)
     assert_int_equal(core_rev(a), core_rev(b));
     for (int k = 0; k < 64; k++) {
         snprintf(key, sizeof key, "k%d", k);
-        const kv_version_t *va = kv_get(core_kv(a), key, strlen(key));
-        const kv_version_t *vb = kv_get(core_kv(b), key, strlen(key));
+        const kv_version_t *va = kv_get(core_kv(a), key, strlen(key), &(kv_version_t){0});
+        const kv_version_t *vb = kv_get(core_kv(b), key, strlen(key), &(kv_version_t){0});
         assert_int_equal(va == NULL, vb == NULL);
         if (va != NULL) {
             assert_int_equal(va->mod_rev, vb->mod_rev);
@@ -342,7 +342,7 @@ static void test_determinism(void **state)
 
 /* Ranges are read into these, to compare two stores key by key in order. */
 typedef struct {
-    const kv_version_t *v[512];
+    kv_version_t v[512];
     size_t n;
 } seen_t;
 
@@ -350,7 +350,7 @@ static int seen_cb(void *arg, const kv_version_t *v)
 {
     seen_t *s = arg;
     assert_true(s->n < sizeof s->v / sizeof s->v[0]);
-    s->v[s->n++] = v;
+    s->v[s->n++] = *v; /* a copy: the struct lives for the call only */
     return 0;
 }
 
@@ -367,13 +367,13 @@ static void same_range(const core_t *a, const core_t *b, uint64_t at_rev)
     long nb = kv_range(core_kv(b), NULL, 0, NULL, 0, at_rev, 0, seen_cb, &sb);
     assert_int_equal(na, nb);
     for (size_t i = 0; i < sa.n; i++) {
-        assert_int_equal(sa.v[i]->klen, sb.v[i]->klen);
-        assert_memory_equal(sa.v[i]->key, sb.v[i]->key, sa.v[i]->klen);
-        assert_int_equal(sa.v[i]->mod_rev, sb.v[i]->mod_rev);
-        assert_int_equal(sa.v[i]->create_rev, sb.v[i]->create_rev);
-        assert_int_equal(sa.v[i]->version, sb.v[i]->version);
-        assert_int_equal(sa.v[i]->vlen, sb.v[i]->vlen);
-        assert_memory_equal(sa.v[i]->value, sb.v[i]->value, sa.v[i]->vlen);
+        assert_int_equal(sa.v[i].klen, sb.v[i].klen);
+        assert_memory_equal(sa.v[i].key, sb.v[i].key, sa.v[i].klen);
+        assert_int_equal(sa.v[i].mod_rev, sb.v[i].mod_rev);
+        assert_int_equal(sa.v[i].create_rev, sb.v[i].create_rev);
+        assert_int_equal(sa.v[i].version, sb.v[i].version);
+        assert_int_equal(sa.v[i].vlen, sb.v[i].vlen);
+        assert_memory_equal(sa.v[i].value, sb.v[i].value, sa.v[i].vlen);
     }
 }
 

@@ -121,10 +121,10 @@ static int load_into_fresh(const char *dir, const core_t *orig, char *err, size_
     } else {
         assert_int_equal(rev, core_rev(orig));
         assert_int_equal(core_rev(c), core_rev(orig));
-        const kv_version_t *v = kv_get(core_kv(c), "a", 1);
+        const kv_version_t *v = kv_get(core_kv(c), "a", 1, &(kv_version_t){0});
         assert_non_null(v);
         assert_memory_equal(v->value, "22", 2);
-        assert_null(kv_get(core_kv(c), "c", 1));
+        assert_null(kv_get(core_kv(c), "c", 1, &(kv_version_t){0}));
         assert_int_equal(core_expiry_of(c, "b", 1), 99000);
         assert_int_equal(kv_oldest_rev(core_kv(c)), kv_oldest_rev(core_kv(orig)));
         const queue_t *q = queue_get(core_queues(c), "q", 1);

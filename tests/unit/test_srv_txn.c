@@ -61,7 +61,7 @@ static void test_check_changes_nothing_and_follows_the_transaction(void **state)
     assert_true(core_check(c, &t, &nx, &res));
     core_txn_check_free(&t);
     assert_int_equal(core_rev(c), rev);                     /* nothing applied */
-    assert_memory_equal(kv_get(core_kv(c), "n", 1)->value, "text", 4);
+    assert_memory_equal(kv_get(core_kv(c), "n", 1, &(kv_version_t){0})->value, "text", 4);
     core_destroy(c);
 }
 
@@ -186,14 +186,14 @@ static void test_txn_record_applies_in_order_and_replays(void **state)
     core_apply(a, &txn, &res);
     assert_int_equal(res.status, AP_OK);
     assert_int_equal(res.rev, 3);
-    assert_memory_equal(kv_get(core_kv(a), "x", 1)->value, "2", 1);
-    assert_int_equal(kv_get(core_kv(a), "y", 1)->mod_rev, 2);
+    assert_memory_equal(kv_get(core_kv(a), "x", 1, &(kv_version_t){0})->value, "2", 1);
+    assert_int_equal(kv_get(core_kv(a), "y", 1, &(kv_version_t){0})->mod_rev, 2);
     record_encode(&txn, &bytes);
     record_t back;
     assert_int_equal(record_decode(bytes.data, bytes.len, &back), 0);
     core_apply(b, &back, &res);
     assert_int_equal(core_rev(b), 3);
-    assert_int_equal(kv_get(core_kv(b), "x", 1)->mod_rev, 3);
+    assert_int_equal(kv_get(core_kv(b), "x", 1, &(kv_version_t){0})->mod_rev, 3);
     ordo_buf_free(&subs);
     ordo_buf_free(&bytes);
     core_destroy(a);

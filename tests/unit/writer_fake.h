@@ -387,7 +387,7 @@ static inline apply_result_t submit(fix_t *f, record_t rec, int origin, int verd
 /* key_live() -- the key has a live value in the store. */
 static inline bool key_live(fix_t *f, const char *key)
 {
-    const kv_version_t *v = kv_get(core_kv(f->s.core), key, strlen(key));
+    const kv_version_t *v = kv_get(core_kv(f->s.core), key, strlen(key), &(kv_version_t){0});
     return v != NULL && !v->deleted;
 }
 

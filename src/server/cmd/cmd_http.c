@@ -166,7 +166,8 @@ bool cmd_http_key_rev(conn_t *c, const char *key, size_t n, uint64_t *rev)
     *rev = 0;
     if (!cluster_leads(c->srv))
         return true;
-    const kv_version_t *v = kv_get(core_kv(c->srv->core), key, n);
+    kv_version_t buf;
+    const kv_version_t *v = kv_get(core_kv(c->srv->core), key, n, &buf);
     if (v == NULL)
         return false;
     *rev = v->mod_rev;

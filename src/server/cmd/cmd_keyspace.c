@@ -234,7 +234,8 @@ static void cmd_keys(cmd_ctx_t *x)
 /* TYPE key: string, or none. */
 static void cmd_type(cmd_ctx_t *x)
 {
-    bool live = kv_get(core_kv(x->srv->core), x->argv[1].ptr, x->argv[1].len) != NULL;
+    kv_version_t buf;
+    bool live = kv_get(core_kv(x->srv->core), x->argv[1].ptr, x->argv[1].len, &buf) != NULL;
     resp_add_simple(x->out, live ? "string" : "none");
 }
 

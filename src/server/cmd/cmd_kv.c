@@ -15,18 +15,20 @@
 #include "cmd.h"
 #include "writer/expire.h"
 
-/* The key's live version as a reader sees it. Keys past their deadline
- * were expired before the command ran (cmd_dispatch), by the same clock. */
-static const kv_version_t *visible(server_t *s, const resp_arg_t *key)
+/* The key's live version as a reader sees it, filled into *buf (NULL if
+ * absent). Keys past their deadline were expired before the command ran
+ * (cmd_dispatch), by the same clock. */
+static const kv_version_t *visible(server_t *s, const resp_arg_t *key, kv_version_t *buf)
 {
-    return kv_get(core_kv(s->core), key->ptr, key->len);
+    return kv_get(core_kv(s->core), key->ptr, key->len, buf);
 }
 
 /* ---- plain keys ------------------------------------------------------------- */
 
 static void cmd_get(cmd_ctx_t *x)
 {
-    const kv_version_t *v = visible(x->srv, &x->argv[1]);
+    kv_version_t buf;
+    const kv_version_t *v = visible(x->srv, &x->argv[1], &buf);
     if (v == NULL)
         resp_add_null(x->out, x->proto);
     else
@@ -95,7 +97,8 @@ static void cmd_set(cmd_ctx_t *x)
     }
     /* GET answers the value the write replaces: read now, on the writer's
      * thread, so nothing changes it before the record applies. */
-    const kv_version_t *old = get ? visible(x->srv, &x->argv[1]) : NULL;
+    kv_version_t buf;
+    const kv_version_t *old = get ? visible(x->srv, &x->argv[1], &buf) : NULL;
     char *copy = old != NULL ? ordo_xmalloc(old->vlen ? old->vlen : 1) : NULL;
     size_t olen = old != NULL ? old->vlen : 0;
     if (copy != NULL && olen)
@@ -130,8 +133,9 @@ static void cmd_del(cmd_ctx_t *x)
 static void cmd_exists(cmd_ctx_t *x)
 {
     int64_t n = 0;
+    kv_version_t buf;
     for (size_t i = 1; i < x->argc; i++)
-        n += visible(x->srv, &x->argv[i]) != NULL;
+        n += visible(x->srv, &x->argv[i], &buf) != NULL;
     resp_add_int(x->out, n);
 }
 
@@ -143,24 +147,28 @@ static void cmd_mget(cmd_ctx_t *x)
     /* Each key is looked up once: the versions found size the reply
      * (max-reply-bytes, before anything is built) and then fill it. */
     enum { MGET_STACK_KEYS = 16 };
-    const kv_version_t *stack[MGET_STACK_KEYS];
+    typedef struct {
+        kv_version_t buf;
+        const kv_version_t *v; /* &buf, or NULL: absent */
+    } found_t;
+    found_t stack[MGET_STACK_KEYS];
     size_t n = x->argc - 1, bytes = 16;
-    const kv_version_t **v = n <= MGET_STACK_KEYS ? stack : ordo_xmalloc(n * sizeof *v);
+    found_t *f = n <= MGET_STACK_KEYS ? stack : ordo_xmalloc(n * sizeof *f);
     for (size_t i = 0; i < n; i++) {
-        v[i] = visible(x->srv, &x->argv[i + 1]);
-        bytes += BULK_FRAME_BYTES + (v[i] != NULL ? v[i]->vlen : 0);
+        f[i].v = visible(x->srv, &x->argv[i + 1], &f[i].buf);
+        bytes += BULK_FRAME_BYTES + (f[i].v != NULL ? f[i].v->vlen : 0);
     }
     if (reply_fits(x, bytes, "ask for fewer keys at once")) {
         resp_add_array(x->out, n);
         for (size_t i = 0; i < n; i++) {
-            if (v[i] == NULL)
+            if (f[i].v == NULL)
                 resp_add_null(x->out, x->proto);
             else
-                resp_add_bulk(x->out, v[i]->value, v[i]->vlen);
+                resp_add_bulk(x->out, f[i].v->value, f[i].v->vlen);
         }
     }
-    if (v != stack)
-        free(v);
+    if (f != stack)
+        free(f);
 }
 
 /* ---- expiry: TTL, PTTL, EXPIRE, PEXPIRE, PERSIST ------------------------- */
@@ -170,7 +178,8 @@ static void cmd_mget(cmd_ctx_t *x)
  * Redis does). */
 static void do_ttl(cmd_ctx_t *x, bool ms)
 {
-    if (visible(x->srv, &x->argv[1]) == NULL) {
+    kv_version_t buf;
+    if (visible(x->srv, &x->argv[1], &buf) == NULL) {
         resp_add_int(x->out, -2);
         return;
     }
@@ -254,7 +263,8 @@ static void cmd_pexpireat(cmd_ctx_t *x) { do_expire(x, true, true); }
  * rounded as Redis rounds, or milliseconds); -2 if no key, -1 if none. */
 static void do_expiretime(cmd_ctx_t *x, bool ms)
 {
-    if (visible(x->srv, &x->argv[1]) == NULL) {
+    kv_version_t buf;
+    if (visible(x->srv, &x->argv[1], &buf) == NULL) {
         resp_add_int(x->out, -2);
         return;
     }
@@ -461,10 +471,11 @@ static void cmd_kv_get(cmd_ctx_t *x)
     }
     if (rev_in_future(x, rev))
         return;
+    kv_version_t buf;
     const kv_version_t *v;
     if (rev == 0) {
-        v = visible(x->srv, &x->argv[1]);
-    } else if (kv_get_at(core_kv(x->srv->core), x->argv[1].ptr, x->argv[1].len, rev, &v) != KV_OK) {
+        v = visible(x->srv, &x->argv[1], &buf);
+    } else if (kv_get_at(core_kv(x->srv->core), x->argv[1].ptr, x->argv[1].len, rev, &buf, &v) != KV_OK) {
         reply_compacted(x);
         return;
     }

@@ -23,9 +23,10 @@
 #include "cmd.h"
 #include "writer/apply.h"
 
-static const kv_version_t *lookup(cmd_ctx_t *x, size_t i)
+/* Argument i's live version, filled into *buf (NULL if absent). */
+static const kv_version_t *lookup(cmd_ctx_t *x, size_t i, kv_version_t *buf)
 {
-    return kv_get(core_kv(x->srv->core), x->argv[i].ptr, x->argv[i].len);
+    return kv_get(core_kv(x->srv->core), x->argv[i].ptr, x->argv[i].len, buf);
 }
 
 /* SETEX key seconds value / PSETEX key milliseconds value: OK. */
@@ -64,7 +65,8 @@ static void cmd_getex(cmd_ctx_t *x)
     }
     if (!arg_name_ok(x, 1))
         return;
-    const kv_version_t *v = lookup(x, 1);
+    kv_version_t buf;
+    const kv_version_t *v = lookup(x, 1, &buf);
     if (v == NULL) {
         resp_add_null(x->out, x->proto);
         return;
@@ -83,7 +85,8 @@ static void cmd_getex(cmd_ctx_t *x)
 /* GETDEL key: the value (nil if none), and the key deleted. */
 static void cmd_getdel(cmd_ctx_t *x)
 {
-    const kv_version_t *v = lookup(x, 1);
+    kv_version_t buf;
+    const kv_version_t *v = lookup(x, 1, &buf);
     if (v == NULL) {
         resp_add_null(x->out, x->proto);
         return;
@@ -170,8 +173,9 @@ static void cmd_msetnx(cmd_ctx_t *x)
 {
     if (!mset_ok(x, "msetnx"))
         return;
+    kv_version_t buf;
     for (size_t i = 1; i < x->argc; i += 2) {
-        if (lookup(x, i) != NULL) {
+        if (lookup(x, i, &buf) != NULL) {
             resp_add_int(x->out, 0);
             return;
         }
@@ -186,7 +190,8 @@ static void cmd_append(cmd_ctx_t *x)
 {
     if (!arg_name_ok(x, 1))
         return;
-    const kv_version_t *v = lookup(x, 1);
+    kv_version_t buf;
+    const kv_version_t *v = lookup(x, 1, &buf);
     size_t total = (v ? v->vlen : 0) + x->argv[2].len;
     if (total > (size_t)x->srv->cfg.max_value_bytes) {
         reply_errf(x, "LIMIT value would be %zu bytes, above max-value-bytes (%lld)", total,
@@ -205,7 +210,8 @@ static void cmd_append(cmd_ctx_t *x)
 /* STRLEN key: the value's length, 0 if no key. */
 static void cmd_strlen(cmd_ctx_t *x)
 {
-    const kv_version_t *v = lookup(x, 1);
+    kv_version_t buf;
+    const kv_version_t *v = lookup(x, 1, &buf);
     resp_add_uint(x->out, v ? v->vlen : 0);
 }
 

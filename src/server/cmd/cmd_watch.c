@@ -190,17 +190,17 @@ static bool catch_up(conn_t *c, watch_t *w)
             watch_cancel(c, w, "compacted");
             return false;
         }
-        if (rc == 0 || ch.cur->mod_rev > limit) {
+        if (rc == 0 || ch.cur.mod_rev > limit) {
             uint64_t rev = core_rev(srv->core);
             w->state = WATCH_LIVE;
             w->last_rev = rev < limit ? rev : limit;
             return true;
         }
-        if (watch_covers(w, ch.cur->key, ch.cur->klen)) {
-            add_event(c, w, ch.cur, ch.prev);
+        if (watch_covers(w, ch.cur.key, ch.cur.klen)) {
+            add_event(c, w, &ch.cur, kv_change_prev(&ch));
             w->last_sent_ms = c->srv->now_ms;
         }
-        w->last_rev = ch.cur->mod_rev;
+        w->last_rev = ch.cur.mod_rev;
     }
     return true;
 }
@@ -253,7 +253,7 @@ typedef struct deliver_ctx_s {
 static void deliver_sse(deliver_ctx_t *d, conn_t *c)
 {
     if (!d->have_sse) {
-        add_sse_change(&d->sse, true, d->ch->cur);
+        add_sse_change(&d->sse, true, &d->ch->cur);
         d->have_sse = true;
     }
     c->srv->stats.watch_events_total++;
@@ -273,7 +273,7 @@ static void deliver_resp(deliver_ctx_t *d, conn_t *c, const watch_t *w)
     int p3 = c->proto == 3, pv = w->prevval;
     ordo_buf_t *t = &d->tail[p3][pv];
     if (!d->have[p3][pv]) {
-        add_event_tail(t, c->proto, w->prevval, d->ch->cur, d->ch->prev);
+        add_event_tail(t, c->proto, w->prevval, &d->ch->cur, kv_change_prev(d->ch));
         d->have[p3][pv] = true;
     }
     if (t->len >= WATCH_SHARE_MIN_BYTES) {
@@ -302,7 +302,7 @@ static void deliver_one(watch_t *w, void *arg)
         deliver_sse(d, c);
     else
         deliver_resp(d, c, w);
-    w->last_rev = d->ch->cur->mod_rev;
+    w->last_rev = d->ch->cur.mod_rev;
     w->last_sent_ms = c->srv->now_ms;
     conn_mark_dirty(c);
 }
@@ -311,7 +311,7 @@ static void on_change(void *arg, const kv_change_t *ch)
 {
     server_t *s = arg;
     deliver_ctx_t d = {.ch = ch};
-    watch_match(&s->watches, ch->cur->key, ch->cur->klen, deliver_one, &d);
+    watch_match(&s->watches, ch->cur.key, ch->cur.klen, deliver_one, &d);
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 2; j++) {
             ordo_buf_free(&d.tail[i][j]);
@@ -360,8 +360,9 @@ static bool snap_step(conn_t *c, watch_t *w)
     } else if (w->prefix) {
         n = kv_range(kv, w->name, w->nlen, w->snap_after.data, w->snap_after.len, w->snap_rev, 0, snap_visit, &sc);
     } else {
+        kv_version_t buf;
         const kv_version_t *v = NULL;
-        n = kv_get_at(kv, w->name, w->nlen, w->snap_rev, &v) == KV_OK ? 0 : KV_ECOMPACTED;
+        n = kv_get_at(kv, w->name, w->nlen, w->snap_rev, &buf, &v) == KV_OK ? 0 : KV_ECOMPACTED;
         if (n == 0 && v != NULL && !v->deleted)
             add_event(c, w, v, NULL);
     }

@@ -378,9 +378,10 @@ static void apply_put(core_t *c, const record_t *r, apply_result_t *res)
 {
     const rec_put_t *p = &r->put;
     /* Plain puts, the common case, skip the lookup: kv_put finds the key. */
+    kv_version_t buf;
     const kv_version_t *cur = NULL;
     if (r->flags & (REC_F_IFREV | REC_F_NX | REC_F_XX))
-        cur = kv_get(c->kv, p->key, p->klen);
+        cur = kv_get(c->kv, p->key, p->klen, &buf);
     if ((r->flags & REC_F_IFREV) && (cur ? cur->mod_rev : 0) != p->ifrev) {
         res->status = AP_CONFLICT;
         res->cur_rev = cur ? cur->mod_rev : 0;
@@ -438,7 +439,8 @@ static int delete_key_detached(core_t *c, const void *key, size_t klen)
 static void apply_del(core_t *c, const record_t *r, apply_result_t *res)
 {
     const rec_del_t *d = &r->del;
-    const kv_version_t *cur = (r->flags & REC_F_IFREV) ? kv_get(c->kv, d->key, d->klen) : NULL;
+    kv_version_t buf;
+    const kv_version_t *cur = (r->flags & REC_F_IFREV) ? kv_get(c->kv, d->key, d->klen, &buf) : NULL;
     if ((r->flags & REC_F_IFREV) && (cur ? cur->mod_rev : 0) != d->ifrev) {
         res->status = AP_CONFLICT;
         res->cur_rev = cur ? cur->mod_rev : 0;
@@ -482,7 +484,8 @@ static bool parse_i64(const char *p, size_t n, int64_t *out)
 static void apply_incr(core_t *c, const record_t *r, apply_result_t *res)
 {
     const rec_incr_t *in = &r->incr;
-    const kv_version_t *cur = kv_get(c->kv, in->key, in->klen);
+    kv_version_t buf;
+    const kv_version_t *cur = kv_get(c->kv, in->key, in->klen, &buf);
     int64_t v = 0;
     if (cur != NULL && !parse_i64(cur->value, cur->vlen, &v)) {
         res->status = AP_NOTINT;
@@ -531,7 +534,8 @@ static void apply_key_ttl(core_t *c, const record_t *r, apply_result_t *res)
 {
     const rec_key_ttl_t *t = &r->key_ttl;
     res->status = AP_NOOP;
-    if (kv_get(c->kv, t->key, t->klen) == NULL)
+    kv_version_t buf;
+    if (kv_get(c->kv, t->key, t->klen, &buf) == NULL)
         return;
     uint64_t cur = core_expiry_of(c, t->key, t->klen); /* 0: none, i.e. infinite */
     uint64_t want = t->expire_at_ms;
@@ -560,7 +564,8 @@ static void apply_key_ttl(core_t *c, const record_t *r, apply_result_t *res)
 static void apply_append(core_t *c, const record_t *r, apply_result_t *res)
 {
     const rec_append_t *a = &r->append;
-    const kv_version_t *cur = kv_get(c->kv, a->key, a->klen);
+    kv_version_t buf;
+    const kv_version_t *cur = kv_get(c->kv, a->key, a->klen, &buf);
     size_t old = cur ? cur->vlen : 0, n = old + a->vlen;
     char *val = ordo_xmalloc(n ? n : 1);
     if (old)
@@ -1318,7 +1323,8 @@ static bool txn_view(const core_t *c, core_txn_check_t *t, const char *key, uint
         *ival = k->ival;
         return k->present;
     }
-    const kv_version_t *cur = t->flushed ? NULL : kv_get(c->kv, key, klen);
+    kv_version_t buf;
+    const kv_version_t *cur = t->flushed ? NULL : kv_get(c->kv, key, klen, &buf);
     *mod_rev = cur ? cur->mod_rev : 0;
     *val = cur ? cur->value : NULL;
     *vlen = cur ? cur->vlen : 0;

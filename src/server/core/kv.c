@@ -3,31 +3,54 @@
  *
  * Data layout
  * -----------
- * A key is one allocation, kv_key_t:
+ * The common key has one version and nothing older (a key written once, or
+ * one whose history was compacted), so a key and one version of it share
+ * one allocation, the key node (kv_key_t):
  *
- *     hnode (16) | newest (8) | klen (4) | level (1) | key bytes (klen) | pad | tower (8 * level)
+ *     hnext (8) | newest (8) | slot header (18) | tower (8 * level) | key bytes | slot extras | slot value
  *
- * hnode links it in the keyed hash table (exact lookup; the SipHash key is
- * per table, so client-chosen keys cannot build long chains). newest is the
- * head of its version chain. The tower is the key's node in the ordered index
- * (below); it sits after the key bytes, rounded up to 8, so the key bytes are
- * at a fixed offset and a version can find its key from kv_version_t.key
- * alone (KEY_OF()), which saves a pointer per version.
+ * hnext chains it in the store's hash table (below). The slot header is the
+ * embedded version's mod_rev (8), vlen (4), the key's klen (4), flags (1)
+ * and the tower height (1); the tower is the key's node in the ordered
+ * index (below), unaligned, read and written through memcpy. A version
+ * stores only what it cannot derive: its "extras" are create_rev and
+ * version (16) unless it is a key's first version (VF_FIRST: version 1,
+ * create_rev = mod_rev) or a tombstone, and a lease id (8) only when one is
+ * attached (VF_LEASE). So a key of k bytes with a v-byte value written once
+ * is one malloc of 34 + 8 * level + k + v bytes.
  *
- * A version is one allocation, kv_ver_t:
+ * Older and newer versions are separate allocations (kv_ver_t):
  *
- *     kv_version_t (64, the public face) | older (8) | value bytes (vlen)
+ *     older (8) | key (8) | header (18) | extras | value
  *
- * The chain is singly linked newest -> oldest through `older`. The public
- * struct is embedded rather than built on demand because kv.h promises that
- * the pointers it returns stay valid until the next mutation; a version's
- * value and key pointers point into the two allocations above. There is no
- * `newer` pointer: compaction never needs to walk forwards (see below). A
- * few freed small versions are kept as spares for the next put (ver_get), so
- * the steady state of a write allocating one version and its compaction step
- * freeing another costs neither a malloc nor a free.
+ * The chain runs newest -> oldest: k->newest is the newest separate version
+ * (NULL when the slot is the newest), each one's `older` the next separate
+ * one, and after the last of them the slot, if it is live. The slot, when
+ * live, is always the key's oldest version: a put to an existing key makes
+ * a separate version, and a version moves into the slot only when it is
+ * the last one left (below). A slot whose version compaction freed is dead
+ * (VF_LIVE clear) and keeps its vlen and flags as the size of its bytes.
  *
- * Ordered index: a skiplist whose nodes are the key structs themselves (p =
+ * Versions never move while the change log holds them, so the log is a ring
+ * of header pointers. When compaction pops a key's newest version (the key
+ * is cold: nothing newer in the history), every older version is freed and
+ * that one moves into the slot (the node is realloc'ed if the sizes differ;
+ * should it move, its hash chain link and index predecessors are repointed,
+ * one O(log n) index search), so a cold key is one allocation again.
+ *
+ * Public versions (kv_version_t) are built on demand into the caller's
+ * storage: the store keeps no 64-byte public struct per version. Their key
+ * and value pointers point into the nodes and versions above, hence valid
+ * until the next mutation or compaction.
+ *
+ * Hash table: chained, a bucket array of node pointers, doubling when keys
+ * outnumber buckets and halving below 1/8. Nodes store no hash: a lookup
+ * compares klen and the key bytes, which a short key's node has in its
+ * first cache line with the link, and a resize hashes every key again
+ * (SipHash, keyed per store, so client-chosen keys cannot build long
+ * chains).
+ *
+ * Ordered index: a skiplist whose nodes are the key nodes themselves (p =
  * 1/4, at most KV_LEVEL_MAX levels), ordered by memcmp and then shorter
  * first. Chosen over a B+tree of key pointers because it allocates nothing
  * beyond the key, deletes without rebalancing, and costs 8 * 4/3 = 10.7
@@ -40,22 +63,26 @@
  * wait unordered and are linked in one sorted pass at the end, which is what
  * makes a replay's key creation cheap.
  *
- * Change log: a ring buffer (power-of-two array deque) of version pointers in
- * revision order. Revisions are sparse (the core spends them on other things),
- * so finding one is a binary search on the versions' mod_rev. Entries carry
- * no data of their own: the change's new version is the entry, and the
- * version it replaced is that version's `older` (if not a tombstone). Cursor
- * positions are absolute (`base` counts entries ever popped from the front),
- * so a cursor survives appends and compactions that do not reach it.
+ * Change log: a ring buffer (power-of-two array deque) of version header
+ * pointers in revision order. Revisions are sparse (the core spends them on
+ * other things), so finding one is a binary search on the versions'
+ * mod_rev. Entries carry no data of their own: the change's new version is
+ * the entry, and the version it replaced is the next older one in its chain
+ * (if not a tombstone). Cursor positions are absolute (`base` counts entries
+ * ever popped from the front), so a cursor survives appends and compactions
+ * that do not reach it.
  *
- * Measured cost (x86-64 glibc, 16-byte malloc granularity; test_srv_kv prints
- * it): a million 11-byte keys with a 3-byte value each cost 178 bytes per key
- * as kv_stats() counts them: ~66 for the key struct (48-56 bytes used, tower
- * included), 96 for the version (75 used), 8 for its log slot and 8 for its
- * hash bucket; 170 once the log is compacted. An extra version costs ~106
- * (version + log slot). Most of it is the 64-byte public kv_version_t, the
- * price of handing out stable pointers with the key and value pointers
- * inside; Redis spends ~90 on the same key.
+ * Cost per key (x86-64 glibc: 8-byte header, 16-byte rounding, 32-byte
+ * minimum), for the load bench/memory.sh measures, a million 11-byte keys
+ * with a 16-byte value written once: the node is 69 bytes at level 1, an
+ * 80-byte chunk (96 at levels 2-3, a quarter of the keys; 84 on average);
+ * its hash bucket 8.4 (2^20 buckets); its log slot 8 while the change is in
+ * the history (100,000 changes by default, so about 1 per key). About 94
+ * bytes per key in all, where the layout with a separate 96-byte version
+ * (holding a full kv_version_t) and a 64-byte key struct took 172; Redis
+ * spends 113. Each further version of a key is a separate 34 + 16 + vlen
+ * bytes plus its log slot. test_srv_kv prints the same figures for 3-byte
+ * values as kv_stats() counts them.
  *
  * Compaction at point R
  * ---------------------
@@ -75,11 +102,14 @@
  * is kept: if a newer version of its key is also below R, that one is popped
  * later in the same pass and frees v then; otherwise v is what a read between
  * R and the newer revision sees. If v is a tombstone and the newest version
- * of its key, the key is removed entirely. Since each pop frees what the
- * previous pop of that key left behind, a pop frees at most two versions
- * (one older version, and a newest tombstone), which is what makes
- * kv_compact_step() bounded. A partial step leaves the point at the revision
- * of the first entry not popped: every invariant holds there.
+ * of its key, the key is removed entirely; if it is a value and the newest
+ * (and not the slot already), it is now the key's only version and moves
+ * into the node's slot, out of a log that no longer holds it. Since each pop
+ * frees what the previous pop of that key left behind, a pop frees at most
+ * two versions (one older version, and a newest tombstone) and copies at
+ * most one, which is what makes kv_compact_step() bounded. A partial step
+ * leaves the point at the revision of the first entry not popped: every
+ * invariant holds there.
  */
 #include "kv.h"
 
@@ -88,7 +118,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/htab.h"
 #include "base/siphash.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -109,30 +138,59 @@
 /* Smallest change log ring; it doubles when full; a compaction that
  * leaves it less than 1/8 full halves it until it is not. */
 #define KV_LOG_MIN 64
+/* Smallest hash table: a small store stays in one cache-friendly array. */
+#define KV_TAB_MIN 16
 
 typedef struct kv_ver_s kv_ver_t;
+typedef struct kv_key_s kv_key_t;
 
-typedef struct kv_key_s {
-    ordo_hnode_t hnode;
-    kv_ver_t *newest;
-    uint32_t klen;
-    uint8_t level;      /* tower height, 1..KV_LEVEL_MAX */
-    char bytes[];       /* klen key bytes, then padding, then the tower */
-} kv_key_t;
-
-struct kv_ver_s {
-    kv_version_t pub;
-    kv_ver_t *older;
-    char value[];
+/* Version flags. */
+enum {
+    VF_DEL = 1,   /* a tombstone: no extras, no value */
+    VF_FIRST = 2, /* version 1 with create_rev = mod_rev: neither is stored */
+    VF_LEASE = 4, /* a lease id is stored in the extras */
+    VF_SLOT = 8,  /* this header is a key node's slot */
+    VF_LIVE = 16, /* (slot) it holds a version; dead, its vlen and flags keep its size */
 };
 
+/* A version's header, in a key node (the slot) or in a kv_ver_t. Only the
+ * first HDR_USED bytes are used: what follows the header starts right
+ * after `level`, in the struct's padding. */
+typedef struct kv_vh_s {
+    uint64_t mod_rev;
+    uint32_t vlen;
+    uint32_t klen;  /* the key's length */
+    uint8_t flags;
+    uint8_t level;  /* (node) tower height, 1..KV_LEVEL_MAX; 0 in a kv_ver_t */
+} kv_vh_t;
+
+#define HDR_USED (offsetof(kv_vh_t, level) + 1)
+
+struct kv_key_s {
+    kv_key_t *hnext; /* hash chain */
+    kv_ver_t *newest; /* the newest separate version; NULL: the slot is the newest */
+    kv_vh_t vh;      /* the slot, then tower, key bytes, slot extras and value */
+};
+
+struct kv_ver_s {
+    kv_ver_t *older; /* the next older separate version; NULL: the slot if live, else none */
+    kv_key_t *key;
+    kv_vh_t vh;      /* then extras and value */
+};
+
+_Static_assert(offsetof(kv_key_t, vh) == offsetof(kv_ver_t, vh), "a header finds its container one way");
+#define REST_OFF (offsetof(kv_key_t, vh) + HDR_USED) /* 34: where the bytes after a header start */
+
 struct kv_s {
-    ordo_htab_t keys;
+    kv_key_t **buckets;           /* hash table: mask + 1 chains */
+    size_t mask, nkeys;
+    uint8_t sipkey[ORDO_SIPHASH_KEY_LEN];
+
     kv_key_t *head[KV_LEVEL_MAX]; /* skiplist head tower */
     int level;                    /* levels in use */
     uint64_t rng;                 /* xorshift64 state for tower heights */
 
-    kv_ver_t **log;               /* ring of log_cap slots */
+    kv_vh_t **log;                /* ring of log_cap slots */
     size_t log_cap, log_head, log_len;
     size_t log_base;              /* absolute position of log[log_head] */
     size_t log_bytes;             /* key and value bytes of the changes in the log (kv_trim_step()) */
@@ -151,11 +209,9 @@ struct kv_s {
     int nspare;
 
     size_t live;                  /* keys whose newest version is a value */
-    size_t nversions;
-    size_t bytes;                 /* estimated heap bytes of keys and versions */
+    size_t nversions;             /* live slots and separate versions */
+    size_t bytes;                 /* estimated heap bytes of nodes and versions */
 };
-
-#define KEY_OF(kp) ((kv_key_t *)(void *)((char *)(uintptr_t)(kp) - offsetof(kv_key_t, bytes)))
 
 static void *kv_xmalloc(size_t n)
 {
@@ -176,21 +232,254 @@ static size_t alloc_cost(size_t n)
     return c < 32 ? 32 : c;
 }
 
-/* ---- keys and the ordered index -------------------------------------------------- */
-
-static size_t tower_offset(uint32_t klen)
+static uint64_t load_u64(const unsigned char *p)
 {
-    return (offsetof(kv_key_t, bytes) + klen + 7) & ~(size_t)7;
+    uint64_t x;
+    memcpy(&x, p, sizeof x);
+    return x;
 }
 
-static kv_key_t **tower(const kv_key_t *k)
+static void store_u64(unsigned char *p, uint64_t x) { memcpy(p, &x, sizeof x); }
+
+/* ---- the layout: headers, nodes and versions --------------------------------------- */
+
+static size_t extras_size(uint8_t flags)
 {
-    return (kv_key_t **)(void *)((char *)(uintptr_t)k + tower_offset(k->klen));
+    return ((flags & (VF_DEL | VF_FIRST)) ? 0 : 16) + ((flags & VF_LEASE) ? 8 : 0);
 }
 
-static size_t key_size(uint32_t klen, int level)
+/* Bytes after a version's header: extras and value. */
+static size_t payload_size(const kv_vh_t *h) { return extras_size(h->flags) + h->vlen; }
+
+static unsigned char *rest_of(const kv_vh_t *h) { return (unsigned char *)(uintptr_t)h + HDR_USED; }
+
+static kv_key_t *node_of(const kv_vh_t *h)
 {
-    return tower_offset(klen) + (size_t)level * sizeof(kv_key_t *);
+    assert(h->flags & VF_SLOT);
+    return (kv_key_t *)(void *)((char *)(uintptr_t)h - offsetof(kv_key_t, vh));
+}
+
+static kv_ver_t *ver_of(const kv_vh_t *h)
+{
+    assert(!(h->flags & VF_SLOT));
+    return (kv_ver_t *)(void *)((char *)(uintptr_t)h - offsetof(kv_ver_t, vh));
+}
+
+static kv_key_t *key_of(const kv_vh_t *h) { return (h->flags & VF_SLOT) ? node_of(h) : ver_of(h)->key; }
+
+static unsigned char *tower(const kv_key_t *k) { return rest_of(&k->vh); }
+
+static const char *key_bytes(const kv_key_t *k)
+{
+    return (const char *)tower(k) + (size_t)k->vh.level * sizeof(kv_key_t *);
+}
+
+static unsigned char *payload_of(const kv_vh_t *h)
+{
+    if (h->flags & VF_SLOT)
+        return (unsigned char *)(uintptr_t)key_bytes(node_of(h)) + h->klen;
+    return rest_of(h);
+}
+
+/* Allocation sizes: never below the struct, whose tail the header's
+ * padding overlaps. */
+static size_t node_size(uint32_t klen, int level, size_t payload)
+{
+    size_t n = REST_OFF + (size_t)level * sizeof(kv_key_t *) + klen + payload;
+    return n < sizeof(kv_key_t) ? sizeof(kv_key_t) : n;
+}
+
+static size_t ver_size(size_t payload)
+{
+    size_t n = REST_OFF + payload;
+    return n < sizeof(kv_ver_t) ? sizeof(kv_ver_t) : n;
+}
+
+/* What a node counts toward kv->bytes: its allocation with a one-level
+ * tower, plus the expected rest of the tower (1/3 of a pointer at p = 1/4).
+ * Not the actual height: heights are drawn from a per-process seed, and the
+ * figure must be the same after a restart replays the same records. */
+static size_t node_cost(uint32_t klen, size_t payload)
+{
+    return alloc_cost(node_size(klen, 1, payload)) + sizeof(kv_key_t *) / 3;
+}
+
+/* The flags that store spec's fields (a kv_version_t used as input). */
+static uint8_t flags_for(const kv_version_t *s)
+{
+    if (s->deleted)
+        return VF_DEL;
+    uint8_t f = (s->version == 1 && s->create_rev == s->mod_rev) ? VF_FIRST : 0;
+    return f | (s->lease != 0 ? VF_LEASE : 0);
+}
+
+/* Write spec into header h (klen and, in a node, level already set). */
+static void vh_write(kv_vh_t *h, const kv_version_t *s, uint8_t flags)
+{
+    h->mod_rev = s->mod_rev;
+    h->vlen = s->vlen;
+    h->flags = flags;
+    unsigned char *p = payload_of(h);
+    if (!(flags & (VF_DEL | VF_FIRST))) {
+        store_u64(p, s->create_rev);
+        store_u64(p + 8, s->version);
+        p += 16;
+    }
+    if (flags & VF_LEASE) {
+        store_u64(p, s->lease);
+        p += 8;
+    }
+    if (s->vlen)
+        memcpy(p, s->value, s->vlen);
+}
+
+/* Build the public face of h into *out. */
+static void vh_read(const kv_vh_t *h, kv_version_t *out)
+{
+    const kv_key_t *k = key_of(h);
+    const unsigned char *p = payload_of(h);
+    out->mod_rev = h->mod_rev;
+    out->deleted = (h->flags & VF_DEL) != 0;
+    if (h->flags & VF_DEL) {
+        out->create_rev = out->version = 0;
+    } else if (h->flags & VF_FIRST) {
+        out->create_rev = h->mod_rev;
+        out->version = 1;
+    } else {
+        out->create_rev = load_u64(p);
+        out->version = load_u64(p + 8);
+        p += 16;
+    }
+    out->lease = 0;
+    if (h->flags & VF_LEASE) {
+        out->lease = load_u64(p);
+        p += 8;
+    }
+    out->vlen = h->vlen;
+    out->value = (const char *)p; /* never NULL, even when empty */
+    out->key = key_bytes(k);
+    out->klen = k->vh.klen;
+}
+
+/* The key's newest version (every key in the table has one). */
+static kv_vh_t *newest_of(const kv_key_t *k)
+{
+    if (k->newest != NULL)
+        return &k->newest->vh;
+    assert(k->vh.flags & VF_LIVE);
+    return (kv_vh_t *)(uintptr_t)&k->vh;
+}
+
+/* The version just older than h in its key's chain, or NULL. */
+static kv_vh_t *older_of(const kv_vh_t *h)
+{
+    if (h->flags & VF_SLOT)
+        return NULL; /* the slot is the oldest */
+    const kv_ver_t *v = ver_of(h);
+    if (v->older != NULL)
+        return &v->older->vh;
+    return (v->key->vh.flags & VF_LIVE) ? &v->key->vh : NULL;
+}
+
+/* The newest version of k with mod_rev <= rev, or NULL. */
+static const kv_vh_t *ver_at(const kv_key_t *k, uint64_t rev)
+{
+    const kv_vh_t *h = newest_of(k);
+    while (h != NULL && h->mod_rev > rev)
+        h = older_of(h);
+    return h;
+}
+
+/* h's public face in *buf if it is a value; NULL for none or a tombstone. */
+static const kv_version_t *live_or_null(const kv_vh_t *h, kv_version_t *buf)
+{
+    if (h == NULL || (h->flags & VF_DEL))
+        return NULL;
+    vh_read(h, buf);
+    return buf;
+}
+
+/* ---- the hash table -------------------------------------------------------------- */
+
+static uint64_t tab_hash(const kv_t *kv, const void *key, size_t klen)
+{
+    return ordo_siphash(kv->sipkey, key, klen);
+}
+
+static kv_key_t *tab_find(const kv_t *kv, uint64_t hash, const void *key, size_t klen)
+{
+    for (kv_key_t *k = kv->buckets[hash & kv->mask]; k != NULL; k = k->hnext)
+        if (k->vh.klen == klen && (klen == 0 || memcmp(key_bytes(k), key, klen) == 0))
+            return k;
+    return NULL;
+}
+
+/* Rehash every node into nbuckets; on allocation failure keep the old array
+ * (the table still works, only with longer chains). */
+static void tab_resize(kv_t *kv, size_t nbuckets)
+{
+    kv_key_t **nb = calloc(nbuckets, sizeof *nb);
+    if (nb == NULL)
+        return;
+    for (size_t i = 0; i <= kv->mask; i++) {
+        kv_key_t *k = kv->buckets[i];
+        while (k != NULL) {
+            kv_key_t *next = k->hnext;
+            size_t b = tab_hash(kv, key_bytes(k), k->vh.klen) & (nbuckets - 1);
+            k->hnext = nb[b];
+            nb[b] = k;
+            k = next;
+        }
+    }
+    free(kv->buckets);
+    kv->buckets = nb;
+    kv->mask = nbuckets - 1;
+}
+
+static void tab_insert(kv_t *kv, kv_key_t *k, uint64_t hash)
+{
+    k->hnext = kv->buckets[hash & kv->mask];
+    kv->buckets[hash & kv->mask] = k;
+    if (++kv->nkeys > kv->mask + 1)
+        tab_resize(kv, (kv->mask + 1) * 2);
+}
+
+/* The link that points at the node at address old, in the chain of the
+ * key node k (k may be old's reallocation: old is an address, compared but
+ * never read). */
+static kv_key_t **tab_link(const kv_t *kv, uintptr_t old, const kv_key_t *k)
+{
+    kv_key_t **pp = &kv->buckets[tab_hash(kv, key_bytes(k), k->vh.klen) & kv->mask];
+    while ((uintptr_t)*pp != old) {
+        assert(*pp != NULL);
+        pp = &(*pp)->hnext;
+    }
+    return pp;
+}
+
+static void tab_remove(kv_t *kv, kv_key_t *k)
+{
+    *tab_link(kv, (uintptr_t)k, k) = k->hnext;
+    kv->nkeys--;
+    size_t nb = kv->mask + 1;
+    if (nb > KV_TAB_MIN && kv->nkeys < nb / 8)
+        tab_resize(kv, nb / 2);
+}
+
+/* ---- the ordered index -------------------------------------------------------------
+ * A forward array is a tower (or the head): level l's link is the pointer
+ * at byte 8 * l, unaligned in a node. */
+
+static kv_key_t *fwd_get(const unsigned char *t, int l)
+{
+    kv_key_t *p;
+    memcpy(&p, t + (size_t)l * sizeof p, sizeof p);
+    return p;
+}
+
+static void fwd_set(unsigned char *t, int l, const kv_key_t *p)
+{
+    memcpy(t + (size_t)l * sizeof p, &p, sizeof p);
 }
 
 /* Byte order: memcmp on the common part, then the shorter first. */
@@ -203,19 +492,9 @@ static int keycmp(const void *a, size_t alen, const void *b, size_t blen)
     return alen < blen ? -1 : alen > blen;
 }
 
-static bool key_eq(const ordo_hnode_t *n, const void *key, size_t len)
+static int nodecmp(const kv_key_t *k, const void *key, size_t klen)
 {
-    const kv_key_t *k = (const kv_key_t *)n;
-    return k->klen == len && memcmp(k->bytes, key, len) == 0;
-}
-
-/* What a key counts toward kv->bytes: its allocation with a one-level
- * tower, plus the expected rest of the tower (1/3 of a pointer at p = 1/4).
- * Not the actual height: heights are drawn from a per-process seed, and the
- * figure must be the same after a restart replays the same records. */
-static size_t key_cost(uint32_t klen)
-{
-    return alloc_cost(key_size(klen, 1)) + sizeof(kv_key_t *) / 3;
+    return keycmp(key_bytes(k), k->vh.klen, key, klen);
 }
 
 static int random_level(kv_t *kv)
@@ -234,65 +513,89 @@ static int random_level(kv_t *kv)
 }
 
 /* Fill update[l] with the forward array whose level-l link is the first key
- * >= key (the predecessor's tower, or the head). */
-static void index_find(kv_t *kv, const void *key, size_t klen, kv_key_t **update[KV_LEVEL_MAX])
+ * >= key (the predecessor's tower, or the head). A link to the address
+ * self (a node holding key that has moved; 0: none) stops the walk without
+ * being read. */
+static void index_find(kv_t *kv, const void *key, size_t klen, uintptr_t self,
+                       unsigned char *update[KV_LEVEL_MAX])
 {
-    kv_key_t **fwd = kv->head;
+    unsigned char *fwd = (unsigned char *)kv->head;
     for (int l = kv->level - 1; l >= 0; l--) {
-        while (fwd[l] != NULL && keycmp(fwd[l]->bytes, fwd[l]->klen, key, klen) < 0)
-            fwd = tower(fwd[l]);
+        kv_key_t *n;
+        while ((n = fwd_get(fwd, l)) != NULL && (uintptr_t)n != self && nodecmp(n, key, klen) < 0)
+            fwd = tower(n);
         update[l] = fwd;
     }
 }
 
 static void index_insert(kv_t *kv, kv_key_t *k)
 {
-    kv_key_t **update[KV_LEVEL_MAX];
-    index_find(kv, k->bytes, k->klen, update);
-    for (int l = kv->level; l < k->level; l++)
-        update[l] = kv->head;
-    if (k->level > kv->level)
-        kv->level = k->level;
-    kv_key_t **t = tower(k);
-    for (int l = 0; l < k->level; l++) {
-        t[l] = update[l][l];
-        update[l][l] = k;
+    unsigned char *update[KV_LEVEL_MAX];
+    index_find(kv, key_bytes(k), k->vh.klen, 0, update);
+    for (int l = kv->level; l < k->vh.level; l++)
+        update[l] = (unsigned char *)kv->head;
+    if (k->vh.level > kv->level)
+        kv->level = k->vh.level;
+    unsigned char *t = tower(k);
+    for (int l = 0; l < k->vh.level; l++) {
+        fwd_set(t, l, fwd_get(update[l], l));
+        fwd_set(update[l], l, k);
     }
 }
 
-static bool pending_has(const kv_t *kv, const kv_key_t *k);
+static bool pending_has(const kv_t *kv, uintptr_t old, const kv_key_t *k, size_t *pos);
 
 static void index_remove(kv_t *kv, kv_key_t *k)
 {
-    if (pending_has(kv, k)) {
-        kv->pending[(uintptr_t)tower(k)[0]] = NULL;
+    size_t pos;
+    if (pending_has(kv, (uintptr_t)k, k, &pos)) {
+        kv->pending[pos] = NULL;
         return;
     }
-    kv_key_t **update[KV_LEVEL_MAX];
-    index_find(kv, k->bytes, k->klen, update);
-    kv_key_t **t = tower(k);
-    for (int l = 0; l < k->level; l++) {
-        assert(update[l][l] == k);
-        update[l][l] = t[l];
+    unsigned char *update[KV_LEVEL_MAX];
+    index_find(kv, key_bytes(k), k->vh.klen, 0, update);
+    unsigned char *t = tower(k);
+    for (int l = 0; l < k->vh.level; l++) {
+        assert(fwd_get(update[l], l) == k);
+        fwd_set(update[l], l, fwd_get(t, l));
     }
     while (kv->level > 1 && kv->head[kv->level - 1] == NULL)
         kv->level--;
 }
 
+/* Point the index at k, the reallocation of the node at address old. */
+static void index_relink(kv_t *kv, uintptr_t old, kv_key_t *k)
+{
+    size_t pos;
+    if (pending_has(kv, old, k, &pos)) {
+        kv->pending[pos] = k;
+        return;
+    }
+    unsigned char *update[KV_LEVEL_MAX];
+    index_find(kv, key_bytes(k), k->vh.klen, old, update);
+    for (int l = 0; l < k->vh.level; l++) {
+        assert((uintptr_t)fwd_get(update[l], l) == old);
+        fwd_set(update[l], l, k);
+    }
+}
+
 /* The first key in the index that is > key (strict) or >= key. */
 static kv_key_t *index_seek(const kv_t *kv, const void *key, size_t klen, bool strict)
 {
-    kv_key_t *const *fwd = kv->head;
+    const unsigned char *fwd = (const unsigned char *)kv->head;
     for (int l = kv->level - 1; l >= 0; l--) {
-        while (fwd[l] != NULL) {
-            int c = keycmp(fwd[l]->bytes, fwd[l]->klen, key, klen);
+        kv_key_t *n;
+        while ((n = fwd_get(fwd, l)) != NULL) {
+            int c = nodecmp(n, key, klen);
             if (c > 0 || (c == 0 && !strict))
                 break;
-            fwd = tower(fwd[l]);
+            fwd = tower(n);
         }
     }
-    return fwd[0];
+    return fwd_get(fwd, 0);
 }
+
+static kv_key_t *index_next(const kv_key_t *k) { return fwd_get(tower(k), 0); }
 
 /* ---- deferred indexing -----------------------------------------------------------
  * Inserting a key into the skiplist costs a dozen cache misses when keys
@@ -315,22 +618,24 @@ static void pending_add(kv_t *kv, kv_key_t *k)
         kv->pending = n;
         kv->pending_cap = cap;
     }
-    tower(k)[0] = (kv_key_t *)(uintptr_t)kv->npending;
+    fwd_set(tower(k), 0, (kv_key_t *)(uintptr_t)kv->npending);
     kv->pending[kv->npending++] = k;
 }
 
-/* Is k waiting in the pending array? An indexed key's tower[0] is a pointer
- * (or NULL), never a position whose slot holds k itself. */
-static bool pending_has(const kv_t *kv, const kv_key_t *k)
+/* Is the key node k, which was at address old, waiting in the pending
+ * array (at *pos)? An indexed key's tower[0] is a pointer (or NULL), never
+ * a position whose slot holds the node itself. */
+static bool pending_has(const kv_t *kv, uintptr_t old, const kv_key_t *k, size_t *pos)
 {
-    uintptr_t i = (uintptr_t)tower(k)[0];
-    return kv->deferring && i < kv->npending && kv->pending[i] == k;
+    uintptr_t i = (uintptr_t)fwd_get(tower(k), 0);
+    *pos = i;
+    return kv->deferring && i < kv->npending && (uintptr_t)kv->pending[i] == old;
 }
 
 static int keyp_cmp(const void *a, const void *b)
 {
     const kv_key_t *x = *(kv_key_t *const *)a, *y = *(kv_key_t *const *)b;
-    return keycmp(x->bytes, x->klen, y->bytes, y->klen);
+    return keycmp(key_bytes(x), x->vh.klen, key_bytes(y), y->vh.klen);
 }
 
 void kv_index_defer(kv_t *kv)
@@ -348,22 +653,23 @@ void kv_index_settle(kv_t *kv)
             kv->pending[n++] = kv->pending[i];
     if (n > 1) /* (the array is NULL if nothing was created) */
         qsort(kv->pending, n, sizeof *kv->pending, keyp_cmp);
-    kv_key_t **update[KV_LEVEL_MAX];
+    unsigned char *update[KV_LEVEL_MAX];
     for (int l = 0; l < KV_LEVEL_MAX; l++)
-        update[l] = kv->head;
+        update[l] = (unsigned char *)kv->head;
     for (size_t i = 0; i < n; i++) {
         kv_key_t *k = kv->pending[i];
-        kv_key_t **t = tower(k);
-        for (int l = 0; l < k->level; l++) {
+        unsigned char *t = tower(k);
+        for (int l = 0; l < k->vh.level; l++) {
             /* update[l] precedes every key still to insert: walk on from it. */
-            while (update[l][l] != NULL && keycmp(update[l][l]->bytes, update[l][l]->klen, k->bytes, k->klen) < 0)
-                update[l] = tower(update[l][l]);
-            t[l] = update[l][l];
-            update[l][l] = k;
+            kv_key_t *next;
+            while ((next = fwd_get(update[l], l)) != NULL && keyp_cmp(&next, &k) < 0)
+                update[l] = tower(next);
+            fwd_set(t, l, next);
+            fwd_set(update[l], l, k);
             update[l] = t;
         }
-        if (k->level > kv->level)
-            kv->level = k->level;
+        if (k->vh.level > kv->level)
+            kv->level = k->vh.level;
     }
     free(kv->pending);
     kv->pending = NULL;
@@ -371,60 +677,85 @@ void kv_index_settle(kv_t *kv)
     kv->deferring = false;
 }
 
+/* ---- key nodes ------------------------------------------------------------------- */
+
 static kv_key_t *key_find(const kv_t *kv, const void *key, size_t klen)
 {
-    uint64_t h = ordo_htab_hash(&kv->keys, key, klen);
-    return (kv_key_t *)ordo_htab_find(&kv->keys, h, key, klen);
+    return tab_find(kv, tab_hash(kv, key, klen), key, klen);
 }
 
-/* A new key; hash is ordo_htab_hash() of it (the caller's failed lookup
- * computed it already). */
-static kv_key_t *key_create(kv_t *kv, const void *key, size_t klen, uint64_t hash)
+/* A new key whose first version, spec, goes in its slot; hash is
+ * tab_hash() of it (the caller's failed lookup computed it already). */
+static kv_key_t *key_create(kv_t *kv, const void *key, size_t klen, uint64_t hash, const kv_version_t *spec)
 {
     int level = random_level(kv);
-    size_t size = key_size((uint32_t)klen, level);
-    kv_key_t *k = kv_xmalloc(size);
+    uint8_t flags = flags_for(spec) | VF_SLOT | VF_LIVE;
+    size_t payload = extras_size(flags) + spec->vlen;
+    kv_key_t *k = kv_xmalloc(node_size((uint32_t)klen, level, payload));
     k->newest = NULL;
-    k->klen = (uint32_t)klen;
-    k->level = (uint8_t)level;
+    k->vh.klen = (uint32_t)klen;
+    k->vh.level = (uint8_t)level;
     if (klen)
-        memcpy(k->bytes, key, klen);
-    ordo_htab_insert(&kv->keys, &k->hnode, hash);
+        memcpy((char *)(uintptr_t)key_bytes(k), key, klen);
+    vh_write(&k->vh, spec, flags);
+    tab_insert(kv, k, hash);
     if (kv->deferring)
         pending_add(kv, k);
     else
         index_insert(kv, k);
-    kv->bytes += key_cost((uint32_t)klen);
+    kv->bytes += node_cost((uint32_t)klen, payload);
+    kv->nversions++;
     return k;
 }
 
+/* Unlink k from the table and the index and free it, with its slot. */
 static void key_free(kv_t *kv, kv_key_t *k)
 {
-    kv->bytes -= key_cost(k->klen);
+    assert(k->newest == NULL);
+    tab_remove(kv, k);
+    index_remove(kv, k);
+    if (k->vh.flags & VF_LIVE)
+        kv->nversions--;
+    kv->bytes -= node_cost(k->vh.klen, payload_size(&k->vh));
     free(k);
 }
 
-/* ---- versions ----------------------------------------------------------------- */
-
-static size_t ver_size(uint32_t vlen)
+/* Give k's slot room for exactly payload bytes; returns the node, which may
+ * have moved (its hash link and index links then follow it). */
+static kv_key_t *key_resize(kv_t *kv, kv_key_t *k, size_t payload)
 {
-    return sizeof(kv_ver_t) + vlen;
+    size_t old = payload_size(&k->vh);
+    if (payload == old)
+        return k;
+    uintptr_t was = (uintptr_t)k;
+    kv_key_t *n = realloc(k, node_size(k->vh.klen, k->vh.level, payload));
+    if (n == NULL) {
+        fprintf(stderr, "ordod: out of memory reallocating a key (kv)\n");
+        abort();
+    }
+    kv->bytes += node_cost(n->vh.klen, payload) - node_cost(n->vh.klen, old);
+    if ((uintptr_t)n != was) {
+        *tab_link(kv, was, n) = n;
+        index_relink(kv, was, n);
+    }
+    return n;
 }
+
+/* ---- separate versions ------------------------------------------------------------ */
 
 /* Spare versions. In steady state every put allocates a version and the
  * compaction step after it frees one (the version a history ago), mostly of
  * the same size. ver_free keeps up to KV_SPARE_MAX small freed versions and
  * ver_get reuses one whose allocation is at least as large (ver_size of its
- * last vlen, an underestimate of what was malloc'd) and of the same malloc
- * size class, so memory and its accounting are what malloc would give; this
- * saves a malloc and a free per write. Spares are not counted in bytes or
- * nversions; under ASan they are poisoned while they wait. */
-static kv_ver_t *ver_get(kv_t *kv, size_t vlen)
+ * last payload, an underestimate of what was malloc'd) and of the same
+ * malloc size class, so memory and its accounting are what malloc would
+ * give; this saves a malloc and a free per write. Spares are not counted in
+ * bytes or nversions; under ASan they are poisoned while they wait. */
+static kv_ver_t *ver_get(kv_t *kv, size_t need)
 {
-    size_t need = ver_size((uint32_t)vlen);
     for (int i = kv->nspare - 1; i >= 0; i--) {
         kv_ver_t *v = kv->spare[i];
-        size_t have = ver_size(v->pub.vlen); /* readable: vlen is not poisoned */
+        size_t have = ver_size(payload_size(&v->vh)); /* readable: vlen and flags are not poisoned */
         if (have >= need && alloc_cost(have) == alloc_cost(need)) {
             kv->spare[i] = kv->spare[--kv->nspare];
             KV_UNPOISON(v, have);
@@ -436,31 +767,18 @@ static kv_ver_t *ver_get(kv_t *kv, size_t vlen)
 
 static void ver_free(kv_t *kv, kv_ver_t *v)
 {
-    size_t size = ver_size(v->pub.vlen);
+    size_t size = ver_size(payload_size(&v->vh));
     kv->bytes -= alloc_cost(size);
     kv->nversions--;
     if (size <= KV_SPARE_BYTES_MAX && kv->nspare < KV_SPARE_MAX) {
         kv->spare[kv->nspare++] = v;
-        /* Poison all but vlen, which ver_get reads. */
-        KV_POISON(v, offsetof(kv_ver_t, pub.vlen));
-        KV_POISON((char *)v + offsetof(kv_ver_t, pub.vlen) + sizeof v->pub.vlen,
-                  size - offsetof(kv_ver_t, pub.vlen) - sizeof v->pub.vlen);
+        /* Poison all but vlen, klen and flags, which ver_get reads. */
+        size_t keep_from = offsetof(kv_ver_t, vh.vlen), keep_to = offsetof(kv_ver_t, vh.flags) + 1;
+        KV_POISON(v, keep_from);
+        KV_POISON((char *)v + keep_to, size - keep_to);
         return;
     }
     free(v);
-}
-
-/* The newest version of the chain starting at v with mod_rev <= rev. */
-static const kv_ver_t *ver_at(const kv_ver_t *v, uint64_t rev)
-{
-    while (v != NULL && v->pub.mod_rev > rev)
-        v = v->older;
-    return v;
-}
-
-static const kv_version_t *live_or_null(const kv_ver_t *v)
-{
-    return v != NULL && !v->pub.deleted ? &v->pub : NULL;
 }
 
 /* ---- the change log ------------------------------------------------------------- */
@@ -468,7 +786,7 @@ static const kv_version_t *live_or_null(const kv_ver_t *v)
 static void log_resize(kv_t *kv, size_t cap)
 {
     assert(cap >= kv->log_len && (cap & (cap - 1)) == 0);
-    kv_ver_t **n = kv_xmalloc(cap * sizeof *n);
+    kv_vh_t **n = kv_xmalloc(cap * sizeof *n);
     for (size_t i = 0; i < kv->log_len; i++)
         n[i] = kv->log[(kv->log_head + i) & (kv->log_cap - 1)];
     free(kv->log);
@@ -477,7 +795,7 @@ static void log_resize(kv_t *kv, size_t cap)
     kv->log_head = 0;
 }
 
-static kv_ver_t *log_at(const kv_t *kv, size_t i)
+static kv_vh_t *log_at(const kv_t *kv, size_t i)
 {
     assert(i < kv->log_len);
     return kv->log[(kv->log_head + i) & (kv->log_cap - 1)];
@@ -485,26 +803,26 @@ static kv_ver_t *log_at(const kv_t *kv, size_t i)
 
 /* What a change counts against the history's byte bound: its key and
  * value bytes. */
-static size_t change_bytes(const kv_ver_t *v) { return (size_t)v->pub.klen + v->pub.vlen; }
+static size_t change_bytes(const kv_vh_t *h) { return (size_t)h->klen + h->vlen; }
 
-static void log_push(kv_t *kv, kv_ver_t *v)
+static void log_push(kv_t *kv, kv_vh_t *h)
 {
     if (kv->log_len == kv->log_cap)
         log_resize(kv, kv->log_cap * 2);
-    kv->log[(kv->log_head + kv->log_len) & (kv->log_cap - 1)] = v;
+    kv->log[(kv->log_head + kv->log_len) & (kv->log_cap - 1)] = h;
     kv->log_len++;
-    kv->log_bytes += change_bytes(v);
+    kv->log_bytes += change_bytes(h);
 }
 
-static kv_ver_t *log_pop(kv_t *kv)
+static kv_vh_t *log_pop(kv_t *kv)
 {
-    kv_ver_t *v = kv->log[kv->log_head];
+    kv_vh_t *h = kv->log[kv->log_head];
     kv->log_head = (kv->log_head + 1) & (kv->log_cap - 1);
     kv->log_len--;
     kv->log_base++;
-    assert(kv->log_bytes >= change_bytes(v));
-    kv->log_bytes -= change_bytes(v);
-    return v;
+    assert(kv->log_bytes >= change_bytes(h));
+    kv->log_bytes -= change_bytes(h);
+    return h;
 }
 
 /* Index (relative to the head) of the first entry with mod_rev > rev. */
@@ -513,7 +831,7 @@ static size_t log_search(const kv_t *kv, uint64_t rev)
     size_t lo = 0, hi = kv->log_len;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (log_at(kv, mid)->pub.mod_rev <= rev)
+        if (log_at(kv, mid)->mod_rev <= rev)
             lo = mid + 1;
         else
             hi = mid;
@@ -521,10 +839,10 @@ static size_t log_search(const kv_t *kv, uint64_t rev)
     return lo;
 }
 
-static void change_of(const kv_ver_t *v, kv_change_t *out)
+static void change_of(const kv_vh_t *h, kv_change_t *out)
 {
-    out->cur = &v->pub;
-    out->prev = live_or_null(v->older);
+    vh_read(h, &out->cur);
+    out->has_prev = live_or_null(older_of(h), &out->prev) != NULL;
 }
 
 /* ---- create, destroy, read ------------------------------------------------------ */
@@ -534,13 +852,16 @@ kv_t *kv_create(void)
     kv_t *kv = calloc(1, sizeof *kv);
     if (kv == NULL)
         goto fail;
-    if (ordo_htab_init(&kv->keys, key_eq) != 0)
+    kv->buckets = calloc(KV_TAB_MIN, sizeof *kv->buckets);
+    if (kv->buckets == NULL)
         goto fail_kv;
+    kv->mask = KV_TAB_MIN - 1;
     kv->log = malloc(KV_LOG_MIN * sizeof *kv->log);
     if (kv->log == NULL)
-        goto fail_htab;
+        goto fail_tab;
     kv->log_cap = KV_LOG_MIN;
     kv->level = 1;
+    ordo_random_key(kv->sipkey);
     uint8_t seed[ORDO_SIPHASH_KEY_LEN];
     ordo_random_key(seed);
     memcpy(&kv->rng, seed, sizeof kv->rng);
@@ -548,8 +869,8 @@ kv_t *kv_create(void)
     kv->oldest_rev = 1;
     return kv;
 
-fail_htab:
-    ordo_htab_destroy(&kv->keys);
+fail_tab:
+    free(kv->buckets);
 fail_kv:
     free(kv);
 fail:
@@ -563,7 +884,7 @@ void kv_destroy(kv_t *kv)
     kv_index_settle(kv); /* pending keys join the index, freed below */
     kv_key_t *k = kv->head[0];
     while (k != NULL) {
-        kv_key_t *next = tower(k)[0];
+        kv_key_t *next = index_next(k);
         kv_ver_t *v = k->newest;
         while (v != NULL) {
             kv_ver_t *older = v->older;
@@ -574,34 +895,35 @@ void kv_destroy(kv_t *kv)
         k = next;
     }
     for (int i = 0; i < kv->nspare; i++) {
-        KV_UNPOISON(kv->spare[i], ver_size(kv->spare[i]->pub.vlen));
+        KV_UNPOISON(kv->spare[i], ver_size(payload_size(&kv->spare[i]->vh)));
         free(kv->spare[i]);
     }
     free(kv->log);
-    ordo_htab_destroy(&kv->keys);
+    free(kv->buckets);
     free(kv);
 }
 
-const kv_version_t *kv_get(const kv_t *kv, const void *key, size_t klen)
+const kv_version_t *kv_get(const kv_t *kv, const void *key, size_t klen, kv_version_t *buf)
 {
     const kv_key_t *k = key_find(kv, key, klen);
-    return k != NULL ? live_or_null(k->newest) : NULL;
+    return k != NULL ? live_or_null(newest_of(k), buf) : NULL;
 }
 
 uint64_t kv_last_change(const kv_t *kv, const void *key, size_t klen)
 {
     const kv_key_t *k = key_find(kv, key, klen);
-    return k != NULL && k->newest != NULL ? k->newest->pub.mod_rev : 0;
+    return k != NULL ? newest_of(k)->mod_rev : 0;
 }
 
-int kv_get_at(const kv_t *kv, const void *key, size_t klen, uint64_t rev, const kv_version_t **out)
+int kv_get_at(const kv_t *kv, const void *key, size_t klen, uint64_t rev, kv_version_t *buf,
+              const kv_version_t **out)
 {
     *out = NULL;
     if (rev < kv->oldest_rev)
         return KV_ECOMPACTED;
     const kv_key_t *k = key_find(kv, key, klen);
     if (k != NULL)
-        *out = live_or_null(ver_at(k->newest, rev));
+        *out = live_or_null(ver_at(k, rev), buf);
     return KV_OK;
 }
 
@@ -622,72 +944,64 @@ uint64_t kv_oldest_rev(const kv_t *kv)
 
 /* ---- mutations ------------------------------------------------------------------ */
 
-/* Make a version of k at rev, link it as the newest and log it. */
-static kv_ver_t *ver_append(kv_t *kv, kv_key_t *k, const void *val, size_t vlen, bool deleted,
-                            uint64_t lease, uint64_t rev)
+/* Make spec (its create_rev and version filled in here) the newest version
+ * of key, creating the key if it has none; log it. Returns its header. */
+static kv_vh_t *ver_append(kv_t *kv, kv_key_t *k, const void *key, size_t klen, uint64_t hash,
+                           kv_version_t *spec)
 {
-    kv_ver_t *prev = k->newest;
-    kv_ver_t *v = ver_get(kv, vlen);
-    v->pub.mod_rev = rev;
-    v->pub.lease = lease;
-    v->pub.deleted = deleted;
-    if (deleted) {
-        v->pub.create_rev = 0;
-        v->pub.version = 0;
-    } else if (prev != NULL && !prev->pub.deleted) {
-        v->pub.create_rev = prev->pub.create_rev;
-        v->pub.version = prev->pub.version + 1;
+    const kv_vh_t *prev = k != NULL ? newest_of(k) : NULL;
+    if (spec->deleted) {
+        spec->create_rev = spec->version = 0;
+    } else if (prev != NULL && !(prev->flags & VF_DEL)) {
+        kv_version_t p;
+        vh_read(prev, &p);
+        spec->create_rev = p.create_rev;
+        spec->version = p.version + 1;
     } else {
-        v->pub.create_rev = rev;
-        v->pub.version = 1;
+        spec->create_rev = spec->mod_rev;
+        spec->version = 1;
     }
-    v->pub.vlen = (uint32_t)vlen;
-    v->pub.value = v->value; /* never NULL, even when empty */
-    if (vlen)
-        memcpy(v->value, val, vlen);
-    v->pub.key = k->bytes;
-    v->pub.klen = k->klen;
-    v->older = prev;
-    k->newest = v;
-    log_push(kv, v);
-    kv->last_rev = rev;
-    kv->nversions++;
-    kv->bytes += alloc_cost(ver_size((uint32_t)vlen));
-    return v;
+    kv_vh_t *h;
+    if (k == NULL) {
+        h = &key_create(kv, key, klen, hash, spec)->vh;
+    } else {
+        uint8_t flags = flags_for(spec);
+        size_t size = ver_size(extras_size(flags) + spec->vlen);
+        kv_ver_t *v = ver_get(kv, size);
+        v->older = k->newest;
+        v->key = k;
+        v->vh.klen = k->vh.klen;
+        v->vh.level = 0;
+        vh_write(&v->vh, spec, flags);
+        k->newest = v;
+        kv->nversions++;
+        kv->bytes += alloc_cost(size);
+        h = &v->vh;
+    }
+    log_push(kv, h);
+    kv->last_rev = spec->mod_rev;
+    return h;
 }
 
 /* ---- loading a snapshot ----------------------------------------------------------
  * A snapshot holds the live keys as of its revision R. They are loaded as
- * base versions: linked as their key's only version, but not logged, since
+ * base versions: the key's only version, in its slot, but not logged, since
  * their mod_revs are <= R and the compaction point becomes R + 1 (I1, I2). */
 
 int kv_load(kv_t *kv, const void *key, size_t klen, const void *val, size_t vlen, uint64_t create_rev,
             uint64_t mod_rev, uint64_t version, uint64_t lease)
 {
-    uint64_t h = ordo_htab_hash(&kv->keys, key, klen);
+    uint64_t h = tab_hash(kv, key, klen);
     if (kv->log_len != 0 || mod_rev == 0 || create_rev > mod_rev || version == 0 ||
-        ordo_htab_find(&kv->keys, h, key, klen) != NULL)
+        tab_find(kv, h, key, klen) != NULL)
         return KV_EREV;
+    assert(klen <= UINT32_MAX && vlen <= UINT32_MAX);
     if (mod_rev > kv->last_rev)
         kv->last_rev = mod_rev;
-    kv_key_t *k = key_create(kv, key, klen, h);
-    kv_ver_t *v = kv_xmalloc(ver_size((uint32_t)vlen));
-    v->pub.mod_rev = mod_rev;
-    v->pub.create_rev = create_rev;
-    v->pub.version = version;
-    v->pub.lease = lease;
-    v->pub.deleted = false;
-    v->pub.vlen = (uint32_t)vlen;
-    v->pub.value = v->value;
-    if (vlen)
-        memcpy(v->value, val, vlen);
-    v->pub.key = k->bytes;
-    v->pub.klen = k->klen;
-    v->older = NULL;
-    k->newest = v;
+    kv_version_t spec = {.mod_rev = mod_rev, .create_rev = create_rev, .version = version, .lease = lease,
+                         .vlen = (uint32_t)vlen, .value = val};
+    key_create(kv, key, klen, h, &spec);
     kv->live++;
-    kv->nversions++;
-    kv->bytes += alloc_cost(ver_size((uint32_t)vlen));
     return KV_OK;
 }
 
@@ -701,12 +1015,12 @@ int kv_load_done(kv_t *kv, uint64_t oldest)
 
 /* The version of k visible just below the compaction point, if it is a
  * value: what a snapshot stores as the key's base. */
-static const kv_ver_t *base_of(const kv_t *kv, const kv_key_t *k)
+static const kv_vh_t *base_of(const kv_t *kv, const kv_key_t *k)
 {
-    const kv_ver_t *v = k->newest;
-    while (v != NULL && v->pub.mod_rev >= kv->oldest_rev)
-        v = v->older;
-    return v != NULL && !v->pub.deleted ? v : NULL;
+    const kv_vh_t *h = newest_of(k);
+    while (h != NULL && h->mod_rev >= kv->oldest_rev)
+        h = older_of(h);
+    return h != NULL && !(h->flags & VF_DEL) ? h : NULL;
 }
 
 long kv_base_step(const kv_t *kv, const void *after, size_t alen, bool have_after, size_t limit, kv_base_cb cb,
@@ -715,9 +1029,12 @@ long kv_base_step(const kv_t *kv, const void *after, size_t alen, bool have_afte
     assert(!kv->deferring);
     const kv_key_t *k = have_after ? index_seek(kv, after, alen, true) : kv->head[0];
     long n = 0;
-    for (; k != NULL && (size_t)n < limit; k = tower(k)[0], n++) {
-        const kv_ver_t *b = base_of(kv, k);
-        cb(arg, k->bytes, k->klen, b ? &b->pub : NULL);
+    for (; k != NULL && (size_t)n < limit; k = index_next(k), n++) {
+        const kv_vh_t *b = base_of(kv, k);
+        kv_version_t v;
+        if (b != NULL)
+            vh_read(b, &v);
+        cb(arg, key_bytes(k), k->vh.klen, b != NULL ? &v : NULL);
     }
     return n;
 }
@@ -728,13 +1045,12 @@ int kv_put(kv_t *kv, const void *key, size_t klen, const void *val, size_t vlen,
     if (rev <= kv->last_rev)
         return KV_EREV;
     assert(klen <= UINT32_MAX && vlen <= UINT32_MAX);
-    uint64_t h = ordo_htab_hash(&kv->keys, key, klen);
-    kv_key_t *k = (kv_key_t *)ordo_htab_find(&kv->keys, h, key, klen);
-    if (k == NULL)
-        k = key_create(kv, key, klen, h);
-    if (k->newest == NULL || k->newest->pub.deleted)
+    uint64_t h = tab_hash(kv, key, klen);
+    kv_key_t *k = tab_find(kv, h, key, klen);
+    if (k == NULL || (newest_of(k)->flags & VF_DEL))
         kv->live++;
-    kv_ver_t *v = ver_append(kv, k, val, vlen, false, lease, rev);
+    kv_version_t spec = {.mod_rev = rev, .lease = lease, .vlen = (uint32_t)vlen, .value = val};
+    const kv_vh_t *v = ver_append(kv, k, key, klen, h, &spec);
     if (change_out != NULL)
         change_of(v, change_out);
     return KV_OK;
@@ -745,10 +1061,11 @@ int kv_del(kv_t *kv, const void *key, size_t klen, uint64_t rev, kv_change_t *ch
     if (rev <= kv->last_rev)
         return KV_EREV;
     kv_key_t *k = key_find(kv, key, klen);
-    if (k == NULL || k->newest->pub.deleted)
+    if (k == NULL || (newest_of(k)->flags & VF_DEL))
         return 0;
     kv->live--;
-    kv_ver_t *v = ver_append(kv, k, NULL, 0, true, 0, rev);
+    kv_version_t spec = {.mod_rev = rev, .deleted = true, .value = ""};
+    const kv_vh_t *v = ver_append(kv, k, key, klen, 0, &spec);
     if (change_out != NULL)
         change_of(v, change_out);
     return 1;
@@ -764,16 +1081,17 @@ long kv_range(const kv_t *kv, const void *prefix, size_t plen, const void *after
         return KV_ECOMPACTED;
     /* Keys with the prefix are contiguous in byte order; start at the first
      * one that is also strictly after `after`. */
-    kv_key_t *k;
+    const kv_key_t *k;
     if (after != NULL && keycmp(after, alen, prefix, plen) >= 0)
         k = index_seek(kv, after, alen, true);
     else
         k = index_seek(kv, prefix, plen, false);
     long n = 0;
-    for (; k != NULL; k = tower(k)[0]) {
-        if (k->klen < plen || (plen && memcmp(k->bytes, prefix, plen) != 0))
+    for (; k != NULL; k = index_next(k)) {
+        if (k->vh.klen < plen || (plen && memcmp(key_bytes(k), prefix, plen) != 0))
             break;
-        const kv_version_t *v = live_or_null(at_rev ? ver_at(k->newest, at_rev) : k->newest);
+        kv_version_t buf;
+        const kv_version_t *v = live_or_null(at_rev ? ver_at(k, at_rev) : newest_of(k), &buf);
         if (v == NULL)
             continue;
         n++;
@@ -787,22 +1105,23 @@ long kv_range(const kv_t *kv, const void *prefix, size_t plen, const void *after
 
 /* Versions that popping the log's first entry would free (see the opening
  * comment: at most two once the store is in steady state). */
-static size_t pop_cost(const kv_ver_t *v)
+static size_t pop_cost(const kv_vh_t *h)
 {
     size_t n = 0;
-    for (const kv_ver_t *o = v->older; o != NULL; o = o->older)
+    for (const kv_vh_t *o = older_of(h); o != NULL; o = older_of(o))
         n++;
-    if (v->pub.deleted && KEY_OF(v->pub.key)->newest == v)
+    if ((h->flags & VF_DEL) && newest_of(key_of(h)) == h)
         n++;
     return n;
 }
 
-/* Compaction reads each popped version and the one before it in its chain.
- * Both were written a whole history ago (history-revs key changes), so they are
- * long out of cache, and each write pays for them. The log says which
- * versions come next: fetch the version KV_PREFETCH_AHEAD entries on, and the
- * older version of the one half as far (whose own fetch was issued a few pops
- * before), so both are in cache when their turn comes. A hint only. */
+/* Compaction reads each popped version, the one before it in its chain and
+ * its key node. They were written a whole history ago (history-revs key
+ * changes), so they are long out of cache, and each write pays for them.
+ * The log says which versions come next: fetch the version
+ * KV_PREFETCH_AHEAD entries on, and the older version and the key node of
+ * the one half as far (whose own fetch was issued a few pops before), so
+ * all are in cache when their turn comes. A hint only. */
 #define KV_PREFETCH_AHEAD 8
 
 static void compact_prefetch(const kv_t *kv)
@@ -810,15 +1129,40 @@ static void compact_prefetch(const kv_t *kv)
     if (kv->log_len <= KV_PREFETCH_AHEAD)
         return;
     __builtin_prefetch(log_at(kv, KV_PREFETCH_AHEAD));
-    const kv_ver_t *mid = log_at(kv, KV_PREFETCH_AHEAD / 2);
-    if (mid->older != NULL)
-        __builtin_prefetch(mid->older);
+    const kv_vh_t *mid = log_at(kv, KV_PREFETCH_AHEAD / 2);
+    if (!(mid->flags & VF_SLOT)) {
+        const kv_ver_t *v = ver_of(mid);
+        if (v->older != NULL)
+            __builtin_prefetch(v->older);
+        __builtin_prefetch(v->key);
+    }
+}
+
+/* Move v, the last version of its key, into the key's (dead) slot. */
+static void slot_fill(kv_t *kv, kv_ver_t *v)
+{
+    kv_key_t *k = v->key;
+    assert(k->newest == v && v->older == NULL && !(k->vh.flags & VF_LIVE) && !(v->vh.flags & VF_DEL));
+    size_t payload = payload_size(&v->vh);
+    k = key_resize(kv, k, payload);
+    k->vh.mod_rev = v->vh.mod_rev;
+    k->vh.vlen = v->vh.vlen;
+    k->vh.flags = (uint8_t)(v->vh.flags | VF_SLOT | VF_LIVE);
+    if (payload)
+        memcpy(payload_of(&k->vh), payload_of(&v->vh), payload);
+    k->newest = NULL;
+    ver_free(kv, v);
+    kv->nversions++; /* the version lives on in the slot */
 }
 
 /* Pop the first log entry and free what it makes unreachable. */
 static void pop_one(kv_t *kv)
 {
-    kv_ver_t *v = log_pop(kv);
+    kv_vh_t *h = log_pop(kv);
+    if (h->flags & VF_SLOT)
+        return; /* the oldest version: nothing older to free, never a tombstone */
+    kv_ver_t *v = ver_of(h);
+    kv_key_t *k = v->key;
     kv_ver_t *o = v->older;
     v->older = NULL;
     while (o != NULL) {
@@ -826,12 +1170,18 @@ static void pop_one(kv_t *kv)
         ver_free(kv, o);
         o = next;
     }
-    kv_key_t *k = KEY_OF(v->pub.key);
-    if (v->pub.deleted && k->newest == v) {
-        ordo_htab_remove(&kv->keys, &k->hnode);
-        index_remove(kv, k);
+    if (k->vh.flags & VF_LIVE) {
+        k->vh.flags &= (uint8_t)~VF_LIVE; /* its vlen and flags still give its size */
+        kv->nversions--;
+    }
+    if (k->newest != v)
+        return;
+    if (h->flags & VF_DEL) {
+        k->newest = NULL;
         ver_free(kv, v);
         key_free(kv, k);
+    } else {
+        slot_fill(kv, v);
     }
 }
 
@@ -845,7 +1195,7 @@ static bool pop_while(kv_t *kv, uint64_t rev, pop_pred keep, const void *arg, si
 {
     size_t work = 0;
     bool popped = false, bounded = false;
-    while (kv->log_len > 0 && log_at(kv, 0)->pub.mod_rev < rev && (keep == NULL || keep(kv, arg))) {
+    while (kv->log_len > 0 && log_at(kv, 0)->mod_rev < rev && (keep == NULL || keep(kv, arg))) {
         compact_prefetch(kv);
         size_t cost = pop_cost(log_at(kv, 0));
         size_t units = cost ? cost : 1;
@@ -874,8 +1224,8 @@ int kv_compact_step(kv_t *kv, uint64_t rev, size_t max_versions)
     if (rev <= kv->oldest_rev)
         return 1;
     pop_while(kv, rev, NULL, NULL, max_versions);
-    bool done = kv->log_len == 0 || log_at(kv, 0)->pub.mod_rev >= rev;
-    kv->oldest_rev = done ? rev : log_at(kv, 0)->pub.mod_rev;
+    bool done = kv->log_len == 0 || log_at(kv, 0)->mod_rev >= rev;
+    kv->oldest_rev = done ? rev : log_at(kv, 0)->mod_rev;
     assert(kv->oldest_rev <= rev);
     return done ? 1 : 0;
 }
@@ -898,7 +1248,7 @@ int kv_trim_step(kv_t *kv, size_t keep_changes, size_t keep_bytes, uint64_t belo
     bool stopped = pop_while(kv, below_rev, over_bounds, &b, max_versions);
     /* The point moves to the first change kept (all before it are gone),
      * or past the last revision when none is kept. */
-    uint64_t point = kv->log_len > 0 ? log_at(kv, 0)->pub.mod_rev : kv->last_rev + 1;
+    uint64_t point = kv->log_len > 0 ? log_at(kv, 0)->mod_rev : kv->last_rev + 1;
     if (point > kv->oldest_rev)
         kv->oldest_rev = point;
     return stopped ? 1 : 0;
@@ -938,10 +1288,10 @@ int kv_log_next(const kv_t *kv, kv_cursor_t *cur, kv_change_t *out)
     size_t i = cur->pos - kv->log_base;
     if (i == kv->log_len)
         return 0;
-    const kv_ver_t *v = log_at(kv, i);
-    change_of(v, out);
+    const kv_vh_t *h = log_at(kv, i);
+    change_of(h, out);
     cur->pos++;
-    cur->after_rev = v->pub.mod_rev;
+    cur->after_rev = h->mod_rev;
     return 1;
 }
 
@@ -952,5 +1302,5 @@ void kv_stats(const kv_t *kv, kv_stats_t *out)
     out->log_entries = kv->log_len;
     out->log_bytes = kv->log_bytes;
     out->bytes = sizeof *kv + alloc_cost(kv->log_cap * sizeof *kv->log) +
-                 alloc_cost((kv->keys.mask + 1) * sizeof *kv->keys.buckets) + kv->bytes;
+                 alloc_cost((kv->mask + 1) * sizeof *kv->buckets) + kv->bytes;
 }

@@ -24,11 +24,13 @@
  * Complexity: get, put, del are O(1) expected plus O(log n) for the ordered
  * index on a key's first put and last removal; get_at is O(versions of that
  * key retained); range is O(log n + keys visited); compaction is O(versions
- * freed) (amortised O(1) per mutation); finding a revision in the change log
- * is O(log n).
+ * freed) (amortised O(1) per mutation) plus, when it leaves a key a single
+ * version of another size than its node holds, O(log n) if the node moves;
+ * finding a revision in the change log is O(log n).
  *
- * Pointers returned (kv_version_t, key bytes) stay valid until the next
- * mutation or compaction of the store.
+ * Versions are handed out as copies (kv_version_t) that the store fills
+ * into the caller's storage; the key and value pointers inside them point
+ * into the store and stay valid until the next mutation or compaction.
  */
 #ifndef ORDO_KV_H
 #define ORDO_KV_H
@@ -45,7 +47,9 @@ enum {
 
 typedef struct kv_s kv_t;
 
-/* One version of a key: a value, or a tombstone. Read-only for users. */
+/* One version of a key: a value, or a tombstone. The store fills it in
+ * (it keeps its versions in a compact form of its own); key and value point
+ * into the store, valid until the next mutation or compaction. */
 typedef struct kv_version_s {
     uint64_t mod_rev;       /* revision that made this version */
     uint64_t create_rev;    /* revision of the put that created the key's current life; 0 for a tombstone */
@@ -59,11 +63,18 @@ typedef struct kv_version_s {
 } kv_version_t;
 
 /* One change from the log: the version a mutation made and the version it
- * replaced (NULL if the key was absent, i.e. prev is NULL or a tombstone). */
+ * replaced (has_prev false if the key was absent: none, or a tombstone). */
 typedef struct kv_change_s {
-    const kv_version_t *cur;   /* put: the new value; del: the tombstone */
-    const kv_version_t *prev;  /* the live version before, or NULL */
+    kv_version_t cur;   /* put: the new value; del: the tombstone */
+    kv_version_t prev;  /* the live version before, if has_prev */
+    bool has_prev;
 } kv_change_t;
+
+/* kv_change_prev() -- &ch->prev, or NULL if the key was absent before. */
+static inline const kv_version_t *kv_change_prev(const kv_change_t *ch)
+{
+    return ch->has_prev ? &ch->prev : NULL;
+}
 
 /* Memory accounting for INFO and benchmarks. */
 typedef struct kv_stats_s {
@@ -78,17 +89,20 @@ typedef struct kv_stats_s {
 kv_t *kv_create(void);
 void kv_destroy(kv_t *kv);
 
-/* kv_get() -- the key's current live version, or NULL if absent. */
-const kv_version_t *kv_get(const kv_t *kv, const void *key, size_t klen);
+/* kv_get() -- the key's current live version, filled into *buf; returns
+ * buf, or NULL if the key is absent. */
+const kv_version_t *kv_get(const kv_t *kv, const void *key, size_t klen, kv_version_t *buf);
 
 /* kv_last_change() -- the revision of the key's newest version, a deletion
  * included (0 if the store holds no version of it): what WATCH compares. */
 uint64_t kv_last_change(const kv_t *kv, const void *key, size_t klen);
 
 /* kv_get_at() -- the key's version visible at revision rev (the newest with
- * mod_rev <= rev). *out is NULL if the key was absent at rev (never existed,
- * or deleted). Returns KV_OK or KV_ECOMPACTED (rev < kv_oldest_rev()). */
-int kv_get_at(const kv_t *kv, const void *key, size_t klen, uint64_t rev, const kv_version_t **out);
+ * mod_rev <= rev), filled into *buf, with *out = buf; *out is NULL if the
+ * key was absent at rev (never existed, or deleted). Returns KV_OK or
+ * KV_ECOMPACTED (rev < kv_oldest_rev()). */
+int kv_get_at(const kv_t *kv, const void *key, size_t klen, uint64_t rev, kv_version_t *buf,
+              const kv_version_t **out);
 
 /* kv_put() -- apply a put at revision rev (> every revision applied before).
  * *change_out (may be NULL) receives the change just made.
@@ -105,7 +119,9 @@ int kv_del(kv_t *kv, const void *key, size_t klen, uint64_t rev, kv_change_t *ch
 /* kv_range() -- visit, in byte order, every key starting with prefix (plen 0:
  * every key) that is strictly after `after` (NULL: from the start), as of
  * revision at_rev (0: current), at most limit keys (0: no limit). The
- * callback gets the visible version; returning non-zero stops the walk.
+ * callback gets the visible version (the struct valid during the call, its
+ * key and value pointers as kv_version_t says); returning non-zero stops
+ * the walk.
  * Returns the number of keys visited, or KV_ECOMPACTED. */
 typedef int (*kv_range_cb)(void *arg, const kv_version_t *v);
 long kv_range(const kv_t *kv, const void *prefix, size_t plen, const void *after, size_t alen,
@@ -177,7 +193,8 @@ void kv_index_settle(kv_t *kv);
  *
  * kv_base_step() -- visit up to limit keys in byte order, after `after`
  * (if have_after): cb gets each key and its base version (NULL if it has
- * none). Returns the number of keys visited; fewer than limit means done.
+ * none; the struct valid during the call). Returns the number of keys
+ * visited; fewer than limit means done.
  *
  * Loading, into a fresh store: kv_load() each base (mod_rev < the point),
  * kv_load_done(point), then kv_put()/kv_del() each logged change in

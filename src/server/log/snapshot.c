@@ -380,9 +380,9 @@ static int encode_changes(snap_writer_t *w, const core_t *core, size_t max)
         int rc = kv_log_next(core_kv(core), &cur, &ch);
         if (rc < 0)
             return -1;
-        if (rc == 0 || ch.cur->mod_rev > w->rev)
+        if (rc == 0 || ch.cur.mod_rev > w->rev)
             return 1;
-        const kv_version_t *v = ch.cur;
+        const kv_version_t *v = &ch.cur;
         assert(v->mod_rev > w->log_after && v->mod_rev <= w->rev); /* in revision order, up to rev */
         add_u8(&w->buf, v->deleted ? 'D' : 'P');
         add_bytes(&w->buf, v->key, v->klen);
