@@ -265,4 +265,18 @@ int client_txn_ack(ordo_client_t *c, ordo_txn_t *t, const char *queue, const ord
  * ack's token makes a repeat of an applied one stale. Same returns. */
 int client_txn_retry(ordo_client_t *c, ordo_txn_t *t, const char *queue, const ordo_msg_t *m);
 
+/* client_ack_pull() (calls.c) -- the consumer runner's step between two
+ * messages: `Q.ACK queue id token [RESULT]` for done and `Q.PULL queue
+ * BLOCK block_ms [LEASE lease_ms]` (one message) written together, so the
+ * ack and the next delivery share one round trip and one sync of the
+ * server's log. Nothing may be outstanding on c. *ack_rc: the ack's
+ * outcome, as ordo_q_ack() answers (ORDO_ECONN and the like: it may or
+ * may not have applied; the caller repeats it, the token guarding it).
+ * Returns the pull's outcome, as ordo_q_pull() answers, with *msgs and *n;
+ * when the ack's reply never came, the pull's neither (its outcome is then
+ * the ack's). */
+int client_ack_pull(ordo_client_t *c, const char *queue, const ordo_msg_t *done, const void *result,
+                    size_t result_len, int with_result, int64_t block_ms, int64_t lease_ms, int *ack_rc,
+                    ordo_msg_t **msgs, size_t *n);
+
 #endif

@@ -4,8 +4,13 @@
  * Threads: `concurrency` workers, each owning one connection, and one
  * keeper owning another. A worker's cycle: Q.PULL BLOCK (one message),
  * register the delivery in the in-flight table, run the handler,
- * unregister, Q.ACK with the result or Q.NACK with a delay. The keeper
- * wakes every lease_ms/3 and sends Q.EXTEND for each registered delivery.
+ * unregister, Q.ACK with the result or Q.NACK with a delay. A plain ack
+ * is written together with the worker's next Q.PULL (client_ack_pull):
+ * one round trip per message instead of two, and the server syncs the
+ * ack's record and the next delivery's in one batch; the ack comes first
+ * on the connection, so the pull may already get the key's next message.
+ * The keeper wakes every lease_ms/3 and sends Q.EXTEND for each
+ * registered delivery.
  *
  * Invariants: a slot of the in-flight table is owned by one worker and
  * is `busy` exactly while that worker's handler runs and its ack or nack
@@ -14,8 +19,10 @@
  * Acks and nacks carry the delivery's token, so a delivery that lost its
  * lease (the keeper was too late) cannot release the key's next message:
  * the server answers 0 and the runner counts it as neither acked nor
- * nacked. Stopping is a flag read before every pull: no message is pulled
- * after it, and each in-flight one is finished (acked or nacked).
+ * nacked. Stopping is a flag read before every pull (also before an ack
+ * that would carry one): no message is pulled after it, and each
+ * in-flight one, including one a carried pull got, is finished (acked or
+ * nacked).
  * With opts.txn_handler the ack is the last command of a transaction
  * holding the handler's writes (client_txn_ack, txn.c): a stale token
  * aborts it all and counts as stale.
@@ -26,7 +33,9 @@
  * The delivery token makes a repeat harmless: if the first attempt
  * applied, the repeat is refused as stale and changes nothing. So a
  * server killed under the runner costs the in-flight message about one
- * reconnect, not a whole lease.
+ * reconnect, not a whole lease. A carried ack whose reply never came is
+ * repeated alone, through commit(); the pull that went with it is lost
+ * with the connection, as a lone pull would be.
  */
 #include "client_int.h"
 
@@ -114,9 +123,16 @@ static int commit(struct ordo_consumer *k, ordo_client_t *c, int what, const ord
     }
 }
 
-static void run_one(struct ordo_consumer *k, ordo_client_t *c, int index, const ordo_msg_t *m)
+/* run_one() -- handle m, then ack or nack it. A plain ack made while the
+ * runner is not stopping carries the worker's next pull with it
+ * (client_ack_pull): what that pull got is left in *next and *next_n
+ * (NULL and 0 when it got nothing, failed, or was not sent). */
+static void run_one(struct ordo_consumer *k, ordo_client_t *c, int index, const ordo_msg_t *m, ordo_msg_t **next,
+                    size_t *next_n)
 {
-    assert(k != NULL && c != NULL && m != NULL);
+    assert(k != NULL && c != NULL && m != NULL && next != NULL && next_n != NULL);
+    *next = NULL;
+    *next_n = 0;
     assert(index >= 0 && index < k->o.concurrency);
     pthread_mutex_lock(&k->mu);
     assert(!k->slots[index].busy); /* a slot belongs to one worker */
@@ -143,6 +159,11 @@ static void run_one(struct ordo_consumer *k, ordo_client_t *c, int index, const 
          * refused): nack, so the handler runs again on fresh reads. */
         if (rc != ORDO_OK && rc != ORDO_ESTALE && !unanswered(rc))
             hr = 1;
+    } else if (hr == 0 && !atomic_load(&k->stopping)) {
+        (void)client_ack_pull(c, k->queue, m, result, result_len, result != NULL, k->o.pull_block_ms,
+                              k->o.lease_ms, &rc, next, next_n);
+        if (unanswered(rc)) /* the connection broke or the leader moved: repeat the ack alone */
+            rc = commit(k, c, COMMIT_ACK, m, NULL, result, result_len, until_ms);
     } else if (hr == 0) {
         rc = commit(k, c, COMMIT_ACK, m, NULL, result, result_len, until_ms);
     }
@@ -192,19 +213,26 @@ static void *worker_main(void *arg)
     ordo_client_t *c = own_client(k);
     if (c == NULL)
         return NULL;
-    while (!atomic_load(&k->stopping)) {
-        ordo_msg_t *msgs;
-        size_t n;
-        int rc = ordo_q_pull(c, k->queue, 1, k->o.pull_block_ms, k->o.lease_ms, &msgs, &n);
-        if (rc != ORDO_OK) {
-            if (rc == ORDO_EAUTH || rc == ORDO_ETLS)
-                break;
-            pause_ms(CONSUMER_RETRY_PAUSE_MS);
+    ordo_msg_t *msgs = NULL; /* delivered to this worker, not yet handled */
+    size_t n = 0;
+    /* A message pulled is handled even if the runner stops meanwhile. */
+    while (n > 0 || !atomic_load(&k->stopping)) {
+        if (n == 0) {
+            int rc = ordo_q_pull(c, k->queue, 1, k->o.pull_block_ms, k->o.lease_ms, &msgs, &n);
+            if (rc != ORDO_OK) {
+                if (rc == ORDO_EAUTH || rc == ORDO_ETLS)
+                    break;
+                pause_ms(CONSUMER_RETRY_PAUSE_MS);
+            }
             continue;
         }
-        for (size_t i = 0; i < n; i++)
-            run_one(k, c, wk->index, &msgs[i]);
+        assert(n == 1); /* every pull asks for one */
+        ordo_msg_t *next;
+        size_t next_n;
+        run_one(k, c, wk->index, &msgs[0], &next, &next_n);
         ordo_msgs_free(msgs, n);
+        msgs = next;
+        n = next_n;
     }
     ordo_client_free(c);
     return NULL;
