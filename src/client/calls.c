@@ -10,9 +10,9 @@
  */
 #include "client_int.h"
 
+#include "base/dec.h"
+
 #include <assert.h>
-#include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,7 +25,7 @@ typedef struct cmd {
     int argc;
     const char *argv[CMD_ARGS_MAX];
     size_t lens[CMD_ARGS_MAX];
-    char nums[CMD_ARGS_MAX][24];
+    char nums[CMD_ARGS_MAX][1 + DEC_U64_MAX]; /* sign and digits */
 } cmd_t;
 
 static void arg(cmd_t *m, const void *p, size_t n)
@@ -44,8 +44,12 @@ static void sarg(cmd_t *m, const char *s)
 static void iarg(cmd_t *m, int64_t v)
 {
     assert(m->argc < CMD_ARGS_MAX);
-    int n = snprintf(m->nums[m->argc], sizeof m->nums[0], "%" PRId64, v);
-    arg(m, m->nums[m->argc], (size_t)n);
+    char *p = m->nums[m->argc];
+    size_t n = 0;
+    if (v < 0)
+        p[n++] = '-';
+    n += dec_u64(p + n, v < 0 ? (uint64_t)(-(v + 1)) + 1 : (uint64_t)v);
+    arg(m, p, n);
 }
 
 /* run() -- send; ORDO_OK with a non-error *r, or the mapped error (*r NULL). */
