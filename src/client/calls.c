@@ -471,34 +471,49 @@ int ordo_q_ack(ordo_client_t *c, const char *queue, int64_t id, int64_t token, c
     return run_01(c, &m);
 }
 
-int client_ack_pull(ordo_client_t *c, const char *queue, const ordo_msg_t *done, const void *result,
-                    size_t result_len, int with_result, int64_t block_ms, int64_t lease_ms, int *ack_rc,
-                    ordo_msg_t **msgs, size_t *n)
+int client_pull_append(ordo_client_t *c, client_pull_t *p)
 {
-    assert(c != NULL && done != NULL && ack_rc != NULL && msgs != NULL && n != NULL);
-    *msgs = NULL;
-    *n = 0;
-    cmd_t a = { 0 }, p = { 0 };
-    ack_args(&a, queue, done->id, done->token, result, result_len, with_result);
-    pull_args(&p, queue, 1, block_ms, lease_ms);
+    assert(c != NULL && p != NULL);
+    p->msgs = NULL;
+    p->n = 0;
+    cmd_t m = { 0 };
+    pull_args(&m, p->queue, 1, p->block_ms, p->lease_ms);
+    p->rc = ordo_client_append(c, m.argc, m.argv, m.lens);
+    return p->rc;
+}
+
+void client_pull_read(ordo_client_t *c, client_pull_t *p, int rc)
+{
+    assert(c != NULL && p != NULL);
+    if (p->rc != ORDO_OK) /* never appended */
+        return;
+    ordo_reply_t *r;
+    if (rc == ORDO_OK)
+        rc = ordo_client_get_reply(c, pull_timeout(c, p->block_ms), &r);
+    if (rc == ORDO_OK && (rc = ordo_client_reply_error(c, r)) != ORDO_OK)
+        ordo_reply_free(r);
+    p->rc = rc == ORDO_OK ? pull_parse(c, r, &p->msgs, &p->n) : rc;
+}
+
+int client_ack_pull(ordo_client_t *c, const char *queue, const ordo_msg_t *done, const void *result,
+                    size_t result_len, int with_result, client_pull_t *pull)
+{
+    assert(c != NULL && done != NULL && pull != NULL);
     /* Nothing may be outstanding: the two replies read below are these
      * two commands'. */
-    *ack_rc = c->pending == 0 ? ordo_client_append(c, a.argc, a.argv, a.lens) : ORDO_EINVAL;
-    if (*ack_rc != ORDO_OK)
-        return *ack_rc;
-    int prc = ordo_client_append(c, p.argc, p.argv, p.lens);
+    if (c->pending != 0)
+        return ORDO_EINVAL;
+    cmd_t a = { 0 };
+    ack_args(&a, queue, done->id, done->token, result, result_len, with_result);
+    int rc = ordo_client_append(c, a.argc, a.argv, a.lens);
+    pull->rc = ORDO_EINVAL;
+    if (rc != ORDO_OK)
+        return rc;
+    (void)client_pull_append(c, pull);
     ordo_reply_t *r;
-    int rc = ordo_client_get_reply(c, 0, &r);
-    *ack_rc = rc == ORDO_OK ? reply_01(c, r, "Q.ACK") : rc;
-    if (rc != ORDO_OK || prc != ORDO_OK)
-        return rc != ORDO_OK ? rc : prc; /* a broken connection dropped the pull too */
-    if ((rc = ordo_client_get_reply(c, pull_timeout(c, block_ms), &r)) != ORDO_OK)
-        return rc;
-    if ((rc = ordo_client_reply_error(c, r)) != ORDO_OK) {
-        ordo_reply_free(r);
-        return rc;
-    }
-    return pull_parse(c, r, msgs, n);
+    rc = ordo_client_get_reply(c, 0, &r);
+    client_pull_read(c, pull, rc); /* a broken connection took the pull's reply too */
+    return rc == ORDO_OK ? reply_01(c, r, "Q.ACK") : rc;
 }
 
 int ordo_q_nack(ordo_client_t *c, const char *queue, int64_t id, int64_t token, int64_t delay_ms)

@@ -4,11 +4,14 @@
  * Threads: `concurrency` workers, each owning one connection, and one
  * keeper owning another. A worker's cycle: Q.PULL BLOCK (one message),
  * register the delivery in the in-flight table, run the handler,
- * unregister, Q.ACK with the result or Q.NACK with a delay. A plain ack
- * is written together with the worker's next Q.PULL (client_ack_pull):
- * one round trip per message instead of two, and the server syncs the
- * ack's record and the next delivery's in one batch; the ack comes first
- * on the connection, so the pull may already get the key's next message.
+ * unregister, Q.ACK with the result or Q.NACK with a delay. An ack (or
+ * the exactly-once EXEC holding it) is written together with the
+ * worker's next Q.PULL (client_pull_t): one round trip per message
+ * instead of two, and the server syncs the ack's record and the next
+ * delivery's in one batch; the ack comes first on the connection, so the
+ * pull may already get the key's next message. A message a carried pull
+ * got is handled next even when the EXEC was refused and its message is
+ * nacked: that message still holds its key, so the two never share one.
  * The keeper wakes every lease_ms/3 and sends Q.EXTEND for each
  * registered delivery.
  *
@@ -33,9 +36,9 @@
  * The delivery token makes a repeat harmless: if the first attempt
  * applied, the repeat is refused as stale and changes nothing. So a
  * server killed under the runner costs the in-flight message about one
- * reconnect, not a whole lease. A carried ack whose reply never came is
- * repeated alone, through commit(); the pull that went with it is lost
- * with the connection, as a lone pull would be.
+ * reconnect, not a whole lease. A carrying ack or EXEC whose reply never
+ * came is repeated alone; the pull that went with it is lost with the
+ * connection, as a lone pull would be.
  */
 #include "client_int.h"
 
@@ -100,17 +103,20 @@ enum { COMMIT_ACK, COMMIT_TXN, COMMIT_NACK };
 
 /* commit() -- ack, exactly-once EXEC or nack message m, again and again
  * while unanswered() and before until_ms (and the runner is not
- * stopping). Returns the last outcome. */
+ * stopping). The first attempt of an ack or an EXEC carries pull (NULL:
+ * none); a repeat goes alone. Returns the last outcome. */
 static int commit(struct ordo_consumer *k, ordo_client_t *c, int what, const ordo_msg_t *m, ordo_txn_t *txn,
-                  const char *result, size_t result_len, int64_t until_ms)
+                  const char *result, size_t result_len, int64_t until_ms, client_pull_t *pull)
 {
     int rc;
     for (int attempt = 0;; attempt++) {
+        client_pull_t *carry = attempt == 0 ? pull : NULL;
         if (what == COMMIT_TXN) {
-            rc = attempt == 0 ? client_txn_ack(c, txn, k->queue, m, result, result_len)
+            rc = attempt == 0 ? client_txn_ack(c, txn, k->queue, m, result, result_len, carry)
                               : client_txn_retry(c, txn, k->queue, m);
         } else if (what == COMMIT_ACK) {
-            rc = ordo_q_ack(c, k->queue, m->id, m->token, result, result_len, result != NULL);
+            rc = carry != NULL ? client_ack_pull(c, k->queue, m, result, result_len, result != NULL, carry)
+                               : ordo_q_ack(c, k->queue, m->id, m->token, result, result_len, result != NULL);
         } else {
             rc = ordo_q_nack(c, k->queue, m->id, m->token, k->o.nack_delay_ms < 0 ? 0 : k->o.nack_delay_ms);
         }
@@ -123,9 +129,9 @@ static int commit(struct ordo_consumer *k, ordo_client_t *c, int what, const ord
     }
 }
 
-/* run_one() -- handle m, then ack or nack it. A plain ack made while the
- * runner is not stopping carries the worker's next pull with it
- * (client_ack_pull): what that pull got is left in *next and *next_n
+/* run_one() -- handle m, then ack or nack it. An ack (plain or in the
+ * exactly-once EXEC) made while the runner is not stopping carries the
+ * worker's next pull: what that pull got is left in *next and *next_n
  * (NULL and 0 when it got nothing, failed, or was not sent). */
 static void run_one(struct ordo_consumer *k, ordo_client_t *c, int index, const ordo_msg_t *m, ordo_msg_t **next,
                     size_t *next_n)
@@ -153,19 +159,17 @@ static void run_one(struct ordo_consumer *k, ordo_client_t *c, int index, const 
      * lease of a commit that is being retried. */
     int64_t until_ms = client_now_ms() + k->o.lease_ms;
     int rc = ORDO_OK;
+    client_pull_t pull = { .queue = k->queue, .block_ms = k->o.pull_block_ms, .lease_ms = k->o.lease_ms,
+                           .rc = ORDO_EINVAL };
+    client_pull_t *carry = atomic_load(&k->stopping) ? NULL : &pull;
     if (hr == 0 && txn) {
-        rc = commit(k, c, COMMIT_TXN, m, txn, result, result_len, until_ms);
+        rc = commit(k, c, COMMIT_TXN, m, txn, result, result_len, until_ms, carry);
         /* Refused before applying (a guard of the handler's, a command
          * refused): nack, so the handler runs again on fresh reads. */
         if (rc != ORDO_OK && rc != ORDO_ESTALE && !unanswered(rc))
             hr = 1;
-    } else if (hr == 0 && !atomic_load(&k->stopping)) {
-        (void)client_ack_pull(c, k->queue, m, result, result_len, result != NULL, k->o.pull_block_ms,
-                              k->o.lease_ms, &rc, next, next_n);
-        if (unanswered(rc)) /* the connection broke or the leader moved: repeat the ack alone */
-            rc = commit(k, c, COMMIT_ACK, m, NULL, result, result_len, until_ms);
     } else if (hr == 0) {
-        rc = commit(k, c, COMMIT_ACK, m, NULL, result, result_len, until_ms);
+        rc = commit(k, c, COMMIT_ACK, m, NULL, result, result_len, until_ms, carry);
     }
     if (hr == 0) {
         if (rc == ORDO_OK)
@@ -178,13 +182,17 @@ static void run_one(struct ordo_consumer *k, ordo_client_t *c, int index, const 
          * (the connection broke) still nacks: the lease must not be held. */
         if (hr > INT_MIN && hr <= INT_MIN + ORDO_HANDLER_PAUSE_MS_MAX)
             (void)ordo_q_pause(c, k->queue, m->key, m->key_len, (int64_t)hr - INT_MIN, NULL);
-        rc = commit(k, c, COMMIT_NACK, m, NULL, NULL, 0, until_ms);
+        rc = commit(k, c, COMMIT_NACK, m, NULL, NULL, 0, until_ms, NULL);
         if (rc == ORDO_OK)
             atomic_fetch_add(&k->nacked, 1);
     }
     pthread_mutex_lock(&k->mu);
     k->slots[index].busy = 0;
     pthread_mutex_unlock(&k->mu);
+    if (pull.rc == ORDO_OK) {
+        *next = pull.msgs;
+        *next_n = pull.n;
+    }
     /* ORDO_ESTALE: the lease was lost and the message is someone else's
      * now; ORDO_ECONN: the server will redeliver when the lease ends. */
     free(result);
