@@ -18,7 +18,8 @@
 # against redis-benchmark's one; on a small machine they share the cores
 # with ordod and the consumers, so tool_cpu (ps) is printed. A waiting
 # HTTP call holds its connection as a RESP Q.CALL does; neither costs a
-# thread in ordod.
+# thread in ordod. Both tools build their requests once (http_call.lua
+# formats its K requests at init) and pick one per call.
 #
 # Env: C (connections/callers, 32), M (consumers, 8), D (seconds per wrk
 #      run, 10), NRESP (Q.CALLs per redis-benchmark run, 100000), R

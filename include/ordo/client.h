@@ -672,7 +672,9 @@ int ordo_watch_run(const ordo_watch_opts_t *o, const atomic_bool *stop);
 /* ======================================================================
  * The consumer runner: N workers, each with its own connection, pull one
  * message at a time (Q.PULL BLOCK), run the handler, and ack with its
- * result (handler returned 0) or nack with nack_delay_ms (nonzero). A
+ * result (handler returned 0) or nack with nack_delay_ms (nonzero); an
+ * ack (or the exactly-once EXEC holding it) goes out in one write with
+ * the worker's next pull, so a message costs one round trip. A
  * keeper thread with its own connection extends every in-flight
  * delivery's lease each lease_ms/3 while its handler runs, so a slow
  * handler keeps its message; a handler that stalls past what the keeper

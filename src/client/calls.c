@@ -10,9 +10,9 @@
  */
 #include "client_int.h"
 
+#include "base/dec.h"
+
 #include <assert.h>
-#include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,7 +25,7 @@ typedef struct cmd {
     int argc;
     const char *argv[CMD_ARGS_MAX];
     size_t lens[CMD_ARGS_MAX];
-    char nums[CMD_ARGS_MAX][24];
+    char nums[CMD_ARGS_MAX][1 + DEC_U64_MAX]; /* sign and digits */
 } cmd_t;
 
 static void arg(cmd_t *m, const void *p, size_t n)
@@ -44,8 +44,12 @@ static void sarg(cmd_t *m, const char *s)
 static void iarg(cmd_t *m, int64_t v)
 {
     assert(m->argc < CMD_ARGS_MAX);
-    int n = snprintf(m->nums[m->argc], sizeof m->nums[0], "%" PRId64, v);
-    arg(m, m->nums[m->argc], (size_t)n);
+    char *p = m->nums[m->argc];
+    size_t n = 0;
+    if (v < 0)
+        p[n++] = '-';
+    n += dec_u64(p + n, v < 0 ? (uint64_t)(-(v + 1)) + 1 : (uint64_t)v);
+    arg(m, p, n);
 }
 
 /* run() -- send; ORDO_OK with a non-error *r, or the mapped error (*r NULL). */
@@ -98,14 +102,28 @@ static int run_int(ordo_client_t *c, cmd_t *m, int timeout_ms, int64_t *out)
     return ORDO_OK;
 }
 
+/* reply_01() -- the outcome of reply r (freed here) to a command
+ * answering 1, or 0 for a stale token. */
+static int reply_01(ordo_client_t *c, ordo_reply_t *r, const char *verb)
+{
+    int rc = ordo_client_reply_error(c, r);
+    if (rc != ORDO_OK) {
+        ordo_reply_free(r);
+        return rc;
+    }
+    if (r->type != ORDO_REPLY_INTEGER)
+        return proto_err(c, r, verb);
+    int64_t v = r->integer;
+    ordo_reply_free(r);
+    return v == 1 ? ORDO_OK : client_seterr(c, ORDO_ESTALE, "%s: token no longer holds", verb);
+}
+
 /* run_01() -- a command answering 1, or 0 for a stale token. */
 static int run_01(ordo_client_t *c, cmd_t *m)
 {
-    int64_t v;
-    int rc = run_int(c, m, 0, &v);
-    if (rc != ORDO_OK)
-        return rc;
-    return v == 1 ? ORDO_OK : client_seterr(c, ORDO_ESTALE, "%s: token no longer holds", m->argv[0]);
+    ordo_reply_t *r;
+    int rc = client_call(c, 0, m->argc, m->argv, m->lens, m->flags, &r);
+    return rc != ORDO_OK ? rc : reply_01(c, r, m->argv[0]);
 }
 
 /* Deadline for a command that waits wait_ms server-side (< 0: forever). */
@@ -347,30 +365,35 @@ int ordo_q_push(ordo_client_t *c, const char *queue, const void *key, size_t key
     return run_int(c, &m, 0, id_out);
 }
 
-int ordo_q_pull(ordo_client_t *c, const char *queue, int count, int64_t block_ms, int64_t lease_ms,
-                ordo_msg_t **msgs, size_t *n)
+/* pull_args() -- `Q.PULL queue [COUNT n] [BLOCK ms] [LEASE ms]`. */
+static void pull_args(cmd_t *m, const char *queue, int count, int64_t block_ms, int64_t lease_ms)
 {
-    *msgs = NULL;
-    *n = 0;
-    cmd_t m = { 0 };
-    sarg(&m, "Q.PULL");
-    sarg(&m, queue);
+    sarg(m, "Q.PULL");
+    sarg(m, queue);
     if (count > 1) {
-        sarg(&m, "COUNT");
-        iarg(&m, count);
+        sarg(m, "COUNT");
+        iarg(m, count);
     }
     if (block_ms >= 0) {
-        sarg(&m, "BLOCK");
-        iarg(&m, block_ms);
+        sarg(m, "BLOCK");
+        iarg(m, block_ms);
     }
     if (lease_ms > 0) {
-        sarg(&m, "LEASE");
-        iarg(&m, lease_ms);
+        sarg(m, "LEASE");
+        iarg(m, lease_ms);
     }
-    ordo_reply_t *r;
-    int rc = run(c, &m, block_ms < 0 ? 0 : wait_timeout(c, block_ms == 0 ? -1 : block_ms), &r);
-    if (rc != ORDO_OK)
-        return rc;
+}
+
+/* pull_timeout() -- the client-side deadline of a pull blocking block_ms. */
+static int pull_timeout(const ordo_client_t *c, int64_t block_ms)
+{
+    return block_ms < 0 ? 0 : wait_timeout(c, block_ms == 0 ? -1 : block_ms);
+}
+
+/* pull_parse() -- the messages of a Q.PULL reply r (not an error; freed
+ * here) into *msgs (n of them; NULL and 0 for none). */
+static int pull_parse(ordo_client_t *c, ordo_reply_t *r, ordo_msg_t **msgs, size_t *n)
+{
     if (r->type != ORDO_REPLY_ARRAY)
         return proto_err(c, r, "Q.PULL");
     for (size_t i = 0; i < r->n; i++) {
@@ -405,6 +428,20 @@ int ordo_q_pull(ordo_client_t *c, const char *queue, int count, int64_t block_ms
     return ORDO_OK;
 }
 
+int ordo_q_pull(ordo_client_t *c, const char *queue, int count, int64_t block_ms, int64_t lease_ms,
+                ordo_msg_t **msgs, size_t *n)
+{
+    *msgs = NULL;
+    *n = 0;
+    cmd_t m = { 0 };
+    pull_args(&m, queue, count, block_ms, lease_ms);
+    ordo_reply_t *r;
+    int rc = run(c, &m, pull_timeout(c, block_ms), &r);
+    if (rc != ORDO_OK)
+        return rc;
+    return pull_parse(c, r, msgs, n);
+}
+
 /* "VERB queue id token": the head of every command about one delivery. */
 static void delivery_args(cmd_t *m, const char *verb, const char *queue, int64_t id, int64_t token)
 {
@@ -415,16 +452,68 @@ static void delivery_args(cmd_t *m, const char *verb, const char *queue, int64_t
     iarg(m, token);
 }
 
+/* ack_args() -- `Q.ACK queue id token [RESULT result]`. */
+static void ack_args(cmd_t *m, const char *queue, int64_t id, int64_t token, const void *result, size_t result_len,
+                     int with_result)
+{
+    delivery_args(m, "Q.ACK", queue, id, token);
+    if (with_result) {
+        sarg(m, "RESULT");
+        arg(m, result ? result : "", result_len);
+    }
+}
+
 int ordo_q_ack(ordo_client_t *c, const char *queue, int64_t id, int64_t token, const void *result,
                size_t result_len, int with_result)
 {
     cmd_t m = { 0 };
-    delivery_args(&m, "Q.ACK", queue, id, token);
-    if (with_result) {
-        sarg(&m, "RESULT");
-        arg(&m, result ? result : "", result_len);
-    }
+    ack_args(&m, queue, id, token, result, result_len, with_result);
     return run_01(c, &m);
+}
+
+int client_pull_append(ordo_client_t *c, client_pull_t *p)
+{
+    assert(c != NULL && p != NULL);
+    p->msgs = NULL;
+    p->n = 0;
+    cmd_t m = { 0 };
+    pull_args(&m, p->queue, 1, p->block_ms, p->lease_ms);
+    p->rc = ordo_client_append(c, m.argc, m.argv, m.lens);
+    return p->rc;
+}
+
+void client_pull_read(ordo_client_t *c, client_pull_t *p, int rc)
+{
+    assert(c != NULL && p != NULL);
+    if (p->rc != ORDO_OK) /* never appended */
+        return;
+    ordo_reply_t *r;
+    if (rc == ORDO_OK)
+        rc = ordo_client_get_reply(c, pull_timeout(c, p->block_ms), &r);
+    if (rc == ORDO_OK && (rc = ordo_client_reply_error(c, r)) != ORDO_OK)
+        ordo_reply_free(r);
+    p->rc = rc == ORDO_OK ? pull_parse(c, r, &p->msgs, &p->n) : rc;
+}
+
+int client_ack_pull(ordo_client_t *c, const char *queue, const ordo_msg_t *done, const void *result,
+                    size_t result_len, int with_result, client_pull_t *pull)
+{
+    assert(c != NULL && done != NULL && pull != NULL);
+    /* Nothing may be outstanding: the two replies read below are these
+     * two commands'. */
+    if (c->pending != 0)
+        return ORDO_EINVAL;
+    cmd_t a = { 0 };
+    ack_args(&a, queue, done->id, done->token, result, result_len, with_result);
+    int rc = ordo_client_append(c, a.argc, a.argv, a.lens);
+    pull->rc = ORDO_EINVAL;
+    if (rc != ORDO_OK)
+        return rc;
+    (void)client_pull_append(c, pull);
+    ordo_reply_t *r;
+    rc = ordo_client_get_reply(c, 0, &r);
+    client_pull_read(c, pull, rc); /* a broken connection took the pull's reply too */
+    return rc == ORDO_OK ? reply_01(c, r, "Q.ACK") : rc;
 }
 
 int ordo_q_nack(ordo_client_t *c, const char *queue, int64_t id, int64_t token, int64_t delay_ms)

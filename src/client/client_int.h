@@ -255,14 +255,45 @@ static inline bool client_stopped(const atomic_bool *stop)
 }
 
 /* client_txn_ack() (txn.c) -- the consumer runner's exactly-once step:
- * append `Q.ACK queue id token [RESULT]` to t and execute it. ORDO_OK
+ * append `Q.ACK queue id token [RESULT]` to t and execute it, with pull
+ * (NULL: none; client_pull_t is below) written behind the EXEC. ORDO_OK
  * (applied), ORDO_ESTALE (the ack's token was stale: nothing applied), or
  * ordo_txn_exec()'s other codes (ORDO_ECONFLICT: an earlier guard). */
+struct client_pull;
 int client_txn_ack(ordo_client_t *c, ordo_txn_t *t, const char *queue, const ordo_msg_t *m,
-                   const char *result, size_t result_len);
+                   const char *result, size_t result_len, struct client_pull *pull);
 /* client_txn_retry() -- execute again a transaction client_txn_ack() built
  * (the ack already its last command), after an unanswered attempt: the
  * ack's token makes a repeat of an applied one stale. Same returns. */
 int client_txn_retry(ordo_client_t *c, ordo_txn_t *t, const char *queue, const ordo_msg_t *m);
+
+/* A Q.PULL (one message) written behind another command on the same
+ * connection, so the two share a round trip and the server syncs their
+ * records together: the consumer runner's next pull, carried by its ack
+ * (client_ack_pull()) or its exactly-once EXEC (client_txn_ack()).
+ * queue, block_ms and lease_ms are the pull's; msgs, n and rc are what it
+ * got, as ordo_q_pull() answers (rc: ORDO_EINVAL if it was never
+ * appended; the error that broke the connection if its reply never
+ * came). */
+typedef struct client_pull {
+    const char *queue;
+    int64_t block_ms, lease_ms;
+    ordo_msg_t *msgs;
+    size_t n;
+    int rc;
+} client_pull_t;
+
+/* client_pull_append() (calls.c) -- append p's Q.PULL; p->rc. */
+int client_pull_append(ordo_client_t *c, client_pull_t *p);
+/* client_pull_read() -- read the reply of p's appended pull into p, once
+ * the replies before it are read; rc is the last of those reads' outcome
+ * (not ORDO_OK: the connection is gone and the pull's reply with it). */
+void client_pull_read(ordo_client_t *c, client_pull_t *p, int rc);
+/* client_ack_pull() -- `Q.ACK queue id token [RESULT]` for done with pull
+ * behind it. Nothing may be outstanding on c. Returns the ack's outcome,
+ * as ordo_q_ack() answers (ORDO_ECONN and the like: it may or may not
+ * have applied; the caller repeats it, the token guarding it). */
+int client_ack_pull(ordo_client_t *c, const char *queue, const ordo_msg_t *done, const void *result,
+                    size_t result_len, int with_result, client_pull_t *pull);
 
 #endif

@@ -4,8 +4,16 @@
  * Threads: `concurrency` workers, each owning one connection, and one
  * keeper owning another. A worker's cycle: Q.PULL BLOCK (one message),
  * register the delivery in the in-flight table, run the handler,
- * unregister, Q.ACK with the result or Q.NACK with a delay. The keeper
- * wakes every lease_ms/3 and sends Q.EXTEND for each registered delivery.
+ * unregister, Q.ACK with the result or Q.NACK with a delay. An ack (or
+ * the exactly-once EXEC holding it) is written together with the
+ * worker's next Q.PULL (client_pull_t): one round trip per message
+ * instead of two, and the server syncs the ack's record and the next
+ * delivery's in one batch; the ack comes first on the connection, so the
+ * pull may already get the key's next message. A message a carried pull
+ * got is handled next even when the EXEC was refused and its message is
+ * nacked: that message still holds its key, so the two never share one.
+ * The keeper wakes every lease_ms/3 and sends Q.EXTEND for each
+ * registered delivery.
  *
  * Invariants: a slot of the in-flight table is owned by one worker and
  * is `busy` exactly while that worker's handler runs and its ack or nack
@@ -14,8 +22,10 @@
  * Acks and nacks carry the delivery's token, so a delivery that lost its
  * lease (the keeper was too late) cannot release the key's next message:
  * the server answers 0 and the runner counts it as neither acked nor
- * nacked. Stopping is a flag read before every pull: no message is pulled
- * after it, and each in-flight one is finished (acked or nacked).
+ * nacked. Stopping is a flag read before every pull (also before an ack
+ * that would carry one): no message is pulled after it, and each
+ * in-flight one, including one a carried pull got, is finished (acked or
+ * nacked).
  * With opts.txn_handler the ack is the last command of a transaction
  * holding the handler's writes (client_txn_ack, txn.c): a stale token
  * aborts it all and counts as stale.
@@ -26,7 +36,9 @@
  * The delivery token makes a repeat harmless: if the first attempt
  * applied, the repeat is refused as stale and changes nothing. So a
  * server killed under the runner costs the in-flight message about one
- * reconnect, not a whole lease.
+ * reconnect, not a whole lease. A carrying ack or EXEC whose reply never
+ * came is repeated alone; the pull that went with it is lost with the
+ * connection, as a lone pull would be.
  */
 #include "client_int.h"
 
@@ -91,17 +103,20 @@ enum { COMMIT_ACK, COMMIT_TXN, COMMIT_NACK };
 
 /* commit() -- ack, exactly-once EXEC or nack message m, again and again
  * while unanswered() and before until_ms (and the runner is not
- * stopping). Returns the last outcome. */
+ * stopping). The first attempt of an ack or an EXEC carries pull (NULL:
+ * none); a repeat goes alone. Returns the last outcome. */
 static int commit(struct ordo_consumer *k, ordo_client_t *c, int what, const ordo_msg_t *m, ordo_txn_t *txn,
-                  const char *result, size_t result_len, int64_t until_ms)
+                  const char *result, size_t result_len, int64_t until_ms, client_pull_t *pull)
 {
     int rc;
     for (int attempt = 0;; attempt++) {
+        client_pull_t *carry = attempt == 0 ? pull : NULL;
         if (what == COMMIT_TXN) {
-            rc = attempt == 0 ? client_txn_ack(c, txn, k->queue, m, result, result_len)
+            rc = attempt == 0 ? client_txn_ack(c, txn, k->queue, m, result, result_len, carry)
                               : client_txn_retry(c, txn, k->queue, m);
         } else if (what == COMMIT_ACK) {
-            rc = ordo_q_ack(c, k->queue, m->id, m->token, result, result_len, result != NULL);
+            rc = carry != NULL ? client_ack_pull(c, k->queue, m, result, result_len, result != NULL, carry)
+                               : ordo_q_ack(c, k->queue, m->id, m->token, result, result_len, result != NULL);
         } else {
             rc = ordo_q_nack(c, k->queue, m->id, m->token, k->o.nack_delay_ms < 0 ? 0 : k->o.nack_delay_ms);
         }
@@ -114,9 +129,16 @@ static int commit(struct ordo_consumer *k, ordo_client_t *c, int what, const ord
     }
 }
 
-static void run_one(struct ordo_consumer *k, ordo_client_t *c, int index, const ordo_msg_t *m)
+/* run_one() -- handle m, then ack or nack it. An ack (plain or in the
+ * exactly-once EXEC) made while the runner is not stopping carries the
+ * worker's next pull: what that pull got is left in *next and *next_n
+ * (NULL and 0 when it got nothing, failed, or was not sent). */
+static void run_one(struct ordo_consumer *k, ordo_client_t *c, int index, const ordo_msg_t *m, ordo_msg_t **next,
+                    size_t *next_n)
 {
-    assert(k != NULL && c != NULL && m != NULL);
+    assert(k != NULL && c != NULL && m != NULL && next != NULL && next_n != NULL);
+    *next = NULL;
+    *next_n = 0;
     assert(index >= 0 && index < k->o.concurrency);
     pthread_mutex_lock(&k->mu);
     assert(!k->slots[index].busy); /* a slot belongs to one worker */
@@ -137,14 +159,17 @@ static void run_one(struct ordo_consumer *k, ordo_client_t *c, int index, const 
      * lease of a commit that is being retried. */
     int64_t until_ms = client_now_ms() + k->o.lease_ms;
     int rc = ORDO_OK;
+    client_pull_t pull = { .queue = k->queue, .block_ms = k->o.pull_block_ms, .lease_ms = k->o.lease_ms,
+                           .rc = ORDO_EINVAL };
+    client_pull_t *carry = atomic_load(&k->stopping) ? NULL : &pull;
     if (hr == 0 && txn) {
-        rc = commit(k, c, COMMIT_TXN, m, txn, result, result_len, until_ms);
+        rc = commit(k, c, COMMIT_TXN, m, txn, result, result_len, until_ms, carry);
         /* Refused before applying (a guard of the handler's, a command
          * refused): nack, so the handler runs again on fresh reads. */
         if (rc != ORDO_OK && rc != ORDO_ESTALE && !unanswered(rc))
             hr = 1;
     } else if (hr == 0) {
-        rc = commit(k, c, COMMIT_ACK, m, NULL, result, result_len, until_ms);
+        rc = commit(k, c, COMMIT_ACK, m, NULL, result, result_len, until_ms, carry);
     }
     if (hr == 0) {
         if (rc == ORDO_OK)
@@ -157,13 +182,17 @@ static void run_one(struct ordo_consumer *k, ordo_client_t *c, int index, const 
          * (the connection broke) still nacks: the lease must not be held. */
         if (hr > INT_MIN && hr <= INT_MIN + ORDO_HANDLER_PAUSE_MS_MAX)
             (void)ordo_q_pause(c, k->queue, m->key, m->key_len, (int64_t)hr - INT_MIN, NULL);
-        rc = commit(k, c, COMMIT_NACK, m, NULL, NULL, 0, until_ms);
+        rc = commit(k, c, COMMIT_NACK, m, NULL, NULL, 0, until_ms, NULL);
         if (rc == ORDO_OK)
             atomic_fetch_add(&k->nacked, 1);
     }
     pthread_mutex_lock(&k->mu);
     k->slots[index].busy = 0;
     pthread_mutex_unlock(&k->mu);
+    if (pull.rc == ORDO_OK) {
+        *next = pull.msgs;
+        *next_n = pull.n;
+    }
     /* ORDO_ESTALE: the lease was lost and the message is someone else's
      * now; ORDO_ECONN: the server will redeliver when the lease ends. */
     free(result);
@@ -192,19 +221,26 @@ static void *worker_main(void *arg)
     ordo_client_t *c = own_client(k);
     if (c == NULL)
         return NULL;
-    while (!atomic_load(&k->stopping)) {
-        ordo_msg_t *msgs;
-        size_t n;
-        int rc = ordo_q_pull(c, k->queue, 1, k->o.pull_block_ms, k->o.lease_ms, &msgs, &n);
-        if (rc != ORDO_OK) {
-            if (rc == ORDO_EAUTH || rc == ORDO_ETLS)
-                break;
-            pause_ms(CONSUMER_RETRY_PAUSE_MS);
+    ordo_msg_t *msgs = NULL; /* delivered to this worker, not yet handled */
+    size_t n = 0;
+    /* A message pulled is handled even if the runner stops meanwhile. */
+    while (n > 0 || !atomic_load(&k->stopping)) {
+        if (n == 0) {
+            int rc = ordo_q_pull(c, k->queue, 1, k->o.pull_block_ms, k->o.lease_ms, &msgs, &n);
+            if (rc != ORDO_OK) {
+                if (rc == ORDO_EAUTH || rc == ORDO_ETLS)
+                    break;
+                pause_ms(CONSUMER_RETRY_PAUSE_MS);
+            }
             continue;
         }
-        for (size_t i = 0; i < n; i++)
-            run_one(k, c, wk->index, &msgs[i]);
+        assert(n == 1); /* every pull asks for one */
+        ordo_msg_t *next;
+        size_t next_n;
+        run_one(k, c, wk->index, &msgs[0], &next, &next_n);
         ordo_msgs_free(msgs, n);
+        msgs = next;
+        n = next_n;
     }
     ordo_client_free(c);
     return NULL;

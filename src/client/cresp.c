@@ -11,9 +11,10 @@
  */
 #include "cresp.h"
 
+#include "base/dec.h"
+
 #include <assert.h>
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -368,24 +369,38 @@ void cresp_buf_free(cresp_buf_t *b)
     memset(b, 0, sizeof *b);
 }
 
-static int put_header(cresp_buf_t *b, char t, size_t n)
+/* A header line at most: a type byte, a count, CRLF. */
+#define HEADER_MAX (1 + DEC_U64_MAX + 2)
+
+/* Write "<t><n>\r\n" at p (room for HEADER_MAX); returns the end. */
+static char *put_header(char *p, char t, size_t n)
 {
-    char tmp[32];
-    int k = snprintf(tmp, sizeof tmp, "%c%zu\r\n", t, n);
-    return cresp_buf_append(b, tmp, (size_t)k);
+    *p++ = t;
+    p += dec_u64(p, (uint64_t)n);
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
 }
 
 int cresp_encode(cresp_buf_t *b, int argc, const char *const *argv, const size_t *lens)
 {
     assert(b != NULL && argc >= 0 && (argv != NULL || argc == 0));
     size_t mark = b->len;
-    if (put_header(b, '*', (size_t)argc) != 0)
+    if (cresp_buf_reserve(b, HEADER_MAX) != 0)
         goto undo;
+    b->len = (size_t)(put_header(b->data + b->len, '*', (size_t)argc) - b->data);
     for (int i = 0; i < argc; i++) {
+        /* One reserve per argument: its header, its bytes, CRLF. */
         size_t n = lens ? lens[i] : strlen(argv[i]);
-        if (put_header(b, '$', n) != 0 || cresp_buf_append(b, argv[i], n) != 0 ||
-            cresp_buf_append(b, "\r\n", 2) != 0)
+        if (n > SIZE_MAX - HEADER_MAX - 2 || cresp_buf_reserve(b, HEADER_MAX + n + 2) != 0)
             goto undo;
+        char *p = put_header(b->data + b->len, '$', n);
+        if (n)
+            memcpy(p, argv[i], n);
+        p += n;
+        *p++ = '\r';
+        *p++ = '\n';
+        b->len = (size_t)(p - b->data);
     }
     return 0;
 undo:

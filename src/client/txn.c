@@ -2,13 +2,14 @@
  * txn.c -- client transactions (ordo_txn_*, ordo/client.h): the builder
  * that copies commands, ordo_txn_exec() that sends them between MULTI and
  * EXEC as one pipeline and maps EXEC's answer, and client_txn_ack(), the
- * consumer runner's exactly-once step (handler writes + Q.ACK in one EXEC).
+ * consumer runner's exactly-once step (handler writes + Q.ACK in one EXEC,
+ * the worker's next Q.PULL written behind it).
  *
  * Invariants: a builder holds n commands, each one malloc'd block (argc,
  * then argc lengths, argc pointers into its own bytes). ordo_txn_exec()
- * always reads every reply it asked for (or the connection is closed by a
- * failed read), so the client is never left with this pipeline's replies
- * pending.
+ * always reads every reply it asked for, a carried pull's included (or the
+ * connection is closed by a failed read), so the client is never left
+ * with this pipeline's replies pending.
  */
 #include "client_int.h"
 
@@ -239,13 +240,18 @@ static size_t conflict_index(const char *s)
     return end != p && i > 0 ? (size_t)i : 0;
 }
 
-int ordo_txn_exec(ordo_client_t *c, ordo_txn_t *t, int nwatch, const char *const *watch_keys,
-                  const size_t *watch_lens, ordo_reply_t **replies, size_t *failed_index)
+/* txn_exec() -- ordo_txn_exec() with pull (NULL: none) written behind
+ * the EXEC and read after its reply. */
+static int txn_exec(ordo_client_t *c, ordo_txn_t *t, int nwatch, const char *const *watch_keys,
+                    const size_t *watch_lens, ordo_reply_t **replies, size_t *failed_index, client_pull_t *pull)
 {
     if (replies)
         *replies = NULL;
     if (failed_index)
         *failed_index = 0;
+    if (pull != NULL)
+        *pull = (client_pull_t){ .queue = pull->queue, .block_ms = pull->block_ms, .lease_ms = pull->lease_ms,
+                                 .rc = ORDO_EINVAL };
     if (c == NULL || t == NULL || nwatch < 0 || (nwatch > 0 && watch_keys == NULL))
         return ORDO_EINVAL;
     int rc;
@@ -283,6 +289,8 @@ int ordo_txn_exec(ordo_client_t *c, ordo_txn_t *t, int nwatch, const char *const
         rc = ordo_client_append(c, t->cmds[i]->argc, t->cmds[i]->argv, t->cmds[i]->lens);
     if (rc == ORDO_OK)
         rc = ordo_client_append(c, 1, exec, NULL);
+    if (rc == ORDO_OK && pull != NULL)
+        (void)client_pull_append(c, pull); /* a failed append leaves nothing to read */
     if (rc != ORDO_OK) {
         /* Nothing was sent yet (appends only buffer): drop the half-built
          * pipeline with the connection, so no later command lands inside
@@ -300,6 +308,8 @@ int ordo_txn_exec(ordo_client_t *c, ordo_txn_t *t, int nwatch, const char *const
         ordo_reply_t *r;
         if ((rc = ordo_client_get_reply(c, 0, &r)) != ORDO_OK) {
             ordo_reply_free(refusal);
+            if (pull != NULL)
+                client_pull_read(c, pull, rc);
             return rc; /* closed: EXEC may or may not have run */
         }
         if (k == total - 1) {
@@ -314,6 +324,8 @@ int ordo_txn_exec(ordo_client_t *c, ordo_txn_t *t, int nwatch, const char *const
     }
 
     assert(execr != NULL); /* the loop read every reply, EXEC's last */
+    if (pull != NULL)
+        client_pull_read(c, pull, ORDO_OK);
     if (execr->type == ORDO_REPLY_ARRAY) {
         ordo_reply_free(refusal);
         c->errstr[0] = '\0';
@@ -357,22 +369,37 @@ int ordo_txn_exec(ordo_client_t *c, ordo_txn_t *t, int nwatch, const char *const
     return rc;
 }
 
+int ordo_txn_exec(ordo_client_t *c, ordo_txn_t *t, int nwatch, const char *const *watch_keys,
+                  const size_t *watch_lens, ordo_reply_t **replies, size_t *failed_index)
+{
+    return txn_exec(c, t, nwatch, watch_keys, watch_lens, replies, failed_index, NULL);
+}
+
+/* ack_exec() -- execute t, whose last command is m's ack, with pull
+ * behind it; a conflict at the ack is a stale token. */
+static int ack_exec(ordo_client_t *c, ordo_txn_t *t, client_pull_t *pull)
+{
+    size_t ack_index = ordo_txn_count(t), failed = 0;
+    int rc = txn_exec(c, t, 0, NULL, NULL, NULL, &failed, pull);
+    if (rc == ORDO_ECONFLICT && failed == ack_index)
+        return ORDO_ESTALE;
+    return rc;
+}
+
 int client_txn_ack(ordo_client_t *c, ordo_txn_t *t, const char *queue, const ordo_msg_t *m,
-                   const char *result, size_t result_len)
+                   const char *result, size_t result_len, client_pull_t *pull)
 {
     assert(c != NULL && t != NULL && queue != NULL && m != NULL);
+    if (pull != NULL)
+        pull->rc = ORDO_EINVAL;
     int rc = ordo_txn_q_ack(t, queue, m->id, m->token, result, result_len, result != NULL);
     if (rc != ORDO_OK)
         return rc;
-    return client_txn_retry(c, t, queue, m);
+    return ack_exec(c, t, pull);
 }
 
 int client_txn_retry(ordo_client_t *c, ordo_txn_t *t, const char *queue, const ordo_msg_t *m)
 {
     assert(c != NULL && t != NULL && queue != NULL && m != NULL && ordo_txn_count(t) > 0);
-    size_t ack_index = ordo_txn_count(t), failed = 0;
-    int rc = ordo_txn_exec(c, t, 0, NULL, NULL, NULL, &failed);
-    if (rc == ORDO_ECONFLICT && failed == ack_index)
-        return ORDO_ESTALE;
-    return rc;
+    return ack_exec(c, t, NULL);
 }

@@ -217,6 +217,23 @@ static void test_encode(void **st)
     const char want[] = "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$3\r\na\0b\r\n";
     assert_int_equal(b.len, sizeof want - 1);
     assert_memory_equal(b.data, want, b.len);
+    /* A second command is appended; counts of several digits, an empty
+     * argument. */
+    char big[1234];
+    memset(big, 'x', sizeof big);
+    const char *argv12[12] = { "Q.PULL", "", big };
+    size_t lens12[12] = { 6, 0, sizeof big };
+    for (int i = 3; i < 12; i++) {
+        argv12[i] = "9";
+        lens12[i] = 1;
+    }
+    assert_int_equal(cresp_encode(&b, 12, argv12, lens12), 0);
+    const char *p = b.data + sizeof want - 1;
+    const char head[] = "*12\r\n$6\r\nQ.PULL\r\n$0\r\n\r\n$1234\r\n";
+    assert_memory_equal(p, head, sizeof head - 1);
+    p += sizeof head - 1 + sizeof big;
+    assert_memory_equal(p, "\r\n$1\r\n9\r\n", 9);
+    assert_int_equal(b.len, sizeof want - 1 + sizeof head - 1 + sizeof big + 2 + 9 * 7);
     cresp_buf_free(&b);
 }
 

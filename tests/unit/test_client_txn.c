@@ -196,7 +196,7 @@ static void test_exec_mapping(void **st)
     assert_int_equal(ordo_txn_new(&t2), ORDO_OK);
     assert_int_equal(ordo_txn_incrby(t2, "n", 1, 1), ORDO_OK);
     ordo_msg_t m = { .id = 7, .token = 9 };
-    assert_int_equal(client_txn_ack(c, t2, "q", &m, NULL, 0), ORDO_ESTALE);
+    assert_int_equal(client_txn_ack(c, t2, "q", &m, NULL, 0, NULL), ORDO_ESTALE);
     ordo_txn_free(t2);
 
     /* Another error answered by EXEC: its mapped code. */

@@ -48,6 +48,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/dec.h"
 #include "cmd/cmd.h"
 #include "http.h"
 #include "http_assets.h"
@@ -98,6 +99,9 @@ static const char *const hdr_names[H_COUNT] = {"authorization", "idempotency-key
 #define CORS_MAX_AGE_S 600
 
 #define HTTP_ARGS_MAX 12
+/* A reply rewrite() copies out of out on the stack when it is this small
+ * (a call's result, an id, a token), on the heap when larger. */
+#define HTTP_REPLY_STACK_BYTES 1024
 
 struct http_conn_s {
     http_parser p;
@@ -162,12 +166,19 @@ static size_t rv_decode(const char *p, size_t len, rv_arena_t *a, rv_t *v)
     char t = p[0];
     const char *body = p + 1;
     size_t blen = (size_t)(eol - body);
-    char num[32];
     int64_t n = 0;
-    if (blen < sizeof num && strchr(":$*%>~=!(", t) != NULL) {
-        memcpy(num, body, blen);
-        num[blen] = '\0';
-        n = strtoll(num, NULL, 10);
+    if (blen < 32 && strchr(":$*%>~=!(", t) != NULL) {
+        /* Read as strtoll reads what ordod writes (a sign, digits; a
+         * value past the range clamped), without it: this is every
+         * reply's path. */
+        bool neg = blen > 0 && body[0] == '-';
+        uint64_t u = 0;
+        for (size_t k = neg; k < blen && body[k] >= '0' && body[k] <= '9'; k++)
+            u = u > (UINT64_MAX - 9) / 10 ? UINT64_MAX : u * 10 + (uint64_t)(body[k] - '0');
+        if (neg)
+            n = u > (uint64_t)INT64_MAX ? INT64_MIN : -(int64_t)u;
+        else
+            n = u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)u;
     }
     memset(v, 0, sizeof *v);
     switch (t) {
@@ -346,18 +357,37 @@ static void add_cors(conn_t *c)
     ordo_buf_puts(&c->out, "\r\nVary: Origin\r\nAccess-Control-Expose-Headers: " CORS_EXPOSE "\r\n");
 }
 
+/* Append v in decimal. */
+static void put_dec(ordo_buf_t *b, uint64_t v)
+{
+    char *p = ordo_buf_reserve(b, DEC_U64_MAX);
+    b->len += dec_u64(p, v);
+}
+
 static void respond(conn_t *c, int status, const char *ctype, const char *headers, const void *body, size_t blen)
 {
     struct http_conn_s *h = c->http;
     bool close = !h->keep_alive || status == 400 || status == 408 || status == 413 || status == 431;
+    /* Every response comes this way: its head is appended piece by piece,
+     * as ordod writes RESP, not formatted. */
+    ordo_buf_puts(&c->out, "HTTP/1.1 ");
+    put_dec(&c->out, (uint64_t)status);
+    ordo_buf_append(&c->out, " ", 1);
+    ordo_buf_puts(&c->out, reason(status));
     /* 204 and 304 carry no body, and no Content-Length either (RFC 9110). */
-    if (status == 204 || status == 304)
-        ordo_buf_printf(&c->out, "HTTP/1.1 %d %s\r\n", status, reason(status));
-    else
-        ordo_buf_printf(&c->out, "HTTP/1.1 %d %s\r\nContent-Length: %zu\r\n", status, reason(status), blen);
+    if (status != 204 && status != 304) {
+        ordo_buf_puts(&c->out, "\r\nContent-Length: ");
+        put_dec(&c->out, blen);
+    }
+    ordo_buf_append(&c->out, "\r\n", 2);
     add_cors(c);
-    ordo_buf_printf(&c->out, "%s%s%s%s%s", ctype ? "Content-Type: " : "", ctype ? ctype : "", ctype ? "\r\n" : "",
-                    headers, close ? "Connection: close\r\n\r\n" : "\r\n");
+    if (ctype) {
+        ordo_buf_puts(&c->out, "Content-Type: ");
+        ordo_buf_puts(&c->out, ctype);
+        ordo_buf_append(&c->out, "\r\n", 2);
+    }
+    ordo_buf_puts(&c->out, headers);
+    ordo_buf_puts(&c->out, close ? "Connection: close\r\n\r\n" : "\r\n");
     if (!h->head) /* HEAD: the GET's headers, Content-Length included, and no body */
         ordo_buf_append(&c->out, body, blen);
     h->head = false; /* this was its response: a later refusal, before the next request's headers are
@@ -798,12 +828,15 @@ static void rewrite(conn_t *c)
         }
         /* The reply leaves out (v points into its copy); what follows it
          * (more events) waits in tail and is put back, still RESP. */
-        ordo_buf_t reply = ORDO_BUF_INIT, tail = ORDO_BUF_INIT;
-        ordo_buf_append(&reply, c->out.data + at, used);
-        ordo_buf_append(&tail, c->out.data + at + used, c->out.len - at - used);
+        char small[HTTP_REPLY_STACK_BYTES];
+        char *reply = used <= sizeof small ? small : ordo_xmalloc(used);
+        memcpy(reply, c->out.data + at, used);
+        ordo_buf_t tail = ORDO_BUF_INIT;
+        if (at + used < c->out.len)
+            ordo_buf_append(&tail, c->out.data + at + used, c->out.len - at - used);
         c->out.len = at;
         a.n = 0;
-        rv_decode(reply.data, reply.len, &a, &v);
+        rv_decode(reply, used, &a, &v);
         if (h->awaiting) {
             h->awaiting = false;
             answer(c, &v);
@@ -818,8 +851,9 @@ static void rewrite(conn_t *c)
         }
         if (a.nodes != stack_nodes)
             free(a.nodes);
-        ordo_buf_free(&reply);
-        if (!h->awaiting) /* (answer() may have dispatched again: the snapshot retry) */
+        if (reply != small)
+            free(reply);
+        if (!h->awaiting && tail.len > 0) /* (answer() may have dispatched again: the snapshot retry) */
             ordo_buf_append(&c->out, tail.data, tail.len);
         ordo_buf_free(&tail);
         if (h->awaiting)
@@ -858,12 +892,19 @@ static int hexval(char ch)
     return -1;
 }
 
-/* Percent-decode s[0..n) onto b. Returns false on a malformed escape. */
+/* Percent-decode s[0..n) onto b. Returns false on a malformed escape.
+ * The bytes between escapes are appended a run at a time. */
 static bool pct_decode(ordo_buf_t *b, const char *s, size_t n, bool plus_space)
 {
+    size_t run = 0; /* the first byte not yet appended */
     for (size_t i = 0; i < n; i++) {
         char ch = s[i];
-        if (ch == '%') {
+        if (ch != '%' && !(ch == '+' && plus_space))
+            continue;
+        ordo_buf_append(b, s + run, i - run);
+        if (ch == '+') {
+            ordo_buf_append(b, " ", 1);
+        } else {
             if (i + 2 >= n)
                 return false;
             int hi = hexval(s[i + 1]), lo = hexval(s[i + 2]);
@@ -872,11 +913,10 @@ static bool pct_decode(ordo_buf_t *b, const char *s, size_t n, bool plus_space)
             char o = (char)(hi << 4 | lo);
             ordo_buf_append(b, &o, 1);
             i += 2;
-        } else if (ch == '+' && plus_space)
-            ordo_buf_append(b, " ", 1);
-        else
-            ordo_buf_append(b, &ch, 1);
+        }
+        run = i + 1;
     }
+    ordo_buf_append(b, s + run, n - run);
     return true;
 }
 
@@ -1143,7 +1183,7 @@ typedef struct {
     const char *path;       /* the raw path, plen bytes */
     size_t plen;
     span_t rest;            /* a route's trailing {key}: the rest of the path, decoded */
-    char nums[NUMS_MAX][24]; /* numbers printed for arguments */
+    char nums[NUMS_MAX][DEC_U64_MAX + 1]; /* numbers written for arguments, NUL-terminated */
     size_t nnums;
     struct {
         const char *p;      /* a literal, the body or a header; NULL: scratch at sp */
@@ -1172,8 +1212,9 @@ static void arg_num(req_t *r, uint64_t v)
 {
     assert(r->nnums < NUMS_MAX);
     char *s = r->nums[r->nnums++];
-    snprintf(s, sizeof r->nums[0], "%" PRIu64, v);
-    arg_str(r, s);
+    size_t n = dec_u64(s, v);
+    s[n] = '\0';
+    arg_lit(r, s, n);
 }
 
 static void arg_body(conn_t *c, req_t *r)

@@ -56,10 +56,12 @@
  * unterminated header.
  *
  * Encoder. Each resp_add_* reserves its worst case once and writes in
- * place; integers go through a two-digits-per-division conversion (the
- * reply path of every command).
+ * place; integers go through base/dec.h's two-digits-per-division
+ * conversion (the reply path of every command).
  */
 #include "resp.h"
+
+#include "base/dec.h"
 
 #include <assert.h>
 #include <math.h>
@@ -640,48 +642,7 @@ void resp_cmd_free(resp_cmd_t *cmd)
 
 /* ---- reply encoder ----------------------------------------------------- */
 
-#define U64_DIGITS_MAX 20          /* UINT64_MAX is 18446744073709551615 */
-#define HEADER_MAX (1 + 1 + U64_DIGITS_MAX + 2) /* type, sign, digits, CRLF */
-
-static const char digit_pairs[201] =
-    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-    "8081828384858687888990919293949596979899";
-
-static size_t u64_digits(uint64_t v)
-{
-    size_t n = 1;
-    for (;;) {
-        if (v < 10) return n;
-        if (v < 100) return n + 1;
-        if (v < 1000) return n + 2;
-        if (v < 10000) return n + 3;
-        v /= 10000;
-        n += 4;
-    }
-}
-
-/* u64_to_dec() -- write v in decimal at dst (room for 20 bytes), two digits
- * per division from the end. Returns the number of bytes written. */
-static size_t u64_to_dec(char *dst, uint64_t v)
-{
-    size_t n = u64_digits(v);
-    size_t i = n;
-    while (v >= 100) {
-        size_t d = (size_t)(v % 100) * 2;
-        v /= 100;
-        dst[--i] = digit_pairs[d + 1];
-        dst[--i] = digit_pairs[d];
-    }
-    if (v >= 10) {
-        dst[--i] = digit_pairs[v * 2 + 1];
-        dst[--i] = digit_pairs[v * 2];
-    } else {
-        dst[--i] = (char)('0' + v);
-    }
-    assert(i == 0);
-    return n;
-}
+#define HEADER_MAX (1 + 1 + DEC_U64_MAX + 2) /* type, sign, digits, CRLF */
 
 /* Write "<type>[-]<v>\r\n" at p (room for HEADER_MAX); returns the end. */
 static char *put_number(char *p, char type, int neg, uint64_t v)
@@ -689,7 +650,7 @@ static char *put_number(char *p, char type, int neg, uint64_t v)
     *p++ = type;
     if (neg)
         *p++ = '-';
-    p += u64_to_dec(p, v);
+    p += dec_u64(p, v);
     *p++ = '\r';
     *p++ = '\n';
     return p;
