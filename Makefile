@@ -5,12 +5,14 @@
 #   make run               build and start ordod with its default configuration
 #   make cluster           build and start a 3-member cluster on loopback (ports 7001-7003,
 #                          data in ./data/cluster/<id>/; Ctrl-C stops it; scripts/cluster.sh)
-#   make test              every test: unit, fuzz smoke, integration, crash, cluster, sanitizers
+#   make test              every test: unit, fuzz smoke, integration, crash, cluster (and over TLS),
+#                          sanitizers
 #   make integration       integration tests: a real ordod driven over the wire
 #   make crash             short crash runs: SIGKILL ordod under KV writers and queue clients, check
 #                          (long: scripts/crash-long.sh, scripts/crash-queue-long.sh)
 #   make cluster-test      cluster mode: 3 and 5 members, leader kills, partitions, catch-up,
 #                          membership; checkers over what the clients saw (tests/cluster/README.md)
+#   make cluster-tls-test  part of it with members and clients on TLS (ORDO_TEST_TLS_CLUSTER=1)
 #   make asan / make tsan  unit tests under ASan+UBSan (and integration, cluster) / TSan
 #   make bench-primitives  in-process primitive benchmarks
 #   make fuzz              fuzz every decoder (tests/fuzz/: RESP, records, WAL, raft entries,
@@ -44,7 +46,7 @@ MAKEFLAGS += --no-print-directory
 CMAKE_BUILD = scripts/quiet-build.sh $(1) -j $(JOBS)
 endif
 
-.PHONY: all build run cluster test unit integration crash cluster-test asan tsan bench-primitives bench soak bench-instr fuzz fuzz-smoke install clean deps-build deps-test
+.PHONY: all build run cluster test unit integration crash cluster-test cluster-tls-test asan tsan bench-primitives bench soak bench-instr fuzz fuzz-smoke install clean deps-build deps-test
 
 all: build
 
@@ -81,6 +83,16 @@ crash: build deps-test
 cluster-test: build deps-test
 	ORDOD=build/ordod /usr/bin/python3 -m pytest -q tests/cluster
 
+# The same with every member and client on TLS (raft, RESP on tls-port only,
+# HTTPS; tests/cluster/README.md): the tests whose clients are of every kind
+# (ClusterClient, redis-py, the ordo tool, the C examples, HTTP) and those
+# that kill leaders under them, about 2 minutes; the whole suite passes
+# this way too (ORDO_TEST_TLS_CLUSTER=1 make cluster-test).
+CLUSTER_TLS_TESTS = $(addprefix tests/cluster/,test_basic.py test_failover.py test_client_failover.py \
+                      test_users.py test_http.py test_tool_status.py)
+cluster-tls-test: build deps-test
+	ORDO_TEST_TLS_CLUSTER=1 ORDOD=build/ordod /usr/bin/python3 -m pytest -q $(CLUSTER_TLS_TESTS)
+
 asan: deps-build
 	$(Q)cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DORDO_SANITIZE=address,undefined >/dev/null
 	$(Q)$(call CMAKE_BUILD,build-asan)
@@ -103,6 +115,7 @@ test: deps-test
 	@$(MAKE) --no-print-directory integration
 	@$(MAKE) --no-print-directory crash
 	@$(MAKE) --no-print-directory cluster-test
+	@$(MAKE) --no-print-directory cluster-tls-test
 	@$(MAKE) --no-print-directory asan
 	@$(MAKE) --no-print-directory tsan
 

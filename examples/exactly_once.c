@@ -7,13 +7,14 @@
  * the stalled one's transaction is refused whole (counted as stale).
  *
  *   exactly_once (-p PORT | -h H:P,H:P...) [-a PASSWORD] -q QUEUE [-c CONCURRENCY]
- *                [-l LEASE_MS] [-s]
+ *                [-l LEASE_MS] [-s] [-C CA]
  *
  * Prints "ready" once started. Reads commands on stdin: "go" releases a
  * stalled handler (-s: the first message's handler prints
  * "holding <key> <id>" and waits for "go", so a test can stop the process
  * and let the lease run out); end of input stops the runner, which prints
- * "acked A nacked N stale S" and exits 0.
+ * "acked A nacked N stale S" and exits 0. -C speaks TLS to the servers'
+ * tls-ports, verifying them against the CA certificate file CA.
  */
 #include "ordo/client.h"
 
@@ -65,7 +66,7 @@ int main(int argc, char **argv)
     ordo_consumer_opts_t o = { .concurrency = 1 };
     app_t a = { .stall = 0 };
     int opt;
-    while ((opt = getopt(argc, argv, "p:h:a:q:c:l:s")) != -1) {
+    while ((opt = getopt(argc, argv, "p:h:a:q:c:l:sC:")) != -1) {
         switch (opt) {
         case 'p': o.conn.port = atoi(optarg); break;
         case 'h': o.conn.addrs = optarg; break; /* a cluster's members */
@@ -74,8 +75,9 @@ int main(int argc, char **argv)
         case 'c': o.concurrency = atoi(optarg); break;
         case 'l': o.lease_ms = atoll(optarg); break;
         case 's': a.stall = 1; break;
+        case 'C': o.conn.tls = 1; o.conn.tls_ca_file = optarg; break; /* a tls-port, verified against CA */
         default:
-            fprintf(stderr, "usage: %s (-p PORT | -h H:P,...) [-a PASSWORD] -q QUEUE [-c N] [-l LEASE_MS] [-s]\n", argv[0]);
+            fprintf(stderr, "usage: %s (-p PORT | -h H:P,...) [-a PASSWORD] -q QUEUE [-c N] [-l LEASE_MS] [-s] [-C CA]\n", argv[0]);
             return 2;
         }
     }

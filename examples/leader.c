@@ -1,7 +1,10 @@
 /*
  * leader.c -- a leader career that hands over (ordo_career_run).
  *
- *   leader (-p PORT | -a H:P,H:P...) -e ELECTION -i ID -n ROUNDS [-t TTL_MS]
+ *   leader (-p PORT | -a H:P,H:P...) -e ELECTION -i ID -n ROUNDS [-t TTL_MS] [-C CA]
+ *
+ * -C speaks TLS to the servers' tls-ports, verifying them against the CA
+ * certificate file CA.
  *
  * Prints "inaugurate ID TERM HANDOVER HOW" (HANDOVER "-" when none; HOW
  * "handed" for a clean hand-over, "left" for a value a leader that died
@@ -110,7 +113,7 @@ int main(int argc, char **argv)
                              .lost = lost };
     app_t a = { .id = "x", .rounds = 10 };
     int opt;
-    while ((opt = getopt(argc, argv, "p:a:e:i:n:t:")) != -1) {
+    while ((opt = getopt(argc, argv, "p:a:e:i:n:t:C:")) != -1) {
         switch (opt) {
         case 'p': o.conn.port = atoi(optarg); break;
         case 'a': o.conn.addrs = optarg; break; /* a cluster's members */
@@ -118,11 +121,12 @@ int main(int argc, char **argv)
         case 'i': a.id = optarg; break;
         case 'n': a.rounds = atol(optarg); break;
         case 't': o.ttl_ms = atol(optarg); break;
+        case 'C': o.conn.tls = 1; o.conn.tls_ca_file = optarg; break; /* a tls-port, verified against CA */
         default: return 2;
         }
     }
     if (o.election == NULL)
-        return fprintf(stderr, "usage: leader (-p PORT | -a H:P,...) -e ELECTION -i ID -n ROUNDS [-t TTL_MS]\n"), 2;
+        return fprintf(stderr, "usage: leader (-p PORT | -a H:P,...) -e ELECTION -i ID -n ROUNDS [-t TTL_MS] [-C CA]\n"), 2;
     o.value = a.id;
     o.value_len = strlen(a.id);
     o.arg = &a;

@@ -4,7 +4,7 @@
  * tests/integration/test_client_producer.py).
  *
  *   producer_spill (-p PORT | -a H:P,H:P...) -q QUEUE -f SPILL -n COUNT [-k KEYS] [-l LINGER_MS]
- *                  [-w PACE_US] [-t]
+ *                  [-w PACE_US] [-t] [-C CA]
  *
  * Message i (0 <= i < COUNT) has key "k<i % KEYS>" and payload "<i>"; it
  * is the producer's sequence number i + 1, so a run restarted on the same
@@ -17,6 +17,8 @@
  * of messages an earlier run accepted. -t prints "acked I MS" for each
  * reported message, MS being CLOCK_MONOTONIC milliseconds (a test's
  * clock: the time from a server's kill to the next acknowledgement).
+ * -C speaks TLS to the servers' tls-ports, verifying them against the CA
+ * certificate file CA.
  */
 #include "ordo/client.h"
 
@@ -54,7 +56,7 @@ int main(int argc, char **argv)
     ordo_producer_opts_t o = { .report = on_report, .report_arg = &a };
     long count = 0, keys = 10, pace_us = 0;
     int opt;
-    while ((opt = getopt(argc, argv, "p:a:q:f:n:k:l:w:t")) != -1) {
+    while ((opt = getopt(argc, argv, "p:a:q:f:n:k:l:w:tC:")) != -1) {
         switch (opt) {
         case 'p': o.conn.port = atoi(optarg); break;
         case 'a': o.conn.addrs = optarg; break; /* a cluster's members */
@@ -65,7 +67,8 @@ int main(int argc, char **argv)
         case 'l': o.linger_ms = atoi(optarg); break;
         case 'w': pace_us = atol(optarg); break;
         case 't': a.times = 1; break;
-        default: fprintf(stderr, "usage: producer_spill -p PORT -q QUEUE -f SPILL -n COUNT [-k KEYS] [-l MS]\n"); return 2;
+        case 'C': o.conn.tls = 1; o.conn.tls_ca_file = optarg; break; /* a tls-port, verified against CA */
+        default: fprintf(stderr, "usage: producer_spill -p PORT -q QUEUE -f SPILL -n COUNT [-k KEYS] [-l MS] [-C CA]\n"); return 2;
         }
     }
     if (o.queue == NULL || count <= 0 || keys <= 0)

@@ -6,9 +6,10 @@
  * follows). Kill the server, restart it: the watcher carries on from the
  * last revision it printed, with no gap and no repeat.
  *
- *   watch_resume (-p PORT | -a H:P,H:P...) -x PREFIX [-f FROM_REV] [-n EVENTS]
+ *   watch_resume (-p PORT | -a H:P,H:P...) -x PREFIX [-f FROM_REV] [-n EVENTS] [-C CA]
  *
- * Exits 0 after EVENTS put/del events (default: never).
+ * Exits 0 after EVENTS put/del events (default: never). -C speaks TLS to
+ * the servers' tls-ports, verifying them against the CA certificate file CA.
  */
 #include "ordo/client.h"
 
@@ -50,18 +51,19 @@ int main(int argc, char **argv)
     app_t a = { 0 };
     ordo_watch_opts_t o = { .fn = on_event, .arg = &a, .prefix = 1 };
     int opt;
-    while ((opt = getopt(argc, argv, "p:a:x:f:n:")) != -1) {
+    while ((opt = getopt(argc, argv, "p:a:x:f:n:C:")) != -1) {
         switch (opt) {
         case 'p': o.conn.port = atoi(optarg); break;
         case 'a': o.conn.addrs = optarg; break; /* a cluster's members */
         case 'x': o.key = optarg; break;
         case 'f': o.from_rev = atoll(optarg); break;
         case 'n': a.want = atol(optarg); break;
+        case 'C': o.conn.tls = 1; o.conn.tls_ca_file = optarg; break; /* a tls-port, verified against CA */
         default: return 2;
         }
     }
     if (o.key == NULL)
-        return fprintf(stderr, "usage: watch_resume (-p PORT | -a H:P,...) -x PREFIX [-f FROM] [-n EVENTS]\n"), 2;
+        return fprintf(stderr, "usage: watch_resume (-p PORT | -a H:P,...) -x PREFIX [-f FROM] [-n EVENTS] [-C CA]\n"), 2;
     o.key_len = strlen(o.key);
     o.conn.reconnect_timeout_ms = ORDO_WAIT_FOREVER;
     int rc = ordo_watch_run(&o, NULL);

@@ -552,10 +552,16 @@ static int connect_retry(ordo_client_t *c, int64_t deadline)
     for (int attempt = 0;; attempt++) {
         client_member_t *m = &c->members.m[c->members.cur];
         int rc = connect_once(c, m->host, m->port, deadline);
-        if (rc == ORDO_OK && c->tls_ctx != NULL)
+        if (rc == ORDO_OK && c->tls_ctx != NULL) {
             rc = client_tls_start(c, m->host, min_deadline(client_now_ms() + c->connect_timeout_ms, deadline));
-        else if (rc == ORDO_OK && c->tls_bad != NULL)
+            /* A handshake cut short (the member closed, was killed, or
+             * timed out) leaves no connection: the next member's connect
+             * starts from none. */
+            if (rc != ORDO_OK)
+                client_drop(c);
+        } else if (rc == ORDO_OK && c->tls_bad != NULL) {
             rc = client_seterr(c, ORDO_ETLS, "TLS options: %s", c->tls_bad);
+        }
         if (rc == ORDO_OK) {
             rc = handshake(c, deadline);
             if (rc == ORDO_OK && c->learn)

@@ -17,9 +17,17 @@ Owns:
     one-leader-per-term checker.
 Every wait is ordoproc's poll (re-exported here for the tests).
 
-ORDO_TEST_TLS_CLUSTER=1 runs every cluster over mutual TLS between
-members (--tls-cluster): certificates from scripts/make-certs.sh for
-node-1..node-16, made once per Cluster under its base directory.
+ORDO_TEST_TLS_CLUSTER=1 (or Cluster(tls=True)) puts every cluster and
+its clients on TLS: certificates from scripts/make-certs.sh for
+node-1..node-16, made once per Cluster under its base directory; members
+talk raft over mutual TLS (--tls-cluster), serve RESP on their tls-port
+only (--port 0 --tls-port P, P the port the --cluster list names, so
+-NOTLEADER sends clients to a TLS door) and HTTPS (--tls-http). Every
+client the tests start goes through the Cluster, which says how to reach
+a member in one place: connect() and Member.conn() (resp.Conn),
+ClusterClient, redis_kwargs() (redis-py), tool() (the ordo tool),
+example() (the C examples), http_conn() and url() (HTTP), all verifying
+the members' certificates against the test CA.
 
 Invariants: only PIDs this harness started are ever signalled; every wait
 has a deadline; a member counts as started only once the server answering
@@ -29,9 +37,11 @@ free, and are picked below the kernel's ephemeral range (Linux's default
 32768..60999), so outgoing connections of other processes cannot take a killed
 member's ports while it is down.
 """
+import http.client
 import os
 import random
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -46,6 +56,8 @@ from ordoproc import HOST, Ordod, poll  # noqa: E402,F401  (poll: for the tests 
 from resp import Closed, Conn, RespError, encode  # noqa: E402
 
 ORDOD = os.path.join(ROOT, os.environ.get("ORDOD", "build/ordod"))
+BUILD = os.path.dirname(ORDOD)     # the ordo tool and the examples the tests start
+TLS_CLUSTER = bool(os.environ.get("ORDO_TEST_TLS_CLUSTER"))   # TLS for members and clients
 
 PORT_OFFSET = 10000            # --cluster-port-offset: the contract's default
 CLIENT_PORT_RANGE = (12000, 22500)   # + PORT_OFFSET stays below 32768 (the ephemeral range)
@@ -131,7 +143,7 @@ class Member(Ordod):
     node<id>/ and log node<id>.log under base_dir; with cluster_spec None a
     single server without cluster mode, to compare with."""
 
-    def __init__(self, node_id, port, base_dir, offset, extra=(), http_port=0):
+    def __init__(self, node_id, port, base_dir, offset, extra=(), http_port=0, tls=None):
         # "{node}" in an extra argument becomes the member's id: per-member
         # files (a member's own TLS certificate).
         extra = [str(a).replace("{node}", str(node_id)) for a in extra]
@@ -140,6 +152,15 @@ class Member(Ordod):
                          name="node %d" % node_id, stop_deadline_s=STOP_DEADLINE_S)
         self.id, self.port, self.offset = node_id, port, offset
         self.cluster_spec = None    # the --cluster list it starts with (None: a single server)
+        self.tls = tls              # an ssl.SSLContext: port is its tls-port, the plain one is off
+
+    def listen_args(self):
+        if self.tls is None:
+            return ["--port", str(self.port)]
+        return ["--port", "0", "--tls-port", str(self.port)]
+
+    def connect(self, timeout):
+        return Conn(self.port, timeout=timeout, tls=self.tls)
 
     @property
     def addr(self):
@@ -154,7 +175,7 @@ class Member(Ordod):
                 "--debug-cluster-faults", "yes"]
 
     def conn(self, timeout=ADMIN_TIMEOUT_S):
-        return Conn(self.port, timeout=timeout)
+        return self.connect(timeout)
 
     def call(self, *args, timeout=ADMIN_TIMEOUT_S):
         """One command on a new connection; the reply (RespError returned)."""
@@ -199,27 +220,72 @@ class Member(Ordod):
 # ---- a cluster -----------------------------------------------------------------
 
 class Cluster:
-    """n members started together: ids 1..n, one --cluster list."""
+    """n members started together: ids 1..n, one --cluster list; tls
+    (default: TLS_CLUSTER) puts members and clients on TLS."""
 
-    def __init__(self, base_dir, n, extra=(), rng=None, http=False):
+    def __init__(self, base_dir, n, extra=(), rng=None, http=False, tls=None):
         self.base_dir, self.n, self.extra = base_dir, n, list(extra)
         self.http = http     # give each member an HTTP port of its own (m.http_port)
         self.rng = rng or random.Random()
         self.offset = PORT_OFFSET
         self.members = {}    # id -> Member, including members added later
         self.everyone = []   # every Member ever created (stop() ends them all)
-        if os.environ.get("ORDO_TEST_TLS_CLUSTER"):
+        self.ca = None       # TLS_CLUSTER: the test CA's certificate, which every client trusts
+        self.tls = None      # TLS_CLUSTER: the ssl.SSLContext of the harness's own clients
+        if TLS_CLUSTER if tls is None else tls:
             self.extra += self._tls_flags()
 
     def _tls_flags(self):
-        """Flags for mutual TLS between members, with their certificates
-        made now ("{node}": each member's own, Member)."""
+        """Flags for TLS everywhere, with the certificates made now
+        ("{node}": each member's own, Member): mutual TLS between members,
+        RESP on the tls-port only (Member.listen_args) and HTTPS, all with
+        the member's certificate; clients verify it against the CA."""
         certs = os.path.join(self.base_dir, "certs")
         subprocess.run(["bash", os.path.join(ROOT, "scripts", "make-certs.sh"), certs]
                        + ["node-%d" % i for i in range(1, TLS_MEMBERS_MAX + 1)], check=True)
-        return ["--tls-cluster", "yes", "--tls-cert-file", os.path.join(certs, "node-{node}.crt"),
-                "--tls-key-file", os.path.join(certs, "node-{node}.key"),
-                "--tls-ca-cert-file", os.path.join(certs, "ca.crt")]
+        self.ca = os.path.join(certs, "ca.crt")
+        self.tls = ssl.create_default_context(cafile=self.ca)
+        return ["--tls-cluster", "yes", "--tls-http", "yes",
+                "--tls-cert-file", os.path.join(certs, "node-{node}.crt"),
+                "--tls-key-file", os.path.join(certs, "node-{node}.key"), "--tls-ca-cert-file", self.ca]
+
+    # -- how clients reach the members (plaintext, or TLS under TLS_CLUSTER)
+
+    def connect(self, port, timeout=ADMIN_TIMEOUT_S):
+        """A resp.Conn to the member on port (one named by a redirect)."""
+        return Conn(port, timeout=timeout, tls=self.tls)
+
+    def redis_kwargs(self, member):
+        """redis.Redis(**these) reaches member."""
+        kw = {"host": HOST, "port": member.port}
+        if self.ca is not None:
+            kw.update(ssl=True, ssl_ca_certs=self.ca)
+        return kw
+
+    def tool(self, *args):
+        """The argv of the ordo tool with args (the C client: --tls --cacert)."""
+        tls = [] if self.ca is None else ["--tls", "--cacert", self.ca]
+        return [os.path.join(BUILD, "ordo")] + tls + [str(a) for a in args]
+
+    def example(self, name, *args):
+        """The argv of examples/<name>.c with args (the C client: -C CA)."""
+        tls = [] if self.ca is None else ["-C", self.ca]
+        return [os.path.join(BUILD, "example_" + name)] + [str(a) for a in args] + tls
+
+    def http_conn(self, member, timeout=10):
+        """An HTTP(S) connection to member's http_port."""
+        if self.tls is None:
+            return http.client.HTTPConnection(HOST, member.http_port, timeout=timeout)
+        return http.client.HTTPSConnection(HOST, member.http_port, timeout=timeout, context=self.tls)
+
+    def url(self, member, path="/"):
+        return "%s://%s:%d%s" % ("http" if self.tls is None else "https", HOST, member.http_port, path)
+
+    def browser_args(self):
+        """Chromium's flags for url(): it has no option to trust one more
+        CA, so under TLS_CLUSTER it is told not to check the certificate
+        (the dashboard's rendering is what those tests check)."""
+        return [] if self.tls is None else ["--ignore-certificate-errors"]
 
     # -- start / stop
 
@@ -233,7 +299,7 @@ class Cluster:
         for attempt in range(START_ATTEMPTS):
             base = os.path.join(self.base_dir, "try%d" % attempt)
             ports = pick_ports(self.n, self.offset, rng=self.rng)
-            members = [Member(i + 1, p, base, self.offset, self.extra) for i, p in enumerate(ports)]
+            members = [Member(i + 1, p, base, self.offset, self.extra, tls=self.tls) for i, p in enumerate(ports)]
             if self.http:
                 for m, hp in zip(members, pick_ports(self.n, self.offset, avoid=ports, rng=self.rng)):
                     m.http_port = hp
@@ -437,7 +503,8 @@ class Cluster:
         used = [p for m in self.everyone for p in (m.port, m.port + m.offset)]
         port = pick_ports(1, self.offset, avoid=used, rng=self.rng)[0]
         extra = self.extra + (["--cluster-join", "yes"] if ordod_has_option("cluster-join") else [])
-        m = Member(node_id, port, os.path.dirname(next(iter(self.members.values())).dir), self.offset, extra)
+        m = Member(node_id, port, os.path.dirname(next(iter(self.members.values())).dir), self.offset, extra,
+                   tls=self.tls)
         m.cluster_spec = self.spec(list(self.members.values()) + [m])
         self.everyone.append(m)
         return m
@@ -465,6 +532,7 @@ class ClusterClient:
 
     def __init__(self, members, timeout=CLIENT_TIMEOUT_S, rng=None):
         self.ports = [m.port for m in members]
+        self.tls = members[0].tls   # the members' TLS, which a redirect's port speaks too
         self.timeout = timeout
         self.rng = rng or random.Random()
         self.conn = None
@@ -489,7 +557,7 @@ class ClusterClient:
         while time.monotonic() < deadline:
             if self.conn is None:
                 try:
-                    self.conn = Conn(self.port, timeout=self.timeout)
+                    self.conn = Conn(self.port, timeout=self.timeout, tls=self.tls)
                 except OSError:
                     self._next_port()
                     time.sleep(NOLEADER_PAUSE_S)  # the member is down: try another after a pause

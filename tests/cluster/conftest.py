@@ -47,7 +47,8 @@ def single_ordod(tmp_path):
 
 @pytest.fixture
 def make_cluster(request, tmp_path):
-    """make_cluster(n=3, extra=()) -> a started, ready Cluster."""
+    """make_cluster(n=3, extra=(), http=False, tls=None) -> a started, ready
+    Cluster (tls None: as ORDO_TEST_TLS_CLUSTER says)."""
     clusters = []
     request.node._ordod_clusters = clusters
     fired = []
@@ -62,8 +63,8 @@ def make_cluster(request, tmp_path):
     timer.daemon = True
     timer.start()
 
-    def make(n=3, extra=(), http=False):
-        cl = clusterlib.Cluster(str(tmp_path / ("c%d" % len(clusters))), n, extra, http=http)
+    def make(n=3, extra=(), http=False, tls=None):
+        cl = clusterlib.Cluster(str(tmp_path / ("c%d" % len(clusters))), n, extra, http=http, tls=tls)
         clusters.append(cl)
         return cl.start()
 

@@ -70,7 +70,7 @@ def test_follower_redirects_to_leader(make_cluster):
             assert isinstance(c.call("DEBUG", "DIGEST"), bytes)
             assert c.call("QUIT") == "OK"
         # an ordinary Redis client sees the error and its text
-        r = redis.Redis(host="127.0.0.1", port=f.port, socket_timeout=5)
+        r = redis.Redis(socket_timeout=5, **cl.redis_kwargs(f))
         try:
             r.set("k", "x")
             raise AssertionError("a follower took a SET")

@@ -64,7 +64,7 @@ def test_killed_follower_catches_up_from_snapshot(make_cluster):
     assert follower.info().get("cluster_snapshots_restored", 0) >= 1
     assert leader.call("CLUSTER", "TRANSFER", follower.id, timeout=30) == "OK"
     assert cl.leader(exclude=(leader.id,)).id == follower.id
-    w = WatchConn(follower.port, timeout=15)
+    w = WatchConn(follower.port, timeout=15, tls=follower.tls)
     try:
         w.watch("after-restore")
         assert follower.call("KV.PUT", "after-restore", "seen") is not None

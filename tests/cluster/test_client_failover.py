@@ -18,15 +18,12 @@
 - A follower answers MULTI (it reads no state) and the transaction then
   fails whole, which is what keeps the producer's batches unsplit.
 """
-import os
 import subprocess
 import threading
 import time
 
 from clusterlib import ClusterClient, poll
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-BUILD = os.path.dirname(os.path.join(ROOT, os.environ.get("ORDOD", "build/ordod")))
 COUNT = 3000
 KEYS = 10
 PACE_US = 500          # about 1.5 s of sending: the kills land mid-stream
@@ -34,10 +31,10 @@ KILLS = 2              # a few: the suite's time is short
 DONE_DEADLINE_S = 60.0
 
 
-def start_producer(tmp_path, addrs, queue):
+def start_producer(cl, tmp_path, addrs, queue):
     spill = tmp_path / ("%s.spill" % queue)
-    return subprocess.Popen([os.path.join(BUILD, "example_producer_spill"), "-a", addrs, "-q", queue,
-                             "-f", str(spill), "-n", str(COUNT), "-k", str(KEYS), "-w", str(PACE_US)],
+    return subprocess.Popen(cl.example("producer_spill", "-a", addrs, "-q", queue, "-f", spill, "-n", COUNT,
+                                       "-k", KEYS, "-w", PACE_US),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -76,7 +73,7 @@ def check_exactly_once_in_order(got):
 def test_producer_follows_the_leader_through_kills(make_cluster, tmp_path):
     cl = make_cluster(3)
     addrs = ",".join(m.addr for m in cl.live())
-    p = start_producer(tmp_path, addrs, "fq")
+    p = start_producer(cl, tmp_path, addrs, "fq")
     try:
         for _ in range(KILLS):
             assert p.poll() is None, "the producer finished before the kill: raise COUNT"
@@ -96,7 +93,7 @@ def test_producer_follows_the_leader_through_kills(make_cluster, tmp_path):
 def test_producer_given_one_address_that_dies_for_good(make_cluster, tmp_path):
     cl = make_cluster(3)
     leader = cl.leader()
-    p = start_producer(tmp_path, leader.addr, "oq")
+    p = start_producer(cl, tmp_path, leader.addr, "oq")
     try:
         # Once it has delivered something it has met the leader, and
         # learned the others; then its only address goes away for good.
@@ -153,9 +150,8 @@ class Lines(threading.Thread):
         return sum(1 for ln in self.snapshot() if ln.startswith(prefix))
 
 
-def spawn(args, stdin=None):
-    return subprocess.Popen([os.path.join(BUILD, args[0])] + [str(a) for a in args[1:]], stdin=stdin,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+def spawn(argv, stdin=None):
+    return subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 def kill_leader_timed(cl):
@@ -179,11 +175,11 @@ def run_checker(cl, tmp_path, addrs, count, faults, restart=True):
     time within FAILOVER_FACTOR of the server's."""
     # From the current revision, before any count: key exists; the replay
     # below starts at revision 1: both see every count: event.
-    watcher = spawn(["example_watch_resume", "-a", addrs, "-x", "count:", "-n", count])
-    careers = [spawn(["example_leader", "-a", addrs, "-e", "chk", "-i", name, "-n", 1000000]) for name in "AB"]
-    consumer = spawn(["example_exactly_once", "-h", addrs, "-q", "cq", "-c", 2], stdin=subprocess.PIPE)
-    producer = spawn(["example_producer_spill", "-a", addrs, "-q", "cq", "-f", tmp_path / "cq.spill",
-                      "-n", count, "-k", CHECK_KEYS, "-w", CHECK_PACE_US, "-t"])
+    watcher = spawn(cl.example("watch_resume", "-a", addrs, "-x", "count:", "-n", count))
+    careers = [spawn(cl.example("leader", "-a", addrs, "-e", "chk", "-i", name, "-n", 1000000)) for name in "AB"]
+    consumer = spawn(cl.example("exactly_once", "-h", addrs, "-q", "cq", "-c", 2), stdin=subprocess.PIPE)
+    producer = spawn(cl.example("producer_spill", "-a", addrs, "-q", "cq", "-f", tmp_path / "cq.spill",
+                      "-n", count, "-k", CHECK_KEYS, "-w", CHECK_PACE_US, "-t"))
     procs = [watcher, consumer, producer] + careers
     out = {id(p): Lines(p) for p in procs}
     acks = out[id(producer)]
@@ -223,9 +219,9 @@ def run_checker(cl, tmp_path, addrs, count, faults, restart=True):
         # and what it saw is the history replayed.
         assert watcher.wait(timeout=DONE_DEADLINE_S) == 0, watcher.stderr.read()
         live = out[id(watcher)].snapshot()
-        replay = subprocess.run([os.path.join(BUILD, "example_watch_resume"), "-a",
-                                 ",".join(m.addr for m in cl.live()), "-x", "count:", "-f", "1", "-n",
-                                 str(count)], capture_output=True, timeout=DONE_DEADLINE_S)
+        replay = subprocess.run(cl.example("watch_resume", "-a", ",".join(m.addr for m in cl.live()), "-x",
+                                           "count:", "-f", 1, "-n", count),
+                                capture_output=True, timeout=DONE_DEADLINE_S)
         assert replay.returncode == 0, replay.stderr
         assert "reset" not in live
         assert live == replay.stdout.decode().splitlines()

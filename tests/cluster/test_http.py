@@ -3,14 +3,13 @@ leader and 503 on a follower; a command sent to a follower over HTTP is a
 503 naming the leader; /metrics parses (prometheus_client) and carries the
 ordo_cluster_* series with this member's view; /v1/status lists the
 members, the same on every member."""
-import http.client
 import json
 
 from prometheus_client.parser import text_string_to_metric_families
 
 
-def get(member, method, path, body=None):
-    c = http.client.HTTPConnection("127.0.0.1", member.http_port, timeout=10)
+def get(cl, member, method, path, body=None):
+    c = cl.http_conn(member)
     try:
         c.request(method, path, body=body)
         r = c.getresponse()
@@ -19,8 +18,8 @@ def get(member, method, path, body=None):
         c.close()
 
 
-def samples(member):
-    status, body = get(member, "GET", "/metrics")
+def samples(cl, member):
+    status, body = get(cl, member, "GET", "/metrics")
     assert status == 200
     out = {}
     for fam in text_string_to_metric_families(body.decode()):
@@ -35,24 +34,24 @@ def test_http_knows_the_role(make_cluster):
     leader = cl.wait_ready()
     follower = cl.others(leader)[0]
 
-    assert get(leader, "GET", "/healthz")[0] == 200
-    status, body = get(follower, "GET", "/healthz")
+    assert get(cl, leader, "GET", "/healthz")[0] == 200
+    status, body = get(cl, follower, "GET", "/healthz")
     assert status == 503 and b"leader" in body, (status, body)
 
-    assert get(leader, "PUT", "/v1/kv/h", b"v")[0] == 200
-    status, body = get(follower, "PUT", "/v1/kv/h", b"w")
+    assert get(cl, leader, "PUT", "/v1/kv/h", b"v")[0] == 200
+    status, body = get(cl, follower, "PUT", "/v1/kv/h", b"w")
     problem = json.loads(body)  # application/problem+json, the RESP error in detail and its code
     assert status == 503 and problem["code"] == "NOTLEADER", (status, body)
     assert problem["detail"].startswith("NOTLEADER 127.0.0.1:%d" % leader.port), (status, body)
 
-    ml, mf = samples(leader), samples(follower)
+    ml, mf = samples(cl, leader), samples(cl, follower)
     assert ml["ordo_cluster_leader"] == 1 and mf["ordo_cluster_leader"] == 0
     assert ml["ordo_cluster_leader_id"] == mf["ordo_cluster_leader_id"] == leader.id
     assert ml["ordo_cluster_members"] == 3
     assert ml["ordo_cluster_entries_proposed_total"] >= 1
 
     for m in (leader, follower):
-        status, body = get(m, "GET", "/v1/status")
+        status, body = get(cl, m, "GET", "/v1/status")
         assert status == 200
         c = json.loads(body)["cluster"]
         assert c["node_id"] == m.id and c["leader_id"] == leader.id
@@ -60,8 +59,8 @@ def test_http_knows_the_role(make_cluster):
         assert [x["role"] for x in c["members"] if x["id"] == leader.id] == ["leader"]
 
 
-def post(member, path, body, key):
-    c = http.client.HTTPConnection("127.0.0.1", member.http_port, timeout=10)
+def post(cl, member, path, body, key):
+    c = cl.http_conn(member)
     try:
         c.request("POST", path, body=body, headers={"Idempotency-Key": key})
         r = c.getresponse()
@@ -77,15 +76,15 @@ def test_idempotency_keys_replicate_to_the_next_leader(make_cluster):
     state (the digest covers the kept keys)."""
     cl = make_cluster(3, http=True)
     leader = cl.wait_ready()
-    first = post(leader, "/v1/queues/cart/keys/c1", b"add", "op-1")
+    first = post(cl, leader, "/v1/queues/cart/keys/c1", b"add", "op-1")
     assert first[0] == 202
     digests = cl.wait_synced()
     assert len(set(digests.values())) == 1
     _, new, _ = cl.kill_leader()
-    assert post(new, "/v1/queues/cart/keys/c1", b"add", "op-1") == first
-    status, body = post(new, "/v1/queues/cart/keys/c1", b"remove", "op-1")
+    assert post(cl, new, "/v1/queues/cart/keys/c1", b"add", "op-1") == first
+    status, body = post(cl, new, "/v1/queues/cart/keys/c1", b"remove", "op-1")
     assert status == 422 and b"op-1" in body
-    other = post(new, "/v1/queues/cart/keys/c2", b"add", "op-1")
+    other = post(cl, new, "/v1/queues/cart/keys/c2", b"add", "op-1")
     assert other[0] == 202 and other[1] != first[1]
 
 
@@ -106,19 +105,19 @@ def test_dashboard_charts_full_on_first_paint_with_the_followers_lag(make_cluste
     while True:
         assert leader.call("SET", "k%d" % (i % 20), i) == "OK"
         i += 1
-        status, body = get(leader, "GET", "/v1/status?history=1")
+        status, body = get(cl, leader, "GET", "/v1/status?history=1")
         ring = json.loads(body)["history"]["seconds"]
         if len(ring["t"]) >= 5 and max(ring["lag_entries"]) >= 0 and sum(ring["kv_per_s"]) > 0:
             break
         assert time.monotonic() < t_end, ring
-    url = "http://127.0.0.1:%d/" % leader.http_port
-    dom = chromium(url, tmp_path / "profile", "--dump-dom", "--virtual-time-budget=900")
+    url = cl.url(leader)
+    dom = chromium(url, tmp_path / "profile", "--dump-dom", "--virtual-time-budget=900", *cl.browser_args())
     for chart in ("ch-throughput", "ch-latency", "ch-depth", "ch-oldest", "ch-errors", "ch-lag"):
         m = re.search(r'<figure class="chart" id="%s" data-points="(\d+)"' % chart, dom)
         assert m and int(m.group(1)) >= 5, (chart, dom[:2000])
     assert not re.search(r'<figure class="chart" id="ch-lag" hidden', dom)
     shot = tmp_path / "dashboard-cluster.png"
-    chromium(url, tmp_path / "profile2", "--screenshot=%s" % shot, "--window-size=1280,1400")
+    chromium(url, tmp_path / "profile2", "--screenshot=%s" % shot, "--window-size=1280,1400", *cl.browser_args())
     assert shot.stat().st_size > 1000
     print("cluster dashboard screenshot: %s" % shot)
 
@@ -134,12 +133,12 @@ def test_transfer_route_hands_leadership_to_the_member_named(make_cluster, tmp_p
     from test_http_dashboard import chromium  # noqa: E402
     cl = make_cluster(3, http=True)
     leader = cl.wait_ready()
-    dom = chromium("http://127.0.0.1:%d/" % leader.http_port, tmp_path / "profile", "--dump-dom")
+    dom = chromium(cl.url(leader), tmp_path / "profile", "--dump-dom", *cl.browser_args())
     offered = set(re.findall(r'data-action="POST /v1/cluster/transfer\?to=(\d+)"', dom))
     assert offered == {str(m.id) for m in cl.others(leader)}, offered
     target = cl.others(leader)[0]
-    status, body = get(leader, "POST", "/v1/cluster/transfer?to=%d" % target.id)
+    status, body = get(cl, leader, "POST", "/v1/cluster/transfer?to=%d" % target.id)
     assert (status, json.loads(body)) == (200, {"ok": True}), body
     assert cl.leader(min_term=1).id == target.id
-    status, body = get(target, "POST", "/v1/cluster/transfer?to=99")
+    status, body = get(cl, target, "POST", "/v1/cluster/transfer?to=99")
     assert status in (400, 404, 503) and json.loads(body)["detail"], (status, body)

@@ -13,7 +13,7 @@ import time
 
 import checkers
 from faultproxy import FaultProxy
-from resp import Closed, Conn
+from resp import Closed
 from workloads import Recorder, kv_get
 from clusterlib import ClusterClient
 
@@ -23,7 +23,7 @@ CLIENT_TIMEOUT_S = 0.5     # a write through the proxy: its reply, or it is in d
 PHASE_S = 1.0              # how long each fault is applied (a rate of faults, not synchronisation)
 
 
-def _writer(tid, proxy, rec, halt):
+def _writer(tid, cluster, proxy, rec, halt):
     keys = ["nf%d:%d" % (tid, i) for i in range(KEYS_PER_WRITER)]
     c, n = None, 0
     while not halt.is_set():
@@ -33,7 +33,7 @@ def _writer(tid, proxy, rec, halt):
         status, rev, reply = "doubt", None, None
         try:
             if c is None:
-                c = Conn(proxy.port, timeout=CLIENT_TIMEOUT_S)
+                c = cluster.connect(proxy.port, timeout=CLIENT_TIMEOUT_S)
             reply = c.call("KV.PUT", key, value)
             if isinstance(reply, int):
                 status, rev = "ok", reply
@@ -54,7 +54,7 @@ def test_writes_through_a_faulty_network_lose_nothing_acknowledged(make_cluster)
     leader = cl.leader()
     proxy = FaultProxy(leader.port, seed=22)
     rec, halt = Recorder(), threading.Event()
-    threads = [threading.Thread(target=_writer, args=(t, proxy, rec, halt)) for t in range(WRITERS)]
+    threads = [threading.Thread(target=_writer, args=(t, cl, proxy, rec, halt)) for t in range(WRITERS)]
     for t in threads:
         t.start()
     try:

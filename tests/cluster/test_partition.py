@@ -12,7 +12,7 @@ import pytest
 
 import checkers
 from clusterlib import ClusterClient, Sampler, poll
-from resp import Closed, Conn, RespError
+from resp import Closed, RespError
 from workloads import kv_get
 
 MINORITY_TIMEOUT_S = 1.5      # a request to a cut-off member: its reply, or give up
@@ -31,7 +31,7 @@ def _minority_writer(member, attempts, halt):
         value = "m%d-%d" % (member.id, n)
         try:
             if c is None:
-                c = Conn(member.port, timeout=MINORITY_TIMEOUT_S)
+                c = member.conn(MINORITY_TIMEOUT_S)
             r = c.call("KV.PUT", "minority", value)
             status = "err" if isinstance(r, RespError) else "ok"
         except (OSError, Closed):
@@ -53,7 +53,7 @@ def _minority_reader(member, reads, halt):
         t0 = time.monotonic()
         try:
             if c is None:
-                c = Conn(member.port, timeout=MINORITY_TIMEOUT_S)
+                c = member.conn(MINORITY_TIMEOUT_S)
             g = c.call("KV.GET", "majority")
             if not isinstance(g, RespError):
                 reads.append({"key": "majority", "value": g[0].decode() if g else None,

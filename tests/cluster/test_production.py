@@ -19,7 +19,6 @@ settings so snapshots are taken, sent and installed all the time:
   - a member whose wall clock runs an hour ahead takes leadership over
     without shortening any TTL or lock (tests/shim/clockstep.c).
 """
-import http.client
 import json
 import os
 import signal
@@ -239,8 +238,8 @@ def test_failed_add_changes_nothing(make_cluster):
     assert sorted(_members(leader)) == before
 
 
-def _status_json(m):
-    c = http.client.HTTPConnection("127.0.0.1", m.http_port, timeout=10)
+def _status_json(cl, m):
+    c = cl.http_conn(m)
     try:
         c.request("GET", "/v1/status")
         r = c.getresponse()
@@ -260,14 +259,14 @@ def test_members_show_liveness(make_cluster):
     poll(lambda: _members(leader)[f.id][4] == 0, "node %d shown as not live" % f.id, 10)
     assert _members(leader)[f.id][5] > 0
     # the same in /v1/status (the dashboard's source), /metrics and `ordo status`
-    st = {m["id"]: m for m in _status_json(leader)["cluster"]["members"]}
+    st = {m["id"]: m for m in _status_json(cl, leader)["cluster"]["members"]}
     assert st[f.id]["live"] is False and st[leader.id]["live"] is True, st
-    c = http.client.HTTPConnection("127.0.0.1", leader.http_port, timeout=10)
+    c = cl.http_conn(leader)
     c.request("GET", "/metrics")
     metrics = c.getresponse().read().decode()
     c.close()
     assert 'ordo_cluster_member_live{id="%d"} 0' % f.id in metrics
-    out = subprocess.run([os.path.join(SHIM_DIR, "ordo"), "-h", leader.addr, "status"], capture_output=True,
+    out = subprocess.run(cl.tool("-h", leader.addr, "status"), capture_output=True,
                          text=True, timeout=30).stdout
     assert "member:%d " % f.id in out and "live=0" in out, out
     f.restart()

@@ -9,7 +9,13 @@ another CA cannot take part (the other two still form a majority).
 
 Certificates: scripts/make-certs.sh with members node-1..node-3 and
 node-9, each member's pair copied to its own directory n<id>/ ("{node}"
-in the flags, clusterlib.Member).
+in the flags, clusterlib.Member). Those clusters keep their clients in
+plaintext in either mode of the suite (make_cluster(tls=False)): the
+members' certificates are what they vary.
+
+Clients on TLS (make_cluster(tls=True)): a follower's -NOTLEADER names
+the leader's TLS port, and the members' --cluster addresses are checked
+against their doors at start.
 """
 import os
 import shutil
@@ -19,7 +25,10 @@ import ssl
 import struct
 import subprocess
 
-from clusterlib import ROOT, ClusterClient, poll
+import pytest
+import redis
+
+from clusterlib import PORT_OFFSET, ROOT, ClusterClient, Member, pick_ports, poll
 
 RAFT_HELLO = 16
 
@@ -83,7 +92,7 @@ def serving(cl, key, value):
 
 def test_members_over_mutual_tls_refuse_impostors(make_cluster, tmp_path):
     certs = make_certs(tmp_path)
-    cl = make_cluster(3, extra=tls_flags(certs))
+    cl = make_cluster(3, extra=tls_flags(certs), tls=False)
     cl.wait_ready()
     serving(cl, "k0", "v0")
     m = cl.members[1]
@@ -112,7 +121,7 @@ def test_member_with_a_foreign_certificate_is_shut_out(make_cluster, tmp_path):
     refuse it (and it them), they go on as a majority, and it leads
     nobody."""
     certs = make_certs(tmp_path)
-    cl = make_cluster(3, extra=tls_flags(certs))
+    cl = make_cluster(3, extra=tls_flags(certs), tls=False)
     cl.wait_ready()
     n3 = cl.members[3]
     assert n3.stop() == 0
@@ -136,7 +145,7 @@ def test_member_added_over_mutual_tls(make_cluster, tmp_path):
     """CLUSTER ADD of a fourth member with its own certificate: it is
     accepted once it is in the configuration, and catches up."""
     certs = make_certs(tmp_path)
-    cl = make_cluster(3, extra=tls_flags(certs))
+    cl = make_cluster(3, extra=tls_flags(certs), tls=False)
     leader = cl.wait_ready()
     assert leader.call("SET", "before", "1") == "OK"
     m4 = cl.new_member(4)
@@ -161,7 +170,7 @@ def test_member_certificates_reload_on_sighup(make_cluster, tmp_path):
     is logged and the old one kept; a good one is taken, and the
     connections made after it (a partition healed) carry the cluster."""
     certs = make_certs(tmp_path)
-    cl = make_cluster(3, extra=tls_flags(certs))
+    cl = make_cluster(3, extra=tls_flags(certs), tls=False)
     cl.wait_ready()
     m = cl.members[1]
     key = certs / "n1" / "member.key"
@@ -177,3 +186,37 @@ def test_member_certificates_reload_on_sighup(make_cluster, tmp_path):
     cl.heal()
     cl.wait_ready()
     serving(cl, "after", "1")
+
+
+def test_clients_on_tls_ports_are_sent_to_the_leaders_tls_port(make_cluster, tmp_path):
+    """Members whose only client door is TLS (--port 0 --tls-port P, the
+    --cluster list naming P): a follower's -NOTLEADER names the leader's
+    TLS port, which redis-py follows by hand and the ordo tool by itself,
+    each checking the certificate. A member whose listed port is neither
+    its port nor its tls-port logs that at start; these do not."""
+    cl = make_cluster(3, tls=True)
+    leader = cl.wait_ready()
+    follower = cl.others(leader)[0]
+    r = redis.Redis(socket_timeout=5, **cl.redis_kwargs(follower))
+    with pytest.raises(redis.ResponseError) as e:
+        r.set("k", "v")
+    r.close()
+    assert str(e.value) == "NOTLEADER %s" % leader.addr
+    r = redis.Redis(socket_timeout=5, **cl.redis_kwargs(leader))
+    assert r.set("k", "v") and r.get("k") == b"v"
+    r.close()
+    p = subprocess.run(cl.tool("-h", follower.addr, "push", "q", "k", "v"), capture_output=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    assert leader.call("Q.LEN", "q") == [1, 0, 0]
+    for m in cl.members.values():
+        assert "neither its port" not in m.log_text()
+
+    port, listed = pick_ports(2)
+    lone = Member(1, port, str(tmp_path / "lone"), PORT_OFFSET)
+    lone.cluster_spec = "1=127.0.0.1:%d" % listed
+    assert lone.start_on(port)
+    try:
+        assert ("ordod: cluster: member 1's address 127.0.0.1:%d in --cluster is neither its port (%d) nor its "
+                "tls-port (0)" % (listed, port)) in lone.log_text()
+    finally:
+        assert lone.stop() == 0

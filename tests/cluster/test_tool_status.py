@@ -1,13 +1,8 @@
 """`ordo status` and `ordo top` against a 3-member cluster (issue 24):
 asked of a follower, they follow the leader and show its role and term,
 the indexes durability is measured by, and one line per member."""
-import os
 import re
 import subprocess
-
-from clusterlib import ORDOD
-
-ORDO = os.path.join(os.path.dirname(ORDOD), "ordo")
 
 
 def test_status_of_a_cluster_shows_the_leader_and_members(make_cluster):
@@ -15,7 +10,7 @@ def test_status_of_a_cluster_shows_the_leader_and_members(make_cluster):
     leader = cl.wait_ready()
     follower = cl.others(leader)[0]
     assert leader.call("Q.PUSH", "jobs", "k", "p")
-    p = subprocess.run([ORDO, "-h", follower.addr, "status"], capture_output=True, text=True, timeout=60)
+    p = subprocess.run(cl.tool("-h", follower.addr, "status"), capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     out = p.stdout
     term = int(leader.info()["cluster_term"])
@@ -32,7 +27,7 @@ def test_top_once_on_a_cluster_shows_the_members(make_cluster):
     cl = make_cluster(3)
     leader = cl.wait_ready()
     follower = cl.others(leader)[0]
-    p = subprocess.run([ORDO, "-h", follower.addr, "top", "--once", "--interval", "200"], capture_output=True,
+    p = subprocess.run(cl.tool("-h", follower.addr, "top", "--once", "--interval", "200"), capture_output=True,
                        text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     out = p.stdout

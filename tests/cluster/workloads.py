@@ -20,7 +20,7 @@ import threading
 import time
 
 from clusterlib import NOLEADER_PAUSE_S, ClusterClient, poll
-from resp import Closed, Conn, RespError
+from resp import Closed, RespError
 
 JOIN_DEADLINE_S = 30.0        # a worker thread ends after stop is set
 WRITE_DEADLINE_S = 15.0       # a write is retried (redirects, reconnects) for this long
@@ -404,7 +404,7 @@ def kv_watcher(cluster, prefix, rec, halt):
     last = 0
     while not halt.is_set():
         try:
-            c = Conn(port, timeout=WATCH_READ_TIMEOUT_S)
+            c = cluster.connect(port, timeout=WATCH_READ_TIMEOUT_S)
         except OSError:
             port = rng.choice(ports)
             halt.wait(NOLEADER_PAUSE_S)   # that member is down: try another after a pause

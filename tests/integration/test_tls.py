@@ -384,6 +384,35 @@ def test_c_client_over_tls(ordod_factory, certs):
     assert p.returncode == 2 and b"go with --tls" in p.stderr
 
 
+def test_c_client_moves_on_after_a_cut_handshake(ordod_factory, certs):
+    """A member that closes the connection during the TLS handshake (a
+    killed leader, a restarting one) is left for the next address given,
+    as a refused connect is: the client once kept the dead connection and
+    aborted on its next connect."""
+    import threading
+    from clientlib import prog
+    srv = ordod_factory(*tls_flags(certs))
+    cut = socket.socket()
+    cut.bind(("127.0.0.1", 0))
+    cut.listen(8)
+
+    def close_each():
+        try:
+            while True:
+                conn, _ = cut.accept()
+                conn.close()
+        except OSError:
+            pass   # the listener was closed: the test is over
+    threading.Thread(target=close_each, daemon=True).start()
+    try:
+        p = subprocess.run([prog("ordo"), "-h", "127.0.0.1:%d,localhost:%d" % (cut.getsockname()[1], tls_port(srv)),
+                            "--tls", "--cacert", str(certs / "ca.crt"), "status"], capture_output=True, timeout=30)
+    finally:
+        cut.shutdown(socket.SHUT_RDWR)   # wakes the accept
+        cut.close()
+    assert p.returncode == 0 and b"revision:" in p.stdout, p.stderr
+
+
 def test_c_client_certificate(ordod_factory, certs):
     srv = ordod_factory(*tls_flags(certs, "server", "--tls-auth-clients", "yes"))
     p = tool(srv, certs, "--cert", certs / "client.crt", "--key", certs / "client.key", "push", "q", "k", "v")

@@ -14,8 +14,8 @@ class WatchConn(Conn):
     RESP2 arrays whose first element is an event kind) are queued in
     self.events; reply() returns the next ordinary reply."""
 
-    def __init__(self, port, proto=2, timeout=10.0, password=None, rcvbuf=None):
-        super().__init__(port, timeout=timeout, rcvbuf=rcvbuf)
+    def __init__(self, port, proto=2, timeout=10.0, password=None, rcvbuf=None, tls=None):
+        super().__init__(port, timeout=timeout, rcvbuf=rcvbuf, tls=tls)
         self.proto = proto
         self.events = []
         if password is not None:

@@ -120,8 +120,16 @@ class Ordod:
         """Arguments between --http-port and args (a subclass's own)."""
         return []
 
+    def listen_args(self):
+        """The arguments that make it listen on self.port."""
+        return ["--port", str(self.port)]
+
+    def connect(self, timeout):
+        """A connection to self.port (the readiness probe's)."""
+        return Conn(self.port, timeout=timeout)
+
     def argv(self):
-        cmd = [self.binary, "--port", str(self.port), "--dir", self.dir]
+        cmd = [self.binary] + self.listen_args() + ["--dir", self.dir]
         if self.http_port is not None:
             cmd += ["--http-port", str(self.http_port)]
         return cmd + self.options() + self.args
@@ -177,7 +185,7 @@ class Ordod:
             if self.proc.poll() is not None:
                 return "exited"
             try:
-                with Conn(self.port, timeout=READY_PROBE_TIMEOUT_S) as c:
+                with self.connect(READY_PROBE_TIMEOUT_S) as c:
                     return "ours" if self.is_ours(c) else None
             except (OSError, Closed):
                 return None

@@ -1,6 +1,7 @@
-"""A tiny RESP2/RESP3 client over a plain socket, for what redis-py cannot
-do: read watch events (push frames, or RESP2 arrays arriving unasked), send
-malformed bytes, and see exactly how the server answers.
+"""A tiny RESP2/RESP3 client over a socket (plaintext, or TLS given an
+ssl.SSLContext), for what redis-py cannot do: read watch events (push
+frames, or RESP2 arrays arriving unasked), send malformed bytes, and see
+exactly how the server answers.
 
 Replies are decoded to Python values: simple strings to str, bulk strings to
 bytes, errors to RespError (returned, not raised), nil to None, arrays and
@@ -49,10 +50,13 @@ def encode(*args):
 
 
 class Conn:
-    def __init__(self, port, timeout=20.0, host="127.0.0.1", rcvbuf=None):
+    def __init__(self, port, timeout=20.0, host="127.0.0.1", rcvbuf=None, tls=None):
         """rcvbuf: a small receive buffer, set before connecting (a buffer
         shrunk after the handshake can stall TCP in zero-window probes), so
-        a test's unread replies stay in the server rather than the kernel."""
+        a test's unread replies stay in the server rather than the kernel.
+        tls: an ssl.SSLContext to speak TLS with (a server's tls-port),
+        the handshake done here, the server's certificate checked for
+        host; None: plaintext."""
         if rcvbuf is None:
             self.sock = socket.create_connection((host, port), timeout=timeout)
         else:
@@ -60,6 +64,12 @@ class Conn:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
             self.sock.settimeout(timeout)
             self.sock.connect((host, port))
+        if tls is not None:
+            try:
+                self.sock = tls.wrap_socket(self.sock, server_hostname=host)
+            except BaseException:
+                self.sock.close()
+                raise
         self.buf = b""
 
     def close(self):

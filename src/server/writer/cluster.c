@@ -238,6 +238,28 @@ int cluster_tls_reload(server_t *s, const ordo_config_t *cfg, char *err, size_t 
     return raft_log_tls_reload(s->persist.log, &tls, &tls, err, elen);
 }
 
+/* The address the list gives this member is the one every member sends
+ * its clients to (-NOTLEADER, CLUSTER MEMBERS, ROLE): a port that is
+ * neither its port nor its tls-port leads them nowhere. Logged, not
+ * refused: a member behind a port mapping is reached on another port than
+ * it listens on. */
+static void check_own_address(const server_t *s, const raft_log_options_t *opt)
+{
+    for (int i = 0; i < opt->nmembers; i++) {
+        if (opt->members[i].id != (uint64_t)s->cfg.node_id)
+            continue;
+        const char *colon = strrchr(opt->members[i].client, ':');
+        assert(colon != NULL); /* raft_cluster_parse() made it HOST:PORT */
+        long port = strtol(colon + 1, NULL, 10);
+        if (port != s->cfg.port && port != s->cfg.tls_port)
+            fprintf(stderr,
+                    "ordod: cluster: member %lld's address %s in --cluster is neither its port (%lld) nor its "
+                    "tls-port (%lld): clients sent there reach no door of it\n",
+                    (long long)s->cfg.node_id, opt->members[i].client, (long long)s->cfg.port,
+                    (long long)s->cfg.tls_port);
+    }
+}
+
 int cluster_open(server_t *s, const log_hooks_t *wake, char *err, size_t elen)
 {
     raft_log_options_t opt = {
@@ -261,6 +283,7 @@ int cluster_open(server_t *s, const log_hooks_t *wake, char *err, size_t elen)
     opt.nmembers = raft_cluster_parse(s->cfg.cluster, opt.port_offset, opt.members, RAFT_LOG_MAX_MEMBERS, err, elen);
     if (opt.nmembers < 0)
         return -1;
+    check_own_address(s, &opt);
     if (s->cfg.cluster_join)
         opt.nmembers_bootstrap = 0;
     else
