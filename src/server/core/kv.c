@@ -789,10 +789,11 @@ static kv_key_t *key_resize(kv_t *kv, kv_key_t *k, size_t payload)
  * bytes or nversions; under ASan they are poisoned while they wait. */
 static kv_ver_t *ver_get(kv_t *kv, size_t need)
 {
+    size_t cost = alloc_cost(need);
     for (int i = kv->nspare - 1; i >= 0; i--) {
         kv_ver_t *v = kv->spare[i];
         size_t have = ver_size(payload_size(&v->vh)); /* readable: vlen and flags are not poisoned */
-        if (have >= need && alloc_cost(have) == alloc_cost(need)) {
+        if (have >= need && alloc_cost(have) == cost) {
             kv->spare[i] = kv->spare[--kv->nspare];
             KV_UNPOISON(v, have);
             return v;
@@ -835,6 +836,13 @@ static kv_vh_t *log_at(const kv_t *kv, size_t i)
 {
     assert(i < kv->log_len);
     return kv->log[(kv->log_head + i) & (kv->log_cap - 1)];
+}
+
+/* The oldest change's revision, if the log is not empty. */
+static uint64_t log_front_rev(const kv_t *kv)
+{
+    assert(kv->log_len > 0);
+    return kv->log[kv->log_head]->mod_rev;
 }
 
 /* What a change counts against the history's byte bound: its key and
@@ -1019,11 +1027,13 @@ static int mutate(kv_t *kv, const void *key, size_t klen, kv_version_t *spec, kv
     kv_key_t *k = tab_find(kv, hash, key, klen);
     const kv_vh_t *prev = k != NULL ? newest_of(k) : NULL;
     bool had = prev != NULL && !(prev->flags & VF_DEL);
+    uint8_t flags = spec->lease != 0 ? VF_LEASE : 0; /* flags_for(spec), known here */
     if (spec->deleted) {
         if (!had)
             return 0;
         kv->live--;
         spec->create_rev = spec->version = 0;
+        flags = VF_DEL;
     } else if (had && (prev->flags & VF_FIRST)) {
         spec->create_rev = prev->mod_rev;
         spec->version = 2;
@@ -1035,6 +1045,7 @@ static int mutate(kv_t *kv, const void *key, size_t klen, kv_version_t *spec, kv
         kv->live++;
         spec->create_rev = spec->mod_rev;
         spec->version = 1;
+        flags |= VF_FIRST;
     }
     const char *value;
     kv_vh_t *h;
@@ -1042,7 +1053,6 @@ static int mutate(kv_t *kv, const void *key, size_t klen, kv_version_t *spec, kv
         k = key_create(kv, key, klen, hash, spec, &value);
         h = &k->vh;
     } else {
-        uint8_t flags = flags_for(spec);
         size_t size = ver_size(extras_size(flags) + spec->vlen);
         kv_ver_t *v = ver_get(kv, size);
         v->older = k->newest;
@@ -1279,7 +1289,7 @@ static bool pop_while(kv_t *kv, uint64_t rev, const trim_bounds_t *b, size_t max
 {
     size_t work = 0;
     bool popped = false, bounded = false;
-    while (kv->log_len > 0 && log_at(kv, 0)->mod_rev < rev && over_bounds(kv, b)) {
+    while (kv->log_len > 0 && log_front_rev(kv) < rev && over_bounds(kv, b)) {
         compact_prefetch(kv);
         if (popped) {
             size_t cost = pop_cost(log_at(kv, 0));
@@ -1310,8 +1320,8 @@ int kv_compact_step(kv_t *kv, uint64_t rev, size_t max_versions)
     if (rev <= kv->oldest_rev)
         return 1;
     pop_while(kv, rev, &(trim_bounds_t){0, 0}, max_versions);
-    bool done = kv->log_len == 0 || log_at(kv, 0)->mod_rev >= rev;
-    kv->oldest_rev = done ? rev : log_at(kv, 0)->mod_rev;
+    bool done = kv->log_len == 0 || log_front_rev(kv) >= rev;
+    kv->oldest_rev = done ? rev : log_front_rev(kv);
     assert(kv->oldest_rev <= rev);
     return done ? 1 : 0;
 }
@@ -1324,7 +1334,7 @@ int kv_trim_step(kv_t *kv, size_t keep_changes, size_t keep_bytes, uint64_t belo
     bool stopped = pop_while(kv, below_rev, &b, max_versions);
     /* The point moves to the first change kept (all before it are gone),
      * or past the last revision when none is kept. */
-    uint64_t point = kv->log_len > 0 ? log_at(kv, 0)->mod_rev : kv->last_rev + 1;
+    uint64_t point = kv->log_len > 0 ? log_front_rev(kv) : kv->last_rev + 1;
     if (point > kv->oldest_rev)
         kv->oldest_rev = point;
     return stopped ? 1 : 0;
