@@ -312,6 +312,8 @@ static void deliver_one(watch_t *w, void *arg)
 static void on_change(void *arg, const kv_change_t *ch)
 {
     server_t *s = arg;
+    if (s->watches.count == 0)
+        return; /* nobody watches: nothing to encode, nothing to free (every write asks) */
     deliver_ctx_t d = {.ch = ch};
     watch_match(&s->watches, ch->cur.key, ch->cur.klen, deliver_one, &d);
     for (int i = 0; i < 2; i++)
