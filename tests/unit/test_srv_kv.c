@@ -831,6 +831,13 @@ static void randomized(bool defer)
         for (size_t ki = 0; ki < NKEYS; ki++) {
             mstate_t s = model_at(&m, keys[ki].b, keys[ki].len, last);
             check_version(kv_get(kv, keys[ki].b, keys[ki].len, &(kv_version_t){0}), &s, keys[ki].b, keys[ki].len);
+            size_t vlen = 0;
+            const char *val = kv_get_value(kv, keys[ki].b, keys[ki].len, &vlen);
+            assert_int_equal(val != NULL, s.present);
+            if (s.present) {
+                assert_int_equal(vlen, strlen(s.val));
+                assert_memory_equal(val, s.val, vlen);
+            }
             live += s.present;
             for (int j = 0; j < 3; j++) {
                 uint64_t r = rnd() % (last + 3);
@@ -1046,6 +1053,53 @@ static void slot_moves(bool deferred)
     kv_destroy(fresh);
 }
 
+/* Keys of every length from 0 to 80 that differ from each other in one
+ * byte only, at every position: each lookup finds its own key, and a key
+ * one byte off is absent (the hash table compares keys a word at a time,
+ * from the last word). */
+static void test_keys_differing_in_one_byte(void **state)
+{
+    (void)state;
+    enum { MAXLEN = 80 };
+    kv_t *kv = kv_create();
+    assert_non_null(kv);
+    uint64_t rev = 0;
+    unsigned char key[MAXLEN];
+    char val[32];
+    for (size_t len = 0; len <= MAXLEN; len++) {
+        memset(key, 'k', len);
+        snprintf(val, sizeof val, "%zu", len);
+        assert_int_equal(kv_put(kv, key, len, val, strlen(val), 0, ++rev, NULL), KV_OK);
+        for (size_t pos = 0; pos < len; pos++) {
+            key[pos] = 'x';
+            snprintf(val, sizeof val, "%zu/%zu", len, pos);
+            assert_int_equal(kv_put(kv, key, len, val, strlen(val), 0, ++rev, NULL), KV_OK);
+            key[pos] = 'k';
+        }
+    }
+    for (size_t len = 0; len <= MAXLEN; len++) {
+        size_t vlen;
+        const char *v;
+        memset(key, 'k', len);
+        snprintf(val, sizeof val, "%zu", len);
+        assert_non_null(v = kv_get_value(kv, key, len, &vlen));
+        assert_int_equal(vlen, strlen(val));
+        assert_memory_equal(v, val, vlen);
+        for (size_t pos = 0; pos < len; pos++) {
+            key[pos] = 'x';
+            snprintf(val, sizeof val, "%zu/%zu", len, pos);
+            assert_non_null(v = kv_get_value(kv, key, len, &vlen));
+            assert_int_equal(vlen, strlen(val));
+            assert_memory_equal(v, val, vlen);
+            key[pos] = 'y'; /* never written */
+            assert_null(kv_get_value(kv, key, len, &vlen));
+            assert_int_equal(kv_last_change(kv, key, len), 0);
+            key[pos] = 'k';
+        }
+    }
+    kv_destroy(kv);
+}
+
 static void test_cold_key_moves_into_its_node(void **state)
 {
     (void)state;
@@ -1102,6 +1156,7 @@ int main(void)
         cmocka_unit_test(test_trim_by_changes_and_bytes),
         cmocka_unit_test(test_randomized),
         cmocka_unit_test(test_randomized_deferred_index),
+        cmocka_unit_test(test_keys_differing_in_one_byte),
         cmocka_unit_test(test_cold_key_moves_into_its_node),
         cmocka_unit_test(test_million_keys),
     };

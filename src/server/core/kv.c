@@ -41,14 +41,20 @@
  * Public versions (kv_version_t) are built on demand into the caller's
  * storage: the store keeps no 64-byte public struct per version. Their key
  * and value pointers point into the nodes and versions above, hence valid
- * until the next mutation or compaction.
+ * until the next mutation or compaction. Decoding a header costs a few
+ * dozen instructions, so the hot paths avoid it: a put or delete (mutate())
+ * writes its change's new version straight into the caller's kv_change_t
+ * from what it wrote, reading only the replaced version's create_rev and
+ * version; the change holds the replaced version by reference, decoded
+ * only if kv_change_prev() asks (a watch with PREVVAL); GET reads the
+ * value's place with kv_get_value(); WATCH compares kv_last_change().
  *
  * Hash table: chained, a bucket array of node pointers, doubling when keys
  * outnumber buckets and halving below 1/8. Nodes store no hash: a lookup
- * compares klen and the key bytes, which a short key's node has in its
- * first cache line with the link, and a resize hashes every key again
- * (SipHash, keyed per store, so client-chosen keys cannot build long
- * chains).
+ * compares klen and then the key bytes inline, last word first (key_eq),
+ * which a short key's node has in its first cache line with the link, and
+ * a resize hashes every key again (SipHash, keyed per store, so
+ * client-chosen keys cannot build long chains).
  *
  * Ordered index: a skiplist whose nodes are the key nodes themselves (p =
  * 1/4, at most KV_LEVEL_MAX levels), ordered by memcmp and then shorter
