@@ -94,6 +94,16 @@ static mstate_t model_at(const model_t *m, const void *key, size_t klen, uint64_
     return s;
 }
 
+/* The version a change replaced, which must exist; and whether there is one. */
+static kv_version_t prev_of(const kv_change_t *ch)
+{
+    kv_version_t buf;
+    assert_non_null(kv_change_prev(ch, &buf));
+    return buf;
+}
+
+static bool has_prev(const kv_change_t *ch) { return kv_change_prev(ch, &(kv_version_t){0}) != NULL; }
+
 static void check_version(const kv_version_t *v, const mstate_t *s, const void *key, size_t klen)
 {
     if (!s->present) {
@@ -122,7 +132,7 @@ static void do_put(kv_t *kv, model_t *m, const void *key, size_t klen, const cha
     model_add(m, rev, key, klen, val, rev % 5, false);
     mstate_t after = model_at(m, key, klen, rev);
     check_version(&ch.cur, &after, key, klen);
-    check_version(kv_change_prev(&ch), &before, key, klen);
+    check_version(kv_change_prev(&ch, &(kv_version_t){0}), &before, key, klen);
 }
 
 static int do_del(kv_t *kv, model_t *m, const void *key, size_t klen, uint64_t rev)
@@ -138,7 +148,7 @@ static int do_del(kv_t *kv, model_t *m, const void *key, size_t klen, uint64_t r
         assert_int_equal(ch.cur.version, 0);
         assert_int_equal(ch.cur.create_rev, 0);
         assert_int_equal(ch.cur.vlen, 0);
-        check_version(kv_change_prev(&ch), &before, key, klen);
+        check_version(kv_change_prev(&ch, &(kv_version_t){0}), &before, key, klen);
     }
     return rc;
 }
@@ -249,7 +259,7 @@ static void test_versions(void **state)
     assert_int_equal(kv_last_rev(kv), 0);
 
     assert_int_equal(kv_put(kv, "a", 1, "v1", 2, 7, 3, &ch), KV_OK);
-    assert_false(ch.has_prev);
+    assert_false(has_prev(&ch));
     assert_int_equal(ch.cur.create_rev, 3);
     assert_int_equal(ch.cur.mod_rev, 3);
     assert_int_equal(ch.cur.version, 1);
@@ -261,9 +271,9 @@ static void test_versions(void **state)
     assert_int_equal(ch.cur.mod_rev, 5);
     assert_int_equal(ch.cur.version, 2);
     assert_int_equal(ch.cur.lease, 0);
-    assert_true(ch.has_prev);
-    assert_int_equal(ch.prev.mod_rev, 3);
-    assert_memory_equal(ch.prev.value, "v1", 2);
+    assert_true(has_prev(&ch));
+    assert_int_equal(prev_of(&ch).mod_rev, 3);
+    assert_memory_equal(prev_of(&ch).value, "v1", 2);
 
     /* Revisions must increase: equal and lower are refused, nothing changes. */
     assert_int_equal(kv_put(kv, "a", 1, "x", 1, 0, 5, NULL), KV_EREV);
@@ -279,7 +289,7 @@ static void test_versions(void **state)
     assert_int_equal(ch.cur.version, 0);
     assert_int_equal(ch.cur.create_rev, 0);
     assert_int_equal(ch.cur.mod_rev, 8);
-    assert_int_equal(ch.prev.mod_rev, 5);
+    assert_int_equal(prev_of(&ch).mod_rev, 5);
     assert_null(kv_get(kv, "a", 1, &(kv_version_t){0}));
     assert_int_equal(kv_count(kv), 0);
     assert_int_equal(kv_del(kv, "a", 1, 9, &ch), 0); /* already deleted */
@@ -287,7 +297,7 @@ static void test_versions(void **state)
 
     /* A put after a delete starts a new life. */
     assert_int_equal(kv_put(kv, "a", 1, "", 0, 0, 10, &ch), KV_OK);
-    assert_false(ch.has_prev); /* the replaced version was a tombstone */
+    assert_false(has_prev(&ch)); /* the replaced version was a tombstone */
     assert_int_equal(ch.cur.create_rev, 10);
     assert_int_equal(ch.cur.version, 1);
     assert_int_equal(ch.cur.vlen, 0);
@@ -498,20 +508,20 @@ static void test_compact(void **state)
     assert_int_equal(kv_log_seek(kv, 14, &cur), KV_OK);
     assert_int_equal(kv_log_next(kv, &cur, &ch), 1);
     assert_int_equal(ch.cur.mod_rev, 15);
-    assert_false(ch.has_prev); /* k1 was deleted before 15 */
+    assert_false(has_prev(&ch)); /* k1 was deleted before 15 */
     assert_int_equal(kv_log_next(kv, &cur, &ch), 1);
     assert_int_equal(ch.cur.mod_rev, 16);
-    assert_true(ch.has_prev);
-    assert_int_equal(ch.prev.mod_rev, 14);
-    assert_memory_equal(ch.prev.value, "e", 1);
+    assert_true(has_prev(&ch));
+    assert_int_equal(prev_of(&ch).mod_rev, 14);
+    assert_memory_equal(prev_of(&ch).value, "e", 1);
 
     /* Compact at 16: the change at 16 (k2: e -> g) keeps its PREVVAL. */
     assert_int_equal(kv_compact(kv, 16), KV_OK);
     assert_int_equal(kv_log_seek(kv, 15, &cur), KV_OK);
     assert_int_equal(kv_log_next(kv, &cur, &ch), 1);
     assert_int_equal(ch.cur.mod_rev, 16);
-    assert_true(ch.has_prev);
-    assert_memory_equal(ch.prev.value, "e", 1);
+    assert_true(has_prev(&ch));
+    assert_memory_equal(prev_of(&ch).value, "e", 1);
 
     /* Compact at 23: k3 (deleted at 20) and k4 (deleted at 22) disappear
      * entirely; k1 and k2 stay. */
@@ -581,7 +591,7 @@ static void test_log(void **state)
             mstate_t prev = model_at(&m, o->key, o->klen, o->rev - 1);
             if (!o->del)
                 check_version(&ch.cur, &now, o->key, o->klen);
-            check_version(kv_change_prev(&ch), &prev, o->key, o->klen);
+            check_version(kv_change_prev(&ch, &(kv_version_t){0}), &prev, o->key, o->klen);
         }
         assert_int_equal(i, m.n);
     }
@@ -809,7 +819,7 @@ static void randomized(bool defer)
             assert_int_equal(ch.cur.deleted, o->del);
             assert_int_equal(ch.cur.klen, o->klen);
             mstate_t prev = model_at(&m, o->key, o->klen, o->rev - 1);
-            check_version(kv_change_prev(&ch), &prev, o->key, o->klen);
+            check_version(kv_change_prev(&ch, &(kv_version_t){0}), &prev, o->key, o->klen);
         }
 
         if (i % CHECK_EVERY != CHECK_EVERY - 1)
@@ -821,6 +831,13 @@ static void randomized(bool defer)
         for (size_t ki = 0; ki < NKEYS; ki++) {
             mstate_t s = model_at(&m, keys[ki].b, keys[ki].len, last);
             check_version(kv_get(kv, keys[ki].b, keys[ki].len, &(kv_version_t){0}), &s, keys[ki].b, keys[ki].len);
+            size_t vlen = 0;
+            const char *val = kv_get_value(kv, keys[ki].b, keys[ki].len, &vlen);
+            assert_int_equal(val != NULL, s.present);
+            if (s.present) {
+                assert_int_equal(vlen, strlen(s.val));
+                assert_memory_equal(val, s.val, vlen);
+            }
             live += s.present;
             for (int j = 0; j < 3; j++) {
                 uint64_t r = rnd() % (last + 3);
@@ -1036,6 +1053,53 @@ static void slot_moves(bool deferred)
     kv_destroy(fresh);
 }
 
+/* Keys of every length from 0 to 80 that differ from each other in one
+ * byte only, at every position: each lookup finds its own key, and a key
+ * one byte off is absent (the hash table compares keys a word at a time,
+ * from the last word). */
+static void test_keys_differing_in_one_byte(void **state)
+{
+    (void)state;
+    enum { MAXLEN = 80 };
+    kv_t *kv = kv_create();
+    assert_non_null(kv);
+    uint64_t rev = 0;
+    unsigned char key[MAXLEN];
+    char val[32];
+    for (size_t len = 0; len <= MAXLEN; len++) {
+        memset(key, 'k', len);
+        snprintf(val, sizeof val, "%zu", len);
+        assert_int_equal(kv_put(kv, key, len, val, strlen(val), 0, ++rev, NULL), KV_OK);
+        for (size_t pos = 0; pos < len; pos++) {
+            key[pos] = 'x';
+            snprintf(val, sizeof val, "%zu/%zu", len, pos);
+            assert_int_equal(kv_put(kv, key, len, val, strlen(val), 0, ++rev, NULL), KV_OK);
+            key[pos] = 'k';
+        }
+    }
+    for (size_t len = 0; len <= MAXLEN; len++) {
+        size_t vlen;
+        const char *v;
+        memset(key, 'k', len);
+        snprintf(val, sizeof val, "%zu", len);
+        assert_non_null(v = kv_get_value(kv, key, len, &vlen));
+        assert_int_equal(vlen, strlen(val));
+        assert_memory_equal(v, val, vlen);
+        for (size_t pos = 0; pos < len; pos++) {
+            key[pos] = 'x';
+            snprintf(val, sizeof val, "%zu/%zu", len, pos);
+            assert_non_null(v = kv_get_value(kv, key, len, &vlen));
+            assert_int_equal(vlen, strlen(val));
+            assert_memory_equal(v, val, vlen);
+            key[pos] = 'y'; /* never written */
+            assert_null(kv_get_value(kv, key, len, &vlen));
+            assert_int_equal(kv_last_change(kv, key, len), 0);
+            key[pos] = 'k';
+        }
+    }
+    kv_destroy(kv);
+}
+
 static void test_cold_key_moves_into_its_node(void **state)
 {
     (void)state;
@@ -1092,6 +1156,7 @@ int main(void)
         cmocka_unit_test(test_trim_by_changes_and_bytes),
         cmocka_unit_test(test_randomized),
         cmocka_unit_test(test_randomized_deferred_index),
+        cmocka_unit_test(test_keys_differing_in_one_byte),
         cmocka_unit_test(test_cold_key_moves_into_its_node),
         cmocka_unit_test(test_million_keys),
     };

@@ -27,12 +27,12 @@ static const kv_version_t *visible(server_t *s, const resp_arg_t *key, kv_versio
 
 static void cmd_get(cmd_ctx_t *x)
 {
-    kv_version_t buf;
-    const kv_version_t *v = visible(x->srv, &x->argv[1], &buf);
+    size_t vlen;
+    const char *v = kv_get_value(core_kv(x->srv->core), x->argv[1].ptr, x->argv[1].len, &vlen);
     if (v == NULL)
         resp_add_null(x->out, x->proto);
     else
-        resp_add_bulk(x->out, v->value, v->vlen);
+        resp_add_bulk(x->out, v, vlen);
 }
 
 /* The deadline of SET's, SETEX's and GETEX's expiry options: EX seconds,

@@ -197,7 +197,8 @@ static bool catch_up(conn_t *c, watch_t *w)
             return true;
         }
         if (watch_covers(w, ch.cur.key, ch.cur.klen)) {
-            add_event(c, w, &ch.cur, kv_change_prev(&ch));
+            kv_version_t prev;
+            add_event(c, w, &ch.cur, w->prevval ? kv_change_prev(&ch, &prev) : NULL);
             w->last_sent_ms = c->srv->now_ms;
         }
         w->last_rev = ch.cur.mod_rev;
@@ -273,7 +274,8 @@ static void deliver_resp(deliver_ctx_t *d, conn_t *c, const watch_t *w)
     int p3 = c->proto == 3, pv = w->prevval;
     ordo_buf_t *t = &d->tail[p3][pv];
     if (!d->have[p3][pv]) {
-        add_event_tail(t, c->proto, w->prevval, &d->ch->cur, kv_change_prev(d->ch));
+        kv_version_t prev;
+        add_event_tail(t, c->proto, w->prevval, &d->ch->cur, w->prevval ? kv_change_prev(d->ch, &prev) : NULL);
         d->have[p3][pv] = true;
     }
     if (t->len >= WATCH_SHARE_MIN_BYTES) {
@@ -310,6 +312,8 @@ static void deliver_one(watch_t *w, void *arg)
 static void on_change(void *arg, const kv_change_t *ch)
 {
     server_t *s = arg;
+    if (s->watches.count == 0)
+        return; /* nobody watches: nothing to encode, nothing to free (every write asks) */
     deliver_ctx_t d = {.ch = ch};
     watch_match(&s->watches, ch->cur.key, ch->cur.klen, deliver_one, &d);
     for (int i = 0; i < 2; i++)

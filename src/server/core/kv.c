@@ -41,14 +41,20 @@
  * Public versions (kv_version_t) are built on demand into the caller's
  * storage: the store keeps no 64-byte public struct per version. Their key
  * and value pointers point into the nodes and versions above, hence valid
- * until the next mutation or compaction.
+ * until the next mutation or compaction. Decoding a header costs a few
+ * dozen instructions, so the hot paths avoid it: a put or delete (mutate())
+ * writes its change's new version straight into the caller's kv_change_t
+ * from what it wrote, reading only the replaced version's create_rev and
+ * version; the change holds the replaced version by reference, decoded
+ * only if kv_change_prev() asks (a watch with PREVVAL); GET reads the
+ * value's place with kv_get_value(); WATCH compares kv_last_change().
  *
  * Hash table: chained, a bucket array of node pointers, doubling when keys
  * outnumber buckets and halving below 1/8. Nodes store no hash: a lookup
- * compares klen and the key bytes, which a short key's node has in its
- * first cache line with the link, and a resize hashes every key again
- * (SipHash, keyed per store, so client-chosen keys cannot build long
- * chains).
+ * compares klen and then the key bytes inline, last word first (key_eq),
+ * which a short key's node has in its first cache line with the link, and
+ * a resize hashes every key again (SipHash, keyed per store, so
+ * client-chosen keys cannot build long chains).
  *
  * Ordered index: a skiplist whose nodes are the key nodes themselves (p =
  * 1/4, at most KV_LEVEL_MAX levels), ordered by memcmp and then shorter
@@ -243,10 +249,13 @@ static void store_u64(unsigned char *p, uint64_t x) { memcpy(p, &x, sizeof x); }
 
 /* ---- the layout: headers, nodes and versions --------------------------------------- */
 
-static size_t extras_size(uint8_t flags)
-{
-    return ((flags & (VF_DEL | VF_FIRST)) ? 0 : 16) + ((flags & VF_LEASE) ? 8 : 0);
-}
+/* Bytes of a version's extras, by its flags' low three bits (VF_DEL,
+ * VF_FIRST, VF_LEASE): a table, since every read of a value and every
+ * size computation asks. */
+static const uint8_t extras_bytes[8] = {16, 0, 0, 0, 24, 8, 8, 8};
+_Static_assert(VF_DEL == 1 && VF_FIRST == 2 && VF_LEASE == 4, "extras_bytes is indexed by these flags");
+
+static size_t extras_size(uint8_t flags) { return extras_bytes[flags & 7]; }
 
 /* Bytes after a version's header: extras and value. */
 static size_t payload_size(const kv_vh_t *h) { return extras_size(h->flags) + h->vlen; }
@@ -313,8 +322,9 @@ static uint8_t flags_for(const kv_version_t *s)
     return f | (s->lease != 0 ? VF_LEASE : 0);
 }
 
-/* Write spec into header h (klen and, in a node, level already set). */
-static void vh_write(kv_vh_t *h, const kv_version_t *s, uint8_t flags)
+/* Write spec into header h (klen and, in a node, level already set).
+ * Returns where the value went. */
+static const char *vh_write(kv_vh_t *h, const kv_version_t *s, uint8_t flags)
 {
     h->mod_rev = s->mod_rev;
     h->vlen = s->vlen;
@@ -331,6 +341,7 @@ static void vh_write(kv_vh_t *h, const kv_version_t *s, uint8_t flags)
     }
     if (s->vlen)
         memcpy(p, s->value, s->vlen);
+    return (const char *)p;
 }
 
 /* Build the public face of h into *out. */
@@ -406,10 +417,39 @@ static uint64_t tab_hash(const kv_t *kv, const void *key, size_t klen)
     return ordo_siphash(kv->sipkey, key, klen);
 }
 
+static uint32_t load_u32(const unsigned char *p)
+{
+    uint32_t x;
+    memcpy(&x, p, sizeof x);
+    return x;
+}
+
+/* Are the n bytes at a and b equal? Inline, in words, last word first:
+ * a chain's keys of one length often share a prefix ("user:1234"), so a
+ * key that differs tends to differ at the end, and the common match is
+ * short enough that calling memcmp costs more than comparing. (A long key
+ * costs a word compare per 8 bytes here, a fraction of hashing it.) */
+static bool key_eq(const void *a, const void *b, size_t n)
+{
+    const unsigned char *x = a, *y = b;
+    if (n >= 8) {
+        if (load_u64(x + n - 8) != load_u64(y + n - 8))
+            return false;
+        for (size_t i = 0; i + 8 < n; i += 8)
+            if (load_u64(x + i) != load_u64(y + i))
+                return false;
+        return true;
+    }
+    if (n >= 4) /* two words that overlap when n < 8 */
+        return load_u32(x + n - 4) == load_u32(y + n - 4) && load_u32(x) == load_u32(y);
+    /* n <= 3: bytes 0, n / 2 and n - 1 are every byte */
+    return n == 0 || (x[0] == y[0] && x[n / 2] == y[n / 2] && x[n - 1] == y[n - 1]);
+}
+
 static kv_key_t *tab_find(const kv_t *kv, uint64_t hash, const void *key, size_t klen)
 {
     for (kv_key_t *k = kv->buckets[hash & kv->mask]; k != NULL; k = k->hnext)
-        if (k->vh.klen == klen && (klen == 0 || memcmp(key_bytes(k), key, klen) == 0))
+        if (k->vh.klen == klen && key_eq(key_bytes(k), key, klen))
             return k;
     return NULL;
 }
@@ -685,8 +725,10 @@ static kv_key_t *key_find(const kv_t *kv, const void *key, size_t klen)
 }
 
 /* A new key whose first version, spec, goes in its slot; hash is
- * tab_hash() of it (the caller's failed lookup computed it already). */
-static kv_key_t *key_create(kv_t *kv, const void *key, size_t klen, uint64_t hash, const kv_version_t *spec)
+ * tab_hash() of it (the caller's failed lookup computed it already).
+ * *value is where the value went. */
+static kv_key_t *key_create(kv_t *kv, const void *key, size_t klen, uint64_t hash, const kv_version_t *spec,
+                            const char **value)
 {
     int level = random_level(kv);
     uint8_t flags = flags_for(spec) | VF_SLOT | VF_LIVE;
@@ -697,7 +739,7 @@ static kv_key_t *key_create(kv_t *kv, const void *key, size_t klen, uint64_t has
     k->vh.level = (uint8_t)level;
     if (klen)
         memcpy((char *)(uintptr_t)key_bytes(k), key, klen);
-    vh_write(&k->vh, spec, flags);
+    *value = vh_write(&k->vh, spec, flags);
     tab_insert(kv, k, hash);
     if (kv->deferring)
         pending_add(kv, k);
@@ -753,10 +795,11 @@ static kv_key_t *key_resize(kv_t *kv, kv_key_t *k, size_t payload)
  * bytes or nversions; under ASan they are poisoned while they wait. */
 static kv_ver_t *ver_get(kv_t *kv, size_t need)
 {
+    size_t cost = alloc_cost(need);
     for (int i = kv->nspare - 1; i >= 0; i--) {
         kv_ver_t *v = kv->spare[i];
         size_t have = ver_size(payload_size(&v->vh)); /* readable: vlen and flags are not poisoned */
-        if (have >= need && alloc_cost(have) == alloc_cost(need)) {
+        if (have >= need && alloc_cost(have) == cost) {
             kv->spare[i] = kv->spare[--kv->nspare];
             KV_UNPOISON(v, have);
             return v;
@@ -801,6 +844,13 @@ static kv_vh_t *log_at(const kv_t *kv, size_t i)
     return kv->log[(kv->log_head + i) & (kv->log_cap - 1)];
 }
 
+/* The oldest change's revision, if the log is not empty. */
+static uint64_t log_front_rev(const kv_t *kv)
+{
+    assert(kv->log_len > 0);
+    return kv->log[kv->log_head]->mod_rev;
+}
+
 /* What a change counts against the history's byte bound: its key and
  * value bytes. */
 static size_t change_bytes(const kv_vh_t *h) { return (size_t)h->klen + h->vlen; }
@@ -839,10 +889,21 @@ static size_t log_search(const kv_t *kv, uint64_t rev)
     return lo;
 }
 
+/* The change that made h: its version, and a reference to the live one it
+ * replaced (the next older in its chain, if not a tombstone). */
 static void change_of(const kv_vh_t *h, kv_change_t *out)
 {
     vh_read(h, &out->cur);
-    out->has_prev = live_or_null(older_of(h), &out->prev) != NULL;
+    const kv_vh_t *o = older_of(h);
+    out->prev_ref = o != NULL && !(o->flags & VF_DEL) ? o : NULL;
+}
+
+const kv_version_t *kv_change_prev(const kv_change_t *ch, kv_version_t *buf)
+{
+    if (ch->prev_ref == NULL)
+        return NULL;
+    vh_read(ch->prev_ref, buf);
+    return buf;
 }
 
 /* ---- create, destroy, read ------------------------------------------------------ */
@@ -909,6 +970,18 @@ const kv_version_t *kv_get(const kv_t *kv, const void *key, size_t klen, kv_vers
     return k != NULL ? live_or_null(newest_of(k), buf) : NULL;
 }
 
+const char *kv_get_value(const kv_t *kv, const void *key, size_t klen, size_t *vlen)
+{
+    const kv_key_t *k = key_find(kv, key, klen);
+    if (k == NULL)
+        return NULL;
+    const kv_vh_t *h = newest_of(k);
+    if (h->flags & VF_DEL)
+        return NULL;
+    *vlen = h->vlen;
+    return (const char *)payload_of(h) + extras_size(h->flags);
+}
+
 uint64_t kv_last_change(const kv_t *kv, const void *key, size_t klen)
 {
     const kv_key_t *k = key_find(kv, key, klen);
@@ -944,35 +1017,55 @@ uint64_t kv_oldest_rev(const kv_t *kv)
 
 /* ---- mutations ------------------------------------------------------------------ */
 
-/* Make spec (its create_rev and version filled in here) the newest version
- * of key, creating the key if it has none; log it. Returns its header. */
-static kv_vh_t *ver_append(kv_t *kv, kv_key_t *k, const void *key, size_t klen, uint64_t hash,
-                           kv_version_t *spec)
+/* Apply a put or (spec->deleted) a delete of key at spec->mod_rev: make
+ * spec, its create_rev and version filled in here, the key's newest
+ * version, creating the key if it has none, and log it. spec is the
+ * caller's change_out->cur when it wants the change, so the change is
+ * built in place from what was written and nothing is decoded; its key
+ * and value pointers are set here. Returns 1, 0 for a delete of an absent
+ * key (nothing changes), or KV_EREV. */
+static int mutate(kv_t *kv, const void *key, size_t klen, kv_version_t *spec, kv_change_t *out)
 {
+    if (spec->mod_rev <= kv->last_rev)
+        return KV_EREV;
+    assert(klen <= UINT32_MAX);
+    uint64_t hash = tab_hash(kv, key, klen);
+    kv_key_t *k = tab_find(kv, hash, key, klen);
     const kv_vh_t *prev = k != NULL ? newest_of(k) : NULL;
+    bool had = prev != NULL && !(prev->flags & VF_DEL);
+    uint8_t flags = spec->lease != 0 ? VF_LEASE : 0; /* flags_for(spec), known here */
     if (spec->deleted) {
+        if (!had)
+            return 0;
+        kv->live--;
         spec->create_rev = spec->version = 0;
-    } else if (prev != NULL && !(prev->flags & VF_DEL)) {
-        kv_version_t p;
-        vh_read(prev, &p);
-        spec->create_rev = p.create_rev;
-        spec->version = p.version + 1;
+        flags = VF_DEL;
+    } else if (had && (prev->flags & VF_FIRST)) {
+        spec->create_rev = prev->mod_rev;
+        spec->version = 2;
+    } else if (had) {
+        const unsigned char *p = payload_of(prev);
+        spec->create_rev = load_u64(p);
+        spec->version = load_u64(p + 8) + 1;
     } else {
+        kv->live++;
         spec->create_rev = spec->mod_rev;
         spec->version = 1;
+        flags |= VF_FIRST;
     }
+    const char *value;
     kv_vh_t *h;
     if (k == NULL) {
-        h = &key_create(kv, key, klen, hash, spec)->vh;
+        k = key_create(kv, key, klen, hash, spec, &value);
+        h = &k->vh;
     } else {
-        uint8_t flags = flags_for(spec);
         size_t size = ver_size(extras_size(flags) + spec->vlen);
         kv_ver_t *v = ver_get(kv, size);
         v->older = k->newest;
         v->key = k;
         v->vh.klen = k->vh.klen;
         v->vh.level = 0;
-        vh_write(&v->vh, spec, flags);
+        value = vh_write(&v->vh, spec, flags);
         k->newest = v;
         kv->nversions++;
         kv->bytes += alloc_cost(size);
@@ -980,7 +1073,12 @@ static kv_vh_t *ver_append(kv_t *kv, kv_key_t *k, const void *key, size_t klen, 
     }
     log_push(kv, h);
     kv->last_rev = spec->mod_rev;
-    return h;
+    spec->value = value;
+    spec->key = key_bytes(k);
+    spec->klen = (uint32_t)klen;
+    if (out != NULL)
+        out->prev_ref = had ? prev : NULL;
+    return 1;
 }
 
 /* ---- loading a snapshot ----------------------------------------------------------
@@ -1000,7 +1098,8 @@ int kv_load(kv_t *kv, const void *key, size_t klen, const void *val, size_t vlen
         kv->last_rev = mod_rev;
     kv_version_t spec = {.mod_rev = mod_rev, .create_rev = create_rev, .version = version, .lease = lease,
                          .vlen = (uint32_t)vlen, .value = val};
-    key_create(kv, key, klen, h, &spec);
+    const char *value;
+    key_create(kv, key, klen, h, &spec, &value);
     kv->live++;
     return KV_OK;
 }
@@ -1042,33 +1141,17 @@ long kv_base_step(const kv_t *kv, const void *after, size_t alen, bool have_afte
 int kv_put(kv_t *kv, const void *key, size_t klen, const void *val, size_t vlen,
            uint64_t lease, uint64_t rev, kv_change_t *change_out)
 {
-    if (rev <= kv->last_rev)
-        return KV_EREV;
-    assert(klen <= UINT32_MAX && vlen <= UINT32_MAX);
-    uint64_t h = tab_hash(kv, key, klen);
-    kv_key_t *k = tab_find(kv, h, key, klen);
-    if (k == NULL || (newest_of(k)->flags & VF_DEL))
-        kv->live++;
-    kv_version_t spec = {.mod_rev = rev, .lease = lease, .vlen = (uint32_t)vlen, .value = val};
-    const kv_vh_t *v = ver_append(kv, k, key, klen, h, &spec);
-    if (change_out != NULL)
-        change_of(v, change_out);
-    return KV_OK;
+    assert(vlen <= UINT32_MAX);
+    kv_version_t local, *spec = change_out != NULL ? &change_out->cur : &local;
+    *spec = (kv_version_t){.mod_rev = rev, .lease = lease, .vlen = (uint32_t)vlen, .value = val};
+    return mutate(kv, key, klen, spec, change_out) < 0 ? KV_EREV : KV_OK;
 }
 
 int kv_del(kv_t *kv, const void *key, size_t klen, uint64_t rev, kv_change_t *change_out)
 {
-    if (rev <= kv->last_rev)
-        return KV_EREV;
-    kv_key_t *k = key_find(kv, key, klen);
-    if (k == NULL || (newest_of(k)->flags & VF_DEL))
-        return 0;
-    kv->live--;
-    kv_version_t spec = {.mod_rev = rev, .deleted = true, .value = ""};
-    const kv_vh_t *v = ver_append(kv, k, key, klen, 0, &spec);
-    if (change_out != NULL)
-        change_of(v, change_out);
-    return 1;
+    kv_version_t local, *spec = change_out != NULL ? &change_out->cur : &local;
+    *spec = (kv_version_t){.mod_rev = rev, .deleted = true, .value = ""};
+    return mutate(kv, key, klen, spec, change_out);
 }
 
 /* ---- ranges -------------------------------------------------------------------- */
@@ -1155,60 +1238,79 @@ static void slot_fill(kv_t *kv, kv_ver_t *v)
     kv->nversions++; /* the version lives on in the slot */
 }
 
-/* Pop the first log entry and free what it makes unreachable. */
-static void pop_one(kv_t *kv)
+/* Pop the first log entry and free what it makes unreachable. Returns
+ * the versions freed, as pop_cost() counted them. */
+static size_t pop_one(kv_t *kv)
 {
     kv_vh_t *h = log_pop(kv);
     if (h->flags & VF_SLOT)
-        return; /* the oldest version: nothing older to free, never a tombstone */
+        return 0; /* the oldest version: nothing older to free, never a tombstone */
     kv_ver_t *v = ver_of(h);
     kv_key_t *k = v->key;
     kv_ver_t *o = v->older;
+    size_t freed = 0;
     v->older = NULL;
     while (o != NULL) {
         kv_ver_t *next = o->older;
         ver_free(kv, o);
+        freed++;
         o = next;
     }
     if (k->vh.flags & VF_LIVE) {
         k->vh.flags &= (uint8_t)~VF_LIVE; /* its vlen and flags still give its size */
         kv->nversions--;
+        freed++;
     }
     if (k->newest != v)
-        return;
+        return freed;
     if (h->flags & VF_DEL) {
         k->newest = NULL;
         ver_free(kv, v);
         key_free(kv, k);
+        freed++;
     } else {
         slot_fill(kv, v);
     }
+    return freed;
 }
 
-/* Pop first entries while keep(front) says so and their revision is below
- * rev, freeing at most about max_versions versions (at least one entry is
- * popped if any may be). Returns true if it stopped for keep or rev, false
- * if for the work bound. */
-typedef bool (*pop_pred)(const kv_t *kv, const void *arg);
+/* What the log may keep: at most `changes` changes and, unless `bytes`
+ * is 0, at most `bytes` of their keys and values. {0, 0} keeps nothing. */
+typedef struct trim_bounds_s {
+    size_t changes, bytes;
+} trim_bounds_t;
 
-static bool pop_while(kv_t *kv, uint64_t rev, pop_pred keep, const void *arg, size_t max_versions)
+static bool over_bounds(const kv_t *kv, const trim_bounds_t *b)
+{
+    return kv->log_len > b->changes || (b->bytes != 0 && kv->log_bytes > b->bytes);
+}
+
+/* Pop first entries while the log is over the bounds b and their revision
+ * is below rev, freeing at most about max_versions versions (at least one
+ * entry is popped if any may be; an entry counts its versions freed, at
+ * least 1). Returns true if it stopped for the bounds or rev, false if for
+ * the work bound. The common step pops one entry, so pop_cost() is only
+ * asked from the second on. */
+static bool pop_while(kv_t *kv, uint64_t rev, const trim_bounds_t *b, size_t max_versions)
 {
     size_t work = 0;
     bool popped = false, bounded = false;
-    while (kv->log_len > 0 && log_at(kv, 0)->mod_rev < rev && (keep == NULL || keep(kv, arg))) {
+    while (kv->log_len > 0 && log_front_rev(kv) < rev && over_bounds(kv, b)) {
         compact_prefetch(kv);
-        size_t cost = pop_cost(log_at(kv, 0));
-        size_t units = cost ? cost : 1;
-        if (popped && work + units > max_versions) {
-            bounded = true;
-            break;
+        if (popped) {
+            size_t cost = pop_cost(log_at(kv, 0));
+            if (work + (cost ? cost : 1) > max_versions) {
+                bounded = true;
+                break;
+            }
         }
-        pop_one(kv);
+        size_t freed = pop_one(kv);
+        work += freed ? freed : 1;
         popped = true;
-        work += units;
     }
-    if (popped)
-        kv->epoch++;
+    if (!popped)
+        return !bounded;
+    kv->epoch++;
     size_t cap = kv->log_cap;
     while (cap > KV_LOG_MIN && kv->log_len < cap / 8)
         cap /= 2;
@@ -1223,21 +1325,11 @@ int kv_compact_step(kv_t *kv, uint64_t rev, size_t max_versions)
         return KV_EREV;
     if (rev <= kv->oldest_rev)
         return 1;
-    pop_while(kv, rev, NULL, NULL, max_versions);
-    bool done = kv->log_len == 0 || log_at(kv, 0)->mod_rev >= rev;
-    kv->oldest_rev = done ? rev : log_at(kv, 0)->mod_rev;
+    pop_while(kv, rev, &(trim_bounds_t){0, 0}, max_versions);
+    bool done = kv->log_len == 0 || log_front_rev(kv) >= rev;
+    kv->oldest_rev = done ? rev : log_front_rev(kv);
     assert(kv->oldest_rev <= rev);
     return done ? 1 : 0;
-}
-
-typedef struct trim_bounds_s {
-    size_t changes, bytes;
-} trim_bounds_t;
-
-static bool over_bounds(const kv_t *kv, const void *arg)
-{
-    const trim_bounds_t *b = arg;
-    return kv->log_len > b->changes || (b->bytes != 0 && kv->log_bytes > b->bytes);
 }
 
 int kv_trim_step(kv_t *kv, size_t keep_changes, size_t keep_bytes, uint64_t below_rev, size_t max_versions)
@@ -1245,10 +1337,10 @@ int kv_trim_step(kv_t *kv, size_t keep_changes, size_t keep_bytes, uint64_t belo
     trim_bounds_t b = {keep_changes, keep_bytes};
     if (!over_bounds(kv, &b))
         return 1;
-    bool stopped = pop_while(kv, below_rev, over_bounds, &b, max_versions);
+    bool stopped = pop_while(kv, below_rev, &b, max_versions);
     /* The point moves to the first change kept (all before it are gone),
      * or past the last revision when none is kept. */
-    uint64_t point = kv->log_len > 0 ? log_at(kv, 0)->mod_rev : kv->last_rev + 1;
+    uint64_t point = kv->log_len > 0 ? log_front_rev(kv) : kv->last_rev + 1;
     if (point > kv->oldest_rev)
         kv->oldest_rev = point;
     return stopped ? 1 : 0;

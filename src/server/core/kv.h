@@ -62,19 +62,18 @@ typedef struct kv_version_s {
     uint32_t klen;
 } kv_version_t;
 
-/* One change from the log: the version a mutation made and the version it
- * replaced (has_prev false if the key was absent: none, or a tombstone). */
+/* One change from the log: the version a mutation made, and a reference
+ * to the version it replaced, which kv_change_prev() reads on demand (most
+ * changes are never asked for it: only a watch with PREVVAL does). Both
+ * are valid until the next mutation or compaction. */
 typedef struct kv_change_s {
-    kv_version_t cur;   /* put: the new value; del: the tombstone */
-    kv_version_t prev;  /* the live version before, if has_prev */
-    bool has_prev;
+    kv_version_t cur;       /* put: the new value; del: the tombstone */
+    const void *prev_ref;   /* internal: the replaced live version; NULL if the key was absent */
 } kv_change_t;
 
-/* kv_change_prev() -- &ch->prev, or NULL if the key was absent before. */
-static inline const kv_version_t *kv_change_prev(const kv_change_t *ch)
-{
-    return ch->has_prev ? &ch->prev : NULL;
-}
+/* kv_change_prev() -- the version ch replaced, filled into *buf; returns
+ * buf, or NULL if the key was absent before (none, or a tombstone). */
+const kv_version_t *kv_change_prev(const kv_change_t *ch, kv_version_t *buf);
 
 /* Memory accounting for INFO and benchmarks. */
 typedef struct kv_stats_s {
@@ -92,6 +91,12 @@ void kv_destroy(kv_t *kv);
 /* kv_get() -- the key's current live version, filled into *buf; returns
  * buf, or NULL if the key is absent. */
 const kv_version_t *kv_get(const kv_t *kv, const void *key, size_t klen, kv_version_t *buf);
+
+/* kv_get_value() -- the key's current value and its length in *vlen, or
+ * NULL if the key is absent: kv_get() for a reader that needs nothing else
+ * (GET), without building the version. The bytes stay valid until the
+ * next mutation or compaction. */
+const char *kv_get_value(const kv_t *kv, const void *key, size_t klen, size_t *vlen);
 
 /* kv_last_change() -- the revision of the key's newest version, a deletion
  * included (0 if the store holds no version of it): what WATCH compares. */
