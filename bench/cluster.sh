@@ -528,11 +528,29 @@ state_phase() {
     t0=$(date +%s.%N)
     ordo_start "$f"
     STATE_CATCHUP_S="$(caught_up_s "$f" "$t0")"
-    ordo_wait_healthy
-    local d ds=""
-    for id in $IDS; do d="$(redis-cli -p "${OPORT[$id]}" DEBUG DIGEST)"; ds+="$d "; done
+    # Digests compare only at one applied index: every member's applied
+    # index is read before and after its digests, and a round in which any
+    # moved (the cluster committed an entry meanwhile) or they differ is
+    # taken again, up to 20 times. "no" then means different states at the
+    # same index, never a read that raced an entry.
+    local d ds a0 a1 tries
     STATE_DIGESTS_EQUAL=no
-    [ "$(tr ' ' '\n' <<<"$ds" | grep -v '^$' | sort -u | wc -l)" = 1 ] && STATE_DIGESTS_EQUAL=yes
+    for tries in $(seq 1 20); do
+        ordo_wait_healthy
+        a0="" a1="" ds=""
+        for id in $IDS; do a0+="$(field cluster_applied_index "$(ordo_ci "${OPORT[$id]}")") "; done
+        for id in $IDS; do d="$(redis-cli -p "${OPORT[$id]}" DEBUG DIGEST)"; ds+="$d "; done
+        for id in $IDS; do a1+="$(field cluster_applied_index "$(ordo_ci "${OPORT[$id]}")") "; done
+        [ "$a0" = "$a1" ] || continue
+        [ "$(tr ' ' '\n' <<<"$a0" | grep -v '^$' | sort -u | wc -l)" = 1 ] || continue
+        # (an if, not `[ ] && ...`: a false test as a function's last
+        # command would end the script under set -e, with no figure printed)
+        if [ "$(tr ' ' '\n' <<<"$ds" | grep -v '^$' | sort -u | wc -l)" = 1 ]; then
+            STATE_DIGESTS_EQUAL=yes
+            break
+        fi
+        STATE_DIGESTS_EQUAL="no (at applied index $(awk '{ print $1 }' <<<"$a0"): $ds)"
+    done
 }
 
 # median1 V...: median with one decimal (bench_stats rounds to integers).

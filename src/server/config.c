@@ -85,7 +85,7 @@ static const option_def_t options[] = {
             "fsync always: sync as soon as this many records wait, even inside fsync-interval-ms (0: no count trigger)"),
     INT_OPT("fsync-interval-ms", fsync_interval_ms, "0", 0, 1000,
             "fsync always: let a batch gather this long before its sync (0: sync as soon as records wait)"),
-    INT_OPT("fsync-gather-max-us", fsync_gather_max_us, "1000", 0, 100000,
+    INT_OPT("fsync-gather-max-us", fsync_gather_max_us, "100", 0, 100000,
             "fsync always: after a sync, wait up to this many microseconds (never longer than that sync took) for "
             "the writers it answered to send their next records, so that one sync carries them with the rest "
             "(0: never wait)"),
