@@ -413,6 +413,11 @@ void fuzz_seeds(void)
      * ("v1", "queues", 48 bytes of queue, "results", "7"), fill the
      * decoding buffer, so decoding ?wait= moved it under the arguments
      * that pointed into it (a use after free). */
+    /* Another: two spaces before the target. The parser routed it as
+     * /v1, is_v1() (which reads the request line itself) said no, and an
+     * error reply to the push tripped respond_error()'s assertion. */
+    SEED("regress-two-spaces", "!POST  /v1/queues/q/keys/k HTTP/1.1\r\nContent-Legth: 100\r\n\r\n"
+                               "0123456789012345678901234567890123456789012345678901234567890123456789");
     SEED("regress-results-wait", "\x00GET /v1/queues/qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq/results/7?wait=15000 "
                                  "HTTP/1.1\r\n\r\n");
 }

@@ -120,6 +120,7 @@ struct http_conn_s {
     bool sse;               /* this connection is an event stream */
     bool cors;              /* the request's Origin is allowed (http-cors-origins): responses say so */
     char start[32];         /* the first bytes of this request the parser consumed (is_v1()) */
+    bool v1;                /* the request was routed, and its path is under /v1 (is_v1()) */
     bool head;              /* the request is a HEAD: routed as GET, answered without the body */
     size_t start_len;
     bool counted;           /* counted in the listener's nconns */
@@ -398,22 +399,28 @@ static void respond(conn_t *c, int status, const char *ctype, const char *header
         c->close_after_write = true;
 }
 
-/* Is the request (its target as far as it arrived) one of /v1? Its errors
- * are problem details; those of /healthz, /metrics and the dashboard's
- * files stay text, as probes and scrapers read them. */
-/* Is the request one of the /v1 routes? Judged on the request's first
- * bytes the parser consumed (h->start), not on the URL the callbacks
- * gathered: a request refused inside its request line has a URL of which
- * the callbacks saw more or less depending on how the bytes were read,
- * while the bytes consumed up to the refusal are the same however they
- * arrived. */
+/* Is the request one of /v1? Its errors are problem details; those of
+ * /healthz, /metrics and the dashboard's files stay text, as probes and
+ * scrapers read them. A routed request is judged on the path the routes
+ * saw (h->v1), so a command's error is always one. A request refused
+ * before routing is judged on its first bytes the parser consumed
+ * (h->start), not on the URL the callbacks gathered: a request refused
+ * inside its request line has a URL of which the callbacks saw more or
+ * less depending on how the bytes were read, while the bytes consumed up
+ * to the refusal are the same however they arrived. */
 static bool is_v1(const struct http_conn_s *h)
 {
+    if (h->v1)
+        return true; /* routed: the path the routes saw */
     const char *sp = memchr(h->start, ' ', h->start_len);
     if (sp == NULL)
         return false;
-    size_t rest = h->start_len - (size_t)(sp + 1 - h->start);
-    const char *u = sp + 1;
+    /* The parser takes more than one space before the target ("POST
+     * /v1/..." with two routes as /v1), so this does too. */
+    const char *u = sp + 1, *end = h->start + h->start_len;
+    while (u < end && *u == ' ')
+        u++;
+    size_t rest = (size_t)(end - u);
     return rest >= 4 && memcmp(u, "/v1", 3) == 0 && (u[3] == '/' || u[3] == '?' || u[3] == ' ');
 }
 
@@ -2102,6 +2109,7 @@ static void handle_request(conn_t *c)
     r.qlen = q ? ulen - plen - 1 : 0;
     r.path = url;
     r.plen = plen;
+    h->v1 = plen >= 3 && memcmp(url, "/v1", 3) == 0 && (plen == 3 || url[3] == '/');
     if (plen == 0 || url[0] != '/') {
         respond_text(c, 400, "bad request target");
         return;
@@ -2218,6 +2226,7 @@ static int on_message_begin(http_parser *p)
     h->body_max = 0;
     h->cors = false;
     h->start_len = 0;
+    h->v1 = false;
     h->head = false;
     return 0;
 }
