@@ -52,14 +52,13 @@ bench_start_ordod ordod --fsync always
 PORT="$ORDO_PORT"
 redis-cli -p "$PORT" INFO persistence | grep -q '^fsync:always' || { echo "bench: not fsync:always" >&2; exit 1; }
 
-field() { tr ' ' '\n' <<<"$2" | awk -F= -v k="$1" '$1 == k { print $2 }'; }
 
 declare -A res
 run_variant() {
     local v="$1" line
     case "$v" in
-    batched) line="$("$LOAD" produce "$PORT" -n "$NP" -v "$V" -k "$K")"; res[$v]+="$(field msgs_per_s "$line") " ;;
-    one) line="$("$LOAD" produce1 "$PORT" -n "$N1" -v "$V" -k "$K")"; res[$v]+="$(field msgs_per_s "$line") " ;;
+    batched) line="$("$LOAD" produce "$PORT" -n "$NP" -v "$V" -k "$K")"; res[$v]+="$(bench_field msgs_per_s "$line") " ;;
+    one) line="$("$LOAD" produce1 "$PORT" -n "$N1" -v "$V" -k "$K")"; res[$v]+="$(bench_field msgs_per_s "$line") " ;;
     redis-p16)
         line="$(redis-benchmark -p "$PORT" -n "$NP" -c 1 -P 16 -r "$K" -q \
             Q.PUSH "rb-$r" "key:__rand_int__" "$(head -c "$V" /dev/zero | tr '\0' x)" 2>&1 |
@@ -79,9 +78,9 @@ for r in $(seq 1 "$R"); do
 done
 for r in $(seq 1 "$R"); do
     line="$("$LOAD" consume "$PORT" -n "$NC" -c "$C" -v "$V" -k "$K")"
-    res[runner]+="$(field acked_per_s "$line") "
+    res[runner]+="$(bench_field acked_per_s "$line") "
     line="$(timeout 120 "$QLOAD" ordo "$PORT" -n 8 -m "$C" -d 10 -k "$K" -w 1000 -v "$V")"
-    res[cycle]+="$(field acked_per_s "$line") "
+    res[cycle]+="$(bench_field acked_per_s "$line") "
     printf '  round %d runner %s acked/s, queue.sh cycle %s acked/s\n' "$r" \
         "$(awk '{ print $NF }' <<<"${res[runner]}")" "$(awk '{ print $NF }' <<<"${res[cycle]}")"
 done
@@ -94,4 +93,4 @@ echo "client: one push per trip   $(summary one) msgs/s   ratio $(bench_ratio "$
 echo "client: redis-benchmark P16 $(summary redis-p16) msgs/s   ratio $(bench_ratio "$(med batched)" "$(med redis-p16)") (goal >= 1)"
 echo "client: consumer runner     $(summary runner) acked/s (C=$C)"
 echo "client: queue.sh cycle      $(summary cycle) acked/s   ratio $(bench_ratio "$(med runner)" "$(med cycle)") (goal >= 1)"
-echo "client: producer memory     $(field bytes_per_msg "$mem") bytes per buffered ${V}-byte message"
+echo "client: producer memory     $(bench_field bytes_per_msg "$mem") bytes per buffered ${V}-byte message"

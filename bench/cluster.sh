@@ -158,7 +158,6 @@ ordo_start() {
 # ordo_ci PORT: CLUSTER INFO of the member on PORT as name=value words.
 ordo_ci() { redis-cli -p "$1" CLUSTER INFO 2>/dev/null | tr -d '\r' | tr ':' '=' | tr '\n' ' '; }
 
-field() { tr ' ' '\n' <<<"$2" | awk -F= -v k="$1" '$1 == k { print $2; exit }'; }
 
 # ordo_healthy: true when every member answers, all name the same leader
 # (state ok), and every member has applied what the leader has committed.
@@ -168,16 +167,16 @@ ordo_healthy() {
     declare -A ci
     for id in $IDS; do
         ci[$id]="$(ordo_ci "${OPORT[$id]}")"
-        [ "$(field cluster_state "${ci[$id]}")" = ok ] || return 1
-        [ -n "$lead" ] || lead="$(field cluster_leader_id "${ci[$id]}")"
-        [ "$(field cluster_leader_id "${ci[$id]}")" = "$lead" ] || return 1
+        [ "$(bench_field cluster_state "${ci[$id]}")" = ok ] || return 1
+        [ -n "$lead" ] || lead="$(bench_field cluster_leader_id "${ci[$id]}")"
+        [ "$(bench_field cluster_leader_id "${ci[$id]}")" = "$lead" ] || return 1
     done
     [ -n "$lead" ] && [ "$lead" != 0 ] && [ -n "${OPORT[$lead]:-}" ] || return 1
     # A leader serves once its first barrier commits (cluster_serving, where reported).
-    case "$(field cluster_serving "${ci[$lead]}")" in "" | 1) ;; *) return 1 ;; esac
-    commit="$(field cluster_commit_index "${ci[$lead]}")"
+    case "$(bench_field cluster_serving "${ci[$lead]}")" in "" | 1) ;; *) return 1 ;; esac
+    commit="$(bench_field cluster_commit_index "${ci[$lead]}")"
     for id in $IDS; do
-        applied="$(field cluster_applied_index "${ci[$id]}")"
+        applied="$(bench_field cluster_applied_index "${ci[$id]}")"
         [ -n "$applied" ] && [ -n "$commit" ] && [ "$applied" -ge "$commit" ] || return 1
     done
     OLEADER="$lead"
@@ -327,7 +326,7 @@ put() {
         line="$(timeout $((DURATION + 60)) "$LOAD" ordo "$ORDO_PORT" -c "$CLIENTS" -d "$DURATION" || true)"
         ;;
     esac
-    v="$(field puts_per_s "${line#*: }")"
+    v="$(bench_field puts_per_s "${line#*: }")"
     if [ -z "$v" ]; then
         echo "bench: put_load against $sys gave no figure: $line" >&2
         exit 1
@@ -356,7 +355,7 @@ get() {
         line="$(timeout $((DURATION + 60)) "$LOAD" ordo "$ORDO_PORT" -c "$c" -d "$DURATION" -g || true)"
         ;;
     esac
-    v="$(field puts_per_s "${line#*: }")"
+    v="$(bench_field puts_per_s "${line#*: }")"
     if [ -z "$v" ]; then
         echo "bench: put_load -g against $sys gave no figure: $line" >&2
         exit 1
@@ -381,7 +380,7 @@ failover() {
         line="$(timeout 60 "$PROBE" etcd "$pid" "$(others_of "$id" etcd)" -p /v3/kv/put || true)"
     fi
     bench_stop "$pid" # reaps it (the probe killed it) and forgets its PID
-    v="$(field failover_ms "$line")"
+    v="$(bench_field failover_ms "$line")"
     printf '  kill %d %-5s leader %s (pid %s): %s\n' "$k" "$sys" "$id" "$pid" "$line"
     if [ -z "$v" ] || [ "$v" = nan ]; then
         echo "bench: no write acknowledged by the $sys survivors after the leader was killed" >&2
@@ -463,8 +462,8 @@ caught_up_s() {
     while :; do
         ci="$(ordo_ci "${OPORT[$id]}")"
         lci="$(ordo_ci "${OPORT[$OLEADER]}")"
-        if [ -n "$ci" ] && [ "$(field cluster_state "$ci")" = ok ] &&
-            [ "$(field cluster_applied_index "$ci")" = "$(field cluster_commit_index "$lci")" ]; then
+        if [ -n "$ci" ] && [ "$(bench_field cluster_state "$ci")" = ok ] &&
+            [ "$(bench_field cluster_applied_index "$ci")" = "$(bench_field cluster_commit_index "$lci")" ]; then
             break
         fi
         sleep 0.05
@@ -491,7 +490,7 @@ state_phase() {
     STATE_LOAD_S="$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f\n", b - a }')"
     ordo_wait_healthy
     lp="${OPORT[$OLEADER]}"
-    term0="$(field cluster_term "$(ordo_ci "$lp")")"
+    term0="$(bench_field cluster_term "$(ordo_ci "$lp")")"
     ping_prober "$lp" "$STATE_SECONDS" >"$BENCH_TMP/prober.out" 2>"$BENCH_TMP/prober.err" &
     local prober=$!
     local end=$((SECONDS + STATE_SECONDS))
@@ -508,7 +507,7 @@ state_phase() {
         echo "bench: the PING prober gave no figure: $(cat "$BENCH_TMP/prober.err")" >&2
         STATE_STALL_MS=nan STATE_PINGS=0
     }
-    term1="$(field cluster_term "$(ordo_ci "$lp")")"
+    term1="$(bench_field cluster_term "$(ordo_ci "$lp")")"
     STATE_LEADER_CHANGES=$(( ${term1:-0} - ${term0:-0} ))
     # shellcheck disable=SC2086
     STATE_P99_DURING="$(median1 $during)" STATE_P99_WITHOUT="$(median1 $without)"
@@ -538,9 +537,9 @@ state_phase() {
     for tries in $(seq 1 20); do
         ordo_wait_healthy
         a0="" a1="" ds=""
-        for id in $IDS; do a0+="$(field cluster_applied_index "$(ordo_ci "${OPORT[$id]}")") "; done
+        for id in $IDS; do a0+="$(bench_field cluster_applied_index "$(ordo_ci "${OPORT[$id]}")") "; done
         for id in $IDS; do d="$(redis-cli -p "${OPORT[$id]}" DEBUG DIGEST)"; ds+="$d "; done
-        for id in $IDS; do a1+="$(field cluster_applied_index "$(ordo_ci "${OPORT[$id]}")") "; done
+        for id in $IDS; do a1+="$(bench_field cluster_applied_index "$(ordo_ci "${OPORT[$id]}")") "; done
         [ "$a0" = "$a1" ] || continue
         [ "$(tr ' ' '\n' <<<"$a0" | grep -v '^$' | sort -u | wc -l)" = 1 ] || continue
         # (an if, not `[ ] && ...`: a false test as a function's last

@@ -67,7 +67,7 @@ run() {
     done
     line="$(timeout $((DURATION + 60)) "$LOAD" ordo "$ports" -c "$CLIENTS" -d "$DURATION" -f || true)"
     for p in "${pids[@]}"; do bench_stop "$p"; done
-    v="$(tr ' ' '\n' <<<"$line" | awk -F= '$1 == "puts_per_s" { print $2; exit }')"
+    v="$(bench_field puts_per_s "$line")"
     [ -n "$v" ] || { echo "bench: put_load gave no figure ($kind): $line" >&2; exit 1; }
     echo "$v"
 }

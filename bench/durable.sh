@@ -92,7 +92,6 @@ rb() {
     awk -F'"' '$2 == "SET" { print $4 }' <<<"$out"
 }
 
-field() { tr ' ' '\n' <<<"$2" | awk -F= -v k="$1" '$1 == k { print $2 }'; }
 
 declare -A res   # res[SERVER,WORKLOAD]: per-run figures
 declare -A sync  # sync[CLIENTS,wps|sps|rps|rpb]: per-run figures of ordod's log
@@ -115,7 +114,7 @@ run() {
         else
             line="$(timeout $((DURATION + 60)) "$LOAD" etcd "$port" -c "$CLIENTS" -d "$DURATION" -p "$ETCD_PATH")"
         fi
-        v="$(field puts_per_s "$line")"
+        v="$(bench_field puts_per_s "$line")"
         ;;
     esac
     res[$srv,$w]+="$v "

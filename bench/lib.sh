@@ -160,6 +160,10 @@ bench_start_redis() {
     fi
 }
 
+# bench_field KEY LINE: the value of KEY in a load tool's output line of
+# key=value words ("puts_per_s=37070 conns=16 ..."), empty if absent.
+bench_field() { tr ' ' '\n' <<<"$2" | awk -F= -v k="$1" '$1 == k { print $2; exit }'; }
+
 # bench_cpu_us PID: the user and the system CPU time PID has used so far,
 # in microseconds, on one line ("user sys"); the kernel counts it in clock
 # ticks (10 ms), so a run should use a second or more for the difference

@@ -83,7 +83,6 @@ start_redis() {
 # ordo_wal: prints "records syncs" from ordod's INFO persistence.
 ordo_wal() { bench_ordo_info "$PORT_ordo" wal_records_written wal_syncs; }
 
-field() { tr ' ' '\n' <<<"$2" | awk -F= -v k="$1" '$1 == k { print $2 }'; }
 
 # median1 V...: median with one decimal (bench_stats rounds to integers).
 median1() {
@@ -110,13 +109,13 @@ run() {
     line="$(timeout $((D + 60)) "$LOAD" "$b" "$port" -n "$N" -m "$M" -c "$C" -d "$D" -k "$K" \
         -w "$W" -v "$V")" || { echo "bench: ordo-bench $b failed: $line" >&2; exit 1; }
     if [ "$b" = call ]; then key=calls_per_s; else key=acked_per_s; fi
-    v="$(field "$key" "$line")"
+    v="$(bench_field "$key" "$line")"
     res[$b]+="$v "
     if [ "$port" = "$PORT_ordo" ]; then
         read -r r1 s1 <<<"$(ordo_wal)"
         read -r u1 k1 <<<"$(bench_cpu_us "$PID_ordo")"
         local dr=$((r1 - r0)) ds=$((s1 - s0)) n rpc rps sps
-        n="$(field "$( [ "$b" = call ] && echo calls_all || echo acked_all)" "$line")"
+        n="$(bench_field "$( [ "$b" = call ] && echo calls_all || echo acked_all)" "$line")"
         rpc="$(awk -v r="$dr" -v n="$n" 'BEGIN { printf "%.2f", (n > 0 ? r / n : 0) }')"
         rps="$(awk -v r="$dr" -v s="$ds" 'BEGIN { printf "%.1f", (s > 0 ? r / s : 0) }')"
         sps="$(awk -v v="$v" -v n="$n" -v s="$ds" 'BEGIN { printf "%.0f", (n > 0 ? v * s / n : 0) }')"
@@ -128,7 +127,7 @@ run() {
         extra=" | log: records/op $rpc records/sync $rps syncs/s $sps | ordod cpu: $(bench_cpu_per_op "$u0" "$k0" "$u1" "$k1" "$n")"
     fi
     printf '  round %d %-13s %s/s %s (tool_cpu %s)%s\n' "$r" "$b" "${key%%_per_s}" "$v" \
-        "$(field tool_cpu "$line")" "$extra"
+        "$(bench_field tool_cpu "$line")" "$extra"
 }
 
 start_ordod

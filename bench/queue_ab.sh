@@ -26,7 +26,7 @@ run() {
     ORDOD="$saved"
     line="$(timeout $((D + 60)) "$LOAD" ordo "$ORDO_PORT" -n "$N" -m "$M" -d "$D" -k "$K" -w "$W" -v "$V")"
     bench_stop "$ORDO_PID"
-    v="$(tr ' ' '\n' <<<"$line" | awk -F= '$1 == "acked_per_s" { print $2; exit }')"
+    v="$(bench_field acked_per_s "$line")"
     [ -n "$v" ] || { echo "bench: ordo-bench gave no figure: $line" >&2; exit 1; }
     echo "$v"
 }

@@ -98,13 +98,12 @@ run_etcd_grpc() {
     exec 7>&-
     n="$(grep -c '^PUT$' "$out" || true)"
     local puts
-    puts="$(field puts "$line")"
+    puts="$(bench_field puts "$line")"
     GRPC_LINE="events=$n events_per_s=$(awk -v n="$n" -v d="$DURATION" 'BEGIN { printf "%.0f", n / d }')"
     GRPC_LINE+=" delivered=$(awk -v n="$n" -v p="$puts" -v w="$W" 'BEGIN { printf "%.3f", (p > 0 ? n / (p * w) : 0) }')"
     GRPC_LINE+=" writer: ${line//=/:}"
 }
 
-field() { tr ' ' '\n' <<<"$2" | awk -F= -v k="$1" '$1 == k { print $2 }'; }
 
 FANOUT_W="${FANOUT_W:-100}"
 FANOUT_BYTES="${FANOUT_BYTES:-1048576}"
@@ -131,9 +130,9 @@ fanout() {
             line="$(fanout_one "$kind")"
             echo "  round $r $kind: $line"
             if [ "$kind" = resp ]; then
-                t_resp+=("$(field last_watcher_ms "$line")"); m_resp+=("$(field peak_rss_mb "$line")")
+                t_resp+=("$(bench_field last_watcher_ms "$line")"); m_resp+=("$(bench_field peak_rss_mb "$line")")
             else
-                t_sse+=("$(field last_watcher_ms "$line")"); m_sse+=("$(field peak_rss_mb "$line")")
+                t_sse+=("$(bench_field last_watcher_ms "$line")"); m_sse+=("$(bench_field peak_rss_mb "$line")")
             fi
         done
     done
@@ -167,9 +166,9 @@ for r in $(seq 1 "$R"); do
     if [ $((r % 2)) -eq 1 ]; then order="ordo etcd-grpc etcd-http"; else order="etcd-http etcd-grpc ordo"; fi
     for srv in $order; do
         case "$srv" in
-        ordo) line="$(run_one ordo "$ORDO_PORT")"; ev_ordo+=("$(field events_per_s "$line")") ;;
-        etcd-grpc) run_etcd_grpc; line="$GRPC_LINE"; ev_grpc+=("$(field events_per_s "$line")") ;;
-        etcd-http) line="$(run_one etcd "$ETCD_PORT")"; ev_http+=("$(field events_per_s "$line")") ;;
+        ordo) line="$(run_one ordo "$ORDO_PORT")"; ev_ordo+=("$(bench_field events_per_s "$line")") ;;
+        etcd-grpc) run_etcd_grpc; line="$GRPC_LINE"; ev_grpc+=("$(bench_field events_per_s "$line")") ;;
+        etcd-http) line="$(run_one etcd "$ETCD_PORT")"; ev_http+=("$(bench_field events_per_s "$line")") ;;
         esac
         echo "  round $r $srv: $line"
     done
