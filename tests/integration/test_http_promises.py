@@ -9,7 +9,7 @@ import json
 import subprocess
 import time
 
-from test_http import DEADLINE_S, detail, problem, raw_exchange, req
+from test_http import DEADLINE_S, problem, raw_exchange, req
 
 ORIGIN = "https://app.example:8443"
 
@@ -215,7 +215,6 @@ def test_head_answers_the_gets_headers_without_the_body(server):
     """HEAD of a GET route: the same status and headers, Content-Length
     the body's, no body; the connection stays usable. An event stream is
     405 for HEAD."""
-    import socket
     put(server, "hk", b"twelve bytes")
     st, h, body = req(server, "HEAD", "/v1/kv/hk")
     assert (st, body) == (200, b"")
@@ -226,15 +225,5 @@ def test_head_answers_the_gets_headers_without_the_body(server):
     st, h, _ = req(server, "HEAD", "/v1/watch?key=a")
     assert st == 405 and h["allow"] == "GET"
     data = b"HEAD /v1/kv/hk HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/kv/hk HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    s = socket.create_connection(("127.0.0.1", server.http_port), timeout=10)
-    try:
-        s.sendall(data)
-        out = b""
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            out += b
-    finally:
-        s.close()
+    out = raw_exchange(server, data)
     assert out.count(b"HTTP/1.1 200 OK") == 2 and out.endswith(b"\r\n\r\ntwelve bytes")
