@@ -152,7 +152,7 @@ struct conn_s {
     ordo_list_node_t held_ln;  /* in net.held: output waits for a position the log has not committed */
     struct waiter_s *waiter;   /* non-NULL while a blocking command waits */
     ordo_list_node_t resume_ln; /* in net.resumed: run its pending input */
-    ordo_list_node_t dirty_ln; /* in net.dirty: has events to flush */
+    ordo_list_node_t dirty_ln; /* in net.dirty: has replies or events to flush */
     struct txn_s *txn;         /* MULTI/WATCH state (cmd/cmd_txn.c), NULL if none */
     struct watch_s *watches;   /* this connection's watches (onext list) */
     size_t nwatches;           /* watches + observers */
@@ -185,8 +185,9 @@ static inline conn_t *conn_next(const conn_t *c)
     return c->link.next ? ORDO_LIST_ENTRY(c->link.next, conn_t, link) : NULL;
 }
 
-/* conn_mark_dirty() -- flush c at the end of this loop turn (events written
- * into it by another connection's command). */
+/* conn_mark_dirty() -- flush c at the end of this loop turn (its own
+ * replies, marked at the read, or events written into it by another
+ * connection's command). */
 void conn_mark_dirty(conn_t *c);
 /* conn_flush_dirty() -- flush every connection marked dirty. */
 void conn_flush_dirty(server_t *s);

@@ -43,7 +43,7 @@ typedef struct net_s {
     bool unix_on;
     bool unix_bound;                 /* we created the socket file: removed at close */
     ordo_list_t conns;               /* live connections (conn_t.link); conns.len is INFO's count */
-    ordo_list_t dirty;               /* events to flush (conn_t.dirty_ln), newest first */
+    ordo_list_t dirty;               /* replies and events to flush (conn_t.dirty_ln), newest first */
     ordo_list_t resumed;             /* input to run at the end of the turn (conn_t.resume_ln) */
     uv_idle_t resume_idle;           /* active while resumed is not empty: the loop must not sleep */
     bool resume_idle_on;             /* initialised (net_listen) and not closed */
