@@ -30,7 +30,7 @@ quick() {
         kv | tls) echo "R=1 N=50000" ;;
         watch) echo "R=1 DURATION=2 W=10 FANOUT_W=10" ;;
         memory) echo "KEYS=100000" ;;
-        durable) echo "R=1 N50=20000 N1=2000 DURATION=2" ;;
+        durable) echo "R=1 N50=20000 N1=2000 N16=50000 DURATION=2" ;;
         lock) echo "R=1 D=2" ;;
         queue) echo "R=1 D=2" ;;
         http) echo "R=1 D=2 NRESP=10000" ;;

@@ -6,7 +6,8 @@
 # All three servers run at once, each on free loopback ports with a temp
 # data dir (so on the same file system). Per round:
 #   - redis-benchmark -t set -r 100000 -P 1, at -c 50 (-n N50) and at -c 1
-#     (-n N1), against ordod and against redis-server;
+#     (-n N1), and -P 16 at -c 50 (-n N16), against ordod and against
+#     redis-server;
 #   - build/put_load (bench/put_load.c): CLIENTS connections (default 16),
 #     one put in flight each, DURATION seconds, against ordod (RESP SET) and
 #     against etcd (HTTP/1.1 keep-alive POST /v3/kv/put, JSON, to the gRPC
@@ -19,7 +20,7 @@
 # wal_batches, wal_syncs) and print, for c=1, c=50 (redis-benchmark) and
 # c=CLIENTS (put_load): acknowledged writes/s (the load tool's figure),
 # syncs/s (writes/s x syncs/record over the run) and the mean batch
-# (records per sync).
+# (records per sync); "50x16" is c=50 at -P 16.
 #
 # Fairness notes, printed with the results:
 #   - ordod --fsync always: a reply leaves only once its record is
@@ -36,6 +37,7 @@
 #     client would not. The load tool is one thread; it prints its CPU use.
 #
 # Env: N50 (requests per c=50 run, 200000), N1 (per c=1 run, 20000),
+#      N16 (per c=50 -P 16 run, 1000000),
 #      R (rounds, 3), CLIENTS (put_load connections, 16),
 #      DURATION (seconds per put_load run, 10).
 set -euo pipefail
@@ -44,6 +46,7 @@ bench_init durable
 
 N50="${N50:-200000}"
 N1="${N1:-20000}"
+N16="${N16:-1000000}"
 R="${R:-3}"
 CLIENTS="${CLIENTS:-16}"
 DURATION="${DURATION:-10}"
@@ -82,12 +85,12 @@ start_etcd() {
 # ordo_wal: prints "records batches syncs" from ordod's INFO persistence.
 ordo_wal() { bench_ordo_info "$ORDO_PORT" wal_records_written wal_batches wal_syncs; }
 
-# rb PORT CLIENTS N: redis-benchmark SET requests/s.
+# rb PORT CLIENTS N [PIPELINE]: redis-benchmark SET requests/s.
 rb() {
     local out
     # redis-benchmark warns that it cannot read ordod's CONFIG (save,
     # appendonly); that is expected, so only that line is dropped.
-    out="$(redis-benchmark -h 127.0.0.1 -p "$1" -t set -n "$3" -c "$2" -r 100000 -P 1 --csv \
+    out="$(redis-benchmark -h 127.0.0.1 -p "$1" -t set -n "$3" -c "$2" -r 100000 -P "${4:-1}" --csv \
         2> >(grep -v 'Could not fetch server CONFIG' >&2))"
     awk -F'"' '$2 == "SET" { print $4 }' <<<"$out"
 }
@@ -107,6 +110,7 @@ run() {
     case "$w" in
     c50) c=50; v="$(rb "$port" 50 "$N50")"; line="SET/s $v" ;;
     c1) c=1; v="$(rb "$port" 1 "$N1")"; line="SET/s $v" ;;
+    p16) c=50x16; v="$(rb "$port" 50 "$N16" 16)"; line="SET/s $v" ;;
     put)
         c="$CLIENTS"
         if [ "$srv" = ordod ]; then
@@ -144,7 +148,7 @@ median1() {
 start_ordod
 start_redis
 start_etcd
-echo "durable: rounds=$R; redis-benchmark SET -P 1 -r 100000: c=50 n=$N50, c=1 n=$N1 (redis-benchmark $(redis-benchmark --version | awk '{print $2}'));"
+echo "durable: rounds=$R; redis-benchmark SET -r 100000: -P 1 c=50 n=$N50, -P 1 c=1 n=$N1, -P 16 c=50 n=$N16 (redis-benchmark $(redis-benchmark --version | awk '{print $2}'));"
 echo "durable: put_load: $CLIENTS connections x 1 put in flight, ${DURATION}s, 16-byte values, 100000 keys"
 echo "durable: ordod --fsync always (reply after fdatasync of its record; group commit)"
 echo "durable: redis-server $(redis-server --version | awk '{print $3}' | sed 's/v=//') --appendonly yes --appendfsync always --save \"\" (AOF fsync before replies, per event-loop turn)"
@@ -153,7 +157,7 @@ echo "durable: etcd is driven through its HTTP/JSON gateway (POST $ETCD_PATH), w
 echo "durable: all three data dirs on $(df -P "$BENCH_TMP" | awk 'NR == 2 { print $1 }') ($(findmnt -n -o FSTYPE -T "$BENCH_TMP" 2>/dev/null || stat -f -c %T "$BENCH_TMP"))"
 
 for r in $(seq 1 "$R"); do
-    for w in c50 c1 put; do
+    for w in c50 c1 p16 put; do
         if [ "$w" = put ]; then other=etcd; else other=redis; fi
         if [ $((r % 2)) -eq 1 ]; then order="ordod $other"; else order="$other ordod"; fi
         for srv in $order; do
@@ -164,10 +168,11 @@ done
 
 echo
 printf '%-22s %-30s %-30s\n' workload "ordod median (min..max)" "other median (min..max)"
-for w in c50 c1 put; do
+for w in c50 c1 p16 put; do
     case "$w" in
     c50) label="SET c=50 P=1"; other=redis ;;
     c1) label="SET c=1 P=1"; other=redis ;;
+    p16) label="SET c=50 P=16"; other=redis ;;
     put) label="put c=$CLIENTS (put_load)"; other=etcd ;;
     esac
     # shellcheck disable=SC2086
@@ -181,7 +186,7 @@ done
 echo
 echo "ordod --fsync always, acknowledged writes against syncs (medians over rounds):"
 printf '%-8s %-26s %-22s %-14s %s\n' clients "writes/s (min..max)" "syncs/s (min..max)" records/sync records/batch
-for c in 1 "$CLIENTS" 50; do
+for c in 1 "$CLIENTS" 50 50x16; do
     # shellcheck disable=SC2086
     read -r wm wmin wmax <<<"$(bench_stats ${sync[$c,wps]})"
     # shellcheck disable=SC2086
