@@ -192,6 +192,22 @@ bench_ordo_info() {
         END { for (i = 1; i <= n; i++) printf "%s%s", v[f[i]], (i < n ? " " : "\n") }'
 }
 
+# bench_ordo_log PORT: prints "records syncs sync_us" from ordod's INFO
+# persistence (wal_records_written, wal_syncs, wal_sync_us_sum).
+bench_ordo_log() { bench_ordo_info "$1" wal_records_written wal_syncs wal_sync_us_sum; }
+
+# bench_log_per_op R0 S0 U0 R1 S1 U1 OPS SECONDS: ordod's log over a run
+# (two bench_ordo_log readings), per operation and against the disk:
+# "records/op A syncs/op B records/sync C syncs/s D sync_mean_us E
+# disk_busy F%" (disk_busy: the share of the run's seconds spent inside
+# fdatasync; near 100% the run is bound by the disk's sync rate).
+bench_log_per_op() {
+    awk -v r="$(($4 - $1))" -v s="$(($5 - $2))" -v u="$(($6 - $3))" -v n="$7" -v t="$8" 'BEGIN {
+        printf "records/op %.2f syncs/op %.3f records/sync %.1f syncs/s %.0f sync_mean_us %.0f disk_busy %.0f%%\n",
+            (n > 0 ? r / n : 0), (n > 0 ? s / n : 0), (s > 0 ? r / s : 0), (t > 0 ? s / t : 0),
+            (s > 0 ? u / s : 0), (t > 0 ? 100 * u / (t * 1e6) : 0) }'
+}
+
 # bench_start_etcd: a one-member etcd on free loopback ports with its data in
 # $BENCH_TMP/etcd; returns once the member has elected itself leader (the
 # client port opens before that). Sets ETCD_PORT and ETCD_PID.

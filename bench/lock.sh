@@ -86,14 +86,19 @@ for r in $(seq 1 "$R"); do
         port_var="PORT_$srv"
         pid_var="PID_$srv"
         prof=""
-        [ -n "${!pid_var:-}" ] && read -r u0 k0 <<<"$(bench_cpu_us "${!pid_var}")"
+        if [ -n "${!pid_var:-}" ]; then
+            read -r u0 k0 <<<"$(bench_cpu_us "${!pid_var}")"
+            read -r lr0 ls0 lu0 <<<"$(bench_ordo_log "${!port_var}")"
+        fi
         line="$(timeout $((D + 60)) "$LOAD" "$(proto_of "$srv")" "${!port_var}" -c "$C" -d "$D" -t "$TTL")"
         v="$(sed -n 's/.*cycles_per_s=\([0-9]*\).*/\1/p' <<<"$line")"
         cpu="$(sed -n 's/.*tool_cpu=\([0-9.]*\).*/\1/p' <<<"$line")"
         res[$srv]+="$v "
         if [ -n "${!pid_var:-}" ]; then
             read -r u1 k1 <<<"$(bench_cpu_us "${!pid_var}")"
+            read -r lr1 ls1 lu1 <<<"$(bench_ordo_log "${!port_var}")"
             prof=" | $srv cpu per cycle: $(bench_cpu_per_op "$u0" "$k0" "$u1" "$k1" "$((v * D))")"
+            prof+=" | log per cycle: $(bench_log_per_op "$lr0" "$ls0" "$lu0" "$lr1" "$ls1" "$lu1" "$((v * D))" "$D")"
         fi
         printf '  round %d %-13s %10s cycles/s (lock_load cpu %s)%s\n' "$r" "$srv" "$v" "$cpu" "$prof"
     done

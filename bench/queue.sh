@@ -80,8 +80,8 @@ start_redis() {
     PORT_redis="$REDIS_PORT"
 }
 
-# ordo_wal: prints "records syncs" from ordod's INFO persistence.
-ordo_wal() { bench_ordo_info "$PORT_ordo" wal_records_written wal_syncs; }
+# ordo_wal: prints "records syncs sync_us" from ordod's INFO persistence.
+ordo_wal() { bench_ordo_log "$PORT_ordo"; }
 
 
 # median1 V...: median with one decimal (bench_stats rounds to integers).
@@ -96,14 +96,14 @@ declare -A wal  # wal[rpc|rps|sps]: ordod's log per run
 
 # run BACKEND: one run of ordo-bench; records its figure.
 run() {
-    local b="$1" port line v key r0 s0 r1 s1 u0 k0 u1 k1 extra=""
+    local b="$1" port line v key r0 s0 us0 r1 s1 us1 u0 k0 u1 k1 extra=""
     case "$b" in
     ordo | ordo-eo | call) port="$PORT_ordo" ;;
     beanstalkd) port="$PORT_beanstalkd" ;;
     redis-streams) port="$PORT_redis" ;;
     esac
     if [ "$port" = "$PORT_ordo" ]; then
-        read -r r0 s0 <<<"$(ordo_wal)"
+        read -r r0 s0 us0 <<<"$(ordo_wal)"
         read -r u0 k0 <<<"$(bench_cpu_us "$PID_ordo")"
     fi
     line="$(timeout $((D + 60)) "$LOAD" "$b" "$port" -n "$N" -m "$M" -c "$C" -d "$D" -k "$K" \
@@ -112,7 +112,7 @@ run() {
     v="$(bench_field "$key" "$line")"
     res[$b]+="$v "
     if [ "$port" = "$PORT_ordo" ]; then
-        read -r r1 s1 <<<"$(ordo_wal)"
+        read -r r1 s1 us1 <<<"$(ordo_wal)"
         read -r u1 k1 <<<"$(bench_cpu_us "$PID_ordo")"
         local dr=$((r1 - r0)) ds=$((s1 - s0)) n rpc rps sps
         n="$(bench_field "$( [ "$b" = call ] && echo calls_all || echo acked_all)" "$line")"
@@ -124,7 +124,7 @@ run() {
         wal[$b,rpc]+="$rpc "
         wal[$b,rps]+="$rps "
         wal[$b,sps]+="$sps "
-        extra=" | log: records/op $rpc records/sync $rps syncs/s $sps | ordod cpu: $(bench_cpu_per_op "$u0" "$k0" "$u1" "$k1" "$n")"
+        extra=" | log: records/op $rpc records/sync $rps syncs/s $sps sync_mean_us $(awk -v u="$((us1 - us0))" -v s="$ds" -v d="$D" 'BEGIN { printf "%.0f disk_busy %.0f%%", (s > 0 ? u / s : 0), 100 * u / (d * 1e6) }') | ordod cpu: $(bench_cpu_per_op "$u0" "$k0" "$u1" "$k1" "$n")"
     fi
     printf '  round %d %-13s %s/s %s (tool_cpu %s)%s\n' "$r" "$b" "${key%%_per_s}" "$v" \
         "$(bench_field tool_cpu "$line")" "$extra"

@@ -528,7 +528,7 @@ void persist_info(server_t *s, ordo_buf_t *b)
     ordo_buf_printf(b,
                     "# Persistence\r\nfsync:%s\r\ndurable_revision:%llu\r\nreadonly:%s\r\nreadonly_reason:%s\r\n"
                     "wal_bytes:%llu\r\nwal_segments:%u\r\nwal_records_written:%llu\r\nwal_batches:%llu\r\n"
-                    "wal_syncs:%llu\r\nwal_batches_inline:%llu\r\nsnapshot_in_progress:%d\r\nlast_snapshot_revision:%llu\r\n"
+                    "wal_syncs:%llu\r\nwal_sync_us_sum:%llu\r\nwal_batches_inline:%llu\r\nsnapshot_in_progress:%d\r\nlast_snapshot_revision:%llu\r\n"
                     "snapshots_taken:%llu\r\nrecovered_records:%llu\r\nrecovery_ms:%llu\r\n"
                     "snapshot_loaded_revision:%llu\r\nwal_pending_bytes:%llu\r\nwal_pending_bytes_peak:%llu\r\n"
                     "wal_pending_max_bytes:%llu\r\nwal_backpressure:%d\r\nwal_backpressure_events:%llu\r\n"
@@ -538,7 +538,7 @@ void persist_info(server_t *s, ordo_buf_t *b)
                     (unsigned long long)persist_durable_rev(s), s->persist.readonly[0] ? "yes" : "no", s->persist.readonly,
                     (unsigned long long)st.bytes, st.files,
                     (unsigned long long)st.records_written, (unsigned long long)st.batches,
-                    (unsigned long long)st.syncs, (unsigned long long)st.inline_batches, s->persist.snap.running ? 1 : 0, (unsigned long long)s->persist.snap.last_rev,
+                    (unsigned long long)st.syncs, (unsigned long long)st.sync_us_sum, (unsigned long long)st.inline_batches, s->persist.snap.running ? 1 : 0, (unsigned long long)s->persist.snap.last_rev,
                     (unsigned long long)s->persist.snap.taken, (unsigned long long)s->persist.recovered_records,
                     (unsigned long long)s->persist.recovery_ms, (unsigned long long)s->persist.snapshot_loaded_rev,
                     (unsigned long long)st.pending_bytes, (unsigned long long)st.pending_bytes_peak,
