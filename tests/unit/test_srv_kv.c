@@ -1143,6 +1143,69 @@ static void test_million_keys(void **state)
     kv_destroy(kv);
 }
 
+/* Every key of k<lo>..k<hi> (step) is found with its value "v". */
+static void check_keys_found(const kv_t *kv, int lo, int hi, int step)
+{
+    char key[16];
+    kv_version_t buf;
+    for (int j = lo; j <= hi; j += step) {
+        int n = snprintf(key, sizeof key, "k%d", j);
+        const kv_version_t *v = kv_get(kv, key, (size_t)n, &buf);
+        assert_non_null(v);
+        assert_memory_equal(v->value, "v", 1);
+    }
+}
+
+/* The hash table grows and shrinks a few chains per write (a resize of a
+ * large store once stopped the loop for its whole length), and every key
+ * stays reachable while its chain waits to move. */
+static void test_table_resizes_a_few_chains_per_write(void **state)
+{
+    (void)state;
+    enum { N = 20000, KEEP = 100 };
+    kv_t *kv = kv_create();
+    assert_non_null(kv);
+    char key[16];
+    uint64_t rev = 0;
+    kv_stats_t st;
+    size_t rehashing = 0;
+    for (int i = 0; i < N; i++) {
+        int n = snprintf(key, sizeof key, "k%d", i);
+        assert_int_equal(kv_put(kv, key, (size_t)n, "v", 1, 0, ++rev, NULL), KV_OK);
+        kv_stats(kv, &st);
+        if (st.rehashing) {
+            rehashing++;
+            check_keys_found(kv, i % 61, i, 61);
+        }
+    }
+    /* Growing from 16 buckets to 32768 moved half the old array at most
+     * per doubling's worth of writes: a resize spans many writes. */
+    assert_true(rehashing > N / 4);
+    check_keys_found(kv, 0, N - 1, 1);
+
+    /* Shrinking: delete and compact away all but KEEP keys, one at a time. */
+    rehashing = 0;
+    for (int i = KEEP; i < N; i++) {
+        int n = snprintf(key, sizeof key, "k%d", i);
+        assert_int_equal(kv_del(kv, key, (size_t)n, ++rev, NULL), 1);
+        assert_int_equal(kv_compact(kv, rev + 1), KV_OK);
+        kv_stats(kv, &st);
+        rehashing += st.rehashing;
+        if (i % 211 == 0)
+            check_keys_found(kv, 0, KEEP - 1, 1);
+    }
+    assert_true(rehashing > 0);
+    check_keys_found(kv, 0, KEEP - 1, 1);
+    kv_version_t buf;
+    for (int i = KEEP; i < N; i += 7) {
+        int n = snprintf(key, sizeof key, "k%d", i);
+        assert_null(kv_get(kv, key, (size_t)n, &buf));
+    }
+    kv_stats(kv, &st);
+    assert_int_equal(st.keys, KEEP);
+    kv_destroy(kv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1159,6 +1222,7 @@ int main(void)
         cmocka_unit_test(test_keys_differing_in_one_byte),
         cmocka_unit_test(test_cold_key_moves_into_its_node),
         cmocka_unit_test(test_million_keys),
+        cmocka_unit_test(test_table_resizes_a_few_chains_per_write),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

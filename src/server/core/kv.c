@@ -54,7 +54,17 @@
  * compares klen and then the key bytes inline, last word first (key_eq),
  * which a short key's node has in its first cache line with the link, and
  * a resize hashes every key again (SipHash, keyed per store, so
- * client-chosen keys cannot build long chains).
+ * client-chosen keys cannot build long chains). A resize is incremental:
+ * the new array replaces `buckets` at once and the old one stays as `old`
+ * while its chains move over, a few per insert or removal
+ * (KV_REHASH_STEP), so no single write pays for rehashing the whole store
+ * (at a million keys that was a stop of about 100 ms). Invariant: a key
+ * of hash h is in old[h & old_mask] if old != NULL and (h & old_mask) >=
+ * moved, and in buckets[h & mask] otherwise (tab_head()); old buckets
+ * below `moved` are empty. A resize that comes due while one is under way
+ * first finishes it; the steps outpace growth (a doubling moves all of
+ * the old array before the keys can double again), so that happens only
+ * when removals shrink the table faster than they move it.
  *
  * Ordered index: a skiplist whose nodes are the key nodes themselves (p =
  * 1/4, at most KV_LEVEL_MAX levels), ordered by memcmp and then shorter
@@ -146,6 +156,10 @@
 #define KV_LOG_MIN 64
 /* Smallest hash table: a small store stays in one cache-friendly array. */
 #define KV_TAB_MIN 16
+/* Old buckets moved per insert or removal during an incremental resize
+ * (empty ones count a tenth each, so a step reads at most ten times as
+ * many). Two per insert finish a doubling long before the next one. */
+#define KV_REHASH_STEP 2
 
 typedef struct kv_ver_s kv_ver_t;
 typedef struct kv_key_s kv_key_t;
@@ -190,6 +204,8 @@ _Static_assert(offsetof(kv_key_t, vh) == offsetof(kv_ver_t, vh), "a header finds
 struct kv_s {
     kv_key_t **buckets;           /* hash table: mask + 1 chains */
     size_t mask, nkeys;
+    kv_key_t **old;               /* during a resize: the previous array, old_mask + 1 chains */
+    size_t old_mask, moved;       /* old buckets below moved are empty (moved over) */
     uint8_t sipkey[ORDO_SIPHASH_KEY_LEN];
 
     kv_key_t *head[KV_LEVEL_MAX]; /* skiplist head tower */
@@ -446,42 +462,72 @@ static bool key_eq(const void *a, const void *b, size_t n)
     return n == 0 || (x[0] == y[0] && x[n / 2] == y[n / 2] && x[n - 1] == y[n - 1]);
 }
 
+/* The chain a key of this hash is in (see "Hash table" above). */
+static kv_key_t *const *tab_head(const kv_t *kv, uint64_t hash)
+{
+    if (kv->old != NULL && (hash & kv->old_mask) >= kv->moved)
+        return &kv->old[hash & kv->old_mask];
+    return &kv->buckets[hash & kv->mask];
+}
+
 static kv_key_t *tab_find(const kv_t *kv, uint64_t hash, const void *key, size_t klen)
 {
-    for (kv_key_t *k = kv->buckets[hash & kv->mask]; k != NULL; k = k->hnext)
+    for (kv_key_t *k = *tab_head(kv, hash); k != NULL; k = k->hnext)
         if (k->vh.klen == klen && key_eq(key_bytes(k), key, klen))
             return k;
     return NULL;
 }
 
-/* Rehash every node into nbuckets; on allocation failure keep the old array
- * (the table still works, only with longer chains). */
+/* Move old buckets into the new array, `work` of them (an empty one counts
+ * a tenth), or all that are left; ends the resize after the last. */
+static void tab_rehash(kv_t *kv, size_t work)
+{
+    size_t budget = work >= SIZE_MAX / 10 ? SIZE_MAX : work * 10; /* in tenths of a bucket */
+    while (kv->old != NULL && budget > 0) {
+        kv_key_t *k = kv->old[kv->moved];
+        kv->old[kv->moved] = NULL;
+        size_t cost = k != NULL ? 10 : 1;
+        budget = budget > cost ? budget - cost : 0;
+        while (k != NULL) {
+            kv_key_t *next = k->hnext;
+            size_t b = tab_hash(kv, key_bytes(k), k->vh.klen) & kv->mask;
+            k->hnext = kv->buckets[b];
+            kv->buckets[b] = k;
+            k = next;
+        }
+        if (kv->moved++ == kv->old_mask) {
+            free(kv->old);
+            kv->old = NULL;
+            kv->moved = 0;
+        }
+    }
+}
+
+/* Start moving every node into nbuckets chains (finishing a resize under
+ * way first); on allocation failure keep the array (the table still
+ * works, only with longer chains). */
 static void tab_resize(kv_t *kv, size_t nbuckets)
 {
+    tab_rehash(kv, SIZE_MAX);
     kv_key_t **nb = calloc(nbuckets, sizeof *nb);
     if (nb == NULL)
         return;
-    for (size_t i = 0; i <= kv->mask; i++) {
-        kv_key_t *k = kv->buckets[i];
-        while (k != NULL) {
-            kv_key_t *next = k->hnext;
-            size_t b = tab_hash(kv, key_bytes(k), k->vh.klen) & (nbuckets - 1);
-            k->hnext = nb[b];
-            nb[b] = k;
-            k = next;
-        }
-    }
-    free(kv->buckets);
+    kv->old = kv->buckets;
+    kv->old_mask = kv->mask;
+    kv->moved = 0;
     kv->buckets = nb;
     kv->mask = nbuckets - 1;
 }
 
 static void tab_insert(kv_t *kv, kv_key_t *k, uint64_t hash)
 {
-    k->hnext = kv->buckets[hash & kv->mask];
-    kv->buckets[hash & kv->mask] = k;
+    kv_key_t **head = (kv_key_t **)(uintptr_t)tab_head(kv, hash);
+    k->hnext = *head;
+    *head = k;
     if (++kv->nkeys > kv->mask + 1)
         tab_resize(kv, (kv->mask + 1) * 2);
+    else
+        tab_rehash(kv, KV_REHASH_STEP);
 }
 
 /* The link that points at the node at address old, in the chain of the
@@ -489,7 +535,7 @@ static void tab_insert(kv_t *kv, kv_key_t *k, uint64_t hash)
  * never read). */
 static kv_key_t **tab_link(const kv_t *kv, uintptr_t old, const kv_key_t *k)
 {
-    kv_key_t **pp = &kv->buckets[tab_hash(kv, key_bytes(k), k->vh.klen) & kv->mask];
+    kv_key_t **pp = (kv_key_t **)(uintptr_t)tab_head(kv, tab_hash(kv, key_bytes(k), k->vh.klen));
     while ((uintptr_t)*pp != old) {
         assert(*pp != NULL);
         pp = &(*pp)->hnext;
@@ -504,6 +550,8 @@ static void tab_remove(kv_t *kv, kv_key_t *k)
     size_t nb = kv->mask + 1;
     if (nb > KV_TAB_MIN && kv->nkeys < nb / 8)
         tab_resize(kv, nb / 2);
+    else
+        tab_rehash(kv, KV_REHASH_STEP);
 }
 
 /* ---- the ordered index -------------------------------------------------------------
@@ -961,6 +1009,7 @@ void kv_destroy(kv_t *kv)
     }
     free(kv->log);
     free(kv->buckets);
+    free(kv->old);
     free(kv);
 }
 
@@ -1394,5 +1443,7 @@ void kv_stats(const kv_t *kv, kv_stats_t *out)
     out->log_entries = kv->log_len;
     out->log_bytes = kv->log_bytes;
     out->bytes = sizeof *kv + alloc_cost(kv->log_cap * sizeof *kv->log) +
-                 alloc_cost((kv->mask + 1) * sizeof *kv->buckets) + kv->bytes;
+                 alloc_cost((kv->mask + 1) * sizeof *kv->buckets) +
+                 (kv->old != NULL ? alloc_cost((kv->old_mask + 1) * sizeof *kv->old) : 0) + kv->bytes;
+    out->rehashing = kv->old != NULL;
 }

@@ -82,6 +82,7 @@ typedef struct kv_stats_s {
     size_t log_entries;     /* change log length: the changes retained */
     size_t log_bytes;       /* their key and value bytes (kv_trim_step()'s byte bound) */
     size_t bytes;           /* bytes allocated by the store (approximate, incl. overheads) */
+    bool rehashing;         /* a resize of the hash table is moving keys over, a few a write */
 } kv_stats_t;
 
 /* kv_create() -- an empty store; NULL if out of memory. */
