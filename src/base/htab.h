@@ -8,16 +8,21 @@
  * long chains.
  *
  * Complexity: find, insert and remove are O(1) expected. The bucket array
- * doubles when the load factor passes 1 (a single O(n) rehash, amortised
- * O(1) per insert) and halves when it falls below 1/8 on remove, so memory
- * follows the number of live entries; an owner whose entry count swings
- * widely can hold a floor under the array (ordo_htab_set_floor()) so that
- * each swing does not rehash it down and up again.
+ * doubles when the load factor passes 1 and halves when it falls below 1/8
+ * on remove, so memory follows the number of live entries; an owner whose
+ * entry count swings widely can hold a floor under the array
+ * (ordo_htab_set_floor()) so that each swing does not rehash it down and up
+ * again. A resize is incremental: the new array takes over at once, and
+ * the old one's chains move over HTAB_REHASH_STEP at a time on each insert
+ * and remove outside foreach, so no single call pays O(n) (a million
+ * entries would stop their caller for tens of milliseconds). A resize that
+ * comes due while one is under way finishes it first.
  *
  * Not thread-safe: the owner serialises access.
  *
- * Invariant: every node in bucket i has (hash & mask) == i; count is the
- * number of linked nodes.
+ * Invariant: a node of hash h is in old[h & old_mask] if old != NULL and
+ * (h & old_mask) >= moved, else in buckets[h & mask]; old buckets below
+ * moved are empty; count is the number of linked nodes.
  */
 #ifndef ORDO_HTAB_H
 #define ORDO_HTAB_H
@@ -40,6 +45,8 @@ typedef bool (*ordo_htab_eq_fn)(const ordo_hnode_t *n, const void *key, size_t l
 typedef struct ordo_htab_s {
     ordo_hnode_t **buckets;
     size_t mask;   /* buckets - 1; buckets is a power of two */
+    ordo_hnode_t **old; /* during a resize: the previous array, old_mask + 1 chains */
+    size_t old_mask, moved; /* old buckets below moved have moved over */
     size_t count;
     size_t floor;  /* remove does not shrink the array below this many buckets */
     int iterating; /* >0 inside foreach: remove does not shrink */
@@ -83,5 +90,16 @@ void ordo_htab_set_floor(ordo_htab_t *t, size_t n);
 /* Iteration over every node, in no particular order; the callback must not
  * insert, but may remove the node it is given (and free it). */
 void ordo_htab_foreach(ordo_htab_t *t, void (*fn)(ordo_hnode_t *n, void *arg), void *arg);
+
+/* A read-only walk over every node, in no particular order, that the
+ * caller may stop at any point: start with ORDO_HTAB_ITER_INIT, call
+ * ordo_htab_next() until it returns NULL. Nothing may be inserted or
+ * removed meanwhile. */
+typedef struct ordo_htab_iter_s {
+    size_t b;                /* the next bucket to read (old ones after the new) */
+    const ordo_hnode_t *n;   /* the node returned last */
+} ordo_htab_iter_t;
+#define ORDO_HTAB_ITER_INIT {0, NULL}
+const ordo_hnode_t *ordo_htab_next(const ordo_htab_t *t, ordo_htab_iter_t *it);
 
 #endif /* ORDO_HTAB_H */

@@ -1,7 +1,8 @@
 /*
  * test_htab.c -- the keyed hash table and SipHash: lookups, growth and
  * shrinking with many keys, a floor under shrinking, removal during
- * iteration, and the SipHash-1-3 reference vector.
+ * iteration, resizes spread over many calls, and the SipHash-1-3
+ * reference vector.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -146,6 +147,68 @@ static void test_htab_remove_in_foreach(void **state)
     ordo_htab_destroy(&t);
 }
 
+static void count_cb(ordo_hnode_t *n, void *arg)
+{
+    ((entry_t *)n)->len |= (size_t)1 << 40; /* mark: seen by foreach */
+    (*(size_t *)arg)++;
+}
+
+/* A resize moves a few chains per insert and remove (a one-shot rehash of a
+ * large table stopped its caller for its whole length): while one is under
+ * way every node is found, and foreach and ordo_htab_next() see every node
+ * exactly once. */
+static void test_htab_resize_is_incremental(void **state)
+{
+    (void)state;
+    enum { N = 50000 };
+    ordo_htab_t t;
+    assert_int_equal(ordo_htab_init(&t, entry_eq), 0);
+    entry_t *es = calloc(N, sizeof *es);
+    size_t resizing = 0, walked = 0;
+    for (int i = 0; i < N; i++) {
+        es[i].len = (size_t)snprintf(es[i].name, sizeof es[i].name, "key:%d", i);
+        ordo_htab_insert(&t, &es[i].node, ordo_htab_hash(&t, es[i].name, es[i].len));
+        if (t.old == NULL)
+            continue;
+        resizing++;
+        for (int j = i % 37; j <= i; j += 37) {
+            uint64_t h = ordo_htab_hash(&t, es[j].name, es[j].len);
+            assert_ptr_equal(ordo_htab_find(&t, h, es[j].name, es[j].len), &es[j].node);
+        }
+        if (i == 40000) { /* mid-resize (32768 -> 65536 buckets): walk both ways */
+            walked = 1;
+            size_t seen = 0;
+            ordo_htab_foreach(&t, count_cb, &seen);
+            assert_int_equal(seen, (size_t)i + 1);
+            ordo_htab_iter_t it = ORDO_HTAB_ITER_INIT;
+            seen = 0;
+            for (const ordo_hnode_t *n; (n = ordo_htab_next(&t, &it)) != NULL; seen++) {
+                entry_t *e = (entry_t *)(uintptr_t)n;
+                assert_true(e->len >> 40); /* foreach saw it too */
+                e->len &= ((size_t)1 << 40) - 1;
+            }
+            assert_int_equal(seen, (size_t)i + 1);
+            for (int j = 0; j <= i; j++)
+                assert_false(es[j].len >> 40); /* each once: every mark cleared */
+        }
+    }
+    assert_true(walked);
+    assert_true(resizing > N / 4); /* each doubling spread over many inserts */
+    resizing = 0;
+    for (int i = 0; i < N - 10; i++) {
+        ordo_htab_remove(&t, &es[i].node);
+        resizing += t.old != NULL;
+    }
+    assert_true(resizing > 0);
+    for (int i = N - 10; i < N; i++) {
+        uint64_t h = ordo_htab_hash(&t, es[i].name, es[i].len);
+        assert_ptr_equal(ordo_htab_find(&t, h, es[i].name, es[i].len), &es[i].node);
+    }
+    assert_int_equal(t.count, 10);
+    ordo_htab_destroy(&t);
+    free(es);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -153,6 +216,7 @@ int main(void)
         cmocka_unit_test(test_htab_many),
         cmocka_unit_test(test_htab_floor),
         cmocka_unit_test(test_htab_remove_in_foreach),
+        cmocka_unit_test(test_htab_resize_is_incremental),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2268,14 +2268,13 @@ void queue_foreach_waiting(const queue_t *q,
                            bool (*fn)(void *arg, const char *key, size_t klen, uint64_t id, uint32_t attempt),
                            void *arg)
 {
-    const ordo_htab_t *t = &q->keys;
-    for (size_t b = 0; b <= t->mask; b++)
-        for (const ordo_hnode_t *n = t->buckets[b]; n != NULL; n = n->next) {
-            const qkey_t *k = (const qkey_t *)n;
-            for (const qmsg_t *m = first_waiting_msg(q, k); m != NULL; m = m->u.next)
-                if (!fn(arg, k->bytes, k->klen, m->id, m->attempt))
-                    return;
-        }
+    ordo_htab_iter_t it = ORDO_HTAB_ITER_INIT;
+    for (const ordo_hnode_t *n; (n = ordo_htab_next(&q->keys, &it)) != NULL;) {
+        const qkey_t *k = (const qkey_t *)n;
+        for (const qmsg_t *m = first_waiting_msg(q, k); m != NULL; m = m->u.next)
+            if (!fn(arg, k->bytes, k->klen, m->id, m->attempt))
+                return;
+    }
 }
 
 const char *queue_delayed_key(const queue_t *q, uint64_t id, size_t *klen)
@@ -2758,7 +2757,8 @@ static size_t heap_bytes(size_t cap)
 
 static size_t htab_bytes(const ordo_htab_t *t)
 {
-    return alloc_cost((t->mask + 1) * sizeof(ordo_hnode_t *));
+    return alloc_cost((t->mask + 1) * sizeof(ordo_hnode_t *)) +
+           (t->old != NULL ? alloc_cost((t->old_mask + 1) * sizeof(ordo_hnode_t *)) : 0);
 }
 
 /* The queue's heap bytes (estimate incl. malloc overhead). O(1). */
