@@ -12,7 +12,9 @@
  *     s seconds (default 2): syncs/s and the median sync. A server that
  *     answers a write only after its sync can answer at most this many
  *     sync rounds a second; with group commit, writes/s <= syncs/s x writes
- *     per sync. (Again with 4 KiB appends: a batch of records.)
+ *     per sync. (Again with 4 KiB appends: a batch of records; and with
+ *     two threads appending and syncing the same file at once, each its
+ *     own records: how much a second sync in flight adds.)
  *   - loopback round trip: one byte there and back over a TCP connection
  *     on 127.0.0.1 between two threads, s seconds: round trips/s. A client
  *     with one request in flight cannot do more.
@@ -30,6 +32,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +95,71 @@ static void sync_rate(const char *dir, double secs, size_t bytes)
     close(fd);
     free(buf);
     free(lat);
+}
+
+/* Two threads, each appending 64 bytes to one shared file and syncing it,
+ * one after the other, at once. */
+typedef struct {
+    int fd;
+    double secs;
+    _Atomic long long *off;
+    double *lat;
+    size_t n;
+} syncer_t;
+
+static void *syncer_main(void *arg)
+{
+    syncer_t *y = arg;
+    char buf[64] = {0};
+    double t0 = now_s(), t = t0;
+    while (t - t0 < y->secs && y->n < SYNC_SAMPLES_MAX / 2) {
+        long long off = atomic_fetch_add(y->off, (long long)sizeof buf);
+        if (pwrite(y->fd, buf, sizeof buf, (off_t)off) != (ssize_t)sizeof buf)
+            die("pwrite");
+        double a = now_s();
+        if (fdatasync(y->fd) != 0)
+            die("fdatasync");
+        t = now_s();
+        y->lat[y->n++] = t - a;
+    }
+    return NULL;
+}
+
+static void sync_rate_two(const char *dir, double secs)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/ordo-limits-XXXXXX", dir);
+    int fd = mkstemp(path);
+    if (fd < 0)
+        die("mkstemp");
+    unlink(path);
+    _Atomic long long off = 0;
+    syncer_t y[2];
+    pthread_t th[2];
+    double t0 = now_s();
+    for (int i = 0; i < 2; i++) {
+        y[i] = (syncer_t){.fd = fd, .secs = secs, .off = &off, .lat = malloc(SYNC_SAMPLES_MAX / 2 * sizeof(double))};
+        if (y[i].lat == NULL)
+            die("malloc");
+        if (pthread_create(&th[i], NULL, syncer_main, &y[i]) != 0)
+            die("pthread_create");
+    }
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    double t = now_s();
+    size_t n = y[0].n + y[1].n;
+    double *lat = malloc(n * sizeof *lat);
+    if (lat == NULL)
+        die("malloc");
+    memcpy(lat, y[0].lat, y[0].n * sizeof *lat);
+    memcpy(lat + y[0].n, y[1].lat, y[1].n * sizeof *lat);
+    qsort(lat, n, sizeof *lat, cmp_double);
+    printf("limit: sync_64b_two_threads %.0f syncs/s (median fdatasync %.0f us, p99 %.0f us; %s)\n",
+           (double)n / (t - t0), lat[n / 2] * 1e6, lat[n * 99 / 100] * 1e6, dir);
+    close(fd);
+    free(lat);
+    free(y[0].lat);
+    free(y[1].lat);
 }
 
 /* ---- loopback ------------------------------------------------------------------ */
@@ -236,6 +304,7 @@ int main(int argc, char **argv)
     }
     sync_rate(dir, secs, 64);
     sync_rate(dir, secs, 4096);
+    sync_rate_two(dir, secs);
     loopback(secs);
     memory(secs);
     return 0;
