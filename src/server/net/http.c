@@ -29,7 +29,10 @@
  *   - Authorization is decided when a request's headers are complete
  *     (on_headers_complete()), before any body byte is read; trailers
  *     never change a header. It names the request's user (authorized()),
- *     whose rules its command meets in dispatch like a RESP client's.
+ *     whose rules its command meets in dispatch like a RESP client's. A
+ *     connection keeps its last credentials that held, with the users'
+ *     generation then: the same credentials again, with the users
+ *     unchanged, are the same user without a lookup or a password hash.
  *
  * Limits (docs/operations.md): http-header-max-bytes (431, raw bytes,
  * counted by the parser), http-body-max-bytes (413; max-bulk-bytes-unauth
@@ -89,8 +92,13 @@ enum answer_kind {
 
 /* Headers we read; the others are skipped. */
 enum hdr { H_AUTH, H_IDEM, H_IF_MATCH, H_IF_NONE_MATCH, H_LAST_EVENT_ID, H_EXPECT, H_ORIGIN, H_ACR_METHOD, H_COUNT };
-static const char *const hdr_names[H_COUNT] = {"authorization", "idempotency-key", "if-match", "if-none-match",
-                                               "last-event-id", "expect", "origin", "access-control-request-method"};
+#define HDR(name) {name, sizeof name - 1}
+static const struct {
+    const char *name;
+    size_t len;
+} hdr_names[H_COUNT] = {HDR("authorization"), HDR("idempotency-key"), HDR("if-match"), HDR("if-none-match"),
+                        HDR("last-event-id"), HDR("expect"),          HDR("origin"),   HDR("access-control-request-method")};
+#undef HDR
 
 /* What a browser on an allowed origin may send and read (CORS). */
 #define CORS_METHODS "GET, PUT, POST, DELETE, OPTIONS"
@@ -134,6 +142,11 @@ struct http_conn_s {
     size_t range_limit;     /* R_RANGE: the page's size ... */
     uint64_t range_rev;     /* ... and the revision it was read at */
     size_t reply_nodes;     /* the reply's decoded values at most (a pull's messages, a range's keys) */
+    bool authed;            /* this request's credentials hold (on_headers_complete()) */
+    bool held;              /* the last credentials that held, while the users are as then: */
+    uint64_t held_gen;      /* ... the users' generation then (cmd_acl_users_gen()) */
+    bool held_has;          /* ... whether there was an Authorization header */
+    ordo_buf_t held_auth;   /* ... and its bytes */
 };
 
 /* ---- a RESP reply, decoded ------------------------------------------------ */
@@ -238,6 +251,17 @@ static size_t rv_decode(const char *p, size_t len, rv_arena_t *a, rv_t *v)
     default:
         return (size_t)-1;
     }
+}
+
+/* The strings of v and of the arena's values, decoded from from[], now
+ * point at the same bytes of to[], a copy. */
+static void rv_move(rv_t *v, rv_arena_t *a, const char *from, const char *to)
+{
+    if (v->s != NULL)
+        v->s = to + (v->s - from);
+    for (size_t i = 0; i < a->n; i++)
+        if (a->nodes[i].s != NULL)
+            a->nodes[i].s = to + (a->nodes[i].s - from);
 }
 
 /* An error's code ("CONFLICT" of "CONFLICT 12"), compared to code. */
@@ -358,6 +382,9 @@ static void add_cors(conn_t *c)
     ordo_buf_puts(&c->out, "\r\nVary: Origin\r\nAccess-Control-Expose-Headers: " CORS_EXPOSE "\r\n");
 }
 
+/* Append a string literal (its length known at compile time). */
+#define PUT_LIT(b, lit) ordo_buf_append((b), lit, sizeof lit - 1)
+
 /* Append v in decimal. */
 static void put_dec(ordo_buf_t *b, uint64_t v)
 {
@@ -371,24 +398,27 @@ static void respond(conn_t *c, int status, const char *ctype, const char *header
     bool close = !h->keep_alive || status == 400 || status == 408 || status == 413 || status == 431;
     /* Every response comes this way: its head is appended piece by piece,
      * as ordod writes RESP, not formatted. */
-    ordo_buf_puts(&c->out, "HTTP/1.1 ");
+    PUT_LIT(&c->out, "HTTP/1.1 ");
     put_dec(&c->out, (uint64_t)status);
     ordo_buf_append(&c->out, " ", 1);
     ordo_buf_puts(&c->out, reason(status));
     /* 204 and 304 carry no body, and no Content-Length either (RFC 9110). */
     if (status != 204 && status != 304) {
-        ordo_buf_puts(&c->out, "\r\nContent-Length: ");
+        PUT_LIT(&c->out, "\r\nContent-Length: ");
         put_dec(&c->out, blen);
     }
     ordo_buf_append(&c->out, "\r\n", 2);
     add_cors(c);
     if (ctype) {
-        ordo_buf_puts(&c->out, "Content-Type: ");
+        PUT_LIT(&c->out, "Content-Type: ");
         ordo_buf_puts(&c->out, ctype);
         ordo_buf_append(&c->out, "\r\n", 2);
     }
     ordo_buf_puts(&c->out, headers);
-    ordo_buf_puts(&c->out, close ? "Connection: close\r\n\r\n" : "\r\n");
+    if (close)
+        PUT_LIT(&c->out, "Connection: close\r\n\r\n");
+    else
+        PUT_LIT(&c->out, "\r\n");
     if (!h->head) /* HEAD: the GET's headers, Content-Length included, and no body */
         ordo_buf_append(&c->out, body, blen);
     h->head = false; /* this was its response: a later refusal, before the next request's headers are
@@ -838,12 +868,11 @@ static void rewrite(conn_t *c)
         char small[HTTP_REPLY_STACK_BYTES];
         char *reply = used <= sizeof small ? small : ordo_xmalloc(used);
         memcpy(reply, c->out.data + at, used);
+        rv_move(&v, &a, c->out.data + at, reply);
         ordo_buf_t tail = ORDO_BUF_INIT;
         if (at + used < c->out.len)
             ordo_buf_append(&tail, c->out.data + at + used, c->out.len - at - used);
         c->out.len = at;
-        a.n = 0;
-        rv_decode(reply, used, &a, &v);
         if (h->awaiting) {
             h->awaiting = false;
             answer(c, &v);
@@ -1027,7 +1056,7 @@ static ssize_t b64_decode(const char *s, size_t n, char *out)
  * base64(user:pass)" is that user; "Bearer token" is the default user
  * with token as its password, else, if token is "user:pass", that user.
  * Sets the connection's user; false if the credentials do not hold. */
-static bool authorized(conn_t *c)
+static bool check_credentials(conn_t *c)
 {
     struct http_conn_s *h = c->http;
     const ordo_buf_t *a = &h->hdr[H_AUTH];
@@ -1054,6 +1083,33 @@ static bool authorized(conn_t *c)
                cmd_acl_http_login(c, pair, (size_t)(colon - pair), colon + 1, (size_t)n - (size_t)(colon - pair) - 1);
     }
     return false;
+}
+
+/* check_credentials(), once per connection while its requests bring the
+ * same Authorization (or none) and the users do not change: what they
+ * decided depends on nothing else (the implicit default user is fixed at
+ * start), and the connection's user is still the one they set, since an
+ * HTTP connection changes it no other way. A user changed, deleted or
+ * switched off changes the generation, and the next request is judged
+ * afresh. Only credentials that held are kept. */
+static bool authorized(conn_t *c)
+{
+    struct http_conn_s *h = c->http;
+    const ordo_buf_t *a = &h->hdr[H_AUTH];
+    bool has = h->has_hdr[H_AUTH] && a->len > 0;
+    uint64_t gen = cmd_acl_users_gen(c->srv);
+    if (h->held && h->held_gen == gen && h->held_has == has &&
+        (!has || (h->held_auth.len == a->len && memcmp(h->held_auth.data, a->data, a->len) == 0)))
+        return true;
+    h->held = check_credentials(c);
+    if (h->held) {
+        h->held_gen = gen;
+        h->held_has = has;
+        h->held_auth.len = 0;
+        if (has)
+            ordo_buf_append(&h->held_auth, a->data, a->len);
+    }
+    return h->held;
 }
 
 static void respond_unauthorized(conn_t *c)
@@ -2016,31 +2072,43 @@ static const route_t routes[] = {
  * false after answering 400 for a malformed rest. */
 static bool route_fits(conn_t *c, req_t *r, const route_t *t, bool *answered)
 {
+    /* One pass over the route's path: a literal segment is compared as it
+     * is scanned (this runs for a few routes on every request). */
     size_t i = 0;
     for (const char *p = t->path + 1;; i++) {
-        const char *sl = strchr(p, '/');
-        size_t n = sl ? (size_t)(sl - p) : strlen(p);
-        bool param = n >= 2 && p[0] == '{';
-        if (t->rest && param && sl == NULL) {
+        const char *e = p; /* the segment's end: '/' or the path's end */
+        if (p[0] == '{') {
+            while (*e != '/' && *e != '\0')
+                e++;
+            if (t->rest && *e == '\0') {
+                if (i >= r->nseg)
+                    return false;
+                struct http_conn_s *h = c->http;
+                r->rest.off = h->scratch.len;
+                if (!pct_decode(&h->scratch, r->path + r->seg_at[i], r->plen - r->seg_at[i], false)) {
+                    respond_text(c, 400, "malformed percent-encoding in the path");
+                    *answered = true;
+                    return false;
+                }
+                r->rest.len = h->scratch.len - r->rest.off;
+                return true;
+            }
             if (i >= r->nseg)
                 return false;
-            struct http_conn_s *h = c->http;
-            r->rest.off = h->scratch.len;
-            if (!pct_decode(&h->scratch, r->path + r->seg_at[i], r->plen - r->seg_at[i], false)) {
-                respond_text(c, 400, "malformed percent-encoding in the path");
-                *answered = true;
+        } else {
+            if (i >= r->nseg)
                 return false;
-            }
-            r->rest.len = h->scratch.len - r->rest.off;
-            return true;
+            size_t n = r->seg[i].len, k = 0;
+            const char *sg = n > 0 ? c->http->scratch.data + r->seg[i].off : "";
+            while (k < n && e[k] != '/' && e[k] != '\0' && e[k] == sg[k])
+                k++;
+            e += k;
+            if (k != n || (*e != '/' && *e != '\0'))
+                return false;
         }
-        if (i >= r->nseg)
-            return false;
-        if (!param && (r->seg[i].len != n || memcmp(c->http->scratch.data + r->seg[i].off, p, n) != 0))
-            return false;
-        if (sl == NULL)
+        if (*e == '\0')
             break;
-        p = sl + 1;
+        p = e + 1;
     }
     return i + 1 == r->nseg && !r->more;
 }
@@ -2051,27 +2119,38 @@ static const char *method_name(int m) { return http_method_str((enum http_method
  * the path fits another method, else a dashboard file (GET), else 404. */
 static void route(conn_t *c, req_t *r)
 {
-    char allow[128] = "";
-    for (size_t i = 0; i < ROUTES_COUNT; i++) {
-        const route_t *t = &routes[i];
+    /* The routes of the request's method first: a request that has one
+     * (every request but a 405, a file or a 404) is not matched against
+     * the others. */
+    const route_t *t = NULL;
+    for (size_t i = 0; i < ROUTES_COUNT && t == NULL; i++) {
         bool answered = false;
-        if (!route_fits(c, r, t, &answered)) {
-            if (answered)
-                return;
+        if (routes[i].method != r->method)
             continue;
-        }
-        if (t->method != r->method) {
+        if (route_fits(c, r, &routes[i], &answered))
+            t = &routes[i];
+        else if (answered)
+            return;
+    }
+    char allow[128] = "";
+    for (size_t i = 0; i < ROUTES_COUNT && t == NULL; i++) {
+        bool answered = false;
+        if (routes[i].method == r->method)
+            continue;
+        if (route_fits(c, r, &routes[i], &answered)) {
             size_t at = strlen(allow);
-            snprintf(allow + at, sizeof allow - at, "%s%s", at ? ", " : "", method_name(t->method));
-            continue;
-        }
+            snprintf(allow + at, sizeof allow - at, "%s%s", at ? ", " : "", method_name(routes[i].method));
+        } else if (answered)
+            return;
+    }
+    if (t != NULL) {
         if (t->params != NULL && refuse_unknown_params(c, r->query, r->qlen, t->params))
             return;
         if (c->http->head && t->fn == route_watch) {
             respond_error_text(c, 405, "Allow: GET\r\n", "HEAD is not served for an event stream: GET it");
             return;
         }
-        if (!t->open && !authorized(c)) {
+        if (!t->open && !c->http->authed) {
             respond_unauthorized(c); /* on_headers_complete() refused it already: kept as the rule's statement */
             return;
         }
@@ -2125,7 +2204,14 @@ static void handle_request(conn_t *c)
         respond_text(c, 400, msg);
         return;
     }
-    /* Split the path on '/' (before decoding: %2F is a byte of a name). */
+    /* Split the path on '/' (before decoding: %2F is a byte of a name).
+     * A path without escapes is its own decoding: copied onto scratch
+     * once, its segments are spans of that copy. */
+    size_t plain_at = SIZE_MAX;
+    if (memchr(url, '%', plen) == NULL) {
+        plain_at = h->scratch.len;
+        ordo_buf_append(&h->scratch, url, plen);
+    }
     for (size_t i = 1; i <= plen;) {
         const char *st = url + i;
         const char *sl = memchr(st, '/', plen - i);
@@ -2135,12 +2221,16 @@ static void handle_request(conn_t *c)
             break;
         }
         r.seg_at[r.nseg] = i;
-        r.seg[r.nseg].off = h->scratch.len;
-        if (!pct_decode(&h->scratch, st, n, false)) {
-            respond_text(c, 400, "malformed percent-encoding in the path");
-            return;
+        if (plain_at != SIZE_MAX) {
+            r.seg[r.nseg] = (span_t){plain_at + i, n};
+        } else {
+            r.seg[r.nseg].off = h->scratch.len;
+            if (!pct_decode(&h->scratch, st, n, false)) {
+                respond_text(c, 400, "malformed percent-encoding in the path");
+                return;
+            }
+            r.seg[r.nseg].len = h->scratch.len - r.seg[r.nseg].off;
         }
-        r.seg[r.nseg].len = h->scratch.len - r.seg[r.nseg].off;
         r.nseg++;
         i += n + 1;
         if (sl == NULL)
@@ -2181,8 +2271,9 @@ static bool token_chars(const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              (ch != 0 && strchr("!#$%&'*+-.^_`|~", ch) != NULL)))
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-')
+            continue; /* the usual, without a search */
+        if (ch == 0 || strchr("!#$%&'*+.^_`|~", ch) == NULL)
             return false;
     }
     return true;
@@ -2205,7 +2296,7 @@ static void commit_header(struct http_conn_s *h)
     if (h->field.len == 0)
         return;
     for (int i = 0; i < H_COUNT; i++)
-        if (h->field.len == strlen(hdr_names[i]) && strncasecmp(h->field.data, hdr_names[i], h->field.len) == 0) {
+        if (h->field.len == hdr_names[i].len && strncasecmp(h->field.data, hdr_names[i].name, h->field.len) == 0) {
             h->hdr[i].len = 0;
             ordo_buf_append(&h->hdr[i], h->value.data ? h->value.data : "", h->value.len);
             h->has_hdr[i] = true;
@@ -2228,6 +2319,7 @@ static int on_message_begin(http_parser *p)
     h->start_len = 0;
     h->v1 = false;
     h->head = false;
+    h->authed = false;
     return 0;
 }
 
@@ -2286,7 +2378,7 @@ static int on_headers_complete(http_parser *p)
     h->cors = h->has_hdr[H_ORIGIN] && cors_allowed(c->srv, h->hdr[H_ORIGIN].data, h->hdr[H_ORIGIN].len);
     if (check_version(p) != 0)
         return -1;
-    bool authed = authorized(c);
+    bool authed = h->authed = authorized(c);
     if (!authed && !open_route(h, p->method))
         return refuse(p, 401, NULL);
     h->body_max = (size_t)(authed ? c->srv->cfg.http_body_max_bytes : c->srv->cfg.max_bulk_bytes_unauth);
@@ -2436,6 +2528,7 @@ void http_conn_free(conn_t *c)
     ordo_buf_free(&h->queue);
     ordo_buf_free(&h->watch_key);
     ordo_buf_free(&h->why);
+    ordo_buf_free(&h->held_auth);
     free(h);
     c->http = NULL;
 }
