@@ -45,6 +45,7 @@
 #include <assert.h>
 #include <http_parser.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +65,7 @@
 struct http_listener_s {
     uv_tcp_t tcp;
     size_t nconns;          /* HTTP connections open (http-max-clients) */
+    size_t header_max;      /* the parser's header limit, as last set (http_conn_init()) */
 };
 
 /* How a command's reply is answered (answer()). */
@@ -121,6 +123,7 @@ struct http_conn_s {
     const char *limit_why;  /* ... and why (a 400's or 505's text), NULL for the limits' own */
     size_t body_max;        /* body bytes this request may send: set when its headers are complete */
     bool begun;             /* bytes of a request arrived */
+    bool in_message;        /* the parser began a message (on_message_begin()) not yet complete */
     uint64_t begun_ms;      /* when its first byte arrived */
     uint64_t last_ms;       /* when the last response was written (http-idle-ms) */
     bool keep_alive;
@@ -2267,15 +2270,18 @@ static int refuse(http_parser *p, int status, const char *why)
  * of the separators. http-parser, built lenient, lets "Foo Bar" and
  * "Transfer-Encoding " (a space before the colon) through, which a proxy
  * in front of us may read otherwise: such a request is refused. */
+static bool token_char(unsigned char ch)
+{
+    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-')
+        return true; /* the usual, without a search */
+    return ch != 0 && strchr("!#$%&'*+.^_`|~", ch) != NULL;
+}
+
 static bool token_chars(const char *s, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-')
-            continue; /* the usual, without a search */
-        if (ch == 0 || strchr("!#$%&'*+.^_`|~", ch) == NULL)
+    for (size_t i = 0; i < n; i++)
+        if (!token_char((unsigned char)s[i]))
             return false;
-    }
     return true;
 }
 
@@ -2291,16 +2297,23 @@ static int check_version(http_parser *p)
                               : refuse(p, 505, "only HTTP/1.0 and HTTP/1.1 are served");
 }
 
+/* Keep the header name: value if it is one we read (the last of a name
+ * wins). */
+static void keep_header(struct http_conn_s *h, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+    for (int i = 0; i < H_COUNT; i++)
+        if (nlen == hdr_names[i].len && strncasecmp(name, hdr_names[i].name, nlen) == 0) {
+            h->hdr[i].len = 0;
+            ordo_buf_append(&h->hdr[i], value, vlen);
+            h->has_hdr[i] = true;
+        }
+}
+
 static void commit_header(struct http_conn_s *h)
 {
     if (h->field.len == 0)
         return;
-    for (int i = 0; i < H_COUNT; i++)
-        if (h->field.len == hdr_names[i].len && strncasecmp(h->field.data, hdr_names[i].name, h->field.len) == 0) {
-            h->hdr[i].len = 0;
-            ordo_buf_append(&h->hdr[i], h->value.data ? h->value.data : "", h->value.len);
-            h->has_hdr[i] = true;
-        }
+    keep_header(h, h->field.data, h->field.len, h->value.data ? h->value.data : "", h->value.len);
     h->field.len = 0;
     h->value.len = 0;
 }
@@ -2320,6 +2333,7 @@ static int on_message_begin(http_parser *p)
     h->v1 = false;
     h->head = false;
     h->authed = false;
+    h->in_message = true;
     return 0;
 }
 
@@ -2428,6 +2442,153 @@ static const http_parser_settings settings = {
     .on_message_complete = on_message_complete,
 };
 
+/* ---- the plainest request, without the parser ------------------------------- */
+
+/* What clients send most, and all of one call: a request line "<method>
+ * <origin-form target> HTTP/1.1", headers each a token, a colon,
+ * optional spaces and a value of visible characters and inner spaces, no
+ * Connection, Proxy-Connection, Transfer-Encoding or Upgrade header, at
+ * most one Content-Length of digits, and the whole body, all already read.
+ * Such a request is read here in one pass, and the parser's callbacks
+ * are called as http-parser calls them for it (one call per piece, the
+ * parser's fields as it sets them): everything http-parser would read
+ * differently, or refuse, or wait for, is left to it (FP_NO), from the
+ * request's first byte. The parser's state is untouched: it is at a
+ * message's start before a request read here and after it (it resets its
+ * fields there). */
+enum fast_result {
+    FP_NO,          /* not such a request: the parser reads it */
+    FP_DONE,        /* read, callbacks run: a complete request */
+    FP_REFUSED,     /* a callback refused it (h->limit_status) */
+};
+
+/* Headers a request read here may carry; more: the parser reads it. */
+#define FP_HEADERS_MAX 16
+
+static bool fp_target_char(unsigned char ch) { return ch > 0x20 && ch < 0x7f && ch != '#'; }
+static bool fp_value_char(unsigned char ch) { return (ch >= 0x20 && ch < 0x7f) || ch == '\t'; }
+
+/* Does name[0..n) begin with the name of a header http-parser acts on
+ * (Content-Length itself excepted)? The parser matches those names as
+ * they arrive, and a longer name that begins with one ("Transfer-
+ * Encoding1") is not always the plain header to it: such a request is
+ * left to it. */
+static bool fp_parser_header(const char *name, size_t n)
+{
+    static const struct {
+        const char *s;
+        size_t n;
+    } names[] = {{"connection", 10}, {"proxy-connection", 16}, {"transfer-encoding", 17}, {"upgrade", 7},
+                 {"content-length", 14}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (n >= names[i].n && strncasecmp(name, names[i].s, names[i].n) == 0)
+            return true;
+    return false;
+}
+
+/* Read d[0..len) as the plainest request (above). *used: the bytes of
+ * the request (FP_DONE), or read up to a refusal (FP_REFUSED). */
+static enum fast_result fast_request(conn_t *c, const char *d, size_t len, size_t *used)
+{
+    static const struct {
+        const char *s;
+        size_t n;
+        enum http_method m;
+    } methods[] = {{"GET ", 4, HTTP_GET},   {"POST ", 5, HTTP_POST}, {"PUT ", 4, HTTP_PUT},
+                   {"DELETE ", 7, HTTP_DELETE}, {"HEAD ", 5, HTTP_HEAD}, {"OPTIONS ", 8, HTTP_OPTIONS}};
+    const struct http_listener_s *l = c->srv->net.http;
+    if (l == NULL || l->header_max < 64)
+        return FP_NO;
+    /* The head stays well inside the parser's limit, which counts every
+     * byte of it (431 is the parser's to give). */
+    const char *end = d + (len < l->header_max - 8 ? len : l->header_max - 8);
+    size_t mi = 0;
+    while (mi < sizeof methods / sizeof methods[0] &&
+           !(len >= methods[mi].n && memcmp(d, methods[mi].s, methods[mi].n) == 0))
+        mi++;
+    if (mi == sizeof methods / sizeof methods[0])
+        return FP_NO;
+    const char *url = d + methods[mi].n, *p = url;
+    while (p < end && fp_target_char((unsigned char)*p))
+        p++;
+    if (p == url || url[0] != '/' || end - p < 11 || memcmp(p, " HTTP/1.1\r\n", 11) != 0)
+        return FP_NO;
+    size_t ulen = (size_t)(p - url);
+    p += 11;
+    struct {
+        const char *name, *value;
+        size_t nlen, vlen;
+    } hd[FP_HEADERS_MAX];
+    size_t nh = 0;
+    bool has_cl = false;
+    uint64_t cl = 0;
+    for (;;) {
+        if (end - p >= 2 && p[0] == '\r' && p[1] == '\n') {
+            p += 2;
+            break;
+        }
+        if (nh == FP_HEADERS_MAX)
+            return FP_NO;
+        const char *name = p;
+        while (p < end && token_char((unsigned char)*p))
+            p++;
+        if (p == name || p == end || *p != ':')
+            return FP_NO;
+        size_t nlen = (size_t)(p - name);
+        p++;
+        while (p < end && (*p == ' ' || *p == '\t'))
+            p++;
+        const char *value = p;
+        while (p < end && fp_value_char((unsigned char)*p))
+            p++;
+        /* An empty value, or one ending in a space, is the parser's. */
+        if (p == value || p[-1] == ' ' || p[-1] == '\t' || end - p < 2 || p[0] != '\r' || p[1] != '\n')
+            return FP_NO;
+        size_t vlen = (size_t)(p - value);
+        p += 2;
+        if (nlen == 14 && strncasecmp(name, "content-length", 14) == 0) {
+            if (has_cl || vlen > 15)
+                return FP_NO;
+            for (size_t i = 0; i < vlen; i++) {
+                if (value[i] < '0' || value[i] > '9')
+                    return FP_NO;
+                cl = cl * 10 + (uint64_t)(value[i] - '0');
+            }
+            has_cl = true;
+        } else if (fp_parser_header(name, nlen)) { /* a longer name beginning with content-length too */
+            return FP_NO;
+        }
+        hd[nh].name = name;
+        hd[nh].nlen = nlen;
+        hd[nh].value = value;
+        hd[nh].vlen = vlen;
+        nh++;
+    }
+    size_t head = (size_t)(p - d);
+    if (has_cl && cl > len - head)
+        return FP_NO; /* the body is not all here: the parser takes what is */
+    http_parser *hp = &c->http->p;
+    hp->method = methods[mi].m;
+    hp->http_major = 1;
+    hp->http_minor = 1;
+    hp->flags = has_cl ? F_CONTENTLENGTH : 0;
+    hp->content_length = has_cl ? cl : ULLONG_MAX;
+    *used = head;
+    on_message_begin(hp);
+    on_url(hp, url, ulen);
+    /* What on_header_field() and on_header_value() would do: the names
+     * are tokens (read so above), and no field is pending. */
+    assert(c->http->field.len == 0 && c->http->value.len == 0);
+    for (size_t i = 0; i < nh; i++)
+        keep_header(c->http, hd[i].name, hd[i].nlen, hd[i].value, hd[i].vlen);
+    if (on_headers_complete(hp) != 0)
+        return FP_REFUSED;
+    if (has_cl && cl > 0 && on_body(hp, d + head, (size_t)cl) != 0)
+        return FP_REFUSED;
+    *used = head + (has_cl ? (size_t)cl : 0);
+    return FP_DONE;
+}
+
 void http_process_input(conn_t *c)
 {
     struct http_conn_s *h = c->http;
@@ -2438,22 +2599,40 @@ void http_process_input(conn_t *c)
     }
     size_t off = 0;
     while (!c->closing && !c->close_after_write && !h->awaiting && !h->sse && off < c->in.len) {
+        /* A request the parser has not begun may be the plainest. */
+        bool fresh = !h->begun;
         if (!h->begun) {
             h->begun = true;
             h->begun_ms = c->srv->now_ms;
         }
-        size_t n = http_parser_execute(&h->p, &settings, c->in.data + off, c->in.len - off);
+        size_t n = 0;
+        enum fast_result fast = fresh ? fast_request(c, c->in.data + off, c->in.len - off, &n) : FP_NO;
+        enum http_errno e;
+        /* Blank lines before a request are the parser's to skip, and no
+         * byte of it: start begins after them. */
+        size_t lead = 0;
+        while (!h->in_message && fast == FP_NO && off + lead < c->in.len &&
+               (c->in.data[off + lead] == '\r' || c->in.data[off + lead] == '\n'))
+            lead++;
+        if (fast == FP_NO) {
+            n = http_parser_execute(&h->p, &settings, c->in.data + off, c->in.len - off);
+            e = HTTP_PARSER_ERRNO(&h->p);
+        } else {
+            e = fast == FP_DONE ? HPE_PAUSED : HPE_CB_headers_complete;
+        }
         /* The parser stops at the end of a message (paused) or at a
          * refusal, so these bytes are this request's (on_message_begin()
          * emptied start when it began). */
-        size_t keep = sizeof h->start - h->start_len < n ? sizeof h->start - h->start_len : n;
-        memcpy(h->start + h->start_len, c->in.data + off, keep);
+        size_t mine = n > lead ? n - lead : 0;
+        size_t keep = sizeof h->start - h->start_len < mine ? sizeof h->start - h->start_len : mine;
+        memcpy(h->start + h->start_len, c->in.data + off + lead, keep);
         h->start_len += keep;
         off += n;
-        enum http_errno e = HTTP_PARSER_ERRNO(&h->p);
         if (e == HPE_PAUSED) {
-            http_parser_pause(&h->p, 0);
+            if (fast == FP_NO)
+                http_parser_pause(&h->p, 0);
             h->begun = false;
+            h->in_message = false;
             handle_request(c);
             continue;
         }
@@ -2495,6 +2674,7 @@ int http_conn_init(conn_t *c)
      * it in a static): set from the option at every accept, so a CONFIG
      * SET applies to the next connection. */
     http_parser_set_max_header_size((uint32_t)c->srv->cfg.http_header_max_bytes);
+    l->header_max = (size_t)c->srv->cfg.http_header_max_bytes;
     http_parser_init(&h->p, HTTP_REQUEST);
     h->p.data = c;
     h->keep_alive = true;
