@@ -53,12 +53,14 @@
 /* http.c's HTTP_ARGS_MAX: the most arguments a route makes. */
 #define ARGS_MAX 12
 
-/* http.c's listener record (private there), mirrored: only nconns and
- * header_max are read and written on the paths fuzzed here. */
+/* http.c's listener record (private there), mirrored: only nconns,
+ * header_max and shapes (http.c's, freed here) are read and written on
+ * the paths fuzzed here. */
 struct http_listener_s {
     uv_tcp_t tcp;
     size_t nconns;
     size_t header_max;
+    void *shapes;
 };
 
 /* ---- what http.c calls outside itself ------------------------------------------ */
@@ -393,6 +395,7 @@ static uint64_t run(const uint8_t *data, size_t size, size_t step, unsigned mode
     ordo_buf_free(&c->in);
     ordo_buf_free(&c->out);
     free(c);
+    free(l->shapes);
     free(l);
     free(s);
     hs = NULL;

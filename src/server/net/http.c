@@ -66,6 +66,7 @@ struct http_listener_s {
     uv_tcp_t tcp;
     size_t nconns;          /* HTTP connections open (http-max-clients) */
     size_t header_max;      /* the parser's header limit, as last set (http_conn_init()) */
+    struct route_shape_s *shapes; /* the routes' paths split (route_shapes_new()), from the first connection */
 };
 
 /* How a command's reply is answered (answer()). */
@@ -2070,11 +2071,56 @@ static const route_t routes[] = {
 
 #define ROUTES_COUNT (sizeof routes / sizeof routes[0])
 
+/* A route's path split once: each segment's place in the path, its
+ * length, and whether it is a {name}. */
+struct route_shape_s {
+    size_t nseg;
+    struct {
+        uint8_t at, len;
+        bool param;
+    } seg[SEGS_MAX];
+};
+
+static struct route_shape_s *route_shapes_new(void)
+{
+    struct route_shape_s *sh = ordo_xcalloc(ROUTES_COUNT, sizeof *sh);
+    for (size_t k = 0; k < ROUTES_COUNT; k++) {
+        const char *path = routes[k].path;
+        for (const char *p = path + 1;;) {
+            const char *sl = strchr(p, '/');
+            size_t n = sl ? (size_t)(sl - p) : strlen(p);
+            assert(sh[k].nseg < SEGS_MAX && n <= UINT8_MAX && p - path <= UINT8_MAX);
+            sh[k].seg[sh[k].nseg].at = (uint8_t)(p - path);
+            sh[k].seg[sh[k].nseg].len = (uint8_t)n;
+            sh[k].seg[sh[k].nseg].param = n >= 2 && p[0] == '{';
+            sh[k].nseg++;
+            if (sl == NULL)
+                break;
+            p = sl + 1;
+        }
+    }
+    return sh;
+}
+
 /* Does the request's path fit route t's path? A rest route's last {name}
  * gets the rest of the raw path, decoded onto scratch (r->rest). Returns
  * false after answering 400 for a malformed rest. */
 static bool route_fits(conn_t *c, req_t *r, const route_t *t, bool *answered)
 {
+    const struct http_listener_s *l = c->srv->net.http;
+    if (l != NULL && l->shapes != NULL && !t->rest) {
+        /* The path split once: the segments counted, the literals
+         * compared whole. */
+        const struct route_shape_s *sh = &l->shapes[t - routes];
+        if (sh->nseg != r->nseg || r->more)
+            return false;
+        for (size_t i = 0; i < sh->nseg; i++)
+            if (!sh->seg[i].param &&
+                (r->seg[i].len != sh->seg[i].len ||
+                 memcmp(c->http->scratch.data + r->seg[i].off, t->path + sh->seg[i].at, sh->seg[i].len) != 0))
+                return false;
+        return true;
+    }
     /* One pass over the route's path: a literal segment is compared as it
      * is scanned (this runs for a few routes on every request). */
     size_t i = 0;
@@ -2675,6 +2721,8 @@ int http_conn_init(conn_t *c)
      * SET applies to the next connection. */
     http_parser_set_max_header_size((uint32_t)c->srv->cfg.http_header_max_bytes);
     l->header_max = (size_t)c->srv->cfg.http_header_max_bytes;
+    if (l->shapes == NULL)
+        l->shapes = route_shapes_new();
     http_parser_init(&h->p, HTTP_REQUEST);
     h->p.data = c;
     h->keep_alive = true;
@@ -2773,6 +2821,8 @@ void http_close(server_t *s)
     /* Connections close first (net_close_all); their frees look at
      * net.http, so it is cleared and the count no longer kept. */
     s->net.http = NULL;
+    free(l->shapes);
+    l->shapes = NULL;
     l->tcp.data = l;
     uv_close((uv_handle_t *)&l->tcp, on_listener_closed);
 }
