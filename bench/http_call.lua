@@ -8,10 +8,15 @@
 -- instructions a call against redis-benchmark's 5,000 for its Q.CALL
 -- (callgrind), CPU the two cores of the bench machine share with ordod.
 -- Picked so, wrk costs about 4,100.
+--
+-- STOP=n (bench/instr_http.sh): each thread stops after n responses, so a
+-- counted phase makes a fixed number of calls. Unset, no response() is
+-- defined, and wrk reads no response in Lua.
 local queue = os.getenv("Q") or "httpbench"
 local keys = tonumber(os.getenv("K") or "1000")
 local payload = string.rep("p", tonumber(os.getenv("V") or "64"))
 local requests = {}
+local stop = tonumber(os.getenv("STOP") or "0")
 
 function setup(thread)
   thread:set("seed", math.random(1, 1000000))
@@ -26,4 +31,14 @@ end
 
 request = function()
   return requests[math.random(1, keys)]
+end
+
+if stop > 0 then
+  local got = 0
+  response = function()
+    got = got + 1
+    if got == stop then
+      wrk.thread:stop()
+    end
+  end
 end

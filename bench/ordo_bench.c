@@ -30,7 +30,8 @@
  *                    (four replies, one round trip);
  * Call mode (call): -c callers (default 8) each do Q.CALL q <key> <payload>
  * TIMEOUT 30000 round trips while -m consumers pull and Q.ACK ... RESULT
- * <payload>; the figure is calls/s.
+ * <payload>; the figure is calls/s. -c 0 runs the consumers alone, for
+ * calls another tool makes (bench/instr_http.sh: wrk, redis-benchmark).
  *
  * Measurement starts once every connection is open and set up and lasts -d
  * seconds (default 10); only replies that arrive inside it count. Then the
@@ -633,7 +634,7 @@ int main(int argc, char **argv)
             usage();
     }
     int fronts = B.mode == M_CALL ? B.callers : B.producers;
-    if (B.port < 1 || B.port > 65535 || fronts < 1 || B.consumers < 1 ||
+    if (B.port < 1 || B.port > 65535 || fronts < (B.mode == M_CALL ? 0 : 1) || B.consumers < 1 ||
         fronts + B.consumers > CONNS_MAX || B.keys < 1 || B.payload_bytes < 1 ||
         B.payload_bytes > PAYLOAD_MAX || B.seconds <= 0 || B.window < 1)
         usage();

@@ -20,7 +20,10 @@
  * 401s and the bearer check run), bit 5 small limits (header 256 bytes,
  * body 64, values 32), bits 6-7 shift the choice of canned replies (3:
  * and /healthz finds the server unhealthy);
- * bytes 1.. are what the client sends. After each piece the harness does
+ * bytes 1.. are what the client sends. Whole, most requests are read by
+ * http.c's own reading of the plainest ones (fast_request()); in pieces,
+ * every request that does not arrive whole in one piece goes through
+ * http-parser, so the check below compares the two readings. After each piece the harness does
  * what net.c does: http_process_input(), then http_before_flush(), then
  * "sends" out (moving it to a transcript, advancing out_consumed).
  *
@@ -50,11 +53,14 @@
 /* http.c's HTTP_ARGS_MAX: the most arguments a route makes. */
 #define ARGS_MAX 12
 
-/* http.c's listener record (private there), mirrored: only nconns is
- * read and written on the paths fuzzed here. */
+/* http.c's listener record (private there), mirrored: only nconns,
+ * header_max and shapes (http.c's, freed here) are read and written on
+ * the paths fuzzed here. */
 struct http_listener_s {
     uv_tcp_t tcp;
     size_t nconns;
+    size_t header_max;
+    void *shapes;
 };
 
 /* ---- what http.c calls outside itself ------------------------------------------ */
@@ -199,6 +205,13 @@ void cmd_acl_set_user(conn_t *c, const char *name, size_t nlen)
     hash_bytes(&hs->hash, name, nlen);
 }
 
+/* The users never change here. */
+uint64_t cmd_acl_users_gen(server_t *s)
+{
+    (void)s;
+    return 1;
+}
+
 bool cmd_acl_http_login(conn_t *c, const char *user, size_t ulen, const char *pass, size_t plen)
 {
     const char *want = c->srv->cfg.requirepass;
@@ -255,12 +268,29 @@ static int on_request_headers(http_parser *p)
     return 0;
 }
 
+/* http.c refuses a header name that is not a token (its token_chars(),
+ * mirrored) before the request's headers are complete, where http-parser
+ * takes it: such a request is no HEAD the response must answer without
+ * a body, and nothing after it is read. */
+static int on_request_field(http_parser *p, const char *at, size_t n)
+{
+    (void)p;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)at[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              (ch != 0 && strchr("!#$%&'*+-.^_`|~", ch) != NULL)))
+            return -1;
+    }
+    return 0;
+}
+
 static void request_methods(const uint8_t *data, size_t size, methods_t *m)
 {
     http_parser p;
     http_parser_settings settings;
     memset(&settings, 0, sizeof settings);
     settings.on_headers_complete = on_request_headers;
+    settings.on_header_field = on_request_field;
     http_parser_init(&p, HTTP_REQUEST);
     m->n = 0;
     p.data = m;
@@ -365,6 +395,7 @@ static uint64_t run(const uint8_t *data, size_t size, size_t step, unsigned mode
     ordo_buf_free(&c->in);
     ordo_buf_free(&c->out);
     free(c);
+    free(l->shapes);
     free(l);
     free(s);
     hs = NULL;

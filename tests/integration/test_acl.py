@@ -446,6 +446,53 @@ def test_http(srv):
         assert (b"key", b"http") in contexts and (b"command", b"http") in contexts
 
 
+def test_http_keep_alive_follows_user_changes(srv, ordod_factory):
+    """A keep-alive HTTP connection whose credentials held is judged afresh
+    once the users change (the door keeps the decision only while they do
+    not): a new password, a user switched off or deleted, and the default
+    user given a password all refuse its next request, 401."""
+    import http.client
+
+    def get(conn, auth=None):
+        conn.request("GET", "/v1/kv/app:1", headers={"Authorization": auth} if auth else {})
+        r = conn.getresponse()
+        r.read()
+        return r.status
+
+    bearer = "Bearer u:pw"
+    for change in (("resetpass", ">pw2"), ("off",), None):
+        setuser(srv, "u", "reset", "on", ">pw", "+@read", "~app:*")
+        conn = http.client.HTTPConnection("127.0.0.1", srv.http_port, timeout=20)
+        try:
+            assert get(conn, bearer) == 404 and get(conn, bearer) == 404  # held, twice
+            if change is None:
+                with admin(srv) as a:
+                    assert a.execute_command("ACL", "DELUSER", "u") == 1
+            else:
+                setuser(srv, "u", *change)
+            assert get(conn, bearer) == 401
+        finally:
+            conn.close()
+    setuser(srv, "u", "reset", "on", ">pw", "+@read", "~app:*")
+    conn = http.client.HTTPConnection("127.0.0.1", srv.http_port, timeout=20)
+    try:
+        assert get(conn, bearer) == 404
+        setuser(srv, "u", "-@read")  # rules: the command is refused, the user still holds
+        assert get(conn, bearer) == 403
+    finally:
+        conn.close()
+    # No header: the default user, nopass until a password is set.
+    open_srv = ordod_factory()
+    conn = http.client.HTTPConnection("127.0.0.1", open_srv.http_port, timeout=20)
+    try:
+        assert get(conn) == 404 and get(conn) == 404
+        with open_srv.client() as a:
+            assert a.execute_command("ACL", "SETUSER", "default", "resetpass", ">x") == b"OK"
+        assert get(conn) == 401
+    finally:
+        conn.close()
+
+
 def as_dict(e):
     return e if isinstance(e, dict) else dict(zip(e[::2], e[1::2]))
 

@@ -411,6 +411,8 @@ def test_keep_alive_and_pipelining(server):
     (b"GET /v1/kv/x HTTP/1.1\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n", 431, "application/problem+json"),
     (b"PUT /v1/kv/x HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n", 413, "application/problem+json"),
     (b"GET nothing HTTP/1.1\r\n\r\n", 400, "text/plain; charset=utf-8"),
+    # Blank lines before the request (which the parser skips) are no bytes of it: still /v1.
+    (b"\r\n" * 40 + b"GET /v1/kv/x HTTP/1.1\r\nBad Header\r\n\r\n", 400, "application/problem+json"),
 ])
 def test_malformed_and_oversized_requests_close(server, data, status, ctype):
     """Each closes; on a /v1 target the error is problem details, else text."""

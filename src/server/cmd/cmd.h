@@ -94,6 +94,10 @@ void cmd_acl_foreach_tag(void (*fn)(void *arg, const cmd_acl_t *t), void *arg);
  * failure is logged; nothing is replied. cmd_acl_set_user() -- c is now
  * this user. cmd_acl_http_login() -- the same from an HTTP request's
  * credentials (user NULL: default); sets c's user if they hold.
+ * cmd_acl_users_gen() -- the users' generation: it changes whenever a
+ * user is set, deleted or replaced (a snapshot), so a decision made on
+ * the users holds while it stays the same (the HTTP door keeps a
+ * connection's last credentials that held, with it).
  * cmd_acl_route_allowed() -- may c's user run the command called cmd (an
  * HTTP route that is no command is judged as one)? A refusal is logged.
  * cmd_acl_seed() -- the aclfile's users, as records, if the state is new
@@ -108,6 +112,7 @@ struct cmd_ctx_s;
 bool cmd_acl_permits(struct cmd_ctx_s *x, const struct cmd_def_s *d, const char *context);
 bool cmd_acl_login(struct cmd_ctx_s *x, const resp_arg_t *user, const resp_arg_t *pass);
 void cmd_acl_set_user(conn_t *c, const char *name, size_t nlen);
+uint64_t cmd_acl_users_gen(server_t *s);
 /* cmd_acl_cert_login() -- a verified client certificate names user
  * name[0..nlen) (tls-auth-clients-user CN): if that user exists and is
  * on, c is now authenticated as it (true); else nothing changes (false). */

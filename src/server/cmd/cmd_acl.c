@@ -133,6 +133,8 @@ void cmd_acl_set_user(conn_t *c, const char *name, size_t nlen)
     c->acl_user = NULL;
 }
 
+uint64_t cmd_acl_users_gen(server_t *s) { return acl_gen(core_acl(s->core)); }
+
 bool cmd_acl_cert_login(conn_t *c, const char *name, size_t nlen)
 {
     const acl_user_t *u = find_user(c->srv, name, nlen);

@@ -29,7 +29,10 @@
  *   - Authorization is decided when a request's headers are complete
  *     (on_headers_complete()), before any body byte is read; trailers
  *     never change a header. It names the request's user (authorized()),
- *     whose rules its command meets in dispatch like a RESP client's.
+ *     whose rules its command meets in dispatch like a RESP client's. A
+ *     connection keeps its last credentials that held, with the users'
+ *     generation then: the same credentials again, with the users
+ *     unchanged, are the same user without a lookup or a password hash.
  *
  * Limits (docs/operations.md): http-header-max-bytes (431, raw bytes,
  * counted by the parser), http-body-max-bytes (413; max-bulk-bytes-unauth
@@ -42,6 +45,7 @@
 #include <assert.h>
 #include <http_parser.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +65,8 @@
 struct http_listener_s {
     uv_tcp_t tcp;
     size_t nconns;          /* HTTP connections open (http-max-clients) */
+    size_t header_max;      /* the parser's header limit, as last set (http_conn_init()) */
+    struct route_shape_s *shapes; /* the routes' paths split (route_shapes_new()), from the first connection */
 };
 
 /* How a command's reply is answered (answer()). */
@@ -89,8 +95,13 @@ enum answer_kind {
 
 /* Headers we read; the others are skipped. */
 enum hdr { H_AUTH, H_IDEM, H_IF_MATCH, H_IF_NONE_MATCH, H_LAST_EVENT_ID, H_EXPECT, H_ORIGIN, H_ACR_METHOD, H_COUNT };
-static const char *const hdr_names[H_COUNT] = {"authorization", "idempotency-key", "if-match", "if-none-match",
-                                               "last-event-id", "expect", "origin", "access-control-request-method"};
+#define HDR(name) {name, sizeof name - 1}
+static const struct {
+    const char *name;
+    size_t len;
+} hdr_names[H_COUNT] = {HDR("authorization"), HDR("idempotency-key"), HDR("if-match"), HDR("if-none-match"),
+                        HDR("last-event-id"), HDR("expect"),          HDR("origin"),   HDR("access-control-request-method")};
+#undef HDR
 
 /* What a browser on an allowed origin may send and read (CORS). */
 #define CORS_METHODS "GET, PUT, POST, DELETE, OPTIONS"
@@ -113,6 +124,7 @@ struct http_conn_s {
     const char *limit_why;  /* ... and why (a 400's or 505's text), NULL for the limits' own */
     size_t body_max;        /* body bytes this request may send: set when its headers are complete */
     bool begun;             /* bytes of a request arrived */
+    bool in_message;        /* the parser began a message (on_message_begin()) not yet complete */
     uint64_t begun_ms;      /* when its first byte arrived */
     uint64_t last_ms;       /* when the last response was written (http-idle-ms) */
     bool keep_alive;
@@ -134,6 +146,11 @@ struct http_conn_s {
     size_t range_limit;     /* R_RANGE: the page's size ... */
     uint64_t range_rev;     /* ... and the revision it was read at */
     size_t reply_nodes;     /* the reply's decoded values at most (a pull's messages, a range's keys) */
+    bool authed;            /* this request's credentials hold (on_headers_complete()) */
+    bool held;              /* the last credentials that held, while the users are as then: */
+    uint64_t held_gen;      /* ... the users' generation then (cmd_acl_users_gen()) */
+    bool held_has;          /* ... whether there was an Authorization header */
+    ordo_buf_t held_auth;   /* ... and its bytes */
 };
 
 /* ---- a RESP reply, decoded ------------------------------------------------ */
@@ -238,6 +255,17 @@ static size_t rv_decode(const char *p, size_t len, rv_arena_t *a, rv_t *v)
     default:
         return (size_t)-1;
     }
+}
+
+/* The strings of v and of the arena's values, decoded from from[], now
+ * point at the same bytes of to[], a copy. */
+static void rv_move(rv_t *v, rv_arena_t *a, const char *from, const char *to)
+{
+    if (v->s != NULL)
+        v->s = to + (v->s - from);
+    for (size_t i = 0; i < a->n; i++)
+        if (a->nodes[i].s != NULL)
+            a->nodes[i].s = to + (a->nodes[i].s - from);
 }
 
 /* An error's code ("CONFLICT" of "CONFLICT 12"), compared to code. */
@@ -358,6 +386,9 @@ static void add_cors(conn_t *c)
     ordo_buf_puts(&c->out, "\r\nVary: Origin\r\nAccess-Control-Expose-Headers: " CORS_EXPOSE "\r\n");
 }
 
+/* Append a string literal (its length known at compile time). */
+#define PUT_LIT(b, lit) ordo_buf_append((b), lit, sizeof lit - 1)
+
 /* Append v in decimal. */
 static void put_dec(ordo_buf_t *b, uint64_t v)
 {
@@ -371,24 +402,27 @@ static void respond(conn_t *c, int status, const char *ctype, const char *header
     bool close = !h->keep_alive || status == 400 || status == 408 || status == 413 || status == 431;
     /* Every response comes this way: its head is appended piece by piece,
      * as ordod writes RESP, not formatted. */
-    ordo_buf_puts(&c->out, "HTTP/1.1 ");
+    PUT_LIT(&c->out, "HTTP/1.1 ");
     put_dec(&c->out, (uint64_t)status);
     ordo_buf_append(&c->out, " ", 1);
     ordo_buf_puts(&c->out, reason(status));
     /* 204 and 304 carry no body, and no Content-Length either (RFC 9110). */
     if (status != 204 && status != 304) {
-        ordo_buf_puts(&c->out, "\r\nContent-Length: ");
+        PUT_LIT(&c->out, "\r\nContent-Length: ");
         put_dec(&c->out, blen);
     }
     ordo_buf_append(&c->out, "\r\n", 2);
     add_cors(c);
     if (ctype) {
-        ordo_buf_puts(&c->out, "Content-Type: ");
+        PUT_LIT(&c->out, "Content-Type: ");
         ordo_buf_puts(&c->out, ctype);
         ordo_buf_append(&c->out, "\r\n", 2);
     }
     ordo_buf_puts(&c->out, headers);
-    ordo_buf_puts(&c->out, close ? "Connection: close\r\n\r\n" : "\r\n");
+    if (close)
+        PUT_LIT(&c->out, "Connection: close\r\n\r\n");
+    else
+        PUT_LIT(&c->out, "\r\n");
     if (!h->head) /* HEAD: the GET's headers, Content-Length included, and no body */
         ordo_buf_append(&c->out, body, blen);
     h->head = false; /* this was its response: a later refusal, before the next request's headers are
@@ -838,12 +872,11 @@ static void rewrite(conn_t *c)
         char small[HTTP_REPLY_STACK_BYTES];
         char *reply = used <= sizeof small ? small : ordo_xmalloc(used);
         memcpy(reply, c->out.data + at, used);
+        rv_move(&v, &a, c->out.data + at, reply);
         ordo_buf_t tail = ORDO_BUF_INIT;
         if (at + used < c->out.len)
             ordo_buf_append(&tail, c->out.data + at + used, c->out.len - at - used);
         c->out.len = at;
-        a.n = 0;
-        rv_decode(reply, used, &a, &v);
         if (h->awaiting) {
             h->awaiting = false;
             answer(c, &v);
@@ -1027,7 +1060,7 @@ static ssize_t b64_decode(const char *s, size_t n, char *out)
  * base64(user:pass)" is that user; "Bearer token" is the default user
  * with token as its password, else, if token is "user:pass", that user.
  * Sets the connection's user; false if the credentials do not hold. */
-static bool authorized(conn_t *c)
+static bool check_credentials(conn_t *c)
 {
     struct http_conn_s *h = c->http;
     const ordo_buf_t *a = &h->hdr[H_AUTH];
@@ -1054,6 +1087,33 @@ static bool authorized(conn_t *c)
                cmd_acl_http_login(c, pair, (size_t)(colon - pair), colon + 1, (size_t)n - (size_t)(colon - pair) - 1);
     }
     return false;
+}
+
+/* check_credentials(), once per connection while its requests bring the
+ * same Authorization (or none) and the users do not change: what they
+ * decided depends on nothing else (the implicit default user is fixed at
+ * start), and the connection's user is still the one they set, since an
+ * HTTP connection changes it no other way. A user changed, deleted or
+ * switched off changes the generation, and the next request is judged
+ * afresh. Only credentials that held are kept. */
+static bool authorized(conn_t *c)
+{
+    struct http_conn_s *h = c->http;
+    const ordo_buf_t *a = &h->hdr[H_AUTH];
+    bool has = h->has_hdr[H_AUTH] && a->len > 0;
+    uint64_t gen = cmd_acl_users_gen(c->srv);
+    if (h->held && h->held_gen == gen && h->held_has == has &&
+        (!has || (h->held_auth.len == a->len && memcmp(h->held_auth.data, a->data, a->len) == 0)))
+        return true;
+    h->held = check_credentials(c);
+    if (h->held) {
+        h->held_gen = gen;
+        h->held_has = has;
+        h->held_auth.len = 0;
+        if (has)
+            ordo_buf_append(&h->held_auth, a->data, a->len);
+    }
+    return h->held;
 }
 
 static void respond_unauthorized(conn_t *c)
@@ -2011,36 +2071,93 @@ static const route_t routes[] = {
 
 #define ROUTES_COUNT (sizeof routes / sizeof routes[0])
 
+/* A route's path split once: each segment's place in the path, its
+ * length, and whether it is a {name}. */
+struct route_shape_s {
+    size_t nseg;
+    struct {
+        uint8_t at, len;
+        bool param;
+    } seg[SEGS_MAX];
+};
+
+static struct route_shape_s *route_shapes_new(void)
+{
+    struct route_shape_s *sh = ordo_xcalloc(ROUTES_COUNT, sizeof *sh);
+    for (size_t k = 0; k < ROUTES_COUNT; k++) {
+        const char *path = routes[k].path;
+        for (const char *p = path + 1;;) {
+            const char *sl = strchr(p, '/');
+            size_t n = sl ? (size_t)(sl - p) : strlen(p);
+            assert(sh[k].nseg < SEGS_MAX && n <= UINT8_MAX && p - path <= UINT8_MAX);
+            sh[k].seg[sh[k].nseg].at = (uint8_t)(p - path);
+            sh[k].seg[sh[k].nseg].len = (uint8_t)n;
+            sh[k].seg[sh[k].nseg].param = n >= 2 && p[0] == '{';
+            sh[k].nseg++;
+            if (sl == NULL)
+                break;
+            p = sl + 1;
+        }
+    }
+    return sh;
+}
+
 /* Does the request's path fit route t's path? A rest route's last {name}
  * gets the rest of the raw path, decoded onto scratch (r->rest). Returns
  * false after answering 400 for a malformed rest. */
 static bool route_fits(conn_t *c, req_t *r, const route_t *t, bool *answered)
 {
+    const struct http_listener_s *l = c->srv->net.http;
+    if (l != NULL && l->shapes != NULL && !t->rest) {
+        /* The path split once: the segments counted, the literals
+         * compared whole. */
+        const struct route_shape_s *sh = &l->shapes[t - routes];
+        if (sh->nseg != r->nseg || r->more)
+            return false;
+        for (size_t i = 0; i < sh->nseg; i++)
+            if (!sh->seg[i].param &&
+                (r->seg[i].len != sh->seg[i].len ||
+                 memcmp(c->http->scratch.data + r->seg[i].off, t->path + sh->seg[i].at, sh->seg[i].len) != 0))
+                return false;
+        return true;
+    }
+    /* One pass over the route's path: a literal segment is compared as it
+     * is scanned (this runs for a few routes on every request). */
     size_t i = 0;
     for (const char *p = t->path + 1;; i++) {
-        const char *sl = strchr(p, '/');
-        size_t n = sl ? (size_t)(sl - p) : strlen(p);
-        bool param = n >= 2 && p[0] == '{';
-        if (t->rest && param && sl == NULL) {
+        const char *e = p; /* the segment's end: '/' or the path's end */
+        if (p[0] == '{') {
+            while (*e != '/' && *e != '\0')
+                e++;
+            if (t->rest && *e == '\0') {
+                if (i >= r->nseg)
+                    return false;
+                struct http_conn_s *h = c->http;
+                r->rest.off = h->scratch.len;
+                if (!pct_decode(&h->scratch, r->path + r->seg_at[i], r->plen - r->seg_at[i], false)) {
+                    respond_text(c, 400, "malformed percent-encoding in the path");
+                    *answered = true;
+                    return false;
+                }
+                r->rest.len = h->scratch.len - r->rest.off;
+                return true;
+            }
             if (i >= r->nseg)
                 return false;
-            struct http_conn_s *h = c->http;
-            r->rest.off = h->scratch.len;
-            if (!pct_decode(&h->scratch, r->path + r->seg_at[i], r->plen - r->seg_at[i], false)) {
-                respond_text(c, 400, "malformed percent-encoding in the path");
-                *answered = true;
+        } else {
+            if (i >= r->nseg)
                 return false;
-            }
-            r->rest.len = h->scratch.len - r->rest.off;
-            return true;
+            size_t n = r->seg[i].len, k = 0;
+            const char *sg = n > 0 ? c->http->scratch.data + r->seg[i].off : "";
+            while (k < n && e[k] != '/' && e[k] != '\0' && e[k] == sg[k])
+                k++;
+            e += k;
+            if (k != n || (*e != '/' && *e != '\0'))
+                return false;
         }
-        if (i >= r->nseg)
-            return false;
-        if (!param && (r->seg[i].len != n || memcmp(c->http->scratch.data + r->seg[i].off, p, n) != 0))
-            return false;
-        if (sl == NULL)
+        if (*e == '\0')
             break;
-        p = sl + 1;
+        p = e + 1;
     }
     return i + 1 == r->nseg && !r->more;
 }
@@ -2051,27 +2168,38 @@ static const char *method_name(int m) { return http_method_str((enum http_method
  * the path fits another method, else a dashboard file (GET), else 404. */
 static void route(conn_t *c, req_t *r)
 {
-    char allow[128] = "";
-    for (size_t i = 0; i < ROUTES_COUNT; i++) {
-        const route_t *t = &routes[i];
+    /* The routes of the request's method first: a request that has one
+     * (every request but a 405, a file or a 404) is not matched against
+     * the others. */
+    const route_t *t = NULL;
+    for (size_t i = 0; i < ROUTES_COUNT && t == NULL; i++) {
         bool answered = false;
-        if (!route_fits(c, r, t, &answered)) {
-            if (answered)
-                return;
+        if (routes[i].method != r->method)
             continue;
-        }
-        if (t->method != r->method) {
+        if (route_fits(c, r, &routes[i], &answered))
+            t = &routes[i];
+        else if (answered)
+            return;
+    }
+    char allow[128] = "";
+    for (size_t i = 0; i < ROUTES_COUNT && t == NULL; i++) {
+        bool answered = false;
+        if (routes[i].method == r->method)
+            continue;
+        if (route_fits(c, r, &routes[i], &answered)) {
             size_t at = strlen(allow);
-            snprintf(allow + at, sizeof allow - at, "%s%s", at ? ", " : "", method_name(t->method));
-            continue;
-        }
+            snprintf(allow + at, sizeof allow - at, "%s%s", at ? ", " : "", method_name(routes[i].method));
+        } else if (answered)
+            return;
+    }
+    if (t != NULL) {
         if (t->params != NULL && refuse_unknown_params(c, r->query, r->qlen, t->params))
             return;
         if (c->http->head && t->fn == route_watch) {
             respond_error_text(c, 405, "Allow: GET\r\n", "HEAD is not served for an event stream: GET it");
             return;
         }
-        if (!t->open && !authorized(c)) {
+        if (!t->open && !c->http->authed) {
             respond_unauthorized(c); /* on_headers_complete() refused it already: kept as the rule's statement */
             return;
         }
@@ -2125,7 +2253,14 @@ static void handle_request(conn_t *c)
         respond_text(c, 400, msg);
         return;
     }
-    /* Split the path on '/' (before decoding: %2F is a byte of a name). */
+    /* Split the path on '/' (before decoding: %2F is a byte of a name).
+     * A path without escapes is its own decoding: copied onto scratch
+     * once, its segments are spans of that copy. */
+    size_t plain_at = SIZE_MAX;
+    if (memchr(url, '%', plen) == NULL) {
+        plain_at = h->scratch.len;
+        ordo_buf_append(&h->scratch, url, plen);
+    }
     for (size_t i = 1; i <= plen;) {
         const char *st = url + i;
         const char *sl = memchr(st, '/', plen - i);
@@ -2135,12 +2270,16 @@ static void handle_request(conn_t *c)
             break;
         }
         r.seg_at[r.nseg] = i;
-        r.seg[r.nseg].off = h->scratch.len;
-        if (!pct_decode(&h->scratch, st, n, false)) {
-            respond_text(c, 400, "malformed percent-encoding in the path");
-            return;
+        if (plain_at != SIZE_MAX) {
+            r.seg[r.nseg] = (span_t){plain_at + i, n};
+        } else {
+            r.seg[r.nseg].off = h->scratch.len;
+            if (!pct_decode(&h->scratch, st, n, false)) {
+                respond_text(c, 400, "malformed percent-encoding in the path");
+                return;
+            }
+            r.seg[r.nseg].len = h->scratch.len - r.seg[r.nseg].off;
         }
-        r.seg[r.nseg].len = h->scratch.len - r.seg[r.nseg].off;
         r.nseg++;
         i += n + 1;
         if (sl == NULL)
@@ -2177,14 +2316,18 @@ static int refuse(http_parser *p, int status, const char *why)
  * of the separators. http-parser, built lenient, lets "Foo Bar" and
  * "Transfer-Encoding " (a space before the colon) through, which a proxy
  * in front of us may read otherwise: such a request is refused. */
+static bool token_char(unsigned char ch)
+{
+    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-')
+        return true; /* the usual, without a search */
+    return ch != 0 && strchr("!#$%&'*+.^_`|~", ch) != NULL;
+}
+
 static bool token_chars(const char *s, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              (ch != 0 && strchr("!#$%&'*+-.^_`|~", ch) != NULL)))
+    for (size_t i = 0; i < n; i++)
+        if (!token_char((unsigned char)s[i]))
             return false;
-    }
     return true;
 }
 
@@ -2200,16 +2343,23 @@ static int check_version(http_parser *p)
                               : refuse(p, 505, "only HTTP/1.0 and HTTP/1.1 are served");
 }
 
+/* Keep the header name: value if it is one we read (the last of a name
+ * wins). */
+static void keep_header(struct http_conn_s *h, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+    for (int i = 0; i < H_COUNT; i++)
+        if (nlen == hdr_names[i].len && strncasecmp(name, hdr_names[i].name, nlen) == 0) {
+            h->hdr[i].len = 0;
+            ordo_buf_append(&h->hdr[i], value, vlen);
+            h->has_hdr[i] = true;
+        }
+}
+
 static void commit_header(struct http_conn_s *h)
 {
     if (h->field.len == 0)
         return;
-    for (int i = 0; i < H_COUNT; i++)
-        if (h->field.len == strlen(hdr_names[i]) && strncasecmp(h->field.data, hdr_names[i], h->field.len) == 0) {
-            h->hdr[i].len = 0;
-            ordo_buf_append(&h->hdr[i], h->value.data ? h->value.data : "", h->value.len);
-            h->has_hdr[i] = true;
-        }
+    keep_header(h, h->field.data, h->field.len, h->value.data ? h->value.data : "", h->value.len);
     h->field.len = 0;
     h->value.len = 0;
 }
@@ -2228,6 +2378,8 @@ static int on_message_begin(http_parser *p)
     h->start_len = 0;
     h->v1 = false;
     h->head = false;
+    h->authed = false;
+    h->in_message = true;
     return 0;
 }
 
@@ -2286,7 +2438,7 @@ static int on_headers_complete(http_parser *p)
     h->cors = h->has_hdr[H_ORIGIN] && cors_allowed(c->srv, h->hdr[H_ORIGIN].data, h->hdr[H_ORIGIN].len);
     if (check_version(p) != 0)
         return -1;
-    bool authed = authorized(c);
+    bool authed = h->authed = authorized(c);
     if (!authed && !open_route(h, p->method))
         return refuse(p, 401, NULL);
     h->body_max = (size_t)(authed ? c->srv->cfg.http_body_max_bytes : c->srv->cfg.max_bulk_bytes_unauth);
@@ -2336,6 +2488,153 @@ static const http_parser_settings settings = {
     .on_message_complete = on_message_complete,
 };
 
+/* ---- the plainest request, without the parser ------------------------------- */
+
+/* What clients send most, and all of one call: a request line "<method>
+ * <origin-form target> HTTP/1.1", headers each a token, a colon,
+ * optional spaces and a value of visible characters and inner spaces, no
+ * Connection, Proxy-Connection, Transfer-Encoding or Upgrade header, at
+ * most one Content-Length of digits, and the whole body, all already read.
+ * Such a request is read here in one pass, and the parser's callbacks
+ * are called as http-parser calls them for it (one call per piece, the
+ * parser's fields as it sets them): everything http-parser would read
+ * differently, or refuse, or wait for, is left to it (FP_NO), from the
+ * request's first byte. The parser's state is untouched: it is at a
+ * message's start before a request read here and after it (it resets its
+ * fields there). */
+enum fast_result {
+    FP_NO,          /* not such a request: the parser reads it */
+    FP_DONE,        /* read, callbacks run: a complete request */
+    FP_REFUSED,     /* a callback refused it (h->limit_status) */
+};
+
+/* Headers a request read here may carry; more: the parser reads it. */
+#define FP_HEADERS_MAX 16
+
+static bool fp_target_char(unsigned char ch) { return ch > 0x20 && ch < 0x7f && ch != '#'; }
+static bool fp_value_char(unsigned char ch) { return (ch >= 0x20 && ch < 0x7f) || ch == '\t'; }
+
+/* Does name[0..n) begin with the name of a header http-parser acts on
+ * (Content-Length itself excepted)? The parser matches those names as
+ * they arrive, and a longer name that begins with one ("Transfer-
+ * Encoding1") is not always the plain header to it: such a request is
+ * left to it. */
+static bool fp_parser_header(const char *name, size_t n)
+{
+    static const struct {
+        const char *s;
+        size_t n;
+    } names[] = {{"connection", 10}, {"proxy-connection", 16}, {"transfer-encoding", 17}, {"upgrade", 7},
+                 {"content-length", 14}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (n >= names[i].n && strncasecmp(name, names[i].s, names[i].n) == 0)
+            return true;
+    return false;
+}
+
+/* Read d[0..len) as the plainest request (above). *used: the bytes of
+ * the request (FP_DONE), or read up to a refusal (FP_REFUSED). */
+static enum fast_result fast_request(conn_t *c, const char *d, size_t len, size_t *used)
+{
+    static const struct {
+        const char *s;
+        size_t n;
+        enum http_method m;
+    } methods[] = {{"GET ", 4, HTTP_GET},   {"POST ", 5, HTTP_POST}, {"PUT ", 4, HTTP_PUT},
+                   {"DELETE ", 7, HTTP_DELETE}, {"HEAD ", 5, HTTP_HEAD}, {"OPTIONS ", 8, HTTP_OPTIONS}};
+    const struct http_listener_s *l = c->srv->net.http;
+    if (l == NULL || l->header_max < 64)
+        return FP_NO;
+    /* The head stays well inside the parser's limit, which counts every
+     * byte of it (431 is the parser's to give). */
+    const char *end = d + (len < l->header_max - 8 ? len : l->header_max - 8);
+    size_t mi = 0;
+    while (mi < sizeof methods / sizeof methods[0] &&
+           !(len >= methods[mi].n && memcmp(d, methods[mi].s, methods[mi].n) == 0))
+        mi++;
+    if (mi == sizeof methods / sizeof methods[0])
+        return FP_NO;
+    const char *url = d + methods[mi].n, *p = url;
+    while (p < end && fp_target_char((unsigned char)*p))
+        p++;
+    if (p == url || url[0] != '/' || end - p < 11 || memcmp(p, " HTTP/1.1\r\n", 11) != 0)
+        return FP_NO;
+    size_t ulen = (size_t)(p - url);
+    p += 11;
+    struct {
+        const char *name, *value;
+        size_t nlen, vlen;
+    } hd[FP_HEADERS_MAX];
+    size_t nh = 0;
+    bool has_cl = false;
+    uint64_t cl = 0;
+    for (;;) {
+        if (end - p >= 2 && p[0] == '\r' && p[1] == '\n') {
+            p += 2;
+            break;
+        }
+        if (nh == FP_HEADERS_MAX)
+            return FP_NO;
+        const char *name = p;
+        while (p < end && token_char((unsigned char)*p))
+            p++;
+        if (p == name || p == end || *p != ':')
+            return FP_NO;
+        size_t nlen = (size_t)(p - name);
+        p++;
+        while (p < end && (*p == ' ' || *p == '\t'))
+            p++;
+        const char *value = p;
+        while (p < end && fp_value_char((unsigned char)*p))
+            p++;
+        /* An empty value, or one ending in a space, is the parser's. */
+        if (p == value || p[-1] == ' ' || p[-1] == '\t' || end - p < 2 || p[0] != '\r' || p[1] != '\n')
+            return FP_NO;
+        size_t vlen = (size_t)(p - value);
+        p += 2;
+        if (nlen == 14 && strncasecmp(name, "content-length", 14) == 0) {
+            if (has_cl || vlen > 15)
+                return FP_NO;
+            for (size_t i = 0; i < vlen; i++) {
+                if (value[i] < '0' || value[i] > '9')
+                    return FP_NO;
+                cl = cl * 10 + (uint64_t)(value[i] - '0');
+            }
+            has_cl = true;
+        } else if (fp_parser_header(name, nlen)) { /* a longer name beginning with content-length too */
+            return FP_NO;
+        }
+        hd[nh].name = name;
+        hd[nh].nlen = nlen;
+        hd[nh].value = value;
+        hd[nh].vlen = vlen;
+        nh++;
+    }
+    size_t head = (size_t)(p - d);
+    if (has_cl && cl > len - head)
+        return FP_NO; /* the body is not all here: the parser takes what is */
+    http_parser *hp = &c->http->p;
+    hp->method = methods[mi].m;
+    hp->http_major = 1;
+    hp->http_minor = 1;
+    hp->flags = has_cl ? F_CONTENTLENGTH : 0;
+    hp->content_length = has_cl ? cl : ULLONG_MAX;
+    *used = head;
+    on_message_begin(hp);
+    on_url(hp, url, ulen);
+    /* What on_header_field() and on_header_value() would do: the names
+     * are tokens (read so above), and no field is pending. */
+    assert(c->http->field.len == 0 && c->http->value.len == 0);
+    for (size_t i = 0; i < nh; i++)
+        keep_header(c->http, hd[i].name, hd[i].nlen, hd[i].value, hd[i].vlen);
+    if (on_headers_complete(hp) != 0)
+        return FP_REFUSED;
+    if (has_cl && cl > 0 && on_body(hp, d + head, (size_t)cl) != 0)
+        return FP_REFUSED;
+    *used = head + (has_cl ? (size_t)cl : 0);
+    return FP_DONE;
+}
+
 void http_process_input(conn_t *c)
 {
     struct http_conn_s *h = c->http;
@@ -2346,22 +2645,40 @@ void http_process_input(conn_t *c)
     }
     size_t off = 0;
     while (!c->closing && !c->close_after_write && !h->awaiting && !h->sse && off < c->in.len) {
+        /* A request the parser has not begun may be the plainest. */
+        bool fresh = !h->begun;
         if (!h->begun) {
             h->begun = true;
             h->begun_ms = c->srv->now_ms;
         }
-        size_t n = http_parser_execute(&h->p, &settings, c->in.data + off, c->in.len - off);
+        size_t n = 0;
+        enum fast_result fast = fresh ? fast_request(c, c->in.data + off, c->in.len - off, &n) : FP_NO;
+        enum http_errno e;
+        /* Blank lines before a request are the parser's to skip, and no
+         * byte of it: start begins after them. */
+        size_t lead = 0;
+        while (!h->in_message && fast == FP_NO && off + lead < c->in.len &&
+               (c->in.data[off + lead] == '\r' || c->in.data[off + lead] == '\n'))
+            lead++;
+        if (fast == FP_NO) {
+            n = http_parser_execute(&h->p, &settings, c->in.data + off, c->in.len - off);
+            e = HTTP_PARSER_ERRNO(&h->p);
+        } else {
+            e = fast == FP_DONE ? HPE_PAUSED : HPE_CB_headers_complete;
+        }
         /* The parser stops at the end of a message (paused) or at a
          * refusal, so these bytes are this request's (on_message_begin()
          * emptied start when it began). */
-        size_t keep = sizeof h->start - h->start_len < n ? sizeof h->start - h->start_len : n;
-        memcpy(h->start + h->start_len, c->in.data + off, keep);
+        size_t mine = n > lead ? n - lead : 0;
+        size_t keep = sizeof h->start - h->start_len < mine ? sizeof h->start - h->start_len : mine;
+        memcpy(h->start + h->start_len, c->in.data + off + lead, keep);
         h->start_len += keep;
         off += n;
-        enum http_errno e = HTTP_PARSER_ERRNO(&h->p);
         if (e == HPE_PAUSED) {
-            http_parser_pause(&h->p, 0);
+            if (fast == FP_NO)
+                http_parser_pause(&h->p, 0);
             h->begun = false;
+            h->in_message = false;
             handle_request(c);
             continue;
         }
@@ -2403,6 +2720,9 @@ int http_conn_init(conn_t *c)
      * it in a static): set from the option at every accept, so a CONFIG
      * SET applies to the next connection. */
     http_parser_set_max_header_size((uint32_t)c->srv->cfg.http_header_max_bytes);
+    l->header_max = (size_t)c->srv->cfg.http_header_max_bytes;
+    if (l->shapes == NULL)
+        l->shapes = route_shapes_new();
     http_parser_init(&h->p, HTTP_REQUEST);
     h->p.data = c;
     h->keep_alive = true;
@@ -2436,6 +2756,7 @@ void http_conn_free(conn_t *c)
     ordo_buf_free(&h->queue);
     ordo_buf_free(&h->watch_key);
     ordo_buf_free(&h->why);
+    ordo_buf_free(&h->held_auth);
     free(h);
     c->http = NULL;
 }
@@ -2500,6 +2821,8 @@ void http_close(server_t *s)
     /* Connections close first (net_close_all); their frees look at
      * net.http, so it is cleared and the count no longer kept. */
     s->net.http = NULL;
+    free(l->shapes);
+    l->shapes = NULL;
     l->tcp.data = l;
     uv_close((uv_handle_t *)&l->tcp, on_listener_closed);
 }
