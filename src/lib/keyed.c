@@ -72,8 +72,9 @@
  * does. Otherwise idle workers are signalled only when a key becomes ready
  * and more workers are idle than were already signalled (wakes_pending),
  * so a stream of posts to idle keys costs one wake-up per sleeping worker,
- * not one per post; a worker whose turn leaves keys in ready passes a
- * wake-up on the same way. A producer stores the ready count and then,
+ * not one per post; a worker that starts a turn while keys are ready in
+ * any shard passes a wake-up on the same way (their producers may have
+ * signalled no one because it was the spinning worker). A producer stores the ready count and then,
  * after a seq_cst fence, reads the idle count; a worker going to sleep
  * counts itself idle (seq_cst) and then reads the ready counts (Dekker), so
  * a producer that sees no idle worker is certain a worker about to sleep
@@ -1225,8 +1226,11 @@ static void *worker_main(void *p)
             atomic_fetch_add_explicit(&ex->workers_turning, 1, memory_order_relaxed);
             left = turn_take(ex, k, &turn);
             pthread_mutex_unlock(&sh->mu);
-            if (left)
-                wake_worker(ex); /* keys are left for an idle worker */
+            /* Keys are left for an idle worker, in this shard or another:
+             * their producers may have signalled no one because this
+             * worker was spinning when they made them ready. */
+            if (left || any_ready(ex))
+                wake_worker(ex);
             uint64_t failed = turn_run(ex, &turn);
             if (failed > 0)
                 atomic_fetch_add_explicit(&ex->post_failures, failed, memory_order_relaxed);
