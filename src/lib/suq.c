@@ -73,17 +73,39 @@
  * yields the CPU between polls, up to SUQ_POLLS polls, before it sleeps:
  * on a machine with more runnable threads than cores, a spinning worker
  * would take the time of the very producer it waits for, and yielding
- * costs nothing when no one else is waiting for the core. After a short
- * batch (fewer than SUQ_GATHER_MIN items) it pauses SUQ_BACKOFF_MIN before
- * looking again, so that under load batches come long and lines move once
- * per batch, not once per item. */
+ * costs nothing when no one else is waiting for the core.
+ *
+ * A batch that ends before batch_max has caught up with the producers, and
+ * its last look was at the line they are writing: that look pulls the line
+ * away from the producer, which must take it back for its next slot (and
+ * waits for that in its next compare-and-swap). Chasing the producers item
+ * by item would pay this per item. So after such a batch the worker pauses
+ * before its next look, `gather` pause instructions, doubling after each
+ * short batch up to SUQ_GATHER_MAX and halving after each full one: under a
+ * steady stream batches settle near batch_max long and the producers' lines
+ * are disturbed once per batch. An item that arrives during a pause waits
+ * for it, at most SUQ_GATHER_MAX pauses (a few microseconds, as long as the
+ * polls of an idle worker). */
 #define SUQ_BACKOFF_MIN 32u
 #define SUQ_BACKOFF_MAX 256u
 #define SUQ_POLLS 16u
-#define SUQ_GATHER_MIN 32u
+#define SUQ_GATHER_MAX 256u
 
 #define SUQ_CACHE_LINE 64
 #define SUQ_PREFETCH_SLOTS 16  /* 4 lines of 4 slots ahead */
+
+/* Fetch the line at p for writing: in exclusive state, so that the store
+ * that follows need not ask the worker's core for it (a read prefetch
+ * would fetch it shared, and the store would still wait). PREFETCHW is a
+ * no-op on x86 processors that lack it. */
+static inline void suq_prefetch_write(const void *p)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ __volatile__("prefetchw %0" : : "m"(*(const char *)p));
+#else
+    __builtin_prefetch(p, 1);
+#endif
+}
 
 /* Set in a slot's seq when its pointer is a suq_job_t (a submit), clear
  * when it is the item itself (a post). Positions never reach this bit. */
@@ -234,7 +256,7 @@ static inline __attribute__((always_inline)) int suq_enqueue(ordo_suq_t *q, void
     /* Fetch a line ahead for writing: it is usually free (its items were
      * finished a lap ago), and having it here keeps the next CAS from
      * waiting on a store that misses. */
-    __builtin_prefetch(&q->slots[(pos + SUQ_PREFETCH_SLOTS) & q->mask], 1);
+    suq_prefetch_write(&q->slots[(pos + SUQ_PREFETCH_SLOTS) & q->mask]);
     slot->ptr = ptr;
     atomic_store_explicit(&slot->seq, (pos + 1) | job_bit, memory_order_release);
     /* Only the producer that clears the flag signals: while the worker is
@@ -410,14 +432,21 @@ static void *suq_worker(void *arg)
     /* Pairs with create, which sets q->thread under mu. */
     pthread_mutex_lock(&q->mu);
     pthread_mutex_unlock(&q->mu);
+    unsigned gather = SUQ_BACKOFF_MIN;
     for (;;) {
         size_t n = suq_batch(q);
-        if (n >= SUQ_GATHER_MIN)
-            continue;
-        if (n > 0) {
-            suq_pause(SUQ_BACKOFF_MIN);
+        if (n == q->batch_max) {
+            if (gather > SUQ_BACKOFF_MIN)
+                gather /= 2;
             continue;
         }
+        if (n > 0) {
+            suq_pause(gather);
+            if (gather < SUQ_GATHER_MAX)
+                gather *= 2;
+            continue;
+        }
+        gather = SUQ_BACKOFF_MIN;
         if (suq_spin(q))
             continue;
         size_t enq = atomic_load_explicit(&q->enq, memory_order_seq_cst);
