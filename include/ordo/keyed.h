@@ -60,9 +60,11 @@
  * SipHash key, so hostile keys cannot degrade lookups.
  *
  * Costs: a post takes the lock of its key's shard once (posts to keys of
- * different shards do not contend), counts itself in the executor's
- * pending count with one atomic operation and, in the steady state,
- * allocates nothing: its task is 32 bytes in its key's queue, and the
+ * different shards do not contend), takes its place in the executor-wide
+ * pending count from places its shard holds in reserve (one atomic
+ * operation on the shared count per 32 posts of a shard, while the count
+ * is more than 32 per shard below pending_max; one per post nearer) and,
+ * in the steady state, allocates nothing: its task is 32 bytes in its key's queue, and the
  * key's state and any block it needs are recycled ones. It allocates when
  * the key's state is new (a key longer than 32 bytes becoming active, or
  * more keys active at once than ever before) or its queue needs more

@@ -18,9 +18,10 @@
  *          created).
  *
  * What spans shards lives in ex, as atomics or under its own mutexes that
- * only slow paths take: the executor's pending count (reserved by a submit
- * under its shard's mu, given back by a worker under its turn's shard's
- * mu), the stop flags, the counts of idle and spinning workers (idle_mu
+ * only slow paths take: the executor's pending count (places taken by
+ * shards, under their mu, in batches that a shard keeps as credit, and
+ * given back by workers, see place_take() and place_give()), the stop
+ * flags, the counts of idle and spinning workers (idle_mu
  * and work_cond put workers to sleep), the count of blocked producers
  * (space_mu and space_cond), and the worker threads (life_mu). Lock order:
  * space_mu, then a shard's mu, then life_mu; idle_mu is never held with
@@ -47,8 +48,11 @@
  *   - a key state is in ready iff !running && its queue is non-empty;
  *   - ready_len is the length of ready;
  * and across shards:
- *   - sum of key pending counts == ex->pending once no submit holds a
- *     reservation (a submit reserves before it appends, under one mu);
+ *   - ex->pending == sum of key pending counts + sum of shard credits
+ *     (places a shard holds that none of its tasks uses), whenever no
+ *     shard's mu is held: a submit takes its place and appends under one
+ *     hold of its shard's mu, a worker gives places back under one;
+ *   - a shard with no keys holds no credit once its mu is released;
  *   - pending > 0 implies some key is ready or running, and a worker that
  *     runs a key only leaves the loop after it has found every shard's
  *     ready empty with the stop sealed, so a stop cannot strand accepted
@@ -57,8 +61,12 @@
  *     finished appending by then (it held its shard's mu throughout).
  *
  * Costs. A post hashes its key with mu released, takes one shard's mu,
- * looks its key up once, reserves its place in the executor's count with
- * one compare-and-swap, and allocates nothing in the steady state (key
+ * looks its key up once, takes its place from the shard's credit (a
+ * compare-and-swap on the executor-wide count once per KEYED_CREDIT_BATCH
+ * posts of the shard while the count is far from its bound; near it, one
+ * per post, and a shard that finds it at the bound first reclaims every
+ * shard's spare credit, credits_reclaim()), and allocates nothing in the
+ * steady state (key
  * states are recycled, see below, and entry blocks reused); a submit adds
  * one allocation, its future, made before mu is taken. Two producers contend
  * only when their keys share a shard. A worker takes a shard's mu twice
@@ -156,6 +164,12 @@
  * no other worker is in), a power of two, at most this many (each costs a
  * table, a ready ring and a mutex, and an idle worker polls them all). */
 #define KEYED_SHARDS_MAX 64
+/* Places in the executor's pending count a shard takes at once, while the
+ * count is far from its bound (more than KEYED_CREDIT_BATCH per shard
+ * below it), and keeps, as spare credit, while it has keys: a post then
+ * touches the executor-wide count once per KEYED_CREDIT_BATCH posts of its
+ * shard, and a worker gives places back about as rarely. */
+#define KEYED_CREDIT_BATCH 32
 /* A shard's ready ring starts (and, once the executor idles, shrinks back
  * to) this many slots; it grows with the shard's active keys. A power of
  * two. */
@@ -221,6 +235,7 @@ typedef struct keyed_shard_s {
     size_t keys_high;          /* most keys active at once since the cache was last trimmed */
     keyed_block_t *block_cache; /* free blocks of KEYED_BLOCK_ENTRIES */
     size_t blocks_cached;
+    size_t credit;             /* places held in ex->pending that no task of the shard uses */
 } keyed_shard_t;
 
 struct ordo_keyed_s {
@@ -404,28 +419,80 @@ static bool crossed_low_mark(size_t before, size_t after, size_t max)
     return before > low && after <= low;
 }
 
-/* Take a place in the executor's pending count if it is below its bound.
- * Its shard's mu held (so ordo_keyed_stats() sees the count and the key
- * counts agree). */
-static bool pending_reserve(ordo_keyed_t *ex)
+/* Take a place for one task of shard sh: from its credit, or from the
+ * executor's pending count if that is below its bound (KEYED_CREDIT_BATCH
+ * at once while far from it, the rest kept as credit). sh's mu held. */
+static bool place_take(ordo_keyed_t *ex, keyed_shard_t *sh)
 {
+    if (sh->credit > 0) {
+        sh->credit--;
+        return true;
+    }
+    size_t max = ex->opts.pending_max;
+    size_t far = (size_t)ex->nshards * KEYED_CREDIT_BATCH;
     size_t n = atomic_load_explicit(&ex->pending, memory_order_seq_cst);
-    while (n < ex->opts.pending_max)
-        if (atomic_compare_exchange_weak_explicit(&ex->pending, &n, n + 1, memory_order_seq_cst,
-                                                  memory_order_seq_cst))
+    while (n < max) {
+        size_t want = max - n > far ? KEYED_CREDIT_BATCH : 1;
+        if (atomic_compare_exchange_weak_explicit(&ex->pending, &n, n + want, memory_order_seq_cst,
+                                                  memory_order_seq_cst)) {
+            sh->credit += want - 1;
             return true;
+        }
+    }
     return false;
 }
 
-/* Give back n places. A shard's mu held. Returns whether blocked producers
- * should be woken (the count crossed its low-water mark with some waiting;
- * seq_cst, pairing with wait_for_room()'s count of itself). */
+/* Give back n places to the executor's count. Returns whether blocked
+ * producers should be woken (the count crossed its low-water mark with
+ * some waiting; seq_cst, pairing with wait_for_space()'s count of
+ * itself). */
 static bool pending_release(ordo_keyed_t *ex, size_t n)
 {
+    if (n == 0)
+        return false;
     size_t before = atomic_fetch_sub_explicit(&ex->pending, n, memory_order_seq_cst);
     assert(before >= n);
     return crossed_low_mark(before, before - n, ex->opts.pending_max) &&
            atomic_load_explicit(&ex->producers_waiting, memory_order_seq_cst) > 0;
+}
+
+/* n places of shard sh's tasks are free (finished, cancelled or never
+ * used): keep them as credit, up to 2 x KEYED_CREDIT_BATCH (then down to
+ * one batch), while the shard has keys, no producer waits and the count
+ * is far from its bound; else give all back. sh's mu held. Returns
+ * whether blocked producers should be woken. */
+static bool place_give(ordo_keyed_t *ex, keyed_shard_t *sh, size_t n)
+{
+    sh->credit += n;
+    size_t keep = KEYED_CREDIT_BATCH;
+    if (sh->keys.count == 0 ||
+        atomic_load_explicit(&ex->producers_waiting, memory_order_seq_cst) > 0 ||
+        atomic_load_explicit(&ex->pending, memory_order_relaxed) + (size_t)ex->nshards * KEYED_CREDIT_BATCH >=
+            ex->opts.pending_max)
+        keep = 0;
+    else if (sh->credit <= 2 * KEYED_CREDIT_BATCH)
+        return false;
+    size_t back = sh->credit - keep;
+    sh->credit = keep;
+    return pending_release(ex, back);
+}
+
+/* Move every shard's spare credit back to the executor's count, so that a
+ * producer finding the count at its bound sees what is really in use.
+ * No shard's mu held (takes each in turn). Returns whether blocked
+ * producers should be woken. */
+static bool credits_reclaim(ordo_keyed_t *ex)
+{
+    bool wake = false;
+    for (unsigned s = 0; s < ex->nshards; s++) {
+        keyed_shard_t *sh = &ex->shards[s];
+        pthread_mutex_lock(&sh->mu);
+        size_t back = sh->credit;
+        sh->credit = 0;
+        pthread_mutex_unlock(&sh->mu);
+        wake |= pending_release(ex, back);
+    }
+    return wake;
 }
 
 /* Account for n tasks of k that are finished or cancelled, in k's pending
@@ -486,6 +553,7 @@ static int shard_init(ordo_keyed_t *ex, keyed_shard_t *sh)
     sh->keys_high = 0;
     sh->block_cache = NULL;
     sh->blocks_cached = 0;
+    sh->credit = 0;
     sh->ready = malloc(sh->ready_cap * sizeof *sh->ready);
     if (sh->ready == NULL)
         return ORDO_ENOMEM;
@@ -644,6 +712,10 @@ static bool wait_for_space(ordo_keyed_t *ex, keyed_shard_t *sh, uint64_t hash, c
     pthread_mutex_unlock(&sh->mu);
     pthread_mutex_lock(&ex->space_mu);
     atomic_fetch_add_explicit(&ex->producers_waiting, 1, memory_order_seq_cst);
+    /* Spare credit parked in shards is room; this thread holds space_mu,
+     * so it broadcasts to no one but others already asleep. */
+    if (credits_reclaim(ex))
+        pthread_cond_broadcast(&ex->space_cond);
     pthread_mutex_lock(&sh->mu);
     keyed_key_t *k = (keyed_key_t *)ordo_htab_find(&sh->keys, hash, key, len);
     bool room = atomic_load_explicit(&ex->pending, memory_order_seq_cst) < ex->opts.pending_max &&
@@ -665,15 +737,26 @@ static int wait_for_room(ordo_keyed_t *ex, keyed_shard_t *sh, uint64_t hash, con
                          size_t len, int64_t timeout_ms, keyed_key_t **k_out)
 {
     uint64_t deadline_ns = 0;
-    bool timed_out = false;
+    bool timed_out = false, reclaimed = false;
     for (;;) {
         if (stopping(ex))
             return ORDO_ESTOPPED;
         keyed_key_t *k = (keyed_key_t *)ordo_htab_find(&sh->keys, hash, key, len);
         *k_out = k;
         size_t key_pending = k != NULL ? k->pending : 0;
-        if (key_pending < ex->opts.key_pending_max && pending_reserve(ex))
-            return ORDO_OK;
+        if (key_pending < ex->opts.key_pending_max) {
+            if (place_take(ex, sh))
+                return ORDO_OK;
+            if (!reclaimed) {
+                /* At the bound, unless other shards hold spare credit. */
+                reclaimed = true;
+                pthread_mutex_unlock(&sh->mu);
+                if (credits_reclaim(ex))
+                    wake_producers(ex);
+                pthread_mutex_lock(&sh->mu);
+                continue;
+            }
+        }
         if (timeout_ms == 0 || on_worker(ex))
             return ORDO_EFULL;
         if (timed_out)
@@ -870,8 +953,8 @@ static int enqueue(ordo_keyed_t *ex, const void *key, size_t len, const keyed_en
         if (k != NULL && k->pending == 0)
             key_discard(ex, sh, k);
         /* Give the place back; a producer may be waiting for it. */
-        atomic_fetch_sub_explicit(&ex->pending, 1, memory_order_seq_cst);
-        release_woke = atomic_load_explicit(&ex->producers_waiting, memory_order_seq_cst) > 0;
+        release_woke = place_give(ex, sh, 1) ||
+                       atomic_load_explicit(&ex->producers_waiting, memory_order_seq_cst) > 0;
         rc = ORDO_ENOMEM;
         goto out;
     }
@@ -1010,7 +1093,7 @@ static bool key_cancel_all(ordo_keyed_t *ex, keyed_shard_t *sh, keyed_key_t *k)
     chain_reset(ex, sh, k);
     bool wake = key_tasks_done(ex, k, n);
     key_release(ex, sh, k);
-    return pending_release(ex, n) || wake;
+    return place_give(ex, sh, n) || wake;
 }
 
 /* Poll the shards' ready counts with mu released, with growing pauses and
@@ -1206,7 +1289,7 @@ static bool turn_finish(ordo_keyed_t *ex, const keyed_turn_t *t)
         key_release(ex, t->sh, t->keys[i]);
     }
     wake &= atomic_load_explicit(&ex->producers_waiting, memory_order_seq_cst) > 0;
-    return pending_release(ex, t->ntasks) || wake;
+    return place_give(ex, t->sh, t->ntasks) || wake;
 }
 
 static void *worker_main(void *p)
@@ -1301,12 +1384,13 @@ int ordo_keyed_stop(ordo_keyed_t *ex, int mode)
 void ordo_keyed_stats(ordo_keyed_t *ex, ordo_keyed_stats_t *out)
 {
     /* Every shard's mu, in index order: the counts agree with each other. */
-    size_t keys = 0;
+    size_t keys = 0, credit = 0;
     for (unsigned s = 0; s < ex->nshards; s++) {
         pthread_mutex_lock(&ex->shards[s].mu);
         keys += ex->shards[s].keys.count;
+        credit += ex->shards[s].credit;
     }
-    out->pending = atomic_load(&ex->pending);
+    out->pending = atomic_load(&ex->pending) - credit;
     out->keys_active = keys;
     out->producers_waiting = atomic_load(&ex->producers_waiting);
     out->post_failures = atomic_load(&ex->post_failures);
@@ -1318,7 +1402,7 @@ void ordo_keyed_stats(ordo_keyed_t *ex, ordo_keyed_stats_t *out)
 
 static void shard_destroy(keyed_shard_t *sh)
 {
-    assert(sh->keys.count == 0 && ready_count(sh) == 0);
+    assert(sh->keys.count == 0 && ready_count(sh) == 0 && sh->credit == 0);
     pthread_mutex_destroy(&sh->mu);
     ordo_htab_destroy(&sh->keys);
     free(sh->ready);

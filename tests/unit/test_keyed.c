@@ -470,6 +470,30 @@ static void test_total_bound_every_timeout_mode(void **state)
     gate_destroy(&g);
 }
 
+/* With a bound large enough for shards to take places in batches (and keep
+ * spare ones), posts to keys of every shard are accepted up to exactly the
+ * bound: a shard that finds the count at the bound reclaims the others'
+ * spare places before it refuses. */
+static void test_total_bound_exact_across_shards(void **state)
+{
+    (void)state;
+    enum { MAX = 400 };
+    ordo_keyed_t *ex = make_ex(4, MAX, 0);
+    gate_t g;
+    gate_init(&g);
+    int accepted = 0, rc;
+    while ((rc = ordo_keyed_post(ex, &accepted, sizeof accepted, gate_fn, NULL, &g, 0)) == ORDO_OK)
+        accepted++; /* a new key each time */
+    assert_int_equal(rc, ORDO_EFULL);
+    assert_int_equal(accepted, MAX);
+    assert_int_equal(stats_of(ex).pending, MAX);
+    gate_open(&g);
+    assert_int_equal(ordo_keyed_stop(ex, ORDO_KEYED_DRAIN), ORDO_OK);
+    assert_int_equal(stats_of(ex).pending, 0);
+    ordo_keyed_destroy(ex);
+    gate_destroy(&g);
+}
+
 /* One key at its bound refuses; other keys still get in and run. */
 static void test_per_key_bound(void **state)
 {
@@ -1141,10 +1165,11 @@ static void race_one(int mode)
 
 /* Keys spread over the executor's shards, each with its own lock, while the
  * bound on pending tasks is one for the whole executor. */
-enum { B_PENDING_MAX = 16, B_KEY_PENDING_MAX = 4, B_PINGS = 400 };
+enum { B_PINGS = 400 };
 
 typedef struct {
     ordo_keyed_t *ex;
+    size_t pending_max;
     stress_t *s;
     atomic_int over_bound; /* stats seen above pending_max */
     atomic_int checks;
@@ -1161,7 +1186,7 @@ static int bound_fn(void *arg, const void *key, size_t len, void **result)
     if (a->sa.seq % 8 == 0) {
         ordo_keyed_stats_t st;
         ordo_keyed_stats(a->b->ex, &st);
-        if (st.pending > B_PENDING_MAX)
+        if (st.pending > a->b->pending_max)
             atomic_fetch_add(&a->b->over_bound, 1);
         atomic_fetch_add(&a->b->checks, 1);
     }
@@ -1191,14 +1216,16 @@ static void *bound_producer(void *p)
     return NULL;
 }
 
-/* Producers on keys of every shard through a small executor-wide bound:
+/* Producers on keys of every shard through an executor-wide bound:
  * per-(producer, key) order and per-key exclusion hold, nothing is lost,
  * and the pending count never exceeds the bound although its places are
- * taken under different shards' locks. */
-static void test_shards_share_one_bound(void **state)
+ * taken under different shards' locks (and, far from the bound, in
+ * batches kept by each shard). */
+static void bound_run(size_t pending_max, size_t key_pending_max)
 {
-    (void)state;
-    bound_t b = {.ex = make_ex(4, B_PENDING_MAX, B_KEY_PENDING_MAX), .s = calloc(1, sizeof(stress_t))};
+    bound_t b = {.ex = make_ex(4, pending_max, key_pending_max),
+                 .pending_max = pending_max,
+                 .s = calloc(1, sizeof(stress_t))};
     bound_producer_t bp[S_PRODUCERS];
     pthread_t th[S_PRODUCERS];
     for (int p = 0; p < S_PRODUCERS; p++) {
@@ -1216,6 +1243,21 @@ static void test_shards_share_one_bound(void **state)
     for (int p = 0; p < S_PRODUCERS; p++)
         free(bp[p].args);
     free(b.s);
+}
+
+/* A bound too small for shards to take places in batches. */
+static void test_shards_share_a_small_bound(void **state)
+{
+    (void)state;
+    bound_run(16, 4);
+}
+
+/* A bound large enough that shards take places in batches until the count
+ * nears it, then one at a time, reclaiming each other's spare ones. */
+static void test_shards_share_a_large_bound(void **state)
+{
+    (void)state;
+    bound_run(300, 64);
 }
 
 typedef struct {
@@ -1286,6 +1328,7 @@ int main(void)
         cmocka_unit_test(test_fairness_one_task_per_turn),
         cmocka_unit_test(test_different_keys_run_in_parallel),
         cmocka_unit_test(test_total_bound_every_timeout_mode),
+        cmocka_unit_test(test_total_bound_exact_across_shards),
         cmocka_unit_test(test_per_key_bound),
         cmocka_unit_test(test_worker_submit_never_blocks),
         cmocka_unit_test(test_stop_on_worker_is_busy),
@@ -1297,7 +1340,8 @@ int main(void)
         cmocka_unit_test(test_key_state_follows_active_keys),
         cmocka_unit_test(test_cancel_reaches_tasks_taken_in_a_turn),
         cmocka_unit_test(test_stress_order_and_exclusion),
-        cmocka_unit_test(test_shards_share_one_bound),
+        cmocka_unit_test(test_shards_share_a_small_bound),
+        cmocka_unit_test(test_shards_share_a_large_bound),
         cmocka_unit_test(test_no_lost_wakeup_across_shards),
         cmocka_unit_test(test_drain_races_producers),
         cmocka_unit_test(test_cancel_races_producers),
