@@ -9,21 +9,25 @@
  *
  * Guarantees, per key:
  *   - order: tasks start in the order their submits were accepted (for two
- *     submits racing from different threads, whichever took the executor's
- *     lock first);
+ *     submits racing from different threads, whichever took the lock of
+ *     the key's shard first);
  *   - exclusion: at most one task of a key runs at any moment;
  *   - completion order: a task's future is completed, and its callback has
  *     returned, before the next task of the same key starts. Cancelled tasks
  *     are completed in submission order too.
- * Across keys: keys with queued tasks wait in one FIFO ready queue. A worker
- * takes a turn: one task from each of the keys at the head of the queue (up
- * to 16, and no more than its share of the ready keys, so idle workers find
- * work too), runs them one after another, then puts each key that has more
- * tasks back at the tail. A key thus runs one task per pass over the ready
- * keys, and a key with thousands of pending tasks delays a newly active key
- * by at most one task. Short tasks are assumed: a key taken into a turn
- * waits for the tasks before it in that turn even if another worker is
- * idle.
+ * Across keys: keys are spread by hash over shards (at least as many as
+ * workers), and a shard's keys with queued tasks wait in its FIFO ready
+ * queue. A worker takes a turn in one shard: up to 4 tasks from each of the
+ * keys at the head of the queue (up to 16 keys, and no more than its share
+ * of them, so workers not in a turn find work too), runs them one after
+ * another, then puts each key that has more tasks back at the tail. It
+ * looks for its next turn in the following shard, so every shard with
+ * ready keys is served within a pass over the shards. A key thus runs at
+ * most 4 tasks per pass over its shard's ready keys, and a key with
+ * thousands of pending tasks delays a newly active key by at most 4 tasks
+ * (per turn that key's worker takes). Short tasks are assumed: a key taken
+ * into a turn waits for the tasks before it in that turn even if another
+ * worker is idle.
  *
  * Bounds: a task is "pending" from the moment its submit is accepted until
  * its handler has returned and its future's callback (if any) has returned
@@ -47,21 +51,26 @@
  * Memory: the executor holds state only for keys that have pending tasks
  * (keys_active); a key leaves the table as soon as it has none, so memory
  * follows the number of active keys, not the number of keys ever seen. The
- * states of keys of up to 32 bytes that went idle are kept for reuse (with
- * their task ring, if it holds 16 tasks or fewer), up to the most keys
- * active at once, until the executor has been idle (nothing pending) for
- * 100 ms; then all but 1024 are freed. A longer key's state is freed as
- * soon as the key is idle. Keys are hashed with a per-executor secret
+ * states of keys of up to 32 bytes that went idle are kept for reuse, up to
+ * the most keys active at once, until the executor has been idle (nothing
+ * pending) for 100 ms; then all but 1024 are freed. A longer key's state is
+ * freed as soon as the key is idle. A key's first 8 queued tasks live in
+ * its state, more in blocks of 16 that are kept for reuse (at most
+ * pending_max tasks' worth) until the same 100 ms of idleness. Keys are hashed with a per-executor secret
  * SipHash key, so hostile keys cannot degrade lookups.
  *
- * Costs: a post takes the executor's lock once and, in the steady state,
- * allocates nothing: its task is 32 bytes in its key's ring, and the key's
- * state is a recycled one. It allocates when the key's state is new (a key
- * longer than 32 bytes becoming active, or more keys active at once than
- * ever before) or its ring must grow past the tasks it holds. A submit
- * allocates one more thing, its future. A worker takes the lock once per
- * turn. Idle workers are woken only when no worker is already polling for
- * work.
+ * Costs: a post takes the lock of its key's shard once (posts to keys of
+ * different shards do not contend), takes its place in the executor-wide
+ * pending count from places its shard holds in reserve (one atomic
+ * operation on the shared count per 32 posts of a shard, while the count
+ * is more than 32 per shard below pending_max; one per post nearer) and,
+ * in the steady state, allocates nothing: its task is 32 bytes in its key's queue, and the
+ * key's state and any block it needs are recycled ones. It allocates when
+ * the key's state is new (a key longer than 32 bytes becoming active, or
+ * more keys active at once than ever before) or its queue needs more
+ * blocks than were ever in use. A submit allocates one more thing, its
+ * future. A worker takes a shard's lock twice per turn. Idle workers are
+ * woken only when no worker is already polling for work.
  */
 #ifndef ORDO_KEYED_H
 #define ORDO_KEYED_H

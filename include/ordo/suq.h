@@ -52,7 +52,11 @@
  * Waiting: an idle worker polls for a few microseconds, then yields the
  * CPU between a few more polls, then sleeps on a condition variable; a
  * producer makes a system call only to wake a sleeping worker (once per
- * sleep) or to sleep itself on a full queue.
+ * sleep) or to sleep itself on a full queue. A worker that has caught up
+ * with a steady stream of items pauses before it looks again, longer
+ * (up to a few microseconds) while its batches stay short, so that it
+ * takes them in long batches instead of chasing the producers item by
+ * item; an item may wait that long before it is applied.
  *
  * Re-entrancy: the handler and future callbacks may submit to other queues
  * (that is how pipeline stages are chained). They may submit to their own

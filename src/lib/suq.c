@@ -18,15 +18,18 @@
  * (applied or cancelled) and its batch is over; and the worker never
  * writes a slot, so slot lines only travel from producers to the worker.
  *
- * Cost. A post is one CAS and two stores on the producer side and no
- * allocation at all; the worker does no atomic read-modify-write per item
- * and one store per batch. Producers check room against `done_seen`, a
- * copy of `done` kept on the line of `enq` (which they write anyway), and
- * read `done` (a line the worker writes after every batch) only when the
- * copy shows the ring full; since done only grows, the copy errs only
- * towards "full", and a "full" is always confirmed against `done` itself. A submit adds one allocation, a job holding the
- * future and the item; the slot then points at the job and its seq carries
- * SUQ_SEQ_JOB.
+ * Cost. A post is one CAS and two stores on the producer side (the slot
+ * line fetched for writing a few lines ahead) and no allocation at all;
+ * the worker does no atomic read-modify-write per item, and one read of
+ * `enq` and one store of `done` per batch, with batches kept long under a
+ * steady stream (see the gathering rules below). Producers check room
+ * against `done_seen`, a copy of `done` kept on the line of `enq` (which
+ * they write anyway), and read `done` (a line the worker writes after
+ * every batch) only when the copy shows the ring full; since done only
+ * grows, the copy errs only towards "full", and a "full" is always
+ * confirmed against `done` itself. A submit adds one allocation, a job
+ * holding the future and the item; the slot then points at the job and
+ * its seq carries SUQ_SEQ_JOB.
  *
  * Stopping. The top bit of `enq` is SUQ_STOP_BIT. A stop sets it; a CAS
  * that would reserve then fails, and the producer reports ORDO_ESTOPPED.
@@ -73,17 +76,44 @@
  * yields the CPU between polls, up to SUQ_POLLS polls, before it sleeps:
  * on a machine with more runnable threads than cores, a spinning worker
  * would take the time of the very producer it waits for, and yielding
- * costs nothing when no one else is waiting for the core. After a short
- * batch (fewer than SUQ_GATHER_MIN items) it pauses SUQ_BACKOFF_MIN before
- * looking again, so that under load batches come long and lines move once
- * per batch, not once per item. */
+ * costs nothing when no one else is waiting for the core.
+ *
+ * A batch that ends before batch_max has caught up with the producers, and
+ * its last look was at the line they are writing: that look pulls the line
+ * away from the producer, which must take it back for its next slot (and
+ * waits for that in its next compare-and-swap). Chasing the producers item
+ * by item would pay this per item. So after such a batch the worker pauses
+ * before its next look, `gather` pause instructions, doubling after each
+ * short batch up to SUQ_GATHER_MAX and halving after each full one: under a
+ * steady stream batches settle near batch_max long and the producers' lines
+ * are disturbed once per batch. While enq moves (producers are posting),
+ * the worker also stays SUQ_LAG positions behind it: reading slots right
+ * behind the producers lets the worker core's prefetcher run ahead into
+ * lines they are still writing. An item that arrives during a pause waits
+ * for it; once the pause has grown to SUQ_GATHER_MAX (a few microseconds,
+ * as long as the polls of an idle worker) or enq stands still, the worker
+ * takes everything published. */
 #define SUQ_BACKOFF_MIN 32u
 #define SUQ_BACKOFF_MAX 256u
 #define SUQ_POLLS 16u
-#define SUQ_GATHER_MIN 32u
+#define SUQ_GATHER_MAX 256u
+#define SUQ_LAG 128u /* 32 lines of slots */
 
 #define SUQ_CACHE_LINE 64
 #define SUQ_PREFETCH_SLOTS 16  /* 4 lines of 4 slots ahead */
+
+/* Fetch the line at p for writing: in exclusive state, so that the store
+ * that follows need not ask the worker's core for it (a read prefetch
+ * would fetch it shared, and the store would still wait). PREFETCHW is a
+ * no-op on x86 processors that lack it. */
+static inline void suq_prefetch_write(const void *p)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ __volatile__("prefetchw %0" : : "m"(*(const char *)p));
+#else
+    __builtin_prefetch(p, 1);
+#endif
+}
 
 /* Set in a slot's seq when its pointer is a suq_job_t (a submit), clear
  * when it is the item itself (a post). Positions never reach this bit. */
@@ -234,7 +264,7 @@ static inline __attribute__((always_inline)) int suq_enqueue(ordo_suq_t *q, void
     /* Fetch a line ahead for writing: it is usually free (its items were
      * finished a lap ago), and having it here keeps the next CAS from
      * waiting on a store that misses. */
-    __builtin_prefetch(&q->slots[(pos + SUQ_PREFETCH_SLOTS) & q->mask], 1);
+    suq_prefetch_write(&q->slots[(pos + SUQ_PREFETCH_SLOTS) & q->mask]);
     slot->ptr = ptr;
     atomic_store_explicit(&slot->seq, (pos + 1) | job_bit, memory_order_release);
     /* Only the producer that clears the flag signals: while the worker is
@@ -330,12 +360,13 @@ static void suq_release(ordo_suq_t *q, size_t n)
     }
 }
 
-/* Finish one batch: every published slot from deq, at most batch_max.
- * Returns its length (0 if the slot at deq is not published). */
-static size_t suq_batch(ordo_suq_t *q)
+/* Finish one batch: every published slot from deq up to end (exclusive),
+ * at most batch_max. Returns its length (0 if the slot at deq is not
+ * published). */
+static size_t suq_batch(ordo_suq_t *q, size_t end)
 {
     size_t n = 0;
-    while (n < q->batch_max) {
+    while (n < q->batch_max && q->deq + n != end) {
         size_t pos = q->deq + n;
         suq_slot_t *slot = &q->slots[pos & q->mask];
         size_t seq = atomic_load_explicit(&slot->seq, memory_order_acquire);
@@ -404,23 +435,42 @@ static void suq_sleep(ordo_suq_t *q)
     pthread_mutex_unlock(&q->mu);
 }
 
+/* The worker: look at enq once per batch (a line the producers write, so
+ * once per batch is what it may cost), apply up to the position the
+ * gathering rules above allow, then pause or poll or sleep. */
 static void *suq_worker(void *arg)
 {
     ordo_suq_t *q = arg;
     /* Pairs with create, which sets q->thread under mu. */
     pthread_mutex_lock(&q->mu);
     pthread_mutex_unlock(&q->mu);
+    unsigned gather = SUQ_BACKOFF_MIN;
+    size_t last_enq = 0;
     for (;;) {
-        size_t n = suq_batch(q);
-        if (n >= SUQ_GATHER_MIN)
-            continue;
-        if (n > 0) {
-            suq_pause(SUQ_BACKOFF_MIN);
+        size_t enq = atomic_load_explicit(&q->enq, memory_order_relaxed) & ~SUQ_STOP_BIT;
+        size_t end = enq; /* enq stands still, or gathering is at its longest */
+        if (enq != last_enq && gather < SUQ_GATHER_MAX)
+            end = enq - q->deq > SUQ_LAG ? enq - SUQ_LAG : q->deq;
+        last_enq = enq;
+        size_t n = end != q->deq ? suq_batch(q, end) : 0;
+        if (n == q->batch_max) {
+            if (gather > SUQ_BACKOFF_MIN)
+                gather /= 2;
             continue;
         }
+        if (n > 0 || enq != q->deq) {
+            /* Caught up, or held back by the lag: gather. */
+            suq_pause(gather);
+            if (gather < SUQ_GATHER_MAX)
+                gather *= 2;
+            if (n > 0 || end != enq)
+                continue;
+            /* Nothing published at deq although enq is past it: poll. */
+        }
+        gather = SUQ_BACKOFF_MIN;
         if (suq_spin(q))
             continue;
-        size_t enq = atomic_load_explicit(&q->enq, memory_order_seq_cst);
+        enq = atomic_load_explicit(&q->enq, memory_order_seq_cst);
         if (enq == (q->deq | SUQ_STOP_BIT))
             return NULL;
         if ((enq & ~SUQ_STOP_BIT) != q->deq) {

@@ -470,6 +470,30 @@ static void test_total_bound_every_timeout_mode(void **state)
     gate_destroy(&g);
 }
 
+/* With a bound large enough for shards to take places in batches (and keep
+ * spare ones), posts to keys of every shard are accepted up to exactly the
+ * bound: a shard that finds the count at the bound reclaims the others'
+ * spare places before it refuses. */
+static void test_total_bound_exact_across_shards(void **state)
+{
+    (void)state;
+    enum { MAX = 400 };
+    ordo_keyed_t *ex = make_ex(4, MAX, 0);
+    gate_t g;
+    gate_init(&g);
+    int accepted = 0, rc;
+    while ((rc = ordo_keyed_post(ex, &accepted, sizeof accepted, gate_fn, NULL, &g, 0)) == ORDO_OK)
+        accepted++; /* a new key each time */
+    assert_int_equal(rc, ORDO_EFULL);
+    assert_int_equal(accepted, MAX);
+    assert_int_equal(stats_of(ex).pending, MAX);
+    gate_open(&g);
+    assert_int_equal(ordo_keyed_stop(ex, ORDO_KEYED_DRAIN), ORDO_OK);
+    assert_int_equal(stats_of(ex).pending, 0);
+    ordo_keyed_destroy(ex);
+    gate_destroy(&g);
+}
+
 /* One key at its bound refuses; other keys still get in and run. */
 static void test_per_key_bound(void **state)
 {
@@ -1137,6 +1161,150 @@ static void race_one(int mode)
     free(r);
 }
 
+/* ---- shards ------------------------------------------------------------------ */
+
+/* Keys spread over the executor's shards, each with its own lock, while the
+ * bound on pending tasks is one for the whole executor. */
+enum { B_PINGS = 400 };
+
+typedef struct {
+    ordo_keyed_t *ex;
+    size_t pending_max;
+    stress_t *s;
+    atomic_int over_bound; /* stats seen above pending_max */
+    atomic_int checks;
+} bound_t;
+
+typedef struct {
+    bound_t *b;
+    stress_arg_t sa;
+} bound_arg_t;
+
+static int bound_fn(void *arg, const void *key, size_t len, void **result)
+{
+    bound_arg_t *a = arg;
+    if (a->sa.seq % 8 == 0) {
+        ordo_keyed_stats_t st;
+        ordo_keyed_stats(a->b->ex, &st);
+        if (st.pending > a->b->pending_max)
+            atomic_fetch_add(&a->b->over_bound, 1);
+        atomic_fetch_add(&a->b->checks, 1);
+    }
+    return stress_fn(&a->sa, key, len, result);
+}
+
+typedef struct {
+    bound_t *b;
+    int producer;
+    bound_arg_t *args;
+} bound_producer_t;
+
+static void *bound_producer(void *p)
+{
+    bound_producer_t *bp = p;
+    int seqs[S_KEYS] = {0};
+    uint32_t rnd = 88172645u + (uint32_t)bp->producer;
+    for (int i = 0; i < S_TASKS; i++) {
+        rnd ^= rnd << 13, rnd ^= rnd >> 17, rnd ^= rnd << 5;
+        uint16_t key = (uint16_t)(rnd % S_KEYS);
+        bound_arg_t *a = &bp->args[i];
+        *a = (bound_arg_t){bp->b, {bp->b->s, (uint16_t)bp->producer, key, seqs[key]++}};
+        if (ordo_keyed_post(bp->b->ex, &a->sa.key, sizeof a->sa.key, bound_fn, NULL, a,
+                            ORDO_WAIT_FOREVER) != ORDO_OK)
+            atomic_fetch_add(&bp->b->s->violations, 1);
+    }
+    return NULL;
+}
+
+/* Producers on keys of every shard through an executor-wide bound:
+ * per-(producer, key) order and per-key exclusion hold, nothing is lost,
+ * and the pending count never exceeds the bound although its places are
+ * taken under different shards' locks (and, far from the bound, in
+ * batches kept by each shard). */
+static void bound_run(size_t pending_max, size_t key_pending_max)
+{
+    bound_t b = {.ex = make_ex(4, pending_max, key_pending_max),
+                 .pending_max = pending_max,
+                 .s = calloc(1, sizeof(stress_t))};
+    bound_producer_t bp[S_PRODUCERS];
+    pthread_t th[S_PRODUCERS];
+    for (int p = 0; p < S_PRODUCERS; p++) {
+        bp[p] = (bound_producer_t){&b, p, calloc(S_TASKS, sizeof(bound_arg_t))};
+        pthread_create(&th[p], NULL, bound_producer, &bp[p]);
+    }
+    for (int p = 0; p < S_PRODUCERS; p++)
+        pthread_join(th[p], NULL);
+    assert_int_equal(ordo_keyed_stop(b.ex, ORDO_KEYED_DRAIN), ORDO_OK);
+    assert_int_equal(atomic_load(&b.s->violations), 0);
+    assert_int_equal(atomic_load(&b.s->ran), S_PRODUCERS * S_TASKS);
+    assert_int_equal(atomic_load(&b.over_bound), 0);
+    assert_true(atomic_load(&b.checks) > 0);
+    ordo_keyed_destroy(b.ex);
+    for (int p = 0; p < S_PRODUCERS; p++)
+        free(bp[p].args);
+    free(b.s);
+}
+
+/* A bound too small for shards to take places in batches. */
+static void test_shards_share_a_small_bound(void **state)
+{
+    (void)state;
+    bound_run(16, 4);
+}
+
+/* A bound large enough that shards take places in batches until the count
+ * nears it, then one at a time, reclaiming each other's spare ones. */
+static void test_shards_share_a_large_bound(void **state)
+{
+    (void)state;
+    bound_run(300, 64);
+}
+
+typedef struct {
+    ordo_keyed_t *ex;
+    int id;
+    atomic_int *late;
+} ping_t;
+
+static void *ping_thread(void *p)
+{
+    ping_t *pg = p;
+    for (int i = 0; i < B_PINGS; i++) {
+        int key = pg->id * B_PINGS + i; /* a new key each time: every shard */
+        ordo_future_t *f;
+        if (ordo_keyed_submit(pg->ex, &key, sizeof key, echo_fn, NULL, ORDO_WAIT_FOREVER, &f) !=
+            ORDO_OK) {
+            atomic_fetch_add(pg->late, 1);
+            continue;
+        }
+        /* A lost wake-up leaves the task queued with every worker asleep. */
+        if (ordo_future_timedwait(f, 10000, NULL) == ORDO_ETIMEDOUT)
+            atomic_fetch_add(pg->late, 1);
+        ordo_future_release(f);
+        if (i % 16 == 0)
+            yield_a_bit(); /* let the workers run out of polls and sleep */
+    }
+    return NULL;
+}
+
+/* Two threads submit one task at a time and wait for it, so the workers
+ * keep going to sleep and being woken through different shards: no task
+ * is left waiting for a wake-up that never comes. */
+static void test_no_lost_wakeup_across_shards(void **state)
+{
+    (void)state;
+    ordo_keyed_t *ex = make_ex(4, 0, 0);
+    atomic_int late = 0;
+    ping_t pg[2] = {{ex, 0, &late}, {ex, 1, &late}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&th[i], NULL, ping_thread, &pg[i]);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    assert_int_equal(atomic_load(&late), 0);
+    ordo_keyed_destroy(ex);
+}
+
 static void test_drain_races_producers(void **state)
 {
     (void)state;
@@ -1160,6 +1328,7 @@ int main(void)
         cmocka_unit_test(test_fairness_one_task_per_turn),
         cmocka_unit_test(test_different_keys_run_in_parallel),
         cmocka_unit_test(test_total_bound_every_timeout_mode),
+        cmocka_unit_test(test_total_bound_exact_across_shards),
         cmocka_unit_test(test_per_key_bound),
         cmocka_unit_test(test_worker_submit_never_blocks),
         cmocka_unit_test(test_stop_on_worker_is_busy),
@@ -1171,6 +1340,9 @@ int main(void)
         cmocka_unit_test(test_key_state_follows_active_keys),
         cmocka_unit_test(test_cancel_reaches_tasks_taken_in_a_turn),
         cmocka_unit_test(test_stress_order_and_exclusion),
+        cmocka_unit_test(test_shards_share_a_small_bound),
+        cmocka_unit_test(test_shards_share_a_large_bound),
+        cmocka_unit_test(test_no_lost_wakeup_across_shards),
         cmocka_unit_test(test_drain_races_producers),
         cmocka_unit_test(test_cancel_races_producers),
     };
