@@ -85,6 +85,8 @@ typedef struct server_stats_s {
     uint64_t applies;                 /* records applied (writer_submit) */
     uint64_t apply_ns_sum;            /* their total time in core_apply */
     uint64_t apply_hist[16];          /* applies per bucket of writer/apply.h's bounds, not cumulative */
+    uint64_t loop_turn_max_us;        /* the longest loop turn's busy time (writer/turn.c) */
+    uint64_t loop_turns_slow;         /* turns busy for TURN_SLOW_MS or longer */
 } server_stats_t;
 
 /* What the writer asks of the layers above it (net, cmd), installed by

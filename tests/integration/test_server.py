@@ -192,6 +192,30 @@ def test_info(server):
     r.close()
 
 
+def test_info_times_the_loop_turns(ordod_factory):
+    """INFO stats keeps the longest loop turn's busy time: a DEBUG DIGEST
+    over a large state runs in one turn, so the longest turn is at least
+    about as long as the client waited for it, and it counts as slow."""
+    srv = ordod_factory()
+    with srv.raw() as c:
+        n, batch = 600000, 10000
+        for at in range(0, n, batch):
+            c.send_raw(b"".join(b"*3\r\n$3\r\nSET\r\n$11\r\nk:%09d\r\n$1\r\nv\r\n" % i
+                                for i in range(at, at + batch)))
+            for _ in range(batch):
+                c.read()
+        before = srv.info("stats")
+        assert int(before["loop_turn_max_us"]) > 0
+        t = time.monotonic()
+        c.call("DEBUG", "DIGEST")
+        waited_us = (time.monotonic() - t) * 1e6
+        after = srv.info("stats")
+    # The round trip around the digest is a fraction of a millisecond.
+    assert int(after["loop_turn_max_us"]) >= waited_us / 2, (after, waited_us)
+    if waited_us >= 2 * 10000:  # TURN_SLOW_MS, with room for the round trip
+        assert int(after["loop_turns_slow"]) > int(before["loop_turns_slow"]), (before, after)
+
+
 def test_command(server):
     with server.raw() as c:
         n = c.call("COMMAND", "COUNT")

@@ -449,7 +449,7 @@ static void cmd_info(cmd_ctx_t *x)
                             "acl_access_denied_cmd:%llu\r\nacl_access_denied_key:%llu\r\n"
                             "transactions_total:%llu\r\ntransactions_aborted:%llu\r\n"
                             "tls_handshakes_ok:%llu\r\ntls_handshakes_failed:%llu\r\n"
-                            "tls_handshakes_timedout:%llu\r\n\r\n",
+                            "tls_handshakes_timedout:%llu\r\nloop_turn_max_us:%llu\r\nloop_turns_slow:%llu\r\n\r\n",
                         (unsigned long long)s->stats.connections_total,
                         (unsigned long long)s->stats.connections_rejected,
                         (unsigned long long)s->stats.commands_total, (unsigned long long)s->stats.errors_total,
@@ -464,7 +464,9 @@ static void cmd_info(cmd_ctx_t *x)
                         (unsigned long long)s->stats.transactions_aborted,
                         (unsigned long long)s->stats.tls_handshakes_ok,
                         (unsigned long long)s->stats.tls_handshakes_failed,
-                        (unsigned long long)s->stats.tls_handshakes_timedout);
+                        (unsigned long long)s->stats.tls_handshakes_timedout,
+                        (unsigned long long)s->stats.loop_turn_max_us,
+                        (unsigned long long)s->stats.loop_turns_slow);
     if (section_wanted(x, "persistence"))
         persist_info(s, &b);
     if (section_wanted(x, "kv"))

@@ -86,6 +86,42 @@ void turn_run_resumed(server_t *s) { s->hooks.run_resumed(s); }
 
 void turn_flush(server_t *s) { s->hooks.flush(s); }
 
+/* Before each poll for I/O: the busy time since the last turn's end
+ * (timers, closing handles) and where the poll's idle time starts. */
+static void on_prepare(uv_prepare_t *h)
+{
+    server_t *s = h->data;
+    writer_t *w = &s->writer;
+    uint64_t now = uv_hrtime();
+    w->turn_pre_busy_ns = w->turn_end_ns != 0 ? now - w->turn_end_ns : 0;
+    w->turn_prep_ns = now;
+    w->turn_prep_idle_ns = uv_metrics_idle_time(s->loop);
+}
+
+/* At the end of a turn: its busy time is what ran before the poll plus
+ * the time from the poll's start to now, less the time spent waiting in
+ * it. */
+static void turn_timed(server_t *s)
+{
+    writer_t *w = &s->writer;
+    uint64_t now = uv_hrtime();
+    if (w->turn_prep_ns != 0) {
+        uint64_t idle = uv_metrics_idle_time(s->loop) - w->turn_prep_idle_ns, span = now - w->turn_prep_ns;
+        uint64_t us = (w->turn_pre_busy_ns + (span > idle ? span - idle : 0)) / 1000u;
+        if (us > s->stats.loop_turn_max_us)
+            s->stats.loop_turn_max_us = us;
+        if (us >= TURN_SLOW_MS * 1000u)
+            s->stats.loop_turns_slow++;
+        if (us >= TURN_LOG_MS * 1000u && now - w->turn_logged_ns >= 1000000000u) {
+            w->turn_logged_ns = now;
+            fprintf(stderr, "ordod: a loop turn was busy for %llu ms (every client waited)\n",
+                    (unsigned long long)(us / 1000u));
+        }
+    }
+    w->turn_end_ns = now;
+    w->turn_prep_ns = 0;
+}
+
 static void on_check(uv_check_t *h)
 {
     server_t *s = h->data;
@@ -96,6 +132,7 @@ static void on_check(uv_check_t *h)
      * batch on this thread, flush again to send what that released. */
     if (persist_kick(s))
         turn_flush(s);
+    turn_timed(s);
 }
 
 static void on_cron(uv_timer_t *t)
@@ -113,6 +150,9 @@ void turn_start(server_t *s)
     uv_check_init(s->loop, &s->writer.flusher);
     s->writer.flusher.data = s;
     uv_check_start(&s->writer.flusher, on_check);
+    uv_prepare_init(s->loop, &s->writer.timer_prep);
+    s->writer.timer_prep.data = s;
+    uv_prepare_start(&s->writer.timer_prep, on_prepare);
     uv_timer_init(s->loop, &s->writer.cron);
     s->writer.cron.data = s;
     uv_timer_start(&s->writer.cron, on_cron, TURN_CRON_INTERVAL_MS, TURN_CRON_INTERVAL_MS);
@@ -122,4 +162,5 @@ void turn_close_handles(server_t *s)
 {
     uv_close((uv_handle_t *)&s->writer.cron, NULL);
     uv_close((uv_handle_t *)&s->writer.flusher, NULL);
+    uv_close((uv_handle_t *)&s->writer.timer_prep, NULL);
 }

@@ -10,6 +10,14 @@
  * snapshot, then runs the net layer's and the command layer's periodic
  * work through the hooks.
  *
+ * Each turn is timed: the loop's busy time from the end of one poll for
+ * I/O to the end of the next per-turn hook (the time waiting in the poll
+ * left out, read from libuv's idle-time metric), the longest kept in
+ * INFO stats (loop_turn_max_us) with the number of turns longer than
+ * TURN_SLOW_MS (loop_turns_slow); a turn longer than TURN_LOG_MS is
+ * logged. A client waits at least as long as the turn its request fell
+ * behind.
+ *
  * The writer calls nothing of cmd/ or net/ (check-layers.sh): what it
  * must ask of them as a whole -- run resumed input, flush, their cron --
  * goes through the hooks main.c installs in s->hooks (server.h) before
@@ -27,6 +35,11 @@
 /* How often cron runs: watch progress, output limits, snapshots and
  * allocator trims are checked at this granularity. */
 #define TURN_CRON_INTERVAL_MS 100
+
+/* Turns at least this long count in loop_turns_slow; at least
+ * TURN_LOG_MS, one line on stderr (at most one a second). */
+#define TURN_SLOW_MS 10
+#define TURN_LOG_MS 100
 
 /* turn_start() -- start the per-turn hook and cron (after recovery);
  * turn_close_handles() at shutdown. */
