@@ -40,7 +40,9 @@
 #    cluster only: STATE_KEYS keys of 16 bytes loaded through the leader
 #    (redis-cli --pipe); then STATE_SECONDS of steady writes at c=CLIENTS
 #    (redis-benchmark runs of 2 s over those keys) while a prober PINGs the
-#    leader every 2 ms (the longest PING is the longest loop stall) and the
+#    leader every 2 ms (the longest PING: the longest the leader kept a
+#    client waiting, its loop's turns or the CPU it waited for; the
+#    leader's own longest turn, INFO stats, is printed beside it) and the
 #    leader's snapshot_in_progress is sampled around each run: the p99 of
 #    runs with a snapshot at either sample against runs with none at both, and the leader
 #    changes (term moves); then a follower SIGKILLed and restarted with the
@@ -491,6 +493,8 @@ state_phase() {
     ordo_wait_healthy
     lp="${OPORT[$OLEADER]}"
     term0="$(bench_field cluster_term "$(ordo_ci "$lp")")"
+    local turn0 turn1
+    turn0="$(redis-cli -p "$lp" INFO stats | tr -d '\r' | awk -F: '$1 == "loop_turn_max_us" || $1 == "loop_turns_slow" { printf "%s ", $2 }')"
     ping_prober "$lp" "$STATE_SECONDS" >"$BENCH_TMP/prober.out" 2>"$BENCH_TMP/prober.err" &
     local prober=$!
     local end=$((SECONDS + STATE_SECONDS))
@@ -507,6 +511,14 @@ state_phase() {
         echo "bench: the PING prober gave no figure: $(cat "$BENCH_TMP/prober.err")" >&2
         STATE_STALL_MS=nan STATE_PINGS=0
     }
+    turn1="$(redis-cli -p "$lp" INFO stats | tr -d '\r' | awk -F: '$1 == "loop_turn_max_us" || $1 == "loop_turns_slow" { printf "%s ", $2 }')"
+    # The leader's own view (INFO stats): its longest loop turn since it
+    # started, before and after the phase, and its turns of 10 ms or more
+    # during it; a PING slower than any turn waited for the CPU, not for
+    # ordod.
+    read -r tm0 ts0 <<<"$turn0"
+    read -r tm1 ts1 <<<"$turn1"
+    STATE_TURNS="longest turn since start ${tm0:-?} -> ${tm1:-?} us, turns >= 10 ms during the writes: $(( ${ts1:-0} - ${ts0:-0} ))"
     term1="$(bench_field cluster_term "$(ordo_ci "$lp")")"
     STATE_LEADER_CHANGES=$(( ${term1:-0} - ${term0:-0} ))
     # shellcheck disable=SC2086
@@ -532,7 +544,7 @@ state_phase() {
     # moved (the cluster committed an entry meanwhile) or they differ is
     # taken again, up to 20 times. "no" then means different states at the
     # same index, never a read that raced an entry.
-    local d ds a0 a1 tries
+    local d ds a0 a1 tries compacted=""
     STATE_DIGESTS_EQUAL=no
     for tries in $(seq 1 20); do
         ordo_wait_healthy
@@ -545,10 +557,24 @@ state_phase() {
         # (an if, not `[ ] && ...`: a false test as a function's last
         # command would end the script under set -e, with no figure printed)
         if [ "$(tr ' ' '\n' <<<"$ds" | grep -v '^$' | sort -u | wc -l)" = 1 ]; then
-            STATE_DIGESTS_EQUAL=yes
+            STATE_DIGESTS_EQUAL="yes$compacted"
             break
         fi
-        STATE_DIGESTS_EQUAL="no (at applied index $(awk '{ print $1 }' <<<"$a0"): $ds)"
+        # A digest covers the retained history too, and a member keeps
+        # more of it while its own snapshot holds the history back: after
+        # differing digests, the history is compacted to the leader's
+        # revision on every member (KV.COMPACT is replicated) and they are
+        # compared again, so that "no" is left for different states.
+        local olds=""
+        for id in $IDS; do olds+="$(redis-cli -p "${OPORT[$id]}" INFO kv | tr -d '\r' | awk -F: '$1 == "oldest_revision" { print $2 }') "; done
+        STATE_DIGESTS_EQUAL="no (at applied index $(awk '{ print $1 }' <<<"$a0"): $ds; oldest revisions kept: $olds)"
+        if [ -z "$compacted" ]; then
+            local lrev
+            lrev="$(redis-cli -p "${OPORT[$OLEADER]}" INFO kv | tr -d '\r' | awk -F: '$1 == "revision" { print $2 }')"
+            if [ "$(redis-cli -p "${OPORT[$OLEADER]}" KV.COMPACT "$lrev")" = OK ]; then
+                compacted=" (after KV.COMPACT $lrev on every member; before it: $STATE_DIGESTS_EQUAL)"
+            fi
+        fi
     done
 }
 
@@ -599,6 +625,7 @@ echo "failover ordod/etcd ratio: $(ratio "$of" "$ef")"
 if want ordod && [ "$STATE_KEYS" -gt 0 ]; then
     echo "state: $STATE_KEYS keys loaded in ${STATE_LOAD_S} s; ${STATE_SECONDS} s of writes at c=$CLIENTS: leader changes: $STATE_LEADER_CHANGES (goal 0)"
     echo "state: longest loop stall (PING every 2 ms, $STATE_PINGS pings): $STATE_STALL_MS ms (goal < 20)"
+    echo "state: the leader's loop turns (INFO stats): $STATE_TURNS"
     echo "state: write p99 during snapshots / without: $STATE_P99_DURING / $STATE_P99_WITHOUT ms ($STATE_RUNS runs of 2 s)"
     echo "state p99 during/without snapshots ratio: $(ratio "$STATE_P99_DURING" "$STATE_P99_WITHOUT") (goal <= 2)"
     echo "state: a follower restarted with $STATE_KEYS keys caught up in $STATE_RESTART_S s (goal <= 5)"
