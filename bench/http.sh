@@ -14,9 +14,11 @@
 # Reported: calls/s, p50 and p99 (ms), medians over R rounds, and the ratio
 # HTTP/RESP of calls/s (goal >= 0.7).
 #
-# Fairness notes: both load tools are single-process C, 2 wrk threads
-# against redis-benchmark's one; on a small machine they share the cores
-# with ordod and the consumers, so tool_cpu (ps) is printed. A waiting
+# Fairness notes: both load tools are single-process C with one thread
+# each (wrk -t 1, as redis-benchmark has one): on a two-core machine a
+# second wrk thread took CPU from ordod and the consumers and cost the
+# HTTP side about 12% (9,050 calls/s with one thread, 8,000 with two, in
+# one run here). They share the cores with ordod and the consumers. A waiting
 # HTTP call holds its connection as a RESP Q.CALL does; neither costs a
 # thread in ordod. Both tools build their requests once (http_call.lua
 # formats its K requests at init) and pick one per call.
@@ -63,7 +65,7 @@ declare -A res
 
 run_http() {
     local out rps p50 p99
-    out="$(Q="$Q" K="$K" V="$V" timeout $((D + 60)) wrk -t 2 -c "$C" -d "${D}s" --latency \
+    out="$(Q="$Q" K="$K" V="$V" timeout $((D + 60)) wrk -t 1 -c "$C" -d "${D}s" --latency \
         -s "$ROOT/bench/http_call.lua" "http://127.0.0.1:$HTTP_PORT")"
     if grep -q "Non-2xx" <<<"$out"; then
         echo "bench: HTTP calls failed:" >&2
