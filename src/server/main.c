@@ -138,7 +138,6 @@ int main(int argc, char **argv)
         return 1;
     }
     s->loop = uv_default_loop();
-    uv_loop_configure(s->loop, UV_METRICS_IDLE_TIME); /* the turns' busy time (writer/turn.c) */
     s->start_ms = server_mono_ms();
     /* The data directory's lock, then the listeners, then everything else:
      * a busy directory or a taken port is refused before anything is read

@@ -86,40 +86,41 @@ void turn_run_resumed(server_t *s) { s->hooks.run_resumed(s); }
 
 void turn_flush(server_t *s) { s->hooks.flush(s); }
 
-/* Before each poll for I/O: the busy time since the last turn's end
- * (timers, closing handles) and where the poll's idle time starts. */
+/* Nanoseconds from the loop's clock to now: libuv reads its clock (to
+ * the millisecond) at the start of each turn and right after each poll
+ * for I/O returns, so this is the busy time since then, to within that
+ * millisecond (never less). */
+static uint64_t since_loop_clock(const server_t *s, uint64_t now_ns)
+{
+    uint64_t at = uv_now(s->loop) * 1000000u;
+    return now_ns > at ? now_ns - at : 0;
+}
+
+/* Before each poll for I/O: the busy time of the turn's first part
+ * (timers, closing handles). */
 static void on_prepare(uv_prepare_t *h)
 {
     server_t *s = h->data;
-    writer_t *w = &s->writer;
-    uint64_t now = uv_hrtime();
-    w->turn_pre_busy_ns = w->turn_end_ns != 0 ? now - w->turn_end_ns : 0;
-    w->turn_prep_ns = now;
-    w->turn_prep_idle_ns = uv_metrics_idle_time(s->loop);
+    s->writer.turn_pre_busy_ns = since_loop_clock(s, uv_hrtime());
 }
 
-/* At the end of a turn: its busy time is what ran before the poll plus
- * the time from the poll's start to now, less the time spent waiting in
- * it. */
+/* At the end of a turn: its busy time is its first part plus the time
+ * from the poll's return to now. One clock read each, so cheap enough for
+ * every turn (the poll's own wait is never counted). */
 static void turn_timed(server_t *s)
 {
     writer_t *w = &s->writer;
-    uint64_t now = uv_hrtime();
-    if (w->turn_prep_ns != 0) {
-        uint64_t idle = uv_metrics_idle_time(s->loop) - w->turn_prep_idle_ns, span = now - w->turn_prep_ns;
-        uint64_t us = (w->turn_pre_busy_ns + (span > idle ? span - idle : 0)) / 1000u;
-        if (us > s->stats.loop_turn_max_us)
-            s->stats.loop_turn_max_us = us;
-        if (us >= TURN_SLOW_MS * 1000u)
-            s->stats.loop_turns_slow++;
-        if (us >= TURN_LOG_MS * 1000u && now - w->turn_logged_ns >= 1000000000u) {
-            w->turn_logged_ns = now;
-            fprintf(stderr, "ordod: a loop turn was busy for %llu ms (every client waited)\n",
-                    (unsigned long long)(us / 1000u));
-        }
+    uint64_t now = uv_hrtime(), us = (w->turn_pre_busy_ns + since_loop_clock(s, now)) / 1000u;
+    w->turn_pre_busy_ns = 0;
+    if (us > s->stats.loop_turn_max_us)
+        s->stats.loop_turn_max_us = us;
+    if (us >= TURN_SLOW_MS * 1000u)
+        s->stats.loop_turns_slow++;
+    if (us >= TURN_LOG_MS * 1000u && now - w->turn_logged_ns >= 1000000000u) {
+        w->turn_logged_ns = now;
+        fprintf(stderr, "ordod: a loop turn was busy for %llu ms (every client waited)\n",
+                (unsigned long long)(us / 1000u));
     }
-    w->turn_end_ns = now;
-    w->turn_prep_ns = 0;
 }
 
 static void on_check(uv_check_t *h)

@@ -10,9 +10,9 @@
  * snapshot, then runs the net layer's and the command layer's periodic
  * work through the hooks.
  *
- * Each turn is timed: the loop's busy time from the end of one poll for
- * I/O to the end of the next per-turn hook (the time waiting in the poll
- * left out, read from libuv's idle-time metric), the longest kept in
+ * Each turn is timed: the loop's busy time, from the turn's start to its
+ * poll for I/O and from the poll's return to the end of the per-turn hook
+ * (to the millisecond: libuv's loop clock marks both starts), the longest kept in
  * INFO stats (loop_turn_max_us) with the number of turns longer than
  * TURN_SLOW_MS (loop_turns_slow); a turn longer than TURN_LOG_MS is
  * logged. A client waits at least as long as the turn its request fell

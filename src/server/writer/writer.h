@@ -47,7 +47,7 @@ typedef struct writer_s {
     struct coord_waits_s *coord;     /* coord_wait.c: lock/election waiters, observers, the timer */
     uv_check_t flusher;              /* turn.c: after each loop turn */
     uv_prepare_t timer_prep;         /* turn.c: before each poll, to time the turns */
-    uint64_t turn_end_ns, turn_prep_ns, turn_prep_idle_ns, turn_pre_busy_ns; /* turn.c: turn timing */
+    uint64_t turn_pre_busy_ns;       /* turn.c: the busy time of this turn before its poll */
     uint64_t turn_logged_ns;         /* turn.c: when a long turn was last logged */
     uv_timer_t cron;                 /* turn.c: every TURN_CRON_INTERVAL_MS */
     struct writer_txn_s *txn;        /* apply.c: the transaction EXEC runs, NULL outside one */
