@@ -64,7 +64,8 @@ static int cmp_double(const void *a, const void *b)
 
 #define SYNC_SAMPLES_MAX 1000000
 
-static void sync_rate(const char *dir, double secs, size_t bytes)
+/* A new file in dir, already unlinked: gone when closed. */
+static int temp_file(const char *dir)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/ordo-limits-XXXXXX", dir);
@@ -72,6 +73,12 @@ static void sync_rate(const char *dir, double secs, size_t bytes)
     if (fd < 0)
         die("mkstemp");
     unlink(path);
+    return fd;
+}
+
+static void sync_rate(const char *dir, double secs, size_t bytes)
+{
+    int fd = temp_file(dir);
     char *buf = calloc(1, bytes);
     double *lat = malloc(SYNC_SAMPLES_MAX * sizeof *lat);
     if (buf == NULL || lat == NULL)
@@ -127,12 +134,7 @@ static void *syncer_main(void *arg)
 
 static void sync_rate_two(const char *dir, double secs)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/ordo-limits-XXXXXX", dir);
-    int fd = mkstemp(path);
-    if (fd < 0)
-        die("mkstemp");
-    unlink(path);
+    int fd = temp_file(dir);
     _Atomic long long off = 0;
     syncer_t y[2];
     pthread_t th[2];
