@@ -463,7 +463,7 @@ static bool key_eq(const void *a, const void *b, size_t n)
 }
 
 /* The chain a key of this hash is in (see "Hash table" above). */
-static kv_key_t *const *tab_head(const kv_t *kv, uint64_t hash)
+static kv_key_t **tab_head(const kv_t *kv, uint64_t hash)
 {
     if (kv->old != NULL && (hash & kv->old_mask) >= kv->moved)
         return &kv->old[hash & kv->old_mask];
@@ -521,7 +521,7 @@ static void tab_resize(kv_t *kv, size_t nbuckets)
 
 static void tab_insert(kv_t *kv, kv_key_t *k, uint64_t hash)
 {
-    kv_key_t **head = (kv_key_t **)(uintptr_t)tab_head(kv, hash);
+    kv_key_t **head = tab_head(kv, hash);
     k->hnext = *head;
     *head = k;
     if (++kv->nkeys > kv->mask + 1)
@@ -535,7 +535,7 @@ static void tab_insert(kv_t *kv, kv_key_t *k, uint64_t hash)
  * never read). */
 static kv_key_t **tab_link(const kv_t *kv, uintptr_t old, const kv_key_t *k)
 {
-    kv_key_t **pp = (kv_key_t **)(uintptr_t)tab_head(kv, tab_hash(kv, key_bytes(k), k->vh.klen));
+    kv_key_t **pp = tab_head(kv, tab_hash(kv, key_bytes(k), k->vh.klen));
     while ((uintptr_t)*pp != old) {
         assert(*pp != NULL);
         pp = &(*pp)->hnext;
