@@ -494,7 +494,7 @@ state_phase() {
     lp="${OPORT[$OLEADER]}"
     term0="$(bench_field cluster_term "$(ordo_ci "$lp")")"
     local turn0 turn1
-    turn0="$(redis-cli -p "$lp" INFO stats | tr -d '\r' | awk -F: '$1 == "loop_turn_max_us" || $1 == "loop_turns_slow" { printf "%s ", $2 }')"
+    turn0="$(bench_ordo_section stats "$lp" loop_turn_max_us loop_turns_slow)"
     ping_prober "$lp" "$STATE_SECONDS" >"$BENCH_TMP/prober.out" 2>"$BENCH_TMP/prober.err" &
     local prober=$!
     local end=$((SECONDS + STATE_SECONDS))
@@ -511,7 +511,7 @@ state_phase() {
         echo "bench: the PING prober gave no figure: $(cat "$BENCH_TMP/prober.err")" >&2
         STATE_STALL_MS=nan STATE_PINGS=0
     }
-    turn1="$(redis-cli -p "$lp" INFO stats | tr -d '\r' | awk -F: '$1 == "loop_turn_max_us" || $1 == "loop_turns_slow" { printf "%s ", $2 }')"
+    turn1="$(bench_ordo_section stats "$lp" loop_turn_max_us loop_turns_slow)"
     # The leader's own view (INFO stats): its longest loop turn since it
     # started, before and after the phase, and its turns of 10 ms or more
     # during it; a PING slower than any turn waited for the CPU, not for
@@ -566,11 +566,11 @@ state_phase() {
         # revision on every member (KV.COMPACT is replicated) and they are
         # compared again, so that "no" is left for different states.
         local olds=""
-        for id in $IDS; do olds+="$(redis-cli -p "${OPORT[$id]}" INFO kv | tr -d '\r' | awk -F: '$1 == "oldest_revision" { print $2 }') "; done
+        for id in $IDS; do olds+="$(bench_ordo_section kv "${OPORT[$id]}" oldest_revision) "; done
         STATE_DIGESTS_EQUAL="no (at applied index $(awk '{ print $1 }' <<<"$a0"): $ds; oldest revisions kept: $olds)"
         if [ -z "$compacted" ]; then
             local lrev
-            lrev="$(redis-cli -p "${OPORT[$OLEADER]}" INFO kv | tr -d '\r' | awk -F: '$1 == "revision" { print $2 }')"
+            lrev="$(bench_ordo_section kv "${OPORT[$OLEADER]}" revision)"
             if [ "$(redis-cli -p "${OPORT[$OLEADER]}" KV.COMPACT "$lrev")" = OK ]; then
                 compacted=" (after KV.COMPACT $lrev on every member; before it: $STATE_DIGESTS_EQUAL)"
             fi

@@ -181,16 +181,19 @@ bench_cpu_per_op() {
         'BEGIN { if (n > 0) printf "user %.1f us/op sys %.1f us/op", u / n, s / n; else printf "no ops" }'
 }
 
-# bench_ordo_info PORT FIELD...: the values of these INFO persistence fields
-# of the ordod on PORT, on one line, in the order given.
-bench_ordo_info() {
-    local port="$1"
-    shift
-    redis-cli -p "$port" INFO persistence | tr -d '\r' | awk -F: -v want="$*" '
+# bench_ordo_section SECTION PORT FIELD...: the values of these fields of
+# INFO SECTION of the ordod on PORT, on one line, in the order given.
+bench_ordo_section() {
+    local section="$1" port="$2"
+    shift 2
+    redis-cli -p "$port" INFO "$section" | tr -d '\r' | awk -F: -v want="$*" '
         BEGIN { n = split(want, f, " ") }
         { v[$1] = $2 }
         END { for (i = 1; i <= n; i++) printf "%s%s", v[f[i]], (i < n ? " " : "\n") }'
 }
+
+# bench_ordo_info PORT FIELD...: the same for INFO persistence.
+bench_ordo_info() { bench_ordo_section persistence "$@"; }
 
 # bench_ordo_log PORT: prints "records syncs sync_us" from ordod's INFO
 # persistence (wal_records_written, wal_syncs, wal_sync_us_sum).
