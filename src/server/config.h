@@ -47,6 +47,7 @@ typedef struct ordo_config_s {
     int64_t fsync_batch_max;         /* always: sync early once this many records wait (0: off) */
     int64_t fsync_interval_ms;       /* always: wait up to this long to gather a batch (0: sync at once) */
     int64_t fsync_gather_max_us;     /* always: after a sync, wait this long at most for the writers it answered */
+    int64_t fsync_parallel;          /* always: syncs in flight at once (WAL_SYNC_PARALLEL_MAX at most) */
     int64_t fsync_inline_max;        /* always: the core syncs a batch this small itself if the log thread idles */
     int64_t wal_segment_bytes;       /* roll the log to a new file past this size */
     int64_t wal_pending_max_bytes;   /* log bytes not yet on disk above which clients are not read */

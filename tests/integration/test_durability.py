@@ -639,6 +639,7 @@ def test_reply_waits_for_durable_revision(durable, tmp_path):
         # The time spent inside those syncs is counted beside them (0 is
         # possible on a file system whose sync returns at once).
         assert int(p["wal_sync_us_sum"]) >= 0, p
+        assert 0 <= int(p["wal_syncs_overlapped"]) <= int(p["wal_syncs"]), p
 
 
 # ---- back-pressure -------------------------------------------------------------------

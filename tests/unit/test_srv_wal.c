@@ -151,6 +151,7 @@ typedef struct io_ctx_s {
     atomic_uint durable_calls;
     atomic_bool stalled;                 /* true: pwrite and fdatasync wait (a stalled disk) */
     atomic_uint sync_us;                 /* > 0: each fdatasync takes this long first (a slow disk) */
+    atomic_uint in_sync, in_sync_max;    /* fdatasync calls under way now, and at most at once */
     atomic_uint stall_entered;           /* calls that found the disk stalled */
     atomic_bool woke_below;              /* on_durable saw pending bytes at most pending_max */
     uint64_t pending_max;
@@ -197,19 +198,29 @@ static int t_fdatasync(void *ctx, int fd)
 {
     io_ctx_t *io = ctx;
     stall_wait(io);
+    /* A sync covers what was written before it began, no more. */
+    uint64_t written = atomic_load(&io->written_rev);
+    unsigned in = atomic_fetch_add(&io->in_sync, 1) + 1;
+    for (unsigned m = atomic_load(&io->in_sync_max); in > m && !atomic_compare_exchange_weak(&io->in_sync_max, &m, in);)
+        ;
     if (atomic_load(&io->sync_us) > 0)
         usleep(atomic_load(&io->sync_us));
-    uint64_t written = atomic_load(&io->written_rev);
     int e = atomic_load(&io->sync_errno);
+    int rc = 0;
     if (e != 0) {
         errno = e;
-        return -1;
+        rc = -1;
+    } else {
+        atomic_fetch_add(&io->syncs, 1);
+        if (!atomic_load(&io->fake_sync) && fsync(fd) != 0)
+            rc = -1;
     }
-    atomic_fetch_add(&io->syncs, 1);
-    if (!atomic_load(&io->fake_sync) && fsync(fd) != 0)
-        return -1;
-    atomic_store(&io->synced_rev, written);
-    return 0;
+    /* Syncs in flight end in any order: synced_rev only grows. */
+    for (uint64_t m = atomic_load(&io->synced_rev); rc == 0 && written > m &&
+         !atomic_compare_exchange_weak(&io->synced_rev, &m, written);)
+        ;
+    atomic_fetch_sub(&io->in_sync, 1);
+    return rc;
 }
 
 static void t_on_durable(void *arg)
@@ -239,9 +250,14 @@ static void io_done(io_ctx_t *io)
     pthread_cond_destroy(&io->cv);
 }
 
+/* Every test runs twice: with one sync at a time, then with
+ * WAL_SYNC_PARALLEL_MAX syncs in flight (main() sets it between the runs). */
+static uint32_t sync_parallel;
+
 static wal_options_t opts(const char *dir, int policy, io_ctx_t *io)
 {
-    wal_options_t o = {.dir = dir, .policy = policy, .segment_bytes = 4096, .record_bytes_max = 4096};
+    wal_options_t o = {.dir = dir, .policy = policy, .segment_bytes = 4096, .record_bytes_max = 4096,
+                       .sync_parallel = sync_parallel};
     if (io != NULL) {
         o.io.pwrite_fn = t_pwrite;
         o.io.fdatasync_fn = t_fdatasync;
@@ -263,6 +279,15 @@ static void wait_durable(wal_t *w, io_ctx_t *io, uint64_t rev)
         if (pthread_cond_timedwait(&io->cv, &io->mu, &dl) == ETIMEDOUT)
             break;
     pthread_mutex_unlock(&io->mu);
+}
+
+/* Wait (up to 5 s) until nothing appended waits for a write or sync: every
+ * sync under way has ended. */
+static void wait_idle(wal_t *w)
+{
+    for (int k = 0; k < 5000 && wal_pending_bytes(w) > 0; k++)
+        usleep(1000);
+    assert_int_equal(wal_pending_bytes(w), 0);
 }
 
 /* Wait (up to 5 s) until on_durable was called more than n times: it runs
@@ -451,6 +476,7 @@ static void test_always_publishes_after_sync(void **state)
     assert_int_equal(wal_durable_rev(w), 2000);
     assert_int_equal(atomic_load(&io.published_bad), 0);
     wait_calls(&io, 0);
+    wait_idle(w); /* a sync that began earlier may end after the last */
     wal_stats_t st;
     wal_get_stats(w, &st);
     assert_int_equal(st.records_written, 2000);
@@ -555,6 +581,82 @@ static void test_always_gathers_the_answered_writers(void **state)
     assert_int_equal(atomic_load(&io.published_bad), 0);
     atomic_store(&io.sync_us, 0);
     wal_close(w);
+    io_done(&io);
+    tmpdir_free(dir);
+}
+
+/* Poll (up to 5 s) until n fdatasync calls are under way at once. */
+static void wait_in_sync(io_ctx_t *io, unsigned n)
+{
+    for (int k = 0; k < 5000 && atomic_load(&io->in_sync) < n; k++)
+        usleep(1000);
+    assert_true(atomic_load(&io->in_sync) >= n);
+}
+
+/* sync_parallel: a record that arrives while a sync is under way starts its
+ * own sync at once on another log thread, across segment rolls (which wait
+ * for the syncs on the old segment); each revision is published only once
+ * a sync that began after it was written has ended, whatever order the
+ * syncs end in. With one log thread the second sync waits for the first. */
+static void test_syncs_in_flight(void **state)
+{
+    (void)state;
+    char *dir = tmpdir_new("ordo-wal-");
+    char err[1024];
+    io_ctx_t io;
+    io_init(&io);
+    wal_options_t o = opts(dir, WAL_SYNC_ALWAYS, &io);
+    o.segment_bytes = 2048; /* a roll every few records */
+    wal_t *w = wal_open(&o, 0, NULL, NULL, NULL, err, sizeof err);
+    assert_non_null(w);
+    atomic_store(&io.w, w);
+    atomic_store(&io.sync_us, 50 * 1000);
+    uint32_t i = 0, overlapped = 0;
+    for (int round = 0; round < 12; round++, i += 2) {
+        append_range(w, i, i + 1, 700);
+        wait_in_sync(&io, 1);
+        append_range(w, i + 1, i + 2, 700);
+        /* Its sync starts now, unless it rolls the segment: a roll waits
+         * for the syncs on the old one. */
+        while (atomic_load(&io.in_sync) < 2 && wal_durable_rev(w) < rec_rev(i + 1))
+            usleep(500);
+        overlapped += atomic_load(&io.in_sync) == 2;
+        wait_durable(w, &io, rec_rev(i + 1));
+        assert_int_equal(wal_durable_rev(w), rec_rev(i + 1));
+        wait_idle(w); /* revisions repeat: the second record's may be the first's */
+        assert_int_equal(atomic_load(&io.in_sync), 0);
+    }
+    wal_stats_t st;
+    wal_get_stats(w, &st);
+    assert_true(st.segments >= 3);
+    assert_int_equal(atomic_load(&io.in_sync_max), o.sync_parallel > 1 ? 2 : 1);
+    if (o.sync_parallel > 1)
+        assert_true(overlapped >= 6);
+    assert_int_equal(atomic_load(&io.published_bad), 0);
+    /* The syncs of the next two records fail: neither is published. */
+    unsigned calls = atomic_load(&io.durable_calls);
+    atomic_store(&io.sync_errno, EIO);
+    append_range(w, i, i + 1, 700);
+    wait_in_sync(&io, 1);
+    append_range(w, i + 1, i + 2, 700);
+    wait_calls(&io, calls);
+    for (int k = 0; k < 5000 && (wal_failed(w) == NULL || atomic_load(&io.in_sync) > 0); k++)
+        usleep(1000);
+    assert_non_null(wal_failed(w));
+    assert_int_equal(wal_durable_rev(w), rec_rev(i - 1));
+    assert_int_equal(atomic_load(&io.published_bad), 0);
+    atomic_store(&io.sync_errno, 0);
+    atomic_store(&io.sync_us, 0);
+    wal_close(w);
+
+    /* Every record acknowledged is read back, in order, across the rolls. */
+    seen_t *s = calloc(1, sizeof *s);
+    w = reopen(&o, 0, s, 0, NULL, err, sizeof err);
+    assert_non_null(w);
+    assert_true(s->n >= i);
+    assert_int_equal(s->bad, 0);
+    wal_close(w);
+    free(s);
     io_done(&io);
     tmpdir_free(dir);
 }
@@ -1646,6 +1748,7 @@ int main(void)
         cmocka_unit_test(test_always_publishes_after_sync),
         cmocka_unit_test(test_always_batch_window),
         cmocka_unit_test(test_always_gathers_the_answered_writers),
+        cmocka_unit_test(test_syncs_in_flight),
         cmocka_unit_test(test_everysec_and_no),
         cmocka_unit_test(test_kick_inline),
         cmocka_unit_test(test_backlogged_until_the_log_catches_up),
@@ -1668,5 +1771,8 @@ int main(void)
         cmocka_unit_test(test_bench_always),
         cmocka_unit_test(test_bench_replay),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    sync_parallel = 1;
+    int failed = cmocka_run_group_tests_name("wal, one sync at a time", tests, NULL, NULL);
+    sync_parallel = WAL_SYNC_PARALLEL_MAX;
+    return failed + cmocka_run_group_tests_name("wal, syncs in flight at once", tests, NULL, NULL);
 }

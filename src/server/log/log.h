@@ -156,7 +156,8 @@ typedef struct log_stats_s {
     uint64_t records_written;
     uint64_t batches;             /* writes to disk */
     uint64_t syncs;
-    uint64_t sync_us_sum;         /* total duration of the syncs */
+    uint64_t sync_us_sum;         /* total duration of the syncs (overlapping ones each count whole) */
+    uint64_t syncs_overlapped;    /* syncs begun while another was under way */
     const uint64_t *sync_bucket_us; /* upper bounds (us) of the sync latency buckets, nsync_buckets of them */
     size_t nsync_buckets;
     uint64_t sync_hist[16];       /* syncs per bucket, not cumulative; [nsync_buckets]: above every bound */

@@ -213,6 +213,7 @@ static void lw_stats(const log_t *l, log_stats_t *out)
     out->batches = st.batches;
     out->syncs = st.syncs;
     out->sync_us_sum = st.sync_us_sum;
+    out->syncs_overlapped = st.syncs_overlapped;
     out->sync_bucket_us = wal_sync_bucket_us;
     out->nsync_buckets = WAL_SYNC_BUCKETS;
     _Static_assert(WAL_SYNC_BUCKETS + 1 <= sizeof out->sync_hist / sizeof out->sync_hist[0], "sync_hist");

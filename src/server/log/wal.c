@@ -62,13 +62,35 @@
  * WRITING
  *
  * The core thread appends frames with a zero crc to a pending buffer under
- * the mutex (a memcpy: it never waits for the disk). The log thread swaps
+ * the mutex (a memcpy: it never waits for the disk). A log thread swaps
  * the pending buffer for an empty one, fills in the checksums with the salt
  * of the segment each record lands in, writes the batch with one pwrite per
  * segment touched, syncs per the policy and publishes the durable revision.
  * With sync_inline_max, wal_kick() may do the same itself on the core
- * thread; `writing` (under mu) says who owns the segment state, so the
- * two never write at once.
+ * thread; `writing` (under mu) says who owns the segment state, so no two
+ * ever write at once, and batches reach the file in the order appended.
+ *
+ * Syncs in flight (ALWAYS, sync_parallel > 1): there are that many log
+ * threads. One that has written its batch gives up `writing` before it
+ * syncs, so another can write the next batch and start its own sync while
+ * the first is under way; a disk that completes concurrent flushes
+ * together answers those records a sync sooner. The rules:
+ *  - a sync covers the chunks written before it began (write_seq then):
+ *    a revision is published once a sync that began after its batch was
+ *    written has returned. Syncs may end in any order; publish() keeps
+ *    the highest revision, since a later sync that returned covers every
+ *    earlier batch too.
+ *  - each log thread syncs through a descriptor of its own (sync_fd),
+ *    opened when the segment was created, before any record: the kernel
+ *    reports a write-back error once per open file, so with one shared
+ *    descriptor a sync could return 0 because another consumed the error
+ *    of a page it covers. With its own, a sync that returns 0 saw no
+ *    error on any page written before it began.
+ *  - a roll waits (roll_cv) until no sync is in flight before it seals the
+ *    segment and closes its descriptors, so no sync runs on a closed one.
+ *  - the core writes inline under ALWAYS only while no sync is in flight.
+ *  - the first failure fails the log for good, as with one thread
+ *    (wal_fail() and publish() meet under mu).
  * A segment takes records while it is shorter than segment_bytes, so it
  * exceeds that by at most one record.
  *
@@ -86,6 +108,9 @@
  * nor lets the target pass unsignalled. A writer that does not come back
  * costs a wait of at most one sync's duration, once: the next target
  * counts only what the next sync carried.
+ *
+ * Gathering targets are set, after a sync, before its revision is
+ * published, so a writer it answered never comes back before the target.
  *
  * Back-pressure: pending_bytes counts the frames appended and not yet done
  * (written, and synced if the policy wants it): wal_append() adds, the log
@@ -181,15 +206,23 @@ typedef struct wal_seg_s {
     uint64_t first_rev, last_rev;  /* of its records, if records > 0 */
 } wal_seg_t;
 
+typedef struct wal_thread_s {
+    struct wal_s *w;
+    uint32_t i;                    /* which sync_fd is this thread's */
+} wal_thread_t;
+
 struct wal_s {
     wal_options_t opt;             /* opt.dir points at dir below */
     char *dir;
     int dir_fd;                    /* also holds the flock on the directory */
-    pthread_t thread;
-    bool running;                  /* the log thread was started */
+    pthread_t threads[WAL_SYNC_PARALLEL_MAX];
+    wal_thread_t targ[WAL_SYNC_PARALLEL_MAX]; /* what each log thread is given */
+    uint32_t nthreads;             /* log threads: sync_parallel under ALWAYS, else 1 */
+    bool running;                  /* the log threads were started */
 
     pthread_mutex_t mu;
-    pthread_cond_t cv;             /* wakes the log thread */
+    pthread_cond_t cv;             /* wakes a log thread */
+    pthread_cond_t roll_cv;        /* wakes the writer that waits to roll (roll_waits) */
     /* Under mu. */
     ordo_buf_t pending;            /* frames appended, crc not yet filled */
     uint32_t pending_records;
@@ -211,26 +244,38 @@ struct wal_s {
     /* Log thread only (wal_open() before the thread starts), or the core
      * while it writes a batch inline: whoever set `writing`. */
     int fd;                        /* the segment being written */
+    /* One more descriptor of that segment per log thread, opened when the
+     * segment was created (or resumed), before any record went in: each
+     * log thread syncs through its own, so a write-back error is reported
+     * to every sync that covers it (see "Syncs in flight"). */
+    int sync_fd[WAL_SYNC_PARALLEL_MAX];
     uint64_t seq, salt, off;
     uint64_t gapless_from;         /* the manifest's (see the format) */
     char path[4096];
     uint64_t written_rev;
-    uint64_t last_sync_ms;
-    bool unsynced;
-    /* mu: the log thread waits for the core's inline batch to end
-     * (waits_writer), or for the EVERYSEC deadline (sync_timer); an inline
-     * batch wakes it unless it already waits with a deadline. */
-    bool waits_writer, sync_timer;
+    /* mu: chunks written so far, and how many of them a finished sync
+     * covers; the segment is unsynced while they differ. */
+    uint64_t write_seq, synced_seq;
+    uint64_t last_sync_ms;         /* mu */
+    uint32_t syncs_in_flight;      /* mu: log threads inside a sync (never the core's inline one) */
+    bool roll_waits;               /* mu: the writer waits on roll_cv for syncs_in_flight to reach 0 */
+    /* mu: log threads that wait for another writer (the core's inline batch,
+     * or another log thread) to end (writer_waits), or one that waits for
+     * the EVERYSEC deadline (sync_timer); a writer that ends wakes one
+     * unless only the timed one waits. */
+    uint32_t writer_waits;
+    bool sync_timer;
     /* mu: gathering (see the format's head): the records to wait for (0:
      * not gathering) and until when (now_us()). */
     uint32_t gather_target;
     uint64_t gather_until_us;
-    uint64_t last_sync_us;         /* log thread only: the last sync's duration */
+    uint64_t last_sync_us;         /* mu: the last sync's duration */
 
     /* Any thread. failed_reason is written once, before failed is set. */
     _Atomic uint64_t durable_rev;
     _Atomic uint64_t pending_bytes; /* see Back-pressure */
     atomic_bool drain_wanted;      /* the core waits for pending_bytes to fall */
+    atomic_bool failing;           /* claimed by the one wal_fail() that writes failed_reason */
     atomic_bool failed;
     char failed_reason[4352];
 };
@@ -247,18 +292,16 @@ static uint64_t now_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-/* One more sync, of us microseconds, in the stats (under the mutex: the
- * loop thread reads them). */
+/* One more sync, of us microseconds, in the stats. With mu held (the loop
+ * thread reads them). */
 static void count_sync(wal_t *w, uint64_t us)
 {
     size_t b = 0;
     while (b < WAL_SYNC_BUCKETS && us > wal_sync_bucket_us[b])
         b++;
-    pthread_mutex_lock(&w->mu);
     w->stats.syncs++;
     w->stats.sync_us_sum += us;
     w->stats.sync_hist[b]++;
-    pthread_mutex_unlock(&w->mu);
 }
 
 static uint64_t now_ms(void)
@@ -373,17 +416,20 @@ static int write_all(const wal_t *w, int fd, const void *buf, size_t n, uint64_t
 /* ---- failure ------------------------------------------------------------- */
 
 /* Enter the failed state for good: record why, stop publishing, tell the
- * core (on_durable). Called on the log thread. */
+ * core (on_durable). Called on a log thread, or the core writing inline. */
 static void wal_fail(wal_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void wal_fail(wal_t *w, const char *fmt, ...)
 {
-    if (atomic_load_explicit(&w->failed, memory_order_relaxed))
-        return;
+    if (atomic_exchange(&w->failing, true))
+        return; /* another thread failed it first (two syncs in flight) */
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(w->failed_reason, sizeof w->failed_reason, fmt, ap);
     va_end(ap);
+    /* Under mu, so that publish() either sees it or has published before. */
+    pthread_mutex_lock(&w->mu);
     atomic_store_explicit(&w->failed, true, memory_order_release);
+    pthread_mutex_unlock(&w->mu);
     if (!w->running)
         return; /* wal_open() reports it as its error */
     fprintf(stderr, "wal: %s; the log accepts no more records\n", w->failed_reason);
@@ -453,8 +499,24 @@ static void segs_push(wal_t *w, const wal_seg_t *s)
     w->segs[w->nsegs++] = *s;
 }
 
-/* Create segment seq, write and sync its header, sync the directory, make
- * it the segment being written. Returns 0, or -1 with the log failed. */
+/* Give each log thread a descriptor of segment `name` (sync_fd), closing
+ * those of the segment before. The caller owns the segment state and no
+ * sync is in flight; no record is in the segment yet, so every later
+ * write-back error of the file reaches each descriptor's next sync.
+ * Returns 0, or -1 with errno set. */
+static int sync_fds_open(wal_t *w, const char *name)
+{
+    for (uint32_t i = 0; i < w->nthreads; i++) {
+        int fd = openat(w->dir_fd, name, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return -1;
+        if (w->sync_fd[i] >= 0)
+            close(w->sync_fd[i]);
+        w->sync_fd[i] = fd;
+    }
+    return 0;
+}
+
 /* manifest_write() -- record seq as the newest segment created (see the
  * format above). Plain system calls, not the test seams: a fault injected
  * into the Nth write means the Nth write of records. Returns 0, or -1
@@ -514,6 +576,8 @@ static int manifest_read(const wal_t *w, uint64_t *seq_out, uint64_t *from_out, 
     return 0;
 }
 
+/* Create segment seq, write and sync its header, sync the directory, make
+ * it the segment being written. Returns 0, or -1 with the log failed. */
 static int segment_create(wal_t *w, uint64_t seq)
 {
     char path[sizeof w->path];
@@ -546,6 +610,10 @@ static int segment_create(wal_t *w, uint64_t seq)
         fail_io(w, "write", mpath, 0);
         goto fail_close;
     }
+    if (sync_fds_open(w, name) != 0) {
+        fail_io(w, "open", path, 0);
+        goto fail_close;
+    }
     if (w->fd >= 0)
         close(w->fd);
     w->fd = fd;
@@ -564,16 +632,42 @@ fail_close:
     return -1;
 }
 
-/* Seal the segment being written (sync it) and start the next one. */
+/* fdatasync fd, a descriptor of the segment being written, which covers
+ * the first seq chunks written; count it. Returns 0, or -1 with the log
+ * failed. No mutex held; the caller owns the segment state or counts in
+ * syncs_in_flight, so no roll changes the segment meanwhile. */
+static int sync_through(wal_t *w, int fd, uint64_t seq)
+{
+    uint64_t t0 = now_us();
+    if (io_fdatasync(w, fd) != 0)
+        return fail_io(w, "fdatasync", w->path, 0);
+    uint64_t us = now_us() - t0;
+    pthread_mutex_lock(&w->mu);
+    if (seq > w->synced_seq)
+        w->synced_seq = seq;
+    w->last_sync_us = us;
+    w->last_sync_ms = now_ms();
+    count_sync(w, us);
+    pthread_mutex_unlock(&w->mu);
+    return 0;
+}
+
+/* Seal the segment being written (sync it) and start the next one. The
+ * caller owns the segment state; syncs in flight on the old segment's
+ * descriptors end first. */
 static int segment_roll(wal_t *w)
 {
-    if (w->unsynced) {
-        uint64_t t0 = now_us();
-        if (io_fdatasync(w, w->fd) != 0)
-            return fail_io(w, "fdatasync", w->path, 0);
-        w->unsynced = false;
-        count_sync(w, now_us() - t0);
+    pthread_mutex_lock(&w->mu);
+    while (w->syncs_in_flight > 0) {
+        w->roll_waits = true;
+        pthread_cond_wait(&w->roll_cv, &w->mu);
     }
+    w->roll_waits = false;
+    uint64_t seq = w->write_seq;
+    bool unsynced = w->synced_seq != seq;
+    pthread_mutex_unlock(&w->mu);
+    if (unsynced && sync_through(w, w->fd, seq) != 0)
+        return -1;
     return segment_create(w, w->seq + 1);
 }
 
@@ -618,8 +712,8 @@ static int chunk_write(wal_t *w, unsigned char *b, size_t pos, size_t k)
     if (write_all(w, w->fd, b + pos, k, w->off) != 0)
         return fail_io(w, "pwrite", w->path, w->off);
     w->off += k;
-    w->unsynced = true;
     pthread_mutex_lock(&w->mu);
+    w->write_seq++;
     wal_seg_t *s = &w->segs[w->nsegs - 1];
     assert(s->seq == w->seq);
     if (s->records == 0)
@@ -656,35 +750,29 @@ static int batch_write(wal_t *w, ordo_buf_t *batch)
     return 0;
 }
 
-/* Sync the current segment if the policy (or closing) wants it now. */
-static int batch_sync(wal_t *w, bool closing)
+/* With mu held: the segment has chunks no finished sync covers, and the
+ * policy (or closing) wants them synced now. */
+static bool sync_due(const wal_t *w, bool closing)
 {
-    bool due = closing || w->opt.policy == WAL_SYNC_ALWAYS ||
-               (w->opt.policy == WAL_SYNC_EVERYSEC && now_ms() - w->last_sync_ms >= WAL_EVERYSEC_MS);
-    if (!w->unsynced || !due)
-        return 0;
-    uint64_t t0 = now_us();
-    if (io_fdatasync(w, w->fd) != 0)
-        return fail_io(w, "fdatasync", w->path, 0);
-    w->last_sync_us = now_us() - t0;
-    count_sync(w, w->last_sync_us);
-    w->unsynced = false;
-    w->last_sync_ms = now_ms();
-    return 0;
+    if (w->synced_seq == w->write_seq)
+        return false;
+    return closing || w->opt.policy == WAL_SYNC_ALWAYS ||
+           (w->opt.policy == WAL_SYNC_EVERYSEC && now_ms() - w->last_sync_ms >= WAL_EVERYSEC_MS);
 }
 
-/* Publish what the policy lets us call durable, and say so. */
-static void batch_publish(wal_t *w, bool notify)
+/* Publish rev as durable, as the policy lets us call it once its batch is
+ * written (and synced, if due), and say so. Syncs in flight may end out of
+ * order: the highest revision stays. Nothing after a failure (under mu,
+ * as wal_fail() sets it). */
+static void publish(wal_t *w, uint64_t rev, bool notify)
 {
-    if (atomic_load_explicit(&w->failed, memory_order_relaxed))
-        return;
-    if (w->opt.policy == WAL_SYNC_ALWAYS && w->unsynced)
-        return; /* not reached: ALWAYS syncs every batch */
-    uint64_t old = atomic_load_explicit(&w->durable_rev, memory_order_relaxed);
-    if (w->written_rev <= old)
-        return;
-    atomic_store_explicit(&w->durable_rev, w->written_rev, memory_order_release);
-    if (notify && w->opt.on_durable != NULL)
+    pthread_mutex_lock(&w->mu);
+    bool advanced = !atomic_load_explicit(&w->failed, memory_order_relaxed) &&
+                    rev > atomic_load_explicit(&w->durable_rev, memory_order_relaxed);
+    if (advanced)
+        atomic_store_explicit(&w->durable_rev, rev, memory_order_release);
+    pthread_mutex_unlock(&w->mu);
+    if (advanced && notify && w->opt.on_durable != NULL)
         w->opt.on_durable(w->opt.on_durable_arg);
 }
 
@@ -740,20 +828,20 @@ static void gather_start(wal_t *w, uint32_t n)
     w->gather_until_us = now_us() + wait;
 }
 
-/* With mu held, wait until there is something to do: records to write
- * (after the group-commit wait, under ALWAYS with sync_interval_ms), an
- * EVERYSEC sync that is due, or closing. */
+/* With mu held, wait until no one else writes and there is something to
+ * do: records to write (after the group-commit wait, under ALWAYS with
+ * sync_interval_ms), an EVERYSEC sync that is due, or closing. */
 static void log_wait(wal_t *w)
 {
     for (;;) {
-        if (w->closing)
-            return;
-        if (w->writing) { /* the core writes a batch itself (wal_kick) */
-            w->waits_writer = true;
+        if (w->writing) { /* the core (wal_kick) or another log thread writes a batch */
+            w->writer_waits++;
             pthread_cond_wait(&w->cv, &w->mu);
-            w->waits_writer = false;
+            w->writer_waits--;
             continue;
         }
+        if (w->closing)
+            return;
         if (w->pending_records > 0 && (w->kicked || !w->opt.defer_wake)) {
             if (w->opt.policy != WAL_SYNC_ALWAYS || w->opt.sync_interval_ms == 0) {
                 if (gathering(w)) {
@@ -771,7 +859,7 @@ static void log_wait(wal_t *w)
             cv_wait_until(w, deadline);
             continue;
         }
-        if (w->opt.policy == WAL_SYNC_EVERYSEC && w->unsynced) {
+        if (w->opt.policy == WAL_SYNC_EVERYSEC && w->synced_seq != w->write_seq) {
             uint64_t deadline = w->last_sync_ms + WAL_EVERYSEC_MS;
             if (now_ms() >= deadline)
                 return;
@@ -784,36 +872,64 @@ static void log_wait(wal_t *w)
     }
 }
 
+/* One log thread: take what is pending, write it (owning the segment
+ * state), hand the segment over, then sync what it wrote through its own
+ * descriptor while the next log thread may already write the next batch,
+ * and publish. */
 static void *log_main(void *arg)
 {
-    wal_t *w = arg;
+    const wal_thread_t *t = arg;
+    wal_t *w = t->w;
     ordo_buf_t batch = ORDO_BUF_INIT;
     pthread_mutex_lock(&w->mu);
     for (;;) {
         log_wait(w);
         w->writing = true;
         bool closing = w->closing;
-        ordo_buf_t t = w->pending;
+        ordo_buf_t tmp = w->pending;
         w->pending = batch;
-        batch = t;
+        batch = tmp;
         uint32_t n = w->pending_records;
         w->pending_records = 0;
         w->kicked = false;
         pthread_mutex_unlock(&w->mu);
 
-        bool synced = false;
-        if (!atomic_load_explicit(&w->failed, memory_order_relaxed) && batch_write(w, &batch) == 0 &&
-            batch_sync(w, closing) == 0) {
-            batch_publish(w, true);
-            synced = true;
+        bool ok = !atomic_load_explicit(&w->failed, memory_order_relaxed) && batch_write(w, &batch) == 0;
+        uint64_t rev = w->written_rev;
+        int fd = w->sync_fd[t->i];
+        pthread_mutex_lock(&w->mu);
+        uint64_t seq = w->write_seq;
+        bool sync = ok && sync_due(w, closing);
+        if (sync && w->syncs_in_flight++ > 0)
+            w->stats.syncs_overlapped++;
+        w->writing = false;
+        bool wake = w->writer_waits > 0;
+        pthread_mutex_unlock(&w->mu);
+        if (wake)
+            pthread_cond_signal(&w->cv);
+
+        if (sync) {
+            ok = sync_through(w, fd, seq) == 0;
+            pthread_mutex_lock(&w->mu);
+            assert(w->syncs_in_flight > 0);
+            w->syncs_in_flight--;
+            /* Before the writers hear: one may come back at once. */
+            if (ok && n > 0)
+                gather_start(w, n);
+            bool roll = w->roll_waits && w->syncs_in_flight == 0;
+            pthread_mutex_unlock(&w->mu);
+            if (roll)
+                pthread_cond_signal(&w->roll_cv);
         }
+        /* Under ALWAYS everything written is synced by now (by this sync,
+         * or one before it that covered it all); under EVERYSEC and NO a
+         * written revision is published. */
+        if (ok)
+            publish(w, rev, true);
         batch_done(w, batch.len);
         ordo_buf_reset(&batch, WAL_BATCH_KEEP_BYTES);
 
         pthread_mutex_lock(&w->mu);
-        w->writing = false;
-        if (synced && n > 0)
-            gather_start(w, n);
         if (closing && w->pending.len == 0)
             break;
     }
@@ -898,6 +1014,8 @@ static bool inline_due(const wal_t *w)
 {
     if (w->opt.sync_inline_max == 0 || w->writing || w->closing || w->pending_records == 0 || gathering(w))
         return false;
+    if (w->syncs_in_flight > 0 && w->opt.policy == WAL_SYNC_ALWAYS)
+        return false; /* a log thread is syncing: the core would wait behind it */
     if (w->opt.policy != WAL_SYNC_ALWAYS)
         return true; /* only a write to the OS: cheap at any batch size */
     return w->opt.sync_interval_ms == 0 && w->pending_records <= w->opt.sync_inline_max;
@@ -916,18 +1034,25 @@ static void kick_inline(wal_t *w)
     pthread_mutex_unlock(&w->mu);
     /* Under EVERYSEC and NO the core only writes: the periodic sync stays
      * on the log thread, so the core never waits for the disk's flush. */
-    bool always = w->opt.policy == WAL_SYNC_ALWAYS;
-    if (!atomic_load_explicit(&w->failed, memory_order_relaxed) && batch_write(w, &w->inline_batch) == 0 &&
-        (!always || batch_sync(w, false) == 0))
-        batch_publish(w, false);
+    bool ok = !atomic_load_explicit(&w->failed, memory_order_relaxed) && batch_write(w, &w->inline_batch) == 0;
+    if (ok && w->opt.policy == WAL_SYNC_ALWAYS) {
+        pthread_mutex_lock(&w->mu);
+        uint64_t seq = w->write_seq;
+        bool due = sync_due(w, false);
+        pthread_mutex_unlock(&w->mu);
+        ok = !due || sync_through(w, w->fd, seq) == 0;
+    }
+    if (ok)
+        publish(w, w->written_rev, false);
     batch_done(w, w->inline_batch.len);
     ordo_buf_reset(&w->inline_batch, WAL_BATCH_KEEP_BYTES);
     pthread_mutex_lock(&w->mu);
     w->writing = false;
     w->stats.inline_batches++;
-    /* The log thread may wait for this batch to end, or sleep without a
+    /* A log thread may wait for this batch to end, or sleep without a
      * deadline while an EVERYSEC sync is now owed: let it look again. */
-    bool wake = w->waits_writer || (w->opt.policy == WAL_SYNC_EVERYSEC && w->unsynced && !w->sync_timer);
+    bool wake = w->writer_waits > 0 ||
+                (w->opt.policy == WAL_SYNC_EVERYSEC && w->synced_seq != w->write_seq && !w->sync_timer);
     pthread_mutex_unlock(&w->mu);
     if (wake)
         pthread_cond_signal(&w->cv);
@@ -1026,11 +1151,15 @@ static void wal_free(wal_t *w)
 {
     if (w->fd >= 0)
         close(w->fd);
+    for (uint32_t i = 0; i < WAL_SYNC_PARALLEL_MAX; i++)
+        if (w->sync_fd[i] >= 0)
+            close(w->sync_fd[i]);
     if (w->dir_fd >= 0)
         close(w->dir_fd); /* releases the flock */
     ordo_buf_free(&w->pending);
     ordo_buf_free(&w->inline_batch);
     pthread_cond_destroy(&w->cv);
+    pthread_cond_destroy(&w->roll_cv);
     pthread_mutex_destroy(&w->mu);
     free(w->segs);
     free(w->dir);
@@ -1044,8 +1173,9 @@ void wal_close(wal_t *w)
     pthread_mutex_lock(&w->mu);
     w->closing = true;
     pthread_mutex_unlock(&w->mu);
-    pthread_cond_signal(&w->cv);
-    pthread_join(w->thread, NULL);
+    pthread_cond_broadcast(&w->cv);
+    for (uint32_t i = 0; i < w->nthreads; i++)
+        pthread_join(w->threads[i], NULL);
     wal_free(w);
 }
 
@@ -1302,7 +1432,7 @@ static int resume_segment(wal_t *w, uint64_t seq, uint64_t salt, uint64_t end, c
     seg_name(name, seq);
     seg_path(w, seq, w->path, sizeof w->path);
     w->fd = openat(w->dir_fd, name, O_RDWR | O_CLOEXEC);
-    if (w->fd < 0 || io_fdatasync(w, w->fd) != 0) {
+    if (w->fd < 0 || io_fdatasync(w, w->fd) != 0 || sync_fds_open(w, name) != 0) {
         snprintf(err, err_len, "wal: cannot reopen %s: %s", w->path, errstr(errno, eb, sizeof eb));
         return -1;
     }
@@ -1613,8 +1743,8 @@ out:
 static wal_t *wal_new(const wal_options_t *opt, char *err, size_t err_len)
 {
     if (opt->dir == NULL || opt->dir[0] == '\0' || opt->policy < WAL_SYNC_ALWAYS || opt->policy > WAL_SYNC_NO ||
-        opt->record_bytes_max > WAL_RECORD_BYTES_LIMIT) {
-        snprintf(err, err_len, "wal: invalid options (dir, policy or record_bytes_max)");
+        opt->record_bytes_max > WAL_RECORD_BYTES_LIMIT || opt->sync_parallel > WAL_SYNC_PARALLEL_MAX) {
+        snprintf(err, err_len, "wal: invalid options (dir, policy, record_bytes_max or sync_parallel)");
         return NULL;
     }
     wal_t *w = ordo_xcalloc(1, sizeof *w);
@@ -1628,11 +1758,17 @@ static wal_t *wal_new(const wal_options_t *opt, char *err, size_t err_len)
         w->opt.record_bytes_max = WAL_RECORD_BYTES_DEFAULT;
     w->fd = -1;
     w->dir_fd = -1;
+    w->nthreads = w->opt.policy == WAL_SYNC_ALWAYS && w->opt.sync_parallel > 1 ? w->opt.sync_parallel : 1;
+    for (uint32_t i = 0; i < WAL_SYNC_PARALLEL_MAX; i++) {
+        w->sync_fd[i] = -1;
+        w->targ[i] = (wal_thread_t){.w = w, .i = i};
+    }
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&w->cv, &ca);
     pthread_condattr_destroy(&ca);
+    pthread_cond_init(&w->roll_cv, NULL);
     pthread_mutex_init(&w->mu, NULL);
     atomic_init(&w->durable_rev, 0);
     atomic_init(&w->pending_bytes, 0);
@@ -1713,10 +1849,14 @@ wal_t *wal_open(const wal_options_t *opt, uint64_t after_rev, wal_replay_fn fn, 
     w->last_sync_ms = now_ms();
     w->stats.segments = w->nsegs;
     atomic_store(&w->durable_rev, sc.prev_rev > after_rev ? sc.prev_rev : after_rev);
-    w->running = true; /* before the thread exists: it reads this */
-    if (pthread_create(&w->thread, NULL, log_main, w) != 0) {
-        snprintf(err, err_len, "wal: cannot start the log thread");
-        goto fail_free;
+    w->running = true; /* before the threads exist: they read this */
+    for (uint32_t i = 0; i < w->nthreads; i++) {
+        if (pthread_create(&w->threads[i], NULL, log_main, &w->targ[i]) != 0) {
+            snprintf(err, err_len, "wal: cannot start a log thread");
+            w->nthreads = i; /* wal_close() joins those started */
+            wal_close(w);
+            return NULL;
+        }
     }
     return w;
 fail_free:

@@ -8,6 +8,7 @@
  * callback, how far the log is durable. It does not block on the disk: the
  * log thread takes everything appended so far, writes it in one go, syncs
  * it according to the policy, then publishes the new durable revision.
+ * Under ALWAYS, sync_parallel log threads may each have a sync in flight.
  * The one exception is opt-in (sync_inline_max): a batch that finds the
  * log thread idle is written by the core in wal_kick() (under ALWAYS only
  * a batch of a record or few, and synced too), which is what a lone client
@@ -68,6 +69,8 @@
  * record_bytes_max, and recovery believes any length up to it (so lowering
  * record_bytes_max never makes a stored record unreadable). */
 #define WAL_RECORD_BYTES_LIMIT (1u << 30)
+/* Most syncs in flight at once (wal_options_t.sync_parallel). */
+#define WAL_SYNC_PARALLEL_MAX 4u
 /* Defaults taken when the option is 0. */
 #define WAL_RECORD_BYTES_DEFAULT (64u << 20)
 #define WAL_SEGMENT_BYTES_DEFAULT (UINT64_C(64) << 20)
@@ -120,6 +123,15 @@ typedef struct wal_options_s {
      * trip later, and one sync then carries them with the others instead
      * of the next-but-one. 0: never wait. See "Gathering" in wal.c. */
     uint32_t sync_gather_max_us;
+    /* ALWAYS: how many syncs may be in flight at once, 1 to
+     * WAL_SYNC_PARALLEL_MAX (0: 1), each on a log thread of its own. With
+     * more than one, records that arrive while a sync runs are written and
+     * synced at once by another log thread instead of waiting for it to
+     * end; a disk that completes concurrent flushes together then answers
+     * them a sync sooner. Batches are still written one at a time, in
+     * order. Under EVERYSEC and NO there is one log thread. See "Syncs in
+     * flight" in wal.c. */
+    uint32_t sync_parallel;
     wal_io_t io;
     /* Called on the log thread after the durable revision advanced, the log
      * failed, or pending bytes fell back to the limit after wal_backlogged()
@@ -242,7 +254,8 @@ extern const uint64_t wal_sync_bucket_us[WAL_SYNC_BUCKETS];
 
 typedef struct wal_stats_s {
     uint64_t syncs;               /* fdatasync calls made */
-    uint64_t sync_us_sum;         /* their total duration */
+    uint64_t sync_us_sum;         /* their total duration (syncs in flight at once each count whole) */
+    uint64_t syncs_overlapped;    /* syncs of a log thread that began while another's was under way */
     uint64_t sync_hist[WAL_SYNC_BUCKETS + 1]; /* syncs per bucket (not cumulative); the last: above all bounds */
     uint64_t records_written;
     uint64_t bytes_written;

@@ -32,6 +32,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,7 +69,7 @@ typedef struct fault_s {
     int where;          /* FAULT_*: which call fails */
     int err;
     uint64_t after;     /* calls that succeed first */
-    uint64_t calls;
+    _Atomic uint64_t calls; /* counted by every log thread */
     char stall[sizeof ((ordo_config_t *)0)->debug_wal_stall]; /* "" if none */
 } fault_t;
 
@@ -85,7 +86,7 @@ static ssize_t fault_pwrite(void *ctx, int fd, const void *buf, size_t n, off_t 
 {
     fault_t *f = ctx;
     stall_wait(f);
-    if (f->armed && f->where == FAULT_WRITE && ++f->calls > f->after) {
+    if (f->armed && f->where == FAULT_WRITE && atomic_fetch_add(&f->calls, 1) + 1 > f->after) {
         errno = f->err;
         return -1;
     }
@@ -96,7 +97,7 @@ static int fault_fdatasync(void *ctx, int fd)
 {
     fault_t *f = ctx;
     stall_wait(f);
-    if (f->armed && f->where == FAULT_SYNC && ++f->calls > f->after) {
+    if (f->armed && f->where == FAULT_SYNC && atomic_fetch_add(&f->calls, 1) + 1 > f->after) {
         errno = f->err;
         return -1;
     }
@@ -346,6 +347,7 @@ int persist_open(server_t *s, char *err, size_t elen)
             .repair = s->cfg.wal_repair != 0,
             .sync_inline_max = (uint32_t)s->cfg.fsync_inline_max,
             .sync_gather_max_us = (uint32_t)s->cfg.fsync_gather_max_us,
+            .sync_parallel = (uint32_t)s->cfg.fsync_parallel,
         },
     };
     if (fault_setup(s, &opt.wal.io, err, elen) != 0)
@@ -399,7 +401,7 @@ fail:
 int persist_record(server_t *s, const record_t *rec, uint64_t rev)
 {
     fault_t *f = s->persist.fault;
-    if (f != NULL && f->armed && f->where == FAULT_APPEND && ++f->calls > f->after) {
+    if (f != NULL && f->armed && f->where == FAULT_APPEND && atomic_fetch_add(&f->calls, 1) + 1 > f->after) {
         enter_readonly(s, "debug-wal-fault: the log refused a record (Input/output error)");
         return -1;
     }
@@ -528,7 +530,7 @@ void persist_info(server_t *s, ordo_buf_t *b)
     ordo_buf_printf(b,
                     "# Persistence\r\nfsync:%s\r\ndurable_revision:%llu\r\nreadonly:%s\r\nreadonly_reason:%s\r\n"
                     "wal_bytes:%llu\r\nwal_segments:%u\r\nwal_records_written:%llu\r\nwal_batches:%llu\r\n"
-                    "wal_syncs:%llu\r\nwal_sync_us_sum:%llu\r\nwal_batches_inline:%llu\r\nsnapshot_in_progress:%d\r\nlast_snapshot_revision:%llu\r\n"
+                    "wal_syncs:%llu\r\nwal_sync_us_sum:%llu\r\nwal_syncs_overlapped:%llu\r\nwal_batches_inline:%llu\r\nsnapshot_in_progress:%d\r\nlast_snapshot_revision:%llu\r\n"
                     "snapshots_taken:%llu\r\nrecovered_records:%llu\r\nrecovery_ms:%llu\r\n"
                     "snapshot_loaded_revision:%llu\r\nwal_pending_bytes:%llu\r\nwal_pending_bytes_peak:%llu\r\n"
                     "wal_pending_max_bytes:%llu\r\nwal_backpressure:%d\r\nwal_backpressure_events:%llu\r\n"
@@ -538,7 +540,7 @@ void persist_info(server_t *s, ordo_buf_t *b)
                     (unsigned long long)persist_durable_rev(s), s->persist.readonly[0] ? "yes" : "no", s->persist.readonly,
                     (unsigned long long)st.bytes, st.files,
                     (unsigned long long)st.records_written, (unsigned long long)st.batches,
-                    (unsigned long long)st.syncs, (unsigned long long)st.sync_us_sum, (unsigned long long)st.inline_batches, s->persist.snap.running ? 1 : 0, (unsigned long long)s->persist.snap.last_rev,
+                    (unsigned long long)st.syncs, (unsigned long long)st.sync_us_sum, (unsigned long long)st.syncs_overlapped, (unsigned long long)st.inline_batches, s->persist.snap.running ? 1 : 0, (unsigned long long)s->persist.snap.last_rev,
                     (unsigned long long)s->persist.snap.taken, (unsigned long long)s->persist.recovered_records,
                     (unsigned long long)s->persist.recovery_ms, (unsigned long long)s->persist.snapshot_loaded_rev,
                     (unsigned long long)st.pending_bytes, (unsigned long long)st.pending_bytes_peak,
