@@ -133,3 +133,30 @@ def test_members_keep_their_own_history_and_agree(make_cluster):
     shortest = max(cl.live(), key=lambda m: oldest[m.id])
     e = shortest.call("DEBUG", "DIGEST", "HISTORY", held - 1)
     assert isinstance(e, RespError) and e.code == "COMPACTED", e
+
+
+def test_compaction_between_members_windows_applies_everywhere(make_cluster):
+    """KV.COMPACT to a revision inside the leader's history but already
+    behind a follower's (each keeps its own: history-revs 100, 200, 300)
+    took a revision on the leader and none on that follower, which then
+    refused every later entry (READONLY) and the cluster lost its leader.
+    A committed compaction takes its revision on every member."""
+    cl = make_cluster(3, extra=["--history-revs", "{node}00"])
+    leader = cl.wait_ready()
+    _pipelined_sets(leader, "k", WRITES)
+    cl.wait_synced()
+    oldest = {m.id: _kv_info(m)["oldest_revision"] for m in cl.live()}
+    longest = min(cl.live(), key=lambda m: oldest[m.id])
+    if leader.id != longest.id:
+        assert leader.call("CLUSTER", "TRANSFER", longest.id, timeout=30) == "OK"
+        leader = cl.leader(exclude=(leader.id,))
+    assert leader.id == longest.id
+    point = max(oldest.values()) - 10
+    assert oldest[leader.id] < point
+    assert leader.call("KV.COMPACT", point) == "OK"
+    assert leader.call("SET", "after", "1") == "OK"
+    digests = cl.wait_synced()
+    kv = {m.id: _kv_info(m) for m in cl.live()}
+    assert len({k["revision"] for k in kv.values()}) == 1, kv
+    assert len(set(digests.values())) == 1, digests
+    assert kv[leader.id]["oldest_revision"] >= point, kv
