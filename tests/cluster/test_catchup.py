@@ -6,6 +6,7 @@ runs with raft snapshots every few entries (when the binary has
 --cluster-snapshot-entries), so the follower is sent a snapshot rather
 than the entries it missed."""
 from clusterlib import ordod_has_option
+from resp import RespError
 from watchlib import WatchConn
 
 
@@ -91,3 +92,71 @@ def test_whole_cluster_restart_keeps_state(make_cluster):
     after = cl.wait_synced()
     assert set(after.values()) == before, (before, after)
     assert leader.call("GET", "d499") == b"v499"
+
+
+def _kv_info(member):
+    """INFO kv of member as {name: int} (any member answers INFO)."""
+    text = member.call("INFO", "kv")
+    assert isinstance(text, bytes), text
+    pairs = (l.split(":", 1) for l in text.decode().splitlines() if ":" in l)
+    return {k: int(v) for k, v in pairs if v.lstrip("-").isdigit()}
+
+
+def test_members_keep_their_own_history_and_agree(make_cluster):
+    """Each member compacts its history on its own: here each keeps
+    another number of key changes (history-revs 100, 200, 300: "{node}00"),
+    and a follower SIGKILLed while the others write comes back through the
+    leader's raft snapshot, which brings the leader's window. The members
+    apply the same entries and hold different windows; DEBUG DIGEST leaves
+    the window out, so all agree. DEBUG DIGEST HISTORY from a revision
+    every member still holds agrees too, and one below the shortest window
+    is COMPACTED on that member."""
+    flags = ["--history-revs", "{node}00"]
+    if ordod_has_option("cluster-snapshot-entries"):
+        flags += ["--cluster-snapshot-entries", "16", "--cluster-snapshot-trailing", "0"]
+    cl = make_cluster(3, extra=flags)
+    leader = cl.wait_ready()
+    follower = cl.others(leader)[1]
+    follower.kill()
+    _pipelined_sets(leader, "h", WRITES, batch=10)
+    follower.restart()
+    cl.wait_ready()
+    digests = cl.wait_synced()
+    kv = {m.id: _kv_info(m) for m in cl.live()}
+    oldest = {i: k["oldest_revision"] for i, k in kv.items()}
+    assert len({k["revision"] for k in kv.values()}) == 1, kv
+    assert len(set(oldest.values())) > 1, "every member kept the same history: %r" % oldest
+    assert len(set(digests.values())) == 1, "DEBUG DIGEST differs: %r (oldest revisions kept: %r)" % (digests, oldest)
+    held = max(oldest.values()) - 1
+    history = {m.id: m.call("DEBUG", "DIGEST", "HISTORY", held) for m in cl.live()}
+    assert len(set(history.values())) == 1 and set(history.values()) != set(digests.values()), history
+    shortest = max(cl.live(), key=lambda m: oldest[m.id])
+    e = shortest.call("DEBUG", "DIGEST", "HISTORY", held - 1)
+    assert isinstance(e, RespError) and e.code == "COMPACTED", e
+
+
+def test_compaction_between_members_windows_applies_everywhere(make_cluster):
+    """KV.COMPACT to a revision inside the leader's history but already
+    behind a follower's (each keeps its own: history-revs 100, 200, 300)
+    took a revision on the leader and none on that follower, which then
+    refused every later entry (READONLY) and the cluster lost its leader.
+    A committed compaction takes its revision on every member."""
+    cl = make_cluster(3, extra=["--history-revs", "{node}00"])
+    leader = cl.wait_ready()
+    _pipelined_sets(leader, "k", WRITES)
+    cl.wait_synced()
+    oldest = {m.id: _kv_info(m)["oldest_revision"] for m in cl.live()}
+    longest = min(cl.live(), key=lambda m: oldest[m.id])
+    if leader.id != longest.id:
+        assert leader.call("CLUSTER", "TRANSFER", longest.id, timeout=30) == "OK"
+        leader = cl.leader(exclude=(leader.id,))
+    assert leader.id == longest.id
+    point = max(oldest.values()) - 10
+    assert oldest[leader.id] < point
+    assert leader.call("KV.COMPACT", point) == "OK"
+    assert leader.call("SET", "after", "1") == "OK"
+    digests = cl.wait_synced()
+    kv = {m.id: _kv_info(m) for m in cl.live()}
+    assert len({k["revision"] for k in kv.values()}) == 1, kv
+    assert len(set(digests.values())) == 1, digests
+    assert kv[leader.id]["oldest_revision"] >= point, kv

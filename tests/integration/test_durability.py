@@ -756,6 +756,34 @@ def test_compaction_waits_for_a_snapshot_being_written(durable, tmp_path):
     assert call(srv, "GET", "k05999") == b"v"
 
 
+def test_compaction_recovers_where_the_replay_trimmed_further(durable, tmp_path):
+    """Writes applied while a snapshot pins the history are not trimmed,
+    so a KV.COMPACT after them moved a point the replay of a crash has
+    already passed (the replay trims as it goes): the replayed compaction
+    took no revision there, and the log no longer followed (the server
+    could not start). A logged compaction takes its revision wherever it
+    applies."""
+    d = tmp_path / "data"
+    srv = durable.start(d, "--fsync", "no", "--history-revs", "50")
+    with srv.raw() as c:
+        c.send_raw(b"".join(b"KV.PUT k%d v%d\r\n" % (i % 100, i) for i in range(200)))
+        assert not any(isinstance(c.read(), RespError) for _ in range(200))
+        oldest = c.call("KV.REV")[1]
+        # one read batch: SNAPSHOT pins the history, then 100 writes in the same turn
+        c.send_raw(b"SNAPSHOT\r\n" + b"".join(b"KV.PUT k%d w%d\r\n" % (i % 100, i) for i in range(100)))
+        assert not any(isinstance(c.read(), RespError) for _ in range(101))
+        assert c.call("KV.REV")[1] == oldest, "the pinned writes were trimmed"
+    poll(lambda: srv.info("persistence")["snapshot_in_progress"] == "0", "the snapshot ends")
+    assert call(srv, "KV.COMPACT", str(oldest + 20)) == "OK"
+    before = dump(srv)
+    assert before[0][1] == oldest + 20
+    durable.kill(srv)
+    srv = durable.start(d, "--fsync", "no", "--history-revs", "50")
+    after = dump(srv)
+    assert after[1] == before[1] and after[0][0] == before[0][0], (before[0], after[0])
+    assert after[0][1] > oldest + 20  # the replay trimmed past the compaction's point
+
+
 def test_keys_due_after_the_log_failed_leave_the_server_answering(ordod_factory):
     """The log refuses the first expiry of two due keys: the server turns
     read-only and keeps answering. (The writer's door refuses every record

@@ -298,6 +298,39 @@ static void test_memory_and_digest(void **state)
     core_destroy(d);
 }
 
+/* The digest is the replicated state's, not the history window: two cores
+ * given the same writes, one keeping a change of history and the other a
+ * thousand, hold the same keys at the same revision and have the same
+ * digest; the history digest compares the changes both still hold and
+ * refuses a revision the short history no longer reaches. */
+static void test_digest_leaves_out_the_history_window(void **state)
+{
+    (void)state;
+    core_t *shortc = core_create(1), *longc = core_create(1000);
+    core_t *both[2] = {shortc, longc};
+    for (int i = 0; i < 2; i++) {
+        for (int n = 0; n < 20; n++) {
+            char v[8];
+            int vlen = snprintf(v, sizeof v, "%d", n);
+            apply_ok(both[i], (record_t){.type = REC_PUT, .time_ms = 1,
+                                         .put = {.key = n % 2 ? "a" : "b", .klen = 1, .val = v, .vlen = (uint32_t)vlen}});
+        }
+        apply_ok(both[i], (record_t){.type = REC_DEL, .time_ms = 1, .del = {.key = "b", .klen = 1}});
+    }
+    uint64_t oldest = kv_oldest_rev(core_kv(shortc));
+    assert_true(oldest > kv_oldest_rev(core_kv(longc)));
+    assert_int_equal(core_rev(shortc), core_rev(longc));
+    assert_true(snap_digest(shortc) == snap_digest(longc));
+    uint64_t hs = 0, hl = 0;
+    assert_int_equal(snap_digest_history(shortc, oldest - 1, &hs), 0);
+    assert_int_equal(snap_digest_history(longc, oldest - 1, &hl), 0);
+    assert_true(hs == hl && hs != snap_digest(shortc));
+    assert_int_equal(snap_digest_history(shortc, oldest - 2, &hs), -1);
+    assert_int_equal(snap_digest_history(longc, 0, &hl), 0);
+    core_destroy(shortc);
+    core_destroy(longc);
+}
+
 /* A queue message in flight behind another message of its key (only a
  * key's oldest can be): refused as an inconsistent entry, not an assertion
  * in the queue (found by tests/fuzz/fuzz_snapshot.c). The snapshot of a
@@ -531,6 +564,7 @@ int main(void)
         cmocka_unit_test(test_wrong_version),
         cmocka_unit_test(test_previous_format_loads),
         cmocka_unit_test(test_memory_and_digest),
+        cmocka_unit_test(test_digest_leaves_out_the_history_window),
         cmocka_unit_test(test_inflight_behind_head_refused),
         cmocka_unit_test(test_pauses_round_trip),
         cmocka_unit_test(test_rate_state_replays_the_same),

@@ -11,7 +11,8 @@
  *
  * Served on every member (CMD_NOSTATE: they answer about the member, not
  * from the replicated state; DEBUG DIGEST reads this member's state as it
- * is, which is the point of comparing it across members).
+ * is, which is the point of comparing it across members). DEBUG DIGEST
+ * walks every key (snap_digest()), so it holds the loop for O(state).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,9 +100,21 @@ static void cmd_cluster(cmd_ctx_t *x)
 static void cmd_debug(cmd_ctx_t *x)
 {
     server_t *s = x->srv;
-    if (arg_is(x, 1, "DIGEST") && x->argc == 2) {
+    if (arg_is(x, 1, "DIGEST") && (x->argc == 2 || (x->argc == 4 && arg_is(x, 2, "HISTORY")))) {
+        uint64_t d, from_rev;
+        if (x->argc == 2) {
+            d = snap_digest(s->core);
+        } else {
+            if (!arg_u64(x, 3, &from_rev))
+                return;
+            if (snap_digest_history(s->core, from_rev, &d) != 0) {
+                reply_errf(x, "COMPACTED %llu this member no longer holds the changes after revision %llu",
+                           (unsigned long long)kv_oldest_rev(core_kv(s->core)), (unsigned long long)from_rev);
+                return;
+            }
+        }
         char hex[17];
-        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)snap_digest(s->core));
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)d);
         resp_add_bulk_str(x->out, hex);
         return;
     }
@@ -124,7 +137,7 @@ static void cmd_debug(cmd_ctx_t *x)
         resp_add_simple(x->out, "OK");
         return;
     }
-    reply_err(x, "ERR DEBUG DIGEST | PARTITION [id ...]");
+    reply_err(x, "ERR DEBUG DIGEST [HISTORY from-rev] | PARTITION [id ...]");
 }
 
 /* Split "host:port" at its last colon into host (hlen bytes) and *port. */
@@ -250,9 +263,12 @@ const cmd_def_t cmd_cluster_defs[] = {
      "REMOVE one, TRANSFER leadership; ADD, REMOVE and TRANSFER answer once done",
      "INFO | MEMBERS | ADD id host:port | REMOVE id | TRANSFER [id]", "ordo-cluster"},
     {"DEBUG", -2, CMD_NOSTATE, cmd_debug,
-     "DIGEST: a digest of this member's state (equal on members that applied the same entries); "
+     "DIGEST: a digest of the replicated state (revision, live keys, deadlines, leases, locks, elections, "
+     "queues, users, schedules), equal on members that applied the same entries; not the history each member "
+     "keeps, which HISTORY from-rev adds from that revision on (COMPACTED if this member no longer holds it); "
+     "walks every key on the loop thread; "
      "PARTITION: cut raft traffic to members (tests, --debug-cluster-faults)",
-     "DIGEST | PARTITION [id ...]", "server"},
+     "DIGEST [HISTORY from-rev] | PARTITION [id ...]", "server"},
 };
 
 const size_t cmd_cluster_ndefs = sizeof cmd_cluster_defs / sizeof cmd_cluster_defs[0];

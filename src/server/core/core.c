@@ -69,6 +69,7 @@ struct core_s {
     acl_t *acl;              /* the users */
     sched_set_t *scheds;     /* named schedules that push into queues */
     bool replaying;          /* core_replay_begin(): no observer is told of changes */
+    bool stored;             /* core_apply_stored(): the record is one the log holds */
 };
 
 static bool exp_eq(const ordo_hnode_t *n, const void *key, size_t len)
@@ -630,6 +631,13 @@ static void apply_flush(core_t *c, const record_t *r, apply_result_t *res)
     res->kv.length = deleted;
 }
 
+/* The history window (kv_oldest_rev()) is this member's own: its history
+ * bounds, its snapshot's pin, the snapshot it installed and what a replay
+ * trimmed decide it. A new compaction is judged against it here, on the
+ * member that makes the record: below it is COMPACTED, at it there is
+ * nothing to log. A stored one (core_apply_stored()) was judged where it
+ * was made and takes its revision wherever it applies, as the log says it
+ * did; it drops what this member still holds before the point, if anything. */
 static void apply_compact(core_t *c, const record_t *r, apply_result_t *res)
 {
     uint64_t point = r->compact.rev;
@@ -638,21 +646,23 @@ static void apply_compact(core_t *c, const record_t *r, apply_result_t *res)
         res->cur_rev = c->rev;
         return;
     }
-    if (point < kv_oldest_rev(c->kv)) {
+    if (point < kv_oldest_rev(c->kv) && !c->stored) {
         res->status = AP_COMPACTED;
         res->cur_rev = kv_oldest_rev(c->kv);
         return;
     }
     if (point > kv_last_rev(c->kv) + 1)
         point = kv_last_rev(c->kv) + 1;
-    if (point <= kv_oldest_rev(c->kv)) {
+    if (point <= kv_oldest_rev(c->kv) && !c->stored) {
         res->status = AP_NOOP; /* already there: nothing to log */
         res->rev = c->rev;
         return;
     }
-    int rc = kv_compact(c->kv, point);
-    assert(rc == KV_OK);
-    (void)rc;
+    if (point > kv_oldest_rev(c->kv)) {
+        int rc = kv_compact(c->kv, point);
+        assert(rc == KV_OK);
+        (void)rc;
+    }
     c->rev++; /* logged, so it takes a revision like every change (see "Revisions" below and apply_lease()) */
     res->status = AP_OK;
     res->rev = c->rev;
@@ -1142,6 +1152,14 @@ static void apply_acl(core_t *c, const record_t *r, apply_result_t *res)
     }
     res->status = AP_OK;
     res->rev = ++c->rev;
+}
+
+void core_apply_stored(core_t *c, const record_t *rec, apply_result_t *res)
+{
+    assert(!c->stored);
+    c->stored = true;
+    core_apply(c, rec, res);
+    c->stored = false;
 }
 
 void core_apply(core_t *c, const record_t *rec, apply_result_t *res)

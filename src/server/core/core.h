@@ -564,6 +564,14 @@ void core_destroy(core_t *c);
  * each change); its outcome is AP_OK with rev the last revision taken. */
 void core_apply(core_t *c, const record_t *rec, apply_result_t *res);
 
+/* core_apply_stored() -- core_apply() for a record the log holds (a
+ * replay, a committed raft entry): its outcome must be the one it had
+ * where it was made, so nothing only this member decides may change it.
+ * The one such input is the history window (kv_oldest_rev()), member-local:
+ * a stored KV.COMPACT takes its revision even where the window already
+ * passed its point (core_apply() answers AP_COMPACTED or AP_NOOP there). */
+void core_apply_stored(core_t *c, const record_t *rec, apply_result_t *res);
+
 /* Guard checks for a transaction (MULTI/EXEC): core_check() says, without
  * changing anything, whether rec would fail a guard if applied after the
  * records checked before it in the same core_txn_check_t: an IFREV that

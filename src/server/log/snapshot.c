@@ -1,5 +1,8 @@
 /*
  * snapshot.c -- write and load snapshot files; the format is in snapshot.h.
+ * Also DEBUG DIGEST's digest of the replicated state, hashed entry by entry
+ * from the same encoders (see "digest" below): it covers the live keys, not
+ * the retained history a file holds.
  *
  * Asserts: before an entry is written, that it is one the loader accepts
  * (known kinds, states and fates, byte strings that fit their u32 length,
@@ -77,16 +80,12 @@ static void entry_end(snap_writer_t *w)
 }
 
 /* Write the whole buffer, folding it into the running checksum. In memory
- * mode (no file) the bytes stay in w->buf; in digest mode they go. */
+ * mode (no file) the bytes stay in w->buf. */
 static int flush_buf(snap_writer_t *w, char *err, size_t elen)
 {
-    if (w->mem) {
-        if (w->digest_on) {
-            w->buf.len = 0;
-            w->entry_at = 0;
-        }
+    assert(!w->digest_on); /* the digest drops its entries itself (digest_drop()) */
+    if (w->mem)
         return 0;
-    }
     w->crc = ordo_crc32c(w->crc, w->buf.data, w->buf.len);
     size_t off = 0;
     while (off < w->buf.len) {
@@ -308,12 +307,11 @@ int snap_writer_begin(snap_writer_t *w, const char *dir, const core_t *core, uin
     return 0;
 }
 
-/* The whole snapshot in one pass, into memory (mem) or into the digest. */
-static int encode_all(snap_writer_t *w, const core_t *core, uint64_t now_ms, bool digest)
+/* The whole snapshot in one pass, into memory. */
+static int encode_all(snap_writer_t *w, const core_t *core, uint64_t now_ms)
 {
     init_writer(w, core);
     w->mem = true;
-    w->digest_on = digest;
     begin_common(w, core, now_ms);
     int rc;
     char err[256];
@@ -325,23 +323,12 @@ static int encode_all(snap_writer_t *w, const core_t *core, uint64_t now_ms, boo
 int snap_encode_mem(const core_t *core, uint64_t now_ms, ordo_buf_t *out)
 {
     snap_writer_t w;
-    int rc = encode_all(&w, core, now_ms, false);
+    int rc = encode_all(&w, core, now_ms);
     assert(rc == 1); /* nothing to fail in memory: the history is whole on the loop thread */
     *out = w.buf;
     w.buf = (ordo_buf_t)ORDO_BUF_INIT;
     snap_writer_abort(&w);
     return rc == 1 ? 0 : -1;
-}
-
-uint64_t snap_digest(const core_t *core)
-{
-    snap_writer_t w;
-    int rc = encode_all(&w, core, 0, true);
-    assert(rc == 1);
-    (void)rc;
-    uint64_t d = w.digest ^ core_rev(core);
-    snap_writer_abort(&w);
-    return d;
 }
 
 static void remember_key(snap_writer_t *w, const char *key, size_t klen)
@@ -351,19 +338,26 @@ static void remember_key(snap_writer_t *w, const char *key, size_t klen)
     w->have_after = true;
 }
 
+/* One whole version as an entry: 'B' (a base) in a file, 'K' (a live key)
+ * in the digest. */
+static void encode_version(snap_writer_t *w, unsigned tag, const kv_version_t *v)
+{
+    add_u8(&w->buf, tag);
+    add_bytes(&w->buf, v->key, v->klen);
+    add_bytes(&w->buf, v->value, v->vlen);
+    add_u64(&w->buf, v->create_rev);
+    add_u64(&w->buf, v->mod_rev);
+    add_u64(&w->buf, v->version);
+    add_u64(&w->buf, v->lease);
+    entry_end(w);
+}
+
 static void encode_base(void *arg, const char *key, size_t klen, const kv_version_t *v)
 {
     snap_writer_t *w = arg;
     if (v != NULL) {
         assert(v->mod_rev < w->point); /* the loader refuses a base at or above the point */
-        add_u8(&w->buf, 'B');
-        add_bytes(&w->buf, v->key, v->klen);
-        add_bytes(&w->buf, v->value, v->vlen);
-        add_u64(&w->buf, v->create_rev);
-        add_u64(&w->buf, v->mod_rev);
-        add_u64(&w->buf, v->version);
-        add_u64(&w->buf, v->lease);
-        entry_end(w);
+        encode_version(w, 'B', v);
     }
     remember_key(w, key, klen);
 }
@@ -425,11 +419,9 @@ static int write_trailer(snap_writer_t *w, char *err, size_t elen)
     add_u8(&w->buf, 'E');
     add_u64(&w->buf, w->entries);
     if (w->mem) {
-        if (!w->digest_on) {
-            char crc[4];
-            put_u32(crc, ordo_crc32c(0, w->buf.data, w->buf.len));
-            ordo_buf_append(&w->buf, crc, 4);
-        }
+        char crc[4];
+        put_u32(crc, ordo_crc32c(0, w->buf.data, w->buf.len));
+        ordo_buf_append(&w->buf, crc, 4);
         w->finished = true;
         return 1;
     }
@@ -529,6 +521,84 @@ void snap_writer_abort(snap_writer_t *w)
     w->fd = -1;
     ordo_buf_free(&w->buf);
     ordo_buf_free(&w->after);
+}
+
+/* ---- digest ----------------------------------------------------------------------
+ * DEBUG DIGEST hashes the state that raft replicates deterministically:
+ * what begin_common() encodes (coordination, queues, users, schedules),
+ * every live key's current version ('K', an entry of the digest only, never
+ * written to a file), the key deadlines and the revision. It leaves out the
+ * retained history (bases and changes) and tombstones: which of them a
+ * member still holds follows its own automatic compaction (its
+ * history-revs, its snapshot's pin, the snapshot it installed), so members
+ * that applied the same entries hold different windows. snap_digest_history()
+ * adds the changes after a revision, for a caller that picks one every
+ * member still holds. */
+
+/* Changes hashed per pass of the history digest: the buffer holds one
+ * pass's entries before they are dropped. */
+#define DIGEST_CHANGES_STEP 1024
+
+/* Digest mode keeps nothing: the entries hashed so far are dropped. */
+static void digest_drop(snap_writer_t *w)
+{
+    assert(w->mem && w->digest_on && w->entry_at == w->buf.len);
+    w->buf.len = 0;
+    w->entry_at = 0;
+}
+
+static int digest_live(void *arg, const kv_version_t *v)
+{
+    snap_writer_t *w = arg;
+    assert(!v->deleted && v->version > 0 && v->create_rev <= v->mod_rev && v->mod_rev <= w->rev);
+    encode_version(w, 'K', v);
+    digest_drop(w);
+    return 0;
+}
+
+static void digest_expiry(void *arg, const char *key, size_t klen, uint64_t deadline_ms)
+{
+    snap_writer_t *w = arg;
+    encode_expiry(w, key, klen, deadline_ms);
+    digest_drop(w);
+}
+
+/* The digest of everything but the history, into w (left open: the
+ * history digest adds to it). */
+static void digest_state(snap_writer_t *w, const core_t *core)
+{
+    init_writer(w, core);
+    w->mem = true;
+    w->digest_on = true;
+    begin_common(w, core, 0);
+    digest_drop(w);
+    long n = kv_range(core_kv(core), "", 0, NULL, 0, 0, 0, digest_live, w);
+    assert(n >= 0 && (size_t)n == kv_count(core_kv(core))); /* the current versions are never compacted */
+    (void)n;
+    core_foreach_expiry(core, digest_expiry, w);
+}
+
+uint64_t snap_digest(const core_t *core)
+{
+    snap_writer_t w;
+    digest_state(&w, core);
+    uint64_t d = w.digest ^ core_rev(core);
+    snap_writer_abort(&w);
+    return d;
+}
+
+int snap_digest_history(const core_t *core, uint64_t from_rev, uint64_t *digest_out)
+{
+    snap_writer_t w;
+    digest_state(&w, core);
+    w.log_after = from_rev;
+    int rc;
+    while ((rc = encode_changes(&w, core, DIGEST_CHANGES_STEP)) == 0)
+        digest_drop(&w);
+    if (rc == 1)
+        *digest_out = w.digest ^ core_rev(core);
+    snap_writer_abort(&w);
+    return rc == 1 ? 0 : -1;
 }
 
 /* Read the whole file; snapshots are loaded once, at start-up. */

@@ -91,7 +91,8 @@ typedef struct snap_writer_s {
     bool have_after;
     bool finished;         /* every key encoded and the trailer written */
     bool mem;              /* no file: the snapshot stays in buf (snap_encode_mem, snap_digest) */
-    bool digest_on;        /* snap_digest: entries are hashed into digest, then dropped */
+    bool digest_on;        /* snap_digest: entries are hashed into digest, then dropped; no header's
+                              time, history bases or trailer, and live keys as 'K' entries */
     size_t entry_at;       /* digest: where the entry being encoded starts in buf */
     uint64_t digest, digest_queue;
     char tmp_path[1100];
@@ -134,10 +135,21 @@ int snap_load_mem(core_t *core, const void *data, size_t len, const char *what, 
  * Returns 0. */
 int snap_encode_mem(const core_t *core, uint64_t now_ms, ordo_buf_t *out);
 
-/* snap_digest() -- a 64-bit digest of the state a snapshot would hold
- * (history, coordination, queues, deadlines; not the time it was taken),
- * independent of the order tables are walked in: members that applied the
- * same entries have the same digest (DEBUG DIGEST). O(state). */
+/* snap_digest() -- a 64-bit digest of the state raft replicates
+ * deterministically (DEBUG DIGEST): the revision, every live key's current
+ * version (key, value, create_rev, mod_rev, version, lease), the key
+ * deadlines, coordination, queues, users and schedules; not the time, and
+ * not the retained history or tombstones, whose window is this member's
+ * own (its history bounds, its snapshot's pin, the snapshot it installed).
+ * Independent of the order tables are walked in: members that applied the
+ * same entries have the same digest. O(state): it walks every key, on the
+ * calling thread. */
 uint64_t snap_digest(const core_t *core);
+
+/* snap_digest_history() -- snap_digest() with every key change after
+ * from_rev hashed in as well (DEBUG DIGEST HISTORY), into *digest_out.
+ * Returns 0, or -1 if this member no longer holds the changes after
+ * from_rev (from_rev + 1 < kv_oldest_rev()). O(state + changes). */
+int snap_digest_history(const core_t *core, uint64_t from_rev, uint64_t *digest_out);
 
 #endif /* ORDO_SNAPSHOT_H */

@@ -161,7 +161,7 @@ int persist_apply_stored(server_t *s, uint64_t rev, const void *bytes, size_t le
         return -1;
     }
     apply_result_t res;
-    core_apply(s->core, &rec, &res);
+    core_apply_stored(s->core, &rec, &res);
     if (core_rev(s->core) != rev) {
         snprintf(err, elen, "log record of revision %llu replays to revision %llu: the log does not follow the snapshot",
                  (unsigned long long)rev, (unsigned long long)core_rev(s->core));
