@@ -112,8 +112,9 @@ typedef struct server_hooks_s {
      * the loop turn. */
     void (*resume)(struct conn_s *client);
     /* This cluster member stopped leading: close every connection whose
-     * output waits for a position that may never commit, and every
-     * watcher (they resume on the new leader). */
+     * output waits for a position that may never commit or was made and
+     * not yet judged (it came from the state it no longer vouches for),
+     * and every watcher (they resume on the new leader). */
     void (*drop_unsure)(server_t *s);
     /* The log just failed: close every connection whose output was made
      * since it was last judged (it may depend on the unstored revisions;

@@ -222,12 +222,21 @@ void net_resume(conn_t *c)
     conn_mark_dirty(c);
 }
 
+/* hooks.drop_unsure: leadership was lost. Besides the connections held
+ * for a position and the watchers, those whose output of this turn is not
+ * held yet: output marked (on_read()) for a read round this member will
+ * never start, and output not marked yet (HTTP marks at the flush), made
+ * from the state of a member that led when it ran and leads no more; a
+ * mark taken now would be the committed position and send it as it is. */
 void net_drop_unsure(server_t *s)
 {
     conn_close_held(s);
-    for (conn_t *c = conn_first(&s->net.conns); c != NULL; c = conn_next(c))
-        if (!c->closing && c->nwatches > 0)
+    log_pos_t committed = persist_committed(s);
+    for (conn_t *c = conn_first(&s->net.conns); c != NULL; c = conn_next(c)) {
+        bool waits = c->nmarks > 0 && log_pos_before(committed, c->marks[c->nmarks - 1].pos);
+        if (!c->closing && (c->nwatches > 0 || waits || conn_output_unmarked(c)))
             conn_close(c);
+    }
 }
 
 static void unresume(conn_t *c)

@@ -129,14 +129,16 @@ static void restart_in_place(server_t *s)
 }
 
 /* Leadership ended with nothing in flight: connections whose output
- * waits for a position that may never commit are closed (their outcome is
- * unknown here); parked clients are answered -NOTLEADER; watchers are
- * closed (they resume, FROM their last revision, on the new leader). */
+ * waits for a position that may never commit, or was made from the state
+ * this member led and not yet marked, are closed (their outcome is unknown
+ * here); watchers are closed (they resume, FROM their last revision, on
+ * the new leader); then parked clients are answered -NOTLEADER (after the
+ * closing, which would take that answer for unsure output). */
 static void drop_clients(server_t *s)
 {
     char buf[256];
-    block_notleader(s, cluster_leader(s, buf, sizeof buf));
     s->hooks.drop_unsure(s);
+    block_notleader(s, cluster_leader(s, buf, sizeof buf));
 }
 
 /* This member leads no more, or is handing leadership over (the raft log
