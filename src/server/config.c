@@ -89,7 +89,7 @@ static const option_def_t options[] = {
             "fsync always: after a sync, wait up to this many microseconds (never longer than that sync took) for "
             "the writers it answered to send their next records, so that one sync carries them with the rest "
             "(0: never wait)"),
-    INT_OPT("fsync-parallel", fsync_parallel, "2", 1, 4,
+    INT_OPT("fsync-parallel", fsync_parallel, "1", 1, 4,
             "fsync always: syncs in flight at once, each on a log thread of its own; records that arrive while one "
             "runs start the next at once instead of waiting for it (1: one at a time)"),
     INT_OPT("fsync-inline-max", fsync_inline_max, "1", 0, 1000000,
