@@ -14,7 +14,7 @@ build_pkgs=(gcc make cmake pkg-config libuv1-dev libcmocka-dev libhttp-parser-de
 # C raft (cluster mode) must be the maintained 0.22 line: bookworm itself has
 # 0.15 (archived upstream, known election bugs); bookworm-backports has 0.22.
 raft_min=0.22
-test_pkgs=("${build_pkgs[@]}" python3 python3-pytest python3-redis redis-server redis-tools libhiredis-dev python3-prometheus-client curl chromium openssl)
+test_pkgs=("${build_pkgs[@]}" python3 python3-pytest python3-pytest-xdist python3-redis redis-server redis-tools libhiredis-dev python3-prometheus-client curl chromium openssl)
 bench_pkgs=("${build_pkgs[@]}" redis-server redis-tools etcd-server etcd-client beanstalkd procps wrk openssl)
 fuzz_pkgs=("${build_pkgs[@]}" clang libclang-rt-14-dev)
 
@@ -67,6 +67,7 @@ check_tools() {
     test)
       need_cmd python3 python3
       need_py pytest
+      need_py xdist
       need_py redis
       need_py prometheus_client
       need_cmd redis-server redis-server
