@@ -88,8 +88,8 @@ class FaultProxy:
                 if cut:
                     break
                 dst.sendall(data)
-        except OSError:
-            pass
+        except (OSError, ValueError):
+            pass  # ValueError: the other direction's pump (or close()) closed src: select() refuses fd -1
         for s in (src, dst):
             try:
                 s.shutdown(socket.SHUT_RDWR)
