@@ -109,8 +109,9 @@
  * costs a wait of at most one sync's duration, once: the next target
  * counts only what the next sync carried.
  *
- * Gathering targets are set, after a sync, before its revision is
- * published, so a writer it answered never comes back before the target.
+ * A sync counts in syncs_in_flight until its gathering target is set,
+ * after its revision is published: a writer it answered that comes back
+ * before is not written inline (inline_due()) but joins the gathering.
  *
  * Back-pressure: pending_bytes counts the frames appended and not yet done
  * (written, and synced if the policy wants it): wal_append() adds, the log
@@ -908,19 +909,8 @@ static void *log_main(void *arg)
         if (wake)
             pthread_cond_signal(&w->cv);
 
-        if (sync) {
+        if (sync)
             ok = sync_through(w, fd, seq) == 0;
-            pthread_mutex_lock(&w->mu);
-            assert(w->syncs_in_flight > 0);
-            w->syncs_in_flight--;
-            /* Before the writers hear: one may come back at once. */
-            if (ok && n > 0)
-                gather_start(w, n);
-            bool roll = w->roll_waits && w->syncs_in_flight == 0;
-            pthread_mutex_unlock(&w->mu);
-            if (roll)
-                pthread_cond_signal(&w->roll_cv);
-        }
         /* Under ALWAYS everything written is synced by now (by this sync,
          * or one before it that covered it all); under EVERYSEC and NO a
          * written revision is published. */
@@ -930,6 +920,17 @@ static void *log_main(void *arg)
         ordo_buf_reset(&batch, WAL_BATCH_KEEP_BYTES);
 
         pthread_mutex_lock(&w->mu);
+        if (sync) {
+            /* The sync counts as in flight until its gathering target is
+             * set: a writer it answered that comes back first is not
+             * written inline (inline_due()). */
+            assert(w->syncs_in_flight > 0);
+            w->syncs_in_flight--;
+            if (ok && n > 0)
+                gather_start(w, n);
+            if (w->roll_waits && w->syncs_in_flight == 0)
+                pthread_cond_signal(&w->roll_cv);
+        }
         if (closing && w->pending.len == 0)
             break;
     }
