@@ -72,9 +72,10 @@ unit: build
 
 # Integration tests start build/ordod (or $ORDOD) per test; Debian's pytest
 # and redis-py, hence /usr/bin/python3. They run in $(JOBS) pytest-xdist
-# workers: each test has its own ordod, ports and directory, and most of
-# a test's time is waiting (the suite took 136 s in one worker and 72 s
-# in two on the 2-core machine; under ASan 166 s and 88 s).
+# workers, and so do the cluster tests: each test has its own ordods,
+# ports and directories, and most of a test's time is waiting (on the
+# 2-core machine: integration 136 s in one worker, 72 s in two, under ASan
+# 166 s and 88 s; cluster 245-345 s and 216 s, under ASan 131 s and 78 s).
 PYTEST_JOBS = -n $(JOBS)
 integration: build deps-test
 	ORDOD=build/ordod /usr/bin/python3 -m pytest -q $(PYTEST_JOBS) tests/integration
@@ -85,7 +86,7 @@ crash: build deps-test
 
 # Cluster mode: members on loopback, SIGKILLed leaders, DEBUG PARTITION; tests/cluster/README.md.
 cluster-test: build deps-test
-	ORDOD=build/ordod /usr/bin/python3 -m pytest -q tests/cluster
+	ORDOD=build/ordod /usr/bin/python3 -m pytest -q $(PYTEST_JOBS) tests/cluster
 
 # The same with every member and client on TLS (raft, RESP on tls-port only,
 # HTTPS; tests/cluster/README.md): the tests whose clients are of every kind
@@ -102,7 +103,7 @@ CLUSTER_TLS_TESTS = $(addprefix tests/cluster/,test_basic.py test_client_failove
 CLUSTER_FLAGSHIP = test_clients_through_leader_and_follower_kills
 CLUSTER_LONG = $(CLUSTER_FLAGSHIP) or test_chaos_at_small_snapshot_settings
 cluster-tls-test: build deps-test
-	ORDO_TEST_TLS_CLUSTER=1 ORDOD=build/ordod /usr/bin/python3 -m pytest -q $(CLUSTER_TLS_TESTS) \
+	ORDO_TEST_TLS_CLUSTER=1 ORDOD=build/ordod /usr/bin/python3 -m pytest -q $(PYTEST_JOBS) $(CLUSTER_TLS_TESTS) \
 	  -k "not $(CLUSTER_FLAGSHIP)"
 
 asan: deps-test
@@ -113,7 +114,7 @@ asan: deps-test
 	ORDOD=build-asan/ordod ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  /usr/bin/python3 -m pytest -q $(PYTEST_JOBS) tests/integration
 	ORDOD=build-asan/ordod ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  /usr/bin/python3 -m pytest -q tests/cluster -k "not ($(CLUSTER_LONG))"
+	  /usr/bin/python3 -m pytest -q $(PYTEST_JOBS) tests/cluster -k "not ($(CLUSTER_LONG))"
 
 tsan: deps-build
 	$(Q)cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DORDO_SANITIZE=thread >/dev/null
