@@ -2107,59 +2107,32 @@ static struct route_shape_s *route_shapes_new(void)
  * false after answering 400 for a malformed rest. */
 static bool route_fits(conn_t *c, req_t *r, const route_t *t, bool *answered)
 {
+    /* The path split once (every connection's listener has the shapes):
+     * the segments counted, the literals compared whole. A rest route's
+     * last {name} takes the rest of the path, however many segments. */
     const struct http_listener_s *l = c->srv->net.http;
-    if (l != NULL && l->shapes != NULL && !t->rest) {
-        /* The path split once: the segments counted, the literals
-         * compared whole. */
-        const struct route_shape_s *sh = &l->shapes[t - routes];
-        if (sh->nseg != r->nseg || r->more)
+    assert(l != NULL && l->shapes != NULL);
+    const struct route_shape_s *sh = &l->shapes[t - routes];
+    if (t->rest ? r->nseg < sh->nseg : (sh->nseg != r->nseg || r->more))
+        return false;
+    for (size_t i = 0; i < sh->nseg; i++)
+        if (!sh->seg[i].param &&
+            (r->seg[i].len != sh->seg[i].len ||
+             memcmp(c->http->scratch.data + r->seg[i].off, t->path + sh->seg[i].at, sh->seg[i].len) != 0))
             return false;
-        for (size_t i = 0; i < sh->nseg; i++)
-            if (!sh->seg[i].param &&
-                (r->seg[i].len != sh->seg[i].len ||
-                 memcmp(c->http->scratch.data + r->seg[i].off, t->path + sh->seg[i].at, sh->seg[i].len) != 0))
-                return false;
+    if (!t->rest)
         return true;
+    size_t last = sh->nseg - 1;
+    assert(sh->seg[last].param);
+    struct http_conn_s *h = c->http;
+    r->rest.off = h->scratch.len;
+    if (!pct_decode(&h->scratch, r->path + r->seg_at[last], r->plen - r->seg_at[last], false)) {
+        respond_text(c, 400, "malformed percent-encoding in the path");
+        *answered = true;
+        return false;
     }
-    /* One pass over the route's path: a literal segment is compared as it
-     * is scanned (this runs for a few routes on every request). */
-    size_t i = 0;
-    for (const char *p = t->path + 1;; i++) {
-        const char *e = p; /* the segment's end: '/' or the path's end */
-        if (p[0] == '{') {
-            while (*e != '/' && *e != '\0')
-                e++;
-            if (t->rest && *e == '\0') {
-                if (i >= r->nseg)
-                    return false;
-                struct http_conn_s *h = c->http;
-                r->rest.off = h->scratch.len;
-                if (!pct_decode(&h->scratch, r->path + r->seg_at[i], r->plen - r->seg_at[i], false)) {
-                    respond_text(c, 400, "malformed percent-encoding in the path");
-                    *answered = true;
-                    return false;
-                }
-                r->rest.len = h->scratch.len - r->rest.off;
-                return true;
-            }
-            if (i >= r->nseg)
-                return false;
-        } else {
-            if (i >= r->nseg)
-                return false;
-            size_t n = r->seg[i].len, k = 0;
-            const char *sg = n > 0 ? c->http->scratch.data + r->seg[i].off : "";
-            while (k < n && e[k] != '/' && e[k] != '\0' && e[k] == sg[k])
-                k++;
-            e += k;
-            if (k != n || (*e != '/' && *e != '\0'))
-                return false;
-        }
-        if (*e == '\0')
-            break;
-        p = e + 1;
-    }
-    return i + 1 == r->nseg && !r->more;
+    r->rest.len = h->scratch.len - r->rest.off;
+    return true;
 }
 
 static const char *method_name(int m) { return http_method_str((enum http_method)m); }
