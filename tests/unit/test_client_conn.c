@@ -76,9 +76,14 @@ static void test_call_timeout_drops_and_reconnects(void **st)
     (void)st;
     fake_t f;
     fake_start(&f, script_basic, NULL);
-    ordo_client_t *c = client_for(&f, 100);
+    /* Connected first, with a deadline no stall reaches; only the WAIT,
+     * which the fake never answers, gets a short one. */
+    ordo_client_t *c = client_for(&f, 5000);
     ordo_reply_t *r;
-    assert_int_equal(ordo_client_command_strs(c, 0, &r, "WAIT", NULL), ORDO_ETIMEDOUT);
+    assert_int_equal(ordo_client_command_strs(c, 0, &r, "PING", NULL), ORDO_OK);
+    ordo_reply_free(r);
+    assert_int_equal(ordo_client_epoch(c), 1);
+    assert_int_equal(ordo_client_command_strs(c, 100, &r, "WAIT", NULL), ORDO_ETIMEDOUT);
     assert_null(r);
     assert_int_equal(ordo_client_proto(c), 0); /* dropped: the stream is unknown */
     assert_int_equal(ordo_client_command_strs(c, 0, &r, "PING", NULL), ORDO_OK);

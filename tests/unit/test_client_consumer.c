@@ -137,8 +137,10 @@ static void run_against_the_fake(int txn)
     fake_t f;
     fake_start(&f, script_queue, NULL);
     seen_t seen = { 0 };
-    /* A call timeout far below the deadline: a runner waiting for the
-     * ack's reply would time out, reconnect and repeat the ack. */
+    /* A call timeout below the deadline: a runner waiting for the ack's
+     * reply would time out, reconnect (which the fake counts as bad) and
+     * repeat the ack. Not much below: a stall of a loaded machine must not
+     * reach it (200 ms could). */
     ordo_consumer_opts_t o = { .queue = "q", .concurrency = 1, .lease_ms = 60000, .pull_block_ms = 10,
                                .arg = &seen };
     if (txn)
@@ -146,7 +148,7 @@ static void run_against_the_fake(int txn)
     else
         o.handler = count_handler;
     o.conn.port = f.port;
-    o.conn.call_timeout_ms = 200;
+    o.conn.call_timeout_ms = 2000;
     ordo_consumer_t *k;
     assert_int_equal(ordo_consumer_new(&k, &o), ORDO_OK);
     ordo_consumer_stats_t stats = { 0 };

@@ -507,7 +507,7 @@ static void test_always_batch_window(void **state)
     atomic_store(&io.fake_sync, true);
     wal_options_t o = opts(dir, WAL_SYNC_ALWAYS, &io);
     o.segment_bytes = 1 << 20;
-    o.sync_interval_ms = 200;
+    o.sync_interval_ms = 1000; /* wide enough that no stall of a loaded machine mimics it */
     o.sync_batch_max = 50;
     wal_t *w = wal_open(&o, 0, NULL, NULL, NULL, err, sizeof err);
     assert_non_null(w);
@@ -519,7 +519,7 @@ static void test_always_batch_window(void **state)
         assert_int_equal(wal_append(w, r, rec, sizeof rec), 0);
     wait_durable(w, &io, 50);
     assert_int_equal(wal_durable_rev(w), 50);
-    assert_true(now_s() - t0 < 0.15); /* the count closed the batch, not the clock */
+    assert_true(now_s() - t0 < 0.75); /* the count closed the batch, not the clock */
     assert_int_equal(atomic_load(&io.syncs) - base, 1);
     /* A lone record waits for the window, then goes. */
     t0 = now_s();
@@ -527,7 +527,7 @@ static void test_always_batch_window(void **state)
     wait_durable(w, &io, 51);
     double dt = now_s() - t0;
     assert_int_equal(wal_durable_rev(w), 51);
-    assert_true(dt >= 0.15 && dt < 2.0);
+    assert_true(dt >= 0.75 && dt < 10.0);
     assert_int_equal(atomic_load(&io.published_bad), 0);
     wal_close(w);
     io_done(&io);
@@ -671,6 +671,7 @@ static void test_everysec_and_no(void **state)
         io_init(&io);
         wal_options_t o = opts(dir, policy, &io);
         o.segment_bytes = 1 << 20;
+        double t0 = now_s(); /* the second counts from the open's sync, after this */
         wal_t *w = wal_open(&o, 0, NULL, NULL, NULL, err, sizeof err);
         assert_non_null(w);
         unsigned base = atomic_load(&io.syncs); /* the new segment's header and directory */
@@ -683,11 +684,10 @@ static void test_everysec_and_no(void **state)
         assert_int_equal(atomic_load(&io.syncs), base);
         /* EVERYSEC syncs about a second later (waited for, with a generous
          * deadline); NO never (1.3 s without a sync). */
-        double t0 = now_s();
         if (policy == WAL_SYNC_EVERYSEC) {
             while (atomic_load(&io.syncs) == base && now_s() - t0 < 30)
                 usleep(1000);
-            assert_true(now_s() - t0 >= 0.5);
+            assert_true(now_s() - t0 >= 0.95);
         } else {
             usleep(1300 * 1000);
         }
