@@ -8,6 +8,7 @@ same on one server killed and restarted, in the single_ordod case.
 import time
 
 from clusterlib import ClusterClient, poll
+from resp import RespError
 from workloads import kill_rounds
 
 KILLS = 5
@@ -26,12 +27,31 @@ def schedule(c, name):
     return None
 
 
-def check_once(c, name, queue, elapsed_s):
-    """The queue holds one message per tick that pushed, each id once, and
-    no more ticks than the time allowed (one per interval, plus one for
-    the ticks missed in each outage)."""
-    s = schedule(c, name)
-    assert c.call("Q.SCHEDULE", "DEL", name) == 1
+def list_and_delete(raw, name):
+    """The schedule's state and its deletion in one transaction, so no tick
+    lands between the count read and the deletion (one every 100 ms would,
+    now and then); None if the member leads no more (EXEC refused)."""
+    assert raw.call("MULTI") == "OK"
+    for args in (("Q.SCHEDULE", "LIST"), ("Q.SCHEDULE", "DEL", name)):
+        q = raw.call(*args)
+        assert q == "QUEUED" or (isinstance(q, RespError) and q.code == "NOTLEADER"), q
+    r = raw.call("EXEC")
+    if isinstance(r, RespError):
+        assert r.code in ("NOTLEADER", "EXECABORT"), r
+        return None
+    listed, deleted = r
+    assert deleted == 1, r
+    for f in map(fields, listed):
+        if f["name"] == name.encode():
+            return f
+    raise AssertionError("no schedule %s in %r" % (name, listed))
+
+
+def check_once(c, s, queue, elapsed_s):
+    """s, the schedule's state read as it was deleted: the queue holds one
+    message per tick that pushed, each id once, and no more ticks than the
+    time allowed (one per interval, plus one for the ticks missed in each
+    outage)."""
     msgs = []
     while True:
         got = c.call("Q.PULL", queue, "COUNT", 1000, "NOACK")
@@ -71,7 +91,11 @@ def test_schedule_ticks_once_across_leader_kills(make_cluster):
 
     try:
         killed = kill_rounds(cl, KILLS, pushed, need=3, what="ticks")
-        s = check_once(c, "beat", "sq", time.monotonic() - t0)
+        s = None
+        while s is None:
+            with cl.leader().conn() as raw:
+                s = list_and_delete(raw, "beat")
+        check_once(c, s, "sq", time.monotonic() - t0)
     finally:
         c.close()
     digests = cl.wait_synced()
@@ -90,4 +114,4 @@ def test_schedule_ticks_once_across_kills_single(single_ordod):
         m.kill()
         m.restart()
     with m.conn() as c:
-        check_once(c, "beat", "sq", time.monotonic() - t0)
+        check_once(c, list_and_delete(c, "beat"), "sq", time.monotonic() - t0)

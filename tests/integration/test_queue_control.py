@@ -731,8 +731,14 @@ def test_schedule_ticks_once_across_kills(server):
     for _ in range(3):
         crash_restart(server)
         with server.raw() as c:
-            before = schedules(c)[b"s"]["pushed"]
-            assert c.call("Q.LEN", "q")[0] == before
+            # The count and the queue in one transaction: a tick (every
+            # 100 ms) between two separate reads would tell them apart.
+            assert c.call("MULTI") == "OK"
+            assert c.call("Q.SCHEDULE", "LIST") == "QUEUED"
+            assert c.call("Q.LEN", "q") == "QUEUED"
+            listed, qlen = c.call("EXEC")
+            before = {fields(x)["name"]: fields(x) for x in listed}[b"s"]["pushed"]
+            assert qlen[0] == before
             poll(lambda: schedules(c)[b"s"]["pushed"] >= before + 2, "ticks after the restart")
     with server.raw() as c:
         c.call("Q.SCHEDULE", "DEL", "s")
