@@ -26,7 +26,7 @@ from clusterlib import ClusterClient, poll
 
 COUNT = 3000
 KEYS = 10
-PACE_US = 500          # about 1.5 s of sending: the kills land mid-stream
+PACE_US = 2000         # about 6 s of sending: both kills, and the restarts (slower under ASan), land mid-stream
 KILLS = 2              # a few: the suite's time is short
 DONE_DEADLINE_S = 60.0
 
