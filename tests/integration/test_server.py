@@ -206,9 +206,13 @@ def test_info_times_the_loop_turns(ordod_factory):
                 c.read()
         before = srv.info("stats")
         assert int(before["loop_turn_max_us"]) > 0
-        t = time.monotonic()
-        c.call("DEBUG", "DIGEST")
-        waited_us = (time.monotonic() - t) * 1e6
+        # The shortest of three waits: a wait can also hold the client's
+        # own time off the CPU, which no turn of the server measures.
+        waited_us = float("inf")
+        for _ in range(3):
+            t = time.monotonic()
+            c.call("DEBUG", "DIGEST")
+            waited_us = min(waited_us, (time.monotonic() - t) * 1e6)
         after = srv.info("stats")
     # The round trip around the digest is a fraction of a millisecond.
     assert int(after["loop_turn_max_us"]) >= waited_us / 2, (after, waited_us)
