@@ -249,6 +249,7 @@ def run_checker(cl, tmp_path, addrs, count, faults, restart=True):
         after = [t for t in times if t > t_kill]
         assert after, "no acknowledgement after the kill at %.3f" % t_kill
         client_s = after[0] - t_kill
+        print("kill at %.3f: the server failed over in %.3f s, the producer in %.3f s" % (t_kill, failover_s, client_s))
         assert client_s <= FAILOVER_FACTOR * failover_s, (
             "the producer's next acknowledgement came %.3f s after the kill; the server failed over in %.3f s"
             % (client_s, failover_s))
