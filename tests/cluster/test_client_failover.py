@@ -117,6 +117,7 @@ def test_producer_given_one_address_that_dies_for_good(make_cluster, tmp_path):
 CHECK_KEYS = 10
 CHECK_PACE_US = 1000     # about 1,000 messages a second: every fault lands mid-stream
 PROGRESS = 150           # acknowledged messages between two faults
+CHECK_LEASE_MS = 5000    # the consumer runner's lease
 FAILOVER_FACTOR = 2.0    # the client may take this many times the server's failover time
 # The schedule: the leader killed 5 times and a follower twice, each
 # restarted; sized so the producer is still sending at the last fault.
@@ -177,7 +178,10 @@ def run_checker(cl, tmp_path, addrs, count, faults, restart=True):
     # below starts at revision 1: both see every count: event.
     watcher = spawn(cl.example("watch_resume", "-a", addrs, "-x", "count:", "-n", count))
     careers = [spawn(cl.example("leader", "-a", addrs, "-e", "chk", "-i", name, "-n", 1000000)) for name in "AB"]
-    consumer = spawn(cl.example("exactly_once", "-h", addrs, "-q", "cq", "-c", 2), stdin=subprocess.PIPE)
+    # A delivery whose ack died with a leader comes back when its lease
+    # runs out: 5 s, not the default 30 s the run would otherwise wait.
+    consumer = spawn(cl.example("exactly_once", "-h", addrs, "-q", "cq", "-c", 2, "-l", CHECK_LEASE_MS),
+                     stdin=subprocess.PIPE)
     producer = spawn(cl.example("producer_spill", "-a", addrs, "-q", "cq", "-f", tmp_path / "cq.spill",
                       "-n", count, "-k", CHECK_KEYS, "-w", CHECK_PACE_US, "-t"))
     procs = [watcher, consumer, producer] + careers
