@@ -35,7 +35,7 @@ __all__ = ["lost_acks", "reused_revisions", "stale_reads", "two_leaders", "queue
            "queue_lost", "double_acks", "lock_token_violations", "minority_acks", "watch_violations"]
 
 
-def lost_acks(writes, final):
+def lost_acks(writes, final, held_doubt=False):
     """Acknowledged writes lost (after leader kills).
 
     final: {key: (value, mod_rev)} read from the leader at the end (a key
@@ -44,7 +44,14 @@ def lost_acks(writes, final):
     sent after it (which may have applied: in doubt, or acked later -- but
     i is the last acked, so only in doubt or failed ones), and the final
     mod revision must not be below the revision write i was told. Counts
-    the keys that break this."""
+    the keys that break this.
+
+    held_doubt: a write in doubt may also have been held by the network
+    and applied after later writes (its client gave up on it, so it may
+    take effect at any time after it was sent): then the value of one
+    sent before i counts too, if the final mod revision is above the one
+    write i was told (it applied after i). That i applied at its revision
+    is for the history to show (watch_violations), not the final state."""
     by_key = defaultdict(list)
     for w in writes:
         by_key[w["key"]].append(w)
@@ -60,6 +67,8 @@ def lost_acks(writes, final):
             continue
         value, mod_rev = got
         allowed = {w["value"] for w in ws[i:]}
+        if held_doubt and ws[i]["rev"] is not None and mod_rev is not None and mod_rev > ws[i]["rev"]:
+            allowed |= {w["value"] for w in ws[:i] if w["status"] == "doubt"}
         if value not in allowed:
             lost += 1
         elif ws[i]["rev"] is not None and mod_rev is not None and mod_rev < ws[i]["rev"]:

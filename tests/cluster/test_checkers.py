@@ -40,6 +40,15 @@ def test_lost_acks_flags_older_missing_and_rev_regression():
     assert lost_acks([w("s", "x1", t0=1, t1=2), w("s", "x2", t0=3, t1=4)], {"s": ("x1", None)}) == 1  # SET: no rev
 
 
+def test_lost_acks_held_doubt_may_land_after_a_later_ack():
+    held = [w("a", "a0", "doubt", t0=0.5)] + WRITES
+    assert lost_acks(held, {"a": ("a0", 9)}) == 1                   # by default: older than the last ack
+    assert lost_acks(held, {"a": ("a0", 9)}, held_doubt=True) == 0  # held, applied after a2 (rev 7)
+    assert lost_acks(held, {"a": ("a0", 7)}, held_doubt=True) == 1  # not after a2: a2's value is gone
+    assert lost_acks(held, {"a": ("a1", 9)}, held_doubt=True) == 1  # a1 was acked, not in doubt
+    assert lost_acks(held, {"b": ("b1", 9)}, held_doubt=True) == 1  # a missing still counts
+
+
 # ---- reused revisions ---------------------------------------------------------
 
 def test_reused_revisions():
