@@ -26,6 +26,7 @@ import signal
 import struct
 import subprocess
 import threading
+import time
 
 import pytest
 
@@ -75,6 +76,13 @@ def test_chaos_at_small_snapshot_settings(make_cluster):
     work.spawn(kv_reader, cl, all_keys, rec, 7)
     steps = []
     taken = 0
+    t_step = [time.monotonic()]
+
+    def step(what):
+        """Each step named with the seconds it took (a slow one shows where)."""
+        now = time.monotonic()
+        steps.append("%s (%.1f s)" % (what, now - t_step[0]))
+        t_step[0] = now
     try:
         _grow(cl, rec, work, 50)
         # 1. the leader killed, restarted
@@ -82,7 +90,7 @@ def test_chaos_at_small_snapshot_settings(make_cluster):
         sweep()
         old.restart()
         cl.wait_ready()
-        steps.append("leader %d killed" % old.id)
+        step("leader %d killed" % old.id)
         _grow(cl, rec, work, 100)
         # 2. a follower killed while snapshots are written (every 32 entries)
         leader = cl.leader()
@@ -91,7 +99,7 @@ def test_chaos_at_small_snapshot_settings(make_cluster):
         _grow(cl, rec, work, 200)
         f.restart()
         cl.wait_ready()
-        steps.append("follower %d killed" % f.id)
+        step("follower %d killed" % f.id)
         _grow(cl, rec, work, 50)
         # 3. the leader cut off, then healed
         leader = cl.leader()
@@ -102,7 +110,7 @@ def test_chaos_at_small_snapshot_settings(make_cluster):
         _grow(cl, rec, work, 50)
         cl.heal()
         cl.wait_ready()
-        steps.append("leader %d partitioned" % leader.id)
+        step("leader %d partitioned" % leader.id)
         _grow(cl, rec, work, 50)
         # 4. the leader stopped (SIGSTOP) past the election timeout, then resumed
         leader = cl.leader()
@@ -117,7 +125,7 @@ def test_chaos_at_small_snapshot_settings(make_cluster):
         finally:
             os.kill(leader.pid, signal.SIGCONT)
         cl.wait_ready()
-        steps.append("leader %d stopped" % leader.id)
+        step("leader %d stopped" % leader.id)
         _grow(cl, rec, work, 50)
         taken = sum(int((m.info() or {}).get("cluster_snapshots_taken", 0)) for m in cl.members.values())
         # 5. every member killed at once
@@ -126,7 +134,7 @@ def test_chaos_at_small_snapshot_settings(make_cluster):
         for m in cl.members.values():
             m.restart()
         cl.wait_ready()
-        steps.append("all killed")
+        step("all killed")
         _grow(cl, rec, work, 50)
     finally:
         work.stop()
