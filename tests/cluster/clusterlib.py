@@ -514,8 +514,8 @@ class Cluster:
 
 class ClusterClient:
     """One connection at a time to some member of members; follows -NOTLEADER host:port, tries another member on
-    -NOTLEADER ? or a refused connect, and reconnects after a connection
-    error. call() reports the fate of a command as (status, reply):
+    -NOTLEADER ? or a refused connect, and on another member after a read
+    that failed (a timeout or a close). call() reports the fate of a command as (status, reply):
 
       ("ok", reply)    a reply that is not an error (the command took effect)
       ("err", error)   an error reply other than -NOTLEADER
