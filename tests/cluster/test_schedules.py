@@ -19,12 +19,17 @@ def fields(r):
     return {r[i].decode(): r[i + 1] for i in range(0, len(r), 2)}
 
 
-def schedule(c, name):
-    for s in c.call("Q.SCHEDULE", "LIST"):
+def named(listed, name):
+    """The fields of schedule name in a Q.SCHEDULE LIST reply, or None."""
+    for s in listed:
         f = fields(s)
         if f["name"] == name.encode():
             return f
     return None
+
+
+def schedule(c, name):
+    return named(c.call("Q.SCHEDULE", "LIST"), name)
 
 
 def list_and_delete(raw, name):
@@ -41,10 +46,9 @@ def list_and_delete(raw, name):
         return None
     listed, deleted = r
     assert deleted == 1, r
-    for f in map(fields, listed):
-        if f["name"] == name.encode():
-            return f
-    raise AssertionError("no schedule %s in %r" % (name, listed))
+    f = named(listed, name)
+    assert f is not None, "no schedule %s in %r" % (name, listed)
+    return f
 
 
 def check_once(c, s, queue, elapsed_s):

@@ -674,8 +674,13 @@ def test_rate_state_survives_kill(server):
 # ---- schedules -------------------------------------------------------------------------
 
 
+def by_name(listed):
+    """A Q.SCHEDULE LIST reply as {name: fields}."""
+    return {fields(s)["name"]: fields(s) for s in listed}
+
+
 def schedules(c):
-    return {fields(s)["name"]: fields(s) for s in c.call("Q.SCHEDULE", "LIST")}
+    return by_name(c.call("Q.SCHEDULE", "LIST"))
 
 
 def test_interval_schedule_pushes_each_tick_once(server):
@@ -737,7 +742,7 @@ def test_schedule_ticks_once_across_kills(server):
             assert c.call("Q.SCHEDULE", "LIST") == "QUEUED"
             assert c.call("Q.LEN", "q") == "QUEUED"
             listed, qlen = c.call("EXEC")
-            before = {fields(x)["name"]: fields(x) for x in listed}[b"s"]["pushed"]
+            before = by_name(listed)[b"s"]["pushed"]
             assert qlen[0] == before
             poll(lambda: schedules(c)[b"s"]["pushed"] >= before + 2, "ticks after the restart")
     with server.raw() as c:
