@@ -19,7 +19,7 @@ import time
 import checkers
 from faultproxy import FaultProxy
 from resp import Closed, RespError
-from workloads import Recorder, kv_get
+from workloads import Recorder, kv_get, watch_event
 from clusterlib import ClusterClient, poll
 
 WRITERS = 3
@@ -67,8 +67,7 @@ def history(cl, top):
         while not events or events[-1]["rev"] < top:
             e = c.read()
             if isinstance(e, list) and e and e[0] == b"watch":
-                events.append({"rev": e[2], "kind": e[3].decode(), "key": e[4].decode(),
-                               "value": e[5].decode() if e[5] is not None else None})
+                events.append(watch_event(e))
     return events
 
 

@@ -392,6 +392,13 @@ def elect_client(cluster, rec, seed, halt):
 WATCH_READ_TIMEOUT_S = 1.0     # an idle (or half-read) watch connection is dropped and resumed after this
 
 
+def watch_event(e):
+    """A KV.WATCH push (["watch", id, rev, kind, key, value, ...]) as the
+    dict watch_violations() reads."""
+    return {"rev": e[2], "kind": e[3].decode(), "key": e[4].decode(),
+            "value": e[5].decode() if e[5] is not None else None}
+
+
 def kv_watcher(cluster, prefix, rec, halt):
     """KV.WATCH prefix PREFIX FROM <last revision received> on the leader
     (following -NOTLEADER); when the connection dies (the leader was
@@ -425,10 +432,9 @@ def kv_watcher(cluster, prefix, rec, halt):
                 if not isinstance(e, list) or not e:
                     continue
                 if e[0] == b"watch":
-                    rev, kind, key, value = e[2], e[3], e[4], e[5]
-                    rec.add("event", {"rev": rev, "kind": kind.decode(), "key": key.decode(),
-                                      "value": value.decode() if value is not None else None})
-                    last = rev
+                    ev = watch_event(e)
+                    rec.add("event", ev)
+                    last = ev["rev"]
                 elif e[0] == b"watch-cancelled":
                     break
         except (OSError, Closed):
